@@ -1,0 +1,61 @@
+// weft::Client: a synchronous request/reply client for weftd's `api` and
+// `provisioner` endpoints, for the CLI, the host and any program that drives
+// Weft (see docs/protocol.md for the ops).
+//
+// Uses a DEALER socket. When a call times out the socket is discarded and a
+// fresh one is made for the next call (the "lazy pirate" pattern), so a
+// restarted server is reached again without any action by the caller, and a
+// late reply to an abandoned call is never mistaken for a newer one.
+//
+// Not thread-safe: one Client per thread. The zmq::context_t must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::client {
+
+using json = nlohmann::json;
+
+struct Options {
+  std::string endpoint;              // "tcp://127.0.0.1:7420"
+  int timeout_ms = 5000;             // per call, unless the call gives its own
+  std::string tenant;                // carried in every request header when non-empty
+  wire::Limits limits;               // applied to replies
+};
+
+class Client {
+ public:
+  Client(zmq::context_t& ctx, Options options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends `op` with `body` and waits for the reply. An error reply becomes a
+  // Status with the server's code and message; a timeout is kUnavailable.
+  Result<json> Call(std::string_view op, json body = json::object(), int timeout_ms = -1);
+  // The same, with payload frames both ways.
+  Result<wire::Reply> CallRaw(const wire::Request& request, int timeout_ms = -1);
+
+  const Options& options() const { return options_; }
+
+ private:
+  void Connect();
+  std::string NextId();
+
+  zmq::context_t& ctx_;
+  Options options_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::string id_prefix_;
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace weft::client

@@ -1,0 +1,20 @@
+# Warnings and sanitizers apply to our own targets only, never to dependencies.
+function(weft_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
+  if(WEFT_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                           -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# A native plugin: a shared library built against sdk/ only, hidden visibility,
+# written to <build>/plugins/<kind>/ so hosts and tests find it at a known place.
+function(weft_plugin target kind)
+  add_library(${target} MODULE ${ARGN})
+  target_link_libraries(${target} PRIVATE weft_sdk)
+  set_target_properties(${target} PROPERTIES
+    PREFIX "" CXX_VISIBILITY_PRESET hidden C_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/plugins/${kind})
+  weft_target_defaults(${target})
+endfunction()

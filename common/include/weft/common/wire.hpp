@@ -1,0 +1,98 @@
+// The Weft wire codec (docs/protocol.md).
+//
+// Every message is one ZeroMQ multipart message: frame 0 is a UTF-8 JSON header,
+// further frames are binary payloads. Requests carry {"v":1,"id","op","body"},
+// replies {"v":1,"id","ok":true,"body"} or {"v":1,"id","ok":false,
+// "error":{"code","message","details"}}. Decoding never throws and never
+// trusts its input: every limit is checked before a byte is parsed.
+//
+// Functions here are thread-safe (no shared state); the zmq sockets passed to
+// the helpers belong to the calling thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/common/status.hpp"
+
+namespace weft::wire {
+
+using json = nlohmann::json;
+using Frames = std::vector<zmq::message_t>;
+
+inline constexpr int kProtocolVersion = 1;
+
+struct Limits {
+  std::size_t max_frames = 64;                    // header + payload frames
+  std::size_t max_header_bytes = 1u << 20;        // 1 MiB of JSON
+  std::size_t max_frame_bytes = 16u << 20;        // one payload frame
+  std::size_t max_total_bytes = 64u << 20;        // the whole message
+  std::size_t max_id_bytes = 128;
+  std::size_t max_op_bytes = 64;
+};
+
+struct Request {
+  std::string id;
+  std::string op;
+  std::string tenant;  // optional header "tenant"; the server decides what it may be
+  json body = json::object();
+  std::vector<std::string> blobs;  // payload frames, in order
+};
+
+struct Error {
+  Code code = Code::kInternal;
+  std::string message;
+  json details = json::object();
+};
+
+struct Reply {
+  std::string id;
+  bool ok = true;
+  json body = json::object();
+  Error error;
+  std::vector<std::string> blobs;
+
+  static Reply Success(std::string id, json body = json::object());
+  static Reply Failure(std::string id, const Status& status, json details = json::object());
+  // The error as a Status (ok when the reply is ok).
+  Status ToStatus() const;
+};
+
+// Serializes JSON without ever throwing: invalid UTF-8 is replaced.
+std::string Dump(const json& value);
+
+Frames EncodeRequest(const Request& request);
+Frames EncodeReply(const Reply& reply);
+
+// Decodes a request (frames without any routing envelope). On failure the
+// returned Status explains what is wrong and *id_out holds the request id when
+// one could be read, so the caller can still address an error reply.
+Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out);
+Result<Reply> DecodeReply(const Frames& frames, const Limits& limits);
+
+// Checks frame count and sizes only.
+Status CheckLimits(const Frames& frames, const Limits& limits);
+
+// ---- ZeroMQ helpers --------------------------------------------------------
+
+// Receives every part of one message. Returns false when nothing was ready
+// (non-blocking) or the wait timed out.
+bool RecvMultipart(zmq::socket_t& socket, Frames& out, zmq::recv_flags flags = zmq::recv_flags::none);
+// Sends every frame; returns false if the socket refused (e.g. unroutable peer).
+bool SendMultipart(zmq::socket_t& socket, Frames& frames);
+
+// A ROUTER socket prefixes messages with the peer's routing id, and REQ peers
+// add an empty delimiter. SplitEnvelope moves those frames into `envelope` and
+// leaves the message proper in `frames`.
+void SplitEnvelope(Frames& frames, Frames& envelope);
+// Prepends a copy of `envelope` to `frames`.
+Frames WithEnvelope(const Frames& envelope, Frames&& frames);
+
+// The endpoint a socket actually bound ("tcp://127.0.0.1:41234" after "tcp://127.0.0.1:*").
+std::string LastEndpoint(zmq::socket_t& socket);
+
+}  // namespace weft::wire

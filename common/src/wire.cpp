@@ -1,0 +1,232 @@
+#include "weft/common/wire.hpp"
+
+#include <string_view>
+
+namespace weft::wire {
+namespace {
+
+zmq::message_t ToFrame(const std::string& s) { return zmq::message_t(s.data(), s.size()); }
+
+std::string_view View(const zmq::message_t& m) {
+  return std::string_view(static_cast<const char*>(m.data()), m.size());
+}
+
+// Parses and checks frame 0 as a JSON object with v == 1.
+Result<json> ParseHeader(const Frames& frames, const Limits& limits) {
+  WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
+  json header = json::parse(View(frames[0]), nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) return Status::Invalid("frame 0 is not valid JSON");
+  if (!header.is_object()) return Status::Invalid("frame 0 must be a JSON object");
+  auto v = header.find("v");
+  if (v == header.end()) return Status::Invalid("header lacks \"v\" (the protocol version, 1)");
+  if (!v->is_number_integer() || v->get<long long>() != kProtocolVersion)
+    return Status::Invalid("header \"v\" is " + Dump(*v) + "; this server speaks protocol version 1");
+  return header;
+}
+
+std::vector<std::string> Blobs(const Frames& frames) {
+  std::vector<std::string> blobs;
+  blobs.reserve(frames.size() - 1);
+  for (std::size_t i = 1; i < frames.size(); ++i) blobs.emplace_back(View(frames[i]));
+  return blobs;
+}
+
+}  // namespace
+
+Reply Reply::Success(std::string id, json body) {
+  Reply r;
+  r.id = std::move(id);
+  r.ok = true;
+  r.body = std::move(body);
+  return r;
+}
+
+Reply Reply::Failure(std::string id, const Status& status, json details) {
+  Reply r;
+  r.id = std::move(id);
+  r.ok = false;
+  r.body = json();
+  r.error.code = status.ok() ? Code::kInternal : status.code();
+  r.error.message = status.message();
+  r.error.details = std::move(details);
+  return r;
+}
+
+Status Reply::ToStatus() const {
+  if (ok) return Status::Ok();
+  return Status(error.code, error.message);
+}
+
+std::string Dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Status CheckLimits(const Frames& frames, const Limits& limits) {
+  if (frames.empty()) return Status::Invalid("empty message: frame 0 must hold the JSON header");
+  if (frames.size() > limits.max_frames)
+    return Status::TooLarge("message has " + std::to_string(frames.size()) + " frames; the limit is " +
+                            std::to_string(limits.max_frames));
+  if (frames[0].size() == 0) return Status::Invalid("frame 0 is empty; it must hold the JSON header");
+  if (frames[0].size() > limits.max_header_bytes)
+    return Status::TooLarge("header frame is " + std::to_string(frames[0].size()) +
+                            " bytes; the limit is " + std::to_string(limits.max_header_bytes));
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (i > 0 && frames[i].size() > limits.max_frame_bytes)
+      return Status::TooLarge("frame " + std::to_string(i) + " is " + std::to_string(frames[i].size()) +
+                              " bytes; the limit is " + std::to_string(limits.max_frame_bytes));
+    total += frames[i].size();
+  }
+  if (total > limits.max_total_bytes)
+    return Status::TooLarge("message is " + std::to_string(total) + " bytes; the limit is " +
+                            std::to_string(limits.max_total_bytes));
+  return Status::Ok();
+}
+
+Frames EncodeRequest(const Request& request) {
+  json header = {{"v", kProtocolVersion}, {"id", request.id}, {"op", request.op}, {"body", request.body}};
+  if (!request.tenant.empty()) header["tenant"] = request.tenant;
+  Frames frames;
+  frames.reserve(1 + request.blobs.size());
+  frames.push_back(ToFrame(Dump(header)));
+  for (const auto& b : request.blobs) frames.push_back(ToFrame(b));
+  return frames;
+}
+
+Frames EncodeReply(const Reply& reply) {
+  json header = {{"v", kProtocolVersion}, {"id", reply.id}, {"ok", reply.ok}};
+  if (reply.ok) {
+    header["body"] = reply.body;
+  } else {
+    header["error"] = {{"code", std::string(CodeName(reply.error.code))},
+                       {"message", reply.error.message},
+                       {"details", reply.error.details.is_null() ? json::object() : reply.error.details}};
+  }
+  Frames frames;
+  frames.reserve(1 + reply.blobs.size());
+  frames.push_back(ToFrame(Dump(header)));
+  for (const auto& b : reply.blobs) frames.push_back(ToFrame(b));
+  return frames;
+}
+
+Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out) {
+  if (id_out) id_out->clear();
+  Result<json> parsed = ParseHeader(frames, limits);
+  if (!parsed.ok()) return parsed.status();
+  json& header = parsed.value();
+
+  Request req;
+  auto id = header.find("id");
+  if (id == header.end()) return Status::Invalid("header lacks \"id\" (a string the reply will echo)");
+  if (!id->is_string()) return Status::Invalid("header \"id\" must be a string, got " + std::string(id->type_name()));
+  req.id = id->get<std::string>();
+  if (req.id.empty()) return Status::Invalid("header \"id\" is empty");
+  if (req.id.size() > limits.max_id_bytes)
+    return Status::TooLarge("header \"id\" is " + std::to_string(req.id.size()) + " bytes; the limit is " +
+                            std::to_string(limits.max_id_bytes));
+  if (id_out) *id_out = req.id;
+
+  auto op = header.find("op");
+  if (op == header.end()) return Status::Invalid("header lacks \"op\" (for example \"server.status\")");
+  if (!op->is_string()) return Status::Invalid("header \"op\" must be a string, got " + std::string(op->type_name()));
+  req.op = op->get<std::string>();
+  if (req.op.empty() || req.op.size() > limits.max_op_bytes)
+    return Status::Invalid("header \"op\" must be 1 to " + std::to_string(limits.max_op_bytes) + " characters");
+
+  auto tenant = header.find("tenant");
+  if (tenant != header.end() && !tenant->is_null()) {
+    if (!tenant->is_string() || tenant->get_ref<const std::string&>().empty() ||
+        tenant->get_ref<const std::string&>().size() > limits.max_id_bytes)
+      return Status::Invalid("header \"tenant\" must be a non-empty string of at most " +
+                             std::to_string(limits.max_id_bytes) + " bytes");
+    req.tenant = tenant->get<std::string>();
+  }
+
+  auto body = header.find("body");
+  if (body != header.end() && !body->is_null()) {
+    if (!body->is_object())
+      return Status::Invalid("header \"body\" must be a JSON object, got " + std::string(body->type_name()));
+    req.body = std::move(*body);
+  }
+  req.blobs = Blobs(frames);
+  return req;
+}
+
+Result<Reply> DecodeReply(const Frames& frames, const Limits& limits) {
+  Result<json> parsed = ParseHeader(frames, limits);
+  if (!parsed.ok()) return parsed.status();
+  json& header = parsed.value();
+
+  Reply reply;
+  auto id = header.find("id");
+  if (id == header.end() || !id->is_string()) return Status::Invalid("reply lacks a string \"id\"");
+  reply.id = id->get<std::string>();
+  auto ok = header.find("ok");
+  if (ok == header.end() || !ok->is_boolean()) return Status::Invalid("reply lacks a boolean \"ok\"");
+  reply.ok = ok->get<bool>();
+  if (reply.ok) {
+    auto body = header.find("body");
+    if (body != header.end() && !body->is_null()) reply.body = std::move(*body);
+  } else {
+    auto err = header.find("error");
+    if (err == header.end() || !err->is_object()) return Status::Invalid("failed reply lacks an \"error\" object");
+    reply.error.code = CodeFromName(err->value("code", std::string("INTERNAL")));
+    reply.error.message = err->value("message", std::string("(no message)"));
+    auto details = err->find("details");
+    if (details != err->end() && details->is_object()) reply.error.details = std::move(*details);
+  }
+  reply.blobs = Blobs(frames);
+  return reply;
+}
+
+bool RecvMultipart(zmq::socket_t& socket, Frames& out, zmq::recv_flags flags) {
+  out.clear();
+  while (true) {
+    zmq::message_t part;
+    auto got = socket.recv(part, flags);
+    if (!got) {
+      if (out.empty()) return false;
+      continue;  // the rest of a started message is always ready
+    }
+    bool more = part.more();
+    out.push_back(std::move(part));
+    if (!more) return true;
+    flags = zmq::recv_flags::none;
+  }
+}
+
+bool SendMultipart(zmq::socket_t& socket, Frames& frames) {
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+    flags = flags | zmq::send_flags::dontwait;
+    try {
+      if (!socket.send(frames[i], flags)) return false;
+    } catch (const zmq::error_t&) {
+      return false;  // EHOSTUNREACH with ROUTER_MANDATORY: the peer is gone
+    }
+  }
+  return true;
+}
+
+void SplitEnvelope(Frames& frames, Frames& envelope) {
+  envelope.clear();
+  if (frames.empty()) return;
+  std::size_t n = 1;  // the routing id
+  if (frames.size() > 1 && frames[1].size() == 0) n = 2;  // REQ delimiter
+  for (std::size_t i = 0; i < n; ++i) envelope.push_back(std::move(frames[i]));
+  frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+Frames WithEnvelope(const Frames& envelope, Frames&& frames) {
+  Frames out;
+  out.reserve(envelope.size() + frames.size());
+  for (const auto& e : envelope) out.emplace_back(e.data(), e.size());
+  for (auto& f : frames) out.push_back(std::move(f));
+  return out;
+}
+
+std::string LastEndpoint(zmq::socket_t& socket) {
+  return socket.get(zmq::sockopt::last_endpoint);
+}
+
+}  // namespace weft::wire

@@ -1,0 +1,244 @@
+// weft/plugin.hpp: write a native Weft plugin as a C++ class plus one macro.
+//
+//   class Hello : public weft::sdk::Plugin {
+//    public:
+//     static weft::sdk::Info Describe() {
+//       weft::sdk::Info info;
+//       info.type_name = "hello";
+//       info.kind = WEFT_KIND_AUTOMATOR;
+//       info.actions = {WEFT_ACTION_INSTALL, WEFT_ACTION_START};
+//       info.fields = {{"greeting", "Greeting", WEFT_FIELD_STRING, false, false, "\"hi\""}};
+//       return info;
+//     }
+//     void Run(weft_action action, weft::sdk::Task& task) override {
+//       task.Info("saying hello");
+//       task.SetResult("said", "true");
+//     }
+//   };
+//   WEFT_PLUGIN(Hello)
+//
+// Header-only; everything here compiles into the plugin, so only the C ABI of
+// weft/plugin.h crosses into the host. Exceptions thrown by Run (or by the
+// constructor) are caught here and become an error code and message: throw
+// weft::sdk::Error for a chosen code, any std::exception for WEFT_ERR_FAILED.
+//
+// Threading: Run may be called from several threads at once on one instance;
+// guard any state the instance keeps between tasks.
+#pragma once
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/plugin.h"
+
+namespace weft::sdk {
+
+// Throw to fail a task with a specific code (WEFT_ERR_*).
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+struct Field {
+  std::string name;
+  std::string label;
+  weft_field_type type = WEFT_FIELD_STRING;
+  bool required = false;
+  bool sensitive = false;
+  std::string default_json;  // empty: no default
+  std::string description;
+};
+
+struct Info {
+  std::string type_name;
+  weft_plugin_kind kind = WEFT_KIND_AUTOMATOR;
+  std::vector<weft_action> actions;
+  std::string version;
+  std::string description;
+  std::vector<Field> fields;
+  std::vector<std::string> resource_types;
+};
+
+// The task being run, with the host's services. Valid only inside Run.
+class Task {
+ public:
+  Task(const weft_host_services* host, weft_task* task) : host_(host), task_(task) {}
+
+  // The task as JSON text (see docs/protocol.md).
+  std::string_view Json() const {
+    const char* s = host_->task_json(task_);
+    return s ? std::string_view(s) : std::string_view("{}");
+  }
+  void Log(weft_log_level level, const std::string& message) const { host_->log(task_, level, message.c_str()); }
+  void Debug(const std::string& m) const { Log(WEFT_LOG_DEBUG, m); }
+  void Info(const std::string& m) const { Log(WEFT_LOG_INFO, m); }
+  void Warn(const std::string& m) const { Log(WEFT_LOG_WARN, m); }
+  void Progress(int percent, const std::string& message = {}) const {
+    host_->progress(task_, percent, message.empty() ? nullptr : message.c_str());
+  }
+  // Sets a result field; `json_value` is JSON text ("\"i-123\"", "42", "{...}").
+  void SetResult(const std::string& key, const std::string& json_value) const {
+    char err[256] = {0};
+    int rc = host_->set_result(task_, key.c_str(), json_value.c_str(), err, sizeof err);
+    if (rc != WEFT_OK) throw Error(rc, std::string("set_result('") + key + "'): " + err);
+  }
+  // Convenience: sets a string result (quoted and escaped for you).
+  void SetResultString(const std::string& key, std::string_view value) const { SetResult(key, Quote(value)); }
+  bool Cancelled() const { return host_->cancelled(task_) != 0; }
+  const weft_host_services* host() const { return host_; }
+
+  static std::string Quote(std::string_view s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out += buf;
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+    }
+    return out + "\"";
+  }
+
+ private:
+  const weft_host_services* host_;
+  weft_task* task_;
+};
+
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual void Run(weft_action action, Task& task) = 0;
+};
+
+namespace detail {
+
+inline void CopyError(char* err, std::size_t err_len, const char* message) {
+  if (!err || err_len == 0) return;
+  std::snprintf(err, err_len, "%s", message);
+}
+
+// Owns the descriptor and every string it points at, for the library's lifetime.
+template <typename P>
+class Registration {
+ public:
+  Registration() : info_(P::Describe()) {
+    for (weft_action a : info_.actions) actions_ |= static_cast<std::uint32_t>(a);
+    for (const Field& f : info_.fields) {
+      weft_field c{};
+      c.name = f.name.c_str();
+      c.label = f.label.c_str();
+      c.type = static_cast<std::uint32_t>(f.type);
+      c.flags = (f.required ? WEFT_FIELD_REQUIRED : 0u) | (f.sensitive ? WEFT_FIELD_SENSITIVE : 0u);
+      c.default_json = f.default_json.empty() ? nullptr : f.default_json.c_str();
+      c.description = f.description.empty() ? nullptr : f.description.c_str();
+      fields_.push_back(c);
+    }
+    for (const std::string& r : info_.resource_types) resources_.push_back(r.c_str());
+    d_.struct_size = sizeof(weft_plugin_descriptor);
+    d_.abi_major = WEFT_ABI_MAJOR;
+    d_.abi_minor = WEFT_ABI_MINOR;
+    d_.kind = static_cast<std::uint32_t>(info_.kind);
+    d_.type_name = info_.type_name.c_str();
+    d_.version = info_.version.empty() ? nullptr : info_.version.c_str();
+    d_.description = info_.description.empty() ? nullptr : info_.description.c_str();
+    d_.actions = actions_;
+    d_.field_count = static_cast<std::uint32_t>(fields_.size());
+    d_.field_size = sizeof(weft_field);
+    d_.resource_type_count = static_cast<std::uint32_t>(resources_.size());
+    d_.fields = fields_.empty() ? nullptr : fields_.data();
+    d_.resource_types = resources_.empty() ? nullptr : resources_.data();
+    d_.init = &Init;
+    d_.run = &Run;
+    d_.destroy = &Destroy;
+  }
+  const weft_plugin_descriptor* descriptor() const { return &d_; }
+
+ private:
+  static int Init(const weft_host_services*, void** instance, char* err, std::size_t err_len) {
+    try {
+      *instance = new P();
+      return WEFT_OK;
+    } catch (const std::exception& e) {
+      CopyError(err, err_len, e.what());
+    } catch (...) {
+      CopyError(err, err_len, "plugin constructor threw a non-standard exception");
+    }
+    return WEFT_ERR_INTERNAL;
+  }
+
+  static int Run(void* instance, const weft_host_services* host, weft_task* task, std::uint32_t action, char* err,
+                 std::size_t err_len) {
+    try {
+      Task t(host, task);
+      static_cast<P*>(instance)->Run(static_cast<weft_action>(action), t);
+      return WEFT_OK;
+    } catch (const Error& e) {
+      CopyError(err, err_len, e.what());
+      return e.code() == WEFT_OK ? WEFT_ERR_FAILED : e.code();
+    } catch (const std::exception& e) {
+      CopyError(err, err_len, e.what());
+    } catch (...) {
+      CopyError(err, err_len, "plugin threw a non-standard exception");
+    }
+    return WEFT_ERR_FAILED;
+  }
+
+  static void Destroy(void* instance) { delete static_cast<P*>(instance); }
+
+  Info info_;
+  std::uint32_t actions_ = 0;
+  std::vector<weft_field> fields_;
+  std::vector<const char*> resources_;
+  weft_plugin_descriptor d_{};
+};
+
+template <typename P>
+const weft_plugin_descriptor* Entry(std::uint32_t host_major, std::uint32_t host_minor, char* err,
+                                    std::size_t err_len) {
+  if (host_major != WEFT_ABI_MAJOR || host_minor < WEFT_ABI_MINOR) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "plugin needs Weft plugin ABI %u.%u or a later %u.x; the host offers %u.%u",
+                  WEFT_ABI_MAJOR, WEFT_ABI_MINOR, WEFT_ABI_MAJOR, host_major, host_minor);
+    CopyError(err, err_len, msg);
+    return nullptr;
+  }
+  try {
+    static const Registration<P> registration;
+    return registration.descriptor();
+  } catch (const std::exception& e) {
+    CopyError(err, err_len, e.what());
+  } catch (...) {
+    CopyError(err, err_len, "plugin's Describe() threw a non-standard exception");
+  }
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace weft::sdk
+
+// Exports the entry symbol for plugin class `Class` (one per shared library).
+#define WEFT_PLUGIN(Class)                                                                               \
+  extern "C" WEFT_PLUGIN_EXPORT const weft_plugin_descriptor* weft_plugin_entry(                          \
+      std::uint32_t host_abi_major, std::uint32_t host_abi_minor, char* err, std::size_t err_len) {       \
+    return ::weft::sdk::detail::Entry<Class>(host_abi_major, host_abi_minor, err, err_len);               \
+  }
