@@ -1,0 +1,171 @@
+#include "args.hpp"
+
+#include <charconv>
+
+namespace weft::cli {
+namespace {
+
+const char kHelpHint[] = "; run 'weft help' for usage";
+
+// Splits "--name=value" into name and value; returns false when there is no '='.
+bool SplitInline(const std::string& arg, std::string* name, std::string* value) {
+  if (arg.rfind("--", 0) != 0) return false;
+  auto eq = arg.find('=');
+  if (eq == std::string::npos) return false;
+  *name = arg.substr(0, eq);
+  *value = arg.substr(eq + 1);
+  return true;
+}
+
+Result<int> ParseTimeout(const std::string& text) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 3'600'000) {
+    return Status::Invalid("--timeout needs a number of milliseconds from 1 to 3600000, got '" + text + "'" +
+                           kHelpHint);
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string ParsedArgs::Get(const std::string& flag, std::string fallback) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? fallback : it->second;
+}
+
+bool LooksLikeEndpoint(std::string_view endpoint) {
+  for (std::string_view scheme : {"tcp://", "ipc://", "inproc://", "ws://", "wss://", "tipc://", "vmci://"}) {
+    if (endpoint.substr(0, scheme.size()) == scheme && endpoint.size() > scheme.size()) return true;
+  }
+  return false;
+}
+
+Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, const EnvLookup& env,
+                                         std::vector<std::string>* rest) {
+  GlobalOptions opts;
+  std::optional<std::string> server_flag;
+  rest->clear();
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      rest->insert(rest->end(), argv.begin() + static_cast<std::ptrdiff_t>(i), argv.end());
+      break;
+    }
+    std::string name = arg;
+    std::optional<std::string> value;
+    std::string inline_value;
+    if (SplitInline(arg, &name, &inline_value)) value = inline_value;
+    // "-ojson" is the short form with the value attached.
+    if (name.size() > 2 && name.rfind("-o", 0) == 0 && name[2] != '-') {
+      value = name.substr(2);
+      name = "-o";
+    }
+
+    auto take_value = [&](const std::string& flag, const char* what) -> Result<std::string> {
+      if (value) return *value;
+      if (i + 1 >= argv.size()) {
+        return Status::Invalid(flag + " needs " + what + kHelpHint);
+      }
+      return argv[++i];
+    };
+
+    if (name == "--server") {
+      Result<std::string> v = take_value(name, "an endpoint such as tcp://127.0.0.1:7420");
+      if (!v.ok()) return v.status();
+      server_flag = *v;
+    } else if (name == "-o" || name == "--output") {
+      Result<std::string> v = take_value(name, "a format: json or table");
+      if (!v.ok()) return v.status();
+      if (*v == "json") {
+        opts.output = OutputFormat::kJson;
+      } else if (*v == "table") {
+        opts.output = OutputFormat::kTable;
+      } else {
+        return Status::Invalid(name + " must be json or table, got '" + *v + "'");
+      }
+    } else if (name == "--timeout") {
+      Result<std::string> v = take_value(name, "a number of milliseconds");
+      if (!v.ok()) return v.status();
+      Result<int> ms = ParseTimeout(*v);
+      if (!ms.ok()) return ms.status();
+      opts.timeout_ms = *ms;
+    } else if (name == "--tenant") {
+      Result<std::string> v = take_value(name, "a tenant name");
+      if (!v.ok()) return v.status();
+      if (v->empty()) return Status::Invalid(std::string("--tenant needs a non-empty tenant name") + kHelpHint);
+      opts.tenant = *v;
+    } else if ((name == "-h" || name == "--help") && !value) {
+      opts.help = true;
+    } else if (name == "--version" && !value) {
+      opts.version = true;
+    } else {
+      rest->push_back(arg);
+    }
+  }
+
+  if (server_flag) {
+    opts.server = *server_flag;
+    if (!LooksLikeEndpoint(opts.server)) {
+      return Status::Invalid("--server '" + opts.server +
+                             "' is not a ZeroMQ endpoint; give one like tcp://127.0.0.1:7420");
+    }
+  } else if (auto from_env = env ? env("WEFT_SERVER") : std::nullopt; from_env && !from_env->empty()) {
+    opts.server = *from_env;
+    if (!LooksLikeEndpoint(opts.server)) {
+      return Status::Invalid("WEFT_SERVER '" + opts.server +
+                             "' is not a ZeroMQ endpoint; set it to one like tcp://127.0.0.1:7420");
+    }
+  }
+  return opts;
+}
+
+Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const std::vector<FlagSpec>& flags,
+                                    const std::vector<ArgSpec>& args, std::string_view command_name) {
+  const std::string hint = "; run 'weft " + std::string(command_name) + " --help' for usage";
+  ParsedArgs parsed;
+  bool only_positionals = false;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (!only_positionals && arg == "--") {
+      only_positionals = true;
+      continue;
+    }
+    if (!only_positionals && arg.size() > 1 && arg[0] == '-') {
+      std::string name = arg;
+      std::string inline_value;
+      bool has_inline = SplitInline(arg, &name, &inline_value);
+      const FlagSpec* spec = nullptr;
+      for (const FlagSpec& f : flags) {
+        if (f.name == name) spec = &f;
+      }
+      if (!spec) return Status::Invalid("'weft " + std::string(command_name) + "' has no option '" + name + "'" + hint);
+      if (spec->value_name.empty()) {
+        if (has_inline) return Status::Invalid(name + " takes no value" + hint);
+        parsed.flags[name] = "true";
+      } else if (has_inline) {
+        parsed.flags[name] = inline_value;
+      } else if (i + 1 < argv.size()) {
+        parsed.flags[name] = argv[++i];
+      } else {
+        return Status::Invalid(name + " needs a value (" + spec->value_name + ")" + hint);
+      }
+      continue;
+    }
+    parsed.positionals.push_back(arg);
+  }
+
+  std::size_t required = 0;
+  for (const ArgSpec& a : args) required += a.required ? 1 : 0;
+  if (parsed.positionals.size() < required) {
+    return Status::Invalid("'weft " + std::string(command_name) + "' needs " + args[parsed.positionals.size()].name +
+                           hint);
+  }
+  if (parsed.positionals.size() > args.size()) {
+    return Status::Invalid("'weft " + std::string(command_name) + "' does not take '" +
+                           parsed.positionals[args.size()] + "'" + hint);
+  }
+  return parsed;
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,72 @@
+// Command-line parsing for `weft`: the global options every command shares and
+// the flags and positional arguments one command declares. Parsing never prints;
+// a failure is a Status whose message is the one sentence shown to the user,
+// hint included, and always means "usage error" (exit code 2).
+// Plain functions over values; thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.hpp"
+
+namespace weft::cli {
+
+inline constexpr char kDefaultServer[] = "tcp://127.0.0.1:7420";
+inline constexpr int kDefaultTimeoutMs = 5000;
+
+enum class OutputFormat : int { kTable = 1, kJson };
+
+struct GlobalOptions {
+  std::string server = kDefaultServer;  // resolved: --server > $WEFT_SERVER > default
+  OutputFormat output = OutputFormat::kTable;
+  int timeout_ms = kDefaultTimeoutMs;
+  std::string tenant;  // empty: the server's default tenant
+  bool help = false;
+  bool version = false;
+};
+
+// Looks up an environment variable; nullopt when unset. Injected so tests need
+// not touch the process environment.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+
+// Global options may appear anywhere before a lone "--"; everything else is left
+// in `*rest`, in order (the command words and the command's own arguments).
+Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, const EnvLookup& env,
+                                         std::vector<std::string>* rest);
+
+// A flag a command accepts: "--state STATE" (value_name set) or "--all" (boolean).
+struct FlagSpec {
+  std::string name;        // with the dashes: "--state"
+  std::string value_name;  // empty for a boolean flag
+  std::string help;
+};
+
+// A positional argument a command accepts, in order.
+struct ArgSpec {
+  std::string name;  // shown in usage: "NAME"
+  bool required = true;
+  std::string help;
+};
+
+struct ParsedArgs {
+  std::map<std::string, std::string> flags;  // boolean flags map to "true"
+  std::vector<std::string> positionals;
+
+  bool Has(const std::string& flag) const { return flags.count(flag) != 0; }
+  std::string Get(const std::string& flag, std::string fallback = "") const;
+};
+
+// Parses a command's own arguments against its declared flags and positionals.
+// `command_name` ("host list") names the command in error messages.
+Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const std::vector<FlagSpec>& flags,
+                                    const std::vector<ArgSpec>& args, std::string_view command_name);
+
+// True for "tcp://...", "ipc://..." and the other ZeroMQ transports.
+bool LooksLikeEndpoint(std::string_view endpoint);
+
+}  // namespace weft::cli

@@ -1,0 +1,126 @@
+#include "command.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include "table.hpp"
+
+namespace weft::cli {
+namespace {
+
+std::string Usage(const Command& c) {
+  std::string usage = "weft [global options] " + c.Name();
+  if (!c.flags.empty()) usage += " [options]";
+  for (const ArgSpec& a : c.args) usage += a.required ? " " + a.name : " [" + a.name + "]";
+  return usage;
+}
+
+std::string VerbList(const std::vector<const Command*>& commands) {
+  std::string list;
+  for (const Command* c : commands) {
+    if (!list.empty()) list += ", ";
+    list += c->verb.empty() ? c->noun : c->verb;
+  }
+  return list;
+}
+
+}  // namespace
+
+void CommandTable::Add(Command command) { commands_.push_back(std::move(command)); }
+
+const Command* CommandTable::Find(std::string_view noun, std::string_view verb) const {
+  for (const Command& c : commands_) {
+    if (c.noun == noun && c.verb == verb) return &c;
+  }
+  return nullptr;
+}
+
+bool CommandTable::HasNoun(std::string_view noun) const { return !ForNoun(noun).empty(); }
+
+std::vector<const Command*> CommandTable::ForNoun(std::string_view noun) const {
+  std::vector<const Command*> out;
+  for (const Command& c : commands_) {
+    if (c.noun == noun) out.push_back(&c);
+  }
+  return out;
+}
+
+Result<const Command*> CommandTable::Resolve(const std::vector<std::string>& words, std::size_t* consumed) const {
+  if (words.empty()) return Status::Invalid("no command given; run 'weft help' for the list");
+  const std::string& noun = words[0];
+  if (!HasNoun(noun)) {
+    return Status::Invalid("unknown command '" + noun + "'; run 'weft help' for the list");
+  }
+  if (words.size() >= 2) {
+    if (const Command* c = Find(noun, words[1])) {
+      *consumed = 2;
+      return c;
+    }
+  }
+  if (const Command* c = Find(noun, "")) {
+    *consumed = 1;
+    return c;
+  }
+  std::vector<const Command*> verbs = ForNoun(noun);
+  if (words.size() < 2) {
+    return Status::Invalid("'weft " + noun + "' needs a command: " + VerbList(verbs) + "; run 'weft help " + noun +
+                           "' for details");
+  }
+  return Status::Invalid("'weft " + noun + "' has no command '" + words[1] + "' (it has: " + VerbList(verbs) +
+                         "); run 'weft help " + noun + "' for details");
+}
+
+void CommandTable::PrintOverview(std::ostream& out) const {
+  out << "weft: the command-line client of the Weft cluster manager\n\n"
+         "usage: weft [global options] COMMAND [arguments]\n\n"
+         "commands:\n";
+  Table table({"", ""});
+  for (const Command& c : commands_) table.AddRow({c.Name(), c.summary});
+  table.AddRow({"help [COMMAND]", "Show this overview, or the help of one command."});
+  table.HideHeader();
+  table.Print(out, "  ");
+  out << "\n"
+         "global options (anywhere on the line):\n"
+         "  --server ENDPOINT    weftd's api endpoint; default $WEFT_SERVER, else " << kDefaultServer << "\n"
+         "  -o, --output FORMAT  table (default, for people) or json (the reply body, for scripts)\n"
+         "  --timeout MS         how long to wait for each answer (default " << kDefaultTimeoutMs << ")\n"
+         "  --tenant TENANT      the tenant to act in (default: the server's 'default')\n"
+         "  -h, --help           show help; after a command, that command's help\n"
+         "  --version            print weft's version\n\n"
+         "exit status: 0 done, 1 the request failed (one sentence on stderr), 2 usage error.\n"
+         "Run 'weft COMMAND --help' for a command's arguments.\n";
+}
+
+void CommandTable::PrintNounHelp(std::ostream& out, std::string_view noun) const {
+  std::vector<const Command*> commands = ForNoun(noun);
+  if (commands.size() == 1 && commands[0]->verb.empty()) {
+    PrintCommandHelp(out, *commands[0]);
+    return;
+  }
+  out << "usage: weft [global options] " << noun << " COMMAND [arguments]\n\ncommands:\n";
+  Table table({"", ""});
+  for (const Command* c : commands) table.AddRow({c->Name(), c->summary});
+  table.HideHeader();
+  table.Print(out, "  ");
+  out << "\nRun 'weft " << noun << " COMMAND --help' for a command's arguments.\n";
+}
+
+void CommandTable::PrintCommandHelp(std::ostream& out, const Command& c) {
+  out << "usage: " << Usage(c) << "\n\n" << c.summary << "\n";
+  if (!c.description.empty()) out << "\n" << c.description << "\n";
+  if (!c.args.empty()) {
+    out << "\narguments:\n";
+    KeyValues kv;
+    for (const ArgSpec& a : c.args) kv.Add(a.name, a.help);
+    kv.Print(out, "  ");
+  }
+  if (!c.flags.empty()) {
+    out << "\noptions:\n";
+    KeyValues kv;
+    for (const FlagSpec& f : c.flags) kv.Add(f.value_name.empty() ? f.name : f.name + " " + f.value_name, f.help);
+    kv.Print(out, "  ");
+  }
+  out << "\nGlobal options (--server, -o, --timeout, --tenant) work here too; see 'weft help'.\n";
+}
+
+}  // namespace weft::cli

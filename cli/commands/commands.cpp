@@ -1,0 +1,12 @@
+#include "commands/commands.hpp"
+
+namespace weft::cli {
+
+void RegisterAllCommands(CommandTable& table) {
+  // The order here is the order of `weft help`.
+  RegisterStatusCommands(table);
+  RegisterHostCommands(table);
+  RegisterPluginCommands(table);
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,17 @@
+// Every command of `weft`, one file per noun. A later noun (catalog, cluster,
+// job, resource, tenant...) adds <noun>_commands.cpp with its Register function,
+// declares it here, calls it from RegisterAllCommands, and lists the file in
+// cli/CMakeLists.txt.
+#pragma once
+
+#include "command.hpp"
+
+namespace weft::cli {
+
+void RegisterAllCommands(CommandTable& table);
+
+void RegisterStatusCommands(CommandTable& table);  // status
+void RegisterHostCommands(CommandTable& table);    // host list
+void RegisterPluginCommands(CommandTable& table);  // plugin list
+
+}  // namespace weft::cli

@@ -1,0 +1,54 @@
+// weft host ...: the provisioner hosts the server knows.
+#include <chrono>
+
+#include "commands/commands.hpp"
+#include "context.hpp"
+#include "format.hpp"
+#include "table.hpp"
+
+namespace weft::cli {
+namespace {
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status HostList(Context& ctx, const ParsedArgs&) {
+  Result<json> reply = ctx.Call("host.list");
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  const json& hosts = reply->contains("hosts") ? (*reply)["hosts"] : json::array();
+  if (!hosts.is_array() || hosts.empty()) {
+    ctx.out() << "no hosts registered; start weft-host pointed at this server's provisioner endpoint\n";
+    return Status::Ok();
+  }
+  const std::int64_t now_ms = NowMs();
+  Table table({"ID", "LIVE", "CAPACITY", "IN FLIGHT", "LAST SEEN", "REGISTERED", "PLUGINS"});
+  table.AlignRight(2);
+  table.AlignRight(3);
+  for (const json& h : hosts) {
+    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), Text(h, "in_flight"),
+                  Ago(now_ms, Int(h, "last_seen_ms")), Ago(now_ms, Int(h, "registered_at_ms")), Join(h, "plugins")});
+  }
+  table.Print(ctx.out());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterHostCommands(CommandTable& table) {
+  table.Add({.noun = "host",
+             .verb = "list",
+             .summary = "List the provisioner hosts, whether they are live, and the plugins they run.",
+             .description = "A host is live when the server heard from it within hosts.silent_after_ms.\n"
+                            "IN FLIGHT is the number of tasks it holds right now.",
+             .flags = {},
+             .args = {},
+             .handler = &HostList});
+}
+
+}  // namespace weft::cli

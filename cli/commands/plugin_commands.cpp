@@ -1,0 +1,95 @@
+// weft plugin ...: the plugin types registered hosts can run, with their fields.
+#include "commands/commands.hpp"
+#include "context.hpp"
+#include "format.hpp"
+#include "table.hpp"
+
+namespace weft::cli {
+namespace {
+
+// The default column: absent when the plugin gives none.
+std::string DefaultText(const json& field) {
+  if (!field.is_object() || !field.contains("default")) return "";
+  if (field.value("sensitive", false)) return "(hidden)";
+  const json& v = field["default"];
+  if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
+  return ValueText(v);
+}
+
+void PrintPlugin(Context& ctx, const json& p) {
+  std::ostream& out = ctx.out();
+  std::size_t live = p.contains("live_hosts") && p["live_hosts"].is_array() ? p["live_hosts"].size() : 0;
+  std::size_t all = p.contains("hosts") && p["hosts"].is_array() ? p["hosts"].size() : 0;
+  out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind")) << ", version "
+      << Printable(Text(p, "version")) << ")\n";
+  KeyValues kv;
+  if (p.contains("description") && p["description"].is_string() && !p["description"].get<std::string>().empty()) {
+    kv.Add("description", Text(p, "description"));
+  }
+  kv.Add("actions", Join(p, "actions", " "));
+  kv.Add("hosts", Join(p, "hosts") + " (" + std::to_string(live) + " of " + std::to_string(all) + " live)");
+  if (p.contains("resource_types") && p["resource_types"].is_array() && !p["resource_types"].empty()) {
+    kv.Add("resources", Join(p, "resource_types"));
+  }
+  kv.Print(out, "  ");
+
+  const json& fields = p.contains("fields") ? p["fields"] : json::array();
+  if (!fields.is_array() || fields.empty()) {
+    out << "  fields: none\n";
+    return;
+  }
+  out << "  fields:\n";
+  Table table({"NAME", "TYPE", "REQUIRED", "SENSITIVE", "DEFAULT", "LABEL"});
+  for (const json& f : fields) {
+    table.AddRow({Text(f, "name"), Text(f, "type"), YesNo(f, "required"), YesNo(f, "sensitive"), DefaultText(f),
+                  f.contains("label") ? Text(f, "label") : ""});
+  }
+  table.Print(out, "    ");
+}
+
+Status PluginList(Context& ctx, const ParsedArgs& args) {
+  Result<json> reply = ctx.Call("plugin.list");
+  if (!reply.ok()) return reply.status();
+  json plugins = reply->contains("plugins") ? (*reply)["plugins"] : json::array();
+  if (!plugins.is_array()) plugins = json::array();
+  if (args.Has("--type")) {
+    const std::string wanted = args.Get("--type");
+    json kept = json::array();
+    for (const json& p : plugins) {
+      if (p.is_object() && p.value("type", "") == wanted) kept.push_back(p);
+    }
+    if (kept.empty()) return Status::NotFound("no registered host offers plugin type '" + wanted + "'");
+    plugins = std::move(kept);
+  }
+  if (ctx.json_output()) {
+    ctx.PrintJson(json{{"plugins", plugins}});
+    return Status::Ok();
+  }
+  if (plugins.empty()) {
+    ctx.out() << "no plugin types registered; a weft-host lists its plugins when it registers\n";
+    return Status::Ok();
+  }
+  bool first = true;
+  for (const json& p : plugins) {
+    if (!first) ctx.out() << '\n';
+    first = false;
+    PrintPlugin(ctx, p);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterPluginCommands(CommandTable& table) {
+  table.Add({.noun = "plugin",
+             .verb = "list",
+             .summary = "List the plugin types registered hosts can run, with their fields.",
+             .description = "One block per plugin type: its kind, version, actions, the hosts that offer it,\n"
+                            "and the fields a provider or service gives it (name, type, whether required\n"
+                            "or sensitive, default). Defaults of sensitive fields are not shown.",
+             .flags = {{.name = "--type", .value_name = "TYPE", .help = "show only this plugin type"}},
+             .args = {},
+             .handler = &PluginList});
+}
+
+}  // namespace weft::cli

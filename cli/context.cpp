@@ -1,0 +1,56 @@
+#include "context.hpp"
+
+#include "weft/common/wire.hpp"
+
+namespace weft::cli {
+
+Context::Context(GlobalOptions options, std::ostream& out, std::ostream& err)
+    : options_(std::move(options)), out_(out), err_(err) {}
+
+Context::~Context() {
+  client_.reset();  // the socket must close before its context
+  zmq_.reset();
+}
+
+Result<json> Context::Call(std::string_view op, json body) {
+  if (!client_) {
+    try {
+      zmq_ = std::make_unique<zmq::context_t>(1);
+    } catch (const zmq::error_t& e) {
+      return Status::Internal(std::string("cannot start ZeroMQ: ") + e.what());
+    }
+    client::Options copts;
+    copts.endpoint = options_.server;
+    copts.timeout_ms = options_.timeout_ms;
+    copts.tenant = options_.tenant;
+    client_ = std::make_unique<client::Client>(*zmq_, copts);
+  }
+  wire::Request request;
+  request.op = std::string(op);
+  request.body = std::move(body);
+  Result<wire::Reply> reply = client_->CallRaw(request);
+  if (!reply.ok()) {
+    // The request never got an answer: say where we looked and how to look elsewhere.
+    const Status& st = reply.status();
+    if (st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0) {
+      return Status::Unavailable("no answer from weftd at " + options_.server + " within " +
+                                 std::to_string(options_.timeout_ms) +
+                                 " ms; is weftd running? (set --server or WEFT_SERVER)");
+    }
+    return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
+  }
+  if (!reply->ok) return reply->ToStatus();
+  return std::move(reply->body);
+}
+
+void Context::PrintJson(const json& value) {
+  const json& shown = value.is_null() ? json::object() : value;
+  out_ << shown.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
+}
+
+Status Context::UsageError(std::string message) {
+  usage_error_ = true;
+  return Status::Invalid(std::move(message));
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,55 @@
+// What a command handler works with: the global options, the output streams and
+// a connection to weftd made on first use (so `weft help` never touches the
+// network). Call() turns every failure into the one sentence the user sees.
+// One per run of `weft`; not thread-safe.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "args.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::cli {
+
+using json = nlohmann::json;
+
+class Context {
+ public:
+  Context(GlobalOptions options, std::ostream& out, std::ostream& err);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const GlobalOptions& options() const { return options_; }
+  bool json_output() const { return options_.output == OutputFormat::kJson; }
+  std::ostream& out() { return out_; }
+  std::ostream& err() { return err_; }
+
+  // Sends one request to the api endpoint and returns the reply body. Errors read
+  // as one sentence: the server's own message, or what went wrong on the way.
+  Result<json> Call(std::string_view op, json body = json::object());
+
+  // Prints a reply body for `-o json`: indented, one value, newline-terminated.
+  void PrintJson(const json& value);
+
+  // For handlers that find a usage problem in their arguments: the run exits 2.
+  Status UsageError(std::string message);
+  bool usage_error() const { return usage_error_; }
+
+ private:
+  GlobalOptions options_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::unique_ptr<zmq::context_t> zmq_;
+  std::unique_ptr<client::Client> client_;
+  bool usage_error_ = false;
+};
+
+}  // namespace weft::cli

@@ -1,0 +1,39 @@
+// Small helpers that turn reply JSON into table cells. They never throw: a field
+// the server did not send (an older server, a newer client) shows as "-".
+// Stateless; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace weft::cli {
+
+using json = nlohmann::json;
+
+inline constexpr char kMissing[] = "-";
+
+// obj[key] as text: strings as they are, numbers and booleans printed, objects
+// and arrays as compact JSON, absent or null as "-".
+std::string Text(const json& obj, std::string_view key);
+// A JSON value as a cell: strings unquoted, everything else as compact JSON.
+std::string ValueText(const json& value);
+// obj[key] as an integer, or `fallback` when absent or not a number.
+std::int64_t Int(const json& obj, std::string_view key, std::int64_t fallback = 0);
+// obj[key] as "yes"/"no", or "-".
+std::string YesNo(const json& obj, std::string_view key);
+// An array of strings joined with `sep`; "-" when absent or empty.
+std::string Join(const json& obj, std::string_view key, std::string_view sep = ", ");
+std::string Join(const std::vector<std::string>& items, std::string_view sep = ", ");
+
+// 5230 -> "5s", 312000 -> "5m 12s", 90000000 -> "1d 1h".
+std::string Duration(std::int64_t ms);
+// How long ago `then_ms` was, from `now_ms`: "3s ago", "just now", "-" for 0.
+std::string Ago(std::int64_t now_ms, std::int64_t then_ms);
+// "1 host", "2 hosts".
+std::string Count(std::int64_t n, std::string_view singular, std::string_view plural);
+
+}  // namespace weft::cli
