@@ -1,0 +1,448 @@
+// weft-bench dispatch: how many tasks per second a real weftd hands out and takes
+// back, against how many plain ZeroMQ DEALER->ROUTER round trips this machine
+// does with the same number of client threads.
+//
+// Each run starts weftd (found next to weft-bench) with a fresh data directory and
+// ephemeral loopback ports, enqueues M tasks with debug.enqueue, then lets N
+// simulated hosts (one thread and one DEALER each, host ids bench-0..N-1, plugin
+// type "bench") do task.take -> task.finish as fast as they can. The clock runs
+// from the moment all hosts are registered until the last finish is answered.
+// Every run is followed by a raw round-trip run with N DEALER threads against a
+// ROUTER that echoes. Medians over R runs are printed as one JSON line.
+//
+// A task costs two round trips (take, finish), so ratio 0.5 would be the
+// transport's limit; the target 0.25 is half of it.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <charconv>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "bench.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr double kTargetRatio = 0.25;
+constexpr int kEnqueueBatch = 1000;            // debug.enqueue accepts up to 10,000
+constexpr int kTakeWaitMs = 500;               // how long an idle host's take is held
+constexpr auto kRunDeadline = std::chrono::seconds(120);
+
+struct Options {
+  int hosts = 4;
+  int tasks = 4000;
+  int runs = 5;
+  int raw_ms = 1000;  // length of one raw round-trip run
+};
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "weft-bench dispatch: %s\n"
+               "usage: weft-bench dispatch [--hosts N] [--tasks M] [--runs R] [--raw-ms MS]\n"
+               "  --hosts N    simulated hosts, one thread each (default 4)\n"
+               "  --tasks M    tasks dispatched per run (default 4000)\n"
+               "  --runs R     repetitions; medians are reported (default 5)\n"
+               "  --raw-ms MS  length of each raw ZeroMQ round-trip run (default 1000)\n",
+               problem.c_str());
+  return 2;
+}
+
+bool ParseInt(const std::string& text, int min, int max, int* out) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
+// A scratch directory, removed when done.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "weft-bench-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The real weftd on ephemeral loopback ports. Stopped with SIGTERM (then SIGKILL
+// after 10 s) when destroyed.
+class Weftd {
+ public:
+  Status Start(const fs::path& binary, const fs::path& dir) {
+    log_ = dir / "weftd.log";
+    fs::path data = dir / "data";
+    fs::create_directories(data);
+    fs::path config = dir / "weftd.toml";
+    {
+      std::ofstream out(config);
+      out << "[server]\n"
+          << "data_dir = " << json(data.string()).dump() << "\n"
+          << "log_level = \"warn\"\n"
+          << "[endpoints]\n"
+          << "api = \"tcp://127.0.0.1:*\"\n"
+          << "provisioner = \"tcp://127.0.0.1:*\"\n"
+          << "events = \"tcp://127.0.0.1:*\"\n";
+      if (!out) return Status::Internal("cannot write " + config.string());
+    }
+    int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Internal("cannot create " + log_.string());
+    pid_ = fork();
+    if (pid_ < 0) {
+      close(fd);
+      return Status::Internal("fork failed");
+    }
+    if (pid_ == 0) {
+      int null_in = open("/dev/null", O_RDONLY);
+      dup2(null_in, 0);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::string bin = binary.string();
+      std::string cfg = config.string();
+      char* argv[] = {bin.data(), const_cast<char*>("--config"), cfg.data(), nullptr};
+      execv(argv[0], argv);
+      _exit(127);
+    }
+    close(fd);
+
+    fs::path endpoints_file = data / "endpoints.json";
+    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
+    while (SteadyClock::now() < deadline) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return Status::Internal("weftd exited during start-up; its log ends:\n" + Tail(log_));
+      }
+      std::ifstream in(endpoints_file);
+      if (in) {
+        json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.value("api", "") != "" && j.value("provisioner", "") != "") {
+          api_ = j["api"].get<std::string>();
+          provisioner_ = j["provisioner"].get<std::string>();
+          return Status::Ok();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::Timeout("weftd did not write " + endpoints_file.string() + " within 15 s; its log ends:\n" +
+                           Tail(log_));
+  }
+
+  ~Weftd() { Stop(); }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+    int st = 0;
+    while (waitpid(pid_, &st, WNOHANG) == 0) {
+      if (SteadyClock::now() > deadline) {
+        std::fprintf(stderr, "weft-bench: weftd did not stop within 10 s of SIGTERM; killing it\n");
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+  }
+
+  const std::string& api() const { return api_; }
+  const std::string& provisioner() const { return provisioner_; }
+  const fs::path& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  fs::path log_;
+  std::string api_;
+  std::string provisioner_;
+};
+
+json BenchPlugin() {
+  return json{{"type", "bench"},
+              {"kind", "automator"},
+              {"version", "1.0"},
+              {"description", "weft-bench dispatch: finishes every task at once"},
+              {"actions", json::array({"INSTALL"})},
+              {"fields", json::array()},
+              {"resource_types", json::array()}};
+}
+
+Status Enqueue(zmq::context_t& ctx, const std::string& api, int tasks) {
+  client::Client api_client(ctx, client::Options{.endpoint = api, .timeout_ms = 30000, .tenant = "", .limits = {}});
+  for (int first = 0; first < tasks; first += kEnqueueBatch) {
+    json batch = json::array();
+    for (int i = first; i < std::min(tasks, first + kEnqueueBatch); ++i) {
+      batch.push_back({{"plugin", "bench"}, {"action", "INSTALL"}, {"node_id", "n" + std::to_string(i)}});
+    }
+    Result<json> reply = api_client.Call("debug.enqueue", json{{"tasks", std::move(batch)}});
+    if (!reply.ok()) return reply.status().WithContext("debug.enqueue");
+  }
+  return Status::Ok();
+}
+
+// One dispatch run against a fresh weftd. Returns tasks per second.
+Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts) {
+  ScratchDir dir;
+  Weftd weftd;
+  WEFT_RETURN_IF_ERROR(weftd.Start(weftd_bin, dir.path()));
+  WEFT_RETURN_IF_ERROR(Enqueue(ctx, weftd.api(), opts.tasks));
+
+  std::atomic<int> finished{0};
+  std::atomic<bool> abort{false};
+  std::mutex error_mu;
+  Status first_error;
+  SteadyClock::time_point start;
+  SteadyClock::time_point end;
+  std::mutex end_mu;
+  std::barrier registered(opts.hosts, [&]() noexcept { start = SteadyClock::now(); });
+  const auto deadline = SteadyClock::now() + kRunDeadline;
+
+  auto fail = [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (first_error.ok()) first_error = st;
+    abort = true;
+  };
+
+  auto host = [&](int index) {
+    const std::string host_id = "bench-" + std::to_string(index);
+    client::Client c(ctx, client::Options{
+                              .endpoint = weftd.provisioner(), .timeout_ms = 10000, .tenant = "", .limits = {}});
+    Result<json> reg = c.Call("host.register", json{{"host_id", host_id},
+                                                   {"capacity", 1},
+                                                   {"version", "0.1.0"},
+                                                   {"plugins", json::array({BenchPlugin()})}});
+    if (!reg.ok()) fail(reg.status().WithContext(host_id + " host.register"));
+    registered.arrive_and_wait();
+    while (!abort && finished.load() < opts.tasks) {
+      if (SteadyClock::now() > deadline) {
+        fail(Status::Timeout("the run did not finish within 120 s (" + std::to_string(finished.load()) + " of " +
+                             std::to_string(opts.tasks) + " tasks done)"));
+        return;
+      }
+      Result<json> took = c.Call("task.take", json{{"host_id", host_id}, {"wait_ms", kTakeWaitMs}},
+                                 kTakeWaitMs + 10000);
+      if (!took.ok()) {
+        fail(took.status().WithContext(host_id + " task.take"));
+        return;
+      }
+      const json& task = (*took)["task"];
+      if (task.is_null()) continue;
+      json finish{{"host_id", host_id},
+                  {"task_id", task["task_id"]},
+                  {"attempt", task["attempt"]},
+                  {"status", "succeeded"},
+                  {"message", ""},
+                  {"result", json::object()}};
+      Result<json> done = c.Call("task.finish", std::move(finish));
+      if (!done.ok()) {
+        fail(done.status().WithContext(host_id + " task.finish"));
+        return;
+      }
+      if (finished.fetch_add(1) + 1 == opts.tasks) {
+        std::lock_guard<std::mutex> lock(end_mu);
+        end = SteadyClock::now();
+      }
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int i = 0; i < opts.hosts; ++i) threads.emplace_back(host, i);
+  for (auto& t : threads) t.join();
+  if (!first_error.ok()) return first_error.WithContext("dispatch run (weftd log: " + Tail(weftd.log(), 600) + ")");
+  weftd.Stop();
+  double seconds = Seconds(end - start);
+  return seconds > 0 ? opts.tasks / seconds : 0.0;
+}
+
+// One raw run: N DEALER threads doing send/receive against a ROUTER that echoes,
+// over loopback TCP like weftd's endpoints. Returns round trips per second.
+Result<double> RawRun(zmq::context_t& ctx, const Options& opts) {
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = wire::LastEndpoint(router);
+
+  std::atomic<bool> stop_echo{false};
+  std::thread echo([&]() {
+    // The ROUTER belongs to this thread from here on.
+    wire::Frames frames;
+    while (!stop_echo) {
+      zmq::pollitem_t item{static_cast<void*>(router), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      while (wire::RecvMultipart(router, frames, zmq::recv_flags::dontwait)) {
+        wire::SendMultipart(router, frames);
+      }
+    }
+  });
+
+  // About the size of a task.take request header.
+  const std::string payload =
+      R"({"v":1,"id":"1234567890-17","op":"task.take","tenant":"","body":{"host_id":"bench-0","wait_ms":500}})";
+  std::atomic<long> total{0};
+  std::atomic<bool> failed{false};
+  std::barrier ready(opts.hosts + 1);
+  auto client = [&]() {
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.connect(endpoint);
+    ready.arrive_and_wait();
+    ready.arrive_and_wait();  // released together with the clock
+    long count = 0;
+    auto until = SteadyClock::now() + std::chrono::milliseconds(opts.raw_ms);
+    zmq::message_t reply;
+    while (SteadyClock::now() < until) {
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      if (!dealer.recv(reply, zmq::recv_flags::none)) {
+        failed = true;
+        break;
+      }
+      ++count;
+    }
+    total += count;
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < opts.hosts; ++i) threads.emplace_back(client);
+  ready.arrive_and_wait();
+  auto start = SteadyClock::now();
+  ready.arrive_and_wait();
+  for (auto& t : threads) t.join();
+  auto end = SteadyClock::now();
+  stop_echo = true;
+  echo.join();
+  if (failed) return Status::Timeout("a raw round trip got no echo within 5 s");
+  return total.load() / Seconds(end - start);
+}
+
+int Dispatch(const std::vector<std::string>& args) {
+  Options opts;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](int min, int max, int* out) {
+      return i + 1 < args.size() && ParseInt(args[++i], min, max, out);
+    };
+    if (a == "--hosts") {
+      if (!value(1, 256, &opts.hosts)) return Usage("--hosts needs a number from 1 to 256");
+    } else if (a == "--tasks") {
+      if (!value(1, 10'000'000, &opts.tasks)) return Usage("--tasks needs a number from 1 to 10000000");
+    } else if (a == "--runs") {
+      if (!value(1, 100, &opts.runs)) return Usage("--runs needs a number from 1 to 100");
+    } else if (a == "--raw-ms") {
+      if (!value(100, 60'000, &opts.raw_ms)) return Usage("--raw-ms needs a number from 100 to 60000");
+    } else if (a == "--help" || a == "-h") {
+      Usage("measures weftd's task dispatch against raw ZeroMQ round trips");
+      return 0;
+    } else {
+      return Usage("unknown option '" + a + "'");
+    }
+  }
+
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  fs::path weftd_bin = self.parent_path() / "weftd";
+  if (ec || !fs::exists(weftd_bin)) {
+    std::fprintf(stderr, "weft-bench dispatch: %s not found; build the weftd target first\n", weftd_bin.c_str());
+    return 1;
+  }
+
+  std::vector<double> tasks_per_s;
+  std::vector<double> raw_per_s;
+  try {
+    zmq::context_t ctx(1);
+    for (int r = 0; r < opts.runs; ++r) {
+      Result<double> d = DispatchRun(ctx, weftd_bin, opts);
+      if (!d.ok()) {
+        std::fprintf(stderr, "weft-bench dispatch: %s\n", d.status().message().c_str());
+        return 1;
+      }
+      Result<double> raw = RawRun(ctx, opts);
+      if (!raw.ok()) {
+        std::fprintf(stderr, "weft-bench dispatch: %s\n", raw.status().message().c_str());
+        return 1;
+      }
+      tasks_per_s.push_back(*d);
+      raw_per_s.push_back(*raw);
+      std::fprintf(stderr, "run %d/%d: %.0f tasks/s, %.0f raw round trips/s\n", r + 1, opts.runs, *d, *raw);
+    }
+  } catch (const zmq::error_t& e) {
+    std::fprintf(stderr, "weft-bench dispatch: ZeroMQ failed: %s\n", e.what());
+    return 1;
+  }
+
+  double tps = Median(tasks_per_s);
+  double raw = Median(raw_per_s);
+  double ratio = raw > 0 ? tps / raw : 0;
+  auto round = [](double v, int digits) {
+    double f = digits == 0 ? 1 : std::pow(10.0, digits);
+    return std::round(v * f) / f;
+  };
+  json line{{"bench", "dispatch"},
+            {"hosts", opts.hosts},
+            {"tasks", opts.tasks},
+            {"runs", opts.runs},
+            {"tasks_per_s", round(tps, 0)},
+            {"raw_roundtrips_per_s", round(raw, 0)},
+            {"ratio", round(ratio, 3)},
+            {"target_ratio", kTargetRatio}};
+  std::printf("%s\n", line.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+WEFT_BENCH("dispatch", "weftd take->finish tasks/s vs raw ZeroMQ round trips/s", Dispatch);
+
+}  // namespace weft::bench
