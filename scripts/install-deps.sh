@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Weft needs to build, test and run its demo.
+# This is the one list of dependencies; CMakeLists.txt finds what it names.
+# Installs only what is missing, runs `apt-get update` at most once, and never asks
+# questions. Run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential      # g++ 12, make
+  cmake                # 3.25
+  pkg-config
+  libboost-dev         # Boost.DLL (header-only) 1.74
+  libboost-filesystem-dev
+  libboost-system-dev
+  liblua5.4-dev        # Lua plugins
+  libssh2-1-dev        # SSH to nodes
+  libtomlplusplus-dev  # weftd.toml, weft-host.toml
+  libsqlite3-dev       # the store
+  sqlite3              # for looking into a store by hand
+  libzmq3-dev          # ZeroMQ
+  cppzmq-dev
+  catch2               # Catch2 v2
+  nlohmann-json3-dev
+  openssh-server       # real SSH nodes in tests and the demo
+  libsodium-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and not root; run this script as root" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
