@@ -26,6 +26,8 @@
 // guard any state the instance keeps between tasks.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -212,10 +214,14 @@ class Registration {
   weft_plugin_descriptor d_{};
 };
 
+// A function, not an inline `<`: while WEFT_ABI_MINOR is 0 the comparison is
+// constant and -Wtype-limits (-Wextra) would break plugins built with -Werror.
+inline bool OlderMinor(std::uint32_t have, std::uint32_t need) { return have < need; }
+
 template <typename P>
 const weft_plugin_descriptor* Entry(std::uint32_t host_major, std::uint32_t host_minor, char* err,
                                     std::size_t err_len) {
-  if (host_major != WEFT_ABI_MAJOR || host_minor < WEFT_ABI_MINOR) {
+  if (host_major != WEFT_ABI_MAJOR || OlderMinor(host_minor, WEFT_ABI_MINOR)) {
     char msg[160];
     std::snprintf(msg, sizeof msg, "plugin needs Weft plugin ABI %u.%u or a later %u.x; the host offers %u.%u",
                   WEFT_ABI_MAJOR, WEFT_ABI_MINOR, WEFT_ABI_MAJOR, host_major, host_minor);

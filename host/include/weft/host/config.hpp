@@ -1,0 +1,45 @@
+// weft-host's configuration: weft-host.toml plus command-line overrides.
+//
+// Every key has a default, so an empty file (or no file) is a valid config; an
+// unknown key or a value of the wrong type is an error that names the key.
+// Plain values and free functions: thread-compatible, no shared state.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.hpp"
+
+namespace weft::host {
+
+struct HostConfig {
+  std::string server = "tcp://127.0.0.1:7421";  // weftd's provisioner endpoint
+  std::string host_id;                          // default: this machine's hostname
+  int capacity = 4;                             // tasks run at once (one runner thread each)
+  std::vector<std::filesystem::path> plugin_dirs;
+  int take_wait_ms = 5000;          // how long weftd may hold a task.take open
+  int request_timeout_ms = 5000;    // every other call to weftd
+  int task_timeout_ms = 3'600'000;  // a plugin run longer than this is cancelled
+  int shutdown_grace_ms = 10'000;   // SIGTERM: how long running tasks may take to finish
+  std::string log_level = "info";
+};
+
+// The defaults, with plugin_dirs set relative to the directory that holds the
+// executable (<exe_dir>/../plugins/{providers,automators}, where the build puts them)
+// and host_id set to the hostname.
+HostConfig DefaultConfig(const std::filesystem::path& exe_dir);
+
+// Parses TOML text over the defaults. Relative plugin_dirs are resolved against
+// `base_dir` (the config file's directory). `source` names the text in errors.
+Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view source,
+                               const std::filesystem::path& base_dir, const std::filesystem::path& exe_dir);
+
+// Reads and parses a file (see ParseConfig).
+Result<HostConfig> LoadConfigFile(const std::filesystem::path& path, const std::filesystem::path& exe_dir);
+
+// Checks the values' ranges and formats (also after command-line overrides).
+Status ValidateConfig(const HostConfig& config);
+
+}  // namespace weft::host

@@ -1,0 +1,78 @@
+// Loads native plugins (.so files built against sdk/include/weft/plugin.h).
+//
+// Every *.so in the plugin directories is opened with Boost.DLL (rtld_now |
+// rtld_local), its descriptor is validated field by field, and its init is
+// called. A plugin that fails any check is refused with one log line that
+// names the file and the reason; loading goes on with the others.
+//
+// Lifetime: a library, once opened, is NEVER closed, not even when it was
+// refused (its static constructors may have run) and not when the PluginSet
+// dies: every library is parked in a process-wide keeper until exit. So a
+// descriptor or instance a plugin made can never outlive its code.
+//
+// Thread-safety: LoadPlugins is not reentrant with itself on the same set; a
+// loaded PluginSet is read-only afterwards and may be read from any thread.
+// Calling a plugin's run from several threads at once is allowed by the ABI.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/plugin.h"
+
+namespace weft::host {
+
+// One plugin that passed every check.
+struct LoadedPlugin {
+  std::string type_name;
+  std::filesystem::path file;
+  const weft_plugin_descriptor* descriptor = nullptr;  // owned by the library (static storage)
+  void* instance = nullptr;                            // made by init; freed by destroy at ~PluginSet
+  nlohmann::json info;                                 // as host.register wants it (docs/protocol.md)
+};
+
+// A plugin the host would not use.
+struct Refusal {
+  std::filesystem::path file;
+  std::string reason;  // a sentence; the log line is "<file>: <reason>"
+};
+
+// The host's services table handed to plugins (init and run). Static storage.
+const weft_host_services* HostServices();
+
+class PluginSet {
+ public:
+  PluginSet() = default;
+  ~PluginSet();  // calls each plugin's destroy; the libraries stay loaded
+  PluginSet(const PluginSet&) = delete;
+  PluginSet& operator=(const PluginSet&) = delete;
+
+  // Loads every *.so of each directory (directories in the given order, files
+  // sorted by name within one). A missing directory is logged and skipped.
+  void LoadDirectories(const std::vector<std::filesystem::path>& dirs);
+  // Loads one file; returns false (and records a refusal) when refused.
+  bool LoadFile(const std::filesystem::path& file);
+
+  const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
+  const std::vector<Refusal>& refusals() const { return refusals_; }
+  // The plugin with this type name, or nullptr.
+  const LoadedPlugin* Find(std::string_view type_name) const;
+  // [LoadedPlugin.info...] for host.register.
+  nlohmann::json RegisterJson() const;
+
+ private:
+  void Refuse(const std::filesystem::path& file, std::string reason);
+
+  std::vector<LoadedPlugin> plugins_;
+  std::vector<Refusal> refusals_;
+};
+
+// "CREATE" for WEFT_ACTION_CREATE, "" for anything that is not one action bit.
+std::string_view ActionName(std::uint32_t action);
+// The action bit for a name like "CREATE", or 0.
+std::uint32_t ActionFromName(std::string_view name);
+
+}  // namespace weft::host

@@ -1,0 +1,67 @@
+// TaskContext: one task being run by a plugin, and the host services
+// (weft_host_services) that act on it.
+//
+// The plugin sees a TaskContext only as an opaque weft_task*. The runner that
+// runs the task owns the context; other threads (heartbeat, shutdown, timeout
+// watchdog) may only call Cancel, cancelled and the const accessors that say so.
+// Thread-safety: every member is safe to call from any thread (the plugin may
+// call services from threads of its own while run is active).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/plugin.h"
+
+namespace weft::host {
+
+inline constexpr std::size_t kOutputTailBytes = 64 * 1024;
+
+class TaskContext {
+ public:
+  // Called for each plugin progress report (percent already clamped to 0..100).
+  using ProgressSink = std::function<void(int percent, const std::string& message)>;
+
+  TaskContext(std::string task_json, ProgressSink progress, std::size_t tail_bytes = kOutputTailBytes);
+  TaskContext(const TaskContext&) = delete;
+  TaskContext& operator=(const TaskContext&) = delete;
+
+  weft_task* handle() { return reinterpret_cast<weft_task*>(this); }
+  static TaskContext* FromHandle(weft_task* task) { return reinterpret_cast<TaskContext*>(task); }
+
+  // ---- the services (what the weft_host_services table calls) ----
+  void Log(int level, const char* message);
+  void Progress(int percent, const char* message);
+  int SetResult(const char* key, const char* json_value, char* err, std::size_t err_len);
+  const char* TaskJson() const { return task_json_.c_str(); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+  // Asks the plugin to stop. The first reason wins (it becomes the finish message).
+  void Cancel(const std::string& reason);
+  std::string cancel_reason() const;
+
+  nlohmann::json result() const;
+  // The last tail_bytes of what the plugin logged (debug/info → stdout, warn/error → stderr).
+  std::string stdout_tail() const;
+  std::string stderr_tail() const;
+
+ private:
+  static void Append(std::string& tail, std::string_view line, std::size_t cap);
+
+  const std::string task_json_;
+  const ProgressSink progress_;
+  const std::size_t tail_bytes_;
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::string cancel_reason_;
+  nlohmann::json result_ = nlohmann::json::object();
+  std::string stdout_;
+  std::string stderr_;
+};
+
+}  // namespace weft::host

@@ -1,0 +1,147 @@
+#include "weft/host/task_context.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "weft/common/log.hpp"
+#include "weft/host/plugin_loader.hpp"
+
+namespace weft::host {
+namespace {
+
+void WriteErr(char* err, std::size_t err_len, const std::string& message) {
+  if (!err || err_len == 0) return;
+  std::snprintf(err, err_len, "%s", message.c_str());
+}
+
+// The services below are called from plugin code, which may be C: nothing may
+// throw out of them.
+void SvcLog(weft_task* task, int level, const char* message) noexcept {
+  try {
+    if (!message) return;
+    if (task) {
+      TaskContext::FromHandle(task)->Log(level, message);
+    } else {
+      log::Level l = level >= WEFT_LOG_ERROR  ? log::Level::kError
+                     : level == WEFT_LOG_WARN ? log::Level::kWarn
+                     : level == WEFT_LOG_INFO ? log::Level::kInfo
+                                              : log::Level::kDebug;
+      if (l >= log::CurrentLevel()) log::Write(l, "plugin", message);
+    }
+  } catch (...) {
+  }
+}
+
+void SvcProgress(weft_task* task, int percent, const char* message) noexcept {
+  try {
+    if (task) TaskContext::FromHandle(task)->Progress(percent, message);
+  } catch (...) {
+  }
+}
+
+int SvcSetResult(weft_task* task, const char* key, const char* json_value, char* err, std::size_t err_len) noexcept {
+  try {
+    if (!task) {
+      WriteErr(err, err_len, "set_result needs the task handle passed to run");
+      return WEFT_ERR_INVALID;
+    }
+    return TaskContext::FromHandle(task)->SetResult(key, json_value, err, err_len);
+  } catch (...) {
+    WriteErr(err, err_len, "the host could not store the result (out of memory?)");
+    return WEFT_ERR_INTERNAL;
+  }
+}
+
+const char* SvcTaskJson(weft_task* task) noexcept { return task ? TaskContext::FromHandle(task)->TaskJson() : "{}"; }
+
+int SvcCancelled(weft_task* task) noexcept { return task && TaskContext::FromHandle(task)->cancelled() ? 1 : 0; }
+
+const weft_host_services kServices = {
+    sizeof(weft_host_services), WEFT_ABI_MAJOR, WEFT_ABI_MINOR, &SvcLog, &SvcProgress, &SvcSetResult,
+    &SvcTaskJson,               &SvcCancelled,
+};
+
+}  // namespace
+
+const weft_host_services* HostServices() { return &kServices; }
+
+TaskContext::TaskContext(std::string task_json, ProgressSink progress, std::size_t tail_bytes)
+    : task_json_(std::move(task_json)), progress_(std::move(progress)), tail_bytes_(tail_bytes) {}
+
+void TaskContext::Append(std::string& tail, std::string_view line, std::size_t cap) {
+  tail.append(line);
+  tail.push_back('\n');
+  if (tail.size() <= cap) return;
+  std::size_t cut = tail.size() - cap;
+  // Do not start the tail in the middle of a UTF-8 sequence.
+  while (cut < tail.size() && (static_cast<unsigned char>(tail[cut]) & 0xC0) == 0x80) ++cut;
+  tail.erase(0, cut);
+}
+
+void TaskContext::Log(int level, const char* message) {
+  if (!message) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (level >= WEFT_LOG_WARN) {
+    Append(stderr_, message, tail_bytes_);
+  } else {
+    Append(stdout_, message, tail_bytes_);
+  }
+}
+
+void TaskContext::Progress(int percent, const char* message) {
+  percent = std::clamp(percent, 0, 100);
+  if (progress_) progress_(percent, message ? std::string(message) : std::string());
+}
+
+int TaskContext::SetResult(const char* key, const char* json_value, char* err, std::size_t err_len) {
+  if (!key || key[0] == '\0') {
+    WriteErr(err, err_len, "set_result: the key must be a non-empty string");
+    return WEFT_ERR_INVALID;
+  }
+  if (!json_value) {
+    WriteErr(err, err_len, std::string("set_result: the value for '") + key + "' is NULL; pass JSON text");
+    return WEFT_ERR_INVALID;
+  }
+  nlohmann::json value = nlohmann::json::parse(json_value, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    // The value is not echoed: it may be a secret (a password the plugin generated).
+    WriteErr(err, err_len,
+             std::string("set_result: the value for '") + key + "' is not valid JSON text (" +
+                 std::to_string(std::strlen(json_value)) + " bytes); pass JSON, e.g. quote strings");
+    return WEFT_ERR_INVALID;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  result_[key] = std::move(value);
+  return WEFT_OK;
+}
+
+void TaskContext::Cancel(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancel_reason_.empty()) cancel_reason_ = reason;
+  }
+  cancelled_.store(true, std::memory_order_release);
+}
+
+std::string TaskContext::cancel_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancel_reason_;
+}
+
+nlohmann::json TaskContext::result() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return result_;
+}
+
+std::string TaskContext::stdout_tail() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stdout_;
+}
+
+std::string TaskContext::stderr_tail() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stderr_;
+}
+
+}  // namespace weft::host

@@ -1,0 +1,63 @@
+// fake-provider: a TEST DOUBLE of a provider plugin. It creates nothing; it
+// waits, maybe fails, and returns made-up node data (see README.md).
+#include <cstdio>
+#include <string>
+
+#include "fake_common.hpp"
+#include "weft/plugin.hpp"
+
+namespace {
+
+using weft::fake::json;
+
+class FakeProvider : public weft::sdk::Plugin {
+ public:
+  static weft::sdk::Info Describe() {
+    weft::sdk::Info info;
+    info.type_name = "fake-provider";
+    info.kind = WEFT_KIND_PROVIDER;
+    info.version = "1.0";
+    info.description = "Test double: pretends to create nodes, with configurable latency and failures";
+    info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
+    info.fields = weft::fake::KnobFields();
+    return info;
+  }
+
+  void Run(weft_action action, weft::sdk::Task& task) override {
+    const json t = weft::fake::ParseTask(task);
+    const std::string name = weft::fake::ActionName(action);
+    const weft::fake::Knobs knobs = weft::fake::ReadKnobs(weft::fake::FieldsAt(t, {"provider", "fields"}));
+    std::string node_id = t.value("node_id", std::string());
+    if (node_id.empty()) node_id = "task-" + std::to_string(t.value("task_id", std::int64_t{0}));
+    task.Info("fake-provider " + name + " node " + node_id);
+    weft::fake::Simulate(task, t, knobs, name);
+    switch (action) {
+      case WEFT_ACTION_CREATE:
+        task.SetResultString("provider_id", "fake-" + node_id);
+        task.SetResult("ssh_auth", R"({"user":"fake"})");
+        break;
+      case WEFT_ACTION_CONFIRM: {
+        // A stable private address per node: 10.x.y.z from a hash of its id.
+        std::uint64_t h = weft::fake::HashString(node_id);
+        char ip[32];
+        std::snprintf(ip, sizeof ip, "10.%u.%u.%u", static_cast<unsigned>(h & 0xff),
+                      static_cast<unsigned>((h >> 8) & 0xff), static_cast<unsigned>(((h >> 16) % 254) + 1));
+        task.SetResultString("access_v4", ip);
+        task.SetResultString("bind_v4", ip);
+        std::string hostname = t.value("hostname", std::string());
+        task.SetResultString("hostname", hostname.empty() ? node_id + ".fake.weft" : hostname);
+        break;
+      }
+      case WEFT_ACTION_DELETE:
+        task.Info("fake-provider deleted node " + node_id + " (nothing existed)");
+        break;
+      default:
+        throw weft::sdk::Error(WEFT_ERR_UNSUPPORTED, "fake-provider does not implement " + name);
+    }
+    task.Progress(100, name + " done");
+  }
+};
+
+}  // namespace
+
+WEFT_PLUGIN(FakeProvider)
