@@ -1,0 +1,66 @@
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "format.hpp"
+#include "table.hpp"
+
+namespace weft::cli {
+
+TEST_CASE("cli table: columns align on the widest cell, numbers right, no trailing spaces", "[cli]") {
+  Table t({"ID", "CAPACITY", "PLUGINS"});
+  t.AlignRight(1);
+  t.AddRow({"h1", "4", "fake"});
+  t.AddRow({"host-long", "128", ""});
+  std::ostringstream out;
+  t.Print(out);
+  CHECK(out.str() ==
+        "ID         CAPACITY  PLUGINS\n"
+        "h1                4  fake\n"
+        "host-long       128\n");
+}
+
+TEST_CASE("cli table: UTF-8 counts one column per code point; control characters are neutralised", "[cli]") {
+  Table t({"A", "B"});
+  t.AddRow({"\xC3\xA9t\xC3\xA9", "x"});  // "été": 5 bytes, 3 columns
+  t.AddRow({"ab\x1b[2J", "y"});
+  std::ostringstream out;
+  t.Print(out);
+  CHECK(out.str() ==
+        "A       B\n"
+        "\xC3\xA9t\xC3\xA9     x\n"
+        "ab?[2J  y\n");
+}
+
+TEST_CASE("cli table: key/value blocks align the values", "[cli]") {
+  KeyValues kv;
+  kv.Add("server", "weftd");
+  kv.Add("provisioner", "tcp://127.0.0.1:7421");
+  std::ostringstream out;
+  kv.Print(out, "  ");
+  CHECK(out.str() ==
+        "  server       weftd\n"
+        "  provisioner  tcp://127.0.0.1:7421\n");
+}
+
+TEST_CASE("cli format: missing fields show as '-', durations read like a person would say them", "[cli]") {
+  json obj = {{"s", "x"}, {"n", 3}, {"b", true}, {"a", {"p", "q"}}, {"z", nullptr}};
+  CHECK(Text(obj, "s") == "x");
+  CHECK(Text(obj, "n") == "3");
+  CHECK(Text(obj, "z") == "-");
+  CHECK(Text(obj, "absent") == "-");
+  CHECK(Text(json::array(), "s") == "-");
+  CHECK(YesNo(obj, "b") == "yes");
+  CHECK(YesNo(obj, "s") == "-");
+  CHECK(Join(obj, "a") == "p, q");
+  CHECK(Join(obj, "absent") == "-");
+  CHECK(Int(obj, "s", 7) == 7);
+  CHECK(Duration(5230) == "5s");
+  CHECK(Duration(312000) == "5m 12s");
+  CHECK(Duration(90'000'000) == "1d 1h");
+  CHECK(Ago(10'000, 9'500) == "just now");
+  CHECK(Ago(10'000, 0) == "-");
+  CHECK(Ago(70'000, 10'000) == "1m 0s ago");
+}
+
+}  // namespace weft::cli
