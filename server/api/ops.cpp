@@ -1,0 +1,498 @@
+#include "server/api/ops.hpp"
+
+#include <algorithm>
+
+#include "weft/common/json_fields.hpp"
+#include "weft/common/log.hpp"
+
+namespace weft::api {
+namespace {
+
+constexpr std::size_t kMaxEnqueue = 10000;
+constexpr std::size_t kOutputTailBytes = 64 * 1024;
+constexpr std::int64_t kMaxId = INT64_MAX;
+const std::set<std::string> kActions = {"CREATE",    "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE",
+                                        "INITIALIZE", "START",   "STOP",      "REMOVE",  "DELETE"};
+
+std::string ActionList() {
+  std::string out;
+  for (const char* a : {"CREATE", "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE", "INITIALIZE", "START", "STOP",
+                        "REMOVE", "DELETE"})
+    out += (out.empty() ? "" : " ") + std::string(a);
+  return out;
+}
+
+bool ValidHostId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+}
+
+std::string Tail(std::string s) {
+  if (s.size() <= kOutputTailBytes) return s;
+  std::size_t cut = s.size() - kOutputTailBytes;
+  // Do not start inside a UTF-8 sequence.
+  while (cut < s.size() && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) ++cut;
+  return s.substr(cut);
+}
+
+json ParseStored(const std::string& text) {
+  json v = json::parse(text, nullptr, false);
+  return v.is_discarded() ? json::object() : v;
+}
+
+#define WEFT_TRY_ASSIGN(var, expr)                      \
+  auto var##_result = (expr);                           \
+  if (!var##_result.ok()) return Response::Error(var##_result.status()); \
+  auto var = std::move(var##_result.value())
+
+}  // namespace
+
+Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
+    : store_(store), queue_(queue), clock_(clock), config_(config) {
+  const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> hosts = {Role::kHost};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  const std::set<Endpoint> prov = {Endpoint::kProvisioner};
+  const std::set<Endpoint> both = {Endpoint::kApi, Endpoint::kProvisioner};
+  auto bind = [this](Response (Ops::*fn)(const Call&)) { return [this, fn](const Call& c) { return (this->*fn)(c); }; };
+  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus));
+  router_.Add("host.list", users, api, bind(&Ops::HostList));
+  router_.Add("plugin.list", users, api, bind(&Ops::PluginList));
+  router_.Add("task.get", admins, api, bind(&Ops::TaskGet));
+  router_.Add("task.list", admins, api, bind(&Ops::TaskList));
+  router_.Add("debug.enqueue", admins, api, bind(&Ops::DebugEnqueue));
+  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister));
+  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat));
+  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
+  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
+  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
+}
+
+Status Ops::Load() {
+  hosts_.clear();
+  Result<std::vector<store::HostRecord>> records = store_.ListHosts();
+  if (!records.ok()) return records.status().WithContext("cannot load hosts");
+  for (store::HostRecord& r : *records) {
+    Host h;
+    h.descriptors = ParseStored(r.plugins_json);
+    if (!h.descriptors.is_array()) h.descriptors = json::array();
+    for (const json& d : h.descriptors)
+      if (d.is_object() && d.contains("type") && d["type"].is_string()) h.plugins.insert(d["type"].get<std::string>());
+    h.silent = !Live(h);
+    std::string id = r.id;
+    h.record = std::move(r);
+    hosts_.emplace(std::move(id), std::move(h));
+  }
+  return Status::Ok();
+}
+
+Status Ops::Reset() {
+  host_events_.clear();
+  return Load();
+}
+
+bool Ops::Live(const Host& host) const {
+  return clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+}
+
+void Ops::Seen(Host& host) {
+  host.record.last_seen_ms = clock_.NowMs();
+  if (host.silent) {
+    host.silent = false;
+    HostEvent(host.record.id, "live");
+  }
+}
+
+void Ops::HostEvent(const std::string& host_id, const char* what) {
+  host_events_.push_back(
+      Event{"_system/host", json{{"type", "host"}, {"host_id", host_id}, {"event", what}, {"at_ms", clock_.NowMs()}}});
+}
+
+void Ops::CheckSilentHosts() {
+  for (auto& [id, h] : hosts_) {
+    if (!h.silent && !Live(h)) {
+      h.silent = true;
+      WEFT_LOG(kWarn, "weftd") << "host '" << id << "' is silent: not heard from for "
+                               << config_.hosts.silent_after_ms << " ms (hosts.silent_after_ms)";
+      HostEvent(id, "silent");
+    }
+  }
+}
+
+std::vector<Event> Ops::DrainEvents() {
+  std::vector<Event> out = std::exchange(host_events_, {});
+  for (queue::TaskEvent& e : queue_.TakeEvents()) {
+    json p = {{"type", "task"},        {"task_id", e.task_id}, {"state", store::TaskStateName(e.state)},
+              {"attempt", e.attempt},  {"host_id", e.host_id}, {"plugin", e.plugin},
+              {"action", e.action},    {"at_ms", e.at_ms}};
+    if (!e.message.empty()) p["message"] = e.message;
+    out.push_back(Event{e.tenant + "/task", std::move(p)});
+  }
+  return out;
+}
+
+Result<Ops::Host*> Ops::KnownHost(const json& body) {
+  Result<std::string> id = jsonf::String(body, "host_id", "body");
+  if (!id.ok()) return id.status();
+  auto it = hosts_.find(*id);
+  if (it == hosts_.end())
+    return Status::NotFound("host '" + *id + "' is not registered; send host.register first");
+  return &it->second;
+}
+
+json Ops::TaskJson(const store::TaskRecord& t, bool details) {
+  json j = {{"task_id", t.id},
+            {"tenant", t.tenant},
+            {"plugin", t.plugin},
+            {"action", t.action},
+            {"job_id", t.job_id},
+            {"cluster_id", t.cluster_id},
+            {"node_id", t.node_id},
+            {"state", store::TaskStateName(t.state)},
+            {"attempt", t.attempt},
+            {"max_attempts", t.max_attempts},
+            {"host_id", t.host_id},
+            {"created_at_ms", t.created_at_ms},
+            {"updated_at_ms", t.updated_at_ms},
+            {"lease_until_ms", t.lease_until_ms}};
+  if (details) {
+    j["payload"] = ParseStored(t.payload_json);
+    j["result"] = ParseStored(t.result_json);
+    j["message"] = t.message;
+    j["stdout"] = t.stdout_tail;
+    j["stderr"] = t.stderr_tail;
+  }
+  return j;
+}
+
+// ---- api ------------------------------------------------------------------
+
+Response Ops::ServerStatus(const Call&) {
+  WEFT_TRY_ASSIGN(counts, store_.CountTasks());
+  std::int64_t live = 0;
+  for (const auto& [id, h] : hosts_) live += Live(h) ? 1 : 0;
+  const std::int64_t now = clock_.NowMs();
+  return Response::Ok({{"version", "0.1.0"},
+                       {"protocol", wire::kProtocolVersion},
+                       {"pid", info_.pid},
+                       {"started_at_ms", info_.started_at_ms},
+                       {"uptime_ms", now - info_.started_at_ms},
+                       {"data_dir", info_.data_dir},
+                       {"endpoints", info_.endpoints},
+                       {"store", {{"path", store_.path().string()}, {"schema_version", store_.schema_version()}}},
+                       {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
+                       {"tasks",
+                        {{"queued", counts.queued},
+                         {"leased", counts.leased},
+                         {"succeeded", counts.succeeded},
+                         {"failed", counts.failed}}}});
+}
+
+Response Ops::HostList(const Call&) {
+  json list = json::array();
+  for (const auto& [id, h] : hosts_) {
+    list.push_back({{"id", id},
+                    {"capacity", h.record.capacity},
+                    {"version", h.record.version},
+                    {"live", Live(h)},
+                    {"registered_at_ms", h.record.registered_at_ms},
+                    {"last_seen_ms", h.record.last_seen_ms},
+                    {"in_flight", queue_.InFlight(id)},
+                    {"plugins", h.plugins}});
+  }
+  return Response::Ok({{"hosts", std::move(list)}});
+}
+
+Response Ops::PluginList(const Call&) {
+  std::map<std::string, json> plugins;
+  for (const auto& [id, h] : hosts_) {
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      const std::string type = d["type"].get<std::string>();
+      auto [it, fresh] = plugins.emplace(type, json());
+      if (fresh) {
+        json p = {{"type", type},
+                  {"kind", d.value("kind", json(""))},
+                  {"version", d.value("version", json(""))},
+                  {"description", d.value("description", json(""))},
+                  {"actions", d.value("actions", json::array())},
+                  {"fields", d.value("fields", json::array())},
+                  {"resource_types", d.value("resource_types", json::array())},
+                  {"hosts", json::array()},
+                  {"live_hosts", json::array()}};
+        it->second = std::move(p);
+      }
+      it->second["hosts"].push_back(id);
+      if (Live(h)) it->second["live_hosts"].push_back(id);
+    }
+  }
+  json list = json::array();
+  for (auto& [type, p] : plugins) list.push_back(std::move(p));
+  return Response::Ok({{"plugins", std::move(list)}});
+}
+
+Response Ops::TaskGet(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(task, store_.GetTask(task_id));
+  if (!task || task->tenant != call.principal.tenant)
+    return Response::Error(Status::NotFound("task " + std::to_string(task_id) + " does not exist in tenant '" +
+                                            call.principal.tenant + "'"));
+  json j = TaskJson(*task, true);
+  WEFT_TRY_ASSIGN(attempts, store_.ListAttempts(task_id));
+  json list = json::array();
+  for (const store::AttemptRecord& a : attempts)
+    list.push_back({{"attempt", a.attempt},
+                    {"host_id", a.host_id},
+                    {"taken_at_ms", a.taken_at_ms},
+                    {"finished_at_ms", a.finished_at_ms},
+                    {"status", a.status},
+                    {"message", a.message}});
+  j["attempts"] = std::move(list);
+  return Response::Ok(std::move(j));
+}
+
+Response Ops::TaskList(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(state_name, jsonf::String(body, "state", "body", ""));
+  std::optional<store::TaskState> state;
+  if (!state_name.empty()) {
+    store::TaskState s;
+    if (!store::ParseTaskState(state_name, &s))
+      return Response::Error(Status::Invalid("body.state must be one of queued, leased, succeeded, failed; got \"" +
+                                             state_name + "\""));
+    state = s;
+  }
+  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 10000, 100));
+  WEFT_TRY_ASSIGN(tasks, store_.ListTasks(call.principal.tenant, state, limit));
+  json list = json::array();
+  for (const auto& t : tasks) list.push_back(TaskJson(t, false));
+  return Response::Ok({{"tasks", std::move(list)}});
+}
+
+Response Ops::DebugEnqueue(const Call& call) {
+  const json& body = call.request->body;
+  auto it = body.find("tasks");
+  if (it == body.end() || !it->is_array())
+    return Response::Error(Status::Invalid("body.tasks is required: an array of tasks, each with plugin and action"));
+  if (it->size() > kMaxEnqueue)
+    return Response::Error(Status::TooLarge("body.tasks has " + std::to_string(it->size()) +
+                                            " tasks; at most " + std::to_string(kMaxEnqueue) +
+                                            " may be enqueued per request"));
+  std::vector<queue::NewTask> tasks;
+  tasks.reserve(it->size());
+  // Everything is checked before anything is written.
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& t = (*it)[i];
+    const std::string path = "tasks[" + std::to_string(i) + "]";
+    if (!t.is_object()) return Response::Error(jsonf::RequireObject(t, path));
+    queue::NewTask n;
+    WEFT_TRY_ASSIGN(plugin, jsonf::String(t, "plugin", path));
+    WEFT_TRY_ASSIGN(action, jsonf::String(t, "action", path));
+    if (!kActions.count(action))
+      return Response::Error(Status::Invalid(path + ".action must be one of " + ActionList() + ", got \"" + action +
+                                             "\""));
+    WEFT_TRY_ASSIGN(node_id, jsonf::String(t, "node_id", path, ""));
+    WEFT_TRY_ASSIGN(job_id, jsonf::String(t, "job_id", path, ""));
+    WEFT_TRY_ASSIGN(cluster_id, jsonf::String(t, "cluster_id", path, ""));
+    WEFT_TRY_ASSIGN(max_attempts,
+                    jsonf::Int(t, "max_attempts", path, 1, 1000, config_.tasks.default_max_attempts));
+    auto payload = t.find("payload");
+    if (payload != t.end() && !payload->is_null() && !payload->is_object())
+      return Response::Error(jsonf::RequireObject(*payload, path + ".payload"));
+    n.plugin = std::move(plugin);
+    n.action = std::move(action);
+    n.node_id = std::move(node_id);
+    n.job_id = std::move(job_id);
+    n.cluster_id = std::move(cluster_id);
+    n.max_attempts = max_attempts;
+    n.payload_json = payload != t.end() && payload->is_object() ? wire::Dump(*payload) : "{}";
+    tasks.push_back(std::move(n));
+  }
+  WEFT_TRY_ASSIGN(ids, queue_.Enqueue(call.principal.tenant, std::move(tasks)));
+  return Response::Ok({{"task_ids", ids}});
+}
+
+// ---- provisioner ----------------------------------------------------------
+
+Response Ops::HostRegister(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  if (!ValidHostId(host_id))
+    return Response::Error(Status::Invalid("body.host_id must be 1 to 128 characters of A-Z a-z 0-9 _ . -, got " +
+                                           jsonf::Brief(body["host_id"])));
+  WEFT_TRY_ASSIGN(capacity, jsonf::Int(body, "capacity", "body", 1, 4096));
+  WEFT_TRY_ASSIGN(version, jsonf::String(body, "version", "body", ""));
+  json descriptors = json::array();
+  std::set<std::string> types;
+  auto plugins = body.find("plugins");
+  if (plugins != body.end() && !plugins->is_null()) {
+    if (!plugins->is_array())
+      return Response::Error(Status::Invalid("body.plugins must be an array of plugin descriptors, got " +
+                                             jsonf::Brief(*plugins)));
+    for (std::size_t i = 0; i < plugins->size(); ++i) {
+      const json& d = (*plugins)[i];
+      const std::string path = "body.plugins[" + std::to_string(i) + "]";
+      if (!d.is_object()) return Response::Error(jsonf::RequireObject(d, path));
+      WEFT_TRY_ASSIGN(type, jsonf::String(d, "type", path));
+      WEFT_TRY_ASSIGN(kind, jsonf::String(d, "kind", path, ""));
+      if (!kind.empty() && kind != "provider" && kind != "automator")
+        return Response::Error(Status::Invalid(path + ".kind must be \"provider\" or \"automator\", got \"" + kind +
+                                               "\""));
+      for (const char* list : {"actions", "fields", "resource_types"}) {
+        auto l = d.find(list);
+        if (l != d.end() && !l->is_null() && !l->is_array())
+          return Response::Error(Status::Invalid(path + "." + list + " must be an array, got " + jsonf::Brief(*l)));
+      }
+      if (!types.insert(type).second)
+        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice"));
+      descriptors.push_back(d);
+    }
+  }
+  const std::int64_t now = clock_.NowMs();
+  Host h;
+  h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
+  h.plugins = std::move(types);
+  h.descriptors = std::move(descriptors);
+  Status s = store_.UpsertHost(h.record);
+  if (!s.ok()) return Response::Error(s);
+  hosts_[host_id] = std::move(h);
+  HostEvent(host_id, "registered");
+  WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
+                           << hosts_[host_id].plugins.size() << " plugin types";
+  return Response::Ok({{"heartbeat_ms", config_.hosts.heartbeat_ms}, {"lease_ms", config_.tasks.lease_ms}});
+}
+
+Response Ops::HostHeartbeat(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host, KnownHost(body));
+  std::vector<queue::AttemptRef> refs;
+  auto in_flight = body.find("in_flight");
+  if (in_flight != body.end() && !in_flight->is_null()) {
+    if (!in_flight->is_array())
+      return Response::Error(Status::Invalid("body.in_flight must be an array of {task_id, attempt}, got " +
+                                             jsonf::Brief(*in_flight)));
+    for (std::size_t i = 0; i < in_flight->size(); ++i) {
+      const json& r = (*in_flight)[i];
+      const std::string path = "body.in_flight[" + std::to_string(i) + "]";
+      if (!r.is_object()) return Response::Error(jsonf::RequireObject(r, path));
+      WEFT_TRY_ASSIGN(task_id, jsonf::Int(r, "task_id", path, 1, kMaxId));
+      WEFT_TRY_ASSIGN(attempt, jsonf::Int(r, "attempt", path, 1, kMaxId));
+      refs.push_back({task_id, attempt});
+    }
+  }
+  WEFT_TRY_ASSIGN(outcome, queue_.Renew(host->record.id, refs));
+  Seen(*host);
+  Status s = store_.TouchHost(host->record.id, host->record.last_seen_ms);
+  if (!s.ok()) return Response::Error(s);
+  json stale = json::array();
+  for (const auto& r : outcome.stale) stale.push_back({{"task_id", r.task_id}, {"attempt", r.attempt}});
+  return Response::Ok({{"renewed", outcome.renewed}, {"stale", std::move(stale)}});
+}
+
+bool Ops::CanServe(const std::string& host_id) const {
+  auto it = hosts_.find(host_id);
+  return it != hosts_.end() && queue_.HasReady(it->second.plugins);
+}
+
+Result<json> Ops::TryTake(const std::string& host_id) {
+  auto it = hosts_.find(host_id);
+  if (it == hosts_.end()) return json();
+  Result<std::optional<store::TaskRecord>> taken = queue_.Take(host_id, it->second.plugins);
+  if (!taken.ok()) return taken.status();
+  if (!taken->has_value()) return json();
+  const store::TaskRecord& t = **taken;
+  json task = {{"task_id", t.id},         {"attempt", t.attempt},       {"tenant", t.tenant},
+               {"plugin", t.plugin},      {"action", t.action},         {"job_id", t.job_id},
+               {"cluster_id", t.cluster_id}, {"node_id", t.node_id},    {"lease_ms", queue_.lease_ms()}};
+  json payload = ParseStored(t.payload_json);
+  if (payload.is_object())
+    for (auto& [k, v] : payload.items())
+      if (!task.contains(k)) task[k] = v;
+  return task;
+}
+
+Response Ops::TaskTake(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host, KnownHost(body));
+  WEFT_TRY_ASSIGN(wait_ms, jsonf::Int(body, "wait_ms", "body", 0, INT32_MAX, 0));
+  wait_ms = std::min<std::int64_t>(wait_ms, config_.tasks.max_wait_ms);
+  Seen(*host);
+  WEFT_TRY_ASSIGN(task, TryTake(host->record.id));
+  if (!task.is_null() || wait_ms == 0) return Response::Ok({{"task", std::move(task)}});
+  Response held;
+  held.held = true;
+  held.held_host_id = host->record.id;
+  held.held_until_ms = clock_.NowMs() + wait_ms;
+  return held;
+}
+
+Response Ops::TaskFinish(const Call& call) {
+  const json& body = call.request->body;
+  queue::FinishRequest f;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(status, jsonf::String(body, "status", "body"));
+  if (status != "succeeded" && status != "failed")
+    return Response::Error(Status::Invalid("body.status must be \"succeeded\" or \"failed\", got \"" + status + "\""));
+  WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
+  WEFT_TRY_ASSIGN(out, jsonf::String(body, "stdout", "body", ""));
+  WEFT_TRY_ASSIGN(err, jsonf::String(body, "stderr", "body", ""));
+  auto result = body.find("result");
+  if (result != body.end() && !result->is_null() && !result->is_object())
+    return Response::Error(jsonf::RequireObject(*result, "body.result"));
+  f.host_id = std::move(host_id);
+  f.task_id = task_id;
+  f.attempt = attempt;
+  f.succeeded = status == "succeeded";
+  f.message = std::move(message);
+  f.result_json = result != body.end() && result->is_object() ? wire::Dump(*result) : "{}";
+  f.stdout_tail = Tail(std::move(out));
+  f.stderr_tail = Tail(std::move(err));
+  auto h = hosts_.find(f.host_id);
+  if (h != hosts_.end()) Seen(h->second);
+  queue::Conflict conflict;
+  Status s = queue_.Finish(f, &conflict);
+  if (s.code() == Code::kConflict)
+    return Response::Error(s, {{"current_attempt", conflict.current_attempt},
+                               {"state", store::TaskStateName(conflict.state)},
+                               {"host_id", conflict.host_id}});
+  if (!s.ok()) return Response::Error(s);
+  return Response::Ok(json::object());
+}
+
+Response Ops::TaskProgress(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(percent, jsonf::Int(body, "percent", "body", 0, 100, 0));
+  WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
+  auto h = hosts_.find(host_id);
+  if (h != hosts_.end()) Seen(h->second);
+  queue::Conflict conflict;
+  Status s = queue_.Progress(host_id, {task_id, attempt}, &conflict);
+  if (s.code() == Code::kConflict)
+    return Response::Error(s, {{"current_attempt", conflict.current_attempt},
+                               {"state", store::TaskStateName(conflict.state)},
+                               {"host_id", conflict.host_id}});
+  if (!s.ok()) return Response::Error(s);
+  const std::string* tenant = queue_.TenantOf(task_id);
+  host_events_.push_back(Event{(tenant ? *tenant : std::string("default")) + "/task/progress",
+                               {{"type", "task.progress"},
+                                {"task_id", task_id},
+                                {"attempt", attempt},
+                                {"host_id", host_id},
+                                {"percent", percent},
+                                {"message", message},
+                                {"at_ms", clock_.NowMs()}}});
+  return Response::Ok(json::object());
+}
+
+}  // namespace weft::api

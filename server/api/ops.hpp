@@ -1,0 +1,96 @@
+// weft::api::Ops: the handlers of every op in docs/protocol.md, and the
+// in-memory view of registered hosts they share.
+//
+// Ops borrows the Store, the TaskQueue and the Clock (all must outlive it)
+// and never opens a transaction itself: weftd's reactor wraps a batch of
+// calls in one. Transitions worth publishing pile up until DrainEvents(),
+// which the reactor calls only after a successful commit.
+//
+// Not thread-safe: runs on the reactor thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/api/router.hpp"
+#include "server/config/config.hpp"
+#include "server/queue/task_queue.hpp"
+#include "server/store/store.hpp"
+#include "weft/common/clock.hpp"
+
+namespace weft::api {
+
+// Facts about the running daemon that server.status reports.
+struct DaemonInfo {
+  std::int64_t pid = 0;
+  std::int64_t started_at_ms = 0;
+  std::string data_dir;
+  json endpoints = json::object();
+};
+
+struct Event {
+  std::string topic;
+  json payload;
+};
+
+class Ops {
+ public:
+  Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config);
+
+  // Loads the registered hosts from the store.
+  [[nodiscard]] Status Load();
+  void set_info(DaemonInfo info) { info_ = std::move(info); }
+  const Router& router() const { return router_; }
+
+  // The task for a held take of `host_id`, leased, as the plugin sees it; null when none is ready.
+  [[nodiscard]] Result<json> TryTake(const std::string& host_id);
+  // Whether a held take of `host_id` could be served now (cheap, no store access).
+  bool CanServe(const std::string& host_id) const;
+  // Publishes "silent" for hosts that stopped reporting.
+  void CheckSilentHosts();
+  std::vector<Event> DrainEvents();
+  // After a failed commit: forget unpublished events and reload hosts.
+  [[nodiscard]] Status Reset();
+
+ private:
+  struct Host {
+    store::HostRecord record;
+    std::set<std::string> plugins;  // plugin types
+    json descriptors = json::array();
+    bool silent = false;
+  };
+
+  Response ServerStatus(const Call& call);
+  Response HostList(const Call& call);
+  Response PluginList(const Call& call);
+  Response TaskGet(const Call& call);
+  Response TaskList(const Call& call);
+  Response DebugEnqueue(const Call& call);
+  Response HostRegister(const Call& call);
+  Response HostHeartbeat(const Call& call);
+  Response TaskTake(const Call& call);
+  Response TaskFinish(const Call& call);
+  Response TaskProgress(const Call& call);
+
+  Result<Host*> KnownHost(const json& body);
+  void Seen(Host& host);
+  bool Live(const Host& host) const;
+  void HostEvent(const std::string& host_id, const char* what);
+  static json TaskJson(const store::TaskRecord& t, bool details);
+
+  store::Store& store_;
+  queue::TaskQueue& queue_;
+  const Clock& clock_;
+  const server::Config& config_;
+  DaemonInfo info_;
+  Router router_;
+  std::map<std::string, Host> hosts_;
+  std::vector<Event> host_events_;
+};
+
+}  // namespace weft::api

@@ -1,0 +1,62 @@
+#include "server/api/router.hpp"
+
+namespace weft::api {
+
+std::string_view EndpointName(Endpoint endpoint) {
+  switch (endpoint) {
+    case Endpoint::kApi: return "api";
+    case Endpoint::kProvisioner: return "provisioner";
+  }
+  return "unknown";
+}
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kHost: return "host";
+    case Role::kUser: return "user";
+    case Role::kAdmin: return "admin";
+    case Role::kSuperadmin: return "superadmin";
+  }
+  return "unknown";
+}
+
+void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler) {
+  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler)};
+}
+
+std::vector<std::string> Router::KnownOps() const {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : ops_) out.push_back(name);
+  return out;
+}
+
+Response Router::Route(const Call& call) const {
+  const std::string& op = call.request->op;
+  auto it = ops_.find(op);
+  if (it == ops_.end()) {
+    std::string known;
+    for (const auto& [name, entry] : ops_) known += (known.empty() ? "" : ", ") + name;
+    return Response::Error(Status::Invalid("unknown op '" + op + "'; the known ops are " + known),
+                           json{{"op", op}, {"known_ops", KnownOps()}});
+  }
+  const Entry& e = it->second;
+  if (!e.endpoints.count(call.endpoint)) {
+    std::string where;
+    for (Endpoint ep : e.endpoints) where += (where.empty() ? "" : " or ") + std::string(EndpointName(ep));
+    return Response::Error(Status::Denied("op '" + op + "' is not served on the " +
+                                          std::string(EndpointName(call.endpoint)) + " endpoint; send it to the " +
+                                          where + " endpoint"));
+  }
+  if (!e.roles.count(call.principal.role))
+    return Response::Error(Status::Denied("op '" + op + "' needs a role other than '" +
+                                          std::string(RoleName(call.principal.role)) + "' (tenant '" +
+                                          call.principal.tenant + "')"));
+  try {
+    return e.handler(call);
+  } catch (const std::exception& ex) {
+    // nlohmann::json throws on misuse; a handler bug must not take the server down.
+    return Response::Error(Status::Internal("op '" + op + "' failed unexpectedly: " + ex.what()));
+  }
+}
+
+}  // namespace weft::api

@@ -1,0 +1,85 @@
+// weft::api::Router: op name -> handler, with the role and endpoint checks
+// every op shares.
+//
+// The caller (weftd's reactor) builds a Principal for each request from the
+// endpoint it arrived on: until authentication lands (issue 7) an `api`
+// caller is superadmin of the header's tenant (default "default") and a
+// `provisioner` caller has role host. An unknown op is INVALID and the reply
+// lists the known ops; an op the principal may not call is DENIED.
+//
+// Not thread-safe; handlers run on the reactor thread.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::api {
+
+using json = nlohmann::json;
+
+enum class Endpoint : int { kApi = 1, kProvisioner };
+enum class Role : int { kHost = 1, kUser, kAdmin, kSuperadmin };
+std::string_view EndpointName(Endpoint endpoint);
+std::string_view RoleName(Role role);
+
+struct Principal {
+  std::string tenant = "default";
+  Role role = Role::kUser;
+};
+
+struct Call {
+  Endpoint endpoint = Endpoint::kApi;
+  Principal principal;
+  const wire::Request* request = nullptr;
+};
+
+// What a handler answers: a reply now, or `held` (task.take with nothing
+// ready: the reactor keeps the request and answers it later).
+struct Response {
+  Status status;                  // ok: `body` is the reply body
+  json body = json::object();
+  json details = json::object();  // with an error
+  bool held = false;
+  std::string held_host_id;       // for held takes
+  std::int64_t held_until_ms = 0;
+
+  static Response Ok(json body) {
+    Response r;
+    r.body = std::move(body);
+    return r;
+  }
+  static Response Error(Status status, json details = json::object()) {
+    Response r;
+    r.status = std::move(status);
+    r.details = std::move(details);
+    return r;
+  }
+};
+
+using Handler = std::function<Response(const Call&)>;
+
+class Router {
+ public:
+  // `roles` may call the op; `endpoints` serve it.
+  void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler);
+  Response Route(const Call& call) const;
+  std::vector<std::string> KnownOps() const;
+
+ private:
+  struct Entry {
+    std::set<Role> roles;
+    std::set<Endpoint> endpoints;
+    Handler handler;
+  };
+  std::map<std::string, Entry> ops_;
+};
+
+}  // namespace weft::api

@@ -1,0 +1,233 @@
+#include "server/config/config.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <toml++/toml.h>
+
+namespace weft::server {
+namespace {
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+// Reads the keys of one table, remembering which it knows so that Finish()
+// can name any key it did not expect. Keeps the first error only: one clear
+// sentence is more useful than a cascade.
+class TableReader {
+ public:
+  TableReader(const toml::table* table, std::string name, std::string origin)
+      : table_(table), name_(std::move(name)), origin_(std::move(origin)) {}
+
+  void Int(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t* out) {
+    known_.push_back(key);
+    const toml::node* node = Find(key);
+    if (!node) return;
+    auto v = node->value<std::int64_t>();
+    if (!node->is_integer() || !v || *v < min || *v > max) {
+      Fail(Where(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+           ", got " + Render(*node) + "; set it within that range or remove it to use the default " +
+           std::to_string(*out));
+      return;
+    }
+    *out = *v;
+  }
+
+  void Size(const std::string& key, std::size_t min, std::size_t max, std::size_t* out) {
+    std::int64_t v = static_cast<std::int64_t>(*out);
+    Int(key, static_cast<std::int64_t>(min), static_cast<std::int64_t>(max), &v);
+    *out = static_cast<std::size_t>(v);
+  }
+
+  // A string; `check` returns an empty string when the value is acceptable,
+  // otherwise what an acceptable value looks like.
+  template <typename Check>
+  void String(const std::string& key, std::string* out, Check check) {
+    known_.push_back(key);
+    const toml::node* node = Find(key);
+    if (!node) return;
+    if (!node->is_string()) {
+      Fail(Where(key) + " must be a string, got " + Render(*node));
+      return;
+    }
+    std::string v = *node->value<std::string>();
+    std::string want = check(v);
+    if (!want.empty()) {
+      Fail(Where(key) + " is \"" + v + "\"; " + want);
+      return;
+    }
+    *out = v;
+  }
+
+  Status Finish() {
+    if (!error_.ok() || !table_) return error_;
+    for (const auto& [k, node] : *table_) {
+      std::string key(k.str());
+      bool known = false;
+      for (const auto& n : known_) known = known || n == key;
+      if (!known)
+        return Status::Invalid(origin_ + ": unknown key '" + key + "' in [" + name_ + "]; the known keys are " +
+                               Join(known_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const toml::node* Find(const std::string& key) const {
+    return table_ ? table_->get(key) : nullptr;
+  }
+  std::string Where(const std::string& key) const { return origin_ + ": " + name_ + "." + key; }
+  static std::string Render(const toml::node& node) {
+    std::ostringstream out;
+    node.visit([&](auto&& n) { out << n; });
+    std::string s = out.str();
+    if (node.is_string()) s = "\"" + s + "\"";
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+  }
+  void Fail(std::string msg) {
+    if (error_.ok()) error_ = Status::Invalid(std::move(msg));
+  }
+
+  const toml::table* table_;
+  std::string name_;
+  std::string origin_;
+  std::vector<std::string> known_;
+  Status error_;
+};
+
+std::string CheckEndpoint(const std::string& v) {
+  if (v.rfind("tcp://", 0) == 0 || v.rfind("ipc://", 0) == 0 || v.rfind("inproc://", 0) == 0) return "";
+  return "use a ZeroMQ address such as \"tcp://127.0.0.1:7420\" (port * picks a free port) or \"ipc:///run/weft/api\"";
+}
+
+}  // namespace
+
+Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_view) {
+  std::string origin(origin_view);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin_view);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    return Status::Invalid(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                           ": not valid TOML: " + std::string(e.description()));
+  }
+
+  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "store"};
+  for (const auto& [k, node] : root) {
+    std::string key(k.str());
+    bool known = false;
+    for (const auto& t : kTables) known = known || t == key;
+    if (!known)
+      return Status::Invalid(origin + ": unknown key '" + key + "' at the top level; the known tables are " +
+                             Join(kTables));
+    if (!node.is_table())
+      return Status::Invalid(origin + ": '" + key + "' must be a table ([" + key + "]), not a value");
+  }
+  auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
+
+  Config cfg;
+  {
+    TableReader r(table("server"), "server", origin);
+    std::string dir = cfg.server.data_dir.string();
+    r.String("data_dir", &dir, [](const std::string& v) {
+      return v.empty() ? std::string("give a directory path such as \"/var/lib/weft\"") : std::string();
+    });
+    cfg.server.data_dir = dir;
+    std::string level = "info";
+    r.String("log_level", &level, [&](const std::string& v) {
+      return log::ParseLevel(v, &cfg.server.log_level) ? std::string()
+                                                        : std::string("use one of debug, info, warn, error");
+    });
+    r.Int("batch_max_messages", 1, 100000, &cfg.server.batch_max_messages);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("endpoints"), "endpoints", origin);
+    r.String("api", &cfg.endpoints.api, CheckEndpoint);
+    r.String("provisioner", &cfg.endpoints.provisioner, CheckEndpoint);
+    r.String("events", &cfg.endpoints.events, CheckEndpoint);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("limits"), "limits", origin);
+    constexpr std::size_t kGiB = 1u << 30;
+    r.Size("max_frames", 1, 100000, &cfg.limits.max_frames);
+    r.Size("max_header_bytes", 256, kGiB, &cfg.limits.max_header_bytes);
+    r.Size("max_frame_bytes", 1, kGiB, &cfg.limits.max_frame_bytes);
+    r.Size("max_message_bytes", 256, 4 * kGiB, &cfg.limits.max_total_bytes);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+    if (cfg.limits.max_header_bytes > cfg.limits.max_total_bytes)
+      return Status::Invalid(origin + ": limits.max_header_bytes (" + std::to_string(cfg.limits.max_header_bytes) +
+                             ") is larger than limits.max_message_bytes (" +
+                             std::to_string(cfg.limits.max_total_bytes) + "); raise max_message_bytes");
+  }
+  {
+    TableReader r(table("tasks"), "tasks", origin);
+    r.Int("lease_ms", 10, 86'400'000, &cfg.tasks.lease_ms);
+    r.Int("max_wait_ms", 0, 3'600'000, &cfg.tasks.max_wait_ms);
+    r.Int("default_max_attempts", 1, 1000, &cfg.tasks.default_max_attempts);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("hosts"), "hosts", origin);
+    r.Int("heartbeat_ms", 10, 3'600'000, &cfg.hosts.heartbeat_ms);
+    r.Int("silent_after_ms", 10, 86'400'000, &cfg.hosts.silent_after_ms);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+    if (cfg.hosts.silent_after_ms <= cfg.hosts.heartbeat_ms)
+      return Status::Invalid(origin + ": hosts.silent_after_ms (" + std::to_string(cfg.hosts.silent_after_ms) +
+                             ") must be larger than hosts.heartbeat_ms (" + std::to_string(cfg.hosts.heartbeat_ms) +
+                             "), or every host looks silent between heartbeats");
+  }
+  {
+    TableReader r(table("store"), "store", origin);
+    r.Int("busy_timeout_ms", 0, 600'000, &cfg.store.busy_timeout_ms);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  return cfg;
+}
+
+Result<Config> LoadConfigFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::NotFound("cannot read config file " + path.string() +
+                            "; check the path given to --config, or omit --config to use the defaults");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path.string());
+}
+
+Result<Flags> ParseFlags(int argc, const char* const* argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value = [&](std::filesystem::path* out) -> Status {
+      if (i + 1 >= argc) return Status::Invalid(std::string(arg) + " needs a value");
+      *out = argv[++i];
+      if (out->empty()) return Status::Invalid(std::string(arg) + " needs a non-empty value");
+      return Status::Ok();
+    };
+    if (arg == "--config") {
+      WEFT_RETURN_IF_ERROR(value(&flags.config_path));
+    } else if (arg == "--data-dir") {
+      WEFT_RETURN_IF_ERROR(value(&flags.data_dir));
+    } else if (arg == "--help" || arg == "-h") {
+      flags.help = true;
+    } else if (arg == "--version") {
+      flags.version = true;
+    } else {
+      return Status::Invalid("unknown argument '" + std::string(arg) + "'; weftd takes --config FILE and --data-dir DIR");
+    }
+  }
+  return flags;
+}
+
+}  // namespace weft::server

@@ -1,0 +1,78 @@
+// weftd's configuration: weftd.toml plus command-line flags.
+//
+// Every key has a default, so an empty file (or no file) is a valid config.
+// An unknown key is an error that names it and lists the keys its table knows;
+// a bad value is an error that names the key and says what would be accepted.
+// The full reference is docs/configuration.md.
+//
+// Plain values; thread-compatible. Parsing never throws (toml++ exceptions are
+// caught here and turned into a Status).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "weft/common/log.hpp"
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::server {
+
+struct EndpointsConfig {
+  std::string api = "tcp://127.0.0.1:7420";
+  std::string provisioner = "tcp://127.0.0.1:7421";
+  std::string events = "tcp://127.0.0.1:7422";
+};
+
+struct TasksConfig {
+  std::int64_t lease_ms = 30000;          // how long a taken task stays leased without renewal
+  std::int64_t max_wait_ms = 30000;       // the longest a task.take is held open
+  std::int64_t default_max_attempts = 3;  // when debug.enqueue does not say
+};
+
+struct HostsConfig {
+  std::int64_t heartbeat_ms = 2000;      // told to hosts at register
+  std::int64_t silent_after_ms = 10000;  // a host not heard from for this long is not live
+};
+
+struct StoreConfig {
+  std::int64_t busy_timeout_ms = 5000;
+};
+
+struct ServerConfig {
+  std::filesystem::path data_dir = "/var/lib/weft";
+  log::Level log_level = log::Level::kInfo;
+  // Messages handled per group commit: one transaction, then the replies.
+  std::int64_t batch_max_messages = 256;
+};
+
+struct Config {
+  ServerConfig server;
+  EndpointsConfig endpoints;
+  wire::Limits limits;
+  TasksConfig tasks;
+  HostsConfig hosts;
+  StoreConfig store;
+};
+
+// Parses TOML text; `origin` names the file in error messages.
+Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin);
+// Reads and parses a file; a missing file is an error naming the path.
+Result<Config> LoadConfigFile(const std::filesystem::path& path);
+
+// Command line: weftd [--config FILE] [--data-dir DIR] [--help] [--version]
+struct Flags {
+  std::filesystem::path config_path;  // empty: built-in defaults
+  std::filesystem::path data_dir;     // empty: the config's server.data_dir
+  bool help = false;
+  bool version = false;
+};
+Result<Flags> ParseFlags(int argc, const char* const* argv);
+inline constexpr std::string_view kUsage =
+    "usage: weftd [--config FILE] [--data-dir DIR]\n"
+    "  --config FILE    weftd.toml to read (default: built-in defaults)\n"
+    "  --data-dir DIR   overrides server.data_dir (default /var/lib/weft)\n";
+
+}  // namespace weft::server

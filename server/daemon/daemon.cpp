@@ -1,0 +1,440 @@
+#include "server/daemon/daemon.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "server/api/ops.hpp"
+#include "server/api/router.hpp"
+#include "server/queue/task_queue.hpp"
+#include "server/store/store.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::server {
+namespace {
+
+using api::Endpoint;
+using json = nlohmann::json;
+
+constexpr const char* kLog = "weftd";
+// The longest the loop sleeps with no timer due: bounds how late a clock
+// jump or a missed timer is noticed.
+constexpr std::int64_t kMaxSleepMs = 1000;
+
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.flush();
+    if (!out) return Status::Internal("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+// A request whose reply waits for the batch's commit.
+struct Pending {
+  Endpoint endpoint = Endpoint::kApi;
+  wire::Frames envelope;
+  std::string id;
+  api::Response response;
+  std::optional<queue::AttemptRef> delivers;  // a take's reply carrying a task
+};
+
+// A task.take held open until a task is ready or its deadline passes.
+struct Waiter {
+  wire::Frames envelope;
+  std::string id;
+  std::string host_id;
+  std::int64_t until_ms = 0;
+};
+
+class Reactor {
+ public:
+  Reactor(const Config& config, int signal_fd, store::Store& store)
+      : config_(config),
+        signal_fd_(signal_fd),
+        store_(store),
+        clock_(SystemClock::Instance()),
+        queue_(store, clock_, queue::QueueOptions{config.tasks.lease_ms}),
+        ops_(store, queue_, clock_, config),
+        ctx_(1),
+        api_(ctx_, zmq::socket_type::router),
+        prov_(ctx_, zmq::socket_type::router),
+        events_(ctx_, zmq::socket_type::pub) {}
+
+  Status Start();
+  Status Loop();
+  void Shutdown();
+
+ private:
+  zmq::socket_t& Socket(Endpoint e) { return e == Endpoint::kApi ? api_ : prov_; }
+  std::int64_t PollTimeoutMs(std::int64_t now) const;
+  void Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch_out);
+  void Handle(Pending& p, const wire::Request& request);
+  void ServeWaiters(std::vector<Pending>* out, bool force);
+  void Send(std::vector<Pending>& replies);
+  void Publish();
+  Status Recover(const Status& why, std::vector<Pending>& replies);
+
+  const Config& config_;
+  int signal_fd_;
+  store::Store& store_;
+  const Clock& clock_;
+  queue::TaskQueue queue_;
+  api::Ops ops_;
+  zmq::context_t ctx_;
+  zmq::socket_t api_;
+  zmq::socket_t prov_;
+  zmq::socket_t events_;
+  std::list<Waiter> waiters_;
+  std::vector<queue::AttemptRef> undelivered_;
+  std::int64_t next_silence_check_ms_ = 0;
+  bool stop_ = false;
+};
+
+Status Reactor::Start() {
+  WEFT_RETURN_IF_ERROR(queue_.Load());
+  WEFT_RETURN_IF_ERROR(ops_.Load());
+  json endpoints;
+  struct Binding {
+    const char* name;
+    zmq::socket_t* socket;
+    const std::string* address;
+  };
+  const Binding bindings[] = {{"api", &api_, &config_.endpoints.api},
+                              {"provisioner", &prov_, &config_.endpoints.provisioner},
+                              {"events", &events_, &config_.endpoints.events}};
+  for (const Binding& b : bindings) {
+    try {
+      b.socket->set(zmq::sockopt::linger, 200);
+      if (b.socket != &events_) {
+        // A reply to a peer that went away fails visibly instead of vanishing.
+        b.socket->set(zmq::sockopt::router_mandatory, 1);
+        // A frame larger than a whole message may be is refused by the
+        // transport (the peer is disconnected) rather than buffered.
+        b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config_.limits.max_total_bytes));
+      }
+      b.socket->bind(*b.address);
+      endpoints[b.name] = wire::LastEndpoint(*b.socket);
+    } catch (const zmq::error_t& e) {
+      return Status::Unavailable(std::string("cannot bind the ") + b.name + " endpoint to " + *b.address + ": " +
+                                 e.what() + "; set endpoints." + b.name +
+                                 " in weftd.toml to a free address (port * picks one)");
+    }
+  }
+  const std::int64_t now = clock_.NowMs();
+  ops_.set_info(api::DaemonInfo{getpid(), now, config_.server.data_dir.string(), endpoints});
+  json file = endpoints;
+  file["pid"] = getpid();
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
+  WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
+                        << endpoints["provisioner"].get<std::string>() << ", events "
+                        << endpoints["events"].get<std::string>() << "; data in "
+                        << config_.server.data_dir.string() << "; " << queue_.queued() << " tasks queued, "
+                        << queue_.leased() << " leased";
+  return Status::Ok();
+}
+
+std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
+  std::int64_t due = now + kMaxSleepMs;
+  if (auto e = queue_.NextExpiryMs()) due = std::min(due, *e);
+  for (const Waiter& w : waiters_) due = std::min(due, w.until_ms);
+  due = std::min(due, next_silence_check_ms_);
+  if (!undelivered_.empty()) due = now;
+  return std::max<std::int64_t>(0, due - now);
+}
+
+void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch) {
+  Pending p;
+  p.endpoint = endpoint;
+  wire::SplitEnvelope(frames, p.envelope);
+  if (p.envelope.empty()) {
+    WEFT_LOG(kWarn, kLog) << "dropped a message without a routing envelope on the "
+                          << api::EndpointName(endpoint) << " endpoint: no reply is possible";
+    return;
+  }
+  std::string id;
+  Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &id);
+  p.id = id;
+  if (!request.ok()) {
+    WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
+                           << request.status().message();
+    p.response = api::Response::Error(request.status());
+    batch->push_back(std::move(p));
+    return;
+  }
+  Handle(p, *request);
+  if (!p.response.held) {
+    batch->push_back(std::move(p));
+    return;
+  }
+  waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
+                            p.response.held_until_ms});
+}
+
+void Reactor::Handle(Pending& p, const wire::Request& request) {
+  api::Call call;
+  call.endpoint = p.endpoint;
+  call.request = &request;
+  if (p.endpoint == Endpoint::kApi) {
+    // Until authentication lands every api caller is superadmin of the tenant it names.
+    call.principal = api::Principal{request.tenant.empty() ? "default" : request.tenant, api::Role::kSuperadmin};
+  } else {
+    call.principal = api::Principal{"_system", api::Role::kHost};
+  }
+  p.response = ops_.router().Route(call);
+  if (request.op == "task.take" && p.response.status.ok() && !p.response.held) {
+    const json& task = p.response.body["task"];
+    if (task.is_object()) p.delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
+  }
+}
+
+void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
+  const std::int64_t now = clock_.NowMs();
+  const bool ready = queue_.TakeReadyChanged() || force;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    json task;
+    if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id)) {
+      Result<json> taken = ops_.TryTake(it->host_id);
+      if (!taken.ok()) {
+        Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Error(taken.status()), {}};
+        out->push_back(std::move(p));
+        it = waiters_.erase(it);
+        continue;
+      }
+      task = std::move(*taken);
+    }
+    if (task.is_object() || it->until_ms <= now) {
+      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Ok({{"task", task}}), {}};
+      if (task.is_object())
+        p.delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
+      out->push_back(std::move(p));
+      it = waiters_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+}
+
+void Reactor::Send(std::vector<Pending>& replies) {
+  for (Pending& p : replies) {
+    wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
+                                               : wire::Reply::Failure(p.id, p.response.status, p.response.details);
+    wire::Frames frames = wire::WithEnvelope(p.envelope, wire::EncodeReply(reply));
+    if (wire::SendMultipart(Socket(p.endpoint), frames)) continue;
+    WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
+                          << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";
+    if (p.delivers) undelivered_.push_back(*p.delivers);
+  }
+}
+
+void Reactor::Publish() {
+  for (api::Event& e : ops_.DrainEvents()) {
+    try {
+      zmq::message_t topic(e.topic.data(), e.topic.size());
+      std::string body = wire::Dump(e.payload);
+      zmq::message_t payload(body.data(), body.size());
+      // PUB never blocks: a slow subscriber loses messages at its high-water mark.
+      if (!events_.send(topic, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+          !events_.send(payload, zmq::send_flags::dontwait)) {
+        WEFT_LOG(kDebug, kLog) << "event " << e.topic << " not published";
+      }
+    } catch (const zmq::error_t& err) {
+      WEFT_LOG(kWarn, kLog) << "cannot publish event " << e.topic << ": " << err.what();
+    }
+  }
+}
+
+Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
+  WEFT_LOG(kError, kLog) << "a batch of " << replies.size() << " requests was rolled back: " << why.message();
+  Status rb = store_.Rollback();
+  if (!rb.ok()) {
+    WEFT_LOG(kError, kLog) << "rollback failed: " << rb.message();
+  }
+  // The in-memory indexes may hold changes that were just rolled back.
+  WEFT_RETURN_IF_ERROR(queue_.Load());
+  WEFT_RETURN_IF_ERROR(ops_.Reset());
+  for (Pending& p : replies) {
+    p.response = api::Response::Error(
+        Status::Unavailable("the store could not commit this request (" + why.message() + "); retry it"));
+    p.delivers.reset();
+  }
+  return Status::Ok();
+}
+
+Status Reactor::Loop() {
+  const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
+  std::vector<Pending> batch;
+  std::vector<wire::Frames> inbox_api, inbox_prov;
+  while (!stop_) {
+    std::int64_t now = clock_.NowMs();
+    zmq::pollitem_t items[] = {{static_cast<void*>(api_), 0, ZMQ_POLLIN, 0},
+                               {static_cast<void*>(prov_), 0, ZMQ_POLLIN, 0},
+                               {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, 3, std::chrono::milliseconds(PollTimeoutMs(now)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return Status::Internal(std::string("zmq poll failed: ") + e.what());
+    }
+    if (items[2].revents & ZMQ_POLLIN) {
+      signalfd_siginfo info;
+      if (read(signal_fd_, &info, sizeof info) > 0) {
+        WEFT_LOG(kInfo, kLog) << "signal " << info.ssi_signo << " received: shutting down";
+      }
+      stop_ = true;
+      break;
+    }
+
+    // Drain both ROUTERs in turn, up to one batch.
+    std::vector<std::pair<Endpoint, wire::Frames>> inbox;
+    for (bool progress = true; progress && inbox.size() < batch_max;) {
+      progress = false;
+      for (Endpoint e : {Endpoint::kProvisioner, Endpoint::kApi}) {
+        if (inbox.size() >= batch_max) break;
+        wire::Frames frames;
+        try {
+          if (!wire::RecvMultipart(Socket(e), frames, zmq::recv_flags::dontwait)) continue;
+        } catch (const zmq::error_t& err) {
+          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(e) << ": " << err.what();
+          continue;
+        }
+        inbox.emplace_back(e, std::move(frames));
+        progress = true;
+      }
+    }
+
+    now = clock_.NowMs();
+    const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
+    const bool waiter_due = std::any_of(waiters_.begin(), waiters_.end(),
+                                        [&](const Waiter& w) { return w.until_ms <= now; });
+    const bool silence_due = now >= next_silence_check_ms_;
+    if (inbox.empty() && !expiry_due && !waiter_due && !silence_due && undelivered_.empty()) continue;
+
+    batch.clear();
+    Status s = store_.Begin();
+    if (!s.ok()) {
+      // Nothing was changed; answer every request so that no one waits in vain.
+      for (auto& [e, frames] : inbox) {
+        Pending p;
+        p.endpoint = e;
+        wire::SplitEnvelope(frames, p.envelope);
+        if (p.envelope.empty()) continue;
+        std::string id;
+        (void)wire::DecodeRequest(frames, config_.limits, &id);
+        p.id = id;
+        p.response = api::Response::Error(Status::Unavailable("the store is busy (" + s.message() + "); retry"));
+        batch.push_back(std::move(p));
+      }
+      Send(batch);
+      continue;
+    }
+    for (auto& [e, frames] : inbox) Receive(e, std::move(frames), &batch);
+    if (s.ok()) {
+      for (const queue::AttemptRef& ref : undelivered_) {
+        s = queue_.Release(ref, "attempt " + std::to_string(ref.attempt) +
+                                    " never reached its host: the reply to task.take could not be delivered");
+        if (!s.ok()) break;
+      }
+      undelivered_.clear();
+    }
+    if (s.ok()) s = queue_.ExpireDue();
+    if (s.ok() && silence_due) {
+      ops_.CheckSilentHosts();
+      next_silence_check_ms_ = now + std::max<std::int64_t>(50, config_.hosts.silent_after_ms / 4);
+    }
+    if (s.ok()) ServeWaiters(&batch, false);
+    // A handler's store error leaves the transaction in an unknown state: roll it all back.
+    for (const Pending& p : batch)
+      if (s.ok() && (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
+        s = p.response.status;
+    if (s.ok()) s = store_.Commit();
+    if (!s.ok()) {
+      WEFT_RETURN_IF_ERROR(Recover(s, batch));
+      (void)ops_.DrainEvents();
+    }
+    Send(batch);
+    Publish();
+  }
+  return Status::Ok();
+}
+
+void Reactor::Shutdown() {
+  std::vector<Pending> replies;
+  for (Waiter& w : waiters_)
+    replies.push_back(Pending{Endpoint::kProvisioner, std::move(w.envelope), w.id,
+                              api::Response::Error(Status::Unavailable("weftd is shutting down; retry the take")), {}});
+  waiters_.clear();
+  Send(replies);
+  std::error_code ec;
+  std::filesystem::remove(config_.server.data_dir / "endpoints.json", ec);
+}
+
+}  // namespace
+
+Status LockDataDir(const std::filesystem::path& data_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec)
+    return Status::Unavailable("cannot create the data directory " + data_dir.string() + ": " + ec.message() +
+                               "; create it or pass another --data-dir");
+  const std::filesystem::path lock_path = data_dir / "weftd.lock";
+  // Deliberately never closed: the lock lives as long as the process.
+  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::Unavailable("cannot open " + lock_path.string() + ": " + std::strerror(errno) +
+                               "; check the permissions of the data directory");
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("unknown");
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    close(fd);
+    return Status::Conflict("another weftd (pid " + pid + ") is already using the data directory " +
+                            data_dir.string() + "; stop it first or give this one another --data-dir");
+  }
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    WEFT_LOG(kWarn, kLog) << "cannot record the pid in " << lock_path.string() << ": " << std::strerror(errno);
+  }
+  return Status::Ok();
+}
+
+Status RunDaemon(const Config& config, int signal_fd) {
+  store::StoreOptions options;
+  options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
+  Result<std::unique_ptr<store::Store>> store = store::Store::Open(config.server.data_dir / "weft.db", options);
+  if (!store.ok()) return store.status();
+  auto reactor = std::make_unique<Reactor>(config, signal_fd, **store);
+  Status s = reactor->Start();
+  if (s.ok()) s = reactor->Loop();
+  reactor->Shutdown();
+  reactor.reset();  // sockets and context close before the store
+  if (s.ok()) {
+    WEFT_LOG(kInfo, kLog) << "stopped cleanly";
+  }
+  return s;
+}
+
+}  // namespace weft::server

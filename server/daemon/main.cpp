@@ -1,0 +1,62 @@
+// weftd: the Weft server daemon. See docs/configuration.md and docs/protocol.md.
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "server/config/config.hpp"
+#include "server/daemon/daemon.hpp"
+#include "weft/common/log.hpp"
+
+int main(int argc, char** argv) {
+  using namespace weft;
+  Result<server::Flags> flags = server::ParseFlags(argc, argv);
+  if (!flags.ok()) {
+    std::cerr << "weftd: " << flags.status().message() << "\n" << server::kUsage;
+    return 2;
+  }
+  if (flags->help) {
+    std::cout << server::kUsage;
+    return 0;
+  }
+  if (flags->version) {
+    std::cout << "weftd 0.1.0 (protocol 1)\n";
+    return 0;
+  }
+  Result<server::Config> config =
+      flags->config_path.empty() ? Result<server::Config>(server::Config{}) : server::LoadConfigFile(flags->config_path);
+  if (!config.ok()) {
+    std::cerr << "weftd: " << config.status().message() << "\n";
+    return 2;
+  }
+  if (!flags->data_dir.empty()) config->server.data_dir = flags->data_dir;
+  log::SetLevel(config->server.log_level);
+
+  // Block the stop signals before any thread exists (ZeroMQ starts I/O
+  // threads), so that they arrive only through the signalfd the reactor polls.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  if (sigprocmask(SIG_BLOCK, &stop, nullptr) != 0) {
+    std::cerr << "weftd: cannot block signals: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  int sfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    std::cerr << "weftd: cannot create a signalfd: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+
+  Status s = server::LockDataDir(config->server.data_dir);
+  if (s.ok()) s = server::RunDaemon(*config, sfd);
+  close(sfd);
+  if (!s.ok()) {
+    WEFT_LOG(kError, "weftd") << s.message();
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,257 @@
+#include "server/queue/task_queue.hpp"
+
+namespace weft::queue {
+
+TaskQueue::TaskQueue(store::Store& store, const Clock& clock, QueueOptions options)
+    : store_(store), clock_(clock), options_(options) {}
+
+Status TaskQueue::Load() {
+  live_.clear();
+  ready_.clear();
+  leases_.clear();
+  in_flight_.clear();
+  queued_ = 0;
+  events_.clear();
+  Result<std::vector<TaskRecord>> tasks = store_.ListUnfinishedTasks();
+  if (!tasks.ok()) return tasks.status().WithContext("cannot load the task queue");
+  for (TaskRecord& r : *tasks) {
+    Live t{r.tenant, r.plugin, r.action, r.state, r.attempt, r.max_attempts, r.host_id, r.lease_until_ms};
+    if (t.state == TaskState::kQueued) {
+      AddReady(r.id, t);
+    } else {
+      leases_.emplace(t.lease_until_ms, r.id);
+      ++in_flight_[t.host_id];
+    }
+    live_.emplace(r.id, std::move(t));
+  }
+  ready_changed_ = queued_ > 0;
+  return Status::Ok();
+}
+
+void TaskQueue::AddReady(std::int64_t id, const Live& t) {
+  if (ready_[t.tenant][t.plugin].insert(id).second) ++queued_;
+}
+
+void TaskQueue::RemoveReady(std::int64_t id, const Live& t) {
+  auto tenant = ready_.find(t.tenant);
+  if (tenant == ready_.end()) return;
+  auto plugin = tenant->second.find(t.plugin);
+  if (plugin == tenant->second.end()) return;
+  if (plugin->second.erase(id)) --queued_;
+  // Empty entries are removed so that Take never walks dead tenants.
+  if (plugin->second.empty()) tenant->second.erase(plugin);
+  if (tenant->second.empty()) ready_.erase(tenant);
+}
+
+void TaskQueue::DropLease(std::int64_t id, Live& t) {
+  leases_.erase({t.lease_until_ms, id});
+  auto h = in_flight_.find(t.host_id);
+  if (h != in_flight_.end() && --h->second <= 0) in_flight_.erase(h);
+  t.lease_until_ms = 0;
+}
+
+void TaskQueue::Emit(std::int64_t id, const Live& t, std::string message) {
+  events_.push_back(TaskEvent{t.tenant, id, t.state, t.attempt, t.host_id, t.plugin, t.action, std::move(message),
+                              clock_.NowMs()});
+}
+
+std::string TaskQueue::Describe(const Live& t) {
+  return std::string(store::TaskStateName(t.state)) + (t.host_id.empty() ? "" : " by host '" + t.host_id + "'");
+}
+
+Result<std::vector<std::int64_t>> TaskQueue::Enqueue(const std::string& tenant, std::vector<NewTask> tasks) {
+  std::vector<std::int64_t> ids;
+  ids.reserve(tasks.size());
+  const std::int64_t now = clock_.NowMs();
+  for (NewTask& n : tasks) {
+    TaskRecord r;
+    r.tenant = tenant;
+    r.plugin = std::move(n.plugin);
+    r.action = std::move(n.action);
+    r.job_id = std::move(n.job_id);
+    r.cluster_id = std::move(n.cluster_id);
+    r.node_id = std::move(n.node_id);
+    r.state = TaskState::kQueued;
+    r.max_attempts = n.max_attempts;
+    r.payload_json = std::move(n.payload_json);
+    r.created_at_ms = now;
+    WEFT_RETURN_IF_ERROR(store_.InsertTask(&r));
+    Live t{tenant, r.plugin, r.action, TaskState::kQueued, 0, r.max_attempts, "", 0};
+    AddReady(r.id, t);
+    Emit(r.id, t);
+    live_.emplace(r.id, std::move(t));
+    ids.push_back(r.id);
+  }
+  if (!ids.empty()) ready_changed_ = true;
+  return ids;
+}
+
+bool TaskQueue::HasReady(const std::set<std::string>& plugins) const {
+  for (const auto& [tenant, by_plugin] : ready_)
+    for (const auto& p : plugins)
+      if (by_plugin.count(p)) return true;
+  return false;
+}
+
+Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const std::set<std::string>& plugins) {
+  if (ready_.empty() || plugins.empty()) return std::optional<TaskRecord>();
+  // Round-robin over tenants: start after the tenant served last, wrap once.
+  auto start = ready_.upper_bound(last_tenant_);
+  std::int64_t chosen = 0;
+  for (std::size_t n = 0; n < ready_.size() && chosen == 0; ++n, ++start) {
+    if (start == ready_.end()) start = ready_.begin();
+    for (const auto& p : plugins) {
+      auto it = start->second.find(p);
+      if (it == start->second.end()) continue;
+      std::int64_t oldest = *it->second.begin();
+      if (chosen == 0 || oldest < chosen) chosen = oldest;
+    }
+  }
+  if (chosen == 0) return std::optional<TaskRecord>();
+
+  Live& t = live_.at(chosen);
+  const std::int64_t now = clock_.NowMs();
+  const std::int64_t attempt = t.attempt + 1;
+  const std::int64_t until = now + options_.lease_ms;
+  WEFT_RETURN_IF_ERROR(store_.LeaseTask(chosen, attempt, host_id, until, now));
+  Result<std::optional<TaskRecord>> record = store_.GetTask(chosen);
+  if (!record.ok()) return record.status();
+  if (!record->has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
+
+  RemoveReady(chosen, t);
+  last_tenant_ = t.tenant;
+  t.state = TaskState::kLeased;
+  t.attempt = attempt;
+  t.host_id = host_id;
+  t.lease_until_ms = until;
+  leases_.emplace(until, chosen);
+  ++in_flight_[host_id];
+  Emit(chosen, t);
+  return record;
+}
+
+Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
+  const std::string name = "task " + std::to_string(f.task_id);
+  auto it = live_.find(f.task_id);
+  if (it == live_.end()) {
+    // Not queued or leased: finished already, or unknown.
+    Result<std::optional<TaskRecord>> r = store_.GetTask(f.task_id);
+    if (!r.ok()) return r.status();
+    if (!r->has_value()) return Status::NotFound(name + " does not exist");
+    const TaskRecord& rec = **r;
+    const TaskState wanted = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
+    if (rec.attempt == f.attempt && rec.host_id == f.host_id && rec.state == wanted) return Status::Ok();
+    *conflict = Conflict{rec.attempt, rec.state, rec.host_id};
+    return Status::Conflict(name + " is already " + std::string(store::TaskStateName(rec.state)) + " (attempt " +
+                            std::to_string(rec.attempt) + " on host '" + rec.host_id + "'); attempt " +
+                            std::to_string(f.attempt) + " from host '" + f.host_id + "' cannot finish it");
+  }
+  Live& t = it->second;
+  if (t.state != TaskState::kLeased || t.attempt != f.attempt || t.host_id != f.host_id) {
+    *conflict = Conflict{t.attempt, t.state, t.host_id};
+    return Status::Conflict(name + " attempt " + std::to_string(f.attempt) + " from host '" + f.host_id +
+                            "' is not current: the task is " + Describe(t) + " at attempt " +
+                            std::to_string(t.attempt) + "; stop working on it");
+  }
+  const TaskState final_state = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
+  WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? "succeeded" : "failed",
+                                         f.message, f.result_json, f.stdout_tail, f.stderr_tail, clock_.NowMs()));
+  DropLease(f.task_id, t);
+  t.state = final_state;
+  Emit(f.task_id, t, f.message);
+  live_.erase(it);
+  return Status::Ok();
+}
+
+Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight) {
+  RenewOutcome out;
+  const std::int64_t until = clock_.NowMs() + options_.lease_ms;
+  for (const AttemptRef& ref : in_flight) {
+    auto it = live_.find(ref.task_id);
+    if (it == live_.end() || it->second.state != TaskState::kLeased || it->second.attempt != ref.attempt ||
+        it->second.host_id != host_id) {
+      out.stale.push_back(ref);
+      continue;
+    }
+    Live& t = it->second;
+    WEFT_RETURN_IF_ERROR(store_.RenewLease(ref.task_id, until));
+    leases_.erase({t.lease_until_ms, ref.task_id});
+    t.lease_until_ms = until;
+    leases_.emplace(until, ref.task_id);
+    ++out.renewed;
+  }
+  return out;
+}
+
+Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Conflict* conflict) {
+  Result<RenewOutcome> r = Renew(host_id, {ref});
+  if (!r.ok()) return r.status();
+  if (r->renewed == 1) return Status::Ok();
+  auto it = live_.find(ref.task_id);
+  if (it == live_.end()) {
+    Result<std::optional<TaskRecord>> rec = store_.GetTask(ref.task_id);
+    if (!rec.ok()) return rec.status();
+    if (!rec->has_value()) return Status::NotFound("task " + std::to_string(ref.task_id) + " does not exist");
+    *conflict = Conflict{(*rec)->attempt, (*rec)->state, (*rec)->host_id};
+  } else {
+    *conflict = Conflict{it->second.attempt, it->second.state, it->second.host_id};
+  }
+  return Status::Conflict("task " + std::to_string(ref.task_id) + " attempt " + std::to_string(ref.attempt) +
+                          " from host '" + host_id + "' is not current (the task is at attempt " +
+                          std::to_string(conflict->current_attempt) + ", " +
+                          std::string(store::TaskStateName(conflict->state)) + "); stop working on it");
+}
+
+Status TaskQueue::EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why) {
+  Live& t = live_.at(id);
+  const bool exhausted = t.attempt >= t.max_attempts;
+  const std::string message =
+      exhausted ? "task " + std::to_string(id) + " failed: " + why + ", and it has used all " +
+                      std::to_string(t.max_attempts) + " attempts (max_attempts)"
+                : why + "; the task is queued again for attempt " + std::to_string(t.attempt + 1);
+  const TaskState next = exhausted ? TaskState::kFailed : TaskState::kQueued;
+  WEFT_RETURN_IF_ERROR(
+      store_.EndAttempt(id, t.attempt, next, attempt_status, message, "{}", "", "", clock_.NowMs()));
+  DropLease(id, t);
+  t.state = next;
+  Emit(id, t, message);
+  if (exhausted) {
+    live_.erase(id);
+  } else {
+    AddReady(id, t);
+    ready_changed_ = true;
+  }
+  return Status::Ok();
+}
+
+Status TaskQueue::ExpireDue() {
+  const std::int64_t now = clock_.NowMs();
+  while (!leases_.empty() && leases_.begin()->first <= now) {
+    const std::int64_t id = leases_.begin()->second;
+    const Live& t = live_.at(id);
+    WEFT_RETURN_IF_ERROR(EndLease(id, "expired",
+                                  "attempt " + std::to_string(t.attempt) + " on host '" + t.host_id +
+                                      "' expired: no heartbeat or progress named it within " +
+                                      std::to_string(options_.lease_ms) + " ms (tasks.lease_ms)"));
+  }
+  return Status::Ok();
+}
+
+Status TaskQueue::Release(const AttemptRef& ref, const std::string& reason) {
+  auto it = live_.find(ref.task_id);
+  if (it == live_.end() || it->second.state != TaskState::kLeased || it->second.attempt != ref.attempt)
+    return Status::Ok();  // already moved on
+  return EndLease(ref.task_id, "undelivered", reason);
+}
+
+std::optional<std::int64_t> TaskQueue::NextExpiryMs() const {
+  if (leases_.empty()) return std::nullopt;
+  return leases_.begin()->first;
+}
+
+std::int64_t TaskQueue::InFlight(const std::string& host_id) const {
+  auto it = in_flight_.find(host_id);
+  return it == in_flight_.end() ? 0 : it->second;
+}
+
+}  // namespace weft::queue

@@ -1,0 +1,169 @@
+// weft::queue::TaskQueue: the durable task queue.
+//
+// The store holds every task; the queue keeps an in-memory index of the tasks
+// that are ready (per tenant, per plugin type, oldest first) and of the
+// leases that run, rebuilt from the store by Load(). Every operation writes
+// through to the store; the caller owns the transaction, so that many
+// operations share one commit. If that commit fails the caller rolls back and
+// calls Load() again, which brings the index back in line with the store.
+//
+// Rules it enforces:
+//  * a host gets only tasks of plugin types it registered;
+//  * tenants with ready tasks are served round-robin, each tenant oldest first;
+//  * taking a task starts attempt+1 and a lease of `lease_ms`, renewed by
+//    Renew()/Progress(); ExpireDue() puts a task whose lease ran out back on
+//    the queue, or fails it once it used `max_attempts` attempts;
+//  * a finish must name the current attempt and the holding host (fencing);
+//    repeating the accepted finish is answered ok again.
+//
+// Not thread-safe: owned by weftd's reactor thread, like the Store and the
+// Clock it borrows (both must outlive it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "server/store/store.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::queue {
+
+using store::TaskRecord;
+using store::TaskState;
+
+struct QueueOptions {
+  std::int64_t lease_ms = 30000;
+};
+
+struct NewTask {
+  std::string plugin;
+  std::string action;
+  std::string job_id;
+  std::string cluster_id;
+  std::string node_id;
+  std::int64_t max_attempts = 3;
+  std::string payload_json = "{}";
+};
+
+// A transition worth publishing on the events endpoint.
+struct TaskEvent {
+  std::string tenant;
+  std::int64_t task_id = 0;
+  TaskState state = TaskState::kQueued;
+  std::int64_t attempt = 0;
+  std::string host_id;
+  std::string plugin;
+  std::string action;
+  std::string message;
+  std::int64_t at_ms = 0;
+};
+
+// Why a finish or progress was refused with kConflict.
+struct Conflict {
+  std::int64_t current_attempt = 0;
+  TaskState state = TaskState::kQueued;
+  std::string host_id;
+};
+
+struct AttemptRef {
+  std::int64_t task_id = 0;
+  std::int64_t attempt = 0;
+};
+
+struct RenewOutcome {
+  std::int64_t renewed = 0;
+  std::vector<AttemptRef> stale;
+};
+
+struct FinishRequest {
+  std::string host_id;
+  std::int64_t task_id = 0;
+  std::int64_t attempt = 0;
+  bool succeeded = true;
+  std::string message;
+  std::string result_json = "{}";
+  std::string stdout_tail;
+  std::string stderr_tail;
+};
+
+class TaskQueue {
+ public:
+  TaskQueue(store::Store& store, const Clock& clock, QueueOptions options);
+
+  // (Re)builds the in-memory index from the store.
+  [[nodiscard]] Status Load();
+
+  [[nodiscard]] Result<std::vector<std::int64_t>> Enqueue(const std::string& tenant, std::vector<NewTask> tasks);
+  // The next task for a host that runs `plugins`, leased to it; nullopt when none is ready.
+  [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id,
+                                                       const std::set<std::string>& plugins);
+  // kConflict fills *conflict; kNotFound when the task does not exist.
+  [[nodiscard]] Status Finish(const FinishRequest& finish, Conflict* conflict);
+  [[nodiscard]] Result<RenewOutcome> Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight);
+  [[nodiscard]] Status Progress(const std::string& host_id, const AttemptRef& ref, Conflict* conflict);
+  // Ends every lease that ran out by now.
+  [[nodiscard]] Status ExpireDue();
+  // Ends an attempt whose task never reached its host (the reply could not be
+  // sent), as if its lease had expired.
+  [[nodiscard]] Status Release(const AttemptRef& ref, const std::string& reason);
+
+  // When the next lease runs out; nullopt when nothing is leased.
+  std::optional<std::int64_t> NextExpiryMs() const;
+  bool HasReady(const std::set<std::string>& plugins) const;
+  std::int64_t queued() const { return queued_; }
+  std::int64_t leased() const { return static_cast<std::int64_t>(leases_.size()); }
+  std::int64_t InFlight(const std::string& host_id) const;
+  // The tenant of a queued or leased task; nullptr for others.
+  const std::string* TenantOf(std::int64_t task_id) const {
+    auto it = live_.find(task_id);
+    return it == live_.end() ? nullptr : &it->second.tenant;
+  }
+
+  // Transitions since the last call; publish them only after a commit.
+  std::vector<TaskEvent> TakeEvents() { return std::exchange(events_, {}); }
+  // True once after tasks became ready (enqueue, expiry, release): held takes may now be served.
+  bool TakeReadyChanged() { return std::exchange(ready_changed_, false); }
+  std::int64_t lease_ms() const { return options_.lease_ms; }
+
+ private:
+  struct Live {
+    std::string tenant;
+    std::string plugin;
+    std::string action;
+    TaskState state = TaskState::kQueued;
+    std::int64_t attempt = 0;
+    std::int64_t max_attempts = 3;
+    std::string host_id;
+    std::int64_t lease_until_ms = 0;
+  };
+
+  void AddReady(std::int64_t id, const Live& t);
+  void RemoveReady(std::int64_t id, const Live& t);
+  void DropLease(std::int64_t id, Live& t);
+  Status EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why);
+  void Emit(std::int64_t id, const Live& t, std::string message = "");
+  static std::string Describe(const Live& t);
+
+  store::Store& store_;
+  const Clock& clock_;
+  QueueOptions options_;
+
+  std::unordered_map<std::int64_t, Live> live_;  // queued and leased tasks
+  // tenant -> plugin type -> ready task ids (oldest first)
+  std::map<std::string, std::map<std::string, std::set<std::int64_t>>> ready_;
+  std::set<std::pair<std::int64_t, std::int64_t>> leases_;  // (lease_until_ms, task id)
+  std::unordered_map<std::string, std::int64_t> in_flight_;  // host -> leased tasks
+  std::int64_t queued_ = 0;
+  std::string last_tenant_;  // round-robin cursor
+  std::vector<TaskEvent> events_;
+  bool ready_changed_ = false;
+};
+
+}  // namespace weft::queue

@@ -1,0 +1,437 @@
+#include "server/store/store.hpp"
+
+#include <utility>
+
+#include "server/store/sqlite.hpp"
+
+namespace weft::store {
+namespace {
+
+struct Migration {
+  std::int64_t version;
+  const char* sql;
+};
+
+// Append only: a released migration never changes, a new one gets the next number.
+const Migration kMigrations[] = {
+    {1, R"sql(
+CREATE TABLE hosts (
+  id TEXT PRIMARY KEY,
+  capacity INTEGER NOT NULL,
+  version TEXT NOT NULL DEFAULT '',
+  plugins TEXT NOT NULL DEFAULT '[]',
+  registered_at_ms INTEGER NOT NULL,
+  last_seen_ms INTEGER NOT NULL
+);
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  plugin TEXT NOT NULL,
+  action TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  node_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state IN ('queued','leased','succeeded','failed')),
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  host_id TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0,
+  payload TEXT NOT NULL DEFAULT '{}',
+  result TEXT NOT NULL DEFAULT '{}',
+  message TEXT NOT NULL DEFAULT '',
+  stdout TEXT NOT NULL DEFAULT '',
+  stderr TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX tasks_by_state ON tasks (state, id);
+CREATE INDEX tasks_by_tenant ON tasks (tenant, id);
+CREATE TABLE attempts (
+  task_id INTEGER NOT NULL REFERENCES tasks (id),
+  attempt INTEGER NOT NULL,
+  host_id TEXT NOT NULL,
+  taken_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL DEFAULT 0,
+  status TEXT NOT NULL DEFAULT 'running',
+  message TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (task_id, attempt)
+) WITHOUT ROWID;
+)sql"},
+};
+
+constexpr const char* kTaskColumns =
+    "id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id, "
+    "created_at_ms, updated_at_ms, lease_until_ms";
+constexpr const char* kTaskDetailColumns = ", payload, result, message, stdout, stderr";
+
+TaskRecord ReadTask(const sql::Statement& s, bool details) {
+  TaskRecord t;
+  t.id = s.Int(0);
+  t.tenant = s.Text(1);
+  t.plugin = s.Text(2);
+  t.action = s.Text(3);
+  t.job_id = s.Text(4);
+  t.cluster_id = s.Text(5);
+  t.node_id = s.Text(6);
+  if (!ParseTaskState(s.Text(7), &t.state)) t.state = TaskState::kFailed;  // CHECK constraint makes this unreachable
+  t.attempt = s.Int(8);
+  t.max_attempts = s.Int(9);
+  t.host_id = s.Text(10);
+  t.created_at_ms = s.Int(11);
+  t.updated_at_ms = s.Int(12);
+  t.lease_until_ms = s.Int(13);
+  if (details) {
+    t.payload_json = s.Text(14);
+    t.result_json = s.Text(15);
+    t.message = s.Text(16);
+    t.stdout_tail = s.Text(17);
+    t.stderr_tail = s.Text(18);
+  } else {
+    t.payload_json.clear();
+    t.result_json.clear();
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string_view TaskStateName(TaskState state) {
+  switch (state) {
+    case TaskState::kQueued: return "queued";
+    case TaskState::kLeased: return "leased";
+    case TaskState::kSucceeded: return "succeeded";
+    case TaskState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+bool ParseTaskState(std::string_view name, TaskState* out) {
+  for (TaskState s : {TaskState::kQueued, TaskState::kLeased, TaskState::kSucceeded, TaskState::kFailed}) {
+    if (TaskStateName(s) == name) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The database is declared first so that it is destroyed last: every
+// statement is finalized before the connection closes.
+struct Store::Impl {
+  sql::Database db;
+  sql::Statement begin, commit, rollback;
+  sql::Statement upsert_host, touch_host, list_hosts;
+  sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
+  sql::Statement list_attempts, count_tasks, list_unfinished;
+};
+
+Store::Store(std::filesystem::path path) : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
+
+Store::~Store() {
+  if (in_transaction_) (void)impl_->rollback.Reset().Run();
+}
+
+std::int64_t Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, StoreOptions options) {
+  std::unique_ptr<Store> store(new Store(path));
+  auto& db = store->impl_->db;
+  Status s = db.Open(path.string(), options.busy_timeout_ms);
+  if (!s.ok()) return s.WithContext("cannot open the store " + path.string());
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
+  Result<std::string> mode = store->JournalMode();
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal")
+    return Status::Internal("the store " + path.string() + " cannot use write-ahead logging (journal mode is '" +
+                            *mode + "'); put the data directory on a local file system");
+  // NORMAL in WAL mode: a commit survives a crash of the process; only an OS
+  // crash or power loss can take the last commits with it.
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
+  WEFT_RETURN_IF_ERROR(store->Migrate());
+  WEFT_RETURN_IF_ERROR(store->PrepareAll());
+  return store;
+}
+
+Result<std::string> Store::JournalMode() {
+  Result<sql::Statement> st = impl_->db.Prepare("PRAGMA journal_mode");
+  if (!st.ok()) return st.status();
+  Result<bool> row = st->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::Internal("PRAGMA journal_mode returned no row");
+  return st->Text(0);
+}
+
+Status Store::Migrate() {
+  auto& db = impl_->db;
+  WEFT_RETURN_IF_ERROR(
+      db.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ms INTEGER "
+              "NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)))"));
+  Result<sql::Statement> current = db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+  if (!current.ok()) return current.status();
+  Result<bool> row = current->Step();
+  if (!row.ok()) return row.status();
+  schema_version_ = current->Int(0);
+  if (schema_version_ > LatestSchemaVersion())
+    return Status::Invalid("the store " + path_.string() + " has schema version " + std::to_string(schema_version_) +
+                           ", newer than this weftd knows (" + std::to_string(LatestSchemaVersion()) +
+                           "); run a newer weftd");
+  for (const Migration& m : kMigrations) {
+    if (m.version <= schema_version_) continue;
+    WEFT_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    Status s = db.Exec(m.sql);
+    if (s.ok())
+      s = db.Exec("INSERT INTO schema_migrations (version) VALUES (" + std::to_string(m.version) + ")");
+    if (s.ok()) s = db.Exec("COMMIT");
+    if (!s.ok()) {
+      (void)db.Exec("ROLLBACK");
+      return s.WithContext("schema migration " + std::to_string(m.version) + " of " + path_.string());
+    }
+    schema_version_ = m.version;
+  }
+  return Status::Ok();
+}
+
+Status Store::PrepareAll() {
+  auto& db = impl_->db;
+  auto prep = [&](sql::Statement* out, const std::string& text) -> Status {
+    Result<sql::Statement> st = db.Prepare(text);
+    if (!st.ok()) return st.status();
+    *out = std::move(st.value());
+    return Status::Ok();
+  };
+  const std::string cols = kTaskColumns;
+  Impl& i = *impl_;
+  WEFT_RETURN_IF_ERROR(prep(&i.begin, "BEGIN IMMEDIATE"));
+  WEFT_RETURN_IF_ERROR(prep(&i.commit, "COMMIT"));
+  WEFT_RETURN_IF_ERROR(prep(&i.rollback, "ROLLBACK"));
+  WEFT_RETURN_IF_ERROR(prep(&i.upsert_host,
+                            "INSERT INTO hosts (id, capacity, version, plugins, registered_at_ms, last_seen_ms) "
+                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET capacity = ?2, "
+                            "version = ?3, plugins = ?4, registered_at_ms = ?5, last_seen_ms = ?6"));
+  WEFT_RETURN_IF_ERROR(prep(&i.touch_host, "UPDATE hosts SET last_seen_ms = ?2 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.list_hosts,
+                            "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms FROM hosts "
+                            "ORDER BY id"));
+  WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
+                            "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, "
+                            "max_attempts, host_id, created_at_ms, updated_at_ms, lease_until_ms, payload) VALUES "
+                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)"));
+  WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
+                            "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, lease_until_ms = ?4, "
+                            "updated_at_ms = ?5 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.insert_attempt,
+                            "INSERT OR REPLACE INTO attempts (task_id, attempt, host_id, taken_at_ms) "
+                            "VALUES (?1, ?2, ?3, ?4)"));
+  WEFT_RETURN_IF_ERROR(prep(&i.renew_lease, "UPDATE tasks SET lease_until_ms = ?2 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.end_task,
+                            "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, message = ?4, "
+                            "result = ?5, stdout = ?6, stderr = ?7 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.end_attempt,
+                            "UPDATE attempts SET finished_at_ms = ?3, status = ?4, message = ?5 "
+                            "WHERE task_id = ?1 AND attempt = ?2"));
+  WEFT_RETURN_IF_ERROR(prep(&i.list_attempts,
+                            "SELECT task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message "
+                            "FROM attempts WHERE task_id = ?1 ORDER BY attempt"));
+  WEFT_RETURN_IF_ERROR(prep(&i.count_tasks, "SELECT state, COUNT(*) FROM tasks GROUP BY state"));
+  WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
+                            "SELECT " + cols + " FROM tasks WHERE state IN ('queued', 'leased') ORDER BY id"));
+  return Status::Ok();
+}
+
+Status Store::Begin() {
+  if (in_transaction_) return Status::Internal("Store::Begin inside a transaction");
+  WEFT_RETURN_IF_ERROR(impl_->begin.Reset().Run());
+  in_transaction_ = true;
+  return Status::Ok();
+}
+
+Status Store::Commit() {
+  if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
+  Status s = impl_->commit.Reset().Run();
+  if (!s.ok()) return s;  // still in the transaction: the caller rolls back
+  in_transaction_ = false;
+  return Status::Ok();
+}
+
+Status Store::Rollback() {
+  if (!in_transaction_) return Status::Ok();
+  in_transaction_ = false;
+  return impl_->rollback.Reset().Run();
+}
+
+Status Store::UpsertHost(const HostRecord& h) {
+  return impl_->upsert_host.Reset()
+      .Bind(1, h.id)
+      .Bind(2, h.capacity)
+      .Bind(3, h.version)
+      .Bind(4, h.plugins_json)
+      .Bind(5, h.registered_at_ms)
+      .Bind(6, h.last_seen_ms)
+      .Run();
+}
+
+Status Store::TouchHost(std::string_view host_id, std::int64_t last_seen_ms) {
+  return impl_->touch_host.Reset().Bind(1, host_id).Bind(2, last_seen_ms).Run();
+}
+
+Result<std::vector<HostRecord>> Store::ListHosts() {
+  sql::Statement& s = impl_->list_hosts.Reset();
+  std::vector<HostRecord> out;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    HostRecord h;
+    h.id = s.Text(0);
+    h.capacity = s.Int(1);
+    h.version = s.Text(2);
+    h.plugins_json = s.Text(3);
+    h.registered_at_ms = s.Int(4);
+    h.last_seen_ms = s.Int(5);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Status Store::InsertTask(TaskRecord* t) {
+  WEFT_RETURN_IF_ERROR(impl_->insert_task.Reset()
+                           .Bind(1, t->tenant)
+                           .Bind(2, t->plugin)
+                           .Bind(3, t->action)
+                           .Bind(4, t->job_id)
+                           .Bind(5, t->cluster_id)
+                           .Bind(6, t->node_id)
+                           .Bind(7, TaskStateName(t->state))
+                           .Bind(8, t->attempt)
+                           .Bind(9, t->max_attempts)
+                           .Bind(10, t->host_id)
+                           .Bind(11, t->created_at_ms)
+                           .Bind(12, t->lease_until_ms)
+                           .Bind(13, t->payload_json)
+                           .Run());
+  t->id = impl_->db.LastInsertRowId();
+  t->updated_at_ms = t->created_at_ms;
+  return Status::Ok();
+}
+
+Result<std::optional<TaskRecord>> Store::GetTask(std::int64_t task_id) {
+  sql::Statement& s = impl_->get_task.Reset().Bind(1, task_id);
+  Result<bool> row = s.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<TaskRecord>();
+  return std::optional<TaskRecord>(ReadTask(s, true));
+}
+
+Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::optional<TaskState> state,
+                                                 std::int64_t limit) {
+  // Rarely called (admins, tests): prepared per call, not cached.
+  std::string text = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE tenant = ?1" +
+                     (state ? " AND state = ?3" : "") + " ORDER BY id DESC LIMIT ?2";
+  Result<sql::Statement> st = impl_->db.Prepare(text);
+  if (!st.ok()) return st.status();
+  st->Bind(1, tenant).Bind(2, limit);
+  if (state) st->Bind(3, TaskStateName(*state));
+  std::vector<TaskRecord> out;
+  while (true) {
+    Result<bool> row = st->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back(ReadTask(*st, false));
+  }
+  return out;
+}
+
+Result<std::vector<TaskRecord>> Store::ListUnfinishedTasks() {
+  sql::Statement& s = impl_->list_unfinished.Reset();
+  std::vector<TaskRecord> out;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back(ReadTask(s, false));
+  }
+  return out;
+}
+
+Result<TaskCounts> Store::CountTasks() {
+  sql::Statement& s = impl_->count_tasks.Reset();
+  TaskCounts c;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    TaskState state;
+    if (!ParseTaskState(s.Text(0), &state)) continue;
+    std::int64_t n = s.Int(1);
+    switch (state) {
+      case TaskState::kQueued: c.queued = n; break;
+      case TaskState::kLeased: c.leased = n; break;
+      case TaskState::kSucceeded: c.succeeded = n; break;
+      case TaskState::kFailed: c.failed = n; break;
+    }
+  }
+  return c;
+}
+
+Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
+                        std::int64_t lease_until_ms, std::int64_t now_ms) {
+  WEFT_RETURN_IF_ERROR(impl_->lease_task.Reset()
+                           .Bind(1, task_id)
+                           .Bind(2, attempt)
+                           .Bind(3, host_id)
+                           .Bind(4, lease_until_ms)
+                           .Bind(5, now_ms)
+                           .Run());
+  if (impl_->db.Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  return impl_->insert_attempt.Reset().Bind(1, task_id).Bind(2, attempt).Bind(3, host_id).Bind(4, now_ms).Run();
+}
+
+Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
+  return impl_->renew_lease.Reset().Bind(1, task_id).Bind(2, lease_until_ms).Run();
+}
+
+Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, std::string_view attempt_status,
+                         std::string_view message, std::string_view result_json, std::string_view stdout_tail,
+                         std::string_view stderr_tail, std::int64_t now_ms) {
+  WEFT_RETURN_IF_ERROR(impl_->end_task.Reset()
+                           .Bind(1, task_id)
+                           .Bind(2, TaskStateName(state))
+                           .Bind(3, now_ms)
+                           .Bind(4, message)
+                           .Bind(5, result_json.empty() ? std::string_view("{}") : result_json)
+                           .Bind(6, stdout_tail)
+                           .Bind(7, stderr_tail)
+                           .Run());
+  if (impl_->db.Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  return impl_->end_attempt.Reset()
+      .Bind(1, task_id)
+      .Bind(2, attempt)
+      .Bind(3, now_ms)
+      .Bind(4, attempt_status)
+      .Bind(5, message)
+      .Run();
+}
+
+Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
+  sql::Statement& s = impl_->list_attempts.Reset().Bind(1, task_id);
+  std::vector<AttemptRecord> out;
+  while (true) {
+    Result<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    AttemptRecord a;
+    a.task_id = s.Int(0);
+    a.attempt = s.Int(1);
+    a.host_id = s.Text(2);
+    a.taken_at_ms = s.Int(3);
+    a.finished_at_ms = s.Int(4);
+    a.status = s.Text(5);
+    a.message = s.Text(6);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace weft::store

@@ -1,0 +1,145 @@
+// weft::store::Store: weftd's durable state in one SQLite file
+// (<data_dir>/weft.db), and the only code in Weft that speaks SQL.
+//
+// Callers see plain structs (hosts, tasks, attempts). The file uses WAL with
+// synchronous=NORMAL: a committed transaction survives a crash of weftd (the
+// process), though the last commits before a power loss or OS crash may be
+// lost. The schema is created by numbered migrations recorded in the
+// `schema_migrations` table; opening a file applies the ones it lacks.
+//
+// Transactions are explicit (Begin/Commit/Rollback) so that the daemon can
+// group many requests into one commit. Every statement the hot path uses is
+// prepared once, at Open.
+//
+// Not thread-safe: one thread (weftd's reactor) owns a Store.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/common/status.hpp"
+
+namespace weft::store {
+
+enum class TaskState : int { kQueued = 1, kLeased, kSucceeded, kFailed };
+std::string_view TaskStateName(TaskState state);
+// False when `name` is not a state name.
+bool ParseTaskState(std::string_view name, TaskState* out);
+
+struct HostRecord {
+  std::string id;
+  std::int64_t capacity = 1;
+  std::string version;
+  std::string plugins_json = "[]";  // the descriptors the host registered, a JSON array
+  std::int64_t registered_at_ms = 0;
+  std::int64_t last_seen_ms = 0;
+};
+
+struct TaskRecord {
+  std::int64_t id = 0;
+  std::string tenant;
+  std::string plugin;
+  std::string action;
+  std::string job_id;
+  std::string cluster_id;
+  std::string node_id;
+  TaskState state = TaskState::kQueued;
+  std::int64_t attempt = 0;  // the current (or last) attempt; 0 before the first take
+  std::int64_t max_attempts = 3;
+  std::string host_id;       // holder of the current attempt
+  std::int64_t created_at_ms = 0;
+  std::int64_t updated_at_ms = 0;
+  std::int64_t lease_until_ms = 0;
+  std::string payload_json = "{}";
+  std::string result_json = "{}";
+  std::string message;
+  std::string stdout_tail;
+  std::string stderr_tail;
+};
+
+struct AttemptRecord {
+  std::int64_t task_id = 0;
+  std::int64_t attempt = 0;
+  std::string host_id;
+  std::int64_t taken_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
+  std::string status;  // "running", "succeeded", "failed", "expired", "undelivered"
+  std::string message;
+};
+
+struct TaskCounts {
+  std::int64_t queued = 0;
+  std::int64_t leased = 0;
+  std::int64_t succeeded = 0;
+  std::int64_t failed = 0;
+};
+
+struct StoreOptions {
+  int busy_timeout_ms = 5000;
+};
+
+class Store {
+ public:
+  static Result<std::unique_ptr<Store>> Open(const std::filesystem::path& path, StoreOptions options = {});
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // The highest migration applied.
+  std::int64_t schema_version() const { return schema_version_; }
+  static std::int64_t LatestSchemaVersion();
+  // "wal" when write-ahead logging is on (asked of SQLite, not remembered).
+  Result<std::string> JournalMode();
+
+  [[nodiscard]] Status Begin();
+  [[nodiscard]] Status Commit();
+  [[nodiscard]] Status Rollback();
+  bool in_transaction() const { return in_transaction_; }
+
+  // Hosts.
+  [[nodiscard]] Status UpsertHost(const HostRecord& host);
+  [[nodiscard]] Status TouchHost(std::string_view host_id, std::int64_t last_seen_ms);
+  [[nodiscard]] Result<std::vector<HostRecord>> ListHosts();
+
+  // Tasks. InsertTask sets task->id.
+  [[nodiscard]] Status InsertTask(TaskRecord* task);
+  [[nodiscard]] Result<std::optional<TaskRecord>> GetTask(std::int64_t task_id);
+  // Newest first; `state` empty for any state. Payload, result and output are left empty.
+  [[nodiscard]] Result<std::vector<TaskRecord>> ListTasks(std::string_view tenant, std::optional<TaskState> state,
+                                                          std::int64_t limit);
+  // Every queued or leased task, oldest first, without payload, result or output:
+  // what the queue rebuilds its index from at start.
+  [[nodiscard]] Result<std::vector<TaskRecord>> ListUnfinishedTasks();
+  [[nodiscard]] Result<TaskCounts> CountTasks();
+
+  // A take: the task becomes leased by `host_id` at `attempt`, and the attempt is recorded.
+  [[nodiscard]] Status LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
+                                 std::int64_t lease_until_ms, std::int64_t now_ms);
+  [[nodiscard]] Status RenewLease(std::int64_t task_id, std::int64_t lease_until_ms);
+  // The current attempt ends with `attempt_status`; the task moves to `state`
+  // (queued again, or a final state with its result and output).
+  [[nodiscard]] Status EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state,
+                                  std::string_view attempt_status, std::string_view message,
+                                  std::string_view result_json, std::string_view stdout_tail,
+                                  std::string_view stderr_tail, std::int64_t now_ms);
+  [[nodiscard]] Result<std::vector<AttemptRecord>> ListAttempts(std::int64_t task_id);
+
+ private:
+  struct Impl;
+  explicit Store(std::filesystem::path path);
+  Status Migrate();
+  Status PrepareAll();
+
+  std::filesystem::path path_;
+  std::int64_t schema_version_ = 0;
+  bool in_transaction_ = false;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::store
