@@ -1,5 +1,7 @@
 #include "weft/host/plugin_loader.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -124,7 +126,7 @@ std::optional<std::string> CheckFields(const weft_plugin_descriptor& d, json* ou
       json def = json::parse(f->default_json, nullptr, /*allow_exceptions=*/false);
       if (def.is_discarded()) return at + " default_json is not valid JSON: " + f->default_json;
       if (!DefaultMatches(f->type, def)) {
-        return at + " default " + std::string(f->default_json) + " is not a " + type;
+        return at + " default " + std::string(f->default_json) + " does not have the field's type (" + type + ")";
       }
       // A secret's default is still a secret: it never leaves the host.
       if (!(f->flags & WEFT_FIELD_SENSITIVE)) field["default"] = def;
@@ -191,7 +193,10 @@ bool PluginSet::LoadFile(const std::filesystem::path& file) {
   library->load(boost::dll::fs::path(file.string()),
                 boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec) {
-    Refuse(file, "cannot load the library: " + ec.message());
+    // Boost.DLL reports every dlopen failure as "bad file descriptor"; the
+    // loader's own text (missing dependency, wrong ELF class...) is in dlerror.
+    const char* why = dlerror();
+    Refuse(file, "cannot load the library: " + std::string(why ? why : ec.message().c_str()));
     return false;
   }
   // From here on the library stays loaded, whatever the verdict.

@@ -1,0 +1,94 @@
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "weft/host/plugin_loader.hpp"
+#include "weft/host/task_context.hpp"
+
+using weft::host::TaskContext;
+
+namespace {
+const weft_host_services& Svc() { return *weft::host::HostServices(); }
+}  // namespace
+
+TEST_CASE("task context: the services table is a 1.0 table", "[host][task]") {
+  CHECK(Svc().struct_size == sizeof(weft_host_services));
+  CHECK(Svc().abi_major == WEFT_ABI_MAJOR);
+  CHECK(Svc().abi_minor == WEFT_ABI_MINOR);
+  CHECK(WEFT_HOST_HAS(&Svc(), cancelled));
+}
+
+TEST_CASE("task context: set_result accepts JSON text and refuses anything else", "[host][task]") {
+  TaskContext ctx("{}", nullptr);
+  char err[256] = {0};
+  CHECK(Svc().set_result(ctx.handle(), "provider_id", "\"i-123\"", err, sizeof err) == WEFT_OK);
+  CHECK(Svc().set_result(ctx.handle(), "count", "3", err, sizeof err) == WEFT_OK);
+  CHECK(Svc().set_result(ctx.handle(), "ssh_auth", "{\"user\":\"u\"}", err, sizeof err) == WEFT_OK);
+  CHECK(ctx.result() == nlohmann::json({{"provider_id", "i-123"}, {"count", 3}, {"ssh_auth", {{"user", "u"}}}}));
+
+  // An unquoted string is the classic mistake: refused, with a message, and the value is not echoed.
+  CHECK(Svc().set_result(ctx.handle(), "password", "hunter2", err, sizeof err) == WEFT_ERR_INVALID);
+  CHECK_THAT(std::string(err), Catch::Contains("'password'") && Catch::Contains("not valid JSON"));
+  CHECK(std::string(err).find("hunter2") == std::string::npos);
+  CHECK(Svc().set_result(ctx.handle(), "", "1", err, sizeof err) == WEFT_ERR_INVALID);
+  CHECK(Svc().set_result(ctx.handle(), "k", nullptr, err, sizeof err) == WEFT_ERR_INVALID);
+  CHECK(Svc().set_result(nullptr, "k", "1", err, sizeof err) == WEFT_ERR_INVALID);
+  // A tiny buffer is never overrun.
+  char small[8];
+  CHECK(Svc().set_result(ctx.handle(), "k", "{", small, sizeof small) == WEFT_ERR_INVALID);
+  CHECK(std::string(small).size() == 7);
+  CHECK_FALSE(ctx.result().contains("password"));
+}
+
+TEST_CASE("task context: cancel sets the flag the plugin polls; the first reason wins", "[host][task]") {
+  TaskContext ctx("{}", nullptr);
+  CHECK(Svc().cancelled(ctx.handle()) == 0);
+  std::thread other([&] { ctx.Cancel("host shutting down"); });
+  other.join();
+  CHECK(Svc().cancelled(ctx.handle()) != 0);
+  ctx.Cancel("task timed out");
+  CHECK(ctx.cancel_reason() == "host shutting down");
+  CHECK(Svc().cancelled(nullptr) == 0);
+}
+
+TEST_CASE("task context: log lines go to capped output tails", "[host][task]") {
+  TaskContext ctx("{}", nullptr, /*tail_bytes=*/32);
+  Svc().log(ctx.handle(), WEFT_LOG_INFO, "first");
+  Svc().log(ctx.handle(), WEFT_LOG_ERROR, "boom");
+  CHECK(ctx.stdout_tail() == "first\n");
+  CHECK(ctx.stderr_tail() == "boom\n");
+  for (int i = 0; i < 10; ++i) Svc().log(ctx.handle(), WEFT_LOG_DEBUG, ("line " + std::to_string(i)).c_str());
+  CHECK(ctx.stdout_tail().size() <= 32);
+  CHECK_THAT(ctx.stdout_tail(), Catch::EndsWith("line 9\n"));
+  CHECK(ctx.stdout_tail().find("first") == std::string::npos);
+  Svc().log(ctx.handle(), WEFT_LOG_INFO, nullptr);  // ignored, not a crash
+  Svc().log(nullptr, WEFT_LOG_DEBUG, "outside a task");
+}
+
+TEST_CASE("task context: the default tail cap is 64 KiB and never splits a UTF-8 character", "[host][task]") {
+  TaskContext big("{}", nullptr);
+  std::string line(1000, 'x');
+  for (int i = 0; i < 100; ++i) Svc().log(big.handle(), WEFT_LOG_WARN, line.c_str());
+  CHECK(big.stderr_tail().size() <= 64 * 1024);
+  CHECK(big.stderr_tail().size() > 60 * 1024);
+
+  TaskContext ctx("{}", nullptr, 5);
+  Svc().log(ctx.handle(), WEFT_LOG_INFO, "\xC3\xA9\xC3\xA9\xC3\xA9");  // "ééé": 6 bytes + newline
+  std::string tail = ctx.stdout_tail();
+  CHECK(tail.size() <= 5);
+  CHECK((static_cast<unsigned char>(tail[0]) & 0xC0) != 0x80);
+}
+
+TEST_CASE("task context: task_json and progress reach the host", "[host][task]") {
+  std::vector<std::pair<int, std::string>> seen;
+  TaskContext ctx(R"({"task_id":7})", [&](int p, const std::string& m) { seen.emplace_back(p, m); });
+  CHECK(std::string(Svc().task_json(ctx.handle())) == R"({"task_id":7})");
+  Svc().progress(ctx.handle(), 50, "halfway");
+  Svc().progress(ctx.handle(), 250, nullptr);
+  Svc().progress(ctx.handle(), -3, "x");
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0] == std::make_pair(50, std::string("halfway")));
+  CHECK(seen[1] == std::make_pair(100, std::string()));
+  CHECK(seen[2].first == 0);
+}
