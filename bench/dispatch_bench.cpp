@@ -425,18 +425,16 @@ int Dispatch(const std::vector<std::string>& args) {
   double tps = Median(tasks_per_s);
   double raw = Median(raw_per_s);
   double ratio = raw > 0 ? tps / raw : 0;
-  auto round = [](double v, int digits) {
-    double f = digits == 0 ? 1 : std::pow(10.0, digits);
-    return std::round(v * f) / f;
-  };
-  json line{{"bench", "dispatch"},
-            {"hosts", opts.hosts},
-            {"tasks", opts.tasks},
-            {"runs", opts.runs},
-            {"tasks_per_s", round(tps, 0)},
-            {"raw_roundtrips_per_s", round(raw, 0)},
-            {"ratio", round(ratio, 3)},
-            {"target_ratio", kTargetRatio}};
+  // Keys in a fixed order, so the line reads the same in every report.
+  nlohmann::ordered_json line;
+  line["bench"] = "dispatch";
+  line["hosts"] = opts.hosts;
+  line["tasks"] = opts.tasks;
+  line["runs"] = opts.runs;
+  line["tasks_per_s"] = std::llround(tps);
+  line["raw_roundtrips_per_s"] = std::llround(raw);
+  line["ratio"] = std::round(ratio * 1000) / 1000;
+  line["target_ratio"] = kTargetRatio;
   std::printf("%s\n", line.dump().c_str());
   return 0;
 }

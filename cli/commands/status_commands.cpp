@@ -24,7 +24,6 @@ Status Status_(Context& ctx, const ParsedArgs&) {
   KeyValues kv;
   kv.Add("server", "weftd " + Text(s, "version") + " (protocol " + Text(s, "protocol") + "), pid " + Text(s, "pid") +
                        ", up " + Duration(Int(s, "uptime_ms")));
-  kv.Add("endpoint", ctx.options().server);
   kv.Add("data dir", Text(s, "data_dir"));
   kv.Add("store", Text(store, "path") + " (schema " + Text(store, "schema_version") + ")");
   kv.Add("api", Text(endpoints, "api"));

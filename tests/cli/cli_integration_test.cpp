@@ -1,0 +1,250 @@
+// The real `weft` binary against the real weftd on ephemeral loopback ports.
+// Hosts are registered with a raw host.register call, so no weft-host is needed.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft {
+namespace {
+
+using json = nlohmann::json;
+using testing::BuildPath;
+using testing::Process;
+using testing::RunResult;
+using testing::TempDir;
+
+std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// weftd with a temp data dir and ports picked by the system.
+class Server {
+ public:
+  Server() : dir_("weft-cli-test") {
+    testing::WriteFile(dir_ / "weftd.toml",
+                       "[server]\n"
+                       "data_dir = \"" + (dir_ / "data").string() + "\"\n"
+                       "[endpoints]\n"
+                       "api = \"tcp://127.0.0.1:*\"\n"
+                       "provisioner = \"tcp://127.0.0.1:*\"\n"
+                       "events = \"tcp://127.0.0.1:*\"\n");
+    testing::ProcessOptions o;
+    o.stdout_path = dir_ / "weftd.out";
+    o.stderr_path = dir_ / "weftd.err";
+    weftd_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
+    const auto endpoints_file = dir_ / "data" / "endpoints.json";
+    bool up = testing::WaitFor(
+        [&] {
+          json j = json::parse(testing::ReadFile(endpoints_file), nullptr, false);
+          if (!j.is_object() || !j.contains("api") || !j.contains("provisioner")) return false;
+          endpoints_ = j;
+          return true;
+        },
+        std::chrono::seconds(15));
+    INFO(weftd_.Output());
+    REQUIRE(up);
+  }
+
+  std::string api() const { return endpoints_["api"].get<std::string>(); }
+  std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
+  const json& endpoints() const { return endpoints_; }
+  std::string Log() const { return weftd_.Output(); }
+
+  // `weft --server <api> ARGS...`
+  RunResult Weft(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--server", api()});
+    return testing::Run(BuildPath("bin/weft"), args);
+  }
+
+ private:
+  TempDir dir_;
+  Process weftd_;
+  json endpoints_;
+};
+
+json TestPlugin() {
+  return json{
+      {"type", "cli-test-provider"},
+      {"kind", "provider"},
+      {"version", "1.2"},
+      {"description", "a plugin made up by the CLI test"},
+      {"actions", {"CREATE", "DELETE"}},
+      {"fields",
+       {{{"name", "region"},
+         {"label", "Region"},
+         {"type", "string"},
+         {"required", true},
+         {"sensitive", false},
+         {"default", "eu-west"},
+         {"description", "where nodes go"}},
+        {{"name", "api_key"},
+         {"label", "API key"},
+         {"type", "string"},
+         {"required", false},
+         {"sensitive", true},
+         {"default", "not-a-real-secret"},
+         {"description", "credentials"}},
+        {{"name", "latency_ms"},
+         {"label", "Latency (ms)"},
+         {"type", "integer"},
+         {"required", false},
+         {"sensitive", false},
+         {"description", "no default on purpose"}}}},
+      {"resource_types", json::array()}};
+}
+
+void RegisterHost(const Server& server, const std::string& host_id) {
+  zmq::context_t ctx(1);
+  client::Client c(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "", .limits = {}});
+  Result<json> reply = c.Call("host.register", json{{"host_id", host_id},
+                                                   {"capacity", 3},
+                                                   {"version", "0.1.0"},
+                                                   {"plugins", json::array({TestPlugin()})}});
+  INFO(reply.status().ToString());
+  REQUIRE(reply.ok());
+}
+
+// A loopback port nothing listens on: bound by the system, then released.
+std::string DeadEndpoint() {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind("tcp://127.0.0.1:*");
+  std::string endpoint = wire::LastEndpoint(s);
+  s.close();
+  return endpoint;
+}
+
+}  // namespace
+
+TEST_CASE("weft status: a readable table, and JSON that matches the server", "[cli][integration]") {
+  Server server;
+  RunResult table = server.Weft({"status"});
+  INFO(table.err << server.Log());
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.err.empty());
+  CHECK_THAT(table.out, Catch::Contains("weftd 0.1.0 (protocol 1)"));
+  CHECK_THAT(table.out, Catch::Contains(server.api()));
+  CHECK_THAT(table.out, Catch::Contains(server.provisioner()));
+  CHECK_THAT(table.out, Catch::Contains("0 registered, 0 live"));
+
+  RunResult as_json = server.Weft({"-o", "json", "status"});
+  REQUIRE(as_json.exit_code == 0);
+  json body = json::parse(as_json.out, nullptr, false);
+  REQUIRE(body.is_object());
+  CHECK(body["protocol"] == 1);
+  CHECK(body["pid"] == server.endpoints()["pid"]);
+  CHECK(body["endpoints"]["api"] == server.api());
+  CHECK(body["hosts"]["registered"] == 0);
+}
+
+TEST_CASE("weft status: WEFT_SERVER is used, and --server overrides it", "[cli][integration]") {
+  Server server;
+  const std::string weft = BuildPath("bin/weft").string();
+  RunResult via_env = testing::Run("/usr/bin/env", {"WEFT_SERVER=" + server.api(), weft, "-o", "json", "status"});
+  INFO(via_env.err);
+  REQUIRE(via_env.exit_code == 0);
+  CHECK(json::parse(via_env.out, nullptr, false)["endpoints"]["api"] == server.api());
+
+  RunResult overridden = testing::Run(
+      "/usr/bin/env", {"WEFT_SERVER=" + DeadEndpoint(), weft, "--server", server.api(), "--timeout", "3000", "status"});
+  INFO(overridden.err);
+  CHECK(overridden.exit_code == 0);
+}
+
+TEST_CASE("weft host list: shows a host registered through host.register", "[cli][integration]") {
+  Server server;
+  RunResult empty = server.Weft({"host", "list"});
+  REQUIRE(empty.exit_code == 0);
+  CHECK_THAT(empty.out, Catch::Contains("no hosts registered"));
+
+  RegisterHost(server, "cli-host-1");
+
+  RunResult table = server.Weft({"host", "list"});
+  INFO(table.err << server.Log());
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::StartsWith("ID "));
+  CHECK_THAT(table.out, Catch::Contains("cli-host-1"));
+  CHECK_THAT(table.out, Catch::Contains("cli-test-provider"));
+  CHECK(Lines(table.out) == 2);  // header + one host
+
+  RunResult as_json = server.Weft({"host", "list", "-o", "json"});
+  REQUIRE(as_json.exit_code == 0);
+  json body = json::parse(as_json.out, nullptr, false);
+  REQUIRE(body["hosts"].is_array());
+  REQUIRE(body["hosts"].size() == 1);
+  CHECK(body["hosts"][0]["id"] == "cli-host-1");
+  CHECK(body["hosts"][0]["capacity"] == 3);
+  CHECK(body["hosts"][0]["live"] == true);
+  CHECK(body["hosts"][0]["plugins"] == json::array({"cli-test-provider"}));
+
+  RunResult status = server.Weft({"status"});
+  CHECK_THAT(status.out, Catch::Contains("1 registered, 1 live"));
+}
+
+TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensitive defaults", "[cli][integration]") {
+  Server server;
+  RunResult empty = server.Weft({"plugin", "list"});
+  REQUIRE(empty.exit_code == 0);
+  CHECK_THAT(empty.out, Catch::Contains("no plugin types registered"));
+
+  RegisterHost(server, "cli-host-2");
+
+  RunResult table = server.Weft({"plugin", "list"});
+  INFO(table.out << table.err << server.Log());
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::StartsWith("cli-test-provider  (provider, version 1.2)"));
+  CHECK_THAT(table.out, Catch::Contains("CREATE DELETE"));
+  CHECK_THAT(table.out, Catch::Contains("cli-host-2 (1 of 1 live)"));
+  CHECK_THAT(table.out, Catch::Contains("NAME        TYPE     REQUIRED  SENSITIVE  DEFAULT    LABEL"));
+  CHECK_THAT(table.out, Catch::Contains("region      string   yes       no         \"eu-west\"  Region"));
+  CHECK_THAT(table.out, Catch::Contains("api_key     string   no        yes        (hidden)   API key"));
+  CHECK_THAT(table.out, Catch::Contains("latency_ms  integer  no        no                    Latency (ms)"));
+  CHECK_THAT(table.out, !Catch::Contains("not-a-real-secret"));
+
+  RunResult as_json = server.Weft({"-o", "json", "plugin", "list"});
+  REQUIRE(as_json.exit_code == 0);
+  json body = json::parse(as_json.out, nullptr, false);
+  REQUIRE(body["plugins"].size() == 1);
+  const json& p = body["plugins"][0];
+  CHECK(p["type"] == "cli-test-provider");
+  REQUIRE(p["fields"].size() == 3);
+  CHECK(p["fields"][0]["name"] == "region");
+  CHECK(p["fields"][0]["required"] == true);
+  CHECK(p["fields"][0]["default"] == "eu-west");
+  CHECK(p["hosts"] == json::array({"cli-host-2"}));
+
+  RunResult filtered = server.Weft({"plugin", "list", "--type", "no-such-type"});
+  CHECK(filtered.exit_code == 1);
+  CHECK(Lines(filtered.err) == 1);
+  CHECK_THAT(filtered.err, Catch::Contains("no registered host offers plugin type 'no-such-type'"));
+}
+
+TEST_CASE("weft: a usage error exits 2 with a hint and sends nothing", "[cli][integration]") {
+  RunResult r = testing::Run(BuildPath("bin/weft"), {"host", "lsit"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(Lines(r.err) == 1);
+  CHECK_THAT(r.err, Catch::StartsWith("weft: 'weft host' has no command 'lsit'"));
+  CHECK_THAT(r.err, Catch::Contains("run 'weft help host'"));
+}
+
+TEST_CASE("weft: an unreachable server exits 1 with one sentence naming the endpoint", "[cli][integration]") {
+  const std::string dead = DeadEndpoint();
+  RunResult r = testing::Run(BuildPath("bin/weft"), {"--server", dead, "--timeout", "300", "status"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.empty());
+  CHECK(Lines(r.err) == 1);
+  CHECK(r.err == "weft: no answer from weftd at " + dead +
+                     " within 300 ms; is weftd running? (set --server or WEFT_SERVER)\n");
+}
+
+}  // namespace weft
