@@ -1,0 +1,102 @@
+#include <catch2/catch.hpp>
+
+#include "server/config/config.hpp"
+
+using weft::server::Config;
+using weft::server::ParseConfig;
+
+TEST_CASE("config: an empty file gives every default", "[config]") {
+  auto cfg = ParseConfig("", "weftd.toml");
+  REQUIRE(cfg.ok());
+  CHECK(cfg->server.data_dir == "/var/lib/weft");
+  CHECK(cfg->endpoints.api == "tcp://127.0.0.1:7420");
+  CHECK(cfg->endpoints.provisioner == "tcp://127.0.0.1:7421");
+  CHECK(cfg->endpoints.events == "tcp://127.0.0.1:7422");
+  CHECK(cfg->tasks.lease_ms == 30000);
+  CHECK(cfg->tasks.max_wait_ms == 30000);
+  CHECK(cfg->tasks.default_max_attempts == 3);
+  CHECK(cfg->hosts.silent_after_ms == 10000);
+  CHECK(cfg->limits.max_frames == 64);
+  CHECK(cfg->limits.max_header_bytes == (1u << 20));
+}
+
+TEST_CASE("config: values given are used", "[config]") {
+  auto cfg = ParseConfig(R"(
+[server]
+data_dir = "/tmp/w"
+log_level = "debug"
+[endpoints]
+api = "tcp://127.0.0.1:*"
+[tasks]
+lease_ms = 500
+[limits]
+max_frames = 4
+max_header_bytes = 4096
+)", "weftd.toml");
+  REQUIRE(cfg.ok());
+  CHECK(cfg->server.data_dir == "/tmp/w");
+  CHECK(cfg->server.log_level == weft::log::Level::kDebug);
+  CHECK(cfg->endpoints.api == "tcp://127.0.0.1:*");
+  CHECK(cfg->tasks.lease_ms == 500);
+  CHECK(cfg->limits.max_frames == 4);
+  CHECK(cfg->limits.max_header_bytes == 4096);
+}
+
+TEST_CASE("config: an unknown key is named with the known keys of its table", "[config]") {
+  auto cfg = ParseConfig("[tasks]\nlease_msec = 10\n", "weftd.toml");
+  REQUIRE_FALSE(cfg.ok());
+  CHECK(cfg.status().code() == weft::Code::kInvalid);
+  CHECK_THAT(cfg.status().message(), Catch::Contains("'lease_msec'") && Catch::Contains("[tasks]") &&
+                                         Catch::Contains("lease_ms") && Catch::Contains("max_wait_ms"));
+}
+
+TEST_CASE("config: an unknown table is named with the known tables", "[config]") {
+  auto cfg = ParseConfig("[taks]\nlease_ms = 10\n", "weftd.toml");
+  REQUIRE_FALSE(cfg.ok());
+  CHECK_THAT(cfg.status().message(), Catch::Contains("'taks'") && Catch::Contains("tasks"));
+}
+
+TEST_CASE("config: a bad value names the key and what is accepted", "[config]") {
+  auto negative = ParseConfig("[tasks]\nlease_ms = -5\n", "w.toml");
+  REQUIRE_FALSE(negative.ok());
+  CHECK_THAT(negative.status().message(), Catch::Contains("tasks.lease_ms") && Catch::Contains("-5") &&
+                                              Catch::Contains("integer from"));
+  auto text = ParseConfig("[tasks]\nlease_ms = \"soon\"\n", "w.toml");
+  REQUIRE_FALSE(text.ok());
+  CHECK_THAT(text.status().message(), Catch::Contains("tasks.lease_ms"));
+  auto level = ParseConfig("[server]\nlog_level = \"loud\"\n", "w.toml");
+  REQUIRE_FALSE(level.ok());
+  CHECK_THAT(level.status().message(), Catch::Contains("server.log_level") && Catch::Contains("debug, info"));
+  auto endpoint = ParseConfig("[endpoints]\napi = \"localhost:80\"\n", "w.toml");
+  REQUIRE_FALSE(endpoint.ok());
+  CHECK_THAT(endpoint.status().message(), Catch::Contains("endpoints.api") && Catch::Contains("tcp://"));
+  auto silent = ParseConfig("[hosts]\nheartbeat_ms = 5000\nsilent_after_ms = 1000\n", "w.toml");
+  REQUIRE_FALSE(silent.ok());
+  CHECK_THAT(silent.status().message(), Catch::Contains("hosts.silent_after_ms"));
+}
+
+TEST_CASE("config: invalid TOML says where", "[config]") {
+  auto cfg = ParseConfig("[tasks\nlease_ms = 1\n", "w.toml");
+  REQUIRE_FALSE(cfg.ok());
+  CHECK_THAT(cfg.status().message(), Catch::Contains("w.toml:1:") && Catch::Contains("not valid TOML"));
+}
+
+TEST_CASE("config: flags set the config file and the data directory", "[config]") {
+  const char* argv[] = {"weftd", "--config", "/etc/w.toml", "--data-dir", "/d"};
+  auto flags = weft::server::ParseFlags(5, argv);
+  REQUIRE(flags.ok());
+  CHECK(flags->config_path == "/etc/w.toml");
+  CHECK(flags->data_dir == "/d");
+  const char* bad[] = {"weftd", "--data-dir"};
+  CHECK_FALSE(weft::server::ParseFlags(2, bad).ok());
+  const char* unknown[] = {"weftd", "--port", "1"};
+  auto u = weft::server::ParseFlags(3, unknown);
+  REQUIRE_FALSE(u.ok());
+  CHECK_THAT(u.status().message(), Catch::Contains("--port"));
+}
+
+TEST_CASE("config: a missing config file is named", "[config]") {
+  auto cfg = weft::server::LoadConfigFile("/nonexistent/weftd.toml");
+  REQUIRE_FALSE(cfg.ok());
+  CHECK_THAT(cfg.status().message(), Catch::Contains("/nonexistent/weftd.toml"));
+}

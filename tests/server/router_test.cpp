@@ -1,0 +1,54 @@
+#include <catch2/catch.hpp>
+
+#include "server/api/router.hpp"
+
+using namespace weft::api;
+
+namespace {
+
+Router MakeRouter() {
+  Router r;
+  r.Add("debug.enqueue", {Role::kAdmin, Role::kSuperadmin}, {Endpoint::kApi},
+        [](const Call&) { return Response::Ok({{"done", true}}); });
+  r.Add("task.take", {Role::kHost}, {Endpoint::kProvisioner}, [](const Call&) { return Response::Ok({}); });
+  return r;
+}
+
+Response RouteOp(const Router& r, const std::string& op, Endpoint e, Role role) {
+  weft::wire::Request req;
+  req.id = "1";
+  req.op = op;
+  Call c;
+  c.endpoint = e;
+  c.principal = Principal{"default", role};
+  c.request = &req;
+  return r.Route(c);
+}
+
+}  // namespace
+
+TEST_CASE("router: an unknown op is INVALID and lists the known ops", "[api]") {
+  Response r = RouteOp(MakeRouter(), "task.tkae", Endpoint::kApi, Role::kSuperadmin);
+  CHECK(r.status.code() == weft::Code::kInvalid);
+  CHECK_THAT(r.status.message(), Catch::Contains("'task.tkae'") && Catch::Contains("debug.enqueue") &&
+                                     Catch::Contains("task.take"));
+}
+
+TEST_CASE("router: an admin op is DENIED on the provisioner endpoint and to hosts", "[api]") {
+  Router router = MakeRouter();
+  CHECK(RouteOp(router, "debug.enqueue", Endpoint::kProvisioner, Role::kHost).status.code() == weft::Code::kDenied);
+  CHECK(RouteOp(router, "debug.enqueue", Endpoint::kApi, Role::kUser).status.code() == weft::Code::kDenied);
+  CHECK(RouteOp(router, "task.take", Endpoint::kApi, Role::kSuperadmin).status.code() == weft::Code::kDenied);
+  Response ok = RouteOp(router, "debug.enqueue", Endpoint::kApi, Role::kSuperadmin);
+  REQUIRE(ok.status.ok());
+  CHECK(ok.body["done"] == true);
+}
+
+TEST_CASE("router: a handler that throws becomes INTERNAL, not a crash", "[api]") {
+  Router r;
+  r.Add("x.y", {Role::kUser}, {Endpoint::kApi}, [](const Call&) -> Response {
+    json j = 5;
+    return Response::Ok({{"v", j.at("missing")}});
+  });
+  CHECK(RouteOp(r, "x.y", Endpoint::kApi, Role::kUser).status.code() == weft::Code::kInternal);
+}

@@ -1,0 +1,158 @@
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+
+#include "server/store/store.hpp"
+#include "support/temp_dir.hpp"
+
+using weft::store::Store;
+using weft::store::TaskRecord;
+using weft::store::TaskState;
+
+namespace {
+
+// Reads one integer straight from the file, bypassing Store, to check what is on disk.
+std::int64_t QueryInt(const std::filesystem::path& db_path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  std::int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+TaskRecord NewTask(const std::string& plugin = "fake-provider") {
+  TaskRecord t;
+  t.tenant = "default";
+  t.plugin = plugin;
+  t.action = "CREATE";
+  t.node_id = "n1";
+  t.max_attempts = 3;
+  t.created_at_ms = 1000;
+  t.payload_json = R"({"k":1})";
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("store: a new file gets every migration, recorded once", "[store]") {
+  weft::testing::TempDir dir;
+  auto path = dir / "weft.db";
+  {
+    auto store = Store::Open(path);
+    REQUIRE(store.ok());
+    CHECK((*store)->schema_version() == Store::LatestSchemaVersion());
+  }
+  {
+    auto again = Store::Open(path);
+    REQUIRE(again.ok());
+    CHECK((*again)->schema_version() == Store::LatestSchemaVersion());
+  }
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM schema_migrations") == Store::LatestSchemaVersion());
+  CHECK(QueryInt(path, "SELECT MAX(version) FROM schema_migrations") == Store::LatestSchemaVersion());
+}
+
+TEST_CASE("store: write-ahead logging is on", "[store]") {
+  weft::testing::TempDir dir;
+  auto store = Store::Open(dir / "weft.db");
+  REQUIRE(store.ok());
+  auto mode = (*store)->JournalMode();
+  REQUIRE(mode.ok());
+  CHECK(*mode == "wal");
+  TaskRecord t = NewTask();
+  REQUIRE((*store)->InsertTask(&t).ok());
+  CHECK(std::filesystem::exists(dir / "weft.db-wal"));
+}
+
+TEST_CASE("store: reopening keeps hosts and tasks", "[store]") {
+  weft::testing::TempDir dir;
+  std::int64_t id = 0;
+  {
+    auto store = Store::Open(dir / "weft.db");
+    REQUIRE(store.ok());
+    REQUIRE((*store)->Begin().ok());
+    TaskRecord t = NewTask();
+    REQUIRE((*store)->InsertTask(&t).ok());
+    id = t.id;
+    REQUIRE((*store)->UpsertHost({"h1", 4, "0.1.0", R"([{"type":"fake-provider"}])", 5, 6}).ok());
+    REQUIRE((*store)->Commit().ok());
+  }
+  auto store = Store::Open(dir / "weft.db");
+  REQUIRE(store.ok());
+  auto task = (*store)->GetTask(id);
+  REQUIRE(task.ok());
+  REQUIRE(task->has_value());
+  CHECK((*task)->plugin == "fake-provider");
+  CHECK((*task)->state == TaskState::kQueued);
+  CHECK((*task)->payload_json == R"({"k":1})");
+  auto hosts = (*store)->ListHosts();
+  REQUIRE(hosts.ok());
+  REQUIRE(hosts->size() == 1);
+  CHECK(hosts->at(0).id == "h1");
+  CHECK(hosts->at(0).capacity == 4);
+}
+
+TEST_CASE("store: a rolled-back transaction leaves nothing behind", "[store]") {
+  weft::testing::TempDir dir;
+  auto store = Store::Open(dir / "weft.db");
+  REQUIRE(store.ok());
+  REQUIRE((*store)->Begin().ok());
+  TaskRecord t = NewTask();
+  REQUIRE((*store)->InsertTask(&t).ok());
+  REQUIRE((*store)->Rollback().ok());
+  auto task = (*store)->GetTask(t.id);
+  REQUIRE(task.ok());
+  CHECK_FALSE(task->has_value());
+}
+
+TEST_CASE("store: leasing and ending attempts are recorded per attempt", "[store]") {
+  weft::testing::TempDir dir;
+  auto opened = Store::Open(dir / "weft.db");
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  TaskRecord t = NewTask();
+  REQUIRE(store.InsertTask(&t).ok());
+  REQUIRE(store.LeaseTask(t.id, 1, "h1", 5000, 2000).ok());
+  auto leased = store.GetTask(t.id);
+  REQUIRE(leased.ok());
+  CHECK((*leased)->state == TaskState::kLeased);
+  CHECK((*leased)->host_id == "h1");
+  CHECK((*leased)->lease_until_ms == 5000);
+  REQUIRE(store.EndAttempt(t.id, 1, TaskState::kQueued, "expired", "lease ran out", "{}", "", "", 5001).ok());
+  REQUIRE(store.LeaseTask(t.id, 2, "h2", 9000, 6000).ok());
+  REQUIRE(store.EndAttempt(t.id, 2, TaskState::kSucceeded, "succeeded", "", R"({"provider_id":"p1"})", "out",
+                           "err", 7000)
+              .ok());
+  auto done = store.GetTask(t.id);
+  REQUIRE(done.ok());
+  CHECK((*done)->state == TaskState::kSucceeded);
+  CHECK((*done)->result_json == R"({"provider_id":"p1"})");
+  CHECK((*done)->stdout_tail == "out");
+  auto attempts = store.ListAttempts(t.id);
+  REQUIRE(attempts.ok());
+  REQUIRE(attempts->size() == 2);
+  CHECK(attempts->at(0).status == "expired");
+  CHECK(attempts->at(0).host_id == "h1");
+  CHECK(attempts->at(1).status == "succeeded");
+  CHECK(attempts->at(1).finished_at_ms == 7000);
+  auto counts = store.CountTasks();
+  REQUIRE(counts.ok());
+  CHECK(counts->succeeded == 1);
+  CHECK(counts->queued == 0);
+}
+
+TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
+  weft::testing::TempDir dir;
+  { REQUIRE(Store::Open(dir / "weft.db").ok()); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open((dir / "weft.db").c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "INSERT INTO schema_migrations (version) VALUES (999)", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Store::Open(dir / "weft.db");
+  REQUIRE_FALSE(store.ok());
+  CHECK_THAT(store.status().message(), Catch::Contains("999"));
+}

@@ -1,0 +1,361 @@
+// Integration tests against the real weftd binary, on ephemeral loopback
+// ports, with a temporary data directory per test.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/wire.hpp"
+
+using json = nlohmann::json;
+using weft::testing::Process;
+using weft::testing::TempDir;
+
+namespace {
+
+constexpr int kReplyTimeoutMs = 15000;  // generous: a slow CI machine is not a failure
+
+zmq::context_t& Ctx() {
+  static zmq::context_t ctx(1);
+  return ctx;
+}
+
+const char* kBaseConfig = R"(
+[endpoints]
+api = "tcp://127.0.0.1:*"
+provisioner = "tcp://127.0.0.1:*"
+events = "tcp://127.0.0.1:*"
+)";
+
+// A weftd child with its data directory and bound endpoints.
+class Weftd {
+ public:
+  explicit Weftd(const std::string& extra_config = "") {
+    weft::testing::WriteFile(dir_ / "weftd.toml", std::string(kBaseConfig) + extra_config);
+    Start();
+  }
+  ~Weftd() { proc_.Stop(std::chrono::seconds(10)); }
+
+  void Start() {
+    std::filesystem::remove(data() / "endpoints.json");
+    weft::testing::ProcessOptions opts;
+    opts.stderr_path = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
+    proc_ = Process(weft::testing::BuildPath("bin/weftd"),
+                    {"--config", (dir_ / "weftd.toml").string(), "--data-dir", data().string()}, opts);
+    const pid_t pid = proc_.pid();
+    bool ready = weft::testing::WaitFor(
+        [&] {
+          if (!std::filesystem::exists(data() / "endpoints.json")) return false;
+          json j = json::parse(weft::testing::ReadFile(data() / "endpoints.json"), nullptr, false);
+          if (j.is_discarded() || j.value("pid", 0) != pid) return false;
+          endpoints_ = j;
+          return true;
+        },
+        std::chrono::seconds(20));
+    INFO(proc_.Output());
+    REQUIRE(ready);
+  }
+
+  std::filesystem::path data() const { return dir_.path() / "data"; }
+  std::string api() const { return endpoints_["api"]; }
+  std::string provisioner() const { return endpoints_["provisioner"]; }
+  Process& process() { return proc_; }
+  std::string Log() const { return proc_.Output(); }
+
+ private:
+  TempDir dir_{"weftd-test"};
+  Process proc_;
+  json endpoints_;
+  int starts_ = 0;
+};
+
+weft::client::Client MakeClient(const std::string& endpoint) {
+  weft::client::Options o;
+  o.endpoint = endpoint;
+  o.timeout_ms = kReplyTimeoutMs;
+  return weft::client::Client(Ctx(), o);
+}
+
+// A raw DEALER: sends any frames, reads back the reply header.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& endpoint) : socket_(Ctx(), zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  void Send(const std::vector<std::string>& frames) {
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i].data(), frames[i].size());
+      REQUIRE(socket_.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none));
+    }
+  }
+  void SendJson(const json& header) { Send({header.dump()}); }
+  // The reply's JSON header (the first non-empty frame).
+  json Receive(int timeout_ms = kReplyTimeoutMs) {
+    socket_.set(zmq::sockopt::rcvtimeo, timeout_ms);
+    weft::wire::Frames frames;
+    REQUIRE(weft::wire::RecvMultipart(socket_, frames));
+    for (auto& f : frames) {
+      if (f.size() == 0) continue;
+      json j = json::parse(f.to_string(), nullptr, false);
+      REQUIRE_FALSE(j.is_discarded());
+      return j;
+    }
+    FAIL("reply had no header frame");
+    return json();
+  }
+  json Call(const std::string& op, const json& body, const std::string& id = "r1") {
+    SendJson({{"v", 1}, {"id", id}, {"op", op}, {"body", body}});
+    return Receive();
+  }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+json Ok(weft::Result<json> r) {
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  return r.value();
+}
+
+json RegisterHost(weft::client::Client& prov, const std::string& host_id) {
+  return Ok(prov.Call("host.register",
+                      {{"host_id", host_id},
+                       {"capacity", 2},
+                       {"version", "0.1.0"},
+                       {"plugins", {{{"type", "fake-provider"}, {"kind", "provider"}, {"actions", {"CREATE"}}}}}}));
+}
+
+std::vector<std::int64_t> Enqueue(weft::client::Client& api, int n) {
+  json tasks = json::array();
+  for (int i = 0; i < n; ++i)
+    tasks.push_back({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "n" + std::to_string(i)},
+                     {"payload", {{"provider", {{"fields", {{"latency_ms", 1}}}}}}}});
+  return Ok(api.Call("debug.enqueue", {{"tasks", tasks}}))["task_ids"].get<std::vector<std::int64_t>>();
+}
+
+}  // namespace
+
+TEST_CASE("weftd: each kind of bad input gets an error reply and the server keeps serving", "[weftd]") {
+  Weftd weftd("[limits]\nmax_frames = 4\nmax_header_bytes = 4096\nmax_frame_bytes = 1024\n");
+  auto api = MakeClient(weftd.api());
+  RawPeer raw(weftd.api());
+  struct Case {
+    const char* what;
+    std::vector<std::string> frames;
+    const char* code;
+    const char* id;
+  };
+  const std::string big_header = json{{"v", 1}, {"id", "big"}, {"op", "server.status"},
+                                      {"body", {{"pad", std::string(5000, 'x')}}}}
+                                     .dump();
+  const std::string status = R"({"v":1,"id":"s","op":"server.status"})";
+  const std::vector<Case> cases = {
+      {"garbage bytes", {std::string("\xff\xfe\x00garbage", 10)}, "INVALID", ""},
+      {"not JSON", {"hello there"}, "INVALID", ""},
+      {"JSON that is not an object", {"[1,2,3]"}, "INVALID", ""},
+      {"wrong protocol version", {R"({"v":2,"id":"a","op":"server.status"})"}, "INVALID", ""},
+      {"missing id", {R"({"v":1,"op":"server.status"})"}, "INVALID", ""},
+      {"id of the wrong type", {R"({"v":1,"id":7,"op":"server.status"})"}, "INVALID", ""},
+      {"missing op", {R"({"v":1,"id":"b"})"}, "INVALID", "b"},
+      {"unknown op", {R"({"v":1,"id":"c","op":"nope.nope"})"}, "INVALID", "c"},
+      {"body of the wrong type", {R"({"v":1,"id":"d","op":"server.status","body":[1]})"}, "INVALID", "d"},
+      {"field of the wrong type", {R"({"v":1,"id":"e","op":"debug.enqueue","body":{"tasks":"many"}})"}, "INVALID",
+       "e"},
+      {"bad task action", {R"({"v":1,"id":"f","op":"debug.enqueue","body":{"tasks":[{"plugin":"p","action":"FLY"}]}})"},
+       "INVALID", "f"},
+      {"oversized header", {big_header}, "TOO_LARGE", ""},
+      {"oversized payload frame", {status, std::string(2000, 'z')}, "TOO_LARGE", ""},
+      {"too many frames", {status, "1", "2", "3", "4"}, "TOO_LARGE", ""},
+      {"empty frame", {""}, "INVALID", ""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    raw.Send(c.frames);
+    json reply = raw.Receive();
+    CHECK(reply["ok"] == false);
+    CHECK(reply["error"]["code"] == c.code);
+    CHECK(reply["id"] == c.id);
+    CHECK_FALSE(reply["error"]["message"].get<std::string>().empty());
+    json status_reply = Ok(api.Call("server.status"));
+    CHECK(status_reply["protocol"] == 1);
+  }
+  // The unknown op's message names the op and lists the known ones.
+  json unknown = raw.Call("nope.nope", json::object(), "u");
+  CHECK_THAT(unknown["error"]["message"].get<std::string>(),
+             Catch::Contains("nope.nope") && Catch::Contains("server.status") && Catch::Contains("task.take"));
+  CHECK(weftd.process().running());
+}
+
+TEST_CASE("weftd: a REQ client is answered too", "[weftd]") {
+  Weftd weftd;
+  zmq::socket_t req(Ctx(), zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.set(zmq::sockopt::rcvtimeo, kReplyTimeoutMs);
+  req.connect(weftd.api());
+  std::string msg = R"({"v":1,"id":"q1","op":"server.status"})";
+  REQUIRE(req.send(zmq::buffer(msg)));
+  zmq::message_t reply;
+  REQUIRE(req.recv(reply));
+  json j = json::parse(reply.to_string());
+  CHECK(j["id"] == "q1");
+  CHECK(j["ok"] == true);
+  CHECK(j["body"]["store"]["schema_version"].get<int>() >= 1);
+}
+
+TEST_CASE("weftd: admin ops are DENIED on the provisioner endpoint", "[weftd]") {
+  Weftd weftd;
+  RawPeer prov(weftd.provisioner());
+  json enqueue = prov.Call("debug.enqueue", {{"tasks", {{{"plugin", "fake-provider"}, {"action", "CREATE"}}}}});
+  CHECK(enqueue["ok"] == false);
+  CHECK(enqueue["error"]["code"] == "DENIED");
+  CHECK(prov.Call("task.get", {{"task_id", 1}})["error"]["code"] == "DENIED");
+  CHECK(prov.Call("task.list", json::object())["error"]["code"] == "DENIED");
+  // Nothing was enqueued.
+  auto api = MakeClient(weftd.api());
+  CHECK(Ok(api.Call("server.status"))["tasks"]["queued"] == 0);
+  // And a host op on the api endpoint is refused as well.
+  RawPeer raw_api(weftd.api());
+  CHECK(raw_api.Call("task.take", {{"host_id", "h1"}})["error"]["code"] == "DENIED");
+}
+
+TEST_CASE("weftd: an expired lease is handed out again and the stale finish is refused", "[weftd]") {
+  Weftd weftd("[tasks]\nlease_ms = 300\n");
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  RegisterHost(prov, "h2");
+  std::int64_t id = Enqueue(api, 1).at(0);
+
+  json first = Ok(prov.Call("task.take", {{"host_id", "h1"}, {"wait_ms", 0}}))["task"];
+  REQUIRE(first.is_object());
+  CHECK(first["task_id"] == id);
+  CHECK(first["attempt"] == 1);
+  CHECK(first["provider"]["fields"]["latency_ms"] == 1);  // the payload is merged in
+  // h1 never finishes. This take is held until the lease runs out and the task is ready again.
+  json second = Ok(prov.Call("task.take", {{"host_id", "h2"}, {"wait_ms", 10000}}))["task"];
+  REQUIRE(second.is_object());
+  CHECK(second["task_id"] == id);
+  CHECK(second["attempt"] == 2);
+
+  RawPeer raw(weftd.provisioner());
+  json stale = raw.Call("task.finish", {{"host_id", "h1"}, {"task_id", id}, {"attempt", 1}, {"status", "succeeded"}});
+  CHECK(stale["ok"] == false);
+  CHECK(stale["error"]["code"] == "CONFLICT");
+  CHECK(stale["error"]["details"]["current_attempt"] == 2);
+  CHECK(stale["error"]["details"]["state"] == "leased");
+
+  json finish = {{"host_id", "h2"}, {"task_id", id}, {"attempt", 2}, {"status", "succeeded"},
+                 {"result", {{"provider_id", "fake-1"}}}, {"stdout", "made it"}};
+  Ok(prov.Call("task.finish", finish));
+  Ok(prov.Call("task.finish", finish));  // a resend of the accepted finish is ok
+
+  json task = Ok(api.Call("task.get", {{"task_id", id}}));
+  CHECK(task["state"] == "succeeded");
+  CHECK(task["attempt"] == 2);
+  CHECK(task["result"]["provider_id"] == "fake-1");
+  CHECK(task["stdout"] == "made it");
+  REQUIRE(task["attempts"].size() == 2);
+  CHECK(task["attempts"][0]["host_id"] == "h1");
+  CHECK(task["attempts"][0]["status"] == "expired");
+  CHECK(task["attempts"][1]["host_id"] == "h2");
+  CHECK(task["attempts"][1]["status"] == "succeeded");
+}
+
+TEST_CASE("weftd: queued tasks survive SIGKILL and are delivered after a restart", "[weftd]") {
+  Weftd weftd;
+  std::vector<std::int64_t> ids;
+  {
+    auto api = MakeClient(weftd.api());
+    ids = Enqueue(api, 3);
+  }
+  weftd.process().Signal(SIGKILL);
+  REQUIRE(weftd.process().Wait(std::chrono::seconds(10)));
+  weftd.Start();  // same data directory: the lock died with the process
+
+  auto api = MakeClient(weftd.api());
+  json listed = Ok(api.Call("task.list", {{"state", "queued"}}));
+  CHECK(listed["tasks"].size() == 3);
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  std::vector<std::int64_t> taken;
+  for (int i = 0; i < 3; ++i) {
+    json t = Ok(prov.Call("task.take", {{"host_id", "h1"}, {"wait_ms", 0}}))["task"];
+    REQUIRE(t.is_object());
+    taken.push_back(t["task_id"]);
+    Ok(prov.Call("task.finish", {{"host_id", "h1"}, {"task_id", t["task_id"]}, {"attempt", t["attempt"]},
+                                 {"status", "succeeded"}}));
+  }
+  CHECK(taken == ids);
+  CHECK(Ok(api.Call("server.status"))["tasks"]["succeeded"] == 3);
+}
+
+TEST_CASE("weftd: a held take is answered with a task enqueued while it waits", "[weftd]") {
+  Weftd weftd;
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  RawPeer host(weftd.provisioner());
+  host.SendJson({{"v", 1}, {"id", "take"}, {"op", "task.take"}, {"body", {{"host_id", "h1"}, {"wait_ms", 30000}}}});
+  // One peer's requests are handled in order: once this reply arrives the take is held.
+  json status = host.Call("server.status", json::object(), "status");
+  REQUIRE(status["id"] == "status");
+  std::int64_t id = Enqueue(api, 1).at(0);
+  json reply = host.Receive();
+  CHECK(reply["id"] == "take");
+  REQUIRE(reply["ok"] == true);
+  REQUIRE(reply["body"]["task"].is_object());
+  CHECK(reply["body"]["task"]["task_id"] == id);
+}
+
+TEST_CASE("weftd: a host gets only tasks of its plugin types, and list ops report it", "[weftd]") {
+  Weftd weftd;
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  Ok(api.Call("debug.enqueue", {{"tasks", {{{"plugin", "fake-automator"}, {"action", "INSTALL"}}}}}));
+  CHECK(Ok(prov.Call("task.take", {{"host_id", "h1"}, {"wait_ms", 0}}))["task"].is_null());
+  json hosts = Ok(api.Call("host.list"));
+  REQUIRE(hosts["hosts"].size() == 1);
+  CHECK(hosts["hosts"][0]["id"] == "h1");
+  CHECK(hosts["hosts"][0]["live"] == true);
+  json plugins = Ok(api.Call("plugin.list"));
+  REQUIRE(plugins["plugins"].size() == 1);
+  CHECK(plugins["plugins"][0]["type"] == "fake-provider");
+  CHECK(plugins["plugins"][0]["hosts"][0] == "h1");
+  // An unregistered host is told to register.
+  RawPeer raw(weftd.provisioner());
+  CHECK(raw.Call("host.heartbeat", {{"host_id", "ghost"}})["error"]["code"] == "NOT_FOUND");
+}
+
+TEST_CASE("weftd: a second weftd on the same data directory refuses to start", "[weftd]") {
+  Weftd weftd;
+  auto second = weft::testing::Run(weft::testing::BuildPath("bin/weftd"), {"--data-dir", weftd.data().string()});
+  CHECK(second.exit_code == 1);
+  CHECK_THAT(second.err, Catch::Contains("already using the data directory"));
+  CHECK(weftd.process().running());
+}
+
+TEST_CASE("weftd: SIGTERM stops it cleanly with exit status 0", "[weftd]") {
+  Weftd weftd;
+  weftd.process().Signal(SIGTERM);
+  auto status = weftd.process().Wait(std::chrono::seconds(10));
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK_FALSE(std::filesystem::exists(weftd.data() / "endpoints.json"));
+}
+
+TEST_CASE("weftd: an unknown config key stops it with a sentence naming the key", "[weftd]") {
+  TempDir dir;
+  weft::testing::WriteFile(dir / "weftd.toml", "[tasks]\nleese_ms = 5\n");
+  auto r = weft::testing::Run(weft::testing::BuildPath("bin/weftd"),
+                              {"--config", (dir / "weftd.toml").string(), "--data-dir", (dir / "d").string()});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("leese_ms") && Catch::Contains("lease_ms"));
+}
