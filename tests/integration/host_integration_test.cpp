@@ -1,0 +1,300 @@
+// weftd + weft-host + plugins, as separate processes, driven through the api.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::testing::Process;
+using weft::testing::TempDir;
+using weft::testing::WaitFor;
+
+const std::filesystem::path kBuild = WEFT_BUILD_DIR;
+
+// One weftd with its own data dir; endpoints read back from endpoints.json.
+class Server {
+ public:
+  // `endpoints` empty: ephemeral ports. Otherwise {"api":..,"provisioner":..,"events":..}.
+  Server(const std::filesystem::path& dir, const json& endpoints = json()) : dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    std::filesystem::remove(dir_ / "data" / "endpoints.json");
+    auto ep = [&](const char* key) {
+      return endpoints.is_object() ? endpoints[key].get<std::string>() : std::string("tcp://127.0.0.1:*");
+    };
+    weft::testing::WriteFile(dir_ / "weftd.toml",
+                             "[server]\ndata_dir = \"" + (dir_ / "data").string() +
+                                 "\"\n"
+                                 "[endpoints]\napi = \"" +
+                                 ep("api") + "\"\nprovisioner = \"" + ep("provisioner") + "\"\nevents = \"" +
+                                 ep("events") +
+                                 "\"\n"
+                                 "[tasks]\nlease_ms = 1500\n"
+                                 "[hosts]\nheartbeat_ms = 300\nsilent_after_ms = 3000\n");
+    weft::testing::ProcessOptions opts;
+    opts.stderr_path = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
+    log_ = opts.stderr_path;
+    proc_ = Process(kBuild / "bin/weftd", {"--config", (dir_ / "weftd.toml").string()}, opts);
+    const auto file = dir_ / "data" / "endpoints.json";
+    REQUIRE(WaitFor([&] { return std::filesystem::exists(file) && !weft::testing::ReadFile(file).empty(); }, 10s));
+    endpoints_ = json::parse(weft::testing::ReadFile(file));
+    api_ = std::make_unique<weft::client::Client>(ctx_, weft::client::Options{endpoints_["api"], 3000, {}, {}});
+  }
+
+  const json& endpoints() const { return endpoints_; }
+  std::string provisioner() const { return endpoints_["provisioner"]; }
+  std::filesystem::path db() const { return dir_ / "data" / "weft.db"; }
+  Process& process() { return proc_; }
+  std::string Log() const { return weft::testing::ReadFile(log_); }
+
+  json Call(const std::string& op, const json& body) {
+    auto r = api_->Call(op, body);
+    INFO(op << ": " << r.status().ToString());
+    REQUIRE(r.ok());
+    return *r;
+  }
+  std::optional<json> TryCall(const std::string& op, const json& body) {
+    auto r = api_->Call(op, body);
+    if (!r.ok()) return std::nullopt;
+    return *r;
+  }
+  std::int64_t Enqueue(const json& task) {
+    json r = Call("debug.enqueue", {{"tasks", json::array({task})}});
+    return r["task_ids"][0].get<std::int64_t>();
+  }
+  json Task(std::int64_t id) { return Call("task.get", {{"task_id", id}}); }
+  // Waits until the task is in `state`; returns its record.
+  json WaitState(std::int64_t id, const std::string& state, std::chrono::milliseconds timeout) {
+    json last;
+    bool reached = WaitFor(
+        [&] {
+          auto t = TryCall("task.get", {{"task_id", id}});
+          if (t) last = *t;
+          return t && (*t)["state"] == state;
+        },
+        timeout);
+    INFO("task " << id << " last seen as " << last.dump());
+    REQUIRE(reached);
+    return last;
+  }
+
+ private:
+  static inline int starts_ = 0;
+  std::filesystem::path dir_;
+  std::filesystem::path log_;
+  Process proc_;
+  json endpoints_;
+  zmq::context_t ctx_;
+  std::unique_ptr<weft::client::Client> api_;
+};
+
+// One weft-host with its own config and log file.
+class Host {
+ public:
+  Host(const std::filesystem::path& dir, const std::string& id, const std::string& server,
+       const std::vector<std::filesystem::path>& plugin_dirs = {}, int capacity = 2) {
+    std::filesystem::create_directories(dir);
+    std::string dirs;
+    for (const auto& d : plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d.string() + "\"";
+    weft::testing::WriteFile(dir / (id + ".toml"),
+                             "server = \"" + server + "\"\nhost_id = \"" + id + "\"\ncapacity = " +
+                                 std::to_string(capacity) +
+                                 "\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\nshutdown_grace_ms = 2000\n" +
+                                 (dirs.empty() ? "" : "plugin_dirs = [" + dirs + "]\n"));
+    log_ = dir / (id + ".log");
+    weft::testing::ProcessOptions opts;
+    opts.stderr_path = log_;
+    proc_ = Process(kBuild / "bin/weft-host", {"--config", (dir / (id + ".toml")).string()}, opts);
+  }
+  Process& process() { return proc_; }
+  std::string Log() const { return weft::testing::ReadFile(log_); }
+
+ private:
+  std::filesystem::path log_;
+  Process proc_;
+};
+
+bool HostLive(Server& server, const std::string& id) {
+  auto hosts = server.TryCall("host.list", json::object());
+  if (!hosts) return false;
+  for (const auto& h : (*hosts)["hosts"]) {
+    if (h["id"] == id && h["live"] == true) return true;
+  }
+  return false;
+}
+
+// Reads one task row straight from the store file, read-only, as an operator would.
+struct StoredTask {
+  std::string state;
+  std::int64_t attempt = 0;
+  json result;
+  std::string host_id;
+};
+StoredTask ReadStoredTask(const std::filesystem::path& db, std::int64_t id) {
+  sqlite3* conn = nullptr;
+  REQUIRE(sqlite3_open_v2(db.c_str(), &conn, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(conn, "SELECT state, attempt, result, host_id FROM tasks WHERE id = ?", -1, &stmt,
+                             nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_bind_int64(stmt, 1, id) == SQLITE_OK);
+  StoredTask out;
+  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+  out.state = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  out.attempt = sqlite3_column_int64(stmt, 1);
+  out.result = json::parse(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 2)));
+  out.host_id = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3));
+  REQUIRE(sqlite3_finalize(stmt) == SQLITE_OK);
+  REQUIRE(sqlite3_close(conn) == SQLITE_OK);
+  return out;
+}
+
+int ExitCode(int wait_status) { return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1; }
+
+}  // namespace
+
+TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the store", "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner());
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+
+  const std::int64_t create = server.Enqueue({{"plugin", "fake-provider"},
+                                              {"action", "CREATE"},
+                                              {"node_id", "n1"},
+                                              {"payload", {{"provider", {{"fields", {{"latency_ms", 50}}}}}}}});
+  const std::int64_t confirm =
+      server.Enqueue({{"plugin", "fake-provider"}, {"action", "CONFIRM"}, {"node_id", "n1"}});
+  const std::int64_t broken = server.Enqueue({{"plugin", "fake-automator"},
+                                              {"action", "START"},
+                                              {"node_id", "n1"},
+                                              {"max_attempts", 1},
+                                              {"payload", {{"fields", {{"fail_actions", "INSTALL, START"}}}}}});
+
+  json t = server.WaitState(create, "succeeded", 15s);
+  INFO(t.dump());
+  CHECK(t["host_id"] == "h1");
+  CHECK(t["attempt"] == 1);
+  CHECK(t["result"]["provider_id"] == "fake-n1");
+  CHECK(t["result"]["ssh_auth"] == json({{"user", "fake"}}));
+  CHECK_THAT(t["stdout"].get<std::string>(), Catch::Contains("fake-provider CREATE node n1"));
+
+  json c = server.WaitState(confirm, "succeeded", 15s);
+  CHECK_THAT(c["result"]["access_v4"].get<std::string>(), Catch::StartsWith("10."));
+  CHECK(c["result"]["access_v4"] == c["result"]["bind_v4"]);
+  CHECK(c["result"]["hostname"] == "n1.fake.weft");
+
+  json b = server.WaitState(broken, "failed", 15s);
+  CHECK_THAT(b["message"].get<std::string>(), Catch::Contains("fail_actions"));
+
+  // The store file itself holds the outcome (opened read-only, beside the running server).
+  StoredTask stored = ReadStoredTask(server.db(), create);
+  CHECK(stored.state == "succeeded");
+  CHECK(stored.attempt == 1);
+  CHECK(stored.host_id == "h1");
+  CHECK(stored.result["provider_id"] == "fake-n1");
+
+  CHECK(ExitCode(host.process().Stop(10s)) == 0);
+  CHECK_THAT(host.Log(), Catch::Contains("stopped"));
+}
+
+TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exactly the good ones",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(),
+            {kBuild / "plugins/fixtures", kBuild / "plugins/providers", kBuild / "plugins/automators"});
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+
+  json plugins = server.Call("plugin.list", json::object());
+  std::vector<std::string> types;
+  for (const auto& p : plugins["plugins"]) types.push_back(p["type"]);
+  CHECK(types == std::vector<std::string>{"fake-automator", "fake-provider", "fixture-good"});
+
+  const std::string log = host.Log();
+  const std::string fixtures = (kBuild / "plugins/fixtures").string();
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_no_entry.so: no entry symbol"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures +
+                                  "/fixture_major2.so: built for plugin ABI 2.0; this host supports 1.0"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_minor1.so: built for plugin ABI 1.1"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_oversized.so: oversized descriptor"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_init_throws.so: plugin "
+                                                                 "'fixture-init-throws': init threw a C++ exception"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_good_dup.so: duplicate type name"));
+
+  // The host kept going: a task for the good fixture runs.
+  const std::int64_t id = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}});
+  json t = server.WaitState(id, "succeeded", 15s);
+  CHECK(t["result"]["ran"] == true);
+}
+
+TEST_CASE("integration: a task of a SIGKILLed host is handed out again after its lease", "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host first(tmp / "h1", "h1", server.provisioner(), {}, 1);
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+
+  const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"},
+                                          {"action", "CREATE"},
+                                          {"node_id", "n7"},
+                                          {"max_attempts", 3},
+                                          {"payload", {{"provider", {{"fields", {{"latency_ms", 2500}}}}}}}});
+  json leased = server.WaitState(id, "leased", 10s);
+  CHECK(leased["host_id"] == "h1");
+  CHECK(leased["attempt"] == 1);
+  first.process().Signal(SIGKILL);
+  REQUIRE(first.process().Wait(5s).has_value());
+
+  Host second(tmp / "h2", "h2", server.provisioner(), {}, 1);
+  json done = server.WaitState(id, "succeeded", 30s);
+  INFO(done.dump());
+  CHECK(done["attempt"] == 2);
+  CHECK(done["host_id"] == "h2");
+  CHECK(done["result"]["provider_id"] == "fake-n7");
+  REQUIRE(done["attempts"].size() == 2);
+  CHECK(done["attempts"][0]["host_id"] == "h1");
+  CHECK(done["attempts"][1]["host_id"] == "h2");
+  CHECK(done["attempts"][1]["status"] == "succeeded");
+}
+
+TEST_CASE("integration: weftd restarted on the same ports; the host reconnects by itself", "[integration][host]") {
+  TempDir tmp("weft-it");
+  auto first = std::make_unique<Server>(tmp / "server");
+  const json endpoints = first->endpoints();
+  Host host(tmp / "host", "h1", first->provisioner());
+  REQUIRE(WaitFor([&] { return HostLive(*first, "h1"); }, 10s));
+  const std::int64_t before = first->Enqueue({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "a"}});
+  first->WaitState(before, "succeeded", 15s);
+
+  first->process().Signal(SIGKILL);
+  REQUIRE(first->process().Wait(5s).has_value());
+  first.reset();
+
+  bool fresh_store = GENERATE(false, true);
+  INFO("fresh store: " << fresh_store);
+  // A fresh store does not know the host: weft-host must notice (NOT_FOUND) and register again.
+  Server second(fresh_store ? tmp / "server-fresh" : tmp / "server", endpoints);
+  REQUIRE(second.endpoints()["provisioner"] == endpoints["provisioner"]);
+  const std::int64_t after = second.Enqueue({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "b"}});
+  json t = second.WaitState(after, "succeeded", 30s);
+  CHECK(t["host_id"] == "h1");
+  CHECK(t["result"]["provider_id"] == "fake-b");
+  CHECK(host.process().running());
+  if (fresh_store) CHECK_THAT(host.Log(), Catch::Contains("registering again"));
+}
