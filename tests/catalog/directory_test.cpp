@@ -1,0 +1,75 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "support/temp_dir.hpp"
+#include "weft/catalog/directory.hpp"
+
+using nlohmann::json;
+using namespace weft::catalog;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+}
+
+TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling references", "[catalog][dir]") {
+  auto r = ImportDirectory(kExamples);
+  REQUIRE(r.ok());
+  for (const auto& s : r->report.skipped) INFO(s.file << ": " << s.reason);
+  CHECK(r->report.skipped.empty());
+  for (const auto& e : r->report.imported) CHECK(e.warnings.empty());
+  CHECK(r->catalog.providers.size() == 2);
+  CHECK(r->catalog.FindClusterTemplate("web") != nullptr);
+  CHECK(r->catalog.FindClusterTemplate("web-fake") != nullptr);
+  CHECK(r->catalog.FindImageType("debian12")->providermap.at("local").sshuser == "root");
+  CHECK(CheckReferences(r->catalog).empty());
+}
+
+TEST_CASE("catalog dir: export then import round-trips with no change", "[catalog][dir]") {
+  auto first = ImportDirectory(kExamples);
+  REQUIRE(first.ok());
+  weft::testing::TempDir tmp("weft-catalog");
+  REQUIRE(ExportDirectory(first->catalog, tmp.path()).ok());
+  auto second = ImportDirectory(tmp.path());
+  REQUIRE(second.ok());
+  CHECK(second->report.skipped.empty());
+  CHECK(second->report.imported.size() == first->report.imported.size());
+  CHECK(second->catalog == first->catalog);
+  // Every file is identical as JSON to the source file.
+  for (const auto& e : first->report.imported) {
+    json a = json::parse(weft::testing::ReadFile(kExamples / e.file));
+    json b = json::parse(weft::testing::ReadFile(tmp.path() / e.file));
+    CHECK(a == b);
+  }
+  // And a second export writes the same bytes.
+  weft::testing::TempDir tmp2("weft-catalog");
+  REQUIRE(ExportDirectory(second->catalog, tmp2.path()).ok());
+  for (const auto& e : first->report.imported)
+    CHECK(weft::testing::ReadFile(tmp.path() / e.file) == weft::testing::ReadFile(tmp2.path() / e.file));
+}
+
+TEST_CASE("catalog dir: import reports skipped files and why", "[catalog][dir]") {
+  weft::testing::TempDir tmp("weft-catalog");
+  fs::create_directories(tmp / "services");
+  fs::create_directories(tmp / "providers");
+  weft::testing::WriteFile(tmp / "services" / "good.json", R"({"name": "good", "extra": 1})");
+  weft::testing::WriteFile(tmp / "services" / "broken.json", R"({"name": )");
+  weft::testing::WriteFile(tmp / "services" / "renamed.json", R"({"name": "other"})");
+  weft::testing::WriteFile(tmp / "services" / "README.txt", "notes");
+  weft::testing::WriteFile(tmp / "providers" / "p.json", R"({"name": "p"})");
+  auto r = ImportDirectory(tmp.path());
+  REQUIRE(r.ok());
+  REQUIRE(r->report.imported.size() == 1);
+  CHECK(r->report.imported[0].name == "good");
+  CHECK(r->report.imported[0].file == "services/good.json");
+  CHECK(r->report.imported[0].warnings.size() == 1);
+  std::map<std::string, std::string> skipped;
+  for (const auto& s : r->report.skipped) skipped[s.file] = s.reason;
+  REQUIRE(skipped.size() == 4);
+  CHECK_THAT(skipped["providers/p.json"], Catch::Contains("provider 'p': providertype: is required"));
+  CHECK_THAT(skipped["services/broken.json"], Catch::Contains("services/broken.json: malformed JSON"));
+  CHECK_THAT(skipped["services/renamed.json"], Catch::Contains("rename the file to 'other.json'"));
+  CHECK_THAT(skipped["services/README.txt"], Catch::Contains("not a .json file"));
+  CHECK(ImportDirectory(tmp / "missing").status().code() == weft::Code::kNotFound);
+}
