@@ -14,13 +14,7 @@ constexpr std::int64_t kMaxId = INT64_MAX;
 const std::set<std::string> kActions = {"CREATE",    "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE",
                                         "INITIALIZE", "START",   "STOP",      "REMOVE",  "DELETE"};
 
-std::string ActionList() {
-  std::string out;
-  for (const char* a : {"CREATE", "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE", "INITIALIZE", "START", "STOP",
-                        "REMOVE", "DELETE"})
-    out += (out.empty() ? "" : " ") + std::string(a);
-  return out;
-}
+constexpr const char* kActionList = "CREATE CONFIRM BOOTSTRAP INSTALL CONFIGURE INITIALIZE START STOP REMOVE DELETE";
 
 bool ValidHostId(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
@@ -295,7 +289,7 @@ Response Ops::DebugEnqueue(const Call& call) {
     WEFT_TRY_ASSIGN(plugin, jsonf::String(t, "plugin", path));
     WEFT_TRY_ASSIGN(action, jsonf::String(t, "action", path));
     if (!kActions.count(action))
-      return Response::Error(Status::Invalid(path + ".action must be one of " + ActionList() + ", got \"" + action +
+      return Response::Error(Status::Invalid(path + ".action must be one of " + kActionList + ", got \"" + action +
                                              "\""));
     WEFT_TRY_ASSIGN(node_id, jsonf::String(t, "node_id", path, ""));
     WEFT_TRY_ASSIGN(job_id, jsonf::String(t, "job_id", path, ""));

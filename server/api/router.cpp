@@ -35,14 +35,20 @@ Response Router::Route(const Call& call) const {
   auto it = ops_.find(op);
   if (it == ops_.end()) {
     std::string known;
-    for (const auto& [name, entry] : ops_) known += (known.empty() ? "" : ", ") + name;
+    for (const auto& [name, entry] : ops_) {
+      if (!known.empty()) known += ", ";
+      known += name;
+    }
     return Response::Error(Status::Invalid("unknown op '" + op + "'; the known ops are " + known),
                            json{{"op", op}, {"known_ops", KnownOps()}});
   }
   const Entry& e = it->second;
   if (!e.endpoints.count(call.endpoint)) {
     std::string where;
-    for (Endpoint ep : e.endpoints) where += (where.empty() ? "" : " or ") + std::string(EndpointName(ep));
+    for (Endpoint ep : e.endpoints) {
+      if (!where.empty()) where += " or ";
+      where += EndpointName(ep);
+    }
     return Response::Error(Status::Denied("op '" + op + "' is not served on the " +
                                           std::string(EndpointName(call.endpoint)) + " endpoint; send it to the " +
                                           where + " endpoint"));
