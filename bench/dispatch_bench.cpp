@@ -225,7 +225,7 @@ Status Enqueue(zmq::context_t& ctx, const std::string& api, int tasks) {
   for (int first = 0; first < tasks; first += kEnqueueBatch) {
     json batch = json::array();
     for (int i = first; i < std::min(tasks, first + kEnqueueBatch); ++i) {
-      batch.push_back({{"plugin", "bench"}, {"action", "INSTALL"}, {"node_id", "n" + std::to_string(i)}});
+      batch.push_back({{"plugin", "bench"}, {"action", "INSTALL"}, {"node_id", std::string("n").append(std::to_string(i))}});
     }
     Result<json> reply = api_client.Call("debug.enqueue", json{{"tasks", std::move(batch)}});
     if (!reply.ok()) return reply.status().WithContext("debug.enqueue");
@@ -257,7 +257,8 @@ Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const
   };
 
   auto host = [&](int index) {
-    const std::string host_id = "bench-" + std::to_string(index);
+    std::string host_id = "bench-";
+    host_id += std::to_string(index);
     client::Client c(ctx, client::Options{
                               .endpoint = weftd.provisioner(), .timeout_ms = 10000, .tenant = "", .limits = {}});
     Result<json> reg = c.Call("host.register", json{{"host_id", host_id},
@@ -268,8 +269,9 @@ Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const
     registered.arrive_and_wait();
     while (!abort && finished.load() < opts.tasks) {
       if (SteadyClock::now() > deadline) {
-        fail(Status::Timeout("the run did not finish within 120 s (" + std::to_string(finished.load()) + " of " +
-                             std::to_string(opts.tasks) + " tasks done)"));
+        std::string message = "the run did not finish within 120 s (";
+        message += std::to_string(finished.load()) + " of " + std::to_string(opts.tasks) + " tasks done)";
+        fail(Status::Timeout(message));
         return;
       }
       Result<json> took = c.Call("task.take", json{{"host_id", host_id}, {"wait_ms", kTakeWaitMs}},

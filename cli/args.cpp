@@ -122,7 +122,11 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
 
 Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const std::vector<FlagSpec>& flags,
                                     const std::vector<ArgSpec>& args, std::string_view command_name) {
-  const std::string hint = "; run 'weft " + std::string(command_name) + " --help' for usage";
+  // Built with append: GCC 12 misreports `"literal" + std::string&&` under -O3 (-Wrestrict).
+  std::string quoted = "'weft ";
+  quoted.append(command_name).append("'");
+  std::string hint = "; run 'weft ";
+  hint.append(command_name).append(" --help' for usage");
   ParsedArgs parsed;
   bool only_positionals = false;
   for (std::size_t i = 0; i < argv.size(); ++i) {
@@ -139,7 +143,7 @@ Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const 
       for (const FlagSpec& f : flags) {
         if (f.name == name) spec = &f;
       }
-      if (!spec) return Status::Invalid("'weft " + std::string(command_name) + "' has no option '" + name + "'" + hint);
+      if (!spec) return Status::Invalid(quoted + " has no option '" + name + "'" + hint);
       if (spec->value_name.empty()) {
         if (has_inline) return Status::Invalid(name + " takes no value" + hint);
         parsed.flags[name] = "true";
@@ -158,11 +162,11 @@ Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const 
   std::size_t required = 0;
   for (const ArgSpec& a : args) required += a.required ? 1 : 0;
   if (parsed.positionals.size() < required) {
-    return Status::Invalid("'weft " + std::string(command_name) + "' needs " + args[parsed.positionals.size()].name +
+    return Status::Invalid(quoted + " needs " + args[parsed.positionals.size()].name +
                            hint);
   }
   if (parsed.positionals.size() > args.size()) {
-    return Status::Invalid("'weft " + std::string(command_name) + "' does not take '" +
+    return Status::Invalid(quoted + " does not take '" +
                            parsed.positionals[args.size()] + "'" + hint);
   }
   return parsed;

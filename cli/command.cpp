@@ -9,7 +9,8 @@ namespace weft::cli {
 namespace {
 
 std::string Usage(const Command& c) {
-  std::string usage = "weft [global options] " + c.Name();
+  std::string usage = "weft [global options] ";
+  usage += c.Name();
   if (!c.flags.empty()) usage += " [options]";
   for (const ArgSpec& a : c.args) usage += a.required ? " " + a.name : " [" + a.name + "]";
   return usage;

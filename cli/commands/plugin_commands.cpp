@@ -12,7 +12,8 @@ std::string DefaultText(const json& field) {
   if (!field.is_object() || !field.contains("default")) return "";
   if (field.value("sensitive", false)) return "(hidden)";
   const json& v = field["default"];
-  if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
+  // Quoted, so an empty string default is visible.
+  if (v.is_string()) return json(v.get<std::string>()).dump(-1, ' ', false, json::error_handler_t::replace);
   return ValueText(v);
 }
 
