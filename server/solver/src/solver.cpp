@@ -665,12 +665,10 @@ std::string Summary(const Setup& s, std::int64_t nodes) {
     std::string q = BlockText(b) + " on " + (b.lo == b.hi ? std::to_string(b.lo) : std::to_string(b.lo) + ".." +
                                                                                      (b.hi >= nodes ? "all" : std::to_string(b.hi))) +
                     " nodes";
-    if (b.hw.Any() && b.hw != Bits::All(s.n_hw)) {
-      std::vector<std::string> hw;
-      for (std::size_t i = 0; i < s.n_hw; ++i)
-        if (b.hw.Test(i)) hw.push_back(s.hw_names[i]);
-      q += " of " + ListText(hw);
-    }
+    std::vector<std::string> hw;
+    for (std::size_t i = 0; i < s.n_hw; ++i)
+      if (b.hw.Test(i)) hw.push_back(s.hw_names[i]);
+    if (hw.size() < s.n_hw) q += " of " + ListText(hw);
     parts.push_back(q);
   }
   for (const auto& c : s.problem.cc) parts.push_back("cantcoexist " + ListText(c.services));
