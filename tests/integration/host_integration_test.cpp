@@ -109,15 +109,17 @@ class Server {
 class Host {
  public:
   Host(const std::filesystem::path& dir, const std::string& id, const std::string& server,
-       const std::vector<std::filesystem::path>& plugin_dirs = {}, int capacity = 2) {
+       const std::vector<std::filesystem::path>& plugin_dirs = {}, int capacity = 2, const std::string& extra = "") {
     std::filesystem::create_directories(dir);
     std::string dirs;
     for (const auto& d : plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d.string() + "\"";
     weft::testing::WriteFile(dir / (id + ".toml"),
                              "server = \"" + server + "\"\nhost_id = \"" + id + "\"\ncapacity = " +
                                  std::to_string(capacity) +
-                                 "\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\nshutdown_grace_ms = 2000\n" +
-                                 (dirs.empty() ? "" : "plugin_dirs = [" + dirs + "]\n"));
+                                 "\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\n" +
+                                 (extra.find("shutdown_grace_ms") == std::string::npos ? "shutdown_grace_ms = 2000\n"
+                                                                                       : "") +
+                                 (dirs.empty() ? "" : "plugin_dirs = [" + dirs + "]\n") + extra);
     log_ = dir / (id + ".log");
     weft::testing::ProcessOptions opts;
     opts.stderr_path = log_;
@@ -297,4 +299,45 @@ TEST_CASE("integration: weftd restarted on the same ports; the host reconnects b
   CHECK(t["result"]["provider_id"] == "fake-b");
   CHECK(host.process().running());
   if (fresh_store) CHECK_THAT(host.Log(), Catch::Contains("registering again"));
+}
+
+TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one after the grace", "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 1000\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  auto task = [](const char* node, int latency_ms) {
+    return json{{"plugin", "fake-provider"},
+                {"action", "CREATE"},
+                {"node_id", node},
+                {"max_attempts", 1},
+                {"payload", {{"provider", {{"fields", {{"latency_ms", latency_ms}}}}}}}};
+  };
+  const std::int64_t quick = server.Enqueue(task("quick", 600));
+  const std::int64_t slow = server.Enqueue(task("slow", 60000));
+  server.WaitState(quick, "leased", 10s);
+  server.WaitState(slow, "leased", 10s);
+
+  const auto stop_started = std::chrono::steady_clock::now();
+  CHECK(ExitCode(host.process().Stop(20s)) == 0);
+  CHECK(std::chrono::steady_clock::now() - stop_started < 10s);
+
+  json q = server.WaitState(quick, "succeeded", 5s);
+  CHECK(q["result"]["provider_id"] == "fake-quick");
+  json s = server.WaitState(slow, "failed", 5s);
+  CHECK_THAT(s["message"].get<std::string>(), Catch::Contains("host shutting down"));
+}
+
+TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled and fails", "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(), {}, 1, "task_timeout_ms = 300\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  const std::int64_t id = server.Enqueue({{"plugin", "fake-automator"},
+                                          {"action", "INSTALL"},
+                                          {"max_attempts", 1},
+                                          {"payload", {{"service", {{"action", {{"fields", {{"latency_ms", 30000}}}}}}}}}});
+  json t = server.WaitState(id, "failed", 10s);
+  CHECK_THAT(t["message"].get<std::string>(), Catch::Contains("timed out after 300 ms"));
+  CHECK(host.process().running());
 }
