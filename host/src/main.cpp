@@ -1,5 +1,5 @@
 // weft-host: a Weft provisioner host. See docs/protocol.md and
-// docs/host-configuration.md (or the weft-host.toml section of configuration.md).
+// docs/configuration.md (weft-host.toml) and docs/plugin-abi.md.
 #include <pthread.h>
 #include <signal.h>
 
