@@ -7,10 +7,20 @@
 # cluster on local SSH nodes) and keep the start, the checks and the clean-up.
 # Never leaves a process behind: every process it starts is stopped on exit,
 # on error and on Ctrl-C.
+#
+#   scripts/demo.sh              install, build, run
+#   scripts/demo.sh --no-build   run what is already built (WEFT_BUILD_DIR, default build/)
 set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD="$ROOT/build"
+BUILD=${WEFT_BUILD_DIR:-$ROOT/build}
+[[ "$BUILD" = /* ]] || BUILD="$ROOT/$BUILD"
+DO_BUILD=1
+case "${1:-}" in
+  "") ;;
+  --no-build) DO_BUILD=0 ;;
+  *) echo "usage: scripts/demo.sh [--no-build]" >&2; exit 2 ;;
+esac
 DEMO_DIR="$ROOT/.weft-demo"
 LOGS="$DEMO_DIR/logs"
 HOST_ID=demo-host-1
@@ -162,7 +172,9 @@ show() {
   weft "$@"
 }
 
-install_and_build
+if [[ $DO_BUILD -eq 1 ]]; then
+  install_and_build
+fi
 start_server
 start_host
 show status
