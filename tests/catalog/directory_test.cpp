@@ -24,6 +24,13 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   CHECK(r->catalog.FindClusterTemplate("web-fake") != nullptr);
   CHECK(r->catalog.FindImageType("debian12")->providermap.at("local").sshuser == "root");
   CHECK(CheckReferences(r->catalog).empty());
+  auto providers = ProviderTypesInUse(r->catalog);
+  CHECK(providers["fake-provider"] == std::vector<std::string>{"provider 'fake'"});
+  CHECK(providers["local"] == std::vector<std::string>{"provider 'local'"});
+  auto automators = AutomatorTypesInUse(r->catalog);
+  REQUIRE(automators.size() == 2);
+  CHECK(automators["shell"].size() == 5);
+  CHECK(automators["fake-automator"].front() == "service 'fake-base' (configure, install)");
 }
 
 TEST_CASE("catalog dir: export then import round-trips with no change", "[catalog][dir]") {

@@ -178,4 +178,25 @@ std::vector<DanglingReference> CheckReferences(const Catalog& c) {
   return out;
 }
 
+std::map<std::string, std::vector<std::string>> ProviderTypesInUse(const Catalog& c) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [name, p] : c.providers) out[p.providertype].push_back("provider '" + name + "'");
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> AutomatorTypesInUse(const Catalog& c) {
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> by_type;  // type -> service -> actions
+  for (const auto& [name, s] : c.services)
+    for (const auto& [action, a] : s.actions) by_type[a.type][name].push_back(action);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [type, services] : by_type) {
+    for (const auto& [service, actions] : services) {
+      std::string who = "service '" + service + "' (";
+      for (std::size_t i = 0; i < actions.size(); ++i) who += (i ? ", " : "") + actions[i];
+      out[type].push_back(who + ")");
+    }
+  }
+  return out;
+}
+
 }  // namespace weft::catalog

@@ -64,4 +64,10 @@ struct DanglingReference {
 // References may be imported in any order, so these are findings, not parse errors.
 std::vector<DanglingReference> CheckReferences(const Catalog& catalog);
 
+// Plugin types the catalog needs, each with who needs it ("provider 'fake'",
+// "service 'nginx' (install, start)"), so `weft catalog check` can list the types no
+// registered host can run.
+std::map<std::string, std::vector<std::string>> ProviderTypesInUse(const Catalog& catalog);
+std::map<std::string, std::vector<std::string>> AutomatorTypesInUse(const Catalog& catalog);
+
 }  // namespace weft::catalog
