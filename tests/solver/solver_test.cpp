@@ -177,6 +177,19 @@ TEST_CASE("solver: cantcoexist pigeonhole names the sets and the numbers", "[sol
                                   "placements (a at least 3, b at least 2) but 4 nodes hold at most 4"));
 }
 
+TEST_CASE("solver: services kept apart pairwise need a node each", "[solver]") {
+  Catalog c = Base();
+  json con = {{"layout", {{"cantcoexist", json::array({json::array({"a", "b"}), json::array({"b", "c"}),
+                                                       json::array({"a", "c"})})}}},
+              {"services", {{"a", {{"quantities", {{"min", 2}}}}}, {"b", {{"quantities", {{"min", 1}}}}}}}};
+  auto t = Tmpl({"a", "b", "c", "d"}, con);
+  auto l = MustSolve(c, t, Req(4));
+  for (const auto& n : l.nodes) CHECK(Has(n, "a") + Has(n, "b") + Has(n, "c") <= 1);
+  CHECK_THAT(Fails(c, t, Req(3)), Catch::Contains("cantcoexist pairs keep every two of [a, b, c] off the same node, "
+                                                  "so each of their nodes runs at most one of them; their minimums "
+                                                  "need 4 nodes (a 2, b 1, c 1) but the size is 3"));
+}
+
 TEST_CASE("solver: mustcoexist keeps services together and only counts services present", "[solver]") {
   Catalog c = Base();
   json con = {{"layout", {{"mustcoexist", json::array({json::array({"a", "b"}), json::array({"b", "c"})})}}},

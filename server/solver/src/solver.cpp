@@ -630,6 +630,46 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     for (int bi : bs) p.blocks[bi].cc.push_back(ci);
     p.cc.push_back(std::move(c));
   }
+  // Blocks that cantcoexist pairs keep apart pairwise need a node each: a greedy clique
+  // of such blocks whose minimums add up past the size is a short, exact reason.
+  {
+    const std::size_t nb = p.blocks.size();
+    std::vector<std::vector<char>> apart(nb, std::vector<char>(nb, 0));
+    for (const auto& c : p.cc) {
+      std::vector<std::size_t> in;
+      for (std::size_t bi = 0; bi < nb; ++bi)
+        if (c.blocks.Test(bi)) in.push_back(bi);
+      if (in.size() == 2) apart[in[0]][in[1]] = apart[in[1]][in[0]] = 1;
+    }
+    std::vector<std::size_t> by_lo(nb);
+    std::iota(by_lo.begin(), by_lo.end(), 0);
+    std::stable_sort(by_lo.begin(), by_lo.end(),
+                     [&](std::size_t a, std::size_t b) { return p.blocks[a].lo > p.blocks[b].lo; });
+    for (std::size_t seed : by_lo) {
+      std::vector<std::size_t> clique = {seed};
+      std::int64_t need = p.blocks[seed].lo;
+      for (std::size_t c : by_lo) {
+        if (c == seed) continue;
+        if (std::all_of(clique.begin(), clique.end(), [&](std::size_t m) { return apart[m][c] != 0; })) {
+          clique.push_back(c);
+          need += p.blocks[c].lo;
+        }
+      }
+      if (clique.size() > 2 && need > nodes) {
+        std::vector<std::string> names, parts;
+        for (std::size_t m : clique) {
+          names.push_back(p.blocks[m].services[0]);
+          parts.push_back(p.blocks[m].services[0] + " " + std::to_string(p.blocks[m].lo));
+        }
+        std::string t2;
+        for (std::size_t i = 0; i < parts.size(); ++i) t2 += (i ? ", " : "") + parts[i];
+        return Impossible(s, "cantcoexist pairs keep every two of " + ListText(names) +
+                                 " off the same node, so each of their nodes runs at most one of them; their "
+                                 "minimums need " + Plural(need, "node") + " (" + t2 + ") but the size is " +
+                                 std::to_string(nodes) + "; ask for more nodes or loosen those constraints");
+      }
+    }
+  }
   // Every node needs a service: without unconstrained services, the bounded ones must reach.
   if (!p.has_unconstrained) {
     std::int64_t reach = 0;
