@@ -341,3 +341,37 @@ TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled an
   CHECK_THAT(t["message"].get<std::string>(), Catch::Contains("timed out after 300 ms"));
   CHECK(host.process().running());
 }
+
+TEST_CASE("integration: a host frozen past its lease cancels the stale attempt and its finish is refused",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host first(tmp / "h1", "h1", server.provisioner(), {}, 1);
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"},
+                                          {"action", "CREATE"},
+                                          {"node_id", "n9"},
+                                          {"max_attempts", 3},
+                                          {"payload", {{"provider", {{"fields", {{"latency_ms", 20000}}}}}}}});
+  server.WaitState(id, "leased", 10s);
+  first.process().Signal(SIGSTOP);  // no heartbeats: the lease runs out
+
+  Host second(tmp / "h2", "h2", server.provisioner(), {}, 1);
+  REQUIRE(WaitFor(
+      [&] {
+        auto t = server.TryCall("task.get", {{"task_id", id}});
+        return t && (*t)["attempt"] == 2 && (*t)["host_id"] == "h2";
+      },
+      15s));
+  first.process().Signal(SIGCONT);
+
+  // h1's next heartbeat names attempt 1, which weftd reports stale: h1 cancels the
+  // plugin, reports, and weftd refuses that late finish. h2 keeps the task.
+  REQUIRE(WaitFor([&] { return first.Log().find("weftd refused the finish of task") != std::string::npos; }, 10s));
+  CHECK_THAT(first.Log(), Catch::Contains("attempt 1 is stale"));
+  json t = server.Task(id);
+  CHECK(t["attempt"] == 2);
+  CHECK(t["state"] == "leased");
+  CHECK(t["host_id"] == "h2");
+  CHECK(first.process().running());
+}
