@@ -34,11 +34,7 @@ std::string ReadFile(const std::filesystem::path& path) {
 }
 
 std::filesystem::path BuildPath(const std::string& relative) {
-#ifdef WEFT_BUILD_DIR
   return std::filesystem::path(WEFT_BUILD_DIR) / relative;
-#else
-  return std::filesystem::path(relative);
-#endif
 }
 
 }  // namespace weft::testing
