@@ -41,7 +41,7 @@ struct Case {
 
 // n services s0..s(n-1); hardware h0..h2 (h2 has no providermap entry for "p");
 // images i0, i1; random mustcoexist/cantcoexist groups, quantities and restrictions.
-Case RandomCase(std::uint64_t seed, int max_services, int max_size) {
+Case RandomCase(std::uint64_t seed, int max_services, int max_size, int max_cant = 3) {
   Rng rng(seed);
   Case c;
   auto put = [&](Kind k, const json& doc) {
@@ -60,8 +60,9 @@ Case RandomCase(std::uint64_t seed, int max_services, int max_size) {
   for (const auto& s : names) put(Kind::kService, {{"name", s}});
   auto pick_group = [&](int min_size) {
     std::vector<std::string> g;
+    const bool pair = rng.Chance(50);  // pairs are what makes layouts hard
     for (const auto& s : names)
-      if (rng.Chance(45)) g.push_back(s);
+      if (!pair && rng.Chance(45)) g.push_back(s);
     while (static_cast<int>(g.size()) < min_size) {
       std::string s = names[static_cast<std::size_t>(rng.Int(0, n - 1))];
       if (std::find(g.begin(), g.end(), s) == g.end()) g.push_back(s);
@@ -71,7 +72,7 @@ Case RandomCase(std::uint64_t seed, int max_services, int max_size) {
   json must = json::array(), cant = json::array(), svc = json::object();
   if (n >= 2) {
     for (int k = rng.Int(0, 2); k > 0; --k) must.push_back(pick_group(2));
-    for (int k = rng.Int(0, 3); k > 0; --k) cant.push_back(pick_group(2));
+    for (int k = rng.Int(0, max_cant); k > 0; --k) cant.push_back(pick_group(2));
   }
   for (const auto& s : names) {
     if (!rng.Chance(60)) continue;
@@ -175,4 +176,28 @@ TEST_CASE("solver property: growing and shrinking keep existing nodes and every 
     }
   }
   CHECK(checked > 50);
+}
+
+// Hidden (run with `solver_test "[stress]"`): many larger random cases; reports how
+// often the search bound is reached. Not part of CI.
+TEST_CASE("solver stress: larger random templates", "[.][stress]") {
+  int ok = 0, conflict = 0, timeout = 0;
+  for (std::uint64_t seed = 5000; seed < 7000; ++seed) {
+    Case c = RandomCase(seed, 14, seed % 2 ? 12 : 200, 12);
+    SolveOptions opt;
+    opt.max_steps = 200'000;
+    auto r = Solve(c.catalog, c.tmpl, c.request, opt);
+    if (r.ok()) {
+      ++ok;
+      auto bad = testing::LayoutViolations(c.catalog, c.tmpl, c.request, *r);
+      INFO("seed " << seed);
+      CHECK(bad.empty());
+    } else if (r.status().code() == Code::kTimeout) {
+      ++timeout;
+      WARN("seed " << seed << " size " << c.request.size << ": " << catalog::ToJson(c.tmpl).dump());
+    } else {
+      ++conflict;
+    }
+  }
+  WARN("ok " << ok << ", conflict " << conflict << ", timeout " << timeout);
 }

@@ -374,6 +374,29 @@ TEST_CASE("solver: shrinking removes the highest-numbered nodes of a kind and ke
   CHECK_THAT(Fails(c, t, shrink), Catch::Contains("cantcoexist [a, b]"));
 }
 
+TEST_CASE("solver: existing nodes that the request cannot keep are refused with a reason", "[solver]") {
+  Catalog c = Base();
+  auto t = Tmpl({"a", "b"}, {{"services", {{"a", {{"quantities", {{"max", 2}}}}}}}});
+  auto l = MustSolve(c, t, Req(2, "e"));
+  SolveRequest fewer = Req(2, "e");
+  fewer.existing = l.nodes;
+  fewer.overrides.services = {"a"};
+  CHECK_THAT(Fails(c, t, fewer, Code::kInvalid),
+             Catch::Contains("existing node 'e-1' runs 'b', which is not among the requested services [a]; removing "
+                             "services from a cluster is not supported"));
+  auto tighter = Tmpl({"a", "b"}, {{"services", {{"a", {{"quantities", {{"max", 1}}}}}}}});
+  SolveRequest grow = Req(3, "e");
+  grow.existing = l.nodes;
+  CHECK_THAT(Fails(c, tighter, grow), Catch::Contains("service 'a' already runs on 2 existing nodes, more than its "
+                                                      "quantities.max 1"));
+  // A new unconstrained service lands on the existing nodes too.
+  SolveRequest add = Req(2, "e");
+  add.existing = l.nodes;
+  add.overrides.services = {"a", "b", "c"};
+  auto added = MustSolve(c, t, add);
+  CHECK(CountWith(added, "c") == 2);
+}
+
 TEST_CASE("solver: a search that cannot finish within its bound says so", "[solver]") {
   Catalog c = Base();
   // Many cantcoexist pairs around a tight size: hard for a tiny step budget.

@@ -76,11 +76,12 @@ bool NaturalLess(const std::string& a, const std::string& b) {
       std::size_t i2 = i, j2 = j;
       while (i2 < a.size() && std::isdigit(static_cast<unsigned char>(a[i2]))) ++i2;
       while (j2 < b.size() && std::isdigit(static_cast<unsigned char>(b[j2]))) ++j2;
-      std::string na = a.substr(i, i2 - i), nb = b.substr(j, j2 - j);
-      na.erase(0, std::min(na.find_first_not_of('0'), na.size()));
-      nb.erase(0, std::min(nb.find_first_not_of('0'), nb.size()));
-      if (na.size() != nb.size()) return na.size() < nb.size();
-      if (na != nb) return na < nb;
+      std::size_t za = i, zb = j;  // skip leading zeros, then longer means larger
+      while (za + 1 < i2 && a[za] == '0') ++za;
+      while (zb + 1 < j2 && b[zb] == '0') ++zb;
+      if (i2 - za != j2 - zb) return i2 - za < j2 - zb;
+      for (; za < i2; ++za, ++zb)
+        if (a[za] != b[zb]) return a[za] < b[zb];
       i = i2;
       j = j2;
     } else {
