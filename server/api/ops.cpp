@@ -167,7 +167,6 @@ json Ops::TaskJson(const store::TaskRecord& t, bool details) {
 // ---- api ------------------------------------------------------------------
 
 Response Ops::ServerStatus(const Call&) {
-  WEFT_TRY_ASSIGN(counts, store_.CountTasks());
   std::int64_t live = 0;
   for (const auto& [id, h] : hosts_) live += Live(h) ? 1 : 0;
   const std::int64_t now = clock_.NowMs();
@@ -181,10 +180,10 @@ Response Ops::ServerStatus(const Call&) {
                        {"store", {{"path", store_.path().string()}, {"schema_version", store_.schema_version()}}},
                        {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
                        {"tasks",
-                        {{"queued", counts.queued},
-                         {"leased", counts.leased},
-                         {"succeeded", counts.succeeded},
-                         {"failed", counts.failed}}}});
+                        {{"queued", queue_.queued()},
+                         {"leased", queue_.leased()},
+                         {"succeeded", queue_.succeeded()},
+                         {"failed", queue_.failed()}}}});
 }
 
 Response Ops::HostList(const Call&) {

@@ -12,6 +12,10 @@ Status TaskQueue::Load() {
   in_flight_.clear();
   queued_ = 0;
   events_.clear();
+  Result<store::TaskCounts> counts = store_.CountTasks();
+  if (!counts.ok()) return counts.status().WithContext("cannot count tasks");
+  succeeded_ = counts->succeeded;
+  failed_ = counts->failed;
   Result<std::vector<TaskRecord>> tasks = store_.ListUnfinishedTasks();
   if (!tasks.ok()) return tasks.status().WithContext("cannot load the task queue");
   for (TaskRecord& r : *tasks) {
@@ -158,6 +162,7 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
                                          f.message, f.result_json, f.stdout_tail, f.stderr_tail, clock_.NowMs()));
   DropLease(f.task_id, t);
   t.state = final_state;
+  ++(f.succeeded ? succeeded_ : failed_);
   Emit(f.task_id, t, f.message);
   live_.erase(it);
   return Status::Ok();
@@ -216,6 +221,7 @@ Status TaskQueue::EndLease(std::int64_t id, const std::string& attempt_status, c
   t.state = next;
   Emit(id, t, message);
   if (exhausted) {
+    ++failed_;
     live_.erase(id);
   } else {
     AddReady(id, t);

@@ -118,6 +118,8 @@ class TaskQueue {
   std::optional<std::int64_t> NextExpiryMs() const;
   bool HasReady(const std::set<std::string>& plugins) const;
   std::int64_t queued() const { return queued_; }
+  std::int64_t succeeded() const { return succeeded_; }
+  std::int64_t failed() const { return failed_; }
   std::int64_t leased() const { return static_cast<std::int64_t>(leases_.size()); }
   std::int64_t InFlight(const std::string& host_id) const;
   // The tenant of a queued or leased task; nullptr for others.
@@ -161,6 +163,8 @@ class TaskQueue {
   std::set<std::pair<std::int64_t, std::int64_t>> leases_;  // (lease_until_ms, task id)
   std::unordered_map<std::string, std::int64_t> in_flight_;  // host -> leased tasks
   std::int64_t queued_ = 0;
+  std::int64_t succeeded_ = 0;  // counted at Load, then kept up to date
+  std::int64_t failed_ = 0;
   std::string last_tenant_;  // round-robin cursor
   std::vector<TaskEvent> events_;
   bool ready_changed_ = false;

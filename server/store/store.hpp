@@ -116,6 +116,7 @@ class Store {
   // Every queued or leased task, oldest first, without payload, result or output:
   // what the queue rebuilds its index from at start.
   [[nodiscard]] Result<std::vector<TaskRecord>> ListUnfinishedTasks();
+  // Scans every task: for start-up, not for the hot path.
   [[nodiscard]] Result<TaskCounts> CountTasks();
 
   // A take: the task becomes leased by `host_id` at `attempt`, and the attempt is recorded.
