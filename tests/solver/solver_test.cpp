@@ -389,6 +389,13 @@ TEST_CASE("solver: existing nodes that the request cannot keep are refused with 
   grow.existing = l.nodes;
   CHECK_THAT(Fails(c, tighter, grow), Catch::Contains("service 'a' already runs on 2 existing nodes, more than its "
                                                       "quantities.max 1"));
+  // A new service tied by mustcoexist to 'b' must fit the existing nodes' hardware.
+  auto tied = Tmpl({"a", "b"}, {{"layout", {{"mustcoexist", json::array({json::array({"b", "d"})})}}},
+                                {"services", {{"a", {{"quantities", {{"max", 2}}}}}, {"d", {{"hardwaretypes", {"large"}}}}}}});
+  SolveRequest join = Req(2, "e");
+  join.existing = l.nodes;
+  join.overrides.services = {"a", "b", "d"};
+  CHECK_THAT(Fails(c, tied, join), Catch::Contains("new service 'd' must join existing node 'e-1'"));
   // A new unconstrained service lands on the existing nodes too.
   SolveRequest add = Req(2, "e");
   add.existing = l.nodes;

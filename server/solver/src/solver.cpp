@@ -858,6 +858,22 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
   for (auto& c : fixed) {
     c.hw = widen(c.hw, s.hw_names.size(), hw_bits);
     c.img = widen(c.img, s.img_names.size(), img_bits);
+    // A new service that mustcoexist ties to what an existing node runs joins that node,
+    // so its hardware/image restrictions must allow the node.
+    for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) {
+      const Block& b = p.blocks[bi];
+      if (!c.content.Test(bi)) continue;
+      for (const auto& svc : b.services) {
+        if (old_services.count(svc)) continue;
+        if (!c.hw.Intersects(b.hw) || !c.img.Intersects(b.img)) {
+          const auto& node = existing[static_cast<std::size_t>(c.nodes.front())];
+          return Impossible(s, "new service '" + svc + "' must join existing node '" + node.hostname + "' (" +
+                                   BlockText(b) + "), but its hardware/image restrictions do not allow " +
+                                   node.hardwaretype + "/" + node.imagetype +
+                                   "; change constraints.services." + svc + " or the mustcoexist group");
+        }
+      }
+    }
   }
   Search search(p, options);
   const std::int64_t n_existing = static_cast<std::int64_t>(existing.size());
