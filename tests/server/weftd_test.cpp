@@ -1,6 +1,7 @@
 // Integration tests against the real weftd binary, on ephemeral loopback
 // ports, with a temporary data directory per test.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -60,7 +61,17 @@ class Weftd {
     REQUIRE(ready);
   }
 
+  // SIGTERM, then expects exit status 0 (under the sanitizers a leak or a
+  // memory error in weftd makes that status non-zero).
+  void ExpectCleanStop() {
+    int status = proc_.Stop(std::chrono::seconds(10));
+    INFO(proc_.Output());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+
   std::filesystem::path data() const { return dir_.path() / "data"; }
+  std::string events() const { return endpoints_["events"]; }
   std::string api() const { return endpoints_["api"]; }
   std::string provisioner() const { return endpoints_["provisioner"]; }
   Process& process() { return proc_; }
@@ -190,6 +201,7 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
   CHECK_THAT(unknown["error"]["message"].get<std::string>(),
              Catch::Contains("nope.nope") && Catch::Contains("server.status") && Catch::Contains("task.take"));
   CHECK(weftd.process().running());
+  weftd.ExpectCleanStop();
 }
 
 TEST_CASE("weftd: a REQ client is answered too", "[weftd]") {
@@ -265,6 +277,7 @@ TEST_CASE("weftd: an expired lease is handed out again and the stale finish is r
   CHECK(task["attempts"][0]["status"] == "expired");
   CHECK(task["attempts"][1]["host_id"] == "h2");
   CHECK(task["attempts"][1]["status"] == "succeeded");
+  weftd.ExpectCleanStop();
 }
 
 TEST_CASE("weftd: queued tasks survive SIGKILL and are delivered after a restart", "[weftd]") {
@@ -358,4 +371,32 @@ TEST_CASE("weftd: an unknown config key stops it with a sentence naming the key"
                               {"--config", (dir / "weftd.toml").string(), "--data-dir", (dir / "d").string()});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("leese_ms") && Catch::Contains("lease_ms"));
+}
+
+TEST_CASE("weftd: task transitions are published on the events endpoint", "[weftd]") {
+  Weftd weftd;
+  zmq::socket_t sub(Ctx(), zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "default/task");
+  sub.set(zmq::sockopt::rcvtimeo, 200);
+  sub.connect(weftd.events());
+  auto api = MakeClient(weftd.api());
+  // A new subscription takes a moment to reach the publisher: enqueue until an event arrives.
+  json event;
+  std::string topic;
+  for (int i = 0; i < 100 && event.is_null(); ++i) {
+    Enqueue(api, 1);
+    weft::wire::Frames frames;
+    if (!weft::wire::RecvMultipart(sub, frames)) continue;
+    REQUIRE(frames.size() == 2);
+    topic = frames[0].to_string();
+    event = json::parse(frames[1].to_string());
+  }
+  REQUIRE(event.is_object());
+  CHECK(topic == "default/task");
+  CHECK(event["type"] == "task");
+  CHECK(event["state"] == "queued");
+  CHECK(event["plugin"] == "fake-provider");
+  CHECK(event["task_id"].get<std::int64_t>() >= 1);
+  weftd.ExpectCleanStop();
 }
