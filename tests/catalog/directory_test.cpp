@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 
 #include "support/temp_dir.hpp"
 #include "weft/catalog/directory.hpp"
@@ -79,4 +80,34 @@ TEST_CASE("catalog dir: import reports skipped files and why", "[catalog][dir]")
   CHECK_THAT(skipped["services/renamed.json"], Catch::Contains("rename the file to 'other.json'"));
   CHECK_THAT(skipped["services/README.txt"], Catch::Contains("not a .json file"));
   CHECK(ImportDirectory(tmp / "missing").status().code() == weft::Code::kNotFound);
+}
+
+TEST_CASE("catalog dir: unknown fields anywhere in the examples survive parse and ToJson", "[catalog][dir]") {
+  auto r = ImportDirectory(kExamples);
+  REQUIRE(r.ok());
+  int objects = 0;
+  for (const auto& e : r->report.imported) {
+    json doc = json::parse(weft::testing::ReadFile(kExamples / e.file));
+    // Add an unknown key to every object of the document (free-form ones included),
+    // except maps whose keys are names (providermap, constraints.services, actions).
+    std::function<void(json&, const std::string&)> salt = [&](json& v, const std::string& key) {
+      if (v.is_object()) {
+        for (auto& [k, child] : v.items()) salt(child, k);
+        if (key == "providermap" || key == "services" || key == "actions") return;
+        v["x-unknown"] = json::array({1, "two", nullptr});
+        ++objects;
+      } else if (v.is_array()) {
+        for (auto& child : v) salt(child, "");
+      }
+    };
+    salt(doc, "");
+    Catalog one;
+    std::vector<std::string> warnings;
+    auto name = one.PutJson(e.kind, doc, &warnings);
+    INFO(e.file << ": " << name.status().ToString());
+    REQUIRE(name.ok());
+    CHECK_FALSE(warnings.empty());
+    CHECK(*one.GetJson(e.kind, *name) == doc);
+  }
+  CHECK(objects > 50);
 }

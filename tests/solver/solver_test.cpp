@@ -448,4 +448,6 @@ TEST_CASE("solver: layout JSON has the documented fields", "[solver]") {
   CHECK(j == json::parse(R"({"nodes":[{"hostname":"x-1","hardwaretype":"small","imagetype":"deb","flavor":"f-small",
                              "image":"debian","sshuser":"root","services":["a"]}]})"));
   CHECK_FALSE(LayoutFromJson(json::parse(R"({"nodes":[{"services":["a"]}]})")).ok());
+  CHECK_THAT(Fails(c, Tmpl({"a"}), Req(1, "bad name"), Code::kInvalid),
+             Catch::Contains("cluster name 'bad name' cannot start a hostname"));
 }

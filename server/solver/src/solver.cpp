@@ -788,7 +788,12 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
                      const SolveOptions& options) {
   const std::int64_t nodes = req.size;
   const auto& con = t.constraints;
-  if (req.cluster_name.empty()) return Status::Invalid("solve: the cluster needs a name (hostnames are built from it)");
+  if (req.cluster_name.empty() || req.cluster_name.size() > 48 || req.cluster_name.front() == '-' ||
+      !std::all_of(req.cluster_name.begin(), req.cluster_name.end(),
+                   [](unsigned char ch) { return std::isalnum(ch) || ch == '-'; })) {
+    return Status::Invalid("cluster name '" + req.cluster_name +
+                           "' cannot start a hostname; use 1 to 48 letters, digits and '-', not starting with '-'");
+  }
   if (nodes < 1) return Status::Invalid("template '" + t.name + "': size must be at least 1, got " + std::to_string(nodes));
   if ((con.size_min && nodes < *con.size_min) || (con.size_max && nodes > *con.size_max)) {
     return Status::Invalid("template '" + t.name + "': size " + std::to_string(nodes) + " is outside constraints.size (" +
