@@ -148,6 +148,13 @@ TEST_CASE("solver: every node needs a service, so bounded services limit the siz
   std::string msg = Fails(c, t, Req(4));
   CHECK_THAT(msg, Catch::Contains("size 4 needs a service on every node"));
   CHECK_THAT(msg, Catch::Contains("at most 3 nodes (a at most 1, b at most 2)"));
+  // A mustcoexist group shares the bound of its tightest service.
+  auto tied = Tmpl({"a", "b"}, {{"layout", {{"mustcoexist", json::array({json::array({"a", "b"})})}}},
+                                {"services", {{"a", {{"quantities", {{"max", 1}}}}}}}});
+  CHECK_THAT(Fails(c, tied, Req(3)),
+             Catch::Contains("size 3 needs a service on every node, but every service has a quantities.max and together "
+                             "they cover at most 1 node (a at most 1, with [a, b] (joined by mustcoexist [a, b]) on the "
+                             "same nodes)"));
 }
 
 TEST_CASE("solver: cantcoexist forbids the whole set, not pairs", "[solver]") {

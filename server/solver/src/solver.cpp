@@ -677,7 +677,11 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     std::vector<std::string> parts;
     for (const auto& b : p.blocks) {
       reach += b.hi;
-      parts.push_back(b.services[0] + " at most " + Bound(b.hi));
+      if (b.services.size() == 1) {
+        parts.push_back(b.services[0] + " at most " + Bound(b.hi));
+      } else {
+        parts.push_back(b.hi_service + " at most " + Bound(b.hi) + ", with " + BlockText(b) + " on the same nodes");
+      }
     }
     if (reach < nodes) {
       std::string t2;
