@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <sqlite3.h>
+
 #include "server/store/sqlite.hpp"
 
 namespace weft::store {
@@ -136,6 +138,10 @@ Store::~Store() {
 std::int64_t Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, StoreOptions options) {
+  // SQLite's memory statistics take a global mutex on every allocation; nothing reads them.
+  // Only possible before the library initializes, hence once per process.
+  static const bool kConfigured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+  (void)kConfigured;
   std::unique_ptr<Store> store(new Store(path));
   auto& db = store->impl_->db;
   Status s = db.Open(path.string(), options.busy_timeout_ms);

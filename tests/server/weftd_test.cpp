@@ -237,7 +237,8 @@ TEST_CASE("weftd: admin ops are DENIED on the provisioner endpoint", "[weftd]") 
 }
 
 TEST_CASE("weftd: an expired lease is handed out again and the stale finish is refused", "[weftd]") {
-  Weftd weftd("[tasks]\nlease_ms = 300\n");
+  // Short enough to wait for, long enough that h2 finishes attempt 2 within it on a slow machine.
+  Weftd weftd("[tasks]\nlease_ms = 1500\n");
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
