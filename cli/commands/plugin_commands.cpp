@@ -63,7 +63,9 @@ Status PluginList(Context& ctx, const ParsedArgs& args) {
     plugins = std::move(kept);
   }
   if (ctx.json_output()) {
-    ctx.PrintJson(json{{"plugins", plugins}});
+    // The reply body as the server sent it, with only the list filtered.
+    if (args.Has("--type")) (*reply)["plugins"] = plugins;
+    ctx.PrintJson(*reply);
     return Status::Ok();
   }
   if (plugins.empty()) {

@@ -7,7 +7,7 @@
 namespace weft::cli {
 namespace {
 
-Status Status_(Context& ctx, const ParsedArgs&) {
+Status ShowStatus(Context& ctx, const ParsedArgs&) {
   Result<json> reply = ctx.Call("server.status");
   if (!reply.ok()) return reply.status();
   const json& s = *reply;
@@ -46,7 +46,7 @@ void RegisterStatusCommands(CommandTable& table) {
                             "endpoints and data directory it uses.",
              .flags = {},
              .args = {},
-             .handler = &Status_});
+             .handler = &ShowStatus});
 }
 
 }  // namespace weft::cli

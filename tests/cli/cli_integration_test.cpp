@@ -226,6 +226,10 @@ TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensit
   CHECK(p["fields"][0]["default"] == "eu-west");
   CHECK(p["hosts"] == json::array({"cli-host-2"}));
 
+  RunResult only = server.Weft({"plugin", "list", "--type", "cli-test-provider", "-o", "json"});
+  REQUIRE(only.exit_code == 0);
+  CHECK(json::parse(only.out, nullptr, false)["plugins"].size() == 1);
+
   RunResult filtered = server.Weft({"plugin", "list", "--type", "no-such-type"});
   CHECK(filtered.exit_code == 1);
   CHECK(Lines(filtered.err) == 1);
