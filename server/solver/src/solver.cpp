@@ -1013,8 +1013,9 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
       layout.nodes.push_back(std::move(n));
     }
   }
-  std::sort(layout.nodes.begin(), layout.nodes.end(),
-            [](const LayoutNode& a, const LayoutNode& b) { return NaturalLess(a.hostname, b.hostname); });
+  auto by_host = [](const LayoutNode& a, const LayoutNode& b) { return NaturalLess(a.hostname, b.hostname); };
+  if (!std::is_sorted(layout.nodes.begin(), layout.nodes.end(), by_host))
+    std::sort(layout.nodes.begin(), layout.nodes.end(), by_host);
   return layout;
 }
 
