@@ -411,6 +411,26 @@ TEST_CASE("solver: existing nodes that the request cannot keep are refused with 
   CHECK(CountWith(added, "c") == 2);
 }
 
+TEST_CASE("solver: shrinking a large web cluster keeps the balancer and removes web servers", "[solver]") {
+  auto imported = catalog::ImportDirectory(std::filesystem::path(WEFT_SOURCE_DIR) / "examples" / "catalog");
+  REQUIRE(imported.ok());
+  const Catalog& c = imported->catalog;
+  const auto& t = *c.FindClusterTemplate("web");
+  auto big = MustSolve(c, t, Req(20, "w"));
+  SolveRequest shrink = Req(3, "w");
+  shrink.existing = big.nodes;
+  auto small = MustSolve(c, t, shrink);
+  REQUIRE(small.nodes.size() == 3);
+  CHECK(small.nodes[0] == big.nodes[0]);  // haproxy + redis
+  CHECK(small.nodes[1].hostname == "w-2.weft.test");
+  CHECK(small.nodes[2].hostname == "w-3.weft.test");
+  // And back up: the new nodes continue the numbering after the kept ones.
+  SolveRequest grow = Req(5, "w");
+  grow.existing = small.nodes;
+  auto again = MustSolve(c, t, grow);
+  CHECK(again.nodes[4].hostname == "w-5.weft.test");
+}
+
 TEST_CASE("solver: a search that cannot finish within its bound says so", "[solver]") {
   Catalog c = Base();
   // Many cantcoexist pairs around a tight size: hard for a tiny step budget.

@@ -911,6 +911,9 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
     found = search.Run(std::move(start), solved);
   } else {
     // Shrink: choose how many nodes of each fixed class stay, then place new services.
+    // Small kinds (masters) are decided first and kept whole when they can be; the
+    // big kinds absorb the removal.
+    std::stable_sort(fixed.begin(), fixed.end(), [](const Cls& a, const Cls& b) { return a.count < b.count; });
     std::vector<std::int64_t> keep(fixed.size(), 0);
     std::function<bool(std::size_t, std::int64_t)> choose = [&](std::size_t i, std::int64_t left) -> bool {
       if (!search.Tick()) return false;
