@@ -236,7 +236,7 @@ TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensit
   CHECK_THAT(filtered.err, Catch::Contains("no registered host offers plugin type 'no-such-type'"));
 }
 
-TEST_CASE("weft: a usage error exits 2 with a hint and sends nothing", "[cli][integration]") {
+TEST_CASE("weft: a usage error exits 2 with one line and a hint", "[cli][integration]") {
   RunResult r = testing::Run(BuildPath("bin/weft"), {"host", "lsit"});
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
