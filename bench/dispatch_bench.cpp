@@ -97,6 +97,19 @@ std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
+// CPU time (ns) all threads of a process have run, from /proc/<pid>/task/*/schedstat;
+// 0 when unavailable. Used to report weftd's CPU cost per task.
+std::int64_t ProcessCpuNs(pid_t pid) {
+  std::int64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(entry.path() / "schedstat");
+    std::int64_t run_ns = 0;
+    if (in >> run_ns) total += run_ns;
+  }
+  return total;
+}
+
 // A scratch directory, removed when done.
 class ScratchDir {
  public:
@@ -202,6 +215,7 @@ class Weftd {
   const std::string& api() const { return api_; }
   const std::string& provisioner() const { return provisioner_; }
   const fs::path& log() const { return log_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -233,8 +247,13 @@ Status Enqueue(zmq::context_t& ctx, const std::string& api, int tasks) {
   return Status::Ok();
 }
 
-// One dispatch run against a fresh weftd. Returns tasks per second.
-Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts) {
+struct DispatchResult {
+  double tasks_per_s = 0;
+  double weftd_cpu_us_per_task = 0;  // all weftd threads, over the timed part
+};
+
+// One dispatch run against a fresh weftd.
+Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts) {
   ScratchDir dir;
   Weftd weftd;
   WEFT_RETURN_IF_ERROR(weftd.Start(weftd_bin, dir.path()));
@@ -247,7 +266,12 @@ Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const
   SteadyClock::time_point start;
   SteadyClock::time_point end;
   std::mutex end_mu;
-  std::barrier registered(opts.hosts, [&]() noexcept { start = SteadyClock::now(); });
+  std::int64_t cpu_start_ns = 0;
+  std::int64_t cpu_end_ns = 0;
+  std::barrier registered(opts.hosts, [&]() noexcept {
+    cpu_start_ns = ProcessCpuNs(weftd.pid());
+    start = SteadyClock::now();
+  });
   const auto deadline = SteadyClock::now() + kRunDeadline;
 
   auto fail = [&](const Status& st) {
@@ -296,6 +320,7 @@ Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const
       if (finished.fetch_add(1) + 1 == opts.tasks) {
         std::lock_guard<std::mutex> lock(end_mu);
         end = SteadyClock::now();
+        cpu_end_ns = ProcessCpuNs(weftd.pid());
       }
     }
   };
@@ -306,7 +331,10 @@ Result<double> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const
   if (!first_error.ok()) return first_error.WithContext("dispatch run (weftd log: " + Tail(weftd.log(), 600) + ")");
   weftd.Stop();
   double seconds = Seconds(end - start);
-  return seconds > 0 ? opts.tasks / seconds : 0.0;
+  DispatchResult result;
+  result.tasks_per_s = seconds > 0 ? opts.tasks / seconds : 0.0;
+  result.weftd_cpu_us_per_task = static_cast<double>(cpu_end_ns - cpu_start_ns) / 1000.0 / opts.tasks;
+  return result;
 }
 
 // One raw run: N DEALER threads doing send/receive against a ROUTER that echoes,
@@ -405,7 +433,7 @@ int Dispatch(const std::vector<std::string>& args) {
   try {
     zmq::context_t ctx(1);
     for (int r = 0; r < opts.runs; ++r) {
-      Result<double> d = DispatchRun(ctx, weftd_bin, opts);
+      Result<DispatchResult> d = DispatchRun(ctx, weftd_bin, opts);
       if (!d.ok()) {
         std::fprintf(stderr, "weft-bench dispatch: %s\n", d.status().message().c_str());
         return 1;
@@ -415,9 +443,10 @@ int Dispatch(const std::vector<std::string>& args) {
         std::fprintf(stderr, "weft-bench dispatch: %s\n", raw.status().message().c_str());
         return 1;
       }
-      tasks_per_s.push_back(*d);
+      tasks_per_s.push_back(d->tasks_per_s);
       raw_per_s.push_back(*raw);
-      std::fprintf(stderr, "run %d/%d: %.0f tasks/s, %.0f raw round trips/s\n", r + 1, opts.runs, *d, *raw);
+      std::fprintf(stderr, "run %d/%d: %.0f tasks/s (weftd CPU %.1f us/task), %.0f raw round trips/s\n", r + 1,
+                   opts.runs, d->tasks_per_s, d->weftd_cpu_us_per_task, *raw);
     }
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "weft-bench dispatch: ZeroMQ failed: %s\n", e.what());
