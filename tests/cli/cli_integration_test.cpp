@@ -2,7 +2,6 @@
 // Hosts are registered with a raw host.register call, so no weft-host is needed.
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -19,13 +18,10 @@ namespace weft {
 namespace {
 
 using json = nlohmann::json;
+using testing::BuildPath;
 using testing::Process;
 using testing::RunResult;
 using testing::TempDir;
-
-// WEFT_BUILD_DIR is defined for this test binary (weft_test), so the path holds
-// whatever the working directory (ctest runs tests in their own build folder).
-std::filesystem::path BuildPath(const std::string& relative) { return std::filesystem::path(WEFT_BUILD_DIR) / relative; }
 
 std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
 
