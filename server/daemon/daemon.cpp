@@ -286,7 +286,6 @@ Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
 Status Reactor::Loop() {
   const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
   std::vector<Pending> batch;
-  std::vector<wire::Frames> inbox_api, inbox_prov;
   while (!stop_) {
     std::int64_t now = clock_.NowMs();
     zmq::pollitem_t items[] = {{static_cast<void*>(api_), 0, ZMQ_POLLIN, 0},
@@ -307,21 +306,27 @@ Status Reactor::Loop() {
       break;
     }
 
-    // Drain both ROUTERs in turn, up to one batch.
+    // Drain both ROUTERs in turn, up to one batch. Only sockets that poll
+    // reported readable are tried, and each only until it is empty: a receive
+    // that finds nothing still costs ZeroMQ a system call.
     std::vector<std::pair<Endpoint, wire::Frames>> inbox;
-    for (bool progress = true; progress && inbox.size() < batch_max;) {
-      progress = false;
-      for (Endpoint e : {Endpoint::kProvisioner, Endpoint::kApi}) {
-        if (inbox.size() >= batch_max) break;
+    bool readable[] = {(items[1].revents & ZMQ_POLLIN) != 0, (items[0].revents & ZMQ_POLLIN) != 0};
+    const Endpoint order[] = {Endpoint::kProvisioner, Endpoint::kApi};
+    while (inbox.size() < batch_max && (readable[0] || readable[1])) {
+      for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
+        if (!readable[i]) continue;
         wire::Frames frames;
         try {
-          if (!wire::RecvMultipart(Socket(e), frames, zmq::recv_flags::dontwait)) continue;
+          if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
+            readable[i] = false;
+            continue;
+          }
         } catch (const zmq::error_t& err) {
-          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(e) << ": " << err.what();
+          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
+          readable[i] = false;
           continue;
         }
-        inbox.emplace_back(e, std::move(frames));
-        progress = true;
+        inbox.emplace_back(order[i], std::move(frames));
       }
     }
 
