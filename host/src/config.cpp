@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "weft/common/log.hpp"
@@ -16,7 +18,8 @@ namespace {
 
 const std::set<std::string, std::less<>> kKnownKeys = {
     "server",          "host_id",           "capacity",         "plugin_dirs",      "take_wait_ms",
-    "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level"};
+    "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
+    "worker_memory_limit_mb", "tenants"};
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
@@ -82,7 +85,8 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
     if (!kKnownKeys.contains(key.str())) {
       return Status::Invalid(std::string(source) + ": unknown key '" + std::string(key.str()) +
                              "'; known keys are server, host_id, capacity, plugin_dirs, take_wait_ms, "
-                             "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level");
+                             "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
+                             "worker_memory_limit_mb, tenants");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
@@ -93,6 +97,24 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(ReadInt(table, "request_timeout_ms", source, 100, 600'000, &config.request_timeout_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "task_timeout_ms", source, 1, INT_MAX, &config.task_timeout_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "shutdown_grace_ms", source, 0, 3'600'000, &config.shutdown_grace_ms));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "workers", source, 1, 256, &config.workers));
+  WEFT_RETURN_IF_ERROR(
+      ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
+  if (const toml::node* tenants = table.get("tenants")) {
+    const toml::array* array = tenants->as_array();
+    if (!array) {
+      return Status::Invalid(std::string(source) + ": 'tenants' must be an array of tenant names, got a " +
+                             TypeName(*tenants));
+    }
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      std::optional<std::string> name = (*array)[i].value_exact<std::string>();
+      if (!name || name->empty()) {
+        return Status::Invalid(std::string(source) + ": 'tenants[" + std::to_string(i) +
+                               "]' must be a non-empty string");
+      }
+      config.tenants.push_back(*name);
+    }
+  }
   if (const toml::node* dirs = table.get("plugin_dirs")) {
     const toml::array* array = dirs->as_array();
     if (!array) {
@@ -139,11 +161,73 @@ Status ValidateConfig(const HostConfig& config) {
   if (config.capacity < 1 || config.capacity > 4096) {
     return Status::Invalid("'capacity' must be an integer from 1 to 4096, got " + std::to_string(config.capacity));
   }
+  if (config.workers < 1 || config.workers > 256) {
+    return Status::Invalid("'workers' must be an integer from 1 to 256, got " + std::to_string(config.workers));
+  }
+  if (config.worker_memory_limit_mb < 16) {
+    return Status::Invalid("'worker_memory_limit_mb' must be at least 16, got " +
+                           std::to_string(config.worker_memory_limit_mb));
+  }
+  if (!config.tenants.empty() && static_cast<int>(config.tenants.size()) > EffectiveWorkers(config)) {
+    return Status::Invalid("'tenants' lists " + std::to_string(config.tenants.size()) + " tenants but only " +
+                           std::to_string(EffectiveWorkers(config)) +
+                           " worker(s) run (min of workers and capacity); each tenant needs a worker of its own");
+  }
+  for (const std::string& t : config.tenants) {
+    if (t.empty()) return Status::Invalid("'tenants' must not contain an empty name");
+  }
   log::Level level;
   if (!log::ParseLevel(config.log_level, &level)) {
     return Status::Invalid("'log_level' must be one of debug, info, warn, error, got \"" + config.log_level + "\"");
   }
   return Status::Ok();
+}
+
+int EffectiveWorkers(const HostConfig& config) { return std::max(1, std::min(config.workers, config.capacity)); }
+
+int WorkerThreads(const HostConfig& config, int index) {
+  const int n = EffectiveWorkers(config);
+  return std::max(1, config.capacity / n + (index < config.capacity % n ? 1 : 0));
+}
+
+std::string WorkerConfigJson(const HostConfig& config) {
+  nlohmann::json j = {{"server", config.server},
+                      {"host_id", config.host_id},
+                      {"capacity", config.capacity},
+                      {"take_wait_ms", config.take_wait_ms},
+                      {"request_timeout_ms", config.request_timeout_ms},
+                      {"task_timeout_ms", config.task_timeout_ms},
+                      {"shutdown_grace_ms", config.shutdown_grace_ms},
+                      {"log_level", config.log_level},
+                      {"workers", config.workers},
+                      {"worker_memory_limit_mb", config.worker_memory_limit_mb},
+                      {"tenants", config.tenants}};
+  return j.dump();
+}
+
+Result<HostConfig> WorkerConfigFromJson(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::Invalid("--worker-config is not a JSON object");
+  HostConfig config;
+  // nlohmann throws on a type mismatch; the master wrote this text, so a
+  // mismatch means a master and worker of different builds.
+  try {
+    config.server = j.at("server").get<std::string>();
+    config.host_id = j.at("host_id").get<std::string>();
+    config.capacity = j.at("capacity").get<int>();
+    config.take_wait_ms = j.at("take_wait_ms").get<int>();
+    config.request_timeout_ms = j.at("request_timeout_ms").get<int>();
+    config.task_timeout_ms = j.at("task_timeout_ms").get<int>();
+    config.shutdown_grace_ms = j.at("shutdown_grace_ms").get<int>();
+    config.log_level = j.at("log_level").get<std::string>();
+    config.workers = j.at("workers").get<int>();
+    config.worker_memory_limit_mb = j.at("worker_memory_limit_mb").get<int>();
+    config.tenants = j.at("tenants").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Invalid(std::string("--worker-config: ") + e.what());
+  }
+  WEFT_RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
 }
 
 }  // namespace weft::host

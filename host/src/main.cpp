@@ -1,11 +1,19 @@
-// weft-host: a Weft provisioner host. See docs/protocol.md and
+// weft-host: a Weft provisioner host. See docs/host.md, docs/protocol.md,
 // docs/configuration.md (weft-host.toml) and docs/plugin-abi.md.
+//
+// One binary, three roles:
+//   weft-host [options]            the master (what operators start)
+//   weft-host --probe FILE         internal: load one plugin file, print its verdict
+//   weft-host --worker ...         internal: one worker process, started by the master
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -13,7 +21,9 @@
 
 #include "weft/common/log.hpp"
 #include "weft/host/config.hpp"
+#include "weft/host/master.hpp"
 #include "weft/host/plugin_loader.hpp"
+#include "weft/host/probe.hpp"
 #include "weft/host/runtime.hpp"
 
 namespace {
@@ -23,8 +33,9 @@ constexpr int kExitUsage = 2;
 void Usage(std::FILE* out) {
   std::fprintf(out,
                "usage: weft-host [--config FILE] [--server ENDPOINT] [--host-id ID] [--capacity N]\n"
-               "                 [--plugin-dir DIR]...\n"
-               "Runs Weft tasks for weftd with the native plugins found in the plugin directories.\n"
+               "                 [--workers N] [--plugin-dir DIR]...\n"
+               "Runs Weft tasks for weftd with the plugins found in the plugin directories, in worker\n"
+               "processes supervised by this one (see docs/host.md).\n"
                "--plugin-dir replaces the configured plugin_dirs (repeat it for several).\n");
 }
 
@@ -35,39 +46,142 @@ std::filesystem::path ExeDir(const char* argv0) {
   return exe.parent_path();
 }
 
+[[noreturn]] void NeedValue(std::string_view flag) {
+  std::fprintf(stderr, "weft-host: %.*s needs a value\n", static_cast<int>(flag.size()), flag.data());
+  std::exit(kExitUsage);
+}
+
+std::optional<int> ParseInt(const char* v, long min, long max) {
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (!*v || *end || n < min || n > max) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+// Signals are taken by one thread with sigwait; every other thread (and every
+// plugin thread they start) inherits the blocked mask.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);  // internal: wakes the signal thread at exit
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+int WorkerMain(int argc, char** argv) {
+  // The master set PR_SET_PDEATHSIG before exec; if it died before that took
+  // effect we were re-parented already and must not run unsupervised.
+  if (getppid() == 1) return 1;
+  int channel_fd = -1;
+  int threads = 1;
+  std::string tenant, config_json;
+  std::vector<std::filesystem::path> files;
+  for (int i = 2; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) NeedValue(arg);
+      return argv[++i];
+    };
+    if (arg == "--channel-fd") {
+      channel_fd = ParseInt(value(), 0, 1 << 20).value_or(-1);
+    } else if (arg == "--threads") {
+      threads = ParseInt(value(), 1, 4096).value_or(1);
+    } else if (arg == "--tenant") {
+      tenant = value();
+    } else if (arg == "--worker-config") {
+      config_json = value();
+    } else if (arg == "--plugin-file") {
+      files.emplace_back(value());
+    } else {
+      std::fprintf(stderr, "weft-host --worker: unknown argument '%s'\n", argv[i]);
+      return kExitUsage;
+    }
+  }
+  weft::Result<weft::host::HostConfig> config = weft::host::WorkerConfigFromJson(config_json);
+  if (!config.ok()) {
+    std::fprintf(stderr, "weft-host --worker: %s\n", config.status().message().c_str());
+    return 1;
+  }
+  weft::log::Level level = weft::log::Level::kInfo;
+  (void)weft::log::ParseLevel(config->log_level, &level);
+  weft::log::SetLevel(level);
+  const std::string component = "worker " + std::to_string(getpid());
+  sigset_t signals = BlockStopSignals();
+
+  weft::host::PluginSet plugins;
+  plugins.set_log_loaded(false);
+  for (const auto& f : files) plugins.LoadFile(f);
+  WEFT_LOG(kInfo, component) << "serving " << (tenant.empty() ? std::string("any tenant") : "tenant '" + tenant + "'")
+                             << " with " << threads << " thread(s) and " << plugins.plugins().size() << " plugin(s)";
+  weft::host::WorkerOptions options;
+  options.threads = threads;
+  options.tenant = tenant;
+  options.channel_fd = channel_fd;
+  options.log_component = component;
+  int code = 0;
+  {
+    weft::host::Runtime runtime(*config, plugins, options);
+    std::thread signal_thread([&] {
+      int sig = 0;
+      if (sigwait(&signals, &sig) == 0 && sig != SIGUSR1) {
+        WEFT_LOG(kInfo, component) << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      }
+      runtime.RequestStop();
+    });
+    code = runtime.Run();
+    pthread_kill(signal_thread.native_handle(), SIGUSR1);
+    signal_thread.join();
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "--probe") {
+    if (argc != 3) {
+      std::fprintf(stderr, "usage: weft-host --probe FILE\n");
+      return kExitUsage;
+    }
+    return weft::host::ProbeMain(argv[2]);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "--worker") return WorkerMain(argc, argv);
+
   std::string config_path;
   std::optional<std::string> server, host_id;
-  std::optional<int> capacity;
+  std::optional<int> capacity, workers;
   std::vector<std::filesystem::path> plugin_dirs;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
-    auto value = [&](std::string_view flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "weft-host: %.*s needs a value\n", static_cast<int>(flag.size()), flag.data());
-        std::exit(kExitUsage);
-      }
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) NeedValue(arg);
       return argv[++i];
     };
     if (arg == "--config") {
-      config_path = value(arg);
+      config_path = value();
     } else if (arg == "--server") {
-      server = value(arg);
+      server = value();
     } else if (arg == "--host-id") {
-      host_id = value(arg);
+      host_id = value();
     } else if (arg == "--capacity") {
-      const char* v = value(arg);
-      char* end = nullptr;
-      long n = std::strtol(v, &end, 10);
-      if (!*v || *end || n < 1 || n > 4096) {
+      const char* v = value();
+      capacity = ParseInt(v, 1, 4096);
+      if (!capacity) {
         std::fprintf(stderr, "weft-host: --capacity must be an integer from 1 to 4096, got '%s'\n", v);
         return kExitUsage;
       }
-      capacity = static_cast<int>(n);
+    } else if (arg == "--workers") {
+      const char* v = value();
+      workers = ParseInt(v, 1, 256);
+      if (!workers) {
+        std::fprintf(stderr, "weft-host: --workers must be an integer from 1 to 256, got '%s'\n", v);
+        return kExitUsage;
+      }
     } else if (arg == "--plugin-dir") {
-      plugin_dirs.emplace_back(std::filesystem::absolute(value(arg)));
+      plugin_dirs.emplace_back(std::filesystem::absolute(value()));
     } else if (arg == "--help" || arg == "-h") {
       Usage(stdout);
       return 0;
@@ -90,6 +204,7 @@ int main(int argc, char** argv) {
   if (server) config.server = *server;
   if (host_id) config.host_id = *host_id;
   if (capacity) config.capacity = *capacity;
+  if (workers) config.workers = *workers;
   if (!plugin_dirs.empty()) config.plugin_dirs = plugin_dirs;
   if (weft::Status s = weft::host::ValidateConfig(config); !s.ok()) {
     std::fprintf(stderr, "weft-host: %s\n", s.message().c_str());
@@ -99,36 +214,18 @@ int main(int argc, char** argv) {
   (void)weft::log::ParseLevel(config.log_level, &level);
   weft::log::SetLevel(level);
 
-  // Signals are taken by one thread with sigwait; every other thread (and
-  // every plugin thread they start) inherits the blocked mask.
+  // The master takes SIGTERM, SIGINT and SIGCHLD through a signalfd; they are
+  // blocked before any thread starts so no thread takes them instead.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGUSR1);  // internal: wakes the signal thread at exit
+  sigaddset(&signals, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  WEFT_LOG(kInfo, "host") << "weft-host " << WEFT_VERSION << " starting as '" << config.host_id << "', server "
-                          << config.server;
-  weft::host::PluginSet plugins;
-  plugins.LoadDirectories(config.plugin_dirs);
-  WEFT_LOG(kInfo, "host") << plugins.plugins().size() << " plugin(s) loaded, " << plugins.refusals().size()
-                          << " refused";
-
-  int code = 0;
-  {
-    weft::host::Runtime runtime(config, plugins);
-    std::thread signal_thread([&] {
-      int sig = 0;
-      if (sigwait(&signals, &sig) == 0 && sig != SIGUSR1) {
-        WEFT_LOG(kInfo, "host") << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      }
-      runtime.RequestStop();
-    });
-    code = runtime.Run();
-    pthread_kill(signal_thread.native_handle(), SIGUSR1);
-    signal_thread.join();
-  }
-  return code;
+  WEFT_LOG(kInfo, "host") << "weft-host " << WEFT_VERSION << " starting as '" << config.host_id << "' (master pid "
+                          << getpid() << "), server " << config.server;
+  weft::host::Master master(config, "/proc/self/exe");
+  return master.Run();
 }

@@ -152,6 +152,19 @@ std::uint32_t ActionFromName(std::string_view name) {
   return 0;
 }
 
+bool LuaPluginsSupported() {
+#ifdef WEFT_HOST_HAVE_LUA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool IsPluginFile(const std::filesystem::path& file) {
+  const auto ext = file.extension();
+  return ext == ".so" || (ext == ".lua" && LuaPluginsSupported());
+}
+
 PluginSet::~PluginSet() {
   for (LoadedPlugin& p : plugins_) {
     if (p.descriptor->destroy && p.instance) {
@@ -175,7 +188,7 @@ void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) 
     std::error_code ec;
     std::vector<std::filesystem::path> files;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().extension() == ".so" && it->is_regular_file(ec)) files.push_back(it->path());
+      if (IsPluginFile(it->path()) && it->is_regular_file(ec)) files.push_back(it->path());
     }
     if (ec) {
       WEFT_LOG(kWarn, "host") << "cannot read plugin directory " << dir.string() << ": " << ec.message();
@@ -335,8 +348,10 @@ bool PluginSet::LoadFile(const std::filesystem::path& file) {
             {"actions", std::move(actions)},
             {"fields", std::move(fields)},
             {"resource_types", std::move(resource_types)}};
-  WEFT_LOG(kInfo, "host") << "loaded plugin '" << type << "' (" << p.info["kind"].get<std::string>() << ", ABI "
+  if (log_loaded_ || log::CurrentLevel() <= log::Level::kDebug) {
+    log::Line(log_loaded_ ? log::Level::kInfo : log::Level::kDebug, "host") << "loaded plugin '" << type << "' (" << p.info["kind"].get<std::string>() << ", ABI "
                           << built_for << ") from " << file.string();
+  }
   plugins_.push_back(std::move(p));
   return true;
 }

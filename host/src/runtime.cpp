@@ -1,5 +1,9 @@
 #include "weft/host/runtime.hpp"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -22,12 +26,12 @@ constexpr auto kOutageLogEvery = std::chrono::seconds(10);
 // line every 10 s while it lasts, and one line when it recovers.
 class OutageLog {
  public:
-  explicit OutageLog(std::string what) : what_(std::move(what)) {}
+  OutageLog(std::string component, std::string what) : component_(std::move(component)), what_(std::move(what)) {}
   void Failure(const Status& status) {
     auto now = std::chrono::steady_clock::now();
     ++failures_;
     if (failures_ == 1 || now - last_log_ >= kOutageLogEvery) {
-      WEFT_LOG(kWarn, "host") << what_ << ": " << status.ToString()
+      WEFT_LOG(kWarn, component_) << what_ << ": " << status.ToString()
                               << (failures_ > 1 ? " (" + std::to_string(failures_) + " failures so far; retrying)"
                                                 : std::string(" (retrying)"));
       last_log_ = now;
@@ -35,12 +39,13 @@ class OutageLog {
   }
   void Success() {
     if (failures_ > 0) {
-      WEFT_LOG(kInfo, "host") << what_ << ": working again after " << failures_ << " failures";
+      WEFT_LOG(kInfo, component_) << what_ << ": working again after " << failures_ << " failures";
     }
     failures_ = 0;
   }
 
  private:
+  std::string component_;
   std::string what_;
   std::int64_t failures_ = 0;
   std::chrono::steady_clock::time_point last_log_{};
@@ -70,12 +75,17 @@ const char* CodeName(int rc) {
 
 }  // namespace
 
-Runtime::Runtime(HostConfig config, const PluginSet& plugins)
-    : config_(std::move(config)), plugins_(plugins), ctx_(1), take_ctx_(1) {}
+Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions options)
+    : config_(std::move(config)),
+      plugins_(plugins),
+      options_(std::move(options)),
+      component_(options_.log_component),
+      ctx_(1),
+      take_ctx_(1) {}
 
 Runtime::~Runtime() {
   RequestStop();
-  if (control_.joinable() || !runners_.empty()) {
+  if (control_.joinable() || channel_.joinable() || !runners_.empty()) {
     // Run() joins everything; reaching here with live threads means Run threw.
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -87,6 +97,7 @@ Runtime::~Runtime() {
       if (t.joinable()) t.join();
     }
     if (control_.joinable()) control_.join();
+    if (channel_.joinable()) channel_.join();
   }
 }
 
@@ -99,38 +110,58 @@ void Runtime::RequestStop() {
 }
 
 int Runtime::Run() {
+  {
+    WorkerMessage ready;
+    ready.kind = WorkerMessage::Kind::kReady;
+    ready.plugins = static_cast<int>(plugins_.plugins().size());
+    Send(ready);
+  }
   control_ = std::thread([this] { ControlLoop(); });
+  if (options_.channel_fd >= 0) channel_ = std::thread([this] { ChannelLoop(); });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    runners_alive_ = config_.capacity;
+    runners_alive_ = options_.threads;
   }
-  for (int i = 0; i < config_.capacity; ++i) runners_.emplace_back([this, i] { RunnerLoop(i); });
+  for (int i = 0; i < options_.threads; ++i) runners_.emplace_back([this, i] { RunnerLoop(i); });
 
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return stop_requested_; });
-  WEFT_LOG(kInfo, "host") << "stopping: taking no new tasks; " << in_flight_.size()
-                          << " running task(s) get up to " << config_.shutdown_grace_ms << " ms to finish";
-  stopping_ = true;
-  lock.unlock();
-  take_ctx_.shutdown();  // aborts every held task.take
-  cv_.notify_all();
-  lock.lock();
+  cv_.wait(lock, [this] { return stop_requested_ || drain_requested_; });
+  if (!stop_requested_) {
+    // Rolled out: the held takes run to their end (a task they bring still
+    // runs here), then every running task finishes; the master kills a task
+    // that hangs past its timeout.
+    WEFT_LOG(kInfo, component_) << "draining: taking no new tasks; " << in_flight_.size()
+                                << " running task(s) finish here, then this worker exits";
+    stopping_ = true;
+    MaybeDrainedLocked();
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return stop_requested_ || runners_alive_ == 0; });
+  }
+  if (stop_requested_) {
+    WEFT_LOG(kInfo, component_) << "stopping: taking no new tasks; " << in_flight_.size()
+                                << " running task(s) get up to " << config_.shutdown_grace_ms << " ms to finish";
+    stopping_ = true;
+    lock.unlock();
+    take_ctx_.shutdown();  // aborts every held task.take
+    cv_.notify_all();
+    lock.lock();
 
-  auto grace_end = Clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
-  if (!cv_.wait_until(lock, grace_end, [this] { return in_flight_.empty(); })) {
-    WEFT_LOG(kWarn, "host") << "grace period over: cancelling " << in_flight_.size()
-                            << " running task(s); they are reported as failed";
-    hard_stop_ = true;
-    for (auto& [key, f] : in_flight_) f.context->Cancel("host shutting down");
+    auto grace_end = Clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
+    if (!cv_.wait_until(lock, grace_end, [this] { return in_flight_.empty(); })) {
+      WEFT_LOG(kWarn, component_) << "grace period over: cancelling " << in_flight_.size()
+                                  << " running task(s); they are reported as failed";
+      hard_stop_ = true;
+      for (auto& [key, f] : in_flight_) f.context->Cancel("host shutting down");
+    }
   }
   // A cancelled plugin should return promptly; the finishes then get a bounded
   // number of retries (SendFinish gives up once hard_stop_ is set and it fails).
   auto runners_end = Clock::now() + std::chrono::milliseconds(config_.request_timeout_ms * 2 + 5000);
   if (!cv_.wait_until(lock, runners_end, [this] { return runners_alive_ == 0; })) {
     hard_stop_ = true;
-    WEFT_LOG(kError, "host") << runners_alive_
-                             << " task(s) ignored cancellation; exiting without reporting them (their lease "
-                                "will expire and weftd will hand them out again)";
+    WEFT_LOG(kError, component_) << runners_alive_
+                                 << " task(s) ignored cancellation; exiting without reporting them (the master "
+                                    "reports them as failed)";
     std::fflush(nullptr);
     std::_Exit(0);
   }
@@ -142,7 +173,8 @@ int Runtime::Run() {
   lock.unlock();
   cv_.notify_all();
   control_.join();
-  WEFT_LOG(kInfo, "host") << "stopped";
+  if (channel_.joinable()) channel_.join();
+  WEFT_LOG(kInfo, component_) << "stopped";
   return 0;
 }
 
@@ -151,105 +183,101 @@ bool Runtime::Backoff(int ms) {
   return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return stopping_; });
 }
 
-bool Runtime::WaitRegistered() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return registered_ || stopping_; });
-  return !stopping_;
+void Runtime::MaybeDrainedLocked() {
+  if (!stopping_ || taking_ > 0 || drained_sent_) return;
+  drained_sent_ = true;
+  WorkerMessage m;
+  m.kind = WorkerMessage::Kind::kDrained;
+  Send(m);
 }
 
-void Runtime::MarkUnregistered(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!registered_) return;
-    registered_ = false;
+// ---- the channel to the master ---------------------------------------------
+
+void Runtime::Send(const WorkerMessage& message) {
+  if (options_.channel_fd < 0) return;
+  std::string line = EncodeWorkerMessage(message) + "\n";
+  std::lock_guard<std::mutex> lock(write_mu_);
+  std::string_view left = line;
+  while (!left.empty()) {
+    ssize_t n = write(options_.channel_fd, left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the master is gone; PR_SET_PDEATHSIG ends this process
+    left.remove_prefix(static_cast<std::size_t>(n));
   }
-  WEFT_LOG(kWarn, "host") << why << "; registering again";
-  cv_.notify_all();
+}
+
+void Runtime::ChannelLoop() {
+  LineBuffer buffer;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (control_stop_) return;
+    }
+    pollfd p{options_.channel_fd, POLLIN, 0};
+    int n = poll(&p, 1, 200);
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t r = read(options_.channel_fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      // The master closed the channel or died: nobody supervises this worker
+      // and nobody heartbeats for its tasks any more.
+      WEFT_LOG(kError, component_) << "the master went away; exiting";
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    buffer.Append(std::string_view(buf, static_cast<std::size_t>(r)));
+    while (auto line = buffer.Next()) {
+      Result<WorkerMessage> m = ParseWorkerMessage(*line);
+      if (!m.ok()) {
+        WEFT_LOG(kError, component_) << m.status().message();
+        continue;
+      }
+      HandleCommand(*m);
+    }
+  }
+}
+
+void Runtime::HandleCommand(const WorkerMessage& m) {
+  switch (m.kind) {
+    case WorkerMessage::Kind::kCancel: {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = in_flight_.find({m.task_id, m.attempt});
+      if (it != in_flight_.end()) {
+        WEFT_LOG(kWarn, component_) << "task " << m.task_id << " attempt " << m.attempt << ": cancelling: " << m.reason;
+        it->second.context->Cancel(m.reason);
+      }
+      return;
+    }
+    case WorkerMessage::Kind::kDrain: {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        drain_requested_ = true;
+      }
+      cv_.notify_all();
+      return;
+    }
+    case WorkerMessage::Kind::kStop:
+      RequestStop();
+      return;
+    default:
+      WEFT_LOG(kError, component_) << "the master sent a worker event; ignoring it";
+  }
 }
 
 // ---- control thread --------------------------------------------------------
 
 void Runtime::ControlLoop() {
   client::Client client(ctx_, {config_.server, config_.request_timeout_ms, {}, {}});
-  OutageLog register_log("cannot register with weftd at " + config_.server);
-  auto next_heartbeat = Clock::now();
   while (true) {
-    bool registered;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (control_stop_) return;
-      registered = registered_;
-    }
-    if (!registered) {
-      Result<json> r = client.Call("host.register",
-                                   {{"host_id", config_.host_id},
-                                    {"capacity", config_.capacity},
-                                    {"version", WEFT_VERSION},
-                                    {"plugins", plugins_.RegisterJson()}});
-      if (!r.ok()) {
-        register_log.Failure(r.status());
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(kBackoffMs), [this] { return control_stop_; });
-        continue;
-      }
-      register_log.Success();
-      std::int64_t hb = IntOr(*r, "heartbeat_ms", 2000);
-      if (hb < 50) hb = 50;
-      std::string types;
-      for (const auto& p : plugins_.plugins()) types += (types.empty() ? "" : ", ") + p.type_name;
-      WEFT_LOG(kInfo, "host") << "registered with weftd at " << config_.server << " as '" << config_.host_id
-                              << "', capacity " << config_.capacity << ", plugins [" << types << "], heartbeat every "
-                              << hb << " ms";
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        heartbeat_ms_ = hb;
-        registered_ = true;
-      }
-      cv_.notify_all();
-      next_heartbeat = Clock::now() + std::chrono::milliseconds(hb);
     }
     SendProgress(client);
     CancelExpired();
-    if (Clock::now() >= next_heartbeat) {
-      Heartbeat(client);
-      std::lock_guard<std::mutex> lock(mu_);
-      next_heartbeat = Clock::now() + std::chrono::milliseconds(heartbeat_ms_);
-    }
     std::unique_lock<std::mutex> lock(mu_);
-    auto wake = std::min(next_heartbeat, Clock::now() + std::chrono::milliseconds(200));
-    cv_.wait_until(lock, wake, [this] { return control_stop_ || !progress_.empty() || !registered_; });
-  }
-}
-
-void Runtime::Heartbeat(client::Client& client) {
-  static thread_local OutageLog outage("cannot heartbeat to weftd");
-  json in_flight = json::array();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, f] : in_flight_) in_flight.push_back({{"task_id", key.first}, {"attempt", key.second}});
-  }
-  Result<json> r = client.Call("host.heartbeat", {{"host_id", config_.host_id}, {"in_flight", in_flight}});
-  if (!r.ok()) {
-    if (r.status().code() == Code::kNotFound) {
-      MarkUnregistered("weftd does not know host '" + config_.host_id + "' (was it restarted with a fresh store?)");
-    } else {
-      outage.Failure(r.status());
-    }
-    return;
-  }
-  outage.Success();
-  auto stale = r->find("stale");
-  if (stale == r->end() || !stale->is_array()) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const json& s : *stale) {
-    if (!s.is_object()) continue;
-    TaskKey key{IntOr(s, "task_id", -1), IntOr(s, "attempt", -1)};
-    auto it = in_flight_.find(key);
-    if (it == in_flight_.end()) continue;
-    WEFT_LOG(kWarn, "host") << "task " << key.first << " attempt " << key.second
-                            << " is stale (weftd handed the task out again); cancelling it";
-    it->second.context->Cancel("attempt " + std::to_string(key.second) + " of task " + std::to_string(key.first) +
-                               " is no longer current; weftd handed the task out again");
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return control_stop_ || !progress_.empty(); });
   }
 }
 
@@ -260,12 +288,12 @@ void Runtime::SendProgress(client::Client& client) {
     batch.swap(progress_);
   }
   // Progress is best effort: when weftd does not answer, the rest of the batch
-  // is dropped rather than delaying heartbeats further.
+  // is dropped rather than delaying the timeout checks further.
   int timeout_ms = std::min(config_.request_timeout_ms, 2000);
   for (json& body : batch) {
     Result<json> r = client.Call("task.progress", std::move(body), timeout_ms);
     if (!r.ok() && r.status().code() == Code::kUnavailable) {
-      WEFT_LOG(kDebug, "host") << "dropping progress reports: " << r.status().ToString();
+      WEFT_LOG(kDebug, component_) << "dropping progress reports: " << r.status().ToString();
       return;
     }
   }
@@ -276,8 +304,8 @@ void Runtime::CancelExpired() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [key, f] : in_flight_) {
     if (now >= f.deadline && !f.context->cancelled()) {
-      WEFT_LOG(kWarn, "host") << "task " << key.first << " attempt " << key.second << " ran longer than "
-                              << config_.task_timeout_ms << " ms; cancelling it";
+      WEFT_LOG(kWarn, component_) << "task " << key.first << " attempt " << key.second << " ran longer than "
+                                  << config_.task_timeout_ms << " ms; cancelling it";
       f.context->Cancel("task timed out after " + std::to_string(config_.task_timeout_ms) +
                         " ms (task_timeout_ms in weft-host.toml)");
     }
@@ -291,27 +319,38 @@ void Runtime::RunnerLoop(int index) {
     // One socket per thread, for takes and for everything else (see ctx_).
     client::Client take_client(take_ctx_, {config_.server, config_.take_wait_ms + kTakeMarginMs, {}, {}});
     client::Client client(ctx_, {config_.server, config_.request_timeout_ms, {}, {}});
-    OutageLog outage("runner " + std::to_string(index) + ": task.take from " + config_.server);
-    while (WaitRegistered()) {
-      Result<json> r = take_client.Call("task.take", {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}});
+    OutageLog outage(component_, "runner " + std::to_string(index) + ": task.take from " + config_.server);
+    json take = {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}};
+    // Today's weftd ignores "tenant"; see docs/host.md for what it will do.
+    if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        ++taking_;
+      }
+      Result<json> r = take_client.Call("task.take", take);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --taking_;
+        MaybeDrainedLocked();
+      }
       if (!r.ok()) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (stopping_) break;
         }
-        if (r.status().code() == Code::kNotFound) {
-          MarkUnregistered("weftd answered task.take with NOT_FOUND: " + r.status().message());
-        } else {
-          outage.Failure(r.status());
-          if (!Backoff(kBackoffMs)) break;
-        }
+        // NOT_FOUND: weftd does not know the host (yet); the master registers
+        // it again, this worker only waits.
+        outage.Failure(r.status());
+        if (!Backoff(kBackoffMs)) break;
         continue;
       }
       outage.Success();
       auto task = r->find("task");
       if (task == r->end() || task->is_null()) continue;
       if (!task->is_object()) {
-        WEFT_LOG(kError, "host") << "weftd sent a task that is not a JSON object; ignoring it";
+        WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
         continue;
       }
       RunTask(client, *task);
@@ -328,7 +367,7 @@ void Runtime::RunTask(client::Client& client, const json& task) {
   const std::int64_t task_id = IntOr(task, "task_id", -1);
   const std::int64_t attempt = IntOr(task, "attempt", -1);
   if (task_id < 0 || attempt < 0) {
-    WEFT_LOG(kError, "host") << "weftd sent a task without integer task_id and attempt; cannot run or report it";
+    WEFT_LOG(kError, component_) << "weftd sent a task without integer task_id and attempt; cannot run or report it";
     return;
   }
   const std::string type = StringOr(task, "plugin");
@@ -352,7 +391,17 @@ void Runtime::RunTask(client::Client& client, const json& task) {
     in_flight_[key] = {context, Clock::now() + std::chrono::milliseconds(config_.task_timeout_ms)};
     if (hard_stop_) context->Cancel("host shutting down");
   }
-  WEFT_LOG(kInfo, "host") << "task " << task_id << " attempt " << attempt << ": " << type << " " << action;
+  WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << ": " << type << " " << action;
+  {
+    WorkerMessage m;
+    m.kind = WorkerMessage::Kind::kStart;
+    m.task_id = task_id;
+    m.attempt = attempt;
+    m.plugin = type;
+    m.action = action;
+    m.tenant = StringOr(task, "tenant");
+    Send(m);
+  }
   const auto started = Clock::now();
 
   std::string status = "failed";
@@ -385,8 +434,15 @@ void Runtime::RunTask(client::Client& client, const json& task) {
       message = type + " " + action + " " + CodeName(rc) + ": " + why;
     }
   }
+  {
+    WorkerMessage m;
+    m.kind = WorkerMessage::Kind::kRan;
+    m.task_id = task_id;
+    m.attempt = attempt;
+    Send(m);
+  }
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-  WEFT_LOG(kInfo, "host") << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
+  WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
                           << " ms" << (message.empty() ? "" : ": " + message);
   SendFinish(client, {{"host_id", config_.host_id},
                       {"task_id", task_id},
@@ -400,13 +456,20 @@ void Runtime::RunTask(client::Client& client, const json& task) {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(key);
   }
+  {
+    WorkerMessage m;
+    m.kind = WorkerMessage::Kind::kEnd;
+    m.task_id = task_id;
+    m.attempt = attempt;
+    Send(m);
+  }
   cv_.notify_all();
 }
 
 void Runtime::SendFinish(client::Client& client, const json& body) {
   const std::string what = "task " + std::to_string(body["task_id"].get<std::int64_t>()) + " attempt " +
                            std::to_string(body["attempt"].get<std::int64_t>());
-  OutageLog outage("cannot report " + what + " to weftd");
+  OutageLog outage(component_, "cannot report " + what + " to weftd");
   int not_found = 0;
   while (true) {
     Result<json> r = client.Call("task.finish", body);
@@ -417,33 +480,29 @@ void Runtime::SendFinish(client::Client& client, const json& body) {
     const Status& s = r.status();
     switch (s.code()) {
       case Code::kConflict:
-        WEFT_LOG(kWarn, "host") << "weftd refused the finish of " << what << " (" << s.message()
+        WEFT_LOG(kWarn, component_) << "weftd refused the finish of " << what << " (" << s.message()
                                 << "); dropping it: a newer attempt owns the task";
         return;
       case Code::kInvalid:
       case Code::kDenied:
       case Code::kTooLarge:
-        WEFT_LOG(kError, "host") << "weftd refused the finish of " << what << ": " << s.ToString() << "; dropping it";
+        WEFT_LOG(kError, component_) << "weftd refused the finish of " << what << ": " << s.ToString() << "; dropping it";
         return;
       case Code::kNotFound:
-        // Usually a fresh weftd that does not know this host yet; register and
-        // resend. If the task itself is unknown, resending cannot help.
-        if (++not_found > 3) {
-          WEFT_LOG(kError, "host") << "weftd does not know " << what << ": " << s.message() << "; dropping it";
+        // Usually a fresh weftd that does not know this host yet; the master
+        // registers it again. If the task itself is unknown, resending cannot help.
+        if (++not_found > 5) {
+          WEFT_LOG(kError, component_) << "weftd does not know " << what << ": " << s.message() << "; dropping it";
           return;
         }
-        MarkUnregistered("weftd answered task.finish with NOT_FOUND: " + s.message());
-        if (!WaitRegistered()) {
-          // Stopping: one more try without waiting for registration.
-          if (not_found > 1) return;
-        }
+        if (!Backoff(kBackoffMs)) std::this_thread::sleep_for(std::chrono::milliseconds(kBackoffMs));
         continue;
       default:
         outage.Failure(s);
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (hard_stop_) {
-            WEFT_LOG(kError, "host") << "host shutting down and weftd is unreachable; " << what
+            WEFT_LOG(kError, component_) << "host shutting down and weftd is unreachable; " << what
                                      << " is not reported (weftd will hand it out again when its lease expires)";
             return;
           }

@@ -24,7 +24,24 @@ struct HostConfig {
   int task_timeout_ms = 3'600'000;  // a plugin run longer than this is cancelled
   int shutdown_grace_ms = 10'000;   // SIGTERM: how long running tasks may take to finish
   std::string log_level = "info";
+  // Worker processes (see docs/host.md). The capacity is split between them:
+  // each runs capacity / workers tasks at once on threads (the first ones get
+  // the remainder); there are never more workers than capacity.
+  int workers = 2;
+  int worker_memory_limit_mb = 1024;  // RSS above this: the worker is killed
+  // Tenants the workers serve, round-robin (worker i serves tenants[i % n]);
+  // empty: every worker takes tasks of any tenant.
+  std::vector<std::string> tenants;
 };
+
+// The workers that will actually run: min(workers, capacity).
+int EffectiveWorkers(const HostConfig& config);
+// Threads of worker `index` (0-based): capacity split as evenly as possible.
+int WorkerThreads(const HostConfig& config, int index);
+
+// What a worker needs of the config, as JSON on its command line, and back.
+std::string WorkerConfigJson(const HostConfig& config);
+Result<HostConfig> WorkerConfigFromJson(std::string_view text);
 
 // The defaults, with plugin_dirs set relative to the directory that holds the
 // executable (<exe_dir>/../plugins/{providers,automators}, where the build puts them)

@@ -34,6 +34,11 @@ struct LoadedPlugin {
   nlohmann::json info;                                 // as host.register wants it (docs/protocol.md)
 };
 
+// True for a file the loader takes: *.so (and *.lua when weft_lua is built in).
+bool IsPluginFile(const std::filesystem::path& file);
+// True when this build loads *.lua plugins (see docs/host.md).
+bool LuaPluginsSupported();
+
 // A plugin the host would not use.
 struct Refusal {
   std::filesystem::path file;
@@ -50,7 +55,11 @@ class PluginSet {
   PluginSet(const PluginSet&) = delete;
   PluginSet& operator=(const PluginSet&) = delete;
 
-  // Loads every *.so of each directory (directories in the given order, files
+  // false: the "loaded plugin" lines are written at debug level (workers,
+  // which load what the master already probed and logged).
+  void set_log_loaded(bool on) { log_loaded_ = on; }
+
+  // Loads every plugin file (see IsPluginFile) of each directory (directories in the given order, files
   // sorted by name within one). A missing directory is logged and skipped.
   void LoadDirectories(const std::vector<std::filesystem::path>& dirs);
   // Loads one file; returns false (and records a refusal) when refused.
@@ -68,6 +77,7 @@ class PluginSet {
 
   std::vector<LoadedPlugin> plugins_;
   std::vector<Refusal> refusals_;
+  bool log_loaded_ = true;
 };
 
 // "CREATE" for WEFT_ACTION_CREATE, "" for anything that is not one action bit.

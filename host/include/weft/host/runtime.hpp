@@ -1,18 +1,19 @@
-// Runtime: weft-host's life after its plugins are loaded.
+// Runtime: the life of one weft-host WORKER process after its plugins are
+// loaded. The master (master.hpp) registers and heartbeats for the host; a
+// worker only takes, runs and finishes tasks, and tells the master over its
+// channel (worker_protocol.hpp) which tasks it holds.
 //
-//   control thread  register (again on NOT_FOUND), heartbeat with the in-flight
-//                   {task_id, attempt} list (stale ones are cancelled), send
-//                   queued task.progress, cancel tasks past task_timeout_ms.
-//   runner threads  `capacity` of them: task.take (long poll) → plugin run →
-//                   task.finish, resent until weftd answers.
-//   Run()'s thread  waits for RequestStop, then shuts down gracefully.
+//   control thread  send queued task.progress, cancel tasks past task_timeout_ms.
+//   channel thread  reads the master's commands: cancel one task (stale or
+//                   hung), drain (roll out: no more takes, finish, exit), stop.
+//   runner threads  `threads` of them: task.take (long poll, with the worker's
+//                   tenant) → plugin run → task.finish, resent until weftd answers.
+//   Run()'s thread  waits for RequestStop or a drain, then shuts down.
 //
 // Every thread owns its own weft::client::Client, so no socket is ever shared.
-// weftd restarting is survived by every loop: calls time out, the client makes
-// a fresh socket, and the host registers again when the server says NOT_FOUND.
 //
 // Thread-safety: RequestStop may be called from any thread; Run once, from one.
-// The PluginSet must outlive the Runtime.
+// The PluginSet must outlive the Runtime. The channel fd is owned by the caller.
 #pragma once
 
 #include <chrono>
@@ -34,19 +35,28 @@
 #include "weft/host/config.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/task_context.hpp"
+#include "weft/host/worker_protocol.hpp"
 
 namespace weft::host {
 
+struct WorkerOptions {
+  int threads = 1;          // tasks run at once
+  std::string tenant;       // sent in task.take; empty: any tenant
+  int channel_fd = -1;      // to the master; -1: none (messages are dropped)
+  std::string log_component = "host";
+};
+
 class Runtime {
  public:
-  Runtime(HostConfig config, const PluginSet& plugins);
+  Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions options);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   // Runs until RequestStop, then stops taking tasks, lets running ones finish
   // for up to shutdown_grace_ms, cancels the rest and reports them as failed.
-  // Returns the process exit code (0).
+  // After a drain command it finishes every running task (the master's hang
+  // detection bounds them). Returns the process exit code (0).
   int Run();
   void RequestStop();
 
@@ -59,41 +69,47 @@ class Runtime {
   };
 
   void ControlLoop();
+  void ChannelLoop();
+  void HandleCommand(const WorkerMessage& message);
+  void Send(const WorkerMessage& message);
   void RunnerLoop(int index);
-  bool Register(client::Client& client);
-  void Heartbeat(client::Client& client);
   void SendProgress(client::Client& client);
   void CancelExpired();
   void RunTask(client::Client& client, const nlohmann::json& task);
   void SendFinish(client::Client& client, const nlohmann::json& body);
-  void MarkUnregistered(const std::string& why);
-  // Waits until registered or stopping; false when stopping.
-  bool WaitRegistered();
-  // Sleeps up to `ms`, waking early when the host stops; false when stopping.
+  // Call with mu_ held: sends "drained" once no runner is inside task.take.
+  void MaybeDrainedLocked();
+  // Sleeps up to `ms`, waking early when the worker stops; false when stopping.
   bool Backoff(int ms);
 
   const HostConfig config_;
   const PluginSet& plugins_;
+  const WorkerOptions options_;
+  const std::string component_;
   // Two contexts on purpose: task.take is held open by weftd for up to
   // take_wait_ms, and shutting down take_ctx_ aborts those calls at once on
-  // SIGTERM. Everything else (finish, heartbeat, progress) uses ctx_, which
-  // stays up until the last finish is sent.
+  // SIGTERM. Everything else (finish, progress) uses ctx_, which stays up
+  // until the last finish is sent.
   zmq::context_t ctx_;
   zmq::context_t take_ctx_;
+
+  std::mutex write_mu_;  // the channel's write side
 
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;  // RequestStop was called
+  bool drain_requested_ = false; // the master rolls this worker out
   bool stopping_ = false;        // no new takes
   bool hard_stop_ = false;       // grace is over: running tasks are cancelled
   bool control_stop_ = false;
-  bool registered_ = false;
+  bool drained_sent_ = false;
+  int taking_ = 0;               // runners inside task.take
   int runners_alive_ = 0;
-  std::int64_t heartbeat_ms_ = 2000;
   std::map<TaskKey, InFlight> in_flight_;
   std::deque<nlohmann::json> progress_;
 
   std::thread control_;
+  std::thread channel_;
   std::vector<std::thread> runners_;
 };
 

@@ -1,0 +1,43 @@
+// Probing: the master learns a plugin file's descriptor without loading it
+// itself. It re-executes weft-host as `weft-host --probe FILE`; the child loads
+// the file with the ordinary loader (PluginSet::LoadFile), prints one JSON line
+// on stdout and exits. A plugin whose entry or init crashes or hangs takes down
+// only that short-lived child.
+//
+// Free functions; RunProbe forks, so call it from the master's main thread
+// (see SpawnChild).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace weft::host {
+
+inline constexpr int kProbeTimeoutMs = 10'000;
+
+struct ProbeResult {
+  bool ok = false;
+  nlohmann::json info;  // ok: the descriptor as host.register wants it
+  std::string reason;   // !ok: a sentence, as the loader's refusals
+};
+
+// Runs `exe --probe file` and reads its verdict; never throws.
+ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, int timeout_ms = kProbeTimeoutMs);
+
+// The child's side: loads `file`, prints the verdict line, returns the exit code.
+int ProbeMain(const std::filesystem::path& file);
+
+// Extra environment for every child of the master. Under AddressSanitizer a
+// plugin's SIGSEGV would otherwise become an ASan report and exit status 1;
+// handle_segv=0 lets the signal kill the child so the master can name it.
+std::vector<std::string> ChildEnvironment();
+
+// Every plugin file (*.so, and *.lua when the Lua runtime is built in) of the
+// directories, directories in order, files sorted by name within one. Missing
+// or unreadable directories are logged (once per call) and skipped.
+std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs);
+
+}  // namespace weft::host

@@ -1,0 +1,882 @@
+#include "weft/host/master.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/client/client.hpp"
+#include "weft/common/log.hpp"
+#include "weft/host/plugin_loader.hpp"
+#include "weft/host/probe.hpp"
+#include "weft/host/supervision.hpp"
+#include "weft/host/worker_protocol.hpp"
+
+#ifndef WEFT_VERSION
+#define WEFT_VERSION "0.0.0"
+#endif
+
+namespace weft::host {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using TaskKey = std::pair<std::int64_t, std::int64_t>;  // task_id, attempt
+constexpr const char* kLog = "host";
+
+constexpr int kBackoffMs = 500;
+constexpr int kTickMs = 100;               // memory and hang checks
+constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
+constexpr int kMaxRestartDelayMs = 30'000;
+constexpr auto kDeathWindow = std::chrono::seconds(60);
+constexpr int kMaxReportAttempts = 20;
+
+std::int64_t IntOr(const json& obj, const char* key, std::int64_t fallback) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_number_integer() ? it->get<std::int64_t>() : fallback;
+}
+
+// How long a task may run past task_timeout_ms after its cancel before the
+// master kills its worker: a tenth of the timeout, within 1 s to 30 s.
+int HangGraceMs(int task_timeout_ms) { return std::clamp(task_timeout_ms / 10, 1000, 30'000); }
+
+std::string Ms(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+struct HeldTask {
+  std::string plugin;
+  std::string action;
+  std::string tenant;
+  Clock::time_point started;
+  bool ran = false;  // the plugin returned; the worker is reporting
+};
+
+struct Worker {
+  pid_t pid = -1;
+  int fd = -1;          // channel
+  int slot = -1;        // -1: retired (draining after a plugin change)
+  std::uint64_t generation = 0;
+  std::string tenant;
+  int threads = 1;
+  Clock::time_point started;
+  bool ready = false;
+  bool drained = false;  // no more takes (retired workers)
+  bool stop_sent = false;
+  bool stop_killed = false;
+  KillReason kill_reason = KillReason::kNone;
+  TaskKey kill_task{0, 0};
+  std::map<TaskKey, HeldTask> tasks;
+  LineBuffer buffer;
+};
+
+struct Slot {
+  std::optional<pid_t> pid;  // the live worker of this slot
+  Clock::time_point start_at;
+  std::deque<Clock::time_point> deaths;
+};
+
+struct FileVerdict {
+  std::int64_t mtime_ns = 0;
+  std::int64_t size = 0;
+  std::uint64_t inode = 0;
+  ProbeResult probe;
+};
+
+}  // namespace
+
+struct Master::Impl {
+  Impl(HostConfig c, std::string e) : config(std::move(c)), exe(std::move(e)), ctx(1) {}
+
+  const HostConfig config;
+  const std::string exe;
+  zmq::context_t ctx;
+
+  // ---- owned by the main thread ----
+  std::map<pid_t, Worker> workers;
+  std::vector<Slot> slots;
+  std::uint64_t generation = 1;
+  std::vector<std::filesystem::path> plugin_files;  // the good ones, in load order
+  std::map<std::filesystem::path, FileVerdict> verdicts;
+  int signal_fd = -1;
+  int inotify_fd = -1;
+  int wake_fd = -1;  // eventfd: the control thread wakes the main loop
+  std::map<int, std::filesystem::path> watches;
+  std::optional<Clock::time_point> rescan_at;
+  std::optional<Clock::time_point> register_after_drain_deadline;
+  bool stopping = false;
+  Clock::time_point stop_deadline;
+  bool workers_started = false;
+
+  // ---- shared with the control thread (mu) ----
+  std::mutex mu;
+  std::condition_variable cv;
+  json plugins_json = json::array();
+  std::vector<std::string> plugin_types;
+  bool registered = false;
+  bool reregister = false;
+  bool control_stop = false;
+  std::int64_t heartbeat_ms = 2000;
+  std::vector<TaskKey> in_flight;   // every worker's tasks, for heartbeats
+  std::deque<json> reports;         // task.finish bodies of tasks whose worker died
+  std::vector<TaskKey> stale;       // from heartbeats, for the main thread
+  std::thread control;
+
+  // ---- main thread ----
+  void Scan(bool initial);
+  void Watch();
+  void StartWorker(int slot);
+  void Reap();
+  void OnDeath(Worker& w, int status);
+  void ReadChannel(Worker& w);
+  void OnMessage(Worker& w, const WorkerMessage& m);
+  void SendCommand(Worker& w, const WorkerMessage& m);
+  void Tick();
+  void RollWorkers();
+  void PublishInFlight();
+  void BeginStop();
+  void CancelStale();
+  void WakeMain();
+
+  // ---- control thread ----
+  void ControlLoop();
+  bool Register(client::Client& client);
+  void Heartbeat(client::Client& client);
+  void SendReports(client::Client& client);
+};
+
+// ---- plugin files ----------------------------------------------------------
+
+void Master::Impl::Scan(bool initial) {
+  std::vector<std::filesystem::path> files = ListPluginFiles(config.plugin_dirs);
+  std::map<std::filesystem::path, FileVerdict> next;
+  std::vector<std::filesystem::path> good;
+  std::map<std::string, std::filesystem::path> types;
+  json infos = json::array();
+  std::vector<std::string> type_names;
+  bool fresh_good = false;
+  for (const auto& file : files) {
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0) continue;
+    FileVerdict v;
+    v.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    v.size = st.st_size;
+    v.inode = st.st_ino;
+    auto old = verdicts.find(file);
+    bool fresh = true;
+    if (old != verdicts.end() && old->second.mtime_ns == v.mtime_ns && old->second.size == v.size &&
+        old->second.inode == v.inode) {
+      v.probe = old->second.probe;
+      fresh = false;
+    } else {
+      v.probe = RunProbe(exe, file);
+    }
+    if (v.probe.ok) {
+      const std::string type = v.probe.info.value("type", std::string());
+      if (auto dup = types.find(type); dup != types.end()) {
+        if (fresh) {
+          WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": duplicate type name '" << type
+                                << "': already loaded from " << dup->second.string();
+        }
+      } else {
+        types[type] = file;
+        good.push_back(file);
+        infos.push_back(v.probe.info);
+        type_names.push_back(type);
+        fresh_good = fresh_good || fresh;
+        if (fresh) {
+          WEFT_LOG(kInfo, kLog) << "loaded plugin '" << type << "' (" << v.probe.info.value("kind", std::string())
+                                << ") from " << file.string() << (initial ? "" : " (new or changed)");
+        }
+      }
+    } else if (fresh) {
+      WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << v.probe.reason;
+    }
+    next[file] = std::move(v);
+  }
+  for (const auto& [file, v] : verdicts) {
+    if (!next.contains(file) && v.probe.ok) {
+      WEFT_LOG(kInfo, kLog) << "plugin file " << file.string() << " is gone";
+    }
+  }
+  verdicts = std::move(next);
+  bool changed;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    changed = infos != plugins_json || good != plugin_files || (!initial && fresh_good);
+    if (initial || changed) {
+      plugins_json = infos;
+      plugin_types = type_names;
+    }
+  }
+  if (initial) {
+    plugin_files = good;
+    WEFT_LOG(kInfo, kLog) << good.size() << " plugin(s) loaded, "
+                          << (verdicts.size() - good.size()) << " refused";
+    return;
+  }
+  if (!changed) return;
+  // Also a plugin file rewritten in place: its workers must load it afresh.
+  plugin_files = good;
+  RollWorkers();
+}
+
+void Master::Impl::Watch() {
+  inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd < 0) {
+    WEFT_LOG(kWarn, kLog) << "cannot watch the plugin directories (inotify: " << std::strerror(errno)
+                          << "); plugins dropped in later need a restart";
+    return;
+  }
+  for (const auto& dir : config.plugin_dirs) {
+    int wd = inotify_add_watch(inotify_fd, dir.c_str(),
+                               IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_ATTRIB);
+    if (wd < 0) {
+      WEFT_LOG(kWarn, kLog) << "cannot watch plugin directory " << dir.string() << ": " << std::strerror(errno);
+      continue;
+    }
+    watches[wd] = dir;
+  }
+}
+
+void Master::Impl::RollWorkers() {
+  ++generation;
+  std::string types;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& t : plugin_types) types += (types.empty() ? "" : ", ") + t;
+  }
+  WEFT_LOG(kInfo, kLog) << "plugin set changed to [" << types << "]; rolling workers (new ones load it, old ones "
+                        << "finish their tasks and exit)";
+  for (auto& [pid, w] : workers) {
+    if (w.slot < 0) continue;
+    slots[static_cast<std::size_t>(w.slot)].pid.reset();
+    w.slot = -1;
+    WorkerMessage drain;
+    drain.kind = WorkerMessage::Kind::kDrain;
+    SendCommand(w, drain);
+  }
+  // weftd learns the new set once no old worker can take a task any more, so
+  // an old worker is never handed a type it does not have.
+  register_after_drain_deadline = Clock::now() + std::chrono::milliseconds(config.take_wait_ms +
+                                                                           config.request_timeout_ms + 3000);
+  if (!stopping && workers_started) {
+    for (std::size_t i = 0; i < slots.size(); ++i) StartWorker(static_cast<int>(i));
+  }
+}
+
+// ---- workers ---------------------------------------------------------------
+
+void Master::Impl::StartWorker(int slot) {
+  const int index = slot;
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    WEFT_LOG(kError, kLog) << "cannot start a worker: socketpair: " << std::strerror(errno) << "; retrying";
+    slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
+    return;
+  }
+  std::string tenant = config.tenants.empty() ? std::string()
+                                              : config.tenants[static_cast<std::size_t>(index) % config.tenants.size()];
+  const int threads = WorkerThreads(config, index);
+  ChildSpec spec;
+  spec.program = exe;
+  spec.args = {"--worker", "--channel-fd", std::to_string(fds[1]), "--threads", std::to_string(threads),
+               "--worker-config", WorkerConfigJson(config)};
+  if (!tenant.empty()) {
+    spec.args.push_back("--tenant");
+    spec.args.push_back(tenant);
+  }
+  for (const auto& f : plugin_files) {
+    spec.args.push_back("--plugin-file");
+    spec.args.push_back(f.string());
+  }
+  spec.env = ChildEnvironment();
+  spec.keep_fd = fds[1];
+  Result<pid_t> pid = SpawnChild(spec);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
+    WEFT_LOG(kError, kLog) << "cannot start a worker: " << pid.status().message() << "; retrying";
+    slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
+    return;
+  }
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  Worker w;
+  w.pid = *pid;
+  w.fd = fds[0];
+  w.slot = slot;
+  w.generation = generation;
+  w.tenant = tenant;
+  w.threads = threads;
+  w.started = Clock::now();
+  slots[static_cast<std::size_t>(slot)].pid = *pid;
+  WEFT_LOG(kInfo, kLog) << "started worker " << *pid << " (slot " << slot << ", "
+                        << (tenant.empty() ? std::string("any tenant") : "tenant '" + tenant + "'") << ", " << threads
+                        << " thread(s), " << plugin_files.size() << " plugin file(s))";
+  workers.emplace(*pid, std::move(w));
+}
+
+void Master::Impl::SendCommand(Worker& w, const WorkerMessage& m) {
+  std::string line = EncodeWorkerMessage(m) + "\n";
+  std::string_view left = line;
+  // Commands are tiny and a worker reads its channel all the time; a full
+  // socket buffer means the worker is wedged, and the hang check deals with it.
+  while (!left.empty()) {
+    ssize_t n = send(w.fd, left.data(), left.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      WEFT_LOG(kWarn, kLog) << "worker " << w.pid << ": cannot send it a command: "
+                            << (n < 0 ? std::strerror(errno) : "closed");
+      return;
+    }
+    left.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void Master::Impl::ReadChannel(Worker& w) {
+  char buf[8192];
+  while (true) {
+    ssize_t n = read(w.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EAGAIN, or EOF (the worker is exiting; Reap handles it)
+    w.buffer.Append(std::string_view(buf, static_cast<std::size_t>(n)));
+  }
+  while (auto line = w.buffer.Next()) {
+    Result<WorkerMessage> m = ParseWorkerMessage(*line);
+    if (!m.ok()) {
+      WEFT_LOG(kError, kLog) << "worker " << w.pid << ": " << m.status().message();
+      continue;
+    }
+    OnMessage(w, *m);
+  }
+}
+
+void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
+  const TaskKey key{m.task_id, m.attempt};
+  switch (m.kind) {
+    case WorkerMessage::Kind::kReady:
+      w.ready = true;
+      WEFT_LOG(kDebug, kLog) << "worker " << w.pid << " is ready with " << m.plugins << " plugin(s)";
+      return;
+    case WorkerMessage::Kind::kStart:
+      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, Clock::now(), false};
+      PublishInFlight();
+      return;
+    case WorkerMessage::Kind::kRan:
+      if (auto it = w.tasks.find(key); it != w.tasks.end()) it->second.ran = true;
+      return;
+    case WorkerMessage::Kind::kEnd:
+      w.tasks.erase(key);
+      PublishInFlight();
+      return;
+    case WorkerMessage::Kind::kDrained:
+      w.drained = true;
+      return;
+    default:
+      WEFT_LOG(kError, kLog) << "worker " << w.pid << " sent a master command; ignoring it";
+  }
+}
+
+void Master::Impl::PublishInFlight() {
+  std::vector<TaskKey> keys;
+  for (const auto& [pid, w] : workers) {
+    for (const auto& [key, t] : w.tasks) keys.push_back(key);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  in_flight = std::move(keys);
+}
+
+void Master::Impl::Reap() {
+  while (true) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    auto it = workers.find(pid);
+    if (it == workers.end()) continue;  // a probe reaped elsewhere, or not ours
+    ReadChannel(it->second);            // events it sent just before dying
+    OnDeath(it->second, status);
+    close(it->second.fd);
+    workers.erase(it);
+    PublishInFlight();
+  }
+}
+
+void Master::Impl::OnDeath(Worker& w, int status) {
+  const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0 && w.kill_reason == KillReason::kNone;
+  std::string how = w.kill_reason == KillReason::kHung     ? "was killed (a task hung)"
+                    : w.kill_reason == KillReason::kMemory ? "was killed (memory limit)"
+                                                           : DescribeExit(status);
+  if (clean && w.tasks.empty()) {
+    WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " exited";
+  } else {
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)"
+                          << (w.tasks.empty() ? "" : "; reporting them as failed");
+  }
+  // The message of each task it held.
+  const Worker* culprit_worker = &w;
+  std::string culprit_message;
+  if (w.kill_reason == KillReason::kHung) {
+    if (auto c = w.tasks.find(w.kill_task); c != w.tasks.end()) {
+      DeathReport r;
+      r.plugin = c->second.plugin;
+      r.action = c->second.action;
+      r.reason = KillReason::kHung;
+      r.task_timeout_ms = config.task_timeout_ms;
+      culprit_message = TaskFailureMessage(r);
+    }
+  }
+  for (const auto& [key, t] : culprit_worker->tasks) {
+    std::string message;
+    if (w.kill_reason == KillReason::kHung && key != w.kill_task) {
+      message = "plugin '" + t.plugin + "' " + t.action + " was lost when its worker was killed: " + culprit_message;
+    } else {
+      DeathReport r;
+      r.plugin = t.plugin;
+      r.action = t.action;
+      r.wait_status = status;
+      r.reason = w.kill_reason;
+      r.task_timeout_ms = config.task_timeout_ms;
+      r.memory_limit_mb = config.worker_memory_limit_mb;
+      r.plugin_returned = t.ran;
+      if (w.kill_reason != KillReason::kHung) {
+        for (const auto& [other_key, o] : w.tasks) {
+          if (other_key != key) r.others.push_back("plugin '" + o.plugin + "' (" + o.action + ")");
+        }
+      }
+      if (stopping && w.kill_reason == KillReason::kNone && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+        message = "host shutting down: plugin '" + t.plugin + "' ignored cancellation during " + t.action +
+                  "; its worker was killed";
+      } else {
+        message = TaskFailureMessage(r);
+      }
+    }
+    WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second << " failed: " << message;
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back({{"host_id", config.host_id},
+                       {"task_id", key.first},
+                       {"attempt", key.second},
+                       {"status", "failed"},
+                       {"message", message},
+                       {"result", json::object()},
+                       {"stdout", ""},
+                       {"stderr", "weft-host: worker " + std::to_string(w.pid) + " " + how + "\n"}});
+  }
+  cv.notify_all();
+
+  if (w.slot < 0 || stopping) return;
+  Slot& slot = slots[static_cast<std::size_t>(w.slot)];
+  slot.pid.reset();
+  const auto now = Clock::now();
+  slot.deaths.push_back(now);
+  while (!slot.deaths.empty() && now - slot.deaths.front() > kDeathWindow) slot.deaths.pop_front();
+  // First death: at once. Workers dying in a loop: 0.5 s, 1 s, 2 s ... 30 s.
+  int delay_ms = 0;
+  if (slot.deaths.size() > 1) {
+    delay_ms = kBackoffMs << std::min<std::size_t>(slot.deaths.size() - 2, 6);
+    delay_ms = std::min(delay_ms, kMaxRestartDelayMs);
+  }
+  slot.start_at = now + std::chrono::milliseconds(delay_ms);
+  WEFT_LOG(kInfo, kLog) << "starting a new worker for slot " << w.slot
+                        << (delay_ms ? " in " + std::to_string(delay_ms) + " ms (" +
+                                           std::to_string(slot.deaths.size()) + " deaths in the last minute)"
+                                     : std::string());
+}
+
+void Master::Impl::Tick() {
+  const auto now = Clock::now();
+  const std::uint64_t limit = static_cast<std::uint64_t>(config.worker_memory_limit_mb) << 20;
+  const auto timeout = std::chrono::milliseconds(config.task_timeout_ms);
+  const auto grace = std::chrono::milliseconds(HangGraceMs(config.task_timeout_ms));
+  for (auto& [pid, w] : workers) {
+    if (w.kill_reason != KillReason::kNone) continue;
+    if (auto rss = ReadRssBytes(pid); rss && *rss > limit) {
+      w.kill_reason = KillReason::kMemory;
+      WEFT_LOG(kWarn, kLog) << "worker " << pid << " uses " << (*rss >> 20) << " MiB, more than worker_memory_limit_mb "
+                            << config.worker_memory_limit_mb << "; killing it";
+      kill(pid, SIGKILL);
+      continue;
+    }
+    for (const auto& [key, t] : w.tasks) {
+      if (!t.ran && now - t.started > timeout + grace) {
+        w.kill_reason = KillReason::kHung;
+        w.kill_task = key;
+        WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second << " (plugin '" << t.plugin << "' "
+                              << t.action << ") still runs " << Ms(now - t.started - timeout)
+                              << " after its timeout and cancel; killing worker " << pid;
+        kill(pid, SIGKILL);
+        break;
+      }
+    }
+  }
+  if (!stopping && workers_started) {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (!slots[i].pid && now >= slots[i].start_at) StartWorker(static_cast<int>(i));
+    }
+  }
+  if (rescan_at && now >= *rescan_at && !stopping) {
+    rescan_at.reset();
+    Scan(false);
+  }
+  if (register_after_drain_deadline) {
+    bool all_drained = true;
+    for (const auto& [pid, w] : workers) {
+      if (w.slot < 0 && !w.drained) all_drained = false;
+    }
+    if (all_drained || now >= *register_after_drain_deadline) {
+      register_after_drain_deadline.reset();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        reregister = true;
+      }
+      cv.notify_all();
+    }
+  }
+}
+
+void Master::Impl::CancelStale() {
+  std::vector<TaskKey> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    keys.swap(stale);
+  }
+  for (const TaskKey& key : keys) {
+    for (auto& [pid, w] : workers) {
+      if (!w.tasks.contains(key)) continue;
+      WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
+                            << " is stale (weftd handed the task out again); cancelling it in worker " << pid;
+      WorkerMessage m;
+      m.kind = WorkerMessage::Kind::kCancel;
+      m.task_id = key.first;
+      m.attempt = key.second;
+      m.reason = "attempt " + std::to_string(key.second) + " of task " + std::to_string(key.first) +
+                 " is no longer current; weftd handed the task out again";
+      SendCommand(w, m);
+    }
+  }
+}
+
+void Master::Impl::BeginStop() {
+  if (stopping) return;
+  stopping = true;
+  std::size_t tasks = 0;
+  for (const auto& [pid, w] : workers) tasks += w.tasks.size();
+  WEFT_LOG(kInfo, kLog) << "stopping: " << workers.size() << " worker(s) take no new tasks; " << tasks
+                        << " running task(s) get up to " << config.shutdown_grace_ms << " ms to finish";
+  for (auto& [pid, w] : workers) {
+    WorkerMessage stop;
+    stop.kind = WorkerMessage::Kind::kStop;
+    SendCommand(w, stop);
+    w.stop_sent = true;
+  }
+  // A worker cancels what is left after the grace and reports it; give that
+  // time to reach weftd before killing the worker.
+  stop_deadline = Clock::now() + std::chrono::milliseconds(config.shutdown_grace_ms +
+                                                           2 * config.request_timeout_ms + 3000);
+}
+
+void Master::Impl::WakeMain() {
+  std::uint64_t one = 1;
+  if (wake_fd >= 0) (void)!write(wake_fd, &one, sizeof one);
+}
+
+// ---- control thread --------------------------------------------------------
+
+bool Master::Impl::Register(client::Client& client) {
+  json plugins;
+  std::vector<std::string> types;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    plugins = plugins_json;
+    types = plugin_types;
+    reregister = false;
+  }
+  Result<json> r = client.Call("host.register", {{"host_id", config.host_id},
+                                                 {"capacity", config.capacity},
+                                                 {"version", WEFT_VERSION},
+                                                 {"plugins", plugins}});
+  if (!r.ok()) {
+    static std::int64_t failures = 0;
+    if (failures++ % 20 == 0) {
+      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": " << r.status().ToString()
+                            << " (retrying)";
+    }
+    return false;
+  }
+  std::int64_t hb = std::max<std::int64_t>(IntOr(*r, "heartbeat_ms", 2000), 50);
+  std::string list;
+  for (const auto& t : types) list += (list.empty() ? "" : ", ") + t;
+  WEFT_LOG(kInfo, kLog) << "registered with weftd at " << config.server << " as '" << config.host_id << "', capacity "
+                        << config.capacity << ", " << EffectiveWorkers(config) << " worker(s), plugins [" << list
+                        << "], heartbeat every " << hb << " ms";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    heartbeat_ms = hb;
+    registered = true;
+  }
+  WakeMain();
+  return true;
+}
+
+void Master::Impl::Heartbeat(client::Client& client) {
+  json in = json::array();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
+    // Tasks of dead workers keep their lease until their failure is reported.
+    for (const auto& r : reports) in.push_back({{"task_id", r["task_id"]}, {"attempt", r["attempt"]}});
+  }
+  Result<json> r = client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}});
+  if (!r.ok()) {
+    if (r.status().code() == Code::kNotFound) {
+      WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
+                            << "' (was it restarted with a fresh store?); registering again";
+      std::lock_guard<std::mutex> lock(mu);
+      registered = false;
+    } else {
+      WEFT_LOG(kDebug, kLog) << "cannot heartbeat to weftd: " << r.status().ToString();
+    }
+    return;
+  }
+  auto s = r->find("stale");
+  if (s == r->end() || !s->is_array() || s->empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const json& k : *s) {
+      if (k.is_object()) stale.emplace_back(IntOr(k, "task_id", -1), IntOr(k, "attempt", -1));
+    }
+  }
+  WakeMain();
+}
+
+void Master::Impl::SendReports(client::Client& client) {
+  while (true) {
+    json body;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (reports.empty()) return;
+      body = reports.front();
+    }
+    const std::string what = "task " + std::to_string(IntOr(body, "task_id", 0)) + " attempt " +
+                             std::to_string(IntOr(body, "attempt", 0));
+    Result<json> r = client.Call("task.finish", body);
+    bool drop = r.ok();
+    if (!r.ok()) {
+      const Code code = r.status().code();
+      int tries = static_cast<int>(IntOr(body, "_tries", 0)) + 1;
+      if (code == Code::kConflict || code == Code::kInvalid || code == Code::kDenied || code == Code::kTooLarge ||
+          tries >= kMaxReportAttempts) {
+        WEFT_LOG(kWarn, kLog) << "weftd refused the finish of " << what << " (" << r.status().ToString()
+                              << "); dropping it";
+        drop = true;
+      } else {
+        if (code == Code::kNotFound) {
+          std::lock_guard<std::mutex> lock(mu);
+          registered = false;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (!reports.empty()) reports.front()["_tries"] = tries;
+        return;  // try again on the next round
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!reports.empty()) reports.pop_front();
+    if (drop) cv.notify_all();
+  }
+}
+
+void Master::Impl::ControlLoop() {
+  client::Client client(ctx, {config.server, config.request_timeout_ms, {}, {}});
+  auto next_heartbeat = Clock::now();
+  while (true) {
+    bool need_register;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (control_stop) return;
+      need_register = !registered || reregister;
+    }
+    if (need_register) {
+      if (!Register(client)) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::milliseconds(kBackoffMs), [this] { return control_stop; });
+        continue;
+      }
+      next_heartbeat = Clock::now();
+    }
+    SendReports(client);
+    if (Clock::now() >= next_heartbeat) {
+      Heartbeat(client);
+      std::lock_guard<std::mutex> lock(mu);
+      next_heartbeat = Clock::now() + std::chrono::milliseconds(heartbeat_ms);
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    auto wake = std::min(next_heartbeat, Clock::now() + std::chrono::milliseconds(200));
+    cv.wait_until(lock, wake, [this] { return control_stop || !reports.empty() || reregister || !registered; });
+    if (!reports.empty() && !control_stop) {
+      // Failed sends are retried at most every 200 ms.
+      cv.wait_for(lock, std::chrono::milliseconds(20), [this] { return control_stop; });
+    }
+  }
+}
+
+// ---- Run -------------------------------------------------------------------
+
+Master::Master(HostConfig config, std::string exe) : impl_(std::make_unique<Impl>(std::move(config), std::move(exe))) {}
+
+Master::~Master() {
+  Impl& m = *impl_;
+  if (m.control.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.control_stop = true;
+    }
+    m.cv.notify_all();
+    m.control.join();
+  }
+  for (int fd : {m.signal_fd, m.inotify_fd, m.wake_fd}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+int Master::Run() {
+  Impl& m = *impl_;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  m.signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  m.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (m.signal_fd < 0 || m.wake_fd < 0) {
+    WEFT_LOG(kError, kLog) << "cannot set up signal handling: " << std::strerror(errno);
+    return 1;
+  }
+  m.Watch();  // before the scan, so a file dropped in meanwhile is not missed
+  m.Scan(true);
+  m.slots.resize(static_cast<std::size_t>(EffectiveWorkers(m.config)));
+  m.control = std::thread([&m] { m.ControlLoop(); });
+
+  auto next_tick = Clock::now();
+  while (true) {
+    if (!m.workers_started && !m.stopping) {
+      std::lock_guard<std::mutex> lock(m.mu);
+      if (m.registered) {
+        m.workers_started = true;
+        for (auto& s : m.slots) s.start_at = Clock::now();
+      }
+    }
+    if (m.stopping) {
+      bool reports_done;
+      {
+        std::lock_guard<std::mutex> lock(m.mu);
+        reports_done = m.reports.empty();
+      }
+      if (m.workers.empty() && (reports_done || Clock::now() >= m.stop_deadline + std::chrono::milliseconds(
+                                                                   2 * m.config.request_timeout_ms))) {
+        break;
+      }
+      if (Clock::now() >= m.stop_deadline) {
+        for (auto& [pid, w] : m.workers) {
+          if (w.stop_killed) continue;
+          WEFT_LOG(kWarn, kLog) << "worker " << pid << " did not stop in time; killing it";
+          kill(pid, SIGKILL);
+          w.stop_killed = true;
+        }
+      }
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({m.signal_fd, POLLIN, 0});
+    fds.push_back({m.wake_fd, POLLIN, 0});
+    if (m.inotify_fd >= 0) fds.push_back({m.inotify_fd, POLLIN, 0});
+    std::vector<pid_t> order;
+    for (auto& [pid, w] : m.workers) {
+      fds.push_back({w.fd, POLLIN, 0});
+      order.push_back(pid);
+    }
+    int wait_ms = static_cast<int>(
+        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
+    int n = poll(fds.data(), fds.size(), wait_ms);
+    if (n < 0 && errno != EINTR) {
+      WEFT_LOG(kError, kLog) << "poll failed: " << std::strerror(errno);
+      break;
+    }
+    if (n > 0) {
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo info;
+        while (read(m.signal_fd, &info, sizeof info) == sizeof info) {
+          if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
+            WEFT_LOG(kInfo, kLog) << "received " << (info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+            m.BeginStop();
+          }
+        }
+      }
+      if (fds[1].revents & POLLIN) {
+        std::uint64_t count;
+        (void)!read(m.wake_fd, &count, sizeof count);
+      }
+      std::size_t next = 2;
+      if (m.inotify_fd >= 0) {
+        if (fds[next].revents & POLLIN) {
+          alignas(inotify_event) char buf[8192];
+          bool relevant = false;
+          ssize_t r;
+          while ((r = read(m.inotify_fd, buf, sizeof buf)) > 0) {
+            for (char* p = buf; p < buf + r;) {
+              auto* ev = reinterpret_cast<inotify_event*>(p);
+              std::filesystem::path name = ev->len ? std::filesystem::path(ev->name) : std::filesystem::path();
+              const auto ext = name.extension();
+              if (ext == ".so" || ext == ".lua") relevant = true;
+              p += sizeof(inotify_event) + ev->len;
+            }
+          }
+          if (relevant) m.rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
+        }
+        ++next;
+      }
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        auto it = m.workers.find(order[i]);
+        if (it != m.workers.end()) m.ReadChannel(it->second);
+      }
+    }
+    m.Reap();
+    m.CancelStale();
+    if (Clock::now() >= next_tick) {
+      m.Tick();
+      next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.control_stop = true;
+  }
+  m.cv.notify_all();
+  m.control.join();
+  WEFT_LOG(kInfo, kLog) << "stopped";
+  return 0;
+}
+
+}  // namespace weft::host

@@ -1,0 +1,141 @@
+#include "weft/host/supervision.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace weft::host {
+
+std::string SignalName(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string DescribeExit(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP) return "was killed with " + SignalName(sig);
+    return "crashed with " + SignalName(sig);
+  }
+  return "ended with wait status " + std::to_string(wait_status);
+}
+
+std::string TaskFailureMessage(const DeathReport& r) {
+  std::string who = "plugin '" + r.plugin + "'";
+  std::string during = r.plugin_returned ? " after its " + r.action + " returned, before the result was reported"
+                                         : " during " + r.action;
+  std::string msg;
+  switch (r.reason) {
+    case KillReason::kHung:
+      msg = who + " hung past the task timeout of " + std::to_string(r.task_timeout_ms) + " ms" + during +
+            "; its worker was killed";
+      break;
+    case KillReason::kMemory:
+      msg = who + " used more than " + std::to_string(r.memory_limit_mb) + " MiB" + during + "; its worker was killed";
+      break;
+    case KillReason::kNone:
+      msg = who + " " + DescribeExit(r.wait_status) + during;
+      break;
+  }
+  if (!r.others.empty()) {
+    std::string list;
+    for (const auto& o : r.others) list += (list.empty() ? "" : ", ") + o;
+    msg += " (the worker also ran " + list + " at the time, so the fault may be theirs; all its tasks failed)";
+  }
+  return msg;
+}
+
+std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& text, long page_size) {
+  std::istringstream in(text);
+  std::uint64_t size = 0, resident = 0;
+  if (!(in >> size >> resident) || page_size <= 0) return std::nullopt;
+  return resident * static_cast<std::uint64_t>(page_size);
+}
+
+std::optional<std::uint64_t> ReadRssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  if (!in) return std::nullopt;
+  std::string text;
+  std::getline(in, text);
+  return ParseStatmRssBytes(text, sysconf(_SC_PAGESIZE));
+}
+
+Result<pid_t> SpawnChild(const ChildSpec& spec) {
+  // Everything the child needs is built before fork: between fork and exec a
+  // child of a threaded process may only make async-signal-safe calls.
+  std::vector<std::string> args;
+  args.push_back(spec.program);
+  args.insert(args.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& extra : spec.env) {
+      auto eq = extra.find('=');
+      if (entry.substr(0, entry.find('=')) == std::string_view(extra).substr(0, eq)) replaced = true;
+    }
+    if (!replaced) env_strings.emplace_back(entry);
+  }
+  env_strings.insert(env_strings.end(), spec.env.begin(), spec.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) return Status::Internal(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    if (spec.die_with_parent) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(126);
+      // The parent may have died between fork and prctl.
+      if (getppid() != parent) _exit(126);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    if (spec.stdout_fd >= 0 && spec.stdout_fd != 1) {
+      if (dup2(spec.stdout_fd, 1) < 0) _exit(126);
+    }
+    if (spec.keep_fd >= 0) {
+      int flags = fcntl(spec.keep_fd, F_GETFD);
+      if (flags < 0 || fcntl(spec.keep_fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) _exit(126);
+    }
+    execve(spec.program.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace weft::host

@@ -1,0 +1,112 @@
+/* Crash-isolation fixtures: real plugins that take their worker process down
+ * in one way each, in whatever action the task names. Built once per mode
+ * (CRASHER_MODE) into <build>/plugins/crashers/, a directory no host loads by
+ * default. See tests/integration/host_isolation_test.cpp. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "weft/plugin.h"
+
+#define MODE_SEGV 1
+#define MODE_ABORT 2
+#define MODE_EXIT 3
+#define MODE_HANG 4
+#define MODE_MEMORY 5
+#define MODE_LOAD 6
+
+#if CRASHER_MODE == MODE_SEGV
+#define CRASHER_TYPE "crash-segv"
+#elif CRASHER_MODE == MODE_ABORT
+#define CRASHER_TYPE "crash-abort"
+#elif CRASHER_MODE == MODE_EXIT
+#define CRASHER_TYPE "crash-exit"
+#elif CRASHER_MODE == MODE_HANG
+#define CRASHER_TYPE "crash-hang"
+#elif CRASHER_MODE == MODE_MEMORY
+#define CRASHER_TYPE "crash-memory"
+#elif CRASHER_MODE == MODE_LOAD
+#define CRASHER_TYPE "crash-on-load"
+#else
+#error "CRASHER_MODE must be one of MODE_*"
+#endif
+
+#if CRASHER_MODE == MODE_HANG || CRASHER_MODE == MODE_MEMORY
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+#endif
+
+/* A store to an unmapped page near zero: a real SIGSEGV, not a raise(). Not to
+ * NULL itself, which UBSan would report (and exit) before the fault happens. */
+#if CRASHER_MODE == MODE_SEGV || CRASHER_MODE == MODE_LOAD
+static void segfault(void) {
+  volatile int *p = (volatile int *)(uintptr_t)64;
+  *p = 1;
+}
+#endif
+
+/* Holds every block so nothing can be optimised away or freed. */
+static char *volatile blocks[2048];
+
+static int crasher_run(void *instance, const weft_host_services *host, weft_task *task, uint32_t action, char *err,
+                       size_t err_len) {
+  (void)instance;
+  (void)action;
+  (void)err;
+  (void)err_len;
+  host->log(task, WEFT_LOG_INFO, "crasher " CRASHER_TYPE " running");
+#if CRASHER_MODE == MODE_SEGV
+  segfault();
+#elif CRASHER_MODE == MODE_ABORT
+  abort();
+#elif CRASHER_MODE == MODE_EXIT
+  exit(3);
+#elif CRASHER_MODE == MODE_HANG
+  for (;;) sleep_ms(50); /* never looks at host->cancelled */
+#elif CRASHER_MODE == MODE_MEMORY
+  /* 4 MiB every 10 ms, touched so it is resident; capped at 8 GiB so a host
+   * without a memory limit does not take the machine down with it. */
+  for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; ++i) {
+    blocks[i] = malloc(4u << 20);
+    if (blocks[i]) memset(blocks[i], (int)(i & 0xff) | 1, 4u << 20);
+    sleep_ms(10);
+  }
+  for (;;) sleep_ms(50);
+#endif
+  return WEFT_OK;
+}
+
+static const weft_plugin_descriptor descriptor = {
+    sizeof(weft_plugin_descriptor),
+    WEFT_ABI_MAJOR,
+    WEFT_ABI_MINOR,
+    WEFT_KIND_AUTOMATOR,
+    CRASHER_TYPE,
+    "1.0",
+    "crash-isolation fixture: takes its worker down in the action the task names",
+    WEFT_ACTION_BOOTSTRAP | WEFT_ACTION_INSTALL | WEFT_ACTION_CONFIGURE | WEFT_ACTION_INITIALIZE | WEFT_ACTION_START |
+        WEFT_ACTION_STOP | WEFT_ACTION_REMOVE,
+    0u,
+    sizeof(weft_field),
+    0u,
+    NULL,
+    NULL,
+    NULL,
+    crasher_run,
+    NULL};
+
+WEFT_PLUGIN_EXPORT const weft_plugin_descriptor *weft_plugin_entry(uint32_t major, uint32_t minor, char *err,
+                                                                   size_t err_len) {
+  (void)major;
+  (void)minor;
+  (void)err;
+  (void)err_len;
+#if CRASHER_MODE == MODE_LOAD
+  segfault();
+#endif
+  return &descriptor;
+}
