@@ -87,6 +87,7 @@ struct Worker {
   bool drained = false;  // no more takes (retired workers)
   bool stop_sent = false;
   bool stop_killed = false;
+  bool eof = false;  // the channel closed: not polled any more (it would spin)
   KillReason kill_reason = KillReason::kNone;
   TaskKey kill_task{0, 0};
   std::map<TaskKey, HeldTask> tasks;
@@ -361,7 +362,8 @@ void Master::Impl::ReadChannel(Worker& w) {
   while (true) {
     ssize_t n = read(w.fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EAGAIN, or EOF (the worker is exiting; Reap handles it)
+    if (n == 0) w.eof = true;  // the worker is exiting; Reap handles it
+    if (n <= 0) break;         // EAGAIN or EOF
     w.buffer.Append(std::string_view(buf, static_cast<std::size_t>(n)));
   }
   while (auto line = w.buffer.Next()) {
@@ -813,6 +815,7 @@ int Master::Run() {
     if (m.inotify_fd >= 0) fds.push_back({m.inotify_fd, POLLIN, 0});
     std::vector<pid_t> order;
     for (auto& [pid, w] : m.workers) {
+      if (w.eof) continue;
       fds.push_back({w.fd, POLLIN, 0});
       order.push_back(pid);
     }

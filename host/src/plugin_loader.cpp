@@ -12,6 +12,9 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "weft/common/log.hpp"
+#ifdef WEFT_HOST_HAVE_LUA
+#include "weft/host/lua_plugin.hpp"
+#endif
 
 namespace weft::host {
 namespace {
@@ -201,6 +204,19 @@ void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) 
 }
 
 bool PluginSet::LoadFile(const std::filesystem::path& file) {
+  if (file.extension() == ".lua") {
+#ifdef WEFT_HOST_HAVE_LUA
+    Result<const weft_plugin_descriptor*> d = lua::LoadLuaPlugin(file);
+    if (!d.ok()) {
+      Refuse(file, "cannot load the Lua plugin: " + d.status().message());
+      return false;
+    }
+    return Accept(file, *d);
+#else
+    Refuse(file, "this weft-host was built without the Lua runtime (weft_lua); Lua plugins are not supported");
+    return false;
+#endif
+  }
   auto library = std::make_unique<boost::dll::shared_library>();
   boost::system::error_code ec;
   library->load(boost::dll::fs::path(file.string()),
@@ -238,6 +254,11 @@ bool PluginSet::LoadFile(const std::filesystem::path& file) {
     Refuse(file, std::string("the plugin declined to load: ") + (err[0] ? err : "(no message)"));
     return false;
   }
+  return Accept(file, d);
+}
+
+bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d) {
+  char err[512] = {0};
   const std::string host_version = std::to_string(WEFT_ABI_MAJOR) + "." + std::to_string(WEFT_ABI_MINOR);
   const std::string built_for = std::to_string(d->abi_major) + "." + std::to_string(d->abi_minor);
   if (d->struct_size < kDescriptorHeaderSize) {

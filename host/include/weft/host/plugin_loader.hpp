@@ -1,4 +1,7 @@
-// Loads native plugins (.so files built against sdk/include/weft/plugin.h).
+// Loads native plugins (.so files built against sdk/include/weft/plugin.h) and,
+// when weft-host is built with the Lua runtime (weft_lua), Lua plugins (.lua
+// files, turned into an ordinary descriptor by weft::host::lua::LoadLuaPlugin
+// and then checked exactly like a native one).
 //
 // Every *.so in the plugin directories is opened with Boost.DLL (rtld_now |
 // rtld_local), its descriptor is validated field by field, and its init is
@@ -74,6 +77,8 @@ class PluginSet {
 
  private:
   void Refuse(const std::filesystem::path& file, std::string reason);
+  // Validates a descriptor (native or Lua), calls init, keeps it; false when refused.
+  bool Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d);
 
   std::vector<LoadedPlugin> plugins_;
   std::vector<Refusal> refusals_;

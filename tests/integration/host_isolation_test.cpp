@@ -1,0 +1,204 @@
+// weft-host's worker processes against the real weftd: crash isolation with
+// the crash fixtures (tests/host/crashers), plugin directories watched at
+// runtime, and no orphan workers when the master is SIGKILLed.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "host_harness.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::integration::Host;
+using weft::integration::HostLive;
+using weft::integration::kBuild;
+using weft::integration::Server;
+using weft::testing::TempDir;
+using weft::testing::WaitFor;
+
+// Worker pids the master logged as started, in order.
+std::vector<pid_t> StartedWorkers(const std::string& log) {
+  std::vector<pid_t> pids;
+  static const std::regex started("started worker ([0-9]+)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), started); it != std::sregex_iterator(); ++it) {
+    pids.push_back(static_cast<pid_t>(std::stol((*it)[1].str())));
+  }
+  return pids;
+}
+
+// True while `pid` exists and is not a zombie.
+bool Alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return false;
+  std::string line;
+  std::getline(in, line);
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+std::vector<std::string> PluginTypes(Server& server) {
+  std::vector<std::string> types;
+  auto list = server.TryCall("plugin.list", json::object());
+  if (!list) return types;
+  for (const auto& p : (*list)["plugins"]) types.push_back(p["type"]);
+  return types;
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+json FakeTask(const char* action, int latency_ms) {
+  return {{"plugin", "fake-automator"},
+          {"action", action},
+          {"max_attempts", 1},
+          {"payload", {{"service", {{"action", {{"fields", {{"latency_ms", latency_ms}}}}}}}}}};
+}
+
+}  // namespace
+
+TEST_CASE("isolation: each crashing plugin fails only its own task, and the host keeps serving",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  // Two workers of one thread each: a crasher and a fake task always run in
+  // different workers.
+  Host host(tmp / "host", "h1", server.provisioner(),
+            {kBuild / "plugins/crashers", kBuild / "plugins/automators"}, 2,
+            "workers = 2\ntask_timeout_ms = 1500\nworker_memory_limit_mb = 300\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+
+  // A plugin whose entry point crashes is refused by its probe; the others load.
+  const std::string crashers = (kBuild / "plugins/crashers").string();
+  CHECK_THAT(host.Log(), Catch::Contains("refused plugin " + crashers +
+                                         "/crash_on_load.so: plugin file crash_on_load.so crashed while loading "
+                                         "(SIGSEGV)"));
+  std::vector<std::string> types = PluginTypes(server);
+  CHECK(types == std::vector<std::string>{"crash-abort", "crash-exit", "crash-hang", "crash-memory", "crash-segv",
+                                          "fake-automator"});
+
+  struct Case {
+    const char* plugin;
+    const char* action;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"crash-segv", "INSTALL", "plugin 'crash-segv' crashed with SIGSEGV during INSTALL"},
+      {"crash-abort", "START", "plugin 'crash-abort' crashed with SIGABRT during START"},
+      {"crash-exit", "CONFIGURE", "plugin 'crash-exit' exited with status 3 during CONFIGURE"},
+      {"crash-hang", "INSTALL",
+       "plugin 'crash-hang' hung past the task timeout of 1500 ms during INSTALL; its worker was killed"},
+      {"crash-memory", "INITIALIZE",
+       "plugin 'crash-memory' used more than 300 MiB during INITIALIZE; its worker was killed"},
+  };
+  for (const Case& c : cases) {
+    INFO("crasher " << c.plugin);
+    // The fake task first, so it is running in one worker when the crasher
+    // takes down the other.
+    const std::int64_t fake = server.Enqueue(FakeTask("START", 1000));
+    server.WaitState(fake, "leased", 15s);
+    const std::int64_t crash =
+        server.Enqueue({{"plugin", c.plugin}, {"action", c.action}, {"max_attempts", 1}, {"node_id", "n1"}});
+    json failed = server.WaitState(crash, "failed", 30s);
+    CHECK(failed["message"] == c.message);
+    CHECK(failed["host_id"] == "h1");
+    json ok = server.WaitState(fake, "succeeded", 15s);
+    CHECK(ok["attempt"] == 1);
+  }
+  // One worker per crash was replaced, and the host still runs tasks.
+  REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() >= 2 + cases.size(); }, 15s));
+  const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
+  server.WaitState(after, "succeeded", 15s);
+  CHECK(host.process().running());
+  CHECK(HostLive(server, "h1"));
+  const std::string log = host.Log();
+  CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s); reporting them as failed"));
+  CHECK_THAT(log, Catch::Contains("starting a new worker for slot"));
+
+  // SIGTERM still stops the master and its workers cleanly.
+  std::vector<pid_t> workers = StartedWorkers(host.Log());
+  CHECK(weft::integration::ExitCodeOf(host.process().Stop(20s)) == 0);
+  for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
+}
+
+TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; a broken one is refused",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  const std::filesystem::path dropins = tmp / "dropins";
+  std::filesystem::create_directories(dropins);
+  Host host(tmp / "host", "h1", server.provisioner(),
+            {kBuild / "plugins/providers", kBuild / "plugins/automators", dropins}, 2);
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  CHECK_FALSE(Has(PluginTypes(server), "fixture-good"));
+  // A task that runs across the roll: its worker is retired but finishes it.
+  const std::int64_t across = server.Enqueue(FakeTask("INSTALL", 1500));
+  server.WaitState(across, "leased", 15s);
+
+  std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", dropins / "fixture_good.so");
+  REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "fixture-good"); }, 20s));
+  const std::int64_t good = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  json t = server.WaitState(good, "succeeded", 15s);
+  CHECK(t["result"]["ran"] == true);
+  json a = server.WaitState(across, "succeeded", 15s);
+  CHECK(a["attempt"] == 1);
+  CHECK_THAT(host.Log(), Catch::Contains("rolling workers"));
+
+  // Broken files: refused with a log line each, nothing else changes.
+  std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_no_entry.so", dropins / "fixture_no_entry.so");
+  std::filesystem::copy_file(kBuild / "plugins/crashers/crash_on_load.so", dropins / "crash_on_load.so");
+  const std::string prefix = "refused plugin " + dropins.string();
+  REQUIRE(WaitFor(
+      [&] {
+        const std::string log = host.Log();
+        return log.find(prefix + "/fixture_no_entry.so: no entry symbol") != std::string::npos &&
+               log.find(prefix + "/crash_on_load.so: plugin file crash_on_load.so crashed while loading") !=
+                   std::string::npos;
+      },
+      20s));
+  std::vector<std::string> types = PluginTypes(server);
+  CHECK(types == std::vector<std::string>{"fake-automator", "fake-provider", "fixture-good"});
+  const std::int64_t still = server.Enqueue({{"plugin", "fixture-good"}, {"action", "START"}, {"max_attempts", 1}});
+  server.WaitState(still, "succeeded", 15s);
+  const std::int64_t fake = server.Enqueue(FakeTask("START", 0));
+  server.WaitState(fake, "succeeded", 15s);
+}
+
+TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(), {}, 4, "workers = 3\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() == 3; }, 15s));
+  // A worker in the middle of a task, too.
+  const std::int64_t id = server.Enqueue(FakeTask("INSTALL", 30000));
+  server.WaitState(id, "leased", 15s);
+  const std::vector<pid_t> workers = StartedWorkers(host.Log());
+  for (pid_t pid : workers) REQUIRE(Alive(pid));
+
+  host.process().Signal(SIGKILL);
+  REQUIRE(host.process().Wait(5s).has_value());
+  CHECK(WaitFor(
+      [&] {
+        for (pid_t pid : workers) {
+          if (Alive(pid)) return false;
+        }
+        return true;
+      },
+      10s));
+}
