@@ -118,6 +118,11 @@ void Ops::CheckSilentHosts() {
   }
 }
 
+void Ops::DiscardEvents() {
+  host_events_.clear();
+  (void)queue_.TakeEvents();
+}
+
 std::vector<Event> Ops::DrainEvents() {
   std::vector<Event> out = std::exchange(host_events_, {});
   for (queue::TaskEvent& e : queue_.TakeEvents()) {

@@ -54,6 +54,8 @@ class Ops {
   // Publishes "silent" for hosts that stopped reporting.
   void CheckSilentHosts();
   std::vector<Event> DrainEvents();
+  // Forgets pending events without building them (nobody is subscribed).
+  void DiscardEvents();
   // After a failed commit: forget unpublished events and reload hosts.
   [[nodiscard]] Status Reset();
 

@@ -11,6 +11,7 @@
 #include <deque>
 #include <fstream>
 #include <list>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,7 @@ constexpr const char* kLog = "weftd";
 // The longest the loop sleeps with no timer due: bounds how late a clock
 // jump or a missed timer is noticed.
 constexpr std::int64_t kMaxSleepMs = 1000;
+constexpr std::int64_t kSubscriptionCheckMs = 20;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -81,7 +83,7 @@ class Reactor {
         ctx_(1),
         api_(ctx_, zmq::socket_type::router),
         prov_(ctx_, zmq::socket_type::router),
-        events_(ctx_, zmq::socket_type::pub) {}
+        events_(ctx_, zmq::socket_type::xpub) {}
 
   Status Start();
   Status Loop();
@@ -95,6 +97,7 @@ class Reactor {
   void ServeWaiters(std::vector<Pending>* out, bool force);
   void Send(std::vector<Pending>& replies);
   void Publish();
+  void ReadSubscriptions();
   Status Recover(const Status& why, std::vector<Pending>& replies);
 
   const Config& config_;
@@ -107,6 +110,10 @@ class Reactor {
   zmq::socket_t api_;
   zmq::socket_t prov_;
   zmq::socket_t events_;
+  // Topic prefixes someone subscribed to. The events socket is an XPUB so
+  // that, with nobody listening, events are not even built.
+  std::set<std::string> subscriptions_;
+  std::int64_t next_subscription_check_ms_ = 0;
   std::list<Waiter> waiters_;
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
@@ -249,7 +256,40 @@ void Reactor::Send(std::vector<Pending>& replies) {
   }
 }
 
+void Reactor::ReadSubscriptions() {
+  // XPUB passes on the first subscription to a topic and the last
+  // unsubscription from it: a set of prefixes is exact.
+  while (true) {
+    zmq::message_t m;
+    try {
+      if (!events_.recv(m, zmq::recv_flags::dontwait)) return;
+    } catch (const zmq::error_t& e) {
+      WEFT_LOG(kWarn, kLog) << "events endpoint: cannot read subscriptions: " << e.what();
+      return;
+    }
+    if (m.size() == 0) continue;
+    const char* data = static_cast<const char*>(m.data());
+    std::string prefix(data + 1, m.size() - 1);
+    if (data[0] == 1) {
+      subscriptions_.insert(std::move(prefix));
+    } else if (data[0] == 0) {
+      subscriptions_.erase(prefix);
+    }
+  }
+}
+
 void Reactor::Publish() {
+  // Checked now and then, not every turn: an empty receive costs a system
+  // call, and a new subscriber misses the first moments anyway (PUB/SUB).
+  const std::int64_t now = clock_.NowMs();
+  if (now >= next_subscription_check_ms_) {
+    ReadSubscriptions();
+    next_subscription_check_ms_ = now + kSubscriptionCheckMs;
+  }
+  if (subscriptions_.empty()) {
+    ops_.DiscardEvents();
+    return;
+  }
   for (api::Event& e : ops_.DrainEvents()) {
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());
