@@ -210,7 +210,8 @@ void Master::Impl::Scan(bool initial) {
         fresh_good = fresh_good || fresh;
         if (fresh) {
           WEFT_LOG(kInfo, kLog) << "loaded plugin '" << type << "' (" << v.probe.info.value("kind", std::string())
-                                << ") from " << file.string() << (initial ? "" : " (new or changed)");
+                                << ", version " << v.probe.info.value("version", std::string()) << ") from "
+                                << file.string() << (initial ? "" : " (new or changed)");
         }
       }
     } else if (fresh) {

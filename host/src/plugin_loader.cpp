@@ -369,9 +369,11 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
             {"actions", std::move(actions)},
             {"fields", std::move(fields)},
             {"resource_types", std::move(resource_types)}};
-  if (log_loaded_ || log::CurrentLevel() <= log::Level::kDebug) {
-    log::Line(log_loaded_ ? log::Level::kInfo : log::Level::kDebug, "host") << "loaded plugin '" << type << "' (" << p.info["kind"].get<std::string>() << ", ABI "
-                          << built_for << ") from " << file.string();
+  // Workers load what the master already probed and logged: debug there.
+  const log::Level level = log_loaded_ ? log::Level::kInfo : log::Level::kDebug;
+  if (level >= log::CurrentLevel()) {
+    log::Line(level, "host") << "loaded plugin '" << type << "' (" << p.info["kind"].get<std::string>() << ", ABI "
+                             << built_for << ") from " << file.string();
   }
   plugins_.push_back(std::move(p));
   return true;
