@@ -50,7 +50,6 @@ constexpr const char* kLog = "host";
 constexpr int kBackoffMs = 500;
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
-constexpr int kMaxRestartDelayMs = 30'000;
 constexpr auto kDeathWindow = std::chrono::seconds(60);
 constexpr int kMaxReportAttempts = 20;
 
@@ -495,12 +494,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   const auto now = Clock::now();
   slot.deaths.push_back(now);
   while (!slot.deaths.empty() && now - slot.deaths.front() > kDeathWindow) slot.deaths.pop_front();
-  // First death: at once. Workers dying in a loop: 0.5 s, 1 s, 2 s ... 30 s.
-  int delay_ms = 0;
-  if (slot.deaths.size() > 1) {
-    delay_ms = kBackoffMs << std::min<std::size_t>(slot.deaths.size() - 2, 6);
-    delay_ms = std::min(delay_ms, kMaxRestartDelayMs);
-  }
+  const int delay_ms = RestartDelayMs(slot.deaths.size());
   slot.start_at = now + std::chrono::milliseconds(delay_ms);
   WEFT_LOG(kInfo, kLog) << "starting a new worker for slot " << w.slot
                         << (delay_ms ? " in " + std::to_string(delay_ms) + " ms (" +

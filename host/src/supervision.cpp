@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -71,6 +72,12 @@ std::string TaskFailureMessage(const DeathReport& r) {
     msg += " (the worker also ran " + list + " at the time, so the fault may be theirs; all its tasks failed)";
   }
   return msg;
+}
+
+int RestartDelayMs(std::size_t recent_deaths) {
+  if (recent_deaths <= 1) return 0;
+  const std::size_t doublings = std::min<std::size_t>(recent_deaths - 2, 6);
+  return std::min(500 << doublings, 30'000);
 }
 
 std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& text, long page_size) {

@@ -236,3 +236,13 @@ TEST_CASE("config: workers, worker_memory_limit_mb and tenants are read and chec
   CHECK(round->host_id == parsed->host_id);
   CHECK_FALSE(weft::host::WorkerConfigFromJson("{}").ok());
 }
+
+TEST_CASE("supervision: workers dying in a loop are restarted with a growing delay", "[host][worker]") {
+  CHECK(weft::host::RestartDelayMs(0) == 0);
+  CHECK(weft::host::RestartDelayMs(1) == 0);
+  CHECK(weft::host::RestartDelayMs(2) == 500);
+  CHECK(weft::host::RestartDelayMs(3) == 1000);
+  CHECK(weft::host::RestartDelayMs(4) == 2000);
+  CHECK(weft::host::RestartDelayMs(8) == 30'000);
+  CHECK(weft::host::RestartDelayMs(1000) == 30'000);
+}

@@ -45,6 +45,12 @@ std::string TaskFailureMessage(const DeathReport& report);
 std::optional<std::uint64_t> ReadRssBytes(pid_t pid);
 std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& statm_text, long page_size);
 
+// How long to wait before restarting a worker slot whose workers died
+// `recent_deaths` times in the last minute (this death included): at once for
+// the first, then 0.5 s, 1 s, 2 s ... capped at 30 s, so a plugin that kills
+// every worker at once does not make the master fork in a tight loop.
+int RestartDelayMs(std::size_t recent_deaths);
+
 struct ChildSpec {
   std::string program;             // usually /proc/self/exe
   std::vector<std::string> args;   // argv[1..]
