@@ -406,9 +406,13 @@ Status Session::Write(std::string_view bytes, const std::string& remote_path, in
     }
   } guard{ch, &healthy_};
 
+  // The SCP protocol ends a file with one NUL byte; libssh2 leaves sending it
+  // to us, and OpenSSH's scp exits 1 ("lost connection") without it.
+  std::string data(bytes);
+  data.push_back('\0');
   std::size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = libssh2_channel_write(ch, bytes.data() + off, bytes.size() - off);
+  while (off < data.size()) {
+    ssize_t n = libssh2_channel_write(ch, data.data() + off, data.size() - off);
     if (n == LIBSSH2_ERROR_EAGAIN) {
       if (!im.Wait(deadline)) return timed_out();
       continue;
