@@ -61,6 +61,18 @@ CREATE TABLE attempts (
   PRIMARY KEY (task_id, attempt)
 ) WITHOUT ROWID;
 )sql"},
+    {2, R"sql(
+CREATE TABLE catalog_entities (
+  tenant TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  json TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  deleted INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (tenant, kind, name, version)
+) WITHOUT ROWID;
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -136,6 +148,8 @@ Store::~Store() {
 }
 
 std::int64_t Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+sql::Database& Store::database() { return impl_->db; }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, StoreOptions options) {
   // SQLite's memory statistics take a global mutex on every allocation; nothing reads them.

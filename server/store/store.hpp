@@ -79,9 +79,26 @@ struct TaskCounts {
   std::int64_t failed = 0;
 };
 
+// One version of a catalog entity (provider, hardwaretype, ...). Every put adds
+// a version; a delete adds a tombstone (deleted, empty json) and a later put
+// goes on numbering after it. Kinds and JSON are opaque text here.
+struct CatalogEntityRecord {
+  std::string tenant;
+  std::string kind;
+  std::string name;
+  std::int64_t version = 0;
+  std::string json;
+  std::int64_t created_at_ms = 0;
+  bool deleted = false;
+};
+
 struct StoreOptions {
   int busy_timeout_ms = 5000;
 };
+
+namespace sql {
+class Database;
+}  // namespace sql
 
 class Store {
  public:
@@ -131,7 +148,26 @@ class Store {
                                   std::string_view stderr_tail, std::int64_t now_ms);
   [[nodiscard]] Result<std::vector<AttemptRecord>> ListAttempts(std::int64_t task_id);
 
+  // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
+  // A put returns the new version (1 + the highest so far, tombstones included).
+  [[nodiscard]] Result<std::int64_t> PutCatalogEntity(std::string_view tenant, std::string_view kind,
+                                                      std::string_view name, std::string_view json,
+                                                      std::int64_t now_ms);
+  // The latest version (nullopt when there is none or it is a tombstone), or the
+  // given version (nullopt when there is no such version or it is a tombstone).
+  [[nodiscard]] Result<std::optional<CatalogEntityRecord>> GetCatalogEntity(
+      std::string_view tenant, std::string_view kind, std::string_view name,
+      std::optional<std::int64_t> version = std::nullopt);
+  // The latest version of every live entity of a kind, by name.
+  [[nodiscard]] Result<std::vector<CatalogEntityRecord>> ListCatalogEntities(std::string_view tenant,
+                                                                             std::string_view kind);
+  // Adds a tombstone; returns its version, or nullopt when the entity does not exist (or is deleted).
+  [[nodiscard]] Result<std::optional<std::int64_t>> DeleteCatalogEntity(std::string_view tenant,
+                                                                         std::string_view kind,
+                                                                         std::string_view name, std::int64_t now_ms);
+
  private:
+  sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
   Status Migrate();
