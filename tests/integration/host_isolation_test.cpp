@@ -202,3 +202,38 @@ TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integrat
       },
       10s));
 }
+
+#ifdef WEFT_TEST_LUA
+TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a native one; a broken one is refused",
+          "[integration][host][isolation][lua]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  const std::filesystem::path dropins = tmp / "dropins";
+  std::filesystem::create_directories(dropins);
+  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/automators", dropins}, 2);
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+
+  // Written elsewhere and renamed in, as docs/host.md advises.
+  weft::testing::WriteFile(tmp / "dropped.lua",
+                           "return {\n"
+                           "  type = \"dropped-lua\", kind = \"automator\", version = \"1.0\",\n"
+                           "  description = \"integration test plugin\",\n"
+                           "  actions = { install = function(task) task:set_result(\"ran\", true) end },\n"
+                           "}\n");
+  std::filesystem::rename(tmp / "dropped.lua", dropins / "dropped.lua");
+  REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "dropped-lua"); }, 20s));
+  const std::int64_t id = server.Enqueue({{"plugin", "dropped-lua"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  json t = server.WaitState(id, "succeeded", 15s);
+  CHECK(t["result"]["ran"] == true);
+
+  weft::testing::WriteFile(tmp / "broken.lua", "return { type = \n");
+  std::filesystem::rename(tmp / "broken.lua", dropins / "broken.lua");
+  REQUIRE(WaitFor(
+      [&] {
+        return host.Log().find("refused plugin " + (dropins / "broken.lua").string() +
+                               ": cannot load the Lua plugin") != std::string::npos;
+      },
+      20s));
+  CHECK(PluginTypes(server) == std::vector<std::string>{"dropped-lua", "fake-automator"});
+}
+#endif
