@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/api/catalog_ops.hpp"
+
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
 
@@ -65,6 +67,7 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
   router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
   router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
+  RegisterCatalogOps(router_, store_, clock_, config_);
 }
 
 Status Ops::Load() {

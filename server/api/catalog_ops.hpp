@@ -1,0 +1,22 @@
+// The catalog ops of docs/protocol.md: <kind>.put/get/list/delete for the five
+// catalog kinds, catalog.check, and cluster.plan (solver + planner over the
+// tenant's latest catalog, nothing run).
+//
+// The handlers borrow the Store, the Clock and the Config (all must outlive the
+// Router they are added to), keep no state of their own and never open a
+// transaction (weftd's reactor wraps each batch in one). Not thread-safe: they
+// run on the reactor thread.
+#pragma once
+
+#include "server/api/router.hpp"
+#include "server/config/config.hpp"
+#include "server/store/store.hpp"
+#include "weft/common/clock.hpp"
+
+namespace weft::api {
+
+// Adds every catalog op to `router`: puts and deletes for admins, reads and
+// cluster.plan for users too, all on the api endpoint.
+void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config);
+
+}  // namespace weft::api
