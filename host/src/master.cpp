@@ -468,7 +468,11 @@ void Master::Impl::OnDeath(Worker& w, int status) {
           if (other_key != key) r.others.push_back("plugin '" + o.plugin + "' (" + o.action + ")");
         }
       }
-      if (stopping && w.kill_reason == KillReason::kNone && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+      // While stopping, a worker that we killed after the grace, or that gave
+      // up on a task ignoring its cancel and exited, leaves its tasks here.
+      const bool gave_up = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && w.stop_killed) ||
+                           (WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (stopping && w.kill_reason == KillReason::kNone && gave_up) {
         message = "host shutting down: plugin '" + t.plugin + "' ignored cancellation during " + t.action +
                   "; its worker was killed";
       } else {

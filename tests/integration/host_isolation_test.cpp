@@ -237,3 +237,48 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
   CHECK(PluginTypes(server) == std::vector<std::string>{"dropped-lua", "fake-automator"});
 }
 #endif
+
+TEST_CASE("isolation: a crash costs every task of its worker, and says which plugin ran beside them",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  // One worker with two threads: the fake task shares the crasher's process.
+  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            2, "workers = 1\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  const std::int64_t fake = server.Enqueue(FakeTask("START", 20000));
+  server.WaitState(fake, "leased", 15s);
+  const std::int64_t crash = server.Enqueue({{"plugin", "crash-abort"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  json c = server.WaitState(crash, "failed", 20s);
+  CHECK_THAT(c["message"].get<std::string>(),
+             Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "
+                               "plugin 'fake-automator' (START) at the time"));
+  json f = server.WaitState(fake, "failed", 20s);
+  CHECK_THAT(f["message"].get<std::string>(),
+             Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "
+                               "plugin 'crash-abort' (INSTALL) at the time, so the fault may be theirs"));
+  // The replacement worker serves.
+  const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
+  server.WaitState(after, "succeeded", 15s);
+}
+
+TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worker is killed, the master exits 0",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            2, "shutdown_grace_ms = 300\n");
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  const std::int64_t hang = server.Enqueue({{"plugin", "crash-hang"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  const std::int64_t quick = server.Enqueue(FakeTask("START", 200));
+  server.WaitState(hang, "leased", 15s);
+  server.WaitState(quick, "leased", 15s);
+  const std::vector<pid_t> workers = StartedWorkers(host.Log());
+  CHECK(weft::integration::ExitCodeOf(host.process().Stop(30s)) == 0);
+  json h = server.WaitState(hang, "failed", 10s);
+  CHECK(h["message"] == "host shutting down: plugin 'crash-hang' ignored cancellation during INSTALL; its worker was "
+                        "killed");
+  server.WaitState(quick, "succeeded", 10s);
+  for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
+  CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
+}
