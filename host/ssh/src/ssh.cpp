@@ -288,6 +288,7 @@ Result<ExecResult> Session::Exec(const std::string& command, int timeout_ms, con
   Impl& im = *impl_;
   const std::string& name = im.name;
   if (!healthy_) return Status::Unavailable("SSH to " + name + ": the connection is broken; reconnect");
+  command_started_ = false;
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 1));
   auto timed_out = [&] {
     healthy_ = false;  // the channel may be half-open: never reuse this session
@@ -321,6 +322,7 @@ Result<ExecResult> Session::Exec(const std::string& command, int timeout_ms, con
     healthy_ = false;
     return Status::Unavailable("SSH to " + name + ": cannot start the command: " + im.LastError());
   }
+  command_started_ = true;
 
   char buf[16384];
   for (;;) {

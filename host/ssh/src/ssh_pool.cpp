@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "weft/host/ssh.hpp"
+#include "weft/host/ssh_services.hpp"
 
 namespace weft::host::ssh {
 
@@ -33,9 +34,32 @@ Pool::Pool(Options options) : options_(options) {}
 
 Pool::~Pool() { Clear(); }
 
+namespace {
+std::mutex g_default_mu;
+Pool::Options g_default_options;
+bool g_default_made = false;
+}  // namespace
+
 Pool& Pool::Default() {
-  static Pool* pool = new Pool();  // leaked on purpose: leases may outlive static destruction order
+  // Leaked on purpose: leases may be returned during static destruction.
+  static Pool* pool = [] {
+    std::lock_guard<std::mutex> lock(g_default_mu);
+    g_default_made = true;
+    return new Pool(g_default_options);
+  }();
   return *pool;
+}
+
+Status ConfigureDefaultPool(const Pool::Options& options) {
+  std::lock_guard<std::mutex> lock(g_default_mu);
+  if (g_default_made) {
+    return Status::Conflict("the SSH session pool is already in use; set its limits before the first SSH call");
+  }
+  if (options.max_sessions < 1 || options.max_idle_per_node < 0 || options.idle_timeout_ms < 0) {
+    return Status::Invalid("SSH pool limits: max_sessions must be at least 1, the others at least 0");
+  }
+  g_default_options = options;
+  return Status::Ok();
 }
 
 std::string Pool::KeyOf(const Target& t) {

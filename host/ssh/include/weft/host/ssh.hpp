@@ -88,6 +88,10 @@ class Session {
 
   // False once a transport error or a timeout left the session unusable.
   bool healthy() const { return healthy_; }
+  // Whether the last Exec got as far as starting its command: a failure
+  // before that point (say, a pooled connection the node had closed) is safe
+  // to retry on a fresh connection.
+  bool command_started() const { return command_started_; }
   const Target& target() const { return target_; }
 
  private:
@@ -96,6 +100,7 @@ class Session {
   std::unique_ptr<Impl> impl_;
   Target target_;
   bool healthy_ = true;
+  bool command_started_ = false;
 };
 
 // A small pool of authenticated sessions, keyed by (address, port, user,
