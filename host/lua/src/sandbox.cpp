@@ -226,6 +226,26 @@ Reply OsIndex(lua_State* L) {
   return {1, {}};
 }
 
+// Whether the hook has killed this run (for the xpcall guard below).
+Reply Killed(lua_State* L) {
+  lua_pushboolean(L, ControlOf(L).kill != Kill::kNone ? 1 : 0);
+  return {1, {}};
+}
+
+// An error the hook raises is raised inside the hook, where Lua runs no hooks:
+// a message handler called for it could loop forever. So xpcall's handler is
+// skipped once the run is killed (it is bounded: a call and a return).
+constexpr char kXpcallGuard[] = R"lua(
+local killed, raw_xpcall, type, error = ...
+xpcall = function(f, handler, ...)
+  if type(handler) ~= "function" then error("bad argument #2 to 'xpcall' (function expected)", 2) end
+  return raw_xpcall(f, function(e)
+    if killed() then return e end
+    return handler(e)
+  end, ...)
+end
+)lua";
+
 // weft.array(t): marks t as a JSON array (so {} becomes [] in set_result).
 Reply MarkArray(lua_State* L) {
   if (lua_type(L, 1) != LUA_TTABLE) throw ScriptError("weft.array: argument must be a table");
@@ -320,6 +340,15 @@ int SetupBody(lua_State* L) {
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kTaskMetaKey);
+
+  if (luaL_loadbufferx(L, kXpcallGuard, sizeof kXpcallGuard - 1, "=weft-sandbox", "t") != LUA_OK) {
+    return lua_error(L);
+  }
+  lua_pushcfunction(L, &Trampoline<&Killed>);
+  lua_getfield(L, g, "xpcall");
+  lua_getfield(L, g, "type");
+  lua_getfield(L, g, "error");
+  lua_call(L, 4, 0);
 
   // Globals last: a script reaching for a removed library learns the rule.
   lua_pushvalue(L, g);
