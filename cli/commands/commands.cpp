@@ -7,6 +7,8 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterStatusCommands(table);
   RegisterHostCommands(table);
   RegisterPluginCommands(table);
+  RegisterCatalogCommands(table);
+  RegisterClusterCommands(table);
 }
 
 }  // namespace weft::cli

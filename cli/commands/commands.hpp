@@ -13,5 +13,7 @@ void RegisterAllCommands(CommandTable& table);
 void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list
 void RegisterPluginCommands(CommandTable& table);  // plugin list
+void RegisterCatalogCommands(CommandTable& table);  // catalog import|export|check, <kind> list|get|put|delete
+void RegisterClusterCommands(CommandTable& table);  // cluster plan
 
 }  // namespace weft::cli
