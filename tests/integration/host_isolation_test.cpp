@@ -63,6 +63,14 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// Workers run under the same sanitizers as the master in CI; a report from one
+// lands in the host's log (a deliberate crash is a signal, never a report).
+void CheckNoSanitizerReport(const std::string& log) {
+  CHECK(log.find("ERROR: AddressSanitizer") == std::string::npos);
+  CHECK(log.find("ERROR: LeakSanitizer") == std::string::npos);
+  CHECK(log.find("runtime error:") == std::string::npos);
+}
+
 json FakeTask(const char* action, int latency_ms) {
   return {{"plugin", "fake-automator"},
           {"action", action},
@@ -134,6 +142,7 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
   std::vector<pid_t> workers = StartedWorkers(host.Log());
   CHECK(weft::integration::ExitCodeOf(host.process().Stop(20s)) == 0);
   for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
+  CheckNoSanitizerReport(host.Log());
 }
 
 TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; a broken one is refused",
@@ -177,6 +186,7 @@ TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; 
   server.WaitState(still, "succeeded", 15s);
   const std::int64_t fake = server.Enqueue(FakeTask("START", 0));
   server.WaitState(fake, "succeeded", 15s);
+  CheckNoSanitizerReport(host.Log());
 }
 
 TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integration][host][isolation]") {
@@ -260,6 +270,7 @@ TEST_CASE("isolation: a crash costs every task of its worker, and says which plu
   // The replacement worker serves.
   const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
   server.WaitState(after, "succeeded", 15s);
+  CheckNoSanitizerReport(host.Log());
 }
 
 TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worker is killed, the master exits 0",
@@ -281,4 +292,5 @@ TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worke
   server.WaitState(quick, "succeeded", 10s);
   for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
   CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
+  CheckNoSanitizerReport(host.Log());
 }
