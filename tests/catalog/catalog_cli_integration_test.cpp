@@ -1,0 +1,360 @@
+// The catalog through the real `weft` CLI against the real weftd on ephemeral
+// loopback ports: import examples/catalog, export, re-import, check, plan.
+// Hosts are registered with a raw host.register call, so no weft-host is needed.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::BuildPath;
+using testing::Process;
+using testing::RunResult;
+using testing::TempDir;
+
+const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+
+// weftd with a temp data dir and ports picked by the system.
+class Server {
+ public:
+  Server() : dir_("weft-catalog-cli-test") {
+    testing::WriteFile(dir_ / "weftd.toml",
+                       "[server]\n"
+                       "data_dir = \"" + (dir_ / "data").string() + "\"\n"
+                       "[endpoints]\n"
+                       "api = \"tcp://127.0.0.1:*\"\n"
+                       "provisioner = \"tcp://127.0.0.1:*\"\n"
+                       "events = \"tcp://127.0.0.1:*\"\n");
+    testing::ProcessOptions o;
+    o.stdout_path = dir_ / "weftd.out";
+    o.stderr_path = dir_ / "weftd.err";
+    weftd_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
+    const auto endpoints_file = dir_ / "data" / "endpoints.json";
+    bool up = testing::WaitFor(
+        [&] {
+          json j = json::parse(testing::ReadFile(endpoints_file), nullptr, false);
+          if (!j.is_object() || !j.contains("api") || !j.contains("provisioner")) return false;
+          if (j["pid"] != weftd_.pid()) return false;
+          endpoints_ = j;
+          return true;
+        },
+        std::chrono::seconds(15));
+    INFO(weftd_.Output());
+    REQUIRE(up);
+  }
+
+  std::string api() const { return endpoints_["api"].get<std::string>(); }
+  std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
+  std::string Log() const { return weftd_.Output(); }
+  fs::path Path(const std::string& name) const { return dir_ / name; }
+
+  // `weft --server <api> ARGS...`
+  RunResult Weft(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--server", api()});
+    return testing::Run(BuildPath("bin/weft"), args);
+  }
+  // `weft ... -o json ARGS...`, which must succeed, parsed.
+  json WeftJson(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"-o", "json"});
+    RunResult r = Weft(args);
+    INFO(r.err << Log());
+    REQUIRE(r.exit_code == 0);
+    json j = json::parse(r.out, nullptr, false);
+    REQUIRE(j.is_object());
+    return j;
+  }
+
+ private:
+  TempDir dir_;
+  Process weftd_;
+  json endpoints_;
+};
+
+void RegisterHost(const Server& server, const std::string& host_id, const json& plugins) {
+  zmq::context_t ctx(1);
+  client::Client c(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "", .limits = {}});
+  Result<json> reply =
+      c.Call("host.register", json{{"host_id", host_id}, {"capacity", 2}, {"version", "0.1.0"}, {"plugins", plugins}});
+  INFO(reply.status().ToString());
+  REQUIRE(reply.ok());
+}
+
+// Every regular file under `dir`, by relative path, with its bytes.
+std::map<std::string, std::string> Files(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = testing::ReadFile(e.path());
+  return out;
+}
+
+void Import(const Server& server, const fs::path& dir) {
+  RunResult r = server.Weft({"catalog", "import", dir.string()});
+  INFO(r.out << r.err << server.Log());
+  REQUIRE(r.exit_code == 0);
+}
+
+bool Has(const json& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), json(item)) != list.end();
+}
+
+}  // namespace
+
+TEST_CASE("weft catalog: import, export and re-import of examples/catalog round-trip unchanged",
+          "[catalog][cli][integration]") {
+  Server server;
+  const std::size_t entities = Files(kExamples).size();
+  REQUIRE(entities >= 10);
+
+  RunResult first = server.Weft({"catalog", "import", kExamples.string()});
+  INFO(first.out << first.err << server.Log());
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Catch::Contains("imported clustertemplate 'web-fake' (version 1)"));
+  CHECK_THAT(first.out, Catch::Contains(std::to_string(entities) + " entities imported, 0 files skipped, 0 refused"));
+
+  const fs::path one = server.Path("export-1");
+  RunResult exported = server.Weft({"catalog", "export", one.string()});
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  const auto first_export = Files(one);
+  // The examples are written in the exporter's own form, so the export is the examples.
+  CHECK(first_export == Files(kExamples));
+
+  Import(server, one);
+  json services = server.WeftJson({"service", "list"});
+  REQUIRE(services["entities"].size() > 0);
+  for (const json& s : services["entities"]) CHECK(s["version"] == 2);  // every put is a version
+
+  const fs::path two = server.Path("export-2");
+  REQUIRE(server.Weft({"catalog", "export", two.string()}).exit_code == 0);
+  CHECK(Files(two) == first_export);  // byte-identical
+}
+
+TEST_CASE("weft catalog import: reports skipped and refused files and exits 1 when something was refused",
+          "[catalog][cli][integration]") {
+  Server server;
+  TempDir dir("weft-catalog-import");
+  fs::create_directories(dir.path() / "providers");
+  fs::create_directories(dir.path() / "services");
+  testing::WriteFile(dir.path() / "providers" / "fake.json", testing::ReadFile(kExamples / "providers" / "fake.json"));
+  testing::WriteFile(dir.path() / "providers" / "README.md", "notes\n");
+  testing::WriteFile(dir.path() / "services" / "broken.json", R"({"name":"broken","dependencies":{"conflicts":"x"}})");
+  RunResult r = server.Weft({"catalog", "import", dir.path().string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("imported provider 'fake' (version 1)"));
+  CHECK_THAT(r.out, Catch::Contains("skipped providers/README.md: not a .json file"));
+  CHECK_THAT(r.out, Catch::Contains("refused services/broken.json"));
+  CHECK_THAT(r.out, Catch::Contains("dependencies.conflicts"));
+  CHECK_THAT(r.err, Catch::Contains("1 file was refused"));
+  // What was valid is in.
+  CHECK(server.WeftJson({"provider", "list"})["entities"].size() == 1);
+}
+
+TEST_CASE("weft catalog check: a planted dangling reference, types no live host runs, provider fields",
+          "[catalog][cli][integration]") {
+  Server server;
+  Import(server, kExamples);
+  // A host runs the local provider (which needs a `pool` field) and both automators,
+  // but not fake-provider.
+  RegisterHost(server, "check-host",
+               json::array({{{"type", "local"},
+                             {"kind", "provider"},
+                             {"fields",
+                              json::array({{{"name", "pool"}, {"type", "string"}, {"required", true}},
+                                           {{"name", "region"}, {"type", "string"}, {"required", true},
+                                            {"default", "here"}}})}},
+                            {{"type", "shell"}, {"kind", "automator"}},
+                            {{"type", "fake-automator"}, {"kind", "automator"}}}));
+  // Planted: a service that requires one nobody has, and a provider with a field the plugin lacks.
+  testing::WriteFile(server.Path("orphan.json"),
+                     R"({"name":"orphan","dependencies":{"install":{"requires":["ghost-service"]}}})");
+  REQUIRE(server.Weft({"service", "put", server.Path("orphan.json").string()}).exit_code == 0);
+  testing::WriteFile(server.Path("local2.json"),
+                     R"({"name":"local2","providertype":"local","provisioner":{"pool":"p1","bogus":1}})");
+  REQUIRE(server.Weft({"provider", "put", server.Path("local2.json").string()}).exit_code == 0);
+
+  RunResult table = server.Weft({"catalog", "check"});
+  INFO(table.out << table.err << server.Log());
+  CHECK(table.exit_code == 1);
+  CHECK_THAT(table.out, Catch::Contains("ghost-service"));
+  CHECK_THAT(table.out, Catch::Contains("provider type 'fake-provider'"));
+  CHECK_THAT(table.out, !Catch::Contains("automator type 'shell'"));
+  CHECK_THAT(table.out, Catch::Contains("provisioner.pool is required"));
+  CHECK_THAT(table.out, Catch::Contains("provisioner.bogus is not a field"));
+  CHECK_THAT(table.err, Catch::Contains("catalog check found 4 problems"));
+
+  RunResult as_json = server.Weft({"-o", "json", "catalog", "check"});
+  CHECK(as_json.exit_code == 1);
+  json body = json::parse(as_json.out, nullptr, false);
+  REQUIRE(body.is_object());
+  REQUIRE(body["dangling"].size() == 1);
+  CHECK(body["dangling"][0]["name"] == "orphan");
+  CHECK(body["dangling"][0]["target"] == "ghost-service");
+  CHECK(body["dangling"][0]["path"] == "dependencies.install.requires[0]");
+  REQUIRE(body["unrunnable"].size() == 1);
+  CHECK(body["unrunnable"][0]["type"] == "fake-provider");
+  CHECK(body["unrunnable"][0]["kind"] == "provider");
+  REQUIRE(body["fields"].size() == 2);  // local: pool missing (region has a default); local2: bogus unknown
+  std::set<std::string> problems;
+  for (const json& f : body["fields"]) problems.insert(f["provider"].get<std::string>() + ":" + f["field"].get<std::string>() + ":" + f["problem"].get<std::string>());
+  CHECK(problems == std::set<std::string>{"local:pool:missing", "local2:bogus:unknown"});
+
+  // Fixing what was planted leaves only the provider type nobody runs.
+  REQUIRE(server.Weft({"service", "delete", "orphan"}).exit_code == 0);
+  REQUIRE(server.Weft({"provider", "delete", "local2"}).exit_code == 0);
+  json after = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
+  CHECK(after["dangling"].empty());
+  CHECK(after["problems"] == 2);
+}
+
+TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a plan whose ids all exist",
+          "[catalog][cli][integration]") {
+  Server server;
+  Import(server, kExamples);
+  json reply = server.WeftJson({"cluster", "plan", "shop", "--template", "web-fake", "--size", "6", "--services",
+                                "fake-base,fake-haproxy,fake-nginx,fake-redis,fake-monitoring"});
+  REQUIRE(reply.contains("layout"));
+  const json& nodes = reply["layout"]["nodes"];
+  REQUIRE(nodes.size() == 6);
+  std::map<std::string, int> count;
+  std::set<std::string> hostnames;
+  for (const json& n : nodes) {
+    INFO(n.dump());
+    hostnames.insert(n["hostname"].get<std::string>());
+    CHECK_THAT(n["hostname"].get<std::string>(), Catch::StartsWith("shop-") && Catch::EndsWith(".weft.test"));
+    CHECK((n["hardwaretype"] == "small" || n["hardwaretype"] == "medium"));
+    CHECK(n["imagetype"] == "debian12");
+    CHECK(n["flavor"] == (n["hardwaretype"] == "small" ? "fake-small" : "fake-medium"));
+    CHECK(n["image"] == "fake-debian12");
+    const json& s = n["services"];
+    REQUIRE_FALSE(s.empty());
+    for (const json& name : s) ++count[name.get<std::string>()];
+    CHECK(Has(s, "fake-base"));                                          // unconstrained: every node
+    CHECK_FALSE((Has(s, "fake-haproxy") && Has(s, "fake-nginx")));       // cantcoexist
+    CHECK(Has(s, "fake-nginx") == Has(s, "fake-monitoring"));            // mustcoexist
+    if (Has(s, "fake-redis")) CHECK(n["hardwaretype"] == "medium");      // per-service hardware
+  }
+  CHECK(hostnames.size() == 6);
+  CHECK(count["fake-haproxy"] == 1);
+  CHECK(count["fake-redis"] == 1);
+  CHECK(count["fake-nginx"] >= 2);
+
+  // Tasks: unique ids, every `after` names a task, every node is created.
+  REQUIRE(reply["tasks"].is_array());
+  std::set<std::string> ids;
+  for (const json& t : reply["tasks"]) CHECK(ids.insert(t["id"].get<std::string>()).second);
+  for (const json& t : reply["tasks"])
+    for (const json& a : t["after"]) {
+      INFO(t["id"] << " after " << a);
+      CHECK(ids.count(a.get<std::string>()) == 1);
+    }
+  std::size_t creates = 0;
+  for (const json& t : reply["tasks"]) creates += t["action"] == "CREATE" ? 1 : 0;
+  CHECK(creates == 6);
+  REQUIRE(reply["stages"].is_array());
+  REQUIRE_FALSE(reply["stages"].empty());
+  for (const json& stage : reply["stages"])
+    for (const json& id : stage) CHECK(ids.count(id.get<std::string>()) == 1);
+
+  // The table groups identical nodes and counts tasks and stages.
+  RunResult table = server.Weft({"cluster", "plan", "shop", "--template", "web-fake", "--size", "6", "--services",
+                                 "fake-base,fake-haproxy,fake-nginx,fake-redis,fake-monitoring"});
+  INFO(table.err);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("cluster 'shop' from template 'web-fake': 6 nodes"));
+  int web_nodes = 0;
+  for (const json& n : nodes)
+    web_nodes += n["hardwaretype"] == "small" &&
+                 n["services"] == json::array({"fake-base", "fake-monitoring", "fake-nginx"});
+  REQUIRE(web_nodes >= 2);
+  CHECK_THAT(table.out, Catch::Contains("  " + std::to_string(web_nodes) +
+                                        " × small debian12 [fake-base, fake-monitoring, fake-nginx]\n"));
+  CHECK_THAT(table.out, Catch::Contains("plan: " + std::to_string(reply["tasks"].size()) + " tasks in " +
+                                        std::to_string(reply["stages"].size()) + " stages"));
+}
+
+TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's sentence", "[catalog][cli][integration]") {
+  Server server;
+  Import(server, kExamples);
+  RunResult small_only = server.Weft({"cluster", "plan", "shop", "--template", "web-fake", "--size", "4",
+                                      "--hardwaretype", "small"});
+  CHECK(small_only.exit_code == 1);
+  CHECK(small_only.out.empty());
+  CHECK_THAT(small_only.err,
+             Catch::Contains("service 'fake-redis' may only run on hardwaretypes [medium]"));
+
+  RunResult too_small = server.Weft({"cluster", "plan", "shop", "--template", "web-fake", "--size", "2"});
+  CHECK(too_small.exit_code == 1);
+  CHECK_THAT(too_small.err, Catch::Contains("size 2 is outside constraints.size (min 3, max 20)"));
+
+  RunResult unknown = server.Weft({"cluster", "plan", "shop", "--template", "nope", "--size", "2"});
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Catch::Contains("clustertemplate 'nope' does not exist"));
+
+  RunResult usage = server.Weft({"cluster", "plan", "shop", "--size", "2"});
+  CHECK(usage.exit_code == 2);
+}
+
+TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; versions, tombstones, tenants",
+          "[catalog][cli][integration]") {
+  Server server;
+  testing::WriteFile(server.Path("bad.json"), R"({"name":"bad","providertype":5,"provisioner":[]})");
+  RunResult bad = server.Weft({"provider", "put", server.Path("bad.json").string()});
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Catch::Contains("provider 'bad': providertype: must be a string"));
+  CHECK_THAT(bad.err, Catch::Contains("provider 'bad': provisioner: must be a JSON object"));
+
+  testing::WriteFile(server.Path("broken.json"), R"({"name": )");
+  RunResult broken = server.Weft({"provider", "put", server.Path("broken.json").string()});
+  CHECK(broken.exit_code == 1);
+  CHECK_THAT(broken.err, Catch::Contains("malformed JSON"));
+
+  testing::WriteFile(server.Path("p1.json"), R"({"name":"p","providertype":"fake-provider","provisioner":{}})");
+  testing::WriteFile(server.Path("p2.json"),
+                     R"({"name":"p","providertype":"fake-provider","provisioner":{"a":1},"colour":"blue"})");
+  RunResult v1 = server.Weft({"provider", "put", server.Path("p1.json").string()});
+  CHECK_THAT(v1.out, Catch::Contains("provider 'p' saved as version 1"));
+  RunResult v2 = server.Weft({"provider", "put", server.Path("p2.json").string()});
+  REQUIRE(v2.exit_code == 0);
+  CHECK_THAT(v2.out, Catch::Contains("version 2"));
+  CHECK_THAT(v2.err, Catch::Contains("warning:"));
+  CHECK_THAT(v2.err, Catch::Contains("colour"));
+
+  json latest = server.WeftJson({"provider", "get", "p"});
+  CHECK(latest["version"] == 2);
+  CHECK(latest["entity"]["colour"] == "blue");  // unknown fields are kept
+  json first = server.WeftJson({"provider", "get", "p", "--version=1"});
+  CHECK(first["version"] == 1);
+  CHECK(first["entity"]["provisioner"] == json::object());
+
+  // Other tenants see nothing of it.
+  json other = server.WeftJson({"--tenant", "globex", "provider", "list"});
+  CHECK(other["entities"].empty());
+  CHECK(server.Weft({"--tenant", "globex", "provider", "get", "p"}).exit_code == 1);
+
+  REQUIRE(server.Weft({"provider", "delete", "p"}).exit_code == 0);
+  RunResult gone = server.Weft({"provider", "get", "p"});
+  CHECK(gone.exit_code == 1);
+  CHECK_THAT(gone.err, Catch::Contains("provider 'p' does not exist"));
+  CHECK(server.WeftJson({"provider", "list"})["entities"].empty());
+  CHECK(server.WeftJson({"provider", "get", "p", "--version=2"})["entity"]["colour"] == "blue");
+  RunResult again = server.Weft({"provider", "put", server.Path("p1.json").string()});
+  CHECK_THAT(again.out, Catch::Contains("version 4"));  // 3 is the deletion
+}
+
+}  // namespace weft
