@@ -327,3 +327,44 @@ TEST_CASE("lua: an infinite loop at the top level of the file fails the load", "
   REQUIRE_FALSE(m.ok());
   CHECK_THAT(m.status().message(), Contains("Lua plugin big.lua exceeded its memory cap of 8 MiB while loading"));
 }
+
+TEST_CASE("lua: collectgarbage('stop') does not lift the memory cap", "[lua]") {
+  Plugin p(Automator(R"(
+    collectgarbage("stop")
+    local keep = {}
+    for i = 1, 1e9 do keep[#keep + 1] = string.rep("y", 1000) .. i end)"));
+  RunResult r = p.Run(WEFT_ACTION_INSTALL);
+  CHECK(r.rc == WEFT_ERR_FAILED);
+  CHECK_THAT(r.err, Contains("exceeded its memory cap of 8 MiB"));
+  StillServes(p);
+}
+
+TEST_CASE("lua: a __close handler that loops is killed while the kill unwinds", "[lua]") {
+  Plugin p(Automator(R"(
+    local guard <close> = setmetatable({}, { __close = function() while true do end end })
+    while true do end)"));
+  RunResult r = p.Run(WEFT_ACTION_INSTALL);
+  CHECK(r.rc == WEFT_ERR_TIMEOUT);
+  CHECK_THAT(r.err, Contains("exceeded its time budget"));
+  StillServes(p);
+}
+
+TEST_CASE("lua: source nested too deeply for the parser is a load error", "[lua]") {
+  auto r = weft::host::lua::LoadLuaPluginSource("deep.lua", "return " + std::string(100000, '('), TestLimits());
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Contains("Lua plugin deep.lua does not compile") && Contains("stack overflow"));
+}
+
+// Not run by default (timing): `lua_test "[.lua-overhead]"` prints the per-task
+// cost of a Lua plugin as the host sees it (state reuse, task JSON, one call).
+TEST_CASE("lua: per-task overhead of a trivial action", "[.lua-overhead]") {
+  Plugin p(Automator("task:set_result('ok', true)"));
+  constexpr int kRuns = 2000;
+  auto start = std::chrono::steady_clock::now();
+  int ok = 0;
+  for (int i = 0; i < kRuns; ++i) ok += p.Run(WEFT_ACTION_INSTALL).rc == WEFT_OK ? 1 : 0;
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / kRuns;
+  WARN("Lua plugin overhead: " << us << " us per task (including the test's TaskContext)");
+  CHECK(ok == kRuns);
+  CHECK(us < 1000.0);
+}
