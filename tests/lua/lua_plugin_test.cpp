@@ -3,6 +3,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -350,4 +351,28 @@ TEST_CASE("lua: the example plugins in scripts/lua load and run", "[lua]") {
     CHECK(none.rc == WEFT_ERR_FAILED);
     CHECK_THAT(none.err, Contains("addresses"));
   }
+}
+
+TEST_CASE("lua: limits must be positive; a huge time budget means no practical limit", "[lua]") {
+  LuaLimits zero = TestLimits();
+  zero.memory_bytes = 0;
+  auto r = LoadLuaPluginSource("z.lua", Automator("return"), zero);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Contains("Lua limits must all be positive"));
+
+  LuaLimits huge = TestLimits();
+  huge.time_budget_ms = std::numeric_limits<std::int64_t>::max();
+  Plugin p(Automator("task:set_result('ok', true)"), huge);
+  RunResult run = p.Run(WEFT_ACTION_INSTALL);
+  INFO(run.err);
+  CHECK(run.rc == WEFT_OK);
+  CHECK(run.result["ok"] == true);
+}
+
+TEST_CASE("lua: a memory cap too small for the sandbox itself is a load error", "[lua]") {
+  LuaLimits tiny = TestLimits();
+  tiny.memory_bytes = 4096;
+  auto r = LoadLuaPluginSource("tiny.lua", Automator("return"), tiny);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Contains("Lua plugin tiny.lua exceeded its memory cap of 4 KiB while loading"));
 }

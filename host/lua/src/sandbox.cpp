@@ -499,7 +499,10 @@ void Sandbox::Arm(RunScope* scope) {
   control_.violation.clear();
   control_.instructions = 0;
   control_.budget = limits_.instruction_budget;
-  control_.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.time_budget_ms);
+  // Clamped so that a "no limit" value cannot overflow the clock.
+  constexpr std::int64_t kLongestBudgetMs = 100LL * 24 * 3600 * 1000;
+  control_.deadline = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(std::min(limits_.time_budget_ms, kLongestBudgetMs));
   control_.scope = scope;
   std::uint64_t every = std::clamp<std::uint64_t>(limits_.instruction_budget, 1, kHookEvery);
   control_.hook_count = static_cast<int>(every);
