@@ -1,11 +1,13 @@
 #include "server/daemon/daemon.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <zmq.hpp>
@@ -38,6 +41,10 @@ constexpr const char* kLog = "weftd";
 // jump or a missed timer is noticed.
 constexpr std::int64_t kMaxSleepMs = 1000;
 constexpr std::int64_t kSubscriptionCheckMs = 20;
+// How often a busy reactor, which never sleeps in poll, looks for a signal.
+constexpr std::int64_t kSignalCheckMs = 20;
+// The longest a request waits for other busy peers' requests to share its commit.
+constexpr std::int64_t kBatchWaitUs = 200;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -69,6 +76,34 @@ struct Waiter {
   std::string id;
   std::string host_id;
   std::int64_t until_ms = 0;
+};
+
+// Which peers sent requests lately: the ones seen in this and the previous
+// generation (kPeerWindowMs each). Cheap enough to update per request.
+class BusyPeers {
+ public:
+  void Saw(Endpoint endpoint, const wire::Frames& frames, std::int64_t now_ms) {
+    if (now_ms >= generation_end_ms_) {
+      previous_.swap(current_);
+      current_.clear();
+      if (now_ms >= generation_end_ms_ + kPeerWindowMs) previous_.clear();  // a quiet spell
+      generation_end_ms_ = now_ms + kPeerWindowMs;
+    }
+    if (frames.empty()) return;
+    key_.assign(1, static_cast<char>(endpoint));
+    key_.append(static_cast<const char*>(frames[0].data()), frames[0].size());
+    current_.insert(key_);
+    busy_ = std::max(current_.size(), previous_.size());
+  }
+  std::size_t Busy() const { return busy_; }
+
+ private:
+  static constexpr std::int64_t kPeerWindowMs = 2;
+  std::unordered_set<std::string> current_;
+  std::unordered_set<std::string> previous_;
+  std::string key_;
+  std::int64_t generation_end_ms_ = 0;
+  std::size_t busy_ = 0;
 };
 
 class Reactor {
@@ -117,6 +152,7 @@ class Reactor {
   std::list<Waiter> waiters_;
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
+  BusyPeers peers_;
   bool stop_ = false;
 };
 
@@ -326,47 +362,92 @@ Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
 Status Reactor::Loop() {
   const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
   std::vector<Pending> batch;
+  std::vector<std::pair<Endpoint, wire::Frames>> inbox;
+  // The ROUTERs are waited on through their ZMQ_FD, not zmq::poll: zmq::poll
+  // asks every socket for ZMQ_EVENTS before and after it sleeps, and each ask
+  // costs libzmq a poll(2) and a getpid(2), about eight system calls per turn
+  // for one request. ZMQ_FD only signals *new* events, so the rule is: sleep on
+  // it only once the socket has refused a receive since we last used it.
+  // `pending[i]` is true while socket i may hold messages we have not seen:
+  // after its descriptor fired, after a batch filled up, and after sending on
+  // it (a send may process the socket's commands, consuming the signal).
+  const Endpoint order[] = {Endpoint::kProvisioner, Endpoint::kApi};
+  int fds[2];
+  try {
+    fds[0] = prov_.get(zmq::sockopt::fd);
+    fds[1] = api_.get(zmq::sockopt::fd);
+  } catch (const zmq::error_t& e) {
+    return Status::Internal(std::string("cannot read the ZeroMQ descriptors: ") + e.what());
+  }
+  bool pending[2] = {true, true};
+  std::int64_t next_signal_check_ms = 0;
   while (!stop_) {
     std::int64_t now = clock_.NowMs();
-    zmq::pollitem_t items[] = {{static_cast<void*>(api_), 0, ZMQ_POLLIN, 0},
-                               {static_cast<void*>(prov_), 0, ZMQ_POLLIN, 0},
-                               {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
-    try {
-      zmq::poll(items, 3, std::chrono::milliseconds(PollTimeoutMs(now)));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      return Status::Internal(std::string("zmq poll failed: ") + e.what());
-    }
-    if (items[2].revents & ZMQ_POLLIN) {
-      signalfd_siginfo info;
-      if (read(signal_fd_, &info, sizeof info) > 0) {
-        WEFT_LOG(kInfo, kLog) << "signal " << info.ssi_signo << " received: shutting down";
+    // Sleep when both ROUTERs are drained; otherwise only look at the signal
+    // descriptor, now and then, so that a steady load cannot hide a SIGTERM.
+    const bool drained = !pending[0] && !pending[1];
+    if (drained || now >= next_signal_check_ms) {
+      pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+      const int rc = ::poll(items, drained ? 3 : 1, drained ? static_cast<int>(PollTimeoutMs(now)) : 0);
+      if (rc < 0) {
+        if (errno == EINTR) continue;
+        return Status::Internal(std::string("poll failed: ") + std::strerror(errno));
       }
-      stop_ = true;
-      break;
+      if (items[0].revents & POLLIN) {
+        signalfd_siginfo info;
+        if (read(signal_fd_, &info, sizeof info) > 0) {
+          WEFT_LOG(kInfo, kLog) << "signal " << info.ssi_signo << " received: shutting down";
+        }
+        stop_ = true;
+        break;
+      }
+      if (drained) {
+        pending[0] = items[1].revents != 0;
+        pending[1] = items[2].revents != 0;
+      }
+      next_signal_check_ms = now + kSignalCheckMs;
     }
 
-    // Drain both ROUTERs in turn, up to one batch. Only sockets that poll
-    // reported readable are tried, and each only until it is empty: a receive
-    // that finds nothing still costs ZeroMQ a system call.
-    std::vector<std::pair<Endpoint, wire::Frames>> inbox;
-    bool readable[] = {(items[1].revents & ZMQ_POLLIN) != 0, (items[0].revents & ZMQ_POLLIN) != 0};
-    const Endpoint order[] = {Endpoint::kProvisioner, Endpoint::kApi};
-    while (inbox.size() < batch_max && (readable[0] || readable[1])) {
-      for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
-        if (!readable[i]) continue;
-        wire::Frames frames;
-        try {
-          if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
-            readable[i] = false;
+    // Drain both ROUTERs in turn, up to one batch.
+    inbox.clear();
+    auto drain = [&]() {
+      while (inbox.size() < batch_max && (pending[0] || pending[1])) {
+        for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
+          if (!pending[i]) continue;
+          wire::Frames frames;
+          try {
+            if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
+              pending[i] = false;
+              continue;
+            }
+          } catch (const zmq::error_t& err) {
+            WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
+            pending[i] = false;
             continue;
           }
-        } catch (const zmq::error_t& err) {
-          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
-          readable[i] = false;
-          continue;
+          peers_.Saw(order[i], frames, now);
+          inbox.emplace_back(order[i], std::move(frames));
         }
-        inbox.emplace_back(order[i], std::move(frames));
+      }
+    };
+    drain();
+    // Group commit across peers: while other peers that were busy a moment
+    // ago have not yet sent their next request, wait a little (at most
+    // kBatchWaitUs) for it, so that one commit answers several of them. A
+    // peer whose request is in hand sends nothing more before its reply, so
+    // with one busy peer nobody waits.
+    if (!inbox.empty() && inbox.size() < batch_max && inbox.size() < peers_.Busy()) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kBatchWaitUs);
+      while (inbox.size() < batch_max && inbox.size() < peers_.Busy()) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) break;
+        pollfd items[] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+        const timespec ts{0, static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count())};
+        const int rc = ::ppoll(items, 2, &ts, nullptr);
+        if (rc <= 0) break;  // the wait is over (or EINTR: the next turn looks at signals)
+        pending[0] = items[0].revents != 0;
+        pending[1] = items[1].revents != 0;
+        drain();
       }
     }
 
@@ -393,6 +474,7 @@ Status Reactor::Loop() {
         batch.push_back(std::move(p));
       }
       Send(batch);
+      for (const Pending& p : batch) pending[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
       continue;
     }
     for (auto& [e, frames] : inbox) Receive(e, std::move(frames), &batch);
@@ -420,6 +502,7 @@ Status Reactor::Loop() {
       (void)ops_.DrainEvents();
     }
     Send(batch);
+    for (const Pending& p : batch) pending[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
     Publish();
   }
   return Status::Ok();
