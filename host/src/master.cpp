@@ -51,7 +51,7 @@ constexpr int kBackoffMs = 500;
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr auto kDeathWindow = std::chrono::seconds(60);
-constexpr int kMaxReportAttempts = 20;
+constexpr int kMaxNotFoundReports = 5;  // weftd does not know the task: re-registering did not help
 
 std::int64_t IntOr(const json& obj, const char* key, std::int64_t fallback) {
   auto it = obj.find(key);
@@ -141,9 +141,14 @@ struct Master::Impl {
   bool control_stop = false;
   std::int64_t heartbeat_ms = 2000;
   std::vector<TaskKey> in_flight;   // every worker's tasks, for heartbeats
-  std::deque<json> reports;         // task.finish bodies of tasks whose worker died
+  struct Report {
+    json body;  // task.finish of a task whose worker died
+    int not_found = 0;
+  };
+  std::deque<Report> reports;
   std::vector<TaskKey> stale;       // from heartbeats, for the main thread
   std::thread control;
+  std::int64_t register_failures = 0;  // control thread only
 
   // ---- main thread ----
   void Scan(bool initial);
@@ -438,7 +443,6 @@ void Master::Impl::OnDeath(Worker& w, int status) {
                           << (w.tasks.empty() ? "" : "; reporting them as failed");
   }
   // The message of each task it held.
-  const Worker* culprit_worker = &w;
   std::string culprit_message;
   if (w.kill_reason == KillReason::kHung) {
     if (auto c = w.tasks.find(w.kill_task); c != w.tasks.end()) {
@@ -450,7 +454,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
       culprit_message = TaskFailureMessage(r);
     }
   }
-  for (const auto& [key, t] : culprit_worker->tasks) {
+  for (const auto& [key, t] : w.tasks) {
     std::string message;
     if (w.kill_reason == KillReason::kHung && key != w.kill_task) {
       message = "plugin '" + t.plugin + "' " + t.action + " was lost when its worker was killed: " + culprit_message;
@@ -481,14 +485,14 @@ void Master::Impl::OnDeath(Worker& w, int status) {
     }
     WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second << " failed: " << message;
     std::lock_guard<std::mutex> lock(mu);
-    reports.push_back({{"host_id", config.host_id},
+    reports.push_back({json{{"host_id", config.host_id},
                        {"task_id", key.first},
                        {"attempt", key.second},
                        {"status", "failed"},
                        {"message", message},
                        {"result", json::object()},
                        {"stdout", ""},
-                       {"stderr", "weft-host: worker " + std::to_string(w.pid) + " " + how + "\n"}});
+                       {"stderr", "weft-host: worker " + std::to_string(w.pid) + " " + how + "\n"}}});
   }
   cv.notify_all();
 
@@ -619,8 +623,7 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"version", WEFT_VERSION},
                                                  {"plugins", plugins}});
   if (!r.ok()) {
-    static std::int64_t failures = 0;
-    if (failures++ % 20 == 0) {
+    if (register_failures++ % 20 == 0) {
       WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": " << r.status().ToString()
                             << " (retrying)";
     }
@@ -647,7 +650,7 @@ void Master::Impl::Heartbeat(client::Client& client) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
-    for (const auto& r : reports) in.push_back({{"task_id", r["task_id"]}, {"attempt", r["attempt"]}});
+    for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
   Result<json> r = client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}});
   if (!r.ok()) {
@@ -678,33 +681,28 @@ void Master::Impl::SendReports(client::Client& client) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (reports.empty()) return;
-      body = reports.front();
+      body = reports.front().body;
     }
     const std::string what = "task " + std::to_string(IntOr(body, "task_id", 0)) + " attempt " +
                              std::to_string(IntOr(body, "attempt", 0));
     Result<json> r = client.Call("task.finish", body);
-    bool drop = r.ok();
     if (!r.ok()) {
       const Code code = r.status().code();
-      int tries = static_cast<int>(IntOr(body, "_tries", 0)) + 1;
-      if (code == Code::kConflict || code == Code::kInvalid || code == Code::kDenied || code == Code::kTooLarge ||
-          tries >= kMaxReportAttempts) {
-        WEFT_LOG(kWarn, kLog) << "weftd refused the finish of " << what << " (" << r.status().ToString()
-                              << "); dropping it";
-        drop = true;
-      } else {
-        if (code == Code::kNotFound) {
-          std::lock_guard<std::mutex> lock(mu);
-          registered = false;
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        if (!reports.empty()) reports.front()["_tries"] = tries;
-        return;  // try again on the next round
+      std::lock_guard<std::mutex> lock(mu);
+      const bool final = code == Code::kConflict || code == Code::kInvalid || code == Code::kDenied ||
+                         code == Code::kTooLarge ||
+                         (code == Code::kNotFound && ++reports.front().not_found > kMaxNotFoundReports);
+      if (!final) {
+        // weftd unreachable (kept, and its lease kept alive by the heartbeats),
+        // or it does not know the host yet (register first).
+        if (code == Code::kNotFound) registered = false;
+        return;  // again on the next round
       }
+      WEFT_LOG(kWarn, kLog) << "weftd refused the finish of " << what << " (" << r.status().ToString()
+                            << "); dropping it";
     }
     std::lock_guard<std::mutex> lock(mu);
-    if (!reports.empty()) reports.pop_front();
-    if (drop) cv.notify_all();
+    reports.pop_front();
   }
 }
 
