@@ -39,6 +39,17 @@ TEST_CASE("wire: a request survives encode and decode with its payload frames", 
   CHECK(back->blobs == req.blobs);
 }
 
+TEST_CASE("wire: a successful reply header is the header object dumped, byte for byte", "[wire]") {
+  const json body = {{"task", {{"task_id", 3}, {"node_id", "n\u00e9\"1"}}}, {"z", nullptr}};
+  Frames frames = EncodeReply(Reply::Success("id-\"7\"", body));
+  REQUIRE(frames.size() == 1);
+  const json header = {{"v", 1}, {"id", "id-\"7\""}, {"ok", true}, {"body", body}};
+  CHECK(frames[0].to_string() == Dump(header));
+  // Invalid UTF-8 is replaced, as Dump does, instead of throwing.
+  Frames odd = EncodeReply(Reply::Success("1", {{"s", std::string("a\xff")}}));
+  CHECK(json::parse(odd[0].to_string())["body"]["s"] == "a\xef\xbf\xbd");
+}
+
 TEST_CASE("wire: replies carry a body or an error with code, message and details", "[wire]") {
   auto ok = DecodeReply(EncodeReply(Reply::Success("7", {{"x", 1}})), Limits{});
   REQUIRE(ok.ok());
