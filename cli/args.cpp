@@ -97,7 +97,9 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
       opts.tenant = *v;
     } else if ((name == "-h" || name == "--help") && !value) {
       opts.help = true;
-    } else if (name == "--version" && !value) {
+    } else if (name == "--version" && !value && rest->empty()) {
+      // Only before the command words: after them, --version is the command's
+      // own flag (`weft provider get NAME --version 2`).
       opts.version = true;
     } else {
       rest->push_back(arg);

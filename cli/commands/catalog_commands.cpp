@@ -110,7 +110,7 @@ Status DeleteEntity(Context& ctx, const ParsedArgs& args, Kind kind) {
     return Status::Ok();
   }
   ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(*reply, "name"))
-            << "' deleted; earlier versions stay readable with --version=N\n";
+            << "' deleted; earlier versions stay readable with --version N\n";
   return Status::Ok();
 }
 
@@ -146,11 +146,10 @@ void RegisterKind(CommandTable& table) {
              .handler = &KindList<K>});
   table.Add({.noun = noun,
              .verb = "get",
-             .summary = "Print one " + noun + " as JSON (the latest version, or --version=N).",
+             .summary = "Print one " + noun + " as JSON (the latest version, or --version N).",
              .description = "Prints the " + noun + "'s JSON as stored, so the output can be edited and put back.\n"
-                            "With -o json, prints the whole reply (name, version, created_at_ms, entity).\n"
-                            "Give the version inline (--version=3): a separate '--version' is weft's own.",
-             .flags = {{.name = "--version", .value_name = "N", .help = "an earlier version (write --version=N)"}},
+                            "With -o json, prints the whole reply (name, version, created_at_ms, entity).",
+             .flags = {{.name = "--version", .value_name = "N", .help = "an earlier version"}},
              .args = {{.name = "NAME", .required = true, .help = "the " + noun + "'s name"}},
              .handler = &KindGet<K>});
   table.Add({.noun = noun,

@@ -352,7 +352,7 @@ TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; ve
   CHECK(gone.exit_code == 1);
   CHECK_THAT(gone.err, Catch::Contains("provider 'p' does not exist"));
   CHECK(server.WeftJson({"provider", "list"})["entities"].empty());
-  CHECK(server.WeftJson({"provider", "get", "p", "--version=2"})["entity"]["colour"] == "blue");
+  CHECK(server.WeftJson({"provider", "get", "p", "--version", "2"})["entity"]["colour"] == "blue");
   RunResult again = server.Weft({"provider", "put", server.Path("p1.json").string()});
   CHECK_THAT(again.out, Catch::Contains("version 4"));  // 3 is the deletion
 }

@@ -114,4 +114,15 @@ TEST_CASE("cli args: a command's flags and positionals", "[cli]") {
   CHECK(dash->positionals == std::vector<std::string>{"--all"});
 }
 
+TEST_CASE("cli args: --version is weft's own only before the command words", "[cli]") {
+  std::vector<std::string> rest;
+  auto global = ParseGlobalOptions({"--version"}, NoEnv(), &rest);
+  REQUIRE(global.ok());
+  CHECK(global->version);
+  auto command_flag = ParseGlobalOptions({"provider", "get", "p", "--version", "2"}, NoEnv(), &rest);
+  REQUIRE(command_flag.ok());
+  CHECK_FALSE(command_flag->version);
+  CHECK(rest == std::vector<std::string>{"provider", "get", "p", "--version", "2"});
+}
+
 }  // namespace weft::cli
