@@ -102,6 +102,10 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const fs::path& out_fi
   int rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   if (rc == 0) rc = posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   if (rc == 0) rc = posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // The caller's descriptors (a worker's sockets and pipes to its master) must
+  // not live on in a long-running sshd: a master waiting for a pipe's EOF would
+  // never see it. OpenSSH's sshd closes them itself today; this does not rely on it.
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   // A default signal mask and dispositions: the caller may block signals in its threads.
   sigset_t none, all;
   sigemptyset(&none);
