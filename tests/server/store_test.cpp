@@ -156,3 +156,48 @@ TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
   REQUIRE_FALSE(store.ok());
   CHECK_THAT(store.status().message(), Catch::Contains("999"));
 }
+
+TEST_CASE("store: rebuilding the tasks table (migration 3) keeps tasks, attempts, ids and the state check",
+          "[store]") {
+  weft::testing::TempDir dir;
+  const auto path = dir / "weft.db";
+  std::int64_t first = 0;
+  {
+    auto opened = Store::Open(path);
+    REQUIRE(opened.ok());
+    TaskRecord t = NewTask();
+    REQUIRE((*opened)->InsertTask(&t).ok());
+    REQUIRE((*opened)->LeaseTask(t.id, 1, "h1", 5000, 2000).ok());
+    first = t.id;
+  }
+  // Make the file look as if migration 3 had not run yet; reopening runs it on a table with rows.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "DELETE FROM schema_migrations WHERE version >= 3", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+
+  auto opened = Store::Open(path);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  CHECK(store.schema_version() == Store::LatestSchemaVersion());
+  auto task = store.GetTask(first);
+  REQUIRE(task.ok());
+  REQUIRE(task->has_value());
+  CHECK((*task)->state == TaskState::kLeased);
+  CHECK((*task)->payload_json == R"({"k":1})");
+  auto attempts = store.ListAttempts(first);
+  REQUIRE(attempts.ok());
+  CHECK(attempts->size() == 1);
+  TaskRecord next = NewTask();
+  REQUIRE(store.InsertTask(&next).ok());
+  CHECK(next.id > first);
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_unfinished', 'tasks_by_tenant')") ==
+        2);
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'tasks_v3'") == 0);
+  // The state check still holds.
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+  CHECK(sqlite3_exec(raw, "UPDATE tasks SET state = 'lost'", nullptr, nullptr, nullptr) == SQLITE_CONSTRAINT);
+  sqlite3_close(raw);
+}
