@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,16 @@ std::vector<std::string> PluginTypes(Server& server) {
   return types;
 }
 
+// The types that start with `prefix`, in order. Tests compare only their own
+// plugins: the build may put other real plugins into providers/ and automators/.
+std::vector<std::string> WithPrefix(const std::vector<std::string>& types, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& t : types) {
+    if (t.rfind(prefix, 0) == 0) out.push_back(t);
+  }
+  return out;
+}
+
 bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -97,8 +108,9 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
                                          "/crash_on_load.so: plugin file crash_on_load.so crashed while loading "
                                          "(SIGSEGV)"));
   std::vector<std::string> types = PluginTypes(server);
-  CHECK(types == std::vector<std::string>{"crash-abort", "crash-exit", "crash-hang", "crash-memory", "crash-segv",
-                                          "fake-automator"});
+  CHECK(WithPrefix(types, "crash-") ==
+        std::vector<std::string>{"crash-abort", "crash-exit", "crash-hang", "crash-memory", "crash-segv"});
+  CHECK(Has(types, "fake-automator"));
 
   struct Case {
     const char* plugin;
@@ -181,7 +193,10 @@ TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; 
       },
       20s));
   std::vector<std::string> types = PluginTypes(server);
-  CHECK(types == std::vector<std::string>{"fake-automator", "fake-provider", "fixture-good"});
+  CHECK(WithPrefix(types, "fixture-") == std::vector<std::string>{"fixture-good"});
+  CHECK(WithPrefix(types, "crash-").empty());
+  CHECK(Has(types, "fake-automator"));
+  CHECK(Has(types, "fake-provider"));
   const std::int64_t still = server.Enqueue({{"plugin", "fixture-good"}, {"action", "START"}, {"max_attempts", 1}});
   server.WaitState(still, "succeeded", 15s);
   const std::int64_t fake = server.Enqueue(FakeTask("START", 0));
@@ -244,7 +259,8 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
                                ": cannot load the Lua plugin") != std::string::npos;
       },
       20s));
-  CHECK(PluginTypes(server) == std::vector<std::string>{"dropped-lua", "fake-automator"});
+  CHECK(Has(PluginTypes(server), "dropped-lua"));
+  CHECK(Has(PluginTypes(server), "fake-automator"));
 }
 #endif
 
