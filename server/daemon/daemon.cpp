@@ -61,6 +61,18 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   return Status::Ok();
 }
 
+// Sends the routing envelope, then `frames`, as one message; false if the
+// socket refused (with ROUTER_MANDATORY: the peer is gone). No copy of either.
+bool SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frames& frames) {
+  try {
+    for (zmq::message_t& e : envelope)
+      if (!socket.send(e, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+  return wire::SendMultipart(socket, frames);
+}
+
 // A request whose reply waits for the batch's commit.
 struct Pending {
   Endpoint endpoint = Endpoint::kApi;
@@ -217,9 +229,7 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
                           << api::EndpointName(endpoint) << " endpoint: no reply is possible";
     return;
   }
-  std::string id;
-  Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &id);
-  p.id = id;
+  Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {
     WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
                            << request.status().message();
@@ -284,8 +294,8 @@ void Reactor::Send(std::vector<Pending>& replies) {
   for (Pending& p : replies) {
     wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
                                                : wire::Reply::Failure(p.id, p.response.status, p.response.details);
-    wire::Frames frames = wire::WithEnvelope(p.envelope, wire::EncodeReply(reply));
-    if (wire::SendMultipart(Socket(p.endpoint), frames)) continue;
+    wire::Frames frames = wire::EncodeReply(reply);
+    if (SendWithEnvelope(Socket(p.endpoint), p.envelope, frames)) continue;
     WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
                           << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";
     if (p.delivers) undelivered_.push_back(*p.delivers);
