@@ -121,7 +121,14 @@ struct Session::Impl {
       // Best effort and bounded: the socket is non-blocking, so a disconnect
       // that would block is simply dropped.
       (void)libssh2_session_disconnect(session, "weft: closing");
-      (void)libssh2_session_free(session);
+      // In non-blocking mode libssh2_session_free returns EAGAIN (and frees
+      // nothing) while it still wants to send, e.g. the close of a channel
+      // abandoned on timeout. With the socket shut down every send fails at
+      // once, so the loop ends after a turn or two.
+      if (fd >= 0) (void)::shutdown(fd, SHUT_RDWR);
+      for (int i = 0; i < 100 && libssh2_session_free(session) == LIBSSH2_ERROR_EAGAIN; ++i) {
+        (void)::poll(nullptr, 0, 1);
+      }
     }
     if (fd >= 0) ::close(fd);
   }
