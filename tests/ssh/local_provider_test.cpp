@@ -59,7 +59,7 @@ weft_host_services FakeServices() {
 class LoadedProvider {
  public:
   LoadedProvider() {
-    const fs::path so = weft::testing::BuildPath("plugins/staging/local_provider.so");
+    const fs::path so = weft::testing::BuildPath("plugins/providers/local_provider.so");
     lib_ = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib_) FAIL("dlopen " << so << ": " << ::dlerror());
     auto entry = reinterpret_cast<weft_plugin_entry_fn>(::dlsym(lib_, WEFT_PLUGIN_ENTRY_SYMBOL));
