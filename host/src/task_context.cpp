@@ -6,6 +6,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
+#include "weft/host/ssh_services.hpp"
 
 namespace weft::host {
 namespace {
@@ -57,9 +58,43 @@ const char* SvcTaskJson(weft_task* task) noexcept { return task ? TaskContext::F
 
 int SvcCancelled(weft_task* task) noexcept { return task && TaskContext::FromHandle(task)->cancelled() ? 1 : 0; }
 
+// --- 1.1: SSH to the task's node; everything but the task lookup is in weft_ssh. ---
+int SvcSshExec(weft_task* task, const char* command, std::uint32_t timeout_ms, weft_output_fn on_stdout,
+               weft_output_fn on_stderr, void* user_data, int* exit_status, char* err, std::size_t err_len) noexcept {
+  if (!task) {
+    WriteErr(err, err_len, "ssh_exec needs the task handle passed to run");
+    return WEFT_ERR_INVALID;
+  }
+  TaskContext* ctx = TaskContext::FromHandle(task);
+  return ssh::ServiceExec(ctx->TaskJson(), [ctx] { return ctx->cancelled(); }, command, timeout_ms, on_stdout,
+                          on_stderr, user_data, exit_status, err, err_len);
+}
+
+int SvcSshUpload(weft_task* task, const char* local_path, const char* remote_path, std::uint32_t mode,
+                 std::uint32_t timeout_ms, char* err, std::size_t err_len) noexcept {
+  if (!task) {
+    WriteErr(err, err_len, "ssh_upload needs the task handle passed to run");
+    return WEFT_ERR_INVALID;
+  }
+  TaskContext* ctx = TaskContext::FromHandle(task);
+  return ssh::ServiceUpload(ctx->TaskJson(), [ctx] { return ctx->cancelled(); }, local_path, remote_path, mode,
+                            timeout_ms, err, err_len);
+}
+
+int SvcSshWrite(weft_task* task, const void* data, std::size_t len, const char* remote_path, std::uint32_t mode,
+                std::uint32_t timeout_ms, char* err, std::size_t err_len) noexcept {
+  if (!task) {
+    WriteErr(err, err_len, "ssh_write needs the task handle passed to run");
+    return WEFT_ERR_INVALID;
+  }
+  TaskContext* ctx = TaskContext::FromHandle(task);
+  return ssh::ServiceWrite(ctx->TaskJson(), [ctx] { return ctx->cancelled(); }, data, len, remote_path, mode,
+                           timeout_ms, err, err_len);
+}
+
 const weft_host_services kServices = {
-    sizeof(weft_host_services), WEFT_ABI_MAJOR, WEFT_ABI_MINOR, &SvcLog, &SvcProgress, &SvcSetResult,
-    &SvcTaskJson,               &SvcCancelled,
+    sizeof(weft_host_services), WEFT_ABI_MAJOR, WEFT_ABI_MINOR, &SvcLog,    &SvcProgress,   &SvcSetResult,
+    &SvcTaskJson,               &SvcCancelled,  &SvcSshExec,    &SvcSshUpload, &SvcSshWrite,
 };
 
 }  // namespace

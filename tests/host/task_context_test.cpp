@@ -12,11 +12,24 @@ namespace {
 const weft_host_services& Svc() { return *weft::host::HostServices(); }
 }  // namespace
 
-TEST_CASE("task context: the services table is a 1.0 table", "[host][task]") {
+TEST_CASE("task context: the services table is a 1.1 table with the SSH services", "[host][task]") {
   CHECK(Svc().struct_size == sizeof(weft_host_services));
   CHECK(Svc().abi_major == WEFT_ABI_MAJOR);
   CHECK(Svc().abi_minor == WEFT_ABI_MINOR);
   CHECK(WEFT_HOST_HAS(&Svc(), cancelled));
+  REQUIRE(WEFT_HOST_HAS(&Svc(), ssh_write));
+  CHECK(Svc().ssh_exec != nullptr);
+  CHECK(Svc().ssh_upload != nullptr);
+  CHECK(Svc().ssh_write != nullptr);
+}
+
+TEST_CASE("task context: ssh_exec on a task that names no node is refused with a sentence", "[host][task]") {
+  TaskContext ctx(R"({"node_id":"n1"})", nullptr);
+  char err[256] = {0};
+  int status = -1;
+  CHECK(Svc().ssh_exec(ctx.handle(), "true", 1000, nullptr, nullptr, nullptr, &status, err, sizeof err) ==
+        WEFT_ERR_INVALID);
+  CHECK_THAT(std::string(err), Catch::Contains("access_v4"));
 }
 
 TEST_CASE("task context: set_result accepts JSON text and refuses anything else", "[host][task]") {

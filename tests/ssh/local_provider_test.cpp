@@ -1,6 +1,5 @@
 // The local provider plugin, loaded from its built .so and driven through its
 // descriptor with a stand-in for the host services (needs root).
-#include <dlfcn.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "fake_host.hpp"
 #include "sshd_node.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/plugin.h"
@@ -19,80 +19,12 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace weft;
 
-namespace {
-
-// What the stand-in services record for one task.
-struct FakeTask {
-  explicit FakeTask(std::string text) : json_text(std::move(text)) {}
-  std::string json_text;
-  std::vector<std::string> logs;  // every log line and progress note
-  json results = json::object();
-};
-
-FakeTask* F(weft_task* t) { return reinterpret_cast<FakeTask*>(t); }
-
-weft_host_services FakeServices() {
-  weft_host_services s{};
-  s.struct_size = sizeof s;
-  s.abi_major = WEFT_ABI_MAJOR;
-  s.abi_minor = WEFT_ABI_MINOR;
-  s.log = [](weft_task* t, int, const char* m) {
-    if (t && m) F(t)->logs.push_back(m);
-  };
-  s.progress = [](weft_task* t, int, const char* m) {
-    if (t && m) F(t)->logs.push_back(m);
-  };
-  s.set_result = [](weft_task* t, const char* key, const char* value, char* err, size_t err_len) -> int {
-    json v = json::parse(value, nullptr, false);
-    if (v.is_discarded()) {
-      std::snprintf(err, err_len, "not JSON");
-      return WEFT_ERR_INVALID;
-    }
-    F(t)->results[key] = v;
-    return WEFT_OK;
-  };
-  s.task_json = [](weft_task* t) -> const char* { return F(t)->json_text.c_str(); };
-  s.cancelled = [](weft_task*) -> int { return 0; };
-  return s;
-}
-
-class LoadedProvider {
- public:
-  LoadedProvider() {
-    const fs::path so = weft::testing::BuildPath("plugins/providers/local_provider.so");
-    lib_ = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib_) FAIL("dlopen " << so << ": " << ::dlerror());
-    auto entry = reinterpret_cast<weft_plugin_entry_fn>(::dlsym(lib_, WEFT_PLUGIN_ENTRY_SYMBOL));
-    REQUIRE(entry != nullptr);
-    char err[256] = {0};
-    d_ = entry(WEFT_ABI_MAJOR, WEFT_ABI_MINOR, err, sizeof err);
-    if (!d_) FAIL("entry declined: " << err);
-    REQUIRE(d_->init(&services_, &instance_, err, sizeof err) == WEFT_OK);
-  }
-  ~LoadedProvider() {
-    if (d_ && d_->destroy) d_->destroy(instance_);
-    // Never dlclose: the ABI rules say a plugin stays loaded.
-  }
-
-  int Run(FakeTask& task, weft_action action, std::string* error = nullptr) {
-    char err[512] = {0};
-    int rc = d_->run(instance_, &services_, reinterpret_cast<weft_task*>(&task), action, err, sizeof err);
-    if (error) *error = err;
-    return rc;
-  }
-  const weft_plugin_descriptor* descriptor() const { return d_; }
-
- private:
-  void* lib_ = nullptr;
-  const weft_plugin_descriptor* d_ = nullptr;
-  weft_host_services services_ = FakeServices();
-  void* instance_ = nullptr;
-};
-
-}  // namespace
+using weft::testing::FakeTask;
+using LoadedProvider = weft::testing::LoadedPlugin;
+constexpr const char* kLocalSo = "plugins/providers/local_provider.so";
 
 TEST_CASE("local provider: CREATE, CONFIRM and DELETE a real node with no leftovers", "[ssh][local]") {
-  LoadedProvider plugin;
+  LoadedProvider plugin(kLocalSo);
   const weft_plugin_descriptor* d = plugin.descriptor();
   CHECK(std::string(d->type_name) == "local");
   CHECK(d->kind == WEFT_KIND_PROVIDER);
@@ -178,7 +110,7 @@ TEST_CASE("local provider: CREATE, CONFIRM and DELETE a real node with no leftov
 }
 
 TEST_CASE("local provider: a retried CREATE replaces the node an earlier attempt left", "[ssh][local]") {
-  LoadedProvider plugin;
+  LoadedProvider plugin(kLocalSo);
   weft::testing::TempDir state("weft-local-provider");
   json task = {{"task_id", 8}, {"cluster_id", "c2"}, {"node_id", "n1"},
                {"provider", {{"fields", {{"state_dir", (state / "nodes").string()},
@@ -197,7 +129,7 @@ TEST_CASE("local provider: a retried CREATE replaces the node an earlier attempt
 }
 
 TEST_CASE("local provider: bad fields and a provider_id outside state_dir are refused", "[ssh][local]") {
-  LoadedProvider plugin;
+  LoadedProvider plugin(kLocalSo);
   std::string err;
   FakeTask rel{json({{"provider", {{"fields", {{"state_dir", "relative"}}}}}}).dump()};
   CHECK(plugin.Run(rel, WEFT_ACTION_CREATE, &err) == WEFT_ERR_INVALID);

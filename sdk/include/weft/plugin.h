@@ -1,5 +1,5 @@
 /*
- * weft/plugin.h: the Weft native plugin ABI, version 1.0.
+ * weft/plugin.h: the Weft native plugin ABI, version 1.1.
  *
  * This header is the whole contract between weft-host and a native plugin.
  * It is plain C so that any language with a C FFI can implement a plugin; the
@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1u
-#define WEFT_ABI_MINOR 0u
+#define WEFT_ABI_MINOR 1u
 
 /* The one symbol a plugin exports. */
 #define WEFT_PLUGIN_ENTRY_SYMBOL "weft_plugin_entry"
@@ -101,6 +101,10 @@ typedef struct weft_field {
 /* One task being run. Opaque; valid only during the run callback. */
 typedef struct weft_task weft_task;
 
+/* Receives a command's output as it arrives: chunks (not lines), not
+ * NUL-terminated, valid only during the call. */
+typedef void (*weft_output_fn)(void *user_data, const char *data, size_t len);
+
 /* Services the host offers to plugins. Append-only: a plugin built for a newer
  * minor version must check struct_size before calling a member this version
  * lacks (WEFT_HOST_HAS(services, member)). */
@@ -122,6 +126,29 @@ typedef struct weft_host_services {
   /* Nonzero once the host wants the task to stop (timeout, abort, shutdown).
    * Long-running plugins should poll it and return WEFT_ERR_CANCELLED. */
   int (*cancelled)(weft_task *task);
+  /* --- 1.1: SSH to the task's node (docs/ssh.md) ---
+   * The host finds the node in the task: its address (access_v4), SSH port
+   * (ssh_port, default 22), user and private key (ssh_auth) and host keys
+   * (host_keys), as the provider's CREATE and CONFIRM returned them. The
+   * server's host key must be one of host_keys or the call fails. Connections
+   * are reused per node within a worker. timeout_ms 0 means the host's default.
+   * Errors: WEFT_ERR_TIMEOUT, WEFT_ERR_CANCELLED (the task was asked to stop),
+   * WEFT_ERR_INVALID (the task does not say how to reach its node),
+   * WEFT_ERR_FAILED (connection, host key mismatch, authentication, transfer). */
+  /* Runs `command` (a shell command line) on the node. Output goes to
+   * on_stdout / on_stderr (either may be NULL) with user_data, from the calling
+   * thread, while the command runs. Returns WEFT_OK once the command ran, its
+   * exit status in *exit_status (128+N if signal N killed it): a nonzero exit is
+   * the command's failure, not the call's. */
+  int (*ssh_exec)(weft_task *task, const char *command, uint32_t timeout_ms, weft_output_fn on_stdout,
+                  weft_output_fn on_stderr, void *user_data, int *exit_status, char *err, size_t err_len);
+  /* Copies the local file local_path to remote_path on the node, with `mode`
+   * (e.g. 0644). The remote directory must exist. */
+  int (*ssh_upload)(weft_task *task, const char *local_path, const char *remote_path, uint32_t mode,
+                    uint32_t timeout_ms, char *err, size_t err_len);
+  /* Writes len bytes at data to remote_path on the node, with `mode`. */
+  int (*ssh_write)(weft_task *task, const void *data, size_t len, const char *remote_path, uint32_t mode,
+                   uint32_t timeout_ms, char *err, size_t err_len);
 } weft_host_services;
 
 #define WEFT_HOST_HAS(services, member)                                                     \

@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -99,6 +100,59 @@ class Task {
   bool Cancelled() const { return host_->cancelled(task_) != 0; }
   const weft_host_services* host() const { return host_; }
 
+  // ---- SSH to the task's node (ABI 1.1; docs/ssh.md) ----
+  // Each throws Error(WEFT_ERR_UNSUPPORTED, ...) on a host without SSH
+  // services, and Error(code, message) when the call fails. A nonzero exit
+  // status of the command is returned, not thrown.
+  using OutputFn = std::function<void(std::string_view chunk)>;
+
+  bool HasSsh() const { return WEFT_HOST_HAS(host_, ssh_exec) && host_->ssh_exec != nullptr; }
+
+  // Runs `command` on the node; returns its exit status. timeout_ms 0: host default.
+  int Exec(const std::string& command, std::uint32_t timeout_ms = 0, const OutputFn& on_stdout = {},
+           const OutputFn& on_stderr = {}) const {
+    RequireSsh("ssh_exec", WEFT_HOST_HAS(host_, ssh_exec) && host_->ssh_exec);
+    Sinks sinks{&on_stdout, &on_stderr, nullptr};
+    int exit_status = -1;
+    char err[512] = {0};
+    int rc = host_->ssh_exec(task_, command.c_str(), timeout_ms, on_stdout ? &Sinks::Out : nullptr,
+                             on_stderr ? &Sinks::Err : nullptr, &sinks, &exit_status, err, sizeof err);
+    // An exception from a callback was kept out of the host's C frames; rethrow it here.
+    if (sinks.error) std::rethrow_exception(sinks.error);
+    if (rc != WEFT_OK) throw Error(rc, err[0] ? err : "ssh_exec failed");
+    return exit_status;
+  }
+  // Copies a local file to the node.
+  void Upload(const std::string& local_path, const std::string& remote_path, std::uint32_t mode = 0644,
+              std::uint32_t timeout_ms = 0) const {
+    RequireSsh("ssh_upload", WEFT_HOST_HAS(host_, ssh_upload) && host_->ssh_upload);
+    char err[512] = {0};
+    int rc = host_->ssh_upload(task_, local_path.c_str(), remote_path.c_str(), mode, timeout_ms, err, sizeof err);
+    if (rc != WEFT_OK) throw Error(rc, err[0] ? err : "ssh_upload failed");
+  }
+  // Writes bytes to a file on the node.
+  void Write(std::string_view bytes, const std::string& remote_path, std::uint32_t mode = 0644,
+             std::uint32_t timeout_ms = 0) const {
+    RequireSsh("ssh_write", WEFT_HOST_HAS(host_, ssh_write) && host_->ssh_write);
+    char err[512] = {0};
+    int rc = host_->ssh_write(task_, bytes.data(), bytes.size(), remote_path.c_str(), mode, timeout_ms, err,
+                              sizeof err);
+    if (rc != WEFT_OK) throw Error(rc, err[0] ? err : "ssh_write failed");
+  }
+
+  // Quotes s for a POSIX shell: 'it'\''s'.
+  static std::string ShellQuote(std::string_view s) {
+    std::string out = "'";
+    for (char c : s) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    return out + "'";
+  }
+
   static std::string Quote(std::string_view s) {
     std::string out = "\"";
     for (unsigned char c : s) {
@@ -122,6 +176,32 @@ class Task {
   }
 
  private:
+  struct Sinks {
+    const OutputFn* out;
+    const OutputFn* err;
+    std::exception_ptr error;
+    static void Out(void* self, const char* data, std::size_t len) { Call(self, true, data, len); }
+    static void Err(void* self, const char* data, std::size_t len) { Call(self, false, data, len); }
+    static void Call(void* self, bool out, const char* data, std::size_t len) {
+      auto* s = static_cast<Sinks*>(self);
+      if (s->error) return;
+      try {
+        (*(out ? s->out : s->err))(std::string_view(data, len));
+      } catch (...) {
+        s->error = std::current_exception();
+      }
+    }
+  };
+  void RequireSsh(const char* member, bool present) const {
+    if (present) return;
+    char msg[200];
+    std::snprintf(msg, sizeof msg,
+                  "this weft-host offers plugin ABI %u.%u, which has no %s (SSH services arrived in 1.1); upgrade "
+                  "weft-host",
+                  host_->abi_major, host_->abi_minor, member);
+    throw Error(WEFT_ERR_UNSUPPORTED, msg);
+  }
+
   const weft_host_services* host_;
   weft_task* task_;
 };

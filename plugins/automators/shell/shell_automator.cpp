@@ -1,0 +1,240 @@
+// shell: runs an inline command or a local script on the task's node over
+// the host's SSH services (ABI 1.1), with node and cluster facts in the
+// environment and the expanded cluster config in a JSON file. See README.md.
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/plugin.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+using weft::sdk::Error;
+using weft::sdk::Task;
+
+constexpr std::uint32_t kDefaultTimeoutMs = 10 * 60 * 1000;
+constexpr std::size_t kTailLines = 20;
+constexpr std::size_t kMaxLineBytes = 4096;
+
+const char* ActionName(weft_action a) {
+  switch (a) {
+    case WEFT_ACTION_BOOTSTRAP: return "BOOTSTRAP";
+    case WEFT_ACTION_INSTALL: return "INSTALL";
+    case WEFT_ACTION_CONFIGURE: return "CONFIGURE";
+    case WEFT_ACTION_INITIALIZE: return "INITIALIZE";
+    case WEFT_ACTION_START: return "START";
+    case WEFT_ACTION_STOP: return "STOP";
+    case WEFT_ACTION_REMOVE: return "REMOVE";
+    default: return "OTHER";
+  }
+}
+
+// The action's fields: service.action.fields, else the task's top-level "fields".
+json Fields(const json& t) {
+  auto s = t.find("service");
+  if (s != t.end() && s->is_object()) {
+    auto a = s->find("action");
+    if (a != s->end() && a->is_object()) {
+      auto f = a->find("fields");
+      if (f != a->end() && f->is_object()) return *f;
+    }
+  }
+  auto f = t.find("fields");
+  return f != t.end() && f->is_object() ? *f : json::object();
+}
+
+// A node fact from the task or the node's earlier results.
+std::string Fact(const json& t, const char* key) {
+  for (const json* obj : {&t, t.contains("results") ? &t["results"] : nullptr, t.contains("node") ? &t["node"] : nullptr}) {
+    if (!obj || !obj->is_object()) continue;
+    auto it = obj->find(key);
+    if (it == obj->end() || it->is_null()) continue;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  return {};
+}
+
+std::string RandomHex() {
+  std::random_device rd;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+// Turns streamed chunks into log lines and keeps the last few for the error.
+class LineSink {
+ public:
+  LineSink(const Task& task, bool is_stderr) : task_(task), stderr_(is_stderr) {}
+  void Add(std::string_view chunk) {
+    for (char c : chunk) {
+      if (c == '\n' || partial_.size() >= kMaxLineBytes) {
+        Flush();
+        if (c == '\n') continue;
+      }
+      partial_.push_back(c);
+    }
+  }
+  void Flush() {
+    if (partial_.empty()) return;
+    if (stderr_) {
+      task_.Warn(partial_);
+    } else {
+      task_.Info(partial_);
+    }
+    tail_.push_back(std::move(partial_));
+    if (tail_.size() > kTailLines) tail_.pop_front();
+    partial_.clear();
+  }
+  const std::deque<std::string>& tail() const { return tail_; }
+
+ private:
+  const Task& task_;
+  const bool stderr_;
+  std::string partial_;
+  std::deque<std::string> tail_;
+};
+
+class ShellAutomator : public weft::sdk::Plugin {
+ public:
+  static weft::sdk::Info Describe() {
+    weft::sdk::Info info;
+    info.type_name = "shell";
+    info.kind = WEFT_KIND_AUTOMATOR;
+    info.version = "1.0";
+    info.description = "Runs a shell command or a script on the node over SSH; the exit status decides success";
+    info.actions = {WEFT_ACTION_BOOTSTRAP, WEFT_ACTION_INSTALL, WEFT_ACTION_CONFIGURE, WEFT_ACTION_INITIALIZE,
+                    WEFT_ACTION_START,     WEFT_ACTION_STOP,    WEFT_ACTION_REMOVE};
+    info.fields = {
+        {"command", "Command", WEFT_FIELD_STRING, false, false, "",
+         "a shell command line run on the node; sees args as \"$@\" (give command or script)"},
+        {"script", "Script", WEFT_FIELD_STRING, false, false, "",
+         "path of a local file (e.g. a synced script resource) uploaded and run on the node with args"},
+        {"args", "Arguments", WEFT_FIELD_JSON, false, false, "[]", "array of strings passed to the command or script"},
+        {"timeout_ms", "Timeout (ms)", WEFT_FIELD_INTEGER, false, false, std::to_string(kDefaultTimeoutMs),
+         "how long the command may run before it is stopped and the task fails"},
+    };
+    info.resource_types = {"scripts"};
+    return info;
+  }
+
+  void Run(weft_action action, Task& task) override {
+    const json t = json::parse(task.Json(), nullptr, /*allow_exceptions=*/false);
+    if (!t.is_object()) throw Error(WEFT_ERR_INVALID, "the task JSON is not an object");
+    const json fields = Fields(t);
+    auto str = [&](const char* name) {
+      auto it = fields.find(name);
+      if (it == fields.end() || it->is_null()) return std::string();
+      if (!it->is_string()) throw Error(WEFT_ERR_INVALID, std::string("shell: field '") + name + "' must be a string");
+      return it->get<std::string>();
+    };
+    const std::string command = str("command");
+    const std::string script = str("script");
+    if (command.empty() == script.empty()) {
+      throw Error(WEFT_ERR_INVALID, "shell: give exactly one of the fields 'command' (inline) and 'script' (a file)");
+    }
+    std::vector<std::string> args;
+    if (auto a = fields.find("args"); a != fields.end() && !a->is_null()) {
+      if (a->is_string()) {
+        args.push_back(a->get<std::string>());
+      } else if (a->is_array()) {
+        for (const json& v : *a) args.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+      } else {
+        throw Error(WEFT_ERR_INVALID, "shell: field 'args' must be an array of strings");
+      }
+    }
+    std::uint32_t timeout_ms = kDefaultTimeoutMs;
+    if (auto to = fields.find("timeout_ms"); to != fields.end() && !to->is_null()) {
+      if (!to->is_number_integer() || to->get<std::int64_t>() < 1 || to->get<std::int64_t>() > 24LL * 3600 * 1000) {
+        throw Error(WEFT_ERR_INVALID, "shell: timeout_ms must be an integer from 1 to 86400000");
+      }
+      timeout_ms = static_cast<std::uint32_t>(to->get<std::int64_t>());
+    }
+    if (!task.HasSsh()) {
+      throw Error(WEFT_ERR_UNSUPPORTED, "shell: this weft-host has no SSH services (plugin ABI 1.1); upgrade weft-host");
+    }
+
+    const std::string node = Fact(t, "hostname").empty() ? Fact(t, "node_id") : Fact(t, "hostname");
+    const std::string dir = "/tmp/weft-task-" + std::to_string(t.value("task_id", std::int64_t{0})) + "-" + RandomHex();
+    const std::string q_dir = Task::ShellQuote(dir);
+
+    // 1. A private work directory with the config (and the script).
+    task.Progress(5, "preparing " + dir);
+    CheckedExec(task, "umask 077 && mkdir -p " + q_dir, 30000, node);
+    json config = t.contains("config") ? t["config"] : json::object();
+    task.Write(config.dump(2) + "\n", dir + "/config.json", 0600, 60000);
+    std::string run;
+    if (!script.empty()) {
+      task.Upload(script, dir + "/script", 0700, 300000);
+      run = Task::ShellQuote(dir + "/script");
+      for (const std::string& a : args) run += " " + Task::ShellQuote(a);
+    } else {
+      run = "set --";
+      for (const std::string& a : args) run += " " + Task::ShellQuote(a);
+      run += "\n" + command;
+    }
+
+    // 2. The command, with the facts exported and the directory removed after.
+    std::string env;
+    auto put = [&](const char* name, const std::string& value) {
+      env += std::string("export ") + name + "=" + Task::ShellQuote(value) + "\n";
+    };
+    put("WEFT_ACTION", ActionName(action));
+    put("WEFT_TASK_ID", std::to_string(t.value("task_id", std::int64_t{0})));
+    put("WEFT_CLUSTER_ID", Fact(t, "cluster_id"));
+    put("WEFT_NODE_ID", Fact(t, "node_id"));
+    put("WEFT_HOSTNAME", Fact(t, "hostname"));
+    put("WEFT_ACCESS_V4", Fact(t, "access_v4"));
+    put("WEFT_BIND_V4", Fact(t, "bind_v4").empty() ? Fact(t, "access_v4") : Fact(t, "bind_v4"));
+    std::string service;
+    if (auto s = t.find("service"); s != t.end() && s->is_object()) service = s->value("name", std::string());
+    put("WEFT_SERVICE", service);
+    std::string hosts;
+    if (auto n = t.find("nodes"); n != t.end() && n->is_array()) {
+      for (const json& other : *n) {
+        if (other.is_object() && other.contains("hostname") && other["hostname"].is_string()) {
+          hosts += (hosts.empty() ? "" : " ") + other["hostname"].get<std::string>();
+        }
+      }
+    }
+    put("WEFT_CLUSTER_HOSTS", hosts);
+    put("WEFT_CONFIG_FILE", dir + "/config.json");
+    put("WEFT_WORK_DIR", dir);
+    const std::string full = env + "trap 'rm -rf " + dir + "' EXIT\ncd " + q_dir + " || exit 1\n" + run + "\n";
+
+    task.Progress(20, std::string(ActionName(action)) + " running");
+    LineSink out(task, false), err(task, true);
+    int status = task.Exec(full, timeout_ms, [&](std::string_view c) { out.Add(c); },
+                           [&](std::string_view c) { err.Add(c); });
+    out.Flush();
+    err.Flush();
+    task.SetResult("exit_status", std::to_string(status));
+    if (status != 0) {
+      std::string tail;
+      for (const std::string& line : err.tail().empty() ? out.tail() : err.tail()) tail += "\n  " + line;
+      throw Error(WEFT_ERR_FAILED, "shell: " + std::string(ActionName(action)) + " on node " + node +
+                                       " exited with status " + std::to_string(status) +
+                                       (tail.empty() ? std::string(" and no output") : "; last output:" + tail));
+    }
+    task.Progress(100, std::string(ActionName(action)) + " done");
+  }
+
+ private:
+  static void CheckedExec(const Task& task, const std::string& command, std::uint32_t timeout_ms,
+                          const std::string& node) {
+    std::string err;
+    int status = task.Exec(command, timeout_ms, {}, [&](std::string_view c) { err += c; });
+    if (status != 0) {
+      throw Error(WEFT_ERR_FAILED, "shell: preparing node " + node + " failed (status " + std::to_string(status) +
+                                       "): " + err.substr(0, 300));
+    }
+  }
+};
+
+}  // namespace
+
+WEFT_PLUGIN(ShellAutomator)
