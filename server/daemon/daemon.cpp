@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -17,7 +16,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <zmq.hpp>
@@ -43,8 +41,6 @@ constexpr std::int64_t kMaxSleepMs = 1000;
 constexpr std::int64_t kSubscriptionCheckMs = 20;
 // How often a busy reactor, which never sleeps in poll, looks for a signal.
 constexpr std::int64_t kSignalCheckMs = 20;
-// The longest a request waits for other busy peers' requests to share its commit.
-constexpr std::int64_t kBatchWaitUs = 200;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -88,34 +84,6 @@ struct Waiter {
   std::string id;
   std::string host_id;
   std::int64_t until_ms = 0;
-};
-
-// Which peers sent requests lately: the ones seen in this and the previous
-// generation (kPeerWindowMs each). Cheap enough to update per request.
-class BusyPeers {
- public:
-  void Saw(Endpoint endpoint, const wire::Frames& frames, std::int64_t now_ms) {
-    if (now_ms >= generation_end_ms_) {
-      previous_.swap(current_);
-      current_.clear();
-      if (now_ms >= generation_end_ms_ + kPeerWindowMs) previous_.clear();  // a quiet spell
-      generation_end_ms_ = now_ms + kPeerWindowMs;
-    }
-    if (frames.empty()) return;
-    key_.assign(1, static_cast<char>(endpoint));
-    key_.append(static_cast<const char*>(frames[0].data()), frames[0].size());
-    current_.insert(key_);
-    busy_ = std::max(current_.size(), previous_.size());
-  }
-  std::size_t Busy() const { return busy_; }
-
- private:
-  static constexpr std::int64_t kPeerWindowMs = 2;
-  std::unordered_set<std::string> current_;
-  std::unordered_set<std::string> previous_;
-  std::string key_;
-  std::int64_t generation_end_ms_ = 0;
-  std::size_t busy_ = 0;
 };
 
 class Reactor {
@@ -164,7 +132,6 @@ class Reactor {
   std::list<Waiter> waiters_;
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
-  BusyPeers peers_;
   bool stop_ = false;
 };
 
@@ -420,44 +387,21 @@ Status Reactor::Loop() {
 
     // Drain both ROUTERs in turn, up to one batch.
     inbox.clear();
-    auto drain = [&]() {
-      while (inbox.size() < batch_max && (pending[0] || pending[1])) {
-        for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
-          if (!pending[i]) continue;
-          wire::Frames frames;
-          try {
-            if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
-              pending[i] = false;
-              continue;
-            }
-          } catch (const zmq::error_t& err) {
-            WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
+    while (inbox.size() < batch_max && (pending[0] || pending[1])) {
+      for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
+        if (!pending[i]) continue;
+        wire::Frames frames;
+        try {
+          if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
             pending[i] = false;
             continue;
           }
-          peers_.Saw(order[i], frames, now);
-          inbox.emplace_back(order[i], std::move(frames));
+        } catch (const zmq::error_t& err) {
+          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
+          pending[i] = false;
+          continue;
         }
-      }
-    };
-    drain();
-    // Group commit across peers: while other peers that were busy a moment
-    // ago have not yet sent their next request, wait a little (at most
-    // kBatchWaitUs) for it, so that one commit answers several of them. A
-    // peer whose request is in hand sends nothing more before its reply, so
-    // with one busy peer nobody waits.
-    if (!inbox.empty() && inbox.size() < batch_max && inbox.size() < peers_.Busy()) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kBatchWaitUs);
-      while (inbox.size() < batch_max && inbox.size() < peers_.Busy()) {
-        const auto left = deadline - std::chrono::steady_clock::now();
-        if (left <= std::chrono::steady_clock::duration::zero()) break;
-        pollfd items[] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-        const timespec ts{0, static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count())};
-        const int rc = ::ppoll(items, 2, &ts, nullptr);
-        if (rc <= 0) break;  // the wait is over (or EINTR: the next turn looks at signals)
-        pending[0] = items[0].revents != 0;
-        pending[1] = items[1].revents != 0;
-        drain();
+        inbox.emplace_back(order[i], std::move(frames));
       }
     }
 
