@@ -181,6 +181,9 @@ start_host
 show status
 show host list
 show plugin list
+show catalog import "$ROOT/examples/catalog"
+show catalog check
+show cluster plan demo --template web --size 5
 say "Stopping"
 stop_all
 say "Done. Logs: $LOGS/weftd.log and $LOGS/weft-host.log; the server's data: $DEMO_DIR/data"
