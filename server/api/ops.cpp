@@ -396,15 +396,15 @@ Response Ops::HostHeartbeat(const Call& call) {
   return Response::Ok({{"renewed", outcome.renewed}, {"stale", std::move(stale)}});
 }
 
-bool Ops::CanServe(const std::string& host_id) const {
+bool Ops::CanServe(const std::string& host_id, const std::string& tenant) const {
   auto it = hosts_.find(host_id);
-  return it != hosts_.end() && queue_.HasReady(it->second.plugins);
+  return it != hosts_.end() && queue_.HasReady(it->second.plugins, tenant);
 }
 
-Result<json> Ops::TryTake(const std::string& host_id) {
+Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant) {
   auto it = hosts_.find(host_id);
   if (it == hosts_.end()) return json();
-  Result<std::optional<store::TaskRecord>> taken = queue_.Take(host_id, it->second.plugins);
+  Result<std::optional<store::TaskRecord>> taken = queue_.Take(host_id, it->second.plugins, tenant);
   if (!taken.ok()) return taken.status();
   if (!taken->has_value()) return json();
   const store::TaskRecord& t = **taken;
@@ -423,8 +423,13 @@ Response Ops::TaskTake(const Call& call) {
   WEFT_TRY_ASSIGN(host, KnownHost(body));
   WEFT_TRY_ASSIGN(wait_ms, jsonf::Int(body, "wait_ms", "body", 0, INT32_MAX, 0));
   wait_ms = std::min<std::int64_t>(wait_ms, config_.tasks.max_wait_ms);
+  // Optional: a worker that serves one tenant takes only that tenant's tasks.
+  WEFT_TRY_ASSIGN(tenant, jsonf::String(body, "tenant", "body", ""));
+  if (tenant.empty() && body.contains("tenant"))
+    return Response::Error(Status::Invalid("body.tenant must be a non-empty string (the tenant whose tasks to take), "
+                                           "or left out to take tasks of any tenant"));
   Seen(*host);
-  WEFT_TRY_ASSIGN(task, TryTake(host->record.id));
+  WEFT_TRY_ASSIGN(task, TryTake(host->record.id, tenant));
   if (!task.is_null() || wait_ms == 0) return Response::Ok({{"task", std::move(task)}});
   Response held;
   held.held = true;

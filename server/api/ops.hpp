@@ -48,9 +48,10 @@ class Ops {
   const Router& router() const { return router_; }
 
   // The task for a held take of `host_id`, leased, as the plugin sees it; null when none is ready.
-  [[nodiscard]] Result<json> TryTake(const std::string& host_id);
-  // Whether a held take of `host_id` could be served now (cheap, no store access).
-  bool CanServe(const std::string& host_id) const;
+  // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
+  [[nodiscard]] Result<json> TryTake(const std::string& host_id, const std::string& tenant);
+  // Whether a held take of `host_id` for `tenant` could be served now (cheap, no store access).
+  bool CanServe(const std::string& host_id, const std::string& tenant) const;
   // Publishes "silent" for hosts that stopped reporting.
   void CheckSilentHosts();
   std::vector<Event> DrainEvents();

@@ -83,6 +83,7 @@ struct Waiter {
   wire::Frames envelope;
   std::string id;
   std::string host_id;
+  std::string tenant;  // the take's "tenant"; empty: any tenant
   std::int64_t until_ms = 0;
 };
 
@@ -209,7 +210,10 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
     batch->push_back(std::move(p));
     return;
   }
-  waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
+  // Only a valid task.take is held, so "tenant" is absent or a non-empty string.
+  const json& body = request->body;
+  std::string tenant = body.contains("tenant") ? body["tenant"].get<std::string>() : std::string();
+  waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id, std::move(tenant),
                             p.response.held_until_ms});
 }
 
@@ -235,8 +239,8 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
   const bool ready = queue_.TakeReadyChanged() || force;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     json task;
-    if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id)) {
-      Result<json> taken = ops_.TryTake(it->host_id);
+    if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id, it->tenant)) {
+      Result<json> taken = ops_.TryTake(it->host_id, it->tenant);
       if (!taken.ok()) {
         Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Error(taken.status()), {}};
         out->push_back(std::move(p));

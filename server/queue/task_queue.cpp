@@ -90,25 +90,41 @@ Result<std::vector<std::int64_t>> TaskQueue::Enqueue(const std::string& tenant, 
   return ids;
 }
 
-bool TaskQueue::HasReady(const std::set<std::string>& plugins) const {
-  for (const auto& [tenant, by_plugin] : ready_)
-    for (const auto& p : plugins)
-      if (by_plugin.count(p)) return true;
+std::int64_t TaskQueue::OldestOf(const std::map<std::string, std::set<std::int64_t>>& by_plugin,
+                                 const std::set<std::string>& plugins) {
+  std::int64_t oldest = 0;
+  for (const auto& p : plugins) {
+    auto it = by_plugin.find(p);
+    if (it == by_plugin.end()) continue;
+    const std::int64_t id = *it->second.begin();
+    if (oldest == 0 || id < oldest) oldest = id;
+  }
+  return oldest;
+}
+
+bool TaskQueue::HasReady(const std::set<std::string>& plugins, const std::string& tenant) const {
+  if (!tenant.empty()) {
+    auto it = ready_.find(tenant);
+    return it != ready_.end() && OldestOf(it->second, plugins) != 0;
+  }
+  for (const auto& [name, by_plugin] : ready_)
+    if (OldestOf(by_plugin, plugins) != 0) return true;
   return false;
 }
 
-Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const std::set<std::string>& plugins) {
+Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const std::set<std::string>& plugins,
+                                                  const std::string& tenant) {
   if (ready_.empty() || plugins.empty()) return std::optional<TaskRecord>();
-  // Round-robin over tenants: start after the tenant served last, wrap once.
-  auto start = ready_.upper_bound(last_tenant_);
   std::int64_t chosen = 0;
-  for (std::size_t n = 0; n < ready_.size() && chosen == 0; ++n, ++start) {
-    if (start == ready_.end()) start = ready_.begin();
-    for (const auto& p : plugins) {
-      auto it = start->second.find(p);
-      if (it == start->second.end()) continue;
-      std::int64_t oldest = *it->second.begin();
-      if (chosen == 0 || oldest < chosen) chosen = oldest;
+  if (!tenant.empty()) {
+    auto it = ready_.find(tenant);
+    if (it != ready_.end()) chosen = OldestOf(it->second, plugins);
+  } else {
+    // Round-robin over tenants: start after the tenant served last, wrap once.
+    auto start = ready_.upper_bound(last_tenant_);
+    for (std::size_t n = 0; n < ready_.size() && chosen == 0; ++n, ++start) {
+      if (start == ready_.end()) start = ready_.begin();
+      chosen = OldestOf(start->second, plugins);
     }
   }
   if (chosen == 0) return std::optional<TaskRecord>();
@@ -123,7 +139,7 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
   if (!record->has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
 
   RemoveReady(chosen, t);
-  last_tenant_ = t.tenant;
+  if (tenant.empty()) last_tenant_ = t.tenant;
   t.state = TaskState::kLeased;
   t.attempt = attempt;
   t.host_id = host_id;

@@ -10,6 +10,8 @@
 // Rules it enforces:
 //  * a host gets only tasks of plugin types it registered;
 //  * tenants with ready tasks are served round-robin, each tenant oldest first;
+//    a take that names a tenant gets only that tenant's tasks (and leaves the
+//    round-robin cursor alone);
 //  * taking a task starts attempt+1 and a lease of `lease_ms`, renewed by
 //    Renew()/Progress(); ExpireDue() puts a task whose lease ran out back on
 //    the queue, or fails it once it used `max_attempts` attempts;
@@ -102,8 +104,10 @@ class TaskQueue {
 
   [[nodiscard]] Result<std::vector<std::int64_t>> Enqueue(const std::string& tenant, std::vector<NewTask> tasks);
   // The next task for a host that runs `plugins`, leased to it; nullopt when none is ready.
+  // A non-empty `tenant` limits the take to that tenant's tasks; empty means any tenant.
   [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id,
-                                                       const std::set<std::string>& plugins);
+                                                       const std::set<std::string>& plugins,
+                                                       const std::string& tenant = {});
   // kConflict fills *conflict; kNotFound when the task does not exist.
   [[nodiscard]] Status Finish(const FinishRequest& finish, Conflict* conflict);
   [[nodiscard]] Result<RenewOutcome> Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight);
@@ -116,7 +120,8 @@ class TaskQueue {
 
   // When the next lease runs out; nullopt when nothing is leased.
   std::optional<std::int64_t> NextExpiryMs() const;
-  bool HasReady(const std::set<std::string>& plugins) const;
+  // Whether Take(host, plugins, tenant) would find a task (empty `tenant`: any tenant).
+  bool HasReady(const std::set<std::string>& plugins, const std::string& tenant = {}) const;
   std::int64_t queued() const { return queued_; }
   std::int64_t succeeded() const { return succeeded_; }
   std::int64_t failed() const { return failed_; }
@@ -152,6 +157,9 @@ class TaskQueue {
   Status EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why);
   void Emit(std::int64_t id, const Live& t, std::string message = "");
   static std::string Describe(const Live& t);
+  // The oldest ready task of one tenant among `plugins`; 0 when there is none.
+  static std::int64_t OldestOf(const std::map<std::string, std::set<std::int64_t>>& by_plugin,
+                               const std::set<std::string>& plugins);
 
   store::Store& store_;
   const Clock& clock_;

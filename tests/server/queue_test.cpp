@@ -167,6 +167,41 @@ TEST_CASE("queue: tenants are served round-robin, each oldest first", "[queue]")
   CHECK(order == std::vector<std::int64_t>{a1, b1, a2, b2, a3});
 }
 
+TEST_CASE("queue: a take that names a tenant gets only that tenant's tasks", "[queue]") {
+  Fixture f;
+  std::int64_t a1 = f.Enqueue("a", "fake-provider");
+  std::int64_t b_automator = f.Enqueue("b", "fake-automator");
+  std::int64_t b1 = f.Enqueue("b", "fake-provider");
+  CHECK(f.queue->HasReady(kProvider, "b"));
+  CHECK_FALSE(f.queue->HasReady(kProvider, "c"));
+  CHECK_FALSE(f.queue->HasReady({"fake-automator"}, "a"));
+
+  // b's provider task, though a's was enqueued first and b's automator task is older.
+  auto t = f.queue->Take("h1", kProvider, "b");
+  REQUIRE(t.ok());
+  REQUIRE(t->has_value());
+  CHECK((*t)->id == b1);
+  CHECK((*t)->tenant == "b");
+  CHECK_FALSE(f.queue->HasReady(kProvider, "b"));
+
+  // Nothing of b is left for this host's plugin types; a's task stays queued.
+  t = f.queue->Take("h1", kProvider, "b");
+  REQUIRE(t.ok());
+  CHECK_FALSE(t->has_value());
+  t = f.queue->Take("h1", kProvider, "c");
+  REQUIRE(t.ok());
+  CHECK_FALSE(t->has_value());
+  CHECK(f.queue->queued() == 2);
+
+  // A take without a tenant still serves any tenant.
+  auto any = f.Take("h1", {"fake-provider", "fake-automator"});
+  REQUIRE(any);
+  CHECK(any->id == a1);
+  any = f.Take("h1", {"fake-provider", "fake-automator"});
+  REQUIRE(any);
+  CHECK(any->id == b_automator);
+}
+
 TEST_CASE("queue: repeating the accepted finish is ok, a different status is a conflict", "[queue]") {
   Fixture f;
   std::int64_t id = f.Enqueue("default", "fake-provider");

@@ -327,6 +327,63 @@ TEST_CASE("weftd: a held take is answered with a task enqueued while it waits", 
   CHECK(reply["body"]["task"]["task_id"] == id);
 }
 
+TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held or not", "[weftd]") {
+  Weftd weftd;
+  // debug.enqueue puts tasks in the tenant named by the request header.
+  weft::client::Options oa;
+  oa.endpoint = weftd.api();
+  oa.timeout_ms = kReplyTimeoutMs;
+  oa.tenant = "a";
+  weft::client::Client api_a(Ctx(), oa);
+  weft::client::Options ob = oa;
+  ob.tenant = "b";
+  weft::client::Client api_b(Ctx(), ob);
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+
+  std::int64_t a1 = Enqueue(api_a, 1).at(0);
+  std::int64_t b1 = Enqueue(api_b, 1).at(0);
+  json taken = Ok(prov.Call("task.take", {{"host_id", "h1"}, {"tenant", "b"}}));
+  REQUIRE(taken["task"].is_object());
+  CHECK(taken["task"]["task_id"] == b1);
+  CHECK(taken["task"]["tenant"] == "b");
+  CHECK(Ok(prov.Call("task.take", {{"host_id", "h1"}, {"tenant", "b"}}))["task"].is_null());
+
+  auto bad = prov.Call("task.take", {{"host_id", "h1"}, {"tenant", 7}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == weft::Code::kInvalid);
+  CHECK(bad.status().message().find("body.tenant") != std::string::npos);
+  bad = prov.Call("task.take", {{"host_id", "h1"}, {"tenant", ""}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("body.tenant") != std::string::npos);
+
+  // A held take for b: a's enqueue does not answer it, b's does.
+  RawPeer host(weftd.provisioner());
+  host.SendJson({{"v", 1},
+                 {"id", "take"},
+                 {"op", "task.take"},
+                 {"body", {{"host_id", "h1"}, {"tenant", "b"}, {"wait_ms", 30000}}}});
+  // One peer's requests are handled in order: once this reply arrives the take is held.
+  REQUIRE(host.Call("server.status", json::object(), "status1")["id"] == "status1");
+  std::int64_t a2 = Enqueue(api_a, 1).at(0);
+  // Had a's enqueue answered the take, that reply would come before this one.
+  REQUIRE(host.Call("server.status", json::object(), "status2")["id"] == "status2");
+  std::int64_t b2 = Enqueue(api_b, 1).at(0);
+  json reply = host.Receive();
+  CHECK(reply["id"] == "take");
+  REQUIRE(reply["ok"] == true);
+  REQUIRE(reply["body"]["task"].is_object());
+  CHECK(reply["body"]["task"]["task_id"] == b2);
+
+  // a's tasks are still queued, for a take without a tenant.
+  json rest = Ok(prov.Call("task.take", {{"host_id", "h1"}}));
+  REQUIRE(rest["task"].is_object());
+  CHECK(rest["task"]["task_id"] == a1);
+  rest = Ok(prov.Call("task.take", {{"host_id", "h1"}}));
+  REQUIRE(rest["task"].is_object());
+  CHECK(rest["task"]["task_id"] == a2);
+}
+
 TEST_CASE("weftd: a host gets only tasks of its plugin types, and list ops report it", "[weftd]") {
   Weftd weftd;
   auto api = MakeClient(weftd.api());
