@@ -11,88 +11,22 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <zmq.hpp>
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/client/client.hpp"
+#include "support/weftd.hpp"
 
 namespace weft {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using testing::BuildPath;
-using testing::Process;
 using testing::RunResult;
 using testing::TempDir;
 
 const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
 
-// weftd with a temp data dir and ports picked by the system.
-class Server {
- public:
-  Server() : dir_("weft-catalog-cli-test") {
-    testing::WriteFile(dir_ / "weftd.toml",
-                       "[server]\n"
-                       "data_dir = \"" + (dir_ / "data").string() + "\"\n"
-                       "[endpoints]\n"
-                       "api = \"tcp://127.0.0.1:*\"\n"
-                       "provisioner = \"tcp://127.0.0.1:*\"\n"
-                       "events = \"tcp://127.0.0.1:*\"\n");
-    testing::ProcessOptions o;
-    o.stdout_path = dir_ / "weftd.out";
-    o.stderr_path = dir_ / "weftd.err";
-    weftd_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
-    const auto endpoints_file = dir_ / "data" / "endpoints.json";
-    bool up = testing::WaitFor(
-        [&] {
-          json j = json::parse(testing::ReadFile(endpoints_file), nullptr, false);
-          if (!j.is_object() || !j.contains("api") || !j.contains("provisioner")) return false;
-          if (j["pid"] != weftd_.pid()) return false;
-          endpoints_ = j;
-          return true;
-        },
-        std::chrono::seconds(15));
-    INFO(weftd_.Output());
-    REQUIRE(up);
-  }
 
-  std::string api() const { return endpoints_["api"].get<std::string>(); }
-  std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
-  std::string Log() const { return weftd_.Output(); }
-  fs::path Path(const std::string& name) const { return dir_ / name; }
-
-  // `weft --server <api> ARGS...`
-  RunResult Weft(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--server", api()});
-    return testing::Run(BuildPath("bin/weft"), args);
-  }
-  // `weft ... -o json ARGS...`, which must succeed, parsed.
-  json WeftJson(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"-o", "json"});
-    RunResult r = Weft(args);
-    INFO(r.err << Log());
-    REQUIRE(r.exit_code == 0);
-    json j = json::parse(r.out, nullptr, false);
-    REQUIRE(j.is_object());
-    return j;
-  }
-
- private:
-  TempDir dir_;
-  Process weftd_;
-  json endpoints_;
-};
-
-void RegisterHost(const Server& server, const std::string& host_id, const json& plugins) {
-  zmq::context_t ctx(1);
-  client::Client c(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "", .limits = {}});
-  Result<json> reply =
-      c.Call("host.register", json{{"host_id", host_id}, {"capacity", 2}, {"version", "0.1.0"}, {"plugins", plugins}});
-  INFO(reply.status().ToString());
-  REQUIRE(reply.ok());
-}
 
 // Every regular file under `dir`, by relative path, with its bytes.
 std::map<std::string, std::string> Files(const fs::path& dir) {
@@ -102,7 +36,7 @@ std::map<std::string, std::string> Files(const fs::path& dir) {
   return out;
 }
 
-void Import(const Server& server, const fs::path& dir) {
+void Import(const testing::Weftd& server, const fs::path& dir) {
   RunResult r = server.Weft({"catalog", "import", dir.string()});
   INFO(r.out << r.err << server.Log());
   REQUIRE(r.exit_code == 0);
@@ -116,7 +50,7 @@ bool Has(const json& list, const std::string& item) {
 
 TEST_CASE("weft catalog: import, export and re-import of examples/catalog round-trip unchanged",
           "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   const std::size_t entities = Files(kExamples).size();
   REQUIRE(entities >= 10);
 
@@ -146,7 +80,7 @@ TEST_CASE("weft catalog: import, export and re-import of examples/catalog round-
 
 TEST_CASE("weft catalog import: reports skipped and refused files and exits 1 when something was refused",
           "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   TempDir dir("weft-catalog-import");
   fs::create_directories(dir.path() / "providers");
   fs::create_directories(dir.path() / "services");
@@ -167,11 +101,11 @@ TEST_CASE("weft catalog import: reports skipped and refused files and exits 1 wh
 
 TEST_CASE("weft catalog check: a planted dangling reference, types no live host runs, provider fields",
           "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
   // A host runs the local provider (which needs a `pool` field) and both automators,
   // but not fake-provider.
-  RegisterHost(server, "check-host",
+  server.RegisterHost("check-host",
                json::array({{{"type", "local"},
                              {"kind", "provider"},
                              {"fields",
@@ -224,7 +158,7 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
 
 TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a plan whose ids all exist",
           "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
   json reply = server.WeftJson({"cluster", "plan", "shop", "--template", "web-fake", "--size", "6", "--services",
                                 "fake-base,fake-haproxy,fake-nginx,fake-redis,fake-monitoring"});
@@ -289,7 +223,7 @@ TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a p
 }
 
 TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's sentence", "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
   RunResult small_only = server.Weft({"cluster", "plan", "shop", "--template", "web-fake", "--size", "4",
                                       "--hardwaretype", "small"});
@@ -312,7 +246,7 @@ TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's se
 
 TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; versions, tombstones, tenants",
           "[catalog][cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-catalog-cli-test");
   testing::WriteFile(server.Path("bad.json"), R"({"name":"bad","providertype":5,"provisioner":[]})");
   RunResult bad = server.Weft({"provider", "put", server.Path("bad.json").string()});
   CHECK(bad.exit_code == 1);

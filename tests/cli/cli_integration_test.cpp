@@ -11,7 +11,7 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/client/client.hpp"
+#include "support/weftd.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft {
@@ -19,56 +19,10 @@ namespace {
 
 using json = nlohmann::json;
 using testing::BuildPath;
-using testing::Process;
 using testing::RunResult;
-using testing::TempDir;
 
 std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
 
-// weftd with a temp data dir and ports picked by the system.
-class Server {
- public:
-  Server() : dir_("weft-cli-test") {
-    testing::WriteFile(dir_ / "weftd.toml",
-                       "[server]\n"
-                       "data_dir = \"" + (dir_ / "data").string() + "\"\n"
-                       "[endpoints]\n"
-                       "api = \"tcp://127.0.0.1:*\"\n"
-                       "provisioner = \"tcp://127.0.0.1:*\"\n"
-                       "events = \"tcp://127.0.0.1:*\"\n");
-    testing::ProcessOptions o;
-    o.stdout_path = dir_ / "weftd.out";
-    o.stderr_path = dir_ / "weftd.err";
-    weftd_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
-    const auto endpoints_file = dir_ / "data" / "endpoints.json";
-    bool up = testing::WaitFor(
-        [&] {
-          json j = json::parse(testing::ReadFile(endpoints_file), nullptr, false);
-          if (!j.is_object() || !j.contains("api") || !j.contains("provisioner")) return false;
-          endpoints_ = j;
-          return true;
-        },
-        std::chrono::seconds(15));
-    INFO(weftd_.Output());
-    REQUIRE(up);
-  }
-
-  std::string api() const { return endpoints_["api"].get<std::string>(); }
-  std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
-  const json& endpoints() const { return endpoints_; }
-  std::string Log() const { return weftd_.Output(); }
-
-  // `weft --server <api> ARGS...`
-  RunResult Weft(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--server", api()});
-    return testing::Run(BuildPath("bin/weft"), args);
-  }
-
- private:
-  TempDir dir_;
-  Process weftd_;
-  json endpoints_;
-};
 
 json TestPlugin() {
   return json{
@@ -101,16 +55,6 @@ json TestPlugin() {
       {"resource_types", json::array()}};
 }
 
-void RegisterHost(const Server& server, const std::string& host_id) {
-  zmq::context_t ctx(1);
-  client::Client c(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "", .limits = {}});
-  Result<json> reply = c.Call("host.register", json{{"host_id", host_id},
-                                                   {"capacity", 3},
-                                                   {"version", "0.1.0"},
-                                                   {"plugins", json::array({TestPlugin()})}});
-  INFO(reply.status().ToString());
-  REQUIRE(reply.ok());
-}
 
 // A loopback port nothing listens on: bound by the system, then released.
 std::string DeadEndpoint() {
@@ -126,7 +70,7 @@ std::string DeadEndpoint() {
 }  // namespace
 
 TEST_CASE("weft status: a readable table, and JSON that matches the server", "[cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-cli-test");
   RunResult table = server.Weft({"status"});
   INFO(table.err << server.Log());
   REQUIRE(table.exit_code == 0);
@@ -147,7 +91,7 @@ TEST_CASE("weft status: a readable table, and JSON that matches the server", "[c
 }
 
 TEST_CASE("weft status: WEFT_SERVER is used, and --server overrides it", "[cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-cli-test");
   const std::string weft = BuildPath("bin/weft").string();
   RunResult via_env = testing::Run("/usr/bin/env", {"WEFT_SERVER=" + server.api(), weft, "-o", "json", "status"});
   INFO(via_env.err);
@@ -161,12 +105,12 @@ TEST_CASE("weft status: WEFT_SERVER is used, and --server overrides it", "[cli][
 }
 
 TEST_CASE("weft host list: shows a host registered through host.register", "[cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-cli-test");
   RunResult empty = server.Weft({"host", "list"});
   REQUIRE(empty.exit_code == 0);
   CHECK_THAT(empty.out, Catch::Contains("no hosts registered"));
 
-  RegisterHost(server, "cli-host-1");
+  server.RegisterHost("cli-host-1", json::array({TestPlugin()}), 3);
 
   RunResult table = server.Weft({"host", "list"});
   INFO(table.err << server.Log());
@@ -191,12 +135,12 @@ TEST_CASE("weft host list: shows a host registered through host.register", "[cli
 }
 
 TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensitive defaults", "[cli][integration]") {
-  Server server;
+  testing::Weftd server("weft-cli-test");
   RunResult empty = server.Weft({"plugin", "list"});
   REQUIRE(empty.exit_code == 0);
   CHECK_THAT(empty.out, Catch::Contains("no plugin types registered"));
 
-  RegisterHost(server, "cli-host-2");
+  server.RegisterHost("cli-host-2", json::array({TestPlugin()}), 3);
 
   RunResult table = server.Weft({"plugin", "list"});
   INFO(table.out << table.err << server.Log());
