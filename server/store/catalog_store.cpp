@@ -89,12 +89,9 @@ Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_
   if (!st.ok()) return st.status();
   st->Bind(1, tenant).Bind(2, kind);
   std::vector<CatalogEntityRecord> out;
-  while (true) {
-    Result<bool> row = st->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    out.push_back(ReadEntity(*st));
-  }
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) {
+    out.push_back(ReadEntity(row));
+  }));
   return out;
 }
 

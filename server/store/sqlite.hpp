@@ -56,6 +56,18 @@ class Statement {
   int bind_rc_ = 0;  // first failed bind, reported by Step()
 };
 
+// Steps through every row, calling read_row(statement) for each. Stops at the
+// first error and returns it.
+template <typename ReadRow>
+[[nodiscard]] Status ForEachRow(Statement& statement, ReadRow&& read_row) {
+  while (true) {
+    Result<bool> row = statement.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    read_row(statement);
+  }
+}
+
 class Database {
  public:
   Database() = default;

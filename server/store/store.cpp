@@ -345,19 +345,16 @@ Status Store::TouchHost(std::string_view host_id, std::int64_t last_seen_ms) {
 Result<std::vector<HostRecord>> Store::ListHosts() {
   sql::Statement& s = impl_->list_hosts.Reset();
   std::vector<HostRecord> out;
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) {
     HostRecord h;
-    h.id = s.Text(0);
-    h.capacity = s.Int(1);
-    h.version = s.Text(2);
-    h.plugins_json = s.Text(3);
-    h.registered_at_ms = s.Int(4);
-    h.last_seen_ms = s.Int(5);
+    h.id = row.Text(0);
+    h.capacity = row.Int(1);
+    h.version = row.Text(2);
+    h.plugins_json = row.Text(3);
+    h.registered_at_ms = row.Int(4);
+    h.last_seen_ms = row.Int(5);
     out.push_back(std::move(h));
-  }
+  }));
   return out;
 }
 
@@ -400,44 +397,35 @@ Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::o
   st->Bind(1, tenant).Bind(2, limit);
   if (state) st->Bind(3, TaskStateName(*state));
   std::vector<TaskRecord> out;
-  while (true) {
-    Result<bool> row = st->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    out.push_back(ReadTask(*st, false));
-  }
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) {
+    out.push_back(ReadTask(row, false));
+  }));
   return out;
 }
 
 Result<std::vector<TaskRecord>> Store::ListUnfinishedTasks() {
   sql::Statement& s = impl_->list_unfinished.Reset();
   std::vector<TaskRecord> out;
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    out.push_back(ReadTask(s, false));
-  }
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) {
+    out.push_back(ReadTask(row, false));
+  }));
   return out;
 }
 
 Result<TaskCounts> Store::CountTasks() {
   sql::Statement& s = impl_->count_tasks.Reset();
   TaskCounts c;
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) {
     TaskState state;
-    if (!ParseTaskState(s.Text(0), &state)) continue;
-    std::int64_t n = s.Int(1);
+    if (!ParseTaskState(row.Text(0), &state)) return;
+    std::int64_t n = row.Int(1);
     switch (state) {
       case TaskState::kQueued: c.queued = n; break;
       case TaskState::kLeased: c.leased = n; break;
       case TaskState::kSucceeded: c.succeeded = n; break;
       case TaskState::kFailed: c.failed = n; break;
     }
-  }
+  }));
   return c;
 }
 
@@ -483,20 +471,17 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
 Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
   sql::Statement& s = impl_->list_attempts.Reset().Bind(1, task_id);
   std::vector<AttemptRecord> out;
-  while (true) {
-    Result<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) {
     AttemptRecord a;
-    a.task_id = s.Int(0);
-    a.attempt = s.Int(1);
-    a.host_id = s.Text(2);
-    a.taken_at_ms = s.Int(3);
-    a.finished_at_ms = s.Int(4);
-    a.status = s.Text(5);
-    a.message = s.Text(6);
+    a.task_id = row.Int(0);
+    a.attempt = row.Int(1);
+    a.host_id = row.Text(2);
+    a.taken_at_ms = row.Int(3);
+    a.finished_at_ms = row.Int(4);
+    a.status = row.Text(5);
+    a.message = row.Text(6);
     out.push_back(std::move(a));
-  }
+  }));
   return out;
 }
 
