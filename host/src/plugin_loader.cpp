@@ -189,7 +189,8 @@ void PluginSet::Refuse(const std::filesystem::path& file, std::string reason) {
   refusals_.push_back({file, std::move(reason)});
 }
 
-void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) {
+std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs) {
+  std::vector<std::filesystem::path> out;
   for (const std::filesystem::path& dir : dirs) {
     std::error_code ec;
     std::vector<std::filesystem::path> files;
@@ -202,8 +203,13 @@ void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) 
     }
     std::sort(files.begin(), files.end(),
               [](const auto& a, const auto& b) { return a.filename().string() < b.filename().string(); });
-    for (const auto& f : files) LoadFile(f);
+    out.insert(out.end(), files.begin(), files.end());
   }
+  return out;
+}
+
+void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) {
+  for (const auto& f : ListPluginFiles(dirs)) LoadFile(f);
 }
 
 bool PluginSet::LoadFile(const std::filesystem::path& file) {

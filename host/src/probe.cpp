@@ -46,25 +46,6 @@ std::vector<std::string> ChildEnvironment() {
   return env;
 }
 
-std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs) {
-  std::vector<std::filesystem::path> out;
-  for (const std::filesystem::path& dir : dirs) {
-    std::error_code ec;
-    std::vector<std::filesystem::path> files;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (IsPluginFile(it->path()) && it->is_regular_file(ec)) files.push_back(it->path());
-    }
-    if (ec) {
-      WEFT_LOG(kWarn, "host") << "cannot read plugin directory " << dir.string() << ": " << ec.message();
-      continue;
-    }
-    std::sort(files.begin(), files.end(),
-              [](const auto& a, const auto& b) { return a.filename().string() < b.filename().string(); });
-    out.insert(out.end(), files.begin(), files.end());
-  }
-  return out;
-}
-
 ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, int timeout_ms) {
   ProbeResult out;
   const std::string name = file.filename().string();

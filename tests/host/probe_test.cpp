@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
 
 namespace {

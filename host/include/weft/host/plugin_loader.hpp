@@ -39,6 +39,10 @@ struct LoadedPlugin {
 
 // True for a file the loader takes: *.so (and *.lua when weft_lua is built in).
 bool IsPluginFile(const std::filesystem::path& file);
+// Every plugin file (see IsPluginFile) of the directories, directories in order,
+// files sorted by name within one. Missing or unreadable directories are logged
+// (once per call) and skipped.
+std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs);
 // True when this build loads *.lua plugins (see docs/host.md).
 bool LuaPluginsSupported();
 

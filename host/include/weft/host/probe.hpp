@@ -35,9 +35,5 @@ int ProbeMain(const std::filesystem::path& file);
 // handle_segv=0 lets the signal kill the child so the master can name it.
 std::vector<std::string> ChildEnvironment();
 
-// Every plugin file (*.so, and *.lua when the Lua runtime is built in) of the
-// directories, directories in order, files sorted by name within one. Missing
-// or unreadable directories are logged (once per call) and skipped.
-std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs);
 
 }  // namespace weft::host
