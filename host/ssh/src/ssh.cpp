@@ -155,6 +155,22 @@ struct Session::Impl {
     (void)::poll(&p, 1, wait_ms);
     return true;
   }
+
+  // Closes `channel` and waits until the node confirms. kTimeout (with no
+  // message: the caller words it) once the deadline passes; kUnavailable,
+  // prefixed with `what` ("SSH to node x"), when libssh2 fails.
+  Status CloseChannel(LIBSSH2_CHANNEL* channel, Clock::time_point deadline, const std::string& what) const {
+    int rc;
+    while ((rc = libssh2_channel_close(channel)) == LIBSSH2_ERROR_EAGAIN) {
+      if (!Wait(deadline)) return Status::Timeout("");
+    }
+    if (rc != 0) return Status::Unavailable(what + ": closing the channel failed: " + LastError());
+    while ((rc = libssh2_channel_wait_closed(channel)) == LIBSSH2_ERROR_EAGAIN) {
+      if (!Wait(deadline)) return Status::Timeout("");
+    }
+    if (rc != 0) return Status::Unavailable(what + ": waiting for the channel to close failed: " + LastError());
+    return Status::Ok();
+  }
 };
 
 Result<std::unique_ptr<Session>> Session::Connect(const Target& target, int timeout_ms) {
@@ -357,19 +373,10 @@ Result<ExecResult> Session::Exec(const std::string& command, int timeout_ms, con
     if (!progressed && !im.Wait(deadline)) return timed_out();
   }
 
-  while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN) {
-    if (!im.Wait(deadline)) return timed_out();
-  }
-  if (rc != 0) {
+  if (Status closed = im.CloseChannel(ch, deadline, "SSH to " + name); !closed.ok()) {
+    if (closed.code() == Code::kTimeout) return timed_out();
     healthy_ = false;
-    return Status::Unavailable("SSH to " + name + ": closing the channel failed: " + im.LastError());
-  }
-  while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN) {
-    if (!im.Wait(deadline)) return timed_out();
-  }
-  if (rc != 0) {
-    healthy_ = false;
-    return Status::Unavailable("SSH to " + name + ": waiting for the channel to close failed: " + im.LastError());
+    return closed;
   }
 
   ExecResult result;
@@ -448,19 +455,10 @@ Status Session::Write(std::string_view bytes, const std::string& remote_path, in
     return Status::Unavailable("upload to " + name + ": the node did not confirm " + remote_path + ": " +
                                im.LastError());
   }
-  while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN) {
-    if (!im.Wait(deadline)) return timed_out();
-  }
-  if (rc != 0) {
+  if (Status closed = im.CloseChannel(ch, deadline, "upload to " + name); !closed.ok()) {
+    if (closed.code() == Code::kTimeout) return timed_out();
     healthy_ = false;
-    return Status::Unavailable("upload to " + name + ": closing the channel failed: " + im.LastError());
-  }
-  while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN) {
-    if (!im.Wait(deadline)) return timed_out();
-  }
-  if (rc != 0) {
-    healthy_ = false;
-    return Status::Unavailable("upload to " + name + ": closing the channel failed: " + im.LastError());
+    return closed;
   }
   int exit_status = libssh2_channel_get_exit_status(ch);
   if (exit_status != 0) {
