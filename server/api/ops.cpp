@@ -415,6 +415,21 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
   if (payload.is_object())
     for (auto& [k, v] : payload.items())
       if (!task.contains(k)) task[k] = v;
+  for (const TakeDecorator& decorate : decorators_) {
+    Status s = decorate(t, task);
+    if (s.ok()) continue;
+    // What a decorator refuses it will refuse again: the attempt fails here
+    // (and is retried or fails the task like any failed attempt).
+    queue::FinishRequest f;
+    f.host_id = host_id;
+    f.task_id = t.id;
+    f.attempt = t.attempt;
+    f.succeeded = false;
+    f.message = "the task could not be handed out: " + s.message();
+    queue::Conflict conflict;
+    WEFT_RETURN_IF_ERROR(queue_.Finish(f, &conflict));
+    return json();
+  }
   return task;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -50,6 +51,11 @@ class Ops {
   // The task for a held take of `host_id`, leased, as the plugin sees it; null when none is ready.
   // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
   [[nodiscard]] Result<json> TryTake(const std::string& host_id, const std::string& tenant);
+  // Something that adds to a task as it is handed out (the job engine: node facts,
+  // expanded config; resources: the versions the plugin needs). Decorators run in
+  // the order added, inside the take's transaction; an error fails the take.
+  using TakeDecorator = std::function<Status(const store::TaskRecord& record, json& task)>;
+  void AddTakeDecorator(TakeDecorator decorator) { decorators_.push_back(std::move(decorator)); }
   // Whether a held take of `host_id` for `tenant` could be served now (cheap, no store access).
   bool CanServe(const std::string& host_id, const std::string& tenant) const;
   // Publishes "silent" for hosts that stopped reporting.
@@ -94,6 +100,7 @@ class Ops {
   Router router_;
   std::map<std::string, Host> hosts_;
   std::vector<Event> host_events_;
+  std::vector<TakeDecorator> decorators_;
 };
 
 }  // namespace weft::api
