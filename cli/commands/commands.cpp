@@ -9,6 +9,8 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterPluginCommands(table);
   RegisterCatalogCommands(table);
   RegisterClusterCommands(table);
+  RegisterJobCommands(table);
+  RegisterResourceCommands(table);
 }
 
 }  // namespace weft::cli

@@ -14,6 +14,8 @@ void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list
 void RegisterPluginCommands(CommandTable& table);  // plugin list
 void RegisterCatalogCommands(CommandTable& table);  // catalog import|export|check, <kind> list|get|put|delete
-void RegisterClusterCommands(CommandTable& table);  // cluster plan
+void RegisterClusterCommands(CommandTable& table);  // cluster plan|create|delete|scale|...
+void RegisterJobCommands(CommandTable& table);      // job list|show|watch|abort|retry
+void RegisterResourceCommands(CommandTable& table);  // resource upload|list|stage|recall|sync|delete
 
 }  // namespace weft::cli
