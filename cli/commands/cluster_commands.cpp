@@ -1,12 +1,15 @@
-// weft cluster ...: clusters. For now `plan`: the layout and task DAG a create
-// would use, computed by the server and run nowhere.
+// weft cluster ...: clusters. `plan` shows the layout and task DAG a create
+// would use; the other verbs start jobs (create, delete, scale, ...), each with
+// --dry-run (the plan, nothing runs) and --wait (a progress bar until it ends).
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "commands/commands.hpp"
 #include "context.hpp"
 #include "format.hpp"
 #include "table.hpp"
+#include "weft/common/clock.hpp"
 #include "weft/catalog/entities.hpp"
 #include "weft/solver/solver.hpp"
 
@@ -23,6 +26,210 @@ std::vector<std::string> SplitList(const std::string& text) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+// --config: a file, or JSON given inline ("{...}").
+Result<json> ReadConfig(const std::string& value) {
+  if (!value.empty() && value.front() == '{') return catalog::ParseJsonText(value, "--config");
+  std::ifstream in(value, std::ios::binary);
+  if (!in) return Status::NotFound("cannot read " + value + "; give a JSON file or inline JSON such as '{\"a\":1}'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return catalog::ParseJsonText(text.str(), value);
+}
+
+Result<std::int64_t> SizeFlag(Context& ctx, const ParsedArgs& args) {
+  const std::string v = args.Get("--size");
+  std::int64_t n = 0;
+  std::istringstream in(v);
+  if (!(in >> n) || !in.eof() || n < 1) return ctx.UsageError("--size needs a number of nodes from 1 up, got '" + v + "'");
+  return n;
+}
+
+// Prints the plan of a dry run: what would run, in how many stages.
+void PrintDryRun(Context& ctx, const json& reply) {
+  std::map<std::string, std::int64_t> by_action;
+  for (const json& t : reply.value("tasks", json::array())) ++by_action[t.value("action", "")];
+  ctx.out() << "dry run of " << reply.value("operation", "") << ": "
+            << Count(static_cast<std::int64_t>(reply.value("tasks", json::array()).size()), "task", "tasks") << " in "
+            << Count(static_cast<std::int64_t>(reply.value("stages", json::array()).size()), "stage", "stages")
+            << " (nothing runs; -o json shows every task)\n";
+  for (const auto& [action, n] : by_action) ctx.out() << "  " << n << " × " << action << '\n';
+}
+
+// Sends a cluster operation; prints its job, or follows it with --wait.
+Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op, json body) {
+  if (args.Has("--dry-run")) body["dry_run"] = true;
+  if (args.Has("--keep-on-failure")) body["keep_on_failure"] = true;
+  Result<json> reply = ctx.Call(op, std::move(body));
+  if (!reply.ok()) return reply.status();
+  if (args.Has("--dry-run")) {
+    if (ctx.json_output()) {
+      ctx.PrintJson(*reply);
+    } else {
+      PrintDryRun(ctx, *reply);
+    }
+    return Status::Ok();
+  }
+  const json& job = (*reply)["job"];
+  const std::string id = job.value("id", "");
+  if (args.Has("--wait")) return WaitForJob(ctx, id);
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  const std::string name = reply->contains("cluster") ? (*reply)["cluster"].value("name", "") : "";
+  ctx.out() << "cluster '" << Printable(name) << "': job " << id << " (" << job.value("operation", "")
+            << ") started; follow it with `weft job watch " << id << "`\n";
+  return Status::Ok();
+}
+
+Status ClusterCreate(Context& ctx, const ParsedArgs& args) {
+  if (!args.Has("--template")) return ctx.UsageError("'weft cluster create' needs --template T");
+  if (!args.Has("--size")) return ctx.UsageError("'weft cluster create' needs --size N");
+  Result<std::int64_t> size = SizeFlag(ctx, args);
+  if (!size.ok()) return size.status();
+  json body = {{"name", args.positionals.at(0)}, {"template", args.Get("--template")}, {"size", *size}};
+  for (const char* flag : {"--provider", "--hardwaretype", "--imagetype"})
+    if (args.Has(flag)) body[std::string(flag).substr(2)] = args.Get(flag);
+  if (args.Has("--services")) body["services"] = SplitList(args.Get("--services"));
+  if (args.Has("--config")) {
+    Result<json> config = ReadConfig(args.Get("--config"));
+    if (!config.ok()) return config.status();
+    body["config"] = std::move(*config);
+  }
+  if (args.Has("--lease")) {
+    std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(args.Get("--lease")));
+    if (!ms) return ctx.UsageError("--lease needs a duration such as 30m, 12h, 1d or 0 (no lease), got '" +
+                                   args.Get("--lease") + "'");
+    body["lease_ms"] = *ms;
+  }
+  return RunOperation(ctx, args, "cluster.create", std::move(body));
+}
+
+// delete, upgrade, rollback: the cluster and nothing else.
+Status ClusterSimple(Context& ctx, const ParsedArgs& args, const char* op) {
+  return RunOperation(ctx, args, op, {{"cluster", args.positionals.at(0)}});
+}
+Status ClusterDelete(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.delete"); }
+Status ClusterUpgrade(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.upgrade"); }
+Status ClusterRollback(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.rollback"); }
+
+Status ClusterScale(Context& ctx, const ParsedArgs& args) {
+  if (!args.Has("--size")) return ctx.UsageError("'weft cluster scale' needs --size N");
+  Result<std::int64_t> size = SizeFlag(ctx, args);
+  if (!size.ok()) return size.status();
+  return RunOperation(ctx, args, "cluster.scale", {{"cluster", args.positionals.at(0)}, {"size", *size}});
+}
+
+Status ServicesOp(Context& ctx, const ParsedArgs& args, const char* op, bool required) {
+  json body = {{"cluster", args.positionals.at(0)}};
+  if (args.positionals.size() > 1) {
+    std::vector<std::string> services = SplitList(args.positionals[1]);
+    if (services.empty()) return ctx.UsageError("SERVICES must be a comma-separated list of service names");
+    body["services"] = services;
+  } else if (required) {
+    return ctx.UsageError(std::string("'weft cluster ") + (op + 8) + "' needs SERVICES (a,b)");
+  }
+  return RunOperation(ctx, args, op, std::move(body));
+}
+Status ClusterAddServices(Context& ctx, const ParsedArgs& args) { return ServicesOp(ctx, args, "cluster.add_services", true); }
+Status ClusterRemoveServices(Context& ctx, const ParsedArgs& args) {
+  return ServicesOp(ctx, args, "cluster.remove_services", true);
+}
+Status ClusterStart(Context& ctx, const ParsedArgs& args) { return ServicesOp(ctx, args, "cluster.start", false); }
+Status ClusterStop(Context& ctx, const ParsedArgs& args) { return ServicesOp(ctx, args, "cluster.stop", false); }
+Status ClusterRestart(Context& ctx, const ParsedArgs& args) { return ServicesOp(ctx, args, "cluster.restart", false); }
+
+Status ClusterReconfigure(Context& ctx, const ParsedArgs& args) {
+  json body = {{"cluster", args.positionals.at(0)}};
+  if (args.Has("--config")) {
+    Result<json> config = ReadConfig(args.Get("--config"));
+    if (!config.ok()) return config.status();
+    body["config"] = std::move(*config);
+  }
+  if (args.Has("--restart")) body["restart"] = true;
+  return RunOperation(ctx, args, "cluster.reconfigure", std::move(body));
+}
+
+Status ClusterExtendLease(Context& ctx, const ParsedArgs& args) {
+  json body = {{"cluster", args.positionals.at(0)}};
+  if (args.Has("--lease")) {
+    std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(args.Get("--lease")));
+    if (!ms || *ms <= 0) return ctx.UsageError("--lease needs a duration such as 30m, 12h or 1d, got '" +
+                                                args.Get("--lease") + "'");
+    body["lease_ms"] = *ms;
+  }
+  Result<json> reply = ctx.Call("cluster.extend_lease", std::move(body));
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  const json& c = (*reply)["cluster"];
+  ctx.out() << "cluster '" << Printable(c.value("name", "")) << "' now expires in "
+            << Duration(c.value("expire_at_ms", std::int64_t{0}) - SystemClock::Instance().NowMs()) << '\n';
+  return Status::Ok();
+}
+
+Status ClusterList(Context& ctx, const ParsedArgs& args) {
+  json body = json::object();
+  if (args.Has("--all")) body["all"] = true;
+  Result<json> reply = ctx.Call("cluster.list", std::move(body));
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  Table table({"ID", "NAME", "STATUS", "TEMPLATE", "NODES", "SERVICES", "JOB", "OWNER"});
+  table.AlignRight(4);
+  for (const json& c : (*reply)["clusters"]) {
+    std::string services;
+    for (const json& s : c.value("services", json::array())) services += (services.empty() ? "" : ",") + s.get<std::string>();
+    table.AddRow({c.value("id", ""), Printable(c.value("name", "")), c.value("status", ""),
+                  Printable(c.value("template", "")), std::to_string(c.value("size", 0)), Printable(services),
+                  c.value("latest_job", ""), Printable(c.value("owner", ""))});
+  }
+  table.Print(ctx.out());
+  return Status::Ok();
+}
+
+Status ClusterGet(Context& ctx, const ParsedArgs& args) {
+  Result<json> reply = ctx.Call("cluster.get", {{"cluster", args.positionals.at(0)}});
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  const json& c = (*reply)["cluster"];
+  KeyValues kv;
+  kv.Add("cluster", Printable(c.value("name", "")) + " (id " + c.value("id", "") + ")");
+  kv.Add("status", c.value("status", ""));
+  kv.Add("template", Printable(c.value("template", "")));
+  kv.Add("provider", Printable(c.value("provider", "")));
+  kv.Add("owner", Printable(c.value("owner", "")));
+  if (const std::int64_t expire = c.value("expire_at_ms", std::int64_t{0}); expire > 0) {
+    const std::int64_t left = expire - SystemClock::Instance().NowMs();
+    kv.Add("lease", left > 0 ? "expires in " + Duration(left) : "expired");
+  }
+  kv.Print(ctx.out());
+  ctx.out() << '\n';
+  Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
+  for (const json& n : c["nodes"]) {
+    std::string services;
+    for (const json& s : n.value("services", json::array())) services += (services.empty() ? "" : ",") + s.get<std::string>();
+    const json results = n.value("results", json::object());
+    nodes.AddRow({Printable(n.value("hostname", "")), Printable(results.value("access_v4", "-")),
+                  Printable(n.value("hardwaretype", "")), Printable(n.value("imagetype", "")), Printable(services)});
+  }
+  nodes.Print(ctx.out());
+  ctx.out() << '\n';
+  Table jobs({"JOB", "OPERATION", "STATUS", "BY", "MESSAGE"});
+  for (const json& j : c["jobs"])
+    jobs.AddRow({j.value("id", ""), j.value("operation", ""), j.value("status", ""),
+                 Printable(j.value("requested_by", "")), Printable(j.value("message", ""))});
+  jobs.Print(ctx.out());
+  return Status::Ok();
 }
 
 Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
@@ -97,6 +304,86 @@ void RegisterClusterCommands(CommandTable& table) {
                        {.name = "--config", .value_name = "FILE", .help = "JSON merged over the template's config"}},
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterPlan});
+
+  const FlagSpec wait{.name = "--wait", .value_name = "", .help = "follow the job with a progress bar; exit 1 if it fails"};
+  const FlagSpec dry{.name = "--dry-run", .value_name = "", .help = "show the plan (-o json: every task); run nothing"};
+  const FlagSpec keep{.name = "--keep-on-failure", .value_name = "", .help = "on failure leave what was made, for debugging (no undo)"};
+  const ArgSpec cluster{.name = "CLUSTER", .required = true, .help = "the cluster's name or id"};
+  table.Add({.noun = "cluster",
+             .verb = "create",
+             .summary = "Create a cluster from a template.",
+             .description = "Solves a layout for SIZE nodes, plans it, and starts the create job. If a\n"
+                            "task fails for good, what was made is deleted again unless\n"
+                            "--keep-on-failure is given. --lease gives the cluster a lease (30m, 12h, 1d;\n"
+                            "0 for none) within the template's administration.leaseduration.",
+             .flags = {{.name = "--template", .value_name = "T", .help = "the cluster template (required)"},
+                       {.name = "--size", .value_name = "N", .help = "number of nodes (required)"},
+                       {.name = "--provider", .value_name = "P", .help = "instead of the template's provider"},
+                       {.name = "--hardwaretype", .value_name = "H", .help = "every node uses this hardware type"},
+                       {.name = "--imagetype", .value_name = "I", .help = "every node uses this image type"},
+                       {.name = "--services", .value_name = "a,b", .help = "instead of the template's services"},
+                       {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"},
+                       {.name = "--lease", .value_name = "DURATION", .help = "lease length (default: the template's)"},
+                       keep, wait, dry},
+             .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
+             .handler = &ClusterCreate});
+  table.Add({.noun = "cluster", .verb = "delete", .summary = "Delete a cluster and every node it has.",
+             .description = "Stops nothing first: every node is deleted by its provider.",
+             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterDelete});
+  table.Add({.noun = "cluster", .verb = "scale", .summary = "Grow or shrink a cluster to SIZE nodes.",
+             .description = "Existing nodes keep their services; new nodes are created and set up, removed\n"
+                            "nodes (the highest-numbered of a kind first) are stopped and deleted, and the\n"
+                            "services on the nodes that stay are reconfigured. A failed grow removes the\n"
+                            "new nodes again unless --keep-on-failure is given.",
+             .flags = {{.name = "--size", .value_name = "N", .help = "the number of nodes wanted (required)"}, keep,
+                       wait, dry},
+             .args = {cluster}, .handler = &ClusterScale});
+  const ArgSpec services{.name = "SERVICES", .required = true, .help = "comma-separated service names"};
+  const ArgSpec some{.name = "SERVICES", .required = false, .help = "only these (and what they pull in); default all"};
+  table.Add({.noun = "cluster", .verb = "add-services", .summary = "Add services to a running cluster.",
+             .description = "Places the services on the existing nodes as the template's constraints\n"
+                            "allow, installs, configures, initializes and starts them, and reconfigures the\n"
+                            "rest. A failure removes them again unless --keep-on-failure is given.",
+             .flags = {keep, wait, dry}, .args = {cluster, services}, .handler = &ClusterAddServices});
+  table.Add({.noun = "cluster", .verb = "remove-services", .summary = "Stop and remove services from a cluster.",
+             .description = "Refused when a service that stays requires one that goes.",
+             .flags = {wait, dry}, .args = {cluster, services}, .handler = &ClusterRemoveServices});
+  table.Add({.noun = "cluster", .verb = "start", .summary = "Start services (and what they need at runtime).",
+             .description = "Dependencies start first.", .flags = {wait, dry}, .args = {cluster, some},
+             .handler = &ClusterStart});
+  table.Add({.noun = "cluster", .verb = "stop", .summary = "Stop services (and what needs them).",
+             .description = "Dependents stop first.", .flags = {wait, dry}, .args = {cluster, some},
+             .handler = &ClusterStop});
+  table.Add({.noun = "cluster", .verb = "restart", .summary = "Stop and start services (and what needs them).",
+             .description = "Dependents stop first and start last.", .flags = {wait, dry}, .args = {cluster, some},
+             .handler = &ClusterRestart});
+  table.Add({.noun = "cluster", .verb = "reconfigure", .summary = "Apply a new config to every service.",
+             .description = "--config is merged over the cluster's config (JSON merge patch); --restart\n"
+                            "also restarts the services after configuring them.",
+             .flags = {{.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the config"},
+                       {.name = "--restart", .value_name = "", .help = "restart the services after configuring them"}, wait, dry},
+             .args = {cluster}, .handler = &ClusterReconfigure});
+  table.Add({.noun = "cluster", .verb = "upgrade", .summary = "Move a cluster to the latest template and services.",
+             .description = "Re-solves with the nodes fixed against the latest template, then installs,\n"
+                            "reconfigures and restarts only the services whose definition changed.",
+             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterUpgrade});
+  table.Add({.noun = "cluster", .verb = "rollback",
+             .summary = "Return a cluster to its layout, services and config before its last change.",
+             .description = "Undoes the last successful scale, add-services, remove-services, reconfigure\n"
+                            "or upgrade.",
+             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterRollback});
+  table.Add({.noun = "cluster", .verb = "extend-lease", .summary = "Push a cluster's expiry back.",
+             .description = "By the template's lease step, or by --lease; never past the template's\n"
+                            "maximum lease counted from creation.",
+             .flags = {{.name = "--lease", .value_name = "DURATION", .help = "how much longer (default: the template's step)"}},
+             .args = {cluster}, .handler = &ClusterExtendLease});
+  table.Add({.noun = "cluster", .verb = "list", .summary = "List clusters.",
+             .description = "Clusters that are not terminated; --all includes terminated ones.",
+             .flags = {{.name = "--all", .value_name = "", .help = "include terminated clusters"}}, .args = {},
+             .handler = &ClusterList});
+  table.Add({.noun = "cluster", .verb = "get", .summary = "Show a cluster: nodes, addresses, services, history.",
+             .description = "Secrets in node results (ssh private keys) are shown as <redacted>.",
+             .flags = {}, .args = {cluster}, .handler = &ClusterGet});
 }
 
 }  // namespace weft::cli

@@ -4,11 +4,18 @@
 // cli/CMakeLists.txt.
 #pragma once
 
+#include <string>
+
 #include "command.hpp"
 
 namespace weft::cli {
 
 void RegisterAllCommands(CommandTable& table);
+
+class Context;
+// Follows a job with a progress bar until it ends (job_commands.cpp); a failed job
+// (or one undone after failing) is an error whose failed tasks were printed.
+Status WaitForJob(Context& ctx, const std::string& job_id);
 
 void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list

@@ -1,7 +1,260 @@
+// weft job ...: the jobs that carry out cluster operations, and the progress
+// bar that `job watch` and every `--wait` show.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <thread>
+
 #include "commands/commands.hpp"
+#include "context.hpp"
+#include "format.hpp"
+#include "table.hpp"
 
 namespace weft::cli {
+namespace {
 
-void RegisterJobCommands(CommandTable& /*table*/) {}
+constexpr int kPollMs = 300;
+constexpr std::size_t kTailLines = 20;
+
+std::string JobId(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  return "";
+}
+
+std::string Tail(const std::string& text, std::size_t lines) {
+  std::size_t pos = text.size();
+  std::size_t seen = 0;
+  while (pos > 0) {
+    std::size_t nl = text.rfind('\n', pos - 1);
+    if (nl == std::string::npos) return text;
+    if (nl + 1 < text.size() && ++seen > lines) return text.substr(nl + 1);
+    pos = nl;
+  }
+  return text;
+}
+
+std::string Bar(std::int64_t done, std::int64_t total, int width) {
+  const int filled = total > 0 ? static_cast<int>(done * width / total) : width;
+  return "[" + std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '.') + "]";
+}
+
+std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
+  const json& p = job["progress"];
+  std::ostringstream line;
+  const std::int64_t total = p.value("total", 0);
+  const std::int64_t done = p.value("succeeded", 0);
+  line << "job " << JobId(job["id"]) << " " << job.value("operation", "") << " " << Bar(done, total, 30) << " "
+       << done << "/" << total << " done, " << p.value("running", 0) << " running, " << p.value("failed", 0)
+       << " failed, stage " << p.value("stage", 0) << "/" << p.value("stages", 0) << ", " << Duration(elapsed_ms);
+  return line.str();
+}
+
+// Prints what failed: each failed task with its message and output tails.
+void PrintFailures(Context& ctx, const json& job) {
+  for (const json& t : job.value("tasks", json::array())) {
+    if (t.value("state", "") != "failed") continue;
+    ctx.err() << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
+              << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
+              << Printable(t.value("message", "")) << '\n';
+    for (const char* stream : {"stdout", "stderr"}) {
+      const std::string text = t.value(stream, "");
+      if (text.empty()) continue;
+      ctx.err() << "  --- " << stream << " (last lines) ---\n";
+      std::istringstream in(Tail(text, kTailLines));
+      for (std::string l; std::getline(in, l);) ctx.err() << "  " << Printable(l) << '\n';
+    }
+  }
+}
+
+Status JobList(Context& ctx, const ParsedArgs& args) {
+  json body = json::object();
+  if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
+  Result<json> reply = ctx.Call("job.list", std::move(body));
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  Table table({"JOB", "CLUSTER", "OPERATION", "STATUS", "BY", "TOOK", "MESSAGE"});
+  for (const json& j : (*reply)["jobs"]) {
+    const std::int64_t end = j.value("finished_at_ms", std::int64_t{0});
+    table.AddRow({JobId(j["id"]), JobId(j["cluster_id"]), j.value("operation", ""), j.value("status", ""),
+                  Printable(j.value("requested_by", "")),
+                  end ? Duration(end - j.value("created_at_ms", end)) : "-", Printable(j.value("message", ""))});
+  }
+  table.Print(ctx.out());
+  return Status::Ok();
+}
+
+Status JobShow(Context& ctx, const ParsedArgs& args) {
+  Result<json> reply = ctx.Call("job.get", {{"job", args.positionals.at(0)}, {"details", true}});
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  const json& j = (*reply)["job"];
+  KeyValues kv;
+  kv.Add("job", JobId(j["id"]));
+  kv.Add("cluster", JobId(j["cluster_id"]));
+  kv.Add("operation", j.value("operation", ""));
+  kv.Add("status", j.value("status", ""));
+  kv.Add("requested by", Printable(j.value("requested_by", "")));
+  if (!j.value("parent_job", "").empty()) kv.Add("undoes job", j.value("parent_job", ""));
+  if (!j.value("message", "").empty()) kv.Add("message", Printable(j.value("message", "")));
+  const json& p = j["progress"];
+  kv.Add("tasks", std::to_string(p.value("succeeded", 0)) + "/" + std::to_string(p.value("total", 0)) +
+                      " succeeded, " + std::to_string(p.value("failed", 0)) + " failed, " +
+                      std::to_string(p.value("cancelled", 0)) + " cancelled");
+  kv.Print(ctx.out());
+  ctx.out() << '\n';
+  Table table({"TASK", "KEY", "PLUGIN", "STATE", "ATTEMPTS", "HOST", "TOOK", "MESSAGE"});
+  for (const json& t : j["tasks"]) {
+    std::int64_t took = 0;
+    for (const json& a : t.value("attempts", json::array()))
+      if (a.value("finished_at_ms", std::int64_t{0}) > 0) took += a.value("finished_at_ms", std::int64_t{0}) - a.value("taken_at_ms", std::int64_t{0});
+    table.AddRow({std::to_string(t.value("id", 0)), Printable(t.value("key", "")), t.value("plugin", ""),
+                  t.value("state", ""),
+                  std::to_string(t.value("attempt", 0)) + "/" + std::to_string(t.value("max_attempts", 0)),
+                  Printable(t.value("host_id", "")), took ? Duration(took) : "-", Printable(t.value("message", ""))});
+  }
+  table.Print(ctx.out());
+  PrintFailures(ctx, j);
+  return Status::Ok();
+}
+
+Status JobWatch(Context& ctx, const ParsedArgs& args) { return WaitForJob(ctx, args.positionals.at(0)); }
+
+Status JobAbort(Context& ctx, const ParsedArgs& args) {
+  Result<json> reply = ctx.Call("job.abort", {{"job", args.positionals.at(0)}});
+  if (!reply.ok()) return reply.status();
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  ctx.out() << "job " << args.positionals.at(0) << " aborted; the cluster is left as it is (incomplete)\n";
+  return Status::Ok();
+}
+
+Status JobRetry(Context& ctx, const ParsedArgs& args) {
+  Result<json> reply = ctx.Call("job.retry", {{"job", args.positionals.at(0)}});
+  if (!reply.ok()) return reply.status();
+  if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0));
+  if (ctx.json_output()) {
+    ctx.PrintJson(*reply);
+    return Status::Ok();
+  }
+  ctx.out() << "job " << args.positionals.at(0) << " resumed; follow it with `weft job watch "
+            << args.positionals.at(0) << "`\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WaitForJob(Context& ctx, const std::string& job_id) {
+  const bool tty = isatty(STDERR_FILENO) == 1 && !ctx.json_output();
+  const auto start = std::chrono::steady_clock::now();
+  std::string last;
+  std::string id = job_id;
+  while (true) {
+    Result<json> reply = ctx.Call("job.get", {{"job", id}});
+    if (!reply.ok()) return reply.status();
+    const json& job = (*reply)["job"];
+    const std::string status = job.value("status", "");
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    std::string line = ProgressLine(job, elapsed);
+    if (!ctx.json_output()) {
+      if (tty) {
+        ctx.err() << '\r' << line << "\033[K" << std::flush;
+      } else if (line.substr(0, line.rfind(',')) != last.substr(0, last.rfind(','))) {
+        ctx.err() << line << '\n';  // not a terminal: one line per change, no carriage returns
+      }
+    }
+    last = line;
+    if (status == "running" || status == "failing") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      continue;
+    }
+    if (tty) ctx.err() << '\n';
+    if (status == "succeeded") {
+      if (ctx.json_output()) {
+        ctx.PrintJson(job);
+      } else {
+        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in " << Duration(elapsed)
+                  << '\n';
+      }
+      // A job that undoes a failed one succeeding still means the operation failed.
+      if (!job.value("parent_job", "").empty())
+        return Status::Internal("job " + job.value("parent_job", "") + " failed and was undone by job " + id);
+      return Status::Ok();
+    }
+    Result<json> detail = ctx.Call("job.get", {{"job", id}, {"details", true}});
+    if (detail.ok()) PrintFailures(ctx, (*detail)["job"]);
+    const std::string message = job.value("message", "");
+    // A failed job that is being undone: follow the undo job too.
+    if (message.find("undoing it") != std::string::npos) {
+      Result<json> jobs = ctx.Call("job.list", {{"cluster", JobId(job["cluster_id"])}, {"limit", 1}});
+      if (jobs.ok() && !(*jobs)["jobs"].empty() && JobId((*jobs)["jobs"][0]["id"]) != id &&
+          (*jobs)["jobs"][0].value("parent_job", "") == id) {
+        const std::string undo = JobId((*jobs)["jobs"][0]["id"]);
+        ctx.err() << "job " << id << " failed: " << Printable(message) << "\nundoing it: job " << undo << '\n';
+        id = undo;
+        continue;
+      }
+    }
+    return Status::Internal("job " + id + " " + status + (message.empty() ? "" : ": " + message));
+  }
+}
+
+void RegisterJobCommands(CommandTable& table) {
+  table.Add({.noun = "job",
+             .verb = "list",
+             .summary = "List jobs, newest first.",
+             .description = "Every job of the tenant, or of one cluster with --cluster: what it did, who\n"
+                            "asked for it, how it ended and how long it took.",
+             .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's jobs (name or id)"}},
+             .args = {},
+             .handler = &JobList});
+  table.Add({.noun = "job",
+             .verb = "show",
+             .summary = "Show a job: every task with its attempts, host, timing and output.",
+             .description = "The audit view of one job. Failed tasks are followed by the last lines of\n"
+                            "their stdout and stderr.",
+             .flags = {},
+             .args = {{.name = "JOB", .required = true, .help = "the job id"}},
+             .handler = &JobShow});
+  table.Add({.noun = "job",
+             .verb = "watch",
+             .summary = "Follow a job with a progress bar until it ends.",
+             .description = "Shows done/total, running and failed tasks, the current stage and the\n"
+                            "elapsed time. Exits 0 when the job succeeds; otherwise prints the failed\n"
+                            "tasks' output, follows the job that undoes it, and exits 1.",
+             .flags = {},
+             .args = {{.name = "JOB", .required = true, .help = "the job id"}},
+             .handler = &JobWatch});
+  table.Add({.noun = "job",
+             .verb = "abort",
+             .summary = "Stop a running job now; nothing is undone.",
+             .description = "Unstarted tasks are cancelled and running ones are told to stop (their late\n"
+                            "answers are refused). The cluster becomes incomplete; `weft job retry`\n"
+                            "resumes the job, `weft cluster delete` removes what it made.",
+             .flags = {},
+             .args = {{.name = "JOB", .required = true, .help = "the job id"}},
+             .handler = &JobAbort});
+  table.Add({.noun = "job",
+             .verb = "retry",
+             .summary = "Resume a failed or aborted job from where it stopped.",
+             .description = "Failed tasks get new attempts and cancelled ones run again once their\n"
+                            "predecessors are done. Only the cluster's latest job, and only one that was\n"
+                            "not undone (see --keep-on-failure), can be retried.",
+             .flags = {{.name = "--wait", .value_name = "", .help = "follow the job with a progress bar until it ends"}},
+             .args = {{.name = "JOB", .required = true, .help = "the job id"}},
+             .handler = &JobRetry});
+}
 
 }  // namespace weft::cli

@@ -25,13 +25,8 @@ constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxVersion = INT64_MAX;
 
-#define WEFT_TRY_ASSIGN(var, expr)                                       \
-  auto var##_result = (expr);                                            \
-  if (!var##_result.ok()) return Response::Error(var##_result.status()); \
-  auto var = std::move(var##_result.value())
+}  // namespace
 
-// The tenant's latest catalog, parsed. Entities were validated when they were put,
-// so one that no longer parses (a newer weftd wrote it) is an internal error.
 Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& tenant) {
   catalog::Catalog cat;
   for (Kind kind : catalog::kAllKinds) {
@@ -48,6 +43,8 @@ Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& ten
   }
   return cat;
 }
+
+namespace {
 
 json EntityJson(Kind kind, const store::CatalogEntityRecord& r) {
   json entity = json::parse(r.json, nullptr, false);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/api/catalog_ops.hpp"
+#include "server/api/cluster_ops.hpp"
 
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
@@ -39,15 +40,16 @@ json ParseStored(const std::string& text) {
   return v.is_discarded() ? json::object() : v;
 }
 
-#define WEFT_TRY_ASSIGN(var, expr)                      \
-  auto var##_result = (expr);                           \
-  if (!var##_result.ok()) return Response::Error(var##_result.status()); \
-  auto var = std::move(var##_result.value())
-
 }  // namespace
 
 Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
-    : store_(store), queue_(queue), clock_(clock), config_(config) {
+    : store_(store),
+      queue_(queue),
+      clock_(clock),
+      config_(config),
+      engine_(store, queue, clock,
+              jobs::EngineOptions{config.jobs.max_attempts, config.jobs.retry_backoff_ms,
+                                  config.jobs.retry_backoff_max_ms, config.jobs.max_nodes_in_task}) {
   const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
@@ -68,6 +70,9 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
   router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
   RegisterCatalogOps(router_, store_, clock_, config_);
+  RegisterClusterOps(router_, store_, engine_, clock_, config_);
+  queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
+  AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
 }
 
 Status Ops::Load() {
@@ -85,7 +90,7 @@ Status Ops::Load() {
     h.record = std::move(r);
     hosts_.emplace(std::move(id), std::move(h));
   }
-  return Status::Ok();
+  return engine_.Load();
 }
 
 Status Ops::Reset() {
@@ -110,20 +115,24 @@ void Ops::HostEvent(const std::string& host_id, const char* what) {
       Event{"_system/host", json{{"type", "host"}, {"host_id", host_id}, {"event", what}, {"at_ms", clock_.NowMs()}}});
 }
 
-void Ops::CheckSilentHosts() {
+Status Ops::Janitor() {
   for (auto& [id, h] : hosts_) {
     if (!h.silent && !Live(h)) {
       h.silent = true;
       WEFT_LOG(kWarn, "weftd") << "host '" << id << "' is silent: not heard from for "
                                << config_.hosts.silent_after_ms << " ms (hosts.silent_after_ms)";
       HostEvent(id, "silent");
+      WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(
+          id, "the host is silent (not heard from for " + std::to_string(config_.hosts.silent_after_ms) + " ms)"));
     }
   }
+  return engine_.ExpireLeases();
 }
 
 void Ops::DiscardEvents() {
   host_events_.clear();
   (void)queue_.TakeEvents();
+  (void)engine_.TakeEvents();
 }
 
 std::vector<Event> Ops::DrainEvents() {
@@ -133,8 +142,10 @@ std::vector<Event> Ops::DrainEvents() {
               {"attempt", e.attempt},  {"host_id", e.host_id}, {"plugin", e.plugin},
               {"action", e.action},    {"at_ms", e.at_ms}};
     if (!e.message.empty()) p["message"] = e.message;
-    out.push_back(Event{e.tenant + "/task", std::move(p)});
+    if (!e.cluster_id.empty()) p["cluster_id"] = e.cluster_id;
+    out.push_back(Event{e.tenant + "/task" + (e.cluster_id.empty() ? "" : "/" + e.cluster_id), std::move(p)});
   }
+  for (jobs::Event& e : engine_.TakeEvents()) out.push_back(Event{std::move(e.topic), std::move(e.payload)});
   return out;
 }
 

@@ -20,6 +20,7 @@
 
 #include "server/api/router.hpp"
 #include "server/config/config.hpp"
+#include "server/jobs/job_engine.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
@@ -58,8 +59,10 @@ class Ops {
   void AddTakeDecorator(TakeDecorator decorator) { decorators_.push_back(std::move(decorator)); }
   // Whether a held take of `host_id` for `tenant` could be served now (cheap, no store access).
   bool CanServe(const std::string& host_id, const std::string& tenant) const;
-  // Publishes "silent" for hosts that stopped reporting.
-  void CheckSilentHosts();
+  // Publishes "silent" for hosts that stopped reporting and gives their tasks back
+  // to the queue; starts delete jobs for clusters whose lease ran out (the janitor).
+  [[nodiscard]] Status Janitor();
+  jobs::JobEngine& engine() { return engine_; }
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
@@ -96,6 +99,7 @@ class Ops {
   queue::TaskQueue& queue_;
   const Clock& clock_;
   const server::Config& config_;
+  jobs::JobEngine engine_;
   DaemonInfo info_;
   Router router_;
   std::map<std::string, Host> hosts_;

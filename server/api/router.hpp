@@ -33,6 +33,7 @@ std::string_view RoleName(Role role);
 struct Principal {
   std::string tenant = "default";
   Role role = Role::kUser;
+  std::string user = "admin";  // who asked, for the audit trail
 };
 
 struct Call {
@@ -65,6 +66,12 @@ struct Response {
 };
 
 using Handler = std::function<Response(const Call&)>;
+
+// In a handler: `var` is the value of a Result, or the handler answers its error.
+#define WEFT_TRY_ASSIGN(var, expr)                                       \
+  auto var##_result = (expr);                                            \
+  if (!var##_result.ok()) return Response::Error(var##_result.status()); \
+  auto var = std::move(var##_result.value())
 
 class Router {
  public:

@@ -121,7 +121,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
                            ": not valid TOML: " + std::string(e.description()));
   }
 
-  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "store"};
+  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store"};
   for (const auto& [k, node] : root) {
     std::string key(k.str());
     bool known = false;
@@ -186,6 +186,15 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
       return Status::Invalid(origin + ": hosts.silent_after_ms (" + std::to_string(cfg.hosts.silent_after_ms) +
                              ") must be larger than hosts.heartbeat_ms (" + std::to_string(cfg.hosts.heartbeat_ms) +
                              "), or every host looks silent between heartbeats");
+  }
+  {
+    TableReader r(table("jobs"), "jobs", origin);
+    r.Int("max_attempts", 1, 1000, &cfg.jobs.max_attempts);
+    r.Int("retry_backoff_ms", 0, 3'600'000, &cfg.jobs.retry_backoff_ms);
+    r.Int("retry_backoff_max_ms", 0, 86'400'000, &cfg.jobs.retry_backoff_max_ms);
+    r.Int("janitor_interval_ms", 10, 3'600'000, &cfg.jobs.janitor_interval_ms);
+    r.Int("max_nodes_in_task", 0, 1'000'000, &cfg.jobs.max_nodes_in_task);
+    WEFT_RETURN_IF_ERROR(r.Finish());
   }
   {
     TableReader r(table("store"), "store", origin);

@@ -37,6 +37,14 @@ struct HostsConfig {
   std::int64_t silent_after_ms = 10000;  // a host not heard from for this long is not live
 };
 
+struct JobsConfig {
+  std::int64_t max_attempts = 3;            // attempts per task of a job (retries = max_attempts - 1)
+  std::int64_t retry_backoff_ms = 1000;     // wait before attempt 2; doubles per attempt
+  std::int64_t retry_backoff_max_ms = 30000;
+  std::int64_t janitor_interval_ms = 1000;  // how often cluster leases and silent hosts are checked
+  std::int64_t max_nodes_in_task = 256;     // a task lists the cluster's other nodes up to this size
+};
+
 struct StoreConfig {
   std::int64_t busy_timeout_ms = 5000;
 };
@@ -54,6 +62,7 @@ struct Config {
   wire::Limits limits;
   TasksConfig tasks;
   HostsConfig hosts;
+  JobsConfig jobs;
   StoreConfig store;
 };
 

@@ -137,8 +137,15 @@ class Reactor {
 };
 
 Status Reactor::Start() {
-  WEFT_RETURN_IF_ERROR(queue_.Load());
-  WEFT_RETURN_IF_ERROR(ops_.Load());
+  // Loading may resume jobs (tasks whose predecessors are done become ready): one transaction.
+  WEFT_RETURN_IF_ERROR(store_.Begin());
+  Status loaded = queue_.Load();
+  if (loaded.ok()) loaded = ops_.Load();
+  if (loaded.ok()) loaded = store_.Commit();
+  if (!loaded.ok()) {
+    (void)store_.Rollback();
+    return loaded.WithContext("cannot resume from the store");
+  }
   json endpoints;
   struct Binding {
     const char* name;
@@ -446,8 +453,9 @@ Status Reactor::Loop() {
     }
     if (s.ok()) s = queue_.ExpireDue();
     if (s.ok() && silence_due) {
-      ops_.CheckSilentHosts();
-      next_silence_check_ms_ = now + std::max<std::int64_t>(50, config_.hosts.silent_after_ms / 4);
+      s = ops_.Janitor();
+      next_silence_check_ms_ =
+          now + std::max<std::int64_t>(50, std::min(config_.hosts.silent_after_ms / 4, config_.jobs.janitor_interval_ms));
     }
     if (s.ok()) ServeWaiters(&batch, false);
     // A handler's store error leaves the transaction in an unknown state: roll it all back.

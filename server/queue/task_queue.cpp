@@ -9,6 +9,7 @@ Status TaskQueue::Load() {
   live_.clear();
   ready_.clear();
   leases_.clear();
+  delayed_.clear();
   in_flight_.clear();
   queued_ = 0;
   events_.clear();
@@ -19,9 +20,10 @@ Status TaskQueue::Load() {
   Result<std::vector<TaskRecord>> tasks = store_.ListUnfinishedTasks();
   if (!tasks.ok()) return tasks.status().WithContext("cannot load the task queue");
   for (TaskRecord& r : *tasks) {
-    Live t{r.tenant, r.plugin, r.action, r.state, r.attempt, r.max_attempts, r.host_id, r.lease_until_ms};
+    Live t{r.tenant, r.plugin, r.action, r.state, r.attempt, r.max_attempts, r.host_id, r.lease_until_ms,
+           r.cluster_id};
     if (t.state == TaskState::kQueued) {
-      AddReady(r.id, t);
+      Queue(r.id, t);
     } else {
       leases_.emplace(t.lease_until_ms, r.id);
       ++in_flight_[t.host_id];
@@ -34,6 +36,15 @@ Status TaskQueue::Load() {
 
 void TaskQueue::AddReady(std::int64_t id, const Live& t) {
   if (ready_[t.tenant][t.plugin].insert(id).second) ++queued_;
+}
+
+void TaskQueue::Queue(std::int64_t id, const Live& t) {
+  if (t.lease_until_ms > clock_.NowMs()) {
+    delayed_.emplace(t.lease_until_ms, id);
+  } else {
+    AddReady(id, t);
+    ready_changed_ = true;
+  }
 }
 
 void TaskQueue::RemoveReady(std::int64_t id, const Live& t) {
@@ -56,7 +67,7 @@ void TaskQueue::DropLease(std::int64_t id, Live& t) {
 
 void TaskQueue::Emit(std::int64_t id, const Live& t, std::string message) {
   events_.push_back(TaskEvent{t.tenant, id, t.state, t.attempt, t.host_id, t.plugin, t.action, std::move(message),
-                              clock_.NowMs()});
+                              clock_.NowMs(), t.cluster_id});
 }
 
 std::string TaskQueue::Describe(const Live& t) {
@@ -75,18 +86,22 @@ Result<std::vector<std::int64_t>> TaskQueue::Enqueue(const std::string& tenant, 
     r.job_id = std::move(n.job_id);
     r.cluster_id = std::move(n.cluster_id);
     r.node_id = std::move(n.node_id);
-    r.state = TaskState::kQueued;
+    r.state = n.waiting ? TaskState::kWaiting : TaskState::kQueued;
     r.max_attempts = n.max_attempts;
     r.payload_json = std::move(n.payload_json);
+    r.task_key = std::move(n.task_key);
+    r.service = std::move(n.service);
+    r.after_json = std::move(n.after_json);
     r.created_at_ms = now;
     WEFT_RETURN_IF_ERROR(store_.InsertTask(&r));
-    Live t{tenant, r.plugin, r.action, TaskState::kQueued, 0, r.max_attempts, "", 0};
+    ids.push_back(r.id);
+    if (n.waiting) continue;
+    Live t{tenant, r.plugin, r.action, TaskState::kQueued, 0, r.max_attempts, "", 0, r.cluster_id};
     AddReady(r.id, t);
     Emit(r.id, t);
     live_.emplace(r.id, std::move(t));
-    ids.push_back(r.id);
+    ready_changed_ = true;
   }
-  if (!ids.empty()) ready_changed_ = true;
   return ids;
 }
 
@@ -181,7 +196,7 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
   ++(f.succeeded ? succeeded_ : failed_);
   Emit(f.task_id, t, f.message);
   live_.erase(it);
-  return Status::Ok();
+  return Report(Ended{f.task_id, f.attempt, f.succeeded, f.message, f.result_json});
 }
 
 Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight) {
@@ -236,18 +251,28 @@ Status TaskQueue::EndLease(std::int64_t id, const std::string& attempt_status, c
   DropLease(id, t);
   t.state = next;
   Emit(id, t, message);
-  if (exhausted) {
-    ++failed_;
-    live_.erase(id);
-  } else {
+  if (!exhausted) {
     AddReady(id, t);
     ready_changed_ = true;
+    return Status::Ok();
   }
-  return Status::Ok();
+  ++failed_;
+  const std::int64_t attempt = t.attempt;
+  live_.erase(id);
+  return Report(Ended{id, attempt, false, message, "{}"});
 }
 
 Status TaskQueue::ExpireDue() {
   const std::int64_t now = clock_.NowMs();
+  while (!delayed_.empty() && delayed_.begin()->first <= now) {
+    const std::int64_t id = delayed_.begin()->second;
+    delayed_.erase(delayed_.begin());
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.state != TaskState::kQueued) continue;
+    it->second.lease_until_ms = 0;
+    AddReady(id, it->second);
+    ready_changed_ = true;
+  }
   while (!leases_.empty() && leases_.begin()->first <= now) {
     const std::int64_t id = leases_.begin()->second;
     const Live& t = live_.at(id);
@@ -267,8 +292,79 @@ Status TaskQueue::Release(const AttemptRef& ref, const std::string& reason) {
 }
 
 std::optional<std::int64_t> TaskQueue::NextExpiryMs() const {
-  if (leases_.empty()) return std::nullopt;
-  return leases_.begin()->first;
+  std::optional<std::int64_t> next;
+  if (!leases_.empty()) next = leases_.begin()->first;
+  if (!delayed_.empty() && (!next || delayed_.begin()->first < *next)) next = delayed_.begin()->first;
+  return next;
+}
+
+Status TaskQueue::MakeReady(std::int64_t task_id) {
+  if (live_.count(task_id)) return Status::Ok();  // already queued or leased
+  Result<std::optional<TaskRecord>> r = store_.GetTask(task_id);
+  if (!r.ok()) return r.status();
+  if (!r->has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  const TaskRecord& rec = **r;
+  if (rec.state != TaskState::kWaiting)
+    return Status::Internal("task " + std::to_string(task_id) + " is " + std::string(store::TaskStateName(rec.state)) +
+                            ", not waiting, and cannot be made ready");
+  WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, "", 0, clock_.NowMs()));
+  Live t{rec.tenant, rec.plugin, rec.action, TaskState::kQueued, rec.attempt, rec.max_attempts, "", 0, rec.cluster_id};
+  AddReady(task_id, t);
+  Emit(task_id, t);
+  live_.emplace(task_id, std::move(t));
+  ready_changed_ = true;
+  return Status::Ok();
+}
+
+Status TaskQueue::Requeue(std::int64_t task_id, std::int64_t not_before_ms, const std::string& message) {
+  if (live_.count(task_id)) return Status::Ok();
+  Result<std::optional<TaskRecord>> r = store_.GetTask(task_id);
+  if (!r.ok()) return r.status();
+  if (!r->has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  const TaskRecord& rec = **r;
+  const bool was_failed = rec.state == TaskState::kFailed;
+  WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, message, not_before_ms, clock_.NowMs()));
+  if (was_failed && failed_ > 0) --failed_;
+  Live t{rec.tenant, rec.plugin, rec.action, TaskState::kQueued, rec.attempt, rec.max_attempts, "", not_before_ms,
+         rec.cluster_id};
+  Emit(task_id, t, message);
+  Queue(task_id, t);
+  live_.emplace(task_id, std::move(t));
+  return Status::Ok();
+}
+
+Status TaskQueue::Cancel(std::int64_t task_id, const std::string& message) {
+  auto it = live_.find(task_id);
+  if (it != live_.end()) {
+    Live& t = it->second;
+    if (t.state == TaskState::kLeased) {
+      WEFT_RETURN_IF_ERROR(store_.EndAttempt(task_id, t.attempt, TaskState::kCancelled, "cancelled", message, "{}", "",
+                                             "", clock_.NowMs()));
+      DropLease(task_id, t);
+    } else {
+      WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs()));
+      RemoveReady(task_id, t);
+      delayed_.erase({t.lease_until_ms, task_id});
+    }
+    t.state = TaskState::kCancelled;
+    Emit(task_id, t, message);
+    live_.erase(it);
+    return Status::Ok();
+  }
+  return store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs());
+}
+
+Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& reason) {
+  if (!in_flight_.count(host_id)) return Status::Ok();
+  std::vector<std::int64_t> held;
+  for (const auto& [until, id] : leases_)
+    if (live_.at(id).host_id == host_id) held.push_back(id);
+  for (std::int64_t id : held) {
+    const Live& t = live_.at(id);
+    WEFT_RETURN_IF_ERROR(EndLease(id, "expired", "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
+                                                     "' was given up: " + reason));
+  }
+  return Status::Ok();
 }
 
 std::int64_t TaskQueue::InFlight(const std::string& host_id) const {

@@ -16,13 +16,21 @@
 //    Renew()/Progress(); ExpireDue() puts a task whose lease ran out back on
 //    the queue, or fails it once it used `max_attempts` attempts;
 //  * a finish must name the current attempt and the holding host (fencing);
-//    repeating the accepted finish is answered ok again.
+//    repeating the accepted finish is answered ok again;
+//  * a task may be queued with a not-before time (a retry's backoff): it
+//    becomes ready when that time comes (ExpireDue);
+//  * tasks a job engine holds back (state waiting) are not in the index until
+//    MakeReady(); Cancel() takes a task out for good.
+// Every task that ends (succeeded, or failed for good) is reported to the
+// observer, inside the same call, so that the job engine's reaction shares
+// the caller's transaction.
 //
 // Not thread-safe: owned by weftd's reactor thread, like the Store and the
 // Clock it borrows (both must outlive it).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -52,7 +60,21 @@ struct NewTask {
   std::string node_id;
   std::int64_t max_attempts = 3;
   std::string payload_json = "{}";
+  std::string task_key;
+  std::string service;
+  std::string after_json = "[]";
+  bool waiting = false;  // held back until MakeReady(); not in the index
 };
+
+// A task that ended: succeeded, or failed with no attempt left.
+struct Ended {
+  std::int64_t task_id = 0;
+  std::int64_t attempt = 0;
+  bool succeeded = false;
+  std::string message;
+  std::string result_json;  // "{}" unless a finish sent one
+};
+using EndObserver = std::function<Status(const Ended&)>;
 
 // A transition worth publishing on the events endpoint.
 struct TaskEvent {
@@ -65,6 +87,7 @@ struct TaskEvent {
   std::string action;
   std::string message;
   std::int64_t at_ms = 0;
+  std::string cluster_id;
 };
 
 // Why a finish or progress was refused with kConflict.
@@ -112,13 +135,27 @@ class TaskQueue {
   [[nodiscard]] Status Finish(const FinishRequest& finish, Conflict* conflict);
   [[nodiscard]] Result<RenewOutcome> Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight);
   [[nodiscard]] Status Progress(const std::string& host_id, const AttemptRef& ref, Conflict* conflict);
-  // Ends every lease that ran out by now.
+  // Ends every lease that ran out by now, and readies tasks whose not-before time came.
   [[nodiscard]] Status ExpireDue();
+  // A waiting task becomes ready.
+  [[nodiscard]] Status MakeReady(std::int64_t task_id);
+  // A task that failed (for now) is queued again, to be taken no earlier than `not_before_ms`.
+  [[nodiscard]] Status Requeue(std::int64_t task_id, std::int64_t not_before_ms, const std::string& message);
+  // Takes a queued or leased task out of the queue for good (its job failed or was
+  // aborted); a leased one's late finish is then refused. Waiting tasks are only marked.
+  [[nodiscard]] Status Cancel(std::int64_t task_id, const std::string& message);
+  // Ends every attempt `host_id` holds, as if its lease had expired (the host went silent).
+  [[nodiscard]] Status ReleaseHost(const std::string& host_id, const std::string& reason);
+  bool IsLeased(std::int64_t task_id) const {
+    auto it = live_.find(task_id);
+    return it != live_.end() && it->second.state == TaskState::kLeased;
+  }
+  void set_end_observer(EndObserver observer) { observer_ = std::move(observer); }
   // Ends an attempt whose task never reached its host (the reply could not be
   // sent), as if its lease had expired.
   [[nodiscard]] Status Release(const AttemptRef& ref, const std::string& reason);
 
-  // When the next lease runs out; nullopt when nothing is leased.
+  // When the next lease runs out or a delayed task becomes ready; nullopt when neither can happen.
   std::optional<std::int64_t> NextExpiryMs() const;
   // Whether Take(host, plugins, tenant) would find a task (empty `tenant`: any tenant).
   bool HasReady(const std::set<std::string>& plugins, const std::string& tenant = {}) const;
@@ -148,10 +185,14 @@ class TaskQueue {
     std::int64_t attempt = 0;
     std::int64_t max_attempts = 3;
     std::string host_id;
-    std::int64_t lease_until_ms = 0;
+    std::int64_t lease_until_ms = 0;  // leased: lease end; queued: not before
+    std::string cluster_id;
   };
 
   void AddReady(std::int64_t id, const Live& t);
+  // Ready now, or later when its not-before time is in the future.
+  void Queue(std::int64_t id, const Live& t);
+  Status Report(const Ended& ended) { return observer_ ? observer_(ended) : Status::Ok(); }
   void RemoveReady(std::int64_t id, const Live& t);
   void DropLease(std::int64_t id, Live& t);
   Status EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why);
@@ -169,6 +210,8 @@ class TaskQueue {
   // tenant -> plugin type -> ready task ids (oldest first)
   std::map<std::string, std::map<std::string, std::set<std::int64_t>>> ready_;
   std::set<std::pair<std::int64_t, std::int64_t>> leases_;  // (lease_until_ms, task id)
+  std::set<std::pair<std::int64_t, std::int64_t>> delayed_;  // (not_before_ms, task id), queued
+  EndObserver observer_;
   std::unordered_map<std::string, std::int64_t> in_flight_;  // host -> leased tasks
   std::int64_t queued_ = 0;
   std::int64_t succeeded_ = 0;  // counted at Load, then kept up to date

@@ -107,11 +107,88 @@ ALTER TABLE tasks_v3 RENAME TO tasks;
 CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased');
 CREATE INDEX tasks_by_tenant ON tasks (tenant, id);
 )sql"},
+    // The job engine: clusters, their nodes' facts, jobs, and tasks that wait
+    // for predecessors (`after`) or were cancelled when their job failed.
+    {4, R"sql(
+CREATE TABLE tasks_v4 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  plugin TEXT NOT NULL,
+  action TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  node_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state = 'queued' OR state = 'leased' OR state = 'succeeded' OR state = 'failed' OR
+                             state = 'waiting' OR state = 'cancelled'),
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  host_id TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0,
+  payload TEXT NOT NULL DEFAULT '{}',
+  result TEXT NOT NULL DEFAULT '{}',
+  message TEXT NOT NULL DEFAULT '',
+  stdout TEXT NOT NULL DEFAULT '',
+  stderr TEXT NOT NULL DEFAULT '',
+  task_key TEXT NOT NULL DEFAULT '',
+  service TEXT NOT NULL DEFAULT '',
+  after TEXT NOT NULL DEFAULT '[]'
+);
+INSERT INTO tasks_v4 (id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id,
+  created_at_ms, updated_at_ms, lease_until_ms, payload, result, message, stdout, stderr)
+  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id,
+  created_at_ms, updated_at_ms, lease_until_ms, payload, result, message, stdout, stderr FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v4 RENAME TO tasks;
+CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased');
+CREATE INDEX tasks_by_tenant ON tasks (tenant, id);
+CREATE INDEX tasks_by_job ON tasks (job_id, id) WHERE job_id != '';
+CREATE TABLE clusters (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  status TEXT NOT NULL,
+  spec TEXT NOT NULL DEFAULT '{}',
+  layout TEXT NOT NULL DEFAULT '{}',
+  previous TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  expire_at_ms INTEGER NOT NULL DEFAULT 0,
+  latest_job TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX clusters_by_tenant ON clusters (tenant, name);
+CREATE TABLE nodes (
+  cluster_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  results TEXT NOT NULL DEFAULT '{}',
+  PRIMARY KEY (cluster_id, id)
+) WITHOUT ROWID;
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  cluster_id TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  status TEXT NOT NULL,
+  requested_by TEXT NOT NULL DEFAULT '',
+  options TEXT NOT NULL DEFAULT '{}',
+  before TEXT NOT NULL DEFAULT '{}',
+  target TEXT NOT NULL DEFAULT '{}',
+  message TEXT NOT NULL DEFAULT '',
+  parent_job TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX jobs_by_cluster ON jobs (cluster_id, id);
+CREATE INDEX jobs_unfinished ON jobs (id) WHERE finished_at_ms = 0;
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
     "id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id, "
-    "created_at_ms, updated_at_ms, lease_until_ms";
+    "created_at_ms, updated_at_ms, lease_until_ms, task_key, service, after";
 constexpr const char* kTaskDetailColumns = ", payload, result, message, stdout, stderr";
 
 TaskRecord ReadTask(const sql::Statement& s, bool details) {
@@ -130,12 +207,15 @@ TaskRecord ReadTask(const sql::Statement& s, bool details) {
   t.created_at_ms = s.Int(11);
   t.updated_at_ms = s.Int(12);
   t.lease_until_ms = s.Int(13);
+  t.task_key = s.Text(14);
+  t.service = s.Text(15);
+  t.after_json = s.Text(16);
   if (details) {
-    t.payload_json = s.Text(14);
-    t.result_json = s.Text(15);
-    t.message = s.Text(16);
-    t.stdout_tail = s.Text(17);
-    t.stderr_tail = s.Text(18);
+    t.payload_json = s.Text(17);
+    t.result_json = s.Text(18);
+    t.message = s.Text(19);
+    t.stdout_tail = s.Text(20);
+    t.stderr_tail = s.Text(21);
   } else {
     t.payload_json.clear();
     t.result_json.clear();
@@ -151,12 +231,15 @@ std::string_view TaskStateName(TaskState state) {
     case TaskState::kLeased: return "leased";
     case TaskState::kSucceeded: return "succeeded";
     case TaskState::kFailed: return "failed";
+    case TaskState::kWaiting: return "waiting";
+    case TaskState::kCancelled: return "cancelled";
   }
   return "unknown";
 }
 
 bool ParseTaskState(std::string_view name, TaskState* out) {
-  for (TaskState s : {TaskState::kQueued, TaskState::kLeased, TaskState::kSucceeded, TaskState::kFailed}) {
+  for (TaskState s : {TaskState::kQueued, TaskState::kLeased, TaskState::kSucceeded, TaskState::kFailed,
+                      TaskState::kWaiting, TaskState::kCancelled}) {
     if (TaskStateName(s) == name) {
       *out = s;
       return true;
@@ -281,8 +364,9 @@ Status Store::PrepareAll() {
                             "ORDER BY id"));
   WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
                             "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, "
-                            "max_attempts, host_id, created_at_ms, updated_at_ms, lease_until_ms, payload) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)"));
+                            "max_attempts, host_id, created_at_ms, updated_at_ms, lease_until_ms, payload, task_key, "
+                            "service, after) VALUES "
+                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15, ?16)"));
   WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
                             "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, lease_until_ms = ?4, "
@@ -373,6 +457,9 @@ Status Store::InsertTask(TaskRecord* t) {
                            .Bind(11, t->created_at_ms)
                            .Bind(12, t->lease_until_ms)
                            .Bind(13, t->payload_json)
+                           .Bind(14, t->task_key)
+                           .Bind(15, t->service)
+                           .Bind(16, t->after_json)
                            .Run());
   t->id = impl_->db.LastInsertRowId();
   t->updated_at_ms = t->created_at_ms;
@@ -424,6 +511,8 @@ Result<TaskCounts> Store::CountTasks() {
       case TaskState::kLeased: c.leased = n; break;
       case TaskState::kSucceeded: c.succeeded = n; break;
       case TaskState::kFailed: c.failed = n; break;
+      case TaskState::kWaiting: c.waiting = n; break;
+      case TaskState::kCancelled: c.cancelled = n; break;
     }
   }));
   return c;
@@ -482,6 +571,40 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
     a.message = row.Text(6);
     out.push_back(std::move(a));
   }));
+  return out;
+}
+
+Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
+                           std::int64_t not_before_ms, std::int64_t now_ms) {
+  Result<sql::Statement> st = impl_->db.Prepare(
+      "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 WHERE id = ?1");
+  if (!st.ok()) return st.status();
+  WEFT_RETURN_IF_ERROR(
+      st->Bind(1, task_id).Bind(2, TaskStateName(state)).Bind(3, message).Bind(4, not_before_ms).Bind(5, now_ms).Run());
+  if (impl_->db.Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  return Status::Ok();
+}
+
+Status Store::SetTaskMaxAttempts(std::int64_t task_id, std::int64_t max_attempts) {
+  Result<sql::Statement> st = impl_->db.Prepare("UPDATE tasks SET max_attempts = ?2 WHERE id = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, task_id).Bind(2, max_attempts).Run();
+}
+
+Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
+  Result<sql::Statement> st = impl_->db.Prepare("UPDATE tasks SET after = ?2 WHERE id = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, task_id).Bind(2, after_json).Run();
+}
+
+Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {
+  Result<sql::Statement> st = impl_->db.Prepare(std::string("SELECT ") + kTaskColumns +
+                                                (details ? kTaskDetailColumns : "") +
+                                                " FROM tasks WHERE job_id = ?1 ORDER BY id");
+  if (!st.ok()) return st.status();
+  st->Bind(1, job_id);
+  std::vector<TaskRecord> out;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(ReadTask(row, details)); }));
   return out;
 }
 

@@ -26,7 +26,9 @@
 
 namespace weft::store {
 
-enum class TaskState : int { kQueued = 1, kLeased, kSucceeded, kFailed };
+// waiting: a job's task whose predecessors have not all succeeded (the job
+// engine holds it, not the queue); cancelled: its job failed or was aborted.
+enum class TaskState : int { kQueued = 1, kLeased, kSucceeded, kFailed, kWaiting, kCancelled };
 std::string_view TaskStateName(TaskState state);
 // False when `name` is not a state name.
 bool ParseTaskState(std::string_view name, TaskState* out);
@@ -60,6 +62,9 @@ struct TaskRecord {
   std::string message;
   std::string stdout_tail;
   std::string stderr_tail;
+  std::string task_key;         // the plan's id of the task: "web-1/INSTALL/nginx"
+  std::string service;          // empty for node-level actions
+  std::string after_json = "[]";  // ids of the tasks that must succeed first
 };
 
 struct AttemptRecord {
@@ -77,6 +82,51 @@ struct TaskCounts {
   std::int64_t leased = 0;
   std::int64_t succeeded = 0;
   std::int64_t failed = 0;
+  std::int64_t waiting = 0;
+  std::int64_t cancelled = 0;
+};
+
+// A cluster (ARCHITECTURE.md "Data model"). spec and layout are JSON the job
+// engine owns: the frozen template/provider/service copies and config, and the
+// solver's layout. `previous` is {"spec","layout"} before the last successful
+// change (empty when there is none).
+struct ClusterRecord {
+  std::string id;
+  std::string tenant;
+  std::string name;
+  std::string owner;
+  std::string status;  // pending, active, incomplete, inconsistent, terminated
+  std::string spec_json = "{}";
+  std::string layout_json = "{}";
+  std::string previous_json;
+  std::int64_t created_at_ms = 0;
+  std::int64_t updated_at_ms = 0;
+  std::int64_t expire_at_ms = 0;  // 0: no lease
+  std::string latest_job;
+};
+
+// What the tasks of a node returned so far (provider id, addresses, ...), merged.
+struct NodeRecord {
+  std::string cluster_id;
+  std::string id;
+  std::string results_json = "{}";
+};
+
+struct JobRecord {
+  std::string id;
+  std::string tenant;
+  std::string cluster_id;
+  std::string operation;  // create, scale, ..., rollback (of a failed job)
+  std::string status;     // running, failing, succeeded, failed, aborted
+  std::string requested_by;
+  std::string options_json = "{}";
+  std::string before_json = "{}";  // {"spec","layout","status"} of the cluster when the job started
+  std::string target_json = "{}";  // {"spec","layout","status"} it has when the job succeeds
+  std::string message;
+  std::string parent_job;  // a rollback job: the job it undoes
+  std::int64_t created_at_ms = 0;
+  std::int64_t updated_at_ms = 0;
+  std::int64_t finished_at_ms = 0;
 };
 
 // One version of a catalog entity (provider, hardwaretype, ...). Every put adds
@@ -147,6 +197,38 @@ class Store {
                                   std::string_view result_json, std::string_view stdout_tail,
                                   std::string_view stderr_tail, std::int64_t now_ms);
   [[nodiscard]] Result<std::vector<AttemptRecord>> ListAttempts(std::int64_t task_id);
+
+  // Moves a task to `state` without an attempt ending (waiting -> queued when its
+  // predecessors succeeded; -> cancelled; a JOIN -> succeeded). `not_before_ms`
+  // is kept in lease_until_ms for a queued task: it may not be taken earlier.
+  [[nodiscard]] Status SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
+                                    std::int64_t not_before_ms, std::int64_t now_ms);
+  // A failed task of a job gets more attempts (job retry).
+  [[nodiscard]] Status SetTaskMaxAttempts(std::int64_t task_id, std::int64_t max_attempts);
+  [[nodiscard]] Status SetTaskAfter(std::int64_t task_id, std::string_view after_json);
+
+  // Clusters, nodes and jobs (server/store/job_store.cpp). Inserts set the id.
+  [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
+  [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
+  [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
+  // By id or by name among the tenant's clusters that are not terminated.
+  [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
+  [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
+  // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
+  [[nodiscard]] Result<std::vector<ClusterRecord>> ListExpiredClusters(std::int64_t now_ms);
+  [[nodiscard]] Status PutNode(const NodeRecord& node);
+  [[nodiscard]] Status DeleteNode(std::string_view cluster_id, std::string_view node_id);
+  [[nodiscard]] Result<std::vector<NodeRecord>> ListNodes(std::string_view cluster_id);
+  [[nodiscard]] Status InsertJob(JobRecord* job);
+  [[nodiscard]] Status UpdateJob(const JobRecord& job);
+  [[nodiscard]] Result<std::optional<JobRecord>> GetJob(std::string_view job_id);
+  // Newest first; empty cluster_id: every job of the tenant.
+  [[nodiscard]] Result<std::vector<JobRecord>> ListJobs(std::string_view tenant, std::string_view cluster_id,
+                                                        std::int64_t limit);
+  // Jobs not finished yet (running or failing), oldest first: what the engine resumes at start.
+  [[nodiscard]] Result<std::vector<JobRecord>> ListUnfinishedJobs();
+  // Every task of a job, in id order; `details` adds payload, result and output.
+  [[nodiscard]] Result<std::vector<TaskRecord>> ListJobTasks(std::string_view job_id, bool details);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

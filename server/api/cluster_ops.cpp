@@ -1,0 +1,696 @@
+#include "server/api/cluster_ops.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/api/catalog_ops.hpp"
+#include "server/planner/macros.hpp"
+#include "weft/catalog/catalog.hpp"
+#include "weft/common/json_fields.hpp"
+#include "weft/common/wire.hpp"
+#include "weft/solver/solver.hpp"
+
+namespace weft::api {
+namespace {
+
+using catalog::Kind;
+using jobs::ClusterState;
+using jobs::NewJob;
+
+constexpr std::int64_t kSolveTimeMs = 1000;
+constexpr std::int64_t kMaxClusterSize = 100000;
+constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
+
+json ParseOr(const std::string& text, json fallback) {
+  json doc = json::parse(text, nullptr, false);
+  return doc.is_discarded() ? fallback : doc;
+}
+
+ClusterState StateOf(const store::ClusterRecord& c) {
+  ClusterState s;
+  s.spec = ParseOr(c.spec_json, json::object());
+  s.layout = ParseOr(c.layout_json, json{{"nodes", json::array()}});
+  s.status = c.status;
+  return s;
+}
+
+std::set<std::string> ServicesOn(const json& layout) {
+  std::set<std::string> out;
+  for (const json& n : layout.value("nodes", json::array()))
+    for (const json& s : n.value("services", json::array()))
+      if (s.is_string()) out.insert(s.get<std::string>());
+  return out;
+}
+
+Result<std::vector<std::string>> NameList(const json& body, const char* key, bool required) {
+  std::vector<std::string> out;
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (required) return Status::Invalid(std::string("body.") + key + " is required: a list of service names");
+    return out;
+  }
+  if (!it->is_array())
+    return Status::Invalid(std::string("body.") + key + " must be an array of service names, got " + jsonf::Brief(*it));
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    if (!v.is_string() || v.get<std::string>().empty())
+      return Status::Invalid(std::string("body.") + key + "[" + std::to_string(i) + "] must be a service name, got " +
+                             jsonf::Brief(v));
+    out.push_back(v.get<std::string>());
+  }
+  if (required && out.empty()) return Status::Invalid(std::string("body.") + key + " names no service");
+  return out;
+}
+
+json ClusterSummary(const store::ClusterRecord& c) {
+  json spec = ParseOr(c.spec_json, json::object());
+  json layout = ParseOr(c.layout_json, json::object());
+  const json nodes = layout.value("nodes", json::array());
+  const std::set<std::string> services = ServicesOn(layout);
+  return {{"id", c.id},
+          {"name", c.name},
+          {"owner", c.owner},
+          {"status", c.status},
+          {"template", spec.contains("template") ? spec["template"].value("name", "") : ""},
+          {"provider", spec.contains("provider") ? spec["provider"].value("name", "") : ""},
+          {"size", nodes.size()},
+          {"services", std::vector<std::string>(services.begin(), services.end())},
+          {"created_at_ms", c.created_at_ms},
+          {"updated_at_ms", c.updated_at_ms},
+          {"expire_at_ms", c.expire_at_ms},
+          {"latest_job", c.latest_job}};
+}
+
+json JobSummary(const store::JobRecord& j) {
+  return {{"id", j.id},
+          {"cluster_id", j.cluster_id},
+          {"operation", j.operation},
+          {"status", j.status},
+          {"requested_by", j.requested_by},
+          {"message", j.message},
+          {"parent_job", j.parent_job},
+          {"created_at_ms", j.created_at_ms},
+          {"updated_at_ms", j.updated_at_ms},
+          {"finished_at_ms", j.finished_at_ms}};
+}
+
+// The lease rules of a cluster's template copy; nullopt when it has none.
+std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
+  if (!spec.contains("template")) return std::nullopt;
+  Result<catalog::Parsed<catalog::ClusterTemplate>> t = catalog::ParseClusterTemplate(spec["template"]);
+  if (!t.ok() || !t->entity.lease) return std::nullopt;
+  return t->entity.lease;
+}
+
+class ClusterOps {
+ public:
+  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config)
+      : store_(store), engine_(engine), clock_(clock), config_(config) {}
+
+  Response Create(const Call& call) {
+    const json& body = call.request->body;
+    if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    if (!catalog::IsValidName(name))
+      return Response::Error(Status::Invalid("body.name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+                                             "with a letter or digit; got " + jsonf::Brief(body["name"])));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", "body"));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(options, JobOptions(body));
+    solver::Overrides overrides;
+    json overrides_json = json::object();
+    for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
+      if (!body.contains(key) || body[key].is_null()) continue;
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, "body"));
+      std::string_view k = key;
+      (k == "provider" ? overrides.provider : k == "hardwaretype" ? overrides.hardwaretype : overrides.imagetype) =
+          value;
+      overrides_json[key] = value;
+    }
+    WEFT_TRY_ASSIGN(services, NameList(body, "services", false));
+    if (!services.empty()) {
+      overrides.services = services;
+      overrides_json["services"] = services;
+    }
+    if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
+      return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+
+    WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
+    for (const store::ClusterRecord& c : clusters)
+      if (c.name == name)
+        return Response::Error(Status::Conflict("cluster '" + name + "' already exists (id " + c.id + ", " +
+                                                c.status + "); delete it first or choose another name"));
+
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
+    if (!tmpl)
+      return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
+                                              call.principal.tenant + "'; see `weft clustertemplate list`"));
+    json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
+    if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
+
+    std::int64_t lease_ms = tmpl->lease ? tmpl->lease->initial_ms : 0;
+    if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
+      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 0, kMaxLeaseMs));
+      const std::int64_t max = tmpl->lease ? tmpl->lease->max_ms : 0;
+      if (max > 0 && (asked == 0 || asked > max))
+        return Response::Error(Status::Invalid("a lease of " + (asked ? std::to_string(asked) + " ms" : "forever") +
+                                               " is longer than template '" + template_name + "' allows (" +
+                                               std::to_string(max) + " ms, administration.leaseduration.max)"));
+      lease_ms = asked;
+    }
+
+    solver::SolveRequest req;
+    req.cluster_name = name;
+    req.size = size;
+    req.overrides = overrides;
+    WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
+    WEFT_TRY_ASSIGN(spec, BuildSpec(cat, call.principal.tenant, *tmpl, overrides, layout, config));
+    spec["overrides"] = overrides_json;
+
+    NewJob job;
+    job.tenant = call.principal.tenant;
+    job.operation = "create";
+    job.requested_by = call.principal.user;
+    job.options = options;
+    job.before.spec = spec;
+    job.target = {spec, solver::LayoutToJson(layout), "active"};
+    if (dry_run) return DryRun(job);
+
+    store::ClusterRecord c;
+    c.tenant = call.principal.tenant;
+    c.name = name;
+    c.owner = call.principal.user;
+    c.status = "pending";
+    c.spec_json = wire::Dump(spec);
+    c.layout_json = wire::Dump(job.target.layout);
+    c.created_at_ms = clock_.NowMs();
+    c.expire_at_ms = lease_ms > 0 ? c.created_at_ms + lease_ms : 0;
+    WEFT_TRY_ASSIGN(inserted, [&]() -> Result<bool> {
+      WEFT_RETURN_IF_ERROR(store_.InsertCluster(&c));
+      return true;
+    }());
+    (void)inserted;
+    job.cluster_id = c.id;
+    job.before = ClusterState{spec, {{"nodes", json::array()}}, "pending"};
+    return Launch(std::move(job));
+  }
+
+  // Every operation on an existing cluster.
+  Response Change(const std::string& op, const Call& call) {
+    const json& body = call.request->body;
+    if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    WEFT_TRY_ASSIGN(found, FindCluster(call));
+    store::ClusterRecord c = std::move(found);
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(options, JobOptions(body));
+    if (c.status == "terminated")
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
+    if (const std::string running = engine_.ActiveJob(c.id); !running.empty())
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running +
+                                              " running; wait for it (weft job watch " + running +
+                                              ") or abort it (weft job abort " + running + ")"));
+    NewJob job;
+    job.tenant = call.principal.tenant;
+    job.cluster_id = c.id;
+    job.operation = op;
+    job.requested_by = call.principal.user;
+    job.options = options;
+    job.before = StateOf(c);
+    job.target = job.before;
+    job.target.status = "active";
+    const json& spec = job.before.spec;
+
+    if (op == "delete") {
+      job.target.layout = {{"nodes", json::array()}};
+      job.target.status = "terminated";
+    } else if (op == "scale") {
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
+      job.target.layout = solver::LayoutToJson(layout);
+      job.target.spec["size"] = size;
+    } else if (op == "add-services") {
+      WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
+      std::set<std::string> want = ServicesOn(job.before.layout);
+      for (const std::string& s : added) {
+        if (want.count(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' already runs service '" + s + "'"));
+        want.insert(s);
+      }
+      const std::int64_t size = static_cast<std::int64_t>(job.before.layout["nodes"].size());
+      WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(want.begin(), want.end())));
+      job.target.layout = solver::LayoutToJson(layout);
+      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      for (const std::string& s : added) {
+        WEFT_TRY_ASSIGN(doc, cat.GetJson(Kind::kService, s));
+        job.target.spec["services"][s] = doc;
+      }
+      job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
+    } else if (op == "remove-services") {
+      WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
+      std::set<std::string> keep = ServicesOn(job.before.layout);
+      for (const std::string& s : removed)
+        if (!keep.erase(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
+      Status needed = CheckStillMet(job.before.spec, keep, removed);
+      if (!needed.ok()) return Response::Error(needed.WithContext("cluster '" + c.name + "'"));
+      for (json& n : job.target.layout["nodes"]) {
+        std::vector<std::string> left;
+        for (const json& s : n.value("services", json::array()))
+          if (keep.count(s.get<std::string>())) left.push_back(s.get<std::string>());
+        n["services"] = left;
+      }
+      for (const std::string& s : removed) job.target.spec["services"].erase(s);
+      job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
+    } else if (op == "start" || op == "stop" || op == "restart") {
+      WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      for (const std::string& s : only)
+        if (!on.count(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
+      job.extras.only_services = only;
+    } else if (op == "reconfigure") {
+      if (body.contains("config") && !body["config"].is_null()) {
+        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+        json config = spec.value("config", json::object());
+        config.merge_patch(body["config"]);
+        Status macros = planner::CheckMacros(config);
+        if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
+        job.target.spec["config"] = config;
+      }
+      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
+      job.extras.restart = restart;
+    } else if (op == "upgrade") {
+      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      const std::string template_name = spec.contains("template") ? spec["template"].value("name", "") : "";
+      const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
+      if (!tmpl)
+        return Response::Error(Status::NotFound("cluster '" + c.name + "' was made from clustertemplate '" +
+                                                template_name + "', which no longer exists"));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      solver::SolveRequest req = SolveFor(c, job.before, static_cast<std::int64_t>(job.before.layout["nodes"].size()),
+                                          std::vector<std::string>(on.begin(), on.end()));
+      WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
+      json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
+      config.merge_patch(spec.value("config", json::object()));
+      WEFT_TRY_ASSIGN(fresh, BuildSpec(cat, call.principal.tenant, *tmpl, req.overrides, layout, config));
+      fresh["overrides"] = spec.value("overrides", json::object());
+      std::vector<std::string> changed;
+      for (const std::string& s : on) {
+        const json old = spec["services"].value(s, json());
+        if (!fresh["services"].contains(s) || fresh["services"][s] != old) changed.push_back(s);
+      }
+      if (changed.empty() && fresh["template"] == spec.value("template", json()) &&
+          solver::LayoutToJson(layout) == job.before.layout)
+        return Response::Error(Status::Conflict("cluster '" + c.name +
+                                                "' already uses the latest template and services; nothing to upgrade"));
+      job.target.spec = std::move(fresh);
+      job.target.layout = solver::LayoutToJson(layout);
+      job.extras.changed_services = changed;
+    } else if (op == "rollback") {
+      json previous = ParseOr(c.previous_json, json());
+      if (!previous.is_object())
+        return Response::Error(Status::Conflict("cluster '" + c.name +
+                                                "' has no earlier state to return to: no change has succeeded since "
+                                                "it was created"));
+      job.target.spec = previous.value("spec", json::object());
+      job.target.layout = previous.value("layout", json{{"nodes", json::array()}});
+    }
+    if (dry_run) return DryRun(job);
+    return Launch(std::move(job));
+  }
+
+  Response ExtendLease(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(found, FindCluster(call));
+    store::ClusterRecord c = std::move(found);
+    if (c.status == "terminated")
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; its lease cannot change"));
+    std::optional<catalog::LeaseDuration> lease = LeaseOf(ParseOr(c.spec_json, json::object()));
+    if (!lease || c.expire_at_ms == 0)
+      return Response::Error(Status::Invalid("cluster '" + c.name + "' has no lease: it never expires"));
+    std::int64_t step = lease->step_ms;
+    if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
+      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 1, kMaxLeaseMs));
+      step = asked;
+    }
+    if (step <= 0)
+      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; name one "
+                                             "with lease_ms"));
+    const std::int64_t now = clock_.NowMs();
+    const std::int64_t until = std::max(now, c.expire_at_ms) + step;
+    if (lease->max_ms > 0 && until > c.created_at_ms + lease->max_ms)
+      return Response::Error(Status::Invalid(
+          "cluster '" + c.name + "': extending to " + std::to_string(until - c.created_at_ms) +
+          " ms after creation passes the template's maximum lease of " + std::to_string(lease->max_ms) +
+          " ms (administration.leaseduration.max); it can expire at the latest " +
+          std::to_string(c.created_at_ms + lease->max_ms - now) + " ms from now"));
+    c.expire_at_ms = until;
+    c.updated_at_ms = now;
+    WEFT_TRY_ASSIGN(ok, [&]() -> Result<bool> {
+      WEFT_RETURN_IF_ERROR(store_.UpdateCluster(c));
+      return true;
+    }());
+    (void)ok;
+    return Response::Ok({{"cluster", ClusterSummary(c)}});
+  }
+
+  Response List(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
+    WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, all));
+    json list = json::array();
+    for (const store::ClusterRecord& c : clusters) list.push_back(ClusterSummary(c));
+    return Response::Ok({{"clusters", std::move(list)}});
+  }
+
+  Response Get(const Call& call) {
+    WEFT_TRY_ASSIGN(c, FindCluster(call));
+    json out = ClusterSummary(c);
+    json spec = ParseOr(c.spec_json, json::object());
+    out["config"] = spec.value("config", json::object());
+    WEFT_TRY_ASSIGN(nodes, store_.ListNodes(c.id));
+    std::map<std::string, json> results;
+    for (const store::NodeRecord& n : nodes) results[n.id] = RedactResults(ParseOr(n.results_json, json::object()));
+    json layout = ParseOr(c.layout_json, json::object());
+    json list = json::array();
+    for (json n : layout.value("nodes", json::array())) {
+      const std::string id = n.value("hostname", "");
+      n["results"] = results.count(id) ? results[id] : json::object();
+      list.push_back(std::move(n));
+    }
+    out["nodes"] = std::move(list);
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
+    json history = json::array();
+    for (const store::JobRecord& j : jobs) history.push_back(JobSummary(j));
+    out["jobs"] = std::move(history);
+    out["has_previous"] = !c.previous_json.empty();
+    return Response::Ok({{"cluster", std::move(out)}});
+  }
+
+  Response JobList(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 100000, 100));
+    std::string cluster_id;
+    if (body.contains("cluster") && !body["cluster"].is_null()) {
+      WEFT_TRY_ASSIGN(c, FindCluster(call));
+      cluster_id = c.id;
+    }
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
+    json list = json::array();
+    for (const store::JobRecord& j : jobs) list.push_back(JobSummary(j));
+    return Response::Ok({{"jobs", std::move(list)}});
+  }
+
+  Response JobGet(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
+    WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
+    // Progress: counts by state, and the stage (longest path from the roots) of
+    // the earliest unfinished task, for reading only.
+    std::map<std::int64_t, std::size_t> index;
+    for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
+    std::vector<std::vector<std::size_t>> after(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      for (const json& a : ParseOr(tasks[i].after_json, json::array()))
+        if (a.is_number_integer() && index.count(a.get<std::int64_t>())) after[i].push_back(index[a.get<std::int64_t>()]);
+    std::vector<std::int64_t> depth(tasks.size(), -1);
+    std::function<std::int64_t(std::size_t)> depth_of = [&](std::size_t i) -> std::int64_t {
+      if (depth[i] >= 0) return depth[i];
+      depth[i] = 0;  // a cycle cannot happen; this only guards the recursion
+      std::int64_t d = 0;
+      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + 1);
+      return depth[i] = d;
+    };
+    std::map<std::string, std::int64_t> counts;
+    std::int64_t stages = 0, stage = -1;
+    json list = json::array();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const store::TaskRecord& t = tasks[i];
+      const std::string state(store::TaskStateName(t.state));
+      ++counts[state];
+      const std::int64_t d = depth_of(i);
+      stages = std::max(stages, d + 1);
+      if (t.state != store::TaskState::kSucceeded && t.state != store::TaskState::kCancelled &&
+          (stage < 0 || d < stage))
+        stage = d;
+      json task = {{"id", t.id},          {"key", t.task_key},  {"node", t.node_id},
+                   {"action", t.action},  {"service", t.service}, {"plugin", t.plugin},
+                   {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
+                   {"host_id", t.host_id}, {"created_at_ms", t.created_at_ms},
+                   {"updated_at_ms", t.updated_at_ms}, {"message", t.message},
+                   {"after", ParseOr(t.after_json, json::array())}};
+      if (details) {
+        task["stdout"] = t.stdout_tail;
+        task["stderr"] = t.stderr_tail;
+        task["result"] = RedactResults(ParseOr(t.result_json, json::object()));
+        WEFT_TRY_ASSIGN(attempts, store_.ListAttempts(t.id));
+        json a = json::array();
+        for (const store::AttemptRecord& r : attempts)
+          a.push_back({{"attempt", r.attempt},
+                       {"host_id", r.host_id},
+                       {"taken_at_ms", r.taken_at_ms},
+                       {"finished_at_ms", r.finished_at_ms},
+                       {"status", r.status},
+                       {"message", r.message}});
+        task["attempts"] = std::move(a);
+      }
+      list.push_back(std::move(task));
+    }
+    json out = JobSummary(j);
+    out["progress"] = {{"total", tasks.size()},
+                       {"succeeded", counts["succeeded"]},
+                       {"failed", counts["failed"]},
+                       {"running", counts["leased"]},
+                       {"queued", counts["queued"]},
+                       {"waiting", counts["waiting"]},
+                       {"cancelled", counts["cancelled"]},
+                       {"stage", stage < 0 ? stages : stage + 1},
+                       {"stages", stages}};
+    out["tasks"] = std::move(list);
+    return Response::Ok({{"job", std::move(out)}});
+  }
+
+  Response JobAbort(const Call& call) {
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    Status s = engine_.Abort(j.id, call.principal.user);
+    if (!s.ok()) return Response::Error(s);
+    WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
+    return Response::Ok({{"job", JobSummary(after ? *after : j)}});
+  }
+
+  Response JobRetry(const Call& call) {
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    Status s = engine_.Retry(j.id);
+    if (!s.ok()) return Response::Error(s);
+    WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
+    return Response::Ok({{"job", JobSummary(after ? *after : j)}});
+  }
+
+ private:
+  Result<json> JobOptions(const json& body) {
+    json options = json::object();
+    Result<bool> keep = jsonf::Bool(body, "keep_on_failure", "body", false);
+    if (!keep.ok()) return keep.status();
+    if (*keep) options["keep_on_failure"] = true;
+    return options;
+  }
+
+  Result<store::ClusterRecord> FindCluster(const Call& call) {
+    Result<std::string> id = jsonf::String(call.request->body, "cluster", "body");
+    if (!id.ok()) return id.status();
+    Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
+    if (!c.ok()) return c.status();
+    if (!c->has_value())
+      return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
+                              "'; see `weft cluster list`");
+    return std::move(**c);
+  }
+
+  Result<store::JobRecord> FindJob(const Call& call) {
+    const json& body = call.request->body;
+    std::string id;
+    if (body.contains("job") && body["job"].is_number_integer()) {
+      id = std::to_string(body["job"].get<std::int64_t>());
+    } else {
+      Result<std::string> s = jsonf::String(body, "job", "body");
+      if (!s.ok()) return s.status();
+      id = *s;
+    }
+    Result<std::optional<store::JobRecord>> j = store_.GetJob(id);
+    if (!j.ok()) return j.status();
+    if (!j->has_value() || (**j).tenant != call.principal.tenant)
+      return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
+                              "'; see `weft job list`");
+    return std::move(**j);
+  }
+
+  Result<solver::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
+                               const solver::SolveRequest& req) {
+    solver::SolveOptions options;
+    options.clock = &clock_;
+    options.max_time_ms = kSolveTimeMs;
+    return solver::Solve(cat, tmpl, req, options);
+  }
+
+  solver::SolveRequest SolveFor(const store::ClusterRecord& c, const ClusterState& state, std::int64_t size,
+                                std::vector<std::string> services) {
+    solver::SolveRequest req;
+    req.cluster_name = c.name;
+    req.size = size;
+    const json overrides = state.spec.value("overrides", json::object());
+    if (state.spec.contains("provider")) req.overrides.provider = state.spec["provider"].value("name", "");
+    for (const char* key : {"hardwaretype", "imagetype"})
+      if (overrides.contains(key) && overrides[key].is_string())
+        (std::string_view(key) == "hardwaretype" ? req.overrides.hardwaretype : req.overrides.imagetype) =
+            overrides[key].get<std::string>();
+    req.overrides.services = std::move(services);
+    Result<solver::Layout> existing = solver::LayoutFromJson(state.layout);
+    if (existing.ok()) req.existing = std::move(existing->nodes);
+    return req;
+  }
+
+  // A new layout for the cluster with its nodes fixed, against its frozen template.
+  Result<solver::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
+                                 std::int64_t size, std::vector<std::string> services) {
+    Result<catalog::Catalog> cat = LoadCatalog(store_, call.principal.tenant);
+    if (!cat.ok()) return cat.status();
+    Result<std::string> name = cat->PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
+    if (!name.ok()) return name.status().WithContext("the cluster's copy of its template");
+    // The frozen copies of the services it runs win over the catalog's newer versions.
+    const json frozen = state.spec.value("services", json::object());
+    for (const auto& [s, doc] : frozen.items()) {
+      Result<std::string> put = cat->PutJson(Kind::kService, doc);
+      if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + s + "'");
+    }
+    return Solve(*cat, *cat->FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
+  }
+
+  Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
+                         const solver::Overrides& overrides, const solver::Layout& layout, const json& config) {
+    Status macros = planner::CheckMacros(config);
+    if (!macros.ok()) return macros.WithContext("cluster config");
+    const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
+    const catalog::Provider* provider = cat.FindProvider(provider_name);
+    if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");
+    Result<json> tmpl_doc = cat.GetJson(Kind::kClusterTemplate, tmpl.name);
+    if (!tmpl_doc.ok()) return tmpl_doc.status();
+    json spec = {{"template", *tmpl_doc},
+                 {"provider", {{"name", provider->name}, {"type", provider->providertype}, {"fields", provider->provisioner}}},
+                 {"services", json::object()},
+                 {"config", config},
+                 {"size", layout.nodes.size()}};
+    json versions = json::object();
+    auto version_of = [&](Kind kind, const std::string& name) -> std::int64_t {
+      Result<std::optional<store::CatalogEntityRecord>> r =
+          store_.GetCatalogEntity(tenant, catalog::KindName(kind), name);
+      return r.ok() && r->has_value() ? (**r).version : 0;
+    };
+    versions["clustertemplate/" + tmpl.name] = version_of(Kind::kClusterTemplate, tmpl.name);
+    versions["provider/" + provider->name] = version_of(Kind::kProvider, provider->name);
+    std::set<std::string> on;
+    for (const solver::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
+    for (const std::string& s : on) {
+      Result<json> doc = cat.GetJson(Kind::kService, s);
+      if (!doc.ok()) return doc.status();
+      if (doc->contains("provisioner")) {
+        Status fields = planner::CheckMacros((*doc)["provisioner"]);
+        if (!fields.ok()) return fields.WithContext("service '" + s + "'");
+      }
+      spec["services"][s] = std::move(*doc);
+      versions["service/" + s] = version_of(Kind::kService, s);
+    }
+    spec["versions"] = std::move(versions);
+    return spec;
+  }
+
+  // Removing `removed` must leave every `requires` of the services kept met.
+  static Status CheckStillMet(const json& spec, const std::set<std::string>& keep,
+                              const std::vector<std::string>& removed) {
+    std::set<std::string> provided = keep;
+    const json services = spec.value("services", json::object());
+    for (const std::string& s : keep)
+      for (const json& p : services.value(s, json::object()).value("dependencies", json::object()).value("provides", json::array()))
+        if (p.is_string()) provided.insert(p.get<std::string>());
+    for (const std::string& s : keep) {
+      const json deps = services.value(s, json::object()).value("dependencies", json::object());
+      for (const char* phase : {"install", "runtime"})
+        for (const json& r : deps.value(phase, json::object()).value("requires", json::array()))
+          if (r.is_string() && !provided.count(r.get<std::string>()))
+            return Status::Invalid("service '" + s + "' requires '" + r.get<std::string>() + "' (" + phase +
+                                   "), which removing " + wire::Dump(json(removed)) + " would leave missing; remove '" +
+                                   s + "' too");
+    }
+    return Status::Ok();
+  }
+
+  Response DryRun(const NewJob& job) {
+    Result<planner::Plan> plan = jobs::PlanJob(job);
+    if (!plan.ok()) return Response::Error(plan.status());
+    json out = plan->ToJson();
+    out["dry_run"] = true;
+    out["operation"] = job.operation;
+    out["layout"] = job.target.layout;
+    return Response::Ok(std::move(out));
+  }
+
+  Response Launch(NewJob job) {
+    const std::string cluster_id = job.cluster_id;
+    Result<store::JobRecord> started = engine_.Start(std::move(job));
+    if (!started.ok()) return Response::Error(started.status());
+    Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
+    if (!c.ok()) return Response::Error(c.status());
+    json reply = {{"job", JobSummary(*started)}};
+    if (c->has_value()) reply["cluster"] = ClusterSummary(**c);
+    return Response::Ok(std::move(reply));
+  }
+
+  store::Store& store_;
+  jobs::JobEngine& engine_;
+  const Clock& clock_;
+  const server::Config& config_;
+};
+
+}  // namespace
+
+json RedactResults(json results) {
+  if (!results.is_object()) return results;
+  auto auth = results.find("ssh_auth");
+  if (auth != results.end() && auth->is_object())
+    for (const char* secret : {"private_key", "passphrase", "password"})
+      if (auth->contains(secret)) (*auth)[secret] = "<redacted>";
+  return results;
+}
+
+void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
+                        const server::Config& config) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config);
+  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
+  for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
+                         "reconfigure", "upgrade", "rollback"}) {
+    std::string name = op;
+    std::string wire_name = name;
+    std::replace(wire_name.begin(), wire_name.end(), '-', '_');
+    router.Add("cluster." + wire_name, users, api, [ops, name](const Call& c) { return ops->Change(name, c); });
+  }
+  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); });
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); });
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); });
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); });
+  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
+  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
+}
+
+}  // namespace weft::api

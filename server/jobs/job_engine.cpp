@@ -1,0 +1,912 @@
+#include "server/jobs/job_engine.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "weft/catalog/catalog.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::jobs {
+namespace {
+
+using planner::Action;
+using store::TaskState;
+
+json ParseOr(const std::string& text, json fallback) {
+  json doc = json::parse(text, nullptr, false);
+  return doc.is_discarded() ? fallback : doc;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+const json& Nodes(const json& layout) {
+  static const json kEmpty = json::array();
+  auto it = layout.find("nodes");
+  return it != layout.end() && it->is_array() ? *it : kEmpty;
+}
+
+const json* FindNode(const json& layout, const std::string& id) {
+  for (const json& n : Nodes(layout))
+    if (n.value("hostname", "") == id) return &n;
+  return nullptr;
+}
+
+std::set<std::string> NodeServices(const json& node) {
+  std::set<std::string> out;
+  if (node.contains("services") && node["services"].is_array())
+    for (const json& s : node["services"])
+      if (s.is_string()) out.insert(s.get<std::string>());
+  return out;
+}
+
+// The service's definition of an action ({"type","fields"}), or nullptr.
+const json* ServiceAction(const json& spec, const std::string& service, std::string_view action) {
+  auto services = spec.find("services");
+  if (services == spec.end() || !services->is_object()) return nullptr;
+  auto s = services->find(service);
+  if (s == services->end()) return nullptr;
+  const json* p = s->contains("provisioner") ? &(*s)["provisioner"] : nullptr;
+  if (!p || !p->is_object() || !p->contains("actions") || !(*p)["actions"].is_object()) return nullptr;
+  auto a = (*p)["actions"].find(Lower(action));
+  return a == (*p)["actions"].end() || !a->is_object() ? nullptr : &*a;
+}
+
+std::string ProviderType(const json& spec) {
+  auto p = spec.find("provider");
+  return p != spec.end() && p->is_object() ? p->value("type", "") : "";
+}
+
+bool IsServiceAction(std::string_view action) {
+  Result<Action> a = planner::ParseAction(action);
+  return a.ok() && *a >= Action::kInstall && *a <= Action::kRemove;
+}
+
+// Removing things uses the definitions they were made with; making things, the new ones.
+bool UsesBefore(std::string_view action) { return action == "STOP" || action == "REMOVE" || action == "DELETE"; }
+
+const json& SpecFor(const ClusterState& before, const ClusterState& target, std::string_view action) {
+  const bool prefer_before = UsesBefore(action) && !before.spec.empty();
+  return prefer_before || target.spec.empty() ? before.spec : target.spec;
+}
+
+// The plugin that runs a planned task; empty when no plugin has work to do.
+std::string PluginFor(const ClusterState& before, const ClusterState& target, const planner::PlannedTask& t) {
+  const std::string action(planner::ActionName(t.action));
+  const json& spec = SpecFor(before, target, action);
+  switch (t.action) {
+    case Action::kJoin: return "";
+    case Action::kCreate:
+    case Action::kConfirm:
+    case Action::kDelete: return ProviderType(spec);
+    case Action::kBootstrap: {
+      // The automator of the node's first service that has one prepares the node.
+      const json* node = FindNode(target.layout, t.node);
+      if (!node) return "";
+      for (const std::string& s : NodeServices(*node))
+        for (const char* a : {"install", "configure", "initialize", "start"})
+          if (const json* def = ServiceAction(spec, s, a); def && def->contains("type"))
+            return def->value("type", "");
+      return "";
+    }
+    default: {
+      const json* def = ServiceAction(spec, t.service, action);
+      if (!def) def = ServiceAction(&spec == &before.spec ? target.spec : before.spec, t.service, action);
+      return def ? def->value("type", "") : "";
+    }
+  }
+}
+
+Result<std::vector<planner::ServiceSpec>> ServiceSpecs(const ClusterState& before, const ClusterState& target) {
+  catalog::Catalog cat;
+  for (const ClusterState* state : {&before, &target}) {
+    auto services = state->spec.find("services");
+    if (services == state->spec.end() || !services->is_object()) continue;
+    for (const auto& [name, entity] : services->items()) {
+      Result<std::string> put = cat.PutJson(catalog::Kind::kService, entity);
+      if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + name + "'");
+    }
+  }
+  std::vector<planner::ServiceSpec> out;
+  for (const auto& [name, svc] : cat.services) {
+    planner::ServiceSpec spec;
+    spec.name = svc.name;
+    spec.install_requires = svc.dependencies.install.required;
+    spec.install_uses = svc.dependencies.install.used;
+    spec.runtime_requires = svc.dependencies.runtime.required;
+    spec.runtime_uses = svc.dependencies.runtime.used;
+    spec.provides = svc.dependencies.provides;
+    for (const auto& [action, def] : svc.actions) {
+      std::string upper(action);
+      for (char& c : upper)
+        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+      Result<Action> a = planner::ParseAction(upper);
+      if (a.ok() && *a >= Action::kInstall && *a <= Action::kRemove) spec.actions.push_back(*a);
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::vector<planner::NodeSpec> NodeSpecs(const json& layout) {
+  std::vector<planner::NodeSpec> out;
+  for (const json& n : Nodes(layout)) {
+    std::set<std::string> s = NodeServices(n);
+    out.push_back(planner::NodeSpec{n.value("hostname", ""), {s.begin(), s.end()}});
+  }
+  return out;
+}
+
+// The operation that takes a cluster from `before` to `target` (rollback, undo).
+Result<planner::Operation> Converge(const ClusterState& before, const ClusterState& target) {
+  std::map<std::string, std::set<std::string>> a, b;
+  for (const json& n : Nodes(before.layout)) a[n.value("hostname", "")] = NodeServices(n);
+  for (const json& n : Nodes(target.layout)) b[n.value("hostname", "")] = NodeServices(n);
+  if (b.empty()) return planner::Operation::kDelete;
+  bool same_nodes = a.size() == b.size();
+  for (const auto& [id, s] : a) same_nodes = same_nodes && b.count(id);
+  if (!same_nodes) return planner::Operation::kScale;
+  bool adds = false, removes = false;
+  for (const auto& [id, had] : a) {
+    const auto& wants = b.at(id);
+    for (const auto& s : wants) adds = adds || !had.count(s);
+    for (const auto& s : had) removes = removes || !wants.count(s);
+  }
+  if (adds && removes)
+    return Status::Invalid("going back would both add and remove services on the same nodes, which one job cannot "
+                           "do yet; add or remove the services with add-services/remove-services");
+  if (adds) return planner::Operation::kAddServices;
+  if (removes) return planner::Operation::kRemoveServices;
+  return planner::Operation::kReconfigure;
+}
+
+// Whether the config or a service's fields name other nodes' addresses: then no
+// service task may run before every new node reported its addresses.
+bool NeedsAddresses(const ClusterState& target) {
+  const std::string text = wire::Dump(target.spec.value("config", json::object())) +
+                           wire::Dump(target.spec.value("services", json::object()));
+  return text.find("%ip.") != std::string::npos || text.find("(ip.") != std::string::npos;
+}
+
+// Merges a task's result into its node's results: top-level keys are replaced.
+void MergeResults(json& into, const json& result) {
+  if (!into.is_object()) into = json::object();
+  for (const auto& [k, v] : result.items()) into[k] = v;
+}
+
+std::string AfterJson(const std::vector<std::int64_t>& after) { return wire::Dump(json(after)); }
+
+}  // namespace
+
+ClusterState ClusterState::FromJson(const json& doc) {
+  ClusterState s;
+  if (!doc.is_object()) return s;
+  if (doc.contains("spec") && doc["spec"].is_object()) s.spec = doc["spec"];
+  if (doc.contains("layout") && doc["layout"].is_object()) s.layout = doc["layout"];
+  s.status = doc.value("status", "");
+  return s;
+}
+
+Result<planner::Plan> PlanJob(const NewJob& job) {
+  planner::PlanRequest req;
+  if (job.operation == "rollback" || job.operation == "undo") {
+    Result<planner::Operation> op = Converge(job.before, job.target);
+    if (!op.ok()) return op.status();
+    req.operation = *op;
+    req.restart = true;
+  } else {
+    Result<planner::Operation> op = planner::ParseOperation(job.operation);
+    if (!op.ok()) return op.status();
+    req.operation = *op;
+    req.restart = job.extras.restart;
+  }
+  req.before = NodeSpecs(job.before.layout);
+  req.after = NodeSpecs(job.target.layout);
+  if (req.operation == planner::Operation::kDelete) req.after.clear();
+  Result<std::vector<planner::ServiceSpec>> specs = ServiceSpecs(job.before, job.target);
+  if (!specs.ok()) return specs.status();
+  req.services = std::move(*specs);
+  req.only_services = job.extras.only_services;
+  req.changed_services = job.extras.changed_services;
+  return planner::MakePlan(req);
+}
+
+JobEngine::JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options)
+    : store_(store), queue_(queue), clock_(clock), options_(options) {}
+
+std::int64_t JobEngine::Backoff(std::int64_t attempt) const {
+  std::int64_t wait = options_.retry_backoff_ms;
+  for (std::int64_t i = 1; i < attempt && wait < options_.retry_backoff_max_ms; ++i) wait *= 2;
+  return std::min(wait, options_.retry_backoff_max_ms);
+}
+
+std::string JobEngine::ActiveJob(const std::string& cluster_id) const {
+  auto it = cluster_job_.find(cluster_id);
+  return it == cluster_job_.end() ? "" : it->second;
+}
+
+void JobEngine::EmitJob(const Run& run) {
+  const store::JobRecord& j = run.record;
+  std::int64_t failed = 0, cancelled = 0, running = 0;
+  for (const auto& [id, t] : run.tasks) {
+    failed += t.state == TaskState::kFailed;
+    cancelled += t.state == TaskState::kCancelled;
+    running += t.state == TaskState::kQueued && queue_.IsLeased(id);
+  }
+  events_.push_back(Event{j.tenant + "/job/" + j.cluster_id,
+                          {{"type", "job"},
+                           {"job_id", j.id},
+                           {"cluster_id", j.cluster_id},
+                           {"operation", j.operation},
+                           {"status", j.status},
+                           {"message", j.message},
+                           {"total", run.tasks.size()},
+                           {"succeeded", run.succeeded},
+                           {"failed", failed},
+                           {"cancelled", cancelled},
+                           {"at_ms", clock_.NowMs()}}});
+}
+
+void JobEngine::EmitCluster(const store::ClusterRecord& c) {
+  events_.push_back(Event{c.tenant + "/cluster/" + c.id,
+                          {{"type", "cluster"},
+                           {"cluster_id", c.id},
+                           {"name", c.name},
+                           {"status", c.status},
+                           {"latest_job", c.latest_job},
+                           {"at_ms", clock_.NowMs()}}});
+}
+
+Status JobEngine::SetCluster(const std::string& cluster_id,
+                             const std::function<void(store::ClusterRecord&)>& change) {
+  Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
+  if (!c.ok()) return c.status();
+  if (!c->has_value()) return Status::Internal("cluster " + cluster_id + " of a job does not exist");
+  store::ClusterRecord& rec = **c;
+  const std::string old_status = rec.status;
+  change(rec);
+  rec.updated_at_ms = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(store_.UpdateCluster(rec));
+  EmitCluster(rec);
+  return Status::Ok();
+}
+
+Result<store::JobRecord> JobEngine::Start(NewJob job) {
+  if (!ActiveJob(job.cluster_id).empty())
+    return Status::Conflict("cluster " + job.cluster_id + " already has job " + ActiveJob(job.cluster_id) +
+                            " running; wait for it (weft job watch " + ActiveJob(job.cluster_id) +
+                            ") or abort it (weft job abort)");
+  Result<planner::Plan> plan = PlanJob(job);
+  if (!plan.ok()) return plan.status();
+  const std::int64_t now = clock_.NowMs();
+
+  auto run = std::make_unique<Run>();
+  store::JobRecord& r = run->record;
+  r.tenant = job.tenant;
+  r.cluster_id = job.cluster_id;
+  r.operation = job.operation;
+  r.status = "running";
+  r.requested_by = job.requested_by;
+  r.options_json = wire::Dump(job.options);
+  r.before_json = wire::Dump(job.before.ToJson());
+  r.target_json = wire::Dump(job.target.ToJson());
+  r.parent_job = job.parent_job;
+  r.created_at_ms = now;
+  WEFT_RETURN_IF_ERROR(store_.InsertJob(&r));
+  run->options = job.options;
+  run->before = std::move(job.before);
+  run->target = std::move(job.target);
+
+  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(r.cluster_id);
+  if (!cluster.ok()) return cluster.status();
+  if (!cluster->has_value()) return Status::NotFound("cluster " + r.cluster_id + " does not exist");
+  run->owner = (**cluster).owner;
+  run->cluster_name = (**cluster).name;
+  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(r.cluster_id);
+  if (!nodes.ok()) return nodes.status();
+  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+
+  Run& ref = *run;
+  runs_[r.id] = std::move(run);
+  cluster_job_[ref.record.cluster_id] = ref.record.id;
+  WEFT_RETURN_IF_ERROR(AddTasks(ref, *plan));
+  WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
+    c.status = "pending";
+    c.spec_json = wire::Dump(ref.target.spec);
+    c.layout_json = wire::Dump(ref.target.layout);
+    c.latest_job = ref.record.id;
+  }));
+  EmitJob(ref);
+  store::JobRecord out = ref.record;
+  if (ref.tasks.size() == static_cast<std::size_t>(ref.succeeded)) WEFT_RETURN_IF_ERROR(Finish(ref));
+  return out;
+}
+
+Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
+  const auto& planned = plan.tasks();
+  const std::int64_t max_attempts = run.options.value("max_attempts", options_.max_attempts);
+  std::vector<std::int64_t> ids(planned.size());
+  std::vector<std::int64_t> confirms;
+  std::vector<std::int64_t> service_tasks;
+  for (std::uint32_t i = 0; i < planned.size(); ++i) {
+    const planner::PlannedTask& p = planned[i];
+    TaskNode t;
+    t.key = plan.TaskId(i);
+    t.node = p.node;
+    t.action = std::string(planner::ActionName(p.action));
+    t.service = p.service;
+    t.plugin = PluginFor(run.before, run.target, p);
+    t.max_attempts = max_attempts;
+    for (std::uint32_t a : p.after) t.after.push_back(ids[a]);
+    queue::NewTask n;
+    n.plugin = t.plugin;
+    n.action = t.action;
+    n.job_id = run.record.id;
+    n.cluster_id = run.record.cluster_id;
+    n.node_id = t.node;
+    n.max_attempts = t.max_attempts;
+    n.task_key = t.key;
+    n.service = t.service;
+    n.after_json = AfterJson(t.after);
+    n.waiting = true;
+    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
+    if (!id.ok()) return id.status();
+    t.id = id->front();
+    ids[i] = t.id;
+    if (p.action == Action::kConfirm) confirms.push_back(t.id);
+    if (IsServiceAction(t.action) || p.action == Action::kBootstrap) service_tasks.push_back(t.id);
+    task_job_[t.id] = run.record.id;
+    run.tasks.emplace(t.id, std::move(t));
+  }
+  if (!confirms.empty() && !service_tasks.empty() && NeedsAddresses(run.target)) {
+    // Config macros name other nodes' addresses, known only after their CONFIRM.
+    queue::NewTask n;
+    n.action = "JOIN";
+    n.job_id = run.record.id;
+    n.cluster_id = run.record.cluster_id;
+    n.task_key = "join/CONFIRM/addresses";
+    n.after_json = AfterJson(confirms);
+    n.waiting = true;
+    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
+    if (!id.ok()) return id.status();
+    TaskNode join;
+    join.id = id->front();
+    join.key = "join/CONFIRM/addresses";
+    join.action = "JOIN";
+    join.after = confirms;
+    task_job_[join.id] = run.record.id;
+    for (std::int64_t s : service_tasks) {
+      TaskNode& t = run.tasks.at(s);
+      t.after.push_back(join.id);
+      WEFT_RETURN_IF_ERROR(store_.SetTaskAfter(s, AfterJson(t.after)));
+    }
+    run.tasks.emplace(join.id, std::move(join));
+  }
+  for (auto& [id, t] : run.tasks) {
+    t.waiting_for = static_cast<std::int64_t>(t.after.size());
+    for (std::int64_t a : t.after) run.tasks.at(a).before.push_back(id);
+  }
+  std::vector<std::int64_t> roots;
+  for (const auto& [id, t] : run.tasks)
+    if (t.waiting_for == 0) roots.push_back(id);
+  std::sort(roots.begin(), roots.end());
+  for (std::int64_t id : roots) WEFT_RETURN_IF_ERROR(Release(run, id));
+  return Status::Ok();
+}
+
+Status JobEngine::Release(Run& run, std::int64_t task_id) {
+  std::vector<std::int64_t> todo = {task_id};
+  while (!todo.empty()) {
+    const std::int64_t id = todo.back();
+    todo.pop_back();
+    TaskNode& t = run.tasks.at(id);
+    if (t.state != TaskState::kWaiting) continue;
+    if (!t.plugin.empty()) {
+      WEFT_RETURN_IF_ERROR(queue_.MakeReady(id));
+      t.state = TaskState::kQueued;
+      continue;
+    }
+    // No work: done the moment it is ready.
+    WEFT_RETURN_IF_ERROR(store_.SetTaskState(id, TaskState::kSucceeded, "", 0, clock_.NowMs()));
+    t.state = TaskState::kSucceeded;
+    ++run.succeeded;
+    for (std::int64_t next : t.before)
+      if (--run.tasks.at(next).waiting_for == 0) todo.push_back(next);
+  }
+  return Status::Ok();
+}
+
+Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
+  auto j = task_job_.find(ended.task_id);
+  if (j == task_job_.end()) return Status::Ok();  // not a task of a running job
+  auto r = runs_.find(j->second);
+  if (r == runs_.end()) return Status::Ok();
+  Run& run = *r->second;
+  TaskNode& t = run.tasks.at(ended.task_id);
+  t.attempt = ended.attempt;
+  run.in_flight.erase(t.id);
+
+  if (ended.succeeded) {
+    t.state = TaskState::kSucceeded;
+    ++run.succeeded;
+    if (!t.node.empty()) {
+      if (t.action == "DELETE") {
+        run.results.erase(t.node);
+        WEFT_RETURN_IF_ERROR(store_.DeleteNode(run.record.cluster_id, t.node));
+      } else {
+        json result = ParseOr(ended.result_json, json::object());
+        if (result.is_object() && !result.empty()) {
+          MergeResults(run.results[t.node], result);
+          WEFT_RETURN_IF_ERROR(store_.PutNode({run.record.cluster_id, t.node, wire::Dump(run.results[t.node])}));
+          if (result.contains("access_v4") || result.contains("bind_v4") || result.contains("hostname")) {
+            run.macros_target.reset();
+            run.macros_before.reset();
+          }
+        }
+      }
+    }
+    if (!run.failing) {
+      std::vector<std::int64_t> ready;
+      for (std::int64_t next : t.before)
+        if (--run.tasks.at(next).waiting_for == 0) ready.push_back(next);
+      for (std::int64_t next : ready) WEFT_RETURN_IF_ERROR(Release(run, next));
+      if (run.succeeded == static_cast<std::int64_t>(run.tasks.size())) return Finish(run);
+      return Status::Ok();
+    }
+    return run.in_flight.empty() ? Finish(run) : Status::Ok();
+  }
+
+  const std::string what = "task " + std::to_string(t.id) + " (" + t.key + ")";
+  if (!run.failing && t.attempt < t.max_attempts) {
+    if (t.action == "CONFIRM") return Recreate(run, t, ended.message);
+    return Retry(run, t, ended.message);
+  }
+  t.state = TaskState::kFailed;
+  if (run.failing) return run.in_flight.empty() ? Finish(run) : Status::Ok();
+  return Fail(run, what + " failed after " + std::to_string(t.attempt) + " attempt(s): " + ended.message);
+}
+
+Status JobEngine::Retry(Run& run, TaskNode& t, const std::string& message) {
+  const std::int64_t wait = Backoff(t.attempt);
+  t.state = TaskState::kQueued;
+  (void)run;
+  return queue_.Requeue(t.id, clock_.NowMs() + wait,
+                        "attempt " + std::to_string(t.attempt) + " failed (" + message + "); attempt " +
+                            std::to_string(t.attempt + 1) + " in " + std::to_string(wait) + " ms");
+}
+
+Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& message) {
+  // The node never came up right: delete it and create it again, then confirm again.
+  const std::string provider = confirm.plugin;
+  const std::string round = std::to_string(confirm.attempt + 1);
+  std::vector<std::int64_t> made;
+  std::int64_t previous = 0;
+  for (const char* action : {"DELETE", "CREATE"}) {
+    queue::NewTask n;
+    n.plugin = provider;
+    n.action = action;
+    n.job_id = run.record.id;
+    n.cluster_id = run.record.cluster_id;
+    n.node_id = confirm.node;
+    n.max_attempts = confirm.max_attempts;
+    n.task_key = confirm.node + "/" + action + "#" + round;
+    n.after_json = previous ? AfterJson({previous}) : "[]";
+    n.waiting = true;
+    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
+    if (!id.ok()) return id.status();
+    TaskNode t;
+    t.id = id->front();
+    t.key = confirm.node + "/" + action + "#" + round;
+    t.node = confirm.node;
+    t.action = action;
+    t.plugin = provider;
+    t.max_attempts = confirm.max_attempts;
+    if (previous) t.after = {previous};
+    t.waiting_for = previous ? 1 : 0;
+    if (previous) run.tasks.at(previous).before.push_back(t.id);
+    task_job_[t.id] = run.record.id;
+    previous = t.id;
+    made.push_back(t.id);
+    run.tasks.emplace(t.id, std::move(t));
+  }
+  // The DELETE of a node that was never really there is its plugin's business.
+  run.tasks.at(previous).before.push_back(confirm.id);
+  confirm.after.push_back(previous);
+  confirm.waiting_for = 1;
+  confirm.state = TaskState::kWaiting;
+  WEFT_RETURN_IF_ERROR(store_.SetTaskAfter(confirm.id, AfterJson(confirm.after)));
+  WEFT_RETURN_IF_ERROR(store_.SetTaskState(confirm.id, TaskState::kWaiting,
+                                           "attempt " + std::to_string(confirm.attempt) + " failed (" + message +
+                                               "); the node is deleted and created again before attempt " +
+                                               std::to_string(confirm.attempt + 1),
+                                           0, clock_.NowMs()));
+  return Release(run, made.front());
+}
+
+Status JobEngine::Fail(Run& run, const std::string& message) {
+  run.failing = true;
+  run.record.status = "failing";
+  run.record.message = message;
+  run.record.updated_at_ms = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(store_.UpdateJob(run.record));
+  const std::string why = "cancelled: job " + run.record.id + " failed";
+  for (auto& [id, t] : run.tasks) {
+    if (t.state == TaskState::kWaiting) {
+      WEFT_RETURN_IF_ERROR(queue_.Cancel(id, why));
+      t.state = TaskState::kCancelled;
+    } else if (t.state == TaskState::kQueued) {
+      if (queue_.IsLeased(id)) {
+        run.in_flight.insert(id);  // let it finish: it may have made something the undo must remove
+      } else {
+        WEFT_RETURN_IF_ERROR(queue_.Cancel(id, why));
+        t.state = TaskState::kCancelled;
+      }
+    }
+  }
+  EmitJob(run);
+  return run.in_flight.empty() ? Finish(run) : Status::Ok();
+}
+
+Status JobEngine::Finish(Run& run) {
+  const std::int64_t now = clock_.NowMs();
+  store::JobRecord& r = run.record;
+  const bool ok = !run.failing;
+  r.status = ok ? "succeeded" : (r.status == "aborted" ? "aborted" : "failed");
+  r.updated_at_ms = now;
+  r.finished_at_ms = now;
+  const std::string job_id = r.id;
+  const std::string cluster_id = r.cluster_id;
+
+  std::optional<NewJob> undo;
+  if (ok) {
+    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
+      c.status = run.target.status;
+      c.spec_json = wire::Dump(run.target.spec);
+      c.layout_json = wire::Dump(run.target.layout);
+      if (r.operation != "undo" && r.operation != "delete" && r.operation != "create")
+        c.previous_json = wire::Dump(json{{"spec", run.before.spec}, {"layout", run.before.layout}});
+      if (c.status == "terminated") c.expire_at_ms = 0;
+    }));
+  } else {
+    const bool keep = run.options.value("keep_on_failure", false) || r.status == "aborted";
+    if (!keep && r.operation != "undo") undo = UndoJob(run);
+    if (undo) {
+      r.message += "; undoing it in a new job";
+      run.options["undone"] = true;
+      r.options_json = wire::Dump(run.options);
+    }
+    const std::string status = undo ? "pending" : keep ? "incomplete" : "inconsistent";
+    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = status; }));
+  }
+  WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
+  EmitJob(run);
+  for (const auto& [id, t] : run.tasks) task_job_.erase(id);
+  runs_.erase(job_id);
+  cluster_job_.erase(cluster_id);
+  if (!undo) return Status::Ok();
+  Result<store::JobRecord> started = Start(std::move(*undo));
+  if (!started.ok()) {
+    // The failed job stays failed; the cluster is left for an operator to look at.
+    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = "inconsistent"; }));
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
+  // Which nodes (and services) the failed job may have made.
+  auto attempted = [&](const std::string& node, std::string_view action, const std::string& service) {
+    for (const auto& [id, t] : run.tasks)
+      if (t.node == node && t.action == action && t.service == service && t.attempt > 0) return true;
+    return false;
+  };
+  NewJob undo;
+  undo.tenant = run.record.tenant;
+  undo.cluster_id = run.record.cluster_id;
+  undo.operation = "undo";
+  undo.requested_by = "job " + run.record.id + " (undo after failure)";
+  undo.parent_job = run.record.id;
+  undo.before.spec = run.target.spec;
+  undo.before.status = "pending";
+  const std::string& op = run.record.operation;
+  json made = json::array();
+  if (op == "create" || op == "scale") {
+    for (const json& n : Nodes(run.target.layout)) {
+      const std::string id = n.value("hostname", "");
+      const bool existed = FindNode(run.before.layout, id) != nullptr;
+      if (existed || attempted(id, "CREATE", "")) made.push_back(existed ? *FindNode(run.before.layout, id) : n);
+    }
+    if (op == "scale" && made.size() == Nodes(run.before.layout).size()) return std::nullopt;  // a shrink
+  } else if (op == "add-services") {
+    for (const json& old : Nodes(run.before.layout)) {
+      const std::string id = old.value("hostname", "");
+      json n = old;
+      std::set<std::string> had = NodeServices(old);
+      if (const json* wanted = FindNode(run.target.layout, id))
+        for (const std::string& s : NodeServices(*wanted))
+          if (!had.count(s) && attempted(id, "INSTALL", s)) had.insert(s);
+      n["services"] = std::vector<std::string>(had.begin(), had.end());
+      made.push_back(std::move(n));
+    }
+  } else {
+    return std::nullopt;
+  }
+  undo.before.layout = {{"nodes", made}};
+  if (op == "create") {
+    undo.target.spec = run.target.spec;
+    undo.target.status = "terminated";
+  } else {
+    undo.target = run.before;
+    if (undo.target.status.empty() || undo.target.status == "pending") undo.target.status = "active";
+  }
+  return undo;
+}
+
+const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node) {
+  const bool in_target = FindNode(run.target.layout, node) != nullptr;
+  std::unique_ptr<planner::MacroContext>& slot = in_target ? run.macros_target : run.macros_before;
+  if (!slot) {
+    slot = std::make_unique<planner::MacroContext>();
+    slot->owner = run.owner;
+    for (const json& n : Nodes(in_target ? run.target.layout : run.before.layout)) {
+      planner::MacroNode m;
+      m.id = n.value("hostname", "");
+      const json& res = run.results.count(m.id) ? run.results.at(m.id) : json::object();
+      m.hostname = res.is_object() ? res.value("hostname", m.id) : m.id;
+      m.access_v4 = res.is_object() ? res.value("access_v4", "") : "";
+      m.bind_v4 = res.is_object() ? res.value("bind_v4", m.access_v4) : "";
+      std::set<std::string> s = NodeServices(n);
+      m.services.assign(s.begin(), s.end());
+      slot->nodes.push_back(std::move(m));
+    }
+  }
+  slot->self = node;
+  return *slot;
+}
+
+Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
+  if (record.job_id.empty()) return Status::Ok();
+  auto r = runs_.find(record.job_id);
+  if (r == runs_.end()) return Status::Ok();
+  Run& run = *r->second;
+  const std::string& node = record.node_id;
+  const json& spec = SpecFor(run.before, run.target, record.action);
+  const json* layout_node = FindNode(run.target.layout, node);
+  if (!layout_node) layout_node = FindNode(run.before.layout, node);
+  const json results = run.results.count(node) ? run.results.at(node) : json::object();
+
+  task["task_key"] = record.task_key;
+  task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
+  task["cluster"] = {{"id", run.record.cluster_id},
+                     {"name", run.cluster_name},
+                     {"owner", run.owner},
+                     {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+  if (spec.contains("provider")) task["provider"] = spec["provider"];
+  json n = layout_node ? *layout_node : json::object();
+  n["id"] = node;
+  n["results"] = results;
+  task["node"] = std::move(n);
+  task["results"] = results;
+
+  const planner::MacroContext& macros = Macros(run, node);
+  json config = spec.value("config", json::object());
+  Result<json> expanded = planner::ExpandMacros(config, macros);
+  if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
+  task["config"] = std::move(*expanded);
+  if (!record.service.empty()) {
+    json service = {{"name", record.service}};
+    if (const json* def = ServiceAction(spec, record.service, record.action)) {
+      json action = *def;
+      if (action.contains("fields")) {
+        Result<json> fields = planner::ExpandMacros(action["fields"], macros);
+        if (!fields.ok())
+          return fields.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
+        action["fields"] = std::move(*fields);
+      }
+      service["action"] = std::move(action);
+    }
+    task["service"] = std::move(service);
+  }
+  const json& nodes = Nodes(run.target.layout);
+  if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
+    json list = json::array();
+    for (const planner::MacroNode& m : macros.nodes)
+      list.push_back({{"id", m.id},
+                      {"hostname", m.hostname},
+                      {"access_v4", m.access_v4},
+                      {"bind_v4", m.bind_v4},
+                      {"services", m.services}});
+    task["nodes"] = std::move(list);
+  } else {
+    task["nodes_omitted"] = nodes.size();
+  }
+  return Status::Ok();
+}
+
+Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
+  auto r = runs_.find(job_id);
+  if (r == runs_.end()) {
+    Result<std::optional<store::JobRecord>> rec = store_.GetJob(job_id);
+    if (!rec.ok()) return rec.status();
+    if (!rec->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+    return Status::Conflict("job " + job_id + " is already " + (**rec).status + "; only a running job can be aborted");
+  }
+  Run& run = *r->second;
+  const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
+  for (auto& [id, t] : run.tasks) {
+    if (t.state == TaskState::kWaiting || t.state == TaskState::kQueued) {
+      WEFT_RETURN_IF_ERROR(queue_.Cancel(id, why));
+      t.state = TaskState::kCancelled;
+    }
+  }
+  run.failing = true;
+  run.in_flight.clear();
+  run.record.status = "aborted";
+  run.record.message = "aborted by " + who;
+  return Finish(run);
+}
+
+Status JobEngine::Retry(const std::string& job_id) {
+  if (runs_.count(job_id)) return Status::Conflict("job " + job_id + " is still running; only a failed or aborted job can be retried");
+  Result<std::optional<store::JobRecord>> found = store_.GetJob(job_id);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+  store::JobRecord rec = **found;
+  if (rec.status != "failed" && rec.status != "aborted")
+    return Status::Conflict("job " + job_id + " is " + rec.status + "; only a failed or aborted job can be retried");
+  if (ParseOr(rec.options_json, json::object()).value("undone", false))
+    return Status::Conflict("job " + job_id + " failed and was undone by a later job; start the operation again instead");
+  if (!ActiveJob(rec.cluster_id).empty())
+    return Status::Conflict("cluster " + rec.cluster_id + " has job " + ActiveJob(rec.cluster_id) +
+                            " running; retry job " + job_id + " when it is done");
+  Result<std::vector<store::JobRecord>> later = store_.ListJobs(rec.tenant, rec.cluster_id, 1);
+  if (!later.ok()) return later.status();
+  if (!later->empty() && later->front().id != job_id)
+    return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later->front().id + " since job " + job_id +
+                            "; only the cluster's latest job can be retried");
+  rec.status = "running";
+  rec.finished_at_ms = 0;
+  rec.message = "";
+  rec.updated_at_ms = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(store_.UpdateJob(rec));
+  WEFT_RETURN_IF_ERROR(LoadRun(rec));
+  Run& run = *runs_.at(job_id);
+  const std::int64_t now = clock_.NowMs();
+  std::vector<std::int64_t> ready;
+  for (auto& [id, t] : run.tasks) {
+    if (t.state == TaskState::kFailed) {
+      t.max_attempts = t.attempt + options_.max_attempts;
+      WEFT_RETURN_IF_ERROR(store_.SetTaskMaxAttempts(id, t.max_attempts));
+      WEFT_RETURN_IF_ERROR(queue_.Requeue(id, now, "retried with job " + job_id));
+      t.state = TaskState::kQueued;
+    } else if (t.state == TaskState::kCancelled) {
+      WEFT_RETURN_IF_ERROR(store_.SetTaskState(id, TaskState::kWaiting, "", 0, now));
+      t.state = TaskState::kWaiting;
+      if (t.waiting_for == 0) ready.push_back(id);
+    }
+  }
+  std::sort(ready.begin(), ready.end());
+  for (std::int64_t id : ready) WEFT_RETURN_IF_ERROR(Release(run, id));
+  WEFT_RETURN_IF_ERROR(SetCluster(rec.cluster_id, [&](store::ClusterRecord& c) {
+    c.status = "pending";
+    c.latest_job = job_id;
+  }));
+  EmitJob(run);
+  return Status::Ok();
+}
+
+Status JobEngine::ExpireLeases() {
+  Result<std::vector<store::ClusterRecord>> expired = store_.ListExpiredClusters(clock_.NowMs());
+  if (!expired.ok()) return expired.status();
+  for (store::ClusterRecord& c : *expired) {
+    if (!ActiveJob(c.id).empty()) continue;  // expired again once its job is done
+    NewJob job;
+    job.tenant = c.tenant;
+    job.cluster_id = c.id;
+    job.operation = "delete";
+    job.requested_by = "janitor (the cluster's lease ran out)";
+    job.before.spec = ParseOr(c.spec_json, json::object());
+    job.before.layout = ParseOr(c.layout_json, json{{"nodes", json::array()}});
+    job.before.status = c.status;
+    job.target.spec = job.before.spec;
+    job.target.status = "terminated";
+    // The lease is over whatever the delete does: never start a second one.
+    c.expire_at_ms = 0;
+    c.updated_at_ms = clock_.NowMs();
+    WEFT_RETURN_IF_ERROR(store_.UpdateCluster(c));
+    Result<store::JobRecord> started = Start(std::move(job));
+    if (!started.ok() && started.status().code() != Code::kInvalid) return started.status();
+  }
+  return Status::Ok();
+}
+
+Status JobEngine::LoadRun(const store::JobRecord& record) {
+  auto run = std::make_unique<Run>();
+  run->record = record;
+  run->options = ParseOr(record.options_json, json::object());
+  run->before = ClusterState::FromJson(ParseOr(record.before_json, json::object()));
+  run->target = ClusterState::FromJson(ParseOr(record.target_json, json::object()));
+  run->failing = record.status == "failing";
+  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(record.cluster_id);
+  if (!cluster.ok()) return cluster.status();
+  if (cluster->has_value()) {
+    run->owner = (**cluster).owner;
+    run->cluster_name = (**cluster).name;
+  }
+  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(record.cluster_id);
+  if (!nodes.ok()) return nodes.status();
+  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(record.id, false);
+  if (!tasks.ok()) return tasks.status();
+  for (const store::TaskRecord& r : *tasks) {
+    TaskNode t;
+    t.id = r.id;
+    t.key = r.task_key;
+    t.node = r.node_id;
+    t.action = r.action;
+    t.service = r.service;
+    t.plugin = r.plugin;
+    t.state = r.state == TaskState::kLeased ? TaskState::kQueued : r.state;
+    t.attempt = r.attempt;
+    t.max_attempts = r.max_attempts;
+    json after = ParseOr(r.after_json, json::array());
+    if (after.is_array())
+      for (const json& a : after)
+        if (a.is_number_integer()) t.after.push_back(a.get<std::int64_t>());
+    if (t.state == TaskState::kSucceeded) ++run->succeeded;
+    task_job_[t.id] = record.id;
+    run->tasks.emplace(t.id, std::move(t));
+  }
+  for (auto& [id, t] : run->tasks)
+    for (std::int64_t a : t.after) {
+      auto p = run->tasks.find(a);
+      if (p == run->tasks.end()) continue;
+      p->second.before.push_back(id);
+      if (p->second.state != TaskState::kSucceeded) ++t.waiting_for;
+    }
+  cluster_job_[record.cluster_id] = record.id;
+  runs_[record.id] = std::move(run);
+  return Status::Ok();
+}
+
+Status JobEngine::Load() {
+  runs_.clear();
+  task_job_.clear();
+  cluster_job_.clear();
+  events_.clear();
+  Result<std::vector<store::JobRecord>> jobs = store_.ListUnfinishedJobs();
+  if (!jobs.ok()) return jobs.status().WithContext("cannot load the running jobs");
+  for (const store::JobRecord& j : *jobs) WEFT_RETURN_IF_ERROR(LoadRun(j));
+  // Finish what a crash may have interrupted between two steps of a job.
+  for (const store::JobRecord& j : *jobs) {
+    auto it = runs_.find(j.id);
+    if (it == runs_.end()) continue;
+    Run& run = *it->second;
+    if (run.failing) {
+      for (auto& [id, t] : run.tasks) {
+        if (t.state != TaskState::kQueued && t.state != TaskState::kWaiting) continue;
+        if (t.state == TaskState::kQueued && queue_.IsLeased(id)) {
+          run.in_flight.insert(id);
+          continue;
+        }
+        WEFT_RETURN_IF_ERROR(queue_.Cancel(id, "cancelled: job " + j.id + " failed"));
+        t.state = TaskState::kCancelled;
+      }
+      if (run.in_flight.empty()) WEFT_RETURN_IF_ERROR(Finish(run));
+      continue;
+    }
+    std::vector<std::int64_t> ready;
+    for (const auto& [id, t] : run.tasks)
+      if (t.state == TaskState::kWaiting && t.waiting_for == 0) ready.push_back(id);
+    std::sort(ready.begin(), ready.end());
+    for (std::int64_t id : ready) WEFT_RETURN_IF_ERROR(Release(run, id));
+    if (run.succeeded == static_cast<std::int64_t>(run.tasks.size())) WEFT_RETURN_IF_ERROR(Finish(run));
+  }
+  return Status::Ok();
+}
+
+}  // namespace weft::jobs
