@@ -1,4 +1,399 @@
-// Placeholder: the unit tests of the job engine are being written.
+// The job engine over a real SQLite store and task queue, with a manual clock:
+// the tests play the hosts (take, finish) and check what the engine releases,
+// retries, cancels and undoes, and what survives a restart.
 #include <catch2/catch.hpp>
 
-TEST_CASE("job engine: placeholder until the real tests land", "[jobs][.]") { SUCCEED(); }
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "server/jobs/job_engine.hpp"
+#include "server/queue/task_queue.hpp"
+#include "server/store/store.hpp"
+#include "support/temp_dir.hpp"
+
+using weft::Code;
+using weft::ManualClock;
+using weft::jobs::ClusterState;
+using weft::jobs::EngineOptions;
+using weft::jobs::JobEngine;
+using weft::jobs::NewJob;
+using weft::queue::TaskQueue;
+using weft::store::Store;
+using weft::store::TaskRecord;
+using weft::store::TaskState;
+using json = nlohmann::json;
+
+namespace {
+
+const std::set<std::string> kPlugins = {"fp", "fa"};
+constexpr std::int64_t kBackoffMs = 100;
+
+json Service(const std::string& name, json deps = json::object()) {
+  return {{"name", name},
+          {"dependencies", std::move(deps)},
+          {"provisioner",
+           {{"actions",
+             {{"install", {{"type", "fa"}, {"fields", {{"me", "%ip.self%"}}}}}, {"start", {{"type", "fa"}}}}}}}};
+}
+
+// Two services: db, and web that needs db at runtime; the config names db's address.
+json Spec() {
+  return {{"template", {{"name", "t"}}},
+          {"provider", {{"name", "p"}, {"type", "fp"}, {"fields", {{"zone", "z1"}}}}},
+          {"services",
+           {{"db", Service("db")}, {"web", Service("web", {{"runtime", {{"requires", json::array({"db"})}}}})}}},
+          {"config", {{"db_at", "%ip.bind_v4.service.db%"}}}};
+}
+
+json Layout(std::initializer_list<std::pair<const char*, std::vector<std::string>>> nodes) {
+  json list = json::array();
+  for (const auto& [id, services] : nodes) list.push_back({{"hostname", id}, {"services", services}});
+  return {{"nodes", list}};
+}
+
+struct Fixture {
+  weft::testing::TempDir dir{"weft-jobs"};
+  ManualClock clock;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<TaskQueue> queue;
+  std::unique_ptr<JobEngine> engine;
+  std::string cluster_id;
+
+  Fixture() { Open(); }
+
+  // (Re)opens everything from the database file, as a restarted weftd does.
+  void Open() {
+    engine.reset();
+    queue.reset();
+    store.reset();
+    auto s = Store::Open(dir / "weft.db");
+    REQUIRE(s.ok());
+    store = std::move(s.value());
+    queue = std::make_unique<TaskQueue>(*store, clock, weft::queue::QueueOptions{10000});
+    EngineOptions options;
+    options.retry_backoff_ms = kBackoffMs;
+    engine = std::make_unique<JobEngine>(*store, *queue, clock, options);
+    queue->set_end_observer([this](const weft::queue::Ended& e) { return engine->OnTaskEnded(e); });
+    REQUIRE(queue->Load().ok());
+    REQUIRE(engine->Load().ok());
+  }
+
+  std::string Create(json layout, json options = json::object()) {
+    weft::store::ClusterRecord c;
+    c.tenant = "t1";
+    c.name = "c";
+    c.owner = "alice";
+    c.status = "pending";
+    c.created_at_ms = clock.NowMs();
+    REQUIRE(store->InsertCluster(&c).ok());
+    cluster_id = c.id;
+    NewJob job;
+    job.tenant = "t1";
+    job.cluster_id = c.id;
+    job.operation = "create";
+    job.requested_by = "alice";
+    job.options = std::move(options);
+    job.before = ClusterState{Spec(), Layout({}), "pending"};
+    job.target = ClusterState{Spec(), std::move(layout), "active"};
+    auto started = engine->Start(std::move(job));
+    REQUIRE(started.ok());
+    return started->id;
+  }
+
+  std::map<std::string, TaskRecord> Tasks(const std::string& job) {
+    auto tasks = store->ListJobTasks(job, true);
+    REQUIRE(tasks.ok());
+    std::map<std::string, TaskRecord> out;
+    for (auto& t : *tasks) out[t.task_key] = t;
+    return out;
+  }
+
+  // Takes tasks until one with `key` comes (leasing the others it passes);
+  // fails the test when it never comes.
+  std::map<std::string, TaskRecord> taken;
+  TaskRecord TakeKey(const std::string& key) {
+    if (taken.count(key)) return taken[key];
+    while (true) {
+      auto t = queue->Take("h1", kPlugins);
+      REQUIRE(t.ok());
+      if (!t->has_value()) FAIL("task " << key << " is not ready");
+      taken[(*t)->task_key] = **t;
+      if ((*t)->task_key == key) return **t;
+    }
+  }
+
+  bool Ready(const std::string& key) {
+    auto tasks = Tasks(CurrentJob());
+    return tasks.count(key) && (tasks[key].state == TaskState::kQueued || tasks[key].state == TaskState::kLeased);
+  }
+
+  std::string CurrentJob() {
+    auto c = store->GetCluster(cluster_id);
+    REQUIRE(c.ok());
+    return (**c).latest_job;
+  }
+
+  weft::Status Finish(const std::string& key, bool ok, json result = json::object()) {
+    TaskRecord t = TakeKey(key);
+    taken.erase(key);
+    weft::queue::FinishRequest f;
+    f.host_id = "h1";
+    f.task_id = t.id;
+    f.attempt = t.attempt;
+    f.succeeded = ok;
+    f.message = ok ? "" : "boom";
+    f.result_json = result.dump();
+    weft::queue::Conflict conflict;
+    return queue->Finish(f, &conflict);
+  }
+
+  // Succeeds every ready task (repeatedly) until nothing is ready.
+  void Drain(const std::map<std::string, json>& results = {}) {
+    while (true) {
+      auto t = queue->Take("h1", kPlugins);
+      REQUIRE(t.ok());
+      if (!t->has_value()) break;
+      taken[(*t)->task_key] = **t;
+      auto r = results.find((*t)->task_key);
+      REQUIRE(Finish((*t)->task_key, true, r == results.end() ? json::object() : r->second).ok());
+    }
+  }
+
+  std::string ClusterStatus() {
+    auto c = store->GetCluster(cluster_id);
+    REQUIRE(c.ok());
+    return (**c).status;
+  }
+  std::string JobStatus(const std::string& id) {
+    auto j = store->GetJob(id);
+    REQUIRE(j.ok());
+    return (**j).status;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job engine: a task is released when its own predecessors succeed, without stage barriers", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"db"}}}));
+  // Both CREATEs are ready; the rest waits.
+  CHECK(f.Ready("n1/CREATE"));
+  CHECK(f.Ready("n2/CREATE"));
+  CHECK_FALSE(f.Ready("n1/CONFIRM"));
+  f.TakeKey("n2/CREATE");  // n2 is slow: leased, never finished here
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  // n1 goes on although n2's CREATE, in the same "stage", is still running.
+  CHECK(f.Ready("n1/CONFIRM"));
+  CHECK_FALSE(f.Ready("n2/CONFIRM"));
+  CHECK(f.Tasks(job)["n2/CREATE"].state == TaskState::kLeased);
+  CHECK(f.JobStatus(job) == "running");
+  CHECK(f.ClusterStatus() == "pending");
+}
+
+TEST_CASE("job engine: results flow into later tasks and macros expand per node at take time", "[jobs]") {
+  Fixture f;
+  f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}, {"ssh_auth", {{"user", "root"}}}}).ok());
+  REQUIRE(f.Finish("n2/CREATE", true, {{"provider_id", "vm-2"}}).ok());
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}}).ok());
+  // The config names db's address: no service task may start before every node confirmed.
+  CHECK_FALSE(f.Ready("n1/INSTALL/db"));
+  REQUIRE(f.Finish("n2/CONFIRM", true, {{"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.2"}}).ok());
+  REQUIRE(f.Finish("n1/BOOTSTRAP", true).ok());
+  TaskRecord install = f.TakeKey("n1/INSTALL/db");
+  json task = json::object();
+  REQUIRE(f.engine->Decorate(install, task).ok());
+  CHECK(task["node"]["results"]["provider_id"] == "vm-1");
+  CHECK(task["results"]["ssh_auth"]["user"] == "root");
+  CHECK(task["provider"]["fields"]["zone"] == "z1");
+  CHECK(task["config"]["db_at"] == "10.0.0.1");
+  CHECK(task["service"]["action"]["fields"]["me"] == "10.0.0.1");
+  CHECK(task["cluster"]["owner"] == "alice");
+  REQUIRE(task["nodes"].size() == 2);
+  CHECK(task["nodes"][1]["access_v4"] == "10.0.0.2");
+}
+
+TEST_CASE("job engine: a failed attempt is retried after a growing backoff", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  REQUIRE(f.Finish("n1/CREATE", false).ok());
+  auto t = f.Tasks(job)["n1/CREATE"];
+  CHECK(t.state == TaskState::kQueued);
+  CHECK(t.message.find("attempt 2 in 100 ms") != std::string::npos);
+  auto none = f.queue->Take("h1", kPlugins);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());  // not before the backoff
+  f.clock.AdvanceMs(kBackoffMs);
+  REQUIRE(f.queue->ExpireDue().ok());
+  REQUIRE(f.Finish("n1/CREATE", false).ok());
+  CHECK(f.Tasks(job)["n1/CREATE"].message.find("attempt 3 in 200 ms") != std::string::npos);
+  f.clock.AdvanceMs(2 * kBackoffMs);
+  REQUIRE(f.queue->ExpireDue().ok());
+  REQUIRE(f.Finish("n1/CREATE", true).ok());
+  t = f.Tasks(job)["n1/CREATE"];
+  CHECK(t.state == TaskState::kSucceeded);
+  CHECK(t.attempt == 3);
+  CHECK(f.Ready("n1/CONFIRM"));
+}
+
+TEST_CASE("job engine: a failed CONFIRM deletes and re-creates its node before confirming again", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  REQUIRE(f.Finish("n1/CONFIRM", false).ok());
+  auto tasks = f.Tasks(job);
+  REQUIRE(tasks.count("n1/DELETE#2"));
+  REQUIRE(tasks.count("n1/CREATE#2"));
+  CHECK(tasks["n1/CONFIRM"].state == TaskState::kWaiting);
+  CHECK(f.Ready("n1/DELETE#2"));
+  CHECK_FALSE(f.Ready("n1/CREATE#2"));
+  REQUIRE(f.Finish("n1/DELETE#2", true).ok());
+  REQUIRE(f.Finish("n1/CREATE#2", true, {{"provider_id", "vm-2"}}).ok());
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.9"}}).ok());
+  tasks = f.Tasks(job);
+  CHECK(tasks["n1/CONFIRM"].attempt == 2);
+  f.Drain();
+  CHECK(f.JobStatus(job) == "succeeded");
+  CHECK(f.ClusterStatus() == "active");
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 1);
+  CHECK(json::parse(nodes->front().results_json)["provider_id"] == "vm-2");
+}
+
+TEST_CASE("job engine: a task that fails for good fails the job and the undo job deletes what was created",
+          "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"db"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  f.TakeKey("n1/CONFIRM");  // running while the job fails: it may finish
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(f.Finish("n2/CREATE", false).ok());
+    f.clock.AdvanceMs(10 * kBackoffMs);
+    REQUIRE(f.queue->ExpireDue().ok());
+  }
+  auto tasks = f.Tasks(job);
+  CHECK(tasks["n2/CREATE"].state == TaskState::kFailed);
+  CHECK(tasks["n1/BOOTSTRAP"].state == TaskState::kCancelled);
+  CHECK(f.JobStatus(job) == "failing");  // n1's CONFIRM still runs
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}}).ok());
+  CHECK(f.JobStatus(job) == "failed");
+  const std::string undo = f.CurrentJob();
+  REQUIRE(undo != job);
+  auto j = f.store->GetJob(undo);
+  REQUIRE(j.ok());
+  CHECK((**j).operation == "undo");
+  CHECK((**j).parent_job == job);
+  auto undo_tasks = f.Tasks(undo);
+  // Both nodes had a CREATE attempt, so both are deleted (a DELETE of a node never made is the plugin's no-op).
+  REQUIRE(undo_tasks.size() == 2);
+  CHECK(undo_tasks.count("n1/DELETE"));
+  CHECK(undo_tasks.count("n2/DELETE"));
+  CHECK(f.ClusterStatus() == "pending");
+  f.Drain();
+  CHECK(f.JobStatus(undo) == "succeeded");
+  CHECK(f.ClusterStatus() == "terminated");
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  CHECK(nodes->empty());
+  // A job that was undone cannot be retried.
+  CHECK(f.engine->Retry(job).code() == Code::kConflict);
+}
+
+TEST_CASE("job engine: keep_on_failure leaves the cluster incomplete and retry resumes the job", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}), {{"keep_on_failure", true}});
+  for (const char* key : {"n1/CREATE", "n1/CONFIRM", "n1/BOOTSTRAP"}) REQUIRE(f.Finish(key, true).ok());
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(f.Finish("n1/INSTALL/db", false).ok());
+    f.clock.AdvanceMs(10 * kBackoffMs);
+    REQUIRE(f.queue->ExpireDue().ok());
+  }
+  CHECK(f.JobStatus(job) == "failed");
+  CHECK(f.ClusterStatus() == "incomplete");
+  CHECK(f.Tasks(job)["n1/START/db"].state == TaskState::kCancelled);
+  REQUIRE(f.engine->Retry(job).ok());
+  CHECK(f.JobStatus(job) == "running");
+  CHECK(f.Ready("n1/INSTALL/db"));
+  f.Drain();
+  auto tasks = f.Tasks(job);
+  CHECK(tasks["n1/INSTALL/db"].attempt == 4);
+  CHECK(tasks["n1/START/db"].state == TaskState::kSucceeded);
+  CHECK(f.JobStatus(job) == "succeeded");
+  CHECK(f.ClusterStatus() == "active");
+}
+
+TEST_CASE("job engine: after a restart every job continues where it stopped", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  const TaskRecord confirm = f.TakeKey("n1/CONFIRM");  // its host dies with weftd
+  const TaskRecord create = f.TakeKey("n2/CREATE");    // its host lives on
+  f.taken.clear();
+  f.Open();  // a restarted weftd: new queue and engine over the same file
+  CHECK(f.engine->ActiveJob(f.cluster_id) == job);
+  weft::queue::Conflict conflict;
+  // The surviving host's attempt finishes after the restart: accepted, its lease still holds.
+  weft::queue::FinishRequest late;
+  late.host_id = "h1";
+  late.task_id = create.id;
+  late.attempt = create.attempt;
+  late.result_json = R"({"provider_id":"vm-2"})";
+  REQUIRE(f.queue->Finish(late, &conflict).ok());
+  CHECK(f.Ready("n2/CONFIRM"));
+  // The dead host's lease runs out: its task is handed out again, as attempt 2.
+  f.clock.AdvanceMs(10001);
+  REQUIRE(f.queue->ExpireDue().ok());
+  f.Drain({{"n1/CONFIRM", {{"access_v4", "10.0.0.1"}}}, {"n2/CONFIRM", {{"access_v4", "10.0.0.2"}}}});
+  auto tasks = f.Tasks(job);
+  CHECK(tasks["n1/CONFIRM"].attempt == 2);
+  CHECK(f.JobStatus(job) == "succeeded");
+  // A late finish of the expired attempt is refused (fencing).
+  weft::queue::FinishRequest stale;
+  stale.host_id = "h1";
+  stale.task_id = confirm.id;
+  stale.attempt = confirm.attempt;
+  CHECK(f.queue->Finish(stale, &conflict).code() == Code::kConflict);
+  CHECK(conflict.current_attempt == 2);
+}
+
+TEST_CASE("job engine: abort cancels what has not finished and refuses a late finish", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  const TaskRecord running = f.TakeKey("n1/CREATE");
+  REQUIRE(f.engine->Abort(job, "bob").ok());
+  CHECK(f.JobStatus(job) == "aborted");
+  CHECK(f.ClusterStatus() == "incomplete");
+  auto tasks = f.Tasks(job);
+  CHECK(tasks["n1/CREATE"].state == TaskState::kCancelled);
+  CHECK(tasks["n1/START/db"].state == TaskState::kCancelled);
+  weft::queue::FinishRequest late;
+  late.host_id = "h1";
+  late.task_id = running.id;
+  late.attempt = running.attempt;
+  weft::queue::Conflict conflict;
+  CHECK(f.queue->Finish(late, &conflict).code() == Code::kConflict);
+  CHECK(f.engine->Abort(job, "bob").code() == Code::kConflict);
+  // An aborted job can be resumed.
+  REQUIRE(f.engine->Retry(job).ok());
+  f.Drain();
+  CHECK(f.JobStatus(job) == "succeeded");
+}
+
+TEST_CASE("job engine: a second job on a busy cluster is refused", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  NewJob other;
+  other.tenant = "t1";
+  other.cluster_id = f.cluster_id;
+  other.operation = "delete";
+  other.before = ClusterState{Spec(), Layout({{"n1", {"db"}}}), "pending"};
+  other.target = ClusterState{Spec(), Layout({}), "terminated"};
+  auto r = f.engine->Start(other);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == Code::kConflict);
+  CHECK(r.status().message().find("job " + job) != std::string::npos);
+}
