@@ -157,7 +157,7 @@ TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
   CHECK_THAT(store.status().message(), Catch::Contains("999"));
 }
 
-TEST_CASE("store: rebuilding the tasks table (migration 3) keeps tasks, attempts, ids and the state check",
+TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, attempts, ids and the state check",
           "[store]") {
   weft::testing::TempDir dir;
   const auto path = dir / "weft.db";
@@ -170,11 +170,13 @@ TEST_CASE("store: rebuilding the tasks table (migration 3) keeps tasks, attempts
     REQUIRE((*opened)->LeaseTask(t.id, 1, "h1", 5000, 2000).ok());
     first = t.id;
   }
-  // Make the file look as if migration 3 had not run yet; reopening runs it on a table with rows.
+  // Make the file look as if migrations 3 and 4 had not run yet; reopening runs them on a table with rows.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "DELETE FROM schema_migrations WHERE version >= 3", nullptr, nullptr, nullptr) ==
-          SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
+                       "DROP TABLE jobs; DROP INDEX tasks_by_job",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 
   auto opened = Store::Open(path);
@@ -194,7 +196,8 @@ TEST_CASE("store: rebuilding the tasks table (migration 3) keeps tasks, attempts
   CHECK(next.id > first);
   CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_unfinished', 'tasks_by_tenant')") ==
         2);
-  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'tasks_v3'") == 0);
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_v3', 'tasks_v4')") == 0);
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('clusters', 'nodes', 'jobs')") == 3);
   // The state check still holds.
   sqlite3* raw = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
