@@ -23,17 +23,24 @@ struct Knobs {
   std::int64_t jitter_ms = 0;
   double failure_rate = 0;
   std::string fail_actions;  // comma-separated action names
+  std::int64_t fail_attempts = 0;  // fail_actions fail attempts 1..N only; 0: every attempt
+  bool jitter_by_key = false;  // jitter_by = "task_key": the jitter follows the task's key, not its id
 };
 
 inline std::vector<weft::sdk::Field> KnobFields() {
   return {
       {"latency_ms", "Latency (ms)", WEFT_FIELD_INTEGER, false, false, "0", "how long every action takes"},
       {"jitter_ms", "Jitter (ms)", WEFT_FIELD_INTEGER, false, false, "0",
-       "extra latency from 0 to jitter_ms, fixed per task id"},
+       "extra latency from 0 to jitter_ms, fixed per task id (or per task key, see jitter_by)"},
+      {"jitter_by", "Jitter by", WEFT_FIELD_STRING, false, false, "\"task_id\"",
+       "what fixes the jitter: \"task_id\", or \"task_key\" so the same planned task waits as long in every job "
+       "and in a task enqueued by hand with the same \"task_key\""},
       {"failure_rate", "Failure rate", WEFT_FIELD_NUMBER, false, false, "0",
        "probability 0..1 that an action fails; decided by task id and attempt, so runs are repeatable"},
       {"fail_actions", "Failing actions", WEFT_FIELD_STRING, false, false, "\"\"",
        "comma-separated actions that always fail, e.g. \"CONFIRM,START\""},
+      {"fail_attempts", "Failing attempts", WEFT_FIELD_INTEGER, false, false, "0",
+       "fail_actions fail only the first N attempts of a task, then succeed; 0: every attempt fails"},
   };
 }
 
@@ -86,6 +93,7 @@ inline Knobs ReadKnobs(const json& fields) {
   };
   integer("latency_ms", &k.latency_ms);
   integer("jitter_ms", &k.jitter_ms);
+  integer("fail_attempts", &k.fail_attempts);
   if (auto it = fields.find("failure_rate"); it != fields.end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1) {
       throw weft::sdk::Error(WEFT_ERR_INVALID, "field 'failure_rate' must be a number from 0 to 1, got " + it->dump());
@@ -98,6 +106,13 @@ inline Knobs ReadKnobs(const json& fields) {
                                                    it->dump());
     }
     k.fail_actions = it->get<std::string>();
+  }
+  if (auto it = fields.find("jitter_by"); it != fields.end() && !it->is_null()) {
+    if (!it->is_string() || (*it != "task_id" && *it != "task_key")) {
+      throw weft::sdk::Error(WEFT_ERR_INVALID,
+                             "field 'jitter_by' must be \"task_id\" or \"task_key\", got " + it->dump());
+    }
+    k.jitter_by_key = *it == "task_key";
   }
   return k;
 }
@@ -114,13 +129,18 @@ inline bool ListsAction(const std::string& csv, const std::string& action) {
 }
 
 // Sleeps the configured latency (plus per-task jitter) in small steps so a
-// cancel is noticed within ~10 ms, then fails when the knobs say so.
+// cancel is noticed within ~10 ms, then fails when the knobs say so. The wait
+// is logged ("fake: waits N ms") so a benchmark can read what each task slept.
 inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k, const std::string& action) {
   const std::int64_t task_id = t.value("task_id", std::int64_t{0});
   const std::int64_t attempt = t.value("attempt", std::int64_t{1});
   std::int64_t wait_ms = k.latency_ms;
-  if (k.jitter_ms > 0) wait_ms += static_cast<std::int64_t>(Mix(static_cast<std::uint64_t>(task_id)) %
-                                                          static_cast<std::uint64_t>(k.jitter_ms + 1));
+  if (k.jitter_ms > 0) {
+    const std::uint64_t seed = k.jitter_by_key ? HashString(t.value("task_key", std::string()))
+                                               : static_cast<std::uint64_t>(task_id);
+    wait_ms += static_cast<std::int64_t>(Mix(seed) % static_cast<std::uint64_t>(k.jitter_ms + 1));
+  }
+  task.Info("fake: waits " + std::to_string(wait_ms) + " ms");
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   int reported = 0;
   while (std::chrono::steady_clock::now() < end) {
@@ -136,8 +156,9 @@ inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k,
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(10)));
   }
   if (task.Cancelled()) throw weft::sdk::Error(WEFT_ERR_CANCELLED, action + " cancelled by the host");
-  if (ListsAction(k.fail_actions, action)) {
-    throw weft::sdk::Error(WEFT_ERR_FAILED, action + " fails because fail_actions lists it (fake plugin)");
+  if (ListsAction(k.fail_actions, action) && (k.fail_attempts == 0 || attempt <= k.fail_attempts)) {
+    throw weft::sdk::Error(WEFT_ERR_FAILED, action + " fails because fail_actions lists it (attempt " +
+                                                std::to_string(attempt) + ", fake plugin)");
   }
   if (k.failure_rate > 0) {
     std::uint64_t r = Mix(static_cast<std::uint64_t>(task_id) * 1000003ULL + static_cast<std::uint64_t>(attempt));
