@@ -1,2 +1,1178 @@
-// weft-bench jobs: being written (issue 4). Placeholder so the CMake list is final.
+// weft-bench jobs: the job engine end to end, with a real weftd and real
+// weft-host processes running the fake plugins (issue 4, "Benchmark").
+//
+// Case "create": a cluster of N nodes (default 1,000) is created from a template
+// whose services and provider have uneven latencies (different per action, plus
+// a jitter fixed per task key). The job's makespan (job created -> finished, the
+// server's clock) is compared with
+//  * the critical-path lower bound: the longest path through the job's DAG
+//    (`after` edges) where each task costs what its attempt really took
+//    (taken_at -> finished_at; JOINs cost nothing). Target: ratio <= 1.2.
+//  * a stage-barrier schedule of the same plan on the same weftd and hosts, right
+//    after the job: the plan's stages (longest path from the roots, as
+//    `cluster.plan` / `dry_run` reports them) are enqueued one at a time as raw
+//    tasks (`debug.enqueue`) for the same plugins with the same knobs and the
+//    same task keys, so the fake plugins wait exactly as long per task
+//    (`jitter_by = "task_key"`); each stage starts when the previous one is done.
+//
+// Case "clusters": C clusters of S nodes (default 100 x 10) are created at once
+// on a fresh weftd; the total time until every job is done is reported, and the
+// latency of api reads (`cluster.list` and `job.get` with details, what
+// `weft cluster list` and `weft job show` send) that one client issues in a loop
+// meanwhile. Target: p99 < 50 ms.
+//
+// Binaries are found next to weft-bench (weftd, weft-host) and the fake plugins
+// under <build>/plugins/. Every run has its own temporary directory, data dir and
+// ephemeral loopback ports. One JSON line per case goes to stdout (medians over
+// --runs where it says so); progress and per-run figures go to stderr.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
 #include "bench.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr double kTargetRatio = 1.2;
+constexpr double kTargetReadP99Ms = 50;
+constexpr int kEnqueueBatch = 5000;  // debug.enqueue accepts up to 10,000
+constexpr int kBarrierPollMs = 5;    // how often the barrier run asks whether a stage is done
+constexpr int kJobPollMs = 50;       // how often a job's status is read while it runs
+constexpr auto kJobDeadline = std::chrono::minutes(5);
+constexpr const char* kTemplate = "bench";
+
+struct Options {
+  int nodes = 1000;
+  int clusters = 100;
+  int cluster_size = 10;
+  int runs = 1;
+  int hosts = 2;
+  int capacity = 600;  // per host: runner threads, so tasks in flight
+  int workers = 6;     // per host: worker processes sharing the capacity
+  int read_gap_ms = 10;
+  int submitters = 10;  // client threads issuing the cluster.create calls of case "clusters"
+  double latency_scale = 1.0;
+  bool create_case = true;
+  bool barrier = true;
+  bool clusters_case = true;
+};
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "weft-bench jobs: %s\n"
+               "usage: weft-bench jobs [--nodes N] [--clusters C] [--cluster-size S] [--runs R]\n"
+               "                       [--hosts H] [--capacity K] [--workers W] [--latency-scale X]\n"
+               "                       [--read-gap-ms MS] [--only create|clusters] [--no-barrier]\n"
+               "  --nodes N          nodes of the big create (default 1000)\n"
+               "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
+               "  --cluster-size S   nodes per cluster there (default 10)\n"
+               "  --runs R           repetitions of the big create; medians are reported (default 1)\n"
+               "  --hosts H          weft-host processes (default 2)\n"
+               "  --capacity K       capacity (tasks in flight) per host (default 600)\n"
+               "  --workers W        worker processes per host (default 6)\n"
+               "  --latency-scale X  multiplies every fake latency and jitter (default 1.0)\n"
+               "  --read-gap-ms MS   pause between two api reads of the reader (default 10)\n"
+               "  --only CASE        run only case \"create\" or \"clusters\"\n"
+               "  --no-barrier       skip the stage-barrier run of case \"create\"\n",
+               problem.c_str());
+  return 2;
+}
+
+bool ParseInt(const std::string& text, int min, int max, int* out) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Nearest-rank percentile (p in 0..100) of an unsorted sample.
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double Round1(double v) { return std::round(v * 10) / 10; }
+double Round3(double v) { return std::round(v * 1000) / 1000; }
+
+double MsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count();
+}
+
+std::int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return load;
+}
+
+// CPU time (ns) of a process and, recursively, of its children (weft-host's
+// workers), from /proc/<pid>/task/*/schedstat and .../children; 0 when unknown.
+std::int64_t TreeCpuNs(pid_t pid) {
+  std::int64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream stat(entry.path() / "schedstat");
+    std::int64_t run_ns = 0;
+    if (stat >> run_ns) total += run_ns;
+    std::ifstream children(entry.path() / "children");
+    pid_t child = 0;
+    while (children >> child) total += TreeCpuNs(child);
+  }
+  return total;
+}
+
+wire::Limits BigReplies() {
+  // A 1,000-node job with details, or its plan, is several MiB of JSON.
+  wire::Limits limits;
+  limits.max_header_bytes = std::size_t{256} << 20;
+  limits.max_frame_bytes = std::size_t{256} << 20;
+  limits.max_total_bytes = std::size_t{512} << 20;
+  return limits;
+}
+
+std::unique_ptr<client::Client> NewClient(zmq::context_t& ctx, const std::string& endpoint, int timeout_ms) {
+  return std::make_unique<client::Client>(
+      ctx, client::Options{.endpoint = endpoint, .timeout_ms = timeout_ms, .tenant = "", .limits = BigReplies()});
+}
+
+// A scratch directory, removed when done.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "weft-bench-jobs-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// A child process (weftd or weft-host) logging to a file. It dies with the
+// bench (PR_SET_PDEATHSIG); Stop() sends SIGTERM, then SIGKILL after 15 s.
+class Child {
+ public:
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() { Stop(); }
+
+  Status Start(const fs::path& binary, const std::vector<std::string>& args, const fs::path& log) {
+    log_ = log;
+    std::vector<std::string> strings = {binary.string()};
+    strings.insert(strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Internal("cannot create " + log.string());
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) {
+      close(fd);
+      return Status::Internal("fork failed");
+    }
+    if (pid_ == 0) {
+      // Only async-signal-safe calls between fork and exec.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      int null_in = open("/dev/null", O_RDONLY);
+      dup2(null_in, 0);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fd);
+    return Status::Ok();
+  }
+
+  bool Running() {
+    if (pid_ <= 0) return false;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
+    int st = 0;
+    while (waitpid(pid_, &st, WNOHANG) == 0) {
+      if (SteadyClock::now() > deadline) {
+        std::fprintf(stderr, "weft-bench jobs: pid %d did not stop within 15 s of SIGTERM; killing it\n", pid_);
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid() const { return pid_; }
+  const fs::path& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  fs::path log_;
+};
+
+struct Paths {
+  fs::path weftd;
+  fs::path host;
+  fs::path provider_so;
+  fs::path automator_so;
+};
+
+Result<Paths> FindPaths() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return Status::Internal("cannot read /proc/self/exe");
+  fs::path bin = self.parent_path();
+  fs::path build = bin.parent_path();
+  Paths p{bin / "weftd", bin / "weft-host", build / "plugins" / "providers" / "fake_provider.so",
+          build / "plugins" / "automators" / "fake_automator.so"};
+  for (const auto& [path, target] : {std::pair{p.weftd, "weftd"}, std::pair{p.host, "weft-host"},
+                                     std::pair{p.provider_so, "fake_provider"},
+                                     std::pair{p.automator_so, "fake_automator"}}) {
+    if (!fs::exists(path))
+      return Status::NotFound(path.string() + " not found; build the " + std::string(target) + " target first");
+  }
+  return p;
+}
+
+// ---- the catalog ------------------------------------------------------------
+
+// How long a fake action waits: latency_ms plus 0..jitter_ms fixed per task key.
+struct Wait {
+  int latency_ms;
+  int jitter_ms;
+};
+
+// The provider's wait applies to CREATE and CONFIRM alike (one set of fields).
+constexpr Wait kProviderWait{400, 1200};
+
+struct ServiceAction {
+  const char* service;
+  const char* action;  // as the catalog spells it
+  Wait wait;
+};
+
+// Uneven on purpose: a slow single database on the critical path, a fast and
+// very jittery application tier on every other node, a small load balancer.
+constexpr ServiceAction kServiceActions[] = {
+    {"bench-base", "install", {300, 600}},   {"bench-base", "configure", {100, 200}},
+    {"bench-db", "install", {1500, 500}},    {"bench-db", "configure", {200, 200}},
+    {"bench-db", "initialize", {1000, 500}}, {"bench-db", "start", {500, 200}},
+    {"bench-app", "install", {800, 1600}},   {"bench-app", "configure", {200, 400}},
+    {"bench-app", "start", {300, 600}},      {"bench-lb", "install", {400, 400}},
+    {"bench-lb", "configure", {100, 100}},   {"bench-lb", "start", {200, 200}},
+};
+
+json Knobs(Wait w, double scale) {
+  return {{"latency_ms", std::llround(w.latency_ms * scale)},
+          {"jitter_ms", std::llround(w.jitter_ms * scale)},
+          {"jitter_by", "task_key"}};
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+// The fields a task of the plan gets from the catalog: the provider's for
+// provider actions, the service action's for service actions, none for
+// BOOTSTRAP (it has no service, so the fake automator waits 0 ms).
+json FieldsFor(const std::string& action, const std::string& service, double scale) {
+  if (action == "CREATE" || action == "CONFIRM" || action == "DELETE") return Knobs(kProviderWait, scale);
+  for (const ServiceAction& a : kServiceActions)
+    if (service == a.service && Lower(action) == a.action) return Knobs(a.wait, scale);
+  return json::object();
+}
+
+Status PutCatalog(client::Client& api, double scale) {
+  std::vector<std::pair<std::string, json>> puts;
+  puts.push_back({"provider.put",
+                  {{"name", "bench"},
+                   {"description", "weft-bench jobs: fake nodes with uneven create and confirm times"},
+                   {"providertype", "fake-provider"},
+                   {"provisioner", Knobs(kProviderWait, scale)}}});
+  puts.push_back({"hardwaretype.put", {{"name", "bench-hw"}, {"providermap", {{"bench", {{"flavor", "f1"}}}}}}});
+  puts.push_back({"imagetype.put",
+                  {{"name", "bench-img"}, {"providermap", {{"bench", {{"image", "i1"}, {"sshuser", "root"}}}}}}});
+  const std::map<std::string, json> dependencies = {
+      {"bench-base", json::object()},
+      {"bench-db", {{"install", {{"requires", {"bench-base"}}}}}},
+      {"bench-app", {{"install", {{"requires", {"bench-base"}}}}, {"runtime", {{"requires", {"bench-db"}}}}}},
+      {"bench-lb", {{"install", {{"requires", {"bench-base"}}}}, {"runtime", {{"requires", {"bench-app"}}}}}},
+  };
+  for (const auto& [service, deps] : dependencies) {
+    json actions = json::object();
+    for (const ServiceAction& a : kServiceActions)
+      if (service == a.service) actions[a.action] = {{"type", "fake-automator"}, {"fields", Knobs(a.wait, scale)}};
+    puts.push_back({"service.put", {{"name", service}, {"dependencies", deps}, {"provisioner", {{"actions", actions}}}}});
+  }
+  puts.push_back(
+      {"clustertemplate.put",
+       {{"name", kTemplate},
+        {"description", "weft-bench jobs: one database, one load balancer, the application on every other node"},
+        {"compatibility",
+         {{"hardwaretypes", {"bench-hw"}},
+          {"imagetypes", {"bench-img"}},
+          {"services", {"bench-base", "bench-db", "bench-app", "bench-lb"}}}},
+        {"defaults",
+         {{"services", {"bench-base", "bench-db", "bench-app", "bench-lb"}},
+          {"provider", "bench"},
+          {"hardwaretype", "bench-hw"},
+          {"imagetype", "bench-img"},
+          {"config", json::object()}}},
+        {"constraints",
+         {{"size", {{"min", 3}, {"max", 100000}}},
+          {"layout",
+           {{"cantcoexist", json::array({json::array({"bench-db", "bench-app"}), json::array({"bench-lb", "bench-app"}),
+                                         json::array({"bench-db", "bench-lb"})})}}},
+          {"services",
+           {{"bench-db", {{"quantities", {{"min", 1}, {"max", 1}}}}},
+            {"bench-lb", {{"quantities", {{"min", 1}, {"max", 1}}}}}}}}}}});
+  for (const auto& [op, body] : puts) {
+    Result<json> r = api.Call(op, body);
+    if (!r.ok()) return r.status().WithContext(op + " " + body.value("name", ""));
+  }
+  return Status::Ok();
+}
+
+// ---- weftd and its hosts ----------------------------------------------------
+
+// A fresh weftd, H weft-host processes and the bench catalog, in one temporary
+// directory. Stops the hosts, then weftd, then removes the directory.
+class Rig {
+ public:
+  Rig(zmq::context_t& ctx, const Paths& paths, const Options& opts) : ctx_(ctx), paths_(paths), opts_(opts) {}
+  Rig(const Rig&) = delete;
+  Rig& operator=(const Rig&) = delete;
+  ~Rig() {
+    api_.reset();
+    for (auto& h : hosts_) h->Stop();
+    weftd_.Stop();
+  }
+
+  Status Start() {
+    const fs::path data = dir_.path() / "data";
+    const fs::path plugins = dir_.path() / "plugins";
+    std::error_code ec;
+    fs::create_directories(data, ec);
+    fs::create_directories(plugins, ec);
+    // Only the fake plugins: the hosts probe and load nothing else.
+    fs::copy_file(paths_.provider_so, plugins / "fake_provider.so", ec);
+    if (!ec) fs::copy_file(paths_.automator_so, plugins / "fake_automator.so", ec);
+    if (ec) return Status::Internal("cannot copy the fake plugins into " + plugins.string() + ": " + ec.message());
+
+    const fs::path config = dir_.path() / "weftd.toml";
+    {
+      std::ofstream out(config);
+      out << "[server]\n"
+          << "data_dir = " << json(data.string()).dump() << "\n"
+          << "log_level = \"warn\"\n"
+          << "[endpoints]\n"
+          << "api = \"tcp://127.0.0.1:*\"\n"
+          << "provisioner = \"tcp://127.0.0.1:*\"\n"
+          << "events = \"tcp://127.0.0.1:*\"\n";
+      if (!out) return Status::Internal("cannot write " + config.string());
+    }
+    WEFT_RETURN_IF_ERROR(weftd_.Start(paths_.weftd, {"--config", config.string()}, dir_.path() / "weftd.log"));
+    WEFT_RETURN_IF_ERROR(WaitForEndpoints(data / "endpoints.json"));
+    api_ = NewClient(ctx_, api_endpoint_, 60000);
+
+    for (int i = 0; i < opts_.hosts; ++i) {
+      const std::string id = "bench-host-" + std::to_string(i);
+      const fs::path host_config = dir_.path() / (id + ".toml");
+      {
+        std::ofstream out(host_config);
+        out << "server = " << json(provisioner_).dump() << "\n"
+            << "host_id = \"" << id << "\"\n"
+            << "capacity = " << opts_.capacity << "\n"
+            << "workers = " << std::min(opts_.workers, opts_.capacity) << "\n"
+            << "plugin_dirs = [" << json(plugins.string()).dump() << "]\n"
+            << "take_wait_ms = 5000\n"
+            << "request_timeout_ms = 30000\n"
+            << "shutdown_grace_ms = 1000\n"
+            << "log_level = \"warn\"\n";
+        if (!out) return Status::Internal("cannot write " + host_config.string());
+      }
+      hosts_.push_back(std::make_unique<Child>());
+      WEFT_RETURN_IF_ERROR(hosts_.back()->Start(paths_.host, {"--config", host_config.string()},
+                                                dir_.path() / (id + ".log")));
+    }
+    WEFT_RETURN_IF_ERROR(WaitForHosts());
+    WEFT_RETURN_IF_ERROR(PutCatalog(*api_, opts_.latency_scale));
+    return WarmUp();
+  }
+
+  client::Client& api() { return *api_; }
+  const std::string& api_endpoint() const { return api_endpoint_; }
+  std::int64_t WeftdCpuNs() const { return weftd_.pid() > 0 ? TreeCpuNs(weftd_.pid()) : 0; }
+  std::int64_t HostsCpuNs() const {
+    std::int64_t total = 0;
+    for (const auto& h : hosts_)
+      if (h->pid() > 0) total += TreeCpuNs(h->pid());
+    return total;
+  }
+  // The end of each log, for an error message.
+  std::string Logs() const {
+    std::string out = "\n--- weftd log ends:\n" + Tail(weftd_.log(), 1500);
+    for (const auto& h : hosts_) out += "\n--- " + h->log().filename().string() + " ends:\n" + Tail(h->log(), 800);
+    return out;
+  }
+  // Fails when weftd or a host is gone.
+  Status Alive() {
+    if (!weftd_.Running()) return Status::Internal("weftd exited" + Logs());
+    for (auto& h : hosts_)
+      if (!h->Running()) return Status::Internal(h->log().stem().string() + " exited" + Logs());
+    return Status::Ok();
+  }
+
+ private:
+  Status WaitForEndpoints(const fs::path& file) {
+    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
+    while (SteadyClock::now() < deadline) {
+      if (!weftd_.Running()) return Status::Internal("weftd exited during start-up" + Logs());
+      std::ifstream in(file);
+      json j = in ? json::parse(in, nullptr, /*allow_exceptions=*/false) : json();
+      if (j.is_object() && j.value("pid", 0) == weftd_.pid() && j.value("api", "") != "" &&
+          j.value("provisioner", "") != "") {
+        api_endpoint_ = j["api"].get<std::string>();
+        provisioner_ = j["provisioner"].get<std::string>();
+        return Status::Ok();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::Timeout("weftd did not write " + file.string() + " within 15 s" + Logs());
+  }
+
+  Status WaitForHosts() {
+    auto deadline = SteadyClock::now() + std::chrono::seconds(30);
+    while (SteadyClock::now() < deadline) {
+      WEFT_RETURN_IF_ERROR(Alive());
+      Result<json> r = api_->Call("host.list", json::object());
+      if (!r.ok()) return r.status().WithContext("host.list");
+      int ready = 0;
+      for (const json& h : (*r)["hosts"]) {
+        const json plugins = h.value("plugins", json::array());
+        auto has = [&](const char* type) { return std::find(plugins.begin(), plugins.end(), type) != plugins.end(); };
+        ready += h.value("live", false) && has("fake-provider") && has("fake-automator");
+      }
+      if (ready == opts_.hosts) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Status::Timeout("the weft-host processes did not register both fake plugins within 30 s" + Logs());
+  }
+
+  // Instant tasks through every worker, so workers are up and plugins loaded
+  // before anything is timed.
+  Status WarmUp() {
+    const int tasks = opts_.hosts * opts_.capacity;
+    Result<json> before = api_->Call("server.status", json::object());
+    if (!before.ok()) return before.status().WithContext("server.status");
+    const std::int64_t base = (*before)["tasks"].value("succeeded", std::int64_t{0});
+    json batch = json::array();
+    for (int i = 0; i < tasks; ++i)
+      batch.push_back({{"plugin", i % 2 ? "fake-provider" : "fake-automator"},
+                       {"action", i % 2 ? "CREATE" : "INSTALL"},
+                       {"node_id", "warmup-" + std::to_string(i)},
+                       {"max_attempts", 1}});
+    for (std::size_t first = 0; first < batch.size(); first += kEnqueueBatch) {
+      json part(batch.begin() + static_cast<std::ptrdiff_t>(first),
+                batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), first + kEnqueueBatch)));
+      Result<json> r = api_->Call("debug.enqueue", {{"tasks", std::move(part)}});
+      if (!r.ok()) return r.status().WithContext("debug.enqueue (warm-up)");
+    }
+    auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+    while (SteadyClock::now() < deadline) {
+      Result<json> s = api_->Call("server.status", json::object());
+      if (!s.ok()) return s.status().WithContext("server.status");
+      if ((*s)["tasks"].value("failed", std::int64_t{0}) > 0)
+        return Status::Internal("a warm-up task failed" + Logs());
+      if ((*s)["tasks"].value("succeeded", std::int64_t{0}) - base >= tasks) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::Timeout("the warm-up tasks did not finish within 60 s" + Logs());
+  }
+
+  ScratchDir dir_;  // first member: removed after the processes stopped
+  zmq::context_t& ctx_;
+  const Paths& paths_;
+  const Options& opts_;
+  Child weftd_;
+  std::vector<std::unique_ptr<Child>> hosts_;
+  std::string api_endpoint_;
+  std::string provisioner_;
+  std::unique_ptr<client::Client> api_;
+};
+
+// Waits until the latest job of `cluster_id` is done; returns its summary.
+// `on_poll` runs about once a second (progress lines).
+Result<json> WaitForJob(Rig& rig, client::Client& api, const std::string& cluster_id,
+                        const std::function<void()>& on_poll) {
+  const auto deadline = SteadyClock::now() + kJobDeadline;
+  auto next_report = SteadyClock::now() + std::chrono::seconds(1);
+  while (SteadyClock::now() < deadline) {
+    Result<json> r = api.Call("job.list", {{"cluster", cluster_id}, {"limit", 1}});
+    if (!r.ok()) return r.status().WithContext("job.list");
+    if ((*r)["jobs"].empty()) return Status::Internal("cluster " + cluster_id + " has no job");
+    const json job = (*r)["jobs"][0];
+    const std::string status = job.value("status", "");
+    if (status == "succeeded") return job;
+    if (status == "failed" || status == "aborted")
+      return Status::Internal("job " + job.value("id", "") + " " + status + ": " + job.value("message", "") +
+                              rig.Logs());
+    if (SteadyClock::now() >= next_report) {
+      WEFT_RETURN_IF_ERROR(rig.Alive());
+      on_poll();
+      next_report += std::chrono::seconds(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs));
+  }
+  return Status::Timeout("the job of cluster " + cluster_id + " did not finish within 5 minutes" + rig.Logs());
+}
+
+void PrintQueue(client::Client& api, SteadyClock::time_point start) {
+  Result<json> s = api.Call("server.status", json::object());
+  if (!s.ok()) return;
+  const json& t = (*s)["tasks"];
+  std::fprintf(stderr, "  %5.1f s: %lld running, %lld queued, %lld succeeded\n", MsSince(start) / 1000,
+               static_cast<long long>(t.value("leased", 0LL)), static_cast<long long>(t.value("queued", 0LL)),
+               static_cast<long long>(t.value("succeeded", 0LL)));
+}
+
+// ---- case "create": the job, its critical path, its barrier twin --------------
+
+struct JobTask {
+  std::int64_t id = 0;
+  std::string key;
+  std::string plugin;  // empty: a JOIN, no work
+  std::string action;
+  std::string node;
+  std::string service;
+  std::vector<std::int64_t> after;
+  std::int64_t taken_ms = 0;
+  std::int64_t finished_ms = 0;
+  std::int64_t waited_ms = -1;  // what the fake plugin slept ("fake: waits N ms"), -1 unknown
+};
+
+std::int64_t WaitFromStdout(const std::string& out) {
+  static const std::string kMark = "fake: waits ";
+  std::size_t at = out.rfind(kMark);
+  if (at == std::string::npos) return -1;
+  std::int64_t v = -1;
+  const char* begin = out.data() + at + kMark.size();
+  auto [end, ec] = std::from_chars(begin, out.data() + out.size(), v);
+  return ec == std::errc() ? v : -1;
+}
+
+Result<std::vector<JobTask>> ReadJobTasks(const json& job) {
+  std::vector<JobTask> out;
+  for (const json& t : job["tasks"]) {
+    JobTask task;
+    task.id = t.value("id", std::int64_t{0});
+    task.key = t.value("key", "");
+    task.plugin = t.value("plugin", "");
+    task.action = t.value("action", "");
+    task.node = t.value("node", "");
+    task.service = t.value("service", "");
+    for (const json& a : t.value("after", json::array())) task.after.push_back(a.get<std::int64_t>());
+    if (t.value("state", "") != "succeeded")
+      return Status::Internal("task " + task.key + " is " + t.value("state", "") + " in a succeeded job");
+    if (!task.plugin.empty()) {
+      const json attempts = t.value("attempts", json::array());
+      if (attempts.empty()) return Status::Internal("task " + task.key + " has no attempt");
+      const json& last = attempts.back();
+      task.taken_ms = last.value("taken_at_ms", std::int64_t{0});
+      task.finished_ms = last.value("finished_at_ms", std::int64_t{0});
+      task.waited_ms = WaitFromStdout(t.value("stdout", ""));
+    }
+    out.push_back(std::move(task));
+  }
+  return out;
+}
+
+// Longest path through the DAG where task i costs cost(i); JOINs cost 0.
+std::int64_t LongestPath(const std::vector<JobTask>& tasks, const std::function<std::int64_t(const JobTask&)>& cost) {
+  std::unordered_map<std::int64_t, std::size_t> index;
+  for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
+  std::vector<std::int64_t> memo(tasks.size(), -1);
+  std::function<std::int64_t(std::size_t)> finish = [&](std::size_t i) -> std::int64_t {
+    if (memo[i] >= 0) return memo[i];
+    std::int64_t start = 0;
+    for (std::int64_t a : tasks[i].after)
+      if (auto p = index.find(a); p != index.end()) start = std::max(start, finish(p->second));
+    return memo[i] = start + (tasks[i].plugin.empty() ? 0 : cost(tasks[i]));
+  };
+  std::int64_t best = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) best = std::max(best, finish(i));
+  return best;
+}
+
+// For every task with work: how long it stayed ready before a host took it
+// (ready = its last predecessor done, or the job's start for a root).
+std::vector<double> DispatchWaits(const std::vector<JobTask>& tasks, std::int64_t job_start_ms) {
+  std::unordered_map<std::int64_t, std::size_t> index;
+  for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
+  std::vector<std::int64_t> done(tasks.size(), -1);
+  std::function<std::int64_t(std::size_t)> ready_at = [&](std::size_t i) -> std::int64_t {
+    std::int64_t r = job_start_ms;
+    for (std::int64_t a : tasks[i].after)
+      if (auto p = index.find(a); p != index.end()) {
+        std::size_t j = p->second;
+        if (done[j] < 0) done[j] = tasks[j].plugin.empty() ? ready_at(j) : tasks[j].finished_ms;
+        r = std::max(r, done[j]);
+      }
+    return r;
+  };
+  std::vector<double> waits;
+  for (std::size_t i = 0; i < tasks.size(); ++i)
+    if (!tasks[i].plugin.empty()) waits.push_back(static_cast<double>(tasks[i].taken_ms - ready_at(i)));
+  return waits;
+}
+
+// The most tasks that ran at once (taken -> finished).
+int PeakRunning(const std::vector<JobTask>& tasks) {
+  std::vector<std::pair<std::int64_t, int>> events;
+  for (const JobTask& t : tasks)
+    if (!t.plugin.empty()) {
+      events.push_back({t.taken_ms, +1});
+      events.push_back({t.finished_ms, -1});
+    }
+  std::sort(events.begin(), events.end());  // at equal times the ends (-1) come first
+  int now = 0, peak = 0;
+  for (const auto& e : events) peak = std::max(peak, now += e.second);
+  return peak;
+}
+
+struct BarrierResult {
+  double makespan_ms = 0;         // first enqueue -> last task finished (server clock)
+  double client_makespan_ms = 0;  // as the bench saw it
+  std::int64_t ideal_ms = 0;      // sum over stages of the stage's longest wait
+  int checked = 0;                // tasks whose wait was compared with the job's
+  int mismatched = 0;
+};
+
+// Replays `stages` (task keys) as raw tasks, one stage at a time.
+Result<BarrierResult> RunBarrier(Rig& rig, const json& stages, const std::map<std::string, const JobTask*>& by_key,
+                                 const Options& opts) {
+  client::Client& api = rig.api();
+  Result<json> status = api.Call("server.status", json::object());
+  if (!status.ok()) return status.status().WithContext("server.status");
+  const std::int64_t base_ok = (*status)["tasks"].value("succeeded", std::int64_t{0});
+  const std::int64_t base_failed = (*status)["tasks"].value("failed", std::int64_t{0});
+  BarrierResult out;
+  std::int64_t target = 0;
+  const std::int64_t start_ms = WallMs();
+  const auto start = SteadyClock::now();
+  const auto deadline = start + kJobDeadline;
+  for (const json& stage : stages) {
+    json batch = json::array();
+    std::int64_t longest = 0;
+    for (const json& k : stage) {
+      auto t = by_key.find(k.get<std::string>());
+      if (t == by_key.end()) return Status::Internal("the plan's task " + k.dump() + " is not in the job");
+      const JobTask& task = *t->second;
+      if (task.plugin.empty()) continue;
+      longest = std::max(longest, task.waited_ms);
+      batch.push_back({{"plugin", task.plugin},
+                       {"action", task.action},
+                       {"node_id", task.node},
+                       {"max_attempts", 1},
+                       {"payload",
+                        {{"task_key", task.key}, {"fields", FieldsFor(task.action, task.service, opts.latency_scale)}}}});
+    }
+    out.ideal_ms += longest;
+    target += static_cast<std::int64_t>(batch.size());
+    for (std::size_t first = 0; first < batch.size(); first += kEnqueueBatch) {
+      json part(batch.begin() + static_cast<std::ptrdiff_t>(first),
+                batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), first + kEnqueueBatch)));
+      Result<json> r = api.Call("debug.enqueue", {{"tasks", std::move(part)}});
+      if (!r.ok()) return r.status().WithContext("debug.enqueue");
+    }
+    while (true) {
+      Result<json> s = api.Call("server.status", json::object());
+      if (!s.ok()) return s.status().WithContext("server.status");
+      if ((*s)["tasks"].value("failed", std::int64_t{0}) > base_failed)
+        return Status::Internal("a task of the barrier run failed" + rig.Logs());
+      if ((*s)["tasks"].value("succeeded", std::int64_t{0}) - base_ok >= target) break;
+      if (SteadyClock::now() > deadline) return Status::Timeout("the barrier run did not finish within 5 minutes");
+      std::this_thread::sleep_for(std::chrono::milliseconds(kBarrierPollMs));
+    }
+  }
+  out.client_makespan_ms = MsSince(start);
+
+  // The server's view: the newest `target` succeeded tasks are the barrier's.
+  Result<json> list = api.Call("task.list", {{"state", "succeeded"}, {"limit", std::min<std::int64_t>(target, 10000)}});
+  if (!list.ok()) return list.status().WithContext("task.list");
+  std::int64_t last_ms = 0;
+  std::vector<std::int64_t> ids;
+  for (const json& t : (*list)["tasks"]) {
+    last_ms = std::max(last_ms, t.value("updated_at_ms", std::int64_t{0}));
+    ids.push_back(t.value("task_id", std::int64_t{0}));
+  }
+  out.makespan_ms = target <= 10000 ? static_cast<double>(last_ms - start_ms) : out.client_makespan_ms;
+
+  // The same keys must have waited as long as in the job: compare a sample.
+  const std::size_t step = std::max<std::size_t>(1, ids.size() / 40);
+  for (std::size_t i = 0; i < ids.size(); i += step) {
+    Result<json> t = api.Call("task.get", {{"task_id", ids[i]}});
+    if (!t.ok()) return t.status().WithContext("task.get");
+    const std::string key = (*t)["payload"].value("task_key", "");
+    auto job_task = by_key.find(key);
+    if (job_task == by_key.end()) continue;
+    ++out.checked;
+    out.mismatched += WaitFromStdout((*t).value("stdout", "")) != job_task->second->waited_ms;
+  }
+  return out;
+}
+
+struct CreateRun {
+  double makespan_ms = 0;
+  std::int64_t critical_path_ms = 0;
+  std::int64_t nominal_critical_path_ms = 0;
+  std::size_t tasks = 0;
+  std::size_t edges = 0;
+  std::size_t stages = 0;
+  int peak_running = 0;
+  double wait_p50_ms = 0;
+  double wait_p99_ms = 0;
+  double wait_max_ms = 0;
+  double weftd_cpu_us_per_task = 0;
+  double hosts_cpu_us_per_task = 0;
+  std::optional<BarrierResult> barrier;
+};
+
+Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts, int run) {
+  Rig rig(ctx, paths, opts);
+  WEFT_RETURN_IF_ERROR(rig.Start());
+  client::Client& api = rig.api();
+  const std::string name = "big-" + std::to_string(run);
+
+  Result<json> plan = api.Call("cluster.create", {{"name", name}, {"template", kTemplate}, {"size", opts.nodes},
+                                                  {"dry_run", true}});
+  if (!plan.ok()) return plan.status().WithContext("cluster.create dry_run");
+  const json stages = (*plan)["stages"];
+
+  const std::int64_t cpu_weftd = rig.WeftdCpuNs();
+  const std::int64_t cpu_hosts = rig.HostsCpuNs();
+  const auto start = SteadyClock::now();
+  Result<json> created = api.Call("cluster.create", {{"name", name}, {"template", kTemplate}, {"size", opts.nodes}});
+  if (!created.ok()) return created.status().WithContext("cluster.create");
+  const std::string cluster_id = (*created)["cluster"].value("id", "");
+  std::fprintf(stderr, "  create answered in %.0f ms (job %s)\n", MsSince(start),
+               (*created)["job"].value("id", "").c_str());
+  Result<json> done = WaitForJob(rig, api, cluster_id, [&] { PrintQueue(api, start); });
+  if (!done.ok()) return done.status();
+  const double weftd_cpu_ns = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd);
+  const double hosts_cpu_ns = static_cast<double>(rig.HostsCpuNs() - cpu_hosts);
+
+  Result<json> job = api.Call("job.get", {{"job", done->value("id", "")}, {"details", true}}, 120000);
+  if (!job.ok()) return job.status().WithContext("job.get");
+  Result<std::vector<JobTask>> tasks = ReadJobTasks((*job)["job"]);
+  if (!tasks.ok()) return tasks.status();
+
+  CreateRun out;
+  const json& j = (*job)["job"];
+  out.makespan_ms = static_cast<double>(j.value("finished_at_ms", std::int64_t{0}) - j.value("created_at_ms", std::int64_t{0}));
+  out.tasks = tasks->size();
+  for (const JobTask& t : *tasks) out.edges += t.after.size();
+  out.stages = stages.size();
+  out.critical_path_ms = LongestPath(*tasks, [](const JobTask& t) { return t.finished_ms - t.taken_ms; });
+  out.nominal_critical_path_ms =
+      LongestPath(*tasks, [](const JobTask& t) { return t.waited_ms >= 0 ? t.waited_ms : t.finished_ms - t.taken_ms; });
+  out.peak_running = PeakRunning(*tasks);
+  std::vector<double> waits = DispatchWaits(*tasks, j.value("created_at_ms", std::int64_t{0}));
+  out.wait_p50_ms = Percentile(waits, 50);
+  out.wait_p99_ms = Percentile(waits, 99);
+  out.wait_max_ms = Percentile(waits, 100);
+  std::size_t with_work = waits.size();
+  out.weftd_cpu_us_per_task = with_work ? weftd_cpu_ns / 1000.0 / static_cast<double>(with_work) : 0;
+  out.hosts_cpu_us_per_task = with_work ? hosts_cpu_ns / 1000.0 / static_cast<double>(with_work) : 0;
+  std::fprintf(stderr,
+               "  job: %zu tasks, makespan %.0f ms, critical path %lld ms (nominal %lld ms), ratio %.3f; "
+               "peak %d running; ready->taken p50 %.0f ms p99 %.0f ms max %.0f ms; CPU per task: weftd %.0f us, "
+               "hosts %.0f us\n",
+               out.tasks, out.makespan_ms, static_cast<long long>(out.critical_path_ms),
+               static_cast<long long>(out.nominal_critical_path_ms),
+               out.makespan_ms / static_cast<double>(std::max<std::int64_t>(1, out.critical_path_ms)), out.peak_running,
+               out.wait_p50_ms, out.wait_p99_ms, out.wait_max_ms, out.weftd_cpu_us_per_task, out.hosts_cpu_us_per_task);
+
+  if (opts.barrier) {
+    std::map<std::string, const JobTask*> by_key;
+    for (const JobTask& t : *tasks) by_key[t.key] = &t;
+    std::fprintf(stderr, "  stage-barrier run of the same plan: %zu stages\n", stages.size());
+    Result<BarrierResult> b = RunBarrier(rig, stages, by_key, opts);
+    if (!b.ok()) return b.status();
+    std::fprintf(stderr,
+                 "  barrier: makespan %.0f ms (client %.0f ms; sum of the stages' longest waits %lld ms); waits "
+                 "checked on %d tasks, %d differ\n",
+                 b->makespan_ms, b->client_makespan_ms, static_cast<long long>(b->ideal_ms), b->checked, b->mismatched);
+    if (b->mismatched > 0)
+      return Status::Internal("the barrier run's tasks did not wait as long as the job's (jitter_by task_key?)");
+    out.barrier = *b;
+  }
+  return out;
+}
+
+int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  std::vector<CreateRun> runs;
+  const double load_before = LoadAverage1m();
+  for (int r = 0; r < opts.runs; ++r) {
+    std::fprintf(stderr, "create run %d/%d: %d nodes, %d hosts x capacity %d\n", r + 1, opts.runs, opts.nodes,
+                 opts.hosts, opts.capacity);
+    Result<CreateRun> run = RunCreate(ctx, paths, opts, r);
+    if (!run.ok()) {
+      std::fprintf(stderr, "weft-bench jobs: %s\n", run.status().message().c_str());
+      return 1;
+    }
+    runs.push_back(*run);
+  }
+  auto median = [&](const std::function<double(const CreateRun&)>& f) {
+    std::vector<double> v;
+    for (const CreateRun& r : runs) v.push_back(f(r));
+    return Median(v);
+  };
+  const CreateRun& first = runs.front();
+  ojson line;
+  line["bench"] = "jobs";
+  line["case"] = "create";
+  line["nodes"] = opts.nodes;
+  line["tasks"] = first.tasks;
+  line["edges"] = first.edges;
+  line["stages"] = first.stages;
+  line["hosts"] = opts.hosts;
+  line["capacity_per_host"] = opts.capacity;
+  line["runs"] = opts.runs;
+  line["makespan_ms"] = std::llround(median([](const CreateRun& r) { return r.makespan_ms; }));
+  line["critical_path_ms"] = std::llround(median([](const CreateRun& r) { return double(r.critical_path_ms); }));
+  line["ratio"] = Round3(median([](const CreateRun& r) { return r.makespan_ms / double(std::max<std::int64_t>(1, r.critical_path_ms)); }));
+  line["target_ratio"] = kTargetRatio;
+  line["nominal_critical_path_ms"] =
+      std::llround(median([](const CreateRun& r) { return double(r.nominal_critical_path_ms); }));
+  if (opts.barrier) {
+    line["barrier_makespan_ms"] = std::llround(median([](const CreateRun& r) { return r.barrier->makespan_ms; }));
+    line["barrier_ideal_ms"] = std::llround(median([](const CreateRun& r) { return double(r.barrier->ideal_ms); }));
+    line["ratio_vs_barrier"] =
+        Round3(median([](const CreateRun& r) { return r.makespan_ms / std::max(1.0, r.barrier->makespan_ms); }));
+  }
+  line["peak_running"] = std::llround(median([](const CreateRun& r) { return double(r.peak_running); }));
+  line["ready_to_taken_p50_ms"] = std::llround(median([](const CreateRun& r) { return r.wait_p50_ms; }));
+  line["ready_to_taken_p99_ms"] = std::llround(median([](const CreateRun& r) { return r.wait_p99_ms; }));
+  line["weftd_cpu_us_per_task"] = std::llround(median([](const CreateRun& r) { return r.weftd_cpu_us_per_task; }));
+  line["hosts_cpu_us_per_task"] = std::llround(median([](const CreateRun& r) { return r.hosts_cpu_us_per_task; }));
+  line["loadavg_1m_before"] = Round1(load_before);
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+// ---- case "clusters": many small creates at once, api reads meanwhile ---------
+
+struct Reads {
+  std::vector<double> list_ms;
+  std::vector<double> get_ms;
+  int errors = 0;
+};
+
+int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  std::fprintf(stderr, "clusters: %d clusters x %d nodes at once, %d hosts x capacity %d\n", opts.clusters,
+               opts.cluster_size, opts.hosts, opts.capacity);
+  const double load_before = LoadAverage1m();
+  Rig rig(ctx, paths, opts);
+  if (Status s = rig.Start(); !s.ok()) {
+    std::fprintf(stderr, "weft-bench jobs: %s\n", s.message().c_str());
+    return 1;
+  }
+
+  std::mutex mu;
+  std::vector<std::string> job_ids;
+  std::vector<double> create_ms;
+  Status first_error;
+  std::atomic<bool> stop_reading{false};
+  Reads reads;
+
+  std::thread reader([&] {
+    std::unique_ptr<client::Client> c = NewClient(ctx, rig.api_endpoint(), 30000);
+    std::size_t turn = 0;
+    while (!stop_reading) {
+      std::string job;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!job_ids.empty()) job = job_ids[turn % job_ids.size()];
+      }
+      const bool list = turn++ % 2 == 0 || job.empty();
+      const auto t0 = SteadyClock::now();
+      Result<json> r = list ? c->Call("cluster.list", json::object())
+                            : c->Call("job.get", {{"job", job}, {"details", true}});
+      const double ms = MsSince(t0);
+      if (!r.ok()) {
+        ++reads.errors;
+      } else {
+        (list ? reads.list_ms : reads.get_ms).push_back(ms);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(opts.read_gap_ms));
+    }
+  });
+
+  const std::int64_t cpu_weftd = rig.WeftdCpuNs();
+  const std::int64_t start_ms = WallMs();
+  const auto start = SteadyClock::now();
+  std::vector<std::thread> submitters;
+  const int threads = std::min(opts.submitters, opts.clusters);
+  for (int s = 0; s < threads; ++s) {
+    submitters.emplace_back([&, s] {
+      std::unique_ptr<client::Client> c = NewClient(ctx, rig.api_endpoint(), 60000);
+      for (int i = s; i < opts.clusters; i += threads) {
+        const auto t0 = SteadyClock::now();
+        Result<json> r = c->Call("cluster.create", {{"name", "many-" + std::to_string(i)},
+                                                   {"template", kTemplate},
+                                                   {"size", opts.cluster_size}});
+        std::lock_guard<std::mutex> lock(mu);
+        if (!r.ok()) {
+          if (first_error.ok()) first_error = r.status().WithContext("cluster.create many-" + std::to_string(i));
+          return;
+        }
+        create_ms.push_back(MsSince(t0));
+        job_ids.push_back((*r)["job"].value("id", ""));
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  const double submitted_ms = MsSince(start);
+  std::fprintf(stderr, "  %zu creates answered in %.0f ms\n", job_ids.size(), submitted_ms);
+
+  int status = 0;
+  std::int64_t last_finish_ms = 0;
+  std::int64_t tasks = 0;
+  if (!first_error.ok()) {
+    std::fprintf(stderr, "weft-bench jobs: %s\n", first_error.message().c_str());
+    status = 1;
+  } else {
+    // Every job is done when none of ours is running any more.
+    std::set<std::string> ours(job_ids.begin(), job_ids.end());
+    auto deadline = start + kJobDeadline;
+    auto next_report = start + std::chrono::seconds(1);
+    while (true) {
+      Result<json> r = rig.api().Call("job.list", {{"limit", opts.clusters + 100}});
+      if (!r.ok()) {
+        std::fprintf(stderr, "weft-bench jobs: job.list: %s\n", r.status().message().c_str());
+        status = 1;
+        break;
+      }
+      std::size_t done = 0;
+      for (const json& j : (*r)["jobs"]) {
+        if (!ours.count(j.value("id", ""))) continue;
+        const std::string st = j.value("status", "");
+        if (st == "failed" || st == "aborted") {
+          std::fprintf(stderr, "weft-bench jobs: job %s %s: %s\n", j.value("id", "").c_str(), st.c_str(),
+                       j.value("message", "").c_str());
+          status = 1;
+        }
+        if (st == "succeeded") {
+          ++done;
+          last_finish_ms = std::max(last_finish_ms, j.value("finished_at_ms", std::int64_t{0}));
+        }
+      }
+      if (status != 0 || done == ours.size()) break;
+      if (SteadyClock::now() > deadline) {
+        std::fprintf(stderr, "weft-bench jobs: the %zu jobs did not finish within 5 minutes (%zu done)%s\n",
+                     ours.size(), done, rig.Logs().c_str());
+        status = 1;
+        break;
+      }
+      if (SteadyClock::now() >= next_report) {
+        if (Status s = rig.Alive(); !s.ok()) {
+          std::fprintf(stderr, "weft-bench jobs: %s\n", s.message().c_str());
+          status = 1;
+          break;
+        }
+        PrintQueue(rig.api(), start);
+        next_report += std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs * 2));
+    }
+  }
+  stop_reading = true;
+  reader.join();
+  if (status != 0) return status;
+  const double weftd_cpu_ms = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd) / 1e6;
+  Result<json> s = rig.api().Call("server.status", json::object());
+  if (s.ok()) tasks = (*s)["tasks"].value("succeeded", std::int64_t{0}) - opts.hosts * opts.capacity;
+
+  std::vector<double> all = reads.list_ms;
+  all.insert(all.end(), reads.get_ms.begin(), reads.get_ms.end());
+  std::fprintf(stderr,
+               "  reads: cluster.list p50 %.1f p99 %.1f max %.1f ms (%zu); job.get p50 %.1f p99 %.1f max %.1f ms "
+               "(%zu); %d errors; weftd CPU %.0f ms\n",
+               Percentile(reads.list_ms, 50), Percentile(reads.list_ms, 99), Percentile(reads.list_ms, 100),
+               reads.list_ms.size(), Percentile(reads.get_ms, 50), Percentile(reads.get_ms, 99),
+               Percentile(reads.get_ms, 100), reads.get_ms.size(), reads.errors, weftd_cpu_ms);
+  ojson line;
+  line["bench"] = "jobs";
+  line["case"] = "clusters";
+  line["clusters"] = opts.clusters;
+  line["nodes_per_cluster"] = opts.cluster_size;
+  line["tasks"] = tasks;
+  line["hosts"] = opts.hosts;
+  line["capacity_per_host"] = opts.capacity;
+  line["total_ms"] = last_finish_ms - start_ms;
+  line["creates_answered_ms"] = std::llround(submitted_ms);
+  line["create_p99_ms"] = Round1(Percentile(create_ms, 99));
+  line["reads"] = all.size();
+  line["read_errors"] = reads.errors;
+  line["read_p50_ms"] = Round1(Percentile(all, 50));
+  line["read_p99_ms"] = Round1(Percentile(all, 99));
+  line["read_max_ms"] = Round1(Percentile(all, 100));
+  line["cluster_list_p99_ms"] = Round1(Percentile(reads.list_ms, 99));
+  line["job_get_p99_ms"] = Round1(Percentile(reads.get_ms, 99));
+  line["target_read_p99_ms"] = kTargetReadP99Ms;
+  line["weftd_cpu_us_per_task"] = tasks > 0 ? std::llround(weftd_cpu_ms * 1000 / static_cast<double>(tasks)) : 0;
+  line["loadavg_1m_before"] = Round1(load_before);
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int Jobs(const std::vector<std::string>& args) {
+  Options opts;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](int min, int max, int* out) { return i + 1 < args.size() && ParseInt(args[++i], min, max, out); };
+    if (a == "--nodes") {
+      if (!value(3, 100000, &opts.nodes)) return Usage("--nodes needs a number from 3 to 100000");
+    } else if (a == "--clusters") {
+      if (!value(1, 10000, &opts.clusters)) return Usage("--clusters needs a number from 1 to 10000");
+    } else if (a == "--cluster-size") {
+      if (!value(3, 10000, &opts.cluster_size)) return Usage("--cluster-size needs a number from 3 to 10000");
+    } else if (a == "--runs") {
+      if (!value(1, 100, &opts.runs)) return Usage("--runs needs a number from 1 to 100");
+    } else if (a == "--hosts") {
+      if (!value(1, 64, &opts.hosts)) return Usage("--hosts needs a number from 1 to 64");
+    } else if (a == "--capacity") {
+      if (!value(1, 4096, &opts.capacity)) return Usage("--capacity needs a number from 1 to 4096");
+    } else if (a == "--workers") {
+      if (!value(1, 256, &opts.workers)) return Usage("--workers needs a number from 1 to 256");
+    } else if (a == "--read-gap-ms") {
+      if (!value(0, 10000, &opts.read_gap_ms)) return Usage("--read-gap-ms needs a number from 0 to 10000");
+    } else if (a == "--latency-scale") {
+      if (i + 1 >= args.size()) return Usage("--latency-scale needs a number");
+      char* end = nullptr;
+      opts.latency_scale = std::strtod(args[++i].c_str(), &end);
+      if (*end != '\0' || !(opts.latency_scale >= 0.01 && opts.latency_scale <= 100))
+        return Usage("--latency-scale needs a number from 0.01 to 100");
+    } else if (a == "--only") {
+      if (i + 1 >= args.size()) return Usage("--only needs \"create\" or \"clusters\"");
+      const std::string which = args[++i];
+      if (which != "create" && which != "clusters") return Usage("--only needs \"create\" or \"clusters\"");
+      opts.create_case = which == "create";
+      opts.clusters_case = which == "clusters";
+    } else if (a == "--no-barrier") {
+      opts.barrier = false;
+    } else if (a == "--help" || a == "-h") {
+      Usage("job makespan against the critical path and a stage-barrier schedule; api reads under load");
+      return 0;
+    } else {
+      return Usage("unknown option '" + a + "'");
+    }
+  }
+  Result<Paths> paths = FindPaths();
+  if (!paths.ok()) {
+    std::fprintf(stderr, "weft-bench jobs: %s\n", paths.status().message().c_str());
+    return 1;
+  }
+  try {
+    zmq::context_t ctx(1);
+    ctx.set(zmq::ctxopt::max_sockets, 4096);
+    int rc = 0;
+    if (opts.create_case) rc = CaseCreate(ctx, *paths, opts);
+    if (rc == 0 && opts.clusters_case) rc = CaseClusters(ctx, *paths, opts);
+    return rc;
+  } catch (const zmq::error_t& e) {
+    std::fprintf(stderr, "weft-bench jobs: ZeroMQ failed: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft-bench jobs: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+WEFT_BENCH("jobs", "job makespan vs critical path and a stage-barrier run; api read latency under load", Jobs);
+
+}  // namespace weft::bench
