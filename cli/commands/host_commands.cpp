@@ -27,12 +27,21 @@ Status HostList(Context& ctx, const ParsedArgs&) {
     return Status::Ok();
   }
   const std::int64_t now_ms = NowMs();
-  Table table({"ID", "LIVE", "CAPACITY", "IN FLIGHT", "LAST SEEN", "REGISTERED", "PLUGINS"});
+  Table table({"ID", "LIVE", "CAPACITY", "WORKERS", "IN FLIGHT", "LAST SEEN", "REGISTERED", "PLUGINS"});
   table.AlignRight(2);
-  table.AlignRight(3);
+  table.AlignRight(4);
   for (const json& h : hosts) {
-    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), Text(h, "in_flight"),
-                  Ago(now_ms, Int(h, "last_seen_ms")), Ago(now_ms, Int(h, "registered_at_ms")), Join(h, "plugins")});
+    // The split the server wants: threads per tenant ("any" serves every tenant).
+    std::string workers;
+    for (const json& w : h.value("workers", json::array())) {
+      if (!w.is_object()) continue;
+      const std::string tenant = w.value("tenant", "");
+      workers += (workers.empty() ? "" : " ") + Printable(tenant.empty() ? "any" : tenant) + ":" +
+                 std::to_string(w.value("threads", std::int64_t{0}));
+    }
+    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), workers.empty() ? "-" : workers,
+                  Text(h, "in_flight"), Ago(now_ms, Int(h, "last_seen_ms")), Ago(now_ms, Int(h, "registered_at_ms")),
+                  Join(h, "plugins")});
   }
   table.Print(ctx.out());
   return Status::Ok();

@@ -4,6 +4,7 @@
 
 #include "server/api/catalog_ops.hpp"
 #include "server/api/cluster_ops.hpp"
+#include "server/api/workers.hpp"
 
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
@@ -215,6 +216,8 @@ Response Ops::HostList(const Call&) {
                     {"registered_at_ms", h.record.registered_at_ms},
                     {"last_seen_ms", h.record.last_seen_ms},
                     {"in_flight", queue_.InFlight(id)},
+                    {"workers", Live(h) ? WorkersFor(id) : json::array()},
+                    {"reported_workers", h.reported_workers},
                     {"plugins", h.plugins}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
@@ -377,7 +380,9 @@ Response Ops::HostRegister(const Call& call) {
   HostEvent(host_id, "registered");
   WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
                            << hosts_[host_id].plugins.size() << " plugin types";
-  return Response::Ok({{"heartbeat_ms", config_.hosts.heartbeat_ms}, {"lease_ms", config_.tasks.lease_ms}});
+  return Response::Ok({{"heartbeat_ms", config_.hosts.heartbeat_ms},
+                       {"lease_ms", config_.tasks.lease_ms},
+                       {"workers", WorkersFor(host_id)}});
 }
 
 Response Ops::HostHeartbeat(const Call& call) {
@@ -398,13 +403,45 @@ Response Ops::HostHeartbeat(const Call& call) {
       refs.push_back({task_id, attempt});
     }
   }
+  auto workers = body.find("workers");
+  if (workers != body.end() && !workers->is_null()) {
+    if (!workers->is_array())
+      return Response::Error(Status::Invalid("body.workers must be an array of {tenant, threads, pid}, got " +
+                                             jsonf::Brief(*workers)));
+    host->reported_workers = *workers;
+  }
   WEFT_TRY_ASSIGN(outcome, queue_.Renew(host->record.id, refs));
   Seen(*host);
   Status s = store_.TouchHost(host->record.id, host->record.last_seen_ms);
   if (!s.ok()) return Response::Error(s);
   json stale = json::array();
   for (const auto& r : outcome.stale) stale.push_back({{"task_id", r.task_id}, {"attempt", r.attempt}});
-  return Response::Ok({{"renewed", outcome.renewed}, {"stale", std::move(stale)}});
+  return Response::Ok(
+      {{"renewed", outcome.renewed}, {"stale", std::move(stale)}, {"workers", WorkersFor(host->record.id)}});
+}
+
+json Ops::WorkersFor(const std::string& host_id) {
+  constexpr std::int64_t kTenantHoldMs = 60000;
+  const std::int64_t now = clock_.NowMs();
+  for (const std::string& t : queue_.LiveTenants()) tenant_seen_ms_[t] = now;
+  std::set<std::string> active;
+  for (auto it = tenant_seen_ms_.begin(); it != tenant_seen_ms_.end();) {
+    if (now - it->second > kTenantHoldMs) {
+      it = tenant_seen_ms_.erase(it);
+      continue;
+    }
+    active.insert(it->first);
+    ++it;
+  }
+  std::vector<HostCapacity> live;
+  for (const auto& [id, h] : hosts_)
+    if (Live(h)) live.push_back({id, h.record.capacity});
+  const WorkerSplit split = AllocateWorkers(std::move(live), active);
+  json out = json::array();
+  auto it = split.find(host_id);
+  if (it != split.end())
+    for (const auto& [tenant, threads] : it->second) out.push_back({{"tenant", tenant}, {"threads", threads}});
+  return out;
 }
 
 bool Ops::CanServe(const std::string& host_id, const std::string& tenant) const {

@@ -48,6 +48,8 @@ class Ops {
   [[nodiscard]] Status Load();
   void set_info(DaemonInfo info) { info_ = std::move(info); }
   const Router& router() const { return router_; }
+  // For components that add their own ops (resources: server/resources/resource_ops.hpp).
+  Router& router() { return router_; }
 
   // The task for a held take of `host_id`, leased, as the plugin sees it; null when none is ready.
   // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
@@ -75,6 +77,7 @@ class Ops {
     std::set<std::string> plugins;  // plugin types
     json descriptors = json::array();
     bool silent = false;
+    json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   };
 
   Response ServerStatus(const Call& call);
@@ -94,6 +97,8 @@ class Ops {
   bool Live(const Host& host) const;
   void HostEvent(const std::string& host_id, const char* what);
   static json TaskJson(const store::TaskRecord& t, bool details);
+  // The worker split the server wants on `host_id`: [{"tenant" ("" = any), "threads"}].
+  json WorkersFor(const std::string& host_id);
 
   store::Store& store_;
   queue::TaskQueue& queue_;
@@ -105,6 +110,9 @@ class Ops {
   std::map<std::string, Host> hosts_;
   std::vector<Event> host_events_;
   std::vector<TakeDecorator> decorators_;
+  // When each tenant last had a live task: a tenant keeps its workers for a
+  // minute after its last task, so that the split does not flap between jobs.
+  std::map<std::string, std::int64_t> tenant_seen_ms_;
 };
 
 }  // namespace weft::api

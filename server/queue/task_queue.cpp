@@ -367,6 +367,12 @@ Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& rea
   return Status::Ok();
 }
 
+std::set<std::string> TaskQueue::LiveTenants() const {
+  std::set<std::string> out;
+  for (const auto& [id, t] : live_) out.insert(t.tenant);
+  return out;
+}
+
 std::int64_t TaskQueue::InFlight(const std::string& host_id) const {
   auto it = in_flight_.find(host_id);
   return it == in_flight_.end() ? 0 : it->second;

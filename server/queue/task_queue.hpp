@@ -164,6 +164,8 @@ class TaskQueue {
   std::int64_t failed() const { return failed_; }
   std::int64_t leased() const { return static_cast<std::int64_t>(leases_.size()); }
   std::int64_t InFlight(const std::string& host_id) const;
+  // Tenants with a queued or leased task.
+  std::set<std::string> LiveTenants() const;
   // The tenant of a queued or leased task; nullptr for others.
   const std::string* TenantOf(std::int64_t task_id) const {
     auto it = live_.find(task_id);
