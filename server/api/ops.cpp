@@ -484,21 +484,32 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
 Response Ops::TaskTake(const Call& call) {
   const json& body = call.request->body;
   WEFT_TRY_ASSIGN(host, KnownHost(body));
-  WEFT_TRY_ASSIGN(wait_ms, jsonf::Int(body, "wait_ms", "body", 0, INT32_MAX, 0));
-  wait_ms = std::min<std::int64_t>(wait_ms, config_.tasks.max_wait_ms);
   // Optional: a worker that serves one tenant takes only that tenant's tasks.
-  WEFT_TRY_ASSIGN(tenant, jsonf::String(body, "tenant", "body", ""));
-  if (tenant.empty() && body.contains("tenant"))
-    return Response::Error(Status::Invalid("body.tenant must be a non-empty string (the tenant whose tasks to take), "
-                                           "or left out to take tasks of any tenant"));
+  WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
   Seen(*host);
-  WEFT_TRY_ASSIGN(task, TryTake(host->record.id, tenant));
+  return TakeOrHold(host->record.id, take.tenant, take.wait_ms);
+}
+
+Response Ops::TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms) {
+  WEFT_TRY_ASSIGN(task, TryTake(host_id, tenant));
   if (!task.is_null() || wait_ms == 0) return Response::Ok({{"task", std::move(task)}});
   Response held;
   held.held = true;
-  held.held_host_id = host->record.id;
+  held.held_host_id = host_id;
+  held.held_tenant = tenant;
   held.held_until_ms = clock_.NowMs() + wait_ms;
   return held;
+}
+
+Result<Ops::TakeRequest> Ops::ParseTake(const json& body, const std::string& path) {
+  Result<std::int64_t> wait_ms = jsonf::Int(body, "wait_ms", path, 0, INT32_MAX, 0);
+  if (!wait_ms.ok()) return wait_ms.status();
+  Result<std::string> tenant = jsonf::String(body, "tenant", path, "");
+  if (!tenant.ok()) return tenant.status();
+  if (tenant->empty() && body.contains("tenant"))
+    return Status::Invalid(path + ".tenant must be a non-empty string (the tenant whose tasks to take), "
+                                  "or left out to take tasks of any tenant");
+  return TakeRequest{std::min<std::int64_t>(*wait_ms, config_.tasks.max_wait_ms), std::move(*tenant)};
 }
 
 Response Ops::TaskFinish(const Call& call) {
@@ -516,6 +527,14 @@ Response Ops::TaskFinish(const Call& call) {
   auto result = body.find("result");
   if (result != body.end() && !result->is_null() && !result->is_object())
     return Response::Error(jsonf::RequireObject(*result, "body.result"));
+  // Optional: take the next task in the same round trip (a worker thread that
+  // finished one task wants another).
+  std::optional<TakeRequest> next;
+  if (auto t = body.find("take"); t != body.end() && !t->is_null()) {
+    if (!t->is_object()) return Response::Error(jsonf::RequireObject(*t, "body.take"));
+    WEFT_TRY_ASSIGN(take, ParseTake(*t, "body.take"));
+    next = std::move(take);
+  }
   f.host_id = std::move(host_id);
   f.task_id = task_id;
   f.attempt = attempt;
@@ -533,6 +552,7 @@ Response Ops::TaskFinish(const Call& call) {
                                {"state", store::TaskStateName(conflict.state)},
                                {"host_id", conflict.host_id}});
   if (!s.ok()) return Response::Error(s);
+  if (next) return TakeOrHold(f.host_id, next->tenant, next->wait_ms);
   return Response::Ok(json::object());
 }
 

@@ -92,6 +92,13 @@ class Ops {
   Response TaskFinish(const Call& call);
   Response TaskProgress(const Call& call);
 
+  struct TakeRequest {
+    std::int64_t wait_ms = 0;
+    std::string tenant;
+  };
+  Result<TakeRequest> ParseTake(const json& body, const std::string& path);
+  // The next task for `host_id`, or a held response that the reactor answers later.
+  Response TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms);
   Result<Host*> KnownHost(const json& body);
   void Seen(Host& host);
   bool Live(const Host& host) const;

@@ -50,6 +50,7 @@ struct Response {
   json details = json::object();  // with an error
   bool held = false;
   std::string held_host_id;       // for held takes
+  std::string held_tenant;        // the take's tenant; empty: any
   std::int64_t held_until_ms = 0;
 
   static Response Ok(json body) {

@@ -217,11 +217,8 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
     batch->push_back(std::move(p));
     return;
   }
-  // Only a valid task.take is held, so "tenant" is absent or a non-empty string.
-  const json& body = request->body;
-  std::string tenant = body.contains("tenant") ? body["tenant"].get<std::string>() : std::string();
-  waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id, std::move(tenant),
-                            p.response.held_until_ms});
+  waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
+                            std::move(p.response.held_tenant), p.response.held_until_ms});
 }
 
 void Reactor::Handle(Pending& p, const wire::Request& request) {
@@ -235,9 +232,12 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
     call.principal = api::Principal{"_system", api::Role::kHost};
   }
   p.response = ops_.router().Route(call);
-  if (request.op == "task.take" && p.response.status.ok() && !p.response.held) {
-    const json& task = p.response.body["task"];
-    if (task.is_object()) p.delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
+  // A take (or a finish that takes the next task) hands out an attempt: if the
+  // reply cannot be delivered, the attempt is released at once.
+  if ((request.op == "task.take" || request.op == "task.finish") && p.response.status.ok() && !p.response.held) {
+    auto task = p.response.body.find("task");
+    if (task != p.response.body.end() && task->is_object())
+      p.delivers = queue::AttemptRef{(*task)["task_id"].get<std::int64_t>(), (*task)["attempt"].get<std::int64_t>()};
   }
 }
 

@@ -327,6 +327,44 @@ TEST_CASE("weftd: a held take is answered with a task enqueued while it waits", 
   CHECK(reply["body"]["task"]["task_id"] == id);
 }
 
+TEST_CASE("weftd: a finish can take the next task in the same round trip, held when none is ready", "[weftd]") {
+  Weftd weftd;
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  std::vector<std::int64_t> ids = Enqueue(api, 2);
+  json t = Ok(prov.Call("task.take", {{"host_id", "h1"}, {"wait_ms", 0}}))["task"];
+  REQUIRE(t["task_id"] == ids[0]);
+  json next = Ok(prov.Call("task.finish", {{"host_id", "h1"}, {"task_id", t["task_id"]}, {"attempt", t["attempt"]},
+                                           {"status", "succeeded"}, {"take", {{"wait_ms", 0}}}}))["task"];
+  REQUIRE(next.is_object());
+  CHECK(next["task_id"] == ids[1]);
+  CHECK(next["attempt"] == 1);
+  // Nothing left: the finish is done at once, and the take is held until a task comes.
+  RawPeer host(weftd.provisioner());
+  host.SendJson({{"v", 1},
+                 {"id", "fin"},
+                 {"op", "task.finish"},
+                 {"body",
+                  {{"host_id", "h1"}, {"task_id", next["task_id"]}, {"attempt", 1}, {"status", "succeeded"},
+                   {"take", {{"wait_ms", 30000}}}}}});
+  json status = host.Call("server.status", json::object(), "status");
+  REQUIRE(status["id"] == "status");
+  CHECK(Ok(api.Call("server.status"))["tasks"]["succeeded"] == 2);  // committed before any reply
+  std::int64_t third = Enqueue(api, 1).at(0);
+  json reply = host.Receive();
+  CHECK(reply["id"] == "fin");
+  REQUIRE(reply["ok"] == true);
+  CHECK(reply["body"]["task"]["task_id"] == third);
+  // A bad take is refused before anything happens: the task stays leased.
+  auto bad = prov.Call("task.finish", {{"host_id", "h1"}, {"task_id", third}, {"attempt", 1}, {"status", "succeeded"},
+                                        {"take", {{"tenant", ""}}}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == weft::Code::kInvalid);
+  CHECK_THAT(bad.status().message(), Catch::Contains("body.take.tenant"));
+  CHECK(Ok(api.Call("task.get", {{"task_id", third}}))["state"] == "leased");
+}
+
 TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held or not", "[weftd]") {
   Weftd weftd;
   // debug.enqueue puts tasks in the tenant named by the request header.
