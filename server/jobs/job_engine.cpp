@@ -617,8 +617,18 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   if (op == "create" || op == "scale") {
     for (const json& n : Nodes(run.target.layout)) {
       const std::string id = n.value("hostname", "");
-      const bool existed = FindNode(run.before.layout, id) != nullptr;
-      if (existed || attempted(id, "CREATE", "")) made.push_back(existed ? *FindNode(run.before.layout, id) : n);
+      if (const json* old = FindNode(run.before.layout, id)) {
+        made.push_back(*old);
+        continue;
+      }
+      if (!attempted(id, "CREATE", "")) continue;
+      // A new node: only the services whose INSTALL ran need stopping before it goes.
+      json node = n;
+      std::vector<std::string> installed;
+      for (const std::string& s : NodeServices(n))
+        if (attempted(id, "INSTALL", s)) installed.push_back(s);
+      node["services"] = installed;
+      made.push_back(std::move(node));
     }
     if (op == "scale" && made.size() == Nodes(run.before.layout).size()) return std::nullopt;  // a shrink
   } else if (op == "add-services") {

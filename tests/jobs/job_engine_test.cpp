@@ -397,3 +397,38 @@ TEST_CASE("job engine: a second job on a busy cluster is refused", "[jobs]") {
   CHECK(r.status().code() == Code::kConflict);
   CHECK(r.status().message().find("job " + job) != std::string::npos);
 }
+
+TEST_CASE("job engine: a failed grow removes the new nodes again and the cluster keeps its old layout", "[jobs]") {
+  Fixture f;
+  const std::string create = f.Create(Layout({{"n1", {"db"}}}));
+  f.Drain();
+  REQUIRE(f.JobStatus(create) == "succeeded");
+  NewJob scale;
+  scale.tenant = "t1";
+  scale.cluster_id = f.cluster_id;
+  scale.operation = "scale";
+  scale.before = ClusterState{Spec(), Layout({{"n1", {"db"}}}), "active"};
+  scale.target = ClusterState{Spec(), Layout({{"n1", {"db"}}, {"n2", {"db"}}}), "active"};
+  auto started = f.engine->Start(scale);
+  REQUIRE(started.ok());
+  const std::string job = started->id;
+  for (const char* key : {"n2/CREATE", "n2/CONFIRM", "n2/BOOTSTRAP"}) REQUIRE(f.Finish(key, true).ok());
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(f.Finish("n2/INSTALL/db", false).ok());
+    f.clock.AdvanceMs(10 * kBackoffMs);
+    REQUIRE(f.queue->ExpireDue().ok());
+  }
+  CHECK(f.JobStatus(job) == "failed");
+  const std::string undo = f.CurrentJob();
+  REQUIRE(undo != job);
+  auto tasks = f.Tasks(undo);
+  CHECK(tasks.count("n2/DELETE"));
+  CHECK_FALSE(tasks.count("n1/DELETE"));
+  f.Drain();
+  CHECK(f.JobStatus(undo) == "succeeded");
+  CHECK(f.ClusterStatus() == "active");
+  auto c = f.store->GetCluster(f.cluster_id);
+  REQUIRE(c.ok());
+  CHECK(json::parse((**c).layout_json)["nodes"].size() == 1);
+  CHECK((**c).previous_json.empty());  // a failed change is not a change to roll back to
+}
