@@ -80,7 +80,7 @@ struct Options {
   int nodes = 1000;
   int clusters = 100;
   int cluster_size = 10;
-  int runs = 1;
+  int runs = 3;
   int hosts = 2;
   int capacity = 600;  // per host: runner threads, so tasks in flight
   int workers = 6;     // per host: worker processes sharing the capacity
@@ -101,7 +101,7 @@ int Usage(const std::string& problem) {
                "  --nodes N          nodes of the big create (default 1000)\n"
                "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
                "  --cluster-size S   nodes per cluster there (default 10)\n"
-               "  --runs R           repetitions of the big create; medians are reported (default 1)\n"
+               "  --runs R           repetitions of each case; medians are reported (default 3)\n"
                "  --hosts H          weft-host processes (default 2)\n"
                "  --capacity K       capacity (tasks in flight) per host (default 600)\n"
                "  --workers W        worker processes per host (default 6)\n"
@@ -453,6 +453,7 @@ class Rig {
     WEFT_RETURN_IF_ERROR(weftd_.Start(paths_.weftd, {"--config", config.string()}, dir_.path() / "weftd.log"));
     WEFT_RETURN_IF_ERROR(WaitForEndpoints(data / "endpoints.json"));
     api_ = NewClient(ctx_, api_endpoint_, 60000);
+    std::fprintf(stderr, "  weftd pid %d in %s\n", weftd_.pid(), dir_.path().c_str());
 
     for (int i = 0; i < opts_.hosts; ++i) {
       const std::string id = "bench-host-" + std::to_string(i);
@@ -943,55 +944,92 @@ int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
 
 // ---- case "clusters": many small creates at once, api reads meanwhile ---------
 
-struct Reads {
-  std::vector<double> list_ms;
-  std::vector<double> get_ms;
-  int errors = 0;
+// One api read: when it was sent (ms after the creates started), which op, how long it took.
+struct Read {
+  double at_ms;
+  int op;  // index into kReadOps
+  double ms;
 };
 
-int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
-  std::fprintf(stderr, "clusters: %d clusters x %d nodes at once, %d hosts x capacity %d\n", opts.clusters,
-               opts.cluster_size, opts.hosts, opts.capacity);
-  const double load_before = LoadAverage1m();
-  Rig rig(ctx, paths, opts);
-  if (Status s = rig.Start(); !s.ok()) {
-    std::fprintf(stderr, "weft-bench jobs: %s\n", s.message().c_str());
-    return 1;
-  }
+// What the reader sends in turn: the two reads the target is about, and
+// server.status, which does next to nothing in weftd, so its latency is the
+// time a request waits for the reactor (the other requests ahead of it).
+constexpr const char* kReadOps[] = {"cluster.list", "job.get", "server.status"};
 
+// Issues reads in turn until `stop`, `gap_ms` apart; job.get names a job of
+// `jobs` (with details, as `weft job show` does) once there is one.
+void ReadLoop(client::Client& c, const std::atomic<bool>& stop, std::mutex& mu, const std::vector<std::string>& jobs,
+              SteadyClock::time_point origin, int gap_ms, int max_reads, std::vector<Read>* out, int* errors) {
+  std::size_t turn = 0;
+  while (!stop && (max_reads < 0 || static_cast<int>(out->size()) < max_reads)) {
+    std::string job;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!jobs.empty()) job = jobs[(turn / 3) % jobs.size()];
+    }
+    int op = static_cast<int>(turn++ % 3);
+    if (op == 1 && job.empty()) op = 0;
+    const auto t0 = SteadyClock::now();
+    Result<json> r = op == 0   ? c.Call("cluster.list", json::object())
+                     : op == 1 ? c.Call("job.get", {{"job", job}, {"details", true}})
+                               : c.Call("server.status", json::object());
+    const double ms = MsSince(t0);
+    if (r.ok()) {
+      out->push_back(Read{std::chrono::duration<double, std::milli>(t0 - origin).count(), op, ms});
+    } else {
+      ++*errors;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+  }
+}
+
+std::vector<double> Latencies(const std::vector<Read>& reads, std::initializer_list<int> ops) {
+  std::vector<double> out;
+  for (const Read& r : reads)
+    if (std::find(ops.begin(), ops.end(), r.op) != ops.end()) out.push_back(r.ms);
+  return out;
+}
+
+struct ClustersRun {
+  std::int64_t total_ms = 0;    // first create sent -> last job finished (server clock)
+  double creates_answered_ms = 0;
+  std::vector<double> create_ms;
+  std::vector<Read> reads;      // while the jobs ran
+  std::vector<Read> idle;       // the same reads afterwards, weftd idle
+  int read_errors = 0;
+  std::int64_t tasks = 0;
+  double weftd_cpu_ms = 0;
+};
+
+Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  Rig rig(ctx, paths, opts);
+  WEFT_RETURN_IF_ERROR(rig.Start());
+  Result<json> before = rig.api().Call("server.status", json::object());
+  if (!before.ok()) return before.status().WithContext("server.status");
+  const std::int64_t base_tasks = (*before)["tasks"].value("succeeded", std::int64_t{0});
+
+  ClustersRun out;
   std::mutex mu;
   std::vector<std::string> job_ids;
-  std::vector<double> create_ms;
   Status first_error;
   std::atomic<bool> stop_reading{false};
-  Reads reads;
-
+  const auto start = SteadyClock::now();
   std::thread reader([&] {
     std::unique_ptr<client::Client> c = NewClient(ctx, rig.api_endpoint(), 30000);
-    std::size_t turn = 0;
-    while (!stop_reading) {
-      std::string job;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!job_ids.empty()) job = job_ids[turn % job_ids.size()];
-      }
-      const bool list = turn++ % 2 == 0 || job.empty();
-      const auto t0 = SteadyClock::now();
-      Result<json> r = list ? c->Call("cluster.list", json::object())
-                            : c->Call("job.get", {{"job", job}, {"details", true}});
-      const double ms = MsSince(t0);
-      if (!r.ok()) {
-        ++reads.errors;
-      } else {
-        (list ? reads.list_ms : reads.get_ms).push_back(ms);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(opts.read_gap_ms));
-    }
+    ReadLoop(*c, stop_reading, mu, job_ids, start, opts.read_gap_ms, -1, &out.reads, &out.read_errors);
   });
+  // Joins the reader on every way out.
+  struct StopReader {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~StopReader() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } stop_reader{stop_reading, reader};
 
   const std::int64_t cpu_weftd = rig.WeftdCpuNs();
   const std::int64_t start_ms = WallMs();
-  const auto start = SteadyClock::now();
   std::vector<std::thread> submitters;
   const int threads = std::min(opts.submitters, opts.clusters);
   for (int s = 0; s < threads; ++s) {
@@ -1007,101 +1045,133 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
           if (first_error.ok()) first_error = r.status().WithContext("cluster.create many-" + std::to_string(i));
           return;
         }
-        create_ms.push_back(MsSince(t0));
+        out.create_ms.push_back(MsSince(t0));
         job_ids.push_back((*r)["job"].value("id", ""));
       }
     });
   }
   for (auto& t : submitters) t.join();
-  const double submitted_ms = MsSince(start);
-  std::fprintf(stderr, "  %zu creates answered in %.0f ms\n", job_ids.size(), submitted_ms);
+  out.creates_answered_ms = MsSince(start);
+  if (!first_error.ok()) return first_error;
+  std::fprintf(stderr, "  %zu creates answered in %.0f ms\n", job_ids.size(), out.creates_answered_ms);
 
-  int status = 0;
-  std::int64_t last_finish_ms = 0;
-  std::int64_t tasks = 0;
-  if (!first_error.ok()) {
-    std::fprintf(stderr, "weft-bench jobs: %s\n", first_error.message().c_str());
-    status = 1;
-  } else {
-    // Every job is done when none of ours is running any more.
-    std::set<std::string> ours(job_ids.begin(), job_ids.end());
-    auto deadline = start + kJobDeadline;
-    auto next_report = start + std::chrono::seconds(1);
-    while (true) {
-      Result<json> r = rig.api().Call("job.list", {{"limit", opts.clusters + 100}});
-      if (!r.ok()) {
-        std::fprintf(stderr, "weft-bench jobs: job.list: %s\n", r.status().message().c_str());
-        status = 1;
-        break;
+  // Every job is done when each of ours has succeeded.
+  const std::set<std::string> ours(job_ids.begin(), job_ids.end());
+  const auto deadline = start + kJobDeadline;
+  auto next_report = start + std::chrono::seconds(1);
+  while (true) {
+    Result<json> r = rig.api().Call("job.list", {{"limit", opts.clusters + 100}});
+    if (!r.ok()) return r.status().WithContext("job.list");
+    std::size_t done = 0;
+    std::int64_t last_finish_ms = 0;
+    for (const json& j : (*r)["jobs"]) {
+      if (!ours.count(j.value("id", ""))) continue;
+      const std::string st = j.value("status", "");
+      if (st == "failed" || st == "aborted")
+        return Status::Internal("job " + j.value("id", "") + " " + st + ": " + j.value("message", "") + rig.Logs());
+      if (st == "succeeded") {
+        ++done;
+        last_finish_ms = std::max(last_finish_ms, j.value("finished_at_ms", std::int64_t{0}));
       }
-      std::size_t done = 0;
-      for (const json& j : (*r)["jobs"]) {
-        if (!ours.count(j.value("id", ""))) continue;
-        const std::string st = j.value("status", "");
-        if (st == "failed" || st == "aborted") {
-          std::fprintf(stderr, "weft-bench jobs: job %s %s: %s\n", j.value("id", "").c_str(), st.c_str(),
-                       j.value("message", "").c_str());
-          status = 1;
-        }
-        if (st == "succeeded") {
-          ++done;
-          last_finish_ms = std::max(last_finish_ms, j.value("finished_at_ms", std::int64_t{0}));
-        }
-      }
-      if (status != 0 || done == ours.size()) break;
-      if (SteadyClock::now() > deadline) {
-        std::fprintf(stderr, "weft-bench jobs: the %zu jobs did not finish within 5 minutes (%zu done)%s\n",
-                     ours.size(), done, rig.Logs().c_str());
-        status = 1;
-        break;
-      }
-      if (SteadyClock::now() >= next_report) {
-        if (Status s = rig.Alive(); !s.ok()) {
-          std::fprintf(stderr, "weft-bench jobs: %s\n", s.message().c_str());
-          status = 1;
-          break;
-        }
-        PrintQueue(rig.api(), start);
-        next_report += std::chrono::seconds(1);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs * 2));
     }
+    if (done == ours.size()) {
+      out.total_ms = last_finish_ms - start_ms;
+      break;
+    }
+    if (SteadyClock::now() > deadline)
+      return Status::Timeout("the " + std::to_string(ours.size()) + " jobs did not finish within 5 minutes (" +
+                             std::to_string(done) + " done)" + rig.Logs());
+    if (SteadyClock::now() >= next_report) {
+      WEFT_RETURN_IF_ERROR(rig.Alive());
+      PrintQueue(rig.api(), start);
+      next_report += std::chrono::seconds(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs * 2));
   }
   stop_reading = true;
   reader.join();
-  if (status != 0) return status;
-  const double weftd_cpu_ms = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd) / 1e6;
-  Result<json> s = rig.api().Call("server.status", json::object());
-  if (s.ok()) tasks = (*s)["tasks"].value("succeeded", std::int64_t{0}) - opts.hosts * opts.capacity;
+  out.weftd_cpu_ms = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd) / 1e6;
+  Result<json> after = rig.api().Call("server.status", json::object());
+  if (after.ok()) out.tasks = (*after)["tasks"].value("succeeded", std::int64_t{0}) - base_tasks;
 
-  std::vector<double> all = reads.list_ms;
-  all.insert(all.end(), reads.get_ms.begin(), reads.get_ms.end());
+  // The same reads of the same clusters and jobs with weftd idle: the baseline.
+  std::atomic<bool> never{false};
+  std::unique_ptr<client::Client> c = NewClient(ctx, rig.api_endpoint(), 30000);
+  ReadLoop(*c, never, mu, job_ids, SteadyClock::now(), opts.read_gap_ms, 150, &out.idle, &out.read_errors);
+
+  const auto p = [](const std::vector<Read>& r, std::initializer_list<int> ops, double q) {
+    return Percentile(Latencies(r, ops), q);
+  };
   std::fprintf(stderr,
-               "  reads: cluster.list p50 %.1f p99 %.1f max %.1f ms (%zu); job.get p50 %.1f p99 %.1f max %.1f ms "
-               "(%zu); %d errors; weftd CPU %.0f ms\n",
-               Percentile(reads.list_ms, 50), Percentile(reads.list_ms, 99), Percentile(reads.list_ms, 100),
-               reads.list_ms.size(), Percentile(reads.get_ms, 50), Percentile(reads.get_ms, 99),
-               Percentile(reads.get_ms, 100), reads.get_ms.size(), reads.errors, weftd_cpu_ms);
+               "  done in %lld ms; reads while busy: cluster.list p50 %.1f p99 %.1f max %.1f ms; job.get p50 %.1f p99 "
+               "%.1f max %.1f ms; server.status p50 %.1f p99 %.1f max %.1f ms (%zu reads, %d errors)\n"
+               "  the same reads idle: cluster.list p50 %.1f p99 %.1f; job.get p50 %.1f p99 %.1f; server.status p50 "
+               "%.1f p99 %.1f ms; weftd CPU %.0f ms\n",
+               static_cast<long long>(out.total_ms), p(out.reads, {0}, 50), p(out.reads, {0}, 99),
+               p(out.reads, {0}, 100), p(out.reads, {1}, 50), p(out.reads, {1}, 99), p(out.reads, {1}, 100),
+               p(out.reads, {2}, 50), p(out.reads, {2}, 99), p(out.reads, {2}, 100), out.reads.size(),
+               out.read_errors, p(out.idle, {0}, 50), p(out.idle, {0}, 99), p(out.idle, {1}, 50),
+               p(out.idle, {1}, 99), p(out.idle, {2}, 50), p(out.idle, {2}, 99), out.weftd_cpu_ms);
+  std::vector<Read> slowest = out.reads;
+  std::sort(slowest.begin(), slowest.end(), [](const Read& x, const Read& y) { return x.ms > y.ms; });
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, slowest.size()); ++i)
+    std::fprintf(stderr, "  slow read: %s sent %.0f ms after the first create, took %.1f ms\n",
+                 kReadOps[slowest[i].op], slowest[i].at_ms, slowest[i].ms);
+  return out;
+}
+
+int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  const double load_before = LoadAverage1m();
+  std::vector<ClustersRun> runs;
+  for (int r = 0; r < opts.runs; ++r) {
+    std::fprintf(stderr, "clusters run %d/%d: %d clusters x %d nodes at once, %d hosts x capacity %d\n", r + 1,
+                 opts.runs, opts.clusters, opts.cluster_size, opts.hosts, opts.capacity);
+    Result<ClustersRun> run = RunClusters(ctx, paths, opts);
+    if (!run.ok()) {
+      std::fprintf(stderr, "weft-bench jobs: %s\n", run.status().message().c_str());
+      return 1;
+    }
+    runs.push_back(std::move(*run));
+  }
+  // Latencies are pooled over the runs; times are medians.
+  std::vector<Read> reads, idle;
+  std::vector<double> create_ms, total_ms, answered_ms, cpu_per_task;
+  int errors = 0;
+  for (const ClustersRun& r : runs) {
+    reads.insert(reads.end(), r.reads.begin(), r.reads.end());
+    idle.insert(idle.end(), r.idle.begin(), r.idle.end());
+    create_ms.insert(create_ms.end(), r.create_ms.begin(), r.create_ms.end());
+    total_ms.push_back(static_cast<double>(r.total_ms));
+    answered_ms.push_back(r.creates_answered_ms);
+    cpu_per_task.push_back(r.tasks > 0 ? r.weftd_cpu_ms * 1000 / static_cast<double>(r.tasks) : 0);
+    errors += r.read_errors;
+  }
+  const std::vector<double> busy = Latencies(reads, {0, 1});
+  const std::vector<double> at_rest = Latencies(idle, {0, 1});
   ojson line;
   line["bench"] = "jobs";
   line["case"] = "clusters";
   line["clusters"] = opts.clusters;
   line["nodes_per_cluster"] = opts.cluster_size;
-  line["tasks"] = tasks;
+  line["tasks"] = runs.front().tasks;
   line["hosts"] = opts.hosts;
   line["capacity_per_host"] = opts.capacity;
-  line["total_ms"] = last_finish_ms - start_ms;
-  line["creates_answered_ms"] = std::llround(submitted_ms);
+  line["runs"] = opts.runs;
+  line["total_ms"] = std::llround(Median(total_ms));
+  line["creates_answered_ms"] = std::llround(Median(answered_ms));
   line["create_p99_ms"] = Round1(Percentile(create_ms, 99));
-  line["reads"] = all.size();
-  line["read_errors"] = reads.errors;
-  line["read_p50_ms"] = Round1(Percentile(all, 50));
-  line["read_p99_ms"] = Round1(Percentile(all, 99));
-  line["read_max_ms"] = Round1(Percentile(all, 100));
-  line["cluster_list_p99_ms"] = Round1(Percentile(reads.list_ms, 99));
-  line["job_get_p99_ms"] = Round1(Percentile(reads.get_ms, 99));
+  line["reads"] = busy.size();
+  line["read_errors"] = errors;
+  line["read_p50_ms"] = Round1(Percentile(busy, 50));
+  line["read_p99_ms"] = Round1(Percentile(busy, 99));
+  line["read_max_ms"] = Round1(Percentile(busy, 100));
   line["target_read_p99_ms"] = kTargetReadP99Ms;
-  line["weftd_cpu_us_per_task"] = tasks > 0 ? std::llround(weftd_cpu_ms * 1000 / static_cast<double>(tasks)) : 0;
+  line["cluster_list_p99_ms"] = Round1(Percentile(Latencies(reads, {0}), 99));
+  line["job_get_p99_ms"] = Round1(Percentile(Latencies(reads, {1}), 99));
+  line["status_p99_ms"] = Round1(Percentile(Latencies(reads, {2}), 99));
+  line["idle_read_p50_ms"] = Round1(Percentile(at_rest, 50));
+  line["idle_read_p99_ms"] = Round1(Percentile(at_rest, 99));
+  line["weftd_cpu_us_per_task"] = std::llround(Median(cpu_per_task));
   line["loadavg_1m_before"] = Round1(load_before);
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
