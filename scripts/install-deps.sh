@@ -14,6 +14,7 @@ PACKAGES=(
   libboost-system-dev
   liblua5.4-dev        # Lua plugins
   libssh2-1-dev        # SSH to nodes
+  libssl-dev           # libcrypto (EVP SHA-256): digests of resources on weftd and weft-host
   libtomlplusplus-dev  # weftd.toml, weft-host.toml
   libsqlite3-dev       # the store
   sqlite3              # for looking into a store by hand
