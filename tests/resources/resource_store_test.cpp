@@ -1,0 +1,469 @@
+// FileResourceStore: versions, stage/sync/recall/delete, chunked uploads and
+// their digest, and what a crash at any point leaves behind.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "server/resources/resource_store.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/common/digest.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using weft::Code;
+using weft::ManualClock;
+using weft::resources::FileResourceStore;
+using weft::resources::UploadChunk;
+using weft::resources::VersionState;
+using weft::testing::ReadFile;
+using weft::testing::TempDir;
+using weft::testing::WriteFile;
+
+// sha256("abc"), the FIPS 180-2 test vector.
+constexpr const char* kAbcDigest = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+std::string Digest(const std::string& bytes) {
+  auto d = weft::digest::Sha256Of(bytes);
+  REQUIRE(d.ok());
+  return *d;
+}
+
+std::unique_ptr<FileResourceStore> OpenStore(const fs::path& root, const weft::Clock& clock) {
+  auto store = FileResourceStore::Open(root, clock);
+  INFO(store.status().ToString());
+  REQUIRE(store.ok());
+  return std::move(*store);
+}
+
+// A whole file in one request; returns the new version.
+std::int64_t Put(FileResourceStore& store, const std::string& type, const std::string& name,
+                 const std::string& bytes, const std::string& tenant = "default") {
+  UploadChunk c;
+  c.tenant = tenant;
+  c.type = type;
+  c.name = name;
+  c.bytes = bytes;
+  c.final = true;
+  c.digest = Digest(bytes);
+  c.user = "test";
+  auto r = store.Upload(c);
+  INFO(r.status().ToString());
+  REQUIRE(r.ok());
+  REQUIRE(r->version.has_value());
+  return r->version->version;
+}
+
+VersionState StateOf(FileResourceStore& store, const std::string& type, const std::string& name, std::int64_t v,
+                     const std::string& tenant = "default") {
+  auto info = store.Get(tenant, type, name, v);
+  INFO(info.status().ToString());
+  REQUIRE(info.ok());
+  return info->state;
+}
+
+std::int64_t RealNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TEST_CASE("resource store: every upload is a new inactive version with its size and SHA-256", "[resources]") {
+  TempDir dir;
+  ManualClock clock(5000);
+  auto store = OpenStore(dir / "resources", clock);
+  CHECK(Put(*store, "shell", "install.sh", "abc") == 1);
+  CHECK(Put(*store, "shell", "install.sh", "abcd") == 2);
+  auto v1 = store->Get("default", "shell", "install.sh", 1);
+  REQUIRE(v1.ok());
+  CHECK(v1->state == VersionState::kInactive);
+  CHECK(v1->size_bytes == 3);
+  CHECK(v1->digest == kAbcDigest);
+  CHECK(v1->created_at_ms == 5000);
+  CHECK(v1->created_by == "test");
+  CHECK(ReadFile(store->VersionPath("default", "shell", "install.sh", 1)) == "abc");
+  CHECK(ReadFile(store->VersionPath("default", "shell", "install.sh", 2)) == "abcd");
+  // Nothing is active until staged and synced.
+  auto active = store->Active("default", {"shell"});
+  REQUIRE(active.ok());
+  CHECK(active->empty());
+  auto missing = store->Get("default", "shell", "install.sh", 3);
+  CHECK(missing.status().code() == Code::kNotFound);
+  CHECK(missing.status().message().find("versions 1, 2") != std::string::npos);
+}
+
+TEST_CASE("resource store: stage then sync activates, retiring the version that was active", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  Put(*store, "shell", "a.sh", "one");
+  Put(*store, "shell", "a.sh", "two");
+  Put(*store, "shell", "b.sh", "bee");
+  Put(*store, "shell", "a.sh", "other tenant", "acme");
+
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kStaged);
+  CHECK(store->Active("default", {}).value().empty());  // staged is not active yet
+
+  auto synced = store->Sync("default");
+  REQUIRE(synced.ok());
+  REQUIRE(synced->size() == 1);
+  CHECK((*synced)[0].name == "a.sh");
+  CHECK((*synced)[0].version == 1);
+  CHECK(!(*synced)[0].retired.has_value());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kActive);
+
+  // Version 2 and b.sh staged together; one sync makes both active.
+  REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
+  REQUIRE(store->Stage("default", "shell", "b.sh", 1).ok());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kActive);  // until the sync
+  synced = store->Sync("default");
+  REQUIRE(synced.ok());
+  REQUIRE(synced->size() == 2);
+  CHECK((*synced)[0].retired == std::optional<std::int64_t>(1));
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kRetired);
+  CHECK(StateOf(*store, "shell", "a.sh", 2) == VersionState::kActive);
+  auto active = store->Active("default", {"shell"});
+  REQUIRE(active.ok());
+  REQUIRE(active->size() == 2);
+  CHECK((*active)[0].name == "a.sh");
+  CHECK((*active)[0].version == 2);
+  CHECK((*active)[0].digest == Digest("two"));
+  CHECK((*active)[0].size_bytes == 3);
+  CHECK((*active)[1].name == "b.sh");
+  CHECK(store->Active("default", {"other-type"}).value().empty());
+
+  // The other tenant's sync was never asked for.
+  CHECK(StateOf(*store, "shell", "a.sh", 1, "acme") == VersionState::kInactive);
+  CHECK(store->Active("acme", {}).value().empty());
+
+  // Staging an active version is refused; a sync with nothing staged changes nothing.
+  CHECK(store->Stage("default", "shell", "a.sh", 2).status().code() == Code::kConflict);
+  CHECK(store->Sync("default").value().empty());
+}
+
+TEST_CASE("resource store: one staged version per resource; an older one can be staged back", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  for (const char* s : {"1", "2", "3"}) Put(*store, "shell", "a.sh", s);
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  REQUIRE(store->Sync("default").ok());
+  REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
+  REQUIRE(store->Stage("default", "shell", "a.sh", 3).ok());  // replaces the staging of 2
+  CHECK(StateOf(*store, "shell", "a.sh", 2) == VersionState::kInactive);
+  CHECK(StateOf(*store, "shell", "a.sh", 3) == VersionState::kStaged);
+  REQUIRE(store->Stage("default", "shell", "a.sh", 3).ok());  // twice is the same
+  REQUIRE(store->Sync("default").ok());
+  CHECK(StateOf(*store, "shell", "a.sh", 3) == VersionState::kActive);
+  // Roll back to 1: staged again, and once unstaged it is retired again, not inactive.
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kRetired);
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  REQUIRE(store->Sync("default").ok());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kActive);
+  CHECK(StateOf(*store, "shell", "a.sh", 3) == VersionState::kRetired);
+}
+
+TEST_CASE("resource store: recall retires the active version and nothing replaces it", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  Put(*store, "shell", "a.sh", "x");
+  CHECK(store->Recall("default", "shell", "a.sh").status().code() == Code::kConflict);  // nothing active
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  REQUIRE(store->Sync("default").ok());
+  auto recalled = store->Recall("default", "shell", "a.sh");
+  REQUIRE(recalled.ok());
+  CHECK(recalled->version == 1);
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kRetired);
+  CHECK(store->Active("default", {}).value().empty());
+  CHECK(store->Recall("default", "nope", "a.sh").status().code() == Code::kNotFound);
+}
+
+TEST_CASE("resource store: delete removes inactive versions, never the active one", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  Put(*store, "shell", "a.sh", "1");
+  Put(*store, "shell", "a.sh", "2");
+  REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
+  REQUIRE(store->Sync("default").ok());
+  const fs::path v1 = store->VersionPath("default", "shell", "a.sh", 1);
+  const fs::path v2 = store->VersionPath("default", "shell", "a.sh", 2);
+
+  auto refused = store->Delete("default", "shell", "a.sh", 2);
+  CHECK(refused.status().code() == Code::kConflict);
+  CHECK(refused.status().message().find("recall it first") != std::string::npos);
+  auto whole = store->Delete("default", "shell", "a.sh", std::nullopt);
+  CHECK(whole.status().code() == Code::kConflict);
+  CHECK(fs::exists(v2));
+
+  auto one = store->Delete("default", "shell", "a.sh", 1);
+  REQUIRE(one.ok());
+  CHECK(*one == std::vector<std::int64_t>{1});
+  CHECK(!fs::exists(v1));
+  CHECK(store->Get("default", "shell", "a.sh", 1).status().code() == Code::kNotFound);
+  // Numbers are never reused.
+  CHECK(Put(*store, "shell", "a.sh", "3") == 3);
+
+  REQUIRE(store->Recall("default", "shell", "a.sh").ok());
+  auto all = store->Delete("default", "shell", "a.sh", std::nullopt);
+  REQUIRE(all.ok());
+  CHECK(*all == std::vector<std::int64_t>{2, 3});
+  CHECK(!fs::exists(v2.parent_path()));
+  CHECK(store->List("default", "").value().empty());
+  CHECK(store->Delete("default", "shell", "a.sh", std::nullopt).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("resource store: a chunked upload checks offsets and the digest of the whole", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  const std::string content = "first chunk|second chunk|third";
+  UploadChunk c;
+  c.tenant = "default";
+  c.type = "shell";
+  c.name = "big.tar";
+  c.bytes = std::string_view(content).substr(0, 12);
+  auto first = store->Upload(c);
+  REQUIRE(first.ok());
+  CHECK(first->received_bytes == 12);
+  CHECK(!first->version);
+  CHECK(store->List("default", "").value().empty());  // no version while in progress
+
+  c.upload_id = first->upload_id;
+  c.offset = 5;  // not where the upload is
+  c.bytes = std::string_view(content).substr(12, 13);
+  auto wrong = store->Upload(c);
+  CHECK(wrong.status().code() == Code::kConflict);
+  CHECK(wrong.status().message().find("offset 12") != std::string::npos);
+
+  c.offset = 12;
+  auto second = store->Upload(c);
+  REQUIRE(second.ok());
+  CHECK(second->received_bytes == 25);
+
+  c.offset = 25;
+  c.bytes = std::string_view(content).substr(25);
+  c.final = true;
+  c.digest = Digest(content);
+  c.size_bytes = static_cast<std::int64_t>(content.size());
+  auto last = store->Upload(c);
+  INFO(last.status().ToString());
+  REQUIRE(last.ok());
+  REQUIRE(last->version);
+  CHECK(last->version->version == 1);
+  CHECK(last->version->digest == Digest(content));
+  CHECK(ReadFile(store->VersionPath("default", "shell", "big.tar", 1)) == content);
+
+  // The final chunk repeated (its reply was lost) gets the same version, not a second one.
+  auto again = store->Upload(c);
+  REQUIRE(again.ok());
+  REQUIRE(again->version);
+  CHECK(again->version->version == 1);
+  CHECK(store->List("default", "shell").value().at(0).versions.size() == 1);
+
+  // Reading it back in pieces.
+  auto chunk = store->Read("default", "shell", "big.tar", 1, 0, 10);
+  REQUIRE(chunk.ok());
+  CHECK(chunk->bytes == content.substr(0, 10));
+  CHECK(!chunk->eof);
+  chunk = store->Read("default", "shell", "big.tar", 1, 10, 1000);
+  REQUIRE(chunk.ok());
+  CHECK(chunk->bytes == content.substr(10));
+  CHECK(chunk->eof);
+  CHECK(chunk->digest == Digest(content));
+  CHECK(store->Read("default", "shell", "big.tar", 1, 1000, 10).status().code() == Code::kInvalid);
+}
+
+TEST_CASE("resource store: a digest mismatch discards the upload", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  UploadChunk c;
+  c.tenant = "default";
+  c.type = "shell";
+  c.name = "a.sh";
+  c.bytes = "what arrived";
+  c.final = true;
+  c.digest = Digest("what was sent");
+  auto r = store->Upload(c);
+  CHECK(r.status().code() == Code::kInvalid);
+  CHECK(r.status().message().find("digest mismatch") != std::string::npos);
+  CHECK(store->List("default", "").value().empty());
+  // No part file is left behind.
+  std::size_t files = 0;
+  for (auto it = fs::recursive_directory_iterator(dir / "resources"); it != fs::recursive_directory_iterator(); ++it)
+    files += it->is_regular_file() ? 1 : 0;
+  CHECK(files == 0);
+
+  c.digest = "";  // a final chunk without a digest
+  CHECK(store->Upload(c).status().code() == Code::kInvalid);
+  c.digest = "sha256:xyz";
+  CHECK(store->Upload(c).status().code() == Code::kInvalid);
+  // The size the client announced must match too.
+  c.digest = Digest("what arrived");
+  c.size_bytes = 100;
+  CHECK(store->Upload(c).status().code() == Code::kInvalid);
+  c.size_bytes.reset();
+  CHECK(store->Upload(c).ok());
+}
+
+TEST_CASE("resource store: an interrupted upload never becomes a version, and is cleaned up", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  std::string upload_id;
+  {
+    auto store = OpenStore(dir / "resources", clock);
+    Put(*store, "shell", "a.sh", "kept");
+    UploadChunk c;
+    c.tenant = "default";
+    c.type = "shell";
+    c.name = "a.sh";
+    c.bytes = "half of the second vers";
+    auto r = store->Upload(c);
+    REQUIRE(r.ok());
+    upload_id = r->upload_id;
+    // weftd dies here: no final chunk.
+  }
+  const fs::path part = dir / "resources" / "default" / "shell" / "a.sh" / "uploads" / (upload_id + ".part");
+  REQUIRE(fs::exists(part));
+  {
+    // Reopened soon: the upload may still be resumed, but it is no version.
+    auto store = OpenStore(dir / "resources", clock);
+    auto list = store->List("default", "shell");
+    REQUIRE(list.ok());
+    REQUIRE(list->size() == 1);
+    CHECK(list->at(0).versions.size() == 1);
+    CHECK(fs::exists(part));
+    // It can be finished after the restart (the digest is computed from the file).
+    UploadChunk c;
+    c.tenant = "default";
+    c.type = "shell";
+    c.name = "a.sh";
+    c.upload_id = upload_id;
+    c.offset = 23;
+    c.bytes = "ion";
+    c.final = true;
+    c.digest = Digest("half of the second version");
+    auto r = store->Upload(c);
+    INFO(r.status().ToString());
+    REQUIRE(r.ok());
+    CHECK(r->version->version == 2);
+  }
+  {
+    // Another upload abandoned: a day later it is gone.
+    auto store = OpenStore(dir / "resources", clock);
+    UploadChunk c;
+    c.tenant = "default";
+    c.type = "shell";
+    c.name = "a.sh";
+    c.bytes = "never finished";
+    auto r = store->Upload(c);
+    REQUIRE(r.ok());
+    upload_id = r->upload_id;
+  }
+  const fs::path abandoned = dir / "resources" / "default" / "shell" / "a.sh" / "uploads" / (upload_id + ".part");
+  REQUIRE(fs::exists(abandoned));
+  ManualClock later(RealNowMs() + 25LL * 3600 * 1000);
+  auto store = OpenStore(dir / "resources", later);
+  CHECK(!fs::exists(abandoned));
+  CHECK(store->List("default", "shell").value().at(0).versions.size() == 2);
+}
+
+TEST_CASE("resource store: a crash between the data and the manifest leaves no version", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  const fs::path res = dir / "resources" / "default" / "shell" / "a.sh";
+  {
+    auto store = OpenStore(dir / "resources", clock);
+    Put(*store, "shell", "a.sh", "one");
+  }
+  // What a crash after the rename of the data and before the manifest leaves:
+  // v2 without an entry, and a half-written temporary manifest.
+  WriteFile(res / "v2", "orphan");
+  WriteFile(res / ".manifest.json.tmp.1234", "{\"format\":1,\"vers");
+  auto store = OpenStore(dir / "resources", clock);
+  CHECK(!fs::exists(res / "v2"));
+  CHECK(!fs::exists(res / ".manifest.json.tmp.1234"));
+  CHECK(store->Get("default", "shell", "a.sh", 2).status().code() == Code::kNotFound);
+  CHECK(Put(*store, "shell", "a.sh", "two") == 2);
+  CHECK(ReadFile(res / "v2") == "two");
+}
+
+TEST_CASE("resource store: versions and states survive a reopen", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  {
+    auto store = OpenStore(dir / "resources", clock);
+    Put(*store, "shell", "a.sh", "1");
+    Put(*store, "shell", "a.sh", "2");
+    Put(*store, "lua-plugin", "hello.lua", "return {}", "tenant with/slash");
+    REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+    REQUIRE(store->Sync("default").ok());
+    REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
+  }
+  auto store = OpenStore(dir / "resources", clock);
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kActive);
+  CHECK(StateOf(*store, "shell", "a.sh", 2) == VersionState::kStaged);
+  CHECK(StateOf(*store, "lua-plugin", "hello.lua", 1, "tenant with/slash") == VersionState::kInactive);
+  // The odd tenant name became one directory, not a path.
+  CHECK(fs::exists(dir / "resources" / "tenant%20with%2Fslash" / "lua-plugin" / "hello.lua" / "v1"));
+  CHECK(Put(*store, "shell", "a.sh", "3") == 3);
+}
+
+TEST_CASE("resource store: names that are not plain file names are refused", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(dir / "resources", clock);
+  UploadChunk c;
+  c.tenant = "default";
+  c.bytes = "x";
+  c.final = true;
+  c.digest = Digest("x");
+  for (auto [type, name] : {std::pair{"shell", "../escape"}, std::pair{"shell", "a/b"}, std::pair{"shell", ".hidden"},
+                            std::pair{"shell", ""}, std::pair{"Shell", "a"}, std::pair{"../x", "a"},
+                            std::pair{"lua-plugin", "not-lua.sh"}}) {
+    c.type = type;
+    c.name = name;
+    INFO(type << "/" << name);
+    CHECK(store->Upload(c).status().code() == Code::kInvalid);
+  }
+  CHECK(!fs::exists(dir / "escape"));
+  c.type = "lua-plugin";
+  c.name = "hello.lua";
+  CHECK(store->Upload(c).ok());
+}
+
+TEST_CASE("resource store: a version larger than the limit is refused", "[resources]") {
+  TempDir dir;
+  ManualClock clock;
+  weft::resources::FileStoreOptions options;
+  options.max_size_bytes = 10;
+  auto opened = FileResourceStore::Open(dir / "resources", clock, options);
+  REQUIRE(opened.ok());
+  auto& store = **opened;
+  UploadChunk c;
+  c.tenant = "default";
+  c.type = "shell";
+  c.name = "a.sh";
+  c.bytes = "123456";
+  auto first = store.Upload(c);
+  REQUIRE(first.ok());
+  c.upload_id = first->upload_id;
+  c.offset = 6;
+  auto over = store.Upload(c);
+  CHECK(over.status().code() == Code::kTooLarge);
+  // The upload is gone with it.
+  c.offset = 6;
+  c.bytes = "1";
+  CHECK(store.Upload(c).status().code() == Code::kNotFound);
+}
