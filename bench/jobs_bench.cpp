@@ -21,6 +21,12 @@
 // `weft cluster list` and `weft job show` send) that one client issues in a loop
 // meanwhile. Target: p99 < 50 ms.
 //
+// Both cases also say where the CPU went while they ran: weftd's CPU per task,
+// the hosts' (the fake plugins poll for cancellation every 10 ms, so on one
+// machine the hosts compete with weftd), and how long weftd's reactor thread was
+// runnable but waiting for a CPU (reactor_runqueue_wait_ms): on a loaded machine
+// that, not weftd's own work, is often what a slow read waited for.
+//
 // Binaries are found next to weft-bench (weftd, weft-host) and the fake plugins
 // under <build>/plugins/. Every run has its own temporary directory, data dir and
 // ephemeral loopback ports. One JSON line per case goes to stdout (medians over
@@ -177,6 +183,15 @@ std::int64_t TreeCpuNs(pid_t pid) {
     while (children >> child) total += TreeCpuNs(child);
   }
   return total;
+}
+
+// How long a thread ran and how long it was runnable but waited for a CPU
+// (ns), from /proc/<pid>/task/<tid>/schedstat; zeros when unknown.
+std::pair<std::int64_t, std::int64_t> ThreadSched(pid_t pid, pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
+  std::int64_t run_ns = 0, wait_ns = 0;
+  in >> run_ns >> wait_ns;
+  return {run_ns, wait_ns};
 }
 
 wire::Limits BigReplies() {
@@ -489,6 +504,10 @@ class Rig {
       if (h->pid() > 0) total += TreeCpuNs(h->pid());
     return total;
   }
+  // weftd's reactor is its main thread.
+  std::pair<std::int64_t, std::int64_t> ReactorSched() const {
+    return weftd_.pid() > 0 ? ThreadSched(weftd_.pid(), weftd_.pid()) : std::pair<std::int64_t, std::int64_t>{0, 0};
+  }
   // The end of each log, for an error message.
   std::string Logs() const {
     std::string out = "\n--- weftd log ends:\n" + Tail(weftd_.log(), 1500);
@@ -580,6 +599,49 @@ class Rig {
   std::string provisioner_;
   std::unique_ptr<client::Client> api_;
 };
+
+// Where the CPU went during a timed window: weftd (all threads), its reactor
+// thread's time waiting for a CPU while runnable (the machine's contention),
+// and the weft-host processes with their workers.
+struct CpuUse {
+  double weftd_ms = 0;
+  double reactor_ms = 0;
+  double reactor_runqueue_wait_ms = 0;
+  double hosts_ms = 0;
+  double wall_ms = 0;
+};
+
+class CpuWindow {
+ public:
+  explicit CpuWindow(const Rig& rig)
+      : rig_(rig), weftd_(rig.WeftdCpuNs()), reactor_(rig.ReactorSched()), hosts_(rig.HostsCpuNs()),
+        start_(SteadyClock::now()) {}
+  CpuUse Stop() const {
+    const auto reactor = rig_.ReactorSched();
+    CpuUse u;
+    u.weftd_ms = static_cast<double>(rig_.WeftdCpuNs() - weftd_) / 1e6;
+    u.reactor_ms = static_cast<double>(reactor.first - reactor_.first) / 1e6;
+    u.reactor_runqueue_wait_ms = static_cast<double>(reactor.second - reactor_.second) / 1e6;
+    u.hosts_ms = static_cast<double>(rig_.HostsCpuNs() - hosts_) / 1e6;
+    u.wall_ms = MsSince(start_);
+    return u;
+  }
+
+ private:
+  const Rig& rig_;
+  std::int64_t weftd_;
+  std::pair<std::int64_t, std::int64_t> reactor_;
+  std::int64_t hosts_;
+  SteadyClock::time_point start_;
+};
+
+void PrintCpu(const CpuUse& u) {
+  std::fprintf(stderr,
+               "  CPU over %.1f s: weftd %.0f ms (reactor %.0f ms, and %.0f ms runnable but waiting for a CPU), "
+               "hosts %.0f ms (%.2f cores); load average %.1f\n",
+               u.wall_ms / 1000, u.weftd_ms, u.reactor_ms, u.reactor_runqueue_wait_ms, u.hosts_ms,
+               u.hosts_ms / std::max(1.0, u.wall_ms), LoadAverage1m());
+}
 
 // Waits until the latest job of `cluster_id` is done; returns its summary.
 // `on_poll` runs about once a second (progress lines).
@@ -815,6 +877,7 @@ struct CreateRun {
   double wait_max_ms = 0;
   double weftd_cpu_us_per_task = 0;
   double hosts_cpu_us_per_task = 0;
+  CpuUse cpu;
   std::optional<BarrierResult> barrier;
 };
 
@@ -829,8 +892,7 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
   if (!plan.ok()) return plan.status().WithContext("cluster.create dry_run");
   const json stages = (*plan)["stages"];
 
-  const std::int64_t cpu_weftd = rig.WeftdCpuNs();
-  const std::int64_t cpu_hosts = rig.HostsCpuNs();
+  const CpuWindow window(rig);
   const auto start = SteadyClock::now();
   Result<json> created = api.Call("cluster.create", {{"name", name}, {"template", kTemplate}, {"size", opts.nodes}});
   if (!created.ok()) return created.status().WithContext("cluster.create");
@@ -839,8 +901,7 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
                (*created)["job"].value("id", "").c_str());
   Result<json> done = WaitForJob(rig, api, cluster_id, [&] { PrintQueue(api, start); });
   if (!done.ok()) return done.status();
-  const double weftd_cpu_ns = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd);
-  const double hosts_cpu_ns = static_cast<double>(rig.HostsCpuNs() - cpu_hosts);
+  const CpuUse cpu = window.Stop();
 
   Result<json> job = api.Call("job.get", {{"job", done->value("id", "")}, {"details", true}}, 120000);
   if (!job.ok()) return job.status().WithContext("job.get");
@@ -862,8 +923,9 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
   out.wait_p99_ms = Percentile(waits, 99);
   out.wait_max_ms = Percentile(waits, 100);
   std::size_t with_work = waits.size();
-  out.weftd_cpu_us_per_task = with_work ? weftd_cpu_ns / 1000.0 / static_cast<double>(with_work) : 0;
-  out.hosts_cpu_us_per_task = with_work ? hosts_cpu_ns / 1000.0 / static_cast<double>(with_work) : 0;
+  out.cpu = cpu;
+  out.weftd_cpu_us_per_task = with_work ? cpu.weftd_ms * 1000 / static_cast<double>(with_work) : 0;
+  out.hosts_cpu_us_per_task = with_work ? cpu.hosts_ms * 1000 / static_cast<double>(with_work) : 0;
   std::fprintf(stderr,
                "  job: %zu tasks, makespan %.0f ms, critical path %lld ms (nominal %lld ms), ratio %.3f; "
                "peak %d running; ready->taken p50 %.0f ms p99 %.0f ms max %.0f ms; CPU per task: weftd %.0f us, "
@@ -872,6 +934,7 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
                static_cast<long long>(out.nominal_critical_path_ms),
                out.makespan_ms / static_cast<double>(std::max<std::int64_t>(1, out.critical_path_ms)), out.peak_running,
                out.wait_p50_ms, out.wait_p99_ms, out.wait_max_ms, out.weftd_cpu_us_per_task, out.hosts_cpu_us_per_task);
+  PrintCpu(cpu);
 
   if (opts.barrier) {
     std::map<std::string, const JobTask*> by_key;
@@ -936,6 +999,8 @@ int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["ready_to_taken_p99_ms"] = std::llround(median([](const CreateRun& r) { return r.wait_p99_ms; }));
   line["weftd_cpu_us_per_task"] = std::llround(median([](const CreateRun& r) { return r.weftd_cpu_us_per_task; }));
   line["hosts_cpu_us_per_task"] = std::llround(median([](const CreateRun& r) { return r.hosts_cpu_us_per_task; }));
+  line["reactor_runqueue_wait_ms"] =
+      std::llround(median([](const CreateRun& r) { return r.cpu.reactor_runqueue_wait_ms; }));
   line["loadavg_1m_before"] = Round1(load_before);
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
@@ -999,6 +1064,7 @@ struct ClustersRun {
   int read_errors = 0;
   std::int64_t tasks = 0;
   double weftd_cpu_ms = 0;
+  CpuUse cpu;
 };
 
 Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
@@ -1028,7 +1094,7 @@ Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const O
     }
   } stop_reader{stop_reading, reader};
 
-  const std::int64_t cpu_weftd = rig.WeftdCpuNs();
+  const CpuWindow window(rig);
   const std::int64_t start_ms = WallMs();
   std::vector<std::thread> submitters;
   const int threads = std::min(opts.submitters, opts.clusters);
@@ -1090,7 +1156,9 @@ Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const O
   }
   stop_reading = true;
   reader.join();
-  out.weftd_cpu_ms = static_cast<double>(rig.WeftdCpuNs() - cpu_weftd) / 1e6;
+  out.cpu = window.Stop();
+  out.weftd_cpu_ms = out.cpu.weftd_ms;
+  PrintCpu(out.cpu);
   Result<json> after = rig.api().Call("server.status", json::object());
   if (after.ok()) out.tasks = (*after)["tasks"].value("succeeded", std::int64_t{0}) - base_tasks;
 
@@ -1135,7 +1203,7 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   }
   // Latencies are pooled over the runs; times are medians.
   std::vector<Read> reads, idle;
-  std::vector<double> create_ms, total_ms, answered_ms, cpu_per_task;
+  std::vector<double> create_ms, total_ms, answered_ms, cpu_per_task, runqueue_wait_ms;
   int errors = 0;
   for (const ClustersRun& r : runs) {
     reads.insert(reads.end(), r.reads.begin(), r.reads.end());
@@ -1144,6 +1212,7 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
     total_ms.push_back(static_cast<double>(r.total_ms));
     answered_ms.push_back(r.creates_answered_ms);
     cpu_per_task.push_back(r.tasks > 0 ? r.weftd_cpu_ms * 1000 / static_cast<double>(r.tasks) : 0);
+    runqueue_wait_ms.push_back(r.cpu.reactor_runqueue_wait_ms);
     errors += r.read_errors;
   }
   const std::vector<double> busy = Latencies(reads, {0, 1});
@@ -1172,6 +1241,7 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["idle_read_p50_ms"] = Round1(Percentile(at_rest, 50));
   line["idle_read_p99_ms"] = Round1(Percentile(at_rest, 99));
   line["weftd_cpu_us_per_task"] = std::llround(Median(cpu_per_task));
+  line["reactor_runqueue_wait_ms"] = std::llround(Median(runqueue_wait_ms));
   line["loadavg_1m_before"] = Round1(load_before);
   std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
