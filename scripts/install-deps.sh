@@ -24,6 +24,8 @@ PACKAGES=(
   nlohmann-json3-dev
   openssh-server       # real SSH nodes in tests and the demo
   libsodium-dev
+  clang                # libFuzzer targets (tests/fuzz, scripts/fuzz.sh); gcc has no libFuzzer
+  libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang 14
 )
 
 missing=()
