@@ -340,7 +340,7 @@ std::optional<std::int64_t> ParseDurationMs(const json& value) {
 Result<json> ParseJsonText(std::string_view text, std::string_view what) {
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     std::string reason = e.what();
     // nlohmann prefixes "[json.exception.parse_error.101] "; the byte offset says enough.
     if (auto pos = reason.find("] "); pos != std::string::npos) reason = reason.substr(pos + 2);
