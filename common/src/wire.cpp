@@ -1,5 +1,6 @@
 #include "weft/common/wire.hpp"
 
+#include <optional>
 #include <string_view>
 
 namespace weft::wire {
@@ -194,8 +195,19 @@ Result<Reply> DecodeReply(const Frames& frames, const Limits& limits) {
   } else {
     auto err = header.find("error");
     if (err == header.end() || !err->is_object()) return Status::Invalid("failed reply lacks an \"error\" object");
-    reply.error.code = CodeFromName(err->value("code", std::string("INTERNAL")));
-    reply.error.message = err->value("message", std::string("(no message)"));
+    // Not err->value(): it throws when the key holds another type.
+    auto text = [&](const char* key, const char* fallback) -> std::optional<std::string> {
+      auto it = err->find(key);
+      if (it == err->end() || it->is_null()) return fallback;
+      if (!it->is_string()) return std::nullopt;
+      return it->get<std::string>();
+    };
+    std::optional<std::string> code = text("code", "INTERNAL");
+    std::optional<std::string> message = text("message", "(no message)");
+    if (!code || !message) return Status::Invalid("failed reply's error \"code\" and \"message\" must be strings");
+    reply.error.code = CodeFromName(*code);
+    if (reply.error.code == Code::kOk) reply.error.code = Code::kInternal;  // a failed reply never reads as ok
+    reply.error.message = std::move(*message);
     auto details = err->find("details");
     if (details != err->end() && details->is_object()) reply.error.details = std::move(*details);
   }
