@@ -21,6 +21,25 @@ const json* Find(const json& obj, std::string_view key) {
 
 }  // namespace
 
+bool NestsDeeperThan(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // skips the escaped character, '"' among them
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::string Brief(const json& value) {
   std::string s = wire::Dump(value);
   if (s.size() > 60) s = s.substr(0, 57) + "...";

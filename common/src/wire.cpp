@@ -15,6 +15,9 @@ std::string_view View(const zmq::message_t& m) {
 // Parses and checks frame 0 as a JSON object with v == 1.
 Result<json> ParseHeader(const Frames& frames, const Limits& limits) {
   WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
+  if (jsonf::NestsDeeperThan(View(frames[0]), limits.max_depth))
+    return Status::TooLarge("header nests arrays and objects more than " + std::to_string(limits.max_depth) +
+                            " levels deep, the limit");
   json header = json::parse(View(frames[0]), nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Status::Invalid("frame 0 is not valid JSON");
   if (!header.is_object()) return Status::Invalid("frame 0 must be a JSON object");

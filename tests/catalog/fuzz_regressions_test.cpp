@@ -14,3 +14,15 @@ TEST_CASE("catalog fuzz: a number too large for a double is malformed JSON, not 
   CHECK(r.status().code() == weft::Code::kInvalid);
   CHECK_THAT(r.status().message(), Catch::StartsWith("providers/p.json: malformed JSON: number overflow"));
 }
+
+TEST_CASE("catalog fuzz: a document nested too deep is refused before it is parsed", "[catalog][fuzz]") {
+  // 400 KB of brackets in a provider's free-form provisioner fields overflowed the
+  // stack when the entity was copied, compared or written back (ToJson).
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  auto r = ParseJsonText(R"({"name":"p","providertype":"s","provisioner":{"x":)" + deep + "}}", "providers/p.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(),
+             Catch::StartsWith("providers/p.json: JSON nests arrays and objects more than 100 levels deep"));
+  // 100 levels are fine.
+  CHECK(ParseJsonText(std::string(100, '[') + std::string(100, ']'), "x.json").ok());
+}

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
 
 using namespace weft::wire;
@@ -15,6 +16,8 @@ Frames One(const std::string& header) {
   f.emplace_back(header.data(), header.size());
   return f;
 }
+
+std::string Nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 }  // namespace
 
@@ -44,4 +47,29 @@ TEST_CASE("wire fuzz: a failed reply that names code OK is still a failure", "[w
   CHECK_FALSE(r->ok);
   CHECK(r->error.code == weft::Code::kInternal);
   CHECK_FALSE(r->ToStatus().ok());
+}
+
+TEST_CASE("wire fuzz: a header nested too deep is refused before it is parsed", "[wire][fuzz]") {
+  // 400 KB of brackets, well under the 1 MiB header limit, overflowed the stack of
+  // weftd when the decoded value was dumped, copied or compared.
+  std::string deep_v = R"({"v":)" + Nested(200000) + "}";
+  std::string id;
+  auto req = DecodeRequest(One(deep_v), Limits{}, &id);
+  REQUIRE_FALSE(req.ok());
+  CHECK(req.status().code() == weft::Code::kTooLarge);
+  CHECK_THAT(req.status().message(), Catch::Contains("more than 100 levels deep"));
+  CHECK_FALSE(DecodeReply(One(R"({"v":1,"id":"1","ok":true,"body":{"x":)" + Nested(200000) + "}}"), Limits{}).ok());
+
+  // The header object and the body are two levels: 98 more fit, 99 do not.
+  auto at = [](std::size_t depth) { return R"({"v":1,"id":"a","op":"b","body":{"x":)" + Nested(depth) + "}}"; };
+  CHECK(DecodeRequest(One(at(98)), Limits{}, &id).ok());
+  CHECK(DecodeRequest(One(at(99)), Limits{}, &id).status().code() == weft::Code::kTooLarge);
+}
+
+TEST_CASE("wire fuzz: brackets inside strings do not count as nesting", "[wire][fuzz]") {
+  using weft::jsonf::NestsDeeperThan;
+  CHECK_FALSE(NestsDeeperThan(R"({"a":"[[[[{{{{","b":"\"[[[["})", 1));
+  CHECK(NestsDeeperThan(R"({"a":"\\",["x"]})", 1));  // the string ends after the escaped backslash
+  CHECK_FALSE(NestsDeeperThan("]]]]}}}", 0));         // malformed text is the parser's to refuse
+  CHECK(NestsDeeperThan("[", 0));
 }

@@ -338,6 +338,9 @@ std::optional<std::int64_t> ParseDurationMs(const json& value) {
 }
 
 Result<json> ParseJsonText(std::string_view text, std::string_view what) {
+  if (jsonf::NestsDeeperThan(text, jsonf::kMaxDepth))
+    return Status::Invalid(std::string(what) + ": JSON nests arrays and objects more than " +
+                           std::to_string(jsonf::kMaxDepth) + " levels deep; flatten it and retry");
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999

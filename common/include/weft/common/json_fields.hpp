@@ -3,6 +3,7 @@
 // Stateless free functions; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,16 @@
 namespace weft::jsonf {
 
 using json = nlohmann::json;
+
+// How deep arrays and objects may nest in JSON text Weft accepts. nlohmann's parser
+// does not recurse, but copying, comparing and dumping a value do, once per level:
+// a few hundred KB of "[[[[" would overflow the stack.
+inline constexpr std::size_t kMaxDepth = 100;
+
+// True when `text` nests arrays and objects more than `max_depth` deep (brackets
+// inside strings do not count). A scan, not a parse: run it before parsing, and
+// leave malformed text to the parser.
+bool NestsDeeperThan(std::string_view text, std::size_t max_depth);
 
 // A short rendering of a value for error messages (long values are cut).
 std::string Brief(const json& value);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "weft/common/json_fields.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::wire {
@@ -33,6 +34,7 @@ struct Limits {
   std::size_t max_total_bytes = 64u << 20;        // the whole message
   std::size_t max_id_bytes = 128;
   std::size_t max_op_bytes = 64;
+  std::size_t max_depth = jsonf::kMaxDepth;       // nesting of arrays and objects in the header
 };
 
 struct Request {
