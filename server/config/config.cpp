@@ -30,8 +30,9 @@ class TableReader {
     known_.push_back(key);
     const toml::node* node = Find(key);
     if (!node) return;
-    auto v = node->value<std::int64_t>();
-    if (!node->is_integer() || !v || *v < min || *v > max) {
+    // Not value<>(): it casts a float, which is undefined behaviour for 1e70.
+    auto v = node->value_exact<std::int64_t>();
+    if (!v || *v < min || *v > max) {
       Fail(Where(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
            ", got " + Render(*node) + "; set it within that range or remove it to use the default " +
            std::to_string(*out));
