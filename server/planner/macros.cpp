@@ -1,5 +1,6 @@
 #include "macros.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -8,6 +9,11 @@ namespace {
 
 using json = nlohmann::json;
 using List = std::vector<std::string>;
+
+// What join() and map() may produce for one config (or one string), all macros
+// together. Nested maps multiply: a 200-byte string of ten maps with eight '$'
+// each would otherwise ask for gigabytes.
+constexpr std::size_t kMaxExpandedBytes = 8u << 20;
 
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
 
@@ -26,8 +32,9 @@ bool LooksLikeMacro(std::string_view s) {
 
 class Evaluator {
  public:
-  // context == nullptr: check names and syntax only.
-  explicit Evaluator(const MacroContext* context) : ctx_(context) {}
+  // context == nullptr: check names and syntax only. join() and map() take what
+  // they produce from *budget.
+  Evaluator(const MacroContext* context, std::size_t* budget) : ctx_(context), budget_(budget) {}
 
   Result<std::string> Macro(std::string_view expr) {
     std::size_t pos = 0;
@@ -42,6 +49,15 @@ class Evaluator {
  private:
   static Status Error(std::string_view expr, const std::string& why) {
     return Status::Invalid("config macro %" + std::string(expr) + "%: " + why);
+  }
+  static Status TooLarge(std::string_view expr) {
+    return Error(expr, "join() and map() would produce more than " + std::to_string(kMaxExpandedBytes >> 20) +
+                           " MiB for this config; nest fewer map()s");
+  }
+  bool Spend(std::size_t bytes) {
+    if (bytes > *budget_) return false;
+    *budget_ -= bytes;
+    return true;
   }
 
   static bool Eat(std::string_view s, std::size_t& pos, std::string_view token) {
@@ -66,6 +82,9 @@ class Evaluator {
       if (!inner.ok()) return inner;
       auto sep = Eat(s, pos, ",") ? Quoted(s, pos) : std::nullopt;
       if (!sep || !Eat(s, pos, ")")) return Error(s, "expected join(LIST,'separator')");
+      std::size_t size = inner->empty() ? 0 : (inner->size() - 1) * sep->size();
+      for (const auto& item : *inner) size += item.size();  // items are within the budget: no overflow
+      if (!Spend(size)) return TooLarge(s);
       std::string joined;
       for (std::size_t k = 0; k < inner->size(); ++k) joined += (k ? *sep : "") + (*inner)[k];
       return List{joined};
@@ -75,6 +94,13 @@ class Evaluator {
       if (!inner.ok()) return inner;
       auto fmt = Eat(s, pos, ",") ? Quoted(s, pos) : std::nullopt;
       if (!fmt || !Eat(s, pos, ")")) return Error(s, "expected map(LIST,'format with $')");
+      const std::size_t dollars = static_cast<std::size_t>(std::count(fmt->begin(), fmt->end(), '$'));
+      std::size_t size = 0;
+      for (const auto& item : *inner) {
+        size += fmt->size() - dollars + dollars * item.size();
+        if (size > *budget_) break;  // and so never overflows
+      }
+      if (!Spend(size)) return TooLarge(s);
       List out;
       for (const auto& item : *inner) {
         std::string r;
@@ -162,9 +188,10 @@ class Evaluator {
   }
 
   const MacroContext* ctx_;
+  std::size_t* budget_;
 };
 
-Result<std::string> Expand(std::string_view text, const MacroContext* context) {
+Result<std::string> Expand(std::string_view text, const MacroContext* context, std::size_t& budget) {
   std::string out;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -178,7 +205,7 @@ Result<std::string> Expand(std::string_view text, const MacroContext* context) {
       pos = close;
       continue;
     }
-    auto value = Evaluator(context).Macro(inside);
+    auto value = Evaluator(context, &budget).Macro(inside);
     if (!value.ok()) return value.status();
     out.append(text.substr(pos, open - pos));
     out += *value;
@@ -188,16 +215,16 @@ Result<std::string> Expand(std::string_view text, const MacroContext* context) {
   return out;
 }
 
-Result<json> Walk(const json& value, const MacroContext* context, const std::string& path) {
+Result<json> Walk(const json& value, const MacroContext* context, const std::string& path, std::size_t& budget) {
   if (value.is_string()) {
-    auto s = Expand(value.get_ref<const std::string&>(), context);
+    auto s = Expand(value.get_ref<const std::string&>(), context, budget);
     if (!s.ok()) return s.status().WithContext("config" + path);
     return json(*s);
   }
   if (value.is_object()) {
     json out = json::object();
     for (const auto& [k, v] : value.items()) {
-      auto e = Walk(v, context, path + "." + k);
+      auto e = Walk(v, context, path + "." + k, budget);
       if (!e.ok()) return e;
       out[k] = std::move(*e);
     }
@@ -206,7 +233,7 @@ Result<json> Walk(const json& value, const MacroContext* context, const std::str
   if (value.is_array()) {
     json out = json::array();
     for (std::size_t i = 0; i < value.size(); ++i) {
-      auto e = Walk(value[i], context, path + "[" + std::to_string(i) + "]");
+      auto e = Walk(value[i], context, path + "[" + std::to_string(i) + "]", budget);
       if (!e.ok()) return e;
       out.push_back(std::move(*e));
     }
@@ -217,12 +244,19 @@ Result<json> Walk(const json& value, const MacroContext* context, const std::str
 
 }  // namespace
 
-Status CheckMacros(const json& config) { return Walk(config, nullptr, "").status(); }
+Status CheckMacros(const json& config) {
+  std::size_t budget = kMaxExpandedBytes;
+  return Walk(config, nullptr, "", budget).status();
+}
 
-Result<json> ExpandMacros(const json& config, const MacroContext& context) { return Walk(config, &context, ""); }
+Result<json> ExpandMacros(const json& config, const MacroContext& context) {
+  std::size_t budget = kMaxExpandedBytes;
+  return Walk(config, &context, "", budget);
+}
 
 Result<std::string> ExpandString(std::string_view text, const MacroContext& context) {
-  return Expand(text, &context);
+  std::size_t budget = kMaxExpandedBytes;
+  return Expand(text, &context, budget);
 }
 
 }  // namespace weft::planner

@@ -9,7 +9,9 @@
 //
 // A `%...%` whose inside is not macro-shaped ("100% of 50%") stays as text;
 // a macro-shaped one with an unknown name is an error, found before a job
-// starts by CheckMacros. Pure functions; thread-safe.
+// starts by CheckMacros. join() and map() may produce at most 8 MiB per config
+// (or string); more is an error, so nested maps cannot exhaust memory.
+// Pure functions; thread-safe.
 #pragma once
 
 #include <string>
