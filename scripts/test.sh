@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Weft with AddressSanitizer and
-# UndefinedBehaviorSanitizer into build-asan/, and runs every test.
+# UndefinedBehaviorSanitizer into build-asan/, runs every test, then builds the
+# libFuzzer targets into build-fuzz/ and runs each for a bounded number of inputs.
 # Exits non-zero if anything fails. .ci/run calls exactly this.
 set -euo pipefail
 
@@ -28,4 +29,7 @@ if [[ $rc -ne 0 ]]; then
   echo "test.sh: FAILED (ctest exit code $rc)" >&2
   exit "$rc"
 fi
+
+# Every fuzz target, bounded (scripts/fuzz.sh; docs/fuzzing.md for longer runs).
+./scripts/fuzz.sh || { echo "test.sh: FAILED (a fuzz target crashed; see above)" >&2; exit 1; }
 echo "test.sh: all tests passed"
