@@ -1,0 +1,1233 @@
+// weft-bench fanout: one command on N real nodes, through a Weft job and through
+// Ansible ad-hoc, on the same nodes in the same run (issue 6, "Benchmark").
+//
+// Setup (not measured): a real weftd and weft-host (found next to weft-bench,
+// plugins in <build>/plugins/{providers,automators}), a catalog whose one service
+// runs the command with the `shell` automator at START, and an N-node cluster of
+// the `local` provider (a real sshd per node on 127.0.x.y). The plan of
+// `cluster.start` for that service is checked to be exactly one START per node.
+//
+// Weft: the clock runs from sending `cluster.start` until weftd publishes that the
+// job ended (an `events` SUB, with job.get as a fallback). Every task must have
+// succeeded on its first attempt with the node's own address in its stdout.
+//
+// Ansible: `ansible all -i INV -m shell -a CMD -f N` from the Debian package,
+// against the same addresses, ports, user and private keys (read from the local
+// provider's node directories, since cluster.get redacts keys), with the nodes'
+// host keys pinned in a known_hosts file and StrictHostKeyChecking=yes. Every host
+// must report rc=0 with its own address in the output. Without `ansible` on PATH
+// the comparison is skipped and the summary says so.
+//
+// Both sides run R times, alternating (ABBA order), after W warm-up rounds that
+// are not counted, so both start warm: Weft's worker keeps SSH sessions in its
+// pool (idle 60 s), Ansible keeps ControlPersist masters (60 s by default). One
+// JSON line per timed run and a summary line with medians and the ratio go to
+// stdout; progress goes to stderr. The cluster is deleted at the end and the
+// bench checks that no node sshd (or Ansible ssh master) is left.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "bench.hpp"
+#include "local_node.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
+
+extern char** environ;
+
+namespace weft::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr double kTargetRatio = 0.5;
+constexpr const char* kClusterName = "fanout";
+constexpr const char* kService = "fanout";
+constexpr const char* kTenant = "default";  // weftd's tenant for requests that name none
+constexpr auto kSetupDeadline = std::chrono::seconds(600);
+constexpr auto kRunDeadline = std::chrono::seconds(300);
+// Prints the node's side of $SSH_CONNECTION ("... <address> <port>"), which both
+// sides check, so a command that ran on the wrong node (or not at all) is caught.
+constexpr const char* kDefaultCommand = "echo \"fanout $SSH_CONNECTION\"; sleep 0.2; uptime";
+
+std::atomic<bool> g_interrupted{false};
+
+void OnInterrupt(int) { g_interrupted = true; }
+
+struct Options {
+  int nodes = 50;
+  int runs = 5;
+  int warmup = 1;
+  int capacity = 0;  // 0: one runner thread per node
+  int workers = 2;
+  int port = 2200;
+  bool ansible_pipelining = false;
+  std::string command = kDefaultCommand;
+};
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "weft-bench fanout: %s\n"
+               "usage: weft-bench fanout [--nodes N] [--runs R] [--warmup W] [--capacity C] [--workers K]\n"
+               "                         [--port P] [--command CMD] [--ansible-pipelining]\n"
+               "  --nodes N     local nodes (a real sshd each), 1 to 1000 (default 50)\n"
+               "  --runs R      timed runs of each side, alternating; medians are reported (default 5)\n"
+               "  --warmup W    untimed rounds of each side first (default 1)\n"
+               "  --capacity C  weft-host capacity, tasks at once (default N)\n"
+               "  --workers K   weft-host worker processes (default 2)\n"
+               "  --port P      sshd port of every node (default 2200)\n"
+               "  --command CMD the command both sides run (default: %s)\n"
+               "  --ansible-pipelining  turn on Ansible's SSH pipelining (off in Debian's default config)\n"
+               "Needs root (local nodes) and Ansible (`apt-get install ansible`) for the comparison.\n",
+               problem.c_str(), kDefaultCommand);
+  return 2;
+}
+
+bool ParseInt(const std::string& text, int min, int max, int* out) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Round3(double v) { return std::round(v * 1000) / 1000; }
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
+  std::string s = ReadAll(path);
+  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
+Status WriteText(const fs::path& path, const std::string& text, mode_t mode = 0644) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) return Status::Internal("cannot write " + path.string());
+  }
+  if (chmod(path.c_str(), mode) != 0) return Status::Internal("cannot chmod " + path.string());
+  return Status::Ok();
+}
+
+// Single quotes for the shell and for Ansible's INI inventory values.
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+// The first executable named `name` on PATH, or empty.
+fs::path FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    fs::path candidate = fs::path(dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+// A scratch directory, removed when done.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "weft-fanout-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// A child process in a process group of its own (so a terminal's Ctrl-C reaches
+// only weft-bench, which then cleans up in order), stdin from /dev/null, stdout
+// and stderr into a log file. Stopped with SIGTERM to the group (SIGKILL after
+// the grace) when destroyed.
+class Child {
+ public:
+  Child() = default;
+  ~Child() { Stop(std::chrono::seconds(10)); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  Status Start(const std::vector<std::string>& argv, const fs::path& log, const std::vector<std::string>& extra_env) {
+    std::vector<std::string> env_strings;
+    std::set<std::string> overridden;
+    for (const std::string& e : extra_env) overridden.insert(e.substr(0, e.find('=')));
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      if (!overridden.count(entry.substr(0, entry.find('=')))) env_strings.push_back(std::move(entry));
+    }
+    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = argv;
+    std::vector<char*> argp;
+    for (std::string& a : args) argp.push_back(a.data());
+    argp.push_back(nullptr);
+
+    posix_spawn_file_actions_t files;
+    posix_spawnattr_t attr;
+    if (posix_spawn_file_actions_init(&files) != 0) return Status::Internal("posix_spawn_file_actions_init failed");
+    if (posix_spawnattr_init(&attr) != 0) {
+      posix_spawn_file_actions_destroy(&files);
+      return Status::Internal("posix_spawnattr_init failed");
+    }
+    int rc = posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&files, 1, 2);
+    if (rc == 0) rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    if (rc == 0) rc = posix_spawnattr_setpgroup(&attr, 0);
+    if (rc == 0) rc = posix_spawn(&pid_, argp[0], &files, &attr, argp.data(), envp.data());
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      pid_ = -1;
+      return Status::Internal("cannot start " + argv[0] + ": " + std::strerror(rc));
+    }
+    return Status::Ok();
+  }
+
+  // The exit status (as waitpid reports it) once the process ended, with the
+  // resources it and its reaped descendants used; nullopt while it runs.
+  std::optional<int> Poll(rusage* usage = nullptr) {
+    if (pid_ <= 0) return exit_status_;
+    int st = 0;
+    rusage ru{};
+    pid_t r = wait4(pid_, &st, WNOHANG, &ru);
+    if (r != pid_) return std::nullopt;
+    pid_ = -1;
+    exit_status_ = st;
+    if (usage) *usage = ru;
+    return st;
+  }
+
+  void Stop(std::chrono::milliseconds grace) {
+    if (pid_ <= 0) return;
+    const pid_t group = pid_;
+    kill(-group, SIGTERM);
+    const auto deadline = SteadyClock::now() + grace;
+    while (!Poll()) {
+      if (SteadyClock::now() > deadline) {
+        kill(-group, SIGKILL);
+        int st = 0;
+        waitpid(pid_, &st, 0);
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+};
+
+std::string DescribeExit(int st) {
+  if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return std::string("was killed by ") + strsignal(WTERMSIG(st));
+  return "ended";
+}
+
+// /proc/<pid>/stat fields we need: parent pid and CPU time (user + system, in ns).
+struct ProcStat {
+  pid_t ppid = 0;
+  std::int64_t cpu_ns = 0;
+};
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::string s = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t close = s.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream in(s.substr(close + 2));
+  std::string state;
+  long long ppid = 0, skip = 0, utime = 0, stime = 0;
+  in >> state >> ppid;
+  for (int i = 0; i < 9; ++i) in >> skip;  // pgrp .. cmajflt
+  in >> utime >> stime;
+  if (!in) return std::nullopt;
+  ProcStat ps;
+  ps.ppid = static_cast<pid_t>(ppid);
+  ps.cpu_ns = (utime + stime) * (1'000'000'000LL / sysconf(_SC_CLK_TCK));
+  return ps;
+}
+
+std::vector<pid_t> AllPids() {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    pid_t pid = 0;
+    auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (err == std::errc() && end == name.data() + name.size()) pids.push_back(pid);
+  }
+  return pids;
+}
+
+bool IsSshd(pid_t pid) {
+  std::error_code ec;
+  return fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec) == localnode::kSshd;
+}
+
+// CPU time of the processes rooted at `roots` and their descendants, leaving out
+// the nodes' sshd and everything under them: the node side is the same work for
+// Weft and Ansible, and the local provider starts the sshd as children of a worker.
+std::int64_t TreeCpuNs(const std::vector<pid_t>& roots) {
+  std::map<pid_t, ProcStat> stats;
+  for (pid_t pid : AllPids()) {
+    if (auto st = ReadProcStat(pid)) stats[pid] = *st;
+  }
+  std::set<pid_t> in_tree(roots.begin(), roots.end());
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, st] : stats) {
+      if (!in_tree.count(pid) && in_tree.count(st.ppid) && !IsSshd(pid)) {
+        in_tree.insert(pid);
+        grew = true;
+      }
+    }
+  }
+  std::int64_t total = 0;
+  for (pid_t pid : in_tree) {
+    if (auto it = stats.find(pid); it != stats.end()) total += it->second.cpu_ns;
+  }
+  return total;
+}
+
+// Processes whose command line mentions `needle` (our scratch directory): node
+// sshd started under it and Ansible's ssh control masters whose sockets are in it.
+std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  const pid_t self = getpid();
+  for (pid_t pid : AllPids()) {
+    if (pid == self) continue;
+    std::string cmdline = ReadAll("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) found.push_back(pid);
+  }
+  return found;
+}
+
+std::string CmdlineOf(pid_t pid) {
+  std::string cmdline = ReadAll("/proc/" + std::to_string(pid) + "/cmdline");
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  return cmdline;
+}
+
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+// ---------------------------------------------------------------------------
+// Weft: weftd, weft-host, the catalog and the cluster.
+
+struct Endpoints {
+  std::string api;
+  std::string provisioner;
+  std::string events;
+};
+
+Result<Endpoints> StartWeftd(Child& weftd, const fs::path& bin_dir, const fs::path& dir) {
+  const fs::path data = dir / "data";
+  fs::create_directories(data);
+  const fs::path config = dir / "weftd.toml";
+  WEFT_RETURN_IF_ERROR(WriteText(config, "[server]\n"
+                                         "data_dir = " + json(data.string()).dump() + "\n"
+                                         "log_level = \"warn\"\n"
+                                         "[endpoints]\n"
+                                         "api = \"tcp://127.0.0.1:*\"\n"
+                                         "provisioner = \"tcp://127.0.0.1:*\"\n"
+                                         "events = \"tcp://127.0.0.1:*\"\n"));
+  const fs::path log = dir / "weftd.log";
+  WEFT_RETURN_IF_ERROR(weftd.Start({(bin_dir / "weftd").string(), "--config", config.string()}, log, {}));
+  const fs::path endpoints_file = data / "endpoints.json";
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
+  while (SteadyClock::now() < deadline && !g_interrupted) {
+    if (auto st = weftd.Poll()) {
+      return Status::Internal("weftd " + DescribeExit(*st) + " during start-up; its log ends:\n" + Tail(log));
+    }
+    std::ifstream in(endpoints_file);
+    if (in) {
+      json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.value("api", "") != "" && j.value("provisioner", "") != "" &&
+          j.value("events", "") != "") {
+        return Endpoints{j["api"], j["provisioner"], j["events"]};
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Timeout("weftd did not write " + endpoints_file.string() + " within 30 s; its log ends:\n" +
+                         Tail(log));
+}
+
+Status StartHost(Child& host, const fs::path& bin_dir, const fs::path& dir, const std::string& provisioner,
+                 const Options& opts) {
+  const fs::path plugins = bin_dir.parent_path() / "plugins";
+  for (const char* kind :
+       {"providers/local_provider.so", "automators/shell_automator.so", "automators/fake_automator.so"}) {
+    if (!fs::exists(plugins / kind)) {
+      return Status::NotFound((plugins / kind).string() + " not found; build the local_provider, "
+                                                          "shell_automator and fake_automator targets first");
+    }
+  }
+  const fs::path config = dir / "weft-host.toml";
+  WEFT_RETURN_IF_ERROR(WriteText(
+      config, "server = " + json(provisioner).dump() + "\n" +
+                  "host_id = \"fanout-host\"\n"
+                  "capacity = " + std::to_string(opts.capacity) + "\n" +
+                  "workers = " + std::to_string(opts.workers) + "\n" +
+                  "log_level = \"warn\"\n"
+                  "plugin_dirs = [" + json((plugins / "providers").string()).dump() + ", " +
+                  json((plugins / "automators").string()).dump() + "]\n"));
+  return host.Start({(bin_dir / "weft-host").string(), "--config", config.string()}, dir / "weft-host.log", {});
+}
+
+// The catalog: a local provider whose nodes live under `state_dir`, and a
+// template whose only service runs the command at START.
+Status PutCatalog(client::Client& api, const fs::path& state_dir, const Options& opts) {
+  const json provider = {{"name", "fanout-local"},
+                         {"description", "weft-bench fanout: real sshd nodes on this machine"},
+                         {"providertype", "local"},
+                         {"provisioner", {{"state_dir", state_dir.string()}, {"ssh_port", opts.port}, {"user", "root"}}}};
+  const json hardware = {{"name", "fanout-hw"},
+                         {"description", "this machine"},
+                         {"providermap", {{"fanout-local", {{"flavor", "loopback"}}}}}};
+  const json image = {{"name", "fanout-img"},
+                      {"description", "this machine's system"},
+                      {"providermap", {{"fanout-local", {{"image", "host"}, {"sshuser", "root"}}}}}};
+  // INSTALL is a no-op of fake-automator only so that the create job's BOOTSTRAP
+  // (run by the automator of the node's first service action: install, then
+  // configure, initialize, start) does not go to `shell`, which fails a BOOTSTRAP
+  // that has no command or script of its own. Only START is measured.
+  const json service = {
+      {"name", kService},
+      {"description", "weft-bench fanout: runs the benchmark command at START"},
+      {"dependencies", json::object()},
+      {"provisioner",
+       {{"actions",
+         {{"install", {{"type", "fake-automator"}, {"fields", json::object()}}},
+          {"start", {{"type", "shell"}, {"fields", {{"command", opts.command}, {"timeout_ms", 120000}}}}}}}}}};
+  const json tmpl = {
+      {"name", "fanout"},
+      {"description", "weft-bench fanout: N nodes, one service"},
+      {"compatibility",
+       {{"hardwaretypes", json::array({"fanout-hw"})},
+        {"imagetypes", json::array({"fanout-img"})},
+        {"services", json::array({kService})}}},
+      {"defaults",
+       {{"services", json::array({kService})},
+        {"provider", "fanout-local"},
+        {"hardwaretype", "fanout-hw"},
+        {"imagetype", "fanout-img"},
+        {"dnsSuffix", "fanout.weft"}}},
+      {"constraints", {{"size", {{"min", 1}, {"max", 1000}}}}}};
+  for (const auto& [op, doc] : std::vector<std::pair<const char*, json>>{{"provider.put", provider},
+                                                                         {"hardwaretype.put", hardware},
+                                                                         {"imagetype.put", image},
+                                                                         {"service.put", service},
+                                                                         {"clustertemplate.put", tmpl}}) {
+    Result<json> r = api.Call(op, doc);
+    if (!r.ok()) return r.status().WithContext(op);
+  }
+  return Status::Ok();
+}
+
+bool Terminal(const std::string& status) {
+  return status == "succeeded" || status == "failed" || status == "aborted";
+}
+
+// Waits for job `id` to end, watching `events` (cheap and exact) and asking
+// job.get every 250 ms in case an event was dropped. Returns the job's status.
+Result<std::string> WaitJob(client::Client& api, zmq::socket_t* events, const std::string& id,
+                            std::chrono::seconds limit) {
+  const auto deadline = SteadyClock::now() + limit;
+  auto next_get = SteadyClock::now();
+  while (true) {
+    if (g_interrupted) return Status::Unavailable("interrupted");
+    if (SteadyClock::now() >= next_get) {
+      Result<json> j = api.Call("job.get", {{"job", id}});
+      if (!j.ok()) return j.status().WithContext("job.get " + id);
+      const std::string status = (*j)["job"].value("status", "");
+      if (Terminal(status)) return status;
+      next_get = SteadyClock::now() + std::chrono::milliseconds(250);
+    }
+    if (SteadyClock::now() > deadline) {
+      return Status::Timeout("job " + id + " did not end within " + std::to_string(limit.count()) + " s");
+    }
+    if (events == nullptr) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    zmq::pollitem_t item{static_cast<void*>(*events), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    wire::Frames frames;
+    while (wire::RecvMultipart(*events, frames, zmq::recv_flags::dontwait)) {
+      if (frames.size() < 2) continue;
+      json e = json::parse(frames[1].to_string(), nullptr, /*allow_exceptions=*/false);
+      if (e.is_object() && e.value("job_id", "") == id && Terminal(e.value("status", ""))) {
+        return e["status"].get<std::string>();
+      }
+    }
+  }
+}
+
+// A failed job's story: its message and the first few failed tasks.
+std::string JobStory(client::Client& api, const std::string& id) {
+  Result<json> j = api.Call("job.get", {{"job", id}, {"details", true}});
+  if (!j.ok()) return "(job.get failed: " + j.status().message() + ")";
+  const json& job = (*j)["job"];
+  std::string story = "job " + id + " " + job.value("status", "") + ": " + job.value("message", "");
+  int shown = 0;
+  for (const json& t : job.value("tasks", json::array())) {
+    if (t.value("state", "") != "failed" || ++shown > 3) continue;
+    story += "\n  " + t.value("key", "") + ": " + t.value("message", "");
+  }
+  return story;
+}
+
+struct NodeInfo {
+  std::string hostname;
+  std::string address;
+  int port = 22;
+  std::string user;
+  std::vector<std::string> host_keys;
+  fs::path dir;  // the local provider's node directory (keys)
+  pid_t sshd = 0;
+};
+
+// The nodes as Weft reports them (cluster.get), each matched with its node
+// directory; the directory's node.json must agree with what Weft reports.
+Result<std::vector<NodeInfo>> LoadNodes(client::Client& api, const fs::path& state_dir) {
+  Result<json> c = api.Call("cluster.get", {{"cluster", kClusterName}});
+  if (!c.ok()) return c.status().WithContext("cluster.get");
+  std::vector<NodeInfo> nodes;
+  for (const json& n : (*c)["cluster"].value("nodes", json::array())) {
+    const json& r = n.value("results", json::object());
+    NodeInfo info;
+    info.hostname = n.value("hostname", "");
+    info.address = r.value("access_v4", "");
+    info.port = r.value("ssh_port", 22);
+    info.user = r.contains("ssh_auth") ? r["ssh_auth"].value("user", "root") : "root";
+    for (const json& k : r.value("host_keys", json::array())) info.host_keys.push_back(k.get<std::string>());
+    const std::string provider_id = r.value("provider_id", "");
+    if (info.hostname.empty() || info.address.empty() || provider_id.empty() || info.host_keys.empty()) {
+      return Status::Internal("cluster.get: node '" + info.hostname +
+                              "' lacks access_v4, provider_id or host_keys in its results");
+    }
+    info.dir = state_dir / provider_id;
+    Result<localnode::Node> local = localnode::LoadNode(info.dir);
+    if (!local.ok()) return local.status().WithContext("node " + info.hostname);
+    if (local->address != info.address || local->port != info.port || local->user != info.user ||
+        local->host_keys != info.host_keys) {
+      return Status::Internal("node " + info.hostname + ": " + (info.dir / "node.json").string() +
+                              " does not match what Weft reports (address, port, user or host keys)");
+    }
+    info.sshd = local->pid;
+    nodes.push_back(std::move(info));
+  }
+  return nodes;
+}
+
+// The node's side of $SSH_CONNECTION as the command prints it.
+std::string Marker(const NodeInfo& n) { return " " + n.address + " " + std::to_string(n.port); }
+
+// Does some line of `out` start with "fanout " and end with the node's marker?
+bool RanOn(const std::string& out, const NodeInfo& n) {
+  const std::string marker = Marker(n);
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::size_t at = line.find("fanout ");
+    if (at == std::string::npos) continue;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.size() >= marker.size() && line.compare(line.size() - marker.size(), marker.size(), marker) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct WeftRun {
+  double seconds = 0;           // request sent → job end seen
+  double server_ms = 0;         // the job's finished_at - created_at
+  double first_take_ms = 0;     // job created → first task taken
+  double take_spread_ms = 0;    // first → last task taken
+  double task_median_ms = 0;    // taken → finished, per task
+  double task_max_ms = 0;
+  double end_lag_ms = 0;        // last task finished → job finished
+  double cpu_s = 0;             // weftd + weft-host (without node sshd)
+};
+
+class WeftSide {
+ public:
+  WeftSide(client::Client& api, zmq::socket_t& events, const std::vector<NodeInfo>& nodes,
+           std::vector<pid_t> cpu_roots)
+      : api_(api), events_(events), nodes_(nodes), cpu_roots_(std::move(cpu_roots)) {}
+
+  // The plan of the measured operation: exactly one START of the service per node.
+  Status CheckPlan() {
+    Result<json> plan = api_.Call("cluster.start", {{"cluster", kClusterName}, {"services", json::array({kService})},
+                                                    {"dry_run", true}});
+    if (!plan.ok()) return plan.status().WithContext("cluster.start dry_run");
+    std::set<std::string> nodes;
+    std::size_t count = 0;
+    for (const json& t : plan->value("tasks", json::array())) {
+      ++count;
+      if (t.value("action", "") != "START" || t.value("service", "") != kService) {
+        return Status::Internal("the plan of cluster.start has a task other than START of '" +
+                                std::string(kService) + "': " + t.dump());
+      }
+      nodes.insert(t.value("node", ""));
+    }
+    if (count != nodes_.size() || nodes.size() != nodes_.size()) {
+      return Status::Internal("the plan of cluster.start has " + std::to_string(count) + " tasks on " +
+                              std::to_string(nodes.size()) + " nodes; expected one per node (" +
+                              std::to_string(nodes_.size()) + ")");
+    }
+    return Status::Ok();
+  }
+
+  Result<WeftRun> Run() {
+    const std::int64_t cpu_before = TreeCpuNs(cpu_roots_);
+    const auto start = SteadyClock::now();
+    Result<json> reply = api_.Call("cluster.start", {{"cluster", kClusterName}, {"services", json::array({kService})}});
+    if (!reply.ok()) return reply.status().WithContext("cluster.start");
+    const std::string id = (*reply)["job"].value("id", "");
+    Result<std::string> status = WaitJob(api_, &events_, id, kRunDeadline);
+    const auto end = SteadyClock::now();
+    const std::int64_t cpu_after = TreeCpuNs(cpu_roots_);
+    if (!status.ok()) return status.status();
+    if (*status != "succeeded") return Status::Internal(JobStory(api_, id));
+
+    Result<json> details = api_.Call("job.get", {{"job", id}, {"details", true}});
+    if (!details.ok()) return details.status().WithContext("job.get " + id);
+    const json& job = (*details)["job"];
+    WeftRun run;
+    run.seconds = Seconds(end - start);
+    run.cpu_s = static_cast<double>(cpu_after - cpu_before) / 1e9;
+    const double created = job.value("created_at_ms", 0.0);
+    const double finished = job.value("finished_at_ms", 0.0);
+    run.server_ms = finished - created;
+    std::map<std::string, const NodeInfo*> by_host;
+    for (const NodeInfo& n : nodes_) by_host[n.hostname] = &n;
+    std::vector<double> taken, done, spans;
+    for (const json& t : job.value("tasks", json::array())) {
+      const std::string node = t.value("node", "");
+      auto it = by_host.find(node);
+      if (it == by_host.end()) return Status::Internal("job " + id + " ran a task on unknown node '" + node + "'");
+      if (t.value("attempt", 0) != 1) {
+        return Status::Internal("job " + id + ": task " + t.value("key", "") + " needed " +
+                                std::to_string(t.value("attempt", 0)) + " attempts; a timed run must not retry");
+      }
+      if (!RanOn(t.value("stdout", ""), *it->second)) {
+        return Status::Internal("job " + id + ": task " + t.value("key", "") + " did not print 'fanout ..." +
+                                Marker(*it->second) + "'; its stdout: " + t.value("stdout", ""));
+      }
+      by_host.erase(it);
+      const json& attempts = t.value("attempts", json::array());
+      if (attempts.empty()) return Status::Internal("job " + id + ": task " + t.value("key", "") + " has no attempt");
+      const double a_taken = attempts.back().value("taken_at_ms", 0.0);
+      const double a_done = attempts.back().value("finished_at_ms", 0.0);
+      taken.push_back(a_taken);
+      done.push_back(a_done);
+      spans.push_back(a_done - a_taken);
+    }
+    if (!by_host.empty()) {
+      return Status::Internal("job " + id + " ran no task on node " + by_host.begin()->first + " (and " +
+                              std::to_string(by_host.size() - 1) + " more)");
+    }
+    run.first_take_ms = *std::min_element(taken.begin(), taken.end()) - created;
+    run.take_spread_ms = *std::max_element(taken.begin(), taken.end()) - *std::min_element(taken.begin(), taken.end());
+    run.task_median_ms = Median(spans);
+    run.task_max_ms = *std::max_element(spans.begin(), spans.end());
+    run.end_lag_ms = finished - *std::max_element(done.begin(), done.end());
+    return run;
+  }
+
+ private:
+  client::Client& api_;
+  zmq::socket_t& events_;
+  const std::vector<NodeInfo>& nodes_;
+  std::vector<pid_t> cpu_roots_;
+};
+
+// ---------------------------------------------------------------------------
+// Ansible on the same nodes.
+
+struct AnsibleRun {
+  double seconds = 0;
+  double cpu_s = 0;  // ansible and every descendant it reaped (forks, ssh clients)
+};
+
+class AnsibleSide {
+ public:
+  AnsibleSide(fs::path ansible, fs::path dir, const std::vector<NodeInfo>& nodes, const Options& opts)
+      : ansible_(std::move(ansible)), dir_(std::move(dir)), nodes_(nodes), opts_(opts) {}
+
+  // The inventory (addresses, ports, users, the nodes' own private key files),
+  // known_hosts with every node's host keys, and an ansible.cfg that checks them
+  // and keeps Ansible's files in the scratch directory.
+  Status Prepare() {
+    fs::create_directories(dir_ / "cp");
+    fs::create_directories(dir_ / "local-tmp");
+    std::string known_hosts;
+    std::string inventory = "[fanout]\n";
+    for (const NodeInfo& n : nodes_) {
+      for (const std::string& k : n.host_keys) {
+        known_hosts += "[" + n.address + "]:" + std::to_string(n.port) + " " + k + "\n";
+      }
+      const fs::path key = n.dir / "id_ed25519";
+      struct stat st {};
+      if (stat(key.c_str(), &st) != 0) return Status::NotFound("node " + n.hostname + ": no key file " + key.string());
+      if ((st.st_mode & 077) != 0) {
+        return Status::Invalid("node " + n.hostname + ": " + key.string() +
+                               " is readable by others; ssh would refuse it");
+      }
+      inventory += n.hostname + " ansible_host=" + n.address + " ansible_port=" + std::to_string(n.port) +
+                   " ansible_user=" + n.user + " ansible_ssh_private_key_file=" + key.string() + "\n";
+    }
+    inventory += "\n[all:vars]\nansible_ssh_common_args=" +
+                 ShellQuote("-o UserKnownHostsFile=" + (dir_ / "known_hosts").string() +
+                            " -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes") +
+                 "\n";
+    WEFT_RETURN_IF_ERROR(WriteText(dir_ / "known_hosts", known_hosts, 0600));
+    WEFT_RETURN_IF_ERROR(WriteText(dir_ / "inventory.ini", inventory, 0600));
+    std::string cfg = "[defaults]\n"
+                      "host_key_checking = True\n"
+                      "interpreter_python = /usr/bin/python3\n"
+                      "local_tmp = " + (dir_ / "local-tmp").string() + "\n"
+                      "[ssh_connection]\n"
+                      "control_path_dir = " + (dir_ / "cp").string() + "\n";
+    if (opts_.ansible_pipelining) cfg += "pipelining = True\n";
+    return WriteText(dir_ / "ansible.cfg", cfg);
+  }
+
+  Result<AnsibleRun> Run(int index) {
+    const fs::path log = dir_ / ("run-" + std::to_string(index) + ".log");
+    std::error_code ec;
+    fs::remove(log, ec);
+    Child ansible;
+    const auto start = SteadyClock::now();
+    WEFT_RETURN_IF_ERROR(ansible.Start({ansible_.string(), "all", "-i", (dir_ / "inventory.ini").string(), "-m",
+                                        "shell", "-a", opts_.command, "-f", std::to_string(opts_.nodes)},
+                                       log,
+                                       {"ANSIBLE_CONFIG=" + (dir_ / "ansible.cfg").string(), "ANSIBLE_NOCOLOR=1",
+                                        "ANSIBLE_FORCE_COLOR=0"}));
+    rusage usage{};
+    std::optional<int> st;
+    const auto deadline = start + kRunDeadline;
+    while (!(st = ansible.Poll(&usage))) {
+      if (g_interrupted) return Status::Unavailable("interrupted");
+      if (SteadyClock::now() > deadline) {
+        ansible.Stop(std::chrono::seconds(5));
+        return Status::Timeout("ansible did not finish within " + std::to_string(kRunDeadline.count()) +
+                               " s; its output ends:\n" + Tail(log));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const auto end = SteadyClock::now();
+    const std::string out = ReadAll(log);
+    if (!WIFEXITED(*st) || WEXITSTATUS(*st) != 0) {
+      return Status::Internal("ansible " + DescribeExit(*st) + "; its output ends:\n" + Tail(log));
+    }
+    // Each host's block: a line "<host> | CHANGED | rc=0 >>", then the command's output.
+    std::map<std::string, std::string> blocks;
+    {
+      std::istringstream lines(out);
+      std::string line;
+      std::string* block = nullptr;
+      const std::string ok = " | CHANGED | rc=0 >>";
+      while (std::getline(lines, line)) {
+        if (line.size() > ok.size() && line.compare(line.size() - ok.size(), ok.size(), ok) == 0) {
+          block = &blocks[line.substr(0, line.size() - ok.size())];
+          continue;
+        }
+        if (block) *block += line + "\n";
+      }
+    }
+    for (const NodeInfo& n : nodes_) {
+      auto b = blocks.find(n.hostname);
+      if (b == blocks.end()) {
+        return Status::Internal("ansible printed no '" + n.hostname + " | CHANGED | rc=0 >>'; its output ends:\n" +
+                                Tail(log));
+      }
+      if (!RanOn(b->second, n)) {
+        return Status::Internal("ansible's output for " + n.hostname + " lacks 'fanout ..." + Marker(n) +
+                                "': " + b->second);
+      }
+    }
+    AnsibleRun run;
+    run.seconds = Seconds(end - start);
+    run.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    return run;
+  }
+
+ private:
+  fs::path ansible_;
+  fs::path dir_;
+  const std::vector<NodeInfo>& nodes_;
+  const Options& opts_;
+};
+
+std::string AnsibleVersion(const fs::path& ansible) {
+  fs::path scratch = fs::temp_directory_path() / ("weft-fanout-version-" + std::to_string(getpid()));
+  Child c;
+  if (!c.Start({ansible.string(), "--version"}, scratch, {}).ok()) return "unknown";
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  while (!c.Poll() && SteadyClock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  c.Stop(std::chrono::seconds(1));
+  std::string first;
+  std::ifstream in(scratch);
+  std::getline(in, first);
+  std::error_code ec;
+  fs::remove(scratch, ec);
+  return first.empty() ? "unknown" : first;
+}
+
+// ---------------------------------------------------------------------------
+
+// Everything the bench set up, torn down in order when it goes out of scope:
+// the cluster (through Weft), then any node Weft left behind (directly), then
+// weft-host and weftd.
+class Teardown {
+ public:
+  Teardown(std::optional<client::Client>& api, const fs::path& state_dir, const fs::path& scratch, Child& host, Child& weftd)
+      : api_(api), state_dir_(state_dir), scratch_(scratch), host_(host), weftd_(weftd) {}
+  ~Teardown() { Run(); }
+  Teardown(const Teardown&) = delete;
+  Teardown& operator=(const Teardown&) = delete;
+
+  void set_cluster_created() { cluster_created_ = true; }
+  void remember_sshd(pid_t pid) { sshd_.push_back(pid); }
+
+  // Deletes the cluster through Weft, after the job it may still run (the undo
+  // of a failed create) has ended.
+  void DeleteCluster() {
+    const bool was_interrupted = g_interrupted.exchange(false);
+    std::fprintf(stderr, "fanout: deleting the cluster\n");
+    Result<json> c = api_->Call("cluster.get", {{"cluster", kClusterName}});
+    if (c.ok()) {
+      const json& cluster = (*c)["cluster"];
+      const json& jobs = cluster.value("jobs", json::array());
+      if (!jobs.empty() && !Terminal(jobs[0].value("status", ""))) {
+        Result<std::string> st = WaitJob(*api_, nullptr, jobs[0].value("id", ""), kRunDeadline);
+        if (!st.ok()) std::fprintf(stderr, "fanout: %s\n", st.status().message().c_str());
+        c = api_->Call("cluster.get", {{"cluster", kClusterName}});
+      }
+    }
+    // NOT_FOUND: the name is free again, so the cluster was terminated (an undone create).
+    if ((!c.ok() && c.status().code() == Code::kNotFound) ||
+        (c.ok() && (*c)["cluster"].value("status", "") == "terminated")) {
+      g_interrupted = was_interrupted;
+      return;
+    }
+    Result<json> del = api_->Call("cluster.delete", {{"cluster", kClusterName}});
+    if (!del.ok()) {
+      std::fprintf(stderr, "fanout: cluster.delete failed: %s\n", del.status().message().c_str());
+    } else {
+      const std::string id = (*del)["job"].value("id", "");
+      Result<std::string> st = WaitJob(*api_, nullptr, id, kRunDeadline);
+      if (!st.ok() || *st != "succeeded") {
+        std::fprintf(stderr, "fanout: the delete job did not succeed: %s\n",
+                     st.ok() ? JobStory(*api_, id).c_str() : st.status().message().c_str());
+      }
+    }
+    g_interrupted = was_interrupted;
+  }
+
+  // True when nothing was left behind.
+  bool Run() {
+    if (done_) return clean_;
+    done_ = true;
+    if (cluster_created_ && api_) DeleteCluster();
+    host_.Stop(std::chrono::seconds(20));
+    weftd_.Stop(std::chrono::seconds(10));
+    // Whatever the provider left: stop it directly (processes, directory, address claim).
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(state_dir_, ec)) {
+      std::fprintf(stderr, "fanout: LEFTOVER node directory %s; stopping it directly\n", e.path().c_str());
+      clean_ = false;
+      Status st = localnode::StopNode(e.path());
+      if (!st.ok()) std::fprintf(stderr, "fanout: %s\n", st.message().c_str());
+    }
+    for (pid_t pid : sshd_) {
+      if (localnode::ProcessAlive(pid) && IsSshd(pid)) {
+        std::fprintf(stderr, "fanout: LEFTOVER sshd %d still runs after its node was deleted\n", pid);
+        clean_ = false;
+      }
+    }
+    // Ansible's ssh control masters exit when their node's sshd closes the
+    // connection; give them a moment, then end the ones still there (they are
+    // ours: their control sockets are in our scratch directory).
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+    std::vector<pid_t> left = ProcessesMentioning(scratch_.string());
+    while (!left.empty() && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      left = ProcessesMentioning(scratch_.string());
+    }
+    for (pid_t pid : left) {
+      const std::string cmd = CmdlineOf(pid);
+      if (IsSshd(pid)) {
+        std::fprintf(stderr, "fanout: LEFTOVER node process %d (%s)\n", pid, cmd.c_str());
+        clean_ = false;
+      } else {
+        std::fprintf(stderr, "fanout: ending leftover process %d (%s)\n", pid, cmd.c_str());
+      }
+      kill(pid, SIGTERM);
+    }
+    if (clean_) std::fprintf(stderr, "fanout: cleaned up; no node sshd or node directory left\n");
+    return clean_;
+  }
+
+ private:
+  std::optional<client::Client>& api_;
+  fs::path state_dir_;
+  fs::path scratch_;
+  Child& host_;
+  Child& weftd_;
+  std::vector<pid_t> sshd_;
+  bool cluster_created_ = false;
+  bool done_ = false;
+  bool clean_ = true;
+};
+
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  for (pid_t pid : AllPids()) {
+    if (auto st = ReadProcStat(pid); st && st->ppid == parent) children.push_back(pid);
+  }
+  return children;
+}
+
+// Waits until weft-host has registered and runs `workers` workers.
+Status WaitHostReady(client::Client& api, Child& host, const fs::path& log, int workers) {
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  while (SteadyClock::now() < deadline && !g_interrupted) {
+    if (auto st = host.Poll()) {
+      return Status::Internal("weft-host " + DescribeExit(*st) + "; its log ends:\n" + Tail(log));
+    }
+    Result<json> hosts = api.Call("host.list", json::object());
+    bool live = false;
+    if (hosts.ok()) {
+      for (const json& h : (*hosts)["hosts"]) live = live || (h.value("id", "") == "fanout-host" && h.value("live", false));
+    }
+    if (live && static_cast<int>(ChildrenOf(host.pid()).size()) >= workers) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Timeout("weft-host did not register with its workers within 60 s; its log ends:\n" + Tail(log));
+}
+
+int Fanout(const std::vector<std::string>& args) {
+  Options opts;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](int min, int max, int* out) {
+      return i + 1 < args.size() && ParseInt(args[++i], min, max, out);
+    };
+    if (a == "--nodes") {
+      if (!value(1, 1000, &opts.nodes)) return Usage("--nodes needs a number from 1 to 1000");
+    } else if (a == "--runs") {
+      if (!value(1, 100, &opts.runs)) return Usage("--runs needs a number from 1 to 100");
+    } else if (a == "--warmup") {
+      if (!value(0, 10, &opts.warmup)) return Usage("--warmup needs a number from 0 to 10");
+    } else if (a == "--capacity") {
+      if (!value(1, 4096, &opts.capacity)) return Usage("--capacity needs a number from 1 to 4096");
+    } else if (a == "--workers") {
+      if (!value(1, 256, &opts.workers)) return Usage("--workers needs a number from 1 to 256");
+    } else if (a == "--port") {
+      if (!value(1, 65535, &opts.port)) return Usage("--port needs a number from 1 to 65535");
+    } else if (a == "--command") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return Usage("--command needs a non-empty command");
+      opts.command = args[++i];
+    } else if (a == "--ansible-pipelining") {
+      opts.ansible_pipelining = true;
+    } else if (a == "--help" || a == "-h") {
+      Usage("runs one command on N local nodes through a Weft job and through Ansible ad-hoc");
+      return 0;
+    } else {
+      return Usage("unknown option '" + a + "'");
+    }
+  }
+  if (opts.capacity == 0) opts.capacity = opts.nodes;
+  if (opts.workers > opts.capacity) return Usage("--workers may not exceed the capacity");
+  if (opts.command.find("$SSH_CONNECTION") == std::string::npos) {
+    return Usage("--command must print \"fanout $SSH_CONNECTION\" on a line of its own, so both sides can prove "
+                 "where it ran");
+  }
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "weft-bench fanout: needs root: the local provider starts an sshd per node\n");
+    return 1;
+  }
+
+  std::error_code ec;
+  const fs::path bin_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  for (const char* bin : {"weftd", "weft-host"}) {
+    if (ec || !fs::exists(bin_dir / bin)) {
+      std::fprintf(stderr, "weft-bench fanout: %s not found; build the %s target first\n", (bin_dir / bin).c_str(),
+                   bin);
+      return 1;
+    }
+  }
+  const fs::path ansible = FindOnPath("ansible");
+  std::string skip_reason;
+  if (ansible.empty()) {
+    skip_reason = "ansible is not installed (no `ansible` on PATH); install Debian's package "
+                  "(apt-get install ansible, or scripts/install-deps.sh) to compare";
+    std::fprintf(stderr, "weft-bench fanout: %s. Measuring Weft only; NO COMPARISON is made.\n",
+                 skip_reason.c_str());
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  const double load_before = LoadAverage();
+  ScratchDir scratch;
+  const fs::path state_dir = scratch.path() / "nodes";
+  fs::create_directories(state_dir);
+  fs::create_directories(scratch.path() / "ansible");
+  Child weftd;
+  Child host;
+  zmq::context_t ctx(1);
+  std::optional<client::Client> api_holder;  // outlives the teardown, which deletes the cluster through it
+  Teardown teardown(api_holder, state_dir, scratch.path(), host, weftd);
+
+  auto fail = [&](const std::string& what, const Status& st) {
+    std::fprintf(stderr, "weft-bench fanout: %s: %s\n", what.c_str(), st.message().c_str());
+    teardown.Run();
+    return 1;
+  };
+
+  try {
+    std::fprintf(stderr, "fanout: starting weftd and weft-host (capacity %d, %d workers) in %s\n", opts.capacity,
+                 opts.workers, scratch.path().c_str());
+    Result<Endpoints> ep = StartWeftd(weftd, bin_dir, scratch.path());
+    if (!ep.ok()) return fail("weftd", ep.status());
+    client::Client& api =
+        api_holder.emplace(ctx, client::Options{.endpoint = ep->api, .timeout_ms = 30000, .tenant = "", .limits = {}});
+    zmq::socket_t events(ctx, zmq::socket_type::sub);
+    events.set(zmq::sockopt::linger, 0);
+    events.set(zmq::sockopt::subscribe, std::string(kTenant) + "/job/");
+    events.connect(ep->events);
+
+    Status st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
+    if (!st.ok()) return fail("weft-host", st);
+    st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts.workers);
+    if (!st.ok()) return fail("weft-host", st);
+    st = PutCatalog(api, state_dir, opts);
+    if (!st.ok()) return fail("catalog", st);
+
+    std::fprintf(stderr, "fanout: creating a cluster of %d local nodes (setup, not timed)\n", opts.nodes);
+    const auto create_start = SteadyClock::now();
+    Result<json> created =
+        api.Call("cluster.create", {{"name", kClusterName}, {"template", "fanout"}, {"size", opts.nodes}});
+    if (!created.ok()) return fail("cluster.create", created.status());
+    teardown.set_cluster_created();
+    const std::string create_job = (*created)["job"].value("id", "");
+    Result<std::string> create_status = WaitJob(api, &events, create_job, kSetupDeadline);
+    if (!create_status.ok()) return fail("cluster.create", create_status.status());
+    if (*create_status != "succeeded") return fail("cluster.create", Status::Internal(JobStory(api, create_job)));
+    std::fprintf(stderr, "fanout: cluster created in %.1f s\n", Seconds(SteadyClock::now() - create_start));
+
+    Result<std::vector<NodeInfo>> nodes = LoadNodes(api, state_dir);
+    if (!nodes.ok()) return fail("nodes", nodes.status());
+    if (static_cast<int>(nodes->size()) != opts.nodes) {
+      return fail("nodes", Status::Internal("the cluster has " + std::to_string(nodes->size()) + " nodes, not " +
+                                            std::to_string(opts.nodes)));
+    }
+    for (const NodeInfo& n : *nodes) teardown.remember_sshd(n.sshd);
+
+    std::vector<pid_t> cpu_roots = {weftd.pid(), host.pid()};
+    WeftSide weft(api, events, *nodes, cpu_roots);
+    st = weft.CheckPlan();
+    if (!st.ok()) return fail("plan", st);
+
+    std::optional<AnsibleSide> ans;
+    std::string ansible_version;
+    if (!ansible.empty()) {
+      ansible_version = AnsibleVersion(ansible);
+      ans.emplace(ansible, scratch.path() / "ansible", *nodes, opts);
+      st = ans->Prepare();
+      if (!st.ok()) return fail("ansible inventory", st);
+    }
+
+    std::vector<WeftRun> weft_runs;
+    std::vector<AnsibleRun> ansible_runs;
+    const int total_rounds = opts.warmup + opts.runs;
+    for (int round = 0; round < total_rounds; ++round) {
+      const bool timed = round >= opts.warmup;
+      const int index = round - opts.warmup + 1;
+      // ABBA: Weft first in even rounds, Ansible first in odd ones.
+      const bool weft_first = round % 2 == 0;
+      for (int side = 0; side < 2; ++side) {
+        const bool is_weft = (side == 0) == weft_first;
+        const char* label = timed ? "run" : "warm-up";
+        if (is_weft) {
+          Result<WeftRun> w = weft.Run();
+          if (!w.ok()) return fail("weft run", w.status());
+          std::fprintf(stderr,
+                       "fanout: %s %d weft    %.3f s (job %.0f ms: first take %.0f, takes spread %.0f, task median "
+                       "%.0f max %.0f, end lag %.0f; CPU %.2f s)\n",
+                       label, timed ? index : round + 1, w->seconds, w->server_ms, w->first_take_ms,
+                       w->take_spread_ms, w->task_median_ms, w->task_max_ms, w->end_lag_ms, w->cpu_s);
+          if (!timed) continue;
+          weft_runs.push_back(*w);
+          ojson line;
+          line["bench"] = "fanout";
+          line["side"] = "weft";
+          line["run"] = index;
+          line["seconds"] = Round3(w->seconds);
+          line["job_ms"] = std::llround(w->server_ms);
+          line["first_take_ms"] = std::llround(w->first_take_ms);
+          line["take_spread_ms"] = std::llround(w->take_spread_ms);
+          line["task_median_ms"] = std::llround(w->task_median_ms);
+          line["task_max_ms"] = std::llround(w->task_max_ms);
+          line["end_lag_ms"] = std::llround(w->end_lag_ms);
+          line["cpu_s"] = Round3(w->cpu_s);
+          std::printf("%s\n", line.dump().c_str());
+          std::fflush(stdout);
+        } else if (ans) {
+          Result<AnsibleRun> r = ans->Run(round + 1);
+          if (!r.ok()) return fail("ansible run", r.status());
+          std::fprintf(stderr, "fanout: %s %d ansible %.3f s (CPU %.2f s)\n", label, timed ? index : round + 1,
+                       r->seconds, r->cpu_s);
+          if (!timed) continue;
+          ansible_runs.push_back(*r);
+          ojson line;
+          line["bench"] = "fanout";
+          line["side"] = "ansible";
+          line["run"] = index;
+          line["seconds"] = Round3(r->seconds);
+          line["cpu_s"] = Round3(r->cpu_s);
+          std::printf("%s\n", line.dump().c_str());
+          std::fflush(stdout);
+        }
+      }
+    }
+    const double load_after = LoadAverage();
+    const bool clean = teardown.Run();
+
+    auto median_of = [](const auto& runs, auto field) {
+      std::vector<double> v;
+      for (const auto& r : runs) v.push_back(r.*field);
+      return Median(v);
+    };
+    const double weft_s = median_of(weft_runs, &WeftRun::seconds);
+    ojson summary;
+    summary["bench"] = "fanout";
+    summary["nodes"] = opts.nodes;
+    summary["runs"] = opts.runs;
+    summary["warmup"] = opts.warmup;
+    summary["command"] = opts.command;
+    summary["host_capacity"] = opts.capacity;
+    summary["host_workers"] = opts.workers;
+    summary["weft_median_s"] = Round3(weft_s);
+    summary["weft_job_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::server_ms));
+    summary["weft_first_take_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::first_take_ms));
+    summary["weft_take_spread_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::take_spread_ms));
+    summary["weft_task_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::task_median_ms));
+    summary["weft_end_lag_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::end_lag_ms));
+    summary["weft_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::cpu_s));
+    if (ans) {
+      const double ansible_s = median_of(ansible_runs, &AnsibleRun::seconds);
+      summary["ansible"] = ansible_version;
+      summary["ansible_forks"] = opts.nodes;
+      summary["ansible_pipelining"] = opts.ansible_pipelining;
+      summary["ansible_median_s"] = Round3(ansible_s);
+      summary["ansible_cpu_median_s"] = Round3(median_of(ansible_runs, &AnsibleRun::cpu_s));
+      const double ratio = ansible_s > 0 ? weft_s / ansible_s : 0;
+      summary["ratio"] = Round3(ratio);
+      summary["target_ratio"] = kTargetRatio;
+      summary["target_met"] = ratio <= kTargetRatio;
+    } else {
+      summary["ansible"] = nullptr;
+      summary["ansible_median_s"] = nullptr;
+      summary["ratio"] = nullptr;
+      summary["target_ratio"] = kTargetRatio;
+      summary["skipped"] = skip_reason;
+    }
+    summary["cpus"] = std::thread::hardware_concurrency();
+    summary["loadavg_1m_before"] = load_before;
+    summary["loadavg_1m_after"] = load_after;
+    summary["clean"] = clean;
+    std::printf("%s\n", summary.dump().c_str());
+    return clean ? 0 : 1;
+  } catch (const std::exception& e) {
+    return fail("unexpected error", Status::Internal(e.what()));
+  }
+}
+
+}  // namespace
+
+WEFT_BENCH("fanout", "one command on N local nodes: a Weft job vs Ansible ad-hoc (-f N)", Fanout);
+
+}  // namespace weft::bench
