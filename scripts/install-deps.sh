@@ -23,6 +23,7 @@ PACKAGES=(
   catch2               # Catch2 v2
   nlohmann-json3-dev
   openssh-server       # real SSH nodes in tests and the demo
+  ansible              # weft-bench fanout compares a Weft job with Ansible ad-hoc on the same nodes
   libsodium-dev
   clang                # libFuzzer targets (tests/fuzz, scripts/fuzz.sh); gcc has no libFuzzer
   libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang 14
