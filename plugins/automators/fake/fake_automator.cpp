@@ -20,6 +20,9 @@ class FakeAutomator : public weft::sdk::Plugin {
     info.actions = {WEFT_ACTION_BOOTSTRAP, WEFT_ACTION_INSTALL, WEFT_ACTION_CONFIGURE, WEFT_ACTION_INITIALIZE,
                     WEFT_ACTION_START,     WEFT_ACTION_STOP,    WEFT_ACTION_REMOVE};
     info.fields = weft::fake::KnobFields();
+    info.fields.push_back({"echo_task", "Echo the task", WEFT_FIELD_BOOLEAN, false, false, "false",
+                           "return what the task said (expanded config and fields, hostname, the node's earlier "
+                           "results without secrets) as the result field `echo`, so tests can see it"});
     return info;
   }
 
@@ -32,7 +35,23 @@ class FakeAutomator : public weft::sdk::Plugin {
     task.Info("fake-automator " + name + (service.empty() ? "" : " service " + service) + " on node " +
               t.value("node_id", std::string("?")));
     weft::fake::Simulate(task, t, knobs, name);
+    if (weft::fake::FieldsAt(t, {"service", "action", "fields"}).value("echo_task", false)) Echo(task, t);
     task.Progress(100, name + " done");
+  }
+
+ private:
+  static void Echo(weft::sdk::Task& task, const json& t) {
+    json results = t.value("results", json::object());
+    if (!results.is_object()) results = json::object();
+    results.erase("echo");  // the echo of the node's previous task
+    if (auto auth = results.find("ssh_auth"); auth != results.end() && auth->is_object())
+      for (const char* secret : {"private_key", "passphrase", "password"})
+        if (auth->contains(secret)) (*auth)[secret] = "(not echoed)";
+    json echo = {{"config", t.value("config", json::object())},
+                 {"fields", weft::fake::FieldsAt(t, {"service", "action", "fields"})},
+                 {"hostname", t.value("hostname", json())},
+                 {"results", std::move(results)}};
+    task.SetResult("echo", echo.dump());
   }
 };
 

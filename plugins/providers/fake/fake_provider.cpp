@@ -20,6 +20,8 @@ class FakeProvider : public weft::sdk::Plugin {
     info.description = "Test double: pretends to create nodes, with configurable latency and failures";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = weft::fake::KnobFields();
+    info.fields.push_back({"make_ssh_key", "Make an SSH key", WEFT_FIELD_BOOLEAN, false, false, "false",
+                           "CREATE also returns a made-up ssh_auth.private_key, to test that secrets are redacted"});
     return info;
   }
 
@@ -34,7 +36,11 @@ class FakeProvider : public weft::sdk::Plugin {
     switch (action) {
       case WEFT_ACTION_CREATE:
         task.SetResultString("provider_id", "fake-" + node_id);
-        task.SetResult("ssh_auth", R"({"user":"fake"})");
+        if (weft::fake::FieldsAt(t, {"provider", "fields"}).value("make_ssh_key", false)) {
+          task.SetResult("ssh_auth", json{{"user", "fake"}, {"private_key", "FAKE PRIVATE KEY of " + node_id}}.dump());
+        } else {
+          task.SetResult("ssh_auth", R"({"user":"fake"})");
+        }
         break;
       case WEFT_ACTION_CONFIRM: {
         // A stable private address per node: 10.x.y.z from a hash of its id.
