@@ -92,6 +92,7 @@ struct Options {
   int workers = 6;     // per host: worker processes sharing the capacity
   int read_gap_ms = 10;
   int submitters = 10;  // client threads issuing the cluster.create calls of case "clusters"
+  int weftd_batch = 0;  // weftd's server.batch_max_messages; 0: its default
   double latency_scale = 1.0;
   bool create_case = true;
   bool barrier = true;
@@ -103,7 +104,7 @@ int Usage(const std::string& problem) {
                "weft-bench jobs: %s\n"
                "usage: weft-bench jobs [--nodes N] [--clusters C] [--cluster-size S] [--runs R]\n"
                "                       [--hosts H] [--capacity K] [--workers W] [--latency-scale X]\n"
-               "                       [--read-gap-ms MS] [--only create|clusters] [--no-barrier]\n"
+               "                       [--read-gap-ms MS] [--weftd-batch N] [--only create|clusters] [--no-barrier]\n"
                "  --nodes N          nodes of the big create (default 1000)\n"
                "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
                "  --cluster-size S   nodes per cluster there (default 10)\n"
@@ -113,6 +114,7 @@ int Usage(const std::string& problem) {
                "  --workers W        worker processes per host (default 6)\n"
                "  --latency-scale X  multiplies every fake latency and jitter (default 1.0)\n"
                "  --read-gap-ms MS   pause between two api reads of the reader (default 10)\n"
+               "  --weftd-batch N    weftd's server.batch_max_messages (default: weftd's own, 256)\n"
                "  --only CASE        run only case \"create\" or \"clusters\"\n"
                "  --no-barrier       skip the stage-barrier run of case \"create\"\n",
                problem.c_str());
@@ -458,8 +460,9 @@ class Rig {
       std::ofstream out(config);
       out << "[server]\n"
           << "data_dir = " << json(data.string()).dump() << "\n"
-          << "log_level = \"warn\"\n"
-          << "[endpoints]\n"
+          << "log_level = \"warn\"\n";
+      if (opts_.weftd_batch > 0) out << "batch_max_messages = " << opts_.weftd_batch << "\n";
+      out << "[endpoints]\n"
           << "api = \"tcp://127.0.0.1:*\"\n"
           << "provisioner = \"tcp://127.0.0.1:*\"\n"
           << "events = \"tcp://127.0.0.1:*\"\n";
@@ -981,6 +984,7 @@ int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["stages"] = first.stages;
   line["hosts"] = opts.hosts;
   line["capacity_per_host"] = opts.capacity;
+  if (opts.weftd_batch > 0) line["weftd_batch_max_messages"] = opts.weftd_batch;
   line["runs"] = opts.runs;
   line["makespan_ms"] = std::llround(median([](const CreateRun& r) { return r.makespan_ms; }));
   line["critical_path_ms"] = std::llround(median([](const CreateRun& r) { return double(r.critical_path_ms); }));
@@ -1225,6 +1229,7 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["tasks"] = runs.front().tasks;
   line["hosts"] = opts.hosts;
   line["capacity_per_host"] = opts.capacity;
+  if (opts.weftd_batch > 0) line["weftd_batch_max_messages"] = opts.weftd_batch;
   line["runs"] = opts.runs;
   line["total_ms"] = std::llround(Median(total_ms));
   line["creates_answered_ms"] = std::llround(Median(answered_ms));
@@ -1267,6 +1272,8 @@ int Jobs(const std::vector<std::string>& args) {
       if (!value(1, 4096, &opts.capacity)) return Usage("--capacity needs a number from 1 to 4096");
     } else if (a == "--workers") {
       if (!value(1, 256, &opts.workers)) return Usage("--workers needs a number from 1 to 256");
+    } else if (a == "--weftd-batch") {
+      if (!value(1, 100000, &opts.weftd_batch)) return Usage("--weftd-batch needs a number from 1 to 100000");
     } else if (a == "--read-gap-ms") {
       if (!value(0, 10000, &opts.read_gap_ms)) return Usage("--read-gap-ms needs a number from 0 to 10000");
     } else if (a == "--latency-scale") {
