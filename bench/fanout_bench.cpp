@@ -499,18 +499,77 @@ Status PutCatalog(client::Client& api, const fs::path& state_dir, const Options&
   return Status::Ok();
 }
 
-bool Terminal(const std::string& status) {
-  return status == "succeeded" || status == "failed" || status == "aborted";
-}
+// weftd's `events` for one tenant: job status changes and task progress.
+// Progress gives the phases of a shell task (5%: started, 20%: work directory
+// and config.json written, command starts; 100%: command done), stamped with
+// weftd's clock when the report arrived. Owns its SUB socket; one thread.
+class EventWatcher {
+ public:
+  EventWatcher(zmq::context_t& ctx, const std::string& endpoint) : sub_(ctx, zmq::socket_type::sub) {
+    sub_.set(zmq::sockopt::linger, 0);
+    sub_.set(zmq::sockopt::rcvhwm, 100000);
+    sub_.set(zmq::sockopt::subscribe, std::string(kTenant) + "/job/");
+    sub_.set(zmq::sockopt::subscribe, std::string(kTenant) + "/task/progress");
+    sub_.connect(endpoint);
+  }
 
-// Waits for job `id` to end, watching `events` (cheap and exact) and asking
-// job.get every 250 ms in case an event was dropped. Returns the job's status.
-Result<std::string> WaitJob(client::Client& api, zmq::socket_t* events, const std::string& id,
+  // Reads everything that arrived, waiting up to wait_ms for the first message.
+  void Pump(int wait_ms) {
+    zmq::pollitem_t item{static_cast<void*>(sub_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+    wire::Frames frames;
+    while (wire::RecvMultipart(sub_, frames, zmq::recv_flags::dontwait)) {
+      if (frames.size() < 2) continue;
+      json e = json::parse(frames[1].to_string(), nullptr, /*allow_exceptions=*/false);
+      if (!e.is_object()) continue;
+      const std::string type = e.value("type", "");
+      if (type == "job" && Terminal(e.value("status", ""))) {
+        ended_[e.value("job_id", "")] = e["status"].get<std::string>();
+      } else if (type == "task.progress" && e.contains("task_id") && e.contains("percent")) {
+        progress_[IdOf(e["task_id"])][e["percent"].get<int>()] = e.value("at_ms", 0.0);
+      }
+    }
+  }
+
+  std::optional<std::string> Ended(const std::string& job_id) const {
+    auto it = ended_.find(job_id);
+    return it == ended_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  // at_ms by percent, for one task; empty when no report arrived.
+  std::map<int, double> ProgressOf(const json& task_id) const {
+    auto it = progress_.find(IdOf(task_id));
+    return it == progress_.end() ? std::map<int, double>() : it->second;
+  }
+  void ForgetProgress() { progress_.clear(); }
+
+  static bool Terminal(const std::string& status) {
+    return status == "succeeded" || status == "failed" || status == "aborted";
+  }
+
+ private:
+  static std::string IdOf(const json& id) { return id.is_string() ? id.get<std::string>() : id.dump(); }
+
+  zmq::socket_t sub_;
+  std::map<std::string, std::string> ended_;
+  std::map<std::string, std::map<int, double>> progress_;
+};
+
+bool Terminal(const std::string& status) { return EventWatcher::Terminal(status); }
+
+// Waits for job `id` to end, watching `events` when given (cheap and exact) and
+// asking job.get every 250 ms in case an event was dropped. Returns the job's status.
+Result<std::string> WaitJob(client::Client& api, EventWatcher* events, const std::string& id,
                             std::chrono::seconds limit) {
   const auto deadline = SteadyClock::now() + limit;
-  auto next_get = SteadyClock::now();
+  auto next_get = SteadyClock::now() + std::chrono::milliseconds(250);
   while (true) {
     if (g_interrupted) return Status::Unavailable("interrupted");
+    if (events != nullptr) {
+      events->Pump(50);
+      if (auto status = events->Ended(id)) return *status;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     if (SteadyClock::now() >= next_get) {
       Result<json> j = api.Call("job.get", {{"job", id}});
       if (!j.ok()) return j.status().WithContext("job.get " + id);
@@ -520,20 +579,6 @@ Result<std::string> WaitJob(client::Client& api, zmq::socket_t* events, const st
     }
     if (SteadyClock::now() > deadline) {
       return Status::Timeout("job " + id + " did not end within " + std::to_string(limit.count()) + " s");
-    }
-    if (events == nullptr) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    zmq::pollitem_t item{static_cast<void*>(*events), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(50));
-    wire::Frames frames;
-    while (wire::RecvMultipart(*events, frames, zmq::recv_flags::dontwait)) {
-      if (frames.size() < 2) continue;
-      json e = json::parse(frames[1].to_string(), nullptr, /*allow_exceptions=*/false);
-      if (e.is_object() && e.value("job_id", "") == id && Terminal(e.value("status", ""))) {
-        return e["status"].get<std::string>();
-      }
     }
   }
 }
@@ -623,11 +668,20 @@ struct WeftRun {
   double task_max_ms = 0;
   double end_lag_ms = 0;        // last task finished → job finished
   double cpu_s = 0;             // weftd + weft-host (without node sshd)
+  // The phases of a task, from its progress reports (medians over the tasks that
+  // reported both ends; weftd's clock at arrival):
+  double startup_ms = 0;        // taken → 5% (task delivered, plugin started)
+  double prepare_ms = 0;        // 5% → 20%: SSH session (pooled or new), mkdir, config.json by SCP
+  double prepare_max_ms = 0;
+  double command_ms = 0;        // 20% → 100%: the command itself, over its own channel
+  double command_max_ms = 0;
+  double report_ms = 0;         // 100% → finished
+  int phases_seen = 0;          // tasks whose four reports all arrived
 };
 
 class WeftSide {
  public:
-  WeftSide(client::Client& api, zmq::socket_t& events, const std::vector<NodeInfo>& nodes,
+  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes,
            std::vector<pid_t> cpu_roots)
       : api_(api), events_(events), nodes_(nodes), cpu_roots_(std::move(cpu_roots)) {}
 
@@ -655,6 +709,8 @@ class WeftSide {
   }
 
   Result<WeftRun> Run() {
+    events_.Pump(0);
+    events_.ForgetProgress();
     const std::int64_t cpu_before = TreeCpuNs(cpu_roots_);
     const auto start = SteadyClock::now();
     Result<json> reply = api_.Call("cluster.start", {{"cluster", kClusterName}, {"services", json::array({kService})}});
@@ -677,7 +733,7 @@ class WeftSide {
     run.server_ms = finished - created;
     std::map<std::string, const NodeInfo*> by_host;
     for (const NodeInfo& n : nodes_) by_host[n.hostname] = &n;
-    std::vector<double> taken, done, spans;
+    std::vector<double> taken, done, spans, startup, prepare, command, report;
     for (const json& t : job.value("tasks", json::array())) {
       const std::string node = t.value("node", "");
       auto it = by_host.find(node);
@@ -698,6 +754,13 @@ class WeftSide {
       taken.push_back(a_taken);
       done.push_back(a_done);
       spans.push_back(a_done - a_taken);
+      const std::map<int, double> at = events_.ProgressOf(t["id"]);
+      if (at.count(5) && at.count(20) && at.count(100)) {
+        startup.push_back(at.at(5) - a_taken);
+        prepare.push_back(at.at(20) - at.at(5));
+        command.push_back(at.at(100) - at.at(20));
+        report.push_back(a_done - at.at(100));
+      }
     }
     if (!by_host.empty()) {
       return Status::Internal("job " + id + " ran no task on node " + by_host.begin()->first + " (and " +
@@ -708,12 +771,21 @@ class WeftSide {
     run.task_median_ms = Median(spans);
     run.task_max_ms = *std::max_element(spans.begin(), spans.end());
     run.end_lag_ms = finished - *std::max_element(done.begin(), done.end());
+    run.phases_seen = static_cast<int>(prepare.size());
+    if (!prepare.empty()) {
+      run.startup_ms = Median(startup);
+      run.prepare_ms = Median(prepare);
+      run.prepare_max_ms = *std::max_element(prepare.begin(), prepare.end());
+      run.command_ms = Median(command);
+      run.command_max_ms = *std::max_element(command.begin(), command.end());
+      run.report_ms = Median(report);
+    }
     return run;
   }
 
  private:
   client::Client& api_;
-  zmq::socket_t& events_;
+  EventWatcher& events_;
   const std::vector<NodeInfo>& nodes_;
   std::vector<pid_t> cpu_roots_;
 };
@@ -1074,10 +1146,7 @@ int Fanout(const std::vector<std::string>& args) {
     if (!ep.ok()) return fail("weftd", ep.status());
     client::Client& api =
         api_holder.emplace(ctx, client::Options{.endpoint = ep->api, .timeout_ms = 30000, .tenant = "", .limits = {}});
-    zmq::socket_t events(ctx, zmq::socket_type::sub);
-    events.set(zmq::sockopt::linger, 0);
-    events.set(zmq::sockopt::subscribe, std::string(kTenant) + "/job/");
-    events.connect(ep->events);
+    EventWatcher events(ctx, ep->events);
 
     Status st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
     if (!st.ok()) return fail("weft-host", st);
@@ -1136,9 +1205,12 @@ int Fanout(const std::vector<std::string>& args) {
           if (!w.ok()) return fail("weft run", w.status());
           std::fprintf(stderr,
                        "fanout: %s %d weft    %.3f s (job %.0f ms: first take %.0f, takes spread %.0f, task median "
-                       "%.0f max %.0f, end lag %.0f; CPU %.2f s)\n",
+                       "%.0f max %.0f, end lag %.0f; per task: startup %.0f, prepare %.0f (max %.0f), command %.0f "
+                       "(max %.0f), report %.0f, of %d; CPU %.2f s)\n",
                        label, timed ? index : round + 1, w->seconds, w->server_ms, w->first_take_ms,
-                       w->take_spread_ms, w->task_median_ms, w->task_max_ms, w->end_lag_ms, w->cpu_s);
+                       w->take_spread_ms, w->task_median_ms, w->task_max_ms, w->end_lag_ms, w->startup_ms,
+                       w->prepare_ms, w->prepare_max_ms, w->command_ms, w->command_max_ms, w->report_ms,
+                       w->phases_seen, w->cpu_s);
           if (!timed) continue;
           weft_runs.push_back(*w);
           ojson line;
@@ -1152,6 +1224,13 @@ int Fanout(const std::vector<std::string>& args) {
           line["task_median_ms"] = std::llround(w->task_median_ms);
           line["task_max_ms"] = std::llround(w->task_max_ms);
           line["end_lag_ms"] = std::llround(w->end_lag_ms);
+          line["startup_ms"] = std::llround(w->startup_ms);
+          line["prepare_ms"] = std::llround(w->prepare_ms);
+          line["prepare_max_ms"] = std::llround(w->prepare_max_ms);
+          line["command_ms"] = std::llround(w->command_ms);
+          line["command_max_ms"] = std::llround(w->command_max_ms);
+          line["report_ms"] = std::llround(w->report_ms);
+          line["phases_seen"] = w->phases_seen;
           line["cpu_s"] = Round3(w->cpu_s);
           std::printf("%s\n", line.dump().c_str());
           std::fflush(stdout);
@@ -1196,6 +1275,8 @@ int Fanout(const std::vector<std::string>& args) {
     summary["weft_take_spread_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::take_spread_ms));
     summary["weft_task_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::task_median_ms));
     summary["weft_end_lag_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::end_lag_ms));
+    summary["weft_prepare_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::prepare_ms));
+    summary["weft_command_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::command_ms));
     summary["weft_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::cpu_s));
     if (ans) {
       const double ansible_s = median_of(ansible_runs, &AnsibleRun::seconds);
