@@ -52,6 +52,7 @@ struct Response {
   std::string held_host_id;       // for held takes
   std::string held_tenant;        // the take's tenant; empty: any
   std::int64_t held_until_ms = 0;
+  std::vector<std::string> blobs;  // payload frames after a success reply's header (resource chunks)
 
   static Response Ok(json body) {
     Response r;

@@ -23,6 +23,7 @@
 #include "server/api/ops.hpp"
 #include "server/api/router.hpp"
 #include "server/queue/task_queue.hpp"
+#include "server/resources/resource_ops.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/log.hpp"
@@ -121,6 +122,7 @@ class Reactor {
   store::Store& store_;
   const Clock& clock_;
   queue::TaskQueue queue_;
+  std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
   api::Ops ops_;
   zmq::context_t ctx_;
   zmq::socket_t api_;
@@ -137,6 +139,11 @@ class Reactor {
 };
 
 Status Reactor::Start() {
+  Result<std::unique_ptr<resources::FileResourceStore>> resources =
+      resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_);
+  if (!resources.ok()) return resources.status();
+  resources_ = std::move(*resources);
+  resources::RegisterResourceOps(ops_, *resources_, config_.limits);
   // Loading may resume jobs (tasks whose predecessors are done become ready): one transaction.
   WEFT_RETURN_IF_ERROR(store_.Begin());
   Status loaded = queue_.Load();
@@ -272,6 +279,7 @@ void Reactor::Send(std::vector<Pending>& replies) {
   for (Pending& p : replies) {
     wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
                                                : wire::Reply::Failure(p.id, p.response.status, p.response.details);
+    if (p.response.status.ok()) reply.blobs = std::move(p.response.blobs);
     wire::Frames frames = wire::EncodeReply(reply);
     if (SendWithEnvelope(Socket(p.endpoint), p.envelope, frames)) continue;
     WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "

@@ -1,0 +1,279 @@
+#include "server/resources/resource_ops.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "weft/common/digest.hpp"
+#include "weft/common/json_fields.hpp"
+
+namespace weft::resources {
+namespace {
+
+using api::Call;
+using api::Endpoint;
+using api::Response;
+using api::Role;
+using json = nlohmann::json;
+
+constexpr std::int64_t kMaxVersion = INT64_MAX;
+constexpr std::int64_t kDefaultFetchChunkBytes = 4 << 20;
+constexpr std::size_t kMaxTypesPerActive = 1000;
+
+json VersionJson(const VersionInfo& v) {
+  return {{"version", v.version},
+          {"state", VersionStateName(v.state)},
+          {"size", v.size_bytes},
+          {"digest", v.digest},
+          {"created_at_ms", v.created_at_ms},
+          {"created_by", v.created_by},
+          {"activated_at_ms", v.activated_at_ms},
+          {"retired_at_ms", v.retired_at_ms}};
+}
+
+json ActiveJson(const ActiveVersion& a) {
+  return {{"type", a.type}, {"name", a.name}, {"version", a.version}, {"digest", a.digest}, {"size", a.size_bytes}};
+}
+
+// body.type and body.name, checked.
+struct Named {
+  std::string type;
+  std::string name;
+};
+Result<Named> ReadNamed(const json& body) {
+  Result<std::string> type = jsonf::String(body, "type", "body");
+  if (!type.ok()) return type.status();
+  WEFT_RETURN_IF_ERROR(ValidateType(*type, "body.type"));
+  Result<std::string> name = jsonf::String(body, "name", "body");
+  if (!name.ok()) return name.status();
+  WEFT_RETURN_IF_ERROR(ValidateName(*type, *name, "body.name"));
+  return Named{std::move(*type), std::move(*name)};
+}
+
+class ResourceOps {
+ public:
+  ResourceOps(ResourceStore& store, const wire::Limits& limits) : store_(store), limits_(limits) {}
+
+  Response Upload(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(named, ReadNamed(body));
+    WEFT_TRY_ASSIGN(upload_id, jsonf::String(body, "upload_id", "body", ""));
+    WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "body", 0, kMaxVersion, 0));
+    WEFT_TRY_ASSIGN(final, jsonf::Bool(body, "final", "body", false));
+    WEFT_TRY_ASSIGN(digest, jsonf::String(body, "digest", "body", ""));
+    const auto& blobs = call.request->blobs;
+    if (blobs.size() != 1)
+      return Response::Error(Status::Invalid(
+          "resource.upload carries the chunk's bytes in exactly one payload frame after the JSON header; this "
+          "request has " + std::to_string(blobs.size())));
+    UploadChunk chunk;
+    chunk.tenant = call.principal.tenant;
+    chunk.type = named.type;
+    chunk.name = named.name;
+    chunk.upload_id = upload_id;
+    chunk.offset = offset;
+    chunk.bytes = blobs[0];
+    chunk.final = final;
+    chunk.digest = digest;
+    chunk.user = call.principal.user;
+    if (body.contains("size") && !body["size"].is_null()) {
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 0, kMaxVersion));
+      chunk.size_bytes = size;
+    }
+    WEFT_TRY_ASSIGN(progress, store_.Upload(chunk));
+    json reply = {{"type", named.type},
+                  {"name", named.name},
+                  {"upload_id", progress.upload_id},
+                  {"received", progress.received_bytes}};
+    if (progress.version) {
+      reply["version"] = progress.version->version;
+      reply["state"] = VersionStateName(progress.version->state);
+      reply["size"] = progress.version->size_bytes;
+      reply["digest"] = progress.version->digest;
+    }
+    return Response::Ok(std::move(reply));
+  }
+
+  Response List(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(type, jsonf::String(body, "type", "body", ""));
+    if (!type.empty()) {
+      Status s = ValidateType(type, "body.type");
+      if (!s.ok()) return Response::Error(s);
+    }
+    WEFT_TRY_ASSIGN(resources, store_.List(call.principal.tenant, type));
+    json list = json::array();
+    for (const ResourceInfo& r : resources) {
+      json versions = json::array();
+      json active = nullptr, staged = nullptr;
+      for (const VersionInfo& v : r.versions) {
+        versions.push_back(VersionJson(v));
+        if (v.state == VersionState::kActive) active = v.version;
+        if (v.state == VersionState::kStaged) staged = v.version;
+      }
+      list.push_back({{"type", r.type},
+                      {"name", r.name},
+                      {"active", active},
+                      {"staged", staged},
+                      {"versions", std::move(versions)}});
+    }
+    return Response::Ok({{"resources", std::move(list)}});
+  }
+
+  Response Stage(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(named, ReadNamed(body));
+    WEFT_TRY_ASSIGN(version, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+    WEFT_TRY_ASSIGN(v, store_.Stage(call.principal.tenant, named.type, named.name, version));
+    return Response::Ok({{"type", named.type}, {"name", named.name}, {"version", v.version},
+                         {"state", VersionStateName(v.state)}});
+  }
+
+  Response Recall(const Call& call) {
+    WEFT_TRY_ASSIGN(named, ReadNamed(call.request->body));
+    WEFT_TRY_ASSIGN(v, store_.Recall(call.principal.tenant, named.type, named.name));
+    return Response::Ok({{"type", named.type}, {"name", named.name}, {"version", v.version},
+                         {"state", VersionStateName(v.state)}});
+  }
+
+  Response Sync(const Call& call) {
+    WEFT_TRY_ASSIGN(activated, store_.Sync(call.principal.tenant));
+    json list = json::array();
+    for (const Activation& a : activated)
+      list.push_back({{"type", a.type},
+                      {"name", a.name},
+                      {"version", a.version},
+                      {"retired", a.retired ? json(*a.retired) : json(nullptr)}});
+    return Response::Ok({{"activated", std::move(list)}});
+  }
+
+  Response Delete(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(named, ReadNamed(body));
+    std::optional<std::int64_t> version;
+    if (body.contains("version") && !body["version"].is_null()) {
+      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+      version = v;
+    }
+    WEFT_TRY_ASSIGN(removed, store_.Delete(call.principal.tenant, named.type, named.name, version));
+    return Response::Ok({{"type", named.type}, {"name", named.name}, {"deleted", removed}});
+  }
+
+  Response Fetch(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(tenant, jsonf::String(body, "tenant", "body"));
+    WEFT_TRY_ASSIGN(named, ReadNamed(body));
+    WEFT_TRY_ASSIGN(version, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+    WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "body", 0, kMaxVersion, 0));
+    const std::int64_t frame_cap =
+        std::min<std::int64_t>(kMaxFetchChunkBytes, static_cast<std::int64_t>(limits_.max_frame_bytes));
+    WEFT_TRY_ASSIGN(max_bytes, jsonf::Int(body, "max_bytes", "body", 1, kMaxVersion, kDefaultFetchChunkBytes));
+    WEFT_TRY_ASSIGN(chunk, store_.Read(tenant, named.type, named.name, version, offset,
+                                       std::min(max_bytes, frame_cap)));
+    Response r = Response::Ok({{"type", named.type},
+                               {"name", named.name},
+                               {"version", version},
+                               {"size", chunk.size_bytes},
+                               {"digest", chunk.digest},
+                               {"offset", chunk.offset},
+                               {"length", chunk.bytes.size()},
+                               {"eof", chunk.eof}});
+    r.blobs.push_back(std::move(chunk.bytes));
+    return r;
+  }
+
+  Response Active(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(tenant, jsonf::String(body, "tenant", "body", "default"));
+    if (tenant.empty()) return Response::Error(Status::Invalid("body.tenant must not be empty"));
+    std::vector<std::string> types;
+    auto t = body.find("types");
+    if (t != body.end() && !t->is_null()) {
+      if (!t->is_array())
+        return Response::Error(Status::Invalid("body.types must be an array of plugin type names, got " +
+                                               jsonf::Brief(*t)));
+      if (t->size() > kMaxTypesPerActive)
+        return Response::Error(Status::TooLarge("body.types lists " + std::to_string(t->size()) +
+                                                " types; at most " + std::to_string(kMaxTypesPerActive)));
+      for (std::size_t i = 0; i < t->size(); ++i) {
+        const json& v = (*t)[i];
+        const std::string path = "body.types[" + std::to_string(i) + "]";
+        if (!v.is_string()) return Response::Error(Status::Invalid(path + " must be a string, got " + jsonf::Brief(v)));
+        Status s = ValidateType(v.get<std::string>(), path);
+        if (!s.ok()) return Response::Error(s);
+        types.push_back(v.get<std::string>());
+      }
+      // An empty list asks for nothing (not for every type).
+      if (types.empty()) return Response::Ok({{"tenant", tenant}, {"resources", json::array()}});
+    }
+    WEFT_TRY_ASSIGN(active, store_.Active(tenant, types));
+    json list = json::array();
+    for (const ActiveVersion& a : active) list.push_back(ActiveJson(a));
+    return Response::Ok({{"tenant", tenant}, {"resources", std::move(list)}});
+  }
+
+  // Pins the versions a task will use at the moment it is handed out.
+  Status Decorate(const store::TaskRecord& record, json& task) {
+    auto pinned = task.find("resources");
+    if (pinned == task.end() || pinned->is_null()) {
+      Result<std::vector<ActiveVersion>> active = store_.Active(record.tenant, {record.plugin});
+      if (!active.ok()) return active.status();
+      json list = json::array();
+      for (const ActiveVersion& a : *active) list.push_back(ActiveJson(a));
+      task["resources"] = std::move(list);
+      return Status::Ok();
+    }
+    // The task names its versions already (a retry of a pinned task, or a job
+    // that pinned them): keep them, completing digest and size from the store.
+    if (!pinned->is_array())
+      return Status::Invalid("the task's \"resources\" must be an array of {type, name, version}, got " +
+                             jsonf::Brief(*pinned));
+    for (std::size_t i = 0; i < pinned->size(); ++i) {
+      json& r = (*pinned)[i];
+      const std::string path = "resources[" + std::to_string(i) + "]";
+      if (!r.is_object()) return jsonf::RequireObject(r, path);
+      Result<std::string> type = jsonf::String(r, "type", path, record.plugin);
+      if (!type.ok()) return type.status();
+      WEFT_RETURN_IF_ERROR(ValidateType(*type, path + ".type"));
+      Result<std::string> name = jsonf::String(r, "name", path);
+      if (!name.ok()) return name.status();
+      WEFT_RETURN_IF_ERROR(ValidateName(*type, *name, path + ".name"));
+      Result<std::int64_t> version = jsonf::Int(r, "version", path, 1, kMaxVersion);
+      if (!version.ok()) return version.status();
+      Result<VersionInfo> v = store_.Get(record.tenant, *type, *name, *version);
+      if (!v.ok()) return v.status().WithContext("the task's " + path);
+      r = {{"type", *type}, {"name", *name}, {"version", *version}, {"digest", v->digest}, {"size", v->size_bytes}};
+    }
+    return Status::Ok();
+  }
+
+ private:
+  ResourceStore& store_;
+  const wire::Limits limits_;
+};
+
+}  // namespace
+
+void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits& limits) {
+  // Owned by the handlers, which share it; it lives as long as the router.
+  auto impl = std::make_shared<ResourceOps>(store, limits);
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> hosts = {Role::kHost};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  const std::set<Endpoint> prov = {Endpoint::kProvisioner};
+  auto bind = [impl](Response (ResourceOps::*fn)(const Call&)) {
+    return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
+  };
+  api::Router& router = ops.router();
+  router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload));
+  router.Add("resource.list", users, api, bind(&ResourceOps::List));
+  router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage));
+  router.Add("resource.recall", admins, api, bind(&ResourceOps::Recall));
+  router.Add("resource.sync", admins, api, bind(&ResourceOps::Sync));
+  router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete));
+  router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch));
+  router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active));
+  ops.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
+}
+
+}  // namespace weft::resources
