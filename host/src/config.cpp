@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -19,7 +20,8 @@ namespace {
 const std::set<std::string, std::less<>> kKnownKeys = {
     "server",          "host_id",           "capacity",         "plugin_dirs",      "take_wait_ms",
     "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
-    "worker_memory_limit_mb", "tenants"};
+    "worker_memory_limit_mb", "tenants", "state_dir", "resource_cache_dir", "resource_plugin_dir",
+    "resource_sync_ms"};
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
@@ -86,7 +88,8 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
       return Status::Invalid(std::string(source) + ": unknown key '" + std::string(key.str()) +
                              "'; known keys are server, host_id, capacity, plugin_dirs, take_wait_ms, "
                              "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
-                             "worker_memory_limit_mb, tenants");
+                             "worker_memory_limit_mb, tenants, state_dir, resource_cache_dir, "
+                             "resource_plugin_dir, resource_sync_ms");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
@@ -100,6 +103,16 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(ReadInt(table, "workers", source, 1, 256, &config.workers));
   WEFT_RETURN_IF_ERROR(
       ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "resource_sync_ms", source, 50, 3'600'000, &config.resource_sync_ms));
+  for (auto [key, out] : {std::pair{"state_dir", &config.state_dir},
+                          std::pair{"resource_cache_dir", &config.resource_cache_dir},
+                          std::pair{"resource_plugin_dir", &config.resource_plugin_dir}}) {
+    std::string dir;
+    WEFT_RETURN_IF_ERROR(ReadString(table, key, source, &dir));
+    if (table.get(key) && dir.empty())
+      return Status::Invalid(std::string(source) + ": '" + key + "' must be a non-empty path");
+    if (!dir.empty()) *out = std::filesystem::path(dir).is_absolute() ? std::filesystem::path(dir) : base_dir / dir;
+  }
   if (const toml::node* tenants = table.get("tenants")) {
     const toml::array* array = tenants->as_array();
     if (!array) {
@@ -183,6 +196,37 @@ Status ValidateConfig(const HostConfig& config) {
   return Status::Ok();
 }
 
+std::filesystem::path StateDir(const HostConfig& config) {
+  if (!config.state_dir.empty()) return config.state_dir;
+  std::filesystem::path base;
+  if (geteuid() == 0) {
+    base = "/var/lib/weft-host";
+  } else if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && xdg[0] == '/') {
+    base = std::filesystem::path(xdg) / "weft-host";
+  } else if (const char* home = std::getenv("HOME"); home && home[0] == '/') {
+    base = std::filesystem::path(home) / ".local" / "state" / "weft-host";
+  } else {
+    base = "/tmp/weft-host-" + std::to_string(geteuid());
+  }
+  return base / config.host_id;
+}
+
+std::filesystem::path ResourceCacheDir(const HostConfig& config) {
+  return config.resource_cache_dir.empty() ? StateDir(config) / "resources" : config.resource_cache_dir;
+}
+
+std::filesystem::path ResourcePluginDir(const HostConfig& config) {
+  return config.resource_plugin_dir.empty() ? StateDir(config) / "plugins" : config.resource_plugin_dir;
+}
+
+std::vector<std::string> SyncedTenants(const HostConfig& config) {
+  if (config.tenants.empty()) return {"default"};
+  std::vector<std::string> out;
+  for (const std::string& t : config.tenants)
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
 int EffectiveWorkers(const HostConfig& config) { return std::max(1, std::min(config.workers, config.capacity)); }
 
 int WorkerThreads(const HostConfig& config, int index) {
@@ -201,7 +245,8 @@ std::string WorkerConfigJson(const HostConfig& config) {
                       {"log_level", config.log_level},
                       {"workers", config.workers},
                       {"worker_memory_limit_mb", config.worker_memory_limit_mb},
-                      {"tenants", config.tenants}};
+                      {"tenants", config.tenants},
+                      {"resource_cache_dir", ResourceCacheDir(config).string()}};
   return j.dump();
 }
 
@@ -223,6 +268,7 @@ Result<HostConfig> WorkerConfigFromJson(std::string_view text) {
     config.workers = j.at("workers").get<int>();
     config.worker_memory_limit_mb = j.at("worker_memory_limit_mb").get<int>();
     config.tenants = j.at("tenants").get<std::vector<std::string>>();
+    config.resource_cache_dir = j.value("resource_cache_dir", std::string());
   } catch (const nlohmann::json::exception& e) {
     return Status::Invalid(std::string("--worker-config: ") + e.what());
   }

@@ -32,6 +32,7 @@
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
+#include "weft/host/resource_sync.hpp"
 #include "weft/host/supervision.hpp"
 #include "weft/host/worker_protocol.hpp"
 
@@ -114,6 +115,9 @@ struct Master::Impl {
   const HostConfig config;
   const std::string exe;
   zmq::context_t ctx;
+  // Pre-fetches resources and installs Lua plugin resources into the resource
+  // plugin directory, which is the last of config.plugin_dirs (see Master()).
+  std::unique_ptr<ResourceSync> resources;
 
   // ---- owned by the main thread ----
   std::map<pid_t, Worker> workers;
@@ -742,10 +746,23 @@ void Master::Impl::ControlLoop() {
 
 // ---- Run -------------------------------------------------------------------
 
-Master::Master(HostConfig config, std::string exe) : impl_(std::make_unique<Impl>(std::move(config), std::move(exe))) {}
+namespace {
+// The resource plugin directory is watched and loaded like any other, after
+// the configured ones, so a local plugin wins over a resource of the same type.
+HostConfig WithResourcePluginDir(HostConfig config) {
+  const std::filesystem::path dir = ResourcePluginDir(config);
+  if (std::find(config.plugin_dirs.begin(), config.plugin_dirs.end(), dir) == config.plugin_dirs.end())
+    config.plugin_dirs.push_back(dir);
+  return config;
+}
+}  // namespace
+
+Master::Master(HostConfig config, std::string exe)
+    : impl_(std::make_unique<Impl>(WithResourcePluginDir(std::move(config)), std::move(exe))) {}
 
 Master::~Master() {
   Impl& m = *impl_;
+  if (m.resources) m.resources->Stop();
   if (m.control.joinable()) {
     {
       std::lock_guard<std::mutex> lock(m.mu);
@@ -773,6 +790,11 @@ int Master::Run() {
     WEFT_LOG(kError, kLog) << "cannot set up signal handling: " << std::strerror(errno);
     return 1;
   }
+  m.resources = std::make_unique<ResourceSync>(m.config, m.ctx, [&m] {
+    std::lock_guard<std::mutex> lock(m.mu);
+    return m.plugin_types;
+  });
+  m.resources->Start();  // creates the resource plugin directory, so Watch sees it
   m.Watch();  // before the scan, so a file dropped in meanwhile is not missed
   m.Scan(true);
   m.slots.resize(static_cast<std::size_t>(EffectiveWorkers(m.config)));
@@ -869,6 +891,7 @@ int Master::Run() {
       next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
     }
   }
+  m.resources->Stop();
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.control_stop = true;

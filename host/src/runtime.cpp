@@ -80,6 +80,7 @@ Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions opti
       plugins_(plugins),
       options_(std::move(options)),
       component_(options_.log_component),
+      cache_(ResourceCacheDir(config_)),
       ctx_(1),
       take_ctx_(1) {}
 
@@ -408,7 +409,22 @@ void Runtime::RunTask(client::Client& client, const json& task) {
   std::string message;
   const LoadedPlugin* plugin = plugins_.Find(type);
   const std::uint32_t bit = ActionFromName(action);
-  if (!plugin) {
+  // The versions the task names (pinned by weftd when it handed the task out)
+  // are fetched and verified first; the plugin sees each with its local "path".
+  Status resources = Status::Ok();
+  if (auto r = task.find("resources"); plugin && r != task.end() && r->is_array() && !r->empty()) {
+    json resolved = task;
+    resources = ResolveTaskResources(
+        client, cache_, resolved, [&context] { return context->cancelled(); },
+        [&context](const std::string& line) { context->Log(WEFT_LOG_INFO, line.c_str()); });
+    if (resources.ok()) context->ReplaceTaskJson(wire::Dump(resolved));
+  }
+  if (!resources.ok()) {
+    message = type + " " + action + " was not run: " +
+              (context->cancelled() && !context->cancel_reason().empty() ? context->cancel_reason()
+                                                                         : resources.message());
+    WEFT_LOG(kWarn, component_) << "task " << task_id << " attempt " << attempt << ": " << message;
+  } else if (!plugin) {
     std::string loaded;
     for (const auto& p : plugins_.plugins()) loaded += (loaded.empty() ? "" : ", ") + p.type_name;
     message = "host '" + config_.host_id + "' has no plugin of type '" + type + "' (it has: " +

@@ -32,7 +32,23 @@ struct HostConfig {
   // Tenants the workers serve, round-robin (worker i serves tenants[i % n]);
   // empty: every worker takes tasks of any tenant.
   std::vector<std::string> tenants;
+  // Resources (docs/host.md, "Resources"). Empty paths take their defaults:
+  // state_dir: /var/lib/weft-host/<host_id> as root, else
+  // $XDG_STATE_HOME (or ~/.local/state)/weft-host/<host_id>;
+  // resource_cache_dir: <state_dir>/resources; resource_plugin_dir: <state_dir>/plugins.
+  std::filesystem::path state_dir;
+  std::filesystem::path resource_cache_dir;
+  std::filesystem::path resource_plugin_dir;
+  int resource_sync_ms = 2000;  // how often the master asks weftd for the active versions
 };
+
+// The directories above with their defaults filled in.
+std::filesystem::path StateDir(const HostConfig& config);
+std::filesystem::path ResourceCacheDir(const HostConfig& config);
+std::filesystem::path ResourcePluginDir(const HostConfig& config);
+// The tenants whose resources the master syncs: `tenants`, or {"default"} when
+// the host serves any tenant.
+std::vector<std::string> SyncedTenants(const HostConfig& config);
 
 // The workers that will actually run: min(workers, capacity).
 int EffectiveWorkers(const HostConfig& config);

@@ -7,7 +7,8 @@
 //   channel thread  reads the master's commands: cancel one task (stale or
 //                   hung), drain (roll out: no more takes, finish, exit), stop.
 //   runner threads  `threads` of them: task.take (long poll, with the worker's
-//                   tenant) → plugin run → task.finish, resent until weftd answers.
+//                   tenant) → fetch the resource versions the task names into
+//                   the cache → plugin run → task.finish, resent until weftd answers.
 //   Run()'s thread  waits for RequestStop or a drain, then shuts down.
 //
 // Every thread owns its own weft::client::Client, so no socket is ever shared.
@@ -34,6 +35,7 @@
 #include "weft/client/client.hpp"
 #include "weft/host/config.hpp"
 #include "weft/host/plugin_loader.hpp"
+#include "weft/host/resource_cache.hpp"
 #include "weft/host/task_context.hpp"
 #include "weft/host/worker_protocol.hpp"
 
@@ -86,6 +88,7 @@ class Runtime {
   const PluginSet& plugins_;
   const WorkerOptions options_;
   const std::string component_;
+  ResourceCache cache_;  // the versions tasks name are fetched here before their plugin runs
   // Two contexts on purpose: task.take is held open by weftd for up to
   // take_wait_ms, and shutting down take_ctx_ aborts those calls at once on
   // SIGTERM. Everything else (finish, progress) uses ctx_, which stays up

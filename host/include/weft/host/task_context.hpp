@@ -39,6 +39,9 @@ class TaskContext {
   void Progress(int percent, const char* message);
   int SetResult(const char* key, const char* json_value, char* err, std::size_t err_len);
   const char* TaskJson() const { return task_json_.c_str(); }
+  // Replaces the task JSON the plugin sees (the runner adds resource paths).
+  // Only before the plugin's run starts: the plugin holds no pointer yet.
+  void ReplaceTaskJson(std::string task_json) { task_json_ = std::move(task_json); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
   // Asks the plugin to stop. The first reason wins (it becomes the finish message).
@@ -53,7 +56,7 @@ class TaskContext {
  private:
   static void Append(std::string& tail, std::string_view line, std::size_t cap);
 
-  const std::string task_json_;
+  std::string task_json_;
   const ProgressSink progress_;
   const std::size_t tail_bytes_;
   std::atomic<bool> cancelled_{false};
