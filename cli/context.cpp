@@ -12,7 +12,10 @@ Context::~Context() {
   zmq_.reset();
 }
 
-Result<json> Context::Call(std::string_view op, json body) {
+Result<json> Context::Call(std::string_view op, json body) { return Call(op, std::move(body), {}); }
+
+Result<json> Context::Call(std::string_view op, json body, std::vector<std::string> blobs, int timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = options_.timeout_ms;
   if (!client_) {
     try {
       zmq_ = std::make_unique<zmq::context_t>(1);
@@ -28,13 +31,14 @@ Result<json> Context::Call(std::string_view op, json body) {
   wire::Request request;
   request.op = std::string(op);
   request.body = std::move(body);
-  Result<wire::Reply> reply = client_->CallRaw(request);
+  request.blobs = std::move(blobs);
+  Result<wire::Reply> reply = client_->CallRaw(request, timeout_ms);
   if (!reply.ok()) {
     // The request never got an answer: say where we looked and how to look elsewhere.
     const Status& st = reply.status();
     if (st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0) {
       return Status::Unavailable("no answer from weftd at " + options_.server + " within " +
-                                 std::to_string(options_.timeout_ms) +
+                                 std::to_string(timeout_ms) +
                                  " ms; is weftd running? (set --server or WEFT_SERVER)");
     }
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -35,6 +36,9 @@ class Context {
   // Sends one request to the api endpoint and returns the reply body. Errors read
   // as one sentence: the server's own message, or what went wrong on the way.
   Result<json> Call(std::string_view op, json body = json::object());
+  // The same with payload frames after the header (resource.upload) and a
+  // timeout of its own (-1: --timeout).
+  Result<json> Call(std::string_view op, json body, std::vector<std::string> blobs, int timeout_ms = -1);
 
   // Prints a reply body for `-o json`: indented, one value, newline-terminated.
   void PrintJson(const json& value);
