@@ -14,6 +14,10 @@
 //    tasks (`debug.enqueue`) for the same plugins with the same knobs and the
 //    same task keys, so the fake plugins wait exactly as long per task
 //    (`jitter_by = "task_key"`); each stage starts when the previous one is done.
+// Also reported: the critical path through what the fake plugins slept alone
+// (nominal_critical_path_ms, read from their "fake: waits N ms" log lines), the
+// sum of each stage's longest sleep (barrier_ideal_ms), the most tasks running
+// at once, and how long tasks stayed ready before a host took them.
 //
 // Case "clusters": C clusters of S nodes (default 100 x 10) are created at once
 // on a fresh weftd; the total time until every job is done is reported, and the
