@@ -9,7 +9,9 @@
 //
 // Weft: the clock runs from sending `cluster.start` until weftd publishes that the
 // job ended (an `events` SUB, with job.get as a fallback). Every task must have
-// succeeded on its first attempt with the node's own address in its stdout.
+// succeeded with the node's own address in its stdout; tasks that needed a retry
+// are counted (`retries`) and their failed attempts printed. The phases of each
+// task come from its progress reports (see WeftRun).
 //
 // Ansible: `ansible all -i INV -m shell -a CMD -f N` from the Debian package,
 // against the same addresses, ports, user and private keys (read from the local
@@ -19,11 +21,21 @@
 // the comparison is skipped and the summary says so.
 //
 // Both sides run R times, alternating (ABBA order), after W warm-up rounds that
-// are not counted, so both start warm: Weft's worker keeps SSH sessions in its
-// pool (idle 60 s), Ansible keeps ControlPersist masters (60 s by default). One
-// JSON line per timed run and a summary line with medians and the ratio go to
-// stdout; progress goes to stderr. The cluster is deleted at the end and the
-// bench checks that no node sshd (or Ansible ssh master) is left.
+// are not counted. --connections says what a timed run may reuse:
+//  * cold (default), as for an occasional ad-hoc command: weft-host is restarted
+//    before each Weft run, so its workers' SSH session pools are empty (as after
+//    a quiet minute: the pool's idle timeout is 60 s), and each Ansible run gets a
+//    ControlPath directory of its own (its ControlPersist masters are ended after
+//    the run, outside the clock);
+//  * warm: each timed run follows an untimed run of the same side and reuses its
+//    pooled sessions / ControlPersist masters.
+// One JSON line per timed run and a summary line with medians and the ratio go
+// to stdout; progress to stderr. Besides wall time the lines carry CPU time:
+// Weft's (weftd + weft-host), Ansible's (it and its reaped descendants), and the
+// nodes' (each node sshd and everything below it: the nodes share this machine's
+// cores, so on a small machine their work is what a fan-out waits for). The
+// cluster is deleted at the end and the bench checks that no node sshd (or
+// Ansible ssh master) is left.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -75,6 +87,7 @@ constexpr const char* kService = "fanout";
 constexpr const char* kTenant = "default";  // weftd's tenant for requests that name none
 constexpr auto kSetupDeadline = std::chrono::seconds(600);
 constexpr auto kRunDeadline = std::chrono::seconds(300);
+constexpr auto kHostTakeWait = std::chrono::milliseconds(5000);  // weft-host's take_wait_ms (its default)
 // Prints the node's side of $SSH_CONNECTION ("... <address> <port>"), which both
 // sides check, so a command that ran on the wrong node (or not at all) is caught.
 constexpr const char* kDefaultCommand = "echo \"fanout $SSH_CONNECTION\"; sleep 0.2; uptime";
@@ -91,6 +104,7 @@ struct Options {
   int workers = 2;
   int port = 2200;
   bool ansible_pipelining = false;
+  bool warm = false;  // --connections warm: each timed run right after an untimed one of the same side
   std::string command = kDefaultCommand;
 };
 
@@ -98,7 +112,7 @@ int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "weft-bench fanout: %s\n"
                "usage: weft-bench fanout [--nodes N] [--runs R] [--warmup W] [--capacity C] [--workers K]\n"
-               "                         [--port P] [--command CMD] [--ansible-pipelining]\n"
+               "                         [--port P] [--command CMD] [--connections cold|warm] [--ansible-pipelining]\n"
                "  --nodes N     local nodes (a real sshd each), 1 to 1000 (default 50)\n"
                "  --runs R      timed runs of each side, alternating; medians are reported (default 5)\n"
                "  --warmup W    untimed rounds of each side first (default 1)\n"
@@ -106,6 +120,10 @@ int Usage(const std::string& problem) {
                "  --workers K   weft-host worker processes (default 2)\n"
                "  --port P      sshd port of every node (default 2200)\n"
                "  --command CMD the command both sides run (default: %s)\n"
+               "  --connections cold: every timed run opens its SSH connections anew (weft-host restarted, so\n"
+               "                its session pool is empty; Ansible with a fresh ControlPath directory) (default)\n"
+               "                warm: every timed run follows an untimed run of the same side, whose pooled\n"
+               "                sessions / ControlPersist masters it reuses\n"
                "  --ansible-pipelining  turn on Ansible's SSH pipelining (off in Debian's default config)\n"
                "Needs root (local nodes) and Ansible (`apt-get install ansible`) for the comparison.\n",
                problem.c_str(), kDefaultCommand);
@@ -295,7 +313,8 @@ std::string DescribeExit(int st) {
 // /proc/<pid>/stat fields we need: parent pid and CPU time (user + system, in ns).
 struct ProcStat {
   pid_t ppid = 0;
-  std::int64_t cpu_ns = 0;
+  std::int64_t cpu_ns = 0;           // the process itself
+  std::int64_t children_cpu_ns = 0;  // its children that ended and were waited for
 };
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
@@ -304,14 +323,16 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   if (close == std::string::npos) return std::nullopt;
   std::istringstream in(s.substr(close + 2));
   std::string state;
-  long long ppid = 0, skip = 0, utime = 0, stime = 0;
+  long long ppid = 0, skip = 0, utime = 0, stime = 0, cutime = 0, cstime = 0;
   in >> state >> ppid;
   for (int i = 0; i < 9; ++i) in >> skip;  // pgrp .. cmajflt
-  in >> utime >> stime;
+  in >> utime >> stime >> cutime >> cstime;
   if (!in) return std::nullopt;
+  const long long ns_per_tick = 1'000'000'000LL / sysconf(_SC_CLK_TCK);
   ProcStat ps;
   ps.ppid = static_cast<pid_t>(ppid);
-  ps.cpu_ns = (utime + stime) * (1'000'000'000LL / sysconf(_SC_CLK_TCK));
+  ps.cpu_ns = (utime + stime) * ns_per_tick;
+  ps.children_cpu_ns = (cutime + cstime) * ns_per_tick;
   return ps;
 }
 
@@ -354,6 +375,32 @@ std::int64_t TreeCpuNs(const std::vector<pid_t>& roots) {
   std::int64_t total = 0;
   for (pid_t pid : in_tree) {
     if (auto it = stats.find(pid); it != stats.end()) total += it->second.cpu_ns;
+  }
+  return total;
+}
+
+// CPU time spent on the nodes: the listening sshd of each node and everything
+// below it, living (sessions, shells, commands) or ended and waited for. Both
+// sides' commands run there, so this is the work a fan-out makes the nodes do.
+std::int64_t NodesCpuNs(const std::vector<pid_t>& sshd) {
+  std::map<pid_t, ProcStat> stats;
+  for (pid_t pid : AllPids()) {
+    if (auto st = ReadProcStat(pid)) stats[pid] = *st;
+  }
+  std::set<pid_t> in_tree(sshd.begin(), sshd.end());
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, st] : stats) {
+      if (!in_tree.count(pid) && in_tree.count(st.ppid)) {
+        in_tree.insert(pid);
+        grew = true;
+      }
+    }
+  }
+  std::int64_t total = 0;
+  for (pid_t pid : in_tree) {
+    if (auto it = stats.find(pid); it != stats.end()) total += it->second.cpu_ns + it->second.children_cpu_ns;
   }
   return total;
 }
@@ -444,6 +491,7 @@ Status StartHost(Child& host, const fs::path& bin_dir, const fs::path& dir, cons
                   "capacity = " + std::to_string(opts.capacity) + "\n" +
                   "workers = " + std::to_string(opts.workers) + "\n" +
                   "log_level = \"warn\"\n"
+                  "take_wait_ms = " + std::to_string(kHostTakeWait.count()) + "\n" +
                   "plugin_dirs = [" + json((plugins / "providers").string()).dump() + ", " +
                   json((plugins / "automators").string()).dump() + "]\n"));
   return host.Start({(bin_dir / "weft-host").string(), "--config", config.string()}, dir / "weft-host.log", {});
@@ -677,13 +725,14 @@ struct WeftRun {
   double command_max_ms = 0;
   double report_ms = 0;         // 100% → finished
   int phases_seen = 0;          // tasks whose four reports all arrived
+  int retries = 0;              // tasks that needed more than one attempt
+  double node_cpu_s = 0;        // on the nodes (NodesCpuNs)
 };
 
 class WeftSide {
  public:
-  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes,
-           std::vector<pid_t> cpu_roots)
-      : api_(api), events_(events), nodes_(nodes), cpu_roots_(std::move(cpu_roots)) {}
+  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes, Child& weftd, Child& host)
+      : api_(api), events_(events), nodes_(nodes), weftd_(weftd), host_(host) {}
 
   // The plan of the measured operation: exactly one START of the service per node.
   Status CheckPlan() {
@@ -711,14 +760,15 @@ class WeftSide {
   Result<WeftRun> Run() {
     events_.Pump(0);
     events_.ForgetProgress();
-    const std::int64_t cpu_before = TreeCpuNs(cpu_roots_);
+    const std::vector<pid_t> cpu_roots = {weftd_.pid(), host_.pid()};
+    const std::int64_t cpu_before = TreeCpuNs(cpu_roots);
     const auto start = SteadyClock::now();
     Result<json> reply = api_.Call("cluster.start", {{"cluster", kClusterName}, {"services", json::array({kService})}});
     if (!reply.ok()) return reply.status().WithContext("cluster.start");
     const std::string id = (*reply)["job"].value("id", "");
     Result<std::string> status = WaitJob(api_, &events_, id, kRunDeadline);
     const auto end = SteadyClock::now();
-    const std::int64_t cpu_after = TreeCpuNs(cpu_roots_);
+    const std::int64_t cpu_after = TreeCpuNs(cpu_roots);
     if (!status.ok()) return status.status();
     if (*status != "succeeded") return Status::Internal(JobStory(api_, id));
 
@@ -739,8 +789,14 @@ class WeftSide {
       auto it = by_host.find(node);
       if (it == by_host.end()) return Status::Internal("job " + id + " ran a task on unknown node '" + node + "'");
       if (t.value("attempt", 0) != 1) {
-        return Status::Internal("job " + id + ": task " + t.value("key", "") + " needed " +
-                                std::to_string(t.value("attempt", 0)) + " attempts; a timed run must not retry");
+        // A retry is part of what the job took; count it and say why it happened.
+        ++run.retries;
+        for (const json& a : t.value("attempts", json::array())) {
+          if (a.value("status", "") != "succeeded") {
+            std::fprintf(stderr, "fanout: task %s attempt %d: %s\n", t.value("key", "").c_str(), a.value("attempt", 0),
+                         a.value("message", "").c_str());
+          }
+        }
       }
       if (!RanOn(t.value("stdout", ""), *it->second)) {
         return Status::Internal("job " + id + ": task " + t.value("key", "") + " did not print 'fanout ..." +
@@ -787,7 +843,8 @@ class WeftSide {
   client::Client& api_;
   EventWatcher& events_;
   const std::vector<NodeInfo>& nodes_;
-  std::vector<pid_t> cpu_roots_;
+  Child& weftd_;
+  Child& host_;
 };
 
 // ---------------------------------------------------------------------------
@@ -795,7 +852,8 @@ class WeftSide {
 
 struct AnsibleRun {
   double seconds = 0;
-  double cpu_s = 0;  // ansible and every descendant it reaped (forks, ssh clients)
+  double cpu_s = 0;       // ansible and every descendant it reaped (forks, ssh clients)
+  double node_cpu_s = 0;  // on the nodes (NodesCpuNs)
 };
 
 class AnsibleSide {
@@ -807,7 +865,6 @@ class AnsibleSide {
   // known_hosts with every node's host keys, and an ansible.cfg that checks them
   // and keeps Ansible's files in the scratch directory.
   Status Prepare() {
-    fs::create_directories(dir_ / "cp");
     fs::create_directories(dir_ / "local-tmp");
     std::string known_hosts;
     std::string inventory = "[fanout]\n";
@@ -834,23 +891,35 @@ class AnsibleSide {
     std::string cfg = "[defaults]\n"
                       "host_key_checking = True\n"
                       "interpreter_python = /usr/bin/python3\n"
-                      "local_tmp = " + (dir_ / "local-tmp").string() + "\n"
-                      "[ssh_connection]\n"
-                      "control_path_dir = " + (dir_ / "cp").string() + "\n";
-    if (opts_.ansible_pipelining) cfg += "pipelining = True\n";
+                      "local_tmp = " + (dir_ / "local-tmp").string() + "\n";
+    if (opts_.ansible_pipelining) cfg += "[ssh_connection]\npipelining = True\n";
     return WriteText(dir_ / "ansible.cfg", cfg);
   }
 
+  // Run `index` (a log of its own). Cold runs get a ControlPath directory of
+  // their own, so no connection of an earlier run is reused; their ssh control
+  // masters are ended afterwards, outside the clock. Warm runs share one.
   Result<AnsibleRun> Run(int index) {
     const fs::path log = dir_ / ("run-" + std::to_string(index) + ".log");
+    const fs::path control_dir = dir_ / (opts_.warm ? std::string("cp") : "cp-" + std::to_string(index));
     std::error_code ec;
     fs::remove(log, ec);
+    fs::create_directories(control_dir);
+    struct EndMasters {
+      const fs::path& dir;
+      bool cold;
+      ~EndMasters() {
+        if (!cold) return;
+        for (pid_t pid : ProcessesMentioning(dir.string())) kill(pid, SIGTERM);
+      }
+    } end_masters{control_dir, !opts_.warm};
     Child ansible;
     const auto start = SteadyClock::now();
     WEFT_RETURN_IF_ERROR(ansible.Start({ansible_.string(), "all", "-i", (dir_ / "inventory.ini").string(), "-m",
                                         "shell", "-a", opts_.command, "-f", std::to_string(opts_.nodes)},
                                        log,
-                                       {"ANSIBLE_CONFIG=" + (dir_ / "ansible.cfg").string(), "ANSIBLE_NOCOLOR=1",
+                                       {"ANSIBLE_CONFIG=" + (dir_ / "ansible.cfg").string(),
+                                        "ANSIBLE_SSH_CONTROL_PATH_DIR=" + control_dir.string(), "ANSIBLE_NOCOLOR=1",
                                         "ANSIBLE_FORCE_COLOR=0"}));
     rusage usage{};
     std::optional<int> st;
@@ -1039,8 +1108,32 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
   return children;
 }
 
-// Waits until weft-host has registered and runs `workers` workers.
-Status WaitHostReady(client::Client& api, Child& host, const fs::path& log, int workers) {
+// Established TCP connections whose local end is 127.0.0.1:port (weftd's side
+// of its provisioner endpoint): one per runner thread of weft-host, plus the
+// master's and each worker's control connection.
+int EstablishedTo(int port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // header
+  int count = 0;
+  char local[64], remote[64], state[8];
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "%*s %63s %63s %7s", local, remote, state) != 3) continue;
+    const char* colon = std::strchr(local, ':');
+    if (colon && std::strtol(colon + 1, nullptr, 16) == port && std::strcmp(state, "01") == 0) ++count;
+  }
+  return count;
+}
+
+int PortOf(const std::string& endpoint) {
+  const std::size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos ? 0 : std::atoi(endpoint.c_str() + colon + 1);
+}
+
+// Waits until weft-host runs its workers and every runner thread has connected
+// to weftd (so a job's tasks are taken at once), then a little longer for the
+// first task.take of each to arrive.
+Status WaitHostReady(client::Client& api, Child& host, const fs::path& log, const Options& opts, int port) {
   const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
   while (SteadyClock::now() < deadline && !g_interrupted) {
     if (auto st = host.Poll()) {
@@ -1051,10 +1144,14 @@ Status WaitHostReady(client::Client& api, Child& host, const fs::path& log, int 
     if (hosts.ok()) {
       for (const json& h : (*hosts)["hosts"]) live = live || (h.value("id", "") == "fanout-host" && h.value("live", false));
     }
-    if (live && static_cast<int>(ChildrenOf(host.pid()).size()) >= workers) return Status::Ok();
+    if (live && static_cast<int>(ChildrenOf(host.pid()).size()) >= opts.workers && EstablishedTo(port) >= opts.capacity) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return Status::Ok();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return Status::Timeout("weft-host did not register with its workers within 60 s; its log ends:\n" + Tail(log));
+  return Status::Timeout("weft-host did not connect its " + std::to_string(opts.capacity) +
+                         " runner threads within 60 s; its log ends:\n" + Tail(log));
 }
 
 int Fanout(const std::vector<std::string>& args) {
@@ -1079,6 +1176,11 @@ int Fanout(const std::vector<std::string>& args) {
     } else if (a == "--command") {
       if (i + 1 >= args.size() || args[i + 1].empty()) return Usage("--command needs a non-empty command");
       opts.command = args[++i];
+    } else if (a == "--connections") {
+      if (i + 1 >= args.size() || (args[i + 1] != "cold" && args[i + 1] != "warm")) {
+        return Usage("--connections needs cold or warm");
+      }
+      opts.warm = args[++i] == "warm";
     } else if (a == "--ansible-pipelining") {
       opts.ansible_pipelining = true;
     } else if (a == "--help" || a == "-h") {
@@ -1150,7 +1252,8 @@ int Fanout(const std::vector<std::string>& args) {
 
     Status st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
     if (!st.ok()) return fail("weft-host", st);
-    st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts.workers);
+    const int provisioner_port = PortOf(ep->provisioner);
+    st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts, provisioner_port);
     if (!st.ok()) return fail("weft-host", st);
     st = PutCatalog(api, state_dir, opts);
     if (!st.ok()) return fail("catalog", st);
@@ -1173,10 +1276,13 @@ int Fanout(const std::vector<std::string>& args) {
       return fail("nodes", Status::Internal("the cluster has " + std::to_string(nodes->size()) + " nodes, not " +
                                             std::to_string(opts.nodes)));
     }
-    for (const NodeInfo& n : *nodes) teardown.remember_sshd(n.sshd);
+    std::vector<pid_t> sshd_pids;
+    for (const NodeInfo& n : *nodes) {
+      teardown.remember_sshd(n.sshd);
+      sshd_pids.push_back(n.sshd);
+    }
 
-    std::vector<pid_t> cpu_roots = {weftd.pid(), host.pid()};
-    WeftSide weft(api, events, *nodes, cpu_roots);
+    WeftSide weft(api, events, *nodes, weftd, host);
     st = weft.CheckPlan();
     if (!st.ok()) return fail("plan", st);
 
@@ -1201,16 +1307,34 @@ int Fanout(const std::vector<std::string>& args) {
         const bool is_weft = (side == 0) == weft_first;
         const char* label = timed ? "run" : "warm-up";
         if (is_weft) {
+          if (opts.warm) {
+            // Prime the workers' session pools: every node's session is then seconds old.
+            Result<WeftRun> prime = weft.Run();
+            if (!prime.ok()) return fail("weft priming run", prime.status());
+          } else {
+            // An empty session pool, as after a quiet minute (idle_timeout_ms).
+            host.Stop(std::chrono::seconds(20));
+            const auto stopped = SteadyClock::now();
+            st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
+            if (st.ok()) st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts, provisioner_port);
+            if (!st.ok()) return fail("weft-host restart", st);
+            // weftd still holds the old host's task.take requests until their
+            // wait (take_wait_ms) ends, and would hand the job's tasks to them
+            // first, only to requeue each when its reply cannot be delivered.
+            std::this_thread::sleep_until(stopped + kHostTakeWait + std::chrono::milliseconds(500));
+          }
+          const std::int64_t node_before = NodesCpuNs(sshd_pids);
           Result<WeftRun> w = weft.Run();
           if (!w.ok()) return fail("weft run", w.status());
+          w->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
           std::fprintf(stderr,
                        "fanout: %s %d weft    %.3f s (job %.0f ms: first take %.0f, takes spread %.0f, task median "
                        "%.0f max %.0f, end lag %.0f; per task: startup %.0f, prepare %.0f (max %.0f), command %.0f "
-                       "(max %.0f), report %.0f, of %d; CPU %.2f s)\n",
+                       "(max %.0f), report %.0f, of %d; %d retried; CPU %.2f s, on the nodes %.2f s)\n",
                        label, timed ? index : round + 1, w->seconds, w->server_ms, w->first_take_ms,
                        w->take_spread_ms, w->task_median_ms, w->task_max_ms, w->end_lag_ms, w->startup_ms,
                        w->prepare_ms, w->prepare_max_ms, w->command_ms, w->command_max_ms, w->report_ms,
-                       w->phases_seen, w->cpu_s);
+                       w->phases_seen, w->retries, w->cpu_s, w->node_cpu_s);
           if (!timed) continue;
           weft_runs.push_back(*w);
           ojson line;
@@ -1231,14 +1355,22 @@ int Fanout(const std::vector<std::string>& args) {
           line["command_max_ms"] = std::llround(w->command_max_ms);
           line["report_ms"] = std::llround(w->report_ms);
           line["phases_seen"] = w->phases_seen;
+          line["retries"] = w->retries;
           line["cpu_s"] = Round3(w->cpu_s);
+          line["node_cpu_s"] = Round3(w->node_cpu_s);
           std::printf("%s\n", line.dump().c_str());
           std::fflush(stdout);
         } else if (ans) {
+          if (opts.warm) {
+            Result<AnsibleRun> prime = ans->Run(1000 + round);
+            if (!prime.ok()) return fail("ansible priming run", prime.status());
+          }
+          const std::int64_t node_before = NodesCpuNs(sshd_pids);
           Result<AnsibleRun> r = ans->Run(round + 1);
           if (!r.ok()) return fail("ansible run", r.status());
-          std::fprintf(stderr, "fanout: %s %d ansible %.3f s (CPU %.2f s)\n", label, timed ? index : round + 1,
-                       r->seconds, r->cpu_s);
+          r->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
+          std::fprintf(stderr, "fanout: %s %d ansible %.3f s (CPU %.2f s, on the nodes %.2f s)\n", label,
+                       timed ? index : round + 1, r->seconds, r->cpu_s, r->node_cpu_s);
           if (!timed) continue;
           ansible_runs.push_back(*r);
           ojson line;
@@ -1247,6 +1379,7 @@ int Fanout(const std::vector<std::string>& args) {
           line["run"] = index;
           line["seconds"] = Round3(r->seconds);
           line["cpu_s"] = Round3(r->cpu_s);
+          line["node_cpu_s"] = Round3(r->node_cpu_s);
           std::printf("%s\n", line.dump().c_str());
           std::fflush(stdout);
         }
@@ -1266,6 +1399,7 @@ int Fanout(const std::vector<std::string>& args) {
     summary["nodes"] = opts.nodes;
     summary["runs"] = opts.runs;
     summary["warmup"] = opts.warmup;
+    summary["connections"] = opts.warm ? "warm" : "cold";
     summary["command"] = opts.command;
     summary["host_capacity"] = opts.capacity;
     summary["host_workers"] = opts.workers;
@@ -1278,6 +1412,7 @@ int Fanout(const std::vector<std::string>& args) {
     summary["weft_prepare_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::prepare_ms));
     summary["weft_command_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::command_ms));
     summary["weft_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::cpu_s));
+    summary["weft_node_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::node_cpu_s));
     if (ans) {
       const double ansible_s = median_of(ansible_runs, &AnsibleRun::seconds);
       summary["ansible"] = ansible_version;
@@ -1285,6 +1420,7 @@ int Fanout(const std::vector<std::string>& args) {
       summary["ansible_pipelining"] = opts.ansible_pipelining;
       summary["ansible_median_s"] = Round3(ansible_s);
       summary["ansible_cpu_median_s"] = Round3(median_of(ansible_runs, &AnsibleRun::cpu_s));
+      summary["ansible_node_cpu_median_s"] = Round3(median_of(ansible_runs, &AnsibleRun::node_cpu_s));
       const double ratio = ansible_s > 0 ? weft_s / ansible_s : 0;
       summary["ratio"] = Round3(ratio);
       summary["target_ratio"] = kTargetRatio;
