@@ -26,6 +26,9 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
     copts.endpoint = options_.server;
     copts.timeout_ms = options_.timeout_ms;
     copts.tenant = options_.tenant;
+    // The CLI trusts its server's replies: `job show` of a 1,000-node job is several MiB of JSON.
+    copts.limits.max_header_bytes = 256u << 20;
+    copts.limits.max_total_bytes = 512u << 20;
     client_ = std::make_unique<client::Client>(*zmq_, copts);
   }
   wire::Request request;

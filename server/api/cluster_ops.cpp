@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,24 +69,40 @@ Result<std::vector<std::string>> NameList(const json& body, const char* key, boo
   return out;
 }
 
-json ClusterSummary(const store::ClusterRecord& c) {
+// What a summary needs from a cluster's spec and layout. Parsing them is the
+// cost of cluster.list, so ClusterOps keeps these per cluster version.
+struct Derived {
+  std::string template_name;
+  std::string provider;
+  std::size_t size = 0;
+  std::vector<std::string> services;
+};
+
+Derived Derive(const store::ClusterRecord& c) {
   json spec = ParseOr(c.spec_json, json::object());
   json layout = ParseOr(c.layout_json, json::object());
-  const json nodes = layout.value("nodes", json::array());
   const std::set<std::string> services = ServicesOn(layout);
+  return {spec.contains("template") ? spec["template"].value("name", "") : "",
+          spec.contains("provider") ? spec["provider"].value("name", "") : "",
+          layout.value("nodes", json::array()).size(), std::vector<std::string>(services.begin(), services.end())};
+}
+
+json ClusterSummary(const store::ClusterRecord& c, const Derived& d) {
   return {{"id", c.id},
           {"name", c.name},
           {"owner", c.owner},
           {"status", c.status},
-          {"template", spec.contains("template") ? spec["template"].value("name", "") : ""},
-          {"provider", spec.contains("provider") ? spec["provider"].value("name", "") : ""},
-          {"size", nodes.size()},
-          {"services", std::vector<std::string>(services.begin(), services.end())},
+          {"template", d.template_name},
+          {"provider", d.provider},
+          {"size", d.size},
+          {"services", d.services},
           {"created_at_ms", c.created_at_ms},
           {"updated_at_ms", c.updated_at_ms},
           {"expire_at_ms", c.expire_at_ms},
           {"latest_job", c.latest_job}};
 }
+
+json ClusterSummary(const store::ClusterRecord& c) { return ClusterSummary(c, Derive(c)); }
 
 json JobSummary(const store::JobRecord& j) {
   return {{"id", j.id},
@@ -368,7 +385,15 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
     WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, all));
     json list = json::array();
-    for (const store::ClusterRecord& c : clusters) list.push_back(ClusterSummary(c));
+    for (const store::ClusterRecord& c : clusters) {
+      // Every change of a cluster moves updated_at_ms (two changes in one millisecond
+      // would also have to keep both texts' lengths to be missed).
+      const std::string version = std::to_string(c.updated_at_ms) + "/" + std::to_string(c.spec_json.size()) + "/" +
+                                  std::to_string(c.layout_json.size());
+      auto [it, fresh] = derived_.try_emplace(c.id);
+      if (fresh || it->second.first != version) it->second = {version, Derive(c)};
+      list.push_back(ClusterSummary(c, it->second.second));
+    }
     return Response::Ok({{"clusters", std::move(list)}});
   }
 
@@ -658,6 +683,7 @@ class ClusterOps {
   jobs::JobEngine& engine_;
   const Clock& clock_;
   const server::Config& config_;
+  std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
 };
 
 }  // namespace

@@ -300,6 +300,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   run->options = job.options;
   run->before = std::move(job.before);
   run->target = std::move(job.target);
+  Index(*run);
 
   Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(r.cluster_id);
   if (!cluster.ok()) return cluster.status();
@@ -442,10 +443,8 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
         if (result.is_object() && !result.empty()) {
           MergeResults(run.results[t.node], result);
           WEFT_RETURN_IF_ERROR(store_.PutNode({run.record.cluster_id, t.node, wire::Dump(run.results[t.node])}));
-          if (result.contains("access_v4") || result.contains("bind_v4") || result.contains("hostname")) {
-            run.macros_target.reset();
-            run.macros_before.reset();
-          }
+          if (result.contains("access_v4") || result.contains("bind_v4") || result.contains("hostname"))
+            UpdateMacroNode(run, t.node);
         }
       }
     }
@@ -656,8 +655,44 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   return undo;
 }
 
+void JobEngine::Index(Run& run) {
+  run.target_pos.clear();
+  run.before_pos.clear();
+  const json& target = Nodes(run.target.layout);
+  for (std::size_t i = 0; i < target.size(); ++i) run.target_pos[target[i].value("hostname", "")] = i;
+  const json& before = Nodes(run.before.layout);
+  for (std::size_t i = 0; i < before.size(); ++i) run.before_pos[before[i].value("hostname", "")] = i;
+}
+
+const json* JobEngine::LayoutNode(const Run& run, const std::string& node) {
+  if (auto it = run.target_pos.find(node); it != run.target_pos.end()) return &Nodes(run.target.layout)[it->second];
+  if (auto it = run.before_pos.find(node); it != run.before_pos.end()) return &Nodes(run.before.layout)[it->second];
+  return nullptr;
+}
+
+namespace {
+
+void FillMacroNode(planner::MacroNode& m, const json& results) {
+  const bool known = results.is_object();
+  m.hostname = known ? results.value("hostname", m.id) : m.id;
+  m.access_v4 = known ? results.value("access_v4", "") : "";
+  m.bind_v4 = known ? results.value("bind_v4", m.access_v4) : "";
+}
+
+}  // namespace
+
+void JobEngine::UpdateMacroNode(Run& run, const std::string& node) {
+  const json& results = run.results.count(node) ? run.results.at(node) : json::object();
+  for (auto [slot, pos] : {std::pair{run.macros_target.get(), &run.target_pos},
+                           std::pair{run.macros_before.get(), &run.before_pos}}) {
+    if (!slot) continue;
+    auto it = pos->find(node);
+    if (it != pos->end()) FillMacroNode(slot->nodes[it->second], results);
+  }
+}
+
 const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node) {
-  const bool in_target = FindNode(run.target.layout, node) != nullptr;
+  const bool in_target = run.target_pos.count(node) != 0;
   std::unique_ptr<planner::MacroContext>& slot = in_target ? run.macros_target : run.macros_before;
   if (!slot) {
     slot = std::make_unique<planner::MacroContext>();
@@ -665,10 +700,7 @@ const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node
     for (const json& n : Nodes(in_target ? run.target.layout : run.before.layout)) {
       planner::MacroNode m;
       m.id = n.value("hostname", "");
-      const json& res = run.results.count(m.id) ? run.results.at(m.id) : json::object();
-      m.hostname = res.is_object() ? res.value("hostname", m.id) : m.id;
-      m.access_v4 = res.is_object() ? res.value("access_v4", "") : "";
-      m.bind_v4 = res.is_object() ? res.value("bind_v4", m.access_v4) : "";
+      FillMacroNode(m, run.results.count(m.id) ? run.results.at(m.id) : json::object());
       std::set<std::string> s = NodeServices(n);
       m.services.assign(s.begin(), s.end());
       slot->nodes.push_back(std::move(m));
@@ -685,9 +717,10 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   Run& run = *r->second;
   const std::string& node = record.node_id;
   const json& spec = SpecFor(run.before, run.target, record.action);
-  const json* layout_node = FindNode(run.target.layout, node);
-  if (!layout_node) layout_node = FindNode(run.before.layout, node);
-  const json results = run.results.count(node) ? run.results.at(node) : json::object();
+  const json* layout_node = LayoutNode(run, node);
+  static const json kNone = json::object();
+  auto found = run.results.find(node);
+  const json& results = found == run.results.end() ? kNone : found->second;
 
   task["task_key"] = record.task_key;
   task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
@@ -840,6 +873,7 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   run->options = ParseOr(record.options_json, json::object());
   run->before = ClusterState::FromJson(ParseOr(record.before_json, json::object()));
   run->target = ClusterState::FromJson(ParseOr(record.target_json, json::object()));
+  Index(*run);
   run->failing = record.status == "failing";
   Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(record.cluster_id);
   if (!cluster.ok()) return cluster.status();

@@ -145,7 +145,11 @@ class JobEngine {
     std::int64_t succeeded = 0;
     bool failing = false;
     std::set<std::int64_t> in_flight;  // attempts still running while failing
-    // Macro contexts, rebuilt when a node's addresses change.
+    // hostname -> position in target.layout / before.layout nodes (and in the macro contexts).
+    std::unordered_map<std::string, std::size_t> target_pos;
+    std::unordered_map<std::string, std::size_t> before_pos;
+    // Macro contexts over each layout, built on first use; a node's entry is
+    // updated when its addresses arrive.
     std::unique_ptr<planner::MacroContext> macros_target;
     std::unique_ptr<planner::MacroContext> macros_before;
     std::string owner;
@@ -165,6 +169,9 @@ class JobEngine {
   void EmitJob(const Run& run);
   void EmitCluster(const store::ClusterRecord& cluster);
   const planner::MacroContext& Macros(Run& run, const std::string& node);
+  static void Index(Run& run);
+  static void UpdateMacroNode(Run& run, const std::string& node);
+  static const json* LayoutNode(const Run& run, const std::string& node);
   std::int64_t Backoff(std::int64_t attempt) const;
 
   store::Store& store_;

@@ -256,6 +256,7 @@ struct Store::Impl {
   sql::Statement upsert_host, touch_host, list_hosts;
   sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
   sql::Statement list_attempts, count_tasks, list_unfinished;
+  sql::Statement set_task_state, set_task_after, set_task_max_attempts;
 };
 
 Store::Store(std::filesystem::path path) : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
@@ -385,6 +386,11 @@ Status Store::PrepareAll() {
                             "SELECT task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message "
                             "FROM attempts WHERE task_id = ?1 ORDER BY attempt"));
   WEFT_RETURN_IF_ERROR(prep(&i.count_tasks, "SELECT state, COUNT(*) FROM tasks GROUP BY state"));
+  WEFT_RETURN_IF_ERROR(prep(&i.set_task_state,
+                            "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 "
+                            "WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE tasks SET after = ?2 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE tasks SET max_attempts = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
                             "SELECT " + cols + " FROM tasks WHERE state IN ('queued', 'leased') ORDER BY id"));
   return Status::Ok();
@@ -576,25 +582,23 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
 
 Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
                            std::int64_t not_before_ms, std::int64_t now_ms) {
-  Result<sql::Statement> st = impl_->db.Prepare(
-      "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  WEFT_RETURN_IF_ERROR(
-      st->Bind(1, task_id).Bind(2, TaskStateName(state)).Bind(3, message).Bind(4, not_before_ms).Bind(5, now_ms).Run());
+  WEFT_RETURN_IF_ERROR(impl_->set_task_state.Reset()
+                           .Bind(1, task_id)
+                           .Bind(2, TaskStateName(state))
+                           .Bind(3, message)
+                           .Bind(4, not_before_ms)
+                           .Bind(5, now_ms)
+                           .Run());
   if (impl_->db.Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
   return Status::Ok();
 }
 
 Status Store::SetTaskMaxAttempts(std::int64_t task_id, std::int64_t max_attempts) {
-  Result<sql::Statement> st = impl_->db.Prepare("UPDATE tasks SET max_attempts = ?2 WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, task_id).Bind(2, max_attempts).Run();
+  return impl_->set_task_max_attempts.Reset().Bind(1, task_id).Bind(2, max_attempts).Run();
 }
 
 Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
-  Result<sql::Statement> st = impl_->db.Prepare("UPDATE tasks SET after = ?2 WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, task_id).Bind(2, after_json).Run();
+  return impl_->set_task_after.Reset().Bind(1, task_id).Bind(2, after_json).Run();
 }
 
 Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {
