@@ -614,6 +614,7 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   const std::string& op = run.record.operation;
   json made = json::array();
   if (op == "create" || op == "scale") {
+    bool grew = false;
     for (const json& n : Nodes(run.target.layout)) {
       const std::string id = n.value("hostname", "");
       if (const json* old = FindNode(run.before.layout, id)) {
@@ -628,8 +629,12 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
         if (attempted(id, "INSTALL", s)) installed.push_back(s);
       node["services"] = installed;
       made.push_back(std::move(node));
+      grew = true;
     }
-    if (op == "scale" && made.size() == Nodes(run.before.layout).size()) return std::nullopt;  // a shrink
+    // A shrink, or a grow that failed before any new node was attempted: nothing to
+    // remove. Going back from a failed shrink would CREATE nodes whose DELETE may
+    // have half run; `job retry` finishes the shrink instead.
+    if (op == "scale" && !grew) return std::nullopt;
   } else if (op == "add-services") {
     for (const json& old : Nodes(run.before.layout)) {
       const std::string id = old.value("hostname", "");

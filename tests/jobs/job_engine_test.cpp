@@ -432,3 +432,42 @@ TEST_CASE("job engine: a failed grow removes the new nodes again and the cluster
   CHECK(json::parse((**c).layout_json)["nodes"].size() == 1);
   CHECK((**c).previous_json.empty());  // a failed change is not a change to roll back to
 }
+
+TEST_CASE("job engine: a failed shrink is not undone; the cluster is inconsistent until retry finishes it",
+          "[jobs]") {
+  Fixture f;
+  const std::string create = f.Create(Layout({{"n1", {"db"}}, {"n2", {"db"}}}));
+  f.Drain({{"n1/CREATE", {{"provider_id", "vm-1"}}}, {"n2/CREATE", {{"provider_id", "vm-2"}}}});
+  REQUIRE(f.JobStatus(create) == "succeeded");
+  NewJob scale;
+  scale.tenant = "t1";
+  scale.cluster_id = f.cluster_id;
+  scale.operation = "scale";
+  scale.before = ClusterState{Spec(), Layout({{"n1", {"db"}}, {"n2", {"db"}}}), "active"};
+  scale.target = ClusterState{Spec(), Layout({{"n1", {"db"}}}), "active"};
+  auto started = f.engine->Start(scale);
+  REQUIRE(started.ok());
+  const std::string job = started->id;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(f.Finish("n2/DELETE", false).ok());
+    f.clock.AdvanceMs(10 * kBackoffMs);
+    REQUIRE(f.queue->ExpireDue().ok());
+  }
+  CHECK(f.JobStatus(job) == "failed");
+  // Going back would CREATE n2 again although its DELETE may have half run.
+  CHECK(f.CurrentJob() == job);
+  CHECK(f.engine->ActiveJob(f.cluster_id).empty());
+  CHECK(f.ClusterStatus() == "inconsistent");
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  CHECK(nodes->size() == 2);  // n2 was not deleted
+  REQUIRE(f.engine->Retry(job).ok());
+  CHECK(f.Ready("n2/DELETE"));
+  f.Drain();
+  CHECK(f.JobStatus(job) == "succeeded");
+  CHECK(f.ClusterStatus() == "active");
+  nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 1);
+  CHECK(nodes->front().id == "n1");
+}
