@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -94,11 +95,66 @@ struct Worker {
   LineBuffer buffer;
 };
 
+// What a worker slot runs: the tenant it serves ("" any) and its threads.
+struct SlotSpec {
+  std::string tenant;
+  int threads = 1;
+  bool operator==(const SlotSpec&) const = default;
+};
+
 struct Slot {
+  SlotSpec spec;
   std::optional<pid_t> pid;  // the live worker of this slot
   Clock::time_point start_at;
   std::deque<Clock::time_point> deaths;
 };
+
+// The operator's static split: worker i serves tenants[i % n] (any tenant when
+// `tenants` is empty), with capacity / workers threads.
+std::vector<SlotSpec> ConfiguredSlots(const HostConfig& config) {
+  std::vector<SlotSpec> out;
+  for (int i = 0; i < EffectiveWorkers(config); ++i) {
+    out.push_back({config.tenants.empty() ? std::string()
+                                          : config.tenants[static_cast<std::size_t>(i) % config.tenants.size()],
+                   WorkerThreads(config, i)});
+  }
+  return out;
+}
+
+// weftd's split ([{tenant, threads}]) as worker slots: a tenant's threads in
+// ceil(threads * workers / capacity) workers, so a worker has about as many
+// threads as with the configured split and a tenant with a small share still
+// has a process of its own. Empty if `split` says nothing usable.
+std::vector<SlotSpec> SlotsFromSplit(const HostConfig& config, const json& split) {
+  std::vector<SlotSpec> out;
+  if (!split.is_array()) return out;
+  const std::int64_t n = EffectiveWorkers(config);
+  for (const json& entry : split) {
+    if (!entry.is_object() || !entry.contains("tenant") || !entry["tenant"].is_string()) continue;
+    const std::int64_t threads = std::clamp<std::int64_t>(IntOr(entry, "threads", 0), 0, config.capacity);
+    if (threads == 0) continue;
+    const std::int64_t workers = std::min(threads, (threads * n + config.capacity - 1) / config.capacity);
+    for (std::int64_t i = 0; i < workers; ++i) {
+      out.push_back({entry["tenant"].get<std::string>(),
+                     static_cast<int>(threads / workers + (i < threads % workers ? 1 : 0))});
+    }
+  }
+  return out;
+}
+
+std::string DescribeSlots(const std::vector<SlotSpec>& slots) {
+  std::map<std::string, std::pair<int, int>> by_tenant;  // workers, threads
+  for (const SlotSpec& s : slots) {
+    ++by_tenant[s.tenant].first;
+    by_tenant[s.tenant].second += s.threads;
+  }
+  std::string out;
+  for (const auto& [tenant, n] : by_tenant) {
+    out += (out.empty() ? "" : ", ") + (tenant.empty() ? std::string("any tenant") : "'" + tenant + "'") + ": " +
+           std::to_string(n.first) + " worker(s), " + std::to_string(n.second) + " thread(s)";
+  }
+  return out.empty() ? "no workers" : out;
+}
 
 struct FileVerdict {
   std::int64_t mtime_ns = 0;
@@ -151,6 +207,9 @@ struct Master::Impl {
   };
   std::deque<Report> reports;
   std::vector<TaskKey> stale;       // from heartbeats, for the main thread
+  json split;                       // weftd's latest worker split for this host
+  bool split_changed = false;       // for the main thread
+  json reported_workers = json::array();  // for heartbeats
   std::thread control;
   std::int64_t register_failures = 0;  // control thread only
 
@@ -158,6 +217,8 @@ struct Master::Impl {
   void Scan(bool initial);
   void Watch();
   void StartWorker(int slot);
+  void ApplySplit();
+  void PublishWorkers();
   void Reap();
   void OnDeath(Worker& w, int status);
   void ReadChannel(Worker& w);
@@ -175,6 +236,7 @@ struct Master::Impl {
   bool Register(client::Client& client);
   void Heartbeat(client::Client& client);
   void SendReports(client::Client& client);
+  void TakeSplit(const json& reply);
 };
 
 // ---- plugin files ----------------------------------------------------------
@@ -301,16 +363,14 @@ void Master::Impl::RollWorkers() {
 // ---- workers ---------------------------------------------------------------
 
 void Master::Impl::StartWorker(int slot) {
-  const int index = slot;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     WEFT_LOG(kError, kLog) << "cannot start a worker: socketpair: " << std::strerror(errno) << "; retrying";
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
   }
-  std::string tenant = config.tenants.empty() ? std::string()
-                                              : config.tenants[static_cast<std::size_t>(index) % config.tenants.size()];
-  const int threads = WorkerThreads(config, index);
+  const std::string tenant = slots[static_cast<std::size_t>(slot)].spec.tenant;
+  const int threads = slots[static_cast<std::size_t>(slot)].spec.threads;
   ChildSpec spec;
   spec.program = exe;
   spec.args = {"--worker", "--channel-fd", std::to_string(fds[1]), "--threads", std::to_string(threads),
@@ -347,6 +407,84 @@ void Master::Impl::StartWorker(int slot) {
                         << (tenant.empty() ? std::string("any tenant") : "tenant '" + tenant + "'") << ", " << threads
                         << " thread(s), " << plugin_files.size() << " plugin file(s))";
   workers.emplace(*pid, std::move(w));
+  PublishWorkers();
+}
+
+// Moves the workers to weftd's split: a slot whose tenant and threads stay
+// keeps its worker; the others are drained (they finish their tasks and exit)
+// and new ones start for the new slots. An operator's `tenants` list pins the
+// split instead.
+void Master::Impl::ApplySplit() {
+  json split;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!split_changed) return;
+    split_changed = false;
+    split = this->split;
+  }
+  if (!config.tenants.empty() || stopping) return;
+  std::vector<SlotSpec> wanted = SlotsFromSplit(config, split);
+  if (wanted.empty()) return;
+  std::vector<SlotSpec> current;
+  for (const Slot& s : slots) current.push_back(s.spec);
+  auto by_tenant = [](std::vector<SlotSpec> v) {
+    std::sort(v.begin(), v.end(), [](const SlotSpec& a, const SlotSpec& b) {
+      return std::tie(a.tenant, a.threads) < std::tie(b.tenant, b.threads);
+    });
+    return v;
+  };
+  if (by_tenant(wanted) == by_tenant(current)) return;
+
+  std::vector<Slot> next;
+  std::vector<bool> kept(slots.size(), false);
+  for (const SlotSpec& spec : wanted) {
+    Slot slot;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (!kept[i] && slots[i].spec == spec) {
+        kept[i] = true;
+        slot = std::move(slots[i]);
+        break;
+      }
+    }
+    if (!slot.pid) {
+      slot.spec = spec;
+      slot.start_at = Clock::now();
+    }
+    next.push_back(std::move(slot));
+  }
+  int retired = 0;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (kept[i] || !slots[i].pid) continue;
+    Worker& w = workers.at(*slots[i].pid);
+    w.slot = -1;
+    WorkerMessage drain;
+    drain.kind = WorkerMessage::Kind::kDrain;
+    SendCommand(w, drain);
+    ++retired;
+  }
+  WEFT_LOG(kInfo, kLog) << "worker split from weftd: " << DescribeSlots(wanted) << " (was " << DescribeSlots(current)
+                        << "); " << retired << " worker(s) finish their tasks and exit";
+  slots = std::move(next);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].pid) workers.at(*slots[i].pid).slot = static_cast<int>(i);
+  }
+  if (workers_started) {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (!slots[i].pid) StartWorker(static_cast<int>(i));
+    }
+  }
+  PublishWorkers();
+}
+
+// The workers weftd is told about in heartbeats (host.list shows them).
+void Master::Impl::PublishWorkers() {
+  json out = json::array();
+  for (const auto& [pid, w] : workers) {
+    if (w.slot < 0) continue;
+    out.push_back({{"tenant", w.tenant}, {"threads", w.threads}, {"pid", pid}});
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  reported_workers = std::move(out);
 }
 
 void Master::Impl::SendCommand(Worker& w, const WorkerMessage& m) {
@@ -432,6 +570,7 @@ void Master::Impl::Reap() {
     close(it->second.fd);
     workers.erase(it);
     PublishInFlight();
+    PublishWorkers();
   }
 }
 
@@ -634,6 +773,7 @@ bool Master::Impl::Register(client::Client& client) {
     return false;
   }
   std::int64_t hb = std::max<std::int64_t>(IntOr(*r, "heartbeat_ms", 2000), 50);
+  TakeSplit(*r);
   std::string list;
   for (const auto& t : types) list += (list.empty() ? "" : ", ") + t;
   WEFT_LOG(kInfo, kLog) << "registered with weftd at " << config.server << " as '" << config.host_id << "', capacity "
@@ -650,13 +790,16 @@ bool Master::Impl::Register(client::Client& client) {
 
 void Master::Impl::Heartbeat(client::Client& client) {
   json in = json::array();
+  json running;
   {
     std::lock_guard<std::mutex> lock(mu);
+    running = reported_workers;
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
-  Result<json> r = client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}});
+  Result<json> r =
+      client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}});
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
@@ -668,6 +811,7 @@ void Master::Impl::Heartbeat(client::Client& client) {
     }
     return;
   }
+  TakeSplit(*r);
   auto s = r->find("stale");
   if (s == r->end() || !s->is_array() || s->empty()) return;
   {
@@ -675,6 +819,19 @@ void Master::Impl::Heartbeat(client::Client& client) {
     for (const json& k : *s) {
       if (k.is_object()) stale.emplace_back(IntOr(k, "task_id", -1), IntOr(k, "attempt", -1));
     }
+  }
+  WakeMain();
+}
+
+// Hands weftd's worker split (a register or heartbeat reply) to the main thread.
+void Master::Impl::TakeSplit(const json& reply) {
+  auto it = reply.find("workers");
+  if (it == reply.end() || !it->is_array()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (*it == split) return;
+    split = *it;
+    split_changed = true;
   }
   WakeMain();
 }
@@ -790,18 +947,28 @@ int Master::Run() {
     WEFT_LOG(kError, kLog) << "cannot set up signal handling: " << std::strerror(errno);
     return 1;
   }
-  m.resources = std::make_unique<ResourceSync>(m.config, m.ctx, [&m] {
-    std::lock_guard<std::mutex> lock(m.mu);
-    return m.plugin_types;
-  });
+  m.resources = std::make_unique<ResourceSync>(
+      m.config, m.ctx,
+      [&m] {
+        std::lock_guard<std::mutex> lock(m.mu);
+        return m.plugin_types;
+      },
+      [&m] {
+        std::vector<std::string> tenants;
+        std::lock_guard<std::mutex> lock(m.mu);
+        for (const json& w : m.split)
+          if (w.is_object() && w.value("tenant", std::string()) != "") tenants.push_back(w["tenant"]);
+        return tenants;
+      });
   m.resources->Start();  // creates the resource plugin directory, so Watch sees it
   m.Watch();  // before the scan, so a file dropped in meanwhile is not missed
   m.Scan(true);
-  m.slots.resize(static_cast<std::size_t>(EffectiveWorkers(m.config)));
+  for (const SlotSpec& spec : ConfiguredSlots(m.config)) m.slots.push_back(Slot{spec, {}, {}, {}});
   m.control = std::thread([&m] { m.ControlLoop(); });
 
   auto next_tick = Clock::now();
   while (true) {
+    m.ApplySplit();
     if (!m.workers_started && !m.stopping) {
       std::lock_guard<std::mutex> lock(m.mu);
       if (m.registered) {

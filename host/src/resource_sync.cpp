@@ -41,10 +41,11 @@ Status InstallFile(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-ResourceSync::ResourceSync(HostConfig config, zmq::context_t& ctx, TypesFn plugin_types)
+ResourceSync::ResourceSync(HostConfig config, zmq::context_t& ctx, TypesFn plugin_types, TenantsFn tenants)
     : config_(std::move(config)),
       ctx_(ctx),
       plugin_types_(std::move(plugin_types)),
+      tenants_(std::move(tenants)),
       cache_(ResourceCacheDir(config_)),
       plugin_dir_(ResourcePluginDir(config_)) {}
 
@@ -101,7 +102,12 @@ Status ResourceSync::RunOnce(client::Client& client) {
   Status round = Status::Ok();
   std::set<std::string> keep;
   std::map<std::string, ResourceRef> lua;  // file name -> version
-  for (const std::string& tenant : SyncedTenants(config_)) {
+  std::vector<std::string> tenants = SyncedTenants(config_);
+  if (tenants_) {
+    for (std::string& t : tenants_())
+      if (std::find(tenants.begin(), tenants.end(), t) == tenants.end()) tenants.push_back(std::move(t));
+  }
+  for (const std::string& tenant : tenants) {
     Result<json> reply = client.Call("resource.active", {{"tenant", tenant}, {"types", types}});
     if (!reply.ok()) {
       round = reply.status().WithContext("cannot ask weftd at " + config_.server + " for the active resources of "

@@ -10,7 +10,9 @@ WorkerSplit AllocateWorkers(std::vector<HostCapacity> hosts, const std::set<std:
   std::int64_t total = 0;
   for (const HostCapacity& h : hosts) total += std::max<std::int64_t>(h.capacity, 0);
   const std::int64_t tenants = static_cast<std::int64_t>(active.size());
-  if (tenants == 0 || total < tenants) {
+  // One tenant alone gains nothing from pinning; leaving its slots to any
+  // tenant lets a newcomer's first tasks start before the next heartbeat.
+  if (tenants <= 1 || total < tenants) {
     for (const HostCapacity& h : hosts)
       if (h.capacity > 0) split[h.id][""] = h.capacity;
     return split;

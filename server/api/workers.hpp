@@ -7,8 +7,8 @@
 // tenants (tenants with tasks queued, running or waiting in a job), the
 // remainder going to the first tenants by name; each tenant's slots are spread
 // across hosts round-robin, so losing a host costs every tenant a little
-// rather than one tenant everything. With no active tenant, or fewer slots
-// than active tenants, every slot serves any tenant (the queue's own
+// rather than one tenant everything. With at most one active tenant, or fewer
+// slots than active tenants, every slot serves any tenant (the queue's own
 // round-robin over tenants is then the fairest split). Deterministic.
 #pragma once
 

@@ -11,6 +11,11 @@ TEST_CASE("workers: with no active tenant every slot serves any tenant", "[worke
   CHECK(split["b"][""] == 3);
 }
 
+TEST_CASE("workers: one active tenant alone is not pinned, so a second one is served at once", "[workers]") {
+  auto split = AllocateWorkers({{"h1", 4}}, {"acme"});
+  CHECK(split["h1"] == std::map<std::string, std::int64_t>{{"", 4}});
+}
+
 TEST_CASE("workers: capacity is shared equally among active tenants and spread over hosts", "[workers]") {
   auto split = AllocateWorkers({{"h1", 4}, {"h2", 4}}, {"acme", "globex"});
   CHECK(split["h1"]["acme"] == 2);

@@ -29,8 +29,8 @@ struct HostConfig {
   // the remainder); there are never more workers than capacity.
   int workers = 2;
   int worker_memory_limit_mb = 1024;  // RSS above this: the worker is killed
-  // Tenants the workers serve, round-robin (worker i serves tenants[i % n]);
-  // empty: every worker takes tasks of any tenant.
+  // Tenants the workers serve, round-robin (worker i serves tenants[i % n]),
+  // pinned by the operator; empty: the workers follow weftd's worker split.
   std::vector<std::string> tenants;
   // Resources (docs/host.md, "Resources"). Empty paths take their defaults:
   // state_dir: /var/lib/weft-host/<host_id> as root, else

@@ -1,7 +1,8 @@
 // ResourceSync: the master's resource thread (docs/host.md, "Resources").
 //
 // Every resource_sync_ms it asks weftd (resource.active) for the active
-// versions of the tenants the host serves (SyncedTenants), of the plugin types
+// versions of the tenants the host serves (SyncedTenants, plus the tenants of
+// weftd's current worker split for this host), of the plugin types
 // the host runs plus "lua-plugin", and
 //   * pre-fetches them into the resource cache, so a task rarely waits for a fetch;
 //   * installs every active "lua-plugin" version into the resource plugin
@@ -40,7 +41,9 @@ class ResourceSync {
  public:
   // `plugin_types` returns the types the host runs now (called from the sync thread).
   using TypesFn = std::function<std::vector<std::string>()>;
-  ResourceSync(HostConfig config, zmq::context_t& ctx, TypesFn plugin_types);
+  // `tenants` (optional) returns tenants served besides SyncedTenants(config).
+  using TenantsFn = std::function<std::vector<std::string>()>;
+  ResourceSync(HostConfig config, zmq::context_t& ctx, TypesFn plugin_types, TenantsFn tenants = nullptr);
   ~ResourceSync();
   ResourceSync(const ResourceSync&) = delete;
   ResourceSync& operator=(const ResourceSync&) = delete;
@@ -60,6 +63,7 @@ class ResourceSync {
   const HostConfig config_;
   zmq::context_t& ctx_;
   const TypesFn plugin_types_;
+  const TenantsFn tenants_;
   ResourceCache cache_;
   const std::filesystem::path plugin_dir_;
   std::map<std::string, std::string> installed_;  // file name in plugin_dir_ -> digest
