@@ -65,8 +65,10 @@ class Server {
     auto ep = [&](const char* key) {
       return endpoints_.is_object() ? endpoints_[key].get<std::string>() : std::string("tcp://127.0.0.1:*");
     };
-    testing::WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() +
-                                                "\"\n[endpoints]\napi = \"" + ep("api") + "\"\nprovisioner = \"" +
+    // WEFT_TEST_DEBUG=1: weftd logs at debug level, to see a failure's story.
+    const std::string level = std::getenv("WEFT_TEST_DEBUG") ? "log_level = \"debug\"\n" : "";
+    testing::WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() + "\"\n" + level +
+                                                "[endpoints]\napi = \"" + ep("api") + "\"\nprovisioner = \"" +
                                                 ep("provisioner") + "\"\nevents = \"" + ep("events") + "\"\n" +
                                                 extra_);
     ProcessOptions o;
@@ -454,6 +456,22 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
     CHECK(NodesByName(c)[added]["results"].value("provider_id", "") == "fake-" + added);
   }
 
+  // rollback of the scale-up: the new node is deleted, the others stay untouched.
+  {
+    json job = env.RunJob({"cluster", "rollback", "web"});
+    RequireAllSucceeded(job);
+    CHECK(NodesOf(TasksOf(job, "DELETE")) == std::set<std::string>{added});
+    CHECK(TasksOf(job, "CREATE").empty());
+    c = s.Cluster("web");
+    CHECK(NodeNames(c) == first_nodes);
+    // And up again, for the shrink below.
+    RequireAllSucceeded(env.RunJob({"cluster", "scale", "web", "--size", "4"}));
+    c = s.Cluster("web");
+    REQUIRE(c["nodes"].size() == 4);
+    for (const std::string& n : NodeNames(c))
+      if (!first_nodes.count(n)) added = n;
+  }
+
   // scale down: the highest-numbered node of its kind goes, after its DELETE ran.
   {
     json before = s.Cluster("web");
@@ -528,6 +546,19 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
     for (const json& r : TasksOf(start, "START", "fake-redis"))
       for (const json& n : TasksOf(start, "START", "fake-nginx"))
         CHECK(n["attempts"].back()["taken_at_ms"] >= r["attempts"].back()["finished_at_ms"]);
+
+    // restart haproxy (stopped with nginx above; nginx runs again now): nothing needs
+    // it, so only it stops and then starts, on its own node.
+    json restart = env.RunJob({"cluster", "restart", "web", "fake-haproxy"});
+    RequireAllSucceeded(restart);
+    CHECK(restart["operation"] == "restart");
+    CHECK(ServicesWithTasks(restart) == std::set<std::string>{"fake-haproxy"});
+    CHECK(ActionsOf(restart) == std::set<std::string>{"STOP", "START"});
+    CHECK(NodesOf(TasksOf(restart, "STOP", "fake-haproxy")) == NodesRunning(c, "fake-haproxy"));
+    CHECK(NodesOf(TasksOf(restart, "START", "fake-haproxy")) == NodesRunning(c, "fake-haproxy"));
+    for (const json& h : TasksOf(restart, "STOP", "fake-haproxy"))
+      for (const json& n : TasksOf(restart, "START", "fake-haproxy"))
+        CHECK(n["attempts"].back()["taken_at_ms"] >= h["attempts"].back()["finished_at_ms"]);
   }
 
   // reconfigure: the config a task gets has its macros expanded for that task's node.
@@ -573,6 +604,23 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
     std::vector<json> configures = TasksOf(job, "CONFIGURE");
     REQUIRE(!configures.empty());
     for (const json& t : configures) CHECK_FALSE(t["result"]["echo"]["config"].contains("app"));
+  }
+
+  // upgrade: a new version of fake-nginx in the catalog; only nginx is reinstalled and restarted.
+  {
+    RunResult none = s.Weft({"cluster", "upgrade", "web"});
+    CHECK(none.exit_code != 0);
+    CHECK_THAT(none.err, Catch::Contains("nothing to upgrade"));
+    catalog.PatchActions("fake-nginx", "", {{"build", 2}});
+    env.Import(catalog);
+    json job = env.RunJob({"cluster", "upgrade", "web"});
+    RequireAllSucceeded(job);
+    CHECK(ServicesWithTasks(job) == std::set<std::string>{"fake-nginx"});
+    CHECK(NodesOf(TasksOf(job, "INSTALL", "fake-nginx")) == nginx_nodes);
+    CHECK(NodesOf(TasksOf(job, "START", "fake-nginx")) == nginx_nodes);
+    for (const json& t : TasksOf(job, "INSTALL", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 2);
+    CHECK(TasksOf(job, "CREATE").empty());
+    CHECK(NodeNames(s.Cluster("web")) == first_nodes);
   }
 
   // delete: every node is deleted; the cluster is terminated and listed only with --all.
@@ -774,6 +822,189 @@ TEST_CASE("jobs: failed attempts are retried with backoff; a task that fails for
     CHECK(c["status"] == "active");
     CHECK(JobsOf(s, "kept").size() == 1);
   }
+}
+
+TEST_CASE("jobs: a failed scale-up and a failed add-services are undone back to the layout before them",
+          "[jobs][integration]") {
+  Env env("weft-jobs-undo", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  // Only a fourth node's CREATE fails; monitoring never starts.
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "sc-4"}});
+  catalog.PatchActions("fake-monitoring", "start", {{"fail_actions", "START"}});
+  env.Import(catalog);
+  Server& s = env.server;
+
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "sc", "--template", "web-fake", "--size", "3"}));
+  const json before = s.Cluster("sc");
+  REQUIRE(before["status"] == "active");
+
+  // scale up: the new node cannot be made, so the undo deletes it and the cluster is as it was.
+  {
+    RunResult r = s.Weft({"cluster", "scale", "sc", "--size", "4", "--wait"});
+    INFO(r.out << r.err << Tail(s.Log()) << env.Logs());
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("/CREATE") && Catch::Contains("undoing it"));
+    std::vector<json> jobs = JobsOf(s, "sc");
+    REQUIRE(jobs.size() == 3);
+    json undo = s.Job(jobs[0]["id"]);
+    json scale = s.Job(jobs[1]["id"]);
+    CHECK(scale["operation"] == "scale");
+    CHECK(scale["status"] == "failed");
+    std::vector<json> creates = TasksOf(scale, "CREATE");
+    REQUIRE(creates.size() == 1);
+    const std::string added = creates[0]["node"];
+    CHECK(added.rfind("sc-4", 0) == 0);
+    CHECK(creates[0]["state"] == "failed");
+    CHECK(creates[0]["attempts"].size() == 2);
+    CHECK(undo["operation"] == "undo");
+    CHECK(undo["parent_job"] == scale["id"]);
+    RequireAllSucceeded(undo);
+    CHECK(NodesOf(TasksOf(undo, "DELETE")) == std::set<std::string>{added});
+    CHECK(TasksOf(undo, "CREATE").empty());
+    json c = s.Cluster("sc");
+    CHECK(c["status"] == "active");
+    CHECK(NodeNames(c) == NodeNames(before));
+    for (const auto& [name, n] : NodesByName(c)) CHECK(n["services"] == NodesByName(before)[name]["services"]);
+  }
+
+  // add-services: monitoring's START fails for good; the undo stops it and takes it off again.
+  {
+    RunResult r = s.Weft({"cluster", "add-services", "sc", "fake-monitoring", "--wait"});
+    INFO(r.out << r.err << Tail(s.Log()) << env.Logs());
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("/START/fake-monitoring"));
+    std::vector<json> jobs = JobsOf(s, "sc");
+    REQUIRE(jobs.size() == 5);
+    json undo = s.Job(jobs[0]["id"]);
+    json add = s.Job(jobs[1]["id"]);
+    CHECK(add["operation"] == "add-services");
+    CHECK(add["status"] == "failed");
+    const std::set<std::string> installed = NodesOf(TasksOf(add, "INSTALL", "fake-monitoring"));
+    CHECK(!installed.empty());
+    CHECK(undo["operation"] == "undo");
+    CHECK(undo["parent_job"] == add["id"]);
+    RequireAllSucceeded(undo);
+    CHECK(NodesOf(TasksOf(undo, "STOP", "fake-monitoring")) == installed);
+    CHECK(TasksOf(undo, "DELETE").empty());
+    CHECK(TasksOf(undo, "INSTALL").empty());
+    json c = s.Cluster("sc");
+    CHECK(c["status"] == "active");
+    CHECK_FALSE(StringSet(c["services"]).count("fake-monitoring"));
+    CHECK(NodeNames(c) == NodeNames(before));
+    for (const auto& [name, n] : NodesByName(c)) CHECK(n["services"] == NodesByName(before)[name]["services"]);
+  }
+}
+
+TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a second time); job retry "
+          "finishes it",
+          "[jobs][integration]") {
+  Env env("weft-jobs-shrink", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  // The fourth node can be made, but the first two attempts to delete it fail.
+  catalog.PatchProvider({{"fail_actions", "DELETE"}, {"fail_nodes", "sh-4"}, {"fail_attempts", 2}});
+  env.Import(catalog);
+  Server& s = env.server;
+
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "sh", "--template", "web-fake", "--size", "3"}));
+  const std::set<std::string> three = NodeNames(s.Cluster("sh"));
+  RequireAllSucceeded(env.RunJob({"cluster", "scale", "sh", "--size", "4"}));
+  const json four = s.Cluster("sh");
+  REQUIRE(four["nodes"].size() == 4);
+
+  RunResult r = s.Weft({"cluster", "scale", "sh", "--size", "3", "--wait"});
+  INFO(r.out << r.err << Tail(s.Log()) << env.Logs());
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("/DELETE"));
+  CHECK_THAT(r.err, !Catch::Contains("undoing it"));
+  std::vector<json> jobs = JobsOf(s, "sh");
+  REQUIRE(jobs.size() == 3);  // create, scale up, the failed scale down: no undo job
+  json shrink = s.Job(jobs[0]["id"]);
+  CHECK(shrink["operation"] == "scale");
+  CHECK(shrink["status"] == "failed");
+  std::vector<json> deletes = TasksOf(shrink, "DELETE");
+  REQUIRE(deletes.size() == 1);
+  const std::string gone = deletes[0]["node"];
+  CHECK(gone.rfind("sh-4", 0) == 0);
+  CHECK(deletes[0]["state"] == "failed");
+  CHECK(deletes[0]["attempts"].size() == 2);
+  // Its services were stopped; the node still exists, with what CREATE returned.
+  CHECK(!TasksOf(shrink, "STOP").empty());
+  CHECK(NodesOf(TasksOf(shrink, "STOP")) == std::set<std::string>{gone});
+  json c = s.Cluster("sh");
+  CHECK(c["status"] == "inconsistent");
+  CHECK(TasksOf(shrink, "CREATE").empty());
+
+  // Retry gives the DELETE more attempts; the third one succeeds and the shrink is done.
+  RunResult retry = s.Weft({"job", "retry", shrink["id"].get<std::string>(), "--wait"});
+  INFO(retry.out << retry.err << Tail(s.Log()));
+  REQUIRE(retry.exit_code == 0);
+  json done = s.Job(shrink["id"]);
+  RequireAllSucceeded(done);
+  deletes = TasksOf(done, "DELETE");
+  REQUIRE(deletes.size() == 1);
+  CHECK(deletes[0]["attempts"].size() == 3);
+  c = s.Cluster("sh");
+  CHECK(c["status"] == "active");
+  CHECK(NodeNames(c) == three);
+  CHECK(JobsOf(s, "sh").size() == 3);
+}
+
+TEST_CASE("jobs: abort stops a running job at once and undoes nothing; retry resumes it; a busy cluster "
+          "refuses a second operation",
+          "[jobs][integration]") {
+  Env env("weft-jobs-abort", kFastJobs);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", 250);
+  env.Import(catalog);
+  Server& s = env.server;
+
+  json started = s.Call("cluster.create", {{"name", "ab"}, {"template", "web-fake"}, {"size", 3}});
+  const std::string id = started["job"]["id"];
+  {
+    RunResult r = s.Weft({"cluster", "scale", "ab", "--size", "4"});
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("has job " + id + " running"));
+  }
+  // Abort while some tasks are done and some run.
+  REQUIRE(WaitFor(
+      [&] {
+        json j = s.Job(id, false);
+        return j["progress"]["succeeded"] >= 4 && j["progress"]["running"] >= 1;
+      },
+      30s));
+  RunResult r = s.Weft({"job", "abort", id});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  json aborted = s.Job(id);
+  CHECK(aborted["status"] == "aborted");
+  CHECK_THAT(aborted["message"].get<std::string>(), Catch::Contains("aborted by"));
+  std::int64_t cancelled = 0, succeeded = 0;
+  for (const json& t : aborted["tasks"]) {
+    INFO(t.dump());
+    CHECK((t["state"] == "succeeded" || t["state"] == "cancelled"));
+    cancelled += t["state"] == "cancelled";
+    succeeded += t["state"] == "succeeded";
+  }
+  CHECK(cancelled > 0);
+  CHECK(s.Cluster("ab")["status"] == "incomplete");
+  CHECK(JobsOf(s, "ab").size() == 1);  // nothing undone
+  RunResult again = s.Weft({"job", "abort", id});
+  CHECK(again.exit_code != 0);
+  CHECK_THAT(again.err, Catch::Contains("already aborted"));
+  // What was running when it was aborted cannot change the job afterwards.
+  std::this_thread::sleep_for(800ms);
+  json later = s.Job(id);
+  CHECK(later["status"] == "aborted");
+  CHECK(later["progress"]["succeeded"] == succeeded);
+
+  RunResult retry = s.Weft({"job", "retry", id, "--wait"});
+  INFO(retry.out << retry.err << Tail(s.Log()));
+  REQUIRE(retry.exit_code == 0);
+  json done = s.Job(id);
+  RequireAllSucceeded(done);
+  CHECK(s.Cluster("ab")["status"] == "active");
+  // Tasks that had succeeded did not run again.
+  for (const json& t : done["tasks"])
+    if (t["action"] == "CREATE") CHECK(t["attempts"].size() == 1);
 }
 
 // ---- 4. CONFIRM failure re-creates the node --------------------------------------
@@ -1120,3 +1351,4 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
 }
 
 }  // namespace weft
+
