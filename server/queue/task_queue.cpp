@@ -1,5 +1,7 @@
 #include "server/queue/task_queue.hpp"
 
+#include <algorithm>
+
 namespace weft::queue {
 
 TaskQueue::TaskQueue(store::Store& store, const Clock& clock, QueueOptions options)
@@ -19,12 +21,17 @@ Status TaskQueue::Load() {
   failed_ = counts->failed;
   Result<std::vector<TaskRecord>> tasks = store_.ListUnfinishedTasks();
   if (!tasks.ok()) return tasks.status().WithContext("cannot load the task queue");
+  const std::int64_t loaded_at = clock_.NowMs();
   for (TaskRecord& r : *tasks) {
     Live t{r.tenant, r.plugin, r.action, r.state, r.attempt, r.max_attempts, r.host_id, r.lease_until_ms,
            r.cluster_id};
     if (t.state == TaskState::kQueued) {
       Queue(r.id, t);
     } else {
+      // weftd was down: the host may still be running the attempt and could not
+      // renew its lease meanwhile. A fresh lease from now lets its heartbeat
+      // reach us before the task is handed out again (so no task runs twice).
+      t.lease_until_ms = std::max(t.lease_until_ms, loaded_at + options_.lease_ms);
       leases_.emplace(t.lease_until_ms, r.id);
       ++in_flight_[t.host_id];
     }

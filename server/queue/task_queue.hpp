@@ -15,6 +15,8 @@
 //  * taking a task starts attempt+1 and a lease of `lease_ms`, renewed by
 //    Renew()/Progress(); ExpireDue() puts a task whose lease ran out back on
 //    the queue, or fails it once it used `max_attempts` attempts;
+//  * Load() gives every leased task at least a full lease from the load, so
+//    after a weftd restart its host can heartbeat before it is handed out again;
 //  * a finish must name the current attempt and the holding host (fencing);
 //    repeating the accepted finish is answered ok again;
 //  * a task may be queued with a not-before time (a retry's backoff): it

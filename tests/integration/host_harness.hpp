@@ -35,7 +35,7 @@ inline const std::filesystem::path kBuild = WEFT_BUILD_DIR;
 class Server {
  public:
   // `endpoints` empty: ephemeral ports. Otherwise {"api":..,"provisioner":..,"events":..}.
-  Server(const std::filesystem::path& dir, const json& endpoints = json()) : dir_(dir) {
+  Server(const std::filesystem::path& dir, const json& endpoints = json(), int lease_ms = 1500) : dir_(dir) {
     std::filesystem::create_directories(dir_);
     std::filesystem::remove(dir_ / "data" / "endpoints.json");
     auto ep = [&](const char* key) {
@@ -48,7 +48,7 @@ class Server {
                                  ep("api") + "\"\nprovisioner = \"" + ep("provisioner") + "\"\nevents = \"" +
                                  ep("events") +
                                  "\"\n"
-                                 "[tasks]\nlease_ms = 1500\n"
+                                 "[tasks]\nlease_ms = " + std::to_string(lease_ms) + "\n"
                                  "[hosts]\nheartbeat_ms = 300\nsilent_after_ms = 3000\n");
     weft::testing::ProcessOptions opts;
     opts.stderr_path = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");

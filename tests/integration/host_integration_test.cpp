@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -198,6 +199,33 @@ TEST_CASE("integration: weftd restarted on the same ports; the host reconnects b
   CHECK(t["result"]["provider_id"] == "fake-b");
   CHECK(host.process().running());
   if (fresh_store) CHECK_THAT(host.Log(), Catch::Contains("registering again"));
+}
+
+TEST_CASE("integration: a task running while weftd is down keeps its attempt; it is not handed out twice",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  constexpr int kLeaseMs = 3000;
+  auto first = std::make_unique<Server>(tmp / "server", json(), kLeaseMs);
+  const json endpoints = first->endpoints();
+  Host host(tmp / "host", "h1", first->provisioner());
+  REQUIRE(WaitFor([&] { return HostLive(*first, "h1"); }, 10s));
+  const std::int64_t id = first->Enqueue({{"plugin", "fake-provider"},
+                                          {"action", "CREATE"},
+                                          {"node_id", "a"},
+                                          {"payload", {{"provider", {{"fields", {{"latency_ms", 7000}}}}}}}});
+  first->WaitState(id, "leased", 15s);
+
+  // Down for longer than the lease: the stored lease has run out when weftd comes back.
+  first->process().Signal(SIGKILL);
+  REQUIRE(first->process().Wait(5s).has_value());
+  first.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
+  Server second(tmp / "server", endpoints, kLeaseMs);
+
+  json t = second.WaitState(id, "succeeded", 30s);
+  CHECK(t["attempt"] == 1);
+  CHECK(t["host_id"] == "h1");
+  CHECK_THAT(host.Log(), !Catch::Contains("attempt 2"));
 }
 
 TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one after the grace", "[integration][host]") {

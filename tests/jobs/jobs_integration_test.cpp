@@ -20,7 +20,9 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +48,25 @@ using testing::TempDir;
 using testing::WaitFor;
 
 const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+
+// From a weft-host log: for each task, when each attempt started and ended
+// running in the plugin (ISO timestamps, which compare as strings).
+std::map<std::int64_t, std::map<std::int64_t, std::pair<std::string, std::string>>> RunIntervals(
+    const std::string& log) {
+  static const std::regex start(R"(^(\S+) .*: task (\d+) attempt (\d+): [\w-]+ [A-Z]+$)");
+  static const std::regex end(R"(^(\S+) .*: task (\d+) attempt (\d+) (succeeded|failed) in \d+ ms)");
+  std::map<std::int64_t, std::map<std::int64_t, std::pair<std::string, std::string>>> out;
+  std::istringstream in(log);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, start))
+      out[std::stoll(m[2])][std::stoll(m[3])].first = m[1];
+    else if (std::regex_search(line, m, end))
+      out[std::stoll(m[2])][std::stoll(m[3])].second = m[1];
+  }
+  return out;
+}
 
 std::string Tail(const std::string& text, std::size_t bytes = 6000) {
   return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
@@ -1114,8 +1135,9 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
   CHECK(s.Cluster("big")["nodes"].size() == 25);
 
   // The audit: every attempt is recorded, numbered 1..n, ended before the next
-  // began, only the last one succeeded; in-flight attempts of a killed weftd expired.
-  int retried = 0, expired = 0;
+  // began, only the last one succeeded. (A restarted weftd gives in-flight
+  // attempts a fresh lease, so the live host usually finishes them; fencing of
+  // late finishes is tested with a frozen host in tests/integration.)
   for (const json& t : job["tasks"]) {
     if (t["plugin"] == "") continue;  // a JOIN: no attempts
     INFO(t.dump());
@@ -1130,16 +1152,21 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
         CHECK(a[i]["status"] != "running");
         CHECK(a[i + 1]["taken_at_ms"].get<std::int64_t>() >= a[i]["finished_at_ms"].get<std::int64_t>());
       }
-      expired += a[i]["status"] == "expired";
     }
     CHECK(a.back()["status"] == "succeeded");
-    retried += a.size() > 1;
   }
-  CHECK(retried > 0);
-  CHECK(expired > 0);
-  // The late finishes of expired attempts were refused, and the host said so.
-  const std::string host_log = env.hosts[0]->Log();
-  CHECK_THAT(host_log, Catch::Contains("refused the finish"));
+  // On the host itself no attempt of a task started before the previous one ended.
+  int checked = 0;
+  for (const auto& [task, attempts] : RunIntervals(env.hosts[0]->Log())) {
+    const std::pair<std::string, std::string>* previous = nullptr;
+    for (const auto& [attempt, run] : attempts) {
+      INFO("task " << task << " attempt " << attempt << " ran " << run.first << " .. " << run.second);
+      if (previous) CHECK(run.first >= previous->second);
+      previous = &run;
+      ++checked;
+    }
+  }
+  CHECK(checked >= total / 2);
   // The host was never restarted: it found each new weftd by itself.
   CHECK(env.hosts[0]->process().running());
   CHECK(WaitFor([&] { return HostLive(s, "h1"); }, 10s));

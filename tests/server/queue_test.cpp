@@ -259,6 +259,31 @@ TEST_CASE("queue: Load rebuilds ready and leased tasks from the store", "[queue]
   CHECK(again->attempt == 2);
 }
 
+TEST_CASE("queue: after a restart a lease that ran out meanwhile gets a full lease from the load", "[queue]") {
+  Fixture f;
+  std::int64_t id = f.Enqueue("default", "fake-provider");
+  REQUIRE(f.Take("h1", kProvider));
+  // weftd is down for longer than the lease; the host still runs the attempt.
+  f.clock.AdvanceMs(5000);
+  TaskQueue fresh(*f.store, f.clock, weft::queue::QueueOptions{1000});
+  REQUIRE(fresh.Load().ok());
+  REQUIRE(fresh.ExpireDue().ok());
+  CHECK(fresh.leased() == 1);
+  CHECK_FALSE(fresh.Take("h2", kProvider).value());
+  // The host's heartbeat keeps it...
+  f.clock.AdvanceMs(900);
+  auto renewed = fresh.Renew("h1", {{id, 1}});
+  REQUIRE(renewed.ok());
+  CHECK(renewed->renewed == 1);
+  // ...and without one it goes out again a lease later.
+  f.clock.AdvanceMs(1001);
+  REQUIRE(fresh.ExpireDue().ok());
+  auto again = fresh.Take("h2", kProvider);
+  REQUIRE(again.ok());
+  REQUIRE(*again);
+  CHECK((*again)->attempt == 2);
+}
+
 TEST_CASE("queue: an undelivered take is released for the next attempt", "[queue]") {
   Fixture f;
   std::int64_t id = f.Enqueue("default", "fake-provider");
