@@ -451,7 +451,8 @@ Result<Endpoints> StartWeftd(Child& weftd, const fs::path& bin_dir, const fs::pa
                                          "[endpoints]\n"
                                          "api = \"tcp://127.0.0.1:*\"\n"
                                          "provisioner = \"tcp://127.0.0.1:*\"\n"
-                                         "events = \"tcp://127.0.0.1:*\"\n"));
+                                         "events = \"tcp://127.0.0.1:*\"\n"
+                                         "[security]\ncurve = false\n"));
   const fs::path log = dir / "weftd.log";
   WEFT_RETURN_IF_ERROR(weftd.Start({(bin_dir / "weftd").string(), "--config", config.string()}, log, {}));
   const fs::path endpoints_file = data / "endpoints.json";

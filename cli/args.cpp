@@ -90,6 +90,10 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
       Result<int> ms = ParseTimeout(*v);
       if (!ms.ok()) return ms.status();
       opts.timeout_ms = *ms;
+    } else if (name == "--credentials") {
+      Result<std::string> v = take_value(name, "a credential file (weft credentials writes one)");
+      if (!v.ok()) return v.status();
+      opts.credentials = *v;
     } else if (name == "--tenant") {
       Result<std::string> v = take_value(name, "a tenant name");
       if (!v.ok()) return v.status();
@@ -106,6 +110,10 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
     }
   }
 
+  if (opts.credentials.empty()) {
+    if (auto from_env = env ? env("WEFT_CREDENTIALS") : std::nullopt; from_env) opts.credentials = *from_env;
+  }
+  opts.server_given = server_flag.has_value();
   if (server_flag) {
     opts.server = *server_flag;
     if (!LooksLikeEndpoint(opts.server)) {
@@ -113,6 +121,7 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
                              "' is not a ZeroMQ endpoint; give one like tcp://127.0.0.1:7420");
     }
   } else if (auto from_env = env ? env("WEFT_SERVER") : std::nullopt; from_env && !from_env->empty()) {
+    opts.server_given = true;
     opts.server = *from_env;
     if (!LooksLikeEndpoint(opts.server)) {
       return Status::Invalid("WEFT_SERVER '" + opts.server +

@@ -26,6 +26,9 @@ struct GlobalOptions {
   OutputFormat output = OutputFormat::kTable;
   int timeout_ms = kDefaultTimeoutMs;
   std::string tenant;  // empty: the server's default tenant
+  bool server_given = false;  // --server or $WEFT_SERVER (else a credential file's endpoint wins)
+  // --credentials > $WEFT_CREDENTIALS; empty: Context looks in the default places.
+  std::string credentials;
   bool help = false;
   bool version = false;
 };

@@ -52,6 +52,13 @@ Result<const Command*> CommandTable::Resolve(const std::vector<std::string>& wor
   if (!HasNoun(noun)) {
     return Status::Invalid("unknown command '" + noun + "'; run 'weft help' for the list");
   }
+  if (words.size() >= 3) {
+    // Two-word verbs: `weft host token create`.
+    if (const Command* c = Find(noun, words[1] + " " + words[2])) {
+      *consumed = 3;
+      return c;
+    }
+  }
   if (words.size() >= 2) {
     if (const Command* c = Find(noun, words[1])) {
       *consumed = 2;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -43,6 +44,12 @@ class Context {
   // Prints a reply body for `-o json`: indented, one value, newline-terminated.
   void PrintJson(const json& value);
 
+  // The credential file in use (loaded on first Call), if any: --credentials,
+  // $WEFT_CREDENTIALS, ~/.config/weft/credentials.json, then the local weftd's
+  // /var/lib/weft/credentials/superadmin.json.
+  const std::optional<curve::Credential>& credential() const { return credential_; }
+  std::string server() const { return options_.server; }
+
   // For handlers that find a usage problem in their arguments: the run exits 2.
   Status UsageError(std::string message);
   bool usage_error() const { return usage_error_; }
@@ -53,7 +60,11 @@ class Context {
   std::ostream& err_;
   std::unique_ptr<zmq::context_t> zmq_;
   std::unique_ptr<client::Client> client_;
+  std::optional<curve::Credential> credential_;
+  std::string credential_path_;
   bool usage_error_ = false;
+
+  Status LoadCredential();
 };
 
 }  // namespace weft::cli

@@ -11,6 +11,7 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterClusterCommands(table);
   RegisterJobCommands(table);
   RegisterResourceCommands(table);
+  RegisterSecurityCommands(table);
 }
 
 }  // namespace weft::cli

@@ -24,5 +24,6 @@ void RegisterCatalogCommands(CommandTable& table);  // catalog import|export|che
 void RegisterClusterCommands(CommandTable& table);  // cluster plan|create|delete|scale|...
 void RegisterJobCommands(CommandTable& table);      // job list|show|watch|abort|retry
 void RegisterResourceCommands(CommandTable& table);  // resource upload|list|stage|recall|sync|delete
+void RegisterSecurityCommands(CommandTable& table);  // host token create|accept|revoke|requests, tenant, user, credentials
 
 }  // namespace weft::cli

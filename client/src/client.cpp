@@ -5,6 +5,15 @@
 
 namespace weft::client {
 
+Options FromCredential(const curve::Credential& credential, int timeout_ms) {
+  Options o;
+  o.endpoint = credential.api;
+  o.timeout_ms = timeout_ms;
+  o.server_key = credential.server_key;
+  o.keys = credential.keys;
+  return o;
+}
+
 Client::Client(zmq::context_t& ctx, Options options) : ctx_(ctx), options_(std::move(options)) {
   std::random_device rd;
   id_prefix_ = std::to_string(rd()) + "-";
@@ -15,6 +24,7 @@ Client::~Client() = default;
 void Client::Connect() {
   socket_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
   socket_->set(zmq::sockopt::linger, 0);
+  if (!options_.server_key.empty()) curve::SetClientKeys(*socket_, options_.server_key, options_.keys);
   socket_->connect(options_.endpoint);
 }
 

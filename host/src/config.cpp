@@ -21,6 +21,7 @@ const std::set<std::string, std::less<>> kKnownKeys = {
     "server",          "host_id",           "capacity",         "plugin_dirs",      "take_wait_ms",
     "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
     "worker_memory_limit_mb", "tenants", "state_dir", "resource_cache_dir", "resource_plugin_dir",
+    "enroll_token", "server_key",
     "resource_sync_ms"};
 
 std::string Hostname() {
@@ -89,12 +90,20 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
                              "'; known keys are server, host_id, capacity, plugin_dirs, take_wait_ms, "
                              "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
                              "worker_memory_limit_mb, tenants, state_dir, resource_cache_dir, "
-                             "resource_plugin_dir, resource_sync_ms");
+                             "resource_plugin_dir, resource_sync_ms, enroll_token, server_key");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
   WEFT_RETURN_IF_ERROR(ReadString(table, "host_id", source, &config.host_id));
   WEFT_RETURN_IF_ERROR(ReadString(table, "log_level", source, &config.log_level));
+  WEFT_RETURN_IF_ERROR(ReadString(table, "enroll_token", source, &config.enroll_token));
+  WEFT_RETURN_IF_ERROR(ReadString(table, "server_key", source, &config.server_key));
+  if (!config.enroll_token.empty()) {
+    Result<curve::Token> token = curve::DecodeToken(config.enroll_token);
+    if (!token.ok()) return Status::Invalid(std::string(source) + ": 'enroll_token' is " + token.status().message());
+  }
+  if (!config.server_key.empty() && !curve::IsKey(config.server_key))
+    return Status::Invalid(std::string(source) + ": 'server_key' must be weftd's 40-character Z85 public key");
   WEFT_RETURN_IF_ERROR(ReadInt(table, "capacity", source, 1, 4096, &config.capacity));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "take_wait_ms", source, 0, 30'000, &config.take_wait_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "request_timeout_ms", source, 100, 600'000, &config.request_timeout_ms));
@@ -246,7 +255,8 @@ std::string WorkerConfigJson(const HostConfig& config) {
                       {"workers", config.workers},
                       {"worker_memory_limit_mb", config.worker_memory_limit_mb},
                       {"tenants", config.tenants},
-                      {"resource_cache_dir", ResourceCacheDir(config).string()}};
+                      {"resource_cache_dir", ResourceCacheDir(config).string()},
+                      {"state_dir", StateDir(config).string()}};
   return j.dump();
 }
 
@@ -269,11 +279,32 @@ Result<HostConfig> WorkerConfigFromJson(std::string_view text) {
     config.worker_memory_limit_mb = j.at("worker_memory_limit_mb").get<int>();
     config.tenants = j.at("tenants").get<std::vector<std::string>>();
     config.resource_cache_dir = j.value("resource_cache_dir", std::string());
+    config.state_dir = j.value("state_dir", std::string());
   } catch (const nlohmann::json::exception& e) {
     return Status::Invalid(std::string("--worker-config: ") + e.what());
   }
   WEFT_RETURN_IF_ERROR(ValidateConfig(config));
+  WEFT_RETURN_IF_ERROR(LoadHostCredential(config));
   return config;
+}
+
+std::filesystem::path CredentialPath(const HostConfig& config) { return StateDir(config) / "credential.json"; }
+
+Status LoadHostCredential(HostConfig& config) {
+  Result<curve::Credential> c = curve::LoadCredential(CredentialPath(config));
+  if (!c.ok()) return c.status().code() == Code::kNotFound ? Status::Ok() : c.status();
+  config.curve_server_key = c->server_key;
+  config.curve_keys = c->keys;
+  return Status::Ok();
+}
+
+client::Options ClientOptions(const HostConfig& config, int timeout_ms) {
+  client::Options o;
+  o.endpoint = config.server;
+  o.timeout_ms = timeout_ms;
+  o.server_key = config.curve_server_key;
+  o.keys = config.curve_keys;
+  return o;
 }
 
 }  // namespace weft::host

@@ -21,6 +21,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/host/config.hpp"
+#include "weft/host/enrollment.hpp"
 #include "weft/host/master.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
@@ -226,6 +227,10 @@ int main(int argc, char** argv) {
 
   WEFT_LOG(kInfo, "host") << "weft-host " << WEFT_VERSION << " starting as '" << config.host_id << "' (master pid "
                           << getpid() << "), server " << config.server;
+  if (weft::Status s = weft::host::EnsureCredential(config, signals); !s.ok()) {
+    WEFT_LOG(kError, "host") << s.message();
+    return 1;
+  }
   weft::host::Master master(config, "/proc/self/exe");
   return master.Run();
 }

@@ -212,6 +212,7 @@ struct Master::Impl {
   json reported_workers = json::array();  // for heartbeats
   std::thread control;
   std::int64_t register_failures = 0;  // control thread only
+  std::string last_denial;             // control thread only
 
   // ---- main thread ----
   void Scan(bool initial);
@@ -806,6 +807,12 @@ void Master::Impl::Heartbeat(client::Client& client) {
                             << "' (was it restarted with a fresh store?); registering again";
       std::lock_guard<std::mutex> lock(mu);
       registered = false;
+    } else if (r.status().code() == Code::kDenied) {
+      // Revoked (or a key weftd no longer accepts): say so once, not every heartbeat.
+      if (r.status().message() != last_denial) {
+        last_denial = r.status().message();
+        WEFT_LOG(kError, kLog) << "weftd refuses this host: " << last_denial;
+      }
     } else {
       WEFT_LOG(kDebug, kLog) << "cannot heartbeat to weftd: " << r.status().ToString();
     }
@@ -868,7 +875,7 @@ void Master::Impl::SendReports(client::Client& client) {
 }
 
 void Master::Impl::ControlLoop() {
-  client::Client client(ctx, {config.server, config.request_timeout_ms, {}, {}});
+  client::Client client(ctx, ClientOptions(config, config.request_timeout_ms));
   auto next_heartbeat = Clock::now();
   while (true) {
     bool need_register;

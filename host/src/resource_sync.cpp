@@ -73,7 +73,7 @@ void ResourceSync::Stop() {
 }
 
 void ResourceSync::Loop() {
-  client::Client client(ctx_, {config_.server, config_.request_timeout_ms, {}, {}});
+  client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);

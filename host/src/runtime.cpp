@@ -269,7 +269,7 @@ void Runtime::HandleCommand(const WorkerMessage& m) {
 // ---- control thread --------------------------------------------------------
 
 void Runtime::ControlLoop() {
-  client::Client client(ctx_, {config_.server, config_.request_timeout_ms, {}, {}});
+  client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -318,8 +318,8 @@ void Runtime::CancelExpired() {
 void Runtime::RunnerLoop(int index) {
   {
     // One socket per thread, for takes and for everything else (see ctx_).
-    client::Client take_client(take_ctx_, {config_.server, config_.take_wait_ms + kTakeMarginMs, {}, {}});
-    client::Client client(ctx_, {config_.server, config_.request_timeout_ms, {}, {}});
+    client::Client take_client(take_ctx_, ClientOptions(config_, config_.take_wait_ms + kTakeMarginMs));
+    client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
     OutageLog outage(component_, "runner " + std::to_string(index) + ": task.take from " + config_.server);
     json take = {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}};
     // Today's weftd ignores "tenant"; see docs/host.md for what it will do.

@@ -335,6 +335,13 @@ Response Ops::DebugEnqueue(const Call& call) {
 
 // ---- provisioner ----------------------------------------------------------
 
+Status Ops::ForgetHost(const std::string& host_id, const std::string& reason) {
+  WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host_id, reason));
+  WEFT_RETURN_IF_ERROR(store_.DeleteHost(host_id));
+  if (hosts_.erase(host_id)) HostEvent(host_id, "revoked");
+  return Status::Ok();
+}
+
 Response Ops::HostRegister(const Call& call) {
   const json& body = call.request->body;
   WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));

@@ -68,6 +68,8 @@ class Ops {
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
+  // A revoked host: its tasks go back to the queue at once and it is forgotten.
+  [[nodiscard]] Status ForgetHost(const std::string& host_id, const std::string& reason);
   // After a failed commit: forget unpublished events and reload hosts.
   [[nodiscard]] Status Reset();
 

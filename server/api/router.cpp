@@ -16,6 +16,8 @@ std::string_view RoleName(Role role) {
     case Role::kUser: return "user";
     case Role::kAdmin: return "admin";
     case Role::kSuperadmin: return "superadmin";
+    case Role::kEnroll: return "enrolling host";
+    case Role::kPending: return "unaccepted host";
   }
   return "unknown";
 }
@@ -53,10 +55,16 @@ Response Router::Route(const Call& call) const {
                                           std::string(EndpointName(call.endpoint)) + " endpoint; send it to the " +
                                           where + " endpoint"));
   }
-  if (!e.roles.count(call.principal.role))
-    return Response::Error(Status::Denied("op '" + op + "' needs a role other than '" +
-                                          std::string(RoleName(call.principal.role)) + "' (tenant '" +
-                                          call.principal.tenant + "')"));
+  if (!e.roles.count(call.principal.role)) {
+    std::string needs;
+    for (Role r : e.roles) needs += std::string(needs.empty() ? "" : " or ") + std::string(RoleName(r));
+    return Response::Error(Status::Denied("op '" + op + "' needs role " + needs + "; the caller is " +
+                                          std::string(RoleName(call.principal.role)) +
+                                          (call.principal.tenant.empty() || call.principal.tenant == "_system"
+                                               ? std::string()
+                                               : " of tenant '" + call.principal.tenant + "'")),
+                           json{{"op", op}, {"role", RoleName(call.principal.role)}});
+  }
   try {
     return e.handler(call);
   } catch (const std::exception& ex) {

@@ -2,10 +2,11 @@
 // every op shares.
 //
 // The caller (weftd's reactor) builds a Principal for each request from the
-// endpoint it arrived on: until authentication lands (issue 7) an `api`
-// caller is superadmin of the header's tenant (default "default") and a
-// `provisioner` caller has role host. An unknown op is INVALID and the reply
-// lists the known ops; an op the principal may not call is DENIED.
+// CurveZMQ key it arrived with (server/auth): a user of a tenant with a role,
+// a host, a host enrolling with a one-time token, or a host waiting for an
+// admin. With security off every `api` caller is superadmin of the header's
+// tenant and every `provisioner` caller a host. An unknown op is INVALID and
+// the reply lists the known ops; an op the principal may not call is DENIED.
 //
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
@@ -26,7 +27,9 @@ namespace weft::api {
 using json = nlohmann::json;
 
 enum class Endpoint : int { kApi = 1, kProvisioner };
-enum class Role : int { kHost = 1, kUser, kAdmin, kSuperadmin };
+// kEnroll: a host holding an enrollment token (may only call host.enroll);
+// kPending: a host whose key is not known (may only ask to be accepted).
+enum class Role : int { kHost = 1, kUser, kAdmin, kSuperadmin, kEnroll, kPending };
 std::string_view EndpointName(Endpoint endpoint);
 std::string_view RoleName(Role role);
 
@@ -34,6 +37,8 @@ struct Principal {
   std::string tenant = "default";
   Role role = Role::kUser;
   std::string user = "admin";  // who asked, for the audit trail
+  std::string key = {};        // the CurveZMQ public key (Z85); empty with security off
+  std::string host_id = {};    // role host: the host the key belongs to
 };
 
 struct Call {

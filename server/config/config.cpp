@@ -47,6 +47,17 @@ class TableReader {
     *out = static_cast<std::size_t>(v);
   }
 
+  void Bool(const std::string& key, bool* out) {
+    known_.push_back(key);
+    const toml::node* node = Find(key);
+    if (!node) return;
+    if (!node->is_boolean()) {
+      Fail(Where(key) + " must be true or false, got " + Render(*node));
+      return;
+    }
+    *out = *node->value<bool>();
+  }
+
   // A string; `check` returns an empty string when the value is acceptable,
   // otherwise what an acceptable value looks like.
   template <typename Check>
@@ -122,7 +133,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
                            ": not valid TOML: " + std::string(e.description()));
   }
 
-  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store"};
+  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store",
+                                                     "security"};
   for (const auto& [k, node] : root) {
     std::string key(k.str());
     bool known = false;
@@ -200,6 +212,13 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   {
     TableReader r(table("store"), "store", origin);
     r.Int("busy_timeout_ms", 0, 600'000, &cfg.store.busy_timeout_ms);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("security"), "security", origin);
+    r.Bool("curve", &cfg.security.curve);
+    r.Bool("host_requests", &cfg.security.host_requests);
+    r.Int("token_ttl_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.token_ttl_ms);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

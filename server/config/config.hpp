@@ -49,6 +49,13 @@ struct StoreConfig {
   std::int64_t busy_timeout_ms = 5000;
 };
 
+// docs/security.md.
+struct SecurityConfig {
+  bool curve = true;          // CurveZMQ + ZAP on every endpoint; false: no authentication at all
+  bool host_requests = true;  // hosts with unknown keys may ask an admin to accept them
+  std::int64_t token_ttl_ms = 3'600'000;  // default lifetime of `weft host token create`
+};
+
 struct ServerConfig {
   std::filesystem::path data_dir = "/var/lib/weft";
   log::Level log_level = log::Level::kInfo;
@@ -64,6 +71,7 @@ struct Config {
   HostsConfig hosts;
   JobsConfig jobs;
   StoreConfig store;
+  SecurityConfig security;
 };
 
 // Parses TOML text; `origin` names the file in error messages.

@@ -22,10 +22,13 @@
 
 #include "server/api/ops.hpp"
 #include "server/api/router.hpp"
+#include "server/auth/auth.hpp"
+#include "server/auth/auth_ops.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/resources/resource_ops.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
 
@@ -77,6 +80,8 @@ struct Pending {
   std::string id;
   api::Response response;
   std::optional<queue::AttemptRef> delivers;  // a take's reply carrying a task
+  std::string key;      // the connection's CurveZMQ key (ZAP User-Id)
+  std::string address;  // the peer's address, for host requests
 };
 
 // A task.take held open until a task is ready or its deadline passes.
@@ -97,6 +102,7 @@ class Reactor {
         clock_(SystemClock::Instance()),
         queue_(store, clock_, queue::QueueOptions{config.tasks.lease_ms}),
         ops_(store, queue_, clock_, config),
+        registry_(store, clock_, keys_),
         ctx_(1),
         api_(ctx_, zmq::socket_type::router),
         prov_(ctx_, zmq::socket_type::router),
@@ -111,11 +117,14 @@ class Reactor {
   std::int64_t PollTimeoutMs(std::int64_t now) const;
   void Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch_out);
   void Handle(Pending& p, const wire::Request& request);
+  api::Response PendingHost(const Pending& p, const wire::Request& request);
   void ServeWaiters(std::vector<Pending>* out, bool force);
   void Send(std::vector<Pending>& replies);
   void Publish();
   void ReadSubscriptions();
   Status Recover(const Status& why, std::vector<Pending>& replies);
+  Status StartSecurity();
+  Status WriteSuperadminCredential(const std::string& api_endpoint);
 
   const Config& config_;
   int signal_fd_;
@@ -124,10 +133,14 @@ class Reactor {
   queue::TaskQueue queue_;
   std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
   api::Ops ops_;
+  auth::KeySnapshot keys_;
+  auth::Registry registry_;
+  curve::KeyPair server_keys_;
   zmq::context_t ctx_;
   zmq::socket_t api_;
   zmq::socket_t prov_;
   zmq::socket_t events_;
+  std::unique_ptr<auth::ZapHandler> zap_;  // after ctx_: stops before the context ends
   // Topic prefixes someone subscribed to. The events socket is an XPUB so
   // that, with nobody listening, events are not even built.
   std::set<std::string> subscriptions_;
@@ -148,11 +161,13 @@ Status Reactor::Start() {
   WEFT_RETURN_IF_ERROR(store_.Begin());
   Status loaded = queue_.Load();
   if (loaded.ok()) loaded = ops_.Load();
+  if (loaded.ok()) loaded = registry_.Load();
   if (loaded.ok()) loaded = store_.Commit();
   if (!loaded.ok()) {
     (void)store_.Rollback();
     return loaded.WithContext("cannot resume from the store");
   }
+  if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;
   struct Binding {
     const char* name;
@@ -172,6 +187,7 @@ Status Reactor::Start() {
         // transport (the peer is disconnected) rather than buffered.
         b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config_.limits.max_total_bytes));
       }
+      if (config_.security.curve) curve::SetServerKey(*b.socket, server_keys_.secret_key, b.name);
       b.socket->bind(*b.address);
       endpoints[b.name] = wire::LastEndpoint(*b.socket);
     } catch (const zmq::error_t& e) {
@@ -184,6 +200,10 @@ Status Reactor::Start() {
   ops_.set_info(api::DaemonInfo{getpid(), now, config_.server.data_dir.string(), endpoints});
   json file = endpoints;
   file["pid"] = getpid();
+  if (config_.security.curve) {
+    file["server_key"] = server_keys_.public_key;
+    WEFT_RETURN_IF_ERROR(WriteSuperadminCredential(endpoints["api"].get<std::string>()));
+  }
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
   WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
@@ -211,6 +231,14 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
                           << api::EndpointName(endpoint) << " endpoint: no reply is possible";
     return;
   }
+  if (config_.security.curve && !frames.empty()) {
+    // The ZAP handler's User-Id (the client's public key) rides on every frame.
+    try {
+      p.key = frames[0].gets("User-Id");
+      if (p.endpoint == Endpoint::kProvisioner) p.address = frames[0].gets("Peer-Address");
+    } catch (const zmq::error_t&) {
+    }
+  }
   Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {
     WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
@@ -232,11 +260,26 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   api::Call call;
   call.endpoint = p.endpoint;
   call.request = &request;
-  if (p.endpoint == Endpoint::kApi) {
-    // Until authentication lands every api caller is superadmin of the tenant it names.
-    call.principal = api::Principal{request.tenant.empty() ? "default" : request.tenant, api::Role::kSuperadmin};
+  if (!config_.security.curve) {
+    // No authentication: every api caller is superadmin of the tenant it names.
+    if (p.endpoint == Endpoint::kApi) {
+      call.principal.tenant = request.tenant.empty() ? "default" : request.tenant;
+      call.principal.role = api::Role::kSuperadmin;
+    } else {
+      call.principal.tenant = "_system";
+      call.principal.role = api::Role::kHost;
+    }
   } else {
-    call.principal = api::Principal{"_system", api::Role::kHost};
+    Result<api::Principal> principal = auth::Resolve(registry_, p.endpoint, p.key, request);
+    if (!principal.ok()) {
+      p.response = api::Response::Error(principal.status());
+      return;
+    }
+    call.principal = std::move(*principal);
+    if (call.principal.role == api::Role::kPending) {
+      p.response = PendingHost(p, request);
+      return;
+    }
   }
   p.response = ops_.router().Route(call);
   // A take (or a finish that takes the next task) hands out an attempt: if the
@@ -248,6 +291,21 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   }
 }
 
+// A host whose key weftd does not know: its host.register becomes a request
+// an admin may accept; nothing else is served.
+api::Response Reactor::PendingHost(const Pending& p, const wire::Request& request) {
+  auto id = request.body.find("host_id");
+  if (request.op != "host.register" || id == request.body.end() || !id->is_string())
+    return api::Response::Error(Status::Denied(
+        "op '" + request.op + "': this host's key is not accepted yet; register to ask an admin, or enroll with a token"));
+  const std::string host_id = id->get<std::string>();
+  Status s = registry_.RequestHost(host_id, p.key, p.address);
+  if (!s.ok()) return api::Response::Error(s);
+  return api::Response::Error(Status::Denied("host '" + host_id + "' (key " + curve::ShortKey(p.key) +
+                                             ") is not accepted yet: an admin runs `weft host accept " + host_id +
+                                             "`, or give the host an enrollment token (`weft host token create`)"));
+}
+
 void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
   const std::int64_t now = clock_.NowMs();
   const bool ready = queue_.TakeReadyChanged() || force;
@@ -256,7 +314,7 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
     if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id, it->tenant)) {
       Result<json> taken = ops_.TryTake(it->host_id, it->tenant);
       if (!taken.ok()) {
-        Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Error(taken.status()), {}};
+        Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Error(taken.status()), {}, {}, {}};
         out->push_back(std::move(p));
         it = waiters_.erase(it);
         continue;
@@ -264,7 +322,7 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
       task = std::move(*taken);
     }
     if (task.is_object() || it->until_ms <= now) {
-      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Ok({{"task", task}}), {}};
+      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Ok({{"task", task}}), {}, {}, {}};
       if (task.is_object())
         p.delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
       out->push_back(std::move(p));
@@ -338,6 +396,59 @@ void Reactor::Publish() {
   }
 }
 
+// The server key pair (made at first start), the ZAP handler, the security ops.
+Status Reactor::StartSecurity() {
+  bool created = false;
+  Result<curve::KeyPair> keys =
+      curve::LoadOrCreateKeyFile(config_.server.data_dir / "keys" / "server.json", &created);
+  if (!keys.ok()) return keys.status().WithContext("cannot load weftd's CURVE key pair");
+  server_keys_ = *keys;
+  if (created) {
+    WEFT_LOG(kInfo, kLog) << "made weftd's CURVE key pair in " << (config_.server.data_dir / "keys").string()
+                          << " (public key " << server_keys_.public_key << ")";
+  }
+  zap_ = std::make_unique<auth::ZapHandler>(ctx_, keys_, clock_, config_.security.host_requests);
+  WEFT_RETURN_IF_ERROR(zap_->Start());
+  auth::RegisterOps(ops_, registry_, {server_keys_.public_key, config_.security.token_ttl_ms});
+  return Status::Ok();
+}
+
+// <data_dir>/credentials/superadmin.json: what the local `weft` finds without
+// being told (its key is made at first start; the endpoint is refreshed every start).
+Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
+  const std::filesystem::path path = config_.server.data_dir / "credentials" / "superadmin.json";
+  curve::Credential c;
+  Result<curve::Credential> old = curve::LoadCredential(path);
+  if (old.ok() && old->server_key == server_keys_.public_key) {
+    c = *old;
+  } else {
+    if (!old.ok() && old.status().code() != Code::kNotFound) {
+      WEFT_LOG(kWarn, kLog) << old.status().message() << "; making a new superadmin credential";
+    }
+    Result<curve::KeyPair> pair = curve::Generate();
+    if (!pair.ok()) return pair.status();
+    c.keys = *pair;
+  }
+  c.api = api_endpoint;
+  c.server_key = server_keys_.public_key;
+  c.tenant = "default";
+  c.user = "superadmin";
+  c.role = "superadmin";
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) return Status::Unavailable("cannot create " + path.parent_path().string() + ": " + ec.message());
+  std::filesystem::permissions(path.parent_path(), std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  WEFT_RETURN_IF_ERROR(store_.Begin());
+  Status s = registry_.EnsureSuperadmin(c.keys.public_key);
+  if (s.ok()) s = store_.Commit();
+  if (!s.ok()) {
+    (void)store_.Rollback();
+    return s.WithContext("cannot record the superadmin key");
+  }
+  return curve::SaveCredential(path, c);
+}
+
 Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
   WEFT_LOG(kError, kLog) << "a batch of " << replies.size() << " requests was rolled back: " << why.message();
   Status rb = store_.Rollback();
@@ -347,6 +458,7 @@ Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
   // The in-memory indexes may hold changes that were just rolled back.
   WEFT_RETURN_IF_ERROR(queue_.Load());
   WEFT_RETURN_IF_ERROR(ops_.Reset());
+  WEFT_RETURN_IF_ERROR(registry_.Load());
   for (Pending& p : replies) {
     p.response = api::Response::Error(
         Status::Unavailable("the store could not commit this request (" + why.message() + "); retry it"));
@@ -486,7 +598,7 @@ void Reactor::Shutdown() {
   std::vector<Pending> replies;
   for (Waiter& w : waiters_)
     replies.push_back(Pending{Endpoint::kProvisioner, std::move(w.envelope), w.id,
-                              api::Response::Error(Status::Unavailable("weftd is shutting down; retry the take")), {}});
+                              api::Response::Error(Status::Unavailable("weftd is shutting down; retry the take")), {}, {}, {}});
   waiters_.clear();
   Send(replies);
   std::error_code ec;

@@ -184,6 +184,41 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_by_cluster ON jobs (cluster_id, id);
 CREATE INDEX jobs_unfinished ON jobs (id) WHERE finished_at_ms = 0;
 )sql"},
+    // Security (docs/security.md): who may connect, as whom; tenants and users.
+    {5, R"sql(
+CREATE TABLE principals (
+  public_key TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('user', 'host', 'token')),
+  tenant TEXT NOT NULL DEFAULT '',
+  user TEXT NOT NULL DEFAULT '',
+  role TEXT NOT NULL DEFAULT '',
+  host_id TEXT NOT NULL DEFAULT '',
+  created_by TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL DEFAULT 0,
+  revoked_at_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE tenants (
+  name TEXT PRIMARY KEY,
+  created_at_ms INTEGER NOT NULL,
+  max_clusters INTEGER NOT NULL DEFAULT 0,
+  max_nodes INTEGER NOT NULL DEFAULT 0,
+  max_workers INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE users (
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (tenant, name)
+);
+CREATE TABLE host_requests (
+  host_id TEXT PRIMARY KEY,
+  public_key TEXT NOT NULL,
+  address TEXT NOT NULL DEFAULT '',
+  requested_at_ms INTEGER NOT NULL
+);
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

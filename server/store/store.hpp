@@ -142,6 +142,45 @@ struct CatalogEntityRecord {
   bool deleted = false;
 };
 
+// Security (server/store/auth_store.cpp). A principal is a CurveZMQ public key
+// and who it is: a user of a tenant with a role, a host, or a one-time host
+// enrollment token. Revoked rows stay, for the audit.
+struct PrincipalRecord {
+  std::string public_key;
+  std::string kind;  // user, host, token
+  std::string tenant;
+  std::string user;
+  std::string role;  // user, admin, superadmin
+  std::string host_id;
+  std::string created_by;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;  // tokens; 0: never
+  std::int64_t revoked_at_ms = 0;  // 0: in force
+};
+
+struct TenantRecord {
+  std::string name;
+  std::int64_t created_at_ms = 0;
+  std::int64_t max_clusters = 0;  // 0: no limit
+  std::int64_t max_nodes = 0;
+  std::int64_t max_workers = 0;
+};
+
+struct UserRecord {
+  std::string tenant;
+  std::string name;
+  std::string role;  // user, admin
+  std::int64_t created_at_ms = 0;
+};
+
+// A host whose key weftd does not know asked to join; an admin may accept it.
+struct HostRequestRecord {
+  std::string host_id;
+  std::string public_key;
+  std::string address;
+  std::int64_t requested_at_ms = 0;
+};
+
 struct StoreOptions {
   int busy_timeout_ms = 5000;
 };
@@ -229,6 +268,20 @@ class Store {
   [[nodiscard]] Result<std::vector<JobRecord>> ListUnfinishedJobs();
   // Every task of a job, in id order; `details` adds payload, result and output.
   [[nodiscard]] Result<std::vector<TaskRecord>> ListJobTasks(std::string_view job_id, bool details);
+
+  // Security (server/store/auth_store.cpp). Puts insert or replace.
+  [[nodiscard]] Status PutPrincipal(const PrincipalRecord& principal);
+  [[nodiscard]] Result<std::vector<PrincipalRecord>> ListPrincipals();
+  [[nodiscard]] Status PutTenant(const TenantRecord& tenant);
+  [[nodiscard]] Status DeleteTenant(std::string_view name);
+  [[nodiscard]] Result<std::vector<TenantRecord>> ListTenants();
+  [[nodiscard]] Status PutUser(const UserRecord& user);
+  [[nodiscard]] Status DeleteUser(std::string_view tenant, std::string_view name);
+  [[nodiscard]] Result<std::vector<UserRecord>> ListUsers();
+  [[nodiscard]] Status PutHostRequest(const HostRequestRecord& request);
+  [[nodiscard]] Status DeleteHostRequest(std::string_view host_id);
+  [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
+  [[nodiscard]] Status DeleteHost(std::string_view host_id);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

@@ -49,7 +49,8 @@ class Server {
                                  ep("events") +
                                  "\"\n"
                                  "[tasks]\nlease_ms = " + std::to_string(lease_ms) + "\n"
-                                 "[hosts]\nheartbeat_ms = 300\nsilent_after_ms = 3000\n");
+                                 "[hosts]\nheartbeat_ms = 300\nsilent_after_ms = 3000\n"
+                                 "[security]\ncurve = false\n");  // tested in tests/security
     weft::testing::ProcessOptions opts;
     opts.stderr_path = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
     log_ = opts.stderr_path;

@@ -91,6 +91,7 @@ class Server {
     testing::WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() + "\"\n" + level +
                                                 "[endpoints]\napi = \"" + ep("api") + "\"\nprovisioner = \"" +
                                                 ep("provisioner") + "\"\nevents = \"" + ep("events") + "\"\n" +
+                                                "[security]\ncurve = false\n" +  // tested in tests/security
                                                 extra_);
     ProcessOptions o;
     log_ = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");

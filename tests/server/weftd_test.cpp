@@ -25,11 +25,14 @@ zmq::context_t& Ctx() {
   return ctx;
 }
 
+// Raw frames and raw sockets: CurveZMQ is off here (tests/security covers it).
 const char* kBaseConfig = R"(
 [endpoints]
 api = "tcp://127.0.0.1:*"
 provisioner = "tcp://127.0.0.1:*"
 events = "tcp://127.0.0.1:*"
+[security]
+curve = false
 )";
 
 // A weftd child with its data directory and bound endpoints.

@@ -18,7 +18,10 @@ Weftd::Weftd(const std::string& name, const std::string& extra_toml) : dir_(name
             "[endpoints]\n"
             "api = \"tcp://127.0.0.1:*\"\n"
             "provisioner = \"tcp://127.0.0.1:*\"\n"
-            "events = \"tcp://127.0.0.1:*\"\n" + extra_toml);
+            "events = \"tcp://127.0.0.1:*\"\n" +
+                // CurveZMQ is tested in tests/security; other tests opt in with their own [security].
+                (extra_toml.find("[security]") == std::string::npos ? "[security]\ncurve = false\n" : "") +
+                extra_toml);
   ProcessOptions o;
   o.stdout_path = dir_ / "weftd.out";
   o.stderr_path = dir_ / "weftd.err";

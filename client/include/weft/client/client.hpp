@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "weft/common/curve.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"
 
@@ -30,7 +31,14 @@ struct Options {
   int timeout_ms = 5000;             // per call, unless the call gives its own
   std::string tenant;                // carried in every request header when non-empty
   wire::Limits limits;               // applied to replies
+  // CurveZMQ (docs/security.md): with server_key set the connection is
+  // encrypted and authenticated as `keys`; weftd refuses keys it does not know.
+  std::string server_key = {};
+  curve::KeyPair keys = {};
 };
+
+// Options for the api endpoint from a credential file (endpoint, keys).
+Options FromCredential(const curve::Credential& credential, int timeout_ms = 5000);
 
 class Client {
  public:

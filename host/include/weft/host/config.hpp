@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "weft/client/client.hpp"
+#include "weft/common/curve.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::host {
@@ -40,7 +42,23 @@ struct HostConfig {
   std::filesystem::path resource_cache_dir;
   std::filesystem::path resource_plugin_dir;
   int resource_sync_ms = 2000;  // how often the master asks weftd for the active versions
+  // Security (docs/security.md). enroll_token: a one-time token from `weft host
+  // token create`, spent at first start. server_key: weftd's public key, for a
+  // host that asks an admin to accept it instead. Neither, and no credential in
+  // state_dir: weftd runs without security.
+  std::string enroll_token;
+  std::string server_key;
+  // Filled at start from <state_dir>/credential.json (not read from the TOML).
+  std::string curve_server_key = {};
+  curve::KeyPair curve_keys = {};
 };
+
+// The host's credential: weftd's public key and the host's key pair.
+std::filesystem::path CredentialPath(const HostConfig& config);
+// Reads the credential into config.curve_*, if the file exists.
+[[nodiscard]] Status LoadHostCredential(HostConfig& config);
+// Options for a client of weftd's provisioner endpoint, with the host's keys.
+client::Options ClientOptions(const HostConfig& config, int timeout_ms);
 
 // The directories above with their defaults filled in.
 std::filesystem::path StateDir(const HostConfig& config);

@@ -1,0 +1,86 @@
+#include "weft/host/enrollment.hpp"
+
+#include <ctime>
+
+#include <zmq.hpp>
+
+#include "weft/client/client.hpp"
+#include "weft/common/log.hpp"
+
+namespace weft::host {
+namespace {
+
+constexpr const char* kLog = "host";
+
+Status Save(HostConfig& config, const std::string& server_key, const curve::KeyPair& keys) {
+  std::error_code ec;
+  std::filesystem::create_directories(StateDir(config), ec);
+  if (ec) return Status::Unavailable("cannot create " + StateDir(config).string() + ": " + ec.message());
+  curve::Credential c;
+  c.api = config.server;
+  c.server_key = server_key;
+  c.keys = keys;
+  c.user = config.host_id;
+  c.role = "host";
+  WEFT_RETURN_IF_ERROR(curve::SaveCredential(CredentialPath(config), c));
+  config.curve_server_key = server_key;
+  config.curve_keys = keys;
+  return Status::Ok();
+}
+
+// Sleeps up to 1 s; true if a stop signal came.
+bool Stopped(const sigset_t& signals) {
+  timespec wait{1, 0};
+  return sigtimedwait(&signals, nullptr, &wait) > 0;
+}
+
+}  // namespace
+
+Status EnsureCredential(HostConfig& config, const sigset_t& stop_signals) {
+  WEFT_RETURN_IF_ERROR(LoadHostCredential(config));
+  if (config.enroll_token.empty()) {
+    if (config.curve_server_key.empty() && !config.server_key.empty()) {
+      Result<curve::KeyPair> keys = curve::Generate();
+      if (!keys.ok()) return keys.status();
+      WEFT_RETURN_IF_ERROR(Save(config, config.server_key, *keys));
+      WEFT_LOG(kInfo, kLog) << "made this host's key " << curve::ShortKey(keys->public_key) << " in "
+                            << CredentialPath(config).string() << "; an admin lets it in with `weft host accept "
+                            << config.host_id << "`";
+    }
+    return Status::Ok();
+  }
+  Result<curve::Token> token = curve::DecodeToken(config.enroll_token);
+  if (!token.ok()) return token.status();
+  if (config.curve_server_key == token->server_key) return Status::Ok();  // enrolled on an earlier start
+
+  Result<curve::KeyPair> keys = curve::Generate();
+  if (!keys.ok()) return keys.status();
+  zmq::context_t ctx(1);
+  client::Options options;
+  options.endpoint = config.server;
+  options.timeout_ms = config.request_timeout_ms;
+  options.server_key = token->server_key;
+  options.keys = token->keys;
+  client::Client client(ctx, options);
+  for (int attempt = 0;; ++attempt) {
+    Result<client::json> r = client.Call("host.enroll", {{"host_id", config.host_id}, {"public_key", keys->public_key}});
+    if (r.ok()) {
+      WEFT_RETURN_IF_ERROR(Save(config, token->server_key, *keys));
+      WEFT_LOG(kInfo, kLog) << "enrolled with weftd at " << config.server << " as '" << config.host_id << "' (key "
+                            << curve::ShortKey(keys->public_key) << ", saved in " << CredentialPath(config).string()
+                            << "); the token is used up";
+      return Status::Ok();
+    }
+    const Code code = r.status().code();
+    if (code != Code::kUnavailable && code != Code::kTimeout)
+      return r.status().WithContext("weftd refused the enrollment of host '" + config.host_id + "'");
+    if (attempt % 10 == 0) {
+      WEFT_LOG(kWarn, kLog) << "no answer from weftd at " << config.server
+                            << " to the enrollment: it is unreachable, or the token is unknown, expired or used up "
+                               "(weftd then refuses the connection); retrying";
+    }
+    if (Stopped(stop_signals)) return Status::Unavailable("stopped before the host could enroll");
+  }
+}
+
+}  // namespace weft::host

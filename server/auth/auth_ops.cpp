@@ -1,0 +1,212 @@
+#include "server/auth/auth_ops.hpp"
+
+#include <set>
+
+#include "weft/common/json_fields.hpp"
+
+namespace weft::auth {
+namespace {
+
+using api::Call;
+using api::Endpoint;
+using api::Response;
+using api::Role;
+using json = nlohmann::json;
+
+constexpr std::int64_t kMaxQuota = 1'000'000'000;
+
+json TenantJson(const store::TenantRecord& t) {
+  return {{"name", t.name},
+          {"created_at_ms", t.created_at_ms},
+          {"max_clusters", t.max_clusters},
+          {"max_nodes", t.max_nodes},
+          {"max_workers", t.max_workers}};
+}
+
+// Quota fields of a tenant.create/update body over `t`.
+Status ReadQuotas(const json& body, store::TenantRecord* t) {
+  auto field = [&](const char* key, std::int64_t* out) -> Status {
+    Result<std::int64_t> v = jsonf::Int(body, key, "body", 0, kMaxQuota, *out);
+    if (!v.ok()) return v.status();
+    *out = *v;
+    return Status::Ok();
+  };
+  WEFT_RETURN_IF_ERROR(field("max_clusters", &t->max_clusters));
+  WEFT_RETURN_IF_ERROR(field("max_nodes", &t->max_nodes));
+  return field("max_workers", &t->max_workers);
+}
+
+std::string Who(const Call& call) {
+  return call.principal.user + (call.principal.tenant.empty() ? "" : "@" + call.principal.tenant);
+}
+
+}  // namespace
+
+void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
+  api::Router& router = ops.router();
+  const std::set<Role> superadmin = {Role::kSuperadmin};
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  Registry* reg = &registry;
+  api::Ops* o = &ops;
+
+  router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
+    WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
+                                    options.token_ttl_ms));
+    WEFT_TRY_ASSIGN(pair, reg->CreateToken(ttl, Who(c)));
+    const auto tokens = reg->Principals(Kind::kToken);
+    std::int64_t expires = 0;
+    for (const auto& p : tokens)
+      if (p.public_key == pair.public_key) expires = p.expires_at_ms;
+    return Response::Ok({{"token", curve::EncodeToken({pair, options.server_key})},
+                         {"key", curve::ShortKey(pair.public_key)},
+                         {"expires_at_ms", expires}});
+  });
+  router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
+    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
+    Status s = reg->EnrollHost(c.principal.key, host_id, key);
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"host_id", host_id}});
+  });
+  router.Add("host.accept", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
+    Status s = reg->AcceptHost(host_id, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"host_id", host_id}});
+  });
+  router.Add("host.revoke", superadmin, api, [reg, o](const Call& c) {
+    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
+    Status s = reg->RevokeHost(host_id, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    s = o->ForgetHost(host_id, "host '" + host_id + "' was revoked by " + Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"host_id", host_id}});
+  });
+  router.Add("host.requests", superadmin, api, [reg](const Call&) {
+    json list = json::array();
+    for (const auto& [id, r] : reg->requests())
+      list.push_back({{"host_id", id},
+                      {"key", curve::ShortKey(r.public_key)},
+                      {"address", r.address},
+                      {"requested_at_ms", r.requested_at_ms}});
+    return Response::Ok({{"requests", list}});
+  });
+
+  router.Add("tenant.create", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    store::TenantRecord t;
+    t.name = name;
+    Status s = ReadQuotas(c.request->body, &t);
+    if (s.ok()) s = reg->CreateTenant(t);
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
+  });
+  router.Add("tenant.update", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    auto it = reg->tenants().find(name);
+    if (it == reg->tenants().end()) return Response::Error(Status::NotFound("no tenant '" + name + "'"));
+    store::TenantRecord t = it->second;
+    Status s = ReadQuotas(c.request->body, &t);
+    if (s.ok()) s = reg->UpdateTenant(t);
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
+  });
+  router.Add("tenant.list", superadmin, api, [reg](const Call&) {
+    json list = json::array();
+    for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
+    return Response::Ok({{"tenants", list}});
+  });
+  router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    Status s = reg->DeleteTenant(name, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"name", name}});
+  });
+
+  // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
+  router.Add("user.create", admins, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(role, jsonf::String(c.request->body, "role", "body", "user"));
+    Status s = reg->CreateUser({c.principal.tenant, name, role, 0});
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}, {"role", role}});
+  });
+  router.Add("user.list", admins, api, [reg](const Call& c) {
+    json list = json::array();
+    std::map<std::string, int> keys;
+    for (const auto& p : reg->Principals(Kind::kUser))
+      if (p.tenant == c.principal.tenant) ++keys[p.user];
+    for (const auto& [id, u] : reg->users()) {
+      if (u.tenant != c.principal.tenant) continue;
+      list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
+    }
+    return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
+  });
+  router.Add("user.delete", admins, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}});
+  });
+  router.Add("credentials.add", admins, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(user, jsonf::String(c.request->body, "user", "body"));
+    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
+    Status s = reg->AddUserKey(c.principal.tenant, user, key, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", c.principal.tenant},
+                         {"user", user},
+                         {"role", reg->users().at({c.principal.tenant, user}).role},
+                         {"key", curve::ShortKey(key)}});
+  });
+}
+
+Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,
+                               const wire::Request& request) {
+  const KeyEntry* entry = key.empty() ? nullptr : registry.Find(key);
+  api::Principal p;
+  p.key = key;
+  if (endpoint == Endpoint::kApi) {
+    if (!entry || entry->kind != Kind::kUser)
+      return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
+                            " (revoked, or its user or tenant deleted)");
+    p.user = entry->user;
+    if (entry->role == "superadmin") {
+      p.role = Role::kSuperadmin;
+      p.tenant = request.tenant.empty() ? "default" : request.tenant;
+      return p;
+    }
+    p.role = entry->role == "admin" ? Role::kAdmin : Role::kUser;
+    p.tenant = entry->tenant;
+    if (!request.tenant.empty() && request.tenant != entry->tenant)
+      return Status::Denied("op '" + request.op + "' in tenant '" + request.tenant + "': user '" + entry->user +
+                            "' belongs to tenant '" + entry->tenant + "'");
+    return p;
+  }
+  p.tenant = "_system";
+  if (!entry && registry.Spent(key))
+    return Status::Denied("op '" + request.op + "': this key " + curve::ShortKey(key) +
+                          " was revoked, used up or has expired");
+  if (!entry) {
+    p.role = Role::kPending;
+    p.user = "host key " + curve::ShortKey(key);
+    return p;
+  }
+  if (entry->kind == Kind::kToken) {
+    p.role = Role::kEnroll;
+    p.user = "token " + curve::ShortKey(key);
+    return p;
+  }
+  if (entry->kind != Kind::kHost)
+    return Status::Denied("op '" + request.op + "': a user's key cannot act as a host");
+  p.role = Role::kHost;
+  p.host_id = entry->host_id;
+  p.user = "host " + entry->host_id;
+  auto id = request.body.find("host_id");
+  if (id != request.body.end() && id->is_string() && id->get<std::string>() != entry->host_id)
+    return Status::Denied("op '" + request.op + "' for host '" + id->get<std::string>() + "': this key belongs to host '" +
+                          entry->host_id + "'");
+  return p;
+}
+
+}  // namespace weft::auth

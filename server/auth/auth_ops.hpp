@@ -1,0 +1,30 @@
+// The security ops (docs/protocol.md, "Security"): enrollment tokens, host
+// accept/revoke, tenants, users and their keys; and how a request's key
+// becomes its principal.
+//
+// Reactor thread only, like the Registry and the Ops they use.
+#pragma once
+
+#include <string>
+
+#include "server/api/ops.hpp"
+#include "server/api/router.hpp"
+#include "server/auth/auth.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::auth {
+
+struct OpsOptions {
+  std::string server_key;             // weftd's public key, put into tokens
+  std::int64_t token_ttl_ms = 3600000;  // default lifetime of an enrollment token
+};
+
+void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options);
+
+// The principal of a request that arrived with `key` (the connection's
+// User-Id) on `endpoint`; DENIED with a sentence when the key may not act as
+// the request asks (unknown or revoked key, another tenant, another host).
+[[nodiscard]] Result<api::Principal> Resolve(const Registry& registry, api::Endpoint endpoint, const std::string& key,
+                                             const wire::Request& request);
+
+}  // namespace weft::auth

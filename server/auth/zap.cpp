@@ -1,0 +1,110 @@
+// The ZAP handler: libzmq sends it one request per CURVE handshake on a
+// socket of the context, and waits for the answer before it lets the peer in.
+#include <vector>
+
+#include "server/auth/auth.hpp"
+#include "weft/common/log.hpp"
+
+namespace weft::auth {
+namespace {
+
+constexpr const char* kLog = "auth";
+constexpr std::size_t kMaxLogged = 10000;  // refused keys remembered, so each is logged once
+
+}  // namespace
+
+ZapHandler::ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests)
+    : ctx_(ctx), keys_(keys), clock_(clock), host_requests_(host_requests) {}
+
+ZapHandler::~ZapHandler() { Stop(); }
+
+Status ZapHandler::Start() {
+  try {
+    socket_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::rep);
+    socket_->set(zmq::sockopt::linger, 0);
+    socket_->set(zmq::sockopt::rcvtimeo, 100);  // so Stop is noticed
+    socket_->bind("inproc://zeromq.zap.01");
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(std::string("cannot start the ZAP handler: ") + e.what());
+  }
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void ZapHandler::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  socket_.reset();
+}
+
+void ZapHandler::Run() {
+  while (!stop_) {
+    std::vector<zmq::message_t> frames;
+    try {
+      zmq::message_t part;
+      if (!socket_->recv(part)) continue;
+      frames.push_back(std::move(part));
+      while (frames.back().more()) {
+        zmq::message_t next;
+        (void)socket_->recv(next);
+        frames.push_back(std::move(next));
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      continue;
+    }
+    // version, request id, domain, address, identity, mechanism, credentials...
+    // (A REP socket must answer even a malformed request before the next one.)
+    auto frame = [&](std::size_t i) { return i < frames.size() ? frames[i].to_string() : std::string(); };
+    const std::string request_id = frame(1);
+    const std::string domain = frame(2);
+    const std::string address = frame(3);
+    const std::string mechanism = frame(5);
+    std::string code = "400", text = "unknown key", user_id;
+    if (mechanism != "CURVE" || frames.size() < 7) {
+      text = "CURVE is required";
+    } else {
+      const std::string key = curve::Z85FromBinary(frames[6].to_string_view());
+      const std::shared_ptr<const KeyMap> keys = keys_.Get();
+      auto it = keys->find(key);
+      const KeyEntry* entry = it == keys->end() ? nullptr : &it->second;
+      const bool spent =
+          entry && (entry->revoked || (entry->expires_at_ms && entry->expires_at_ms <= clock_.NowMs()));
+      if (spent) entry = nullptr;
+      bool ok = false;
+      if (domain == "provisioner") {
+        ok = (entry && (entry->kind == Kind::kHost || entry->kind == Kind::kToken)) ||
+             (!entry && !spent && host_requests_);
+      } else {
+        ok = entry && entry->kind == Kind::kUser;
+      }
+      if (ok) {
+        code = "200";
+        text = "OK";
+        user_id = key;
+      } else if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second) {
+        WEFT_LOG(kWarn, kLog) << "refused key " << curve::ShortKey(key) << " from " << address << " on the " << domain
+                              << " endpoint: "
+                              << (entry ? "it is not a key for this endpoint"
+                                        : spent ? "revoked, used up or expired"
+                                                : "unknown")
+                              << " (logged once per key)";
+      }
+    }
+    try {
+      std::vector<zmq::message_t> reply;
+      reply.emplace_back(std::string("1.0"));
+      reply.emplace_back(request_id);
+      reply.emplace_back(code);
+      reply.emplace_back(text);
+      reply.emplace_back(user_id);
+      reply.emplace_back();  // metadata
+      for (std::size_t i = 0; i < reply.size(); ++i)
+        (void)socket_->send(reply[i], i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+    }
+  }
+}
+
+}  // namespace weft::auth

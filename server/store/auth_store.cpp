@@ -1,0 +1,117 @@
+// Principals, tenants, users and host requests in the store (migration 5).
+// All of it is small and read once at start (server/auth keeps it in memory),
+// so statements are prepared per call.
+#include <string>
+#include <utility>
+
+#include "server/store/sqlite.hpp"
+#include "server/store/store.hpp"
+
+namespace weft::store {
+namespace {
+
+template <typename Record, typename Read>
+Result<std::vector<Record>> Select(sql::Database& db, std::string_view query, Read read) {
+  Result<sql::Statement> st = db.Prepare(query);
+  if (!st.ok()) return st.status();
+  std::vector<Record> out;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(read(row)); }));
+  return out;
+}
+
+}  // namespace
+
+Status Store::PutPrincipal(const PrincipalRecord& p) {
+  Result<sql::Statement> st = database().Prepare(
+      "INSERT OR REPLACE INTO principals (public_key, kind, tenant, user, role, host_id, created_by, created_at_ms, "
+      "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, p.public_key)
+      .Bind(2, p.kind)
+      .Bind(3, p.tenant)
+      .Bind(4, p.user)
+      .Bind(5, p.role)
+      .Bind(6, p.host_id)
+      .Bind(7, p.created_by)
+      .Bind(8, p.created_at_ms)
+      .Bind(9, p.expires_at_ms)
+      .Bind(10, p.revoked_at_ms)
+      .Run();
+}
+
+Result<std::vector<PrincipalRecord>> Store::ListPrincipals() {
+  return Select<PrincipalRecord>(database(),
+                                 "SELECT public_key, kind, tenant, user, role, host_id, created_by, created_at_ms, "
+                                 "expires_at_ms, revoked_at_ms FROM principals ORDER BY created_at_ms, public_key",
+                                 [](const sql::Statement& r) {
+                                   return PrincipalRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Text(4),
+                                                          r.Text(5), r.Text(6), r.Int(7),  r.Int(8),  r.Int(9)};
+                                 });
+}
+
+Status Store::PutTenant(const TenantRecord& t) {
+  Result<sql::Statement> st = database().Prepare(
+      "INSERT OR REPLACE INTO tenants (name, created_at_ms, max_clusters, max_nodes, max_workers) "
+      "VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, t.name).Bind(2, t.created_at_ms).Bind(3, t.max_clusters).Bind(4, t.max_nodes).Bind(5, t.max_workers).Run();
+}
+
+Status Store::DeleteTenant(std::string_view name) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM tenants WHERE name = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, name).Run();
+}
+
+Result<std::vector<TenantRecord>> Store::ListTenants() {
+  return Select<TenantRecord>(database(),
+                              "SELECT name, created_at_ms, max_clusters, max_nodes, max_workers FROM tenants ORDER BY name",
+                              [](const sql::Statement& r) {
+                                return TenantRecord{r.Text(0), r.Int(1), r.Int(2), r.Int(3), r.Int(4)};
+                              });
+}
+
+Status Store::PutUser(const UserRecord& u) {
+  Result<sql::Statement> st =
+      database().Prepare("INSERT OR REPLACE INTO users (tenant, name, role, created_at_ms) VALUES (?1, ?2, ?3, ?4)");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, u.tenant).Bind(2, u.name).Bind(3, u.role).Bind(4, u.created_at_ms).Run();
+}
+
+Status Store::DeleteUser(std::string_view tenant, std::string_view name) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM users WHERE tenant = ?1 AND name = ?2");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, tenant).Bind(2, name).Run();
+}
+
+Result<std::vector<UserRecord>> Store::ListUsers() {
+  return Select<UserRecord>(database(), "SELECT tenant, name, role, created_at_ms FROM users ORDER BY tenant, name",
+                            [](const sql::Statement& r) { return UserRecord{r.Text(0), r.Text(1), r.Text(2), r.Int(3)}; });
+}
+
+Status Store::PutHostRequest(const HostRequestRecord& h) {
+  Result<sql::Statement> st = database().Prepare(
+      "INSERT OR REPLACE INTO host_requests (host_id, public_key, address, requested_at_ms) VALUES (?1, ?2, ?3, ?4)");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
+}
+
+Status Store::DeleteHostRequest(std::string_view host_id) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE host_id = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, host_id).Run();
+}
+
+Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
+  return Select<HostRequestRecord>(
+      database(), "SELECT host_id, public_key, address, requested_at_ms FROM host_requests ORDER BY host_id",
+      [](const sql::Statement& r) { return HostRequestRecord{r.Text(0), r.Text(1), r.Text(2), r.Int(3)}; });
+}
+
+Status Store::DeleteHost(std::string_view host_id) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM hosts WHERE id = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, host_id).Run();
+}
+
+}  // namespace weft::store

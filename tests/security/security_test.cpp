@@ -1,0 +1,292 @@
+// Security end to end (docs/security.md): a real weftd with CurveZMQ on, real
+// weft-host processes enrolling with tokens or waiting to be accepted, and the
+// real weft CLI with credential files. Every denial path is driven from the
+// outside and checked in what the user sees and in weftd's log.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/common/curve.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::testing::BuildPath;
+using weft::testing::Process;
+using weft::testing::ReadFile;
+using weft::testing::Run;
+using weft::testing::RunResult;
+using weft::testing::WaitFor;
+using weft::testing::WriteFile;
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// weftd with security on (the default), on ports it picks; restartable on the same ports.
+class Server {
+ public:
+  explicit Server(const fs::path& dir) : dir_(dir) { Start("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"); }
+
+  void Start(const std::string& api, const std::string& provisioner) {
+    WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() +
+                                       "\"\n[endpoints]\napi = \"" + api + "\"\nprovisioner = \"" + provisioner +
+                                       "\"\nevents = \"tcp://127.0.0.1:*\"\n[tasks]\nlease_ms = 2000\n"
+                                       "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 2000\n");
+    fs::remove(dir_ / "data" / "endpoints.json");
+    weft::testing::ProcessOptions o;
+    log_ = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
+    o.stderr_path = log_;
+    proc_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
+    REQUIRE(WaitFor([&] { return json::parse(ReadFile(dir_ / "data" / "endpoints.json"), nullptr, false).is_object(); },
+                    15s));
+    endpoints_ = json::parse(ReadFile(dir_ / "data" / "endpoints.json"));
+  }
+  void Restart() {
+    proc_.Stop();
+    Start(endpoints_["api"], endpoints_["provisioner"]);
+  }
+
+  fs::path superadmin() const { return dir_ / "data" / "credentials" / "superadmin.json"; }
+  std::string provisioner() const { return endpoints_["provisioner"]; }
+  std::string Log() const { return ReadFile(log_); }
+
+  // `weft --credentials FILE ARGS` (no --server: the credential names the endpoint).
+  RunResult Weft(const fs::path& credential, std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--credentials", credential.string(), "--timeout", "3000"});
+    return Run(BuildPath("bin/weft"), args);
+  }
+  json WeftJson(const fs::path& credential, std::vector<std::string> args) const {
+    args.insert(args.begin(), {"-o", "json"});
+    RunResult r = Weft(credential, args);
+    INFO(r.err << Log());
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out);
+  }
+  bool HostLive(const std::string& id) const {
+    RunResult r = Weft(superadmin(), {"-o", "json", "host", "list"});
+    if (r.exit_code != 0) return false;
+    const json list = json::parse(r.out);
+    for (const json& h : list["hosts"])
+      if (h["id"] == id && h["live"] == true) return true;
+    return false;
+  }
+
+ private:
+  fs::path dir_;
+  fs::path log_;
+  int starts_ = 0;
+  Process proc_;
+  json endpoints_;
+};
+
+class Host {
+ public:
+  Host(const fs::path& dir, const std::string& id, const std::string& server, const std::string& security) : dir_(dir) {
+    fs::create_directories(dir);
+    WriteFile(dir / "host.toml", "server = \"" + server + "\"\nhost_id = \"" + id + "\"\nstate_dir = \"" +
+                                     (dir / "state").string() +
+                                     "\"\ncapacity = 2\nrequest_timeout_ms = 1000\ntake_wait_ms = 500\n" + security);
+    Start();
+  }
+  void Start() {
+    weft::testing::ProcessOptions o;
+    o.stderr_path = dir_ / "host.log";
+    proc_ = Process(BuildPath("bin/weft-host"), {"--config", (dir_ / "host.toml").string()}, o);
+  }
+  Process& process() { return proc_; }
+  std::string Log() const { return ReadFile(dir_ / "host.log"); }
+  fs::path credential() const { return dir_ / "state" / "credential.json"; }
+
+ private:
+  fs::path dir_;
+  Process proc_;
+};
+
+std::string Token(Server& s, const std::string& ttl = "") {
+  std::vector<std::string> args = {"host", "token", "create"};
+  if (!ttl.empty()) args.insert(args.end(), {"--ttl", ttl});
+  RunResult r = s.Weft(s.superadmin(), args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string token = r.out.substr(0, r.out.find('\n'));
+  REQUIRE(token.rfind("weft1.", 0) == 0);
+  return token;
+}
+
+}  // namespace
+
+TEST_CASE("security: unknown and missing keys are refused at the handshake and logged once per key",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  // The local credential works without --server.
+  json status = s.WeftJson(s.superadmin(), {"status"});
+  CHECK(status.contains("pid"));
+  CHECK((fs::status(s.superadmin()).permissions() & fs::perms::group_all) == fs::perms::none);
+  CHECK((fs::status(s.superadmin()).permissions() & fs::perms::others_all) == fs::perms::none);
+
+  // A well-formed credential whose key weftd never saw.
+  auto base = weft::curve::LoadCredential(s.superadmin());
+  REQUIRE(base.ok());
+  weft::curve::Credential stranger = *base;
+  stranger.keys = *weft::curve::Generate();
+  REQUIRE(weft::curve::SaveCredential(tmp / "stranger.json", stranger).ok());
+  for (int i = 0; i < 3; ++i) {
+    RunResult r = s.Weft(tmp / "stranger.json", {"--timeout", "800", "status"});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("no answer") && Catch::Contains("may not know the key"));
+  }
+  const std::string shortkey = weft::curve::ShortKey(stranger.keys.public_key);
+  REQUIRE(WaitFor([&] { return s.Log().find("refused key " + shortkey) != std::string::npos; }, 5s));
+  CHECK(Count(s.Log(), "refused key " + shortkey) == 1);
+  CHECK_THAT(s.Log(), Catch::Contains("(logged once per key)"));
+
+  // No credential at all: the CLI says what it needs.
+  RunResult bare = Run(BuildPath("bin/weft"), {"--server", base->api, "--timeout", "800", "status"});
+  CHECK(bare.exit_code == 1);
+  CHECK_THAT(bare.err, Catch::Contains("--credentials"));
+}
+
+TEST_CASE("security: a host enrolls with a one-time token; a used or expired token is refused", "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const std::string token = Token(s);
+  Host h1(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + token + "\"\n");
+  const bool live = WaitFor([&] { return s.HostLive("h1"); }, 15s);
+  INFO(h1.Log() << s.Log());
+  REQUIRE(live);
+  CHECK_THAT(h1.Log(), Catch::Contains("enrolled with weftd"));
+  CHECK((fs::status(h1.credential()).permissions() & fs::perms::others_all) == fs::perms::none);
+  // The token's secret and the host's secret key appear in no log.
+  const std::string secret = token.substr(6, 64);
+  auto host_credential = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(host_credential.ok());
+  for (const std::string& log : {h1.Log(), s.Log()}) {
+    CHECK(log.find(secret) == std::string::npos);
+    CHECK(log.find(host_credential->keys.secret_key) == std::string::npos);
+  }
+
+  // The same token again: it was spent, so the connection is refused.
+  Host h2(tmp / "h2", "h2", s.provisioner(), "enroll_token = \"" + token + "\"\n");
+  // An expired one: the same.
+  const std::string short_lived = Token(s, "1s");
+  std::this_thread::sleep_for(1500ms);
+  Host h3(tmp / "h3", "h3", s.provisioner(), "enroll_token = \"" + short_lived + "\"\n");
+  REQUIRE(WaitFor([&] { return Count(h2.Log(), "no answer from weftd") >= 1 && Count(h3.Log(), "no answer") >= 1; },
+                  15s));
+  CHECK_FALSE(s.HostLive("h2"));
+  CHECK_FALSE(s.HostLive("h3"));
+  CHECK_THAT(s.Log(), Catch::Contains("revoked, used up or expired"));
+  CHECK(h1.process().running());
+
+  // A restart keeps every key: the host reconnects and the CLI still works.
+  h2.process().Stop();
+  h3.process().Stop();
+  s.Restart();
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  CHECK(h1.process().running());
+  CHECK(Count(h1.Log(), "enrolled with weftd") == 1);
+}
+
+TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked host is cut off at once",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  auto admin = weft::curve::LoadCredential(s.superadmin());
+  REQUIRE(admin.ok());
+  Host h1(tmp / "h1", "h1", s.provisioner(), "server_key = \"" + admin->server_key + "\"\n");
+  json requests;
+  REQUIRE(WaitFor(
+      [&] {
+        requests = s.WeftJson(s.superadmin(), {"host", "requests"});
+        return !requests["requests"].empty();
+      },
+      15s));
+  CHECK(requests["requests"][0]["host_id"] == "h1");
+  CHECK_FALSE(s.HostLive("h1"));
+  CHECK_THAT(s.Log(), Catch::Contains("asks to join"));
+
+  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1"});
+  INFO(accept.err);
+  REQUIRE(accept.exit_code == 0);
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  CHECK(s.WeftJson(s.superadmin(), {"host", "requests"})["requests"].empty());
+
+  // Accepting a host nobody asked for is a clear error.
+  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9"});
+  CHECK(nobody.exit_code == 1);
+  CHECK_THAT(nobody.err, Catch::Contains("no host 'h9' waits"));
+
+  // Revoked: gone from the list at once, and every request it makes is refused.
+  REQUIRE(s.Weft(s.superadmin(), {"host", "revoke", "h1"}).exit_code == 0);
+  json hosts = s.WeftJson(s.superadmin(), {"host", "list"});
+  CHECK(hosts["hosts"].empty());
+  std::this_thread::sleep_for(1500ms);
+  CHECK_FALSE(s.HostLive("h1"));
+  CHECK_THAT(h1.Log(), Catch::Contains("was revoked"));
+  CHECK(s.Weft(s.superadmin(), {"host", "revoke", "h1"}).exit_code == 1);
+}
+
+TEST_CASE("security: roles and tenants are checked on the server; each denial names the op and the role",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft(root, {"tenant", "create", "acme", "--max-clusters", "2"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"tenant", "create", "globex"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "bob", "--role", "admin"}).exit_code == 0);
+  RunResult made = s.Weft(root, {"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()});
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  const fs::path bob = tmp / "bob.json";
+  CHECK((fs::status(bob).permissions() & fs::perms::others_all) == fs::perms::none);
+
+  // bob, a tenant admin, manages his tenant's users...
+  REQUIRE(s.Weft(bob, {"user", "create", "alice"}).exit_code == 0);
+  REQUIRE(s.Weft(bob, {"credentials", "alice", "-f", (tmp / "alice.json").string()}).exit_code == 0);
+  const fs::path alice = tmp / "alice.json";
+  json users = s.WeftJson(bob, {"user", "list"});
+  CHECK(users["tenant"] == "acme");
+  CHECK(users["users"].size() == 2);
+
+  // ...but not tenants or hosts.
+  RunResult r = s.Weft(bob, {"tenant", "list"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("op 'tenant.list' needs role superadmin") && Catch::Contains("admin of tenant 'acme'"));
+  r = s.Weft(bob, {"host", "token", "create"});
+  CHECK_THAT(r.err, Catch::Contains("op 'host.token.create' needs role superadmin"));
+
+  // alice, a user: no user management, no other tenant.
+  r = s.Weft(alice, {"user", "create", "mallory"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("op 'user.create' needs role admin or superadmin") &&
+                        Catch::Contains("the caller is user of tenant 'acme'"));
+  r = s.Weft(alice, {"--tenant", "globex", "cluster", "list"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("in tenant 'globex'") && Catch::Contains("belongs to tenant 'acme'"));
+  CHECK(s.Weft(alice, {"cluster", "list"}).exit_code == 0);
+
+  // Deleting the user revokes her key on the very next request.
+  REQUIRE(s.Weft(bob, {"user", "delete", "alice"}).exit_code == 0);
+  r = s.Weft(alice, {"--timeout", "800", "cluster", "list"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("may not know the key"));
+  // And a tenant's deletion revokes its admins too.
+  REQUIRE(s.Weft(root, {"tenant", "delete", "acme"}).exit_code == 0);
+  CHECK(s.Weft(bob, {"user", "list"}).exit_code == 1);
+  json tenants = s.WeftJson(root, {"tenant", "list"});
+  CHECK(tenants["tenants"].size() == 2);  // default and globex
+}
