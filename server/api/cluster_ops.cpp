@@ -192,6 +192,9 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(spec, BuildSpec(cat, call.principal.tenant, *tmpl, overrides, layout, config));
     spec["overrides"] = overrides_json;
 
+    if (Status s = CheckQuota(call, clusters, 1, static_cast<std::int64_t>(layout.nodes.size()), ""); !s.ok())
+      return Response::Error(s);
+
     NewJob job;
     job.tenant = call.principal.tenant;
     job.operation = "create";
@@ -252,6 +255,11 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
+      if (call.principal.max_nodes > 0) {
+        WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
+        if (Status s = CheckQuota(call, clusters, 0, static_cast<std::int64_t>(layout.nodes.size()), c.id); !s.ok())
+          return Response::Error(s);
+      }
       job.target.layout = solver::LayoutToJson(layout);
       job.target.spec["size"] = size;
     } else if (op == "add-services") {
@@ -386,6 +394,7 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, all));
     json list = json::array();
     for (const store::ClusterRecord& c : clusters) {
+      if (!Visible(call, c)) continue;
       // Every change of a cluster moves updated_at_ms (two changes in one millisecond
       // would also have to keep both texts' lengths to be missed).
       const std::string version = std::to_string(c.updated_at_ms) + "/" + std::to_string(c.spec_json.size()) + "/" +
@@ -430,8 +439,16 @@ class ClusterOps {
       cluster_id = c.id;
     }
     WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
+    std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
+    if (call.principal.role == Role::kUser && cluster_id.empty()) {
+      WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, true));
+      for (const store::ClusterRecord& c : clusters)
+        if (Visible(call, c)) mine.insert(c.id);
+    }
     json list = json::array();
-    for (const store::JobRecord& j : jobs) list.push_back(JobSummary(j));
+    for (const store::JobRecord& j : jobs)
+      if (call.principal.role != Role::kUser || !cluster_id.empty() || mine.count(j.cluster_id))
+        list.push_back(JobSummary(j));
     return Response::Ok({{"jobs", std::move(list)}});
   }
 
@@ -530,12 +547,44 @@ class ClusterOps {
     return options;
   }
 
+  // The tenant's quotas (docs/security.md): the tenant's clusters that are not
+  // terminated (their target layouts) plus what the request adds, in place of
+  // cluster `except_id`'s nodes. Atomic: the reactor runs one request at a time
+  // and a create inserts its cluster in the same request.
+  Status CheckQuota(const Call& call, const std::vector<store::ClusterRecord>& clusters, std::int64_t add_clusters,
+                    std::int64_t nodes, const std::string& except_id) {
+    const Principal& p = call.principal;
+    const std::int64_t have = static_cast<std::int64_t>(clusters.size());
+    if (p.max_clusters > 0 && add_clusters > 0 && have + add_clusters > p.max_clusters)
+      return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_clusters) +
+                            " clusters (quota max_clusters) and has " + std::to_string(have) +
+                            "; delete one, or ask a superadmin to raise the quota");
+    if (p.max_nodes <= 0) return Status::Ok();
+    std::int64_t in_use = 0;
+    for (const store::ClusterRecord& c : clusters) {
+      if (c.id == except_id) continue;
+      const json layout = json::parse(c.layout_json, nullptr, false);
+      if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_array())
+        in_use += static_cast<std::int64_t>(layout["nodes"].size());
+    }
+    if (in_use + nodes > p.max_nodes)
+      return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_nodes) +
+                            " nodes (quota max_nodes); its other clusters have " + std::to_string(in_use) +
+                            " and this needs " + std::to_string(nodes));
+    return Status::Ok();
+  }
+
+  // A user (role user) sees only the clusters they created.
+  static bool Visible(const Call& call, const store::ClusterRecord& c) {
+    return call.principal.role != Role::kUser || c.owner == call.principal.user;
+  }
+
   Result<store::ClusterRecord> FindCluster(const Call& call) {
     Result<std::string> id = jsonf::String(call.request->body, "cluster", "body");
     if (!id.ok()) return id.status();
     Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
     if (!c.ok()) return c.status();
-    if (!c->has_value())
+    if (!c->has_value() || !Visible(call, **c))
       return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft cluster list`");
     return std::move(**c);
@@ -553,7 +602,13 @@ class ClusterOps {
     }
     Result<std::optional<store::JobRecord>> j = store_.GetJob(id);
     if (!j.ok()) return j.status();
-    if (!j->has_value() || (**j).tenant != call.principal.tenant)
+    bool visible = j->has_value() && (**j).tenant == call.principal.tenant;
+    if (visible && call.principal.role == Role::kUser) {
+      Result<std::optional<store::ClusterRecord>> c = store_.GetCluster((**j).cluster_id);
+      if (!c.ok()) return c.status();
+      visible = c->has_value() && Visible(call, **c);
+    }
+    if (!visible)
       return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft job list`");
     return std::move(**j);

@@ -443,7 +443,8 @@ json Ops::WorkersFor(const std::string& host_id) {
   std::vector<HostCapacity> live;
   for (const auto& [id, h] : hosts_)
     if (Live(h)) live.push_back({id, h.record.capacity});
-  const WorkerSplit split = AllocateWorkers(std::move(live), active);
+  const WorkerSplit split =
+      AllocateWorkers(std::move(live), active, worker_caps_ ? worker_caps_() : std::map<std::string, std::int64_t>{});
   json out = json::array();
   auto it = split.find(host_id);
   if (it != split.end())

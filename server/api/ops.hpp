@@ -68,6 +68,9 @@ class Ops {
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
+  // Each tenant's max_workers quota, for the worker split (server/auth sets it).
+  using WorkerCaps = std::function<std::map<std::string, std::int64_t>()>;
+  void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
   // A revoked host: its tasks go back to the queue at once and it is forgotten.
   [[nodiscard]] Status ForgetHost(const std::string& host_id, const std::string& reason);
   // After a failed commit: forget unpublished events and reload hosts.
@@ -122,6 +125,7 @@ class Ops {
   // When each tenant last had a live task: a tenant keeps its workers for a
   // minute after its last task, so that the split does not flap between jobs.
   std::map<std::string, std::int64_t> tenant_seen_ms_;
+  WorkerCaps worker_caps_;
 };
 
 }  // namespace weft::api

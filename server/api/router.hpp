@@ -39,6 +39,9 @@ struct Principal {
   std::string user = "admin";  // who asked, for the audit trail
   std::string key = {};        // the CurveZMQ public key (Z85); empty with security off
   std::string host_id = {};    // role host: the host the key belongs to
+  // The tenant's quotas (0: no limit), checked at cluster.create and scale.
+  std::int64_t max_clusters = 0;
+  std::int64_t max_nodes = 0;
 };
 
 struct Call {

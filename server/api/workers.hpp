@@ -28,6 +28,9 @@ struct HostCapacity {
 // host id -> tenant -> threads; the tenant "" means "any tenant".
 using WorkerSplit = std::map<std::string, std::map<std::string, std::int64_t>>;
 
-WorkerSplit AllocateWorkers(std::vector<HostCapacity> live_hosts, const std::set<std::string>& active_tenants);
+// `caps`: a tenant's quota of threads over all hosts (max_workers; absent or 0:
+// none). A capped tenant never gets more; slots nobody may use stay out of the split.
+WorkerSplit AllocateWorkers(std::vector<HostCapacity> live_hosts, const std::set<std::string>& active_tenants,
+                            const std::map<std::string, std::int64_t>& caps = {});
 
 }  // namespace weft::api

@@ -49,6 +49,12 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   const std::set<Endpoint> api = {Endpoint::kApi};
   Registry* reg = &registry;
   api::Ops* o = &ops;
+  ops.set_worker_caps([reg] {
+    std::map<std::string, std::int64_t> caps;
+    for (const auto& [name, t] : reg->tenants())
+      if (t.max_workers > 0) caps[name] = t.max_workers;
+    return caps;
+  });
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
     WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
@@ -166,6 +172,12 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
   const KeyEntry* entry = key.empty() ? nullptr : registry.Find(key);
   api::Principal p;
   p.key = key;
+  auto quotas = [&registry](api::Principal& principal) {
+    auto t = registry.tenants().find(principal.tenant);
+    if (t == registry.tenants().end()) return;
+    principal.max_clusters = t->second.max_clusters;
+    principal.max_nodes = t->second.max_nodes;
+  };
   if (endpoint == Endpoint::kApi) {
     if (!entry || entry->kind != Kind::kUser)
       return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
@@ -174,6 +186,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
     if (entry->role == "superadmin") {
       p.role = Role::kSuperadmin;
       p.tenant = request.tenant.empty() ? "default" : request.tenant;
+      quotas(p);
       return p;
     }
     p.role = entry->role == "admin" ? Role::kAdmin : Role::kUser;
@@ -181,6 +194,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
     if (!request.tenant.empty() && request.tenant != entry->tenant)
       return Status::Denied("op '" + request.op + "' in tenant '" + request.tenant + "': user '" + entry->user +
                             "' belongs to tenant '" + entry->tenant + "'");
+    quotas(p);
     return p;
   }
   p.tenant = "_system";

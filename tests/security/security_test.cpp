@@ -290,3 +290,61 @@ TEST_CASE("security: roles and tenants are checked on the server; each denial na
   json tenants = s.WeftJson(root, {"tenant", "list"});
   CHECK(tenants["tenants"].size() == 2);  // default and globex
 }
+
+TEST_CASE("security: quotas hold at create and scale, also for creates at the same moment; users see only their "
+          "own clusters",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft(root, {"tenant", "create", "acme", "--max-clusters", "2", "--max-nodes", "7"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"tenant", "create", "globex", "--max-clusters", "1"}).exit_code == 0);
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+                .exit_code == 0);
+  }
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "alice"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "carol"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "alice", "-f", (tmp / "alice.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "carol", "-f", (tmp / "carol.json").string()}).exit_code == 0);
+  const fs::path alice = tmp / "alice.json", carol = tmp / "carol.json";
+  auto create = [&](const fs::path& who, const std::string& name, const std::string& size) {
+    return s.Weft(who, {"cluster", "create", name, "--template", "web-fake", "--size", size});
+  };
+
+  REQUIRE(create(alice, "a1", "3").exit_code == 0);
+  RunResult r = create(alice, "a2", "5");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("may have 7 nodes (quota max_nodes); its other clusters have 3 and this needs 5"));
+  REQUIRE(create(alice, "a2", "4").exit_code == 0);
+  r = create(carol, "c1", "3");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("may have 2 clusters (quota max_clusters) and has 2"));
+  // (No host runs the tasks here: stop a1's create first, so that it may be scaled.)
+  const std::string job = s.WeftJson(alice, {"cluster", "get", "a1"})["cluster"]["latest_job"];
+  REQUIRE(s.Weft(alice, {"job", "abort", job}).exit_code == 0);
+  r = s.Weft(root, {"--tenant", "acme", "cluster", "scale", "a1", "--size", "4"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("its other clusters have 4 and this needs 4"));
+
+  // carol sees none of alice's clusters; the superadmin sees both.
+  CHECK(s.WeftJson(carol, {"cluster", "list"})["clusters"].empty());
+  r = s.Weft(carol, {"cluster", "get", "a1"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("cluster 'a1' does not exist"));
+  CHECK(s.WeftJson(carol, {"job", "list"})["jobs"].empty());
+  CHECK(s.WeftJson(alice, {"cluster", "list"})["clusters"].size() == 2);
+  CHECK(s.WeftJson(root, {"--tenant", "acme", "cluster", "list"})["clusters"].size() == 2);
+
+  // Two creates at the same moment against a quota of one cluster: exactly one wins.
+  RunResult first, second;
+  std::thread a([&] { first = s.Weft(root, {"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake",
+                                            "--size", "3"}); });
+  std::thread b([&] { second = s.Weft(root, {"--tenant", "globex", "cluster", "create", "g2", "--template", "web-fake",
+                                             "--size", "3"}); });
+  a.join();
+  b.join();
+  CHECK(first.exit_code + second.exit_code == 1);
+  CHECK_THAT(first.err + second.err, Catch::Contains("quota max_clusters"));
+  CHECK(s.WeftJson(root, {"--tenant", "globex", "cluster", "list"})["clusters"].size() == 1);
+}

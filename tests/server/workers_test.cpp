@@ -63,3 +63,18 @@ TEST_CASE("workers: the split is deterministic and uses every slot", "[workers]"
   CHECK(total == 9);
   CHECK(t1 == 5);  // the remainder goes to the first tenant by name
 }
+
+TEST_CASE("workers: a tenant's max_workers caps its threads; the rest go to the others or stay idle", "[workers]") {
+  auto split = AllocateWorkers({{"h1", 4}, {"h2", 4}}, {"acme", "globex"}, {{"acme", 2}});
+  std::int64_t acme = 0, globex = 0;
+  for (const auto& [host, tenants] : split) {
+    acme += tenants.count("acme") ? tenants.at("acme") : 0;
+    globex += tenants.count("globex") ? tenants.at("globex") : 0;
+    CHECK_FALSE(tenants.count(""));
+  }
+  CHECK(acme == 2);
+  CHECK(globex == 6);
+  // Alone and capped: pinned to its cap, not "any tenant".
+  auto alone = AllocateWorkers({{"h1", 4}}, {"acme"}, {{"acme", 1}});
+  CHECK(alone["h1"] == std::map<std::string, std::int64_t>{{"acme", 1}});
+}
