@@ -144,7 +144,7 @@ std::vector<Event> Ops::DrainEvents() {
               {"action", e.action},    {"at_ms", e.at_ms}};
     if (!e.message.empty()) p["message"] = e.message;
     if (!e.cluster_id.empty()) p["cluster_id"] = e.cluster_id;
-    out.push_back(Event{e.tenant + "/task" + (e.cluster_id.empty() ? "" : "/" + e.cluster_id), std::move(p)});
+    out.push_back(Event{e.tenant + "/task" + (e.cluster_id.empty() ? "" : "/" + e.cluster_id + "/"), std::move(p)});
   }
   for (jobs::Event& e : engine_.TakeEvents()) out.push_back(Event{std::move(e.topic), std::move(e.payload)});
   return out;

@@ -122,6 +122,7 @@ class Reactor {
   void Send(std::vector<Pending>& replies);
   void Publish();
   void ReadSubscriptions();
+  std::vector<std::string> AllowedTopics(const std::string& key, const std::string& prefix);
   Status Recover(const Status& why, std::vector<Pending>& replies);
   Status StartSecurity();
   Status WriteSuperadminCredential(const std::string& api_endpoint);
@@ -187,7 +188,10 @@ Status Reactor::Start() {
         // transport (the peer is disconnected) rather than buffered.
         b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config_.limits.max_total_bytes));
       }
-      if (config_.security.curve) curve::SetServerKey(*b.socket, server_keys_.secret_key, b.name);
+      if (config_.security.curve) {
+        curve::SetServerKey(*b.socket, server_keys_.secret_key, b.name);
+        if (b.socket == &events_) b.socket->set(zmq::sockopt::xpub_manual, 1);
+      }
       b.socket->bind(*b.address);
       endpoints[b.name] = wire::LastEndpoint(*b.socket);
     } catch (const zmq::error_t& e) {
@@ -346,9 +350,43 @@ void Reactor::Send(std::vector<Pending>& replies) {
   }
 }
 
+// What a subscription to `prefix` by `key` may deliver (security on): a
+// superadmin anything; a tenant admin their tenant's topics; a user the topics
+// of the clusters they own when they subscribe. A prefix broader than what the
+// key may see becomes the topics it may; one outside them, nothing.
+std::vector<std::string> Reactor::AllowedTopics(const std::string& key, const std::string& prefix) {
+  const auth::KeyEntry* e = registry_.Find(key);
+  if (!e || e->kind != auth::Kind::kUser) return {};
+  if (e->role == "superadmin") return {prefix};
+  const std::string mine = e->tenant + "/";
+  if (e->role == "admin") {
+    if (prefix.rfind(mine, 0) == 0) return {prefix};
+    if (mine.rfind(prefix, 0) == 0) return {mine};
+    return {};
+  }
+  std::vector<std::string> out;
+  Result<std::vector<store::ClusterRecord>> clusters = store_.ListClusters(e->tenant, false);
+  if (!clusters.ok()) return out;
+  for (const store::ClusterRecord& c : *clusters) {
+    if (c.owner != e->user) continue;
+    for (const char* kind : {"job/", "cluster/", "task/"}) {
+      const std::string topic = mine + kind + c.id + "/";
+      if (topic.rfind(prefix, 0) == 0) {
+        out.push_back(topic);
+      } else if (prefix.rfind(topic, 0) == 0) {
+        out.push_back(prefix);
+      }
+    }
+  }
+  return out;
+}
+
 void Reactor::ReadSubscriptions() {
-  // XPUB passes on the first subscription to a topic and the last
-  // unsubscription from it: a set of prefixes is exact.
+  // Without security XPUB passes on the first subscription to a topic and the
+  // last unsubscription from it: a set of prefixes is exact. With security it
+  // runs in manual mode: every (un)subscription comes here with the
+  // subscriber's key and is applied, narrowed to what the key may see, to
+  // that subscriber's pipe alone.
   while (true) {
     zmq::message_t m;
     try {
@@ -360,6 +398,27 @@ void Reactor::ReadSubscriptions() {
     if (m.size() == 0) continue;
     const char* data = static_cast<const char*>(m.data());
     std::string prefix(data + 1, m.size() - 1);
+    if (config_.security.curve) {
+      if (data[0] != 0 && data[0] != 1) continue;
+      std::string key;
+      try {
+        key = m.gets("User-Id");
+      } catch (const zmq::error_t&) {
+        continue;  // libzmq's own unsubscription of a pipe that closed
+      }
+      for (const std::string& topic : AllowedTopics(key, prefix)) {
+        try {
+          if (data[0] == 1) {
+            events_.set(zmq::sockopt::subscribe, topic);
+          } else {
+            events_.set(zmq::sockopt::unsubscribe, topic);
+          }
+        } catch (const zmq::error_t& e) {
+          WEFT_LOG(kWarn, kLog) << "events endpoint: cannot apply a subscription: " << e.what();
+        }
+      }
+      continue;
+    }
     if (data[0] == 1) {
       subscriptions_.insert(std::move(prefix));
     } else if (data[0] == 0) {
@@ -376,7 +435,8 @@ void Reactor::Publish() {
     ReadSubscriptions();
     next_subscription_check_ms_ = now + kSubscriptionCheckMs;
   }
-  if (subscriptions_.empty()) {
+  // (In manual mode weftd does not see subscribers leave, so it always publishes.)
+  if (subscriptions_.empty() && !config_.security.curve) {
     ops_.DiscardEvents();
     return;
   }

@@ -237,7 +237,7 @@ void JobEngine::EmitJob(const Run& run) {
     cancelled += t.state == TaskState::kCancelled;
     running += t.state == TaskState::kQueued && queue_.IsLeased(id);
   }
-  events_.push_back(Event{j.tenant + "/job/" + j.cluster_id,
+  events_.push_back(Event{j.tenant + "/job/" + j.cluster_id + "/",
                           {{"type", "job"},
                            {"job_id", j.id},
                            {"cluster_id", j.cluster_id},
@@ -252,7 +252,7 @@ void JobEngine::EmitJob(const Run& run) {
 }
 
 void JobEngine::EmitCluster(const store::ClusterRecord& c) {
-  events_.push_back(Event{c.tenant + "/cluster/" + c.id,
+  events_.push_back(Event{c.tenant + "/cluster/" + c.id + "/",
                           {{"type", "cluster"},
                            {"cluster_id", c.id},
                            {"name", c.name},

@@ -1352,13 +1352,13 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   std::vector<std::string> job_statuses, cluster_statuses;
   for (const auto& [topic, p] : events) {
     if (p["type"] == "job") {
-      CHECK(topic == "default/job/" + cluster_id);
+      CHECK(topic == "default/job/" + cluster_id + "/");
       CHECK(p["cluster_id"] == cluster_id);
       CHECK(p["operation"] == "create");
       job_statuses.push_back(p["status"]);
     } else {
       CHECK(p["type"] == "cluster");
-      CHECK(topic == "default/cluster/" + cluster_id);
+      CHECK(topic == "default/cluster/" + cluster_id + "/");
       CHECK(p["name"] == "ev");
       cluster_statuses.push_back(p["status"]);
     }

@@ -6,15 +6,18 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/wire.hpp"
 
 namespace {
 
@@ -60,6 +63,7 @@ class Server {
   }
 
   fs::path superadmin() const { return dir_ / "data" / "credentials" / "superadmin.json"; }
+  std::string events() const { return endpoints_["events"]; }
   std::string provisioner() const { return endpoints_["provisioner"]; }
   std::string Log() const { return ReadFile(log_); }
 
@@ -347,4 +351,77 @@ TEST_CASE("security: quotas hold at create and scale, also for creates at the sa
   CHECK(first.exit_code + second.exit_code == 1);
   CHECK_THAT(first.err + second.err, Catch::Contains("quota max_clusters"));
   CHECK(s.WeftJson(root, {"--tenant", "globex", "cluster", "list"})["clusters"].size() == 1);
+}
+
+TEST_CASE("security: event subscriptions deliver only what the subscriber's key may see", "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
+    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+                .exit_code == 0);
+  }
+  std::map<std::string, fs::path> who = {{"root", root}};
+  for (const auto& [name, role] : {std::pair{"bob", "admin"}, {"alice", "user"}, {"carol", "user"}}) {
+    REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", name, "--role", role}).exit_code == 0);
+    who[name] = tmp / (std::string(name) + ".json");
+    REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", name, "-f", who[name].string()}).exit_code == 0);
+  }
+  REQUIRE(s.Weft(who["alice"], {"cluster", "create", "a1", "--template", "web-fake", "--size", "3"}).exit_code == 0);
+  REQUIRE(s.Weft(who["carol"], {"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"})
+              .exit_code == 0);
+  auto cluster_id = [&](const fs::path& as, const std::string& name, const std::string& tenant) {
+    return s.WeftJson(as, {"--tenant", tenant, "cluster", "get", name})["cluster"];
+  };
+  const json a1 = cluster_id(who["alice"], "a1", "acme"), c1 = cluster_id(who["carol"], "c1", "acme"),
+             g1 = cluster_id(root, "g1", "globex");
+
+  // Everyone subscribes to everything.
+  zmq::context_t ctx(1);
+  std::map<std::string, std::unique_ptr<zmq::socket_t>> subs;
+  for (const auto& [name, file] : who) {
+    auto c = weft::curve::LoadCredential(file);
+    REQUIRE(c.ok());
+    auto sub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
+    sub->set(zmq::sockopt::linger, 0);
+    weft::curve::SetClientKeys(*sub, c->server_key, c->keys);
+    sub->connect(s.events());
+    sub->set(zmq::sockopt::subscribe, "");
+    subs[name] = std::move(sub);
+  }
+  std::this_thread::sleep_for(1000ms);
+  // Events in both tenants: each cluster's create job is aborted.
+  REQUIRE(s.Weft(who["alice"], {"job", "abort", a1["latest_job"].get<std::string>()}).exit_code == 0);
+  REQUIRE(s.Weft(who["carol"], {"job", "abort", c1["latest_job"].get<std::string>()}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "globex", "job", "abort", g1["latest_job"].get<std::string>()}).exit_code == 0);
+
+  std::map<std::string, std::set<std::string>> seen;
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    for (auto& [name, sub] : subs) {
+      weft::wire::Frames frames;
+      while (weft::wire::RecvMultipart(*sub, frames, zmq::recv_flags::dontwait)) seen[name].insert(frames[0].to_string());
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  auto all_start_with = [](const std::set<std::string>& topics, const std::vector<std::string>& prefixes) {
+    for (const std::string& t : topics) {
+      bool ok = false;
+      for (const std::string& p : prefixes) ok = ok || t.rfind(p, 0) == 0;
+      if (!ok) return false;
+    }
+    return !topics.empty();
+  };
+  const std::string a = a1["id"], c = c1["id"], g = g1["id"];
+  INFO("root " << json(seen["root"]).dump() << "\nbob " << json(seen["bob"]).dump() << "\nalice "
+               << json(seen["alice"]).dump() << "\ncarol " << json(seen["carol"]).dump());
+  CHECK(seen["root"].count("globex/job/" + g + "/"));
+  CHECK(seen["root"].count("acme/job/" + a + "/"));
+  CHECK(all_start_with(seen["bob"], {"acme/"}));
+  CHECK(seen["bob"].count("acme/job/" + a + "/"));
+  CHECK(seen["bob"].count("acme/job/" + c + "/"));
+  CHECK(all_start_with(seen["alice"], {"acme/job/" + a + "/", "acme/cluster/" + a + "/", "acme/task/" + a + "/"}));
+  CHECK(all_start_with(seen["carol"], {"acme/job/" + c + "/", "acme/cluster/" + c + "/", "acme/task/" + c + "/"}));
 }
