@@ -170,7 +170,7 @@ class LocalProvider : public weft::sdk::Plugin {
                              node.status().message());
     }
     task.Info("local provider: node " + node->id + " listens on " + node->address + ":" + std::to_string(node->port) +
-              " (sshd pid " + std::to_string(node->pid) + ")");
+              " (sshd pid " + std::to_string(node->pid) + "); " + node->tracking);
     task.SetResultString("provider_id", node->id);
     // ssh_auth.private_key is a secret: it goes into the result only, never a log line.
     json auth = {{"user", node->user}, {"private_key", node->private_key}};
