@@ -20,6 +20,9 @@ using weft::sdk::Task;
 constexpr std::uint32_t kDefaultTimeoutMs = 10 * 60 * 1000;
 constexpr std::size_t kTailLines = 20;
 constexpr std::size_t kMaxLineBytes = 4096;
+constexpr const char* kBootstrapCommand =
+    "test -w /tmp || { echo \"/tmp is not writable for $(id -un)\" >&2; exit 1; }\n"
+    "echo \"bootstrap: $(id -un) on $(uname -sr), in $PWD\"\n";
 
 const char* ActionName(weft_action a) {
   switch (a) {
@@ -132,8 +135,15 @@ class ShellAutomator : public weft::sdk::Plugin {
       if (!it->is_string()) throw Error(WEFT_ERR_INVALID, std::string("shell: field '") + name + "' must be a string");
       return it->get<std::string>();
     };
-    const std::string command = str("command");
+    std::string command = str("command");
     const std::string script = str("script");
+    if (action == WEFT_ACTION_BOOTSTRAP && command.empty() && script.empty()) {
+      // A node's BOOTSTRAP names no service: the job engine hands it to the
+      // automator of the node's first service, with no fields. Preparing a node
+      // for shell actions is making sure they can run: a login over SSH with a
+      // shell, and a writable /tmp for their work directories.
+      command = kBootstrapCommand;
+    }
     if (command.empty() == script.empty()) {
       throw Error(WEFT_ERR_INVALID, "shell: give exactly one of the fields 'command' (inline) and 'script' (a file)");
     }
