@@ -50,6 +50,10 @@ namespace weft::localnode {
 
 inline constexpr const char* kDefaultStateDir = "/var/lib/weft/local-nodes";
 inline constexpr const char* kDefaultClaimsDir = "/run/weft/local-addresses";
+// Not 22: the nodes share this machine with its own sshd (openssh-server, which
+// the nodes need, starts one on 0.0.0.0:22), which would hold port 22 on every
+// loopback address.
+inline constexpr std::uint16_t kDefaultSshPort = 2222;
 inline constexpr const char* kSshd = "/usr/sbin/sshd";
 inline constexpr const char* kSshKeygen = "/usr/bin/ssh-keygen";
 
@@ -57,7 +61,7 @@ struct NodeOptions {
   std::filesystem::path state_dir = kDefaultStateDir;    // node directories go here
   std::filesystem::path claims_dir = kDefaultClaimsDir;  // address claims, shared machine-wide
   std::string name = "node";  // for messages, comments and the directory name; [A-Za-z0-9_.-]
-  std::uint16_t port = 22;
+  std::uint16_t port = kDefaultSshPort;
   std::string user = "root";  // the account automators log in as (must exist)
   int start_timeout_ms = 5000;
   // Put the node's processes into a cgroup of their own. Tests turn it off to
