@@ -24,6 +24,14 @@ PACKAGES=(
   nlohmann-json3-dev
   openssh-server       # real SSH nodes in tests and the demo
   ansible              # weft-bench fanout compares a Weft job with Ansible ad-hoc on the same nodes
+  # What the demo cluster (examples/catalog, template web) runs on its nodes. Its
+  # INSTALL actions would apt-get them on first use; here they keep the demo and
+  # tests/localnodes off the network.
+  nginx                # the web servers
+  haproxy              # the load balancer in front of them
+  redis-server         # the key-value store (brings redis-cli)
+  curl                 # the monitoring collector's and the demo's HTTP checks
+  jq                   # the demo reads weft's -o json output
   libsodium-dev
   clang                # libFuzzer targets (tests/fuzz, scripts/fuzz.sh); gcc has no libFuzzer
   libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang 14

@@ -185,7 +185,10 @@ Status ClusterList(Context& ctx, const ParsedArgs& args) {
   table.AlignRight(4);
   for (const json& c : (*reply)["clusters"]) {
     std::string services;
-    for (const json& s : c.value("services", json::array())) services += (services.empty() ? "" : ",") + s.get<std::string>();
+    for (const json& s : c.value("services", json::array())) {
+      if (!services.empty()) services += ',';
+      services += s.get<std::string>();
+    }
     table.AddRow({c.value("id", ""), Printable(c.value("name", "")), c.value("status", ""),
                   Printable(c.value("template", "")), std::to_string(c.value("size", 0)), Printable(services),
                   c.value("latest_job", ""), Printable(c.value("owner", ""))});
@@ -217,7 +220,10 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
   for (const json& n : c["nodes"]) {
     std::string services;
-    for (const json& s : n.value("services", json::array())) services += (services.empty() ? "" : ",") + s.get<std::string>();
+    for (const json& s : n.value("services", json::array())) {
+      if (!services.empty()) services += ',';
+      services += s.get<std::string>();
+    }
     const json results = n.value("results", json::object());
     nodes.AddRow({Printable(n.value("hostname", "")), Printable(results.value("access_v4", "-")),
                   Printable(n.value("hardwaretype", "")), Printable(n.value("imagetype", "")), Printable(services)});

@@ -20,6 +20,9 @@ using weft::sdk::Task;
 constexpr std::uint32_t kDefaultTimeoutMs = 10 * 60 * 1000;
 constexpr std::size_t kTailLines = 20;
 constexpr std::size_t kMaxLineBytes = 4096;
+constexpr const char* kBootstrapCommand =
+    "test -w /tmp || { echo \"/tmp is not writable for $(id -un)\" >&2; exit 1; }\n"
+    "echo \"bootstrap: $(id -un) on $(uname -sr), in $PWD\"\n";
 
 const char* ActionName(weft_action a) {
   switch (a) {
@@ -132,8 +135,15 @@ class ShellAutomator : public weft::sdk::Plugin {
       if (!it->is_string()) throw Error(WEFT_ERR_INVALID, std::string("shell: field '") + name + "' must be a string");
       return it->get<std::string>();
     };
-    const std::string command = str("command");
+    std::string command = str("command");
     const std::string script = str("script");
+    if (action == WEFT_ACTION_BOOTSTRAP && command.empty() && script.empty()) {
+      // A node's BOOTSTRAP names no service: the job engine hands it to the
+      // automator of the node's first service, with no fields. Preparing a node
+      // for shell actions is making sure they can run: a login over SSH with a
+      // shell, and a writable /tmp for their work directories.
+      command = kBootstrapCommand;
+    }
     if (command.empty() == script.empty()) {
       throw Error(WEFT_ERR_INVALID, "shell: give exactly one of the fields 'command' (inline) and 'script' (a file)");
     }
@@ -159,12 +169,23 @@ class ShellAutomator : public weft::sdk::Plugin {
     }
 
     const std::string node = Fact(t, "hostname").empty() ? Fact(t, "node_id") : Fact(t, "hostname");
-    const std::string dir = "/tmp/weft-task-" + std::to_string(t.value("task_id", std::int64_t{0})) + "-" + RandomHex();
-    const std::string q_dir = Task::ShellQuote(dir);
+    const std::string name = "weft-task-" + std::to_string(t.value("task_id", std::int64_t{0})) + "-" + RandomHex();
 
-    // 1. A private work directory with the config (and the script).
-    task.Progress(5, "preparing " + dir);
-    CheckedExec(task, "umask 077 && mkdir -p " + q_dir, 30000, node);
+    // 1. A private work directory with the config (and the script): on the
+    // node's own disk when it has one ($WEFT_NODE_ROOT, local nodes), so that
+    // deleting the node removes it even when the command was killed before its
+    // EXIT trap ran; else in /tmp.
+    task.Progress(5, "preparing the work directory " + name);
+    const std::string dir = CheckedExec(
+        task,
+        "umask 077 && d=${WEFT_NODE_ROOT:+$WEFT_NODE_ROOT/tmp}; d=${d:-/tmp}/" + name +
+            " && mkdir -p \"$d\" && printf '%s' \"$d\"",
+        30000, node);
+    if (dir.empty() || dir[0] != '/' || dir.find('\n') != std::string::npos) {
+      throw Error(WEFT_ERR_FAILED, "shell: preparing node " + node + " gave no usable work directory ('" +
+                                       dir.substr(0, 200) + "')");
+    }
+    const std::string q_dir = Task::ShellQuote(dir);
     json config = t.contains("config") ? t["config"] : json::object();
     task.Write(config.dump(2) + "\n", dir + "/config.json", 0600, 60000);
     std::string run;
@@ -204,7 +225,8 @@ class ShellAutomator : public weft::sdk::Plugin {
     put("WEFT_CLUSTER_HOSTS", hosts);
     put("WEFT_CONFIG_FILE", dir + "/config.json");
     put("WEFT_WORK_DIR", dir);
-    const std::string full = env + "trap 'rm -rf " + dir + "' EXIT\ncd " + q_dir + " || exit 1\n" + run + "\n";
+    const std::string full = env + "weft_work_dir_=" + q_dir + "\ntrap 'rm -rf -- \"$weft_work_dir_\"' EXIT\ncd " +
+                             q_dir + " || exit 1\n" + run + "\n";
 
     task.Progress(20, std::string(ActionName(action)) + " running");
     LineSink out(task, false), err(task, true);
@@ -224,14 +246,18 @@ class ShellAutomator : public weft::sdk::Plugin {
   }
 
  private:
-  static void CheckedExec(const Task& task, const std::string& command, std::uint32_t timeout_ms,
-                          const std::string& node) {
-    std::string err;
-    int status = task.Exec(command, timeout_ms, {}, [&](std::string_view c) { err += c; });
+  // Runs a preparation command that must succeed; returns its stdout.
+  static std::string CheckedExec(const Task& task, const std::string& command, std::uint32_t timeout_ms,
+                                 const std::string& node) {
+    std::string out, err;
+    int status = task.Exec(
+        command, timeout_ms, [&](std::string_view c) { if (out.size() < 4096) out.append(c); },
+        [&](std::string_view c) { if (err.size() < 4096) err.append(c); });
     if (status != 0) {
       throw Error(WEFT_ERR_FAILED, "shell: preparing node " + node + " failed (status " + std::to_string(status) +
                                        "): " + err.substr(0, 300));
     }
+    return out;
   }
 };
 

@@ -22,21 +22,29 @@ class FakeProvider : public weft::sdk::Plugin {
     info.fields = weft::fake::KnobFields();
     info.fields.push_back({"make_ssh_key", "Make an SSH key", WEFT_FIELD_BOOLEAN, false, false, "false",
                            "CREATE also returns a made-up ssh_auth.private_key, to test that secrets are redacted"});
+    info.fields.push_back({"fail_nodes", "Failing nodes", WEFT_FIELD_STRING, false, false, "\"\"",
+                           "comma-separated node ids (or their first label, \"web-4\" for \"web-4.weft.test\"): "
+                           "fail_actions fail only on these; empty: on every node"});
     return info;
   }
 
   void Run(weft_action action, weft::sdk::Task& task) override {
     const json t = weft::fake::ParseTask(task);
     const std::string name = weft::fake::ActionName(action);
-    const weft::fake::Knobs knobs = weft::fake::ReadKnobs(weft::fake::FieldsAt(t, {"provider", "fields"}));
+    const json fields = weft::fake::FieldsAt(t, {"provider", "fields"});
+    weft::fake::Knobs knobs = weft::fake::ReadKnobs(fields);
     std::string node_id = t.value("node_id", std::string());
     if (node_id.empty()) node_id = "task-" + std::to_string(t.value("task_id", std::int64_t{0}));
+    if (const std::string only = fields.value("fail_nodes", std::string()); !only.empty()) {
+      const std::string label = node_id.substr(0, node_id.find('.'));
+      if (!weft::fake::ListsAction(only, node_id) && !weft::fake::ListsAction(only, label)) knobs.fail_actions.clear();
+    }
     task.Info("fake-provider " + name + " node " + node_id);
     weft::fake::Simulate(task, t, knobs, name);
     switch (action) {
       case WEFT_ACTION_CREATE:
         task.SetResultString("provider_id", "fake-" + node_id);
-        if (weft::fake::FieldsAt(t, {"provider", "fields"}).value("make_ssh_key", false)) {
+        if (fields.value("make_ssh_key", false)) {
           task.SetResult("ssh_auth", json{{"user", "fake"}, {"private_key", "FAKE PRIVATE KEY of " + node_id}}.dump());
         } else {
           task.SetResult("ssh_auth", R"({"user":"fake"})");

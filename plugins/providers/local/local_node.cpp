@@ -1,7 +1,9 @@
 #include "local_node.hpp"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <mutex>
 #include <random>
@@ -59,9 +60,22 @@ void ReapIfOurs(pid_t pid) {
   if (r == pid || (r < 0 && errno == ECHILD)) g_children.erase(pid);
 }
 
+// The whole file, or what could be read of it; never throws. Files in /proc
+// of a process that exits while they are read fail with ESRCH, which an
+// std::ifstream would turn into an exception.
 std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 Status WriteFile(const fs::path& p, const std::string& data, mode_t mode) {
@@ -136,6 +150,21 @@ Status RunTool(const std::vector<std::string>& argv, const fs::path& out_file) {
   return Status::Unavailable(argv[0] + " failed (status " + std::to_string(st) + "): " + Trim(Tail(ReadFile(out_file), 400)));
 }
 
+// Every process now (a snapshot of /proc; readdir, so nothing throws when a
+// process exits meanwhile).
+std::vector<pid_t> AllPids() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && pid > 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
 // Parent pid of a process, from /proc; -1 if it is gone.
 pid_t ParentOf(pid_t pid) {
   std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
@@ -151,13 +180,7 @@ pid_t ParentOf(pid_t pid) {
 // Every descendant of root (children first found, then theirs).
 std::vector<pid_t> Descendants(pid_t root) {
   std::vector<std::pair<pid_t, pid_t>> procs;  // pid, ppid
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const std::string n = entry.path().filename().string();
-    if (n.empty() || !std::all_of(n.begin(), n.end(), ::isdigit)) continue;
-    pid_t pid = static_cast<pid_t>(std::stol(n));
-    procs.emplace_back(pid, ParentOf(pid));
-  }
+  for (pid_t pid : AllPids()) procs.emplace_back(pid, ParentOf(pid));
   std::vector<pid_t> out;
   std::vector<pid_t> frontier{root};
   while (!frontier.empty()) {
@@ -291,21 +314,264 @@ void ReleaseAddress(const fs::path& claims_dir, const std::string& address, cons
   if (Trim(ReadFile(claim)) == node_dir.string()) (void)::unlink(claim.c_str());
 }
 
-// Signals pid and its descendants, waits for them, then kills what is left.
-void KillTree(pid_t pid) {
-  if (pid <= 0) return;
-  std::vector<pid_t> all = Descendants(pid);
-  all.insert(all.begin(), pid);
-  for (pid_t p : all) (void)::kill(p, SIGTERM);
-  auto gone = [&] {
-    ReapIfOurs(pid);
-    return std::none_of(all.begin(), all.end(), [](pid_t p) { return ProcessAlive(p); });
-  };
-  for (int i = 0; i < 100 && !gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (!gone()) {
-    for (pid_t p : all) (void)::kill(p, SIGKILL);
-    for (int i = 0; i < 200 && !gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+bool IsSshd(pid_t p) {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/" + std::to_string(p) + "/exe", ec);
+  return !ec && exe == kSshd;
+}
+
+std::string CommOf(pid_t p) { return Trim(ReadFile("/proc/" + std::to_string(p) + "/comm")); }
+
+// ---- cgroups -------------------------------------------------------------
+//
+// A node's processes live in <mount>/weft-local-nodes/<id>. Tried in order:
+// every cgroup2 mount, then v1 hierarchies with the pids or the freezer
+// controller (never a named one such as name=systemd, which systemd uses to
+// track its units). The first where mkdir and the move of the sshd succeed wins.
+
+constexpr const char* kCgroupParent = "weft-local-nodes";
+
+// mountinfo escapes blanks in paths as \040 and friends.
+std::string UnescapeMountPath(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto octal = [&](std::size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
   }
+  return out;
+}
+
+struct CgroupMount {
+  fs::path path;
+  std::string kind;  // "v2", "v1 pids", "v1 freezer"
+};
+
+std::vector<CgroupMount> CgroupMounts() {
+  std::vector<CgroupMount> v2, pids, freezer;
+  std::istringstream in(ReadFile("/proc/self/mountinfo"));
+  std::string line;
+  while (std::getline(in, line)) {
+    // "36 25 0:31 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids"
+    const std::size_t sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream pre(line.substr(0, sep));
+    std::string id, parent, dev, root, mount_point;
+    pre >> id >> parent >> dev >> root >> mount_point;
+    std::istringstream post(line.substr(sep + 3));
+    std::string fstype, source, options;
+    post >> fstype >> source >> options;
+    const fs::path path = UnescapeMountPath(mount_point);
+    if (fstype == "cgroup2") {
+      v2.push_back({path, "v2"});
+    } else if (fstype == "cgroup") {
+      std::set<std::string> opts;
+      std::istringstream o(options);
+      for (std::string opt; std::getline(o, opt, ',');) opts.insert(opt);
+      if (opts.count("pids")) {
+        pids.push_back({path, "v1 pids"});
+      } else if (opts.count("freezer")) {
+        freezer.push_back({path, "v1 freezer"});
+      }
+    }
+  }
+  std::vector<CgroupMount> out = v2;
+  out.insert(out.end(), pids.begin(), pids.end());
+  out.insert(out.end(), freezer.begin(), freezer.end());
+  return out;
+}
+
+bool WriteSmall(const fs::path& p, const std::string& text) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::write(fd, text.data(), text.size());
+  bool ok = n == static_cast<ssize_t>(text.size());
+  return ::close(fd) == 0 && ok;
+}
+
+// Makes the node's cgroup and moves pid into it; returns its directory, or an
+// empty path (with the reason in *why) when no hierarchy would take it.
+fs::path JoinCgroup(const std::string& id, pid_t pid, std::string* why) {
+  std::vector<CgroupMount> mounts = CgroupMounts();
+  if (mounts.empty()) {
+    *why = "no cgroup for its processes (no cgroup2, pids or freezer mount in /proc/self/mountinfo)";
+    return {};
+  }
+  std::string reasons;
+  for (const CgroupMount& m : mounts) {
+    const fs::path parent = m.path / kCgroupParent;
+    const fs::path dir = parent / id;
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      reasons += (reasons.empty() ? "" : "; ") + parent.string() + ": " + std::strerror(errno);
+      continue;
+    }
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      reasons += (reasons.empty() ? "" : "; ") + dir.string() + ": " + std::strerror(errno);
+      continue;
+    }
+    if (!WriteSmall(dir / "cgroup.procs", std::to_string(pid))) {
+      reasons += (reasons.empty() ? "" : "; ") + (dir / "cgroup.procs").string() + ": " + std::strerror(errno);
+      (void)::rmdir(dir.c_str());
+      continue;
+    }
+    *why = "processes tracked in cgroup " + m.kind + " " + dir.string();
+    return dir;
+  }
+  *why = "no cgroup for its processes (none writable: " + reasons + ")";
+  return {};
+}
+
+std::vector<pid_t> CgroupProcs(const fs::path& cgroup) {
+  std::vector<pid_t> out;
+  std::istringstream in(ReadFile(cgroup / "cgroup.procs"));
+  for (long p = 0; in >> p;) out.push_back(static_cast<pid_t>(p));
+  return out;
+}
+
+// SIGKILLs everything in the cgroup, so that nothing forked meanwhile escapes:
+// cgroup.kill where the kernel has it (v2, 5.14+); else the v1 freezer
+// (freeze, kill, thaw) and pids.max = 0 (no more forks) where present.
+void CgroupKill(const fs::path& cgroup) {
+  std::error_code ec;
+  if (fs::exists(cgroup / "cgroup.kill", ec) && WriteSmall(cgroup / "cgroup.kill", "1")) return;
+  (void)WriteSmall(cgroup / "pids.max", "0");
+  const bool freezer = fs::exists(cgroup / "freezer.state", ec) && WriteSmall(cgroup / "freezer.state", "FROZEN");
+  if (freezer) {
+    for (int i = 0; i < 100 && Trim(ReadFile(cgroup / "freezer.state")) != "FROZEN"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  for (pid_t p : CgroupProcs(cgroup)) (void)::kill(p, SIGKILL);
+  if (freezer) (void)WriteSmall(cgroup / "freezer.state", "THAWED");
+}
+
+// ---- finding a node's processes without a cgroup ------------------------
+
+// "socket:[inode]" of every IPv4 TCP and UDP socket bound to address.
+std::set<std::string> SocketsOn(const std::string& address) {
+  std::set<std::string> out;
+  in_addr a{};
+  if (address.empty() || ::inet_pton(AF_INET, address.c_str(), &a) != 1) return out;
+  // The kernel prints the address as the hex of its 32-bit value in host order.
+  char want[16];
+  std::snprintf(want, sizeof want, "%08X", static_cast<unsigned>(a.s_addr));
+  for (const char* table : {"/proc/net/tcp", "/proc/net/udp"}) {
+    std::istringstream in(ReadFile(table));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st, queues, timer, retrans, uid, timeout, inode;
+      f >> sl >> local >> remote >> st >> queues >> timer >> retrans >> uid >> timeout >> inode;
+      if (local.compare(0, 8, want) == 0 && !inode.empty() && inode != "0") out.insert("socket:[" + inode + "]");
+    }
+  }
+  return out;
+}
+
+bool UnderDir(const std::string& path, const std::string& dir) {
+  return !dir.empty() && path.compare(0, dir.size(), dir) == 0 && (path.size() == dir.size() || path[dir.size()] == '/');
+}
+
+// Processes holding one of `sockets`, or (when dir is not empty) with their
+// cwd, root or an open file under dir.
+std::set<pid_t> Holders(const std::set<std::string>& sockets, const std::string& dir) {
+  std::set<pid_t> out;
+  if (sockets.empty() && dir.empty()) return out;
+  auto link = [](const std::string& p) {
+    char buf[4096];
+    ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  };
+  for (pid_t pid : AllPids()) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    bool hit = !dir.empty() && (UnderDir(link(proc + "/cwd"), dir) || UnderDir(link(proc + "/root"), dir));
+    if (DIR* fds = hit ? nullptr : ::opendir((proc + "/fd").c_str())) {
+      while (const dirent* e = ::readdir(fds)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string target = link(proc + "/fd/" + e->d_name);
+        if (sockets.count(target) > 0 || UnderDir(target, dir)) {
+          hit = true;
+          break;
+        }
+      }
+      ::closedir(fds);
+    }
+    if (hit) out.insert(pid);
+  }
+  return out;
+}
+
+// What StopNode needs to know of a node (from node.json, or a half-made node).
+struct Footprint {
+  fs::path dir;
+  pid_t sshd = 0;
+  std::string address;
+  fs::path cgroup;
+};
+
+// Every live process of the node, never the caller.
+std::set<pid_t> Collect(const Footprint& f) {
+  std::set<pid_t> out;
+  if (!f.cgroup.empty()) {
+    for (pid_t p : CgroupProcs(f.cgroup)) out.insert(p);
+  }
+  if (f.sshd > 0 && ProcessAlive(f.sshd) && IsSshd(f.sshd)) {
+    out.insert(f.sshd);
+    for (pid_t p : Descendants(f.sshd)) out.insert(p);
+  }
+  // Without a cgroup a daemon that left its session is found by what it holds.
+  for (pid_t p : Holders(SocketsOn(f.address), f.cgroup.empty() ? f.dir.string() : std::string())) out.insert(p);
+  out.erase(::getpid());
+  for (auto it = out.begin(); it != out.end();) it = ProcessAlive(*it) ? std::next(it) : out.erase(it);
+  return out;
+}
+
+// SIGTERM to every process of the node, up to 1 s to go, then SIGKILL until
+// none is left (up to 5 s). Removes the cgroup. Fails naming any survivor.
+Status KillNode(const Footprint& f) {
+  std::set<pid_t> procs = Collect(f);
+  if (!procs.empty()) {
+    for (pid_t p : procs) (void)::kill(p, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      ReapIfOurs(f.sshd);
+      if (std::none_of(procs.begin(), procs.end(), [](pid_t p) { return ProcessAlive(p); })) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  for (int round = 0; round < 250; ++round) {
+    procs = Collect(f);
+    if (procs.empty()) break;
+    if (!f.cgroup.empty()) CgroupKill(f.cgroup);
+    for (pid_t p : procs) (void)::kill(p, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ReapIfOurs(f.sshd);
+  }
+  ReapIfOurs(f.sshd);
+  procs = Collect(f);
+  if (!procs.empty()) {
+    std::string names;
+    for (pid_t p : procs) names += (names.empty() ? "" : ", ") + std::to_string(p) + " (" + CommOf(p) + ")";
+    return Status::Unavailable("local node in " + f.dir.string() + ": processes " + names +
+                               " survived SIGKILL for 5 s; remove them by hand");
+  }
+  std::error_code ec;
+  if (!f.cgroup.empty() && fs::exists(f.cgroup, ec)) {
+    // An emptied cgroup may report busy for a moment while its last tasks exit.
+    int i = 0;
+    while (::rmdir(f.cgroup.c_str()) != 0 && errno != ENOENT) {
+      if (errno != EBUSY || ++i > 100) {
+        return Status::Unavailable("cannot remove the cgroup " + f.cgroup.string() + " of local node " +
+                                   f.dir.string() + ": " + std::strerror(errno));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return Status::Ok();
 }
 
 std::string SshdConfig(const Node& n) {
@@ -330,6 +596,8 @@ std::string SshdConfig(const Node& n) {
     << "MaxStartups 200:30:400\n"
     << "MaxSessions 64\n"
     << "LogLevel INFO\n"
+    // Every session (and what it starts) knows its node and the node's own directory.
+    << "SetEnv WEFT_LOCAL_NODE=" << n.id << " WEFT_NODE_ROOT=" << n.root.string() << "\n"
     << "Subsystem sftp /usr/lib/openssh/sftp-server\n";
   return c.str();
 }
@@ -337,7 +605,8 @@ std::string SshdConfig(const Node& n) {
 Status WriteNodeJson(const Node& n, const fs::path& claims_dir) {
   json j = {{"id", n.id},     {"name", n.name},    {"address", n.address},
             {"port", n.port}, {"user", n.user},    {"pid", n.pid},
-            {"claims_dir", claims_dir.string()}};
+            {"claims_dir", claims_dir.string()}, {"root", n.root.string()}, {"cgroup", n.cgroup.string()},
+            {"tracking", n.tracking}};
   return WriteFile(n.dir / "node.json", j.dump(2) + "\n", 0600);
 }
 
@@ -396,7 +665,7 @@ Result<Node> StartNode(const NodeOptions& o) {
   }
   // From here on every failure removes what was made.
   auto fail = [&](Status s) -> Result<Node> {
-    if (n.pid > 0) KillTree(n.pid);
+    if (n.pid > 0) (void)KillNode({n.dir, n.pid, n.address, n.cgroup});
     ReleaseAddress(o.claims_dir, n.address, n.dir);
     std::error_code ignored;
     fs::remove_all(n.dir, ignored);
@@ -406,6 +675,25 @@ Result<Node> StartNode(const NodeOptions& o) {
   auto address = ClaimAddress(o.claims_dir, n.dir, o.port);
   if (!address.ok()) return fail(address.status());
   n.address = *address;
+
+  // The node's own files: others may pass through the node directory (0711:
+  // a web server's workers read what the node serves) but not list it, and
+  // the keys in it stay 0600.
+  n.root = n.dir / "root";
+  if (::chmod(n.dir.c_str(), 0711) != 0 || ::mkdir(n.root.c_str(), 0755) != 0 || ::chmod(n.root.c_str(), 0755) != 0) {
+    return fail(Status::Unavailable("cannot set up " + n.root.string() + ": " + std::strerror(errno)));
+  }
+  if (n.user != "root") {
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    std::vector<char> buf(16384);
+    if (::getpwnam_r(n.user.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+      return fail(Status::Invalid("user '" + n.user + "' does not exist on this machine"));
+    }
+    if (::chown(n.root.c_str(), pw.pw_uid, pw.pw_gid) != 0) {
+      return fail(Status::Unavailable("cannot chown " + n.root.string() + " to " + n.user + ": " + std::strerror(errno)));
+    }
+  }
 
   const fs::path tool_log = n.dir / "keygen.log";
   const std::string comment = "weft-" + n.id;
@@ -439,6 +727,17 @@ Result<Node> StartNode(const NodeOptions& o) {
   {
     std::lock_guard<std::mutex> lock(g_children_mu);
     g_children.insert(n.pid);
+  }
+  // Into the node's cgroup before the port accepts: sshd -D forks only for a
+  // connection, so every session and what it starts is born inside.
+  if (o.use_cgroup) {
+    n.cgroup = JoinCgroup(n.id, n.pid, &n.tracking);
+  } else {
+    n.tracking = "no cgroup for its processes (turned off)";
+  }
+  if (n.cgroup.empty()) {
+    n.tracking += "; stopping it finds them as the sshd's descendants, by sockets on its address and by files under " +
+                  n.dir.string();
   }
   st = WriteNodeJson(n, o.claims_dir);
   if (!st.ok()) return fail(st);
@@ -476,6 +775,9 @@ Result<Node> LoadNode(const fs::path& dir) {
   n.port = j.value("port", std::uint16_t{22});
   n.user = j.value("user", std::string("root"));
   n.pid = j.value("pid", pid_t{0});
+  n.root = j.value("root", (dir / "root").string());
+  n.cgroup = j.value("cgroup", std::string());
+  n.tracking = j.value("tracking", std::string());
   n.private_key = ReadFile(dir / "id_ed25519");
   n.public_key = Trim(ReadFile(dir / "id_ed25519.pub"));
   std::istringstream hp(ReadFile(dir / "ssh_host_ed25519_key.pub"));
@@ -485,33 +787,45 @@ Result<Node> LoadNode(const fs::path& dir) {
   return n;
 }
 
+namespace {
+
+// The footprint node.json records. A cgroup is trusted only if it is named
+// like one this library makes for this very node, so a damaged node.json can
+// never aim the kill at a cgroup of others.
+Footprint ReadFootprint(const fs::path& dir, fs::path* claims_dir) {
+  Footprint f;
+  f.dir = dir;
+  json j = json::parse(ReadFile(dir / "node.json"), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return f;
+  f.sshd = j.value("pid", pid_t{0});
+  f.address = j.value("address", std::string());
+  const fs::path cgroup = j.value("cgroup", std::string());
+  if (!cgroup.empty() && cgroup.is_absolute() && cgroup.filename() == dir.filename() &&
+      cgroup.parent_path().filename() == kCgroupParent) {
+    f.cgroup = cgroup;
+  }
+  if (claims_dir) *claims_dir = j.value("claims_dir", std::string(kDefaultClaimsDir));
+  return f;
+}
+
+}  // namespace
+
+std::vector<pid_t> NodeProcesses(const fs::path& dir) {
+  ReapChildren();
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return {};
+  std::set<pid_t> procs = Collect(ReadFootprint(dir, nullptr));
+  return {procs.begin(), procs.end()};
+}
+
 Status StopNode(const fs::path& dir) {
   ReapChildren();
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status::Ok();
-  json j = json::parse(ReadFile(dir / "node.json"), nullptr, /*allow_exceptions=*/false);
-  pid_t pid = 0;
-  std::string address;
   fs::path claims_dir = kDefaultClaimsDir;
-  if (j.is_object()) {
-    pid = j.value("pid", pid_t{0});
-    address = j.value("address", std::string());
-    claims_dir = j.value("claims_dir", std::string(kDefaultClaimsDir));
-  }
-  // The pid file is sshd's own word; node.json is ours. Trust a pid only if it
-  // is still an sshd (pids are reused).
-  auto is_sshd = [](pid_t p) {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/" + std::to_string(p) + "/exe", ec);
-    return !ec && exe == kSshd;
-  };
-  if (pid > 0 && ProcessAlive(pid) && is_sshd(pid)) KillTree(pid);
-  ReapIfOurs(pid);
-  if (pid > 0 && ProcessAlive(pid) && is_sshd(pid)) {
-    return Status::Unavailable("local node in " + dir.string() + ": sshd pid " + std::to_string(pid) +
-                               " survived SIGKILL; remove it by hand");
-  }
-  ReleaseAddress(claims_dir, address, dir);
+  const Footprint f = ReadFootprint(dir, &claims_dir);
+  WEFT_RETURN_IF_ERROR(KillNode(f));
+  ReleaseAddress(claims_dir, f.address, dir);
   fs::remove_all(dir, ec);
   if (ec) return Status::Unavailable("cannot remove the node directory " + dir.string() + ": " + ec.message());
   return Status::Ok();

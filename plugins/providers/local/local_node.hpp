@@ -12,8 +12,22 @@
 //
 // Everything a node owns lives in one directory, <state_dir>/<id>/, plus one
 // claim file <claims_dir>/<address> that reserves its address among every
-// user of the same claims_dir (tests and hosts running at once). StopNode
-// removes both, and every process of the node.
+// user of the same claims_dir (tests and hosts running at once), plus a cgroup
+// of its own when one can be made. StopNode removes all three, and every
+// process of the node.
+//
+// Processes: the sshd is moved into <cgroup mount>/weft-local-nodes/<id>
+// (cgroup v2 if a writable cgroup2 mount exists, else a writable v1 hierarchy,
+// pids or freezer preferred) before it accepts a connection, so everything a
+// session starts stays in it, even daemons that fork twice and are reparented
+// to init. StopNode kills what is in that cgroup, plus, in every case, the
+// sshd's descendants and every process with a socket bound to the node's
+// address, plus, when there is no cgroup, every process whose cwd, root or an
+// open file lies under the node directory.
+//
+// The node's "disk": <dir>/root/, exported to every session as
+// $WEFT_NODE_ROOT (sshd_config SetEnv), for the state of what runs on the
+// node; it goes away with the node, as a VM's disk does.
 //
 // Needs root: sshd's privilege separation and logging in as other users need
 // it. Thread-safety: all functions may be called from any thread; allocation
@@ -36,6 +50,10 @@ namespace weft::localnode {
 
 inline constexpr const char* kDefaultStateDir = "/var/lib/weft/local-nodes";
 inline constexpr const char* kDefaultClaimsDir = "/run/weft/local-addresses";
+// Not 22: the nodes share this machine with its own sshd (openssh-server, which
+// the nodes need, starts one on 0.0.0.0:22), which would hold port 22 on every
+// loopback address.
+inline constexpr std::uint16_t kDefaultSshPort = 2222;
 inline constexpr const char* kSshd = "/usr/sbin/sshd";
 inline constexpr const char* kSshKeygen = "/usr/bin/ssh-keygen";
 
@@ -43,9 +61,12 @@ struct NodeOptions {
   std::filesystem::path state_dir = kDefaultStateDir;    // node directories go here
   std::filesystem::path claims_dir = kDefaultClaimsDir;  // address claims, shared machine-wide
   std::string name = "node";  // for messages, comments and the directory name; [A-Za-z0-9_.-]
-  std::uint16_t port = 22;
+  std::uint16_t port = kDefaultSshPort;
   std::string user = "root";  // the account automators log in as (must exist)
   int start_timeout_ms = 5000;
+  // Put the node's processes into a cgroup of their own. Tests turn it off to
+  // exercise the fallbacks that find a node's processes without one.
+  bool use_cgroup = true;
 };
 
 struct Node {
@@ -55,6 +76,9 @@ struct Node {
   std::uint16_t port = 22;
   std::string user;
   std::filesystem::path dir;
+  std::filesystem::path root;    // <dir>/root: the node's own files ($WEFT_NODE_ROOT in its sessions)
+  std::filesystem::path cgroup;  // the node's cgroup directory; empty when none could be made
+  std::string tracking;          // a sentence: the cgroup its processes are in, or why none and what stop does instead
   pid_t pid = 0;  // the listening sshd
   std::string private_key;             // SENSITIVE: the user key, OpenSSH format. Never log it.
   std::string public_key;              // "ssh-ed25519 AAAA... comment"
@@ -67,9 +91,13 @@ Result<Node> StartNode(const NodeOptions& options);
 // Reads a running (or dead) node back from its directory.
 Result<Node> LoadNode(const std::filesystem::path& dir);
 
-// Stops every process of the node, removes its directory and releases its
-// address. A directory that does not exist is fine (already stopped).
+// Stops every process of the node (SIGTERM, SIGKILL after 1 s), removes its
+// cgroup and directory and releases its address. A directory that does not
+// exist is fine (already stopped). Fails, naming them, if processes survive.
 Status StopNode(const std::filesystem::path& dir);
+
+// The live processes StopNode would stop now (for tests and diagnostics).
+std::vector<pid_t> NodeProcesses(const std::filesystem::path& dir);
 
 // True if pid names a live process (not a zombie).
 bool ProcessAlive(pid_t pid);

@@ -57,7 +57,7 @@ std::string Sanitize(const std::string& s) {
 
 struct Settings {
   fs::path state_dir = weft::localnode::kDefaultStateDir;
-  std::uint16_t port = 22;
+  std::uint16_t port = weft::localnode::kDefaultSshPort;
   std::string user = "root";
 };
 
@@ -120,7 +120,7 @@ class LocalProvider : public weft::sdk::Plugin {
         {"state_dir", "State directory", WEFT_FIELD_STRING, false, false,
          std::string("\"") + weft::localnode::kDefaultStateDir + "\"",
          "absolute path where node directories (keys, sshd_config, logs) live"},
-        {"ssh_port", "SSH port", WEFT_FIELD_INTEGER, false, false, "22",
+        {"ssh_port", "SSH port", WEFT_FIELD_INTEGER, false, false, std::to_string(weft::localnode::kDefaultSshPort),
          "port every node's sshd listens on (each node has its own address, so they do not collide)"},
         {"user", "SSH user", WEFT_FIELD_STRING, false, false, "\"root\"",
          "existing local account automators log in as"},
@@ -170,7 +170,7 @@ class LocalProvider : public weft::sdk::Plugin {
                              node.status().message());
     }
     task.Info("local provider: node " + node->id + " listens on " + node->address + ":" + std::to_string(node->port) +
-              " (sshd pid " + std::to_string(node->pid) + ")");
+              " (sshd pid " + std::to_string(node->pid) + "); " + node->tracking);
     task.SetResultString("provider_id", node->id);
     // ssh_auth.private_key is a secret: it goes into the result only, never a log line.
     json auth = {{"user", node->user}, {"private_key", node->private_key}};

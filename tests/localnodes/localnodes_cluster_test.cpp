@@ -1,0 +1,424 @@
+// Real clusters on real nodes, end to end: the real weftd, weft-host and weft
+// CLI; the local provider (an sshd per node on a 127.0.x.y of its own) and the
+// shell automator; examples/catalog's `web` template with nginx, haproxy and
+// redis from Debian (scripts/install-deps.sh installs them). Needs root.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "integration/host_harness.hpp"
+#include "local_node.hpp"
+#include "localnodes/net.hpp"
+#include "support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::integration::Host;
+using weft::integration::HostLive;
+using weft::integration::kBuild;
+using weft::integration::Server;
+using weft::testing::Accepts;
+using weft::testing::HttpGet;
+using weft::testing::RedisPing;
+using weft::testing::TempDir;
+using weft::testing::WaitFor;
+
+namespace {
+
+constexpr std::uint16_t kSshPort = 2022;  // as tests/ssh: a system sshd on port 22 cannot interfere
+constexpr std::uint16_t kNginxPort = 8080;
+constexpr std::uint16_t kHaproxyPort = 8000;
+constexpr std::uint16_t kRedisPort = 6379;
+const fs::path kSource = WEFT_SOURCE_DIR;
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The programs the catalog's services run; their INSTALL would otherwise go to the network.
+void RequirePackages() {
+  for (const char* tool : {"/usr/sbin/nginx", "/usr/sbin/haproxy", "/usr/bin/redis-server", "/usr/bin/redis-cli",
+                           "/usr/bin/curl", "/usr/sbin/sshd"}) {
+    INFO(tool << " is missing: run scripts/install-deps.sh (it installs nginx, haproxy, redis-server, curl)");
+    REQUIRE(fs::exists(tool));
+  }
+}
+
+// A node of the cluster as `cluster.get` shows it.
+struct NodeView {
+  std::string id;        // layout hostname
+  std::string hostname;  // CONFIRM's hostname
+  std::string address;
+  fs::path dir;  // the local node's directory
+  std::set<std::string> services;
+};
+
+// weftd + one weft-host with every built plugin, and the example catalog with
+// its local provider pointed at this test's directories.
+class Env {
+ public:
+  Env() : tmp_("weft-localnodes") {
+    RequirePackages();
+    // nginx's workers (www-data) read the pages under the nodes' directories.
+    REQUIRE(::chmod(tmp_.path().c_str(), 0711) == 0);
+    server_ = std::make_unique<Server>(tmp_ / "server");
+    host_ = std::make_unique<Host>(tmp_ / "host", "h1", server_->provisioner(),
+                                   std::vector<fs::path>{kBuild / "plugins/providers", kBuild / "plugins/automators"},
+                                   /*capacity=*/6);
+    REQUIRE(WaitFor([&] { return HostLive(*server_, "h1"); }, 20s));
+  }
+
+  Server& server() { return *server_; }
+  fs::path nodes_dir() const { return tmp_ / "nodes"; }
+  std::string Logs() const { return "---- weftd\n" + server_->Log() + "\n---- weft-host\n" + host_->Log(); }
+
+  weft::testing::RunResult Weft(std::vector<std::string> args, std::chrono::milliseconds timeout = 240s) {
+    args.insert(args.begin(), {"--server", server_->endpoints()["api"].get<std::string>()});
+    return weft::testing::Run(kBuild / "bin/weft", args, timeout);
+  }
+  // Runs a weft command that must succeed (a `--wait` one follows its job to the end).
+  void MustWeft(const std::vector<std::string>& args) {
+    auto r = Weft(args);
+    INFO("weft " << Join(args) << "\nexit " << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
+    if (r.exit_code != 0) INFO(JobFailures());
+    REQUIRE(r.exit_code == 0);
+  }
+
+  void ImportCatalog() {
+    MustWeft({"catalog", "import", (kSource / "examples/catalog").string()});
+    json local = json::parse(Slurp(kSource / "examples/catalog/providers/local.json"));
+    local["provisioner"]["state_dir"] = nodes_dir().string();
+    local["provisioner"]["ssh_port"] = kSshPort;
+    server_->Call("provider.put", local);
+  }
+
+  json Cluster(const std::string& name) { return server_->Call("cluster.get", {{"cluster", name}})["cluster"]; }
+
+  std::vector<NodeView> Nodes(const std::string& name) {
+    std::vector<NodeView> out;
+    const json cluster = Cluster(name);
+    for (const json& n : cluster["nodes"]) {
+      NodeView v;
+      v.id = n.value("hostname", "");
+      const json r = n.value("results", json::object());
+      v.hostname = r.value("hostname", "");
+      v.address = r.value("access_v4", "");
+      v.dir = nodes_dir() / r.value("provider_id", "");
+      for (const json& s : n["services"]) v.services.insert(s.get<std::string>());
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  // Every task that failed in the cluster's jobs, with its output, for a failing REQUIRE.
+  std::string JobFailures() {
+    std::string out;
+    auto jobs = server_->TryCall("job.list", {{"limit", 5}});
+    if (!jobs) return "(job.list failed)";
+    for (const json& j : (*jobs)["jobs"]) {
+      auto d = server_->TryCall("job.get", {{"job", j["id"]}, {"details", true}});
+      if (!d) continue;
+      for (const json& t : (*d)["job"].value("tasks", json::array())) {
+        if (t.value("state", "") != "failed") continue;
+        out += "task " + t.dump() + "\n";
+      }
+    }
+    return out + Logs();
+  }
+
+ private:
+  static std::string Join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+    return s;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Host> host_;
+};
+
+std::vector<NodeView> With(const std::vector<NodeView>& nodes, const std::string& service) {
+  std::vector<NodeView> out;
+  for (const NodeView& n : nodes)
+    if (n.services.count(service)) out.push_back(n);
+  return out;
+}
+
+std::string ServedBy(const std::string& page) {
+  const std::string open = "<h1>served by ", close = "</h1>";
+  auto a = page.find(open);
+  if (a == std::string::npos) return {};
+  auto b = page.find(close, a);
+  return b == std::string::npos ? std::string() : page.substr(a + open.size(), b - a - open.size());
+}
+
+// The web servers that answer through haproxy, over enough requests for round-robin to reach each.
+std::set<std::string> ReachedThroughHaproxy(const std::string& haproxy, std::size_t backends) {
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < 4 * backends; ++i) {
+    auto page = HttpGet(haproxy, kHaproxyPort, "/");
+    if (page) seen.insert(ServedBy(*page));
+  }
+  return seen;
+}
+
+// Every service of the cluster answers on its own node's address, and only there.
+void CheckServing(Env& env, const std::string& name) {
+  const std::vector<NodeView> nodes = env.Nodes(name);
+  const auto nginx = With(nodes, "nginx");
+  const auto haproxy = With(nodes, "haproxy");
+  const auto redis = With(nodes, "redis");
+  REQUIRE(nginx.size() >= 2);
+  REQUIRE(haproxy.size() == 1);
+  REQUIRE(redis.size() == 1);
+  std::set<std::string> names;
+  for (const NodeView& n : nginx) {
+    INFO("nginx on " << n.id << " at " << n.address);
+    auto page = HttpGet(n.address, kNginxPort, "/");
+    REQUIRE(page.has_value());
+    CHECK(ServedBy(*page) == n.hostname);
+    names.insert(n.hostname);
+  }
+  // cantcoexist keeps nginx off the balancer's node; each binds only its own address.
+  CHECK_FALSE(Accepts(haproxy[0].address, kNginxPort));
+  CHECK_FALSE(Accepts(nginx[0].address, kHaproxyPort));
+  // Round-robin over every web server. haproxy's health checks find a web
+  // server that started after haproxy was reconfigured within a second or two.
+  std::set<std::string> reached;
+  CHECK(WaitFor(
+      [&] {
+        reached = ReachedThroughHaproxy(haproxy[0].address, nginx.size());
+        return reached == names;
+      },
+      15s));
+  CHECK(reached == names);
+  CHECK(RedisPing(redis[0].address) == std::optional<std::string>("+PONG"));
+}
+
+// Nothing of `gone` is left: no process, directory, cgroup, address claim or listener.
+void CheckNoLeftovers(const std::vector<NodeView>& gone, const std::vector<pid_t>& pids,
+                      const std::vector<fs::path>& cgroups) {
+  for (pid_t p : pids) {
+    INFO("pid " << p);
+    CHECK(WaitFor([&] { return !weft::localnode::ProcessAlive(p); }, 2s));
+  }
+  for (const fs::path& c : cgroups) CHECK_FALSE(fs::exists(c));
+  for (const NodeView& n : gone) {
+    INFO("node " << n.id << " at " << n.address << " in " << n.dir);
+    CHECK_FALSE(fs::exists(n.dir));
+    const fs::path claim = fs::path(weft::localnode::kDefaultClaimsDir) / n.address;
+    CHECK(Slurp(claim).find(n.dir.string()) == std::string::npos);
+    for (std::uint16_t port : {kSshPort, kNginxPort, kHaproxyPort, kRedisPort}) CHECK_FALSE(Accepts(n.address, port));
+  }
+}
+
+// The processes and cgroups of nodes, before they are deleted.
+void Footprint(const std::vector<NodeView>& nodes, std::vector<pid_t>* pids, std::vector<fs::path>* cgroups) {
+  for (const NodeView& n : nodes) {
+    const std::vector<pid_t> p = weft::localnode::NodeProcesses(n.dir);
+    CHECK(p.size() >= 2);  // sshd and at least one service
+    pids->insert(pids->end(), p.begin(), p.end());
+    json j = json::parse(Slurp(n.dir / "node.json"), nullptr, false);
+    if (j.is_object() && !j.value("cgroup", "").empty()) cgroups->push_back(j.value("cgroup", ""));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("localnodes: a web cluster on real nodes is created, serves, scales, stops, starts and leaves nothing",
+          "[localnodes][cluster]") {
+  Env env;
+  env.ImportCatalog();
+
+  // Create: 4 nodes, haproxy + redis + 2 nginx (each with its monitoring collector).
+  env.MustWeft({"cluster", "create", "web", "--template", "web", "--size", "4", "--wait"});
+  json c = env.Cluster("web");
+  CHECK(c["status"] == "active");
+  std::vector<NodeView> nodes = env.Nodes("web");
+  REQUIRE(nodes.size() == 4);
+  for (const NodeView& n : nodes) {
+    INFO("node " << n.id);
+    CHECK(n.address.rfind("127.0.", 0) == 0);
+    CHECK(fs::is_directory(n.dir / "root"));
+    if (n.services.count("nginx")) CHECK(n.services.count("monitoring"));  // mustcoexist
+    CHECK_FALSE((n.services.count("nginx") && n.services.count("haproxy")));  // cantcoexist
+  }
+  CheckServing(env, "web");
+  // The monitoring collector (a daemon that left its SSH session) reports beside each nginx.
+  const std::string all_up = std::to_string(With(nodes, "nginx").size()) + " web servers up";
+  for (const NodeView& n : With(nodes, "nginx")) {
+    std::optional<std::string> status;
+    const bool reported = WaitFor(
+        [&] {
+          status = HttpGet(n.address, kNginxPort, "/status.txt");
+          return status && status->find(": PONG") != std::string::npos && status->find(all_up) != std::string::npos;
+        },
+        10s);
+    INFO("status page of " << n.id << ": " << status.value_or("(none)"));
+    CHECK(reported);
+  }
+
+  // Scale up: a third web server, and haproxy (reconfigured in place) reaches it.
+  env.MustWeft({"cluster", "scale", "web", "--size", "5", "--wait"});
+  std::vector<NodeView> grown = env.Nodes("web");
+  REQUIRE(grown.size() == 5);
+  CHECK(With(grown, "nginx").size() == With(nodes, "nginx").size() + 1);
+  CheckServing(env, "web");
+
+  // Scale down: the added node goes, with everything it ran.
+  std::vector<NodeView> added;
+  for (const NodeView& n : grown)
+    if (std::none_of(nodes.begin(), nodes.end(), [&](const NodeView& o) { return o.id == n.id; })) added.push_back(n);
+  REQUIRE(added.size() == 1);
+  std::vector<pid_t> added_pids;
+  std::vector<fs::path> added_cgroups;
+  Footprint(added, &added_pids, &added_cgroups);
+  env.MustWeft({"cluster", "scale", "web", "--size", "4", "--wait"});
+  REQUIRE(env.Nodes("web").size() == 4);
+  CheckNoLeftovers(added, added_pids, added_cgroups);
+  CheckServing(env, "web");
+
+  // Stop: nothing answers; start: everything answers again.
+  nodes = env.Nodes("web");
+  env.MustWeft({"cluster", "stop", "web", "--wait"});
+  for (const NodeView& n : nodes) {
+    INFO("stopped node " << n.id);
+    CHECK(Accepts(n.address, kSshPort));  // the node itself stays up
+    for (std::uint16_t port : {kNginxPort, kHaproxyPort, kRedisPort}) CHECK_FALSE(Accepts(n.address, port));
+  }
+  env.MustWeft({"cluster", "start", "web", "--wait"});
+  CheckServing(env, "web");
+
+  // Delete: no process, directory, cgroup, claim or listener of any node is left.
+  std::vector<pid_t> pids;
+  std::vector<fs::path> cgroups;
+  Footprint(nodes, &pids, &cgroups);
+  env.MustWeft({"cluster", "delete", "web", "--wait"});
+  auto gone = env.server().TryCall("cluster.get", {{"cluster", "web"}});
+  CHECK((!gone || (*gone)["cluster"]["status"] == "terminated"));
+  CheckNoLeftovers(nodes, pids, cgroups);
+  std::error_code ec;
+  CHECK(fs::is_empty(env.nodes_dir(), ec));
+}
+
+namespace {
+
+// A task as the job engine hands it out, for debug.enqueue: the shell
+// automator on a node whose earlier results say how to reach it.
+json ShellTask(const weft::localnode::Node& n, const json& host_keys, const json& fields) {
+  const json results = {{"provider_id", n.id},
+                        {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
+                        {"access_v4", n.address},
+                        {"bind_v4", n.address},
+                        {"ssh_port", n.port},
+                        {"hostname", n.name},
+                        {"host_keys", host_keys}};
+  return {{"plugin", "shell"},
+          {"action", "INSTALL"},
+          {"cluster_id", "c1"},
+          {"node_id", n.name},
+          {"job_id", "job-c1"},
+          {"max_attempts", 1},
+          {"payload",
+           {{"hostname", n.name},
+            {"node", {{"id", n.name}, {"hostname", n.name}, {"results", results}}},
+            {"results", results},
+            {"service", {{"name", "probe"}, {"action", {{"type", "shell"}, {"fields", fields}}}}}}}};
+}
+
+// A real node for the tasks below, stopped (and checked empty) at the end.
+struct OneNode {
+  OneNode() : tmp("weft-localnodes") {
+    weft::localnode::NodeOptions o;
+    o.state_dir = tmp / "nodes";
+    o.name = "probe";
+    o.port = kSshPort;
+    auto n = weft::localnode::StartNode(o);
+    INFO(n.status().ToString());
+    REQUIRE(n.ok());
+    node = *n;
+  }
+  ~OneNode() { (void)weft::localnode::StopNode(node.dir); }
+  TempDir tmp;
+  weft::localnode::Node node;
+};
+
+}  // namespace
+
+TEST_CASE("localnodes: a node whose host key does not match is refused, and the host keeps serving",
+          "[localnodes][ssh]") {
+  OneNode one;
+  TempDir dir("weft-localnodes");
+  Server server(dir / "server");
+  Host host(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"});
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 20s));
+
+  // A well-formed ed25519 key that is not the node's host key: its user key.
+  const std::string& pub = one.node.public_key;
+  const std::string wrong = pub.substr(0, pub.rfind(' '));
+  REQUIRE(wrong != one.node.host_keys.at(0));
+  const json marker = {{"command", "touch \"$WEFT_NODE_ROOT/ran\"; echo ran on $WEFT_BIND_V4"}};
+  json refused = server.WaitState(server.Enqueue(ShellTask(one.node, {wrong}, marker)), "failed", 60s);
+  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("host key mismatch"));
+  CHECK_FALSE(fs::exists(one.node.root / "ran"));  // nothing ran on the node
+
+  json ok = server.WaitState(server.Enqueue(ShellTask(one.node, one.node.host_keys, marker)), "succeeded", 60s);
+  CHECK_THAT(ok["stdout"].get<std::string>(), Catch::Contains("ran on " + one.node.address));
+  CHECK(fs::exists(one.node.root / "ran"));
+  CHECK(HostLive(server, "h1"));
+  CHECK(host.process().running());
+}
+
+TEST_CASE("localnodes: a command past its timeout_ms fails the task, and the host keeps serving", "[localnodes][ssh]") {
+  OneNode one;
+  TempDir dir("weft-localnodes");
+  Server server(dir / "server");
+  Host host(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"});
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 20s));
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t slow_id =
+      server.Enqueue(ShellTask(one.node, one.node.host_keys, {{"command", "sleep 30"}, {"timeout_ms", 1500}}));
+  json slow = server.WaitState(slow_id, "failed", 60s);
+  CHECK(std::chrono::steady_clock::now() - start < 20s);
+  CHECK_THAT(slow["message"].get<std::string>(), Catch::Contains("timed out after 1500 ms"));
+
+  json ok = server.WaitState(
+      server.Enqueue(ShellTask(one.node, one.node.host_keys, {{"command", "echo still here"}})), "succeeded", 60s);
+  CHECK_THAT(ok["stdout"].get<std::string>(), Catch::Contains("still here"));
+  CHECK(HostLive(server, "h1"));
+  CHECK(host.process().running());
+
+  // libssh2 cannot signal the command, so its `sleep` runs on until the node
+  // is stopped, and its work directory stays: on the node's own disk, not in
+  // the machine's /tmp, so it goes with the node.
+  const std::string work = "weft-task-" + std::to_string(slow_id) + "-";
+  auto work_dirs_in = [&](const fs::path& dir) {
+    std::size_t n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind(work, 0) == 0) ++n;
+    return n;
+  };
+  CHECK(work_dirs_in(one.node.root / "tmp") == 1);
+  CHECK(work_dirs_in("/tmp") == 0);
+  const std::vector<pid_t> left = weft::localnode::NodeProcesses(one.node.dir);
+  REQUIRE(weft::localnode::StopNode(one.node.dir).ok());
+  for (pid_t p : left) CHECK(WaitFor([&] { return !weft::localnode::ProcessAlive(p); }, 2s));
+  CHECK_FALSE(fs::exists(one.node.dir));
+}
