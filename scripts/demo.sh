@@ -208,11 +208,18 @@ TOML
   PROVISIONER=$(jq -r '.provisioner' "$DEMO_DIR/data/endpoints.json")
   [[ -n "$API" && -n "$PROVISIONER" ]] || die "cannot read the endpoints from $DEMO_DIR/data/endpoints.json"
   export WEFT_SERVER="$API"
-  echo "api $API, provisioner $PROVISIONER (WEFT_SERVER=$API)"
+  # weftd made its CURVE key pair and a superadmin credential at first start
+  # (docs/security.md); weft connects with that credential.
+  export WEFT_CREDENTIALS="$DEMO_DIR/data/credentials/superadmin.json"
+  echo "api $API, provisioner $PROVISIONER (WEFT_SERVER=$API, WEFT_CREDENTIALS=$WEFT_CREDENTIALS)"
 }
 
 start_host() {
   say "Starting weft-host '$HOST_ID' with the local provider and the shell automator"
+  # The host enrolls with a one-time token: its own key is kept in its state_dir.
+  local token
+  token=$(weft host token create --ttl 10m) || die "cannot make an enrollment token"
+  rm -rf "$DEMO_DIR/host-state"
   cat >"$DEMO_DIR/weft-host.toml" <<TOML
 # weft-host for the demo: every plugin the build produced (local, shell, static, the fakes).
 # capacity: tasks at once; 5 nodes have up to 5 tasks ready at a time.
@@ -220,6 +227,8 @@ server = "$PROVISIONER"
 host_id = "$HOST_ID"
 capacity = 8
 plugin_dirs = ["$BUILD/plugins/providers", "$BUILD/plugins/automators"]
+state_dir = "$DEMO_DIR/host-state"
+enroll_token = "$token"
 TOML
   start weft-host "$LOGS/weft-host.log" "$BUILD/bin/weft-host" --config "$DEMO_DIR/weft-host.toml"
   wait_until 20 "weft-host to register" host_registered
@@ -323,7 +332,7 @@ prove_it_works() {
 look_around() {
   local job
   job=$(cluster_json | jq -r '.cluster.latest_job')
-  say "Look around (from another shell, first: alias weft=$BUILD/bin/weft; export WEFT_SERVER=$WEFT_SERVER)"
+  say "Look around (from another shell, first: alias weft=$BUILD/bin/weft; export WEFT_SERVER=$WEFT_SERVER WEFT_CREDENTIALS=$WEFT_CREDENTIALS)"
   local first_dir=${NODE_DIRS[0]}
   printf '  %-50s %s\n' \
     "weft cluster get $CLUSTER" "nodes, addresses, services, jobs" \
@@ -448,7 +457,7 @@ stop_kept_demo() {
     fi
   done <"$PID_FILE"
   if [[ -f "$DEMO_DIR/data/endpoints.json" ]]; then
-    export WEFT_SERVER
+    export WEFT_SERVER WEFT_CREDENTIALS="$DEMO_DIR/data/credentials/superadmin.json"
     WEFT_SERVER=$(jq -r '.api' "$DEMO_DIR/data/endpoints.json")
     say "Deleting the cluster of the demo that --keep left running"
     delete_cluster_quietly 2>&1
@@ -482,7 +491,7 @@ prove_it_works
 look_around
 if [[ $KEEP -eq 1 ]]; then
   say "Leaving cluster '$CLUSTER', weftd and weft-host running (--keep)"
-  echo "export WEFT_SERVER=$WEFT_SERVER    # then the commands above"
+  echo "export WEFT_SERVER=$WEFT_SERVER WEFT_CREDENTIALS=$WEFT_CREDENTIALS    # then the commands above"
   echo "scripts/demo.sh --stop             # deletes the cluster and stops weftd and weft-host"
   exit 0
 fi
