@@ -19,6 +19,7 @@ PACKAGES=(
   libsqlite3-dev       # the store
   sqlite3              # for looking into a store by hand
   libzmq3-dev          # ZeroMQ
+  libsodium-dev        # secretbox: sensitive fields and keys encrypted at rest
   cppzmq-dev
   catch2               # Catch2 v2
   nlohmann-json3-dev
@@ -32,7 +33,6 @@ PACKAGES=(
   redis-server         # the key-value store (brings redis-cli)
   curl                 # the monitoring collector's and the demo's HTTP checks
   jq                   # the demo reads weft's -o json output
-  libsodium-dev
   clang                # libFuzzer targets (tests/fuzz, scripts/fuzz.sh); gcc has no libFuzzer
   libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang 14
 )

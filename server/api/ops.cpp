@@ -335,6 +335,19 @@ Response Ops::DebugEnqueue(const Call& call) {
 
 // ---- provisioner ----------------------------------------------------------
 
+std::set<std::string> Ops::SensitiveFields(const std::string& type) const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_) {
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || d.value("type", "") != type || !d.contains("fields") || !d["fields"].is_array()) continue;
+      for (const json& f : d["fields"])
+        if (f.is_object() && f.value("sensitive", false) && f.contains("name") && f["name"].is_string())
+          out.insert(f["name"].get<std::string>());
+    }
+  }
+  return out;
+}
+
 Status Ops::ForgetHost(const std::string& host_id, const std::string& reason) {
   WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host_id, reason));
   WEFT_RETURN_IF_ERROR(store_.DeleteHost(host_id));

@@ -68,6 +68,8 @@ class Ops {
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
+  // The fields a registered plugin of `type` declares sensitive.
+  std::set<std::string> SensitiveFields(const std::string& type) const;
   // Each tenant's max_workers quota, for the worker split (server/auth sets it).
   using WorkerCaps = std::function<std::map<std::string, std::int64_t>()>;
   void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }

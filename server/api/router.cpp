@@ -26,6 +26,11 @@ void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoi
   ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler)};
 }
 
+void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap) {
+  auto it = ops_.find(op);
+  if (it != ops_.end()) it->second.handler = wrap(std::move(it->second.handler));
+}
+
 std::vector<std::string> Router::KnownOps() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : ops_) out.push_back(name);

@@ -88,6 +88,8 @@ class Router {
   // `roles` may call the op; `endpoints` serve it.
   void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler);
   Response Route(const Call& call) const;
+  // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
+  void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
   std::vector<std::string> KnownOps() const;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "server/auth/secrets.hpp"
 #include "weft/common/json_fields.hpp"
 
 namespace weft::auth {
@@ -165,6 +166,46 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
                          {"role", reg->users().at({c.principal.tenant, user}).role},
                          {"key", curve::ShortKey(key)}});
   });
+}
+
+Status InstallSecrets(api::Ops& ops, const std::filesystem::path& key_file) {
+  Result<SecretBox> opened = SecretBox::Open(key_file);
+  if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
+  auto box = std::make_shared<const SecretBox>(std::move(*opened));
+  api::Ops* o = &ops;
+  // A call whose request body is `body` instead.
+  auto with_body = [](const Call& call, json body, const api::Handler& next) {
+    wire::Request copy = *call.request;
+    copy.body = std::move(body);
+    Call sealed = call;
+    sealed.request = &copy;
+    return next(sealed);
+  };
+  ops.router().Wrap("task.finish", [box, with_body](api::Handler next) -> api::Handler {
+    return [box, with_body, next](const Call& c) {
+      auto result = c.request->body.find("result");
+      auto auth = result == c.request->body.end() || !result->is_object() ? nullptr : &*result;
+      if (!auth || !auth->contains("ssh_auth")) return next(c);
+      json body = c.request->body;
+      box->SealResult(body["result"]);
+      return with_body(c, std::move(body), next);
+    };
+  });
+  ops.router().Wrap("provider.put", [box, o, with_body](api::Handler next) -> api::Handler {
+    return [box, o, with_body, next](const Call& c) {
+      const json& body = c.request->body;  // the provider entity itself
+      if (!body.is_object() || !body.contains("provisioner") || !body["provisioner"].is_object()) return next(c);
+      auto type = body.find("providertype");
+      if (type == body.end() || !type->is_string()) return next(c);
+      const std::set<std::string> sensitive = o->SensitiveFields(type->get<std::string>());
+      if (sensitive.empty()) return next(c);
+      json sealed = body;
+      box->SealFields(sealed["provisioner"], sensitive);
+      return with_body(c, std::move(sealed), next);
+    };
+  });
+  ops.AddTakeDecorator([box](const store::TaskRecord&, json& task) { return box->OpenAll(task); });
+  return Status::Ok();
 }
 
 Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,

@@ -425,3 +425,78 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
   CHECK(all_start_with(seen["alice"], {"acme/job/" + a + "/", "acme/cluster/" + a + "/", "acme/task/" + a + "/"}));
   CHECK(all_start_with(seen["carol"], {"acme/job/" + c + "/", "acme/cluster/" + c + "/", "acme/task/" + c + "/"}));
 }
+
+TEST_CASE("security: a planted secret and SSH private keys appear in no log, event, listing, export or store file",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string secret = "PLANTED-SECRET-7f3a9c";
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+          0);
+  // The fake provider's api_token field is declared sensitive by the plugin.
+  json provider = json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json"));
+  provider["provisioner"] = {{"api_token", secret}, {"make_ssh_key", true}};
+  WriteFile(tmp / "fake.json", provider.dump());
+  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+
+  auto admin = weft::curve::LoadCredential(root);
+  REQUIRE(admin.ok());
+  zmq::context_t ctx(1);
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  weft::curve::SetClientKeys(sub, admin->server_key, admin->keys);
+  sub.connect(s.events());
+  sub.set(zmq::sockopt::subscribe, "");
+  std::this_thread::sleep_for(500ms);
+
+  RunResult created = s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size",
+                                    "3", "--wait"});
+  INFO(created.out << created.err << host.Log());
+  REQUIRE(created.exit_code == 0);
+  json job = s.WeftJson(root, {"job", "show", s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"]});
+
+  // The plugin got the token in the clear (only its length comes back)...
+  int creates = 0;
+  for (const json& t : job["job"]["tasks"]) {
+    if (t["action"] != "CREATE") continue;
+    ++creates;
+    CHECK(t["attempts"].back()["status"] == "succeeded");
+  }
+  CHECK(creates == 3);
+  const std::string everything = job.dump();
+  const std::string cluster = s.WeftJson(root, {"cluster", "get", "web"}).dump();
+  CHECK(Count(cluster, "\"api_token_length\":" + std::to_string(secret.size())) == 3);
+
+  // ...and no channel shows it, nor a private key.
+  std::string events;
+  weft::wire::Frames frames;
+  while (weft::wire::RecvMultipart(sub, frames, zmq::recv_flags::dontwait))
+    for (const auto& f : frames) events += f.to_string() + "\n";
+  CHECK_FALSE(events.empty());
+  REQUIRE(s.Weft(root, {"catalog", "export", (tmp / "export").string()}).exit_code == 0);
+  std::string exported;
+  for (const auto& f : fs::recursive_directory_iterator(tmp / "export"))
+    if (f.is_regular_file()) exported += ReadFile(f.path());
+  std::string store;
+  for (const char* f : {"weft.db", "weft.db-wal"})
+    if (fs::exists(tmp / "server" / "data" / f)) store += ReadFile(tmp / "server" / "data" / f);
+  const std::vector<std::pair<std::string, std::string>> channels = {
+      {"weftd's log", s.Log()},
+      {"the host's log", host.Log()},
+      {"events", events},
+      {"job show", everything},
+      {"cluster get", cluster},
+      {"provider get", s.WeftJson(root, {"provider", "get", "fake"}).dump()},
+      {"catalog export", exported},
+      {"the store's files", store},
+      {"weft's own output", created.out + created.err}};
+  for (const auto& [name, text] : channels) {
+    INFO(name);
+    CHECK(text.find(secret) == std::string::npos);
+    CHECK(text.find("FAKE PRIVATE KEY") == std::string::npos);
+  }
+  CHECK_THAT(store, Catch::Contains("enc:v1:"));  // it is there, sealed
+}

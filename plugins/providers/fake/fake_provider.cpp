@@ -22,6 +22,9 @@ class FakeProvider : public weft::sdk::Plugin {
     info.fields = weft::fake::KnobFields();
     info.fields.push_back({"make_ssh_key", "Make an SSH key", WEFT_FIELD_BOOLEAN, false, false, "false",
                            "CREATE also returns a made-up ssh_auth.private_key, to test that secrets are redacted"});
+    info.fields.push_back({"api_token", "API token", WEFT_FIELD_STRING, false, true, "\"\"",
+                           "a sensitive field, to test that secrets are sealed at rest: CREATE reports only its "
+                           "length (api_token_length)"});
     info.fields.push_back({"fail_nodes", "Failing nodes", WEFT_FIELD_STRING, false, false, "\"\"",
                            "comma-separated node ids (or their first label, \"web-4\" for \"web-4.weft.test\"): "
                            "fail_actions fail only on these; empty: on every node"});
@@ -44,6 +47,8 @@ class FakeProvider : public weft::sdk::Plugin {
     switch (action) {
       case WEFT_ACTION_CREATE:
         task.SetResultString("provider_id", "fake-" + node_id);
+        if (const std::string token = fields.value("api_token", std::string()); !token.empty())
+          task.SetResult("api_token_length", std::to_string(token.size()));
         if (fields.value("make_ssh_key", false)) {
           task.SetResult("ssh_auth", json{{"user", "fake"}, {"private_key", "FAKE PRIVATE KEY of " + node_id}}.dump());
         } else {
