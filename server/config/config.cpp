@@ -219,6 +219,8 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.Bool("curve", &cfg.security.curve);
     r.Bool("host_requests", &cfg.security.host_requests);
     r.Int("token_ttl_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.token_ttl_ms);
+    r.Int("api_rate_per_s", 0, 10'000'000, &cfg.security.api_rate_per_s);
+    r.Int("api_burst", 1, 10'000'000, &cfg.security.api_burst);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

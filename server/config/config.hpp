@@ -54,6 +54,10 @@ struct SecurityConfig {
   bool curve = true;          // CurveZMQ + ZAP on every endpoint; false: no authentication at all
   bool host_requests = true;  // hosts with unknown keys may ask an admin to accept them
   std::int64_t token_ttl_ms = 3'600'000;  // default lifetime of `weft host token create`
+  // Requests per second one api connection may make (a token bucket of
+  // api_burst); 0: no limit. The provisioner endpoint is not limited.
+  std::int64_t api_rate_per_s = 1000;
+  std::int64_t api_burst = 2000;
 };
 
 struct ServerConfig {

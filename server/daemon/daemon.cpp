@@ -12,6 +12,7 @@
 #include <deque>
 #include <fstream>
 #include <list>
+#include <map>
 #include <set>
 #include <memory>
 #include <optional>
@@ -116,6 +117,7 @@ class Reactor {
   zmq::socket_t& Socket(Endpoint e) { return e == Endpoint::kApi ? api_ : prov_; }
   std::int64_t PollTimeoutMs(std::int64_t now) const;
   void Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch_out);
+  bool Admit(const std::string& connection);
   void Handle(Pending& p, const wire::Request& request);
   api::Response PendingHost(const Pending& p, const wire::Request& request);
   void ServeWaiters(std::vector<Pending>* out, bool force);
@@ -147,6 +149,12 @@ class Reactor {
   std::set<std::string> subscriptions_;
   std::int64_t next_subscription_check_ms_ = 0;
   std::list<Waiter> waiters_;
+  struct Bucket {
+    double tokens = 0;
+    std::int64_t at_ms = 0;
+    bool warned = false;
+  };
+  std::map<std::string, Bucket> buckets_;  // api connections' rate limits
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
   bool stop_ = false;
@@ -227,6 +235,36 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   return std::max<std::int64_t>(0, due - now);
 }
 
+// A token bucket per api connection (its routing id): one noisy client gets
+// refusals while every other connection, and the provisioner endpoint, is served.
+bool Reactor::Admit(const std::string& connection) {
+  const std::int64_t rate = config_.security.api_rate_per_s;
+  if (rate <= 0) return true;
+  const std::int64_t now = clock_.NowMs();
+  if (buckets_.size() > 10000) {
+    // Forget connections that have been quiet for a while (their buckets are full again).
+    for (auto it = buckets_.begin(); it != buckets_.end();)
+      it = now - it->second.at_ms > 60'000 ? buckets_.erase(it) : std::next(it);
+  }
+  auto [it, fresh] = buckets_.try_emplace(connection, Bucket{static_cast<double>(config_.security.api_burst), now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    b.tokens = std::min<double>(static_cast<double>(config_.security.api_burst),
+                                b.tokens + static_cast<double>(now - b.at_ms) * static_cast<double>(rate) / 1000.0);
+    b.at_ms = now;
+  }
+  if (b.tokens < 1.0) {
+    if (!b.warned) {
+      b.warned = true;
+      WEFT_LOG(kWarn, kLog) << "an api connection exceeds " << rate
+                            << " requests/s (security.api_rate_per_s); refusing its excess (logged once)";
+    }
+    return false;
+  }
+  b.tokens -= 1.0;
+  return true;
+}
+
 void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch) {
   Pending p;
   p.endpoint = endpoint;
@@ -234,6 +272,16 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
   if (p.envelope.empty()) {
     WEFT_LOG(kWarn, kLog) << "dropped a message without a routing envelope on the "
                           << api::EndpointName(endpoint) << " endpoint: no reply is possible";
+    return;
+  }
+  if (endpoint == Endpoint::kApi && !Admit(p.envelope.front().to_string())) {
+    std::string id;
+    (void)wire::DecodeRequest(frames, config_.limits, &id);
+    p.id = id;
+    p.response = api::Response::Error(Status::Unavailable(
+        "rate limit: this connection made more than " + std::to_string(config_.security.api_rate_per_s) +
+        " requests per second (security.api_rate_per_s); slow down and retry"));
+    batch->push_back(std::move(p));
     return;
   }
   if (config_.security.curve && !frames.empty()) {

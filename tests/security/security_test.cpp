@@ -4,6 +4,7 @@
 // outside and checked in what the user sees and in weftd's log.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -16,6 +17,7 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/wire.hpp"
 
@@ -499,4 +501,57 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
     CHECK(text.find("FAKE PRIVATE KEY") == std::string::npos);
   }
   CHECK_THAT(store, Catch::Contains("enc:v1:"));  // it is there, sealed
+}
+
+TEST_CASE("security: a client flooding the api endpoint is rate limited; a host keeps getting tasks meanwhile",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  auto admin = weft::curve::LoadCredential(s.superadmin());
+  REQUIRE(admin.ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> served{0}, limited{0};
+  std::thread flood([&] {
+    zmq::context_t ctx(1);
+    weft::client::Client c(ctx, weft::client::FromCredential(*admin, 3000));
+    while (!stop) {
+      auto r = c.Call("server.status");
+      if (r.ok()) {
+        ++served;
+      } else if (r.status().message().find("rate limit") != std::string::npos) {
+        ++limited;
+      }
+    }
+  });
+  std::this_thread::sleep_for(500ms);
+
+  // Meanwhile, on a connection of its own: tasks go to the host and come back.
+  zmq::context_t ctx(1);
+  weft::client::Client c(ctx, weft::client::FromCredential(*admin, 5000));
+  const auto start = std::chrono::steady_clock::now();
+  json tasks = json::array();
+  for (int i = 0; i < 20; ++i)
+    tasks.push_back({{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n" + std::to_string(i)}});
+  auto enqueued = c.Call("debug.enqueue", {{"tasks", tasks}});
+  REQUIRE(enqueued.ok());
+  for (const json& id : (*enqueued)["task_ids"]) {
+    REQUIRE(WaitFor(
+        [&] {
+          auto t = c.Call("task.get", {{"task_id", id}});
+          return t.ok() && (*t)["state"] == "succeeded";
+        },
+        15s));
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::this_thread::sleep_for(1000ms);
+  stop = true;
+  flood.join();
+  INFO("served " << served << ", refused " << limited);
+  CHECK(limited > 0);
+  CHECK(took < 10s);
+  CHECK(host.process().running());
+  CHECK(Count(s.Log(), "exceeds 1000 requests/s") == 1);
 }
