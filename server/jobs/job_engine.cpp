@@ -570,6 +570,8 @@ Status JobEngine::Finish(Run& run) {
         c.previous_json = wire::Dump(json{{"spec", run.before.spec}, {"layout", run.before.layout}});
       if (c.status == "terminated") c.expire_at_ms = 0;
     }));
+    // A deleted cluster keeps no secret, not even sealed (docs/security.md).
+    if (run.target.status == "terminated") WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
   } else {
     const bool keep = run.options.value("keep_on_failure", false) || r.status == "aborted";
     if (!keep && r.operation != "undo") undo = UndoJob(run);

@@ -19,7 +19,56 @@ Result<std::vector<Record>> Select(sql::Database& db, std::string_view query, Re
   return out;
 }
 
+// Sealed values are JSON strings of base64 after "enc:v1:": no quote or
+// backslash inside, so the text can be rewritten without parsing it.
+std::string Wipe(std::string text) {
+  static const std::string kSealed = "\"enc:v1:";
+  for (std::size_t at = text.find(kSealed); at != std::string::npos; at = text.find(kSealed, at + 1)) {
+    const std::size_t end = text.find('"', at + kSealed.size());
+    if (end == std::string::npos) break;
+    text.replace(at, end - at + 1, "\"<wiped>\"");
+  }
+  return text;
+}
+
+// Rewrites `columns` of the rows of `table` matching `where` (bound to ?1) that hold a sealed value.
+Status WipeRows(sql::Database& db, const std::string& table, const std::string& key_column,
+                const std::vector<std::string>& columns, const std::string& where, std::string_view value) {
+  std::string select = "SELECT " + key_column;
+  std::string hit;
+  for (const std::string& c : columns) {
+    select += ", " + c;
+    hit += (hit.empty() ? "" : " OR ") + c + " LIKE '%enc:v1:%'";
+  }
+  Result<sql::Statement> st = db.Prepare(select + " FROM " + table + " WHERE " + where + " AND (" + hit + ")");
+  if (!st.ok()) return st.status();
+  st->Bind(1, value);
+  std::vector<std::vector<std::string>> rows;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& r) {
+    std::vector<std::string> row;
+    for (std::size_t i = 0; i <= columns.size(); ++i) row.push_back(r.Text(static_cast<int>(i)));
+    rows.push_back(std::move(row));
+  }));
+  for (const auto& row : rows) {
+    std::string update = "UPDATE " + table + " SET ";
+    for (std::size_t i = 0; i < columns.size(); ++i)
+      update += (i ? ", " : "") + columns[i] + " = ?" + std::to_string(i + 3);
+    Result<sql::Statement> up = db.Prepare(update + " WHERE " + where + " AND " + key_column + " = ?2");
+    if (!up.ok()) return up.status();
+    up->Bind(1, value).Bind(2, row[0]);
+    for (std::size_t i = 0; i < columns.size(); ++i) up->Bind(static_cast<int>(i + 3), Wipe(row[i + 1]));
+    WEFT_RETURN_IF_ERROR(up->Run());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status Store::WipeSealedValues(std::string_view cluster_id) {
+  WEFT_RETURN_IF_ERROR(WipeRows(database(), "tasks", "id", {"payload", "result"}, "cluster_id = ?1", cluster_id));
+  WEFT_RETURN_IF_ERROR(WipeRows(database(), "nodes", "id", {"results"}, "cluster_id = ?1", cluster_id));
+  return WipeRows(database(), "clusters", "id", {"spec", "previous"}, "id = ?1", cluster_id);
+}
 
 Status Store::PutPrincipal(const PrincipalRecord& p) {
   Result<sql::Statement> st = database().Prepare(

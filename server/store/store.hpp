@@ -282,6 +282,10 @@ class Store {
   [[nodiscard]] Status DeleteHostRequest(std::string_view host_id);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
+  // Replaces every sealed value ("enc:v1:...", server/auth/secrets.hpp) kept for
+  // a cluster (its spec, its nodes, its tasks' payloads and results) with
+  // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
+  [[nodiscard]] Status WipeSealedValues(std::string_view cluster_id);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

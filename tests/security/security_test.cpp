@@ -4,6 +4,8 @@
 // outside and checked in what the user sees and in weftd's log.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -501,6 +503,31 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
     CHECK(text.find("FAKE PRIVATE KEY") == std::string::npos);
   }
   CHECK_THAT(store, Catch::Contains("enc:v1:"));  // it is there, sealed
+
+  // Deleting the cluster wipes even the sealed values it kept (spec, nodes, tasks).
+  RunResult deleted = s.Weft(root, {"--timeout", "20000", "cluster", "delete", "web", "--wait"});
+  INFO(deleted.err);
+  REQUIRE(deleted.exit_code == 0);
+  auto count_sealed = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2((tmp / "server" / "data" / "weft.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+            SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v1:%' OR payload LIKE "
+                               "'%enc:v1:%') + (SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v1:%') + "
+                               "(SELECT COUNT(*) FROM clusters WHERE spec LIKE '%enc:v1:%' OR previous LIKE "
+                               "'%enc:v1:%')",
+                               -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    const int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+  };
+  CHECK(count_sealed() == 0);
+  // The catalog keeps its own sealed copy: the provider still exists.
+  CHECK(s.WeftJson(root, {"provider", "get", "fake"}).dump().find("enc:v1:") != std::string::npos);
 }
 
 TEST_CASE("security: a client flooding the api endpoint is rate limited; a host keeps getting tasks meanwhile",
