@@ -238,8 +238,24 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
   CHECK(nobody.exit_code == 1);
   CHECK_THAT(nobody.err, Catch::Contains("no host 'h9' waits"));
 
-  // Revoked: gone from the list at once, and every request it makes is refused.
+  // A task runs on h1 when it is revoked.
+  zmq::context_t ctx(1);
+  weft::client::Client api(ctx, weft::client::FromCredential(*admin, 5000));
+  auto enqueued = api.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                                     {"action", "INSTALL"},
+                                                                     {"node_id", "n1"},
+                                                                     {"payload", {{"fields", {{"latency_ms", 30000}}}}}}})}});
+  REQUIRE(enqueued.ok());
+  const json task_id = (*enqueued)["task_ids"][0];
+  auto task_state = [&] {
+    auto t = api.Call("task.get", {{"task_id", task_id}});
+    return t.ok() ? (*t)["state"].get<std::string>() : std::string();
+  };
+  REQUIRE(WaitFor([&] { return task_state() == "leased"; }, 15s));
+
+  // Revoked: gone from the list at once, its task back in the queue, every request it makes refused.
   REQUIRE(s.Weft(s.superadmin(), {"host", "revoke", "h1"}).exit_code == 0);
+  CHECK(task_state() == "queued");
   json hosts = s.WeftJson(s.superadmin(), {"host", "list"});
   CHECK(hosts["hosts"].empty());
   std::this_thread::sleep_for(1500ms);
