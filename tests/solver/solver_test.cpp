@@ -98,8 +98,11 @@ TEST_CASE("solver: the web example gives one balancer with redis and nginx elsew
     CHECK(l.nodes[0].hostname == "shop-1.weft.test");
     CHECK(l.nodes[0].services == std::vector<std::string>{p + "base", p + "haproxy", p + "redis"});
     CHECK(l.nodes[0].hardwaretype == "medium");  // redis may only run on medium
+    // web runs a monitoring collector beside each nginx (mustcoexist); web-fake has none.
+    const std::vector<std::string> web_node = name == "web" ? std::vector<std::string>{"base", "monitoring", "nginx"}
+                                                            : std::vector<std::string>{p + "base", p + "nginx"};
     for (std::size_t i = 1; i < 5; ++i) {
-      CHECK(l.nodes[i].services == std::vector<std::string>{p + "base", p + "nginx"});
+      CHECK(l.nodes[i].services == web_node);
       CHECK(l.nodes[i].hardwaretype == "small");  // the template default
       CHECK(l.nodes[i].imagetype == "debian12");
       CHECK(l.nodes[i].sshuser == "root");
@@ -107,8 +110,9 @@ TEST_CASE("solver: the web example gives one balancer with redis and nginx elsew
     CHECK(l.nodes[4].hostname == "shop-5.weft.test");
   }
   CHECK(LayoutSummary(MustSolve(c, *c.FindClusterTemplate("web"), Req(4))) ==
-        std::vector<std::string>{"1 × medium debian12 [base, haproxy, redis]", "3 × small debian12 [base, nginx]"});
-  // With monitoring added, it rides along with nginx (mustcoexist) and nowhere else.
+        std::vector<std::string>{"1 × medium debian12 [base, haproxy, redis]",
+                                 "3 × small debian12 [base, monitoring, nginx]"});
+  // Monitoring rides along with nginx (mustcoexist) and nowhere else.
   SolveRequest req = Req(4);
   req.overrides.services = {"base", "haproxy", "nginx", "redis", "monitoring"};
   auto l = MustSolve(c, *c.FindClusterTemplate("web"), req);
