@@ -68,6 +68,12 @@ class Ops {
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
+  // Whether anyone listens: when not, task transitions and progress are not
+  // even recorded as events (host and job events, which are rare, still are).
+  void set_events_wanted(bool wanted) {
+    events_wanted_ = wanted;
+    queue_.set_events_wanted(wanted);
+  }
   // After a failed commit: forget unpublished events and reload hosts.
   [[nodiscard]] Status Reset();
 
@@ -116,6 +122,7 @@ class Ops {
   Router router_;
   std::map<std::string, Host> hosts_;
   std::vector<Event> host_events_;
+  bool events_wanted_ = true;
   std::vector<TakeDecorator> decorators_;
   // When each tenant last had a live task: a tenant keeps its workers for a
   // minute after its last task, so that the split does not flap between jobs.
