@@ -444,6 +444,15 @@ json Ops::WorkersFor(const std::string& host_id) {
   return out;
 }
 
+bool Ops::IsReadOnly(std::string_view op) {
+  static const std::set<std::string, std::less<>> kReads = {
+      "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
+      "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
+      "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list"};
+  return kReads.count(op) != 0;
+}
+
 bool Ops::CanServe(const std::string& host_id, const std::string& tenant) const {
   auto it = hosts_.find(host_id);
   return it != hosts_.end() && queue_.HasReady(it->second.plugins, tenant);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,10 @@ class Ops {
   }
   // After a failed commit: forget unpublished events and reload hosts.
   [[nodiscard]] Status Reset();
+  // Whether `op` only reads (changes nothing in the store and nothing another
+  // request could observe). weftd answers such api requests ahead of the
+  // batch's writes, from committed state, without waiting for the commit.
+  static bool IsReadOnly(std::string_view op);
 
  private:
   struct Host {
