@@ -39,6 +39,18 @@ TEST_CASE("wire: a request survives encode and decode with its payload frames", 
   CHECK(back->blobs == req.blobs);
 }
 
+TEST_CASE("wire: a request header is the header object dumped, byte for byte, with and without tenant", "[wire]") {
+  Request req;
+  req.id = "id \"1\"";
+  req.op = "job.get";
+  req.body = {{"job", "7"}, {"details", true}, {"n", {1, -2, 3.5}}};
+  json header = {{"v", 1}, {"id", req.id}, {"op", req.op}, {"body", req.body}};
+  CHECK(EncodeRequest(req)[0].to_string() == header.dump());
+  req.tenant = "acme";
+  header["tenant"] = "acme";
+  CHECK(EncodeRequest(req)[0].to_string() == header.dump());
+}
+
 TEST_CASE("wire: a successful reply header is the header object dumped, byte for byte", "[wire]") {
   const json body = {{"task", {{"task_id", 3}, {"node_id", "n\u00e9\"1"}}}, {"z", nullptr}};
   Frames frames = EncodeReply(Reply::Success("id-\"7\"", body));
