@@ -51,6 +51,9 @@ constexpr std::int64_t kSignalCheckMs = 20;
 // requests left over are handled first in the next turn. Wall time, not
 // weftd's clock: it only paces the loop.
 constexpr auto kTurnBudget = std::chrono::milliseconds(4);
+// How long after a turn starts requests that arrive meanwhile still join its
+// commit (only those already there when the reactor looks; it never waits).
+constexpr auto kJoinWindow = std::chrono::microseconds(100);
 // Requests decoded but not yet handled, at most this many batches' worth:
 // beyond it the loop stops receiving and ZeroMQ queues (and pushes back).
 constexpr std::size_t kMaxInboxBatches = 2;
@@ -544,12 +547,23 @@ Status Reactor::Loop() {
     // Sending may consume the socket's descriptor signal: look at it again.
     if (AnswerReads()) pending[1] = true;
     // The writes, oldest first, for up to one budget; the rest wait for the next turn.
-    const auto writes_until = std::chrono::steady_clock::now() + kTurnBudget;
-    for (std::size_t n = 0; !inbox_.empty() && n < batch_max; ++n) {
-      Inbound in = std::move(inbox_.front());
-      inbox_.pop_front();
-      Receive(std::move(in), &batch);
-      if (std::chrono::steady_clock::now() >= writes_until) break;
+    const auto turn_start = std::chrono::steady_clock::now();
+    const auto writes_until = turn_start + kTurnBudget;
+    std::size_t handled = 0;
+    while (true) {
+      for (; !inbox_.empty() && handled < batch_max; ++handled) {
+        Inbound in = std::move(inbox_.front());
+        inbox_.pop_front();
+        Receive(std::move(in), &batch);
+        if (std::chrono::steady_clock::now() >= writes_until) break;
+      }
+      // A commit costs more than a few requests (a dozen system calls and a
+      // checksum per page): requests that arrived meanwhile join this one
+      // while the turn is young. No waiting, only a look; they are handled
+      // in order with the rest, so a read among them waits for the commit.
+      if (!inbox_.empty() || handled >= batch_max ||
+          std::chrono::steady_clock::now() - turn_start >= kJoinWindow || drain(batch_max - handled, true) == 0)
+        break;
     }
     if (s.ok()) {
       for (const queue::AttemptRef& ref : undelivered_) {
