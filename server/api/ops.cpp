@@ -465,6 +465,15 @@ json Ops::WorkersFor(const std::string& host_id) {
   return out;
 }
 
+bool Ops::IsReadOnly(std::string_view op) {
+  static const std::set<std::string, std::less<>> kReads = {
+      "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
+      "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
+      "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list"};
+  return kReads.count(op) != 0;
+}
+
 bool Ops::CanServe(const std::string& host_id, const std::string& tenant) const {
   auto it = hosts_.find(host_id);
   return it != hosts_.end() && queue_.HasReady(it->second.plugins, tenant);
@@ -477,13 +486,24 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
   if (!taken.ok()) return taken.status();
   if (!taken->has_value()) return json();
   const store::TaskRecord& t = **taken;
-  json task = {{"task_id", t.id},         {"attempt", t.attempt},       {"tenant", t.tenant},
-               {"plugin", t.plugin},      {"action", t.action},         {"job_id", t.job_id},
-               {"cluster_id", t.cluster_id}, {"node_id", t.node_id},    {"lease_ms", queue_.lease_ms()}};
-  json payload = ParseStored(t.payload_json);
-  if (payload.is_object())
-    for (auto& [k, v] : payload.items())
-      if (!task.contains(k)) task[k] = v;
+  // Built key by key: an initializer list makes a two-element array per
+  // member first, three times the allocations on the hottest path.
+  json task = json::object();
+  task["task_id"] = t.id;
+  task["attempt"] = t.attempt;
+  task["tenant"] = t.tenant;
+  task["plugin"] = t.plugin;
+  task["action"] = t.action;
+  task["job_id"] = t.job_id;
+  task["cluster_id"] = t.cluster_id;
+  task["node_id"] = t.node_id;
+  task["lease_ms"] = queue_.lease_ms();
+  if (!t.payload_json.empty() && t.payload_json != "{}") {
+    json payload = ParseStored(t.payload_json);
+    if (payload.is_object())
+      for (auto& [k, v] : payload.items())
+        if (!task.contains(k)) task[k] = std::move(v);
+  }
   for (const TakeDecorator& decorate : decorators_) {
     Status s = decorate(t, task);
     if (s.ok()) continue;
@@ -513,7 +533,11 @@ Response Ops::TaskTake(const Call& call) {
 
 Response Ops::TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms) {
   WEFT_TRY_ASSIGN(task, TryTake(host_id, tenant));
-  if (!task.is_null() || wait_ms == 0) return Response::Ok({{"task", std::move(task)}});
+  if (!task.is_null() || wait_ms == 0) {
+    json body = json::object();
+    body["task"] = std::move(task);
+    return Response::Ok(std::move(body));
+  }
   Response held;
   held.held = true;
   held.held_host_id = host_id;
@@ -593,6 +617,7 @@ Response Ops::TaskProgress(const Call& call) {
                                {"state", store::TaskStateName(conflict.state)},
                                {"host_id", conflict.host_id}});
   if (!s.ok()) return Response::Error(s);
+  if (!events_wanted_) return Response::Ok(json::object());
   const std::string* tenant = queue_.TenantOf(task_id);
   host_events_.push_back(Event{(tenant ? *tenant : std::string("default")) + "/task/progress",
                                {{"type", "task.progress"},

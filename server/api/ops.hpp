@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -75,8 +76,18 @@ class Ops {
   void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
   // A revoked host: its tasks go back to the queue at once and it is forgotten.
   [[nodiscard]] Status ForgetHost(const std::string& host_id, const std::string& reason);
+  // Whether anyone listens: when not, task transitions and progress are not
+  // even recorded as events (host and job events, which are rare, still are).
+  void set_events_wanted(bool wanted) {
+    events_wanted_ = wanted;
+    queue_.set_events_wanted(wanted);
+  }
   // After a failed commit: forget unpublished events and reload hosts.
   [[nodiscard]] Status Reset();
+  // Whether `op` only reads (changes nothing in the store and nothing another
+  // request could observe). weftd answers such api requests ahead of the
+  // batch's writes, from committed state, without waiting for the commit.
+  static bool IsReadOnly(std::string_view op);
 
  private:
   struct Host {
@@ -123,6 +134,7 @@ class Ops {
   Router router_;
   std::map<std::string, Host> hosts_;
   std::vector<Event> host_events_;
+  bool events_wanted_ = true;
   std::vector<TakeDecorator> decorators_;
   // When each tenant last had a live task: a tenant keeps its workers for a
   // minute after its last task, so that the split does not flap between jobs.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -17,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <zmq.hpp>
@@ -46,6 +49,18 @@ constexpr std::int64_t kMaxSleepMs = 1000;
 constexpr std::int64_t kSubscriptionCheckMs = 20;
 // How often a busy reactor, which never sleeps in poll, looks for a signal.
 constexpr std::int64_t kSignalCheckMs = 20;
+// How long one turn may spend handling a batch's writes, and then serving
+// held takes, before it commits what it has and answers: a read that arrives
+// meanwhile waits for at most about this much (twice) plus a commit. The
+// requests left over are handled first in the next turn. Wall time, not
+// weftd's clock: it only paces the loop.
+constexpr auto kTurnBudget = std::chrono::milliseconds(4);
+// How long after a turn starts requests that arrive meanwhile still join its
+// commit (only those already there when the reactor looks; it never waits).
+constexpr auto kJoinWindow = std::chrono::microseconds(100);
+// Requests decoded but not yet handled, at most this many batches' worth:
+// beyond it the loop stops receiving and ZeroMQ queues (and pushes back).
+constexpr std::size_t kMaxInboxBatches = 2;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -85,6 +100,12 @@ struct Pending {
   std::string address;  // the peer's address, for host requests
 };
 
+// A request taken off a ROUTER and decoded, not handled yet.
+struct Inbound {
+  Pending pending;                       // endpoint, envelope, id; a malformed request's error
+  std::optional<wire::Request> request;  // nullopt: malformed, pending.response says why
+};
+
 // A task.take held open until a task is ready or its deadline passes.
 struct Waiter {
   wire::Frames envelope;
@@ -116,13 +137,22 @@ class Reactor {
  private:
   zmq::socket_t& Socket(Endpoint e) { return e == Endpoint::kApi ? api_ : prov_; }
   std::int64_t PollTimeoutMs(std::int64_t now) const;
-  void Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch_out);
-  bool Admit(const std::string& connection);
+  // Splits the envelope and decodes; false when the message cannot be answered (no envelope).
+  bool Decode(Endpoint endpoint, wire::Frames frames, Inbound* out);
+  void Receive(Inbound in, std::vector<Pending>* batch_out);
   void Handle(Pending& p, const wire::Request& request);
   api::Response PendingHost(const Pending& p, const wire::Request& request);
-  void ServeWaiters(std::vector<Pending>* out, bool force);
+  bool Admit(const std::string& connection);
+  // Answers, ahead of the batch and before its commit, the read-only api
+  // requests in inbox_ that no earlier request of the same peer precedes.
+  // Returns whether it sent anything (on the api socket).
+  bool AnswerReads();
+  // Serves held takes until `deadline`; sets serve_more_ when it stopped early.
+  void ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline);
   void Send(std::vector<Pending>& replies);
   void Publish();
+  // Reads new subscriptions now and then and tells ops_ whether events are wanted.
+  void CheckSubscriptions();
   void ReadSubscriptions();
   std::vector<std::string> AllowedTopics(const std::string& key, const std::string& prefix);
   Status Recover(const Status& why, std::vector<Pending>& replies);
@@ -155,6 +185,10 @@ class Reactor {
     bool warned = false;
   };
   std::map<std::string, Bucket> buckets_;  // api connections' rate limits
+  // Decoded requests in arrival order; a turn handles them from the front.
+  std::deque<Inbound> inbox_;
+  // A turn ran out of time before serving every held take it could.
+  bool serve_more_ = false;
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
   bool stop_ = false;
@@ -231,7 +265,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   if (auto e = queue_.NextExpiryMs()) due = std::min(due, *e);
   for (const Waiter& w : waiters_) due = std::min(due, w.until_ms);
   due = std::min(due, next_silence_check_ms_);
-  if (!undelivered_.empty()) due = now;
+  if (!undelivered_.empty() || !inbox_.empty() || serve_more_) due = now;
   return std::max<std::int64_t>(0, due - now);
 }
 
@@ -265,24 +299,24 @@ bool Reactor::Admit(const std::string& connection) {
   return true;
 }
 
-void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pending>* batch) {
-  Pending p;
+bool Reactor::Decode(Endpoint endpoint, wire::Frames frames, Inbound* out) {
+  Pending& p = out->pending;
   p.endpoint = endpoint;
   wire::SplitEnvelope(frames, p.envelope);
   if (p.envelope.empty()) {
     WEFT_LOG(kWarn, kLog) << "dropped a message without a routing envelope on the "
                           << api::EndpointName(endpoint) << " endpoint: no reply is possible";
-    return;
+    return false;
   }
   if (endpoint == Endpoint::kApi && !Admit(p.envelope.front().to_string())) {
     std::string id;
     (void)wire::DecodeRequest(frames, config_.limits, &id);
     p.id = id;
-    p.response = api::Response::Error(Status::Unavailable(
+    // TOO_LARGE like every other limit; never UNAVAILABLE, which would roll the batch back.
+    p.response = api::Response::Error(Status::TooLarge(
         "rate limit: this connection made more than " + std::to_string(config_.security.api_rate_per_s) +
         " requests per second (security.api_rate_per_s); slow down and retry"));
-    batch->push_back(std::move(p));
-    return;
+    return true;  // no request: Receive answers the refusal
   }
   if (config_.security.curve && !frames.empty()) {
     // The ZAP handler's User-Id (the client's public key) rides on every frame.
@@ -297,16 +331,51 @@ void Reactor::Receive(Endpoint endpoint, wire::Frames frames, std::vector<Pendin
     WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
                            << request.status().message();
     p.response = api::Response::Error(request.status());
+    return true;
+  }
+  out->request = std::move(*request);
+  return true;
+}
+
+void Reactor::Receive(Inbound in, std::vector<Pending>* batch) {
+  Pending& p = in.pending;
+  if (!in.request) {
     batch->push_back(std::move(p));
     return;
   }
-  Handle(p, *request);
+  Handle(p, *in.request);
   if (!p.response.held) {
     batch->push_back(std::move(p));
     return;
   }
   waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
                             std::move(p.response.held_tenant), p.response.held_until_ms});
+}
+
+bool Reactor::AnswerReads() {
+  // A read sees the store and the in-memory state as the last commit left
+  // them (nothing of this turn is handled yet), so its reply reports nothing
+  // uncommitted and need not wait for the writes. Requests from one peer stay
+  // in order: a read behind a write of the same peer waits with the batch.
+  std::vector<Pending> reads;
+  std::unordered_set<std::string_view> writers;  // routing ids with an earlier request still queued
+  for (auto it = inbox_.begin(); it != inbox_.end();) {
+    const zmq::message_t& rid = it->pending.envelope.front();
+    const std::string_view peer(static_cast<const char*>(rid.data()), rid.size());
+    const bool read = it->pending.endpoint == Endpoint::kApi && it->request &&
+                      api::Ops::IsReadOnly(it->request->op) && !writers.count(peer);
+    if (!read) {
+      writers.insert(peer);
+      ++it;
+      continue;
+    }
+    Handle(it->pending, *it->request);
+    reads.push_back(std::move(it->pending));
+    it = inbox_.erase(it);
+  }
+  if (reads.empty()) return false;
+  Send(reads);
+  return true;
 }
 
 void Reactor::Handle(Pending& p, const wire::Request& request) {
@@ -359,9 +428,10 @@ api::Response Reactor::PendingHost(const Pending& p, const wire::Request& reques
                                              "`, or give the host an enrollment token (`weft host token create`)"));
 }
 
-void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
+void Reactor::ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline) {
   const std::int64_t now = clock_.NowMs();
   const bool ready = queue_.TakeReadyChanged() || force;
+  serve_more_ = false;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     json task;
     if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id, it->tenant)) {
@@ -375,11 +445,20 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force) {
       task = std::move(*taken);
     }
     if (task.is_object() || it->until_ms <= now) {
-      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Ok({{"task", task}}), {}, {}, {}};
-      if (task.is_object())
-        p.delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
+      const bool served = task.is_object();
+      std::optional<queue::AttemptRef> delivers;
+      if (served)
+        delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
+      json body = json::object();
+      body["task"] = std::move(task);
+      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Ok(std::move(body)), delivers, {}, {}};
       out->push_back(std::move(p));
       it = waiters_.erase(it);
+      // Handing out a task is the costly part: past the budget, the rest next turn (which comes at once).
+      if (served && it != waiters_.end() && std::chrono::steady_clock::now() >= deadline) {
+        serve_more_ = true;
+        return;
+      }
       continue;
     }
     ++it;
@@ -476,15 +555,19 @@ void Reactor::ReadSubscriptions() {
   }
 }
 
-void Reactor::Publish() {
+void Reactor::CheckSubscriptions() {
   // Checked now and then, not every turn: an empty receive costs a system
   // call, and a new subscriber misses the first moments anyway (PUB/SUB).
   const std::int64_t now = clock_.NowMs();
-  if (now >= next_subscription_check_ms_) {
-    ReadSubscriptions();
-    next_subscription_check_ms_ = now + kSubscriptionCheckMs;
-  }
-  // (In manual mode weftd does not see subscribers leave, so it always publishes.)
+  if (now < next_subscription_check_ms_) return;
+  ReadSubscriptions();
+  next_subscription_check_ms_ = now + kSubscriptionCheckMs;
+  // (In manual mode, with security, weftd does not see subscribers leave: events are always built.)
+  ops_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
+}
+
+void Reactor::Publish() {
+  CheckSubscriptions();
   if (subscriptions_.empty() && !config_.security.curve) {
     ops_.DiscardEvents();
     return;
@@ -579,7 +662,6 @@ Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
 Status Reactor::Loop() {
   const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
   std::vector<Pending> batch;
-  std::vector<std::pair<Endpoint, wire::Frames>> inbox;
   // The ROUTERs are waited on through their ZMQ_FD, not zmq::poll: zmq::poll
   // asks every socket for ZMQ_EVENTS before and after it sleeps, and each ask
   // costs libzmq a poll(2) and a getpid(2), about eight system calls per turn
@@ -600,12 +682,15 @@ Status Reactor::Loop() {
   std::int64_t next_signal_check_ms = 0;
   while (!stop_) {
     std::int64_t now = clock_.NowMs();
-    // Sleep when both ROUTERs are drained; otherwise only look at the signal
-    // descriptor, now and then, so that a steady load cannot hide a SIGTERM.
+    // Sleep when both ROUTERs are drained and no work is left over; otherwise
+    // only look at the descriptors without waiting: the signal's now and then,
+    // so that a steady load cannot hide a SIGTERM, and the ROUTERs' when they
+    // are drained but the last turn left requests or held takes to handle.
     const bool drained = !pending[0] && !pending[1];
+    const bool sleep = drained && inbox_.empty() && !serve_more_;
     if (drained || now >= next_signal_check_ms) {
       pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-      const int rc = ::poll(items, drained ? 3 : 1, drained ? static_cast<int>(PollTimeoutMs(now)) : 0);
+      const int rc = ::poll(items, drained ? 3 : 1, sleep ? static_cast<int>(PollTimeoutMs(now)) : 0);
       if (rc < 0) {
         if (errno == EINTR) continue;
         return Status::Internal(std::string("poll failed: ") + std::strerror(errno));
@@ -625,53 +710,82 @@ Status Reactor::Loop() {
       next_signal_check_ms = now + kSignalCheckMs;
     }
 
-    // Drain both ROUTERs in turn, up to one batch.
-    inbox.clear();
-    while (inbox.size() < batch_max && (pending[0] || pending[1])) {
-      for (int i = 0; i < 2 && inbox.size() < batch_max; ++i) {
-        if (!pending[i]) continue;
-        wire::Frames frames;
-        try {
-          if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
+    // Drains both ROUTERs in turn into inbox_, up to `limit` requests in all;
+    // `force`: try each socket once even if it refused a receive before.
+    const auto drain = [&](std::size_t limit, bool force) {
+      std::size_t got = 0;
+      if (force) pending[0] = pending[1] = true;
+      while (inbox_.size() < limit && (pending[0] || pending[1])) {
+        for (int i = 0; i < 2 && inbox_.size() < limit; ++i) {
+          if (!pending[i]) continue;
+          wire::Frames frames;
+          try {
+            if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
+              pending[i] = false;
+              continue;
+            }
+          } catch (const zmq::error_t& err) {
+            WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
             pending[i] = false;
             continue;
           }
-        } catch (const zmq::error_t& err) {
-          WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(order[i]) << ": " << err.what();
-          pending[i] = false;
-          continue;
+          Inbound in;
+          if (Decode(order[i], std::move(frames), &in)) {
+            inbox_.push_back(std::move(in));
+            ++got;
+          }
         }
-        inbox.emplace_back(order[i], std::move(frames));
       }
-    }
+      return got;
+    };
+    // Up to one batch (requests left over from the last turn stay ahead of them).
+    drain(std::min(inbox_.size(), batch_max * (kMaxInboxBatches - 1)) + batch_max, false);
 
     now = clock_.NowMs();
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool waiter_due = std::any_of(waiters_.begin(), waiters_.end(),
                                         [&](const Waiter& w) { return w.until_ms <= now; });
     const bool silence_due = now >= next_silence_check_ms_;
-    if (inbox.empty() && !expiry_due && !waiter_due && !silence_due && undelivered_.empty()) continue;
+    if (inbox_.empty() && !expiry_due && !waiter_due && !silence_due && undelivered_.empty() && !serve_more_)
+      continue;
 
+    // Before anything of the turn happens: its transitions are recorded as
+    // events only if someone listens.
+    CheckSubscriptions();
     batch.clear();
     Status s = store_.Begin();
     if (!s.ok()) {
       // Nothing was changed; answer every request so that no one waits in vain.
-      for (auto& [e, frames] : inbox) {
-        Pending p;
-        p.endpoint = e;
-        wire::SplitEnvelope(frames, p.envelope);
-        if (p.envelope.empty()) continue;
-        std::string id;
-        (void)wire::DecodeRequest(frames, config_.limits, &id);
-        p.id = id;
-        p.response = api::Response::Error(Status::Unavailable("the store is busy (" + s.message() + "); retry"));
-        batch.push_back(std::move(p));
+      for (Inbound& in : inbox_) {
+        in.pending.response = api::Response::Error(Status::Unavailable("the store is busy (" + s.message() + "); retry"));
+        batch.push_back(std::move(in.pending));
       }
+      inbox_.clear();
       Send(batch);
       for (const Pending& p : batch) pending[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
       continue;
     }
-    for (auto& [e, frames] : inbox) Receive(e, std::move(frames), &batch);
+    // Sending may consume the socket's descriptor signal: look at it again.
+    if (AnswerReads()) pending[1] = true;
+    // The writes, oldest first, for up to one budget; the rest wait for the next turn.
+    const auto turn_start = std::chrono::steady_clock::now();
+    const auto writes_until = turn_start + kTurnBudget;
+    std::size_t handled = 0;
+    while (true) {
+      for (; !inbox_.empty() && handled < batch_max; ++handled) {
+        Inbound in = std::move(inbox_.front());
+        inbox_.pop_front();
+        Receive(std::move(in), &batch);
+        if (std::chrono::steady_clock::now() >= writes_until) break;
+      }
+      // A commit costs more than a few requests (a dozen system calls and a
+      // checksum per page): requests that arrived meanwhile join this one
+      // while the turn is young. No waiting, only a look; they are handled
+      // in order with the rest, so a read among them waits for the commit.
+      if (!inbox_.empty() || handled >= batch_max ||
+          std::chrono::steady_clock::now() - turn_start >= kJoinWindow || drain(batch_max - handled, true) == 0)
+        break;
+    }
     if (s.ok()) {
       for (const queue::AttemptRef& ref : undelivered_) {
         s = queue_.Release(ref, "attempt " + std::to_string(ref.attempt) +
@@ -686,7 +800,7 @@ Status Reactor::Loop() {
       next_silence_check_ms_ =
           now + std::max<std::int64_t>(50, std::min(config_.hosts.silent_after_ms / 4, config_.jobs.janitor_interval_ms));
     }
-    if (s.ok()) ServeWaiters(&batch, false);
+    if (s.ok()) ServeWaiters(&batch, serve_more_, std::chrono::steady_clock::now() + kTurnBudget);
     // A handler's store error leaves the transaction in an unknown state: roll it all back.
     for (const Pending& p : batch)
       if (s.ok() && (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
@@ -705,6 +819,11 @@ Status Reactor::Loop() {
 
 void Reactor::Shutdown() {
   std::vector<Pending> replies;
+  for (Inbound& in : inbox_) {
+    in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
+    replies.push_back(std::move(in.pending));
+  }
+  inbox_.clear();
   for (Waiter& w : waiters_)
     replies.push_back(Pending{Endpoint::kProvisioner, std::move(w.envelope), w.id,
                               api::Response::Error(Status::Unavailable("weftd is shutting down; retry the take")), {}, {}, {}});

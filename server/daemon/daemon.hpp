@@ -6,8 +6,15 @@
 // inside ONE SQLite transaction together with lease expiries and held takes
 // that can now be served, commits, and only then sends the replies and
 // publishes the events: a reply never reports a change that is not durable
-// (group commit). Timers (lease expiry, held-take deadlines, host silence)
-// set the poll timeout; nothing polls in a busy loop.
+// (group commit). Read-only api requests (cluster.list, job.get, ...) are
+// answered first, before anything of the turn is handled, so they see only
+// committed state and need not wait for the writes or the commit (a read
+// behind a queued request of the same peer keeps its place). A turn handles
+// writes, then held takes, for a few milliseconds each at most and leaves the
+// rest for the next turn, so a long burst (many creates, hundreds of takes
+// served at once) does not hold back the reads that arrive meanwhile.
+// Timers (lease expiry, held-take deadlines, host silence) set the poll
+// timeout; nothing polls in a busy loop.
 //
 // Run() blocks until SIGTERM or SIGINT (which the caller must have blocked in
 // every thread and handed over as a signalfd), then shuts down cleanly.

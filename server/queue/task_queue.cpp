@@ -23,8 +23,7 @@ Status TaskQueue::Load() {
   if (!tasks.ok()) return tasks.status().WithContext("cannot load the task queue");
   const std::int64_t loaded_at = clock_.NowMs();
   for (TaskRecord& r : *tasks) {
-    Live t{r.tenant, r.plugin, r.action, r.state, r.attempt, r.max_attempts, r.host_id, r.lease_until_ms,
-           r.cluster_id};
+    Live t = FromRecord(r, r.state, r.attempt, r.host_id, r.lease_until_ms, /*details=*/false);
     if (t.state == TaskState::kQueued) {
       Queue(r.id, t);
     } else {
@@ -39,6 +38,30 @@ Status TaskQueue::Load() {
   }
   ready_changed_ = queued_ > 0;
   return Status::Ok();
+}
+
+TaskQueue::Live TaskQueue::FromRecord(const TaskRecord& r, TaskState state, std::int64_t attempt, std::string host_id,
+                                      std::int64_t lease_until_ms, bool details) {
+  Live t;
+  t.tenant = r.tenant;
+  t.plugin = r.plugin;
+  t.action = r.action;
+  t.state = state;
+  t.attempt = attempt;
+  t.max_attempts = r.max_attempts;
+  t.host_id = std::move(host_id);
+  t.lease_until_ms = lease_until_ms;
+  t.cluster_id = r.cluster_id;
+  // Without details the record has no payload; a big payload stays in the store only.
+  if (!details || r.payload_json.size() > kMaxKeptPayloadBytes) return t;
+  t.known = true;
+  t.job_id = r.job_id;
+  t.node_id = r.node_id;
+  t.task_key = r.task_key;
+  t.service = r.service;
+  t.payload_json = r.payload_json;
+  t.created_at_ms = r.created_at_ms;
+  return t;
 }
 
 void TaskQueue::AddReady(std::int64_t id, const Live& t) {
@@ -73,6 +96,7 @@ void TaskQueue::DropLease(std::int64_t id, Live& t) {
 }
 
 void TaskQueue::Emit(std::int64_t id, const Live& t, std::string message) {
+  if (!events_wanted_) return;
   events_.push_back(TaskEvent{t.tenant, id, t.state, t.attempt, t.host_id, t.plugin, t.action, std::move(message),
                               clock_.NowMs(), t.cluster_id});
 }
@@ -103,7 +127,7 @@ Result<std::vector<std::int64_t>> TaskQueue::Enqueue(const std::string& tenant, 
     WEFT_RETURN_IF_ERROR(store_.InsertTask(&r));
     ids.push_back(r.id);
     if (n.waiting) continue;
-    Live t{tenant, r.plugin, r.action, TaskState::kQueued, 0, r.max_attempts, "", 0, r.cluster_id};
+    Live t = FromRecord(r, TaskState::kQueued, 0, "", 0, /*details=*/true);
     AddReady(r.id, t);
     Emit(r.id, t);
     live_.emplace(r.id, std::move(t));
@@ -156,9 +180,38 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
   const std::int64_t attempt = t.attempt + 1;
   const std::int64_t until = now + options_.lease_ms;
   WEFT_RETURN_IF_ERROR(store_.LeaseTask(chosen, attempt, host_id, until, now));
-  Result<std::optional<TaskRecord>> record = store_.GetTask(chosen);
-  if (!record.ok()) return record.status();
-  if (!record->has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
+  std::optional<TaskRecord> record;
+  if (t.known) {
+    // What the store now holds, without reading it back.
+    record.emplace();
+    TaskRecord& r = *record;
+    r.id = chosen;
+    r.tenant = t.tenant;
+    r.plugin = t.plugin;
+    r.action = t.action;
+    r.job_id = t.job_id;
+    r.cluster_id = t.cluster_id;
+    r.node_id = t.node_id;
+    r.max_attempts = t.max_attempts;
+    r.created_at_ms = t.created_at_ms;
+    r.payload_json = t.payload_json;
+    r.task_key = t.task_key;
+    r.service = t.service;
+  } else {
+    Result<std::optional<TaskRecord>> read = store_.GetTask(chosen);
+    if (!read.ok()) return read.status();
+    if (!read->has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
+    record = std::move(**read);
+    record->message.clear();
+    record->result_json = "{}";
+    record->stdout_tail.clear();
+    record->stderr_tail.clear();
+  }
+  record->state = TaskState::kLeased;
+  record->attempt = attempt;
+  record->host_id = host_id;
+  record->lease_until_ms = until;
+  record->updated_at_ms = now;
 
   RemoveReady(chosen, t);
   if (tenant.empty()) last_tenant_ = t.tenant;
@@ -315,7 +368,7 @@ Status TaskQueue::MakeReady(std::int64_t task_id) {
     return Status::Internal("task " + std::to_string(task_id) + " is " + std::string(store::TaskStateName(rec.state)) +
                             ", not waiting, and cannot be made ready");
   WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, "", 0, clock_.NowMs()));
-  Live t{rec.tenant, rec.plugin, rec.action, TaskState::kQueued, rec.attempt, rec.max_attempts, "", 0, rec.cluster_id};
+  Live t = FromRecord(rec, TaskState::kQueued, rec.attempt, "", 0, /*details=*/true);
   AddReady(task_id, t);
   Emit(task_id, t);
   live_.emplace(task_id, std::move(t));
@@ -332,8 +385,7 @@ Status TaskQueue::Requeue(std::int64_t task_id, std::int64_t not_before_ms, cons
   const bool was_failed = rec.state == TaskState::kFailed;
   WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, message, not_before_ms, clock_.NowMs()));
   if (was_failed && failed_ > 0) --failed_;
-  Live t{rec.tenant, rec.plugin, rec.action, TaskState::kQueued, rec.attempt, rec.max_attempts, "", not_before_ms,
-         rec.cluster_id};
+  Live t = FromRecord(rec, TaskState::kQueued, rec.attempt, "", not_before_ms, /*details=*/true);
   Emit(task_id, t, message);
   Queue(task_id, t);
   live_.emplace(task_id, std::move(t));

@@ -130,6 +130,8 @@ class TaskQueue {
   [[nodiscard]] Result<std::vector<std::int64_t>> Enqueue(const std::string& tenant, std::vector<NewTask> tasks);
   // The next task for a host that runs `plugins`, leased to it; nullopt when none is ready.
   // A non-empty `tenant` limits the take to that tenant's tasks; empty means any tenant.
+  // The record is the task as leased (identity, payload, attempt, lease); it
+  // does not carry an earlier attempt's output (message, result, stdout, stderr).
   [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id,
                                                        const std::set<std::string>& plugins,
                                                        const std::string& tenant = {});
@@ -176,6 +178,9 @@ class TaskQueue {
 
   // Transitions since the last call; publish them only after a commit.
   std::vector<TaskEvent> TakeEvents() { return std::exchange(events_, {}); }
+  // Whether transitions are recorded for TakeEvents() at all: with nobody
+  // subscribed to the events endpoint they are not even built.
+  void set_events_wanted(bool wanted) { events_wanted_ = wanted; }
   // True once after tasks became ready (enqueue, expiry, release): held takes may now be served.
   bool TakeReadyChanged() { return std::exchange(ready_changed_, false); }
   std::int64_t lease_ms() const { return options_.lease_ms; }
@@ -191,7 +196,21 @@ class TaskQueue {
     std::string host_id;
     std::int64_t lease_until_ms = 0;  // leased: lease end; queued: not before
     std::string cluster_id;
+    // What a take hands out besides the above, so that it need not read the
+    // task back from the store. Unknown (read at take time) for tasks loaded
+    // by Load() and for payloads over kMaxKeptPayloadBytes.
+    bool known = false;
+    std::string job_id;
+    std::string node_id;
+    std::string task_key;
+    std::string service;
+    std::string payload_json;
+    std::int64_t created_at_ms = 0;
   };
+  static constexpr std::size_t kMaxKeptPayloadBytes = 1024;
+  // A Live entry for a task record, with what a take needs when the payload is small.
+  static Live FromRecord(const TaskRecord& r, TaskState state, std::int64_t attempt, std::string host_id,
+                         std::int64_t lease_until_ms, bool details);
 
   void AddReady(std::int64_t id, const Live& t);
   // Ready now, or later when its not-before time is in the future.
@@ -222,6 +241,7 @@ class TaskQueue {
   std::int64_t failed_ = 0;
   std::string last_tenant_;  // round-robin cursor
   std::vector<TaskEvent> events_;
+  bool events_wanted_ = true;
   bool ready_changed_ = false;
 };
 

@@ -39,6 +39,18 @@ TEST_CASE("wire: a request survives encode and decode with its payload frames", 
   CHECK(back->blobs == req.blobs);
 }
 
+TEST_CASE("wire: a request header is the header object dumped, byte for byte, with and without tenant", "[wire]") {
+  Request req;
+  req.id = "id \"1\"";
+  req.op = "job.get";
+  req.body = {{"job", "7"}, {"details", true}, {"n", {1, -2, 3.5}}};
+  json header = {{"v", 1}, {"id", req.id}, {"op", req.op}, {"body", req.body}};
+  CHECK(EncodeRequest(req)[0].to_string() == header.dump());
+  req.tenant = "acme";
+  header["tenant"] = "acme";
+  CHECK(EncodeRequest(req)[0].to_string() == header.dump());
+}
+
 TEST_CASE("wire: a successful reply header is the header object dumped, byte for byte", "[wire]") {
   const json body = {{"task", {{"task_id", 3}, {"node_id", "n\u00e9\"1"}}}, {"z", nullptr}};
   Frames frames = EncodeReply(Reply::Success("id-\"7\"", body));
@@ -120,4 +132,165 @@ TEST_CASE("wire: ROUTER envelopes split off with and without a REQ delimiter", "
   CHECK(req.size() == 2);
   Frames back = WithEnvelope(env, std::move(req));
   CHECK(back.size() == 4);
+}
+
+namespace {
+
+// Same value and the same JSON types all the way down (5 unsigned is not 5 signed).
+bool SameTree(const json& a, const json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      auto other = b.find(it.key());
+      if (other == b.end() || !SameTree(*it, *other)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!SameTree(a[i], b[i])) return false;
+    return true;
+  }
+  return a == b;
+}
+
+// Random JSON text: the subset the fast header parser takes and a bit beyond
+// (\u escapes, UTF-8, fractions, huge integers, duplicate keys, odd spacing).
+struct TextGen {
+  std::uint64_t state;
+  std::uint64_t Next() {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  }
+  int Pick(int n) { return static_cast<int>(Next() % static_cast<std::uint64_t>(n)); }
+  std::string Space() {
+    static const char* kSpaces[] = {"", "", "", " ", "\n", "\t ", "\r\n  "};
+    return kSpaces[Pick(7)];
+  }
+  std::string Str() {
+    static const char* kPieces[] = {"a", "host", "-", "_", " ", "\\\"", "\\\\", "\\/", "\\n", "\\t", "\\b", "\\f",
+                                    "\\r", "\\u00e9", "\\u0041", "\xc3\xa9", "0", "id", "task_id", "{", "]", ":"};
+    std::string s = "\"";
+    for (int n = Pick(6); n > 0; --n) s += kPieces[Pick(21)];
+    return s + "\"";
+  }
+  std::string Num() {
+    static const char* kNums[] = {"0", "-0", "7", "-7", "42", "1234567890123", "-9223372036854775808",
+                                  "9223372036854775807", "9223372036854775808", "18446744073709551615",
+                                  "18446744073709551616", "-9223372036854775809", "1.5", "-2e3", "1E2", "0.0"};
+    return kNums[Pick(16)];
+  }
+  std::string Value(int depth) {
+    switch (depth > 4 ? 3 + Pick(4) : Pick(7)) {
+      case 0:
+      case 1: {
+        std::string s = "{" + Space();
+        const int n = Pick(5);
+        for (int i = 0; i < n; ++i) {
+          if (i) s += "," + Space();
+          s += (Pick(4) == 0 ? std::string("\"k\"") : Str()) + Space() + ":" + Space() + Value(depth + 1) + Space();
+        }
+        return s + "}";
+      }
+      case 2: {
+        std::string s = "[" + Space();
+        const int n = Pick(4);
+        for (int i = 0; i < n; ++i) s += (i ? "," + Space() : std::string()) + Value(depth + 1) + Space();
+        return s + "]";
+      }
+      case 3: return Str();
+      case 4: return Num();
+      case 5: return Pick(2) ? "true" : "false";
+      default: return "null";
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("wire: headers decode to exactly what nlohmann parses, valid or not", "[wire]") {
+  TextGen gen{0x9E3779B97F4A7C15ULL};
+  int valid = 0, invalid = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = "{\"v\":1," + gen.Space() + "\"id\":\"r1\",\"ok\":true,\"body\":" + gen.Value(0) + gen.Space() + "}";
+    if (i % 3 == 0) {
+      // A damaged copy: a byte changed, dropped or cut off.
+      const std::size_t at = static_cast<std::size_t>(gen.Pick(static_cast<int>(text.size())));
+      static const char kBytes[] = "{}[]\",:\\ 0a-\x01\xff";
+      switch (gen.Pick(3)) {
+        case 0: text[at] = kBytes[gen.Pick(static_cast<int>(sizeof kBytes) - 1)]; break;
+        case 1: text.erase(at, 1); break;
+        default: text.resize(at); break;
+      }
+    }
+    if (text.empty()) continue;
+    INFO(text);
+    const json expected = json::parse(text, nullptr, false);
+    weft::Result<Reply> got = DecodeReply(Raw({text}), Limits{});
+    const bool usable = !expected.is_discarded() && expected.is_object() && expected.contains("v") &&
+                        expected["v"] == 1 && expected.contains("id") && expected["id"].is_string() &&
+                        expected.contains("ok") && expected["ok"].is_boolean();
+    if (!usable) {
+      ++invalid;
+      if (expected.is_discarded()) {
+        REQUIRE_FALSE(got.ok());
+        REQUIRE(got.status().message() == "frame 0 is not valid JSON");
+      }
+      continue;
+    }
+    ++valid;
+    REQUIRE(got.ok());
+    if (!expected["ok"].get<bool>()) continue;
+    const json body = expected.contains("body") && !expected["body"].is_null() ? expected["body"] : json::object();
+    REQUIRE(SameTree(got->body, body));
+  }
+  CHECK(valid > 10000);
+  CHECK(invalid > 1000);
+}
+
+TEST_CASE("wire: a repeated key keeps its last value and deep nesting is still refused", "[wire]") {
+  weft::Result<Reply> r = DecodeReply(Raw({R"({"v":1,"id":"a","ok":true,"body":{"k":1,"k":-2,"s":"x\ty"}})"}), Limits{});
+  REQUIRE(r.ok());
+  CHECK(r->body["k"] == -2);
+  CHECK(r->body["k"].is_number_integer());
+  CHECK(r->body["s"] == "x\ty");
+  Limits limits;
+  limits.max_depth = 3;
+  std::string deep = R"({"v":1,"id":"a","ok":true,"body":{"a":[{"b":1}]}})";
+  weft::Result<Reply> refused = DecodeReply(Raw({deep}), limits);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == weft::Code::kTooLarge);
+}
+
+TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire]") {
+  TextGen gen{0xD1B54A32D192ED03ULL};
+  const auto reference = [](const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); };
+  int compared = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const json v = json::parse(gen.Value(0), nullptr, false);
+    if (v.is_discarded()) continue;
+    ++compared;
+    INFO(reference(v));
+    REQUIRE(Dump(v) == reference(v));
+  }
+  CHECK(compared > 4000);
+  // What random text does not reach: every control character, DEL, UTF-8
+  // (valid and not), floats, and strings that turn non-ASCII late.
+  std::string controls;
+  for (int c = 0; c < 0x20; ++c) controls += static_cast<char>(c);
+  const json odd = {{"controls", controls},
+                    {"del", "a\x7f" "b"},
+                    {"utf8", "caf\xc3\xa9 \xe2\x82\xac"},
+                    {"bad", "x\"\\\n\xff\xfe"},
+                    {"late", std::string(40, 'q') + "\t\xc3\xa9"},
+                    {"float", 1.5},
+                    {"small", -0.0001},
+                    {"ints", {0, -1, INT64_MIN, INT64_MAX, UINT64_MAX}},
+                    {"k\xc3\xa9y", nullptr},
+                    {"empty", {json::object(), json::array(), ""}}};
+  CHECK(Dump(odd) == reference(odd));
 }

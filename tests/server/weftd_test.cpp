@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <thread>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -497,5 +499,35 @@ TEST_CASE("weftd: task transitions are published on the events endpoint", "[weft
   CHECK(event["state"] == "queued");
   CHECK(event["plugin"] == "fake-provider");
   CHECK(event["task_id"].get<std::int64_t>() >= 1);
+  weftd.ExpectCleanStop();
+}
+
+TEST_CASE("weftd: a read keeps its place behind the same peer's write and sees it", "[weftd]") {
+  Weftd weftd;
+  auto busy = MakeClient(weftd.api());
+  RawPeer peer(weftd.api());
+  // A big write first, from another peer, so that the two requests below are
+  // queued by the time weftd looks again and arrive in one batch: there reads
+  // are answered ahead of writes, but not ahead of their own peer's.
+  json big = json::array();
+  for (int i = 0; i < 5000; ++i) big.push_back({{"plugin", "fake-provider"}, {"action", "CREATE"}});
+  weft::Status big_done;
+  std::thread writer([&] { big_done = busy.Call("debug.enqueue", {{"tasks", big}}).status(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  json tasks = json::array();
+  for (int i = 0; i < 3; ++i) tasks.push_back({{"plugin", "fake-automator"}, {"action", "INSTALL"}});
+  peer.SendJson({{"v", 1}, {"id", "w"}, {"op", "debug.enqueue"}, {"body", {{"tasks", tasks}}}});
+  peer.SendJson({{"v", 1}, {"id", "r"}, {"op", "task.list"}, {"body", {{"limit", 3}}}});
+  json first = peer.Receive();
+  json second = peer.Receive();
+  writer.join();
+  CHECK(big_done.ok());
+  CHECK(first["id"] == "w");
+  REQUIRE(second["id"] == "r");
+  REQUIRE(second["ok"] == true);
+  // The newest three tasks are the ones the same peer enqueued just before.
+  const json& listed = second["body"]["tasks"];
+  REQUIRE(listed.size() == 3);
+  for (const json& t : listed) CHECK(t["plugin"] == "fake-automator");
   weftd.ExpectCleanStop();
 }
