@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "weft/common/log.hpp"
+#include "weft/common/curve.hpp"
 #include "weft/host/config.hpp"
 #include "weft/host/enrollment.hpp"
 #include "weft/host/master.hpp"
@@ -34,10 +35,11 @@ constexpr int kExitUsage = 2;
 void Usage(std::FILE* out) {
   std::fprintf(out,
                "usage: weft-host [--config FILE] [--server ENDPOINT] [--host-id ID] [--capacity N]\n"
-               "                 [--workers N] [--plugin-dir DIR]...\n"
+               "                 [--workers N] [--plugin-dir DIR]... [--enroll-token TOKEN]\n"
                "Runs Weft tasks for weftd with the plugins found in the plugin directories, in worker\n"
                "processes supervised by this one (see docs/host.md).\n"
-               "--plugin-dir replaces the configured plugin_dirs (repeat it for several).\n");
+               "--plugin-dir replaces the configured plugin_dirs (repeat it for several).\n"
+               "--enroll-token: a one-time token from `weft host token create` (docs/security.md).\n");
 }
 
 std::filesystem::path ExeDir(const char* argv0) {
@@ -152,7 +154,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "--worker") return WorkerMain(argc, argv);
 
   std::string config_path;
-  std::optional<std::string> server, host_id;
+  std::optional<std::string> server, host_id, enroll_token;
   std::optional<int> capacity, workers;
   std::vector<std::filesystem::path> plugin_dirs;
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +169,8 @@ int main(int argc, char** argv) {
       server = value();
     } else if (arg == "--host-id") {
       host_id = value();
+    } else if (arg == "--enroll-token") {
+      enroll_token = value();
     } else if (arg == "--capacity") {
       const char* v = value();
       capacity = ParseInt(v, 1, 4096);
@@ -204,6 +208,13 @@ int main(int argc, char** argv) {
   weft::host::HostConfig config = std::move(loaded).value();
   if (server) config.server = *server;
   if (host_id) config.host_id = *host_id;
+  if (enroll_token) {
+    if (weft::Result<weft::curve::Token> t = weft::curve::DecodeToken(*enroll_token); !t.ok()) {
+      std::fprintf(stderr, "weft-host: --enroll-token is %s\n", t.status().message().c_str());
+      return kExitUsage;
+    }
+    config.enroll_token = *enroll_token;
+  }
   if (capacity) config.capacity = *capacity;
   if (workers) config.workers = *workers;
   if (!plugin_dirs.empty()) config.plugin_dirs = plugin_dirs;
