@@ -168,7 +168,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   });
 }
 
-Status InstallSecrets(api::Ops& ops, const std::filesystem::path& key_file) {
+Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file) {
   Result<SecretBox> opened = SecretBox::Open(key_file);
   if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
   auto box = std::make_shared<const SecretBox>(std::move(*opened));
@@ -202,6 +202,32 @@ Status InstallSecrets(api::Ops& ops, const std::filesystem::path& key_file) {
       json sealed = body;
       box->SealFields(sealed["provisioner"], sensitive);
       return with_body(c, std::move(sealed), next);
+    };
+  });
+  // A plugin registered after its provider was stored: seal what it declares sensitive, in place.
+  store::Store* st = &store;
+  ops.router().Wrap("host.register", [box, st](api::Handler next) -> api::Handler {
+    return [box, st, next](const Call& c) {
+      Response r = next(c);
+      auto plugins = c.request->body.find("plugins");
+      if (!r.status.ok() || plugins == c.request->body.end() || !plugins->is_array()) return r;
+      for (const json& d : *plugins) {
+        if (!d.is_object() || !d.contains("type") || !d["type"].is_string() || !d.contains("fields") ||
+            !d["fields"].is_array())
+          continue;
+        std::set<std::string> sensitive;
+        for (const json& f : d["fields"])
+          if (f.is_object() && f.value("sensitive", false) && f.contains("name") && f["name"].is_string())
+            sensitive.insert(f["name"].get<std::string>());
+        if (sensitive.empty()) continue;
+        Status s = st->RewriteProviderFields(d["type"].get<std::string>(), [&](json& fields) {
+          const json before = fields;
+          box->SealFields(fields, sensitive);
+          return fields != before;
+        });
+        if (!s.ok()) return Response::Error(s);
+      }
+      return r;
     };
   });
   ops.AddTakeDecorator([box](const store::TaskRecord&, json& task) { return box->OpenAll(task); });

@@ -24,9 +24,10 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options);
 
 // Secrets at rest (server/auth/secrets.hpp): task.finish seals a result's SSH
 // secrets before anything stores them, provider.put seals the fields the
-// provider's plugin declares sensitive, and a take decorator (added last)
-// opens them in the task handed to the host.
-[[nodiscard]] Status InstallSecrets(api::Ops& ops, const std::filesystem::path& key_file);
+// provider's plugin declares sensitive (and when a host registers a plugin,
+// those fields already stored in the clear are sealed in place), and a take
+// decorator (added last) opens them in the task handed to the host.
+[[nodiscard]] Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file);
 
 // The principal of a request that arrived with `key` (the connection's
 // User-Id) on `endpoint`; DENIED with a sentence when the key may not act as

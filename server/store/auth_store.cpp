@@ -1,6 +1,7 @@
 // Principals, tenants, users and host requests in the store (migration 5).
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
+#include <array>
 #include <string>
 #include <utility>
 
@@ -68,6 +69,62 @@ Status Store::WipeSealedValues(std::string_view cluster_id) {
   WEFT_RETURN_IF_ERROR(WipeRows(database(), "tasks", "id", {"payload", "result"}, "cluster_id = ?1", cluster_id));
   WEFT_RETURN_IF_ERROR(WipeRows(database(), "nodes", "id", {"results"}, "cluster_id = ?1", cluster_id));
   return WipeRows(database(), "clusters", "id", {"spec", "previous"}, "id = ?1", cluster_id);
+}
+
+Status Store::RewriteProviderFields(std::string_view provider_type,
+                                    const std::function<bool(nlohmann::json& fields)>& rewrite) {
+  using json = nlohmann::json;
+  const std::string like = "%" + std::string(provider_type) + "%";
+  // Provider entities, every version.
+  Result<sql::Statement> st = database().Prepare(
+      "SELECT tenant, name, version, json FROM catalog_entities WHERE kind = 'provider' AND deleted = 0 AND json LIKE ?1");
+  if (!st.ok()) return st.status();
+  st->Bind(1, like);
+  struct Row {
+    std::string tenant, name;
+    std::int64_t version;
+    std::string text;
+  };
+  std::vector<Row> rows;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& r) {
+    rows.push_back({r.Text(0), r.Text(1), r.Int(2), r.Text(3)});
+  }));
+  for (Row& row : rows) {
+    json entity = json::parse(row.text, nullptr, false);
+    if (!entity.is_object() || entity.value("providertype", "") != provider_type || !entity.contains("provisioner") ||
+        !rewrite(entity["provisioner"]))
+      continue;
+    Result<sql::Statement> up = database().Prepare(
+        "UPDATE catalog_entities SET json = ?1 WHERE tenant = ?2 AND kind = 'provider' AND name = ?3 AND version = ?4");
+    if (!up.ok()) return up.status();
+    WEFT_RETURN_IF_ERROR(up->Bind(1, entity.dump()).Bind(2, row.tenant).Bind(3, row.name).Bind(4, row.version).Run());
+  }
+  // Cluster specs keep a copy of their provider's fields.
+  Result<sql::Statement> cs =
+      database().Prepare("SELECT id, spec, previous FROM clusters WHERE spec LIKE ?1 OR previous LIKE ?1");
+  if (!cs.ok()) return cs.status();
+  cs->Bind(1, like);
+  std::vector<std::array<std::string, 3>> clusters;
+  WEFT_RETURN_IF_ERROR(
+      sql::ForEachRow(*cs, [&](sql::Statement& r) { clusters.push_back({r.Text(0), r.Text(1), r.Text(2)}); }));
+  for (auto& [id, spec_text, previous_text] : clusters) {
+    bool changed = false;
+    auto fix = [&](json& spec) {
+      if (spec.is_object() && spec.contains("provider") && spec["provider"].is_object() &&
+          spec["provider"].value("type", "") == provider_type && spec["provider"].contains("fields"))
+        changed = rewrite(spec["provider"]["fields"]) || changed;
+    };
+    json spec = json::parse(spec_text, nullptr, false);
+    json previous = json::parse(previous_text.empty() ? "{}" : previous_text, nullptr, false);
+    fix(spec);
+    if (previous.is_object() && previous.contains("spec")) fix(previous["spec"]);
+    if (!changed) continue;
+    Result<sql::Statement> up = database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1");
+    if (!up.ok()) return up.status();
+    WEFT_RETURN_IF_ERROR(
+        up->Bind(1, id).Bind(2, spec.dump()).Bind(3, previous_text.empty() ? std::string() : previous.dump()).Run());
+  }
+  return Status::Ok();
 }
 
 Status Store::PutPrincipal(const PrincipalRecord& p) {

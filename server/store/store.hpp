@@ -16,11 +16,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "weft/common/status.hpp"
 
@@ -286,6 +289,11 @@ class Store {
   // a cluster (its spec, its nodes, its tasks' payloads and results) with
   // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
   [[nodiscard]] Status WipeSealedValues(std::string_view cluster_id);
+  // Calls `rewrite` on the provider fields of every stored provider entity
+  // (every version, every tenant) and every cluster spec whose provider type is
+  // `provider_type`; writes back those it changed (it returns true).
+  [[nodiscard]] Status RewriteProviderFields(std::string_view provider_type,
+                                             const std::function<bool(nlohmann::json& fields)>& rewrite);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

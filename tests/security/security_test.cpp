@@ -36,6 +36,19 @@ using weft::testing::RunResult;
 using weft::testing::WaitFor;
 using weft::testing::WriteFile;
 
+// One number from a read-only query of a store file (beside the running weftd).
+int CountRows(const fs::path& db_file, const std::string& query) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  const int n = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
 int Count(const std::string& text, const std::string& what) {
   int n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -456,14 +469,23 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   weft::testing::TempDir tmp("weft-sec");
   Server s(tmp / "server");
   const fs::path root = s.superadmin();
-  const std::string secret = "PLANTED-SECRET-7f3a9c";
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
-  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  const std::string secret = "PLANTED-SECRET-7f3a9c", early = "EARLY-SECRET-1b2c";
+  const fs::path db_file = tmp / "server" / "data" / "weft.db";
   REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
           0);
-  // The fake provider's api_token field is declared sensitive by the plugin.
+  // The fake provider's api_token field is declared sensitive by the plugin. Put
+  // before any host registered the plugin, weftd cannot know that yet...
   json provider = json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json"));
-  provider["provisioner"] = {{"api_token", secret}, {"make_ssh_key", true}};
+  provider["provisioner"] = {{"api_token", early}, {"make_ssh_key", true}};
+  WriteFile(tmp / "fake.json", provider.dump());
+  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+  // ...so the registration of the plugin seals it in place, in every version.
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  CHECK_THAT(s.WeftJson(root, {"provider", "get", "fake"}).dump(), Catch::Contains("\"api_token\":\"enc:v1:"));
+  CHECK(CountRows(db_file, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + early + "%'") == 0);
+  // Put once the plugin is known, a secret is never written in the clear at all.
+  provider["provisioner"]["api_token"] = secret;
   WriteFile(tmp / "fake.json", provider.dump());
   REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
 
@@ -522,6 +544,8 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
     INFO(name);
     CHECK(text.find(secret) == std::string::npos);
     CHECK(text.find("FAKE PRIVATE KEY") == std::string::npos);
+    // The early one was on disk in the clear until the registration (free pages may keep it).
+    if (name != "the store's files") CHECK(text.find(early) == std::string::npos);
   }
   CHECK_THAT(store, Catch::Contains("enc:v1:"));  // it is there, sealed
 
@@ -529,24 +553,10 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   RunResult deleted = s.Weft(root, {"--timeout", "20000", "cluster", "delete", "web", "--wait"});
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
-  auto count_sealed = [&] {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open_v2((tmp / "server" / "data" / "weft.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-            SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db,
-                               "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v1:%' OR payload LIKE "
-                               "'%enc:v1:%') + (SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v1:%') + "
-                               "(SELECT COUNT(*) FROM clusters WHERE spec LIKE '%enc:v1:%' OR previous LIKE "
-                               "'%enc:v1:%')",
-                               -1, &st, nullptr) == SQLITE_OK);
-    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-    const int n = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return n;
-  };
-  CHECK(count_sealed() == 0);
+  CHECK(CountRows(db_file,
+                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v1:%' OR payload LIKE '%enc:v1:%') + "
+                  "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v1:%') + (SELECT COUNT(*) FROM clusters "
+                  "WHERE spec LIKE '%enc:v1:%' OR previous LIKE '%enc:v1:%')") == 0);
   // The catalog keeps its own sealed copy: the provider still exists.
   CHECK(s.WeftJson(root, {"provider", "get", "fake"}).dump().find("enc:v1:") != std::string::npos);
 }
