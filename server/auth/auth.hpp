@@ -80,7 +80,11 @@ class Registry {
 
   // Host enrollment: a one-time token (a key pair whose public half is stored
   // with an expiry), spent by host.enroll for the host's own key.
-  [[nodiscard]] Result<curve::KeyPair> CreateToken(std::int64_t ttl_ms, const std::string& created_by);
+  struct NewToken {
+    curve::KeyPair keys;
+    std::int64_t expires_at_ms = 0;
+  };
+  [[nodiscard]] Result<NewToken> CreateToken(std::int64_t ttl_ms, const std::string& created_by);
   [[nodiscard]] Status EnrollHost(const std::string& token_key, const std::string& host_id,
                                   const std::string& host_key);
   // A host with an unknown key asked to join (host.register); an admin accepts it.
@@ -109,6 +113,7 @@ class Registry {
  private:
   void Publish();
   [[nodiscard]] Status Revoke(store::PrincipalRecord& p, const std::string& by);
+  [[nodiscard]] Status PutHostKey(const std::string& host_id, const std::string& host_key, const std::string& by);
 
   store::Store& store_;
   const Clock& clock_;

@@ -60,14 +60,10 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
     WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
                                     options.token_ttl_ms));
-    WEFT_TRY_ASSIGN(pair, reg->CreateToken(ttl, Who(c)));
-    const auto tokens = reg->Principals(Kind::kToken);
-    std::int64_t expires = 0;
-    for (const auto& p : tokens)
-      if (p.public_key == pair.public_key) expires = p.expires_at_ms;
-    return Response::Ok({{"token", curve::EncodeToken({pair, options.server_key})},
-                         {"key", curve::ShortKey(pair.public_key)},
-                         {"expires_at_ms", expires}});
+    WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c)));
+    return Response::Ok({{"token", curve::EncodeToken({token.keys, options.server_key})},
+                         {"key", curve::ShortKey(token.keys.public_key)},
+                         {"expires_at_ms", token.expires_at_ms}});
   });
   router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));

@@ -126,7 +126,7 @@ Status Registry::Revoke(store::PrincipalRecord& p, const std::string& by) {
   return store_.PutPrincipal(p);
 }
 
-Result<curve::KeyPair> Registry::CreateToken(std::int64_t ttl_ms, const std::string& created_by) {
+Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std::string& created_by) {
   if (ttl_ms <= 0) return Status::Invalid("a token's ttl must be positive");
   Result<curve::KeyPair> pair = curve::Generate();
   if (!pair.ok()) return pair.status();
@@ -139,7 +139,7 @@ Result<curve::KeyPair> Registry::CreateToken(std::int64_t ttl_ms, const std::str
   WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
   principals_[p.public_key] = p;
   Publish();
-  return pair;
+  return NewToken{*pair, p.expires_at_ms};
 }
 
 Status Registry::EnrollHost(const std::string& token_key, const std::string& host_id, const std::string& host_key) {
@@ -150,6 +150,13 @@ Status Registry::EnrollHost(const std::string& token_key, const std::string& hos
   if (token == principals_.end() || token->second.kind != "token" || token->second.revoked_at_ms)
     return Status::Denied("the enrollment token was already used");
   WEFT_RETURN_IF_ERROR(Revoke(token->second, "its use by host '" + host_id + "'"));
+  WEFT_RETURN_IF_ERROR(PutHostKey(host_id, host_key, "token " + curve::ShortKey(token_key)));
+  WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' enrolled with key " << curve::ShortKey(host_key);
+  return Status::Ok();
+}
+
+// The host's one key in force from now on: earlier ones are revoked, a request is answered.
+Status Registry::PutHostKey(const std::string& host_id, const std::string& host_key, const std::string& by) {
   for (auto& [key, p] : principals_) {
     if (p.kind == "host" && p.host_id == host_id && !p.revoked_at_ms)
       WEFT_RETURN_IF_ERROR(Revoke(p, "the host's new key"));
@@ -158,13 +165,12 @@ Status Registry::EnrollHost(const std::string& token_key, const std::string& hos
   p.public_key = host_key;
   p.kind = "host";
   p.host_id = host_id;
-  p.created_by = "token " + curve::ShortKey(token_key);
+  p.created_by = by;
   p.created_at_ms = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
   principals_[host_key] = p;
   if (requests_.erase(host_id)) WEFT_RETURN_IF_ERROR(store_.DeleteHostRequest(host_id));
   Publish();
-  WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' enrolled with key " << curve::ShortKey(host_key);
   return Status::Ok();
 }
 
@@ -187,22 +193,8 @@ Status Registry::RequestHost(const std::string& host_id, const std::string& host
 Status Registry::AcceptHost(const std::string& host_id, const std::string& by) {
   auto it = requests_.find(host_id);
   if (it == requests_.end())
-    return Status::NotFound("no host '" + host_id + "' waits to be accepted (see `weft host list`)");
-  for (auto& [key, p] : principals_) {
-    if (p.kind == "host" && p.host_id == host_id && !p.revoked_at_ms)
-      WEFT_RETURN_IF_ERROR(Revoke(p, "the host's new key"));
-  }
-  store::PrincipalRecord p;
-  p.public_key = it->second.public_key;
-  p.kind = "host";
-  p.host_id = host_id;
-  p.created_by = by;
-  p.created_at_ms = clock_.NowMs();
-  WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
-  principals_[p.public_key] = p;
-  WEFT_RETURN_IF_ERROR(store_.DeleteHostRequest(host_id));
-  requests_.erase(it);
-  Publish();
+    return Status::NotFound("no host '" + host_id + "' waits to be accepted (see `weft host requests`)");
+  WEFT_RETURN_IF_ERROR(PutHostKey(host_id, it->second.public_key, by));
   WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' accepted by " << by;
   return Status::Ok();
 }
