@@ -768,7 +768,12 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"plugins", plugins}});
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
+      const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
       WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": " << r.status().ToString()
+                            << (unanswered && config.curve_server_key.empty()
+                                    ? " (if weftd runs with security on, as by default, this host needs an "
+                                      "enroll_token or server_key: docs/security.md)"
+                                    : "")
                             << " (retrying)";
     }
     return false;
