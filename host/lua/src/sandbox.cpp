@@ -255,6 +255,22 @@ Reply MarkArray(lua_State* L) {
   return {1, {}};
 }
 
+// weft.json_encode(value): JSON text, by the rules of set_result.
+Reply JsonEncode(lua_State* L) { return {0, {json(ToJson(L, 1, "weft.json_encode").dump())}}; }
+
+// weft.json_decode(text): Lua values, by the rules of task.json.
+Reply JsonDecode(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TSTRING) {
+    throw ScriptError(std::string("weft.json_decode: the argument must be a string of JSON text, not a ") +
+                      lua_typename(L, lua_type(L, 1)));
+  }
+  std::size_t n = 0;
+  const char* text = lua_tolstring(L, 1, &n);
+  json value = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) throw ScriptError("weft.json_decode: the text is not valid JSON");
+  return {0, {std::move(value)}};
+}
+
 // ---- protected bodies (rule 1) ----------------------------------------------
 
 enum class SetupStage : int { kLibraries = 1, kCompile, kRun };
@@ -326,10 +342,12 @@ int SetupBody(lua_State* L) {
   lua_pushliteral(L, "weft.array");
   lua_setfield(L, -2, "__name");
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kArrayMetaKey);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lua_pushlightuserdata(L, const_cast<char*>(&kNullSentinel));
   lua_setfield(L, -2, "null");
   SetFunction(L, lua_gettop(L), "array", &Trampoline<&MarkArray>);
+  SetFunction(L, lua_gettop(L), "json_encode", &Trampoline<&JsonEncode>);
+  SetFunction(L, lua_gettop(L), "json_decode", &Trampoline<&JsonDecode>);
   lua_setfield(L, g, "weft");
 
   // The task object's metatable: its methods, protected.
@@ -365,7 +383,8 @@ int SetupBody(lua_State* L) {
 }
 
 struct RunArgs {
-  const char* action;
+  const char* action;        // "install": the key in `actions`
+  const char* action_upper;  // "INSTALL": task.action
   const json* task_json;
   const json* fields;
   RunScope* scope;
@@ -381,9 +400,11 @@ int RunBody(lua_State* L) {
   if (lua_getfield(L, -1, args->action) != LUA_TFUNCTION) {
     return luaL_error(L, "actions.%s is not a function in this Lua state", args->action);
   }
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 3);
   PushJson(L, *args->task_json);
   lua_setfield(L, -2, "json");
+  lua_pushstring(L, args->action_upper);
+  lua_setfield(L, -2, "action");
   PushJson(L, *args->fields);
   lua_setfield(L, -2, "fields");
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kTaskMetaKey);
@@ -406,6 +427,13 @@ Control& ControlOf(lua_State* L) {
   void* ud = nullptr;
   lua_getallocf(L, &ud);
   return *static_cast<Control*>(ud);
+}
+
+void KillRun(lua_State* L, Kill why) noexcept {
+  Control& c = ControlOf(L);
+  if (c.kill == Kill::kNone) c.kill = why;
+  c.hook_count = 1;
+  lua_sethook(L, &Hook, LUA_MASKCOUNT, 1);
 }
 
 namespace detail {
@@ -497,6 +525,8 @@ void Sandbox::Arm(RunScope* scope) {
   control_.kill = Kill::kNone;
   control_.memory_exceeded = false;
   control_.violation.clear();
+  control_.raised_text.clear();
+  control_.raised_code = 0;
   control_.instructions = 0;
   control_.budget = limits_.instruction_budget;
   // Clamped so that a "no limit" value cannot overflow the clock.
@@ -517,7 +547,9 @@ void Sandbox::Disarm() {
 
 Outcome Sandbox::RunAction(const char* action, const json& task_json, const json& fields, RunScope* scope,
                            const std::string& label, const std::string& when) {
-  RunArgs args{action, &task_json, &fields, scope};
+  std::string upper(action);
+  for (char& ch : upper) ch = static_cast<char>(ch >= 'a' && ch <= 'z' ? ch - 'a' + 'A' : ch);
+  RunArgs args{action, upper.c_str(), &task_json, &fields, scope};
   Arm(scope);
   lua_settop(L_, 0);
   lua_pushcfunction(L_, &Traceback);
@@ -586,6 +618,12 @@ Outcome Sandbox::Describe(int status, const std::string& error, const std::strin
   }
   if (status == LUA_OK) return o;
   o.code = WEFT_ERR_FAILED;
+  if (!c.raised_text.empty() && c.raised_code != 0) {
+    // The script let a host service's error end the run (perhaps rethrown):
+    // the task fails with the service's code.
+    std::string_view first = std::string_view(error).substr(0, error.find("\nstack traceback:"));
+    if (first.ends_with(c.raised_text)) o.code = c.raised_code;
+  }
   if (status == LUA_ERRMEM) {
     o.poisoned = true;
     o.message = label + " ran out of memory " + when;

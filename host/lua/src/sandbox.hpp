@@ -10,6 +10,8 @@
 //     its arguments with API calls that never raise, does its C++ work (which may
 //     throw), and hands back JSON values; the trampoline pushes them in protected
 //     mode and calls lua_error only after every C++ object of F is destroyed.
+//     F may call back into Lua (task:exec's output callbacks) only through
+//     lua_pcall of a C function whose frame holds nothing with a destructor.
 //  3. The hook and the allocator hold no C++ objects with destructors.
 //
 // Thread-safety: a Sandbox is used by one thread at a time (the instance's pool
@@ -38,6 +40,7 @@ struct RunScope {
   const weft_host_services* host = nullptr;
   weft_task* task = nullptr;
   const void* task_object = nullptr;  // identity of this run's Lua `task` table
+  bool in_output_callback = false;    // inside task:exec's on_stdout/on_stderr
 };
 
 // Why the hook stopped a script. kNone is "not stopped"; 0 is never used.
@@ -60,9 +63,20 @@ struct Control {
   std::chrono::steady_clock::time_point deadline{};
   RunScope* scope = nullptr;
   std::string violation;  // the first sandbox rule a script broke in this run
+  // The last error a host service raised into the script, and its WEFT_ERR_*
+  // code: a run that ends with that error keeps the code (an SSH timeout
+  // fails the task as TIMEOUT, not FAILED).
+  std::string raised_text;
+  int raised_code = 0;
 };
 
 Control& ControlOf(lua_State* L);
+
+// Ends the running script from a C function (the budget ran out or the host
+// cancelled while it waited in C): marks the kill and re-arms the hook to fire
+// on the next instruction, exactly as if the hook had found it. The caller
+// then raises an error; Describe reports the kill. Never raises.
+void KillRun(lua_State* L, Kill why) noexcept;
 
 // Thrown by a C function when a script passes something unusable.
 class ScriptError : public std::runtime_error {
