@@ -8,8 +8,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +61,21 @@ std::optional<int> ParseInt(const char* v, long min, long max) {
   long n = std::strtol(v, &end, 10);
   if (!*v || *end || n < min || n > max) return std::nullopt;
   return static_cast<int>(n);
+}
+
+// Every runner thread of a worker keeps two connections to weftd (take and
+// finish), each a descriptor plus libzmq's own eventfds, so a host of capacity
+// 1,000 needs several thousand descriptors: more than the usual soft limit of
+// 1,024. Raise the soft limit towards the hard one (capped: plugins and the
+// programs they start may walk every possible descriptor). Workers inherit it.
+void RaiseOpenFileLimit() {
+  constexpr rlim_t kWanted = 65536;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= kWanted) return;
+  const rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? kWanted : std::min(kWanted, limit.rlim_max);
+  if (wanted <= limit.rlim_cur) return;
+  limit.rlim_cur = wanted;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);  // best effort: the old limit still works for smaller hosts
 }
 
 // Signals are taken by one thread with sigwait; every other thread (and every
@@ -151,6 +168,7 @@ int main(int argc, char** argv) {
     }
     return weft::host::ProbeMain(argv[2]);
   }
+  RaiseOpenFileLimit();
   if (argc >= 2 && std::string_view(argv[1]) == "--worker") return WorkerMain(argc, argv);
 
   std::string config_path;

@@ -1,8 +1,10 @@
 // weftd: the Weft server daemon. See docs/configuration.md and docs/protocol.md.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -11,8 +13,27 @@
 #include "server/daemon/daemon.hpp"
 #include "weft/common/log.hpp"
 
+namespace {
+
+// Every runner thread of every weft-host worker keeps two connections to the
+// provisioner endpoint, so one host of capacity 1,000 is ~2,000 descriptors
+// here: more than the usual soft limit of 1,024. Raise the soft limit towards
+// the hard one (capped, so a huge hard limit does not make descriptor walks slow).
+void RaiseOpenFileLimit() {
+  constexpr rlim_t kWanted = 65536;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= kWanted) return;
+  const rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? kWanted : std::min(kWanted, limit.rlim_max);
+  if (wanted <= limit.rlim_cur) return;
+  limit.rlim_cur = wanted;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);  // best effort: fewer connections still work
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace weft;
+  RaiseOpenFileLimit();
   Result<server::Flags> flags = server::ParseFlags(argc, argv);
   if (!flags.ok()) {
     std::cerr << "weftd: " << flags.status().message() << "\n" << server::kUsage;
