@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,14 @@ constexpr int kBackoffMs = 500;
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
 constexpr auto kOutageLogEvery = std::chrono::seconds(10);
+// Sockets a worker's context may hold beyond one per runner thread: the control
+// thread's, and resource fetches.
+constexpr int kSpareSockets = 64;
+
+// libzmq refuses a context's 1,024th socket ("Too many open files") unless told
+// otherwise, and each context of a worker has a socket per runner thread: a
+// worker of more than ~1,000 threads would have runners that can never reach weftd.
+int MaxSockets(int threads) { return std::max(ZMQ_MAX_SOCKETS_DFLT, threads + kSpareSockets); }
 
 // Logs a loop's failures without flooding: the first failure, then at most one
 // line every 10 s while it lasts, and one line when it recovers.
@@ -81,8 +90,8 @@ Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions opti
       options_(std::move(options)),
       component_(options_.log_component),
       cache_(ResourceCacheDir(config_)),
-      ctx_(1),
-      take_ctx_(1) {}
+      ctx_(1, MaxSockets(options_.threads)),
+      take_ctx_(1, MaxSockets(options_.threads)) {}
 
 Runtime::~Runtime() {
   RequestStop();
