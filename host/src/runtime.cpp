@@ -15,13 +15,60 @@
 #endif
 
 namespace weft::host {
+
+// Logs the failures of calls to weftd without flooding: the first failure, then
+// at most one line every 10 s while they go on, and one line when calls work
+// again. Thread-safe: a worker has one for all its runners' takes and one for
+// all their finishes, because a host of capacity 1,000 has 1,000 runners and
+// weftd going away must read as one line every 10 s, not as 1,000.
+class OutageLog {
+ public:
+  OutageLog(std::string component, std::string what) : component_(std::move(component)), what_(std::move(what)) {}
+  // `detail` names what failed this time (e.g. the task), for the logged line.
+  void Failure(const Status& status, const std::string& detail = "") {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    ++failures_;
+    // Also rate-limited across a recovery, so calls that fail and work by
+    // turns (some runners but not others) cannot flood the log either.
+    if (logged_ == 0 || now - last_log_ >= kEvery) {
+      WEFT_LOG(kWarn, component_) << what_ << (detail.empty() ? "" : " (" + detail + ")") << ": "
+                                  << status.ToString()
+                                  << (failures_ > 1 ? " (" + std::to_string(failures_) + " failures so far; retrying)"
+                                                    : std::string(" (retrying)"));
+      last_log_ = now;
+      ++logged_;
+      outage_logged_ = true;
+    }
+  }
+  void Success() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failures_ == 0) return;
+    if (outage_logged_) {
+      WEFT_LOG(kInfo, component_) << what_ << ": working again after " << failures_ << " failure(s)";
+      last_log_ = std::chrono::steady_clock::now();
+    }
+    failures_ = 0;
+    outage_logged_ = false;
+  }
+
+ private:
+  static constexpr auto kEvery = std::chrono::seconds(10);
+  const std::string component_;
+  const std::string what_;
+  std::mutex mu_;
+  std::int64_t failures_ = 0;      // since calls last worked
+  std::int64_t logged_ = 0;        // lines ever logged
+  bool outage_logged_ = false;     // this outage has a line (so its end gets one)
+  std::chrono::steady_clock::time_point last_log_{};
+};
+
 namespace {
 
 using json = nlohmann::json;
 constexpr int kBackoffMs = 500;
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
-constexpr auto kOutageLogEvery = std::chrono::seconds(10);
 // Sockets a worker's context may hold beyond one per runner thread: the control
 // thread's, and resource fetches.
 constexpr int kSpareSockets = 64;
@@ -30,35 +77,6 @@ constexpr int kSpareSockets = 64;
 // otherwise, and each context of a worker has a socket per runner thread: a
 // worker of more than ~1,000 threads would have runners that can never reach weftd.
 int MaxSockets(int threads) { return std::max(ZMQ_MAX_SOCKETS_DFLT, threads + kSpareSockets); }
-
-// Logs a loop's failures without flooding: the first failure, then at most one
-// line every 10 s while it lasts, and one line when it recovers.
-class OutageLog {
- public:
-  OutageLog(std::string component, std::string what) : component_(std::move(component)), what_(std::move(what)) {}
-  void Failure(const Status& status) {
-    auto now = std::chrono::steady_clock::now();
-    ++failures_;
-    if (failures_ == 1 || now - last_log_ >= kOutageLogEvery) {
-      WEFT_LOG(kWarn, component_) << what_ << ": " << status.ToString()
-                              << (failures_ > 1 ? " (" + std::to_string(failures_) + " failures so far; retrying)"
-                                                : std::string(" (retrying)"));
-      last_log_ = now;
-    }
-  }
-  void Success() {
-    if (failures_ > 0) {
-      WEFT_LOG(kInfo, component_) << what_ << ": working again after " << failures_ << " failures";
-    }
-    failures_ = 0;
-  }
-
- private:
-  std::string component_;
-  std::string what_;
-  std::int64_t failures_ = 0;
-  std::chrono::steady_clock::time_point last_log_{};
-};
 
 std::int64_t IntOr(const json& obj, const char* key, std::int64_t fallback) {
   auto it = obj.find(key);
@@ -91,7 +109,9 @@ Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions opti
       component_(options_.log_component),
       cache_(ResourceCacheDir(config_)),
       ctx_(1, MaxSockets(options_.threads)),
-      take_ctx_(1, MaxSockets(options_.threads)) {}
+      take_ctx_(1, MaxSockets(options_.threads)),
+      take_outage_(std::make_unique<OutageLog>(component_, "task.take from " + config_.server)),
+      finish_outage_(std::make_unique<OutageLog>(component_, "cannot report finished tasks to weftd")) {}
 
 Runtime::~Runtime() {
   RequestStop();
@@ -329,7 +349,6 @@ void Runtime::RunnerLoop(int index) {
     // One socket per thread, for takes and for everything else (see ctx_).
     client::Client take_client(take_ctx_, ClientOptions(config_, config_.take_wait_ms + kTakeMarginMs));
     client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
-    OutageLog outage(component_, "runner " + std::to_string(index) + ": task.take from " + config_.server);
     json take = {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}};
     // Today's weftd ignores "tenant"; see docs/host.md for what it will do.
     if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
@@ -352,11 +371,11 @@ void Runtime::RunnerLoop(int index) {
         }
         // NOT_FOUND: weftd does not know the host (yet); the master registers
         // it again, this worker only waits.
-        outage.Failure(r.status());
+        take_outage_->Failure(r.status(), "runner " + std::to_string(index));
         if (!Backoff(kBackoffMs)) break;
         continue;
       }
-      outage.Success();
+      take_outage_->Success();
       auto task = r->find("task");
       if (task == r->end() || task->is_null()) continue;
       if (!task->is_object()) {
@@ -494,12 +513,11 @@ void Runtime::RunTask(client::Client& client, const json& task) {
 void Runtime::SendFinish(client::Client& client, const json& body) {
   const std::string what = "task " + std::to_string(body["task_id"].get<std::int64_t>()) + " attempt " +
                            std::to_string(body["attempt"].get<std::int64_t>());
-  OutageLog outage(component_, "cannot report " + what + " to weftd");
   int not_found = 0;
   while (true) {
     Result<json> r = client.Call("task.finish", body);
     if (r.ok()) {
-      outage.Success();
+      finish_outage_->Success();
       return;
     }
     const Status& s = r.status();
@@ -523,7 +541,7 @@ void Runtime::SendFinish(client::Client& client, const json& body) {
         if (!Backoff(kBackoffMs)) std::this_thread::sleep_for(std::chrono::milliseconds(kBackoffMs));
         continue;
       default:
-        outage.Failure(s);
+        finish_outage_->Failure(s, what);
         {
           std::lock_guard<std::mutex> lock(mu_);
           if (hard_stop_) {

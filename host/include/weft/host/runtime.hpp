@@ -41,6 +41,8 @@
 
 namespace weft::host {
 
+class OutageLog;  // runtime.cpp: rate-limited logging of failed calls to weftd
+
 struct WorkerOptions {
   int threads = 1;          // tasks run at once
   std::string tenant;       // sent in task.take; empty: any tenant
@@ -95,6 +97,9 @@ class Runtime {
   // until the last finish is sent.
   zmq::context_t ctx_;
   zmq::context_t take_ctx_;
+  // Shared by every runner: failed takes, failed finishes.
+  std::unique_ptr<OutageLog> take_outage_;
+  std::unique_ptr<OutageLog> finish_outage_;
 
   std::mutex write_mu_;  // the channel's write side
 
