@@ -43,8 +43,11 @@ static void sleep_ms(long ms) {
 /* A store to an unmapped page near zero: a real SIGSEGV, not a raise(). Not to
  * NULL itself, which UBSan would report (and exit) before the fault happens. */
 #if CRASHER_MODE == MODE_SEGV || CRASHER_MODE == MODE_LOAD
+/* The address is read from a volatile so that an optimizing compiler neither
+ * sees a constant pointer (GCC's -Warray-bounds) nor drops the store. */
+static volatile uintptr_t fault_address = 64;
 static void segfault(void) {
-  volatile int *p = (volatile int *)(uintptr_t)64;
+  volatile int *p = (volatile int *)fault_address;
   *p = 1;
 }
 #endif
