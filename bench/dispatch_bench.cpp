@@ -15,23 +15,14 @@
 // same runs with finish+take in one round trip (task.finish's "take"), which
 // real hosts use: there a task costs one round trip, so that line's
 // "transport_limit" is 1.0 and its ratio is not comparable with the target.
-#include <fcntl.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
-#include <charconv>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +31,7 @@
 #include <zmq.hpp>
 
 #include "bench.hpp"
+#include "bench_util.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"
@@ -75,158 +67,9 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-bool ParseInt(const std::string& text, int min, int max, int* out) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
-}
 
-// CPU time (ns) all threads of a process have run, from /proc/<pid>/task/*/schedstat;
-// 0 when unavailable. Used to report weftd's CPU cost per task.
-std::int64_t ProcessCpuNs(pid_t pid) {
-  std::int64_t total = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream in(entry.path() / "schedstat");
-    std::int64_t run_ns = 0;
-    if (in >> run_ns) total += run_ns;
-  }
-  return total;
-}
-
-// A scratch directory, removed when done.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft-bench-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// The real weftd on ephemeral loopback ports. Stopped with SIGTERM (then SIGKILL
-// after 10 s) when destroyed.
-class Weftd {
- public:
-  Status Start(const fs::path& binary, const fs::path& dir) {
-    log_ = dir / "weftd.log";
-    fs::path data = dir / "data";
-    fs::create_directories(data);
-    fs::path config = dir / "weftd.toml";
-    {
-      std::ofstream out(config);
-      out << "[server]\n"
-          << "data_dir = " << json(data.string()).dump() << "\n"
-          << "log_level = \"warn\"\n"
-          << "[endpoints]\n"
-          << "api = \"tcp://127.0.0.1:*\"\n"
-          << "provisioner = \"tcp://127.0.0.1:*\"\n"
-          << "events = \"tcp://127.0.0.1:*\"\n"
-          << "[security]\ncurve = false\n";  // the figures are for dispatch, not for encryption
-      if (!out) return Status::Internal("cannot write " + config.string());
-    }
-    int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::Internal("cannot create " + log_.string());
-    pid_ = fork();
-    if (pid_ < 0) {
-      close(fd);
-      return Status::Internal("fork failed");
-    }
-    if (pid_ == 0) {
-      int null_in = open("/dev/null", O_RDONLY);
-      dup2(null_in, 0);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::string bin = binary.string();
-      std::string cfg = config.string();
-      char* argv[] = {bin.data(), const_cast<char*>("--config"), cfg.data(), nullptr};
-      execv(argv[0], argv);
-      _exit(127);
-    }
-    close(fd);
-
-    fs::path endpoints_file = data / "endpoints.json";
-    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-    while (SteadyClock::now() < deadline) {
-      int st = 0;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return Status::Internal("weftd exited during start-up; its log ends:\n" + Tail(log_));
-      }
-      std::ifstream in(endpoints_file);
-      if (in) {
-        json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.value("api", "") != "" && j.value("provisioner", "") != "") {
-          api_ = j["api"].get<std::string>();
-          provisioner_ = j["provisioner"].get<std::string>();
-          return Status::Ok();
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return Status::Timeout("weftd did not write " + endpoints_file.string() + " within 15 s; its log ends:\n" +
-                           Tail(log_));
-  }
-
-  ~Weftd() { Stop(); }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    auto deadline = SteadyClock::now() + std::chrono::seconds(10);
-    int st = 0;
-    while (waitpid(pid_, &st, WNOHANG) == 0) {
-      if (SteadyClock::now() > deadline) {
-        std::fprintf(stderr, "weft-bench: weftd did not stop within 10 s of SIGTERM; killing it\n");
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-  }
-
-  const std::string& api() const { return api_; }
-  const std::string& provisioner() const { return provisioner_; }
-  const fs::path& log() const { return log_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  fs::path log_;
-  std::string api_;
-  std::string provisioner_;
-};
 
 json BenchPlugin() {
   return json{{"type", "bench"},
@@ -259,10 +102,11 @@ struct DispatchResult {
 // One dispatch run against a fresh weftd.
 Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts,
                                    bool combined) {
-  ScratchDir dir;
-  Weftd weftd;
-  WEFT_RETURN_IF_ERROR(weftd.Start(weftd_bin, dir.path()));
-  WEFT_RETURN_IF_ERROR(Enqueue(ctx, weftd.api(), opts.tasks));
+  ScratchDir dir("weft-bench");
+  Child weftd;
+  Result<WeftdEndpoints> endpoints = StartWeftd(weftd, weftd_bin, dir.path());
+  if (!endpoints.ok()) return endpoints.status();
+  WEFT_RETURN_IF_ERROR(Enqueue(ctx, endpoints->api, opts.tasks));
 
   std::atomic<int> finished{0};
   std::atomic<bool> abort{false};
@@ -274,7 +118,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   std::int64_t cpu_start_ns = 0;
   std::int64_t cpu_end_ns = 0;
   std::barrier registered(opts.hosts, [&]() noexcept {
-    cpu_start_ns = ProcessCpuNs(weftd.pid());
+    cpu_start_ns = TreeCpuNs(weftd.pid());
     start = SteadyClock::now();
   });
   const auto deadline = SteadyClock::now() + kRunDeadline;
@@ -289,7 +133,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
     std::string host_id = "bench-";
     host_id += std::to_string(index);
     client::Client c(ctx, client::Options{
-                              .endpoint = weftd.provisioner(), .timeout_ms = 10000, .tenant = "", .limits = {}});
+                              .endpoint = endpoints->provisioner, .timeout_ms = 10000, .tenant = "", .limits = {}});
     Result<json> reg = c.Call("host.register", json{{"host_id", host_id},
                                                    {"capacity", 1},
                                                    {"version", "0.1.0"},
@@ -331,7 +175,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
       if (finished.fetch_add(1) + 1 == opts.tasks) {
         std::lock_guard<std::mutex> lock(end_mu);
         end = SteadyClock::now();
-        cpu_end_ns = ProcessCpuNs(weftd.pid());
+        cpu_end_ns = TreeCpuNs(weftd.pid());
       }
     }
   };

@@ -66,6 +66,7 @@
 #include <zmq.hpp>
 
 #include "bench.hpp"
+#include "bench_util.hpp"
 #include "local_node.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
@@ -130,21 +131,6 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-bool ParseInt(const std::string& text, int min, int max, int* out) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 double Round3(double v) { return std::round(v * 1000) / 1000; }
 
@@ -153,11 +139,6 @@ std::string ReadAll(const fs::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
-  std::string s = ReadAll(path);
-  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
 Status WriteText(const fs::path& path, const std::string& text, mode_t mode = 0644) {
@@ -196,36 +177,16 @@ fs::path FindOnPath(const std::string& name) {
   return {};
 }
 
-// A scratch directory, removed when done.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft-fanout-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// A child process in a process group of its own (so a terminal's Ctrl-C reaches
+// Unlike bench_util's Child: a child process in a process group of its own (so a terminal's Ctrl-C reaches
 // only weft-bench, which then cleans up in order), stdin from /dev/null, stdout
 // and stderr into a log file. Stopped with SIGTERM to the group (SIGKILL after
 // the grace) when destroyed.
-class Child {
+class GroupChild {
  public:
-  Child() = default;
-  ~Child() { Stop(std::chrono::seconds(10)); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
+  GroupChild() = default;
+  ~GroupChild() { Stop(std::chrono::seconds(10)); }
+  GroupChild(const GroupChild&) = delete;
+  GroupChild& operator=(const GroupChild&) = delete;
 
   Status Start(const std::vector<std::string>& argv, const fs::path& log, const std::vector<std::string>& extra_env) {
     std::vector<std::string> env_strings;
@@ -441,7 +402,7 @@ struct Endpoints {
   std::string events;
 };
 
-Result<Endpoints> StartWeftd(Child& weftd, const fs::path& bin_dir, const fs::path& dir) {
+Result<Endpoints> StartWeftd(GroupChild& weftd, const fs::path& bin_dir, const fs::path& dir) {
   const fs::path data = dir / "data";
   fs::create_directories(data);
   const fs::path config = dir / "weftd.toml";
@@ -475,7 +436,7 @@ Result<Endpoints> StartWeftd(Child& weftd, const fs::path& bin_dir, const fs::pa
                          Tail(log));
 }
 
-Status StartHost(Child& host, const fs::path& bin_dir, const fs::path& dir, const std::string& provisioner,
+Status StartHost(GroupChild& host, const fs::path& bin_dir, const fs::path& dir, const std::string& provisioner,
                  const Options& opts) {
   const fs::path plugins = bin_dir.parent_path() / "plugins";
   for (const char* kind :
@@ -732,7 +693,7 @@ struct WeftRun {
 
 class WeftSide {
  public:
-  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes, Child& weftd, Child& host)
+  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes, GroupChild& weftd, GroupChild& host)
       : api_(api), events_(events), nodes_(nodes), weftd_(weftd), host_(host) {}
 
   // The plan of the measured operation: exactly one START of the service per node.
@@ -844,8 +805,8 @@ class WeftSide {
   client::Client& api_;
   EventWatcher& events_;
   const std::vector<NodeInfo>& nodes_;
-  Child& weftd_;
-  Child& host_;
+  GroupChild& weftd_;
+  GroupChild& host_;
 };
 
 // ---------------------------------------------------------------------------
@@ -914,7 +875,7 @@ class AnsibleSide {
         for (pid_t pid : ProcessesMentioning(dir.string())) kill(pid, SIGTERM);
       }
     } end_masters{control_dir, !opts_.warm};
-    Child ansible;
+    GroupChild ansible;
     const auto start = SteadyClock::now();
     WEFT_RETURN_IF_ERROR(ansible.Start({ansible_.string(), "all", "-i", (dir_ / "inventory.ini").string(), "-m",
                                         "shell", "-a", opts_.command, "-f", std::to_string(opts_.nodes)},
@@ -981,7 +942,7 @@ class AnsibleSide {
 
 std::string AnsibleVersion(const fs::path& ansible) {
   fs::path scratch = fs::temp_directory_path() / ("weft-fanout-version-" + std::to_string(getpid()));
-  Child c;
+  GroupChild c;
   if (!c.Start({ansible.string(), "--version"}, scratch, {}).ok()) return "unknown";
   const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
   while (!c.Poll() && SteadyClock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -1001,7 +962,7 @@ std::string AnsibleVersion(const fs::path& ansible) {
 // weft-host and weftd.
 class Teardown {
  public:
-  Teardown(std::optional<client::Client>& api, const fs::path& state_dir, const fs::path& scratch, Child& host, Child& weftd)
+  Teardown(std::optional<client::Client>& api, const fs::path& state_dir, const fs::path& scratch, GroupChild& host, GroupChild& weftd)
       : api_(api), state_dir_(state_dir), scratch_(scratch), host_(host), weftd_(weftd) {}
   ~Teardown() { Run(); }
   Teardown(const Teardown&) = delete;
@@ -1093,8 +1054,8 @@ class Teardown {
   std::optional<client::Client>& api_;
   fs::path state_dir_;
   fs::path scratch_;
-  Child& host_;
-  Child& weftd_;
+  GroupChild& host_;
+  GroupChild& weftd_;
   std::vector<pid_t> sshd_;
   bool cluster_created_ = false;
   bool done_ = false;
@@ -1134,7 +1095,7 @@ int PortOf(const std::string& endpoint) {
 // Waits until weft-host runs its workers and every runner thread has connected
 // to weftd (so a job's tasks are taken at once), then a little longer for the
 // first task.take of each to arrive.
-Status WaitHostReady(client::Client& api, Child& host, const fs::path& log, const Options& opts, int port) {
+Status WaitHostReady(client::Client& api, GroupChild& host, const fs::path& log, const Options& opts, int port) {
   const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
   while (SteadyClock::now() < deadline && !g_interrupted) {
     if (auto st = host.Poll()) {
@@ -1226,12 +1187,12 @@ int Fanout(const std::vector<std::string>& args) {
   sigaction(SIGTERM, &sa, nullptr);
 
   const double load_before = LoadAverage();
-  ScratchDir scratch;
+  ScratchDir scratch("weft-fanout");
   const fs::path state_dir = scratch.path() / "nodes";
   fs::create_directories(state_dir);
   fs::create_directories(scratch.path() / "ansible");
-  Child weftd;
-  Child host;
+  GroupChild weftd;
+  GroupChild host;
   zmq::context_t ctx(1);
   std::optional<client::Client> api_holder;  // outlives the teardown, which deletes the cluster through it
   Teardown teardown(api_holder, state_dir, scratch.path(), host, weftd);

@@ -56,6 +56,7 @@
 #include <zmq.hpp>
 
 #include "bench.hpp"
+#include "bench_util.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 
@@ -131,35 +132,8 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-bool ParseInt(const std::string& text, int min, int max, int* out) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double Round1(double v) { return std::round(v * 10) / 10; }
 double Round3(double v) { return std::round(v * 1000) / 1000; }
-
-double MsSince(SteadyClock::time_point t) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count();
-}
-
-std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
-}
 
 // ---- /proc ------------------------------------------------------------------
 
@@ -180,164 +154,14 @@ std::int64_t StatusBytes(pid_t pid, const char* key) {
 
 double Mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-// The children of every thread of `pid` (the master starts workers from its
-// main thread, but /proc lists children per thread).
-std::vector<pid_t> Children(pid_t pid) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream children(entry.path() / "children");
-    pid_t child = 0;
-    while (children >> child) out.push_back(child);
-  }
-  return out;
-}
-
-// CPU time (ns) of a process and, recursively, of its children, from
-// /proc/<pid>/task/*/schedstat; 0 when unknown.
-std::int64_t TreeCpuNs(pid_t pid) {
-  std::int64_t total = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream stat(entry.path() / "schedstat");
-    std::int64_t run_ns = 0;
-    if (stat >> run_ns) total += run_ns;
-  }
-  for (pid_t child : Children(pid)) total += TreeCpuNs(child);
-  return total;
-}
-
 // ---- processes --------------------------------------------------------------
-
-// A scratch directory, removed when done unless kept.
-class ScratchDir {
- public:
-  explicit ScratchDir(bool keep) : keep_(keep) {
-    std::string tmpl = (fs::temp_directory_path() / "weft-bench-host-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    if (keep_) {
-      std::fprintf(stderr, "weft-bench host: kept %s\n", path_.c_str());
-      return;
-    }
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  bool keep_;
-};
-
-// A child process (weftd or weft-host) logging to a file. It dies with the
-// bench (PR_SET_PDEATHSIG); Stop() sends SIGTERM, then SIGKILL after 15 s.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(); }
-
-  Status Start(const fs::path& binary, const std::vector<std::string>& args, const fs::path& log) {
-    log_ = log;
-    std::vector<std::string> strings = {binary.string()};
-    strings.insert(strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::Internal("cannot create " + log.string());
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) {
-      close(fd);
-      return Status::Internal("fork failed");
-    }
-    if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      int null_in = open("/dev/null", O_RDONLY);
-      dup2(null_in, 0);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fd);
-    return Status::Ok();
-  }
-
-  bool Running() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-    int st = 0;
-    while (waitpid(pid_, &st, WNOHANG) == 0) {
-      if (SteadyClock::now() > deadline) {
-        std::fprintf(stderr, "weft-bench host: pid %d did not stop within 15 s of SIGTERM; killing it\n", pid_);
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-  }
-
-  pid_t pid() const { return pid_; }
-  const fs::path& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  fs::path log_;
-};
-
-struct Paths {
-  fs::path weftd;
-  fs::path host;
-  fs::path provider_so;
-  fs::path automator_so;
-};
-
-Result<Paths> FindPaths() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return Status::Internal("cannot read /proc/self/exe");
-  fs::path bin = self.parent_path();
-  fs::path build = bin.parent_path();
-  Paths p{bin / "weftd", bin / "weft-host", build / "plugins" / "providers" / "fake_provider.so",
-          build / "plugins" / "automators" / "fake_automator.so"};
-  for (const auto& [path, target] : {std::pair{p.weftd, "weftd"}, std::pair{p.host, "weft-host"},
-                                     std::pair{p.provider_so, "fake_provider"},
-                                     std::pair{p.automator_so, "fake_automator"}}) {
-    if (!fs::exists(path))
-      return Status::NotFound(path.string() + " not found; build the " + std::string(target) + " target first");
-  }
-  return p;
-}
 
 // A fresh weftd and one weft-host with the fake plugins and kLuaAutomator, in one
 // temporary directory. Stops the host, then weftd, then removes the directory.
 class Rig {
  public:
   Rig(zmq::context_t& ctx, const Paths& paths, const Options& opts)
-      : dir_(opts.keep_dir), ctx_(ctx), paths_(paths), opts_(opts) {}
+      : dir_("weft-bench-host", opts.keep_dir), ctx_(ctx), paths_(paths), opts_(opts) {}
   Rig(const Rig&) = delete;
   Rig& operator=(const Rig&) = delete;
   ~Rig() {
@@ -347,10 +171,8 @@ class Rig {
   }
 
   Status Start() {
-    const fs::path data = dir_.path() / "data";
     const fs::path plugins = dir_.path() / "plugins";
     std::error_code ec;
-    fs::create_directories(data, ec);
     fs::create_directories(plugins, ec);
     fs::copy_file(paths_.provider_so, plugins / "fake_provider.so", ec);
     if (!ec) fs::copy_file(paths_.automator_so, plugins / "fake_automator.so", ec);
@@ -361,21 +183,10 @@ class Rig {
       if (!out) return Status::Internal("cannot write " + (plugins / "bench_lua.lua").string());
     }
 
-    const fs::path config = dir_.path() / "weftd.toml";
-    {
-      std::ofstream out(config);
-      out << "[server]\n"
-          << "data_dir = " << json(data.string()).dump() << "\n"
-          << "log_level = \"warn\"\n"
-          << "[endpoints]\n"
-          << "api = \"tcp://127.0.0.1:*\"\n"
-          << "provisioner = \"tcp://127.0.0.1:*\"\n"
-          << "events = \"tcp://127.0.0.1:*\"\n"
-          << "[security]\ncurve = false\n";  // the figures are for the host, not for encryption
-      if (!out) return Status::Internal("cannot write " + config.string());
-    }
-    WEFT_RETURN_IF_ERROR(weftd_.Start(paths_.weftd, {"--config", config.string()}, dir_.path() / "weftd.log"));
-    WEFT_RETURN_IF_ERROR(WaitForEndpoints(data / "endpoints.json"));
+    Result<WeftdEndpoints> endpoints = StartWeftd(weftd_, paths_.weftd, dir_.path());
+    if (!endpoints.ok()) return endpoints.status();
+    api_endpoint_ = endpoints->api;
+    provisioner_ = endpoints->provisioner;
     api_ = std::make_unique<client::Client>(
         ctx_, client::Options{.endpoint = api_endpoint_, .timeout_ms = 60000, .tenant = "", .limits = {}});
     std::fprintf(stderr, "  weftd pid %d in %s\n", weftd_.pid(), dir_.path().c_str());
@@ -462,23 +273,6 @@ class Rig {
   }
 
  private:
-  Status WaitForEndpoints(const fs::path& file) {
-    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-    while (SteadyClock::now() < deadline) {
-      if (!weftd_.Running()) return Status::Internal("weftd exited during start-up" + Logs());
-      std::ifstream in(file);
-      json j = in ? json::parse(in, nullptr, /*allow_exceptions=*/false) : json();
-      if (j.is_object() && j.value("pid", 0) == weftd_.pid() && j.value("api", "") != "" &&
-          j.value("provisioner", "") != "") {
-        api_endpoint_ = j["api"].get<std::string>();
-        provisioner_ = j["provisioner"].get<std::string>();
-        return Status::Ok();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return Status::Timeout("weftd did not write " + file.string() + " within 15 s" + Logs());
-  }
-
   // Registered with all three plugins, and every worker started.
   Status WaitForHost() {
     auto deadline = SteadyClock::now() + std::chrono::seconds(30);

@@ -66,6 +66,7 @@
 #include <zmq.hpp>
 
 #include "bench.hpp"
+#include "bench_util.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"
@@ -125,21 +126,6 @@ int Usage(const std::string& problem) {
   return 2;
 }
 
-bool ParseInt(const std::string& text, int min, int max, int* out) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Nearest-rank percentile (p in 0..100) of an unsorted sample.
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -151,21 +137,9 @@ double Percentile(std::vector<double> v, double p) {
 double Round1(double v) { return std::round(v * 10) / 10; }
 double Round3(double v) { return std::round(v * 1000) / 1000; }
 
-double MsSince(SteadyClock::time_point t) {
-  return std::chrono::duration<double, std::milli>(SteadyClock::now() - t).count();
-}
-
 std::int64_t WallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string Tail(const fs::path& path, std::size_t max_bytes = 2000) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
 double LoadAverage1m() {
@@ -173,22 +147,6 @@ double LoadAverage1m() {
   double load = 0;
   in >> load;
   return load;
-}
-
-// CPU time (ns) of a process and, recursively, of its children (weft-host's
-// workers), from /proc/<pid>/task/*/schedstat and .../children; 0 when unknown.
-std::int64_t TreeCpuNs(pid_t pid) {
-  std::int64_t total = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::ifstream stat(entry.path() / "schedstat");
-    std::int64_t run_ns = 0;
-    if (stat >> run_ns) total += run_ns;
-    std::ifstream children(entry.path() / "children");
-    pid_t child = 0;
-    while (children >> child) total += TreeCpuNs(child);
-  }
-  return total;
 }
 
 // How long a thread ran and how long it was runnable but waited for a CPU
@@ -212,124 +170,6 @@ wire::Limits BigReplies() {
 std::unique_ptr<client::Client> NewClient(zmq::context_t& ctx, const std::string& endpoint, int timeout_ms) {
   return std::make_unique<client::Client>(
       ctx, client::Options{.endpoint = endpoint, .timeout_ms = timeout_ms, .tenant = "", .limits = BigReplies()});
-}
-
-// A scratch directory, removed when done.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft-bench-jobs-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// A child process (weftd or weft-host) logging to a file. It dies with the
-// bench (PR_SET_PDEATHSIG); Stop() sends SIGTERM, then SIGKILL after 15 s.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(); }
-
-  Status Start(const fs::path& binary, const std::vector<std::string>& args, const fs::path& log) {
-    log_ = log;
-    std::vector<std::string> strings = {binary.string()};
-    strings.insert(strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::Internal("cannot create " + log.string());
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) {
-      close(fd);
-      return Status::Internal("fork failed");
-    }
-    if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      int null_in = open("/dev/null", O_RDONLY);
-      dup2(null_in, 0);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fd);
-    return Status::Ok();
-  }
-
-  bool Running() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-    int st = 0;
-    while (waitpid(pid_, &st, WNOHANG) == 0) {
-      if (SteadyClock::now() > deadline) {
-        std::fprintf(stderr, "weft-bench jobs: pid %d did not stop within 15 s of SIGTERM; killing it\n", pid_);
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-  }
-
-  pid_t pid() const { return pid_; }
-  const fs::path& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  fs::path log_;
-};
-
-struct Paths {
-  fs::path weftd;
-  fs::path host;
-  fs::path provider_so;
-  fs::path automator_so;
-};
-
-Result<Paths> FindPaths() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return Status::Internal("cannot read /proc/self/exe");
-  fs::path bin = self.parent_path();
-  fs::path build = bin.parent_path();
-  Paths p{bin / "weftd", bin / "weft-host", build / "plugins" / "providers" / "fake_provider.so",
-          build / "plugins" / "automators" / "fake_automator.so"};
-  for (const auto& [path, target] : {std::pair{p.weftd, "weftd"}, std::pair{p.host, "weft-host"},
-                                     std::pair{p.provider_so, "fake_provider"},
-                                     std::pair{p.automator_so, "fake_automator"}}) {
-    if (!fs::exists(path))
-      return Status::NotFound(path.string() + " not found; build the " + std::string(target) + " target first");
-  }
-  return p;
 }
 
 // ---- the catalog ------------------------------------------------------------
@@ -449,32 +289,20 @@ class Rig {
   }
 
   Status Start() {
-    const fs::path data = dir_.path() / "data";
     const fs::path plugins = dir_.path() / "plugins";
     std::error_code ec;
-    fs::create_directories(data, ec);
     fs::create_directories(plugins, ec);
     // Only the fake plugins: the hosts probe and load nothing else.
     fs::copy_file(paths_.provider_so, plugins / "fake_provider.so", ec);
     if (!ec) fs::copy_file(paths_.automator_so, plugins / "fake_automator.so", ec);
     if (ec) return Status::Internal("cannot copy the fake plugins into " + plugins.string() + ": " + ec.message());
 
-    const fs::path config = dir_.path() / "weftd.toml";
-    {
-      std::ofstream out(config);
-      out << "[server]\n"
-          << "data_dir = " << json(data.string()).dump() << "\n"
-          << "log_level = \"warn\"\n";
-      if (opts_.weftd_batch > 0) out << "batch_max_messages = " << opts_.weftd_batch << "\n";
-      out << "[endpoints]\n"
-          << "api = \"tcp://127.0.0.1:*\"\n"
-          << "provisioner = \"tcp://127.0.0.1:*\"\n"
-          << "events = \"tcp://127.0.0.1:*\"\n"
-          << "[security]\ncurve = false\n";  // the figures are for dispatch, not for encryption
-      if (!out) return Status::Internal("cannot write " + config.string());
-    }
-    WEFT_RETURN_IF_ERROR(weftd_.Start(paths_.weftd, {"--config", config.string()}, dir_.path() / "weftd.log"));
-    WEFT_RETURN_IF_ERROR(WaitForEndpoints(data / "endpoints.json"));
+    const std::string extra =
+        opts_.weftd_batch > 0 ? "batch_max_messages = " + std::to_string(opts_.weftd_batch) + "\n" : "";
+    Result<WeftdEndpoints> endpoints = StartWeftd(weftd_, paths_.weftd, dir_.path(), extra);
+    if (!endpoints.ok()) return endpoints.status();
+    api_endpoint_ = endpoints->api;
+    provisioner_ = endpoints->provisioner;
     api_ = NewClient(ctx_, api_endpoint_, 60000);
     std::fprintf(stderr, "  weftd pid %d in %s\n", weftd_.pid(), dir_.path().c_str());
 
@@ -531,23 +359,6 @@ class Rig {
   }
 
  private:
-  Status WaitForEndpoints(const fs::path& file) {
-    auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-    while (SteadyClock::now() < deadline) {
-      if (!weftd_.Running()) return Status::Internal("weftd exited during start-up" + Logs());
-      std::ifstream in(file);
-      json j = in ? json::parse(in, nullptr, /*allow_exceptions=*/false) : json();
-      if (j.is_object() && j.value("pid", 0) == weftd_.pid() && j.value("api", "") != "" &&
-          j.value("provisioner", "") != "") {
-        api_endpoint_ = j["api"].get<std::string>();
-        provisioner_ = j["provisioner"].get<std::string>();
-        return Status::Ok();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return Status::Timeout("weftd did not write " + file.string() + " within 15 s" + Logs());
-  }
-
   Status WaitForHosts() {
     auto deadline = SteadyClock::now() + std::chrono::seconds(30);
     while (SteadyClock::now() < deadline) {
@@ -597,7 +408,7 @@ class Rig {
     return Status::Timeout("the warm-up tasks did not finish within 60 s" + Logs());
   }
 
-  ScratchDir dir_;  // first member: removed after the processes stopped
+  ScratchDir dir_{"weft-bench-jobs"};  // first member: removed after the processes stopped
   zmq::context_t& ctx_;
   const Paths& paths_;
   const Options& opts_;
