@@ -25,7 +25,8 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
   kv.Add("server", "weftd " + Text(s, "version") + " (protocol " + Text(s, "protocol") + "), pid " + Text(s, "pid") +
                        ", up " + Duration(Int(s, "uptime_ms")));
   kv.Add("data dir", Text(s, "data_dir"));
-  kv.Add("store", Text(store, "path") + " (schema " + Text(store, "schema_version") + ")");
+  kv.Add("store", Text(store, "path") + " (schema " + Text(store, "schema_version") + ", WAL " +
+                      Text(store, "wal_pages") + " pages)");
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));
   kv.Add("events", Text(endpoints, "events"));

@@ -186,6 +186,14 @@ json Ops::TaskJson(const store::TaskRecord& t, bool details) {
 
 // ---- api ------------------------------------------------------------------
 
+json Ops::StoreStatus() const {
+  const store::CheckpointStats c = store_.checkpoint_stats();
+  return {{"path", store_.path().string()},
+          {"schema_version", store_.schema_version()},
+          {"wal_pages", c.wal_pages},
+          {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}};
+}
+
 Response Ops::ServerStatus(const Call&) {
   std::int64_t live = 0;
   for (const auto& [id, h] : hosts_) live += Live(h) ? 1 : 0;
@@ -197,7 +205,7 @@ Response Ops::ServerStatus(const Call&) {
                        {"uptime_ms", now - info_.started_at_ms},
                        {"data_dir", info_.data_dir},
                        {"endpoints", info_.endpoints},
-                       {"store", {{"path", store_.path().string()}, {"schema_version", store_.schema_version()}}},
+                       {"store", StoreStatus()},
                        {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
                        {"tasks",
                         {{"queued", queue_.queued()},

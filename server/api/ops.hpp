@@ -98,6 +98,7 @@ class Ops {
     json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   };
 
+  json StoreStatus() const;
   Response ServerStatus(const Call& call);
   Response HostList(const Call& call);
   Response PluginList(const Call& call);

@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include "server/store/checkpointer.hpp"
 #include "server/store/sqlite.hpp"
 
 namespace weft::store {
@@ -292,6 +293,8 @@ struct Store::Impl {
   sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
+  // Last: stopped (and its connection closed) before the statements and db go.
+  std::unique_ptr<Checkpointer> checkpointer;
 };
 
 Store::Store(std::filesystem::path path) : path_(std::move(path)), impl_(std::make_unique<Impl>()) {}
@@ -303,6 +306,8 @@ Store::~Store() {
 std::int64_t Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
 
 sql::Database& Store::database() { return impl_->db; }
+
+CheckpointStats Store::checkpoint_stats() const { return impl_->checkpointer->stats(); }
 
 Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, StoreOptions options) {
   // SQLite's memory statistics take a global mutex on every allocation; nothing reads them.
@@ -322,18 +327,19 @@ Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, St
   // NORMAL in WAL mode: a commit survives a crash of the process; only an OS
   // crash or power loss can take the last commits with it.
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
-  // A checkpoint fsyncs the WAL and the database and runs on the committing
-  // thread, weftd's reactor. Every 1000 pages (SQLite's default) that is one
-  // stall per few hundred commits under load; every 8192 pages (a WAL of at
-  // most 32 MiB), one per few thousand, and the pages a hot table rewrites
-  // again and again are copied once. journal_size_limit gives the space back.
-  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA wal_autocheckpoint=8192"));
+  // When the WAL starts over after a checkpoint, it gives back what it grew beyond 32 MiB.
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit=33554432"));
   // Foreign keys are enforced only after the migrations: a migration that
   // rebuilds a table drops the old one, which they would refuse.
   WEFT_RETURN_IF_ERROR(store->Migrate());
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   WEFT_RETURN_IF_ERROR(store->PrepareAll());
+  // A checkpoint copies the WAL into the database and fsyncs both: tens of
+  // milliseconds that, on the committing thread, no request would be answered.
+  Result<std::unique_ptr<Checkpointer>> checkpointer =
+      Checkpointer::Start(db.handle(), path.string(), options.checkpoint);
+  if (!checkpointer.ok()) return checkpointer.status();
+  store->impl_->checkpointer = std::move(*checkpointer);
   return store;
 }
 

@@ -11,6 +11,9 @@
 // group many requests into one commit. Every statement the hot path uses is
 // prepared once, at Open.
 //
+// WAL checkpoints run on a thread of the Store's own, with its own connection,
+// so that a commit never waits for the database file to be written and synced.
+//
 // Not thread-safe: one thread (weftd's reactor) owns a Store.
 #pragma once
 
@@ -184,8 +187,24 @@ struct HostRequestRecord {
   std::int64_t requested_at_ms = 0;
 };
 
+// When the WAL is copied into the database file (a checkpoint), in pages of
+// 4 KiB. Checkpoints run on a thread of their own (server/store/checkpointer.hpp).
+struct CheckpointOptions {
+  // The WAL size at which the checkpoint thread is asked for a round.
+  int background_pages = 4096;
+  // The WAL size at which the committing thread checkpoints by itself (a guard).
+  int limit_pages = 65536;
+};
+
+struct CheckpointStats {
+  std::int64_t background_rounds = 0;  // PASSIVE checkpoints the thread ran
+  std::int64_t writer_rounds = 0;      // checkpoints commits ran (finishing a round, or at the limit)
+  std::int64_t wal_pages = 0;          // the WAL's size after the last commit
+};
+
 struct StoreOptions {
   int busy_timeout_ms = 5000;
+  CheckpointOptions checkpoint;
 };
 
 namespace sql {
@@ -203,6 +222,8 @@ class Store {
   // The highest migration applied.
   std::int64_t schema_version() const { return schema_version_; }
   static std::int64_t LatestSchemaVersion();
+  // What the checkpoint thread and the commits did with the WAL so far.
+  CheckpointStats checkpoint_stats() const;
   // "wal" when write-ahead logging is on (asked of SQLite, not remembered).
   Result<std::string> JournalMode();
 

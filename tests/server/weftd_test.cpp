@@ -223,6 +223,9 @@ TEST_CASE("weftd: a REQ client is answered too", "[weftd]") {
   CHECK(j["id"] == "q1");
   CHECK(j["ok"] == true);
   CHECK(j["body"]["store"]["schema_version"].get<int>() >= 1);
+  CHECK(j["body"]["store"]["wal_pages"].get<int>() >= 0);
+  CHECK(j["body"]["store"]["checkpoints"]["background"].get<int>() >= 0);
+  CHECK(j["body"]["store"]["checkpoints"]["by_commits"].get<int>() >= 0);
 }
 
 TEST_CASE("weftd: admin ops are DENIED on the provisioner endpoint", "[weftd]") {
