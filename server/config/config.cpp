@@ -161,6 +161,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
                                                         : std::string("use one of debug, info, warn, error");
     });
     r.Int("batch_max_messages", 1, 100000, &cfg.server.batch_max_messages);
+    r.Int("idle_spin_us", 0, 10000, &cfg.server.idle_spin_us);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   {

@@ -680,6 +680,13 @@ Status Reactor::Loop() {
   }
   bool pending[2] = {true, true};
   std::int64_t next_signal_check_ms = 0;
+  // Spinning pays only while requests come back to back: it follows a turn
+  // that answered requests, and only when the last wait for a request after
+  // such a turn was shorter than the budget (so a trickle costs no CPU).
+  const auto idle_spin = std::chrono::microseconds(config_.server.idle_spin_us);
+  std::chrono::steady_clock::time_point spin_until;
+  std::chrono::steady_clock::time_point waiting_since;  // the end of the last turn that answered requests
+  std::chrono::steady_clock::duration last_wait{};
   while (!stop_) {
     std::int64_t now = clock_.NowMs();
     // Sleep when both ROUTERs are drained and no work is left over; otherwise
@@ -690,7 +697,23 @@ Status Reactor::Loop() {
     const bool sleep = drained && inbox_.empty() && !serve_more_;
     if (drained || now >= next_signal_check_ms) {
       pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-      const int rc = ::poll(items, drained ? 3 : 1, sleep ? static_cast<int>(PollTimeoutMs(now)) : 0);
+      const int timeout_ms = sleep ? static_cast<int>(PollTimeoutMs(now)) : 0;
+      int rc = 0;
+      if (timeout_ms > 0 && std::chrono::steady_clock::now() < spin_until) {
+        // Hosts send their next request within a round trip of a reply, and
+        // a thread that slept costs a wake-up to get going again (tens of
+        // microseconds on a virtual machine): look without sleeping a while.
+        do {
+          rc = ::poll(items, 3, 0);
+        } while (rc == 0 && std::chrono::steady_clock::now() < spin_until);
+      }
+      spin_until = {};
+      if (rc == 0) rc = ::poll(items, drained ? 3 : 1, timeout_ms);
+      if (rc > 0 && waiting_since != std::chrono::steady_clock::time_point{} &&
+          (items[1].revents != 0 || items[2].revents != 0)) {
+        last_wait = std::chrono::steady_clock::now() - waiting_since;
+        waiting_since = {};
+      }
       if (rc < 0) {
         if (errno == EINTR) continue;
         return Status::Internal(std::string("poll failed: ") + std::strerror(errno));
@@ -821,6 +844,10 @@ Status Reactor::Loop() {
     }
     Send(batch);
     for (const Pending& p : batch) pending[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
+    if (!batch.empty()) {
+      waiting_since = std::chrono::steady_clock::now();
+      if (last_wait <= idle_spin) spin_until = waiting_since + idle_spin;
+    }
     Publish();
   }
   return Status::Ok();

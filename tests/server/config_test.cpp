@@ -18,6 +18,7 @@ TEST_CASE("config: an empty file gives every default", "[config]") {
   CHECK(cfg->hosts.silent_after_ms == 10000);
   CHECK(cfg->limits.max_frames == 64);
   CHECK(cfg->limits.max_header_bytes == (1u << 20));
+  CHECK(cfg->server.idle_spin_us == 200);
 }
 
 TEST_CASE("config: values given are used", "[config]") {
@@ -25,6 +26,7 @@ TEST_CASE("config: values given are used", "[config]") {
 [server]
 data_dir = "/tmp/w"
 log_level = "debug"
+idle_spin_us = 0
 [endpoints]
 api = "tcp://127.0.0.1:*"
 [tasks]
@@ -36,6 +38,7 @@ max_header_bytes = 4096
   REQUIRE(cfg.ok());
   CHECK(cfg->server.data_dir == "/tmp/w");
   CHECK(cfg->server.log_level == weft::log::Level::kDebug);
+  CHECK(cfg->server.idle_spin_us == 0);
   CHECK(cfg->endpoints.api == "tcp://127.0.0.1:*");
   CHECK(cfg->tasks.lease_ms == 500);
   CHECK(cfg->limits.max_frames == 4);
@@ -70,6 +73,9 @@ TEST_CASE("config: a bad value names the key and what is accepted", "[config]") 
   auto endpoint = ParseConfig("[endpoints]\napi = \"localhost:80\"\n", "w.toml");
   REQUIRE_FALSE(endpoint.ok());
   CHECK_THAT(endpoint.status().message(), Catch::Contains("endpoints.api") && Catch::Contains("tcp://"));
+  auto spin = ParseConfig("[server]\nidle_spin_us = 20000\n", "w.toml");
+  REQUIRE_FALSE(spin.ok());
+  CHECK_THAT(spin.status().message(), Catch::Contains("server.idle_spin_us") && Catch::Contains("10000"));
   auto silent = ParseConfig("[hosts]\nheartbeat_ms = 5000\nsilent_after_ms = 1000\n", "w.toml");
   REQUIRE_FALSE(silent.ok());
   CHECK_THAT(silent.status().message(), Catch::Contains("hosts.silent_after_ms"));
