@@ -242,14 +242,24 @@ TEST_CASE("localnode: a stopped node leaves no process, no directory, and its ad
   TempDir state("weft-localnode");
   localnode::NodeOptions o;
   o.state_dir = state / "nodes";
-  o.claims_dir = state / "claims";  // private: the reuse below is deterministic
+  // Claims of its own and a port of its own, so that which address a node gets
+  // does not depend on other tests' nodes (ctest -j). Those claim 127.0.2.x
+  // machine-wide, and stopping a node ends whatever holds sockets on its
+  // address: this test's nodes stay out of 127.0.2.x (claimed here by a
+  // directory that exists, so the claims count as in use).
+  o.claims_dir = state / "claims";
+  fs::create_directories(o.claims_dir);
+  for (int y = 1; y <= 254; ++y) {
+    std::ofstream claim(o.claims_dir / ("127.0.2." + std::to_string(y)));
+    claim << state.path().string() << "\n";
+  }
   o.name = "reuse";
-  o.port = weft::testing::kTestSshPort;
+  o.port = weft::testing::kReuseTestSshPort;
   const auto start = Clock::now();
   auto n = localnode::StartNode(o);
   REQUIRE(n.ok());
   CHECK(Clock::now() - start < std::chrono::seconds(1));
-  CHECK(n->address.rfind("127.0.", 0) == 0);
+  CHECK(n->address == "127.0.3.1");
   CHECK(localnode::ProcessAlive(n->pid));
   CHECK(fs::exists(o.claims_dir / n->address));
   CHECK_FALSE(CanBind(n->address, n->port));

@@ -15,6 +15,9 @@ namespace weft::testing {
 
 // Tests use their own port so a system sshd on 0.0.0.0:22 cannot get in the way.
 inline constexpr std::uint16_t kTestSshPort = 2022;
+// A port only tests/ssh's address-reuse case listens on, so that no other
+// test's node (ctest -j) decides which address its nodes get.
+inline constexpr std::uint16_t kReuseTestSshPort = 2023;
 
 class SshdNode {
  public:
