@@ -211,7 +211,8 @@ Response Ops::ServerStatus(const Call&) {
                         {{"queued", queue_.queued()},
                          {"leased", queue_.leased()},
                          {"succeeded", queue_.succeeded()},
-                         {"failed", queue_.failed()}}}});
+                         {"failed", queue_.failed()}}},
+                       {"requests", router_.Served()}});
 }
 
 Response Ops::HostList(const Call&) {

@@ -31,6 +31,13 @@ void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& 
   if (it != ops_.end()) it->second.handler = wrap(std::move(it->second.handler));
 }
 
+std::map<std::string, std::int64_t> Router::Served() const {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [name, entry] : ops_)
+    if (entry.served > 0) out.emplace(name, entry.served);
+  return out;
+}
+
 std::vector<std::string> Router::KnownOps() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : ops_) out.push_back(name);
@@ -70,6 +77,7 @@ Response Router::Route(const Call& call) const {
                                                : " of tenant '" + call.principal.tenant + "'")),
                            json{{"op", op}, {"role", RoleName(call.principal.role)}});
   }
+  ++e.served;
   try {
     return e.handler(call);
   } catch (const std::exception& ex) {

@@ -11,6 +11,7 @@
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -91,12 +92,15 @@ class Router {
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
   void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
   std::vector<std::string> KnownOps() const;
+  // How many requests of each op reached its handler since start (ops with none left out).
+  std::map<std::string, std::int64_t> Served() const;
 
  private:
   struct Entry {
     std::set<Role> roles;
     std::set<Endpoint> endpoints;
     Handler handler;
+    mutable std::int64_t served = 0;
   };
   std::map<std::string, Entry> ops_;
 };

@@ -52,3 +52,15 @@ TEST_CASE("router: a handler that throws becomes INTERNAL, not a crash", "[api]"
   });
   CHECK(RouteOp(r, "x.y", Endpoint::kApi, Role::kUser).status.code() == weft::Code::kInternal);
 }
+
+TEST_CASE("router: requests are counted per op when they reach the handler, refusals are not", "[api]") {
+  Router router = MakeRouter();
+  CHECK(router.Served().empty());
+  (void)RouteOp(router, "task.tkae", Endpoint::kProvisioner, Role::kHost);    // unknown
+  (void)RouteOp(router, "task.take", Endpoint::kApi, Role::kSuperadmin);      // wrong endpoint
+  (void)RouteOp(router, "debug.enqueue", Endpoint::kApi, Role::kUser);        // wrong role
+  CHECK(router.Served().empty());
+  for (int i = 0; i < 3; ++i) (void)RouteOp(router, "task.take", Endpoint::kProvisioner, Role::kHost);
+  (void)RouteOp(router, "debug.enqueue", Endpoint::kApi, Role::kAdmin);
+  CHECK(router.Served() == std::map<std::string, std::int64_t>{{"debug.enqueue", 1}, {"task.take", 3}});
+}
