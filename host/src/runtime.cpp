@@ -350,9 +350,13 @@ void Runtime::RunnerLoop(int index) {
     client::Client take_client(take_ctx_, ClientOptions(config_, config_.take_wait_ms + kTakeMarginMs));
     client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
     json take = {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}};
-    // Today's weftd ignores "tenant"; see docs/host.md for what it will do.
     if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
+    json next;  // a task the last finish brought: leased to this host, so it runs even when stopping
     while (true) {
+      if (next.is_object()) {
+        next = RunTask(client, std::exchange(next, json()));
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) break;
@@ -382,7 +386,7 @@ void Runtime::RunnerLoop(int index) {
         WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
         continue;
       }
-      RunTask(client, *task);
+      next = std::move(*task);
     }
   }
   {
@@ -392,12 +396,12 @@ void Runtime::RunnerLoop(int index) {
   cv_.notify_all();
 }
 
-void Runtime::RunTask(client::Client& client, const json& task) {
+json Runtime::RunTask(client::Client& client, const json& task) {
   const std::int64_t task_id = IntOr(task, "task_id", -1);
   const std::int64_t attempt = IntOr(task, "attempt", -1);
   if (task_id < 0 || attempt < 0) {
     WEFT_LOG(kError, component_) << "weftd sent a task without integer task_id and attempt; cannot run or report it";
-    return;
+    return json();
   }
   const std::string type = StringOr(task, "plugin");
   const std::string action = StringOr(task, "action");
@@ -488,14 +492,14 @@ void Runtime::RunTask(client::Client& client, const json& task) {
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
                           << " ms" << (message.empty() ? "" : ": " + message);
-  SendFinish(client, {{"host_id", config_.host_id},
-                      {"task_id", task_id},
-                      {"attempt", attempt},
-                      {"status", status},
-                      {"message", message},
-                      {"result", context->result()},
-                      {"stdout", context->stdout_tail()},
-                      {"stderr", context->stderr_tail()}});
+  json next = Finish(client, {{"host_id", config_.host_id},
+                               {"task_id", task_id},
+                               {"attempt", attempt},
+                               {"status", status},
+                               {"message", message},
+                               {"result", context->result()},
+                               {"stdout", context->stdout_tail()},
+                               {"stderr", context->stderr_tail()}});
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(key);
@@ -508,6 +512,43 @@ void Runtime::RunTask(client::Client& client, const json& task) {
     Send(m);
   }
   cv_.notify_all();
+  return next;
+}
+
+json Runtime::Finish(client::Client& client, json body) {
+  bool stopping = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping = stopping_;
+    if (!stopping) ++taking_;  // the finish may bring a task: not drained until it is answered
+  }
+  if (stopping) {
+    SendFinish(client, body);
+    return json();
+  }
+  json take = {{"wait_ms", 0}};  // never held: a finish is answered at once
+  if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
+  body["take"] = std::move(take);
+  Result<json> r = client.Call("task.finish", body);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --taking_;
+    MaybeDrainedLocked();
+  }
+  if (r.ok()) {
+    finish_outage_->Success();
+    auto task = r->find("task");
+    if (task == r->end() || task->is_null()) return json();
+    if (task->is_object()) return std::move(*task);
+    WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
+    return json();
+  }
+  // Whether the finish landed is not known when weftd did not answer; a
+  // repeated finish of the accepted attempt is answered ok, so the plain
+  // finish with its retries (and its handling of every refusal) takes over.
+  body.erase("take");
+  SendFinish(client, body);
+  return json();
 }
 
 void Runtime::SendFinish(client::Client& client, const json& body) {

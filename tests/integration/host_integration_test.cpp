@@ -108,6 +108,33 @@ TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the s
   CHECK_THAT(host.Log(), Catch::Contains("stopped"));
 }
 
+TEST_CASE("integration: a busy runner gets its next task with the finish, one round trip per task",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Server server(tmp / "server");
+  Host host(tmp / "host", "h1", server.provisioner(), {}, /*capacity=*/1);
+  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  auto served = [&](const char* op) { return server.Call("server.status", json::object())["requests"].value(op, 0); };
+  const int takes_before = served("task.take");
+  const int finishes_before = served("task.finish");
+
+  constexpr int kTasks = 20;
+  json batch = json::array();
+  for (int i = 0; i < kTasks; ++i)
+    batch.push_back({{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n" + std::to_string(i)}});
+  const json ids = server.Call("debug.enqueue", {{"tasks", batch}})["task_ids"];
+  for (const json& id : ids) CHECK(server.WaitState(id.get<std::int64_t>(), "succeeded", 15s)["host_id"] == "h1");
+
+  // One runner, so every task needed a request that handed it out: the first
+  // came with a (held) take, the others with the finish of the one before.
+  // Without that, each task would have cost a take of its own.
+  const int takes = served("task.take") - takes_before;
+  const int finishes = served("task.finish") - finishes_before;
+  INFO("task.take " << takes << ", task.finish " << finishes);
+  CHECK(finishes == kTasks);
+  CHECK(takes <= 4);  // the one that got the first task, and held takes while idle before and after
+}
+
 TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exactly the good ones",
           "[integration][host]") {
   TempDir tmp("weft-it");

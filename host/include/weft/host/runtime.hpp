@@ -79,9 +79,16 @@ class Runtime {
   void RunnerLoop(int index);
   void SendProgress(client::Client& client);
   void CancelExpired();
-  void RunTask(client::Client& client, const nlohmann::json& task);
+  // Runs the task and reports it; returns the next task when the finish
+  // brought one (see Finish), null otherwise.
+  nlohmann::json RunTask(client::Client& client, const nlohmann::json& task);
+  // Reports a task. While the worker takes tasks, the finish asks for the
+  // next one in the same round trip (its "take", not held: wait_ms 0), so a
+  // busy runner pays one round trip per task instead of two. Returns that
+  // task, or null (none ready, or the worker is stopping).
+  nlohmann::json Finish(client::Client& client, nlohmann::json body);
   void SendFinish(client::Client& client, const nlohmann::json& body);
-  // Call with mu_ held: sends "drained" once no runner is inside task.take.
+  // Call with mu_ held: sends "drained" once no runner is inside a take.
   void MaybeDrainedLocked();
   // Sleeps up to `ms`, waking early when the worker stops; false when stopping.
   bool Backoff(int ms);
