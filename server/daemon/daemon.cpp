@@ -770,7 +770,10 @@ Status Reactor::Loop() {
       return got;
     };
     // Up to one batch (requests left over from the last turn stay ahead of them).
-    drain(std::min(inbox_.size(), batch_max * (kMaxInboxBatches - 1)) + batch_max, false);
+    // While one ROUTER stays busy the loop never sleeps in poll(2), so the
+    // other's descriptor is looked at here, every turn: otherwise a steady
+    // stream of host requests would hide api requests (for seconds under load).
+    drain(std::min(inbox_.size(), batch_max * (kMaxInboxBatches - 1)) + batch_max, pending[0] != pending[1]);
 
     now = clock_.NowMs();
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
