@@ -38,16 +38,15 @@ CheckpointStats Checkpointer::stats() const {
   return CheckpointStats{background_rounds_.load(), writer_rounds_.load(), wal_pages_.load()};
 }
 
-int Checkpointer::Hook(void* self, sqlite3* db, const char* schema, int pages) {
-  static_cast<Checkpointer*>(self)->OnCommit(db, schema, pages);
+int Checkpointer::Hook(void* self, sqlite3* db, const char* /*schema*/, int pages) {
+  static_cast<Checkpointer*>(self)->OnCommit(db, pages);
   return SQLITE_OK;  // what the hook returns becomes the commit's result: a checkpoint's trouble is not the commit's
 }
 
-void Checkpointer::OnCommit(sqlite3* db, const char* schema, int pages) {
+void Checkpointer::OnCommit(sqlite3* db, int pages) {
   wal_pages_.store(pages, std::memory_order_relaxed);
   if (round_done_.exchange(false)) {
     // Only what was committed while the thread worked is left: a few pages.
-    (void)schema;
     if (Checkpoint(db, "the writer")) ++writer_rounds_;
     busy_ = false;
     return;
@@ -81,9 +80,7 @@ void Checkpointer::Run(sqlite3* own) {
 }
 
 bool Checkpointer::Checkpoint(sqlite3* db, const char* who) {
-  int log_frames = 0;
-  int done_frames = 0;
-  const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, &done_frames);
+  const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   if (rc == SQLITE_OK) return true;
   // Busy: another checkpoint is running (the other side's); the next one catches up.
   if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;

@@ -54,7 +54,7 @@ class Checkpointer {
  private:
   Checkpointer(sqlite3* writer, CheckpointOptions options) : writer_(writer), options_(options) {}
   static int Hook(void* self, sqlite3* db, const char* schema, int pages);
-  void OnCommit(sqlite3* db, const char* schema, int pages);
+  void OnCommit(sqlite3* db, int pages);
   void Run(sqlite3* own);
   // A PASSIVE checkpoint of `db`; logs failures other than "busy" once per kind.
   bool Checkpoint(sqlite3* db, const char* who);
