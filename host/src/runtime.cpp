@@ -349,8 +349,8 @@ void Runtime::RunnerLoop(int index) {
     // One socket per thread, for takes and for everything else (see ctx_).
     client::Client take_client(take_ctx_, ClientOptions(config_, config_.take_wait_ms + kTakeMarginMs));
     client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
-    json take = {{"host_id", config_.host_id}, {"wait_ms", config_.take_wait_ms}};
-    if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
+    json take = TakeFields(config_.take_wait_ms);
+    take["host_id"] = config_.host_id;
     json next;  // a task the last finish brought: leased to this host, so it runs even when stopping
     while (true) {
       if (next.is_object()) {
@@ -380,13 +380,7 @@ void Runtime::RunnerLoop(int index) {
         continue;
       }
       take_outage_->Success();
-      auto task = r->find("task");
-      if (task == r->end() || task->is_null()) continue;
-      if (!task->is_object()) {
-        WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
-        continue;
-      }
-      next = std::move(*task);
+      next = TaskOf(*r);
     }
   }
   {
@@ -526,9 +520,7 @@ json Runtime::Finish(client::Client& client, json body) {
     SendFinish(client, body);
     return json();
   }
-  json take = {{"wait_ms", 0}};  // never held: a finish is answered at once
-  if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
-  body["take"] = std::move(take);
+  body["take"] = TakeFields(0);  // never held: a finish is answered at once
   Result<json> r = client.Call("task.finish", body);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -537,17 +529,27 @@ json Runtime::Finish(client::Client& client, json body) {
   }
   if (r.ok()) {
     finish_outage_->Success();
-    auto task = r->find("task");
-    if (task == r->end() || task->is_null()) return json();
-    if (task->is_object()) return std::move(*task);
-    WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
-    return json();
+    return TaskOf(*r);
   }
   // Whether the finish landed is not known when weftd did not answer; a
   // repeated finish of the accepted attempt is answered ok, so the plain
   // finish with its retries (and its handling of every refusal) takes over.
   body.erase("take");
   SendFinish(client, body);
+  return json();
+}
+
+json Runtime::TakeFields(int wait_ms) const {
+  json take = {{"wait_ms", wait_ms}};
+  if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
+  return take;
+}
+
+json Runtime::TaskOf(json& reply) const {
+  auto task = reply.find("task");
+  if (task == reply.end() || task->is_null()) return json();
+  if (task->is_object()) return std::move(*task);
+  WEFT_LOG(kError, component_) << "weftd sent a task that is not a JSON object; ignoring it";
   return json();
 }
 

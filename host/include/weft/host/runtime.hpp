@@ -88,6 +88,12 @@ class Runtime {
   // task, or null (none ready, or the worker is stopping).
   nlohmann::json Finish(client::Client& client, nlohmann::json body);
   void SendFinish(client::Client& client, const nlohmann::json& body);
+  // What a take asks for, in task.take and in a finish's "take": how long to
+  // hold it, and the worker's tenant if it serves one.
+  nlohmann::json TakeFields(int wait_ms) const;
+  // The task a take or finish reply hands out, moved out of it; null when none
+  // (or when it is not an object, which is logged).
+  nlohmann::json TaskOf(nlohmann::json& reply) const;
   // Call with mu_ held: sends "drained" once no runner is inside a take.
   void MaybeDrainedLocked();
   // Sleeps up to `ms`, waking early when the worker stops; false when stopping.
