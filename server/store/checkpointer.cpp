@@ -56,7 +56,8 @@ void Checkpointer::OnCommit(sqlite3* db, int pages) {
     if (Checkpoint(db, "the writer")) ++writer_rounds_;
     return;
   }
-  if (pages < options_.background_pages || busy_.exchange(true)) return;
+  if (pages < options_.background_pages || busy_) return;
+  busy_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     wanted_ = true;

@@ -66,7 +66,7 @@ class Checkpointer {
   std::condition_variable cv_;
   bool wanted_ = false;   // guarded by mu_: the writer asked for a round
   bool stopping_ = false;  // guarded by mu_
-  std::atomic<bool> busy_{false};        // a round is asked for or running
+  bool busy_ = false;                    // writer's thread only: a round is asked for, running, or unfinished
   std::atomic<bool> round_done_{false};  // a round ended; the writer finishes it at its next commit
   std::atomic<std::int64_t> background_rounds_{0};
   std::atomic<std::int64_t> writer_rounds_{0};
