@@ -704,6 +704,56 @@ TEST_CASE("security: a sealed value opens only where it was sealed for; copied i
   CHECK(StoreFiles(tmp / "server" / "data").find(secret) == std::string::npos);
 }
 
+TEST_CASE("security: a task of another tenant that names a running job gets nothing from that job",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string motto = "ACME-CONFIG-9f1c";
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
+    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import",
+                          (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+                .exit_code == 0);
+  }
+  const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
+  // The only host serves globex: acme's job keeps waiting, in flight.
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\ntenants = [\"globex\"]\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "cluster", "create", "a1", "--template", "web-fake", "--size", "3",
+                        "--config", json{{"motto", motto}}.dump()})
+              .exit_code == 0);
+  const std::string job = s.WeftJson(root, {"--tenant", "acme", "cluster", "get", "a1"})["cluster"]["latest_job"];
+  const json shown = s.WeftJson(root, {"--tenant", "acme", "job", "show", job});
+  REQUIRE_FALSE(shown["job"]["tasks"].empty());
+  const std::string node = shown["job"]["tasks"][0]["node"];
+
+  // carol, admin of globex, enqueues a task naming acme's job and node, for an automator that echoes its task.
+  auto key = weft::curve::LoadCredential(carol);
+  REQUIRE(key.ok());
+  zmq::context_t ctx(1);
+  weft::client::Client api(ctx, weft::client::FromCredential(*key, 5000));
+  const json echo = {{"name", "x"}, {"action", {{"type", "fake-automator"}, {"fields", {{"echo_task", true}}}}}};
+  auto enqueued = api.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                                     {"action", "INSTALL"},
+                                                                     {"job_id", job},
+                                                                     {"node_id", node},
+                                                                     {"payload", {{"service", echo}}}}})}});
+  INFO(enqueued.status().ToString());
+  REQUIRE(enqueued.ok());
+  json task;
+  REQUIRE(WaitFor(
+      [&] {
+        auto t = api.Call("task.get", {{"task_id", (*enqueued)["task_ids"][0]}});
+        if (t.ok()) task = *t;
+        return t.ok() && (*t)["state"] == "succeeded";
+      },
+      15s));
+  INFO(task.dump());
+  CHECK(task["result"]["echo"]["config"] == json::object());
+  CHECK(task.dump().find(motto) == std::string::npos);
+}
+
 TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches the plugin with its type",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
