@@ -1,5 +1,7 @@
 #include "server/auth/auth_ops.hpp"
 
+#include <cctype>
+#include <optional>
 #include <set>
 
 #include "server/auth/secrets.hpp"
@@ -164,11 +166,145 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   });
 }
 
+namespace {
+
+// The ops whose wrappers below seal what they may and refuse any other sealed text themselves.
+const std::set<std::string> kSealingPuts = {"provider.put", "service.put"};
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// o[key] when it is a string, else "" (what clients send is not trusted to have the right types).
+std::string Str(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::set<std::string> SensitiveOf(const json& descriptor) {
+  std::set<std::string> out;
+  if (!descriptor.contains("fields") || !descriptor["fields"].is_array()) return out;
+  for (const json& f : descriptor["fields"])
+    if (f.is_object() && f.contains("sensitive") && f["sensitive"] == true && f.contains("name") &&
+        f["name"].is_string())
+      out.insert(f["name"].get<std::string>());
+  return out;
+}
+
+Status RefuseSealedText(const json& value, const std::string& what) {
+  std::optional<std::string> at = SecretBox::FindSealedText(value, "");
+  if (!at) return Status::Ok();
+  return Status::Invalid(what + " holds sealed text (enc:...) at '" + *at +
+                         "'; weftd opens no sealed text a client sends: give the clear value (in a field the "
+                         "plugin declares sensitive, weftd seals it)");
+}
+
+// A provider entity: its sensitive fields sealed for it; no other sealed text.
+Status SealProvider(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+  json rest = entity;
+  rest.erase("provisioner");
+  WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "provider '" + Str(entity, "name") + "'"));
+  auto fields = entity.find("provisioner");
+  if (fields == entity.end() || !fields->is_object()) return Status::Ok();
+  return box.SealFields(*fields, ops.SensitiveFields(Str(entity, "providertype")),
+                        {tenant, "provider", Str(entity, "name"), ""});
+}
+
+// The actions of a service entity ({"install": {"type", "fields"}, ...}), or nullptr.
+json* Actions(json& service) {
+  auto p = service.find("provisioner");
+  if (p == service.end() || !p->is_object()) return nullptr;
+  auto a = p->find("actions");
+  return a == p->end() || !a->is_object() ? nullptr : &*a;
+}
+
+// A service entity: each action's fields its automator declares sensitive sealed for it; no other sealed text.
+Status SealService(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+  const std::string name = Str(entity, "name");
+  json rest = entity;
+  if (json* actions = Actions(rest))
+    for (auto& [key, action] : actions->items())
+      if (action.is_object()) action.erase("fields");
+  WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "service '" + name + "'"));
+  json* actions = Actions(entity);
+  if (!actions) return Status::Ok();
+  for (auto& [key, action] : actions->items()) {
+    if (!action.is_object() || !action.contains("fields")) continue;
+    WEFT_RETURN_IF_ERROR(
+        box.SealFields(action["fields"], ops.SensitiveFields(Str(action, "type")), {tenant, "service", name, key}));
+  }
+  return Status::Ok();
+}
+
+// Seals, in place, what a plugin newly registered declares sensitive in a
+// service entity (or a cluster's copy of one). Whether it changed anything.
+bool ResealService(const SecretBox& box, const std::string& type, const std::set<std::string>& sensitive,
+                   const std::string& tenant, json& entity) {
+  json* actions = Actions(entity);
+  if (!actions) return false;
+  const std::string name = Str(entity, "name");
+  bool changed = false;
+  for (auto& [key, action] : actions->items())
+    if (action.is_object() && Str(action, "type") == type && action.contains("fields"))
+      changed = box.ResealFields(action["fields"], sensitive, {tenant, "service", name, key}) || changed;
+  return changed;
+}
+
+// A plugin registered after entities that use it were stored: seal what it declares sensitive, in place.
+Status ResealFor(const SecretBox& box, store::Store& store, const json& descriptor) {
+  if (!descriptor.is_object() || !descriptor.contains("type") || !descriptor["type"].is_string()) return Status::Ok();
+  const std::string type = descriptor["type"].get<std::string>();
+  const std::set<std::string> sensitive = SensitiveOf(descriptor);
+  if (sensitive.empty()) return Status::Ok();
+  WEFT_RETURN_IF_ERROR(store.RewriteCatalogEntities("provider", type, [&](const std::string& tenant, json& e) {
+    if (Str(e, "providertype") != type || !e.contains("provisioner")) return false;
+    return box.ResealFields(e["provisioner"], sensitive, {tenant, "provider", Str(e, "name"), ""});
+  }));
+  WEFT_RETURN_IF_ERROR(store.RewriteCatalogEntities("service", type, [&](const std::string& tenant, json& e) {
+    return ResealService(box, type, sensitive, tenant, e);
+  }));
+  // Cluster specs keep a copy of their provider's fields and of their services.
+  return store.RewriteClusterSpecs(type, [&](const std::string& tenant, json& spec) {
+    bool changed = false;
+    if (spec.contains("provider") && spec["provider"].is_object() && Str(spec["provider"], "type") == type &&
+        spec["provider"].contains("fields"))
+      changed = box.ResealFields(spec["provider"]["fields"], sensitive,
+                                 {tenant, "provider", Str(spec["provider"], "name"), ""});
+    if (spec.contains("services") && spec["services"].is_object())
+      for (auto& [name, service] : spec["services"].items())
+        changed = ResealService(box, type, sensitive, tenant, service) || changed;
+    return changed;
+  });
+}
+
+// Opens, in a task about to be handed out, the sealed values at the places
+// they were sealed for, in the task's own tenant: its provider's fields, its
+// service action's fields and its node's SSH secrets. Nothing else is opened:
+// the cluster config and anything else a client wrote stay as they are.
+Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& task) {
+  if (auto p = task.find("provider"); p != task.end() && p->is_object() && p->contains("fields"))
+    WEFT_RETURN_IF_ERROR(box.OpenFields((*p)["fields"], {record.tenant, "provider", Str(*p, "name"), ""}));
+  if (auto s = task.find("service"); s != task.end() && s->is_object() && s->contains("action") &&
+                                     (*s)["action"].is_object() && (*s)["action"].contains("fields"))
+    WEFT_RETURN_IF_ERROR(box.OpenFields((*s)["action"]["fields"],
+                                        {record.tenant, "service", Str(*s, "name"), Lower(record.action)},
+                                        /*open_v1=*/false));
+  const SealPlace node{record.tenant, "node", record.cluster_id + "/" + record.node_id, ""};
+  if (auto r = task.find("results"); r != task.end()) WEFT_RETURN_IF_ERROR(box.OpenResult(*r, node));
+  if (auto n = task.find("node"); n != task.end() && n->is_object() && n->contains("results"))
+    WEFT_RETURN_IF_ERROR(box.OpenResult((*n)["results"], node));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file) {
   Result<SecretBox> opened = SecretBox::Open(key_file);
   if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
   auto box = std::make_shared<const SecretBox>(std::move(*opened));
   api::Ops* o = &ops;
+  store::Store* st = &store;
   // A call whose request body is `body` instead.
   auto with_body = [](const Call& call, json body, const api::Handler& next) {
     wire::Request copy = *call.request;
@@ -177,56 +313,61 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
     sealed.request = &copy;
     return next(sealed);
   };
-  ops.router().Wrap("task.finish", [box, with_body](api::Handler next) -> api::Handler {
-    return [box, with_body, next](const Call& c) {
+  // No client request may carry sealed text: weftd would store it where it
+  // might later be opened. (Catalog puts of sealable entities check below.)
+  for (const std::string& op : ops.router().KnownOps()) {
+    if (kSealingPuts.count(op)) continue;
+    ops.router().Wrap(op, [op](api::Handler next) -> api::Handler {
+      return [op, next](const Call& c) {
+        if (c.endpoint != Endpoint::kApi) return next(c);
+        Status s = RefuseSealedText(c.request->body, "op '" + op + "': the request");
+        return s.ok() ? next(c) : Response::Error(s);
+      };
+    });
+  }
+  ops.router().Wrap("task.finish", [box, st, with_body](api::Handler next) -> api::Handler {
+    return [box, st, with_body, next](const Call& c) {
       auto result = c.request->body.find("result");
-      auto auth = result == c.request->body.end() || !result->is_object() ? nullptr : &*result;
-      if (!auth || !auth->contains("ssh_auth")) return next(c);
+      if (result == c.request->body.end() || !result->is_object() || !result->contains("ssh_auth")) return next(c);
+      // Sealed for the node of the task it finishes (an unknown task is refused by the handler).
+      SealPlace node{"", "node", "", ""};
+      auto id = c.request->body.find("task_id");
+      if (id != c.request->body.end() && id->is_number_integer()) {
+        Result<std::optional<store::TaskRecord>> t = st->GetTask(id->get<std::int64_t>());
+        if (!t.ok()) return Response::Error(t.status());
+        if (t->has_value()) node = {(**t).tenant, "node", (**t).cluster_id + "/" + (**t).node_id, ""};
+      }
       json body = c.request->body;
-      box->SealResult(body["result"]);
+      box->SealResult(body["result"], node);
       return with_body(c, std::move(body), next);
     };
   });
-  ops.router().Wrap("provider.put", [box, o, with_body](api::Handler next) -> api::Handler {
-    return [box, o, with_body, next](const Call& c) {
-      const json& body = c.request->body;  // the provider entity itself
-      if (!body.is_object() || !body.contains("provisioner") || !body["provisioner"].is_object()) return next(c);
-      auto type = body.find("providertype");
-      if (type == body.end() || !type->is_string()) return next(c);
-      const std::set<std::string> sensitive = o->SensitiveFields(type->get<std::string>());
-      if (sensitive.empty()) return next(c);
-      json sealed = body;
-      box->SealFields(sealed["provisioner"], sensitive);
-      return with_body(c, std::move(sealed), next);
-    };
-  });
-  // A plugin registered after its provider was stored: seal what it declares sensitive, in place.
-  store::Store* st = &store;
+  using Sealer = Status (*)(const SecretBox&, const api::Ops&, const std::string&, json&);
+  for (const auto& [op, seal] : {std::pair<std::string, Sealer>{"provider.put", &SealProvider},
+                                 std::pair<std::string, Sealer>{"service.put", &SealService}}) {
+    ops.router().Wrap(op, [box, o, with_body, seal = seal](api::Handler next) -> api::Handler {
+      return [box, o, with_body, seal, next](const Call& c) {
+        if (!c.request->body.is_object()) return next(c);  // the handler says what is wrong
+        json sealed = c.request->body;  // the entity itself
+        Status s = seal(*box, *o, c.principal.tenant, sealed);
+        if (!s.ok()) return Response::Error(s);
+        return with_body(c, std::move(sealed), next);
+      };
+    });
+  }
   ops.router().Wrap("host.register", [box, st](api::Handler next) -> api::Handler {
     return [box, st, next](const Call& c) {
       Response r = next(c);
       auto plugins = c.request->body.find("plugins");
       if (!r.status.ok() || plugins == c.request->body.end() || !plugins->is_array()) return r;
       for (const json& d : *plugins) {
-        if (!d.is_object() || !d.contains("type") || !d["type"].is_string() || !d.contains("fields") ||
-            !d["fields"].is_array())
-          continue;
-        std::set<std::string> sensitive;
-        for (const json& f : d["fields"])
-          if (f.is_object() && f.value("sensitive", false) && f.contains("name") && f["name"].is_string())
-            sensitive.insert(f["name"].get<std::string>());
-        if (sensitive.empty()) continue;
-        Status s = st->RewriteProviderFields(d["type"].get<std::string>(), [&](json& fields) {
-          const json before = fields;
-          box->SealFields(fields, sensitive);
-          return fields != before;
-        });
+        Status s = ResealFor(*box, *st, d);
         if (!s.ok()) return Response::Error(s);
       }
       return r;
     };
   });
-  ops.AddTakeDecorator([box](const store::TaskRecord&, json& task) { return box->OpenAll(task); });
+  ops.AddTakeDecorator([box](const store::TaskRecord& r, json& task) { return OpenForTask(*box, r, task); });
   return Status::Ok();
 }
 

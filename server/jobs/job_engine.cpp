@@ -720,7 +720,8 @@ const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node
 Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   if (record.job_id.empty()) return Status::Ok();
   auto r = runs_.find(record.job_id);
-  if (r == runs_.end()) return Status::Ok();
+  // A task of another tenant that names this job (debug.enqueue) gets nothing from it.
+  if (r == runs_.end() || r->second->record.tenant != record.tenant) return Status::Ok();
   Run& run = *r->second;
   const std::string& node = record.node_id;
   const json& spec = SpecFor(run.before, run.target, record.action);

@@ -306,15 +306,19 @@ class Store {
   [[nodiscard]] Status DeleteHostRequest(std::string_view host_id);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
-  // Replaces every sealed value ("enc:v1:...", server/auth/secrets.hpp) kept for
+  // Replaces every sealed value ("enc:v2:...", server/auth/secrets.hpp) kept for
   // a cluster (its spec, its nodes, its tasks' payloads and results) with
   // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
   [[nodiscard]] Status WipeSealedValues(std::string_view cluster_id);
-  // Calls `rewrite` on the provider fields of every stored provider entity
-  // (every version, every tenant) and every cluster spec whose provider type is
-  // `provider_type`; writes back those it changed (it returns true).
-  [[nodiscard]] Status RewriteProviderFields(std::string_view provider_type,
-                                             const std::function<bool(nlohmann::json& fields)>& rewrite);
+  // Calls `rewrite` with its tenant on every stored version of every live
+  // catalog entity of `kind` whose text contains `containing`; writes back
+  // those it changed (it returns true).
+  [[nodiscard]] Status RewriteCatalogEntities(
+      std::string_view kind, std::string_view containing,
+      const std::function<bool(const std::string& tenant, nlohmann::json& entity)>& rewrite);
+  // The same for every cluster's spec and previous spec.
+  [[nodiscard]] Status RewriteClusterSpecs(
+      std::string_view containing, const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

@@ -25,6 +25,10 @@ class FakeProvider : public weft::sdk::Plugin {
     info.fields.push_back({"api_token", "API token", WEFT_FIELD_STRING, false, true, "\"\"",
                            "a sensitive field, to test that secrets are sealed at rest: CREATE reports only its "
                            "length (api_token_length)"});
+    info.fields.push_back({"credentials", "Credentials", WEFT_FIELD_JSON, false, true, "null",
+                           "a sensitive field of any JSON type, to test that such values are sealed too: CREATE "
+                           "reports only its type (credentials_type) and the length of its JSON text "
+                           "(credentials_length)"});
     info.fields.push_back({"fail_nodes", "Failing nodes", WEFT_FIELD_STRING, false, false, "\"\"",
                            "comma-separated node ids (or their first label, \"web-4\" for \"web-4.weft.test\"): "
                            "fail_actions fail only on these; empty: on every node"});
@@ -49,6 +53,10 @@ class FakeProvider : public weft::sdk::Plugin {
         task.SetResultString("provider_id", "fake-" + node_id);
         if (const std::string token = fields.value("api_token", std::string()); !token.empty())
           task.SetResult("api_token_length", std::to_string(token.size()));
+        if (auto c = fields.find("credentials"); c != fields.end() && !c->is_null()) {
+          task.SetResultString("credentials_type", c->type_name());
+          task.SetResult("credentials_length", std::to_string(c->dump().size()));
+        }
         if (fields.value("make_ssh_key", false)) {
           task.SetResult("ssh_auth", json{{"user", "fake"}, {"private_key", "FAKE PRIVATE KEY of " + node_id}}.dump());
         } else {
