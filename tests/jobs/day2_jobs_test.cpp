@@ -307,4 +307,82 @@ TEST_CASE("day2: a CREATE whose host dies mid-way is run again under the same id
   CHECK(Machines(machines).empty());
 }
 
+// ---- 2. undoing a failed grow undoes what the grow did, no more -----------------------
+
+TEST_CASE("day2: the undo of a failed grow deletes the new node and touches no service on the nodes the grow "
+          "never reconfigured",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-undo-grow", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  // Only the fourth node's CREATE fails: the grow never gets to reconfigure the three nodes it keeps
+  // (their CONFIGURE waits for the new node's addresses).
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "g-4"}, {"latency_ms", 5}});
+  catalog.PatchActions("", {{"latency_ms", 5}});
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "g", "--template", "web-fake", "--size", "3"});
+  const json before = env.Call("cluster.get", {{"cluster", "g"}})["cluster"];
+  const std::set<std::string> kept = NodeNames(before);
+
+  RunResult r = env.Weft({"cluster", "scale", "g", "--size", "4", "--wait"});
+  INFO(r.out << r.err << Tail(env.ServerLog()) << env.Logs());
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("undoing it"));
+  std::vector<json> jobs = JobsOf(env, "g");
+  REQUIRE(jobs.size() == 3);
+  json undo = env.WaitJob(jobs[0]["id"]);
+  json grow = env.Job(jobs[1]["id"]);
+  REQUIRE(grow["operation"] == "scale");
+  REQUIRE(undo["operation"] == "undo");
+  INFO("grow " << grow.dump(1).substr(0, 6000) << "\nundo " << undo.dump(1).substr(0, 6000));
+  REQUIRE(undo["status"] == "succeeded");
+  // What the grow ran on the kept nodes: nothing.
+  for (const json& t : grow["tasks"])
+    if (kept.count(t.value("node", ""))) CHECK(t["attempt"] == 0);
+  // So the undo runs nothing there either: no reconfigure, and above all no restart.
+  for (const json& t : undo["tasks"]) {
+    INFO(t.dump());
+    CHECK_FALSE(kept.count(t.value("node", "")));
+  }
+  CHECK(TasksOf(undo, "STOP").empty());
+  CHECK(TasksOf(undo, "START").empty());
+  CHECK(NodesOf(TasksOf(undo, "DELETE")).size() == 1);
+  json after = env.Call("cluster.get", {{"cluster", "g"}})["cluster"];
+  CHECK(after["status"] == "active");
+  CHECK(NodeNames(after) == kept);
+}
+
+// ---- 3. rolling back an upgrade installs the earlier versions ------------------------
+
+TEST_CASE("day2: a rollback of an upgrade installs the previous version of every upgraded service again",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-rollback-upgrade", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchActions("", {{"echo_task", true}, {"latency_ms", 5}});
+  catalog.PatchActions("fake-nginx", {{"build", 1}});
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "up", "--template", "web-fake", "--size", "3"});
+  const std::set<std::string> nginx = NodesRunning(env.Call("cluster.get", {{"cluster", "up"}})["cluster"], "fake-nginx");
+  REQUIRE(!nginx.empty());
+
+  catalog.PatchActions("fake-nginx", {{"build", 2}});
+  env.Import(catalog);
+  json upgrade = env.RunJob({"cluster", "upgrade", "up"});
+  for (const json& t : TasksOf(upgrade, "INSTALL", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 2);
+
+  json rollback = env.RunJob({"cluster", "rollback", "up"});
+  INFO(rollback.dump(1).substr(0, 8000));
+  CHECK(rollback["operation"] == "rollback");
+  // build 1 is installed again on every nginx node, configured, and restarted.
+  std::vector<json> installs = TasksOf(rollback, "INSTALL", "fake-nginx");
+  CHECK(NodesOf(installs) == nginx);
+  for (const json& t : installs) CHECK(t["result"]["echo"]["fields"]["build"] == 1);
+  for (const json& t : TasksOf(rollback, "CONFIGURE", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 1);
+  CHECK(NodesOf(TasksOf(rollback, "START", "fake-nginx")) == nginx);
+  // The services the upgrade did not change are not installed again.
+  for (const json& t : TasksOf(rollback, "INSTALL")) CHECK(t["service"] == "fake-nginx");
+  CHECK(TasksOf(rollback, "CREATE").empty());
+  CHECK(TasksOf(rollback, "DELETE").empty());
+  CHECK(env.Call("cluster.get", {{"cluster", "up"}})["cluster"]["status"] == "active");
+}
+
 }  // namespace weft
