@@ -385,4 +385,81 @@ TEST_CASE("day2: a rollback of an upgrade installs the previous version of every
   CHECK(env.Call("cluster.get", {{"cluster", "up"}})["cluster"]["status"] == "active");
 }
 
+// ---- 4. terminated clusters by name; service state per node -------------------------
+
+TEST_CASE("day2: a terminated cluster is found by its name; stop and start show in the cluster's status and in "
+          "every node's service states",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-states", "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "broken-1"}, {"latency_ms", 5}});
+  catalog.PatchActions("", {{"latency_ms", 5}});
+  env.Import(catalog);
+
+  // A create that fails is undone: the cluster ends terminated, and its name still finds it.
+  {
+    RunResult r = env.Weft({"cluster", "create", "broken", "--template", "web-fake", "--size", "3", "--wait"});
+    CHECK(r.exit_code != 0);
+    const std::string id = JobsOf(env, "broken").front()["id"];
+    env.WaitJob(id);
+    json listed = env.Call("cluster.list", {{"all", true}})["clusters"];
+    REQUIRE(listed.size() == 1);
+    REQUIRE(listed[0]["status"] == "terminated");
+    RunResult got = env.Weft({"cluster", "get", "broken"});
+    INFO(got.out << got.err);
+    CHECK(got.exit_code == 0);
+    CHECK_THAT(got.out, Catch::Contains("terminated"));
+    json c = env.WeftJson({"cluster", "get", "broken"})["cluster"];
+    CHECK(c["status"] == "terminated");
+    CHECK(c["id"] == listed[0]["id"]);
+    CHECK(c["jobs"].size() == 2);
+  }
+
+  env.RunJob({"cluster", "create", "svc", "--template", "web-fake", "--size", "3"});
+  auto states = [&](const json& cluster) {
+    std::map<std::string, std::set<std::string>> by_service;  // service -> its states over the nodes
+    for (const json& n : cluster["nodes"]) {
+      REQUIRE(n["service_states"].size() == n["services"].size());
+      for (const auto& [s, state] : n["service_states"].items()) by_service[s].insert(state.get<std::string>());
+    }
+    return by_service;
+  };
+  using Set = std::set<std::string>;
+  json c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  auto st = states(c);
+  CHECK(st["fake-nginx"] == Set{"running"});
+  CHECK(st["fake-redis"] == Set{"running"});
+  CHECK(st["fake-haproxy"] == Set{"running"});
+  CHECK(st["fake-base"] == Set{"configured"});  // it has no START: it is as far as it gets
+
+  // Stopping nginx stops haproxy too (it needs nginx); redis keeps running; the cluster is still active.
+  env.RunJob({"cluster", "stop", "svc", "fake-nginx"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  st = states(c);
+  CHECK(st["fake-nginx"] == Set{"stopped"});
+  CHECK(st["fake-haproxy"] == Set{"stopped"});
+  CHECK(st["fake-redis"] == Set{"running"});
+  RunResult text = env.Weft({"cluster", "get", "svc"});
+  CHECK_THAT(text.out, Catch::Contains("fake-nginx (stopped)") && Catch::Contains("fake-redis (running)"));
+
+  // Stopping everything: the cluster is stopped.
+  env.RunJob({"cluster", "stop", "svc"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "stopped");
+  st = states(c);
+  for (const char* s : {"fake-nginx", "fake-haproxy", "fake-redis"}) CHECK(st[s] == Set{"stopped"});
+  json listed = env.WeftJson({"cluster", "list"})["clusters"];
+  for (const json& l : listed)
+    if (l["name"] == "svc") CHECK(l["status"] == "stopped");
+
+  // And started again: active, every service running.
+  env.RunJob({"cluster", "start", "svc"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  st = states(c);
+  for (const char* s : {"fake-nginx", "fake-haproxy", "fake-redis"}) CHECK(st[s] == Set{"running"});
+}
+
 }  // namespace weft
