@@ -462,4 +462,42 @@ TEST_CASE("day2: a terminated cluster is found by its name; stop and start show 
   for (const char* s : {"fake-nginx", "fake-haproxy", "fake-redis"}) CHECK(st[s] == Set{"running"});
 }
 
+// ---- 5. a Coopr template whose default image type is not among its compatible ones ----
+
+TEST_CASE("day2: a template whose defaults.imagetype is outside compatibility.imagetypes imports with a "
+          "warning; a cluster fails to plan only when it uses that default",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-coopr-default", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"latency_ms", 5}});
+  // As in Coopr's public catalog: the default image type exists but the template does not list it.
+  json centos = catalog.Get("imagetypes", "debian12");
+  centos["name"] = "centos6";
+  catalog.Put("imagetypes", centos);
+  json tmpl = catalog.Get("clustertemplates", "web-fake");
+  tmpl["name"] = "coopr-web";
+  tmpl["defaults"]["imagetype"] = "centos6";
+  catalog.Put("clustertemplates", tmpl);
+
+  RunResult imported = env.Import(catalog);
+  CHECK_THAT(imported.out + imported.err,
+             Catch::Contains("coopr-web") && Catch::Contains("defaults.imagetype") && Catch::Contains("centos6"));
+
+  // With the defaults: refused at plan time, with a sentence that says what to do.
+  for (const char* verb : {"plan", "create"}) {
+    RunResult r = env.Weft({"cluster", verb, "c5", "--template", "coopr-web", "--size", "3"});
+    INFO(verb << ": " << r.out << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("default imagetype 'centos6' is not in compatibility.imagetypes") &&
+                          Catch::Contains("--imagetype"));
+  }
+  CHECK(env.Call("cluster.list", {{"all", true}})["clusters"].empty());
+
+  // Naming a compatible image type solves, and the cluster comes up.
+  json job = env.RunJob({"cluster", "create", "c5", "--template", "coopr-web", "--size", "3", "--imagetype", "debian12"});
+  CHECK(job["status"] == "succeeded");
+  const json c5 = env.Call("cluster.get", {{"cluster", "c5"}})["cluster"];
+  for (const json& n : c5["nodes"]) CHECK(n["imagetype"] == "debian12");
+}
+
 }  // namespace weft
