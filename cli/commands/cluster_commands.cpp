@@ -219,10 +219,14 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
   ctx.out() << '\n';
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
   for (const json& n : c["nodes"]) {
+    // Each service with what it last did: "fake-nginx (running)".
+    const json states = n.value("service_states", json::object());
     std::string services;
     for (const json& s : n.value("services", json::array())) {
-      if (!services.empty()) services += ',';
+      if (!services.empty()) services += ", ";
       services += s.get<std::string>();
+      if (const std::string state = states.value(s.get<std::string>(), ""); !state.empty())
+        services += " (" + state + ")";
     }
     const json results = n.value("results", json::object());
     nodes.AddRow({Printable(n.value("hostname", "")), Printable(results.value("access_v4", "-")),

@@ -69,6 +69,19 @@ Result<std::vector<std::string>> NameList(const json& body, const char* key, boo
   return out;
 }
 
+// The status a cluster has once `op` succeeded: `stopped` after a stop of every
+// service, and it stays so until an operation starts services again (start,
+// restart, a rollback or a reconfigure with restart); otherwise `active`.
+std::string TargetStatus(const std::string& op, const std::string& now, const json& body) {
+  const bool every_service = !body.contains("services") || body["services"].is_null() ||
+                             (body["services"].is_array() && body["services"].empty());
+  const bool restarts = op == "start" || op == "restart" || op == "rollback" ||
+                        (op == "reconfigure" && body.contains("restart") && body["restart"] == true);
+  if (op == "stop" && every_service) return "stopped";
+  if (restarts) return "active";
+  return now == "stopped" ? "stopped" : "active";
+}
+
 // What a summary needs from a cluster's spec and layout. Parsing them is the
 // cost of cluster.list, so ClusterOps keeps these per cluster version.
 struct Derived {
@@ -245,7 +258,7 @@ class ClusterOps {
     job.options = options;
     job.before = StateOf(c);
     job.target = job.before;
-    job.target.status = "active";
+    job.target.status = TargetStatus(op, c.status, body);
     const json& spec = job.before.spec;
 
     if (op == "delete") {
@@ -415,14 +428,23 @@ class ClusterOps {
     std::map<std::string, json> results;
     for (const store::NodeRecord& n : nodes) results[n.id] = RedactResults(ParseOr(n.results_json, json::object()));
     json layout = ParseOr(c.layout_json, json::object());
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
+    WEFT_TRY_ASSIGN(states, ServiceStates(jobs, layout, spec));
     json list = json::array();
     for (json n : layout.value("nodes", json::array())) {
       const std::string id = n.value("hostname", "");
       n["results"] = results.count(id) ? results[id] : json::object();
+      json on = json::object();
+      const std::map<std::string, std::string>& known = states[id];
+      for (const json& s : n.value("services", json::array())) {
+        if (!s.is_string()) continue;
+        auto state = known.find(s.get<std::string>());
+        on[s.get<std::string>()] = state == known.end() ? "unknown" : state->second;
+      }
+      n["service_states"] = std::move(on);
       list.push_back(std::move(n));
     }
     out["nodes"] = std::move(list);
-    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
     json history = json::array();
     for (const store::JobRecord& j : jobs) history.push_back(JobSummary(j));
     out["jobs"] = std::move(history);
@@ -588,6 +610,50 @@ class ClusterOps {
       return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft cluster list`");
     return std::move(**c);
+  }
+
+  // What each service on each node (node -> service -> state) did last, from
+  // the jobs' tasks, newest job first: the newest START or STOP that succeeded
+  // says `running` or `stopped`. A service that defines neither shows its
+  // newest task (`installed`, `configured`, `initialized`), and so does one
+  // that was never started. The walk stops once every service is settled.
+  using States = std::map<std::string, std::map<std::string, std::string>>;
+  Result<States> ServiceStates(const std::vector<store::JobRecord>& jobs, const json& layout, const json& spec) {
+    auto runs = [&](const std::string& service) {  // whether it defines START or STOP
+      const json services = spec.value("services", json::object());
+      const json entity = services.is_object() ? services.value(service, json::object()) : json::object();
+      const json p = entity.is_object() ? entity.value("provisioner", json::object()) : json::object();
+      const json actions = p.is_object() ? p.value("actions", json::object()) : json::object();
+      return actions.is_object() && (actions.contains("start") || actions.contains("stop"));
+    };
+    std::map<std::string, bool> service_runs;
+    std::set<std::pair<std::string, std::string>> open;  // (node, service) not settled yet
+    for (const json& n : layout.value("nodes", json::array()))
+      for (const json& s : n.value("services", json::array()))
+        if (s.is_string()) {
+          open.insert({n.value("hostname", ""), s.get<std::string>()});
+          if (!service_runs.count(s.get<std::string>())) service_runs[s.get<std::string>()] = runs(s.get<std::string>());
+        }
+    static const std::map<std::string, std::string> kWord = {
+        {"INSTALL", "installed"}, {"CONFIGURE", "configured"}, {"INITIALIZE", "initialized"},
+        {"START", "running"},     {"STOP", "stopped"}};
+    States states;
+    for (const store::JobRecord& j : jobs) {
+      if (open.empty()) break;
+      Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(j.id, false);
+      if (!tasks.ok()) return tasks.status();
+      std::sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+      for (const store::TaskRecord& t : *tasks) {
+        if (t.service.empty() || t.state != store::TaskState::kSucceeded || !kWord.count(t.action)) continue;
+        auto key = open.find({t.node_id, t.service});
+        if (key == open.end()) continue;
+        std::string& state = states[t.node_id][t.service];
+        const bool run_state = t.action == "START" || t.action == "STOP";
+        if (run_state || state.empty()) state = kWord.at(t.action);
+        if (run_state || !service_runs[t.service]) open.erase(key);
+      }
+    }
+    return states;
   }
 
   Result<store::JobRecord> FindJob(const Call& call) {

@@ -41,6 +41,14 @@ json ParseStored(const std::string& text) {
   return v.is_discarded() ? json::object() : v;
 }
 
+// The same for every attempt of a task, and different for every task: a
+// provider that finds a machine it made under this key hands that one back
+// instead of making a second one when a lost attempt is run again.
+std::string IdempotencyKey(const store::TaskRecord& t) {
+  if (t.cluster_id.empty()) return "task/" + std::to_string(t.id);
+  return t.cluster_id + "/" + t.node_id + "/" + std::to_string(t.id);
+}
+
 }  // namespace
 
 Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
@@ -506,6 +514,7 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
   task["job_id"] = t.job_id;
   task["cluster_id"] = t.cluster_id;
   task["node_id"] = t.node_id;
+  task["idempotency_key"] = IdempotencyKey(t);
   task["lease_ms"] = queue_.lease_ms();
   if (!t.payload_json.empty() && t.payload_json != "{}") {
     json payload = ParseStored(t.payload_json);

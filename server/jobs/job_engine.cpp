@@ -164,6 +164,26 @@ Result<planner::Operation> Converge(const ClusterState& before, const ClusterSta
   return planner::Operation::kReconfigure;
 }
 
+// Services on both sides whose definitions differ: going back from an upgrade
+// installs the earlier versions again.
+std::vector<std::string> ChangedServices(const ClusterState& before, const ClusterState& target) {
+  std::set<std::string> on_both;
+  for (const json& n : Nodes(before.layout))
+    for (const std::string& s : NodeServices(n))
+      if (const json* other = FindNode(target.layout, n.value("hostname", "")); other && NodeServices(*other).count(s))
+        on_both.insert(s);
+  auto services = [](const ClusterState& state) {
+    auto it = state.spec.find("services");
+    return it != state.spec.end() && it->is_object() ? *it : json::object();
+  };
+  const json was = services(before);
+  const json will = services(target);
+  std::vector<std::string> out;
+  for (const std::string& s : on_both)
+    if (was.value(s, json()) != will.value(s, json())) out.push_back(s);
+  return out;
+}
+
 // Whether the config or a service's fields name other nodes' addresses: then no
 // service task may run before every new node reported its addresses.
 bool NeedsAddresses(const ClusterState& target) {
@@ -197,12 +217,17 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
     Result<planner::Operation> op = Converge(job.before, job.target);
     if (!op.ok()) return op.status();
     req.operation = *op;
-    req.restart = true;
+    // A rollback restarts what it reconfigures; an undo takes back what its
+    // job did and no more: it reconfigures only what that job reconfigured.
+    req.restart = job.operation == "rollback" || job.extras.restart;
+    req.changed_services = ChangedServices(job.before, job.target);
+    if (job.operation == "undo") req.reconfigure_only = job.extras.reconfigured;
   } else {
     Result<planner::Operation> op = planner::ParseOperation(job.operation);
     if (!op.ok()) return op.status();
     req.operation = *op;
     req.restart = job.extras.restart;
+    req.changed_services = job.extras.changed_services;
   }
   req.before = NodeSpecs(job.before.layout);
   req.after = NodeSpecs(job.target.layout);
@@ -211,7 +236,6 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   if (!specs.ok()) return specs.status();
   req.services = std::move(*specs);
   req.only_services = job.extras.only_services;
-  req.changed_services = job.extras.changed_services;
   return planner::MakePlan(req);
 }
 
@@ -652,6 +676,10 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     return std::nullopt;
   }
   undo.before.layout = {{"nodes", made}};
+  // The nodes it kept get back the configuration it may have changed, no more.
+  for (const auto& [id, t] : run.tasks)
+    if (t.action == "CONFIGURE" && t.attempt > 0 && FindNode(run.before.layout, t.node))
+      undo.extras.reconfigured.insert(t.node + "/" + t.service);
   if (op == "create") {
     undo.target.spec = run.target.spec;
     undo.target.status = "terminated";

@@ -74,6 +74,8 @@ struct PlanExtras {
   std::vector<std::string> only_services;     // start/stop/restart
   std::vector<std::string> changed_services;  // upgrade
   bool restart = false;                       // reconfigure and friends
+  // undo: the services the undone job reconfigured on nodes it kept, "node/service".
+  std::set<std::string> reconfigured;
 };
 
 struct NewJob {

@@ -139,7 +139,16 @@ Result<std::optional<ClusterRecord>> Store::FindCluster(std::string_view tenant,
   if (!row.ok()) return row.status();
   if (*row) return std::optional<ClusterRecord>(ReadCluster(*st));
   Result<std::optional<ClusterRecord>> by_id = GetCluster(id_or_name);
-  if (!by_id.ok() || !by_id->has_value() || (**by_id).tenant == tenant) return by_id;
+  if (!by_id.ok()) return by_id;
+  if (by_id->has_value() && (**by_id).tenant == tenant) return by_id;
+  Result<sql::Statement> gone = database().Prepare(std::string("SELECT ") + kClusterColumns +
+                                                   " FROM clusters WHERE tenant = ?1 AND name = ?2 "
+                                                   "ORDER BY id DESC LIMIT 1");
+  if (!gone.ok()) return gone.status();
+  gone->Bind(1, tenant).Bind(2, id_or_name);
+  Result<bool> found = gone->Step();
+  if (!found.ok()) return found.status();
+  if (*found) return std::optional<ClusterRecord>(ReadCluster(*gone));
   return std::optional<ClusterRecord>();
 }
 

@@ -274,7 +274,9 @@ class Store {
   [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
   [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
   [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
-  // By id or by name among the tenant's clusters that are not terminated.
+  // By name among the tenant's clusters that are not terminated, else by id,
+  // else the newest terminated one of that name (a terminated cluster's name
+  // is free for a new cluster, which then wins).
   [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
