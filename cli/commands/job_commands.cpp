@@ -42,15 +42,34 @@ std::string Bar(std::int64_t done, std::int64_t total, int width) {
          std::string(static_cast<std::size_t>(width - filled), '.') + "]";
 }
 
+}  // namespace
+
 std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
-  const json& p = job["progress"];
+  const json p = job.value("progress", json::object());
+  const std::string status = job.value("status", "");
   std::ostringstream line;
-  const std::int64_t total = p.value("total", 0);
-  const std::int64_t done = p.value("succeeded", 0);
-  line << "job " << JobId(job["id"]) << " " << job.value("operation", "") << " " << Bar(done, total, 30) << " "
-       << done << "/" << total << " done, " << p.value("running", 0) << " running, " << p.value("failed", 0)
-       << " failed, stage " << p.value("stage", 0) << "/" << p.value("stages", 0) << ", " << Duration(elapsed_ms);
+  const std::int64_t total = Int(p, "total");
+  const std::int64_t done = Int(p, "succeeded");
+  line << "job " << JobId(job.value("id", json())) << " " << job.value("operation", "") << " " << Bar(done, total, 30)
+       << " " << done << "/" << total << " done, " << Int(p, "running") << " running, ";
+  // Tasks in a retry's backoff would otherwise read as a stalled job.
+  if (const std::int64_t retrying = Int(p, "retrying"); retrying > 0) line << retrying << " waiting to retry, ";
+  line << Int(p, "failed") << " failed, stage " << Int(p, "stage") << "/" << Int(p, "stages");
+  // An ended job that did not succeed: the stage is where it stopped.
+  if (status == "aborted" || status == "failed") line << " (" << status << ")";
+  line << ", " << Duration(elapsed_ms);
   return line.str();
+}
+
+namespace {
+
+// How long a job took, for its last line: the server's own times for a job
+// followed from its start (exact, however often we polled), else what we saw.
+std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
+  const std::int64_t created = job.value("created_at_ms", std::int64_t{0});
+  const std::int64_t finished = job.value("finished_at_ms", std::int64_t{0});
+  if (resumed || created <= 0 || finished < created) return watched_ms;
+  return finished - created;
 }
 
 // Prints what failed: each failed task with its message and output tails.
@@ -107,9 +126,11 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
   if (!j.value("parent_job", "").empty()) kv.Add("undoes job", j.value("parent_job", ""));
   if (!j.value("message", "").empty()) kv.Add("message", Printable(j.value("message", "")));
   const json& p = j["progress"];
+  const std::int64_t retrying = Int(p, "retrying");
   kv.Add("tasks", std::to_string(p.value("succeeded", 0)) + "/" + std::to_string(p.value("total", 0)) +
-                      " succeeded, " + std::to_string(p.value("failed", 0)) + " failed, " +
-                      std::to_string(p.value("cancelled", 0)) + " cancelled");
+                      " succeeded, " + (retrying > 0 ? std::to_string(retrying) + " waiting to retry, " : "") +
+                      std::to_string(p.value("failed", 0)) + " failed, " + std::to_string(p.value("cancelled", 0)) +
+                      " cancelled");
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table table({"TASK", "KEY", "PLUGIN", "STATE", "ATTEMPTS", "HOST", "TOOK", "MESSAGE"});
@@ -143,7 +164,7 @@ Status JobAbort(Context& ctx, const ParsedArgs& args) {
 Status JobRetry(Context& ctx, const ParsedArgs& args) {
   Result<json> reply = ctx.Call("job.retry", {{"job", args.positionals.at(0)}});
   if (!reply.ok()) return reply.status();
-  if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0));
+  if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0), /*resumed=*/true);
   if (ctx.json_output()) {
     ctx.PrintJson(*reply);
     return Status::Ok();
@@ -155,9 +176,9 @@ Status JobRetry(Context& ctx, const ParsedArgs& args) {
 
 }  // namespace
 
-Status WaitForJob(Context& ctx, const std::string& job_id) {
+Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
   const bool tty = isatty(STDERR_FILENO) == 1 && !ctx.json_output();
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   std::string last;
   std::string id = job_id;
   while (true) {
@@ -185,8 +206,8 @@ Status WaitForJob(Context& ctx, const std::string& job_id) {
       if (ctx.json_output()) {
         ctx.PrintJson(job);
       } else {
-        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in " << Duration(elapsed)
-                  << '\n';
+        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in "
+                  << Duration(JobTook(job, resumed, elapsed)) << '\n';
       }
       // A job that undoes a failed one succeeding still means the operation failed.
       if (!job.value("parent_job", "").empty())
@@ -204,6 +225,8 @@ Status WaitForJob(Context& ctx, const std::string& job_id) {
         const std::string undo = JobId((*jobs)["jobs"][0]["id"]);
         ctx.err() << "job " << id << " failed: " << Printable(message) << "\nundoing it: job " << undo << '\n';
         id = undo;
+        resumed = false;  // a new job: its own times count, not this one's
+        start = std::chrono::steady_clock::now();
         continue;
       }
     }

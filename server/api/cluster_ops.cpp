@@ -12,6 +12,7 @@
 
 #include "server/api/catalog_ops.hpp"
 #include "server/planner/macros.hpp"
+#include "server/planner/planner.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
@@ -27,6 +28,77 @@ using jobs::NewJob;
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
+
+// Task ids of a plan's JSON grouped by longest path from the roots, as the job's
+// progress counts them: a JOIN adds no step, and empty levels are dropped.
+json StagesOf(const json& tasks) {
+  std::map<std::string, const json*> by_id;
+  for (const json& t : tasks) by_id[t.value("id", "")] = &t;
+  std::map<std::string, std::int64_t> depth;
+  std::function<std::int64_t(const json&)> depth_of = [&](const json& t) -> std::int64_t {
+    const std::string id = t.value("id", "");
+    if (auto it = depth.find(id); it != depth.end()) return it->second;
+    depth[id] = 0;  // a cycle cannot happen; this only guards the recursion
+    const std::int64_t step = t.value("action", "") == "JOIN" ? 0 : 1;
+    std::int64_t d = 0;
+    for (const json& a : t.value("after", json::array()))
+      if (auto p = by_id.find(a.is_string() ? a.get<std::string>() : ""); p != by_id.end())
+        d = std::max(d, depth_of(*p->second) + step);
+    return depth[id] = d;
+  };
+  std::map<std::int64_t, json> levels;
+  for (const json& t : tasks)
+    if (t.value("action", "") != "JOIN") levels[depth_of(t)].push_back(t.value("id", ""));
+  json stages = json::array();
+  for (auto& [level, ids] : levels) stages.push_back(std::move(ids));
+  return stages;
+}
+
+// What JobEngine::Start adds to a plan whose config names other nodes' addresses:
+// service and BOOTSTRAP tasks wait for every CONFIRM. A dry run shows it too, so
+// its stages are the job's.
+void AddAddressJoin(json& plan) {
+  const std::string join = "join/CONFIRM/addresses";
+  json confirms = json::array();
+  for (const json& t : plan["tasks"])
+    if (t.value("action", "") == "CONFIRM") confirms.push_back(t.value("id", ""));
+  auto waits = [](const json& t) {
+    Result<planner::Action> a = planner::ParseAction(t.value("action", ""));
+    return a.ok() && (*a == planner::Action::kBootstrap || (*a >= planner::Action::kInstall && *a <= planner::Action::kRemove));
+  };
+  bool any = false;
+  for (json& t : plan["tasks"])
+    if (waits(t) && !confirms.empty()) {
+      t["after"].push_back(join);
+      any = true;
+    }
+  if (!any) return;
+  plan["tasks"].push_back({{"id", join}, {"node", ""}, {"action", "JOIN"}, {"service", ""}, {"after", confirms}});
+  plan["stages"] = StagesOf(plan["tasks"]);
+}
+
+// A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
+std::string LeaseText(std::int64_t ms) {
+  if (ms <= 0) return "0s";
+  std::string out;
+  for (const auto& [unit, size] : {std::pair<const char*, std::int64_t>{"d", 86'400'000}, {"h", 3'600'000},
+                                   {"m", 60'000}, {"s", 1000}, {"ms", 1}}) {
+    if (ms < size) continue;
+    out += std::to_string(ms / size) + unit;
+    ms %= size;
+  }
+  return out;
+}
+
+// body.lease_ms, with an error in the user's words.
+Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {
+  const json& v = body["lease_ms"];
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > kMaxLeaseMs ||
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxLeaseMs)))
+    return Status::Invalid("a lease must be a duration from " + LeaseText(min) + " to 100 years, got " +
+                           jsonf::Brief(v) + (v.is_number() ? " ms" : ""));
+  return v.get<std::int64_t>();
+}
 
 json ParseOr(const std::string& text, json fallback) {
   json doc = json::parse(text, nullptr, false);
@@ -53,19 +125,21 @@ Result<std::vector<std::string>> NameList(const json& body, const char* key, boo
   std::vector<std::string> out;
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) {
-    if (required) return Status::Invalid(std::string("body.") + key + " is required: a list of service names");
+    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
     return out;
   }
   if (!it->is_array())
-    return Status::Invalid(std::string("body.") + key + " must be an array of service names, got " + jsonf::Brief(*it));
+    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
   for (std::size_t i = 0; i < it->size(); ++i) {
     const json& v = (*it)[i];
     if (!v.is_string() || v.get<std::string>().empty())
-      return Status::Invalid(std::string("body.") + key + "[" + std::to_string(i) + "] must be a service name, got " +
+      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
                              jsonf::Brief(v));
+    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
+      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
     out.push_back(v.get<std::string>());
   }
-  if (required && out.empty()) return Status::Invalid(std::string("body.") + key + " names no service");
+  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
   return out;
 }
 
@@ -146,12 +220,12 @@ class ClusterOps {
   Response Create(const Call& call) {
     const json& body = call.request->body;
     if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     if (!catalog::IsValidName(name))
-      return Response::Error(Status::Invalid("body.name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
-    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", "body"));
-    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
@@ -170,7 +244,7 @@ class ClusterOps {
       overrides_json["services"] = services;
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
-      return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
 
     WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
     for (const store::ClusterRecord& c : clusters)
@@ -188,12 +262,12 @@ class ClusterOps {
 
     std::int64_t lease_ms = tmpl->lease ? tmpl->lease->initial_ms : 0;
     if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
-      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 0, kMaxLeaseMs));
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 0));
       const std::int64_t max = tmpl->lease ? tmpl->lease->max_ms : 0;
       if (max > 0 && (asked == 0 || asked > max))
-        return Response::Error(Status::Invalid("a lease of " + (asked ? std::to_string(asked) + " ms" : "forever") +
+        return Response::Error(Status::Invalid("a lease of " + (asked ? LeaseText(asked) : "forever") +
                                                " is longer than template '" + template_name + "' allows (" +
-                                               std::to_string(max) + " ms, administration.leaseduration.max)"));
+                                               LeaseText(max) + ", administration.leaseduration.max)"));
       lease_ms = asked;
     }
 
@@ -265,7 +339,11 @@ class ClusterOps {
       job.target.layout = {{"nodes", json::array()}};
       job.target.status = "terminated";
     } else if (op == "scale") {
-      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+      if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
+          size == static_cast<std::int64_t>(now))
+        return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
+                                                std::to_string(now) + (now == 1 ? " node" : " nodes")));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
       if (call.principal.max_nodes > 0) {
@@ -317,7 +395,7 @@ class ClusterOps {
       job.extras.only_services = only;
     } else if (op == "reconfigure") {
       if (body.contains("config") && !body["config"].is_null()) {
-        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));
         json config = spec.value("config", json::object());
         config.merge_patch(body["config"]);
         Status macros = planner::CheckMacros(config);
@@ -377,20 +455,20 @@ class ClusterOps {
       return Response::Error(Status::Invalid("cluster '" + c.name + "' has no lease: it never expires"));
     std::int64_t step = lease->step_ms;
     if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
-      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 1, kMaxLeaseMs));
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 1));
       step = asked;
     }
     if (step <= 0)
-      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; name one "
-                                             "with lease_ms"));
+      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; say how "
+                                             "long (weft cluster extend-lease --lease DURATION)"));
     const std::int64_t now = clock_.NowMs();
     const std::int64_t until = std::max(now, c.expire_at_ms) + step;
     if (lease->max_ms > 0 && until > c.created_at_ms + lease->max_ms)
       return Response::Error(Status::Invalid(
-          "cluster '" + c.name + "': extending to " + std::to_string(until - c.created_at_ms) +
-          " ms after creation passes the template's maximum lease of " + std::to_string(lease->max_ms) +
-          " ms (administration.leaseduration.max); it can expire at the latest " +
-          std::to_string(c.created_at_ms + lease->max_ms - now) + " ms from now"));
+          "cluster '" + c.name + "': extending to " + LeaseText(until - c.created_at_ms) +
+          " after creation passes the template's maximum lease of " + LeaseText(lease->max_ms) +
+          " (administration.leaseduration.max); it can expire at the latest " +
+          LeaseText((c.created_at_ms + lease->max_ms - now) / 1000 * 1000) + " from now"));
     c.expire_at_ms = until;
     c.updated_at_ms = now;
     WEFT_TRY_ASSIGN(ok, [&]() -> Result<bool> {
@@ -480,7 +558,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
     // Progress: counts by state, and the stage (longest path from the roots) of
-    // the earliest unfinished task, for reading only.
+    // the earliest task not done, for reading only. Stages are counted as a dry
+    // run's plan counts them: a JOIN adds no step, and empty levels are dropped.
     std::map<std::int64_t, std::size_t> index;
     for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
     std::vector<std::vector<std::size_t>> after(tasks.size());
@@ -491,22 +570,29 @@ class ClusterOps {
     std::function<std::int64_t(std::size_t)> depth_of = [&](std::size_t i) -> std::int64_t {
       if (depth[i] >= 0) return depth[i];
       depth[i] = 0;  // a cycle cannot happen; this only guards the recursion
+      const std::int64_t step = tasks[i].action == "JOIN" ? 0 : 1;
       std::int64_t d = 0;
-      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + 1);
+      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + step);
       return depth[i] = d;
     };
+    std::set<std::int64_t> levels;  // of the tasks that do work
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].action != "JOIN") levels.insert(depth_of(i));
     std::map<std::string, std::int64_t> counts;
-    std::int64_t stages = 0, stage = -1;
+    std::int64_t retrying = 0;
+    const std::int64_t stages = static_cast<std::int64_t>(levels.size());
+    std::int64_t stage = -1;
     json list = json::array();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       const std::string state(store::TaskStateName(t.state));
       ++counts[state];
-      const std::int64_t d = depth_of(i);
-      stages = std::max(stages, d + 1);
-      if (t.state != store::TaskState::kSucceeded && t.state != store::TaskState::kCancelled &&
-          (stage < 0 || d < stage))
-        stage = d;
+      // Queued again after a failed attempt: in its backoff, or waiting for a host.
+      if (t.state == store::TaskState::kQueued && t.attempt > 0) ++retrying;
+      // The earliest task not done is where the job is, or where it stopped (an
+      // aborted job's cancelled tasks are not done).
+      const std::int64_t d = static_cast<std::int64_t>(std::distance(levels.begin(), levels.find(depth_of(i))));
+      if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded && (stage < 0 || d < stage)) stage = d;
       json task = {{"id", t.id},          {"key", t.task_key},  {"node", t.node_id},
                    {"action", t.action},  {"service", t.service}, {"plugin", t.plugin},
                    {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
@@ -536,6 +622,7 @@ class ClusterOps {
                        {"failed", counts["failed"]},
                        {"running", counts["leased"]},
                        {"queued", counts["queued"]},
+                       {"retrying", retrying},
                        {"waiting", counts["waiting"]},
                        {"cancelled", counts["cancelled"]},
                        {"stage", stage < 0 ? stages : stage + 1},
@@ -602,7 +689,7 @@ class ClusterOps {
   }
 
   Result<store::ClusterRecord> FindCluster(const Call& call) {
-    Result<std::string> id = jsonf::String(call.request->body, "cluster", "body");
+    Result<std::string> id = jsonf::String(call.request->body, "cluster", "");
     if (!id.ok()) return id.status();
     Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
     if (!c.ok()) return c.status();
@@ -783,6 +870,7 @@ class ClusterOps {
     Result<planner::Plan> plan = jobs::PlanJob(job);
     if (!plan.ok()) return Response::Error(plan.status());
     json out = plan->ToJson();
+    if (jobs::WaitsForAddresses(job)) AddAddressJoin(out);
     out["dry_run"] = true;
     out["operation"] = job.operation;
     out["layout"] = job.target.layout;

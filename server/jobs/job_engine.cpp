@@ -66,6 +66,13 @@ bool IsServiceAction(std::string_view action) {
   return a.ok() && *a >= Action::kInstall && *a <= Action::kRemove;
 }
 
+// "job 28 has already succeeded", "job 28 was aborted", "job 28 is running".
+std::string JobIs(const std::string& id, const std::string& status) {
+  if (status == "succeeded" || status == "failed") return "job " + id + " has already " + status;
+  if (status == "aborted") return "job " + id + " was aborted";
+  return "job " + id + " is " + status;
+}
+
 // Removing things uses the definitions they were made with; making things, the new ones.
 bool UsesBefore(std::string_view action) { return action == "STOP" || action == "REMOVE" || action == "DELETE"; }
 
@@ -238,6 +245,8 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   req.only_services = job.extras.only_services;
   return planner::MakePlan(req);
 }
+
+bool WaitsForAddresses(const NewJob& job) { return NeedsAddresses(job.target); }
 
 JobEngine::JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options)
     : store_(store), queue_(queue), clock_(clock), options_(options) {}
@@ -812,7 +821,7 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
     Result<std::optional<store::JobRecord>> rec = store_.GetJob(job_id);
     if (!rec.ok()) return rec.status();
     if (!rec->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-    return Status::Conflict("job " + job_id + " is already " + (**rec).status + "; only a running job can be aborted");
+    return Status::Conflict(JobIs(job_id, (**rec).status) + "; only a running job can be aborted");
   }
   Run& run = *r->second;
   const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
@@ -836,7 +845,7 @@ Status JobEngine::Retry(const std::string& job_id) {
   if (!found->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
   store::JobRecord rec = **found;
   if (rec.status != "failed" && rec.status != "aborted")
-    return Status::Conflict("job " + job_id + " is " + rec.status + "; only a failed or aborted job can be retried");
+    return Status::Conflict(JobIs(job_id, rec.status) + "; only a failed or aborted job can be retried");
   if (ParseOr(rec.options_json, json::object()).value("undone", false))
     return Status::Conflict("job " + job_id + " failed and was undone by a later job; start the operation again instead");
   if (!ActiveJob(rec.cluster_id).empty())
