@@ -1,5 +1,4 @@
-// weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks
-// (ARCHITECTURE.md, "Job engine").
+// weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks.
 //
 // A job is a plan (server/planner) turned into tasks in the store. A task is
 // `waiting` until every predecessor succeeded, then the engine hands it to the

@@ -1,5 +1,5 @@
 // The planner: an operation on a cluster, its layout before and after, and the
-// services involved become a DAG of node tasks (ARCHITECTURE.md, "Planner").
+// services involved become a DAG of node tasks.
 //
 // Per node:        CREATE → CONFIRM → BOOTSTRAP → every service task on it.
 // Per service:     INSTALL → CONFIGURE → STOP → REMOVE → INITIALIZE → START

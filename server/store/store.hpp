@@ -92,7 +92,7 @@ struct TaskCounts {
   std::int64_t cancelled = 0;
 };
 
-// A cluster (ARCHITECTURE.md "Data model"). spec and layout are JSON the job
+// A cluster. spec and layout are JSON the job
 // engine owns: the frozen template/provider/service copies and config, and the
 // solver's layout. `previous` is {"spec","layout"} before the last successful
 // change (empty when there is none).
