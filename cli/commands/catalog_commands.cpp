@@ -202,8 +202,10 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
     }
     Result<json> reply = doc.ok() ? ctx.Call(Op(e.kind, "put"), *doc) : Result<json>(doc.status());
     if (!reply.ok()) {
-      // A server that cannot be reached refuses everything: stop at the first.
-      if (reply.status().code() == Code::kUnavailable) return reply.status();
+      // A server that cannot be reached, or a tenant that does not exist (a put
+      // is never NOT_FOUND otherwise), refuses everything: stop at the first.
+      if (reply.status().code() == Code::kUnavailable || reply.status().code() == Code::kNotFound)
+        return reply.status();
       refused.push_back({{"file", e.file}, {"reason", reply.status().message()}});
       continue;
     }
@@ -243,21 +245,27 @@ Status CatalogExport(Context& ctx, const ParsedArgs& args) {
   catalog::Catalog cat;
   json written = json::array();
   for (Kind kind : catalog::kAllKinds) {
-    Result<json> list = ctx.Call(Op(kind, "list"));
-    if (!list.ok()) return list.status();
-    const json& entities = list->contains("entities") ? (*list)["entities"] : json::array();
-    for (const json& e : entities) {
-      const std::string name = Text(e, "name");
-      Result<json> got = ctx.Call(Op(kind, "get"), json{{"name", name}});
-      if (!got.ok()) return got.status();
-      Result<std::string> put = cat.PutJson(kind, got->contains("entity") ? (*got)["entity"] : json::object());
-      if (!put.ok())
-        return Status::Internal("the server sent a " + std::string(catalog::KindName(kind)) + " '" + name +
-                                "' this weft cannot read: " + put.status().message());
-      written.push_back({{"kind", catalog::KindName(kind)},
-                         {"name", name},
-                         {"version", (*got)["version"]},
-                         {"file", std::string(catalog::KindDirectory(kind)) + "/" + name + ".json"}});
+    // A page of entities with their bodies per request: one request per
+    // entity would run into the server's per-connection rate limit.
+    json page = {{"with_entities", true}};
+    while (true) {
+      Result<json> list = ctx.Call(Op(kind, "list"), page);
+      if (!list.ok()) return list.status();
+      const json& entities = list->contains("entities") ? (*list)["entities"] : json::array();
+      for (const json& e : entities) {
+        const std::string name = Text(e, "name");
+        Result<std::string> put = cat.PutJson(kind, e.contains("entity") ? e["entity"] : json::object());
+        if (!put.ok())
+          return Status::Internal("the server sent a " + std::string(catalog::KindName(kind)) + " '" + name +
+                                  "' this weft cannot read: " + put.status().message());
+        written.push_back({{"kind", catalog::KindName(kind)},
+                           {"name", name},
+                           {"version", e.value("version", json())},
+                           {"file", std::string(catalog::KindDirectory(kind)) + "/" + name + ".json"}});
+      }
+      const json next = list->value("next", json());
+      if (!next.is_string() || entities.empty()) break;
+      page["after"] = next;
     }
   }
   Status s = catalog::ExportDirectory(cat, dir);

@@ -165,6 +165,18 @@ struct FileVerdict {
 
 }  // namespace
 
+namespace {
+
+// A plugin file the workers load, and the tenant it belongs to ("" for a
+// host-wide plugin of the operator's plugin directories).
+struct PluginFile {
+  std::filesystem::path path;
+  std::string tenant;
+  bool operator==(const PluginFile&) const = default;
+};
+
+}  // namespace
+
 struct Master::Impl {
   Impl(HostConfig c, std::string e) : config(std::move(c)), exe(std::move(e)), ctx(1) {}
 
@@ -179,7 +191,7 @@ struct Master::Impl {
   std::map<pid_t, Worker> workers;
   std::vector<Slot> slots;
   std::uint64_t generation = 1;
-  std::vector<std::filesystem::path> plugin_files;  // the good ones, in load order
+  std::vector<PluginFile> plugin_files;  // the good ones, in load order
   std::map<std::filesystem::path, FileVerdict> verdicts;
   int signal_fd = -1;
   int inotify_fd = -1;
@@ -208,6 +220,7 @@ struct Master::Impl {
   std::deque<Report> reports;
   std::vector<TaskKey> stale;       // from heartbeats, for the main thread
   json split;                       // weftd's latest worker split for this host
+  json active_tenants = json::array();  // the tenants weftd says have work
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
   std::thread control;
@@ -242,10 +255,40 @@ struct Master::Impl {
 
 // ---- plugin files ----------------------------------------------------------
 
+namespace {
+
+// Why a plugin of `type` from `file` must not be used, or "" when it may; sets
+// `tenant` to the tenant a file of the resource plugin directory belongs to.
+// `types` holds what is loaded so far: host-wide types by name, a tenant's as
+// "<tenant>@<type>". Files come in load order, host-wide directories first.
+std::string PluginFileProblem(const std::filesystem::path& file, const std::string& type,
+                              const std::filesystem::path& resource_dir,
+                              const std::map<std::string, std::filesystem::path>& types, std::string* tenant) {
+  tenant->clear();
+  if (file.parent_path() == resource_dir) {
+    std::optional<TenantPluginFile> owner = ParseTenantPluginFile(file);
+    if (!owner) return "not a tenant's Lua plugin (<tenant>@<type>.lua); the resource plugin directory holds only those";
+    if (owner->type != type)
+      return "declares type '" + type + "', but tenant '" + owner->tenant + "' uploaded it as " + owner->type +
+             ".lua; a lua-plugin resource is named after the type it declares";
+    *tenant = owner->tenant;
+    if (auto wide = types.find(type); wide != types.end())
+      return "type '" + type + "' is a host-wide plugin of this host (" + wide->second.string() + "); tenant '" +
+             *tenant + "' cannot have a Lua plugin of that type";
+  }
+  const std::string key = tenant->empty() ? type : *tenant + "@" + type;
+  if (auto dup = types.find(key); dup != types.end())
+    return "duplicate type name '" + type + "': already loaded from " + dup->second.string();
+  return "";
+}
+
+}  // namespace
+
 void Master::Impl::Scan(bool initial) {
   std::vector<std::filesystem::path> files = ListPluginFiles(config.plugin_dirs);
   std::map<std::filesystem::path, FileVerdict> next;
-  std::vector<std::filesystem::path> good;
+  std::vector<PluginFile> good;
+  const std::filesystem::path resource_dir = ResourcePluginDir(config);
   std::map<std::string, std::filesystem::path> types;
   json infos = json::array();
   std::vector<std::string> type_names;
@@ -268,15 +311,17 @@ void Master::Impl::Scan(bool initial) {
     }
     if (v.probe.ok) {
       const std::string type = v.probe.info.value("type", std::string());
-      if (auto dup = types.find(type); dup != types.end()) {
+      std::string tenant;
+      if (std::string problem = PluginFileProblem(file, type, resource_dir, types, &tenant); !problem.empty()) {
         if (fresh) {
-          WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": duplicate type name '" << type
-                                << "': already loaded from " << dup->second.string();
+          WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << problem;
         }
       } else {
-        types[type] = file;
-        good.push_back(file);
-        infos.push_back(v.probe.info);
+        types[tenant.empty() ? type : tenant + "@" + type] = file;
+        good.push_back({file, tenant});
+        json info = v.probe.info;
+        if (!tenant.empty()) info["tenant"] = tenant;  // weftd gives it only this tenant's tasks
+        infos.push_back(std::move(info));
         type_names.push_back(type);
         fresh_good = fresh_good || fresh;
         if (fresh) {
@@ -380,9 +425,9 @@ void Master::Impl::StartWorker(int slot) {
     spec.args.push_back("--tenant");
     spec.args.push_back(tenant);
   }
-  for (const auto& f : plugin_files) {
-    spec.args.push_back("--plugin-file");
-    spec.args.push_back(f.string());
+  for (const PluginFile& f : plugin_files) {
+    spec.args.push_back(f.tenant.empty() ? "--plugin-file" : "--tenant-plugin-file");
+    spec.args.push_back(f.tenant.empty() ? f.path.string() : f.tenant + "=" + f.path.string());
   }
   spec.env = ChildEnvironment();
   spec.keep_fd = fds[1];
@@ -841,6 +886,9 @@ void Master::Impl::TakeSplit(const json& reply) {
   if (it == reply.end() || !it->is_array()) return;
   {
     std::lock_guard<std::mutex> lock(mu);
+    // The tenants with work, even when the split leaves every slot to any
+    // tenant: their Lua plugins are synced too (ResourceSync).
+    if (auto t = reply.find("tenants"); t != reply.end() && t->is_array()) active_tenants = *t;
     if (*it == split) return;
     split = *it;
     split_changed = true;
@@ -970,6 +1018,8 @@ int Master::Run() {
         std::lock_guard<std::mutex> lock(m.mu);
         for (const json& w : m.split)
           if (w.is_object() && w.value("tenant", std::string()) != "") tenants.push_back(w["tenant"]);
+        for (const json& t : m.active_tenants)
+          if (t.is_string() && !t.get<std::string>().empty()) tenants.push_back(t.get<std::string>());
         return tenants;
       });
   m.resources->Start();  // creates the resource plugin directory, so Watch sees it

@@ -24,6 +24,10 @@ using catalog::Kind;
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxVersion = INT64_MAX;
+// A page of <kind>.list with the entities' bodies: at most this many entities...
+constexpr std::int64_t kMaxPageEntities = 500;
+// ...and, past the first, no more once their JSON reaches this size.
+constexpr std::size_t kPageBytes = 256 * 1024;
 
 }  // namespace
 
@@ -92,12 +96,38 @@ class CatalogOps {
     return Response::Ok(EntityJson(kind, *record));
   }
 
+  // Names and versions of every entity; or, with "with_entities", a page of
+  // them with their bodies, so that an export of a large catalog takes one
+  // request per page instead of one per entity.
   Response List(Kind kind, const Call& call) {
-    WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(with_entities, jsonf::Bool(body, "with_entities", "body", false));
+    if (!with_entities) {
+      WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
+      json list = json::array();
+      for (const store::CatalogEntityRecord& r : records)
+        list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
+      return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
+    }
+    WEFT_TRY_ASSIGN(after, jsonf::String(body, "after", "body", ""));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxPageEntities, kMaxPageEntities));
+    // One more than the page holds tells whether another page follows.
+    WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind), after,
+                                                        limit + 1));
     json list = json::array();
-    for (const store::CatalogEntityRecord& r : records)
-      list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
-    return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
+    std::size_t bytes = 0;
+    json next = nullptr;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      // A page ends at `limit` entities or once it holds kPageBytes of JSON
+      // (at least one entity), so a reply stays well inside the header limit.
+      if (i == static_cast<std::size_t>(limit) || (!list.empty() && bytes >= kPageBytes)) {
+        next = list.back()["name"];
+        break;
+      }
+      bytes += records[i].json.size();
+      list.push_back(EntityJson(kind, records[i]));
+    }
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}, {"next", std::move(next)}});
   }
 
   Response Delete(Kind kind, const Call& call) {
@@ -124,6 +154,9 @@ class CatalogOps {
       const bool live = now - h.last_seen_ms <= config_.hosts.silent_after_ms;
       for (const json& d : list) {
         if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+        // Another tenant's own (Lua resource) plugins never run this tenant's tasks.
+        const std::string owner = d.value("tenant", std::string());
+        if (!owner.empty() && owner != call.principal.tenant) continue;
         const std::string type = d["type"].get<std::string>();
         if (live) live_types.insert(type);
         descriptors.emplace(type, d);

@@ -92,8 +92,11 @@ Status Ops::Load() {
     Host h;
     h.descriptors = ParseStored(r.plugins_json);
     if (!h.descriptors.is_array()) h.descriptors = json::array();
-    for (const json& d : h.descriptors)
-      if (d.is_object() && d.contains("type") && d["type"].is_string()) h.plugins.insert(d["type"].get<std::string>());
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      const std::string tenant = d.value("tenant", std::string());
+      (tenant.empty() ? h.plugins.shared : h.plugins.by_tenant[tenant]).insert(d["type"].get<std::string>());
+    }
     h.silent = !Live(h);
     std::string id = r.id;
     h.record = std::move(r);
@@ -223,7 +226,7 @@ Response Ops::ServerStatus(const Call&) {
                        {"requests", router_.Served()}});
 }
 
-Response Ops::HostList(const Call&) {
+Response Ops::HostList(const Call& call) {
   json list = json::array();
   for (const auto& [id, h] : hosts_) {
     list.push_back({{"id", id},
@@ -235,16 +238,19 @@ Response Ops::HostList(const Call&) {
                     {"in_flight", queue_.InFlight(id)},
                     {"workers", Live(h) ? WorkersFor(id) : json::array()},
                     {"reported_workers", h.reported_workers},
-                    {"plugins", h.plugins}});
+                    {"plugins", TypesFor(h, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
 }
 
-Response Ops::PluginList(const Call&) {
+Response Ops::PluginList(const Call& call) {
   std::map<std::string, json> plugins;
   for (const auto& [id, h] : hosts_) {
     for (const json& d : h.descriptors) {
       if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      // Another tenant's own plugins are none of the caller's business, nor usable by it.
+      const std::string owner = d.value("tenant", std::string());
+      if (!owner.empty() && owner != call.principal.tenant) continue;
       const std::string type = d["type"].get<std::string>();
       auto [it, fresh] = plugins.emplace(type, json());
       if (fresh) {
@@ -352,6 +358,20 @@ Response Ops::DebugEnqueue(const Call& call) {
 
 // ---- provisioner ----------------------------------------------------------
 
+std::set<std::string> Ops::TypesFor(const Host& host, const std::string& tenant) {
+  std::set<std::string> out = host.plugins.shared;
+  auto own = host.plugins.by_tenant.find(tenant);
+  if (own != host.plugins.by_tenant.end()) out.insert(own->second.begin(), own->second.end());
+  return out;
+}
+
+std::vector<std::string> Ops::HostsWithHostWidePlugin(const std::string& type) const {
+  std::vector<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (h.plugins.shared.count(type)) out.push_back(id);
+  return out;
+}
+
 std::set<std::string> Ops::SensitiveFields(const std::string& type) const {
   std::set<std::string> out;
   for (const auto& [id, h] : hosts_) {
@@ -381,7 +401,7 @@ Response Ops::HostRegister(const Call& call) {
   WEFT_TRY_ASSIGN(capacity, jsonf::Int(body, "capacity", "body", 1, 4096));
   WEFT_TRY_ASSIGN(version, jsonf::String(body, "version", "body", ""));
   json descriptors = json::array();
-  std::set<std::string> types;
+  queue::HostPlugins types;
   auto plugins = body.find("plugins");
   if (plugins != body.end() && !plugins->is_null()) {
     if (!plugins->is_array())
@@ -401,8 +421,12 @@ Response Ops::HostRegister(const Call& call) {
         if (l != d.end() && !l->is_null() && !l->is_array())
           return Response::Error(Status::Invalid(path + "." + list + " must be an array, got " + jsonf::Brief(*l)));
       }
-      if (!types.insert(type).second)
-        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice"));
+      // A Lua plugin from a tenant's resources names that tenant: it runs only its tasks.
+      WEFT_TRY_ASSIGN(tenant, jsonf::String(d, "tenant", path, ""));
+      std::set<std::string>& owned = tenant.empty() ? types.shared : types.by_tenant[tenant];
+      if (!owned.insert(type).second)
+        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice" +
+                                               (tenant.empty() ? std::string() : " for tenant '" + tenant + "'")));
       descriptors.push_back(d);
     }
   }
@@ -416,10 +440,11 @@ Response Ops::HostRegister(const Call& call) {
   hosts_[host_id] = std::move(h);
   HostEvent(host_id, "registered");
   WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
-                           << hosts_[host_id].plugins.size() << " plugin types";
+                           << hosts_[host_id].descriptors.size() << " plugin types";
   return Response::Ok({{"heartbeat_ms", config_.hosts.heartbeat_ms},
                        {"lease_ms", config_.tasks.lease_ms},
-                       {"workers", WorkersFor(host_id)}});
+                       {"workers", WorkersFor(host_id)},
+                       {"tenants", ActiveTenants()}});
 }
 
 Response Ops::HostHeartbeat(const Call& call) {
@@ -453,11 +478,13 @@ Response Ops::HostHeartbeat(const Call& call) {
   if (!s.ok()) return Response::Error(s);
   json stale = json::array();
   for (const auto& r : outcome.stale) stale.push_back({{"task_id", r.task_id}, {"attempt", r.attempt}});
-  return Response::Ok(
-      {{"renewed", outcome.renewed}, {"stale", std::move(stale)}, {"workers", WorkersFor(host->record.id)}});
+  return Response::Ok({{"renewed", outcome.renewed},
+                       {"stale", std::move(stale)},
+                       {"workers", WorkersFor(host->record.id)},
+                       {"tenants", ActiveTenants()}});
 }
 
-json Ops::WorkersFor(const std::string& host_id) {
+std::set<std::string> Ops::ActiveTenants() {
   constexpr std::int64_t kTenantHoldMs = 60000;
   const std::int64_t now = clock_.NowMs();
   for (const std::string& t : queue_.LiveTenants()) tenant_seen_ms_[t] = now;
@@ -470,6 +497,11 @@ json Ops::WorkersFor(const std::string& host_id) {
     active.insert(it->first);
     ++it;
   }
+  return active;
+}
+
+json Ops::WorkersFor(const std::string& host_id) {
+  const std::set<std::string> active = ActiveTenants();
   std::vector<HostCapacity> live;
   for (const auto& [id, h] : hosts_)
     if (Live(h)) live.push_back({id, h.record.capacity});

@@ -1,6 +1,17 @@
 #include "server/api/router.hpp"
 
 namespace weft::api {
+namespace {
+
+// A name as the user typed it, in quotes; JSON-escaped when it holds
+// characters a terminal would not show as they are.
+std::string Quoted(const std::string& name) {
+  for (unsigned char c : name)
+    if (c < 0x20 || c >= 0x7f) return json(name).dump(-1, ' ', false, json::error_handler_t::replace);
+  return "'" + name + "'";
+}
+
+}  // namespace
 
 std::string_view EndpointName(Endpoint endpoint) {
   switch (endpoint) {
@@ -77,6 +88,10 @@ Response Router::Route(const Call& call) const {
                                                : " of tenant '" + call.principal.tenant + "'")),
                            json{{"op", op}, {"role", RoleName(call.principal.role)}});
   }
+  if (call.endpoint == Endpoint::kApi && tenant_exists_ && !tenant_exists_(call.principal.tenant))
+    return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
+                                            " does not exist (weft tenant list shows the tenants)"),
+                           json{{"tenant", call.principal.tenant}});
   ++e.served;
   try {
     return e.handler(call);

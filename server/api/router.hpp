@@ -92,6 +92,10 @@ class Router {
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
   void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
   std::vector<std::string> KnownOps() const;
+  // Whether a tenant exists (server/auth's registry). Once set, an `api`
+  // request acting in any other tenant is refused before its handler runs, so
+  // a misspelt --tenant never creates a phantom tenant.
+  void SetTenantExists(std::function<bool(const std::string&)> exists) { tenant_exists_ = std::move(exists); }
   // How many requests of each op reached its handler since start (ops with none left out).
   std::map<std::string, std::int64_t> Served() const;
 
@@ -103,6 +107,7 @@ class Router {
     mutable std::int64_t served = 0;
   };
   std::map<std::string, Entry> ops_;
+  std::function<bool(const std::string&)> tenant_exists_;
 };
 
 }  // namespace weft::api

@@ -210,6 +210,7 @@ Status Reactor::Start() {
     (void)store_.Rollback();
     return loaded.WithContext("cannot resume from the store");
   }
+  auth::RegisterTenantOps(ops_, registry_);
   WEFT_RETURN_IF_ERROR(auth::InstallSecrets(ops_, store_, config_.server.data_dir / "keys" / "secrets.key"));
   if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;

@@ -332,9 +332,12 @@ class Store {
   [[nodiscard]] Result<std::optional<CatalogEntityRecord>> GetCatalogEntity(
       std::string_view tenant, std::string_view kind, std::string_view name,
       std::optional<std::int64_t> version = std::nullopt);
-  // The latest version of every live entity of a kind, by name.
+  // The latest version of every live entity of a kind, by name; a page of
+  // them with `after` (names after it) and `limit` (at most that many; < 0: all).
   [[nodiscard]] Result<std::vector<CatalogEntityRecord>> ListCatalogEntities(std::string_view tenant,
-                                                                             std::string_view kind);
+                                                                             std::string_view kind,
+                                                                             std::string_view after = {},
+                                                                             std::int64_t limit = -1);
   // Adds a tombstone; returns its version, or nullopt when the entity does not exist (or is deleted).
   [[nodiscard]] Result<std::optional<std::int64_t>> DeleteCatalogEntity(std::string_view tenant,
                                                                          std::string_view kind,
