@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "command.hpp"
 
 namespace weft::cli {
@@ -16,6 +18,8 @@ class Context;
 // Follows a job with a progress bar until it ends (job_commands.cpp); a failed job
 // (or one undone after failing) is an error whose failed tasks were printed.
 Status WaitForJob(Context& ctx, const std::string& job_id);
+// "waiting for a host that runs plugin 'x': ..." for a job's `waiting_for_plugins`; "" when empty.
+std::string WaitingForHosts(const nlohmann::json& plugins);
 
 void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list
