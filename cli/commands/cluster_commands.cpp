@@ -104,6 +104,8 @@ Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op,
   }
   const json& job = (*reply)["job"];
   const std::string id = job.value("id", "");
+  const std::string waiting = WaitingForHosts(reply->value("waiting_for_plugins", json::array()));
+  if (!waiting.empty() && !ctx.json_output()) ctx.err() << "warning: job " << id << " is " << waiting << '\n';
   if (args.Has("--wait")) return WaitForJob(ctx, id);
   if (ctx.json_output()) {
     ctx.PrintJson(*reply);

@@ -22,6 +22,8 @@ class Context;
 Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed = false);
 // One line of the progress bar for a job.get reply's job, `elapsed_ms` watched so far.
 std::string ProgressLine(const nlohmann::json& job, std::int64_t elapsed_ms);
+// "waiting for a host that runs plugin 'x': ..." for a job's `waiting_for_plugins`; "" when empty.
+std::string WaitingForHosts(const nlohmann::json& plugins);
 
 void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list

@@ -36,6 +36,20 @@ std::string Tail(const std::string& text, std::size_t lines) {
   return text;
 }
 
+}  // namespace
+
+std::string WaitingForHosts(const json& plugins) {
+  if (!plugins.is_array() || plugins.empty()) return "";
+  std::string names;
+  for (const json& p : plugins)
+    if (p.is_string()) names += (names.empty() ? "'" : ", '") + Printable(p.get<std::string>()) + "'";
+  const bool one = plugins.size() == 1;
+  return std::string("waiting for a host that runs plugin") + (one ? " " : "s ") + names + ": no live host runs " +
+         (one ? "it" : "them") + "; the tasks start when one registers";
+}
+
+namespace {
+
 std::string Bar(std::int64_t done, std::int64_t total, int width) {
   const int filled = total > 0 ? static_cast<int>(done * width / total) : width;
   return "[" + std::string(static_cast<std::size_t>(filled), '#') +
@@ -57,7 +71,9 @@ std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
   line << Int(p, "failed") << " failed, stage " << Int(p, "stage") << "/" << Int(p, "stages");
   // An ended job that did not succeed: the stage is where it stopped.
   if (status == "aborted" || status == "failed") line << " (" << status << ")";
-  line << ", " << Duration(elapsed_ms);
+  const std::string waiting = WaitingForHosts(job.value("waiting_for_plugins", json::array()));
+  if (!waiting.empty()) line << "; " << waiting;
+  line << ", " << Duration(elapsed_ms);  // last: a non-terminal prints a line when what is before it changes
   return line.str();
 }
 
@@ -131,6 +147,8 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
                       " succeeded, " + (retrying > 0 ? std::to_string(retrying) + " waiting to retry, " : "") +
                       std::to_string(p.value("failed", 0)) + " failed, " + std::to_string(p.value("cancelled", 0)) +
                       " cancelled");
+  const std::string waiting = WaitingForHosts(j.value("waiting_for_plugins", json::array()));
+  if (!waiting.empty()) kv.Add("blocked", waiting);
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table table({"TASK", "KEY", "PLUGIN", "STATE", "ATTEMPTS", "HOST", "TOOK", "MESSAGE"});

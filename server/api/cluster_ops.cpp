@@ -214,8 +214,9 @@ std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
 
 class ClusterOps {
  public:
-  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config)
-      : store_(store), engine_(engine), clock_(clock), config_(config) {}
+  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config,
+             LivePlugins live_plugins)
+      : store_(store), engine_(engine), clock_(clock), config_(config), live_plugins_(std::move(live_plugins)) {}
 
   Response Create(const Call& call) {
     const json& body = call.request->body;
@@ -627,6 +628,7 @@ class ClusterOps {
                        {"cancelled", counts["cancelled"]},
                        {"stage", stage < 0 ? stages : stage + 1},
                        {"stages", stages}};
+    out["waiting_for_plugins"] = PluginsWithoutHost(tasks, /*ready_only=*/true);
     out["tasks"] = std::move(list);
     return Response::Ok({{"job", std::move(out)}});
   }
@@ -877,6 +879,19 @@ class ClusterOps {
     return Response::Ok(std::move(out));
   }
 
+  // The plugin types of unfinished tasks (with `ready_only`, of queued ones)
+  // that no live host runs: nothing takes those tasks until such a host comes.
+  std::set<std::string> PluginsWithoutHost(const std::vector<store::TaskRecord>& tasks, bool ready_only) const {
+    const std::set<std::string> live = live_plugins_();
+    std::set<std::string> out;
+    for (const store::TaskRecord& t : tasks) {
+      const bool pending =
+          t.state == store::TaskState::kQueued || (!ready_only && t.state == store::TaskState::kWaiting);
+      if (pending && !t.plugin.empty() && !live.count(t.plugin)) out.insert(t.plugin);  // "": a JOIN, run by weftd
+    }
+    return out;
+  }
+
   Response Launch(NewJob job) {
     const std::string cluster_id = job.cluster_id;
     Result<store::JobRecord> started = engine_.Start(std::move(job));
@@ -885,6 +900,11 @@ class ClusterOps {
     if (!c.ok()) return Response::Error(c.status());
     json reply = {{"job", JobSummary(*started)}};
     if (c->has_value()) reply["cluster"] = ClusterSummary(**c);
+    // Said at once: a plugin the job needs that no live host runs holds it up
+    // (its tasks wait, and a host that starts later picks them up).
+    Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(started->id, false);
+    if (!tasks.ok()) return Response::Error(tasks.status());
+    reply["waiting_for_plugins"] = PluginsWithoutHost(*tasks, /*ready_only=*/false);
     return Response::Ok(std::move(reply));
   }
 
@@ -892,6 +912,7 @@ class ClusterOps {
   jobs::JobEngine& engine_;
   const Clock& clock_;
   const server::Config& config_;
+  LivePlugins live_plugins_;
   std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
 };
 
@@ -907,10 +928,10 @@ json RedactResults(json results) {
 }
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        const server::Config& config) {
+                        const server::Config& config, LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config);
+  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config, std::move(live_plugins));
   router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {

@@ -75,11 +75,12 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   router_.Add("debug.enqueue", admins, api, bind(&Ops::DebugEnqueue));
   router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister));
   router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat));
+  router_.Add("host.leave", hosts, prov, bind(&Ops::HostLeave));
   router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
   router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
   router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
   RegisterCatalogOps(router_, store_, clock_, config_);
-  RegisterClusterOps(router_, store_, engine_, clock_, config_);
+  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this] { return LivePluginTypes(); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
 }
@@ -111,11 +112,19 @@ Status Ops::Reset() {
 }
 
 bool Ops::Live(const Host& host) const {
-  return clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+  return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+}
+
+std::set<std::string> Ops::LivePluginTypes() const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (Live(h)) out.insert(h.plugins.begin(), h.plugins.end());
+  return out;
 }
 
 void Ops::Seen(Host& host) {
   host.record.last_seen_ms = clock_.NowMs();
+  host.left = false;
   if (host.silent) {
     host.silent = false;
     HostEvent(host.record.id, "live");
@@ -430,13 +439,28 @@ Response Ops::HostRegister(const Call& call) {
       descriptors.push_back(d);
     }
   }
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (incarnation.size() > 128)
+    return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
   const std::int64_t now = clock_.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
+  h.incarnation = incarnation;
   Status s = store_.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
+  if (auto old = hosts_.find(host_id); old != hosts_.end() && !old->second.incarnation.empty() &&
+                                       !incarnation.empty() && old->second.incarnation != incarnation) {
+    // A new process under the same name: the old one is gone, and the attempts
+    // it ran will never be finished; hand them out again now, not at lease end.
+    if (queue_.InFlight(host_id) > 0) {
+      WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' started again; giving up the "
+                               << queue_.InFlight(host_id) << " attempt(s) of its previous process";
+    }
+    s = queue_.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
+    if (!s.ok()) return Response::Error(s);
+  }
   hosts_[host_id] = std::move(h);
   HostEvent(host_id, "registered");
   WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
@@ -482,6 +506,21 @@ Response Ops::HostHeartbeat(const Call& call) {
                        {"stale", std::move(stale)},
                        {"workers", WorkersFor(host->record.id)},
                        {"tenants", ActiveTenants()}});
+}
+
+Response Ops::HostLeave(const Call& call) {
+  WEFT_TRY_ASSIGN(host, KnownHost(call.request->body));
+  // A host stopping cleanly finished or reported its tasks first; anything
+  // still leased to it would never be finished by it.
+  Status s = queue_.ReleaseHost(host->record.id, "host '" + host->record.id + "' stopped");
+  if (!s.ok()) return Response::Error(s);
+  if (!host->left) {
+    host->left = true;
+    host->silent = true;
+    HostEvent(host->record.id, "left");
+    WEFT_LOG(kInfo, "weftd") << "host '" << host->record.id << "' stopped";
+  }
+  return Response::Ok(json::object());
 }
 
 std::set<std::string> Ops::ActiveTenants() {

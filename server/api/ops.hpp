@@ -98,6 +98,10 @@ class Ops {
     queue::HostPlugins plugins;  // plugin types: host-wide, and tenants' own
     json descriptors = json::array();
     bool silent = false;
+    // Said goodbye (host.leave): not live until it registers again.
+    bool left = false;
+    // The process that registered last (host.register's `incarnation`); kept in memory only.
+    std::string incarnation;
     json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   };
 
@@ -108,6 +112,7 @@ class Ops {
   Response TaskGet(const Call& call);
   Response TaskList(const Call& call);
   Response DebugEnqueue(const Call& call);
+  Response HostLeave(const Call& call);
   Response HostRegister(const Call& call);
   Response HostHeartbeat(const Call& call);
   Response TaskTake(const Call& call);
@@ -124,6 +129,7 @@ class Ops {
   Result<Host*> KnownHost(const json& body);
   void Seen(Host& host);
   bool Live(const Host& host) const;
+  std::set<std::string> LivePluginTypes() const;
   void HostEvent(const std::string& host_id, const char* what);
   static json TaskJson(const store::TaskRecord& t, bool details);
   // The plugin types of `host` that tasks of `tenant` may use, sorted.

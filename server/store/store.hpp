@@ -344,6 +344,7 @@ class Store {
                                                                          std::string_view name, std::int64_t now_ms);
 
  private:
+  void EndLeftoverReads();
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
@@ -353,6 +354,7 @@ class Store {
   std::filesystem::path path_;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
 };
 
