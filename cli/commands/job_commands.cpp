@@ -88,20 +88,40 @@ std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
   return finished - created;
 }
 
+// One failed task with its message and the tails of its output.
+void PrintFailedTask(std::ostream& out, const json& t, const std::string& indent) {
+  out << indent << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
+      << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
+      << Printable(t.value("message", "")) << '\n';
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string text = t.value(stream, "");
+    if (text.empty()) continue;
+    out << indent << "  --- " << stream << " (last lines) ---\n";
+    std::istringstream in(Tail(text, kTailLines));
+    for (std::string l; std::getline(in, l);) out << indent << "  " << Printable(l) << '\n';
+  }
+}
+
 // Prints what failed: each failed task with its message and output tails.
 void PrintFailures(Context& ctx, const json& job) {
-  for (const json& t : job.value("tasks", json::array())) {
-    if (t.value("state", "") != "failed") continue;
-    ctx.err() << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
-              << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
-              << Printable(t.value("message", "")) << '\n';
-    for (const char* stream : {"stdout", "stderr"}) {
-      const std::string text = t.value(stream, "");
-      if (text.empty()) continue;
-      ctx.err() << "  --- " << stream << " (last lines) ---\n";
-      std::istringstream in(Tail(text, kTailLines));
-      for (std::string l; std::getline(in, l);) ctx.err() << "  " << Printable(l) << '\n';
-    }
+  for (const json& t : job.value("tasks", json::array()))
+    if (t.value("state", "") == "failed") PrintFailedTask(ctx.err(), t, "");
+}
+
+// A retried job's earlier runs: how each ended and what failed then, with its output.
+void PrintHistory(Context& ctx, const json& job) {
+  const json history = job.value("history", json::array());
+  if (!history.is_array() || history.empty()) return;
+  ctx.out() << "\nearlier runs (the job was retried):\n";
+  for (const json& run : history) {
+    const std::string message = run.value("message", "");
+    const std::int64_t ended = run.value("finished_at_ms", std::int64_t{0});
+    ctx.out() << "  run " << run.value("run", 0) << ": " << run.value("status", "")
+              << (ended ? " after " + Duration(ended - run.value("started_at_ms", ended)) : "") << ", "
+              << run.value("succeeded", 0) << " tasks succeeded, " << run.value("failed", 0) << " failed, "
+              << run.value("cancelled", 0) << " cancelled; retried by " << Printable(run.value("retried_by", ""))
+              << (message.empty() ? "" : "; " + Printable(message)) << '\n';
+    for (const json& t : run.value("failed_tasks", json::array())) PrintFailedTask(ctx.out(), t, "    ");
   }
 }
 
@@ -162,6 +182,7 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
                   Printable(t.value("host_id", "")), took ? Duration(took) : "-", Printable(t.value("message", ""))});
   }
   table.Print(ctx.out());
+  PrintHistory(ctx, j);
   PrintFailures(ctx, j);
   return Status::Ok();
 }
@@ -199,9 +220,25 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
   auto start = std::chrono::steady_clock::now();
   std::string last;
   std::string id = job_id;
+  bool away = false;  // weftd stopped answering; the job goes on without us watching
   while (true) {
     Result<json> reply = ctx.Call("job.get", {{"job", id}});
-    if (!reply.ok()) return reply.status();
+    if (!reply.ok()) {
+      // A restart of weftd loses nothing of the job: wait for it to be back.
+      if (reply.status().code() != Code::kUnavailable) return reply.status();
+      if (!away) {
+        if (tty) ctx.err() << '\n';
+        ctx.err() << "weftd is not answering (" << reply.status().message() << "); reconnecting, job " << id
+                  << " goes on meanwhile (Ctrl-C stops watching)\n";
+        away = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      continue;
+    }
+    if (away) {
+      ctx.err() << "reconnected to weftd; following job " << id << " again\n";
+      away = false;
+    }
     const json& job = (*reply)["job"];
     const std::string status = job.value("status", "");
     const auto elapsed =
@@ -274,7 +311,9 @@ void RegisterJobCommands(CommandTable& table) {
              .summary = "Follow a job with a progress bar until it ends.",
              .description = "Shows done/total, running and failed tasks, the current stage and the\n"
                             "elapsed time. Exits 0 when the job succeeds; otherwise prints the failed\n"
-                            "tasks' output, follows the job that undoes it, and exits 1.",
+                            "tasks' output, follows the job that undoes it, and exits 1. When weftd\n"
+                            "stops answering (a restart), it says so and keeps trying until weftd is\n"
+                            "back, then goes on.",
              .flags = {},
              .args = {{.name = "JOB", .required = true, .help = "the job id"}},
              .handler = &JobWatch});

@@ -331,12 +331,12 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
     router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });
-    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); });
-    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); });
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
     router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); });
   }
-  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); });
-  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); });
+  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads);
+  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
 }
 
 }  // namespace weft::api

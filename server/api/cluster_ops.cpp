@@ -630,6 +630,7 @@ class ClusterOps {
                        {"stages", stages}};
     out["waiting_for_plugins"] = PluginsWithoutHost(tasks, /*ready_only=*/true);
     out["tasks"] = std::move(list);
+    out["history"] = ParseOr(j.history_json, json::array());
     return Response::Ok({{"job", std::move(out)}});
   }
 
@@ -643,7 +644,7 @@ class ClusterOps {
 
   Response JobRetry(const Call& call) {
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    Status s = engine_.Retry(j.id);
+    Status s = engine_.Retry(j.id, call.principal.user);
     if (!s.ok()) return Response::Error(s);
     WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
     return Response::Ok({{"job", JobSummary(after ? *after : j)}});
@@ -941,10 +942,10 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
     router.Add("cluster." + wire_name, users, api, [ops, name](const Call& c) { return ops->Change(name, c); });
   }
   router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); });
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); });
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); });
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); });
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
   router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
   router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/api/audit.hpp"
 #include "server/api/catalog_ops.hpp"
 #include "server/api/cluster_ops.hpp"
 #include "server/api/workers.hpp"
@@ -67,20 +68,22 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   const std::set<Endpoint> prov = {Endpoint::kProvisioner};
   const std::set<Endpoint> both = {Endpoint::kApi, Endpoint::kProvisioner};
   auto bind = [this](Response (Ops::*fn)(const Call&)) { return [this, fn](const Call& c) { return (this->*fn)(c); }; };
-  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus));
-  router_.Add("host.list", users, api, bind(&Ops::HostList));
-  router_.Add("plugin.list", users, api, bind(&Ops::PluginList));
-  router_.Add("task.get", admins, api, bind(&Ops::TaskGet));
-  router_.Add("task.list", admins, api, bind(&Ops::TaskList));
+  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus), Effect::kReads);
+  router_.Add("host.list", users, api, bind(&Ops::HostList), Effect::kReads);
+  router_.Add("plugin.list", users, api, bind(&Ops::PluginList), Effect::kReads);
+  router_.Add("task.get", admins, api, bind(&Ops::TaskGet), Effect::kReads);
+  router_.Add("task.list", admins, api, bind(&Ops::TaskList), Effect::kReads);
   router_.Add("debug.enqueue", admins, api, bind(&Ops::DebugEnqueue));
-  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister));
-  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat));
-  router_.Add("host.leave", hosts, prov, bind(&Ops::HostLeave));
-  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
-  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
-  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
+  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister), Effect::kHostTraffic);
+  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat), Effect::kHostTraffic);
+  router_.Add("host.leave", hosts, prov, bind(&Ops::HostLeave), Effect::kHostTraffic);
+  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake), Effect::kHostTraffic);
+  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish), Effect::kHostTraffic);
+  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress), Effect::kHostTraffic);
   RegisterCatalogOps(router_, store_, clock_, config_);
   RegisterClusterOps(router_, store_, engine_, clock_, config_, [this] { return LivePluginTypes(); });
+  RegisterAuditOps(router_, store_);
+  router_.set_audit_recorder([this](const Call& c, const Response& r) { return RecordAudit(store_, clock_, c, r); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
 }
@@ -558,7 +561,7 @@ bool Ops::IsReadOnly(std::string_view op) {
       "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
       "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
       "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
-      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list"};
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list", "audit.list"};
   return kReads.count(op) != 0;
 }
 

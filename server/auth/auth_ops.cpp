@@ -81,7 +81,7 @@ void RegisterTenantOps(api::Ops& ops, Registry& registry) {
     json list = json::array();
     for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
     return Response::Ok({{"tenants", list}});
-  });
+  }, api::Effect::kReads);
   router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
     Status s = reg->DeleteTenant(name, Who(c));
@@ -135,7 +135,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
                       {"address", r.address},
                       {"requested_at_ms", r.requested_at_ms}});
     return Response::Ok({{"requests", list}});
-  });
+  }, api::Effect::kReads);
 
   // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
   router.Add("user.create", admins, api, [reg](const Call& c) {
@@ -155,7 +155,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
       list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
     }
     return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
-  });
+  }, api::Effect::kReads);
   router.Add("user.delete", admins, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
     Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
@@ -395,6 +395,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
       return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
                             " (revoked, or its user or tenant deleted)");
     p.user = entry->user;
+    p.user_tenant = entry->tenant.empty() ? "_system" : entry->tenant;  // a superadmin belongs to no tenant
     if (entry->role == "superadmin") {
       p.role = Role::kSuperadmin;
       p.tenant = request.tenant.empty() ? "default" : request.tenant;

@@ -17,6 +17,18 @@ json ParseOr(const std::string& text, json fallback) {
   return doc.is_discarded() ? fallback : doc;
 }
 
+// How much of a failed run a job's history keeps: the failed tasks (a few,
+// usually) with the last bytes of their output.
+constexpr std::size_t kHistoryFailedTasks = 50;
+constexpr std::size_t kHistoryOutputBytes = 4096;
+
+std::string OutputTail(const std::string& text) {
+  if (text.size() <= kHistoryOutputBytes) return text;
+  std::size_t cut = text.size() - kHistoryOutputBytes;
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // not mid-character
+  return text.substr(cut);
+}
+
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out)
@@ -838,7 +850,48 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   return Finish(run);
 }
 
-Status JobEngine::Retry(const std::string& job_id) {
+Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string& retried_by) {
+  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(rec.id, false);
+  if (!tasks.ok()) return tasks.status();
+  const json earlier = ParseOr(rec.history_json, json::array());
+  json failed = json::array();
+  std::int64_t succeeded = 0, cancelled = 0, failed_count = 0;
+  for (const store::TaskRecord& t : *tasks) {
+    succeeded += t.state == TaskState::kSucceeded;
+    cancelled += t.state == TaskState::kCancelled;
+    if (t.state != TaskState::kFailed) continue;
+    if (++failed_count > static_cast<std::int64_t>(kHistoryFailedTasks)) continue;
+    Result<std::optional<store::TaskRecord>> full = store_.GetTask(t.id);  // with message and output
+    if (!full.ok()) return full.status();
+    const store::TaskRecord& f = full->has_value() ? **full : t;
+    failed.push_back({{"id", f.id},
+                      {"key", f.task_key},
+                      {"node", f.node_id},
+                      {"action", f.action},
+                      {"service", f.service},
+                      {"attempt", f.attempt},
+                      {"host_id", f.host_id},
+                      {"message", f.message},
+                      {"stdout", OutputTail(f.stdout_tail)},
+                      {"stderr", OutputTail(f.stderr_tail)}});
+  }
+  std::int64_t started = rec.created_at_ms;
+  if (earlier.is_array() && !earlier.empty() && earlier.back().is_object())
+    started = earlier.back().value("retried_at_ms", started);
+  return json{{"run", earlier.is_array() ? earlier.size() + 1 : 1},
+              {"status", rec.status},
+              {"message", rec.message},
+              {"started_at_ms", started},
+              {"finished_at_ms", rec.finished_at_ms},
+              {"retried_at_ms", clock_.NowMs()},
+              {"retried_by", retried_by},
+              {"succeeded", succeeded},
+              {"cancelled", cancelled},
+              {"failed", failed_count},
+              {"failed_tasks", std::move(failed)}};
+}
+
+Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (runs_.count(job_id)) return Status::Conflict("job " + job_id + " is still running; only a failed or aborted job can be retried");
   Result<std::optional<store::JobRecord>> found = store_.GetJob(job_id);
   if (!found.ok()) return found.status();
@@ -856,6 +909,14 @@ Status JobEngine::Retry(const std::string& job_id) {
   if (!later->empty() && later->front().id != job_id)
     return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later->front().id + " since job " + job_id +
                             "; only the cluster's latest job can be retried");
+  // What this run ended with stays in the job: the new attempts overwrite the
+  // failed tasks' state, message and output, and the job's own message.
+  Result<json> ended = EndedRun(rec, who);
+  if (!ended.ok()) return ended.status();
+  json history = ParseOr(rec.history_json, json::array());
+  if (!history.is_array()) history = json::array();
+  history.push_back(std::move(*ended));
+  rec.history_json = history.dump();
   rec.status = "running";
   rec.finished_at_ms = 0;
   rec.message = "";

@@ -109,8 +109,10 @@ class JobEngine {
   // attempt's late finish is refused), the cluster becomes incomplete, nothing is undone.
   [[nodiscard]] Status Abort(const std::string& job_id, const std::string& who);
   // Resumes a failed or aborted job that was not undone: failed tasks get new
-  // attempts, cancelled ones wait for their predecessors again.
-  [[nodiscard]] Status Retry(const std::string& job_id);
+  // attempts, cancelled ones wait for their predecessors again. The run that
+  // ended is kept in the job's history (its status, message, and the failed
+  // tasks with their output, which the new attempts would overwrite).
+  [[nodiscard]] Status Retry(const std::string& job_id, const std::string& who);
 
   // The queue's end observer.
   [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);
@@ -169,6 +171,8 @@ class JobEngine {
   // The job that removes what a failed `run` may have made; nullopt when it has no undo.
   std::optional<NewJob> UndoJob(const Run& run) const;
   Status LoadRun(const store::JobRecord& record);
+  // How the last run of a failed or aborted job ended, for its history.
+  Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
   Status SetCluster(const std::string& cluster_id, const std::function<void(store::ClusterRecord&)>& change);
   void EmitJob(const Run& run);
   void EmitCluster(const store::ClusterRecord& cluster);

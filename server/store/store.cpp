@@ -221,6 +221,34 @@ CREATE TABLE host_requests (
   requested_at_ms INTEGER NOT NULL
 );
 )sql"},
+    // The audit log (server/store/audit_store.cpp): who changed what, when.
+    // Append only: triggers refuse to change or remove an entry.
+    {6, R"sql(
+CREATE TABLE audit_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  actor_tenant TEXT NOT NULL,
+  actor_role TEXT NOT NULL,
+  op TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  target TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  cluster TEXT NOT NULL DEFAULT '',
+  job_id TEXT NOT NULL DEFAULT '',
+  outcome TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX audit_log_by_tenant ON audit_log (tenant, id);
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+)sql"},
+    // A retried job keeps what its earlier runs ended with (server/jobs: JobEngine::Retry).
+    {7, R"sql(
+ALTER TABLE jobs ADD COLUMN history TEXT NOT NULL DEFAULT '[]';
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

@@ -133,6 +133,9 @@ struct JobRecord {
   std::int64_t created_at_ms = 0;
   std::int64_t updated_at_ms = 0;
   std::int64_t finished_at_ms = 0;
+  // A retried job's earlier runs, oldest first: how each ended, its message, what
+  // failed with its output (JSON array; the job engine writes it).
+  std::string history_json = "[]";
 };
 
 // One version of a catalog entity (provider, hardwaretype, ...). Every put adds
@@ -185,6 +188,34 @@ struct HostRequestRecord {
   std::string public_key;
   std::string address;
   std::int64_t requested_at_ms = 0;
+};
+
+// One entry of the audit log (server/store/audit_store.cpp): who changed what,
+// when. Append only: the store has no statement that changes or removes one.
+struct AuditRecord {
+  std::int64_t id = 0;
+  std::int64_t at_ms = 0;
+  std::string actor;         // the user ("alice"), or "host h1" / "token 1a2b3c4d" on the provisioner endpoint
+  std::string actor_tenant;  // the actor's own tenant
+  std::string actor_role;    // user, admin, superadmin, host, enrolling host
+  std::string op;
+  std::string tenant;        // the tenant acted in ("_system" for hosts and tenants themselves)
+  std::string target;        // what was acted on: "cluster web1", "provider aws", "host h1", ...
+  std::string cluster_id;    // when a cluster was acted on
+  std::string cluster;       // its name
+  std::string job_id;        // the job started, retried or aborted
+  std::string outcome;       // "ok": only changes that succeeded are recorded
+  std::string detail_json;   // a JSON object of the call's non-secret parameters, bounded
+};
+
+// Which entries an audit read returns: every filter that is set must hold.
+struct AuditQuery {
+  std::int64_t since_ms = 0;
+  std::string tenant;        // acted in this tenant
+  std::string actor;         // by this user...
+  std::string actor_tenant;  // ...of this tenant
+  std::string cluster;       // on this cluster (id or name)
+  std::int64_t limit = 1000; // the newest that many
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -321,6 +352,11 @@ class Store {
   // The same for every cluster's spec and previous spec.
   [[nodiscard]] Status RewriteClusterSpecs(
       std::string_view containing, const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite);
+
+  // The audit log (server/store/audit_store.cpp). A read returns the newest
+  // `limit` entries that match, oldest first.
+  [[nodiscard]] Status AppendAudit(const AuditRecord& entry);
+  [[nodiscard]] Result<std::vector<AuditRecord>> ListAudit(const AuditQuery& query);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).
