@@ -12,7 +12,6 @@
 
 #include "server/api/catalog_ops.hpp"
 #include "server/planner/macros.hpp"
-#include "server/planner/planner.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
@@ -28,54 +27,6 @@ using jobs::NewJob;
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
-
-// Task ids of a plan's JSON grouped by longest path from the roots, as the job's
-// progress counts them: a JOIN adds no step, and empty levels are dropped.
-json StagesOf(const json& tasks) {
-  std::map<std::string, const json*> by_id;
-  for (const json& t : tasks) by_id[t.value("id", "")] = &t;
-  std::map<std::string, std::int64_t> depth;
-  std::function<std::int64_t(const json&)> depth_of = [&](const json& t) -> std::int64_t {
-    const std::string id = t.value("id", "");
-    if (auto it = depth.find(id); it != depth.end()) return it->second;
-    depth[id] = 0;  // a cycle cannot happen; this only guards the recursion
-    const std::int64_t step = t.value("action", "") == "JOIN" ? 0 : 1;
-    std::int64_t d = 0;
-    for (const json& a : t.value("after", json::array()))
-      if (auto p = by_id.find(a.is_string() ? a.get<std::string>() : ""); p != by_id.end())
-        d = std::max(d, depth_of(*p->second) + step);
-    return depth[id] = d;
-  };
-  std::map<std::int64_t, json> levels;
-  for (const json& t : tasks)
-    if (t.value("action", "") != "JOIN") levels[depth_of(t)].push_back(t.value("id", ""));
-  json stages = json::array();
-  for (auto& [level, ids] : levels) stages.push_back(std::move(ids));
-  return stages;
-}
-
-// What JobEngine::Start adds to a plan whose config names other nodes' addresses:
-// service and BOOTSTRAP tasks wait for every CONFIRM. A dry run shows it too, so
-// its stages are the job's.
-void AddAddressJoin(json& plan) {
-  const std::string join = "join/CONFIRM/addresses";
-  json confirms = json::array();
-  for (const json& t : plan["tasks"])
-    if (t.value("action", "") == "CONFIRM") confirms.push_back(t.value("id", ""));
-  auto waits = [](const json& t) {
-    Result<planner::Action> a = planner::ParseAction(t.value("action", ""));
-    return a.ok() && (*a == planner::Action::kBootstrap || (*a >= planner::Action::kInstall && *a <= planner::Action::kRemove));
-  };
-  bool any = false;
-  for (json& t : plan["tasks"])
-    if (waits(t) && !confirms.empty()) {
-      t["after"].push_back(join);
-      any = true;
-    }
-  if (!any) return;
-  plan["tasks"].push_back({{"id", join}, {"node", ""}, {"action", "JOIN"}, {"service", ""}, {"after", confirms}});
-  plan["stages"] = StagesOf(plan["tasks"]);
-}
 
 // A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
 std::string LeaseText(std::int64_t ms) {
@@ -873,7 +824,6 @@ class ClusterOps {
     Result<planner::Plan> plan = jobs::PlanJob(job);
     if (!plan.ok()) return Response::Error(plan.status());
     json out = plan->ToJson();
-    if (jobs::WaitsForAddresses(job)) AddAddressJoin(out);
     out["dry_run"] = true;
     out["operation"] = job.operation;
     out["layout"] = job.target.layout;

@@ -258,8 +258,6 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   return planner::MakePlan(req);
 }
 
-bool WaitsForAddresses(const NewJob& job) { return NeedsAddresses(job.target); }
-
 JobEngine::JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options)
     : store_(store), queue_(queue), clock_(clock), options_(options) {}
 

@@ -91,9 +91,6 @@ struct NewJob {
 
 // The plan a job would run, for dry runs and for Start.
 Result<planner::Plan> PlanJob(const NewJob& job);
-// True when the job's config names other nodes' addresses: Start then makes its
-// service and BOOTSTRAP tasks wait for every CONFIRM (a JOIN "join/CONFIRM/addresses").
-bool WaitsForAddresses(const NewJob& job);
 
 class JobEngine {
  public:

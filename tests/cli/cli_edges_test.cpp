@@ -284,6 +284,23 @@ TEST_CASE("weft cli edges: a dry run counts the stages its job then shows, for c
   const std::size_t planned_grow = stages_of_dry_run(grow);
   CHECK(stages_of_job(grow) == planned_grow);
 
+  // A config that names other nodes' addresses makes the job wait for every CONFIRM
+  // (a JOIN the engine adds to the plan): the counts still agree.
+  {
+    const fs::path file = env.dir.path() / "catalog" / "services" / "fake-haproxy.json";
+    json doc = json::parse(testing::ReadFile(file));
+    doc["provisioner"]["actions"]["configure"]["fields"]["backends"] =
+        "%join(map(ip.bind_v4.service.fake-nginx,'$:8080'),',')%";
+    testing::WriteFile(file, doc.dump(2));
+    Import(s, env.dir.path() / "catalog");
+  }
+  const std::vector<std::string> addressed = {"cluster", "create", "lb", "--template", "web-fake", "--size", "3"};
+  const std::size_t planned_addressed = stages_of_dry_run(addressed);
+  CHECK(stages_of_job(addressed) == planned_addressed);
+  const std::vector<std::string> grow_addressed = {"cluster", "scale", "lb", "--size", "5"};
+  const std::size_t planned_grow_addressed = stages_of_dry_run(grow_addressed);
+  CHECK(stages_of_job(grow_addressed) == planned_grow_addressed);
+
   // The table of a dry run says the same number.
   RunResult table = s.Weft({"cluster", "scale", "web", "--size", "6", "--dry-run"});
   CHECK_THAT(table.out, Catch::Contains(" in " + std::to_string(stages_of_dry_run({"cluster", "scale", "web", "--size",
