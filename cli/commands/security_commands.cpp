@@ -27,8 +27,9 @@ Status HostTokenCreate(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--ttl")) {
     std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(args.Get("--ttl")));
-    if (!ms || *ms <= 0)
-      return ctx.UsageError("--ttl needs a duration such as 30m, 12h or 7d, got '" + args.Get("--ttl") + "'");
+    if (!ms || *ms < 1000)
+      return ctx.UsageError("--ttl needs a duration of 1s or more such as 30m, 12h or 7d, got '" + args.Get("--ttl") +
+                            "'");
     body["ttl_ms"] = *ms;
   }
   Result<json> reply = ctx.Call("host.token.create", body);
@@ -39,8 +40,10 @@ Status HostTokenCreate(Context& ctx, const ParsedArgs& args) {
   }
   // The token alone on stdout, so `$(weft host token create)` works; the rest on stderr.
   ctx.out() << Text(*reply, "token") << '\n';
-  ctx.err() << "one-time enrollment token, valid for "
-            << Duration(Int(*reply, "expires_at_ms") - SystemClock::Instance().NowMs())
+  // The ttl asked for, exactly; else what is left of the server's default (rounded).
+  const std::int64_t valid_ms = body.contains("ttl_ms") ? body["ttl_ms"].get<std::int64_t>()
+                                                        : Int(*reply, "expires_at_ms") - SystemClock::Instance().NowMs();
+  ctx.err() << "one-time enrollment token, valid for " << Duration(valid_ms)
             << "; put it in weft-host.toml as enroll_token = \"...\" (or pass --enroll-token)\n";
   return Status::Ok();
 }

@@ -98,7 +98,7 @@ int WorkerMain(int argc, char** argv) {
   int channel_fd = -1;
   int threads = 1;
   std::string tenant, config_json;
-  std::vector<std::filesystem::path> files;
+  std::vector<std::pair<std::filesystem::path, std::string>> files;  // plugin file, its tenant ("": host-wide)
   for (int i = 2; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&]() -> const char* {
@@ -114,7 +114,16 @@ int WorkerMain(int argc, char** argv) {
     } else if (arg == "--worker-config") {
       config_json = value();
     } else if (arg == "--plugin-file") {
-      files.emplace_back(value());
+      files.emplace_back(value(), std::string());
+    } else if (arg == "--tenant-plugin-file") {
+      // TENANT=PATH: a Lua plugin from that tenant's resources (tenant names hold no '=').
+      const std::string v = value();
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::fprintf(stderr, "weft-host --worker: --tenant-plugin-file wants TENANT=PATH, got '%s'\n", v.c_str());
+        return kExitUsage;
+      }
+      files.emplace_back(v.substr(eq + 1), v.substr(0, eq));
     } else {
       std::fprintf(stderr, "weft-host --worker: unknown argument '%s'\n", argv[i]);
       return kExitUsage;
@@ -133,7 +142,7 @@ int WorkerMain(int argc, char** argv) {
 
   weft::host::PluginSet plugins;
   plugins.set_log_loaded(false);
-  for (const auto& f : files) plugins.LoadFile(f);
+  for (const auto& [file, owner] : files) plugins.LoadFile(file, owner);
   WEFT_LOG(kInfo, component) << "serving " << (tenant.empty() ? std::string("any tenant") : "tenant '" + tenant + "'")
                              << " with " << threads << " thread(s) and " << plugins.plugins().size() << " plugin(s)";
   weft::host::WorkerOptions options;

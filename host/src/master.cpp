@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -43,6 +45,14 @@
 
 namespace weft::host {
 namespace {
+
+// A new value for every process: weftd tells a restart from a re-registration by it.
+std::string NewIncarnation() {
+  std::random_device random;
+  char text[40];
+  std::snprintf(text, sizeof text, "%d-%08x%08x", static_cast<int>(getpid()), random(), random());
+  return text;
+}
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -165,6 +175,18 @@ struct FileVerdict {
 
 }  // namespace
 
+namespace {
+
+// A plugin file the workers load, and the tenant it belongs to ("" for a
+// host-wide plugin of the operator's plugin directories).
+struct PluginFile {
+  std::filesystem::path path;
+  std::string tenant;
+  bool operator==(const PluginFile&) const = default;
+};
+
+}  // namespace
+
 struct Master::Impl {
   Impl(HostConfig c, std::string e) : config(std::move(c)), exe(std::move(e)), ctx(1) {}
 
@@ -179,7 +201,7 @@ struct Master::Impl {
   std::map<pid_t, Worker> workers;
   std::vector<Slot> slots;
   std::uint64_t generation = 1;
-  std::vector<std::filesystem::path> plugin_files;  // the good ones, in load order
+  std::vector<PluginFile> plugin_files;  // the good ones, in load order
   std::map<std::filesystem::path, FileVerdict> verdicts;
   int signal_fd = -1;
   int inotify_fd = -1;
@@ -199,6 +221,7 @@ struct Master::Impl {
   bool registered = false;
   bool reregister = false;
   bool control_stop = false;
+  bool leave_on_stop = false;  // a clean stop: tell weftd this host is gone
   std::int64_t heartbeat_ms = 2000;
   std::vector<TaskKey> in_flight;   // every worker's tasks, for heartbeats
   struct Report {
@@ -208,9 +231,12 @@ struct Master::Impl {
   std::deque<Report> reports;
   std::vector<TaskKey> stale;       // from heartbeats, for the main thread
   json split;                       // weftd's latest worker split for this host
+  json active_tenants = json::array();  // the tenants weftd says have work
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
   std::thread control;
+  // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
+  const std::string incarnation = NewIncarnation();
   std::int64_t register_failures = 0;  // control thread only
   std::string last_denial;             // control thread only
 
@@ -237,15 +263,46 @@ struct Master::Impl {
   bool Register(client::Client& client);
   void Heartbeat(client::Client& client);
   void SendReports(client::Client& client);
+  void Leave(client::Client& client);
   void TakeSplit(const json& reply);
 };
 
 // ---- plugin files ----------------------------------------------------------
 
+namespace {
+
+// Why a plugin of `type` from `file` must not be used, or "" when it may; sets
+// `tenant` to the tenant a file of the resource plugin directory belongs to.
+// `types` holds what is loaded so far: host-wide types by name, a tenant's as
+// "<tenant>@<type>". Files come in load order, host-wide directories first.
+std::string PluginFileProblem(const std::filesystem::path& file, const std::string& type,
+                              const std::filesystem::path& resource_dir,
+                              const std::map<std::string, std::filesystem::path>& types, std::string* tenant) {
+  tenant->clear();
+  if (file.parent_path() == resource_dir) {
+    std::optional<TenantPluginFile> owner = ParseTenantPluginFile(file);
+    if (!owner) return "not a tenant's Lua plugin (<tenant>@<type>.lua); the resource plugin directory holds only those";
+    if (owner->type != type)
+      return "declares type '" + type + "', but tenant '" + owner->tenant + "' uploaded it as " + owner->type +
+             ".lua; a lua-plugin resource is named after the type it declares";
+    *tenant = owner->tenant;
+    if (auto wide = types.find(type); wide != types.end())
+      return "type '" + type + "' is a host-wide plugin of this host (" + wide->second.string() + "); tenant '" +
+             *tenant + "' cannot have a Lua plugin of that type";
+  }
+  const std::string key = tenant->empty() ? type : *tenant + "@" + type;
+  if (auto dup = types.find(key); dup != types.end())
+    return "duplicate type name '" + type + "': already loaded from " + dup->second.string();
+  return "";
+}
+
+}  // namespace
+
 void Master::Impl::Scan(bool initial) {
   std::vector<std::filesystem::path> files = ListPluginFiles(config.plugin_dirs);
   std::map<std::filesystem::path, FileVerdict> next;
-  std::vector<std::filesystem::path> good;
+  std::vector<PluginFile> good;
+  const std::filesystem::path resource_dir = ResourcePluginDir(config);
   std::map<std::string, std::filesystem::path> types;
   json infos = json::array();
   std::vector<std::string> type_names;
@@ -268,15 +325,17 @@ void Master::Impl::Scan(bool initial) {
     }
     if (v.probe.ok) {
       const std::string type = v.probe.info.value("type", std::string());
-      if (auto dup = types.find(type); dup != types.end()) {
+      std::string tenant;
+      if (std::string problem = PluginFileProblem(file, type, resource_dir, types, &tenant); !problem.empty()) {
         if (fresh) {
-          WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": duplicate type name '" << type
-                                << "': already loaded from " << dup->second.string();
+          WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << problem;
         }
       } else {
-        types[type] = file;
-        good.push_back(file);
-        infos.push_back(v.probe.info);
+        types[tenant.empty() ? type : tenant + "@" + type] = file;
+        good.push_back({file, tenant});
+        json info = v.probe.info;
+        if (!tenant.empty()) info["tenant"] = tenant;  // weftd gives it only this tenant's tasks
+        infos.push_back(std::move(info));
         type_names.push_back(type);
         fresh_good = fresh_good || fresh;
         if (fresh) {
@@ -380,9 +439,9 @@ void Master::Impl::StartWorker(int slot) {
     spec.args.push_back("--tenant");
     spec.args.push_back(tenant);
   }
-  for (const auto& f : plugin_files) {
-    spec.args.push_back("--plugin-file");
-    spec.args.push_back(f.string());
+  for (const PluginFile& f : plugin_files) {
+    spec.args.push_back(f.tenant.empty() ? "--plugin-file" : "--tenant-plugin-file");
+    spec.args.push_back(f.tenant.empty() ? f.path.string() : f.tenant + "=" + f.path.string());
   }
   spec.env = ChildEnvironment();
   spec.keep_fd = fds[1];
@@ -711,9 +770,22 @@ void Master::Impl::CancelStale() {
     std::lock_guard<std::mutex> lock(mu);
     keys.swap(stale);
   }
+  if (keys.empty()) return;
+  // A heartbeat may name an attempt whose finish weftd took just before it:
+  // weftd calls that stale, but the worker said "ran" before it sent the finish,
+  // so read what the workers said so far before judging.
+  for (auto& [pid, w] : workers)
+    if (!w.eof) ReadChannel(w);
   for (const TaskKey& key : keys) {
     for (auto& [pid, w] : workers) {
-      if (!w.tasks.contains(key)) continue;
+      auto held = w.tasks.find(key);
+      if (held == w.tasks.end()) continue;
+      if (held->second.ran) {
+        // Its result is on its way (or its finish was refused, which the worker logs).
+        WEFT_LOG(kDebug, kLog) << "task " << key.first << " attempt " << key.second
+                               << " ended in worker " << pid << " as weftd moved on; nothing to cancel";
+        continue;
+      }
       WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
                             << " is stale (weftd handed the task out again); cancelling it in worker " << pid;
       WorkerMessage m;
@@ -765,6 +837,7 @@ bool Master::Impl::Register(client::Client& client) {
   Result<json> r = client.Call("host.register", {{"host_id", config.host_id},
                                                  {"capacity", config.capacity},
                                                  {"version", WEFT_VERSION},
+                                                 {"incarnation", incarnation},
                                                  {"plugins", plugins}});
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
@@ -841,6 +914,9 @@ void Master::Impl::TakeSplit(const json& reply) {
   if (it == reply.end() || !it->is_array()) return;
   {
     std::lock_guard<std::mutex> lock(mu);
+    // The tenants with work, even when the split leaves every slot to any
+    // tenant: their Lua plugins are synced too (ResourceSync).
+    if (auto t = reply.find("tenants"); t != reply.end() && t->is_array()) active_tenants = *t;
     if (*it == split) return;
     split = *it;
     split_changed = true;
@@ -879,14 +955,28 @@ void Master::Impl::SendReports(client::Client& client) {
   }
 }
 
+// The last word of a clean stop: weftd shows the host as not live at once
+// instead of after hosts.silent_after_ms. One try; silence does the rest.
+void Master::Impl::Leave(client::Client& client) {
+  Result<json> r = client.Call("host.leave", {{"host_id", config.host_id}}, config.request_timeout_ms);
+  if (!r.ok()) {
+    WEFT_LOG(kDebug, kLog) << "cannot tell weftd that this host stops: " << r.status().ToString();
+  }
+}
+
 void Master::Impl::ControlLoop() {
   client::Client client(ctx, ClientOptions(config, config.request_timeout_ms));
   auto next_heartbeat = Clock::now();
   while (true) {
     bool need_register;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      if (control_stop) return;
+      std::unique_lock<std::mutex> lock(mu);
+      if (control_stop) {
+        const bool leave = leave_on_stop && registered;
+        lock.unlock();
+        if (leave) Leave(client);
+        return;
+      }
       need_register = !registered || reregister;
     }
     if (need_register) {
@@ -970,6 +1060,8 @@ int Master::Run() {
         std::lock_guard<std::mutex> lock(m.mu);
         for (const json& w : m.split)
           if (w.is_object() && w.value("tenant", std::string()) != "") tenants.push_back(w["tenant"]);
+        for (const json& t : m.active_tenants)
+          if (t.is_string() && !t.get<std::string>().empty()) tenants.push_back(t.get<std::string>());
         return tenants;
       });
   m.resources->Start();  // creates the resource plugin directory, so Watch sees it
@@ -1074,6 +1166,7 @@ int Master::Run() {
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.control_stop = true;
+    m.leave_on_stop = true;
   }
   m.cv.notify_all();
   m.control.join();

@@ -212,7 +212,7 @@ void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) 
   for (const auto& f : ListPluginFiles(dirs)) LoadFile(f);
 }
 
-bool PluginSet::LoadFile(const std::filesystem::path& file) {
+bool PluginSet::LoadFile(const std::filesystem::path& file, const std::string& tenant) {
   if (file.extension() == ".lua") {
 #ifdef WEFT_HOST_HAVE_LUA
     Result<const weft_plugin_descriptor*> d = lua::LoadLuaPlugin(file);
@@ -220,7 +220,7 @@ bool PluginSet::LoadFile(const std::filesystem::path& file) {
       Refuse(file, "cannot load the Lua plugin: " + d.status().message());
       return false;
     }
-    return Accept(file, *d);
+    return Accept(file, *d, tenant);
 #else
     Refuse(file, "this weft-host was built without the Lua runtime (weft_lua); Lua plugins are not supported");
     return false;
@@ -263,10 +263,10 @@ bool PluginSet::LoadFile(const std::filesystem::path& file) {
     Refuse(file, std::string("the plugin declined to load: ") + (err[0] ? err : "(no message)"));
     return false;
   }
-  return Accept(file, d);
+  return Accept(file, d, tenant);
 }
 
-bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d) {
+bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d, const std::string& tenant) {
   char err[512] = {0};
   const std::string host_version = std::to_string(WEFT_ABI_MAJOR) + "." + std::to_string(WEFT_ABI_MINOR);
   const std::string built_for = std::to_string(d->abi_major) + "." + std::to_string(d->abi_minor);
@@ -340,9 +340,18 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
       resource_types.push_back(d->resource_types[i]);
     }
   }
-  if (const LoadedPlugin* other = Find(type)) {
-    Refuse(file, "duplicate type name '" + type + "': already loaded from " + other->file.string());
-    return false;
+  for (const LoadedPlugin& other : plugins_) {
+    if (other.type_name != type) continue;
+    if (other.tenant == tenant) {
+      Refuse(file, "duplicate type name '" + type + "'" + (tenant.empty() ? "" : " for tenant '" + tenant + "'") +
+                       ": already loaded from " + other.file.string());
+      return false;
+    }
+    if (other.tenant.empty()) {
+      Refuse(file, "type '" + type + "' is a host-wide plugin of this host (" + other.file.string() +
+                       "); tenant '" + tenant + "' cannot have a Lua plugin of that type");
+      return false;
+    }
   }
 
   void* instance = nullptr;
@@ -364,6 +373,7 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
 
   LoadedPlugin p;
   p.type_name = type;
+  p.tenant = tenant;
   p.file = file;
   p.descriptor = d;
   p.instance = instance;
@@ -378,6 +388,7 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
             {"actions", std::move(actions)},
             {"fields", std::move(fields)},
             {"resource_types", std::move(resource_types)}};
+  if (!tenant.empty()) p.info["tenant"] = tenant;
   // Workers load what the master already probed and logged: debug there.
   const log::Level level = log_loaded_ ? log::Level::kInfo : log::Level::kDebug;
   if (level >= log::CurrentLevel()) {
@@ -388,11 +399,27 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
   return true;
 }
 
-const LoadedPlugin* PluginSet::Find(std::string_view type_name) const {
+const LoadedPlugin* PluginSet::Find(std::string_view type_name, std::string_view tenant) const {
+  const LoadedPlugin* host_wide = nullptr;
   for (const LoadedPlugin& p : plugins_) {
-    if (p.type_name == type_name) return &p;
+    if (p.type_name != type_name) continue;
+    if (!tenant.empty() && p.tenant == tenant) return &p;
+    if (p.tenant.empty()) host_wide = &p;
   }
-  return nullptr;
+  return host_wide;
+}
+
+std::string TenantPluginFileName(const std::string& tenant, const std::string& resource_name) {
+  return tenant + "@" + resource_name;
+}
+
+std::optional<TenantPluginFile> ParseTenantPluginFile(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  const auto at = name.find('@');
+  if (at == std::string::npos || at == 0 || file.extension() != ".lua") return std::nullopt;
+  const std::string type = name.substr(at + 1, name.size() - at - 1 - 4);
+  if (type.empty()) return std::nullopt;
+  return TenantPluginFile{name.substr(0, at), type};
 }
 
 nlohmann::json PluginSet::RegisterJson() const {

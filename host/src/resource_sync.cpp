@@ -10,6 +10,7 @@
 
 #include "weft/common/digest.hpp"
 #include "weft/common/log.hpp"
+#include "weft/host/plugin_loader.hpp"
 
 namespace weft::host {
 namespace {
@@ -123,12 +124,8 @@ Status ResourceSync::RunOnce(client::Client& client) {
       }
       keep.insert(ref->digest);
       if (ref->type == kLuaPluginType) {
-        auto [it, fresh] = lua.emplace(ref->name, *ref);
-        if (!fresh && it->second.tenant != ref->tenant) {
-          WEFT_LOG(kWarn, kLog) << "resource sync: Lua plugin " << ref->name << " is active in tenants '"
-                                << it->second.tenant << "' and '" << ref->tenant << "'; installing the one of '"
-                                << it->second.tenant << "'";
-        }
+        // Each tenant's under a name of its own: two tenants' plugins of one type never meet.
+        lua.emplace(TenantPluginFileName(ref->tenant, ref->name), *ref);
         continue;  // fetched by Install
       }
       Result<fs::path> path = cache_.Ensure(client, *ref);

@@ -433,7 +433,8 @@ json Runtime::RunTask(client::Client& client, const json& task) {
 
   std::string status = "failed";
   std::string message;
-  const LoadedPlugin* plugin = plugins_.Find(type);
+  // A tenant's own Lua plugin runs only that tenant's tasks (docs/host.md).
+  const LoadedPlugin* plugin = plugins_.Find(type, StringOr(task, "tenant"));
   const std::uint32_t bit = ActionFromName(action);
   // The versions the task names (pinned by weftd when it handed the task out)
   // are fetched and verified first; the plugin sees each with its local "path".

@@ -24,6 +24,10 @@ using catalog::Kind;
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxVersion = INT64_MAX;
+// A page of <kind>.list with the entities' bodies: at most this many entities...
+constexpr std::int64_t kMaxPageEntities = 500;
+// ...and, past the first, no more once their JSON reaches this size.
+constexpr std::size_t kPageBytes = 256 * 1024;
 
 }  // namespace
 
@@ -92,12 +96,38 @@ class CatalogOps {
     return Response::Ok(EntityJson(kind, *record));
   }
 
+  // Names and versions of every entity; or, with "with_entities", a page of
+  // them with their bodies, so that an export of a large catalog takes one
+  // request per page instead of one per entity.
   Response List(Kind kind, const Call& call) {
-    WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(with_entities, jsonf::Bool(body, "with_entities", "body", false));
+    if (!with_entities) {
+      WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
+      json list = json::array();
+      for (const store::CatalogEntityRecord& r : records)
+        list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
+      return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
+    }
+    WEFT_TRY_ASSIGN(after, jsonf::String(body, "after", "body", ""));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxPageEntities, kMaxPageEntities));
+    // One more than the page holds tells whether another page follows.
+    WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind), after,
+                                                        limit + 1));
     json list = json::array();
-    for (const store::CatalogEntityRecord& r : records)
-      list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
-    return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
+    std::size_t bytes = 0;
+    json next = nullptr;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      // A page ends at `limit` entities or once it holds kPageBytes of JSON
+      // (at least one entity), so a reply stays well inside the header limit.
+      if (i == static_cast<std::size_t>(limit) || (!list.empty() && bytes >= kPageBytes)) {
+        next = list.back()["name"];
+        break;
+      }
+      bytes += records[i].json.size();
+      list.push_back(EntityJson(kind, records[i]));
+    }
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}, {"next", std::move(next)}});
   }
 
   Response Delete(Kind kind, const Call& call) {
@@ -124,6 +154,9 @@ class CatalogOps {
       const bool live = now - h.last_seen_ms <= config_.hosts.silent_after_ms;
       for (const json& d : list) {
         if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+        // Another tenant's own (Lua resource) plugins never run this tenant's tasks.
+        const std::string owner = d.value("tenant", std::string());
+        if (!owner.empty() && owner != call.principal.tenant) continue;
         const std::string type = d["type"].get<std::string>();
         if (live) live_types.insert(type);
         descriptors.emplace(type, d);
@@ -199,18 +232,18 @@ class CatalogOps {
 
   Response Plan(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     if (!catalog::IsValidName(name))
-      return Response::Error(Status::Invalid("body.name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
-    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", "body"));
-    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     solver::SolveRequest req;
     req.cluster_name = name;
     req.size = size;
     for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
       if (!body.contains(key) || body[key].is_null()) continue;
-      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, "body"));
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, ""));
       std::string_view k = key;
       (k == "provider" ? req.overrides.provider : k == "hardwaretype" ? req.overrides.hardwaretype
                                                                        : req.overrides.imagetype) = value;
@@ -218,19 +251,19 @@ class CatalogOps {
     if (body.contains("services") && !body["services"].is_null()) {
       const json& s = body["services"];
       if (!s.is_array())
-        return Response::Error(Status::Invalid("body.services must be an array of service names, got " +
+        return Response::Error(Status::Invalid("services must be a list of service names, got " +
                                                jsonf::Brief(s)));
       std::vector<std::string> services;
       for (std::size_t i = 0; i < s.size(); ++i) {
         if (!s[i].is_string() || s[i].get<std::string>().empty())
-          return Response::Error(Status::Invalid("body.services[" + std::to_string(i) +
+          return Response::Error(Status::Invalid("services[" + std::to_string(i) +
                                                  "] must be a service name, got " + jsonf::Brief(s[i])));
         services.push_back(s[i].get<std::string>());
       }
       req.overrides.services = std::move(services);
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
-      return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
 
     WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
@@ -298,12 +331,12 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
     router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });
-    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); });
-    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); });
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
     router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); });
   }
-  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); });
-  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); });
+  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads);
+  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
 }
 
 }  // namespace weft::api

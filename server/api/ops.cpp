@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/api/audit.hpp"
 #include "server/api/catalog_ops.hpp"
 #include "server/api/cluster_ops.hpp"
 #include "server/api/workers.hpp"
@@ -41,6 +42,14 @@ json ParseStored(const std::string& text) {
   return v.is_discarded() ? json::object() : v;
 }
 
+// The same for every attempt of a task, and different for every task: a
+// provider that finds a machine it made under this key hands that one back
+// instead of making a second one when a lost attempt is run again.
+std::string IdempotencyKey(const store::TaskRecord& t) {
+  if (t.cluster_id.empty()) return "task/" + std::to_string(t.id);
+  return t.cluster_id + "/" + t.node_id + "/" + std::to_string(t.id);
+}
+
 }  // namespace
 
 Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
@@ -59,19 +68,22 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   const std::set<Endpoint> prov = {Endpoint::kProvisioner};
   const std::set<Endpoint> both = {Endpoint::kApi, Endpoint::kProvisioner};
   auto bind = [this](Response (Ops::*fn)(const Call&)) { return [this, fn](const Call& c) { return (this->*fn)(c); }; };
-  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus));
-  router_.Add("host.list", users, api, bind(&Ops::HostList));
-  router_.Add("plugin.list", users, api, bind(&Ops::PluginList));
-  router_.Add("task.get", admins, api, bind(&Ops::TaskGet));
-  router_.Add("task.list", admins, api, bind(&Ops::TaskList));
+  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus), Effect::kReads);
+  router_.Add("host.list", users, api, bind(&Ops::HostList), Effect::kReads);
+  router_.Add("plugin.list", users, api, bind(&Ops::PluginList), Effect::kReads);
+  router_.Add("task.get", admins, api, bind(&Ops::TaskGet), Effect::kReads);
+  router_.Add("task.list", admins, api, bind(&Ops::TaskList), Effect::kReads);
   router_.Add("debug.enqueue", admins, api, bind(&Ops::DebugEnqueue));
-  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister));
-  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat));
-  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
-  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
-  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
+  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister), Effect::kHostTraffic);
+  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat), Effect::kHostTraffic);
+  router_.Add("host.leave", hosts, prov, bind(&Ops::HostLeave), Effect::kHostTraffic);
+  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake), Effect::kHostTraffic);
+  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish), Effect::kHostTraffic);
+  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress), Effect::kHostTraffic);
   RegisterCatalogOps(router_, store_, clock_, config_);
-  RegisterClusterOps(router_, store_, engine_, clock_, config_);
+  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this] { return LivePluginTypes(); });
+  RegisterAuditOps(router_, store_);
+  router_.set_audit_recorder([this](const Call& c, const Response& r) { return RecordAudit(store_, clock_, c, r); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
 }
@@ -84,8 +96,11 @@ Status Ops::Load() {
     Host h;
     h.descriptors = ParseStored(r.plugins_json);
     if (!h.descriptors.is_array()) h.descriptors = json::array();
-    for (const json& d : h.descriptors)
-      if (d.is_object() && d.contains("type") && d["type"].is_string()) h.plugins.insert(d["type"].get<std::string>());
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      const std::string tenant = d.value("tenant", std::string());
+      (tenant.empty() ? h.plugins.shared : h.plugins.by_tenant[tenant]).insert(d["type"].get<std::string>());
+    }
     h.silent = !Live(h);
     std::string id = r.id;
     h.record = std::move(r);
@@ -100,11 +115,19 @@ Status Ops::Reset() {
 }
 
 bool Ops::Live(const Host& host) const {
-  return clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+  return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+}
+
+std::set<std::string> Ops::LivePluginTypes() const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (Live(h)) out.insert(h.plugins.begin(), h.plugins.end());
+  return out;
 }
 
 void Ops::Seen(Host& host) {
   host.record.last_seen_ms = clock_.NowMs();
+  host.left = false;
   if (host.silent) {
     host.silent = false;
     HostEvent(host.record.id, "live");
@@ -215,7 +238,7 @@ Response Ops::ServerStatus(const Call&) {
                        {"requests", router_.Served()}});
 }
 
-Response Ops::HostList(const Call&) {
+Response Ops::HostList(const Call& call) {
   json list = json::array();
   for (const auto& [id, h] : hosts_) {
     list.push_back({{"id", id},
@@ -227,16 +250,19 @@ Response Ops::HostList(const Call&) {
                     {"in_flight", queue_.InFlight(id)},
                     {"workers", Live(h) ? WorkersFor(id) : json::array()},
                     {"reported_workers", h.reported_workers},
-                    {"plugins", h.plugins}});
+                    {"plugins", TypesFor(h, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
 }
 
-Response Ops::PluginList(const Call&) {
+Response Ops::PluginList(const Call& call) {
   std::map<std::string, json> plugins;
   for (const auto& [id, h] : hosts_) {
     for (const json& d : h.descriptors) {
       if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      // Another tenant's own plugins are none of the caller's business, nor usable by it.
+      const std::string owner = d.value("tenant", std::string());
+      if (!owner.empty() && owner != call.principal.tenant) continue;
       const std::string type = d["type"].get<std::string>();
       auto [it, fresh] = plugins.emplace(type, json());
       if (fresh) {
@@ -344,6 +370,20 @@ Response Ops::DebugEnqueue(const Call& call) {
 
 // ---- provisioner ----------------------------------------------------------
 
+std::set<std::string> Ops::TypesFor(const Host& host, const std::string& tenant) {
+  std::set<std::string> out = host.plugins.shared;
+  auto own = host.plugins.by_tenant.find(tenant);
+  if (own != host.plugins.by_tenant.end()) out.insert(own->second.begin(), own->second.end());
+  return out;
+}
+
+std::vector<std::string> Ops::HostsWithHostWidePlugin(const std::string& type) const {
+  std::vector<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (h.plugins.shared.count(type)) out.push_back(id);
+  return out;
+}
+
 std::set<std::string> Ops::SensitiveFields(const std::string& type) const {
   std::set<std::string> out;
   for (const auto& [id, h] : hosts_) {
@@ -373,7 +413,7 @@ Response Ops::HostRegister(const Call& call) {
   WEFT_TRY_ASSIGN(capacity, jsonf::Int(body, "capacity", "body", 1, 4096));
   WEFT_TRY_ASSIGN(version, jsonf::String(body, "version", "body", ""));
   json descriptors = json::array();
-  std::set<std::string> types;
+  queue::HostPlugins types;
   auto plugins = body.find("plugins");
   if (plugins != body.end() && !plugins->is_null()) {
     if (!plugins->is_array())
@@ -393,25 +433,45 @@ Response Ops::HostRegister(const Call& call) {
         if (l != d.end() && !l->is_null() && !l->is_array())
           return Response::Error(Status::Invalid(path + "." + list + " must be an array, got " + jsonf::Brief(*l)));
       }
-      if (!types.insert(type).second)
-        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice"));
+      // A Lua plugin from a tenant's resources names that tenant: it runs only its tasks.
+      WEFT_TRY_ASSIGN(tenant, jsonf::String(d, "tenant", path, ""));
+      std::set<std::string>& owned = tenant.empty() ? types.shared : types.by_tenant[tenant];
+      if (!owned.insert(type).second)
+        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice" +
+                                               (tenant.empty() ? std::string() : " for tenant '" + tenant + "'")));
       descriptors.push_back(d);
     }
   }
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (incarnation.size() > 128)
+    return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
   const std::int64_t now = clock_.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
+  h.incarnation = incarnation;
   Status s = store_.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
+  if (auto old = hosts_.find(host_id); old != hosts_.end() && !old->second.incarnation.empty() &&
+                                       !incarnation.empty() && old->second.incarnation != incarnation) {
+    // A new process under the same name: the old one is gone, and the attempts
+    // it ran will never be finished; hand them out again now, not at lease end.
+    if (queue_.InFlight(host_id) > 0) {
+      WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' started again; giving up the "
+                               << queue_.InFlight(host_id) << " attempt(s) of its previous process";
+    }
+    s = queue_.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
+    if (!s.ok()) return Response::Error(s);
+  }
   hosts_[host_id] = std::move(h);
   HostEvent(host_id, "registered");
   WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
-                           << hosts_[host_id].plugins.size() << " plugin types";
+                           << hosts_[host_id].descriptors.size() << " plugin types";
   return Response::Ok({{"heartbeat_ms", config_.hosts.heartbeat_ms},
                        {"lease_ms", config_.tasks.lease_ms},
-                       {"workers", WorkersFor(host_id)}});
+                       {"workers", WorkersFor(host_id)},
+                       {"tenants", ActiveTenants()}});
 }
 
 Response Ops::HostHeartbeat(const Call& call) {
@@ -445,11 +505,28 @@ Response Ops::HostHeartbeat(const Call& call) {
   if (!s.ok()) return Response::Error(s);
   json stale = json::array();
   for (const auto& r : outcome.stale) stale.push_back({{"task_id", r.task_id}, {"attempt", r.attempt}});
-  return Response::Ok(
-      {{"renewed", outcome.renewed}, {"stale", std::move(stale)}, {"workers", WorkersFor(host->record.id)}});
+  return Response::Ok({{"renewed", outcome.renewed},
+                       {"stale", std::move(stale)},
+                       {"workers", WorkersFor(host->record.id)},
+                       {"tenants", ActiveTenants()}});
 }
 
-json Ops::WorkersFor(const std::string& host_id) {
+Response Ops::HostLeave(const Call& call) {
+  WEFT_TRY_ASSIGN(host, KnownHost(call.request->body));
+  // A host stopping cleanly finished or reported its tasks first; anything
+  // still leased to it would never be finished by it.
+  Status s = queue_.ReleaseHost(host->record.id, "host '" + host->record.id + "' stopped");
+  if (!s.ok()) return Response::Error(s);
+  if (!host->left) {
+    host->left = true;
+    host->silent = true;
+    HostEvent(host->record.id, "left");
+    WEFT_LOG(kInfo, "weftd") << "host '" << host->record.id << "' stopped";
+  }
+  return Response::Ok(json::object());
+}
+
+std::set<std::string> Ops::ActiveTenants() {
   constexpr std::int64_t kTenantHoldMs = 60000;
   const std::int64_t now = clock_.NowMs();
   for (const std::string& t : queue_.LiveTenants()) tenant_seen_ms_[t] = now;
@@ -462,6 +539,11 @@ json Ops::WorkersFor(const std::string& host_id) {
     active.insert(it->first);
     ++it;
   }
+  return active;
+}
+
+json Ops::WorkersFor(const std::string& host_id) {
+  const std::set<std::string> active = ActiveTenants();
   std::vector<HostCapacity> live;
   for (const auto& [id, h] : hosts_)
     if (Live(h)) live.push_back({id, h.record.capacity});
@@ -479,7 +561,7 @@ bool Ops::IsReadOnly(std::string_view op) {
       "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
       "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
       "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
-      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list"};
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list", "audit.list"};
   return kReads.count(op) != 0;
 }
 
@@ -506,6 +588,7 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
   task["job_id"] = t.job_id;
   task["cluster_id"] = t.cluster_id;
   task["node_id"] = t.node_id;
+  task["idempotency_key"] = IdempotencyKey(t);
   task["lease_ms"] = queue_.lease_ms();
   if (!t.payload_json.empty() && t.payload_json != "{}") {
     json payload = ParseStored(t.payload_json);

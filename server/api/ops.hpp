@@ -69,6 +69,9 @@ class Ops {
   std::vector<Event> DrainEvents();
   // Forgets pending events without building them (nobody is subscribed).
   void DiscardEvents();
+  // The registered hosts that run a host-wide plugin (from the operator's
+  // plugin directories) of `type`; a tenant may not take that type for a Lua plugin.
+  std::vector<std::string> HostsWithHostWidePlugin(const std::string& type) const;
   // The fields a registered plugin of `type` declares sensitive.
   std::set<std::string> SensitiveFields(const std::string& type) const;
   // Each tenant's max_workers quota, for the worker split (server/auth sets it).
@@ -92,9 +95,13 @@ class Ops {
  private:
   struct Host {
     store::HostRecord record;
-    std::set<std::string> plugins;  // plugin types
+    queue::HostPlugins plugins;  // plugin types: host-wide, and tenants' own
     json descriptors = json::array();
     bool silent = false;
+    // Said goodbye (host.leave): not live until it registers again.
+    bool left = false;
+    // The process that registered last (host.register's `incarnation`); kept in memory only.
+    std::string incarnation;
     json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   };
 
@@ -105,6 +112,7 @@ class Ops {
   Response TaskGet(const Call& call);
   Response TaskList(const Call& call);
   Response DebugEnqueue(const Call& call);
+  Response HostLeave(const Call& call);
   Response HostRegister(const Call& call);
   Response HostHeartbeat(const Call& call);
   Response TaskTake(const Call& call);
@@ -121,10 +129,16 @@ class Ops {
   Result<Host*> KnownHost(const json& body);
   void Seen(Host& host);
   bool Live(const Host& host) const;
+  std::set<std::string> LivePluginTypes() const;
   void HostEvent(const std::string& host_id, const char* what);
   static json TaskJson(const store::TaskRecord& t, bool details);
+  // The plugin types of `host` that tasks of `tenant` may use, sorted.
+  static std::set<std::string> TypesFor(const Host& host, const std::string& tenant);
   // The worker split the server wants on `host_id`: [{"tenant" ("" = any), "threads"}].
   json WorkersFor(const std::string& host_id);
+  // The tenants with tasks now or within the last minute: they share the split,
+  // and hosts sync their resources (Lua plugins) even when the split names none.
+  std::set<std::string> ActiveTenants();
 
   store::Store& store_;
   queue::TaskQueue& queue_;

@@ -1,6 +1,17 @@
 #include "server/api/router.hpp"
 
 namespace weft::api {
+namespace {
+
+// A name as the user typed it, in quotes; JSON-escaped when it holds
+// characters a terminal would not show as they are.
+std::string Quoted(const std::string& name) {
+  for (unsigned char c : name)
+    if (c < 0x20 || c >= 0x7f) return json(name).dump(-1, ' ', false, json::error_handler_t::replace);
+  return "'" + name + "'";
+}
+
+}  // namespace
 
 std::string_view EndpointName(Endpoint endpoint) {
   switch (endpoint) {
@@ -22,8 +33,9 @@ std::string_view RoleName(Role role) {
   return "unknown";
 }
 
-void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler) {
-  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler)};
+void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
+                 Effect effect) {
+  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler), effect};
 }
 
 void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap) {
@@ -77,13 +89,39 @@ Response Router::Route(const Call& call) const {
                                                : " of tenant '" + call.principal.tenant + "'")),
                            json{{"op", op}, {"role", RoleName(call.principal.role)}});
   }
+  if (call.endpoint == Endpoint::kApi && tenant_exists_ && !tenant_exists_(call.principal.tenant))
+    return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
+                                            " does not exist (weft tenant list shows the tenants)"),
+                           json{{"tenant", call.principal.tenant}});
   ++e.served;
+  Response response = Invoke(e.handler, call);
+  if (e.effect != Effect::kChanges || !recorder_ || !response.status.ok() || response.held) return response;
+  return Record(call, std::move(response));
+}
+
+Response Router::Invoke(const Handler& handler, const Call& call) {
   try {
-    return e.handler(call);
+    return handler(call);
   } catch (const std::exception& ex) {
     // nlohmann::json throws on misuse; a handler bug must not take the server down.
-    return Response::Error(Status::Internal("op '" + op + "' failed unexpectedly: " + ex.what()));
+    return Response::Error(Status::Internal("op '" + call.request->op + "' failed unexpectedly: " + ex.what()));
   }
+}
+
+// Here, in one place, so that every op that changes state is recorded, not a list of them.
+Response Router::Record(const Call& call, Response response) const {
+  Status s;
+  try {
+    s = recorder_(call, response);
+  } catch (const std::exception& ex) {
+    s = Status::Internal(ex.what());
+  }
+  // INTERNAL rolls the whole batch back: no change is committed without its entry.
+  if (!s.ok())
+    return Response::Error(Status::Internal("op '" + call.request->op +
+                                            "' was not done: its audit log entry could not be written (" +
+                                            s.message() + ")"));
+  return response;
 }
 
 }  // namespace weft::api

@@ -45,6 +45,51 @@ std::string Who(const Call& call) {
 
 }  // namespace
 
+void RegisterTenantOps(api::Ops& ops, Registry& registry) {
+  api::Router& router = ops.router();
+  const std::set<Role> superadmin = {Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  Registry* reg = &registry;
+  router.SetTenantExists([reg](const std::string& tenant) { return reg->tenants().count(tenant) != 0; });
+  ops.set_worker_caps([reg] {
+    std::map<std::string, std::int64_t> caps;
+    for (const auto& [name, t] : reg->tenants())
+      if (t.max_workers > 0) caps[name] = t.max_workers;
+    return caps;
+  });
+
+  router.Add("tenant.create", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    store::TenantRecord t;
+    t.name = name;
+    Status s = ReadQuotas(c.request->body, &t);
+    if (s.ok()) s = reg->CreateTenant(t);
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
+  });
+  router.Add("tenant.update", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    auto it = reg->tenants().find(name);
+    if (it == reg->tenants().end()) return Response::Error(Status::NotFound("no tenant '" + name + "'"));
+    store::TenantRecord t = it->second;
+    Status s = ReadQuotas(c.request->body, &t);
+    if (s.ok()) s = reg->UpdateTenant(t);
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
+  });
+  router.Add("tenant.list", superadmin, api, [reg](const Call&) {
+    json list = json::array();
+    for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
+    return Response::Ok({{"tenants", list}});
+  }, api::Effect::kReads);
+  router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    Status s = reg->DeleteTenant(name, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"name", name}});
+  });
+}
+
 void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   api::Router& router = ops.router();
   const std::set<Role> superadmin = {Role::kSuperadmin};
@@ -52,12 +97,6 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   const std::set<Endpoint> api = {Endpoint::kApi};
   Registry* reg = &registry;
   api::Ops* o = &ops;
-  ops.set_worker_caps([reg] {
-    std::map<std::string, std::int64_t> caps;
-    for (const auto& [name, t] : reg->tenants())
-      if (t.max_workers > 0) caps[name] = t.max_workers;
-    return caps;
-  });
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
     WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
@@ -96,38 +135,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
                       {"address", r.address},
                       {"requested_at_ms", r.requested_at_ms}});
     return Response::Ok({{"requests", list}});
-  });
-
-  router.Add("tenant.create", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    store::TenantRecord t;
-    t.name = name;
-    Status s = ReadQuotas(c.request->body, &t);
-    if (s.ok()) s = reg->CreateTenant(t);
-    if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
-  });
-  router.Add("tenant.update", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    auto it = reg->tenants().find(name);
-    if (it == reg->tenants().end()) return Response::Error(Status::NotFound("no tenant '" + name + "'"));
-    store::TenantRecord t = it->second;
-    Status s = ReadQuotas(c.request->body, &t);
-    if (s.ok()) s = reg->UpdateTenant(t);
-    if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
-  });
-  router.Add("tenant.list", superadmin, api, [reg](const Call&) {
-    json list = json::array();
-    for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
-    return Response::Ok({{"tenants", list}});
-  });
-  router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    Status s = reg->DeleteTenant(name, Who(c));
-    if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"name", name}});
-  });
+  }, api::Effect::kReads);
 
   // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
   router.Add("user.create", admins, api, [reg](const Call& c) {
@@ -147,7 +155,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
       list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
     }
     return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
-  });
+  }, api::Effect::kReads);
   router.Add("user.delete", admins, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
     Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
@@ -387,6 +395,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
       return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
                             " (revoked, or its user or tenant deleted)");
     p.user = entry->user;
+    p.user_tenant = entry->tenant.empty() ? "_system" : entry->tenant;  // a superadmin belongs to no tenant
     if (entry->role == "superadmin") {
       p.role = Role::kSuperadmin;
       p.tenant = request.tenant.empty() ? "default" : request.tenant;

@@ -20,6 +20,12 @@ struct OpsOptions {
   std::int64_t token_ttl_ms = 3600000;  // default lifetime of an enrollment token
 };
 
+// The tenant ops and the router's check that a request's tenant exists.
+// Registered with security on or off: without CurveZMQ every api caller is
+// superadmin, and tenants still have to be created before anything acts in them.
+void RegisterTenantOps(api::Ops& ops, Registry& registry);
+
+// The ops that need CurveZMQ: enrollment, host accept/revoke, users and their keys.
 void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options);
 
 // Secrets at rest (server/auth/secrets.hpp): task.finish seals a result's SSH

@@ -28,6 +28,7 @@
 #include "server/api/router.hpp"
 #include "server/auth/auth.hpp"
 #include "server/auth/auth_ops.hpp"
+#include "server/daemon/ports.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/resources/resource_ops.hpp"
 #include "server/store/store.hpp"
@@ -75,6 +76,23 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// Binds `configured`; with TCP port `*`, the port of the last run first (see
+// ports.hpp), and a new one only when that is taken. Throws what bind throws.
+void BindKeepingPort(zmq::socket_t& socket, const char* name, const std::string& configured, const json& previous) {
+  const std::string again = PreviousAddress(previous, name, configured);
+  if (again != configured) {
+    try {
+      socket.bind(again);
+      return;
+    } catch (const zmq::error_t& e) {
+      WEFT_LOG(kWarn, kLog) << "the " << name << " endpoint cannot have its previous address " << again << " again ("
+                            << e.what() << "); binding a new port for " << configured
+                            << ": hosts and clients that know the old address must be given the new one";
+    }
+  }
+  socket.bind(configured);
 }
 
 // Sends the routing envelope, then `frames`, as one message; false if the
@@ -210,9 +228,11 @@ Status Reactor::Start() {
     (void)store_.Rollback();
     return loaded.WithContext("cannot resume from the store");
   }
+  auth::RegisterTenantOps(ops_, registry_);
   WEFT_RETURN_IF_ERROR(auth::InstallSecrets(ops_, store_, config_.server.data_dir / "keys" / "secrets.key"));
   if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;
+  const json previous = ReadBoundPorts(config_.server.data_dir);
   struct Binding {
     const char* name;
     zmq::socket_t* socket;
@@ -235,7 +255,7 @@ Status Reactor::Start() {
         curve::SetServerKey(*b.socket, server_keys_.secret_key, b.name);
         if (b.socket == &events_) b.socket->set(zmq::sockopt::xpub_manual, 1);
       }
-      b.socket->bind(*b.address);
+      BindKeepingPort(*b.socket, b.name, *b.address, previous);
       endpoints[b.name] = wire::LastEndpoint(*b.socket);
     } catch (const zmq::error_t& e) {
       return Status::Unavailable(std::string("cannot bind the ") + b.name + " endpoint to " + *b.address + ": " +
@@ -252,6 +272,7 @@ Status Reactor::Start() {
     WEFT_RETURN_IF_ERROR(WriteSuperadminCredential(endpoints["api"].get<std::string>()));
   }
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(BoundPortsPath(config_.server.data_dir), wire::Dump(endpoints) + "\n"));
   WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
                         << endpoints["events"].get<std::string>() << "; data in "

@@ -148,29 +148,44 @@ std::int64_t TaskQueue::OldestOf(const std::map<std::string, std::set<std::int64
   return oldest;
 }
 
-bool TaskQueue::HasReady(const std::set<std::string>& plugins, const std::string& tenant) const {
+bool HostPlugins::Runs(const std::string& tenant, const std::string& type) const {
+  if (shared.count(type)) return true;
+  auto own = by_tenant.find(tenant);
+  return own != by_tenant.end() && own->second.count(type) != 0;
+}
+
+std::int64_t TaskQueue::OldestFor(const std::map<std::string, std::set<std::int64_t>>& by_plugin,
+                                  const HostPlugins& plugins, const std::string& tenant) {
+  std::int64_t oldest = OldestOf(by_plugin, plugins.shared);
+  auto own = plugins.by_tenant.find(tenant);
+  if (own == plugins.by_tenant.end()) return oldest;
+  const std::int64_t mine = OldestOf(by_plugin, own->second);
+  return oldest == 0 || (mine != 0 && mine < oldest) ? mine : oldest;
+}
+
+bool TaskQueue::HasReady(const HostPlugins& plugins, const std::string& tenant) const {
   if (!tenant.empty()) {
     auto it = ready_.find(tenant);
-    return it != ready_.end() && OldestOf(it->second, plugins) != 0;
+    return it != ready_.end() && OldestFor(it->second, plugins, tenant) != 0;
   }
   for (const auto& [name, by_plugin] : ready_)
-    if (OldestOf(by_plugin, plugins) != 0) return true;
+    if (OldestFor(by_plugin, plugins, name) != 0) return true;
   return false;
 }
 
-Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const std::set<std::string>& plugins,
+Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const HostPlugins& plugins,
                                                   const std::string& tenant) {
   if (ready_.empty() || plugins.empty()) return std::optional<TaskRecord>();
   std::int64_t chosen = 0;
   if (!tenant.empty()) {
     auto it = ready_.find(tenant);
-    if (it != ready_.end()) chosen = OldestOf(it->second, plugins);
+    if (it != ready_.end()) chosen = OldestFor(it->second, plugins, tenant);
   } else {
     // Round-robin over tenants: start after the tenant served last, wrap once.
     auto start = ready_.upper_bound(last_tenant_);
     for (std::size_t n = 0; n < ready_.size() && chosen == 0; ++n, ++start) {
       if (start == ready_.end()) start = ready_.begin();
-      chosen = OldestOf(start->second, plugins);
+      chosen = OldestFor(start->second, plugins, start->first);
     }
   }
   if (chosen == 0) return std::optional<TaskRecord>();

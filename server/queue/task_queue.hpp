@@ -50,6 +50,19 @@ namespace weft::queue {
 using store::TaskRecord;
 using store::TaskState;
 
+// The plugin types a host runs. Its host-wide plugins (the operator's plugin
+// directories) serve every tenant's tasks; a tenant's own plugins (Lua plugins
+// from that tenant's resources) serve that tenant's tasks only, so one tenant
+// can never have its tasks run by another tenant's code of the same type name.
+struct HostPlugins {
+  std::set<std::string> shared;
+  std::map<std::string, std::set<std::string>> by_tenant;  // tenant -> its plugin types
+
+  bool empty() const { return shared.empty() && by_tenant.empty(); }
+  // Whether a task of `tenant` and `type` may run there.
+  bool Runs(const std::string& tenant, const std::string& type) const;
+};
+
 struct QueueOptions {
   std::int64_t lease_ms = 30000;
 };
@@ -132,9 +145,14 @@ class TaskQueue {
   // A non-empty `tenant` limits the take to that tenant's tasks; empty means any tenant.
   // The record is the task as leased (identity, payload, attempt, lease); it
   // does not carry an earlier attempt's output (message, result, stdout, stderr).
+  [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id, const HostPlugins& plugins,
+                                                       const std::string& tenant = {});
+  // The same for a host with host-wide plugins only.
   [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id,
                                                        const std::set<std::string>& plugins,
-                                                       const std::string& tenant = {});
+                                                       const std::string& tenant = {}) {
+    return Take(host_id, HostPlugins{plugins, {}}, tenant);
+  }
   // kConflict fills *conflict; kNotFound when the task does not exist.
   [[nodiscard]] Status Finish(const FinishRequest& finish, Conflict* conflict);
   [[nodiscard]] Result<RenewOutcome> Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight);
@@ -162,7 +180,10 @@ class TaskQueue {
   // When the next lease runs out or a delayed task becomes ready; nullopt when neither can happen.
   std::optional<std::int64_t> NextExpiryMs() const;
   // Whether Take(host, plugins, tenant) would find a task (empty `tenant`: any tenant).
-  bool HasReady(const std::set<std::string>& plugins, const std::string& tenant = {}) const;
+  bool HasReady(const HostPlugins& plugins, const std::string& tenant = {}) const;
+  bool HasReady(const std::set<std::string>& plugins, const std::string& tenant = {}) const {
+    return HasReady(HostPlugins{plugins, {}}, tenant);
+  }
   std::int64_t queued() const { return queued_; }
   std::int64_t succeeded() const { return succeeded_; }
   std::int64_t failed() const { return failed_; }
@@ -224,6 +245,9 @@ class TaskQueue {
   // The oldest ready task of one tenant among `plugins`; 0 when there is none.
   static std::int64_t OldestOf(const std::map<std::string, std::set<std::int64_t>>& by_plugin,
                                const std::set<std::string>& plugins);
+  // The oldest ready task of `tenant` (whose ready tasks are `by_plugin`) that `plugins` can run; 0: none.
+  static std::int64_t OldestFor(const std::map<std::string, std::set<std::int64_t>>& by_plugin,
+                                const HostPlugins& plugins, const std::string& tenant);
 
   store::Store& store_;
   const Clock& clock_;

@@ -51,11 +51,34 @@ Result<Named> ReadNamed(const json& body) {
 
 class ResourceOps {
  public:
-  ResourceOps(ResourceStore& store, const wire::Limits& limits) : store_(store), limits_(limits) {}
+  ResourceOps(ResourceStore& store, const wire::Limits& limits, const api::Ops& ops)
+      : store_(store), limits_(limits), ops_(ops) {}
+
+  // A tenant's Lua plugin is named after the type it declares ("<type>.lua"),
+  // so that its type is known here: hosts keep it for the tenant's own tasks
+  // (docs/host.md), and it may not take a type that hosts run host-wide.
+  Status CheckLuaPlugin(const Named& named) const {
+    if (named.type != kLuaPluginType) return Status::Ok();
+    const std::string type = named.name.substr(0, named.name.size() - 4);  // ValidateName: it ends in ".lua"
+    if (!ValidateType(type, "type").ok())
+      return Status::Invalid("a " + std::string(kLuaPluginType) +
+                             " resource is named after the plugin type the file declares, \"<type>.lua\" with a type "
+                             "of 1 to 64 characters [a-z0-9_.-] (e.g. \"hello-lua.lua\" for type = \"hello-lua\"); "
+                             "got \"" + named.name + "\"");
+    const std::vector<std::string> hosts = ops_.HostsWithHostWidePlugin(type);
+    if (hosts.empty()) return Status::Ok();
+    std::string list;
+    for (const std::string& h : hosts) list += (list.empty() ? "'" : ", '") + h + "'";
+    return Status::Conflict("plugin type '" + type + "' is a host-wide plugin of host " + list +
+                            " (from the operator's plugin directory); a tenant's Lua plugin needs a type of its own: "
+                            "change its type in the file and upload it as <new type>.lua");
+  }
 
   Response Upload(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(named, ReadNamed(body));
+    Status lua = CheckLuaPlugin(named);
+    if (!lua.ok()) return Response::Error(lua);
     WEFT_TRY_ASSIGN(upload_id, jsonf::String(body, "upload_id", "body", ""));
     WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "body", 0, kMaxVersion, 0));
     WEFT_TRY_ASSIGN(final, jsonf::Bool(body, "final", "body", false));
@@ -249,13 +272,14 @@ class ResourceOps {
  private:
   ResourceStore& store_;
   const wire::Limits limits_;
+  const api::Ops& ops_;
 };
 
 }  // namespace
 
 void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits& limits) {
   // Owned by the handlers, which share it; it lives as long as the router.
-  auto impl = std::make_shared<ResourceOps>(store, limits);
+  auto impl = std::make_shared<ResourceOps>(store, limits, ops);
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> hosts = {Role::kHost};
@@ -266,13 +290,13 @@ void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits
   };
   api::Router& router = ops.router();
   router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload));
-  router.Add("resource.list", users, api, bind(&ResourceOps::List));
+  router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads);
   router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage));
   router.Add("resource.recall", admins, api, bind(&ResourceOps::Recall));
   router.Add("resource.sync", admins, api, bind(&ResourceOps::Sync));
   router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete));
-  router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch));
-  router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active));
+  router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch), api::Effect::kHostTraffic);
+  router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active), api::Effect::kHostTraffic);
   ops.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
 }
 

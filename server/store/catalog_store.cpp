@@ -78,16 +78,18 @@ Result<std::optional<CatalogEntityRecord>> Store::GetCatalogEntity(std::string_v
   return std::optional<CatalogEntityRecord>(std::move(r));
 }
 
-Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_view tenant,
-                                                                   std::string_view kind) {
+Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_view tenant, std::string_view kind,
+                                                                   std::string_view after, std::int64_t limit) {
   const std::string cols = kColumns;
   Result<sql::Statement> st = database().Prepare(
       "SELECT " + cols +
-      " FROM catalog_entities AS c WHERE tenant = ?1 AND kind = ?2 AND version = (SELECT MAX(version) FROM "
-      "catalog_entities WHERE tenant = c.tenant AND kind = c.kind AND name = c.name) AND deleted = 0 "
-      "ORDER BY name");
+      " FROM catalog_entities AS c WHERE tenant = ?1 AND kind = ?2 AND name > ?3 AND version = (SELECT MAX(version) "
+      "FROM catalog_entities WHERE tenant = c.tenant AND kind = c.kind AND name = c.name) AND deleted = 0 "
+      "ORDER BY name LIMIT ?4");
   if (!st.ok()) return st.status();
-  st->Bind(1, tenant).Bind(2, kind);
+  // A std::string, so an empty `after` binds '' (a null data pointer would bind NULL, which matches nothing).
+  const std::string after_name(after);
+  st->Bind(1, tenant).Bind(2, kind).Bind(3, after_name).Bind(4, limit);
   std::vector<CatalogEntityRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) {
     out.push_back(ReadEntity(row));

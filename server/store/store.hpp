@@ -92,7 +92,7 @@ struct TaskCounts {
   std::int64_t cancelled = 0;
 };
 
-// A cluster (ARCHITECTURE.md "Data model"). spec and layout are JSON the job
+// A cluster. spec and layout are JSON the job
 // engine owns: the frozen template/provider/service copies and config, and the
 // solver's layout. `previous` is {"spec","layout"} before the last successful
 // change (empty when there is none).
@@ -133,6 +133,9 @@ struct JobRecord {
   std::int64_t created_at_ms = 0;
   std::int64_t updated_at_ms = 0;
   std::int64_t finished_at_ms = 0;
+  // A retried job's earlier runs, oldest first: how each ended, its message, what
+  // failed with its output (JSON array; the job engine writes it).
+  std::string history_json = "[]";
 };
 
 // One version of a catalog entity (provider, hardwaretype, ...). Every put adds
@@ -185,6 +188,34 @@ struct HostRequestRecord {
   std::string public_key;
   std::string address;
   std::int64_t requested_at_ms = 0;
+};
+
+// One entry of the audit log (server/store/audit_store.cpp): who changed what,
+// when. Append only: the store has no statement that changes or removes one.
+struct AuditRecord {
+  std::int64_t id = 0;
+  std::int64_t at_ms = 0;
+  std::string actor;         // the user ("alice"), or "host h1" / "token 1a2b3c4d" on the provisioner endpoint
+  std::string actor_tenant;  // the actor's own tenant
+  std::string actor_role;    // user, admin, superadmin, host, enrolling host
+  std::string op;
+  std::string tenant;        // the tenant acted in ("_system" for hosts and tenants themselves)
+  std::string target;        // what was acted on: "cluster web1", "provider aws", "host h1", ...
+  std::string cluster_id;    // when a cluster was acted on
+  std::string cluster;       // its name
+  std::string job_id;        // the job started, retried or aborted
+  std::string outcome;       // "ok": only changes that succeeded are recorded
+  std::string detail_json;   // a JSON object of the call's non-secret parameters, bounded
+};
+
+// Which entries an audit read returns: every filter that is set must hold.
+struct AuditQuery {
+  std::int64_t since_ms = 0;
+  std::string tenant;        // acted in this tenant
+  std::string actor;         // by this user...
+  std::string actor_tenant;  // ...of this tenant
+  std::string cluster;       // on this cluster (id or name)
+  std::int64_t limit = 1000; // the newest that many
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -274,7 +305,9 @@ class Store {
   [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
   [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
   [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
-  // By id or by name among the tenant's clusters that are not terminated.
+  // By name among the tenant's clusters that are not terminated, else by id,
+  // else the newest terminated one of that name (a terminated cluster's name
+  // is free for a new cluster, which then wins).
   [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
@@ -320,6 +353,11 @@ class Store {
   [[nodiscard]] Status RewriteClusterSpecs(
       std::string_view containing, const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite);
 
+  // The audit log (server/store/audit_store.cpp). A read returns the newest
+  // `limit` entries that match, oldest first.
+  [[nodiscard]] Status AppendAudit(const AuditRecord& entry);
+  [[nodiscard]] Result<std::vector<AuditRecord>> ListAudit(const AuditQuery& query);
+
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).
   [[nodiscard]] Result<std::int64_t> PutCatalogEntity(std::string_view tenant, std::string_view kind,
@@ -330,15 +368,19 @@ class Store {
   [[nodiscard]] Result<std::optional<CatalogEntityRecord>> GetCatalogEntity(
       std::string_view tenant, std::string_view kind, std::string_view name,
       std::optional<std::int64_t> version = std::nullopt);
-  // The latest version of every live entity of a kind, by name.
+  // The latest version of every live entity of a kind, by name; a page of
+  // them with `after` (names after it) and `limit` (at most that many; < 0: all).
   [[nodiscard]] Result<std::vector<CatalogEntityRecord>> ListCatalogEntities(std::string_view tenant,
-                                                                             std::string_view kind);
+                                                                             std::string_view kind,
+                                                                             std::string_view after = {},
+                                                                             std::int64_t limit = -1);
   // Adds a tombstone; returns its version, or nullopt when the entity does not exist (or is deleted).
   [[nodiscard]] Result<std::optional<std::int64_t>> DeleteCatalogEntity(std::string_view tenant,
                                                                          std::string_view kind,
                                                                          std::string_view name, std::int64_t now_ms);
 
  private:
+  void EndLeftoverReads();
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
@@ -348,6 +390,7 @@ class Store {
   std::filesystem::path path_;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,6 +3,7 @@
 // Hosts are registered with a raw host.register call, so no weft-host is needed.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -58,7 +59,8 @@ TEST_CASE("weft catalog: import, export and re-import of examples/catalog round-
   INFO(first.out << first.err << server.Log());
   REQUIRE(first.exit_code == 0);
   CHECK_THAT(first.out, Catch::Contains("imported clustertemplate 'web-fake' (version 1)"));
-  CHECK_THAT(first.out, Catch::Contains(std::to_string(entities) + " entities imported, 0 files skipped, 0 refused"));
+  CHECK_THAT(first.out,
+             Catch::Contains(std::to_string(entities) + " entities imported, 0 unchanged, 0 files skipped, 0 refused"));
 
   const fs::path one = server.Path("export-1");
   RunResult exported = server.Weft({"catalog", "export", one.string()});
@@ -71,7 +73,7 @@ TEST_CASE("weft catalog: import, export and re-import of examples/catalog round-
   Import(server, one);
   json services = server.WeftJson({"service", "list"});
   REQUIRE(services["entities"].size() > 0);
-  for (const json& s : services["entities"]) CHECK(s["version"] == 2);  // every put is a version
+  for (const json& s : services["entities"]) CHECK(s["version"] == 1);  // unchanged: no new version
 
   const fs::path two = server.Path("export-2");
   REQUIRE(server.Weft({"catalog", "export", two.string()}).exit_code == 0);
@@ -277,6 +279,7 @@ TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; ve
   CHECK(first["entity"]["provisioner"] == json::object());
 
   // Other tenants see nothing of it.
+  REQUIRE(server.Weft({"tenant", "create", "globex"}).exit_code == 0);
   json other = server.WeftJson({"--tenant", "globex", "provider", "list"});
   CHECK(other["entities"].empty());
   CHECK(server.Weft({"--tenant", "globex", "provider", "get", "p"}).exit_code == 1);
@@ -289,6 +292,37 @@ TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; ve
   CHECK(server.WeftJson({"provider", "get", "p", "--version", "2"})["entity"]["colour"] == "blue");
   RunResult again = server.Weft({"provider", "put", server.Path("p1.json").string()});
   CHECK_THAT(again.out, Catch::Contains("version 4"));  // 3 is the deletion
+}
+
+TEST_CASE("weft catalog export: a catalog of more entities than the rate limit lets one connection ask for is "
+          "exported in pages",
+          "[catalog][cli][integration]") {
+  // One connection may make 40 requests at once, then 5 a second.
+  testing::Weftd server("weft-catalog-cli-test", "[security]\ncurve = false\napi_rate_per_s = 5\napi_burst = 40\n");
+  // 16 imports of 38 providers each: every weft is a connection of its own, within the burst.
+  std::map<std::string, std::string> wanted;
+  for (int part = 0; part < 16; ++part) {
+    const fs::path dir = server.Path("part-" + std::to_string(part));
+    fs::create_directories(dir / "providers");
+    for (int i = 0; i < 38; ++i) {
+      char name[16];
+      std::snprintf(name, sizeof name, "p%04d", part * 38 + i);
+      const std::string text =
+          json{{"name", name}, {"providertype", "fake-provider"}, {"provisioner", {{"index", part * 38 + i}}}}.dump(2) +
+          "\n";
+      testing::WriteFile(dir / "providers" / (std::string(name) + ".json"), text);
+      wanted["providers/" + std::string(name) + ".json"] = text;
+    }
+    Import(server, dir);
+  }
+  REQUIRE(wanted.size() == 608);
+
+  const fs::path out = server.Path("export");
+  RunResult r = server.Weft({"catalog", "export", out.string()});
+  INFO(r.err << server.Log());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("608 entities exported"));
+  CHECK(Files(out) == wanted);
 }
 
 }  // namespace weft

@@ -25,8 +25,11 @@ using Split = std::map<std::string, std::int64_t>;  // tenant -> threads
 // A client of the api endpoint acting in one tenant.
 class Tenant {
  public:
+  // Creates the tenant when it does not exist yet.
   Tenant(Server& server, const std::string& name)
-      : client_(ctx_, weft::client::Options{server.endpoints()["api"], 3000, name, {}}) {}
+      : client_(ctx_, weft::client::Options{server.endpoints()["api"], 3000, name, {}}) {
+    (void)server.TryCall("tenant.create", {{"name", name}});
+  }
 
   std::int64_t Enqueue(int latency_ms) {
     auto r = client_.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},

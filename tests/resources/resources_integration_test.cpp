@@ -318,7 +318,7 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   const bool loaded = WaitFor([&] { return HostHasPlugin(server, "h1", "res-lua"); }, 30s);
   INFO(host.Log());
   REQUIRE(loaded);
-  CHECK(weft::testing::ReadFile(dir / "state" / "plugins" / "res-lua.lua") == plugin("version 1"));
+  CHECK(weft::testing::ReadFile(dir / "state" / "plugins" / "default@res-lua.lua") == plugin("version 1"));
   CHECK(run()["result"]["said"] == "version 1");
 
   // A new version replaces it; the workers roll and the next tasks run it.
@@ -335,7 +335,7 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   // Recalled: the plugin goes away again.
   Weft(server, {"resource", "recall", "lua-plugin", "res-lua.lua"});
   REQUIRE(WaitFor([&] { return !HostHasPlugin(server, "h1", "res-lua"); }, 30s));
-  CHECK(!fs::exists(dir / "state" / "plugins" / "res-lua.lua"));
+  CHECK(!fs::exists(dir / "state" / "plugins" / "default@res-lua.lua"));
   CHECK(host.process().pid() == pid);
   CHECK(host.process().running());
 }

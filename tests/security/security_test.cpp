@@ -901,3 +901,32 @@ TEST_CASE("security: a client flooding the api endpoint is rate limited; a host 
   CHECK(host.process().running());
   CHECK(Count(s.Log(), "exceeds 200 requests/s") == 1);
 }
+
+TEST_CASE("security: the superadmin cannot act in a tenant that does not exist; a tenant's own users are unaffected",
+          "[security][tenant]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const fs::path provider = fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json";
+  for (const std::string tenant : {"nosuch", "a b", "../../x"}) {
+    INFO("tenant " << tenant);
+    RunResult r = s.Weft(root, {"--tenant", tenant, "provider", "put", provider.string()});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("tenant '" + tenant + "' does not exist (weft tenant list shows the tenants)"));
+    r = s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("does not exist (weft tenant list shows the tenants)"));
+  }
+  CHECK(CountRows(tmp / "server" / "data" / "weft.db", "SELECT COUNT(*) FROM catalog_entities") == 0);
+  json tenants = s.WeftJson(root, {"tenant", "list"});
+  REQUIRE(tenants["tenants"].size() == 1);
+  CHECK(tenants["tenants"][0]["name"] == "default");
+
+  // The default tenant and a created tenant's admin work as before.
+  CHECK(s.Weft(root, {"provider", "put", provider.string()}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"tenant", "create", "acme"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "bob", "--role", "admin"}).exit_code == 0);
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()}).exit_code == 0);
+  CHECK(s.Weft(tmp / "bob.json", {"provider", "put", provider.string()}).exit_code == 0);
+  CHECK(s.WeftJson(tmp / "bob.json", {"provider", "list"})["entities"].size() == 1);
+}

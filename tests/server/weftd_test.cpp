@@ -386,6 +386,8 @@ TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held
   weft::client::Options ob = oa;
   ob.tenant = "b";
   weft::client::Client api_b(Ctx(), ob);
+  auto api = MakeClient(weftd.api());
+  for (const char* tenant : {"a", "b"}) Ok(api.Call("tenant.create", {{"name", tenant}}));
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
 

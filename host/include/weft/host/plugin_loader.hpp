@@ -19,6 +19,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ namespace weft::host {
 // One plugin that passed every check.
 struct LoadedPlugin {
   std::string type_name;
+  // Empty: a host-wide plugin (the operator's plugin directories), for every
+  // tenant's tasks. Otherwise the tenant whose resources it came from: it runs
+  // that tenant's tasks only.
+  std::string tenant;
   std::filesystem::path file;
   const weft_plugin_descriptor* descriptor = nullptr;  // owned by the library (static storage)
   void* instance = nullptr;                            // made by init; freed by destroy at ~PluginSet
@@ -45,6 +50,17 @@ bool IsPluginFile(const std::filesystem::path& file);
 std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs);
 // True when this build loads *.lua plugins (see docs/host.md).
 bool LuaPluginsSupported();
+
+// A tenant's Lua plugin resource "<type>.lua" is installed in the resource
+// plugin directory as "<tenant>@<type>.lua" ('@' is in neither name), so the
+// file tells whose it is and which type it must declare.
+std::string TenantPluginFileName(const std::string& tenant, const std::string& resource_name);
+struct TenantPluginFile {
+  std::string tenant;
+  std::string type;  // the type the file's name promises
+};
+// The parts of such a file name; nullopt when `file` is not named that way.
+std::optional<TenantPluginFile> ParseTenantPluginFile(const std::filesystem::path& file);
 
 // A plugin the host would not use.
 struct Refusal {
@@ -69,20 +85,24 @@ class PluginSet {
   // Loads every plugin file (see IsPluginFile) of each directory (directories in the given order, files
   // sorted by name within one). A missing directory is logged and skipped.
   void LoadDirectories(const std::vector<std::filesystem::path>& dirs);
-  // Loads one file; returns false (and records a refusal) when refused.
-  bool LoadFile(const std::filesystem::path& file);
+  // Loads one file; returns false (and records a refusal) when refused. A
+  // non-empty `tenant` makes it that tenant's plugin; it is refused when a
+  // host-wide plugin of its type is loaded already.
+  bool LoadFile(const std::filesystem::path& file, const std::string& tenant = {});
 
   const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
   const std::vector<Refusal>& refusals() const { return refusals_; }
-  // The plugin with this type name, or nullptr.
-  const LoadedPlugin* Find(std::string_view type_name) const;
+  // The plugin that runs a task of `tenant` and this type: the tenant's own,
+  // else a host-wide one; nullptr when there is none. An empty `tenant` finds
+  // host-wide plugins only.
+  const LoadedPlugin* Find(std::string_view type_name, std::string_view tenant = {}) const;
   // [LoadedPlugin.info...] for host.register.
   nlohmann::json RegisterJson() const;
 
  private:
   void Refuse(const std::filesystem::path& file, std::string reason);
   // Validates a descriptor (native or Lua), calls init, keeps it; false when refused.
-  bool Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d);
+  bool Accept(const std::filesystem::path& file, const weft_plugin_descriptor* d, const std::string& tenant);
 
   std::vector<LoadedPlugin> plugins_;
   std::vector<Refusal> refusals_;

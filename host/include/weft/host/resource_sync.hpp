@@ -2,11 +2,12 @@
 //
 // Every resource_sync_ms it asks weftd (resource.active) for the active
 // versions of the tenants the host serves (SyncedTenants, plus the tenants of
-// weftd's current worker split for this host), of the plugin types
+// weftd's current worker split for this host and those weftd says have work), of the plugin types
 // the host runs plus "lua-plugin", and
 //   * pre-fetches them into the resource cache, so a task rarely waits for a fetch;
 //   * installs every active "lua-plugin" version into the resource plugin
-//     directory (written to a temporary file, then renamed), and removes the
+//     directory as "<tenant>@<name>" (written to a temporary file, then
+//     renamed; the master gives it that tenant's tasks only), and removes the
 //     Lua files there that are no longer active. That directory is one of the
 //     master's watched plugin directories, so the ordinary inotify machinery
 //     probes the new file, rolls the workers and registers the new plugin set;
