@@ -833,8 +833,9 @@ class ClusterOps {
   // The plugin types of unfinished tasks (with `ready_only`, of queued ones)
   // that no live host runs: nothing takes those tasks until such a host comes.
   std::set<std::string> PluginsWithoutHost(const std::vector<store::TaskRecord>& tasks, bool ready_only) const {
-    const std::set<std::string> live = live_plugins_();
     std::set<std::string> out;
+    if (tasks.empty()) return out;
+    const std::set<std::string> live = live_plugins_(tasks.front().tenant);  // a job's tasks share its tenant
     for (const store::TaskRecord& t : tasks) {
       const bool pending =
           t.state == store::TaskState::kQueued || (!ready_only && t.state == store::TaskState::kWaiting);
