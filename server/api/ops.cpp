@@ -120,8 +120,11 @@ bool Ops::Live(const Host& host) const {
 
 std::set<std::string> Ops::LivePluginTypes() const {
   std::set<std::string> out;
-  for (const auto& [id, h] : hosts_)
-    if (Live(h)) out.insert(h.plugins.begin(), h.plugins.end());
+  for (const auto& [id, h] : hosts_) {
+    if (!Live(h)) continue;
+    out.insert(h.plugins.shared.begin(), h.plugins.shared.end());
+    for (const auto& [tenant, types] : h.plugins.by_tenant) out.insert(types.begin(), types.end());
+  }
   return out;
 }
 
