@@ -87,6 +87,7 @@ struct Filter {
   std::vector<std::string> prefixes;
   std::string job_id;              // with --job: only that job's events
   std::set<std::int64_t> task_ids;  // ...and its tasks'
+  std::set<std::int64_t> others;    // tasks of the cluster's other jobs, asked about once
 };
 
 Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
@@ -124,12 +125,13 @@ bool Shown(Context& ctx, Filter& f, const json& e) {
   if (type == "job") return IdText(e["job_id"]) == f.job_id;
   if (type != "task") return true;  // the cluster's own transitions
   const std::int64_t id = e.value("task_id", std::int64_t{0});
-  if (!f.task_ids.count(id)) {
+  if (!f.task_ids.count(id) && !f.others.count(id)) {
     // A task the job added since (a node created again): ask once more.
     Result<json> job = ctx.Call("job.get", {{"job", f.job_id}});
     if (job.ok())
       for (const json& t : (*job)["job"].value("tasks", json::array()))
         f.task_ids.insert(t.value("id", std::int64_t{0}));
+    if (!f.task_ids.count(id)) f.others.insert(id);
   }
   return f.task_ids.count(id) != 0;
 }

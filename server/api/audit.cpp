@@ -1,8 +1,9 @@
 #include "server/api/audit.hpp"
 
 #include <array>
+#include <initializer_list>
+#include <optional>
 #include <string>
-#include <string_view>
 
 #include "weft/common/json_fields.hpp"
 
@@ -151,8 +152,8 @@ Response List(store::Store& store, const Call& call) {
     default:
       // A user reads what they did themselves, nothing of the others'.
       if (!user.empty() && user != p.user)
-        return Response::Error(Status::Denied("user '" + p.user + "' may read only their own audit entries, not '" +
-                                              user + "''s; a tenant admin reads the whole tenant's"));
+        return Response::Error(Status::Denied("user '" + p.user + "' may read only their own audit entries, not "
+                                              "those of user '" + user + "'; a tenant admin reads the whole tenant's"));
       q.tenant = p.tenant;
       q.actor = p.user;
       q.actor_tenant = p.tenant;

@@ -21,14 +21,6 @@ const std::set<std::string> kActions = {"CREATE",    "CONFIRM", "BOOTSTRAP", "IN
 
 constexpr const char* kActionList = "CREATE CONFIRM BOOTSTRAP INSTALL CONFIGURE INITIALIZE START STOP REMOVE DELETE";
 
-bool ValidHostId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-           c == '-';
-  });
-}
-
 std::string Tail(std::string s) {
   if (s.size() <= kOutputTailBytes) return s;
   std::size_t cut = s.size() - kOutputTailBytes;
@@ -51,6 +43,14 @@ std::string IdempotencyKey(const store::TaskRecord& t) {
 }
 
 }  // namespace
+
+bool ValidHostId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+}
 
 Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
     : store_(store),
@@ -220,26 +220,52 @@ json Ops::StoreStatus() const {
           {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}};
 }
 
-Response Ops::ServerStatus(const Call&) {
+Response Ops::ServerStatus(const Call& call) {
   std::int64_t live = 0;
   for (const auto& [id, h] : hosts_) live += Live(h) ? 1 : 0;
   const std::int64_t now = clock_.NowMs();
-  return Response::Ok({{"version", "0.1.0"},
-                       {"protocol", wire::kProtocolVersion},
-                       {"pid", info_.pid},
-                       {"started_at_ms", info_.started_at_ms},
-                       {"uptime_ms", now - info_.started_at_ms},
-                       {"data_dir", info_.data_dir},
-                       {"endpoints", info_.endpoints},
-                       {"store", StoreStatus()},
-                       {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
-                       {"tasks",
-                        {{"queued", queue_.queued()},
-                         {"leased", queue_.leased()},
-                         {"succeeded", queue_.succeeded()},
-                         {"failed", queue_.failed()}}},
-                       {"requests", router_.Served()}});
+  json store = StoreStatus();
+  json status = {{"version", "0.1.0"},
+                 {"protocol", wire::kProtocolVersion},
+                 {"pid", info_.pid},
+                 {"started_at_ms", info_.started_at_ms},
+                 {"uptime_ms", now - info_.started_at_ms},
+                 {"data_dir", info_.data_dir},
+                 {"endpoints", info_.endpoints},
+                 {"store", std::move(store)},
+                 {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
+                 {"tasks",
+                  {{"queued", queue_.queued()},
+                   {"leased", queue_.leased()},
+                   {"succeeded", queue_.succeeded()},
+                   {"failed", queue_.failed()}}},
+                 {"requests", router_.Served()}};
+  // Where the server keeps its files is for the superadmin only.
+  if (call.principal.role != Role::kSuperadmin) {
+    status.erase("data_dir");
+    status["store"].erase("path");
+  }
+  return Response::Ok(std::move(status));
 }
+
+namespace {
+
+// What a caller below superadmin sees of a worker split (or of what a host
+// reports running): the threads of their own tenant and those that serve any
+// tenant, not other tenants' names.
+json OwnTenantOnly(const json& workers, const Principal& caller) {
+  if (caller.role == Role::kSuperadmin || !workers.is_array()) return workers;
+  json out = json::array();
+  for (const json& w : workers) {
+    auto t = w.is_object() ? w.find("tenant") : w.end();
+    if (t == w.end() || !t->is_string()) continue;
+    const std::string tenant = t->get<std::string>();
+    if (tenant.empty() || tenant == caller.tenant) out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
 
 Response Ops::HostList(const Call& call) {
   json list = json::array();
@@ -251,8 +277,8 @@ Response Ops::HostList(const Call& call) {
                     {"registered_at_ms", h.record.registered_at_ms},
                     {"last_seen_ms", h.record.last_seen_ms},
                     {"in_flight", queue_.InFlight(id)},
-                    {"workers", Live(h) ? WorkersFor(id) : json::array()},
-                    {"reported_workers", h.reported_workers},
+                    {"workers", OwnTenantOnly(Live(h) ? WorkersFor(id) : json::array(), call.principal)},
+                    {"reported_workers", OwnTenantOnly(h.reported_workers, call.principal)},
                     {"plugins", TypesFor(h, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
@@ -398,6 +424,11 @@ std::set<std::string> Ops::SensitiveFields(const std::string& type) const {
     }
   }
   return out;
+}
+
+bool Ops::HostLive(const std::string& host_id) const {
+  auto it = hosts_.find(host_id);
+  return it != hosts_.end() && Live(it->second);
 }
 
 Status Ops::ForgetHost(const std::string& host_id, const std::string& reason) {

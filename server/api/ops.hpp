@@ -28,6 +28,9 @@
 
 namespace weft::api {
 
+// A host id: 1 to 128 of A-Z a-z 0-9 _ . -
+bool ValidHostId(const std::string& id);
+
 // Facts about the running daemon that server.status reports.
 struct DaemonInfo {
   std::int64_t pid = 0;
@@ -77,6 +80,8 @@ class Ops {
   // Each tenant's max_workers quota, for the worker split (server/auth sets it).
   using WorkerCaps = std::function<std::map<std::string, std::int64_t>()>;
   void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
+  // Whether weftd heard from the host within hosts.silent_after_ms.
+  bool HostLive(const std::string& host_id) const;
   // A revoked host: its tasks go back to the queue at once and it is forgotten.
   [[nodiscard]] Status ForgetHost(const std::string& host_id, const std::string& reason);
   // Whether anyone listens: when not, task transitions and progress are not

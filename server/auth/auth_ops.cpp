@@ -1,11 +1,15 @@
 #include "server/auth/auth_ops.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "server/auth/secrets.hpp"
 #include "weft/common/json_fields.hpp"
+#include "weft/common/log.hpp"
 
 namespace weft::auth {
 namespace {
@@ -99,25 +103,31 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   api::Ops* o = &ops;
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
-    WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
-                                    options.token_ttl_ms));
-    WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c)));
+    const json& body = c.request->body;
+    WEFT_TRY_ASSIGN(ttl, jsonf::Int(body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000, options.token_ttl_ms));
+    WEFT_TRY_ASSIGN(for_host, jsonf::String(body, "host_id", "body", ""));
+    WEFT_TRY_ASSIGN(replace, jsonf::Bool(body, "force", "body", false));
+    WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c), for_host, replace));
     return Response::Ok({{"token", curve::EncodeToken({token.keys, options.server_key})},
                          {"key", curve::ShortKey(token.keys.public_key)},
+                         {"host_id", for_host},
+                         {"force", replace},
                          {"expires_at_ms", token.expires_at_ms}});
   });
-  router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg](const Call& c) {
+  router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
     WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
-    Status s = reg->EnrollHost(c.principal.key, host_id, key);
+    Status s = reg->EnrollHost(c.principal.key, host_id, key, o->HostLive(host_id));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"host_id", host_id}});
   });
-  router.Add("host.accept", superadmin, api, [reg](const Call& c) {
+  router.Add("host.accept", superadmin, api, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
-    Status s = reg->AcceptHost(host_id, Who(c));
+    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", "body", ""));
+    WEFT_TRY_ASSIGN(force, jsonf::Bool(c.request->body, "force", "body", false));
+    Status s = reg->AcceptHost(host_id, fingerprint, force, o->HostLive(host_id), Who(c));
     if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"host_id", host_id}});
+    return Response::Ok({{"host_id", host_id}, {"fingerprint", fingerprint}});
   });
   router.Add("host.revoke", superadmin, api, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
@@ -128,12 +138,18 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
     return Response::Ok({{"host_id", host_id}});
   });
   router.Add("host.requests", superadmin, api, [reg](const Call&) {
+    std::vector<const store::HostRequestRecord*> sorted;
+    for (const auto& [key, r] : reg->requests()) sorted.push_back(&r);
+    std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->host_id, a->requested_at_ms) < std::tie(b->host_id, b->requested_at_ms);
+    });
     json list = json::array();
-    for (const auto& [id, r] : reg->requests())
-      list.push_back({{"host_id", id},
-                      {"key", curve::ShortKey(r.public_key)},
-                      {"address", r.address},
-                      {"requested_at_ms", r.requested_at_ms}});
+    for (const store::HostRequestRecord* r : sorted)
+      list.push_back({{"host_id", r->host_id},
+                      {"key", curve::ShortKey(r->public_key)},
+                      {"fingerprint", curve::Fingerprint(r->public_key)},
+                      {"address", r->address},
+                      {"requested_at_ms", r->requested_at_ms}});
     return Response::Ok({{"requests", list}});
   }, api::Effect::kReads);
 
@@ -377,6 +393,33 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
   });
   ops.AddTakeDecorator([box](const store::TaskRecord& r, json& task) { return OpenForTask(*box, r, task); });
   return Status::Ok();
+}
+
+api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t now_ms, const std::string& key,
+                            const std::string& address, const wire::Request& request) {
+  auto id = request.body.find("host_id");
+  if (request.op != "host.register" || id == request.body.end() || !id->is_string())
+    return Response::Error(Status::Denied(
+        "op '" + request.op + "': this host's key is not accepted yet; register to ask an admin, or enroll with a token"));
+  const std::string host_id = id->get<std::string>();
+  const std::string fingerprint = curve::Fingerprint(key);
+  Result<bool> fresh = registry.RequestHost(host_id, key, address);
+  if (!fresh.ok()) {
+    if (tally.Count("host requests refused", now_ms)) {
+      WEFT_LOG(kWarn, "auth") << "refused the request of host " << jsonf::Brief(*id) << " (key fingerprint "
+                              << fingerprint << ") to join: " << fresh.status().message();
+    }
+    return Response::Error(fresh.status());
+  }
+  if (*fresh && tally.Count("hosts asked to join", now_ms)) {
+    WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' with unknown key " << curve::ShortKey(key) << " (fingerprint "
+                            << fingerprint << ") from " << (address.empty() ? "?" : address)
+                            << " asks to join; `weft host requests` lists the hosts that wait";
+  }
+  return Response::Error(Status::Denied("host '" + host_id + "' (key fingerprint " + fingerprint +
+                                        ") is not accepted yet: an admin runs `weft host accept " + host_id +
+                                        " --fingerprint " + fingerprint +
+                                        "`, or give the host an enrollment token (`weft host token create`)"));
 }
 
 Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,

@@ -109,7 +109,7 @@ class JobEngine {
   // attempts, cancelled ones wait for their predecessors again. The run that
   // ended is kept in the job's history (its status, message, and the failed
   // tasks with their output, which the new attempts would overwrite).
-  [[nodiscard]] Status Retry(const std::string& job_id, const std::string& who);
+  [[nodiscard]] Status Retry(const std::string& job_id, const std::string& who = "");
 
   // The queue's end observer.
   [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);

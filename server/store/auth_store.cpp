@@ -206,6 +206,12 @@ Status Store::PutHostRequest(const HostRequestRecord& h) {
   return st->Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
 }
 
+Status Store::DeleteHostRequestKey(std::string_view public_key) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE public_key = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, public_key).Run();
+}
+
 Status Store::DeleteHostRequest(std::string_view host_id) {
   Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE host_id = ?1");
   if (!st.ok()) return st.status();
@@ -214,7 +220,7 @@ Status Store::DeleteHostRequest(std::string_view host_id) {
 
 Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
   return Select<HostRequestRecord>(
-      database(), "SELECT host_id, public_key, address, requested_at_ms FROM host_requests ORDER BY host_id",
+      database(), "SELECT host_id, public_key, address, requested_at_ms FROM host_requests ORDER BY host_id, requested_at_ms",
       [](const sql::Statement& r) { return HostRequestRecord{r.Text(0), r.Text(1), r.Text(2), r.Int(3)}; });
 }
 

@@ -249,6 +249,22 @@ BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     {7, R"sql(
 ALTER TABLE jobs ADD COLUMN history TEXT NOT NULL DEFAULT '[]';
 )sql"},
+    // Host requests by key: several keys may ask for one host id, and the
+    // admin accepts one of them by its fingerprint (a later request no longer
+    // replaces an earlier one).
+    {8, R"sql(
+CREATE TABLE host_requests_by_key (
+  public_key TEXT PRIMARY KEY,
+  host_id TEXT NOT NULL,
+  address TEXT NOT NULL DEFAULT '',
+  requested_at_ms INTEGER NOT NULL
+);
+INSERT INTO host_requests_by_key (public_key, host_id, address, requested_at_ms)
+  SELECT public_key, host_id, address, requested_at_ms FROM host_requests;
+DROP TABLE host_requests;
+ALTER TABLE host_requests_by_key RENAME TO host_requests;
+CREATE INDEX host_requests_host ON host_requests (host_id);
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

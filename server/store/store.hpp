@@ -159,8 +159,8 @@ struct PrincipalRecord {
   std::string kind;  // user, host, token
   std::string tenant;
   std::string user;
-  std::string role;  // user, admin, superadmin
-  std::string host_id;
+  std::string role;  // user, admin, superadmin; a token's: "replace" if it may replace a live host
+  std::string host_id;  // a host's; a token's: the host it may enroll ("": only a new host)
   std::string created_by;
   std::int64_t created_at_ms = 0;
   std::int64_t expires_at_ms = 0;  // tokens; 0: never
@@ -336,7 +336,9 @@ class Store {
   [[nodiscard]] Status DeleteUser(std::string_view tenant, std::string_view name);
   [[nodiscard]] Result<std::vector<UserRecord>> ListUsers();
   [[nodiscard]] Status PutHostRequest(const HostRequestRecord& request);
+  // Every request for `host_id` (one per key that asked).
   [[nodiscard]] Status DeleteHostRequest(std::string_view host_id);
+  [[nodiscard]] Status DeleteHostRequestKey(std::string_view public_key);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
   // Replaces every sealed value ("enc:v2:...", server/auth/secrets.hpp) kept for

@@ -3,6 +3,7 @@
 // while weftd is stopped (SIGTERM) and started again on the same store and
 // ports. Both must say that weftd went away, keep trying, and go on once it is
 // back; neither may exit meanwhile.
+#include <set>
 #include <string>
 
 #include "harness.hpp"
@@ -36,10 +37,14 @@ bool HasJobEvent(const std::string& stream, const std::string& job_id, const std
   return false;
 }
 
-// A catalog whose fake tasks take `latency_ms` each, imported into `s`.
-void Import(Server& s, const fs::path& dir, int latency_ms) {
+// A catalog whose fake tasks take `latency_ms` each, imported into `s`;
+// `provider` is merged into the fake provider's fields.
+void Import(Server& s, const fs::path& dir, int latency_ms, const json& provider = json::object()) {
   const fs::path catalog = CopyExamples(dir);
   PatchFakeServices(catalog, {{"latency_ms", latency_ms}});
+  json doc = json::parse(ReadFile(catalog / "providers" / "fake.json"));
+  doc["provisioner"].merge_patch(provider);
+  WriteFile(catalog / "providers" / "fake.json", doc.dump(2));
   RunResult r = s.Weft({"catalog", "import", catalog.string()});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -124,6 +129,45 @@ TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes
   CHECK_THAT(s.Out("lines"), Catch::Contains("job " + grow_job + " scale succeeded") &&
                                  Catch::Contains("cluster e1 (" + cluster_id + ") active"));
   (void)first;
+}
+
+TEST_CASE("follow: weft events --job shows that job's events and its tasks', not the cluster's next job's",
+          "[audit][follow]") {
+  testing::TempDir tmp("weft-follow");
+  Server s(tmp / "server", /*curve=*/false, "[jobs]\nretry_backoff_ms = 50\nmax_attempts = 2\n");
+  Host host(tmp.path(), "h1", s.provisioner());
+  // Node j1-2's CREATE fails twice: the create fails for good, and its retry (followed here) succeeds.
+  Import(s, tmp / "catalog", 20, {{"fail_actions", "CREATE"}, {"fail_nodes", "j1-2"}, {"fail_attempts", 2}});
+  RunResult failed = s.Weft({"cluster", "create", "j1", "--template", "web-fake", "--size", "3", "--keep-on-failure",
+                             "--wait"});
+  REQUIRE(failed.exit_code == 1);
+  const std::string job = s.WeftJson({"cluster", "get", "j1"})["cluster"]["latest_job"];
+  Process only_job = s.Background("job", {"-o", "json", "events", "--job", job});
+  Process whole = s.Background("cluster", {"-o", "json", "events", "--cluster", "j1"});
+  REQUIRE(WaitFor([&] { return s.Err("job").find("following weftd's events") != std::string::npos; }, 20s));
+  REQUIRE(WaitFor([&] { return s.Err("cluster").find("following weftd's events") != std::string::npos; }, 20s));
+
+  RunResult retried = s.Weft({"job", "retry", job, "--wait"});
+  INFO(retried.out << retried.err);
+  REQUIRE(retried.exit_code == 0);
+  REQUIRE(WaitFor([&] { return HasJobEvent(s.Out("job"), job, "succeeded"); }, 60s));
+  const json grow = s.WeftJson({"cluster", "scale", "j1", "--size", "4"});
+  const std::string next = grow["job"]["id"];
+  REQUIRE(WaitFor([&] { return HasJobEvent(s.Out("cluster"), next, "succeeded"); }, 60s));
+
+  std::set<std::int64_t> tasks;
+  const json shown = s.WeftJson({"job", "show", job});
+  for (const json& t : shown["job"]["tasks"]) tasks.insert(t["id"].get<std::int64_t>());
+  int task_events = 0;
+  for (const json& e : Lines(s.Out("job"))) {
+    INFO(e.dump());
+    if (e["type"] == "job") CHECK(e["job_id"] == job);
+    if (e["type"] != "task") continue;
+    ++task_events;
+    CHECK(tasks.count(e["task_id"].get<std::int64_t>()) == 1);
+  }
+  CHECK(task_events > 0);
+  CHECK(!HasJobEvent(s.Out("job"), next, "succeeded"));
 }
 
 }  // namespace weft::audit_test

@@ -283,14 +283,16 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
   CHECK_FALSE(s.HostLive("h1"));
   CHECK_THAT(s.Log(), Catch::Contains("asks to join"));
 
-  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1"});
+  const std::string fingerprint = requests["requests"][0]["fingerprint"];
+  CHECK_THAT(h1.Log(), Catch::Contains("--fingerprint " + fingerprint));
+  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1", "--fingerprint", fingerprint});
   INFO(accept.err);
   REQUIRE(accept.exit_code == 0);
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   CHECK(s.WeftJson(s.superadmin(), {"host", "requests"})["requests"].empty());
 
   // Accepting a host nobody asked for is a clear error.
-  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9"});
+  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9", "--fingerprint", fingerprint});
   CHECK(nobody.exit_code == 1);
   CHECK_THAT(nobody.err, Catch::Contains("no host 'h9' waits"));
 
