@@ -66,10 +66,10 @@ bool IsServiceAction(std::string_view action) {
   return a.ok() && *a >= Action::kInstall && *a <= Action::kRemove;
 }
 
-// "job 28 has already succeeded", "job 28 was aborted", "job 28 is running".
+// "job 28 has already succeeded", "job 28 was already aborted", "job 28 is running".
 std::string JobIs(const std::string& id, const std::string& status) {
   if (status == "succeeded" || status == "failed") return "job " + id + " has already " + status;
-  if (status == "aborted") return "job " + id + " was aborted";
+  if (status == "aborted") return "job " + id + " was already aborted";
   return "job " + id + " is " + status;
 }
 
