@@ -543,8 +543,10 @@ class ClusterOps {
       if (t.state == store::TaskState::kQueued && t.attempt > 0) ++retrying;
       // The earliest task not done is where the job is, or where it stopped (an
       // aborted job's cancelled tasks are not done).
-      const std::int64_t d = static_cast<std::int64_t>(std::distance(levels.begin(), levels.find(depth_of(i))));
-      if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded && (stage < 0 || d < stage)) stage = d;
+      if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded) {
+        const auto d = static_cast<std::int64_t>(std::distance(levels.begin(), levels.find(depth_of(i))));
+        if (stage < 0 || d < stage) stage = d;
+      }
       json task = {{"id", t.id},          {"key", t.task_key},  {"node", t.node_id},
                    {"action", t.action},  {"service", t.service}, {"plugin", t.plugin},
                    {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
