@@ -21,7 +21,7 @@ JOBS=${WEFT_JOBS:-2}
 ALL_TARGETS=(fuzz_wire_request fuzz_wire_reply
              fuzz_catalog_provider fuzz_catalog_hardwaretype fuzz_catalog_imagetype
              fuzz_catalog_service fuzz_catalog_clustertemplate
-             fuzz_config fuzz_macros)
+             fuzz_config fuzz_macros fuzz_provisioner fuzz_resource_upload)
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=("${ALL_TARGETS[@]}")
 
