@@ -1,5 +1,5 @@
 // weft-bench fanout: one command on N real nodes, through a Weft job and through
-// Ansible ad-hoc, on the same nodes in the same run (issue 6, "Benchmark").
+// Ansible ad-hoc, on the same nodes in the same run.
 //
 // Setup (not measured): a real weftd and weft-host (found next to weft-bench,
 // plugins in <build>/plugins/{providers,automators}), a catalog whose one service

@@ -1,4 +1,4 @@
-// weft-bench host: ONE real weft-host at scale (issue 5, "Benchmark").
+// weft-bench host: ONE real weft-host at scale.
 //
 // Starts weftd (durable SQLite store in a temporary data dir, ephemeral loopback
 // ports) and one weft-host process whose plugin directory holds the fake

@@ -1,5 +1,5 @@
 // weft-bench jobs: the job engine end to end, with a real weftd and real
-// weft-host processes running the fake plugins (issue 4, "Benchmark").
+// weft-host processes running the fake plugins.
 //
 // Case "create": a cluster of N nodes (default 1,000) is created from a template
 // whose services and provider have uneven latencies (different per action, plus

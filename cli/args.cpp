@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "format.hpp"
+
 namespace weft::cli {
 namespace {
 
@@ -39,6 +41,24 @@ bool LooksLikeEndpoint(std::string_view endpoint) {
     if (endpoint.substr(0, scheme.size()) == scheme && endpoint.size() > scheme.size()) return true;
   }
   return false;
+}
+
+Status CheckEndpointPort(std::string_view endpoint) {
+  if (endpoint.substr(0, 6) != "tcp://") return Status::Ok();
+  std::string_view address = endpoint.substr(6);
+  if (auto semi = address.find(';'); semi != std::string_view::npos) address = address.substr(semi + 1);  // source;peer
+  const std::size_t colon = address.rfind(':');
+  const bool bracketed_host_only = !address.empty() && address.back() == ']';
+  if (colon == std::string_view::npos || bracketed_host_only)
+    return Status::Invalid("'" + std::string(endpoint) + "' has no port; give one like tcp://127.0.0.1:7420");
+  const std::string_view port = address.substr(colon + 1);
+  int n = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || n < 1 || n > 65535)
+    return Status::Invalid("'" + std::string(endpoint) + "' has no valid port: '" + std::string(port) +
+                           "' is not a number from 1 to 65535");
+  if (colon == 0) return Status::Invalid("'" + std::string(endpoint) + "' has no host; give one like tcp://127.0.0.1:7420");
+  return Status::Ok();
 }
 
 Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, const EnvLookup& env,
@@ -120,6 +140,7 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
       return Status::Invalid("--server '" + opts.server +
                              "' is not a ZeroMQ endpoint; give one like tcp://127.0.0.1:7420");
     }
+    if (Status port = CheckEndpointPort(opts.server); !port.ok()) return Status::Invalid("--server " + port.message());
   } else if (auto from_env = env ? env("WEFT_SERVER") : std::nullopt; from_env && !from_env->empty()) {
     opts.server_given = true;
     opts.server = *from_env;
@@ -127,6 +148,7 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
       return Status::Invalid("WEFT_SERVER '" + opts.server +
                              "' is not a ZeroMQ endpoint; set it to one like tcp://127.0.0.1:7420");
     }
+    if (Status port = CheckEndpointPort(opts.server); !port.ok()) return Status::Invalid("WEFT_SERVER " + port.message());
   }
   return opts;
 }
@@ -154,7 +176,14 @@ Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const 
       for (const FlagSpec& f : flags) {
         if (f.name == name) spec = &f;
       }
-      if (!spec) return Status::Invalid(quoted + " has no option '" + name + "'" + hint);
+      if (!spec) {
+        std::vector<std::string> names;
+        for (const FlagSpec& f : flags) names.push_back(f.name);
+        const std::string match = ClosestMatch(name, names);
+        if (match.empty()) return Status::Invalid(quoted + " has no option '" + name + "'" + hint);
+        return Status::Invalid(quoted + " has no option '" + name + "'; did you mean '" + match + "'? (" +
+                               hint.substr(2) + ")");
+      }
       if (spec->value_name.empty()) {
         if (has_inline) return Status::Invalid(name + " takes no value" + hint);
         parsed.flags[name] = "true";

@@ -71,5 +71,8 @@ Result<ParsedArgs> ParseCommandArgs(const std::vector<std::string>& argv, const 
 
 // True for "tcp://...", "ipc://..." and the other ZeroMQ transports.
 bool LooksLikeEndpoint(std::string_view endpoint);
+// For a tcp:// endpoint: a host and a port from 1 to 65535 ("tcp://h:99999" would
+// otherwise only show as a server that never answers). Other transports pass.
+Status CheckEndpointPort(std::string_view endpoint);
 
 }  // namespace weft::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "format.hpp"
 #include "table.hpp"
 
 namespace weft::cli {
@@ -14,6 +15,12 @@ std::string Usage(const Command& c) {
   if (!c.flags.empty()) usage += " [options]";
   for (const ArgSpec& a : c.args) usage += a.required ? " " + a.name : " [" + a.name + "]";
   return usage;
+}
+
+// " did you mean 'list'?" when `word` looks like a typo of one of `names`.
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& names) {
+  const std::string match = ClosestMatch(word, names);
+  return match.empty() ? "" : "; did you mean '" + match + "'?";
 }
 
 std::string VerbList(const std::vector<const Command*>& commands) {
@@ -50,7 +57,10 @@ Result<const Command*> CommandTable::Resolve(const std::vector<std::string>& wor
   if (words.empty()) return Status::Invalid("no command given; run 'weft help' for the list");
   const std::string& noun = words[0];
   if (!HasNoun(noun)) {
-    return Status::Invalid("unknown command '" + noun + "'; run 'weft help' for the list");
+    std::vector<std::string> nouns = {"help"};
+    for (const Command& c : commands_) nouns.push_back(c.noun);
+    return Status::Invalid("unknown command '" + noun + "'" + DidYouMean(noun, nouns) +
+                           " (run 'weft help' for the list)");
   }
   if (words.size() >= 3) {
     // Two-word verbs: `weft host token create`.
@@ -74,8 +84,10 @@ Result<const Command*> CommandTable::Resolve(const std::vector<std::string>& wor
     return Status::Invalid("'weft " + noun + "' needs a command: " + VerbList(verbs) + "; run 'weft help " + noun +
                            "' for details");
   }
-  return Status::Invalid("'weft " + noun + "' has no command '" + words[1] + "' (it has: " + VerbList(verbs) +
-                         "); run 'weft help " + noun + "' for details");
+  std::vector<std::string> names;
+  for (const Command* c : verbs) names.push_back(c->verb);
+  return Status::Invalid("'weft " + noun + "' has no command '" + words[1] + "'" + DidYouMean(words[1], names) +
+                         " (it has: " + VerbList(verbs) + "); run 'weft help " + noun + "' for details");
 }
 
 void CommandTable::PrintOverview(std::ostream& out) const {
@@ -89,7 +101,11 @@ void CommandTable::PrintOverview(std::ostream& out) const {
   table.Print(out, "  ");
   out << "\n"
          "global options (anywhere on the line):\n"
-         "  --server ENDPOINT    weftd's api endpoint; default $WEFT_SERVER, else " << kDefaultServer << "\n"
+         "  --server ENDPOINT    weftd's api endpoint; default $WEFT_SERVER, else the credential's\n"
+         "                       endpoint, else " << kDefaultServer << "\n"
+         "  --credentials FILE   who to connect as; default $WEFT_CREDENTIALS, else\n"
+         "                       ~/.config/weft/credentials.json, else the local weftd's\n"
+         "                       /var/lib/weft/credentials/superadmin.json\n"
          "  -o, --output FORMAT  table (default, for people) or json (the reply body, for scripts)\n"
          "  --timeout MS         how long to wait for each answer (default " << kDefaultTimeoutMs << ")\n"
          "  --tenant TENANT      the tenant to act in (default: the server's 'default')\n"
@@ -128,7 +144,7 @@ void CommandTable::PrintCommandHelp(std::ostream& out, const Command& c) {
     for (const FlagSpec& f : c.flags) kv.Add(f.value_name.empty() ? f.name : f.name + " " + f.value_name, f.help);
     kv.Print(out, "  ");
   }
-  out << "\nGlobal options (--server, -o, --timeout, --tenant) work here too; see 'weft help'.\n";
+  out << "\nGlobal options (--server, --credentials, -o, --timeout, --tenant) work here too; see 'weft help'.\n";
 }
 
 }  // namespace weft::cli

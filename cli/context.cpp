@@ -1,11 +1,106 @@
 #include "context.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "weft/common/wire.hpp"
 
 namespace weft::cli {
+namespace {
+
+// The host of a tcp:// endpoint, without IPv6 brackets; "" for other transports.
+std::string TcpHost(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return "";
+  std::string address = endpoint.substr(6);
+  if (auto semi = address.find(';'); semi != std::string::npos) address = address.substr(semi + 1);
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// A host name that does not resolve would only show as a server that never answers.
+Status CheckResolves(const std::string& endpoint) {
+  const std::string host = TcpHost(endpoint);
+  if (host.empty()) return Status::Ok();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found) freeaddrinfo(found);
+  if (rc == 0) return Status::Ok();
+  return Status::Unavailable("cannot resolve host '" + host + "' of " + endpoint + " (" + gai_strerror(rc) +
+                             "); check --server or WEFT_SERVER");
+}
+
+// What a fresh connection to the endpoint showed, used to explain a request that got no answer.
+enum class Peer {
+  kUnknown,            // nothing happened within the probe's time
+  kRefused,            // no listener: the connection was refused
+  kSilent,             // something accepted the connection but never spoke ZeroMQ
+  kMechanismMismatch,  // a ZeroMQ peer with other security (CurveZMQ on one side only)
+  kNotCompatible,      // a ZeroMQ peer whose handshake failed otherwise (another socket type)
+  kAuthRefused,        // weftd's authentication refused our key
+  kHandshook,          // the handshake succeeded: a ZeroMQ socket that takes requests
+};
+
+// Connects a second socket with the same security, watches its events for up to
+// `ms`, and says what the peer is. Costs one connection, only after a failure.
+Peer Probe(zmq::context_t& zmq_ctx, const client::Options& options, int ms) {
+  static int probes = 0;
+  const std::string monitor = "inproc://weft-cli-probe-" + std::to_string(++probes);
+  try {
+    zmq::socket_t socket(zmq_ctx, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    if (!options.server_key.empty()) curve::SetClientKeys(socket, options.server_key, options.keys);
+    if (zmq_socket_monitor(socket.handle(), monitor.c_str(), ZMQ_EVENT_ALL) != 0) return Peer::kUnknown;
+    zmq::socket_t events(zmq_ctx, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(monitor);
+    socket.connect(options.endpoint);
+    bool connected = false;
+    Peer seen = Peer::kUnknown;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (seen == Peer::kUnknown) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::message_t head, address;
+      if (!events.recv(head) || !head.more() || !events.recv(address) || head.size() < 6) break;
+      std::uint16_t event = 0;
+      std::uint32_t value = 0;
+      std::memcpy(&event, head.data(), sizeof event);
+      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
+      switch (event) {
+        case ZMQ_EVENT_CONNECTED: connected = true; break;
+        case ZMQ_EVENT_CONNECT_RETRIED: if (!connected) seen = Peer::kRefused; break;
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: seen = Peer::kHandshook; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: seen = Peer::kAuthRefused; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+          seen = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? Peer::kMechanismMismatch : Peer::kNotCompatible;
+          break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        case ZMQ_EVENT_DISCONNECTED: if (connected) seen = Peer::kNotCompatible; break;
+        default: break;
+      }
+    }
+    if (seen == Peer::kUnknown && connected) seen = Peer::kSilent;
+    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    return seen;
+  } catch (const zmq::error_t&) {
+    return Peer::kUnknown;
+  }
+}
+
+}  // namespace
 
 Status Context::LoadCredential() {
   std::vector<std::filesystem::path> candidates;
@@ -48,6 +143,10 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
       return Status::Internal(std::string("cannot start ZeroMQ: ") + e.what());
     }
     WEFT_RETURN_IF_ERROR(LoadCredential());
+    // The endpoint may come from a credential file: check it as --server is checked.
+    if (Status port = CheckEndpointPort(options_.server); !port.ok())
+      return Status::Invalid("the server endpoint " + port.message() + " (set --server or WEFT_SERVER)");
+    WEFT_RETURN_IF_ERROR(CheckResolves(options_.server));
     client::Options copts;
     if (credential_) {
       copts.server_key = credential_->server_key;
@@ -69,18 +168,49 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
   if (!reply.ok()) {
     // The request never got an answer: say where we looked and how to look elsewhere.
     const Status& st = reply.status();
-    if (st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0) {
-      return Status::Unavailable(
-          "no answer from weftd at " + options_.server + " within " + std::to_string(timeout_ms) +
-          " ms; is weftd running? (set --server or WEFT_SERVER)" +
-          (credential_ ? "; if it is, it may not know the key of " + credential_path_
-                       : std::string("; if it is, it needs a credential: pass --credentials FILE (a local weftd "
-                                     "writes <data_dir>/credentials/superadmin.json)")));
-    }
+    if (st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0) return NoAnswer(timeout_ms);
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
   }
   if (!reply->ok) return reply->ToStatus();
   return std::move(reply->body);
+}
+
+Status Context::NoAnswer(int timeout_ms) {
+  const std::string where = options_.server;
+  const std::string within = " within " + std::to_string(timeout_ms) + " ms";
+  const std::string elsewhere = " (set --server or WEFT_SERVER)";
+  const std::string need_credential =
+      "pass --credentials FILE (a local weftd writes <data_dir>/credentials/superadmin.json)";
+  switch (Probe(*zmq_, client_->options(), std::min(timeout_ms, 1000))) {
+    case Peer::kRefused:
+      return Status::Unavailable("nothing listens at " + where + " (connection refused); is weftd running?" +
+                                 elsewhere);
+    case Peer::kSilent:
+      return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? "
+                                 "Something accepts connections there but does not speak ZeroMQ" + elsewhere);
+    case Peer::kNotCompatible:
+      return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
+                                 "ZeroMQ socket there is not one weft can talk to (weftd's events or another "
+                                 "program's endpoint?); weftd writes its endpoints to <data_dir>/endpoints.json" +
+                                 elsewhere);
+    case Peer::kMechanismMismatch:
+      return Status::Unavailable(credential_ ? "weftd at " + where + " does not use CurveZMQ, but the credential " +
+                                                   credential_path_ + " does; is it the right server?" + elsewhere
+                                             : "weftd at " + where + " needs a credential: " + need_credential);
+    case Peer::kAuthRefused:
+      return Status::Unavailable("no answer from weftd at " + where + within + ": it refuses the key of " +
+                                 (credential_ ? credential_path_ : std::string("this client")) +
+                                 " at the handshake, so it may not know the key (revoked, or a credential of "
+                                 "another weftd?)");
+    case Peer::kHandshook:
+      return Status::Unavailable("no reply from " + where + within + ": is it the api endpoint of a running "
+                                 "weftd? A ZeroMQ socket there takes the connection but did not answer" + elsewhere);
+    case Peer::kUnknown: break;
+  }
+  return Status::Unavailable(
+      "no answer from weftd at " + where + within + "; is weftd running?" + elsewhere +
+      (credential_ ? "; if it is, it may not know the key of " + credential_path_
+                   : "; if it is, it may need a credential: " + need_credential));
 }
 
 void Context::PrintJson(const json& value) {

@@ -65,6 +65,8 @@ class Context {
   bool usage_error_ = false;
 
   Status LoadCredential();
+  // The error for a request that got no answer, after probing what is at the endpoint.
+  Status NoAnswer(int timeout_ms);
 };
 
 }  // namespace weft::cli

@@ -1,5 +1,7 @@
 #include "format.hpp"
 
+#include <algorithm>
+
 namespace weft::cli {
 
 std::string ValueText(const json& value) {
@@ -52,11 +54,15 @@ std::string Join(const json& obj, std::string_view key, std::string_view sep) {
 
 std::string Duration(std::int64_t ms) {
   if (ms < 0) ms = 0;
-  std::int64_t s = ms / 1000;
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  // Under 10 s a tenth of a second still tells jobs apart (0.9 s is not "0s").
+  if (const std::int64_t tenths = (ms + 50) / 100; tenths < 100)
+    return std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") + "s";
+  const std::int64_t s = (ms + 500) / 1000;  // rounded, so 4,999 ms of a 5 s ttl reads "5s"
   if (s < 60) return std::to_string(s) + "s";
-  std::int64_t m = s / 60;
+  const std::int64_t m = s / 60;
   if (m < 60) return std::to_string(m) + "m " + std::to_string(s % 60) + "s";
-  std::int64_t h = m / 60;
+  const std::int64_t h = m / 60;
   if (h < 24) return std::to_string(h) + "h " + std::to_string(m % 60) + "m";
   return std::to_string(h / 24) + "d " + std::to_string(h % 24) + "h";
 }
@@ -65,6 +71,40 @@ std::string Ago(std::int64_t now_ms, std::int64_t then_ms) {
   if (then_ms <= 0) return kMissing;
   if (now_ms - then_ms < 1000) return "just now";
   return Duration(now_ms - then_ms) + " ago";
+}
+
+namespace {
+
+// Optimal string alignment distance: Levenshtein plus the swap of two neighbours,
+// the commonest typo ("lsit").
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates) {
+  constexpr std::size_t kMaxEdits = 2;
+  std::string best;
+  std::size_t best_distance = kMaxEdits + 1;
+  for (const std::string& c : candidates) {
+    const std::size_t d = EditDistance(word, c);
+    if (d < best_distance && d < word.size()) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
 }
 
 std::string Count(std::int64_t n, std::string_view singular, std::string_view plural) {

@@ -29,10 +29,16 @@ std::string YesNo(const json& obj, std::string_view key);
 std::string Join(const json& obj, std::string_view key, std::string_view sep = ", ");
 std::string Join(const std::vector<std::string>& items, std::string_view sep = ", ");
 
-// 5230 -> "5s", 312000 -> "5m 12s", 90000000 -> "1d 1h".
+// 22 -> "22ms", 950 -> "950ms", 5230 -> "5.2s", 5000 -> "5s", 22400 -> "22s", 312000 -> "5m 12s",
+// 90000000 -> "1d 1h"; rounded to the unit shown.
 std::string Duration(std::int64_t ms);
 // How long ago `then_ms` was, from `now_ms`: "3s ago", "just now", "-" for 0.
 std::string Ago(std::int64_t now_ms, std::int64_t then_ms);
+// The candidate closest to a mistyped `word` (edits: insert, delete, replace, swap two
+// neighbours), or "" when none is close enough to be what was meant: at most 2 edits,
+// and fewer than the word's length.
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
 // "1 host", "2 hosts".
 std::string Count(std::int64_t n, std::string_view singular, std::string_view plural);
 

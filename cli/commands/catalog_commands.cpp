@@ -179,6 +179,7 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
   Result<catalog::ImportResult> read = catalog::ImportDirectory(dir);
   if (!read.ok()) return read.status();
   json imported = json::array();
+  json unchanged = json::array();
   json refused = json::array();
   json skipped = json::array();
   for (const catalog::SkippedFile& s : read->report.skipped) {
@@ -187,6 +188,18 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
   }
   for (const catalog::ImportedEntity& e : read->report.imported) {
     Result<json> doc = read->catalog.GetJson(e.kind, e.name);
+    // An entity the tenant already has as it is keeps its version: a put would add an identical one.
+    if (doc.ok()) {
+      Result<json> current = ctx.Call(Op(e.kind, "get"), json{{"name", e.name}});
+      if (!current.ok() && current.status().code() == Code::kUnavailable) return current.status();
+      if (current.ok() && current->contains("entity") && (*current)["entity"] == *doc) {
+        unchanged.push_back({{"kind", catalog::KindName(e.kind)},
+                             {"name", e.name},
+                             {"file", e.file},
+                             {"version", (*current)["version"]}});
+        continue;
+      }
+    }
     Result<json> reply = doc.ok() ? ctx.Call(Op(e.kind, "put"), *doc) : Result<json>(doc.status());
     if (!reply.ok()) {
       // A server that cannot be reached, or a tenant that does not exist (a put
@@ -203,19 +216,22 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
                         {"warnings", (*reply)["warnings"]}});
   }
   if (ctx.json_output()) {
-    ctx.PrintJson({{"imported", imported}, {"skipped", skipped}, {"refused", refused}});
+    ctx.PrintJson({{"imported", imported}, {"unchanged", unchanged}, {"skipped", skipped}, {"refused", refused}});
   } else {
     for (const json& i : imported) {
       ctx.out() << "imported " << Text(i, "kind") << " '" << Printable(Text(i, "name")) << "' (version "
                 << Text(i, "version") << ")\n";
       for (const json& w : i["warnings"]) ctx.out() << "  warning: " << Printable(ValueText(w)) << '\n';
     }
+    for (const json& u : unchanged)
+      ctx.out() << "unchanged " << Text(u, "kind") << " '" << Printable(Text(u, "name")) << "' (version "
+                << Text(u, "version") << ")\n";
     for (const json& s : skipped)
       ctx.out() << "skipped " << Printable(Text(s, "file")) << ": " << Printable(Text(s, "reason")) << '\n';
     for (const json& r : refused)
       ctx.out() << "refused " << Printable(Text(r, "file")) << ": " << Printable(Text(r, "reason")) << '\n';
     ctx.out() << Count(static_cast<std::int64_t>(imported.size()), "entity", "entities") << " imported, "
-              << Count(static_cast<std::int64_t>(skipped.size()), "file", "files") << " skipped, "
+              << unchanged.size() << " unchanged, " << Count(static_cast<std::int64_t>(skipped.size()), "file", "files") << " skipped, "
               << refused.size() << " refused\n";
   }
   if (!refused.empty())
@@ -296,8 +312,10 @@ void RegisterCatalogCommands(CommandTable& table) {
              .verb = "import",
              .summary = "Put every entity of a Coopr-layout directory into the tenant's catalog.",
              .description = "Reads DIR/providers, hardwaretypes, imagetypes, services and clustertemplates\n"
-                            "(one <name>.json per entity), puts each entity as a new version and reports\n"
-                            "what was imported, skipped and refused, and why. Exits 1 if anything was refused.",
+                            "(one <name>.json per entity), puts each entity that differs from the tenant's\n"
+                            "latest version as a new version (the same one stays as it is, \"unchanged\"),\n"
+                            "and reports what was imported, unchanged, skipped and refused, and why. Exits 1\n"
+                            "if anything was refused.",
              .flags = {},
              .args = {{.name = "DIR", .required = true, .help = "a catalog directory"}},
              .handler = &CatalogImport});

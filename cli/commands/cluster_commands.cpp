@@ -1,6 +1,7 @@
 // weft cluster ...: clusters. `plan` shows the layout and task DAG a create
 // would use; the other verbs start jobs (create, delete, scale, ...), each with
 // --dry-run (the plan, nothing runs) and --wait (a progress bar until it ends).
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "format.hpp"
 #include "table.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/common/json_fields.hpp"
 #include "weft/catalog/entities.hpp"
 #include "weft/solver/solver.hpp"
 
@@ -28,14 +30,43 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
-// --config: a file, or JSON given inline ("{...}").
+// Parses --config text; errors name the option (`what`: "--config" or "--config file F")
+// and, for malformed JSON, the line and column where it breaks.
+Result<json> ParseConfigText(const std::string& text, const std::string& what) {
+  if (jsonf::NestsDeeperThan(text, jsonf::kMaxDepth))
+    return Status::Invalid(what + " nests arrays and objects more than " +
+                           std::to_string(jsonf::kMaxDepth) + " levels deep");
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
+    std::string reason = e.what();
+    // nlohmann prefixes "[json.exception.parse_error.101] "; its "at line L, column C" stays.
+    if (auto pos = reason.find("] "); pos != std::string::npos) reason = reason.substr(pos + 2);
+    return Status::Invalid(what + " is not valid JSON: " + reason);
+  }
+  if (!config.is_object())
+    return Status::Invalid(what + " must be a JSON object such as '{\"a\":1}', got " + jsonf::Brief(config));
+  return config;
+}
+
+// --config: a JSON file, or JSON given inline ('{"a":1}'). A file by that name wins;
+// otherwise text that starts like JSON is taken as JSON.
 Result<json> ReadConfig(const std::string& value) {
-  if (!value.empty() && value.front() == '{') return catalog::ParseJsonText(value, "--config");
-  std::ifstream in(value, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + value + "; give a JSON file or inline JSON such as '{\"a\":1}'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return catalog::ParseJsonText(text.str(), value);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(value, ec)) {
+    std::ifstream in(value, std::ios::binary);
+    if (!in) return Status::NotFound("--config: cannot read " + value + "; check its permissions");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return ParseConfigText(text.str(), "--config file " + value);
+  }
+  // Not a file: inline JSON, or meant to be (a '{' or '[' first), so its error is the JSON's.
+  const std::size_t first = value.find_first_not_of(" \t\r\n");
+  const bool meant_as_json = first != std::string::npos && (value[first] == '{' || value[first] == '[');
+  if (meant_as_json || !json::parse(value, nullptr, false).is_discarded()) return ParseConfigText(value, "--config");
+  return Status::NotFound("--config: no file " + value + " and not JSON either; give a JSON file or inline JSON " +
+                          "such as '{\"a\":1}'");
 }
 
 Result<std::int64_t> SizeFlag(Context& ctx, const ParsedArgs& args) {
@@ -73,6 +104,8 @@ Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op,
   }
   const json& job = (*reply)["job"];
   const std::string id = job.value("id", "");
+  const std::string waiting = WaitingForHosts(reply->value("waiting_for_plugins", json::array()));
+  if (!waiting.empty() && !ctx.json_output()) ctx.err() << "warning: job " << id << " is " << waiting << '\n';
   if (args.Has("--wait")) return WaitForJob(ctx, id);
   if (ctx.json_output()) {
     ctx.PrintJson(*reply);
@@ -95,7 +128,7 @@ Status ClusterCreate(Context& ctx, const ParsedArgs& args) {
   if (args.Has("--services")) body["services"] = SplitList(args.Get("--services"));
   if (args.Has("--config")) {
     Result<json> config = ReadConfig(args.Get("--config"));
-    if (!config.ok()) return config.status();
+    if (!config.ok()) return ctx.UsageError(config.status().message());
     body["config"] = std::move(*config);
   }
   if (args.Has("--lease")) {
@@ -145,7 +178,7 @@ Status ClusterReconfigure(Context& ctx, const ParsedArgs& args) {
   json body = {{"cluster", args.positionals.at(0)}};
   if (args.Has("--config")) {
     Result<json> config = ReadConfig(args.Get("--config"));
-    if (!config.ok()) return config.status();
+    if (!config.ok()) return ctx.UsageError(config.status().message());
     body["config"] = std::move(*config);
   }
   if (args.Has("--restart")) body["restart"] = true;
@@ -219,10 +252,14 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
   ctx.out() << '\n';
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
   for (const json& n : c["nodes"]) {
+    // Each service with what it last did: "fake-nginx (running)".
+    const json states = n.value("service_states", json::object());
     std::string services;
     for (const json& s : n.value("services", json::array())) {
-      if (!services.empty()) services += ',';
+      if (!services.empty()) services += ", ";
       services += s.get<std::string>();
+      if (const std::string state = states.value(s.get<std::string>(), ""); !state.empty())
+        services += " (" + state + ")";
     }
     const json results = n.value("results", json::object());
     nodes.AddRow({Printable(n.value("hostname", "")), Printable(results.value("access_v4", "-")),
@@ -242,13 +279,9 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
   if (!args.Has("--template")) return ctx.UsageError("'weft cluster plan' needs --template T");
   if (!args.Has("--size")) return ctx.UsageError("'weft cluster plan' needs --size N");
   json body = {{"name", args.positionals.at(0)}, {"template", args.Get("--template")}};
-  {
-    const std::string v = args.Get("--size");
-    std::int64_t n = 0;
-    std::istringstream in(v);
-    if (!(in >> n) || !in.eof() || n < 1) return ctx.UsageError("--size needs a number of nodes from 1 up, got '" + v + "'");
-    body["size"] = n;
-  }
+  Result<std::int64_t> size = SizeFlag(ctx, args);
+  if (!size.ok()) return size.status();
+  body["size"] = *size;
   for (const char* flag : {"--provider", "--hardwaretype", "--imagetype"})
     if (args.Has(flag)) body[std::string(flag).substr(2)] = args.Get(flag);
   if (args.Has("--services")) {
@@ -257,13 +290,8 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
     body["services"] = services;
   }
   if (args.Has("--config")) {
-    const std::string file = args.Get("--config");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return Status::NotFound("cannot read " + file + "; check the path and its permissions");
-    std::ostringstream text;
-    text << in.rdbuf();
-    Result<json> config = catalog::ParseJsonText(text.str(), file);
-    if (!config.ok()) return config.status();
+    Result<json> config = ReadConfig(args.Get("--config"));
+    if (!config.ok()) return ctx.UsageError(config.status().message());
     body["config"] = std::move(*config);
   }
   Result<json> reply = ctx.Call("cluster.plan", std::move(body));
@@ -307,7 +335,7 @@ void RegisterClusterCommands(CommandTable& table) {
                        {.name = "--hardwaretype", .value_name = "H", .help = "every node uses this hardware type"},
                        {.name = "--imagetype", .value_name = "I", .help = "every node uses this image type"},
                        {.name = "--services", .value_name = "a,b", .help = "instead of the template's services"},
-                       {.name = "--config", .value_name = "FILE", .help = "JSON merged over the template's config"}},
+                       {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"}},
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterPlan});
 

@@ -10,8 +10,10 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterCatalogCommands(table);
   RegisterClusterCommands(table);
   RegisterJobCommands(table);
+  RegisterEventsCommands(table);
   RegisterResourceCommands(table);
   RegisterSecurityCommands(table);
+  RegisterAuditCommands(table);
 }
 
 }  // namespace weft::cli

@@ -4,7 +4,10 @@
 // cli/CMakeLists.txt.
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 
@@ -15,7 +18,12 @@ void RegisterAllCommands(CommandTable& table);
 class Context;
 // Follows a job with a progress bar until it ends (job_commands.cpp); a failed job
 // (or one undone after failing) is an error whose failed tasks were printed.
-Status WaitForJob(Context& ctx, const std::string& job_id);
+// `resumed`: the job ran before (job retry), so its duration is what we watch.
+Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed = false);
+// One line of the progress bar for a job.get reply's job, `elapsed_ms` watched so far.
+std::string ProgressLine(const nlohmann::json& job, std::int64_t elapsed_ms);
+// "waiting for a host that runs plugin 'x': ..." for a job's `waiting_for_plugins`; "" when empty.
+std::string WaitingForHosts(const nlohmann::json& plugins);
 
 void RegisterStatusCommands(CommandTable& table);  // status
 void RegisterHostCommands(CommandTable& table);    // host list
@@ -25,5 +33,7 @@ void RegisterClusterCommands(CommandTable& table);  // cluster plan|create|delet
 void RegisterJobCommands(CommandTable& table);      // job list|show|watch|abort|retry
 void RegisterResourceCommands(CommandTable& table);  // resource upload|list|stage|recall|sync|delete
 void RegisterSecurityCommands(CommandTable& table);  // host token create|accept|revoke|requests, tenant, user, credentials
+void RegisterAuditCommands(CommandTable& table);     // audit
+void RegisterEventsCommands(CommandTable& table);    // events
 
 }  // namespace weft::cli

@@ -36,37 +36,92 @@ std::string Tail(const std::string& text, std::size_t lines) {
   return text;
 }
 
+}  // namespace
+
+std::string WaitingForHosts(const json& plugins) {
+  if (!plugins.is_array() || plugins.empty()) return "";
+  std::string names;
+  for (const json& p : plugins)
+    if (p.is_string()) names += (names.empty() ? "'" : ", '") + Printable(p.get<std::string>()) + "'";
+  const bool one = plugins.size() == 1;
+  return std::string("waiting for a host that runs plugin") + (one ? " " : "s ") + names + ": no live host runs " +
+         (one ? "it" : "them") + "; the tasks start when one registers";
+}
+
+namespace {
+
 std::string Bar(std::int64_t done, std::int64_t total, int width) {
   const int filled = total > 0 ? static_cast<int>(done * width / total) : width;
   return "[" + std::string(static_cast<std::size_t>(filled), '#') +
          std::string(static_cast<std::size_t>(width - filled), '.') + "]";
 }
 
+}  // namespace
+
 std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
-  const json& p = job["progress"];
+  const json p = job.value("progress", json::object());
+  const std::string status = job.value("status", "");
   std::ostringstream line;
-  const std::int64_t total = p.value("total", 0);
-  const std::int64_t done = p.value("succeeded", 0);
-  line << "job " << JobId(job["id"]) << " " << job.value("operation", "") << " " << Bar(done, total, 30) << " "
-       << done << "/" << total << " done, " << p.value("running", 0) << " running, " << p.value("failed", 0)
-       << " failed, stage " << p.value("stage", 0) << "/" << p.value("stages", 0) << ", " << Duration(elapsed_ms);
+  const std::int64_t total = Int(p, "total");
+  const std::int64_t done = Int(p, "succeeded");
+  line << "job " << JobId(job.value("id", json())) << " " << job.value("operation", "") << " " << Bar(done, total, 30)
+       << " " << done << "/" << total << " done, " << Int(p, "running") << " running, ";
+  // Tasks in a retry's backoff would otherwise read as a stalled job.
+  if (const std::int64_t retrying = Int(p, "retrying"); retrying > 0) line << retrying << " waiting to retry, ";
+  line << Int(p, "failed") << " failed, stage " << Int(p, "stage") << "/" << Int(p, "stages");
+  // An ended job that did not succeed: the stage is where it stopped.
+  if (status == "aborted" || status == "failed") line << " (" << status << ")";
+  const std::string waiting = WaitingForHosts(job.value("waiting_for_plugins", json::array()));
+  if (!waiting.empty()) line << "; " << waiting;
+  line << ", " << Duration(elapsed_ms);  // last: a non-terminal prints a line when what is before it changes
   return line.str();
+}
+
+namespace {
+
+// How long a job took, for its last line: the server's own times for a job
+// followed from its start (exact, however often we polled), else what we saw.
+std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
+  const std::int64_t created = job.value("created_at_ms", std::int64_t{0});
+  const std::int64_t finished = job.value("finished_at_ms", std::int64_t{0});
+  if (resumed || created <= 0 || finished < created) return watched_ms;
+  return finished - created;
+}
+
+// One failed task with its message and the tails of its output.
+void PrintFailedTask(std::ostream& out, const json& t, const std::string& indent) {
+  out << indent << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
+      << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
+      << Printable(t.value("message", "")) << '\n';
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string text = t.value(stream, "");
+    if (text.empty()) continue;
+    out << indent << "  --- " << stream << " (last lines) ---\n";
+    std::istringstream in(Tail(text, kTailLines));
+    for (std::string l; std::getline(in, l);) out << indent << "  " << Printable(l) << '\n';
+  }
 }
 
 // Prints what failed: each failed task with its message and output tails.
 void PrintFailures(Context& ctx, const json& job) {
-  for (const json& t : job.value("tasks", json::array())) {
-    if (t.value("state", "") != "failed") continue;
-    ctx.err() << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
-              << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
-              << Printable(t.value("message", "")) << '\n';
-    for (const char* stream : {"stdout", "stderr"}) {
-      const std::string text = t.value(stream, "");
-      if (text.empty()) continue;
-      ctx.err() << "  --- " << stream << " (last lines) ---\n";
-      std::istringstream in(Tail(text, kTailLines));
-      for (std::string l; std::getline(in, l);) ctx.err() << "  " << Printable(l) << '\n';
-    }
+  for (const json& t : job.value("tasks", json::array()))
+    if (t.value("state", "") == "failed") PrintFailedTask(ctx.err(), t, "");
+}
+
+// A retried job's earlier runs: how each ended and what failed then, with its output.
+void PrintHistory(Context& ctx, const json& job) {
+  const json history = job.value("history", json::array());
+  if (!history.is_array() || history.empty()) return;
+  ctx.out() << "\nearlier runs (the job was retried):\n";
+  for (const json& run : history) {
+    const std::string message = run.value("message", "");
+    const std::int64_t ended = run.value("finished_at_ms", std::int64_t{0});
+    ctx.out() << "  run " << run.value("run", 0) << ": " << run.value("status", "")
+              << (ended ? " after " + Duration(ended - run.value("started_at_ms", ended)) : "") << ", "
+              << run.value("succeeded", 0) << " tasks succeeded, " << run.value("failed", 0) << " failed, "
+              << run.value("cancelled", 0) << " cancelled; retried by " << Printable(run.value("retried_by", ""))
+              << (message.empty() ? "" : "; " + Printable(message)) << '\n';
+    for (const json& t : run.value("failed_tasks", json::array())) PrintFailedTask(ctx.out(), t, "    ");
   }
 }
 
@@ -107,9 +162,13 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
   if (!j.value("parent_job", "").empty()) kv.Add("undoes job", j.value("parent_job", ""));
   if (!j.value("message", "").empty()) kv.Add("message", Printable(j.value("message", "")));
   const json& p = j["progress"];
+  const std::int64_t retrying = Int(p, "retrying");
   kv.Add("tasks", std::to_string(p.value("succeeded", 0)) + "/" + std::to_string(p.value("total", 0)) +
-                      " succeeded, " + std::to_string(p.value("failed", 0)) + " failed, " +
-                      std::to_string(p.value("cancelled", 0)) + " cancelled");
+                      " succeeded, " + (retrying > 0 ? std::to_string(retrying) + " waiting to retry, " : "") +
+                      std::to_string(p.value("failed", 0)) + " failed, " + std::to_string(p.value("cancelled", 0)) +
+                      " cancelled");
+  const std::string waiting = WaitingForHosts(j.value("waiting_for_plugins", json::array()));
+  if (!waiting.empty()) kv.Add("blocked", waiting);
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table table({"TASK", "KEY", "PLUGIN", "STATE", "ATTEMPTS", "HOST", "TOOK", "MESSAGE"});
@@ -123,6 +182,7 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
                   Printable(t.value("host_id", "")), took ? Duration(took) : "-", Printable(t.value("message", ""))});
   }
   table.Print(ctx.out());
+  PrintHistory(ctx, j);
   PrintFailures(ctx, j);
   return Status::Ok();
 }
@@ -143,7 +203,7 @@ Status JobAbort(Context& ctx, const ParsedArgs& args) {
 Status JobRetry(Context& ctx, const ParsedArgs& args) {
   Result<json> reply = ctx.Call("job.retry", {{"job", args.positionals.at(0)}});
   if (!reply.ok()) return reply.status();
-  if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0));
+  if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0), /*resumed=*/true);
   if (ctx.json_output()) {
     ctx.PrintJson(*reply);
     return Status::Ok();
@@ -155,14 +215,30 @@ Status JobRetry(Context& ctx, const ParsedArgs& args) {
 
 }  // namespace
 
-Status WaitForJob(Context& ctx, const std::string& job_id) {
+Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
   const bool tty = isatty(STDERR_FILENO) == 1 && !ctx.json_output();
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   std::string last;
   std::string id = job_id;
+  bool away = false;  // weftd stopped answering; the job goes on without us watching
   while (true) {
     Result<json> reply = ctx.Call("job.get", {{"job", id}});
-    if (!reply.ok()) return reply.status();
+    if (!reply.ok()) {
+      // A restart of weftd loses nothing of the job: wait for it to be back.
+      if (reply.status().code() != Code::kUnavailable) return reply.status();
+      if (!away) {
+        if (tty) ctx.err() << '\n';
+        ctx.err() << "weftd is not answering (" << reply.status().message() << "); reconnecting, job " << id
+                  << " goes on meanwhile (Ctrl-C stops watching)\n";
+        away = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      continue;
+    }
+    if (away) {
+      ctx.err() << "reconnected to weftd; following job " << id << " again\n";
+      away = false;
+    }
     const json& job = (*reply)["job"];
     const std::string status = job.value("status", "");
     const auto elapsed =
@@ -185,8 +261,8 @@ Status WaitForJob(Context& ctx, const std::string& job_id) {
       if (ctx.json_output()) {
         ctx.PrintJson(job);
       } else {
-        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in " << Duration(elapsed)
-                  << '\n';
+        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in "
+                  << Duration(JobTook(job, resumed, elapsed)) << '\n';
       }
       // A job that undoes a failed one succeeding still means the operation failed.
       if (!job.value("parent_job", "").empty())
@@ -204,6 +280,8 @@ Status WaitForJob(Context& ctx, const std::string& job_id) {
         const std::string undo = JobId((*jobs)["jobs"][0]["id"]);
         ctx.err() << "job " << id << " failed: " << Printable(message) << "\nundoing it: job " << undo << '\n';
         id = undo;
+        resumed = false;  // a new job: its own times count, not this one's
+        start = std::chrono::steady_clock::now();
         continue;
       }
     }
@@ -233,7 +311,9 @@ void RegisterJobCommands(CommandTable& table) {
              .summary = "Follow a job with a progress bar until it ends.",
              .description = "Shows done/total, running and failed tasks, the current stage and the\n"
                             "elapsed time. Exits 0 when the job succeeds; otherwise prints the failed\n"
-                            "tasks' output, follows the job that undoes it, and exits 1.",
+                            "tasks' output, follows the job that undoes it, and exits 1. When weftd\n"
+                            "stops answering (a restart), it says so and keeps trying until weftd is\n"
+                            "back, then goes on.",
              .flags = {},
              .args = {{.name = "JOB", .required = true, .help = "the job id"}},
              .handler = &JobWatch});

@@ -27,9 +27,15 @@ Status HostTokenCreate(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--ttl")) {
     std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(args.Get("--ttl")));
-    if (!ms || *ms <= 0)
-      return ctx.UsageError("--ttl needs a duration such as 30m, 12h or 7d, got '" + args.Get("--ttl") + "'");
+    if (!ms || *ms < 1000)
+      return ctx.UsageError("--ttl needs a duration of 1s or more such as 30m, 12h or 7d, got '" + args.Get("--ttl") +
+                            "'");
     body["ttl_ms"] = *ms;
+  }
+  if (args.Has("--host")) body["host_id"] = args.Get("--host");
+  if (args.Has("--force")) {
+    if (!args.Has("--host")) return ctx.UsageError("--force needs --host: the host the token may replace");
+    body["force"] = true;
   }
   Result<json> reply = ctx.Call("host.token.create", body);
   if (!reply.ok()) return reply.status();
@@ -39,15 +45,27 @@ Status HostTokenCreate(Context& ctx, const ParsedArgs& args) {
   }
   // The token alone on stdout, so `$(weft host token create)` works; the rest on stderr.
   ctx.out() << Text(*reply, "token") << '\n';
-  ctx.err() << "one-time enrollment token, valid for "
-            << Duration(Int(*reply, "expires_at_ms") - SystemClock::Instance().NowMs())
+  // The ttl asked for, exactly; else what is left of the server's default (rounded).
+  const std::int64_t valid_ms = body.contains("ttl_ms") ? body["ttl_ms"].get<std::int64_t>()
+                                                        : Int(*reply, "expires_at_ms") - SystemClock::Instance().NowMs();
+  const std::string for_host = Text(*reply, "host_id");
+  ctx.err() << "one-time enrollment token for "
+            << (for_host.empty() || for_host == "-" ? std::string("a new host")
+                                                    : "host '" + for_host + "'" +
+                                                          (reply->value("force", false) ? " (even while it is live)" : ""))
+            << ", valid for " << Duration(valid_ms)
             << "; put it in weft-host.toml as enroll_token = \"...\" (or pass --enroll-token)\n";
   return Status::Ok();
 }
 
 Status HostAccept(Context& ctx, const ParsedArgs& args) {
   const std::string id = args.positionals[0];
-  Result<json> reply = ctx.Call("host.accept", {{"host_id", id}});
+  if (!args.Has("--fingerprint"))
+    return ctx.UsageError("host accept needs --fingerprint FP: the fingerprint of the key to let in, as the host "
+                          "logged it and `weft host requests` shows it");
+  json body = {{"host_id", id}, {"fingerprint", args.Get("--fingerprint")}};
+  if (args.Has("--force")) body["force"] = true;
+  Result<json> reply = ctx.Call("host.accept", body);
   if (!reply.ok()) return reply.status();
   return Done(ctx, *reply, "host '" + id + "' accepted; it registers at its next attempt");
 }
@@ -72,9 +90,10 @@ Status HostRequests(Context& ctx, const ParsedArgs&) {
     return Status::Ok();
   }
   const std::int64_t now = SystemClock::Instance().NowMs();
-  Table table({"HOST", "KEY", "ADDRESS", "ASKED"});
+  Table table({"HOST", "FINGERPRINT", "KEY", "ADDRESS", "ASKED"});
   for (const json& r : requests)
-    table.AddRow({Text(r, "host_id"), Text(r, "key"), Text(r, "address"), Ago(now, Int(r, "requested_at_ms"))});
+    table.AddRow({Text(r, "host_id"), Text(r, "fingerprint"), Text(r, "key"), Text(r, "address"),
+                  Ago(now, Int(r, "requested_at_ms"))});
   table.Print(ctx.out());
   return Status::Ok();
 }
@@ -186,15 +205,22 @@ void RegisterSecurityCommands(CommandTable& table) {
              .summary = "Make a one-time token a new weft-host enrolls with.",
              .description = "Prints the token on stdout. The host spends it on its first connection: weftd records\n"
                             "the host's own key and the token is used up. It expires after --ttl (default:\n"
-                            "security.token_ttl_ms, 1h).",
-             .flags = {{"--ttl", "DURATION", "how long the token is valid (30m, 12h, 7d)"}},
+                            "security.token_ttl_ms, 1h). Without --host it enrolls only a host id that has no\n"
+                            "key yet; with --host ID it enrolls only ID, giving it a new key, but not while ID\n"
+                            "is live unless --force.",
+             .flags = {{"--ttl", "DURATION", "how long the token is valid (30m, 12h, 7d)"},
+                       {"--host", "ID", "the host the token is for (default: a new host)"},
+                       {"--force", "", "with --host: replace the host's key even while it is live"}},
              .args = {},
              .handler = &HostTokenCreate});
   table.Add({.noun = "host",
              .verb = "accept",
              .summary = "Let in a host that asked to join with a key weftd does not know.",
-             .description = "See `weft host requests` for the hosts that wait.",
-             .flags = {},
+             .description = "See `weft host requests` for the hosts that wait and their keys' fingerprints;\n"
+                            "compare the fingerprint with the one the host logged before accepting it. A live\n"
+                            "host with a key in force is not replaced unless --force.",
+             .flags = {{"--fingerprint", "FP", "the fingerprint of the key to let in (required)"},
+                       {"--force", "", "replace the key of a live host with this one"}},
              .args = {{"ID", true, "the host id"}},
              .handler = &HostAccept});
   table.Add({.noun = "host",

@@ -24,8 +24,9 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
   KeyValues kv;
   kv.Add("server", "weftd " + Text(s, "version") + " (protocol " + Text(s, "protocol") + "), pid " + Text(s, "pid") +
                        ", up " + Duration(Int(s, "uptime_ms")));
-  kv.Add("data dir", Text(s, "data_dir"));
-  kv.Add("store", Text(store, "path") + " (schema " + Text(store, "schema_version") + ", WAL " +
+  // (Only a superadmin is told where the server keeps its files.)
+  if (s.contains("data_dir")) kv.Add("data dir", Text(s, "data_dir"));
+  kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " + Text(store, "schema_version") + ", WAL " +
                       Text(store, "wal_pages") + " pages)");
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/common/digest.hpp"
+
 namespace weft::curve {
 namespace {
 
@@ -115,6 +117,16 @@ std::string Z85FromBinary(std::string_view bytes) {
 }
 
 std::string ShortKey(std::string_view z85) { return std::string(z85.substr(0, 8)); }
+
+std::string Fingerprint(std::string_view z85) {
+  std::array<std::uint8_t, kKeyBytes> binary{};
+  if (!Decode(z85, &binary)) return std::string();
+  Result<std::string> digest =
+      digest::Sha256Of(std::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()));
+  if (!digest.ok()) return std::string();
+  const std::string hex = digest->substr(digest::kSha256Prefix.size(), 16);
+  return hex.substr(0, 4) + "-" + hex.substr(4, 4) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4);
+}
 
 void SetClientKeys(zmq::socket_t& socket, std::string_view server_key, const KeyPair& keys) {
   SetKey(socket, zmq::sockopt::curve_serverkey, server_key);

@@ -43,9 +43,10 @@ Status EnsureCredential(HostConfig& config, const sigset_t& stop_signals) {
       Result<curve::KeyPair> keys = curve::Generate();
       if (!keys.ok()) return keys.status();
       WEFT_RETURN_IF_ERROR(Save(config, config.server_key, *keys));
-      WEFT_LOG(kInfo, kLog) << "made this host's key " << curve::ShortKey(keys->public_key) << " in "
-                            << CredentialPath(config).string() << "; an admin lets it in with `weft host accept "
-                            << config.host_id << "`";
+      WEFT_LOG(kInfo, kLog) << "made this host's key " << curve::ShortKey(keys->public_key) << " (fingerprint "
+                            << curve::Fingerprint(keys->public_key) << ") in " << CredentialPath(config).string()
+                            << "; an admin lets it in with `weft host accept " << config.host_id << " --fingerprint "
+                            << curve::Fingerprint(keys->public_key) << "`";
     }
     return Status::Ok();
   }

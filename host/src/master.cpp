@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -43,6 +45,14 @@
 
 namespace weft::host {
 namespace {
+
+// A new value for every process: weftd tells a restart from a re-registration by it.
+std::string NewIncarnation() {
+  std::random_device random;
+  char text[40];
+  std::snprintf(text, sizeof text, "%d-%08x%08x", static_cast<int>(getpid()), random(), random());
+  return text;
+}
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -211,6 +221,7 @@ struct Master::Impl {
   bool registered = false;
   bool reregister = false;
   bool control_stop = false;
+  bool leave_on_stop = false;  // a clean stop: tell weftd this host is gone
   std::int64_t heartbeat_ms = 2000;
   std::vector<TaskKey> in_flight;   // every worker's tasks, for heartbeats
   struct Report {
@@ -224,6 +235,8 @@ struct Master::Impl {
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
   std::thread control;
+  // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
+  const std::string incarnation = NewIncarnation();
   std::int64_t register_failures = 0;  // control thread only
   std::string last_denial;             // control thread only
 
@@ -250,6 +263,7 @@ struct Master::Impl {
   bool Register(client::Client& client);
   void Heartbeat(client::Client& client);
   void SendReports(client::Client& client);
+  void Leave(client::Client& client);
   void TakeSplit(const json& reply);
 };
 
@@ -756,9 +770,22 @@ void Master::Impl::CancelStale() {
     std::lock_guard<std::mutex> lock(mu);
     keys.swap(stale);
   }
+  if (keys.empty()) return;
+  // A heartbeat may name an attempt whose finish weftd took just before it:
+  // weftd calls that stale, but the worker said "ran" before it sent the finish,
+  // so read what the workers said so far before judging.
+  for (auto& [pid, w] : workers)
+    if (!w.eof) ReadChannel(w);
   for (const TaskKey& key : keys) {
     for (auto& [pid, w] : workers) {
-      if (!w.tasks.contains(key)) continue;
+      auto held = w.tasks.find(key);
+      if (held == w.tasks.end()) continue;
+      if (held->second.ran) {
+        // Its result is on its way (or its finish was refused, which the worker logs).
+        WEFT_LOG(kDebug, kLog) << "task " << key.first << " attempt " << key.second
+                               << " ended in worker " << pid << " as weftd moved on; nothing to cancel";
+        continue;
+      }
       WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
                             << " is stale (weftd handed the task out again); cancelling it in worker " << pid;
       WorkerMessage m;
@@ -810,6 +837,7 @@ bool Master::Impl::Register(client::Client& client) {
   Result<json> r = client.Call("host.register", {{"host_id", config.host_id},
                                                  {"capacity", config.capacity},
                                                  {"version", WEFT_VERSION},
+                                                 {"incarnation", incarnation},
                                                  {"plugins", plugins}});
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
@@ -927,14 +955,28 @@ void Master::Impl::SendReports(client::Client& client) {
   }
 }
 
+// The last word of a clean stop: weftd shows the host as not live at once
+// instead of after hosts.silent_after_ms. One try; silence does the rest.
+void Master::Impl::Leave(client::Client& client) {
+  Result<json> r = client.Call("host.leave", {{"host_id", config.host_id}}, config.request_timeout_ms);
+  if (!r.ok()) {
+    WEFT_LOG(kDebug, kLog) << "cannot tell weftd that this host stops: " << r.status().ToString();
+  }
+}
+
 void Master::Impl::ControlLoop() {
   client::Client client(ctx, ClientOptions(config, config.request_timeout_ms));
   auto next_heartbeat = Clock::now();
   while (true) {
     bool need_register;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      if (control_stop) return;
+      std::unique_lock<std::mutex> lock(mu);
+      if (control_stop) {
+        const bool leave = leave_on_stop && registered;
+        lock.unlock();
+        if (leave) Leave(client);
+        return;
+      }
       need_register = !registered || reregister;
     }
     if (need_register) {
@@ -1124,6 +1166,7 @@ int Master::Run() {
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.control_stop = true;
+    m.leave_on_stop = true;
   }
   m.cv.notify_all();
   m.control.join();

@@ -232,18 +232,18 @@ class CatalogOps {
 
   Response Plan(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     if (!catalog::IsValidName(name))
-      return Response::Error(Status::Invalid("body.name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
-    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", "body"));
-    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     solver::SolveRequest req;
     req.cluster_name = name;
     req.size = size;
     for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
       if (!body.contains(key) || body[key].is_null()) continue;
-      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, "body"));
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, ""));
       std::string_view k = key;
       (k == "provider" ? req.overrides.provider : k == "hardwaretype" ? req.overrides.hardwaretype
                                                                        : req.overrides.imagetype) = value;
@@ -251,19 +251,19 @@ class CatalogOps {
     if (body.contains("services") && !body["services"].is_null()) {
       const json& s = body["services"];
       if (!s.is_array())
-        return Response::Error(Status::Invalid("body.services must be an array of service names, got " +
+        return Response::Error(Status::Invalid("services must be a list of service names, got " +
                                                jsonf::Brief(s)));
       std::vector<std::string> services;
       for (std::size_t i = 0; i < s.size(); ++i) {
         if (!s[i].is_string() || s[i].get<std::string>().empty())
-          return Response::Error(Status::Invalid("body.services[" + std::to_string(i) +
+          return Response::Error(Status::Invalid("services[" + std::to_string(i) +
                                                  "] must be a service name, got " + jsonf::Brief(s[i])));
         services.push_back(s[i].get<std::string>());
       }
       req.overrides.services = std::move(services);
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
-      return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
 
     WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
@@ -331,12 +331,12 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
     router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });
-    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); });
-    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); });
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
     router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); });
   }
-  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); });
-  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); });
+  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads);
+  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
 }
 
 }  // namespace weft::api

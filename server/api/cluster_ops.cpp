@@ -28,6 +28,29 @@ constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
 
+// A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
+std::string LeaseText(std::int64_t ms) {
+  if (ms <= 0) return "0s";
+  std::string out;
+  for (const auto& [unit, size] : {std::pair<const char*, std::int64_t>{"d", 86'400'000}, {"h", 3'600'000},
+                                   {"m", 60'000}, {"s", 1000}, {"ms", 1}}) {
+    if (ms < size) continue;
+    out += std::to_string(ms / size) + unit;
+    ms %= size;
+  }
+  return out;
+}
+
+// body.lease_ms, with an error in the user's words.
+Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {
+  const json& v = body["lease_ms"];
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > kMaxLeaseMs ||
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxLeaseMs)))
+    return Status::Invalid("a lease must be a duration from " + LeaseText(min) + " to 100 years, got " +
+                           jsonf::Brief(v) + (v.is_number() ? " ms" : ""));
+  return v.get<std::int64_t>();
+}
+
 json ParseOr(const std::string& text, json fallback) {
   json doc = json::parse(text, nullptr, false);
   return doc.is_discarded() ? fallback : doc;
@@ -53,20 +76,35 @@ Result<std::vector<std::string>> NameList(const json& body, const char* key, boo
   std::vector<std::string> out;
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) {
-    if (required) return Status::Invalid(std::string("body.") + key + " is required: a list of service names");
+    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
     return out;
   }
   if (!it->is_array())
-    return Status::Invalid(std::string("body.") + key + " must be an array of service names, got " + jsonf::Brief(*it));
+    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
   for (std::size_t i = 0; i < it->size(); ++i) {
     const json& v = (*it)[i];
     if (!v.is_string() || v.get<std::string>().empty())
-      return Status::Invalid(std::string("body.") + key + "[" + std::to_string(i) + "] must be a service name, got " +
+      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
                              jsonf::Brief(v));
+    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
+      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
     out.push_back(v.get<std::string>());
   }
-  if (required && out.empty()) return Status::Invalid(std::string("body.") + key + " names no service");
+  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
   return out;
+}
+
+// The status a cluster has once `op` succeeded: `stopped` after a stop of every
+// service, and it stays so until an operation starts services again (start,
+// restart, a rollback or a reconfigure with restart); otherwise `active`.
+std::string TargetStatus(const std::string& op, const std::string& now, const json& body) {
+  const bool every_service = !body.contains("services") || body["services"].is_null() ||
+                             (body["services"].is_array() && body["services"].empty());
+  const bool restarts = op == "start" || op == "restart" || op == "rollback" ||
+                        (op == "reconfigure" && body.contains("restart") && body["restart"] == true);
+  if (op == "stop" && every_service) return "stopped";
+  if (restarts) return "active";
+  return now == "stopped" ? "stopped" : "active";
 }
 
 // What a summary needs from a cluster's spec and layout. Parsing them is the
@@ -127,18 +165,19 @@ std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
 
 class ClusterOps {
  public:
-  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config)
-      : store_(store), engine_(engine), clock_(clock), config_(config) {}
+  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config,
+             LivePlugins live_plugins)
+      : store_(store), engine_(engine), clock_(clock), config_(config), live_plugins_(std::move(live_plugins)) {}
 
   Response Create(const Call& call) {
     const json& body = call.request->body;
     if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     if (!catalog::IsValidName(name))
-      return Response::Error(Status::Invalid("body.name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
-    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", "body"));
-    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
@@ -157,7 +196,7 @@ class ClusterOps {
       overrides_json["services"] = services;
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
-      return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
 
     WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
     for (const store::ClusterRecord& c : clusters)
@@ -175,12 +214,12 @@ class ClusterOps {
 
     std::int64_t lease_ms = tmpl->lease ? tmpl->lease->initial_ms : 0;
     if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
-      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 0, kMaxLeaseMs));
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 0));
       const std::int64_t max = tmpl->lease ? tmpl->lease->max_ms : 0;
       if (max > 0 && (asked == 0 || asked > max))
-        return Response::Error(Status::Invalid("a lease of " + (asked ? std::to_string(asked) + " ms" : "forever") +
+        return Response::Error(Status::Invalid("a lease of " + (asked ? LeaseText(asked) : "forever") +
                                                " is longer than template '" + template_name + "' allows (" +
-                                               std::to_string(max) + " ms, administration.leaseduration.max)"));
+                                               LeaseText(max) + ", administration.leaseduration.max)"));
       lease_ms = asked;
     }
 
@@ -245,14 +284,18 @@ class ClusterOps {
     job.options = options;
     job.before = StateOf(c);
     job.target = job.before;
-    job.target.status = "active";
+    job.target.status = TargetStatus(op, c.status, body);
     const json& spec = job.before.spec;
 
     if (op == "delete") {
       job.target.layout = {{"nodes", json::array()}};
       job.target.status = "terminated";
     } else if (op == "scale") {
-      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 1, kMaxClusterSize));
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+      if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
+          size == static_cast<std::int64_t>(now))
+        return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
+                                                std::to_string(now) + (now == 1 ? " node" : " nodes")));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
       if (call.principal.max_nodes > 0) {
@@ -304,7 +347,7 @@ class ClusterOps {
       job.extras.only_services = only;
     } else if (op == "reconfigure") {
       if (body.contains("config") && !body["config"].is_null()) {
-        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "body.config"));
+        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));
         json config = spec.value("config", json::object());
         config.merge_patch(body["config"]);
         Status macros = planner::CheckMacros(config);
@@ -364,20 +407,20 @@ class ClusterOps {
       return Response::Error(Status::Invalid("cluster '" + c.name + "' has no lease: it never expires"));
     std::int64_t step = lease->step_ms;
     if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
-      WEFT_TRY_ASSIGN(asked, jsonf::Int(body, "lease_ms", "body", 1, kMaxLeaseMs));
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 1));
       step = asked;
     }
     if (step <= 0)
-      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; name one "
-                                             "with lease_ms"));
+      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; say how "
+                                             "long (weft cluster extend-lease --lease DURATION)"));
     const std::int64_t now = clock_.NowMs();
     const std::int64_t until = std::max(now, c.expire_at_ms) + step;
     if (lease->max_ms > 0 && until > c.created_at_ms + lease->max_ms)
       return Response::Error(Status::Invalid(
-          "cluster '" + c.name + "': extending to " + std::to_string(until - c.created_at_ms) +
-          " ms after creation passes the template's maximum lease of " + std::to_string(lease->max_ms) +
-          " ms (administration.leaseduration.max); it can expire at the latest " +
-          std::to_string(c.created_at_ms + lease->max_ms - now) + " ms from now"));
+          "cluster '" + c.name + "': extending to " + LeaseText(until - c.created_at_ms) +
+          " after creation passes the template's maximum lease of " + LeaseText(lease->max_ms) +
+          " (administration.leaseduration.max); it can expire at the latest " +
+          LeaseText((c.created_at_ms + lease->max_ms - now) / 1000 * 1000) + " from now"));
     c.expire_at_ms = until;
     c.updated_at_ms = now;
     WEFT_TRY_ASSIGN(ok, [&]() -> Result<bool> {
@@ -415,14 +458,23 @@ class ClusterOps {
     std::map<std::string, json> results;
     for (const store::NodeRecord& n : nodes) results[n.id] = RedactResults(ParseOr(n.results_json, json::object()));
     json layout = ParseOr(c.layout_json, json::object());
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
+    WEFT_TRY_ASSIGN(states, ServiceStates(jobs, layout, spec));
     json list = json::array();
     for (json n : layout.value("nodes", json::array())) {
       const std::string id = n.value("hostname", "");
       n["results"] = results.count(id) ? results[id] : json::object();
+      json on = json::object();
+      const std::map<std::string, std::string>& known = states[id];
+      for (const json& s : n.value("services", json::array())) {
+        if (!s.is_string()) continue;
+        auto state = known.find(s.get<std::string>());
+        on[s.get<std::string>()] = state == known.end() ? "unknown" : state->second;
+      }
+      n["service_states"] = std::move(on);
       list.push_back(std::move(n));
     }
     out["nodes"] = std::move(list);
-    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
     json history = json::array();
     for (const store::JobRecord& j : jobs) history.push_back(JobSummary(j));
     out["jobs"] = std::move(history);
@@ -458,7 +510,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
     // Progress: counts by state, and the stage (longest path from the roots) of
-    // the earliest unfinished task, for reading only.
+    // the earliest task not done, for reading only. Stages are counted as a dry
+    // run's plan counts them: a JOIN adds no step, and empty levels are dropped.
     std::map<std::int64_t, std::size_t> index;
     for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
     std::vector<std::vector<std::size_t>> after(tasks.size());
@@ -469,22 +522,29 @@ class ClusterOps {
     std::function<std::int64_t(std::size_t)> depth_of = [&](std::size_t i) -> std::int64_t {
       if (depth[i] >= 0) return depth[i];
       depth[i] = 0;  // a cycle cannot happen; this only guards the recursion
+      const std::int64_t step = tasks[i].action == "JOIN" ? 0 : 1;
       std::int64_t d = 0;
-      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + 1);
+      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + step);
       return depth[i] = d;
     };
+    std::set<std::int64_t> levels;  // of the tasks that do work
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].action != "JOIN") levels.insert(depth_of(i));
     std::map<std::string, std::int64_t> counts;
-    std::int64_t stages = 0, stage = -1;
+    std::int64_t retrying = 0;
+    const std::int64_t stages = static_cast<std::int64_t>(levels.size());
+    std::int64_t stage = -1;
     json list = json::array();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       const std::string state(store::TaskStateName(t.state));
       ++counts[state];
-      const std::int64_t d = depth_of(i);
-      stages = std::max(stages, d + 1);
-      if (t.state != store::TaskState::kSucceeded && t.state != store::TaskState::kCancelled &&
-          (stage < 0 || d < stage))
-        stage = d;
+      // Queued again after a failed attempt: in its backoff, or waiting for a host.
+      if (t.state == store::TaskState::kQueued && t.attempt > 0) ++retrying;
+      // The earliest task not done is where the job is, or where it stopped (an
+      // aborted job's cancelled tasks are not done).
+      const std::int64_t d = static_cast<std::int64_t>(std::distance(levels.begin(), levels.find(depth_of(i))));
+      if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded && (stage < 0 || d < stage)) stage = d;
       json task = {{"id", t.id},          {"key", t.task_key},  {"node", t.node_id},
                    {"action", t.action},  {"service", t.service}, {"plugin", t.plugin},
                    {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
@@ -514,11 +574,14 @@ class ClusterOps {
                        {"failed", counts["failed"]},
                        {"running", counts["leased"]},
                        {"queued", counts["queued"]},
+                       {"retrying", retrying},
                        {"waiting", counts["waiting"]},
                        {"cancelled", counts["cancelled"]},
                        {"stage", stage < 0 ? stages : stage + 1},
                        {"stages", stages}};
+    out["waiting_for_plugins"] = PluginsWithoutHost(tasks, /*ready_only=*/true);
     out["tasks"] = std::move(list);
+    out["history"] = ParseOr(j.history_json, json::array());
     return Response::Ok({{"job", std::move(out)}});
   }
 
@@ -532,7 +595,7 @@ class ClusterOps {
 
   Response JobRetry(const Call& call) {
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    Status s = engine_.Retry(j.id);
+    Status s = engine_.Retry(j.id, call.principal.user);
     if (!s.ok()) return Response::Error(s);
     WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
     return Response::Ok({{"job", JobSummary(after ? *after : j)}});
@@ -580,7 +643,7 @@ class ClusterOps {
   }
 
   Result<store::ClusterRecord> FindCluster(const Call& call) {
-    Result<std::string> id = jsonf::String(call.request->body, "cluster", "body");
+    Result<std::string> id = jsonf::String(call.request->body, "cluster", "");
     if (!id.ok()) return id.status();
     Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
     if (!c.ok()) return c.status();
@@ -588,6 +651,50 @@ class ClusterOps {
       return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft cluster list`");
     return std::move(**c);
+  }
+
+  // What each service on each node (node -> service -> state) did last, from
+  // the jobs' tasks, newest job first: the newest START or STOP that succeeded
+  // says `running` or `stopped`. A service that defines neither shows its
+  // newest task (`installed`, `configured`, `initialized`), and so does one
+  // that was never started. The walk stops once every service is settled.
+  using States = std::map<std::string, std::map<std::string, std::string>>;
+  Result<States> ServiceStates(const std::vector<store::JobRecord>& jobs, const json& layout, const json& spec) {
+    auto runs = [&](const std::string& service) {  // whether it defines START or STOP
+      const json services = spec.value("services", json::object());
+      const json entity = services.is_object() ? services.value(service, json::object()) : json::object();
+      const json p = entity.is_object() ? entity.value("provisioner", json::object()) : json::object();
+      const json actions = p.is_object() ? p.value("actions", json::object()) : json::object();
+      return actions.is_object() && (actions.contains("start") || actions.contains("stop"));
+    };
+    std::map<std::string, bool> service_runs;
+    std::set<std::pair<std::string, std::string>> open;  // (node, service) not settled yet
+    for (const json& n : layout.value("nodes", json::array()))
+      for (const json& s : n.value("services", json::array()))
+        if (s.is_string()) {
+          open.insert({n.value("hostname", ""), s.get<std::string>()});
+          if (!service_runs.count(s.get<std::string>())) service_runs[s.get<std::string>()] = runs(s.get<std::string>());
+        }
+    static const std::map<std::string, std::string> kWord = {
+        {"INSTALL", "installed"}, {"CONFIGURE", "configured"}, {"INITIALIZE", "initialized"},
+        {"START", "running"},     {"STOP", "stopped"}};
+    States states;
+    for (const store::JobRecord& j : jobs) {
+      if (open.empty()) break;
+      Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(j.id, false);
+      if (!tasks.ok()) return tasks.status();
+      std::sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+      for (const store::TaskRecord& t : *tasks) {
+        if (t.service.empty() || t.state != store::TaskState::kSucceeded || !kWord.count(t.action)) continue;
+        auto key = open.find({t.node_id, t.service});
+        if (key == open.end()) continue;
+        std::string& state = states[t.node_id][t.service];
+        const bool run_state = t.action == "START" || t.action == "STOP";
+        if (run_state || state.empty()) state = kWord.at(t.action);
+        if (run_state || !service_runs[t.service]) open.erase(key);
+      }
+    }
+    return states;
   }
 
   Result<store::JobRecord> FindJob(const Call& call) {
@@ -723,6 +830,19 @@ class ClusterOps {
     return Response::Ok(std::move(out));
   }
 
+  // The plugin types of unfinished tasks (with `ready_only`, of queued ones)
+  // that no live host runs: nothing takes those tasks until such a host comes.
+  std::set<std::string> PluginsWithoutHost(const std::vector<store::TaskRecord>& tasks, bool ready_only) const {
+    const std::set<std::string> live = live_plugins_();
+    std::set<std::string> out;
+    for (const store::TaskRecord& t : tasks) {
+      const bool pending =
+          t.state == store::TaskState::kQueued || (!ready_only && t.state == store::TaskState::kWaiting);
+      if (pending && !t.plugin.empty() && !live.count(t.plugin)) out.insert(t.plugin);  // "": a JOIN, run by weftd
+    }
+    return out;
+  }
+
   Response Launch(NewJob job) {
     const std::string cluster_id = job.cluster_id;
     Result<store::JobRecord> started = engine_.Start(std::move(job));
@@ -731,6 +851,11 @@ class ClusterOps {
     if (!c.ok()) return Response::Error(c.status());
     json reply = {{"job", JobSummary(*started)}};
     if (c->has_value()) reply["cluster"] = ClusterSummary(**c);
+    // Said at once: a plugin the job needs that no live host runs holds it up
+    // (its tasks wait, and a host that starts later picks them up).
+    Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(started->id, false);
+    if (!tasks.ok()) return Response::Error(tasks.status());
+    reply["waiting_for_plugins"] = PluginsWithoutHost(*tasks, /*ready_only=*/false);
     return Response::Ok(std::move(reply));
   }
 
@@ -738,6 +863,7 @@ class ClusterOps {
   jobs::JobEngine& engine_;
   const Clock& clock_;
   const server::Config& config_;
+  LivePlugins live_plugins_;
   std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
 };
 
@@ -753,10 +879,10 @@ json RedactResults(json results) {
 }
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        const server::Config& config) {
+                        const server::Config& config, LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config);
+  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config, std::move(live_plugins));
   router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {
@@ -766,10 +892,10 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
     router.Add("cluster." + wire_name, users, api, [ops, name](const Call& c) { return ops->Change(name, c); });
   }
   router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); });
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); });
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); });
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); });
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
   router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
   router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
 }

@@ -11,6 +11,10 @@
 // thread. Not thread-safe.
 #pragma once
 
+#include <functional>
+#include <set>
+#include <string>
+
 #include "server/api/router.hpp"
 #include "server/config/config.hpp"
 #include "server/jobs/job_engine.hpp"
@@ -19,8 +23,11 @@
 
 namespace weft::api {
 
+// The plugin types some live host runs now (for job.get's `waiting_for_plugins`).
+using LivePlugins = std::function<std::set<std::string>()>;
+
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        const server::Config& config);
+                        const server::Config& config, LivePlugins live_plugins);
 
 // A copy of a node's task results fit to show: ssh_auth's private key and
 // passphrase are replaced by "<redacted>".

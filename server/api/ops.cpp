@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/api/audit.hpp"
 #include "server/api/catalog_ops.hpp"
 #include "server/api/cluster_ops.hpp"
 #include "server/api/workers.hpp"
@@ -20,14 +21,6 @@ const std::set<std::string> kActions = {"CREATE",    "CONFIRM", "BOOTSTRAP", "IN
 
 constexpr const char* kActionList = "CREATE CONFIRM BOOTSTRAP INSTALL CONFIGURE INITIALIZE START STOP REMOVE DELETE";
 
-bool ValidHostId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-           c == '-';
-  });
-}
-
 std::string Tail(std::string s) {
   if (s.size() <= kOutputTailBytes) return s;
   std::size_t cut = s.size() - kOutputTailBytes;
@@ -41,7 +34,23 @@ json ParseStored(const std::string& text) {
   return v.is_discarded() ? json::object() : v;
 }
 
+// The same for every attempt of a task, and different for every task: a
+// provider that finds a machine it made under this key hands that one back
+// instead of making a second one when a lost attempt is run again.
+std::string IdempotencyKey(const store::TaskRecord& t) {
+  if (t.cluster_id.empty()) return "task/" + std::to_string(t.id);
+  return t.cluster_id + "/" + t.node_id + "/" + std::to_string(t.id);
+}
+
 }  // namespace
+
+bool ValidHostId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+}
 
 Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config)
     : store_(store),
@@ -59,19 +68,22 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   const std::set<Endpoint> prov = {Endpoint::kProvisioner};
   const std::set<Endpoint> both = {Endpoint::kApi, Endpoint::kProvisioner};
   auto bind = [this](Response (Ops::*fn)(const Call&)) { return [this, fn](const Call& c) { return (this->*fn)(c); }; };
-  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus));
-  router_.Add("host.list", users, api, bind(&Ops::HostList));
-  router_.Add("plugin.list", users, api, bind(&Ops::PluginList));
-  router_.Add("task.get", admins, api, bind(&Ops::TaskGet));
-  router_.Add("task.list", admins, api, bind(&Ops::TaskList));
+  router_.Add("server.status", anyone, both, bind(&Ops::ServerStatus), Effect::kReads);
+  router_.Add("host.list", users, api, bind(&Ops::HostList), Effect::kReads);
+  router_.Add("plugin.list", users, api, bind(&Ops::PluginList), Effect::kReads);
+  router_.Add("task.get", admins, api, bind(&Ops::TaskGet), Effect::kReads);
+  router_.Add("task.list", admins, api, bind(&Ops::TaskList), Effect::kReads);
   router_.Add("debug.enqueue", admins, api, bind(&Ops::DebugEnqueue));
-  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister));
-  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat));
-  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake));
-  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish));
-  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress));
+  router_.Add("host.register", hosts, prov, bind(&Ops::HostRegister), Effect::kHostTraffic);
+  router_.Add("host.heartbeat", hosts, prov, bind(&Ops::HostHeartbeat), Effect::kHostTraffic);
+  router_.Add("host.leave", hosts, prov, bind(&Ops::HostLeave), Effect::kHostTraffic);
+  router_.Add("task.take", hosts, prov, bind(&Ops::TaskTake), Effect::kHostTraffic);
+  router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish), Effect::kHostTraffic);
+  router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress), Effect::kHostTraffic);
   RegisterCatalogOps(router_, store_, clock_, config_);
-  RegisterClusterOps(router_, store_, engine_, clock_, config_);
+  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this] { return LivePluginTypes(); });
+  RegisterAuditOps(router_, store_);
+  router_.set_audit_recorder([this](const Call& c, const Response& r) { return RecordAudit(store_, clock_, c, r); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
 }
@@ -103,11 +115,19 @@ Status Ops::Reset() {
 }
 
 bool Ops::Live(const Host& host) const {
-  return clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+  return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+}
+
+std::set<std::string> Ops::LivePluginTypes() const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (Live(h)) out.insert(h.plugins.begin(), h.plugins.end());
+  return out;
 }
 
 void Ops::Seen(Host& host) {
   host.record.last_seen_ms = clock_.NowMs();
+  host.left = false;
   if (host.silent) {
     host.silent = false;
     HostEvent(host.record.id, "live");
@@ -197,26 +217,52 @@ json Ops::StoreStatus() const {
           {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}};
 }
 
-Response Ops::ServerStatus(const Call&) {
+Response Ops::ServerStatus(const Call& call) {
   std::int64_t live = 0;
   for (const auto& [id, h] : hosts_) live += Live(h) ? 1 : 0;
   const std::int64_t now = clock_.NowMs();
-  return Response::Ok({{"version", "0.1.0"},
-                       {"protocol", wire::kProtocolVersion},
-                       {"pid", info_.pid},
-                       {"started_at_ms", info_.started_at_ms},
-                       {"uptime_ms", now - info_.started_at_ms},
-                       {"data_dir", info_.data_dir},
-                       {"endpoints", info_.endpoints},
-                       {"store", StoreStatus()},
-                       {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
-                       {"tasks",
-                        {{"queued", queue_.queued()},
-                         {"leased", queue_.leased()},
-                         {"succeeded", queue_.succeeded()},
-                         {"failed", queue_.failed()}}},
-                       {"requests", router_.Served()}});
+  json store = StoreStatus();
+  json status = {{"version", "0.1.0"},
+                 {"protocol", wire::kProtocolVersion},
+                 {"pid", info_.pid},
+                 {"started_at_ms", info_.started_at_ms},
+                 {"uptime_ms", now - info_.started_at_ms},
+                 {"data_dir", info_.data_dir},
+                 {"endpoints", info_.endpoints},
+                 {"store", std::move(store)},
+                 {"hosts", {{"registered", hosts_.size()}, {"live", live}}},
+                 {"tasks",
+                  {{"queued", queue_.queued()},
+                   {"leased", queue_.leased()},
+                   {"succeeded", queue_.succeeded()},
+                   {"failed", queue_.failed()}}},
+                 {"requests", router_.Served()}};
+  // Where the server keeps its files is for the superadmin only.
+  if (call.principal.role != Role::kSuperadmin) {
+    status.erase("data_dir");
+    status["store"].erase("path");
+  }
+  return Response::Ok(std::move(status));
 }
+
+namespace {
+
+// What a caller below superadmin sees of a worker split (or of what a host
+// reports running): the threads of their own tenant and those that serve any
+// tenant, not other tenants' names.
+json OwnTenantOnly(const json& workers, const Principal& caller) {
+  if (caller.role == Role::kSuperadmin || !workers.is_array()) return workers;
+  json out = json::array();
+  for (const json& w : workers) {
+    auto t = w.is_object() ? w.find("tenant") : w.end();
+    if (t == w.end() || !t->is_string()) continue;
+    const std::string tenant = t->get<std::string>();
+    if (tenant.empty() || tenant == caller.tenant) out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
 
 Response Ops::HostList(const Call& call) {
   json list = json::array();
@@ -228,8 +274,8 @@ Response Ops::HostList(const Call& call) {
                     {"registered_at_ms", h.record.registered_at_ms},
                     {"last_seen_ms", h.record.last_seen_ms},
                     {"in_flight", queue_.InFlight(id)},
-                    {"workers", Live(h) ? WorkersFor(id) : json::array()},
-                    {"reported_workers", h.reported_workers},
+                    {"workers", OwnTenantOnly(Live(h) ? WorkersFor(id) : json::array(), call.principal)},
+                    {"reported_workers", OwnTenantOnly(h.reported_workers, call.principal)},
                     {"plugins", TypesFor(h, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
@@ -377,6 +423,11 @@ std::set<std::string> Ops::SensitiveFields(const std::string& type) const {
   return out;
 }
 
+bool Ops::HostLive(const std::string& host_id) const {
+  auto it = hosts_.find(host_id);
+  return it != hosts_.end() && Live(it->second);
+}
+
 Status Ops::ForgetHost(const std::string& host_id, const std::string& reason) {
   WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host_id, reason));
   WEFT_RETURN_IF_ERROR(store_.DeleteHost(host_id));
@@ -422,13 +473,28 @@ Response Ops::HostRegister(const Call& call) {
       descriptors.push_back(d);
     }
   }
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (incarnation.size() > 128)
+    return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
   const std::int64_t now = clock_.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
+  h.incarnation = incarnation;
   Status s = store_.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
+  if (auto old = hosts_.find(host_id); old != hosts_.end() && !old->second.incarnation.empty() &&
+                                       !incarnation.empty() && old->second.incarnation != incarnation) {
+    // A new process under the same name: the old one is gone, and the attempts
+    // it ran will never be finished; hand them out again now, not at lease end.
+    if (queue_.InFlight(host_id) > 0) {
+      WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' started again; giving up the "
+                               << queue_.InFlight(host_id) << " attempt(s) of its previous process";
+    }
+    s = queue_.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
+    if (!s.ok()) return Response::Error(s);
+  }
   hosts_[host_id] = std::move(h);
   HostEvent(host_id, "registered");
   WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
@@ -476,6 +542,21 @@ Response Ops::HostHeartbeat(const Call& call) {
                        {"tenants", ActiveTenants()}});
 }
 
+Response Ops::HostLeave(const Call& call) {
+  WEFT_TRY_ASSIGN(host, KnownHost(call.request->body));
+  // A host stopping cleanly finished or reported its tasks first; anything
+  // still leased to it would never be finished by it.
+  Status s = queue_.ReleaseHost(host->record.id, "host '" + host->record.id + "' stopped");
+  if (!s.ok()) return Response::Error(s);
+  if (!host->left) {
+    host->left = true;
+    host->silent = true;
+    HostEvent(host->record.id, "left");
+    WEFT_LOG(kInfo, "weftd") << "host '" << host->record.id << "' stopped";
+  }
+  return Response::Ok(json::object());
+}
+
 std::set<std::string> Ops::ActiveTenants() {
   constexpr std::int64_t kTenantHoldMs = 60000;
   const std::int64_t now = clock_.NowMs();
@@ -511,7 +592,7 @@ bool Ops::IsReadOnly(std::string_view op) {
       "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
       "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
       "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
-      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list"};
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list", "audit.list"};
   return kReads.count(op) != 0;
 }
 
@@ -538,6 +619,7 @@ Result<json> Ops::TryTake(const std::string& host_id, const std::string& tenant)
   task["job_id"] = t.job_id;
   task["cluster_id"] = t.cluster_id;
   task["node_id"] = t.node_id;
+  task["idempotency_key"] = IdempotencyKey(t);
   task["lease_ms"] = queue_.lease_ms();
   if (!t.payload_json.empty() && t.payload_json != "{}") {
     json payload = ParseStored(t.payload_json);

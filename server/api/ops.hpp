@@ -28,6 +28,9 @@
 
 namespace weft::api {
 
+// A host id: 1 to 128 of A-Z a-z 0-9 _ . -
+bool ValidHostId(const std::string& id);
+
 // Facts about the running daemon that server.status reports.
 struct DaemonInfo {
   std::int64_t pid = 0;
@@ -77,6 +80,8 @@ class Ops {
   // Each tenant's max_workers quota, for the worker split (server/auth sets it).
   using WorkerCaps = std::function<std::map<std::string, std::int64_t>()>;
   void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
+  // Whether weftd heard from the host within hosts.silent_after_ms.
+  bool HostLive(const std::string& host_id) const;
   // A revoked host: its tasks go back to the queue at once and it is forgotten.
   [[nodiscard]] Status ForgetHost(const std::string& host_id, const std::string& reason);
   // Whether anyone listens: when not, task transitions and progress are not
@@ -98,6 +103,10 @@ class Ops {
     queue::HostPlugins plugins;  // plugin types: host-wide, and tenants' own
     json descriptors = json::array();
     bool silent = false;
+    // Said goodbye (host.leave): not live until it registers again.
+    bool left = false;
+    // The process that registered last (host.register's `incarnation`); kept in memory only.
+    std::string incarnation;
     json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   };
 
@@ -108,6 +117,7 @@ class Ops {
   Response TaskGet(const Call& call);
   Response TaskList(const Call& call);
   Response DebugEnqueue(const Call& call);
+  Response HostLeave(const Call& call);
   Response HostRegister(const Call& call);
   Response HostHeartbeat(const Call& call);
   Response TaskTake(const Call& call);
@@ -124,6 +134,7 @@ class Ops {
   Result<Host*> KnownHost(const json& body);
   void Seen(Host& host);
   bool Live(const Host& host) const;
+  std::set<std::string> LivePluginTypes() const;
   void HostEvent(const std::string& host_id, const char* what);
   static json TaskJson(const store::TaskRecord& t, bool details);
   // The plugin types of `host` that tasks of `tenant` may use, sorted.

@@ -33,8 +33,9 @@ std::string_view RoleName(Role role) {
   return "unknown";
 }
 
-void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler) {
-  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler)};
+void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
+                 Effect effect) {
+  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler), effect};
 }
 
 void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap) {
@@ -93,12 +94,34 @@ Response Router::Route(const Call& call) const {
                                             " does not exist (weft tenant list shows the tenants)"),
                            json{{"tenant", call.principal.tenant}});
   ++e.served;
+  Response response = Invoke(e.handler, call);
+  if (e.effect != Effect::kChanges || !recorder_ || !response.status.ok() || response.held) return response;
+  return Record(call, std::move(response));
+}
+
+Response Router::Invoke(const Handler& handler, const Call& call) {
   try {
-    return e.handler(call);
+    return handler(call);
   } catch (const std::exception& ex) {
     // nlohmann::json throws on misuse; a handler bug must not take the server down.
-    return Response::Error(Status::Internal("op '" + op + "' failed unexpectedly: " + ex.what()));
+    return Response::Error(Status::Internal("op '" + call.request->op + "' failed unexpectedly: " + ex.what()));
   }
+}
+
+// Here, in one place, so that every op that changes state is recorded, not a list of them.
+Response Router::Record(const Call& call, Response response) const {
+  Status s;
+  try {
+    s = recorder_(call, response);
+  } catch (const std::exception& ex) {
+    s = Status::Internal(ex.what());
+  }
+  // INTERNAL rolls the whole batch back: no change is committed without its entry.
+  if (!s.ok())
+    return Response::Error(Status::Internal("op '" + call.request->op +
+                                            "' was not done: its audit log entry could not be written (" +
+                                            s.message() + ")"));
+  return response;
 }
 
 }  // namespace weft::api

@@ -38,6 +38,7 @@ struct Principal {
   std::string tenant = "default";
   Role role = Role::kUser;
   std::string user = "admin";  // who asked, for the audit trail
+  std::string user_tenant = {};  // the user's own tenant when it differs from `tenant` (a superadmin acting in another)
   std::string key = {};        // the CurveZMQ public key (Z85); empty with security off
   std::string host_id = {};    // role host: the host the key belongs to
   // The tenant's quotas (0: no limit), checked at cluster.create and scale.
@@ -78,6 +79,17 @@ struct Response {
 
 using Handler = std::function<Response(const Call&)>;
 
+// What an op does, for the audit log. A successful call of an op that changes
+// state is recorded (the default, so that a new op is covered unless it says
+// otherwise). Reads are not, nor a host's own traffic (register, heartbeat,
+// take, finish, progress: thousands a second, and the tasks and their
+// attempts are already that record).
+enum class Effect : int { kChanges = 1, kReads, kHostTraffic };
+
+// Writes the audit entry of a successful call that changed state, in the
+// call's transaction; an error fails the call (and so rolls the change back).
+using AuditRecorder = std::function<Status(const Call&, const Response&)>;
+
 // In a handler: `var` is the value of a Result, or the handler answers its error.
 #define WEFT_TRY_ASSIGN(var, expr)                                       \
   auto var##_result = (expr);                                            \
@@ -87,7 +99,9 @@ using Handler = std::function<Response(const Call&)>;
 class Router {
  public:
   // `roles` may call the op; `endpoints` serve it.
-  void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler);
+  void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
+           Effect effect = Effect::kChanges);
+  void set_audit_recorder(AuditRecorder recorder) { recorder_ = std::move(recorder); }
   Response Route(const Call& call) const;
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
   void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
@@ -104,10 +118,15 @@ class Router {
     std::set<Role> roles;
     std::set<Endpoint> endpoints;
     Handler handler;
+    Effect effect = Effect::kChanges;
     mutable std::int64_t served = 0;
   };
+  static Response Invoke(const Handler& handler, const Call& call);
+  Response Record(const Call& call, Response response) const;
+
   std::map<std::string, Entry> ops_;
   std::function<bool(const std::string&)> tenant_exists_;
+  AuditRecorder recorder_;
 };
 
 }  // namespace weft::api

@@ -1,6 +1,5 @@
-// How many worker threads each tenant gets on each provisioner host
-// (ARCHITECTURE.md: "The server decides how many workers each tenant gets on
-// each host"). A pure function, recomputed whenever it is asked for, so a host
+// How many worker threads each tenant gets on each provisioner host: the
+// server decides it, not the hosts. A pure function, recomputed whenever it is asked for, so a host
 // that joins or goes silent changes the split at the next heartbeat.
 //
 // Rule: the live hosts' capacity (threads) is shared equally among the active

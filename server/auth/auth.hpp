@@ -30,6 +30,7 @@
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/log_tally.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::auth {
@@ -79,21 +80,33 @@ class Registry {
   [[nodiscard]] Status EnsureSuperadmin(const std::string& public_key);
 
   // Host enrollment: a one-time token (a key pair whose public half is stored
-  // with an expiry), spent by host.enroll for the host's own key.
+  // with an expiry), spent by host.enroll for the host's own key. A token is
+  // made for one host id (`for_host`), or, without one, for a new host only:
+  // it never takes over an id that has a key in force. Even a token made for
+  // the host does not replace a live host's key unless made with `replace`.
   struct NewToken {
     curve::KeyPair keys;
     std::int64_t expires_at_ms = 0;
   };
-  [[nodiscard]] Result<NewToken> CreateToken(std::int64_t ttl_ms, const std::string& created_by);
+  [[nodiscard]] Result<NewToken> CreateToken(std::int64_t ttl_ms, const std::string& created_by,
+                                             const std::string& for_host = "", bool replace = false);
+  // `live`: whether the host is live now (weftd heard from it lately).
   [[nodiscard]] Status EnrollHost(const std::string& token_key, const std::string& host_id,
-                                  const std::string& host_key);
-  // A host with an unknown key asked to join (host.register); an admin accepts it.
-  [[nodiscard]] Status RequestHost(const std::string& host_id, const std::string& host_key,
+                                  const std::string& host_key, bool live);
+  // A host with an unknown key asked to join (host.register); an admin accepts
+  // it by the key's fingerprint. Several keys may ask for one host id; the
+  // requests are capped, in all and per host id, and new ones rate limited.
+  // True when the request is new (not the same key asking again).
+  [[nodiscard]] Result<bool> RequestHost(const std::string& host_id, const std::string& host_key,
                                    const std::string& address);
-  [[nodiscard]] Status AcceptHost(const std::string& host_id, const std::string& by);
+  // `live`: as for EnrollHost; a live host with a key in force is replaced only with `force`.
+  [[nodiscard]] Status AcceptHost(const std::string& host_id, const std::string& fingerprint, bool force, bool live,
+                                  const std::string& by);
   // Revokes every key of the host; NOT_FOUND when it has none in force.
   [[nodiscard]] Status RevokeHost(const std::string& host_id, const std::string& by);
   bool HostRevoked(const std::string& host_id) const { return revoked_hosts_.count(host_id) > 0; }
+  // Whether the host has a key in force.
+  bool HostEnrolled(const std::string& host_id) const;
 
   // Tenants and users. Deleting either revokes its keys.
   [[nodiscard]] Status CreateTenant(const store::TenantRecord& tenant);
@@ -106,6 +119,7 @@ class Registry {
 
   const std::map<std::string, store::TenantRecord>& tenants() const { return tenants_; }
   const std::map<std::pair<std::string, std::string>, store::UserRecord>& users() const { return users_; }
+  // Pending host requests by key.
   const std::map<std::string, store::HostRequestRecord>& requests() const { return requests_; }
   // Principals in force of a kind.
   std::vector<store::PrincipalRecord> Principals(Kind kind) const;
@@ -114,6 +128,11 @@ class Registry {
   void Publish();
   [[nodiscard]] Status Revoke(store::PrincipalRecord& p, const std::string& by);
   [[nodiscard]] Status PutHostKey(const std::string& host_id, const std::string& host_key, const std::string& by);
+  [[nodiscard]] Status ForgetRequests(const std::string& host_id);
+  // Whether a new request may be taken now (a token bucket over all unknown keys).
+  bool AdmitRequest();
+  double request_tokens_ = 0;
+  std::int64_t request_tokens_at_ms_ = 0;
 
   store::Store& store_;
   const Clock& clock_;
@@ -121,7 +140,7 @@ class Registry {
   std::map<std::string, store::PrincipalRecord> principals_;  // by key, revoked included
   std::map<std::string, store::TenantRecord> tenants_;
   std::map<std::pair<std::string, std::string>, store::UserRecord> users_;
-  std::map<std::string, store::HostRequestRecord> requests_;
+  std::map<std::string, store::HostRequestRecord> requests_;  // by key
   std::set<std::string> revoked_hosts_;  // hosts with a revoked key and none in force
   KeyMap in_force_;
 };
@@ -152,6 +171,7 @@ class ZapHandler {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::set<std::string> logged_;
+  log::Tally tally_;
 };
 
 }  // namespace weft::auth

@@ -1,9 +1,15 @@
 #include "server/auth/auth_ops.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <optional>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "server/auth/secrets.hpp"
 #include "weft/common/json_fields.hpp"
+#include "weft/common/log.hpp"
 
 namespace weft::auth {
 namespace {
@@ -79,7 +85,7 @@ void RegisterTenantOps(api::Ops& ops, Registry& registry) {
     json list = json::array();
     for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
     return Response::Ok({{"tenants", list}});
-  });
+  }, api::Effect::kReads);
   router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
     Status s = reg->DeleteTenant(name, Who(c));
@@ -97,25 +103,31 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   api::Ops* o = &ops;
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
-    WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000,
-                                    options.token_ttl_ms));
-    WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c)));
+    const json& body = c.request->body;
+    WEFT_TRY_ASSIGN(ttl, jsonf::Int(body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000, options.token_ttl_ms));
+    WEFT_TRY_ASSIGN(for_host, jsonf::String(body, "host_id", "body", ""));
+    WEFT_TRY_ASSIGN(replace, jsonf::Bool(body, "force", "body", false));
+    WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c), for_host, replace));
     return Response::Ok({{"token", curve::EncodeToken({token.keys, options.server_key})},
                          {"key", curve::ShortKey(token.keys.public_key)},
+                         {"host_id", for_host},
+                         {"force", replace},
                          {"expires_at_ms", token.expires_at_ms}});
   });
-  router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg](const Call& c) {
+  router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
     WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
-    Status s = reg->EnrollHost(c.principal.key, host_id, key);
+    Status s = reg->EnrollHost(c.principal.key, host_id, key, o->HostLive(host_id));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"host_id", host_id}});
   });
-  router.Add("host.accept", superadmin, api, [reg](const Call& c) {
+  router.Add("host.accept", superadmin, api, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
-    Status s = reg->AcceptHost(host_id, Who(c));
+    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", "body", ""));
+    WEFT_TRY_ASSIGN(force, jsonf::Bool(c.request->body, "force", "body", false));
+    Status s = reg->AcceptHost(host_id, fingerprint, force, o->HostLive(host_id), Who(c));
     if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"host_id", host_id}});
+    return Response::Ok({{"host_id", host_id}, {"fingerprint", fingerprint}});
   });
   router.Add("host.revoke", superadmin, api, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
@@ -126,14 +138,20 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
     return Response::Ok({{"host_id", host_id}});
   });
   router.Add("host.requests", superadmin, api, [reg](const Call&) {
+    std::vector<const store::HostRequestRecord*> sorted;
+    for (const auto& [key, r] : reg->requests()) sorted.push_back(&r);
+    std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->host_id, a->requested_at_ms) < std::tie(b->host_id, b->requested_at_ms);
+    });
     json list = json::array();
-    for (const auto& [id, r] : reg->requests())
-      list.push_back({{"host_id", id},
-                      {"key", curve::ShortKey(r.public_key)},
-                      {"address", r.address},
-                      {"requested_at_ms", r.requested_at_ms}});
+    for (const store::HostRequestRecord* r : sorted)
+      list.push_back({{"host_id", r->host_id},
+                      {"key", curve::ShortKey(r->public_key)},
+                      {"fingerprint", curve::Fingerprint(r->public_key)},
+                      {"address", r->address},
+                      {"requested_at_ms", r->requested_at_ms}});
     return Response::Ok({{"requests", list}});
-  });
+  }, api::Effect::kReads);
 
   // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
   router.Add("user.create", admins, api, [reg](const Call& c) {
@@ -153,7 +171,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
       list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
     }
     return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
-  });
+  }, api::Effect::kReads);
   router.Add("user.delete", admins, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
     Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
@@ -172,11 +190,145 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
   });
 }
 
+namespace {
+
+// The ops whose wrappers below seal what they may and refuse any other sealed text themselves.
+const std::set<std::string> kSealingPuts = {"provider.put", "service.put"};
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// o[key] when it is a string, else "" (what clients send is not trusted to have the right types).
+std::string Str(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::set<std::string> SensitiveOf(const json& descriptor) {
+  std::set<std::string> out;
+  if (!descriptor.contains("fields") || !descriptor["fields"].is_array()) return out;
+  for (const json& f : descriptor["fields"])
+    if (f.is_object() && f.contains("sensitive") && f["sensitive"] == true && f.contains("name") &&
+        f["name"].is_string())
+      out.insert(f["name"].get<std::string>());
+  return out;
+}
+
+Status RefuseSealedText(const json& value, const std::string& what) {
+  std::optional<std::string> at = SecretBox::FindSealedText(value, "");
+  if (!at) return Status::Ok();
+  return Status::Invalid(what + " holds sealed text (enc:...) at '" + *at +
+                         "'; weftd opens no sealed text a client sends: give the clear value (in a field the "
+                         "plugin declares sensitive, weftd seals it)");
+}
+
+// A provider entity: its sensitive fields sealed for it; no other sealed text.
+Status SealProvider(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+  json rest = entity;
+  rest.erase("provisioner");
+  WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "provider '" + Str(entity, "name") + "'"));
+  auto fields = entity.find("provisioner");
+  if (fields == entity.end() || !fields->is_object()) return Status::Ok();
+  return box.SealFields(*fields, ops.SensitiveFields(Str(entity, "providertype")),
+                        {tenant, "provider", Str(entity, "name"), ""});
+}
+
+// The actions of a service entity ({"install": {"type", "fields"}, ...}), or nullptr.
+json* Actions(json& service) {
+  auto p = service.find("provisioner");
+  if (p == service.end() || !p->is_object()) return nullptr;
+  auto a = p->find("actions");
+  return a == p->end() || !a->is_object() ? nullptr : &*a;
+}
+
+// A service entity: each action's fields its automator declares sensitive sealed for it; no other sealed text.
+Status SealService(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+  const std::string name = Str(entity, "name");
+  json rest = entity;
+  if (json* actions = Actions(rest))
+    for (auto& [key, action] : actions->items())
+      if (action.is_object()) action.erase("fields");
+  WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "service '" + name + "'"));
+  json* actions = Actions(entity);
+  if (!actions) return Status::Ok();
+  for (auto& [key, action] : actions->items()) {
+    if (!action.is_object() || !action.contains("fields")) continue;
+    WEFT_RETURN_IF_ERROR(
+        box.SealFields(action["fields"], ops.SensitiveFields(Str(action, "type")), {tenant, "service", name, key}));
+  }
+  return Status::Ok();
+}
+
+// Seals, in place, what a plugin newly registered declares sensitive in a
+// service entity (or a cluster's copy of one). Whether it changed anything.
+bool ResealService(const SecretBox& box, const std::string& type, const std::set<std::string>& sensitive,
+                   const std::string& tenant, json& entity) {
+  json* actions = Actions(entity);
+  if (!actions) return false;
+  const std::string name = Str(entity, "name");
+  bool changed = false;
+  for (auto& [key, action] : actions->items())
+    if (action.is_object() && Str(action, "type") == type && action.contains("fields"))
+      changed = box.ResealFields(action["fields"], sensitive, {tenant, "service", name, key}) || changed;
+  return changed;
+}
+
+// A plugin registered after entities that use it were stored: seal what it declares sensitive, in place.
+Status ResealFor(const SecretBox& box, store::Store& store, const json& descriptor) {
+  if (!descriptor.is_object() || !descriptor.contains("type") || !descriptor["type"].is_string()) return Status::Ok();
+  const std::string type = descriptor["type"].get<std::string>();
+  const std::set<std::string> sensitive = SensitiveOf(descriptor);
+  if (sensitive.empty()) return Status::Ok();
+  WEFT_RETURN_IF_ERROR(store.RewriteCatalogEntities("provider", type, [&](const std::string& tenant, json& e) {
+    if (Str(e, "providertype") != type || !e.contains("provisioner")) return false;
+    return box.ResealFields(e["provisioner"], sensitive, {tenant, "provider", Str(e, "name"), ""});
+  }));
+  WEFT_RETURN_IF_ERROR(store.RewriteCatalogEntities("service", type, [&](const std::string& tenant, json& e) {
+    return ResealService(box, type, sensitive, tenant, e);
+  }));
+  // Cluster specs keep a copy of their provider's fields and of their services.
+  return store.RewriteClusterSpecs(type, [&](const std::string& tenant, json& spec) {
+    bool changed = false;
+    if (spec.contains("provider") && spec["provider"].is_object() && Str(spec["provider"], "type") == type &&
+        spec["provider"].contains("fields"))
+      changed = box.ResealFields(spec["provider"]["fields"], sensitive,
+                                 {tenant, "provider", Str(spec["provider"], "name"), ""});
+    if (spec.contains("services") && spec["services"].is_object())
+      for (auto& [name, service] : spec["services"].items())
+        changed = ResealService(box, type, sensitive, tenant, service) || changed;
+    return changed;
+  });
+}
+
+// Opens, in a task about to be handed out, the sealed values at the places
+// they were sealed for, in the task's own tenant: its provider's fields, its
+// service action's fields and its node's SSH secrets. Nothing else is opened:
+// the cluster config and anything else a client wrote stay as they are.
+Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& task) {
+  if (auto p = task.find("provider"); p != task.end() && p->is_object() && p->contains("fields"))
+    WEFT_RETURN_IF_ERROR(box.OpenFields((*p)["fields"], {record.tenant, "provider", Str(*p, "name"), ""}));
+  if (auto s = task.find("service"); s != task.end() && s->is_object() && s->contains("action") &&
+                                     (*s)["action"].is_object() && (*s)["action"].contains("fields"))
+    WEFT_RETURN_IF_ERROR(box.OpenFields((*s)["action"]["fields"],
+                                        {record.tenant, "service", Str(*s, "name"), Lower(record.action)},
+                                        /*open_v1=*/false));
+  const SealPlace node{record.tenant, "node", record.cluster_id + "/" + record.node_id, ""};
+  if (auto r = task.find("results"); r != task.end()) WEFT_RETURN_IF_ERROR(box.OpenResult(*r, node));
+  if (auto n = task.find("node"); n != task.end() && n->is_object() && n->contains("results"))
+    WEFT_RETURN_IF_ERROR(box.OpenResult((*n)["results"], node));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file) {
   Result<SecretBox> opened = SecretBox::Open(key_file);
   if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
   auto box = std::make_shared<const SecretBox>(std::move(*opened));
   api::Ops* o = &ops;
+  store::Store* st = &store;
   // A call whose request body is `body` instead.
   auto with_body = [](const Call& call, json body, const api::Handler& next) {
     wire::Request copy = *call.request;
@@ -185,57 +337,89 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
     sealed.request = &copy;
     return next(sealed);
   };
-  ops.router().Wrap("task.finish", [box, with_body](api::Handler next) -> api::Handler {
-    return [box, with_body, next](const Call& c) {
+  // No client request may carry sealed text: weftd would store it where it
+  // might later be opened. (Catalog puts of sealable entities check below.)
+  for (const std::string& op : ops.router().KnownOps()) {
+    if (kSealingPuts.count(op)) continue;
+    ops.router().Wrap(op, [op](api::Handler next) -> api::Handler {
+      return [op, next](const Call& c) {
+        if (c.endpoint != Endpoint::kApi) return next(c);
+        Status s = RefuseSealedText(c.request->body, "op '" + op + "': the request");
+        return s.ok() ? next(c) : Response::Error(s);
+      };
+    });
+  }
+  ops.router().Wrap("task.finish", [box, st, with_body](api::Handler next) -> api::Handler {
+    return [box, st, with_body, next](const Call& c) {
       auto result = c.request->body.find("result");
-      auto auth = result == c.request->body.end() || !result->is_object() ? nullptr : &*result;
-      if (!auth || !auth->contains("ssh_auth")) return next(c);
+      if (result == c.request->body.end() || !result->is_object() || !result->contains("ssh_auth")) return next(c);
+      // Sealed for the node of the task it finishes (an unknown task is refused by the handler).
+      SealPlace node{"", "node", "", ""};
+      auto id = c.request->body.find("task_id");
+      if (id != c.request->body.end() && id->is_number_integer()) {
+        Result<std::optional<store::TaskRecord>> t = st->GetTask(id->get<std::int64_t>());
+        if (!t.ok()) return Response::Error(t.status());
+        if (t->has_value()) node = {(**t).tenant, "node", (**t).cluster_id + "/" + (**t).node_id, ""};
+      }
       json body = c.request->body;
-      box->SealResult(body["result"]);
+      box->SealResult(body["result"], node);
       return with_body(c, std::move(body), next);
     };
   });
-  ops.router().Wrap("provider.put", [box, o, with_body](api::Handler next) -> api::Handler {
-    return [box, o, with_body, next](const Call& c) {
-      const json& body = c.request->body;  // the provider entity itself
-      if (!body.is_object() || !body.contains("provisioner") || !body["provisioner"].is_object()) return next(c);
-      auto type = body.find("providertype");
-      if (type == body.end() || !type->is_string()) return next(c);
-      const std::set<std::string> sensitive = o->SensitiveFields(type->get<std::string>());
-      if (sensitive.empty()) return next(c);
-      json sealed = body;
-      box->SealFields(sealed["provisioner"], sensitive);
-      return with_body(c, std::move(sealed), next);
-    };
-  });
-  // A plugin registered after its provider was stored: seal what it declares sensitive, in place.
-  store::Store* st = &store;
+  using Sealer = Status (*)(const SecretBox&, const api::Ops&, const std::string&, json&);
+  for (const auto& [op, seal] : {std::pair<std::string, Sealer>{"provider.put", &SealProvider},
+                                 std::pair<std::string, Sealer>{"service.put", &SealService}}) {
+    ops.router().Wrap(op, [box, o, with_body, seal = seal](api::Handler next) -> api::Handler {
+      return [box, o, with_body, seal, next](const Call& c) {
+        if (!c.request->body.is_object()) return next(c);  // the handler says what is wrong
+        json sealed = c.request->body;  // the entity itself
+        Status s = seal(*box, *o, c.principal.tenant, sealed);
+        if (!s.ok()) return Response::Error(s);
+        return with_body(c, std::move(sealed), next);
+      };
+    });
+  }
   ops.router().Wrap("host.register", [box, st](api::Handler next) -> api::Handler {
     return [box, st, next](const Call& c) {
       Response r = next(c);
       auto plugins = c.request->body.find("plugins");
       if (!r.status.ok() || plugins == c.request->body.end() || !plugins->is_array()) return r;
       for (const json& d : *plugins) {
-        if (!d.is_object() || !d.contains("type") || !d["type"].is_string() || !d.contains("fields") ||
-            !d["fields"].is_array())
-          continue;
-        std::set<std::string> sensitive;
-        for (const json& f : d["fields"])
-          if (f.is_object() && f.value("sensitive", false) && f.contains("name") && f["name"].is_string())
-            sensitive.insert(f["name"].get<std::string>());
-        if (sensitive.empty()) continue;
-        Status s = st->RewriteProviderFields(d["type"].get<std::string>(), [&](json& fields) {
-          const json before = fields;
-          box->SealFields(fields, sensitive);
-          return fields != before;
-        });
+        Status s = ResealFor(*box, *st, d);
         if (!s.ok()) return Response::Error(s);
       }
       return r;
     };
   });
-  ops.AddTakeDecorator([box](const store::TaskRecord&, json& task) { return box->OpenAll(task); });
+  ops.AddTakeDecorator([box](const store::TaskRecord& r, json& task) { return OpenForTask(*box, r, task); });
   return Status::Ok();
+}
+
+api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t now_ms, const std::string& key,
+                            const std::string& address, const wire::Request& request) {
+  auto id = request.body.find("host_id");
+  if (request.op != "host.register" || id == request.body.end() || !id->is_string())
+    return Response::Error(Status::Denied(
+        "op '" + request.op + "': this host's key is not accepted yet; register to ask an admin, or enroll with a token"));
+  const std::string host_id = id->get<std::string>();
+  const std::string fingerprint = curve::Fingerprint(key);
+  Result<bool> fresh = registry.RequestHost(host_id, key, address);
+  if (!fresh.ok()) {
+    if (tally.Count("host requests refused", now_ms)) {
+      WEFT_LOG(kWarn, "auth") << "refused the request of host " << jsonf::Brief(*id) << " (key fingerprint "
+                              << fingerprint << ") to join: " << fresh.status().message();
+    }
+    return Response::Error(fresh.status());
+  }
+  if (*fresh && tally.Count("hosts asked to join", now_ms)) {
+    WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' with unknown key " << curve::ShortKey(key) << " (fingerprint "
+                            << fingerprint << ") from " << (address.empty() ? "?" : address)
+                            << " asks to join; `weft host requests` lists the hosts that wait";
+  }
+  return Response::Error(Status::Denied("host '" + host_id + "' (key fingerprint " + fingerprint +
+                                        ") is not accepted yet: an admin runs `weft host accept " + host_id +
+                                        " --fingerprint " + fingerprint +
+                                        "`, or give the host an enrollment token (`weft host token create`)"));
 }
 
 Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,
@@ -254,6 +438,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
       return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
                             " (revoked, or its user or tenant deleted)");
     p.user = entry->user;
+    p.user_tenant = entry->tenant.empty() ? "_system" : entry->tenant;  // a superadmin belongs to no tenant
     if (entry->role == "superadmin") {
       p.role = Role::kSuperadmin;
       p.tenant = request.tenant.empty() ? "default" : request.tenant;

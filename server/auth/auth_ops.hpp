@@ -11,6 +11,7 @@
 #include "server/api/ops.hpp"
 #include "server/api/router.hpp"
 #include "server/auth/auth.hpp"
+#include "weft/common/log_tally.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::auth {
@@ -40,5 +41,11 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options);
 // the request asks (unknown or revoked key, another tenant, another host).
 [[nodiscard]] Result<api::Principal> Resolve(const Registry& registry, api::Endpoint endpoint, const std::string& key,
                                              const wire::Request& request);
+
+// What a key weftd does not know may do on the provisioner endpoint (role
+// pending): its host.register files a request an admin may accept, logged
+// through `tally`; anything else is DENIED.
+api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t now_ms, const std::string& key,
+                            const std::string& address, const wire::Request& request);
 
 }  // namespace weft::auth

@@ -1,12 +1,22 @@
 #include <algorithm>
 
+#include "server/api/ops.hpp"
 #include "server/auth/auth.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::auth {
 namespace {
 
-constexpr std::size_t kMaxHostRequests = 1000;
+// Pending host requests: in all, and per host id (several keys may ask for one id).
+constexpr std::size_t kMaxHostRequests = 100;
+constexpr std::size_t kMaxRequestsPerHost = 4;
+// A request nobody accepted for this long makes room for a new one when the list is full.
+constexpr std::int64_t kRequestStaleMs = 3600 * 1000;
+// New requests over all unknown keys: this many per second, in bursts of kRequestBurst.
+constexpr double kRequestsPerSecond = 2.0;
+constexpr double kRequestBurst = 20.0;
+// The token's role when it may replace the key of a live host.
+constexpr const char* kReplace = "replace";
 
 const char* KindName(Kind kind) {
   switch (kind) {
@@ -64,7 +74,7 @@ Status Registry::Load() {
   for (store::UserRecord& u : *users) users_[{u.tenant, u.name}] = std::move(u);
   Result<std::vector<store::HostRequestRecord>> requests = store_.ListHostRequests();
   if (!requests.ok()) return requests.status().WithContext("cannot load the host requests");
-  for (store::HostRequestRecord& r : *requests) requests_[r.host_id] = std::move(r);
+  for (store::HostRequestRecord& r : *requests) requests_[r.public_key] = std::move(r);
   if (!tenants_.count("default")) {
     // Every fresh store has the tenant that requests without one act in.
     store::TenantRecord t{"default", clock_.NowMs(), 0, 0, 0};
@@ -126,13 +136,20 @@ Status Registry::Revoke(store::PrincipalRecord& p, const std::string& by) {
   return store_.PutPrincipal(p);
 }
 
-Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std::string& created_by) {
+Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std::string& created_by,
+                                                 const std::string& for_host, bool replace) {
   if (ttl_ms <= 0) return Status::Invalid("a token's ttl must be positive");
+  if (!for_host.empty() && !api::ValidHostId(for_host))
+    return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -, got '" + for_host + "'");
+  if (replace && for_host.empty())
+    return Status::Invalid("a token that may replace a live host must name that host (--host)");
   Result<curve::KeyPair> pair = curve::Generate();
   if (!pair.ok()) return pair.status();
   store::PrincipalRecord p;
   p.public_key = pair->public_key;
   p.kind = "token";
+  p.host_id = for_host;
+  p.role = replace ? kReplace : "";
   p.created_by = created_by;
   p.created_at_ms = clock_.NowMs();
   p.expires_at_ms = p.created_at_ms + ttl_ms;
@@ -142,17 +159,34 @@ Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std:
   return NewToken{*pair, p.expires_at_ms};
 }
 
-Status Registry::EnrollHost(const std::string& token_key, const std::string& host_id, const std::string& host_key) {
-  if (host_id.empty()) return Status::Invalid("body.host_id must be a non-empty string");
-  if (!curve::IsKey(host_key)) return Status::Invalid("body.public_key must be a 40-character Z85 CURVE public key");
+Status Registry::EnrollHost(const std::string& token_key, const std::string& host_id, const std::string& host_key,
+                            bool live) {
+  if (!api::ValidHostId(host_id))
+    return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -");
+  if (!curve::IsKey(host_key)) return Status::Invalid("the host's public key must be a 40-character Z85 CURVE key");
   if (principals_.count(host_key)) return Status::Conflict("that public key is already registered; make a new one");
   auto token = principals_.find(token_key);
   if (token == principals_.end() || token->second.kind != "token" || token->second.revoked_at_ms)
     return Status::Denied("the enrollment token was already used");
+  const store::PrincipalRecord& t = token->second;
+  if (!t.host_id.empty() && t.host_id != host_id)
+    return Status::Denied("this enrollment token was made for host '" + t.host_id + "', not '" + host_id + "'");
+  if (t.host_id.empty() && HostEnrolled(host_id))
+    return Status::Denied("host '" + host_id + "' is already enrolled and this token is for a new host; to give '" +
+                          host_id + "' a new key, make a token for it: `weft host token create --host " + host_id + "`");
+  if (live && t.role != kReplace && HostEnrolled(host_id))
+    return Status::Conflict("host '" + host_id + "' is live: enrolling would cut it off; stop it first, or make the "
+                            "token with `weft host token create --host " + host_id + " --force`");
   WEFT_RETURN_IF_ERROR(Revoke(token->second, "its use by host '" + host_id + "'"));
   WEFT_RETURN_IF_ERROR(PutHostKey(host_id, host_key, "token " + curve::ShortKey(token_key)));
   WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' enrolled with key " << curve::ShortKey(host_key);
   return Status::Ok();
+}
+
+bool Registry::HostEnrolled(const std::string& host_id) const {
+  for (const auto& [key, p] : principals_)
+    if (p.kind == "host" && p.host_id == host_id && !p.revoked_at_ms) return true;
+  return false;
 }
 
 // The host's one key in force from now on: earlier ones are revoked, a request is answered.
@@ -169,33 +203,100 @@ Status Registry::PutHostKey(const std::string& host_id, const std::string& host_
   p.created_at_ms = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
   principals_[host_key] = p;
-  if (requests_.erase(host_id)) WEFT_RETURN_IF_ERROR(store_.DeleteHostRequest(host_id));
+  WEFT_RETURN_IF_ERROR(ForgetRequests(host_id));
   Publish();
   return Status::Ok();
 }
 
-Status Registry::RequestHost(const std::string& host_id, const std::string& host_key, const std::string& address) {
-  if (host_id.empty()) return Status::Invalid("body.host_id must be a non-empty string");
-  auto it = requests_.find(host_id);
-  if (it != requests_.end() && it->second.public_key == host_key) return Status::Ok();
-  if (it == requests_.end() && requests_.size() >= kMaxHostRequests)
-    return Status::TooLarge("too many hosts wait for an admin (" + std::to_string(kMaxHostRequests) +
-                            "); accept or revoke some first");
-  store::HostRequestRecord r{host_id, host_key, address, clock_.NowMs()};
-  WEFT_RETURN_IF_ERROR(store_.PutHostRequest(r));
-  requests_[host_id] = r;
-  WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' with unknown key " << curve::ShortKey(host_key) << " from "
-                          << (address.empty() ? "?" : address) << " asks to join; `weft host accept " << host_id
-                          << "` lets it in";
-  return Status::Ok();
+Status Registry::ForgetRequests(const std::string& host_id) {
+  bool any = false;
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    if (it->second.host_id != host_id) {
+      ++it;
+      continue;
+    }
+    any = true;
+    it = requests_.erase(it);
+  }
+  return any ? store_.DeleteHostRequest(host_id) : Status::Ok();
 }
 
-Status Registry::AcceptHost(const std::string& host_id, const std::string& by) {
-  auto it = requests_.find(host_id);
-  if (it == requests_.end())
+bool Registry::AdmitRequest() {
+  const std::int64_t now = clock_.NowMs();
+  if (request_tokens_at_ms_ == 0) request_tokens_ = kRequestBurst;
+  request_tokens_ = std::min(kRequestBurst, request_tokens_ + static_cast<double>(now - request_tokens_at_ms_) *
+                                                                  kRequestsPerSecond / 1000.0);
+  request_tokens_at_ms_ = now;
+  if (request_tokens_ < 1.0) return false;
+  request_tokens_ -= 1.0;
+  return true;
+}
+
+Result<bool> Registry::RequestHost(const std::string& host_id, const std::string& host_key,
+                                   const std::string& address) {
+  if (!api::ValidHostId(host_id))
+    return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -");
+  auto mine = requests_.find(host_key);
+  if (mine != requests_.end() && mine->second.host_id == host_id) return false;  // it asks again
+  if (mine == requests_.end()) {
+    if (requests_.size() >= kMaxHostRequests) {
+      // Requests nobody accepted for an hour make room.
+      const std::int64_t stale_before = clock_.NowMs() - kRequestStaleMs;
+      for (auto it = requests_.begin(); it != requests_.end();) {
+        if (it->second.requested_at_ms >= stale_before) {
+          ++it;
+          continue;
+        }
+        WEFT_RETURN_IF_ERROR(store_.DeleteHostRequestKey(it->first));
+        it = requests_.erase(it);
+      }
+    }
+    if (requests_.size() >= kMaxHostRequests)
+      return Status::TooLarge("too many hosts wait for an admin (" + std::to_string(kMaxHostRequests) +
+                              "); accept or revoke some first, or enroll this host with a token");
+    const auto same_id = std::count_if(requests_.begin(), requests_.end(),
+                                       [&](const auto& r) { return r.second.host_id == host_id; });
+    if (static_cast<std::size_t>(same_id) >= kMaxRequestsPerHost)
+      return Status::TooLarge("too many keys ask to join as host '" + host_id + "' (" +
+                              std::to_string(kMaxRequestsPerHost) + "); an admin accepts one or runs `weft host revoke " +
+                              host_id + "`");
+    if (!AdmitRequest())
+      return Status::TooLarge("too many hosts ask to join at once; retry in a few seconds");
+  }
+  store::HostRequestRecord r{host_id, host_key, address, clock_.NowMs()};
+  WEFT_RETURN_IF_ERROR(store_.PutHostRequest(r));
+  requests_[host_key] = r;
+  return true;
+}
+
+Status Registry::AcceptHost(const std::string& host_id, const std::string& fingerprint, bool force, bool live,
+                            const std::string& by) {
+  std::vector<const store::HostRequestRecord*> asking;
+  for (const auto& [key, r] : requests_)
+    if (r.host_id == host_id) asking.push_back(&r);
+  if (asking.empty())
     return Status::NotFound("no host '" + host_id + "' waits to be accepted (see `weft host requests`)");
-  WEFT_RETURN_IF_ERROR(PutHostKey(host_id, it->second.public_key, by));
-  WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' accepted by " << by;
+  std::string fingerprints;
+  const store::HostRequestRecord* chosen = nullptr;
+  for (const store::HostRequestRecord* r : asking) {
+    const std::string fp = curve::Fingerprint(r->public_key);
+    fingerprints += (fingerprints.empty() ? "" : ", ") + fp;
+    if (!fingerprint.empty() && fp == fingerprint) chosen = r;
+  }
+  if (fingerprint.empty())
+    return Status::Invalid("say which key to accept for host '" + host_id + "': `weft host accept " + host_id +
+                           " --fingerprint FP`, with the fingerprint the host itself logged (asking: " +
+                           fingerprints + ")");
+  if (!chosen)
+    return Status::NotFound("no key with fingerprint " + fingerprint + " asks to join as host '" + host_id +
+                            "' (asking: " + fingerprints + ")");
+  if (live && !force && HostEnrolled(host_id))
+    return Status::Conflict("host '" + host_id + "' is live with another key: accepting this one would cut it off; "
+                            "add --force to replace it anyway");
+  const std::string key = chosen->public_key;
+  WEFT_RETURN_IF_ERROR(PutHostKey(host_id, key, by));
+  WEFT_LOG(kInfo, "auth") << "host '" << host_id << "' (key " << curve::ShortKey(key) << ", fingerprint "
+                          << curve::Fingerprint(key) << ") accepted by " << by;
   return Status::Ok();
 }
 
@@ -206,7 +307,7 @@ Status Registry::RevokeHost(const std::string& host_id, const std::string& by) {
     WEFT_RETURN_IF_ERROR(Revoke(p, by));
     ++revoked;
   }
-  if (requests_.erase(host_id)) WEFT_RETURN_IF_ERROR(store_.DeleteHostRequest(host_id));
+  WEFT_RETURN_IF_ERROR(ForgetRequests(host_id));
   if (!revoked) return Status::NotFound("host '" + host_id + "' has no key in force");
   Publish();
   return Status::Ok();

@@ -10,11 +10,13 @@ namespace {
 
 constexpr const char* kLog = "auth";
 constexpr std::size_t kMaxLogged = 10000;  // refused keys remembered, so each is logged once
+// Refused keys beyond the first of an interval are only counted (log::Tally).
+constexpr std::int64_t kTallyMs = 5000;
 
 }  // namespace
 
 ZapHandler::ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests)
-    : ctx_(ctx), keys_(keys), clock_(clock), host_requests_(host_requests) {}
+    : ctx_(ctx), keys_(keys), clock_(clock), host_requests_(host_requests), tally_(log::Level::kWarn, kLog, kTallyMs) {}
 
 ZapHandler::~ZapHandler() { Stop(); }
 
@@ -39,6 +41,7 @@ void ZapHandler::Stop() {
 
 void ZapHandler::Run() {
   while (!stop_) {
+    tally_.Flush(clock_.NowMs());
     std::vector<zmq::message_t> frames;
     try {
       zmq::message_t part;
@@ -82,13 +85,15 @@ void ZapHandler::Run() {
         code = "200";
         text = "OK";
         user_id = key;
-      } else if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second) {
+      } else if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second &&
+                 tally_.Count("keys refused at the handshake", clock_.NowMs())) {
         WEFT_LOG(kWarn, kLog) << "refused key " << curve::ShortKey(key) << " from " << address << " on the " << domain
                               << " endpoint: "
                               << (entry ? "it is not a key for this endpoint"
                                         : spent ? "revoked, used up or expired"
                                                 : "unknown")
-                              << " (logged once per key)";
+                              << " (logged once per key); other keys refused in the next " << kTallyMs / 1000
+                              << " s are counted in one line";
       }
     }
     try {

@@ -28,12 +28,14 @@
 #include "server/api/router.hpp"
 #include "server/auth/auth.hpp"
 #include "server/auth/auth_ops.hpp"
+#include "server/daemon/ports.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/resources/resource_ops.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/log_tally.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::server {
@@ -61,6 +63,23 @@ constexpr auto kJoinWindow = std::chrono::microseconds(100);
 // Requests decoded but not yet handled, at most this many batches' worth:
 // beyond it the loop stops receiving and ZeroMQ queues (and pushes back).
 constexpr std::size_t kMaxInboxBatches = 2;
+// Undelivered replies and host requests beyond the first of an interval are only counted.
+constexpr std::int64_t kTallyMs = 5000;
+// Memory before authentication (docs/security.md, "Hostile input"). ZeroMQ
+// keeps a message until its last frame has arrived, so what weftd can bound
+// is each frame (ZMQ_MAXMSGSIZE, per socket: hosts send a JSON header and
+// nothing else, so the provisioner takes frames of limits.max_header_bytes
+// plus CurveZMQ's few dozen bytes per frame), the messages queued per
+// connection (ZMQ_RCVHWM), and what it keeps of each message once read:
+// from a key it does not know, a request of one frame of at most
+// kUnknownKeyBytes, and kUnknownKeyPeerBytes waiting per connection. More is
+// read and dropped frame by frame, never kept.
+constexpr std::size_t kCurveFrameOverhead = 64;
+constexpr int kProvisionerRcvHwm = 8;
+constexpr std::size_t kUnknownKeyBytes = 64 * 1024;
+constexpr std::size_t kUnknownKeyPeerBytes = 2 * kUnknownKeyBytes;
+// Above this size a message is checked against its connection's budget of bytes waiting in the inbox.
+constexpr std::size_t kPeerCheckBytes = 64 * 1024;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -75,6 +94,23 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// Binds `configured`; with TCP port `*`, the port of the last run first (see
+// ports.hpp), and a new one only when that is taken. Throws what bind throws.
+void BindKeepingPort(zmq::socket_t& socket, const char* name, const std::string& configured, const json& previous) {
+  const std::string again = PreviousAddress(previous, name, configured);
+  if (again != configured) {
+    try {
+      socket.bind(again);
+      return;
+    } catch (const zmq::error_t& e) {
+      WEFT_LOG(kWarn, kLog) << "the " << name << " endpoint cannot have its previous address " << again << " again ("
+                            << e.what() << "); binding a new port for " << configured
+                            << ": hosts and clients that know the old address must be given the new one";
+    }
+  }
+  socket.bind(configured);
 }
 
 // Sends the routing envelope, then `frames`, as one message; false if the
@@ -104,6 +140,13 @@ struct Pending {
 struct Inbound {
   Pending pending;                       // endpoint, envelope, id; a malformed request's error
   std::optional<wire::Request> request;  // nullopt: malformed, pending.response says why
+  std::size_t bytes = 0;                 // the frames' size, for the connection's budget
+};
+
+// How much of one message weftd keeps (frames include the routing envelope).
+struct Bound {
+  std::size_t frames = 0;
+  std::size_t bytes = 0;
 };
 
 // A task.take held open until a task is ready or its deadline passes.
@@ -113,6 +156,7 @@ struct Waiter {
   std::string host_id;
   std::string tenant;  // the take's "tenant"; empty: any tenant
   std::int64_t until_ms = 0;
+  std::string key;  // the key that asked (security on): once it is revoked, the take ends
 };
 
 class Reactor {
@@ -137,11 +181,18 @@ class Reactor {
  private:
   zmq::socket_t& Socket(Endpoint e) { return e == Endpoint::kApi ? api_ : prov_; }
   std::int64_t PollTimeoutMs(std::int64_t now) const;
+  // Receives one message frame by frame, keeping what its sender's Bound
+  // allows and dropping the rest as it comes; false when nothing was ready.
+  // `*over`: something was dropped.
+  bool ReceiveBounded(Endpoint endpoint, wire::Frames& out, std::size_t* bytes, bool* over);
+  Bound BoundFor(Endpoint endpoint, zmq::message_t& first) const;
+  // Whether the connection of `in` may have it waiting too (its budget of bytes in the inbox).
+  bool WithinPeerBudget(const Inbound& in) const;
   // Splits the envelope and decodes; false when the message cannot be answered (no envelope).
-  bool Decode(Endpoint endpoint, wire::Frames frames, Inbound* out);
+  // `over`: ReceiveBounded dropped part of it, which is answered TOO_LARGE.
+  bool Decode(Endpoint endpoint, wire::Frames frames, bool over, Inbound* out);
   void Receive(Inbound in, std::vector<Pending>* batch_out);
   void Handle(Pending& p, const wire::Request& request);
-  api::Response PendingHost(const Pending& p, const wire::Request& request);
   bool Admit(const std::string& connection);
   // Answers, ahead of the batch and before its commit, the read-only api
   // requests in inbox_ that no earlier request of the same peer precedes.
@@ -149,6 +200,8 @@ class Reactor {
   bool AnswerReads();
   // Serves held takes until `deadline`; sets serve_more_ when it stopped early.
   void ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline);
+  // Whether the key that asked for a held take still acts for its host.
+  bool WaiterKeyInForce(const Waiter& w) const;
   void Send(std::vector<Pending>& replies);
   void Publish();
   // Reads new subscriptions now and then and tells ops_ whether events are wanted.
@@ -192,6 +245,8 @@ class Reactor {
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
   bool stop_ = false;
+  // What peers can make happen by the thousand is logged as a tally.
+  log::Tally tally_{log::Level::kInfo, kLog, kTallyMs};
 };
 
 Status Reactor::Start() {
@@ -214,6 +269,7 @@ Status Reactor::Start() {
   WEFT_RETURN_IF_ERROR(auth::InstallSecrets(ops_, store_, config_.server.data_dir / "keys" / "secrets.key"));
   if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;
+  const json previous = ReadBoundPorts(config_.server.data_dir);
   struct Binding {
     const char* name;
     zmq::socket_t* socket;
@@ -229,14 +285,22 @@ Status Reactor::Start() {
         // A reply to a peer that went away fails visibly instead of vanishing.
         b.socket->set(zmq::sockopt::router_mandatory, 1);
         // A frame larger than a whole message may be is refused by the
-        // transport (the peer is disconnected) rather than buffered.
-        b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config_.limits.max_total_bytes));
+        // transport (the peer is disconnected) rather than buffered. With
+        // CurveZMQ a frame counts with its encryption's few dozen bytes, so a
+        // frame of exactly max_message_bytes is refused too.
+        std::size_t max_frame = config_.limits.max_total_bytes;
+        if (b.socket == &prov_) {
+          // Anyone may connect here: hosts send one JSON header, so no frame may be larger.
+          max_frame = std::min(max_frame, config_.limits.max_header_bytes + kCurveFrameOverhead);
+          b.socket->set(zmq::sockopt::rcvhwm, kProvisionerRcvHwm);
+        }
+        b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_frame));
       }
       if (config_.security.curve) {
         curve::SetServerKey(*b.socket, server_keys_.secret_key, b.name);
         if (b.socket == &events_) b.socket->set(zmq::sockopt::xpub_manual, 1);
       }
-      b.socket->bind(*b.address);
+      BindKeepingPort(*b.socket, b.name, *b.address, previous);
       endpoints[b.name] = wire::LastEndpoint(*b.socket);
     } catch (const zmq::error_t& e) {
       return Status::Unavailable(std::string("cannot bind the ") + b.name + " endpoint to " + *b.address + ": " +
@@ -253,6 +317,7 @@ Status Reactor::Start() {
     WEFT_RETURN_IF_ERROR(WriteSuperadminCredential(endpoints["api"].get<std::string>()));
   }
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(BoundPortsPath(config_.server.data_dir), wire::Dump(endpoints) + "\n"));
   WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
                         << endpoints["events"].get<std::string>() << "; data in "
@@ -300,7 +365,60 @@ bool Reactor::Admit(const std::string& connection) {
   return true;
 }
 
-bool Reactor::Decode(Endpoint endpoint, wire::Frames frames, Inbound* out) {
+Bound Reactor::BoundFor(Endpoint endpoint, zmq::message_t& first) const {
+  // Routing id, REQ's empty delimiter, then the message's own frames.
+  const Bound known{config_.limits.max_frames + 2, config_.limits.max_total_bytes + 1024};
+  if (endpoint != Endpoint::kProvisioner || !config_.security.curve) return known;
+  try {
+    if (registry_.Find(first.gets("User-Id"))) return known;
+  } catch (const zmq::error_t&) {
+  }
+  return Bound{3, kUnknownKeyBytes};
+}
+
+bool Reactor::ReceiveBounded(Endpoint endpoint, wire::Frames& out, std::size_t* bytes, bool* over) {
+  zmq::socket_t& socket = Socket(endpoint);
+  out.clear();
+  *bytes = 0;
+  *over = false;
+  zmq::message_t part;
+  if (!socket.recv(part, zmq::recv_flags::dontwait)) return false;
+  bool more = part.more();
+  *bytes = part.size();
+  out.push_back(std::move(part));  // the routing id, which ROUTER adds
+  std::optional<Bound> bound;
+  while (more) {
+    zmq::message_t next;
+    (void)socket.recv(next);  // the rest of a message is there already
+    more = next.more();
+    if (!bound) bound = BoundFor(endpoint, next);
+    *bytes += next.size();
+    if (*over || out.size() >= bound->frames || *bytes > bound->bytes) {
+      *over = true;  // `next` is freed here
+      continue;
+    }
+    out.push_back(std::move(next));
+  }
+  return true;
+}
+
+bool Reactor::WithinPeerBudget(const Inbound& in) const {
+  const bool unknown = in.pending.endpoint == Endpoint::kProvisioner && config_.security.curve &&
+                       registry_.Find(in.pending.key) == nullptr;
+  if (!unknown && in.bytes < kPeerCheckBytes) return true;
+  const std::size_t budget = unknown ? kUnknownKeyPeerBytes : 2 * config_.limits.max_total_bytes;
+  const zmq::message_t& rid = in.pending.envelope.front();
+  std::size_t waiting = in.bytes;
+  for (const Inbound& other : inbox_) {
+    const zmq::message_t& o = other.pending.envelope.front();
+    if (other.pending.endpoint == in.pending.endpoint && o.size() == rid.size() &&
+        std::memcmp(o.data(), rid.data(), rid.size()) == 0)
+      waiting += other.bytes;
+  }
+  return waiting <= budget;
+}
+
+bool Reactor::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inbound* out) {
   Pending& p = out->pending;
   p.endpoint = endpoint;
   wire::SplitEnvelope(frames, p.envelope);
@@ -308,6 +426,16 @@ bool Reactor::Decode(Endpoint endpoint, wire::Frames frames, Inbound* out) {
     WEFT_LOG(kWarn, kLog) << "dropped a message without a routing envelope on the "
                           << api::EndpointName(endpoint) << " endpoint: no reply is possible";
     return false;
+  }
+  if (over) {
+    // Only what was kept is here: enough for the request id, if its header was small enough.
+    std::string id;
+    (void)wire::DecodeRequest(frames, config_.limits, &id);
+    p.id = id;
+    p.response = api::Response::Error(Status::TooLarge(
+        "this request is larger than weftd accepts from this key (a key weftd does not know may send one frame of "
+        "at most " + std::to_string(kUnknownKeyBytes / 1024) + " KiB; see limits in weftd.toml for others)"));
+    return true;
   }
   if (endpoint == Endpoint::kApi && !Admit(p.envelope.front().to_string())) {
     std::string id;
@@ -350,7 +478,7 @@ void Reactor::Receive(Inbound in, std::vector<Pending>* batch) {
     return;
   }
   waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
-                            std::move(p.response.held_tenant), p.response.held_until_ms});
+                            std::move(p.response.held_tenant), p.response.held_until_ms, std::move(p.key)});
 }
 
 bool Reactor::AnswerReads() {
@@ -400,7 +528,7 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
     }
     call.principal = std::move(*principal);
     if (call.principal.role == api::Role::kPending) {
-      p.response = PendingHost(p, request);
+      p.response = auth::HandlePending(registry_, tally_, clock_.NowMs(), p.key, p.address, request);
       return;
     }
   }
@@ -414,26 +542,22 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   }
 }
 
-// A host whose key weftd does not know: its host.register becomes a request
-// an admin may accept; nothing else is served.
-api::Response Reactor::PendingHost(const Pending& p, const wire::Request& request) {
-  auto id = request.body.find("host_id");
-  if (request.op != "host.register" || id == request.body.end() || !id->is_string())
-    return api::Response::Error(Status::Denied(
-        "op '" + request.op + "': this host's key is not accepted yet; register to ask an admin, or enroll with a token"));
-  const std::string host_id = id->get<std::string>();
-  Status s = registry_.RequestHost(host_id, p.key, p.address);
-  if (!s.ok()) return api::Response::Error(s);
-  return api::Response::Error(Status::Denied("host '" + host_id + "' (key " + curve::ShortKey(p.key) +
-                                             ") is not accepted yet: an admin runs `weft host accept " + host_id +
-                                             "`, or give the host an enrollment token (`weft host token create`)"));
-}
-
 void Reactor::ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline) {
   const std::int64_t now = clock_.NowMs();
   const bool ready = queue_.TakeReadyChanged() || force;
   serve_more_ = false;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (!WaiterKeyInForce(*it)) {
+      // Revoked by any path (host.revoke, a new key by enrollment or accept):
+      // what it waited for must not go to a key that no longer speaks for the host.
+      Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id,
+                api::Response::Error(Status::Denied("host '" + it->host_id + "': this key " +
+                                                    curve::ShortKey(it->key) + " was revoked while it waited for a task")),
+                {}, {}, {}};
+      out->push_back(std::move(p));
+      it = waiters_.erase(it);
+      continue;
+    }
     json task;
     if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id, it->tenant)) {
       Result<json> taken = ops_.TryTake(it->host_id, it->tenant);
@@ -466,6 +590,12 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::s
   }
 }
 
+bool Reactor::WaiterKeyInForce(const Waiter& w) const {
+  if (!config_.security.curve) return true;
+  const auth::KeyEntry* e = registry_.Find(w.key);
+  return e && e->kind == auth::Kind::kHost && e->host_id == w.host_id;
+}
+
 void Reactor::Send(std::vector<Pending>& replies) {
   for (Pending& p : replies) {
     wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
@@ -473,8 +603,10 @@ void Reactor::Send(std::vector<Pending>& replies) {
     if (p.response.status.ok()) reply.blobs = std::move(p.response.blobs);
     wire::Frames frames = wire::EncodeReply(reply);
     if (SendWithEnvelope(Socket(p.endpoint), p.envelope, frames)) continue;
-    WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
-                          << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";
+    if (tally_.Count("replies not delivered", clock_.NowMs())) {
+      WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
+                            << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";
+    }
     if (p.delivers) undelivered_.push_back(*p.delivers);
   }
 }
@@ -751,8 +883,10 @@ Status Reactor::Loop() {
         for (int i = 0; i < 2 && inbox_.size() < limit; ++i) {
           if (!pending[i]) continue;
           wire::Frames frames;
+          std::size_t bytes = 0;
+          bool over = false;
           try {
-            if (!wire::RecvMultipart(Socket(order[i]), frames, zmq::recv_flags::dontwait)) {
+            if (!ReceiveBounded(order[i], frames, &bytes, &over)) {
               pending[i] = false;
               continue;
             }
@@ -762,10 +896,17 @@ Status Reactor::Loop() {
             continue;
           }
           Inbound in;
-          if (Decode(order[i], std::move(frames), &in)) {
-            inbox_.push_back(std::move(in));
-            ++got;
+          in.bytes = over ? 0 : bytes;  // (what was dropped is not kept)
+          if (!Decode(order[i], std::move(frames), over, &in)) continue;
+          if (!WithinPeerBudget(in)) {
+            // The connection already has its share waiting: refuse this one without keeping it.
+            in.request.reset();
+            in.bytes = 0;
+            in.pending.response = api::Response::Error(Status::TooLarge(
+                "this connection has too much waiting to be handled; wait for replies before sending more"));
           }
+          inbox_.push_back(std::move(in));
+          ++got;
         }
       }
       return got;
@@ -777,6 +918,7 @@ Status Reactor::Loop() {
     drain(std::min(inbox_.size(), batch_max * (kMaxInboxBatches - 1)) + batch_max, pending[0] != pending[1]);
 
     now = clock_.NowMs();
+    tally_.Flush(now);
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool waiter_due = std::any_of(waiters_.begin(), waiters_.end(),
                                         [&](const Waiter& w) { return w.until_ms <= now; });

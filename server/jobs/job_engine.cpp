@@ -17,6 +17,18 @@ json ParseOr(const std::string& text, json fallback) {
   return doc.is_discarded() ? fallback : doc;
 }
 
+// How much of a failed run a job's history keeps: the failed tasks (a few,
+// usually) with the last bytes of their output.
+constexpr std::size_t kHistoryFailedTasks = 50;
+constexpr std::size_t kHistoryOutputBytes = 4096;
+
+std::string OutputTail(const std::string& text) {
+  if (text.size() <= kHistoryOutputBytes) return text;
+  std::size_t cut = text.size() - kHistoryOutputBytes;
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // not mid-character
+  return text.substr(cut);
+}
+
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out)
@@ -64,6 +76,13 @@ std::string ProviderType(const json& spec) {
 bool IsServiceAction(std::string_view action) {
   Result<Action> a = planner::ParseAction(action);
   return a.ok() && *a >= Action::kInstall && *a <= Action::kRemove;
+}
+
+// "job 28 has already succeeded", "job 28 was aborted", "job 28 is running".
+std::string JobIs(const std::string& id, const std::string& status) {
+  if (status == "succeeded" || status == "failed") return "job " + id + " has already " + status;
+  if (status == "aborted") return "job " + id + " was aborted";
+  return "job " + id + " is " + status;
 }
 
 // Removing things uses the definitions they were made with; making things, the new ones.
@@ -164,6 +183,26 @@ Result<planner::Operation> Converge(const ClusterState& before, const ClusterSta
   return planner::Operation::kReconfigure;
 }
 
+// Services on both sides whose definitions differ: going back from an upgrade
+// installs the earlier versions again.
+std::vector<std::string> ChangedServices(const ClusterState& before, const ClusterState& target) {
+  std::set<std::string> on_both;
+  for (const json& n : Nodes(before.layout))
+    for (const std::string& s : NodeServices(n))
+      if (const json* other = FindNode(target.layout, n.value("hostname", "")); other && NodeServices(*other).count(s))
+        on_both.insert(s);
+  auto services = [](const ClusterState& state) {
+    auto it = state.spec.find("services");
+    return it != state.spec.end() && it->is_object() ? *it : json::object();
+  };
+  const json was = services(before);
+  const json will = services(target);
+  std::vector<std::string> out;
+  for (const std::string& s : on_both)
+    if (was.value(s, json()) != will.value(s, json())) out.push_back(s);
+  return out;
+}
+
 // Whether the config or a service's fields name other nodes' addresses: then no
 // service task may run before every new node reported its addresses.
 bool NeedsAddresses(const ClusterState& target) {
@@ -197,12 +236,17 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
     Result<planner::Operation> op = Converge(job.before, job.target);
     if (!op.ok()) return op.status();
     req.operation = *op;
-    req.restart = true;
+    // A rollback restarts what it reconfigures; an undo takes back what its
+    // job did and no more: it reconfigures only what that job reconfigured.
+    req.restart = job.operation == "rollback" || job.extras.restart;
+    req.changed_services = ChangedServices(job.before, job.target);
+    if (job.operation == "undo") req.reconfigure_only = job.extras.reconfigured;
   } else {
     Result<planner::Operation> op = planner::ParseOperation(job.operation);
     if (!op.ok()) return op.status();
     req.operation = *op;
     req.restart = job.extras.restart;
+    req.changed_services = job.extras.changed_services;
   }
   req.before = NodeSpecs(job.before.layout);
   req.after = NodeSpecs(job.target.layout);
@@ -211,7 +255,6 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   if (!specs.ok()) return specs.status();
   req.services = std::move(*specs);
   req.only_services = job.extras.only_services;
-  req.changed_services = job.extras.changed_services;
   return planner::MakePlan(req);
 }
 
@@ -652,6 +695,10 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     return std::nullopt;
   }
   undo.before.layout = {{"nodes", made}};
+  // The nodes it kept get back the configuration it may have changed, no more.
+  for (const auto& [id, t] : run.tasks)
+    if (t.action == "CONFIGURE" && t.attempt > 0 && FindNode(run.before.layout, t.node))
+      undo.extras.reconfigured.insert(t.node + "/" + t.service);
   if (op == "create") {
     undo.target.spec = run.target.spec;
     undo.target.status = "terminated";
@@ -720,7 +767,8 @@ const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node
 Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   if (record.job_id.empty()) return Status::Ok();
   auto r = runs_.find(record.job_id);
-  if (r == runs_.end()) return Status::Ok();
+  // A task of another tenant that names this job (debug.enqueue) gets nothing from it.
+  if (r == runs_.end() || r->second->record.tenant != record.tenant) return Status::Ok();
   Run& run = *r->second;
   const std::string& node = record.node_id;
   const json& spec = SpecFor(run.before, run.target, record.action);
@@ -783,7 +831,7 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
     Result<std::optional<store::JobRecord>> rec = store_.GetJob(job_id);
     if (!rec.ok()) return rec.status();
     if (!rec->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-    return Status::Conflict("job " + job_id + " is already " + (**rec).status + "; only a running job can be aborted");
+    return Status::Conflict(JobIs(job_id, (**rec).status) + "; only a running job can be aborted");
   }
   Run& run = *r->second;
   const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
@@ -800,14 +848,55 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   return Finish(run);
 }
 
-Status JobEngine::Retry(const std::string& job_id) {
+Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string& retried_by) {
+  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(rec.id, false);
+  if (!tasks.ok()) return tasks.status();
+  const json earlier = ParseOr(rec.history_json, json::array());
+  json failed = json::array();
+  std::int64_t succeeded = 0, cancelled = 0, failed_count = 0;
+  for (const store::TaskRecord& t : *tasks) {
+    succeeded += t.state == TaskState::kSucceeded;
+    cancelled += t.state == TaskState::kCancelled;
+    if (t.state != TaskState::kFailed) continue;
+    if (++failed_count > static_cast<std::int64_t>(kHistoryFailedTasks)) continue;
+    Result<std::optional<store::TaskRecord>> full = store_.GetTask(t.id);  // with message and output
+    if (!full.ok()) return full.status();
+    const store::TaskRecord& f = full->has_value() ? **full : t;
+    failed.push_back({{"id", f.id},
+                      {"key", f.task_key},
+                      {"node", f.node_id},
+                      {"action", f.action},
+                      {"service", f.service},
+                      {"attempt", f.attempt},
+                      {"host_id", f.host_id},
+                      {"message", f.message},
+                      {"stdout", OutputTail(f.stdout_tail)},
+                      {"stderr", OutputTail(f.stderr_tail)}});
+  }
+  std::int64_t started = rec.created_at_ms;
+  if (earlier.is_array() && !earlier.empty() && earlier.back().is_object())
+    started = earlier.back().value("retried_at_ms", started);
+  return json{{"run", earlier.is_array() ? earlier.size() + 1 : 1},
+              {"status", rec.status},
+              {"message", rec.message},
+              {"started_at_ms", started},
+              {"finished_at_ms", rec.finished_at_ms},
+              {"retried_at_ms", clock_.NowMs()},
+              {"retried_by", retried_by},
+              {"succeeded", succeeded},
+              {"cancelled", cancelled},
+              {"failed", failed_count},
+              {"failed_tasks", std::move(failed)}};
+}
+
+Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (runs_.count(job_id)) return Status::Conflict("job " + job_id + " is still running; only a failed or aborted job can be retried");
   Result<std::optional<store::JobRecord>> found = store_.GetJob(job_id);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
   store::JobRecord rec = **found;
   if (rec.status != "failed" && rec.status != "aborted")
-    return Status::Conflict("job " + job_id + " is " + rec.status + "; only a failed or aborted job can be retried");
+    return Status::Conflict(JobIs(job_id, rec.status) + "; only a failed or aborted job can be retried");
   if (ParseOr(rec.options_json, json::object()).value("undone", false))
     return Status::Conflict("job " + job_id + " failed and was undone by a later job; start the operation again instead");
   if (!ActiveJob(rec.cluster_id).empty())
@@ -818,6 +907,14 @@ Status JobEngine::Retry(const std::string& job_id) {
   if (!later->empty() && later->front().id != job_id)
     return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later->front().id + " since job " + job_id +
                             "; only the cluster's latest job can be retried");
+  // What this run ended with stays in the job: the new attempts overwrite the
+  // failed tasks' state, message and output, and the job's own message.
+  Result<json> ended = EndedRun(rec, who);
+  if (!ended.ok()) return ended.status();
+  json history = ParseOr(rec.history_json, json::array());
+  if (!history.is_array()) history = json::array();
+  history.push_back(std::move(*ended));
+  rec.history_json = history.dump();
   rec.status = "running";
   rec.finished_at_ms = 0;
   rec.message = "";

@@ -1,5 +1,4 @@
-// weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks
-// (ARCHITECTURE.md, "Job engine").
+// weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks.
 //
 // A job is a plan (server/planner) turned into tasks in the store. A task is
 // `waiting` until every predecessor succeeded, then the engine hands it to the
@@ -74,6 +73,8 @@ struct PlanExtras {
   std::vector<std::string> only_services;     // start/stop/restart
   std::vector<std::string> changed_services;  // upgrade
   bool restart = false;                       // reconfigure and friends
+  // undo: the services the undone job reconfigured on nodes it kept, "node/service".
+  std::set<std::string> reconfigured;
 };
 
 struct NewJob {
@@ -105,8 +106,10 @@ class JobEngine {
   // attempt's late finish is refused), the cluster becomes incomplete, nothing is undone.
   [[nodiscard]] Status Abort(const std::string& job_id, const std::string& who);
   // Resumes a failed or aborted job that was not undone: failed tasks get new
-  // attempts, cancelled ones wait for their predecessors again.
-  [[nodiscard]] Status Retry(const std::string& job_id);
+  // attempts, cancelled ones wait for their predecessors again. The run that
+  // ended is kept in the job's history (its status, message, and the failed
+  // tasks with their output, which the new attempts would overwrite).
+  [[nodiscard]] Status Retry(const std::string& job_id, const std::string& who = "");
 
   // The queue's end observer.
   [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);
@@ -165,6 +168,8 @@ class JobEngine {
   // The job that removes what a failed `run` may have made; nullopt when it has no undo.
   std::optional<NewJob> UndoJob(const Run& run) const;
   Status LoadRun(const store::JobRecord& record);
+  // How the last run of a failed or aborted job ended, for its history.
+  Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
   Status SetCluster(const std::string& cluster_id, const std::function<void(store::ClusterRecord&)>& change);
   void EmitJob(const Run& run);
   void EmitCluster(const store::ClusterRecord& cluster);

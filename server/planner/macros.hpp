@@ -1,4 +1,4 @@
-// Config macros (ARCHITECTURE.md): strings in a cluster's config may name
+// Config macros: strings in a cluster's config may name
 // facts of the layout, expanded per node just before a task is handed out.
 //
 //   %host.self%  %ip.self%  %ip.bind_v4.self%  %ip.access_v4.self%

@@ -69,6 +69,7 @@ class Builder {
  private:
   Status IndexServices() {
     for (const auto& s : req_.services) specs_[s.name] = &s;
+    changed_.insert(req_.changed_services.begin(), req_.changed_services.end());
     for (const auto* nodes : {&req_.before, &req_.after}) {
       for (const auto& n : *nodes) {
         if (n.id.empty()) return Status::Invalid("a node in the layout has an empty id");
@@ -106,7 +107,12 @@ class Builder {
   }
 
   void AddReconfigure(const std::string& node, const std::string& service) {
-    if (req_.restart) {
+    if (changed_.count(service)) {
+      // Its definition changed (a new or, going back, an earlier version): install that one.
+      AddServiceTasks(node, service, {Action::kInstall, Action::kConfigure, Action::kStop, Action::kStart});
+    } else if (req_.reconfigure_only && !req_.reconfigure_only->count(node + "/" + service)) {
+      return;  // an undo: the job it undoes never touched this one
+    } else if (req_.restart) {
       AddServiceTasks(node, service, {Action::kConfigure, Action::kStop, Action::kStart});
     } else {
       AddServiceTasks(node, service, {Action::kConfigure});
@@ -127,7 +133,6 @@ class Builder {
     const Layout after = ToLayout(req_.after);
     auto in_before = [&](const std::string& id) { return before.count(id) > 0; };
     auto in_after = [&](const std::string& id) { return after.count(id) > 0; };
-    std::set<std::string> changed(req_.changed_services.begin(), req_.changed_services.end());
 
     switch (req_.operation) {
       case Operation::kCreate:
@@ -161,8 +166,7 @@ class Builder {
             if (!had.count(s)) {
               AddServiceTasks(n.id, s, {Action::kInstall, Action::kConfigure, Action::kInitialize, Action::kStart});
             } else if (req_.operation == Operation::kUpgrade) {
-              if (changed.count(s))
-                AddServiceTasks(n.id, s, {Action::kInstall, Action::kConfigure, Action::kStop, Action::kStart});
+              if (changed_.count(s)) AddReconfigure(n.id, s);
             } else {
               AddReconfigure(n.id, s);
             }
@@ -456,6 +460,7 @@ class Builder {
   const PlanRequest& req_;
   std::map<std::string, const ServiceSpec*> specs_;
   std::set<std::string> present_;
+  std::set<std::string> changed_;
   std::vector<PlannedTask> tasks_;
   std::map<std::pair<Action, std::string>, std::vector<Index>> groups_;
   std::map<std::string, std::vector<Index>> by_node_;

@@ -1,5 +1,5 @@
 // The planner: an operation on a cluster, its layout before and after, and the
-// services involved become a DAG of node tasks (ARCHITECTURE.md, "Planner").
+// services involved become a DAG of node tasks.
 //
 // Per node:        CREATE → CONFIRM → BOOTSTRAP → every service task on it.
 // Per service:     INSTALL → CONFIGURE → STOP → REMOVE → INITIALIZE → START
@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,11 +91,16 @@ struct PlanRequest {
   // start/stop/restart: only these services and what they pull in (dependencies
   // for start, dependents for stop and restart); empty means all.
   std::vector<std::string> only_services;
-  // upgrade: services whose definition changed.
+  // upgrade, and going back (rollback, undo): services whose definition changed.
+  // Where such a service stays on a node it is installed again (INSTALL →
+  // CONFIGURE → STOP → START), in every operation that keeps it.
   std::vector<std::string> changed_services;
   // scale, add-/remove-services, reconfigure, upgrade: restart the services that
   // were reconfigured.
   bool restart = false;
+  // undo: the services that stay on a node are reconfigured only where the job
+  // being undone reconfigured them, as "node/service"; nullopt: everywhere.
+  std::optional<std::set<std::string>> reconfigure_only;
 };
 
 struct PlannedTask {

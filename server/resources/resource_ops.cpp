@@ -290,13 +290,13 @@ void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits
   };
   api::Router& router = ops.router();
   router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload));
-  router.Add("resource.list", users, api, bind(&ResourceOps::List));
+  router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads);
   router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage));
   router.Add("resource.recall", admins, api, bind(&ResourceOps::Recall));
   router.Add("resource.sync", admins, api, bind(&ResourceOps::Sync));
   router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete));
-  router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch));
-  router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active));
+  router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch), api::Effect::kHostTraffic);
+  router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active), api::Effect::kHostTraffic);
   ops.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
 }
 

@@ -2,6 +2,7 @@
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
 #include <array>
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -20,13 +21,18 @@ Result<std::vector<Record>> Select(sql::Database& db, std::string_view query, Re
   return out;
 }
 
-// Sealed values are JSON strings of base64 after "enc:v1:": no quote or
-// backslash inside, so the text can be rewritten without parsing it.
+// Sealed values are JSON strings "enc:v<N>:" + base64: no quote or backslash
+// inside, so the text can be rewritten without parsing it. (A string that only
+// starts like one but holds other characters is left alone.)
 std::string Wipe(std::string text) {
-  static const std::string kSealed = "\"enc:v1:";
+  static const std::string kSealed = "\"enc:v";
+  auto base64 = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=' || c == ':';
+  };
   for (std::size_t at = text.find(kSealed); at != std::string::npos; at = text.find(kSealed, at + 1)) {
-    const std::size_t end = text.find('"', at + kSealed.size());
-    if (end == std::string::npos) break;
+    std::size_t end = at + kSealed.size();
+    while (end < text.size() && base64(text[end])) ++end;
+    if (end >= text.size() || text[end] != '"') continue;
     text.replace(at, end - at + 1, "\"<wiped>\"");
   }
   return text;
@@ -39,7 +45,7 @@ Status WipeRows(sql::Database& db, const std::string& table, const std::string& 
   std::string hit;
   for (const std::string& c : columns) {
     select += ", " + c;
-    hit += (hit.empty() ? "" : " OR ") + c + " LIKE '%enc:v1:%'";
+    hit += (hit.empty() ? "" : " OR ") + c + " LIKE '%enc:v%'";
   }
   Result<sql::Statement> st = db.Prepare(select + " FROM " + table + " WHERE " + where + " AND (" + hit + ")");
   if (!st.ok()) return st.status();
@@ -71,15 +77,13 @@ Status Store::WipeSealedValues(std::string_view cluster_id) {
   return WipeRows(database(), "clusters", "id", {"spec", "previous"}, "id = ?1", cluster_id);
 }
 
-Status Store::RewriteProviderFields(std::string_view provider_type,
-                                    const std::function<bool(nlohmann::json& fields)>& rewrite) {
+Status Store::RewriteCatalogEntities(std::string_view kind, std::string_view containing,
+                                     const std::function<bool(const std::string& tenant, nlohmann::json& entity)>& rewrite) {
   using json = nlohmann::json;
-  const std::string like = "%" + std::string(provider_type) + "%";
-  // Provider entities, every version.
   Result<sql::Statement> st = database().Prepare(
-      "SELECT tenant, name, version, json FROM catalog_entities WHERE kind = 'provider' AND deleted = 0 AND json LIKE ?1");
+      "SELECT tenant, name, version, json FROM catalog_entities WHERE kind = ?1 AND deleted = 0 AND json LIKE ?2");
   if (!st.ok()) return st.status();
-  st->Bind(1, like);
+  st->Bind(1, kind).Bind(2, "%" + std::string(containing) + "%");
   struct Row {
     std::string tenant, name;
     std::int64_t version;
@@ -91,33 +95,33 @@ Status Store::RewriteProviderFields(std::string_view provider_type,
   }));
   for (Row& row : rows) {
     json entity = json::parse(row.text, nullptr, false);
-    if (!entity.is_object() || entity.value("providertype", "") != provider_type || !entity.contains("provisioner") ||
-        !rewrite(entity["provisioner"]))
-      continue;
+    if (!entity.is_object() || !rewrite(row.tenant, entity)) continue;
     Result<sql::Statement> up = database().Prepare(
-        "UPDATE catalog_entities SET json = ?1 WHERE tenant = ?2 AND kind = 'provider' AND name = ?3 AND version = ?4");
+        "UPDATE catalog_entities SET json = ?1 WHERE tenant = ?2 AND kind = ?3 AND name = ?4 AND version = ?5");
     if (!up.ok()) return up.status();
-    WEFT_RETURN_IF_ERROR(up->Bind(1, entity.dump()).Bind(2, row.tenant).Bind(3, row.name).Bind(4, row.version).Run());
+    WEFT_RETURN_IF_ERROR(
+        up->Bind(1, entity.dump()).Bind(2, row.tenant).Bind(3, kind).Bind(4, row.name).Bind(5, row.version).Run());
   }
-  // Cluster specs keep a copy of their provider's fields.
-  Result<sql::Statement> cs =
-      database().Prepare("SELECT id, spec, previous FROM clusters WHERE spec LIKE ?1 OR previous LIKE ?1");
+  return Status::Ok();
+}
+
+Status Store::RewriteClusterSpecs(std::string_view containing,
+                                  const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite) {
+  using json = nlohmann::json;
+  Result<sql::Statement> cs = database().Prepare(
+      "SELECT id, tenant, spec, previous FROM clusters WHERE spec LIKE ?1 OR previous LIKE ?1");
   if (!cs.ok()) return cs.status();
-  cs->Bind(1, like);
-  std::vector<std::array<std::string, 3>> clusters;
-  WEFT_RETURN_IF_ERROR(
-      sql::ForEachRow(*cs, [&](sql::Statement& r) { clusters.push_back({r.Text(0), r.Text(1), r.Text(2)}); }));
-  for (auto& [id, spec_text, previous_text] : clusters) {
+  cs->Bind(1, "%" + std::string(containing) + "%");
+  std::vector<std::array<std::string, 4>> clusters;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(
+      *cs, [&](sql::Statement& r) { clusters.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3)}); }));
+  for (auto& [id, tenant, spec_text, previous_text] : clusters) {
     bool changed = false;
-    auto fix = [&](json& spec) {
-      if (spec.is_object() && spec.contains("provider") && spec["provider"].is_object() &&
-          spec["provider"].value("type", "") == provider_type && spec["provider"].contains("fields"))
-        changed = rewrite(spec["provider"]["fields"]) || changed;
-    };
     json spec = json::parse(spec_text, nullptr, false);
     json previous = json::parse(previous_text.empty() ? "{}" : previous_text, nullptr, false);
-    fix(spec);
-    if (previous.is_object() && previous.contains("spec")) fix(previous["spec"]);
+    if (spec.is_object()) changed = rewrite(tenant, spec);
+    if (previous.is_object() && previous.contains("spec") && previous["spec"].is_object())
+      changed = rewrite(tenant, previous["spec"]) || changed;
     if (!changed) continue;
     Result<sql::Statement> up = database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1");
     if (!up.ok()) return up.status();
@@ -202,6 +206,12 @@ Status Store::PutHostRequest(const HostRequestRecord& h) {
   return st->Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
 }
 
+Status Store::DeleteHostRequestKey(std::string_view public_key) {
+  Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE public_key = ?1");
+  if (!st.ok()) return st.status();
+  return st->Bind(1, public_key).Run();
+}
+
 Status Store::DeleteHostRequest(std::string_view host_id) {
   Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE host_id = ?1");
   if (!st.ok()) return st.status();
@@ -210,7 +220,7 @@ Status Store::DeleteHostRequest(std::string_view host_id) {
 
 Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
   return Select<HostRequestRecord>(
-      database(), "SELECT host_id, public_key, address, requested_at_ms FROM host_requests ORDER BY host_id",
+      database(), "SELECT host_id, public_key, address, requested_at_ms FROM host_requests ORDER BY host_id, requested_at_ms",
       [](const sql::Statement& r) { return HostRequestRecord{r.Text(0), r.Text(1), r.Text(2), r.Int(3)}; });
 }
 

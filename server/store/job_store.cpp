@@ -14,7 +14,7 @@ constexpr const char* kClusterColumns =
     "id, tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, expire_at_ms, latest_job";
 constexpr const char* kJobColumns =
     "id, tenant, cluster_id, operation, status, requested_by, options, before, target, message, parent_job, "
-    "created_at_ms, updated_at_ms, finished_at_ms";
+    "created_at_ms, updated_at_ms, finished_at_ms, history";
 
 ClusterRecord ReadCluster(const sql::Statement& s) {
   ClusterRecord c;
@@ -49,6 +49,7 @@ JobRecord ReadJob(const sql::Statement& s) {
   j.created_at_ms = s.Int(11);
   j.updated_at_ms = s.Int(12);
   j.finished_at_ms = s.Int(13);
+  j.history_json = s.Text(14);
   return j;
 }
 
@@ -139,7 +140,16 @@ Result<std::optional<ClusterRecord>> Store::FindCluster(std::string_view tenant,
   if (!row.ok()) return row.status();
   if (*row) return std::optional<ClusterRecord>(ReadCluster(*st));
   Result<std::optional<ClusterRecord>> by_id = GetCluster(id_or_name);
-  if (!by_id.ok() || !by_id->has_value() || (**by_id).tenant == tenant) return by_id;
+  if (!by_id.ok()) return by_id;
+  if (by_id->has_value() && (**by_id).tenant == tenant) return by_id;
+  Result<sql::Statement> gone = database().Prepare(std::string("SELECT ") + kClusterColumns +
+                                                   " FROM clusters WHERE tenant = ?1 AND name = ?2 "
+                                                   "ORDER BY id DESC LIMIT 1");
+  if (!gone.ok()) return gone.status();
+  gone->Bind(1, tenant).Bind(2, id_or_name);
+  Result<bool> found = gone->Step();
+  if (!found.ok()) return found.status();
+  if (*found) return std::optional<ClusterRecord>(ReadCluster(*gone));
   return std::optional<ClusterRecord>();
 }
 
@@ -212,8 +222,8 @@ Status Store::UpdateJob(const JobRecord& j) {
   std::int64_t id = 0;
   if (!ParseId(j.id, &id)) return Status::NotFound("job '" + j.id + "' does not exist");
   Result<sql::Statement> st = database().Prepare(
-      "UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, options = ?6 "
-      "WHERE id = ?1");
+      "UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, options = ?6, "
+      "history = ?7 WHERE id = ?1");
   if (!st.ok()) return st.status();
   WEFT_RETURN_IF_ERROR(st->Bind(1, id)
                            .Bind(2, j.status)
@@ -221,6 +231,7 @@ Status Store::UpdateJob(const JobRecord& j) {
                            .Bind(4, j.updated_at_ms)
                            .Bind(5, j.finished_at_ms)
                            .Bind(6, j.options_json)
+                           .Bind(7, j.history_json)
                            .Run());
   if (database().Changes() != 1) return Status::NotFound("job '" + j.id + "' does not exist");
   return Status::Ok();

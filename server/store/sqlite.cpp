@@ -133,4 +133,14 @@ Result<Statement> Database::Prepare(std::string_view sql) {
 std::int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int Database::Changes() const { return sqlite3_changes(db_); }
 
+std::vector<std::string> Database::ResetActiveStatements() {
+  std::vector<std::string> reset;
+  for (sqlite3_stmt* s = sqlite3_next_stmt(db_, nullptr); s; s = sqlite3_next_stmt(db_, s)) {
+    if (!sqlite3_stmt_busy(s)) continue;
+    reset.emplace_back(sqlite3_sql(s));
+    (void)sqlite3_reset(s);
+  }
+  return reset;
+}
+
 }  // namespace weft::store::sql

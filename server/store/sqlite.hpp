@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "weft/common/status.hpp"
 
@@ -81,6 +82,10 @@ class Database {
   std::int64_t LastInsertRowId() const;
   int Changes() const;
   sqlite3* handle() const { return db_; }
+  // Resets every statement still on a row (stepped but neither finished nor
+  // reset) and returns their SQL. Such a statement keeps a read transaction
+  // open, and with it a snapshot of the WAL that no checkpoint may copy past.
+  std::vector<std::string> ResetActiveStatements();
 
  private:
   sqlite3* db_ = nullptr;

@@ -92,7 +92,7 @@ struct TaskCounts {
   std::int64_t cancelled = 0;
 };
 
-// A cluster (ARCHITECTURE.md "Data model"). spec and layout are JSON the job
+// A cluster. spec and layout are JSON the job
 // engine owns: the frozen template/provider/service copies and config, and the
 // solver's layout. `previous` is {"spec","layout"} before the last successful
 // change (empty when there is none).
@@ -133,6 +133,9 @@ struct JobRecord {
   std::int64_t created_at_ms = 0;
   std::int64_t updated_at_ms = 0;
   std::int64_t finished_at_ms = 0;
+  // A retried job's earlier runs, oldest first: how each ended, its message, what
+  // failed with its output (JSON array; the job engine writes it).
+  std::string history_json = "[]";
 };
 
 // One version of a catalog entity (provider, hardwaretype, ...). Every put adds
@@ -156,8 +159,8 @@ struct PrincipalRecord {
   std::string kind;  // user, host, token
   std::string tenant;
   std::string user;
-  std::string role;  // user, admin, superadmin
-  std::string host_id;
+  std::string role;  // user, admin, superadmin; a token's: "replace" if it may replace a live host
+  std::string host_id;  // a host's; a token's: the host it may enroll ("": only a new host)
   std::string created_by;
   std::int64_t created_at_ms = 0;
   std::int64_t expires_at_ms = 0;  // tokens; 0: never
@@ -185,6 +188,34 @@ struct HostRequestRecord {
   std::string public_key;
   std::string address;
   std::int64_t requested_at_ms = 0;
+};
+
+// One entry of the audit log (server/store/audit_store.cpp): who changed what,
+// when. Append only: the store has no statement that changes or removes one.
+struct AuditRecord {
+  std::int64_t id = 0;
+  std::int64_t at_ms = 0;
+  std::string actor;         // the user ("alice"), or "host h1" / "token 1a2b3c4d" on the provisioner endpoint
+  std::string actor_tenant;  // the actor's own tenant
+  std::string actor_role;    // user, admin, superadmin, host, enrolling host
+  std::string op;
+  std::string tenant;        // the tenant acted in ("_system" for hosts and tenants themselves)
+  std::string target;        // what was acted on: "cluster web1", "provider aws", "host h1", ...
+  std::string cluster_id;    // when a cluster was acted on
+  std::string cluster;       // its name
+  std::string job_id;        // the job started, retried or aborted
+  std::string outcome;       // "ok": only changes that succeeded are recorded
+  std::string detail_json;   // a JSON object of the call's non-secret parameters, bounded
+};
+
+// Which entries an audit read returns: every filter that is set must hold.
+struct AuditQuery {
+  std::int64_t since_ms = 0;
+  std::string tenant;        // acted in this tenant
+  std::string actor;         // by this user...
+  std::string actor_tenant;  // ...of this tenant
+  std::string cluster;       // on this cluster (id or name)
+  std::int64_t limit = 1000; // the newest that many
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -274,7 +305,9 @@ class Store {
   [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
   [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
   [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
-  // By id or by name among the tenant's clusters that are not terminated.
+  // By name among the tenant's clusters that are not terminated, else by id,
+  // else the newest terminated one of that name (a terminated cluster's name
+  // is free for a new cluster, which then wins).
   [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
@@ -303,18 +336,29 @@ class Store {
   [[nodiscard]] Status DeleteUser(std::string_view tenant, std::string_view name);
   [[nodiscard]] Result<std::vector<UserRecord>> ListUsers();
   [[nodiscard]] Status PutHostRequest(const HostRequestRecord& request);
+  // Every request for `host_id` (one per key that asked).
   [[nodiscard]] Status DeleteHostRequest(std::string_view host_id);
+  [[nodiscard]] Status DeleteHostRequestKey(std::string_view public_key);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
-  // Replaces every sealed value ("enc:v1:...", server/auth/secrets.hpp) kept for
+  // Replaces every sealed value ("enc:v2:...", server/auth/secrets.hpp) kept for
   // a cluster (its spec, its nodes, its tasks' payloads and results) with
   // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
   [[nodiscard]] Status WipeSealedValues(std::string_view cluster_id);
-  // Calls `rewrite` on the provider fields of every stored provider entity
-  // (every version, every tenant) and every cluster spec whose provider type is
-  // `provider_type`; writes back those it changed (it returns true).
-  [[nodiscard]] Status RewriteProviderFields(std::string_view provider_type,
-                                             const std::function<bool(nlohmann::json& fields)>& rewrite);
+  // Calls `rewrite` with its tenant on every stored version of every live
+  // catalog entity of `kind` whose text contains `containing`; writes back
+  // those it changed (it returns true).
+  [[nodiscard]] Status RewriteCatalogEntities(
+      std::string_view kind, std::string_view containing,
+      const std::function<bool(const std::string& tenant, nlohmann::json& entity)>& rewrite);
+  // The same for every cluster's spec and previous spec.
+  [[nodiscard]] Status RewriteClusterSpecs(
+      std::string_view containing, const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite);
+
+  // The audit log (server/store/audit_store.cpp). A read returns the newest
+  // `limit` entries that match, oldest first.
+  [[nodiscard]] Status AppendAudit(const AuditRecord& entry);
+  [[nodiscard]] Result<std::vector<AuditRecord>> ListAudit(const AuditQuery& query);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).
@@ -338,6 +382,7 @@ class Store {
                                                                          std::string_view name, std::int64_t now_ms);
 
  private:
+  void EndLeftoverReads();
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
@@ -347,6 +392,7 @@ class Store {
   std::filesystem::path path_;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -55,7 +55,17 @@ TEST_CASE("cli format: missing fields show as '-', durations read like a person 
   CHECK(Join(obj, "a") == "p, q");
   CHECK(Join(obj, "absent") == "-");
   CHECK(Int(obj, "s", 7) == 7);
-  CHECK(Duration(5230) == "5s");
+  CHECK(Duration(0) == "0ms");
+  CHECK(Duration(22) == "22ms");
+  CHECK(Duration(900) == "900ms");
+  CHECK(Duration(999) == "999ms");
+  CHECK(Duration(1000) == "1s");
+  CHECK(Duration(5230) == "5.2s");
+  CHECK(Duration(9960) == "10s");
+  CHECK(Duration(4999) == "5s");
+  CHECK(Duration(5000) == "5s");
+  CHECK(Duration(22'400) == "22s");
+  CHECK(Duration(59'700) == "1m 0s");
   CHECK(Duration(312000) == "5m 12s");
   CHECK(Duration(90'000'000) == "1d 1h");
   CHECK(Ago(10'000, 9'500) == "just now");

@@ -9,6 +9,7 @@
 // (a made-up private key, to check redaction) and the automator's echo_task
 // (the task as the plugin saw it comes back as the result field `echo`).
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -122,10 +123,19 @@ class Server {
     proc_.Signal(SIGKILL);
     REQUIRE(proc_.Wait(10s).has_value());
   }
+  // SIGTERM, which must end the process cleanly.
+  void Stop() { REQUIRE(proc_.Stop() == 0); }
+  // Starts again with every port `*` in the configuration (as scripts/demo.sh
+  // has them) rather than the ports the first start got.
+  void StartWithStarPorts() {
+    endpoints_ = json();
+    Start();
+  }
 
   std::string api() const { return endpoints_["api"].get<std::string>(); }
   std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
   std::string events() const { return endpoints_["events"].get<std::string>(); }
+  const json& endpoints() const { return endpoints_; }
   zmq::context_t& ctx() { return ctx_; }
   int starts() const { return starts_; }
   // The stderr of the current process, or of every start so far.
@@ -650,9 +660,9 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
     json job = env.RunJob({"cluster", "delete", "web"});
     RequireAllSucceeded(job);
     CHECK(NodesOf(TasksOf(job, "DELETE")) == first_nodes);
-    // A terminated cluster's name is free again: it is found by its id.
-    CHECK_FALSE(s.TryCall("cluster.get", {{"cluster", "web"}}).ok());
+    // A terminated cluster's name is free again; until a new cluster takes it, it finds the terminated one.
     const std::string cluster_id = c["id"];
+    CHECK(s.Cluster("web")["id"] == cluster_id);
     c = s.Cluster(cluster_id);
     CHECK(c["status"] == "terminated");
     CHECK(c["nodes"].empty());
@@ -1378,5 +1388,97 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   }
 }
 
-}  // namespace weft
 
+
+// ---- day 2: restarts and hosts that come and go ------------------------------------
+
+TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps its ports; the host "
+          "stays with it and the job finishes",
+          "[jobs][integration][day2]") {
+  Env env("weft-jobs-starports", kFastJobs, 1, 4);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", /*latency_ms=*/100);
+  env.Import(catalog);
+  Server& s = env.server;
+  REQUIRE(WaitFor([&] { return HostLive(s, "h1"); }, 30s));
+  const json before = s.endpoints();
+
+  json started = s.Call("cluster.create", {{"name", "sp"}, {"template", "web-fake"}, {"size", 4}});
+  const std::string id = started["job"]["id"];
+  REQUIRE(WaitFor([&] { return s.Job(id, false)["progress"]["succeeded"].get<std::int64_t>() > 0; }, 60s));
+  s.Stop();
+  s.StartWithStarPorts();
+  // The configuration says `*`; the new process bound what the old one had.
+  CHECK(s.endpoints()["api"] == before["api"]);
+  CHECK(s.endpoints()["provisioner"] == before["provisioner"]);
+  CHECK(s.endpoints()["events"] == before["events"]);
+
+  json job = s.WaitJob(id, 120s);
+  INFO(Tail(s.AllLogs(), 10000) << env.Logs());
+  RequireAllSucceeded(job);
+  CHECK(WaitFor([&] { return HostLive(s, "h1"); }, 10s));
+  // The host never lost weftd for long: it was not restarted and still runs.
+  CHECK(env.hosts[0]->process().running());
+}
+
+TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs when such a host comes; "
+          "a host stopped cleanly is not live at once",
+          "[jobs][integration][day2]") {
+  // No host yet, and a silence threshold far longer than the test: a host is
+  // not live only because it said it stops.
+  Env env("weft-jobs-noplugin",
+          "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n"
+          "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 600000\n",
+          /*host_count=*/0);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  env.Import(catalog);
+  Server& s = env.server;
+
+  // The create itself says which plugins have no live host.
+  RunResult created = s.Weft({"cluster", "create", "np", "--template", "web-fake", "--size", "3"});
+  INFO(created.out << created.err << Tail(s.Log()));
+  REQUIRE(created.exit_code == 0);
+  CHECK_THAT(created.err, Catch::Contains("waiting for a host that runs plugins 'fake-automator', 'fake-provider'"));
+  const std::vector<json> jobs = JobsOf(s, "np");
+  REQUIRE(jobs.size() == 1);
+  const std::string id = jobs.front()["id"];
+
+  // job.get names the plugin its ready tasks wait for; so do `job show` and the progress of `--wait`.
+  json job = s.Job(id, false);
+  CHECK(job["waiting_for_plugins"] == json::array({"fake-provider"}));
+  RunResult show = s.Weft({"job", "show", id});
+  INFO(show.out << show.err);
+  CHECK_THAT(show.out, Catch::Contains("waiting for a host that runs plugin 'fake-provider'"));
+  ProcessOptions o;
+  o.stdout_path = env.dir.path() / "watch.out";
+  o.stderr_path = env.dir.path() / "watch.err";
+  Process watch(testing::BuildPath("bin/weft"), {"--server", s.api(), "job", "watch", id}, o);
+  REQUIRE(WaitFor(
+      [&] {
+        return testing::ReadFile(o.stderr_path).find("waiting for a host that runs plugin 'fake-provider'") !=
+               std::string::npos;
+      },
+      30s));
+
+  // A host that starts later picks the tasks up; the job finishes.
+  env.hosts.push_back(std::make_unique<Host>(env.dir.path(), "h1", s.provisioner(), 4));
+  job = s.WaitJob(id, 120s);
+  INFO(Tail(s.Log()) << env.Logs());
+  RequireAllSucceeded(job);
+  CHECK(job["waiting_for_plugins"].empty());
+  const std::optional<int> watched = watch.Wait(30s);
+  REQUIRE(watched.has_value());
+  CHECK(WIFEXITED(*watched));
+  CHECK(WEXITSTATUS(*watched) == 0);
+
+  // SIGTERM: the host says it leaves, and is not live the moment it is gone.
+  REQUIRE(HostLive(s, "h1"));
+  env.hosts[0]->process().Signal(SIGTERM);
+  const std::optional<int> stopped = env.hosts[0]->process().Wait(30s);
+  REQUIRE(stopped.has_value());
+  CHECK(WIFEXITED(*stopped));
+  CHECK_FALSE(HostLive(s, "h1"));
+  json later = s.Call("cluster.create", {{"name", "np2"}, {"template", "web-fake"}, {"size", 3}});
+  CHECK(later["waiting_for_plugins"] == json::array({"fake-automator", "fake-provider"}));
+}
+
+}  // namespace weft

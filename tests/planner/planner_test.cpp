@@ -313,3 +313,53 @@ TEST_CASE("planner: random plans respect every dependency edge", "[planner][prop
     }
   }
 }
+
+TEST_CASE("planner: an undo reconfigures only what the undone job reconfigured, and restarts nothing", "[planner]") {
+  // Undoing a grow: n3 goes, n1 and n2 stay; only n1's web was reconfigured by the grow.
+  PlanRequest r;
+  r.operation = Operation::kScale;
+  r.before = {{"n1", {"web", "db"}}, {"n2", {"web"}}, {"n3", {"web"}}};
+  r.after = {{"n1", {"web", "db"}}, {"n2", {"web"}}};
+  r.services = {Svc("web"), Svc("db")};
+  r.reconfigure_only = std::set<std::string>{"n1/web"};
+  auto e = Edges(MustPlan(r));
+  CHECK(e.count("n1/CONFIGURE/web") == 1);
+  CHECK(e.count("n1/CONFIGURE/db") == 0);
+  CHECK(e.count("n2/CONFIGURE/web") == 0);
+  for (const auto& [id, preds] : e) {
+    INFO(id);
+    CHECK(id.find("/START/") == std::string::npos);
+    if (id.find("/STOP/") != std::string::npos) CHECK(id.rfind("n3/", 0) == 0);
+  }
+  CHECK(e.count("n3/DELETE") == 1);
+  // Nothing reconfigured by the undone job: nothing to do on the kept nodes.
+  r.reconfigure_only = std::set<std::string>{};
+  for (const auto& [id, preds] : Edges(MustPlan(r))) CHECK(id.rfind("n3/", 0) == 0);
+}
+
+TEST_CASE("planner: a changed service that stays is installed again in any operation (going back from an upgrade)",
+          "[planner]") {
+  // A rollback of an upgrade that changed web and added cache: cache goes, web gets its old version back.
+  PlanRequest r;
+  r.operation = Operation::kRemoveServices;
+  r.before = {{"n1", {"web", "cache"}}};
+  r.after = {{"n1", {"web"}}};
+  r.services = {Svc("web"), Svc("cache")};
+  r.changed_services = {"web"};
+  r.restart = true;
+  auto e = Edges(MustPlan(r));
+  CHECK(e.count("n1/INSTALL/web") == 1);
+  CHECK(e["n1/CONFIGURE/web"] == std::set<std::string>{"n1/INSTALL/web"});
+  CHECK(e["n1/STOP/web"] == std::set<std::string>{"n1/CONFIGURE/web"});
+  CHECK(e["n1/START/web"] == std::set<std::string>{"n1/STOP/web"});
+  CHECK(e.count("n1/REMOVE/cache") == 1);
+  CHECK(e.count("n1/INSTALL/cache") == 0);
+  // Same nodes and services (a plain reconfigure back): only the changed one is installed.
+  r.operation = Operation::kReconfigure;
+  r.before = {{"n1", {"web", "cache"}}};
+  r.after = r.before;
+  e = Edges(MustPlan(r));
+  CHECK(e.count("n1/INSTALL/web") == 1);
+  CHECK(e.count("n1/INSTALL/cache") == 0);
+  CHECK(e.count("n1/START/cache") == 1);  // a rollback restarts what it reconfigures
+}

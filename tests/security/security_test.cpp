@@ -141,6 +141,44 @@ class Host {
   Process proc_;
 };
 
+// A user of `tenant` with `role` and their credential file.
+fs::path MakeUser(Server& s, const fs::path& dir, const std::string& tenant, const std::string& name,
+                  const std::string& role) {
+  REQUIRE(s.Weft(s.superadmin(), {"--tenant", tenant, "user", "create", name, "--role", role}).exit_code == 0);
+  const fs::path file = dir / (name + ".json");
+  REQUIRE(s.Weft(s.superadmin(), {"--tenant", tenant, "credentials", name, "-f", file.string()}).exit_code == 0);
+  return file;
+}
+
+// The first sealed value ("enc:v2:...") in `text`, or "".
+std::string SealedText(const std::string& text) {
+  const auto at = text.find("enc:v2:");
+  return at == std::string::npos ? std::string() : text.substr(at, text.find('"', at) - at);
+}
+
+// The store's files as text (weft.db and its write-ahead log).
+std::string StoreFiles(const fs::path& data_dir) {
+  std::string store;
+  for (const char* f : {"weft.db", "weft.db-wal"})
+    if (fs::exists(data_dir / f)) store += ReadFile(data_dir / f);
+  return store;
+}
+
+// Every file of a `catalog export` as one text.
+std::string Exported(Server& s, const fs::path& credential, const fs::path& dir) {
+  RunResult r = s.Weft(credential, {"catalog", "export", dir.string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string exported;
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    if (f.is_regular_file()) exported += ReadFile(f.path());
+  return exported;
+}
+
+json Example(const std::string& kind, const std::string& name) {
+  return json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog" / kind / (name + ".json")));
+}
+
 std::string Token(Server& s, const std::string& ttl = "") {
   std::vector<std::string> args = {"host", "token", "create"};
   if (!ttl.empty()) args.insert(args.end(), {"--ttl", ttl});
@@ -245,14 +283,16 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
   CHECK_FALSE(s.HostLive("h1"));
   CHECK_THAT(s.Log(), Catch::Contains("asks to join"));
 
-  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1"});
+  const std::string fingerprint = requests["requests"][0]["fingerprint"];
+  CHECK_THAT(h1.Log(), Catch::Contains("--fingerprint " + fingerprint));
+  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1", "--fingerprint", fingerprint});
   INFO(accept.err);
   REQUIRE(accept.exit_code == 0);
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   CHECK(s.WeftJson(s.superadmin(), {"host", "requests"})["requests"].empty());
 
   // Accepting a host nobody asked for is a clear error.
-  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9"});
+  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9", "--fingerprint", fingerprint});
   CHECK(nobody.exit_code == 1);
   CHECK_THAT(nobody.err, Catch::Contains("no host 'h9' waits"));
 
@@ -482,7 +522,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   // ...so the registration of the plugin seals it in place, in every version.
   Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
-  CHECK_THAT(s.WeftJson(root, {"provider", "get", "fake"}).dump(), Catch::Contains("\"api_token\":\"enc:v1:"));
+  CHECK_THAT(s.WeftJson(root, {"provider", "get", "fake"}).dump(), Catch::Contains("\"api_token\":\"enc:v2:"));
   CHECK(CountRows(db_file, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + early + "%'") == 0);
   // Put once the plugin is known, a secret is never written in the clear at all.
   provider["provisioner"]["api_token"] = secret;
@@ -547,18 +587,263 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
     // The early one was on disk in the clear until the registration (free pages may keep it).
     if (name != "the store's files") CHECK(text.find(early) == std::string::npos);
   }
-  CHECK_THAT(store, Catch::Contains("enc:v1:"));  // it is there, sealed
+  CHECK_THAT(store, Catch::Contains("enc:v2:"));  // it is there, sealed
 
   // Deleting the cluster wipes even the sealed values it kept (spec, nodes, tasks).
   RunResult deleted = s.Weft(root, {"--timeout", "20000", "cluster", "delete", "web", "--wait"});
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
   CHECK(CountRows(db_file,
-                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v1:%' OR payload LIKE '%enc:v1:%') + "
-                  "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v1:%') + (SELECT COUNT(*) FROM clusters "
-                  "WHERE spec LIKE '%enc:v1:%' OR previous LIKE '%enc:v1:%')") == 0);
+                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%' OR payload LIKE '%enc:v%') + "
+                  "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v%') + (SELECT COUNT(*) FROM clusters "
+                  "WHERE spec LIKE '%enc:v%' OR previous LIKE '%enc:v%')") == 0);
   // The catalog keeps its own sealed copy: the provider still exists.
-  CHECK(s.WeftJson(root, {"provider", "get", "fake"}).dump().find("enc:v1:") != std::string::npos);
+  CHECK(s.WeftJson(root, {"provider", "get", "fake"}).dump().find("enc:v2:") != std::string::npos);
+}
+
+TEST_CASE("security: a sealed value opens only where it was sealed for; copied into a cluster's config, a task, "
+          "another provider or another tenant it is refused",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string secret = "COPIED-SECRET-5d8e1a";
+  const std::string examples = (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string();
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
+    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", examples}).exit_code == 0);
+  }
+  const fs::path bob = MakeUser(s, tmp.path(), "acme", "bob", "admin");
+  const fs::path alice = MakeUser(s, tmp.path(), "acme", "alice", "user");
+  const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  auto put = [&](const fs::path& who, const json& entity) {
+    WriteFile(tmp / "entity.json", entity.dump());
+    return s.Weft(who, {entity.contains("providertype") ? "provider" : "service", "put", (tmp / "entity.json").string()});
+  };
+  json provider = Example("providers", "fake");
+  provider["provisioner"] = {{"api_token", secret}};
+  REQUIRE(put(bob, provider).exit_code == 0);
+  // Everyone in the tenant may read the sealed text.
+  const std::string sealed = SealedText(s.WeftJson(alice, {"provider", "get", "fake"}).dump());
+  REQUIRE_FALSE(sealed.empty());
+
+  // A plain user puts it into the config of a cluster, whose automator may report its config.
+  RunResult r = s.Weft(alice, {"cluster", "create", "c1", "--template", "web-fake", "--size", "3", "--config",
+                               json{{"note", sealed}}.dump()});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("op 'cluster.create': the request holds sealed text (enc:...) at 'config.note'") &&
+                        Catch::Contains("give the clear value"));
+  CHECK(s.WeftJson(alice, {"cluster", "list"})["clusters"].empty());
+
+  // The admin of another tenant hands it to a task of his own, an automator that echoes its config.
+  auto carol_key = weft::curve::LoadCredential(carol);
+  REQUIRE(carol_key.ok());
+  zmq::context_t ctx(1);
+  weft::client::Client api(ctx, weft::client::FromCredential(*carol_key, 5000));
+  const json echo = {{"name", "x"}, {"action", {{"type", "fake-automator"}, {"fields", {{"echo_task", true}}}}}};
+  auto enqueued = api.Call(
+      "debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                {"action", "INSTALL"},
+                                                {"node_id", "n1"},
+                                                {"payload", {{"config", {{"note", sealed}}}, {"service", echo}}}}})}});
+  CHECK_FALSE(enqueued.ok());
+  CHECK_THAT(enqueued.status().message(),
+             Catch::Contains("op 'debug.enqueue': the request holds sealed text (enc:...) at "
+                             "'tasks[0].payload.config.note'"));
+
+  // Catalog puts: into another provider, into a field that is not sensitive, beside the fields, into another tenant.
+  json other = provider;
+  other["name"] = "fake2";
+  other["provisioner"]["api_token"] = sealed;
+  r = put(bob, other);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("field 'api_token' of provider 'fake2' in tenant 'acme' holds sealed text") &&
+                        Catch::Contains("not sealed for it"));
+  json note = provider;
+  note["provisioner"] = {{"api_token", "x"}, {"fail_nodes", sealed}};
+  CHECK_THAT(put(bob, note).err, Catch::Contains("field 'fail_nodes' of provider 'fake'"));
+  json described = provider;
+  described["description"] = sealed;
+  CHECK_THAT(put(bob, described).err, Catch::Contains("provider 'fake' holds sealed text (enc:...) at 'description'"));
+  json service = Example("services", "fake-nginx");
+  service["provisioner"]["actions"]["install"]["fields"]["action"] = sealed;
+  CHECK_THAT(put(bob, service).err, Catch::Contains("field 'install.action' of service 'fake-nginx' in tenant 'acme'"));
+  json theirs = provider;
+  theirs["provisioner"]["api_token"] = sealed;
+  r = put(carol, theirs);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("field 'api_token' of provider 'fake' in tenant 'globex' holds sealed text"));
+  // Text that only looks sealed, as an older weftd sealed it, is refused too.
+  theirs["provisioner"]["api_token"] = "enc:v1:AAAA";
+  CHECK_THAT(put(carol, theirs).err, Catch::Contains("not sealed for it"));
+
+  // Put back where it was sealed for (a provider edited after `provider get`, an export imported again), it stays.
+  json again = provider;
+  again["provisioner"]["api_token"] = sealed;
+  again["description"] = "edited";
+  r = put(bob, again);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(SealedText(s.WeftJson(bob, {"provider", "get", "fake"}).dump()) == sealed);
+  Exported(s, bob, tmp / "export");
+  CHECK(s.Weft(bob, {"catalog", "import", (tmp / "export").string()}).exit_code == 0);
+  r = s.Weft(carol, {"catalog", "import", (tmp / "export").string()});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out + r.err, Catch::Contains("in tenant 'globex' holds sealed text"));
+
+  // At its own place it opens: a cluster of acme runs with the clear token (only its length comes back).
+  RunResult created =
+      s.Weft(alice, {"--timeout", "20000", "cluster", "create", "c2", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(created.out << created.err << host.Log());
+  REQUIRE(created.exit_code == 0);
+  CHECK(Count(s.WeftJson(alice, {"cluster", "get", "c2"}).dump(), "\"api_token_length\":" +
+                                                                       std::to_string(secret.size())) == 3);
+  // And the clear text is nowhere a client or the store could show it.
+  const std::string job = s.WeftJson(alice, {"cluster", "get", "c2"})["cluster"]["latest_job"];
+  CHECK(s.WeftJson(alice, {"job", "show", job}).dump().find(secret) == std::string::npos);
+  CHECK(StoreFiles(tmp / "server" / "data").find(secret) == std::string::npos);
+}
+
+TEST_CASE("security: a task of another tenant that names a running job gets nothing from that job",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string motto = "ACME-CONFIG-9f1c";
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
+    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import",
+                          (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+                .exit_code == 0);
+  }
+  const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
+  // The only host serves globex: acme's job keeps waiting, in flight.
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\ntenants = [\"globex\"]\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  REQUIRE(s.Weft(root, {"--tenant", "acme", "cluster", "create", "a1", "--template", "web-fake", "--size", "3",
+                        "--config", json{{"motto", motto}}.dump()})
+              .exit_code == 0);
+  const std::string job = s.WeftJson(root, {"--tenant", "acme", "cluster", "get", "a1"})["cluster"]["latest_job"];
+  const json shown = s.WeftJson(root, {"--tenant", "acme", "job", "show", job});
+  REQUIRE_FALSE(shown["job"]["tasks"].empty());
+  const std::string node = shown["job"]["tasks"][0]["node"];
+
+  // carol, admin of globex, enqueues a task naming acme's job and node, for an automator that echoes its task.
+  auto key = weft::curve::LoadCredential(carol);
+  REQUIRE(key.ok());
+  zmq::context_t ctx(1);
+  weft::client::Client api(ctx, weft::client::FromCredential(*key, 5000));
+  const json echo = {{"name", "x"}, {"action", {{"type", "fake-automator"}, {"fields", {{"echo_task", true}}}}}};
+  auto enqueued = api.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                                     {"action", "INSTALL"},
+                                                                     {"job_id", job},
+                                                                     {"node_id", node},
+                                                                     {"payload", {{"service", echo}}}}})}});
+  INFO(enqueued.status().ToString());
+  REQUIRE(enqueued.ok());
+  json task;
+  REQUIRE(WaitFor(
+      [&] {
+        auto t = api.Call("task.get", {{"task_id", (*enqueued)["task_ids"][0]}});
+        if (t.ok()) task = *t;
+        return t.ok() && (*t)["state"] == "succeeded";
+      },
+      15s));
+  INFO(task.dump());
+  CHECK(task["result"]["echo"]["config"] == json::object());
+  CHECK(task.dump().find(motto) == std::string::npos);
+}
+
+TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches the plugin with its type",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string secret = "OBJECT-SECRET-94c2e7";
+  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+          0);
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  // `credentials` is a sensitive field of the fake provider that takes any JSON value.
+  const json credentials = {{"user", "svc"}, {"keys", json::array({secret, 424242})}};
+  json provider = Example("providers", "fake");
+  provider["provisioner"] = {{"credentials", credentials}};
+  WriteFile(tmp / "fake.json", provider.dump());
+  RunResult r = s.Weft(root, {"provider", "put", (tmp / "fake.json").string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string shown = s.WeftJson(root, {"provider", "get", "fake"}).dump();
+  CHECK_THAT(shown, Catch::Contains("\"credentials\":\"enc:v2:"));
+  CHECK(shown.find(secret) == std::string::npos);
+  CHECK(shown.find("424242") == std::string::npos);
+  CHECK(CountRows(tmp / "server" / "data" / "weft.db",
+                  "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + secret + "%'") == 0);
+  // Numbers and arrays too.
+  for (const json& value : {json(31337), json::array({"a", secret})}) {
+    provider["provisioner"] = {{"credentials", value}};
+    WriteFile(tmp / "other.json", provider.dump());
+    REQUIRE(s.Weft(root, {"provider", "put", (tmp / "other.json").string()}).exit_code == 0);
+    const std::string other = s.WeftJson(root, {"provider", "get", "fake"}).dump();
+    CHECK_THAT(other, Catch::Contains("\"credentials\":\"enc:v2:"));
+    CHECK(other.find("31337") == std::string::npos);
+  }
+  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+
+  RunResult created =
+      s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(created.out << created.err << host.Log());
+  REQUIRE(created.exit_code == 0);
+  // The plugin got the object back (it reports only its type and size).
+  const std::string cluster = s.WeftJson(root, {"cluster", "get", "web"}).dump();
+  CHECK(Count(cluster, "\"credentials_type\":\"object\"") == 3);
+  CHECK(Count(cluster, "\"credentials_length\":" + std::to_string(credentials.dump().size())) == 3);
+  const std::string job = s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"];
+  for (const std::string& text : {cluster, s.WeftJson(root, {"job", "show", job}).dump(),
+                                  Exported(s, root, tmp / "export"), StoreFiles(tmp / "server" / "data")})
+    CHECK(text.find(secret) == std::string::npos);
+}
+
+TEST_CASE("security: a service's fields that its automator declares sensitive are sealed like a provider's",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Server s(tmp / "server");
+  const fs::path root = s.superadmin();
+  const std::string secret = "SERVICE-SECRET-31b7d0", early = "EARLY-SERVICE-SECRET-77aa";
+  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+          0);
+  // The fake automator's `password` is sensitive. Put before any host registered the plugin...
+  json service = Example("services", "fake-nginx");
+  service["provisioner"]["actions"]["install"]["fields"]["password"] = early;
+  WriteFile(tmp / "nginx.json", service.dump());
+  REQUIRE(s.Weft(root, {"service", "put", (tmp / "nginx.json").string()}).exit_code == 0);
+  // ...it is sealed in place when one does.
+  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  std::string shown = s.WeftJson(root, {"service", "get", "fake-nginx"}).dump();
+  CHECK_THAT(shown, Catch::Contains("\"password\":\"enc:v2:"));
+  CHECK(shown.find(early) == std::string::npos);
+  // Once the plugin is known, a put seals at once.
+  service["provisioner"]["actions"]["install"]["fields"]["password"] = secret;
+  WriteFile(tmp / "nginx.json", service.dump());
+  REQUIRE(s.Weft(root, {"service", "put", (tmp / "nginx.json").string()}).exit_code == 0);
+  shown = s.WeftJson(root, {"service", "get", "fake-nginx"}).dump();
+  CHECK_THAT(shown, Catch::Contains("\"password\":\"enc:v2:"));
+  CHECK(shown.find(secret) == std::string::npos);
+
+  // The automator gets it in the clear (it reports only its length) on the nodes that install nginx.
+  RunResult created =
+      s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(created.out << created.err << host.Log());
+  REQUIRE(created.exit_code == 0);
+  const std::string job = s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"];
+  const std::string shown_job = s.WeftJson(root, {"job", "show", job}).dump();
+  CHECK(Count(shown_job, "\"password_length\":" + std::to_string(secret.size())) >= 1);
+  for (const std::string& text : {shown_job, s.WeftJson(root, {"cluster", "get", "web"}).dump(),
+                                  Exported(s, root, tmp / "export"), StoreFiles(tmp / "server" / "data"), s.Log(),
+                                  host.Log()})
+    CHECK(text.find(secret) == std::string::npos);
 }
 
 TEST_CASE("security: a client flooding the api endpoint is rate limited; a host keeps getting tasks meanwhile",

@@ -64,3 +64,32 @@ TEST_CASE("router: requests are counted per op when they reach the handler, refu
   (void)RouteOp(router, "debug.enqueue", Endpoint::kApi, Role::kAdmin);
   CHECK(router.Served() == std::map<std::string, std::int64_t>{{"debug.enqueue", 1}, {"task.take", 3}});
 }
+
+TEST_CASE("router: only successful calls of ops that change state reach the audit recorder; a failed record "
+          "fails the call",
+          "[api]") {
+  Router r;
+  r.Add("x.change", {Role::kUser}, {Endpoint::kApi}, [](const Call&) { return Response::Ok({}); });
+  r.Add("x.read", {Role::kUser}, {Endpoint::kApi}, [](const Call&) { return Response::Ok({}); }, Effect::kReads);
+  r.Add("x.take", {Role::kHost}, {Endpoint::kProvisioner}, [](const Call&) { return Response::Ok({}); },
+        Effect::kHostTraffic);
+  r.Add("x.refuse", {Role::kUser}, {Endpoint::kApi},
+        [](const Call&) { return Response::Error(weft::Status::Conflict("no")); });
+  std::vector<std::string> recorded;
+  weft::Status next = weft::Status::Ok();
+  r.set_audit_recorder([&](const Call& c, const Response&) {
+    recorded.push_back(c.request->op);
+    return next;
+  });
+  CHECK(RouteOp(r, "x.change", Endpoint::kApi, Role::kUser).status.ok());
+  CHECK(RouteOp(r, "x.read", Endpoint::kApi, Role::kUser).status.ok());
+  CHECK(RouteOp(r, "x.take", Endpoint::kProvisioner, Role::kHost).status.ok());
+  CHECK(RouteOp(r, "x.refuse", Endpoint::kApi, Role::kUser).status.code() == weft::Code::kConflict);
+  CHECK(RouteOp(r, "x.change", Endpoint::kApi, Role::kHost).status.code() == weft::Code::kDenied);
+  CHECK(recorded == std::vector<std::string>{"x.change"});
+  // No change without its entry: INTERNAL makes weftd roll the batch back.
+  next = weft::Status::Unavailable("disk full");
+  Response failed = RouteOp(r, "x.change", Endpoint::kApi, Role::kUser);
+  CHECK(failed.status.code() == weft::Code::kInternal);
+  CHECK_THAT(failed.status.message(), Catch::Contains("audit log") && Catch::Contains("disk full"));
+}

@@ -38,9 +38,14 @@ json PoolEntry(const weft::localnode::Node& n, const std::vector<std::string>& h
 std::string IdOf(const weft::localnode::Node& n) { return n.address + ":" + std::to_string(n.port); }
 
 // A task as the job engine hands it out: the node's earlier results both in
-// `results` and in `node.results`.
+// `results` and in `node.results`, their SSH key opened. (weftd opens sealed
+// values only where it sealed them, in the tasks its job engine builds, and
+// refuses sealed text from a client: a task by hand carries the clear key,
+// which is the pool's.)
 json NodeTask(const json& provider, const std::string& action, const std::string& cluster, const std::string& node,
-              const json& results = json::object()) {
+              json results = json::object()) {
+  if (results.contains("ssh_auth") && results["ssh_auth"].contains("private_key"))
+    results["ssh_auth"]["private_key"] = provider["fields"]["ssh_key"];
   const std::string hostname = node + "." + cluster + ".weft";
   return {{"plugin", "static"},
           {"action", action},
@@ -150,7 +155,7 @@ TEST_CASE("static provider: allocates each pool host to one node, exclusively an
   CHECK(web1["result"]["ssh_auth"]["user"] == "root");
   // The pool's key comes back sealed: weftd stores no private key in the clear (docs/security.md).
   const std::string sealed = web1["result"]["ssh_auth"]["private_key"];
-  CHECK(sealed.rfind("enc:v1:", 0) == 0);
+  CHECK(sealed.rfind("enc:v2:", 0) == 0);
   CHECK(sealed.find(a.node().private_key) == std::string::npos);
   CHECK(fs::exists(tmp / "allocations" / ("claim-" + a.node().address + "-2022.json")));
 

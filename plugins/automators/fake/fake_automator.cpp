@@ -23,6 +23,9 @@ class FakeAutomator : public weft::sdk::Plugin {
     info.fields.push_back({"echo_task", "Echo the task", WEFT_FIELD_BOOLEAN, false, false, "false",
                            "return what the task said (expanded config and fields, hostname, the node's earlier "
                            "results without secrets) as the result field `echo`, so tests can see it"});
+    info.fields.push_back({"password", "Password", WEFT_FIELD_STRING, false, true, "\"\"",
+                           "a sensitive field, to test that secrets are sealed at rest: every action reports only "
+                           "its length (password_length)"});
     return info;
   }
 
@@ -35,7 +38,10 @@ class FakeAutomator : public weft::sdk::Plugin {
     task.Info("fake-automator " + name + (service.empty() ? "" : " service " + service) + " on node " +
               t.value("node_id", std::string("?")));
     weft::fake::Simulate(task, t, knobs, name);
-    if (weft::fake::FieldsAt(t, {"service", "action", "fields"}).value("echo_task", false)) Echo(task, t);
+    const json fields = weft::fake::FieldsAt(t, {"service", "action", "fields"});
+    if (auto p = fields.find("password"); p != fields.end() && p->is_string() && !p->get<std::string>().empty())
+      task.SetResult("password_length", std::to_string(p->get<std::string>().size()));
+    if (fields.value("echo_task", false)) Echo(task, t);
     task.Progress(100, name + " done");
   }
 
@@ -47,8 +53,10 @@ class FakeAutomator : public weft::sdk::Plugin {
     if (auto auth = results.find("ssh_auth"); auth != results.end() && auth->is_object())
       for (const char* secret : {"private_key", "passphrase", "password"})
         if (auth->contains(secret)) (*auth)[secret] = "(not echoed)";
+    json fields = weft::fake::FieldsAt(t, {"service", "action", "fields"});
+    if (fields.contains("password")) fields["password"] = "(not echoed)";
     json echo = {{"config", t.value("config", json::object())},
-                 {"fields", weft::fake::FieldsAt(t, {"service", "action", "fields"})},
+                 {"fields", std::move(fields)},
                  {"hostname", t.value("hostname", json())},
                  {"results", std::move(results)}};
     task.SetResult("echo", echo.dump());

@@ -481,7 +481,13 @@ Result<Parsed<ClusterTemplate>> ParseClusterTemplate(const json& doc) {
       check_in(compat.services, def.services[i], IndexPath("defaults.services", i), "services", false);
     if (!def.hardwaretype.empty())
       check_in(compat.hardwaretypes, def.hardwaretype, "defaults.hardwaretype", "hardwaretypes", true);
-    if (!def.imagetype.empty()) check_in(compat.imagetypes, def.imagetype, "defaults.imagetype", "imagetypes", true);
+    // Coopr accepted a default image type outside the compatible ones, and such
+    // templates are in its public catalog: kept with a warning, and a cluster
+    // that does not name an image type fails to plan (see the solver).
+    if (!def.imagetype.empty() && !compat.imagetypes.empty() && !Contains(compat.imagetypes, def.imagetype))
+      ctx.Warn("defaults.imagetype", "'" + def.imagetype + "' is not in compatibility.imagetypes " +
+                                         ListText(compat.imagetypes) +
+                                         "; a cluster must name one of those (--imagetype) until it is added there");
   } else {
     ctx.Error("defaults", "is required (at least {\"provider\": ..., \"services\": [...]})");
   }

@@ -478,6 +478,12 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
                           s.provider + "' (or is not in the catalog); add one or pick another " + what);
       names.push_back(*override_name);
     } else {
+      // A default outside the compatible ones is imported with a warning (Coopr
+      // accepted it); it fails here, once a cluster really uses it.
+      const std::string& fallback = hw ? t.defaults.hardwaretype : t.defaults.imagetype;
+      if (!fallback.empty() && !compat.empty() && std::find(compat.begin(), compat.end(), fallback) == compat.end())
+        return Bad(s, std::string("its default ") + what + " '" + fallback + "' is not in compatibility." + what +
+                          "s " + ListText(compat) + "; name one of those (--" + what + ") or fix the template");
       for (const auto& n : candidates)
         if (usable(hw, n)) names.push_back(n);
       std::sort(names.begin(), names.end());

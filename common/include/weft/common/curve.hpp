@@ -38,6 +38,11 @@ bool IsKey(std::string_view z85);
 std::string Z85FromBinary(std::string_view bytes);
 // A short, stable name for a key in logs and listings (its first 8 characters).
 std::string ShortKey(std::string_view z85);
+// What an admin compares before letting a key in (`weft host requests`,
+// `weft host accept --fingerprint`): 16 hex digits of the SHA-256 of the
+// binary key, in groups of four ("3f2a-91bc-04de-77a1"). Unlike ShortKey, a
+// key that matches another's fingerprint cannot be made by trying keys.
+std::string Fingerprint(std::string_view z85);
 
 // A socket that connects to a CURVE server (`server_key`) as `keys`.
 void SetClientKeys(zmq::socket_t& socket, std::string_view server_key, const KeyPair& keys);

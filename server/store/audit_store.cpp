@@ -1,0 +1,70 @@
+// The audit log in the store (migration 6). An entry is written in the
+// transaction of the change it records, so a change is never committed
+// without its entry. Nothing here updates or deletes one, and the table's
+// triggers refuse it.
+#include <string>
+
+#include "server/store/sqlite.hpp"
+#include "server/store/store.hpp"
+
+namespace weft::store {
+namespace {
+
+constexpr const char* kAuditColumns =
+    "id, at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, job_id, outcome, detail";
+
+AuditRecord ReadAudit(const sql::Statement& s) {
+  AuditRecord a;
+  a.id = s.Int(0);
+  a.at_ms = s.Int(1);
+  a.actor = s.Text(2);
+  a.actor_tenant = s.Text(3);
+  a.actor_role = s.Text(4);
+  a.op = s.Text(5);
+  a.tenant = s.Text(6);
+  a.target = s.Text(7);
+  a.cluster_id = s.Text(8);
+  a.cluster = s.Text(9);
+  a.job_id = s.Text(10);
+  a.outcome = s.Text(11);
+  a.detail_json = s.Text(12);
+  return a;
+}
+
+}  // namespace
+
+Status Store::AppendAudit(const AuditRecord& a) {
+  Result<sql::Statement> st = database().Prepare(
+      "INSERT INTO audit_log (at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, "
+      "job_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+  if (!st.ok()) return st.status();
+  st->Bind(1, a.at_ms)
+      .Bind(2, a.actor)
+      .Bind(3, a.actor_tenant)
+      .Bind(4, a.actor_role)
+      .Bind(5, a.op)
+      .Bind(6, a.tenant)
+      .Bind(7, a.target)
+      .Bind(8, a.cluster_id)
+      .Bind(9, a.cluster)
+      .Bind(10, a.job_id)
+      .Bind(11, a.outcome)
+      .Bind(12, a.detail_json.empty() ? std::string_view("{}") : std::string_view(a.detail_json));
+  return st->Run();
+}
+
+Result<std::vector<AuditRecord>> Store::ListAudit(const AuditQuery& q) {
+  // Unset filters bind values that match everything, so there is one statement.
+  Result<sql::Statement> st = database().Prepare(
+      std::string("SELECT ") + kAuditColumns + " FROM (SELECT " + kAuditColumns +
+      " FROM audit_log WHERE at_ms >= ?1 AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR actor = ?3) "
+      "AND (?4 = '' OR actor_tenant = ?4) AND (?5 = '' OR cluster_id = ?5 OR cluster = ?5) "
+      "ORDER BY id DESC LIMIT ?6) ORDER BY id");
+  if (!st.ok()) return st.status();
+  st->Bind(1, q.since_ms).Bind(2, q.tenant).Bind(3, q.actor).Bind(4, q.actor_tenant).Bind(5, q.cluster).Bind(6, q.limit);
+  std::vector<AuditRecord> out;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(ReadAudit(row)); }));
+  return out;
+}
+
+}  // namespace weft::store

@@ -1,0 +1,470 @@
+// The CLI's rough edges a user trial found, each checked with the real `weft`
+// against a real weftd (and, where jobs must run, a real weft-host with the fake
+// plugins) on ephemeral loopback ports.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "format.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using testing::BuildPath;
+using testing::Process;
+using testing::ProcessOptions;
+using testing::RunResult;
+using testing::TempDir;
+using testing::WaitFor;
+
+const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+
+RunResult Weft(const std::vector<std::string>& args) { return testing::Run(BuildPath("bin/weft"), args); }
+
+std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// A copy of examples/catalog whose fake services get `patch` merged into every action's fields.
+fs::path FakeCatalog(const fs::path& dir, const json& patch = json::object()) {
+  fs::create_directories(dir);
+  fs::copy(kExamples, dir, fs::copy_options::recursive);
+  for (const char* s : {"fake-base", "fake-haproxy", "fake-nginx", "fake-redis", "fake-monitoring"}) {
+    const fs::path file = dir / "services" / (std::string(s) + ".json");
+    json doc = json::parse(testing::ReadFile(file));
+    for (auto& [name, def] : doc["provisioner"]["actions"].items()) def["fields"].merge_patch(patch);
+    testing::WriteFile(file, doc.dump(2));
+  }
+  return dir;
+}
+
+// One weft-host with the build's plugins (the fake provider and automator among them).
+Process StartHost(const testing::Weftd& server, const fs::path& dir) {
+  const fs::path config = dir / "host.toml";
+  testing::WriteFile(config, "server = \"" + server.provisioner() +
+                                 "\"\nhost_id = \"edge-host\"\ncapacity = 8\nworkers = 1\ntake_wait_ms = 500\n"
+                                 "request_timeout_ms = 1000\nshutdown_grace_ms = 1000\n");
+  ProcessOptions o;
+  o.stderr_path = dir / "host.log";
+  o.stdout_path = dir / "host.out";
+  return Process(BuildPath("bin/weft-host"), {"--config", config.string()}, o);
+}
+
+void Import(const testing::Weftd& server, const fs::path& dir) {
+  RunResult r = server.Weft({"catalog", "import", dir.string()});
+  INFO(r.out << r.err << server.Log());
+  REQUIRE(r.exit_code == 0);
+}
+
+json Job(const testing::Weftd& server, const std::string& id) {
+  return server.WeftJson({"job", "show", id})["job"];
+}
+
+// weftd (`jobs_toml`: its [jobs] keys), one weft-host and the fake catalog; the host
+// is live when this returns.
+struct JobsEnv {
+  explicit JobsEnv(const std::string& name, const std::string& jobs_toml = "retry_backoff_ms = 50\n",
+                   const json& patch = json::object())
+      : server(name, "[jobs]\njanitor_interval_ms = 100\n" + jobs_toml +
+                         "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 3000\n"),
+        dir(name + "-files") {
+    host = StartHost(server, dir.path());
+    REQUIRE(WaitFor(
+        [&] {
+          RunResult r = server.Weft({"-o", "json", "host", "list"});
+          return r.exit_code == 0 && r.out.find("\"live\": true") != std::string::npos;
+        },
+        30s));
+    Import(server, FakeCatalog(dir.path() / "catalog", patch));
+  }
+  std::string HostLog() const { return testing::ReadFile(dir.path() / "host.log"); }
+
+  testing::Weftd server;
+  TempDir dir;
+  Process host;
+};
+
+// A loopback TCP port where a plain socket accepts connections and never says a word.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(fd_, 16) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~SilentListener() { close(fd_); }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  int fd_ = -1;
+  std::string endpoint_;
+};
+
+}  // namespace
+
+// ---- --config ----------------------------------------------------------------------
+
+TEST_CASE("weft cli edges: --config takes inline JSON or a file alike, and says what is wrong with the JSON",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges");
+  Import(server, kExamples);
+  const std::vector<std::string> plan = {"cluster", "plan", "shop", "--template", "web-fake", "--size", "3"};
+  auto with = [&](std::vector<std::string> head, const std::string& config) {
+    head.push_back("--config");
+    head.push_back(config);
+    return server.Weft(head);
+  };
+
+  RunResult inline_plan = with(plan, R"({"a":1})");
+  INFO(inline_plan.out << inline_plan.err);
+  CHECK(inline_plan.exit_code == 0);
+  CHECK_THAT(inline_plan.out, Catch::Contains("plan: "));
+
+  testing::WriteFile(server.Path("config.json"), R"({"a":1})");
+  CHECK(with(plan, server.Path("config.json").string()).exit_code == 0);
+
+  // Not an object: the same sentence for plan and create, from a file or inline.
+  for (const auto& head : {plan, std::vector<std::string>{"cluster", "create", "shop", "--template", "web-fake",
+                                                          "--size", "3", "--dry-run"}}) {
+    RunResult array = with(head, "[]");
+    INFO(array.err);
+    CHECK(array.exit_code == 2);
+    CHECK(Lines(array.err) == 1);
+    CHECK_THAT(array.err, Catch::StartsWith("weft: --config must be a JSON object such as '{\"a\":1}', got []"));
+  }
+  testing::WriteFile(server.Path("list.json"), "[1]");
+  CHECK_THAT(with(plan, server.Path("list.json").string()).err,
+             Catch::Contains("--config file " + server.Path("list.json").string() + " must be a JSON object"));
+
+  RunResult broken = with(plan, R"({"a":)");
+  CHECK(broken.exit_code == 2);
+  CHECK_THAT(broken.err, Catch::StartsWith("weft: --config is not valid JSON: "));
+  CHECK_THAT(broken.err, Catch::Contains("line 1, column 6"));
+  CHECK_THAT(broken.err, !Catch::Contains("fix the file"));
+
+  RunResult missing = with(plan, "no-such-config.json");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("--config: no file no-such-config.json and not JSON either"));
+}
+
+// ---- the server's words --------------------------------------------------------------
+
+TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and leases read as durations",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges");
+  Import(server, kExamples);
+
+  for (const char* verb : {"plan", "create"}) {
+    RunResult big = server.Weft({"cluster", verb, "huge", "--template", "web-fake", "--size", "200000"});
+    INFO(big.err);
+    CHECK(big.exit_code == 1);
+    CHECK_THAT(big.err, Catch::Contains("size must be an integer from 1 to 100000, got 200000"));
+    CHECK_THAT(big.err, !Catch::Contains("body."));
+  }
+  RunResult name = server.Weft({"cluster", "create", "bad name", "--template", "web-fake", "--size", "1"});
+  CHECK_THAT(name.err, Catch::Contains("a cluster name must be 1 to 128 characters"));
+  CHECK_THAT(name.err, !Catch::Contains("body."));
+
+  // web-fake allows leases of up to 7 days.
+  RunResult too_long =
+      server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3", "--lease", "30d"});
+  INFO(too_long.err);
+  CHECK(too_long.exit_code == 1);
+  CHECK_THAT(too_long.err, Catch::Contains("a lease of 30d is longer than template 'web-fake' allows (7d, "
+                                           "administration.leaseduration.max)"));
+  CHECK_THAT(too_long.err, !Catch::Contains(" ms"));
+
+  // No host runs the fake plugins, so the create job waits; the lease is the cluster's already.
+  REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}).exit_code == 0);
+  RunResult extend = server.Weft({"cluster", "extend-lease", "shop", "--lease", "10d"});
+  INFO(extend.err);
+  CHECK(extend.exit_code == 1);
+  CHECK_THAT(extend.err, Catch::Contains("extending to 11d"));
+  CHECK_THAT(extend.err, Catch::Contains("passes the template's maximum lease of 7d"));
+  CHECK_THAT(extend.err, !Catch::Contains(" ms"));
+}
+
+TEST_CASE("weft cli edges: a token's validity is the ttl asked for", "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges", "[security]\ncurve = true\n");
+  // The superadmin credential weftd wrote for itself.
+  const std::string credential = server.Path("data/credentials/superadmin.json").string();
+  RunResult r = server.Weft({"--credentials", credential, "host", "token", "create", "--ttl", "5s"});
+  INFO(r.err << server.Log());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::StartsWith("one-time enrollment token, valid for 5s;"));
+
+  RunResult tiny = server.Weft({"--credentials", credential, "host", "token", "create", "--ttl", "500ms"});
+  CHECK(tiny.exit_code == 2);
+  CHECK_THAT(tiny.err, Catch::Contains("--ttl needs a duration of 1s or more"));
+}
+
+// ---- jobs ------------------------------------------------------------------------------
+
+TEST_CASE("weft cli edges: nothing-to-do changes and finished jobs are refused in plain words",
+          "[cli][integration]") {
+  JobsEnv env("weft-cli-edges-jobs");
+  testing::Weftd& s = env.server;
+  RunResult create = s.Weft({"-o", "json", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(create.out << create.err << s.Log() << env.HostLog());
+  REQUIRE(create.exit_code == 0);
+  const std::string job = json::parse(create.out)["id"].get<std::string>();
+  const std::size_t jobs_before = s.WeftJson({"job", "list", "--cluster", "web"})["jobs"].size();
+
+  RunResult twice = s.Weft({"cluster", "add-services", "web", "fake-redis,fake-redis"});
+  INFO(twice.err);
+  CHECK(twice.exit_code == 1);
+  CHECK_THAT(twice.err, Catch::Contains("the list of services names 'fake-redis' twice"));
+  CHECK_THAT(twice.err, !Catch::Contains("already runs"));
+
+  RunResult same = s.Weft({"cluster", "scale", "web", "--size", "3"});
+  INFO(same.err);
+  CHECK(same.exit_code == 1);
+  CHECK_THAT(same.err, Catch::Contains("nothing to do: cluster 'web' already has 3 nodes"));
+  CHECK(s.WeftJson({"job", "list", "--cluster", "web"})["jobs"].size() == jobs_before);  // no job started
+
+  RunResult retry = s.Weft({"job", "retry", job});
+  CHECK(retry.exit_code == 1);
+  CHECK_THAT(retry.err, Catch::Contains("job " + job + " has already succeeded; only a failed or aborted job"));
+  RunResult abort = s.Weft({"job", "abort", job});
+  CHECK(abort.exit_code == 1);
+  CHECK_THAT(abort.err, Catch::Contains("job " + job + " has already succeeded; only a running job can be aborted"));
+}
+
+TEST_CASE("weft cli edges: a dry run counts the stages its job then shows, for create and for scale",
+          "[cli][integration]") {
+  JobsEnv env("weft-cli-edges-stages");
+  testing::Weftd& s = env.server;
+  auto stages_of_dry_run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"-o", "json"});
+    args.push_back("--dry-run");
+    RunResult r = s.Weft(args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out)["stages"].size();
+  };
+  auto stages_of_job = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"-o", "json"});
+    args.push_back("--wait");
+    RunResult r = s.Weft(args);
+    INFO(r.out << r.err << s.Log() << env.HostLog());
+    REQUIRE(r.exit_code == 0);
+    const json job = Job(s, json::parse(r.out)["id"].get<std::string>());
+    CHECK(job["progress"]["stage"] == job["progress"]["stages"]);  // done: at the last stage
+    return job["progress"]["stages"].get<std::size_t>();
+  };
+  const std::vector<std::string> create = {"cluster", "create", "web", "--template", "web-fake", "--size", "3"};
+  const std::size_t planned = stages_of_dry_run(create);
+  CHECK(planned > 1);
+  CHECK(stages_of_job(create) == planned);
+
+  const std::vector<std::string> grow = {"cluster", "scale", "web", "--size", "5"};
+  const std::size_t planned_grow = stages_of_dry_run(grow);
+  CHECK(stages_of_job(grow) == planned_grow);
+
+  // A config that names other nodes' addresses makes the job wait for every CONFIRM
+  // (a JOIN the engine adds to the plan): the counts still agree.
+  {
+    const fs::path file = env.dir.path() / "catalog" / "services" / "fake-haproxy.json";
+    json doc = json::parse(testing::ReadFile(file));
+    doc["provisioner"]["actions"]["configure"]["fields"]["backends"] =
+        "%join(map(ip.bind_v4.service.fake-nginx,'$:8080'),',')%";
+    testing::WriteFile(file, doc.dump(2));
+    Import(s, env.dir.path() / "catalog");
+  }
+  const std::vector<std::string> addressed = {"cluster", "create", "lb", "--template", "web-fake", "--size", "3"};
+  const std::size_t planned_addressed = stages_of_dry_run(addressed);
+  CHECK(stages_of_job(addressed) == planned_addressed);
+  const std::vector<std::string> grow_addressed = {"cluster", "scale", "lb", "--size", "5"};
+  const std::size_t planned_grow_addressed = stages_of_dry_run(grow_addressed);
+  CHECK(stages_of_job(grow_addressed) == planned_grow_addressed);
+
+  // The table of a dry run says the same number.
+  RunResult table = s.Weft({"cluster", "scale", "web", "--size", "6", "--dry-run"});
+  CHECK_THAT(table.out, Catch::Contains(" in " + std::to_string(stages_of_dry_run({"cluster", "scale", "web", "--size",
+                                                                                   "6"})) + " stages"));
+}
+
+TEST_CASE("weft cli edges: the progress bar shows a retry's wait, and an aborted job where it stopped",
+          "[cli][integration]") {
+  // Every fake-nginx INSTALL fails its first attempt; the retry waits a minute.
+  JobsEnv env("weft-cli-edges-retry", "retry_backoff_ms = 60000\nretry_backoff_max_ms = 60000\n");
+  testing::Weftd& s = env.server;
+  {
+    const fs::path file = env.dir.path() / "catalog" / "services" / "fake-nginx.json";
+    json doc = json::parse(testing::ReadFile(file));
+    doc["provisioner"]["actions"]["install"]["fields"].merge_patch({{"fail_actions", "INSTALL"}, {"fail_attempts", 1}});
+    testing::WriteFile(file, doc.dump(2));
+    Import(s, env.dir.path() / "catalog");
+  }
+  RunResult started = s.Weft({"-o", "json", "cluster", "create", "web", "--template", "web-fake", "--size", "3"});
+  INFO(started.out << started.err);
+  REQUIRE(started.exit_code == 0);
+  const std::string id = json::parse(started.out)["job"]["id"].get<std::string>();
+
+  // `weft job watch`, not on a terminal: one progress line per change on stderr.
+  ProcessOptions o;
+  o.stdout_path = env.dir.path() / "watch.out";
+  o.stderr_path = env.dir.path() / "watch.err";
+  Process watch(BuildPath("bin/weft"), {"--server", s.api(), "job", "watch", id}, o);
+  const bool waiting = WaitFor(
+      [&] { return testing::ReadFile(env.dir.path() / "watch.err").find("waiting to retry") != std::string::npos; },
+      60s);
+  INFO(testing::ReadFile(env.dir.path() / "watch.err") << s.Log() << env.HostLog());
+  REQUIRE(waiting);
+  CHECK(Job(s, id)["progress"]["retrying"].get<int>() >= 1);
+  RunResult shown = s.Weft({"job", "show", id});
+  CHECK_THAT(shown.out, Catch::Contains("waiting to retry"));
+
+  RunResult abort = s.Weft({"job", "abort", id});
+  INFO(abort.err);
+  REQUIRE(abort.exit_code == 0);
+  const std::optional<int> ended = watch.Wait(30s);
+  REQUIRE(ended.has_value());
+  CHECK(WEXITSTATUS(*ended) == 1);
+  const std::string err = testing::ReadFile(env.dir.path() / "watch.err");
+  // The last progress line: the stage the job stopped at, not the last one, and why.
+  std::smatch m;
+  const std::string last = err.substr(err.rfind("job " + id + " create ["));
+  REQUIRE(std::regex_search(last, m, std::regex(R"(stage (\d+)/(\d+) \(aborted\))")));
+  CHECK(std::stoi(m[1]) < std::stoi(m[2]));
+  const json job = Job(s, id);
+  CHECK(job["progress"]["stage"].get<int>() == std::stoi(m[1]));
+}
+
+TEST_CASE("weft cli edges: a job's duration is its own: milliseconds for an undo, not the whole wait",
+          "[cli][integration]") {
+  // fake-redis START fails every attempt: the create fails for good and is undone.
+  JobsEnv env("weft-cli-edges-undo", "retry_backoff_ms = 50\nmax_attempts = 2\n");
+  testing::Weftd& s = env.server;
+  {
+    const fs::path file = env.dir.path() / "catalog" / "services" / "fake-redis.json";
+    json doc = json::parse(testing::ReadFile(file));
+    doc["provisioner"]["actions"]["start"]["fields"].merge_patch({{"fail_actions", "START"}});
+    testing::WriteFile(file, doc.dump(2));
+    Import(s, env.dir.path() / "catalog");
+  }
+  RunResult r = s.Weft({"cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(r.out << r.err << s.Log() << env.HostLog());
+  CHECK(r.exit_code == 1);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"(job (\d+) \(undo\) succeeded in (\S+))")));
+  const json undo = Job(s, m[1]);
+  const std::int64_t took = undo["finished_at_ms"].get<std::int64_t>() - undo["created_at_ms"].get<std::int64_t>();
+  CHECK(m[2] == cli::Duration(took));
+
+}
+
+// ---- commands, flags and endpoints ---------------------------------------------------------
+
+TEST_CASE("weft cli edges: a mistyped command or option gets a suggestion", "[cli][integration]") {
+  RunResult noun = Weft({"clustr", "list"});
+  CHECK(noun.exit_code == 2);
+  CHECK(Lines(noun.err) == 1);
+  CHECK_THAT(noun.err, Catch::StartsWith("weft: unknown command 'clustr'; did you mean 'cluster'?"));
+
+  RunResult verb = Weft({"cluster", "lsit"});
+  CHECK(verb.exit_code == 2);
+  CHECK_THAT(verb.err, Catch::StartsWith("weft: 'weft cluster' has no command 'lsit'; did you mean 'list'?"));
+
+  RunResult flag = Weft({"cluster", "create", "x", "--template", "t", "--sise", "3"});
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.err, Catch::Contains("has no option '--sise'; did you mean '--size'?"));
+
+  RunResult nothing_close = Weft({"frobnicate"});
+  CHECK(nothing_close.exit_code == 2);
+  CHECK_THAT(nothing_close.err, !Catch::Contains("did you mean"));
+}
+
+TEST_CASE("weft cli edges: weft help lists every global option", "[cli][integration]") {
+  RunResult help = Weft({"help"});
+  REQUIRE(help.exit_code == 0);
+  for (const char* flag : {"--server", "--credentials", "-o, --output", "--timeout", "--tenant", "--help", "--version"})
+    CHECK_THAT(help.out, Catch::Contains(flag));
+  RunResult one = Weft({"help", "status"});
+  CHECK_THAT(one.out, Catch::Contains("--credentials"));
+}
+
+TEST_CASE("weft cli edges: a bad --server is refused at once, and a wrong peer is named as such",
+          "[cli][integration]") {
+  // A long --timeout: a check that waited for it would outlast the run's own limit (30 s).
+  RunResult port = Weft({"--server", "tcp://127.0.0.1:99999", "--timeout", "600000", "status"});
+  CHECK(port.exit_code == 2);
+  CHECK_THAT(port.err, Catch::StartsWith("weft: --server 'tcp://127.0.0.1:99999' has no valid port"));
+
+  RunResult host = Weft({"--server", "tcp://no-such-host.invalid:7420", "--timeout", "600000", "status"});
+  CHECK(host.exit_code == 1);
+  CHECK_THAT(host.err, Catch::StartsWith("weft: cannot resolve host 'no-such-host.invalid'"));
+
+  testing::Weftd server("weft-cli-edges");
+  RunResult events = Weft({"--server", server.endpoints()["events"].get<std::string>(), "--timeout", "300", "status"});
+  INFO(events.err);
+  CHECK(events.exit_code == 1);
+  CHECK(Lines(events.err) == 1);
+  CHECK_THAT(events.err, Catch::Contains("is it the api endpoint of a running weftd?"));
+  CHECK_THAT(events.err, !Catch::Contains("credential"));
+
+  SilentListener silent;
+  RunResult mute = Weft({"--server", silent.endpoint(), "--timeout", "300", "status"});
+  INFO(mute.err);
+  CHECK(mute.exit_code == 1);
+  CHECK_THAT(mute.err, Catch::StartsWith("weft: no reply from " + silent.endpoint() +
+                                         ": is it the api endpoint of a running weftd?"));
+
+  // The api endpoint itself still works.
+  CHECK(Weft({"--server", server.api(), "status"}).exit_code == 0);
+}
+
+// ---- catalog -----------------------------------------------------------------------------
+
+TEST_CASE("weft cli edges: re-importing an unchanged catalog keeps every version and says unchanged",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges");
+  TempDir dir("weft-cli-edges-catalog");
+  fs::copy(kExamples, dir.path(), fs::copy_options::recursive);
+  Import(server, dir.path());
+
+  RunResult again = server.Weft({"catalog", "import", dir.path().string()});
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("unchanged service 'fake-nginx' (version 1)"));
+  CHECK_THAT(again.out, !Catch::Contains("imported "));
+  CHECK_THAT(again.out, Catch::Contains("0 entities imported, "));
+  const json services = server.WeftJson({"service", "list"});
+  for (const json& s : services["entities"]) CHECK(s["version"] == 1);
+
+  // One file changed: that entity alone gets a new version.
+  const fs::path file = dir.path() / "services" / "fake-nginx.json";
+  json doc = json::parse(testing::ReadFile(file));
+  doc["description"] = "nginx, changed";
+  testing::WriteFile(file, doc.dump(2));
+  json report = server.WeftJson({"catalog", "import", dir.path().string()});
+  REQUIRE(report["imported"].size() == 1);
+  CHECK(report["imported"][0]["name"] == "fake-nginx");
+  CHECK(report["imported"][0]["version"] == 2);
+  CHECK(report["unchanged"].size() > 5);
+}
+
+}  // namespace weft

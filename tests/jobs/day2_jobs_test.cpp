@@ -1,0 +1,503 @@
+// Day-2 operations end to end, as a user trial met them: the real weftd,
+// weft-host and weft binaries with the fake provider and automator, on
+// ephemeral loopback ports and a temp data directory per test.
+//
+//  * a CREATE run again after its host died hands back the machine the first
+//    attempt made (idempotency key), so no machine leaks;
+//  * undoing a failed grow does no more than undo what the grow did;
+//  * rolling back an upgrade installs the previous versions again;
+//  * terminated clusters are found by name, stopped services show per node;
+//  * a template whose default image type is not among its compatible ones
+//    imports with a warning and fails only when a plan uses that default.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
+#include "weft/client/client.hpp"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using testing::Process;
+using testing::ProcessOptions;
+using testing::RunResult;
+using testing::WaitFor;
+
+const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+
+std::string Tail(const std::string& text, std::size_t bytes = 6000) {
+  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
+}
+
+// One weft-host (master and its workers) with the build's plugin directories.
+class Host {
+ public:
+  Host(const fs::path& dir, const std::string& id, const std::string& server, int capacity) : id_(id) {
+    const fs::path config = dir / (id + ".toml");
+    testing::WriteFile(config, "server = \"" + server + "\"\nhost_id = \"" + id + "\"\ncapacity = " +
+                                   std::to_string(capacity) +
+                                   "\nworkers = 2\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\n"
+                                   "shutdown_grace_ms = 1000\n");
+    log_ = dir / (id + ".log");
+    ProcessOptions o;
+    o.stderr_path = log_;
+    o.stdout_path = dir / (id + ".out");
+    proc_ = Process(testing::BuildPath("bin/weft-host"), {"--config", config.string()}, o);
+  }
+  const std::string& id() const { return id_; }
+  Process& process() { return proc_; }
+  std::string Log() const { return testing::ReadFile(log_); }
+
+ private:
+  std::string id_;
+  fs::path log_;
+  Process proc_;
+};
+
+// A copy of examples/catalog that a test changes before importing it.
+class CatalogDir {
+ public:
+  explicit CatalogDir(fs::path dir) : dir_(std::move(dir)) {
+    fs::create_directories(dir_);
+    fs::copy(kExamples, dir_, fs::copy_options::recursive);
+  }
+  const fs::path& path() const { return dir_; }
+  json Get(const std::string& kind, const std::string& name) const {
+    return json::parse(testing::ReadFile(dir_ / kind / (name + ".json")));
+  }
+  void Put(const std::string& kind, const json& doc) const {
+    testing::WriteFile(dir_ / kind / (doc["name"].get<std::string>() + ".json"), doc.dump(2));
+  }
+  // Merges `patch` into the fields of every action of `service` ("" = every fake-* service).
+  void PatchActions(const std::string& service, const json& patch) const {
+    for (const char* s : {"fake-base", "fake-haproxy", "fake-nginx", "fake-redis", "fake-monitoring"}) {
+      if (!service.empty() && service != s) continue;
+      json doc = Get("services", s);
+      for (auto& [name, def] : doc["provisioner"]["actions"].items()) def["fields"].merge_patch(patch);
+      Put("services", doc);
+    }
+  }
+  void PatchProvider(const json& patch) const {
+    json doc = Get("providers", "fake");
+    doc["provisioner"].merge_patch(patch);
+    Put("providers", doc);
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// weftd, its hosts and a client, in one temp directory.
+class Env {
+ public:
+  Env(const std::string& name, const std::string& extra_toml, int host_count = 1, int capacity = 4)
+      : weftd_(name, extra_toml), client_(ctx_, client::Options{weftd_.api(), 10000, {}, {}}) {
+    for (int i = 1; i <= host_count; ++i)
+      hosts_.push_back(
+          std::make_unique<Host>(weftd_.Path(""), "h" + std::to_string(i), weftd_.provisioner(), capacity));
+  }
+  fs::path Path(const std::string& name) const { return weftd_.Path(name); }
+  Host& host(std::size_t i) { return *hosts_.at(i); }
+
+  json Call(const std::string& op, const json& body) {
+    Result<json> r = client_.Call(op, body);
+    INFO(op << " " << body.dump() << ": " << r.status().ToString() << "\n" << Tail(weftd_.Log()));
+    REQUIRE(r.ok());
+    return *r;
+  }
+  Result<json> TryCall(const std::string& op, const json& body) { return client_.Call(op, body); }
+  // `weft --server <api> ARGS...`, with room for --wait on a busy machine.
+  RunResult Weft(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", weftd_.api()});
+    return testing::Run(testing::BuildPath("bin/weft"), args, 120s);
+  }
+  // `weft -o json ARGS...`, which must succeed, parsed.
+  json WeftJson(std::vector<std::string> args) {
+    args.insert(args.begin(), {"-o", "json"});
+    RunResult r = Weft(args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    json j = json::parse(r.out, nullptr, false);
+    REQUIRE(j.is_object());
+    return j;
+  }
+
+  RunResult Import(const CatalogDir& catalog) {
+    RunResult r = Weft({"catalog", "import", catalog.path().string()});
+    INFO(r.out << r.err << Tail(weftd_.Log()));
+    REQUIRE(r.exit_code == 0);
+    return r;
+  }
+  bool HostLive(const std::string& id) {
+    Result<json> hosts = TryCall("host.list", json::object());
+    if (!hosts.ok()) return false;
+    for (const json& h : (*hosts)["hosts"])
+      if (h["id"] == id) return h.value("live", false);
+    return false;
+  }
+  void WaitHosts() {
+    for (const auto& h : hosts_) REQUIRE(WaitFor([&] { return HostLive(h->id()); }, 30s));
+  }
+  json Job(const std::string& id) { return Call("job.get", {{"job", id}, {"details", true}})["job"]; }
+  // Polls until the job is neither running nor failing.
+  json WaitJob(const std::string& id, std::chrono::milliseconds timeout = 90s) {
+    std::string status;
+    const bool done = WaitFor(
+        [&] {
+          Result<json> r = client_.Call("job.get", {{"job", id}}, 2000);
+          if (!r.ok()) return false;
+          status = (*r)["job"].value("status", "");
+          return status != "running" && status != "failing";
+        },
+        timeout);
+    INFO("job " << id << " is still " << status << "\n" << Tail(weftd_.Log()) << Logs());
+    REQUIRE(done);
+    return Job(id);
+  }
+  // Runs an operation through the CLI and waits for its job, which must succeed.
+  json RunJob(std::vector<std::string> args) {
+    args.insert(args.begin(), {"-o", "json"});
+    args.push_back("--wait");
+    RunResult r = Weft(args);
+    INFO("weft " << args[2] << " " << args[3] << ": " << r.out << r.err << Tail(weftd_.Log()) << Logs());
+    REQUIRE(r.exit_code == 0);
+    json job = json::parse(r.out, nullptr, false);
+    REQUIRE(job.is_object());
+    REQUIRE(job.contains("id"));
+    json done = WaitJob(job["id"].get<std::string>());
+    INFO(done.dump(1).substr(0, 6000));
+    REQUIRE(done["status"] == "succeeded");
+    return done;
+  }
+  std::string Logs() const {
+    std::string out;
+    for (const auto& h : hosts_) out += "--- host " + h->id() + " ---\n" + Tail(h->Log(), 3000);
+    return out;
+  }
+  std::string ServerLog() const { return weftd_.Log(); }
+
+ private:
+  testing::Weftd weftd_;
+  zmq::context_t ctx_;
+  client::Client client_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+};
+
+std::vector<json> TasksOf(const json& job, const std::string& action, const std::string& service = "*") {
+  std::vector<json> out;
+  for (const json& t : job["tasks"])
+    if (t["action"] == action && (service == "*" || t.value("service", "") == service)) out.push_back(t);
+  return out;
+}
+std::set<std::string> NodesOf(const std::vector<json>& tasks) {
+  std::set<std::string> out;
+  for (const json& t : tasks) out.insert(t.value("node", ""));
+  return out;
+}
+std::set<std::string> NodeNames(const json& cluster) {
+  std::set<std::string> out;
+  for (const json& n : cluster["nodes"]) out.insert(n["hostname"].get<std::string>());
+  return out;
+}
+std::set<std::string> NodesRunning(const json& cluster, const std::string& service) {
+  std::set<std::string> out;
+  for (const json& n : cluster["nodes"])
+    for (const json& s : n["services"])
+      if (s == service) out.insert(n["hostname"].get<std::string>());
+  return out;
+}
+// The jobs of a cluster (name or id), newest first.
+std::vector<json> JobsOf(Env& env, const std::string& cluster) {
+  json jobs = env.Call("job.list", {{"cluster", cluster}})["jobs"];
+  return {jobs.begin(), jobs.end()};
+}
+
+// The machines the fake provider holds: one file each in its machines_dir.
+std::vector<json> Machines(const fs::path& dir) {
+  std::vector<json> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    out.push_back(json::parse(testing::ReadFile(entry.path())));
+  return out;
+}
+
+const std::string kFastHosts =
+    "[tasks]\nlease_ms = 1500\n[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n"
+    "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
+
+}  // namespace
+
+// ---- 1. a retried CREATE does not leak a machine ------------------------------------
+
+TEST_CASE("day2: a CREATE whose host dies mid-way is run again under the same idempotency key; the fake "
+          "provider holds exactly one machine per node",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-create-key", kFastHosts, 2, 2);
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog(env.Path("catalog"));
+  // CREATE makes its machine first and then "boots" it for 1.5 s: long enough to kill the host in between.
+  catalog.PatchProvider({{"latency_ms", 1500}, {"machines_dir", machines.string()}});
+  env.Import(catalog);
+  env.WaitHosts();
+
+  json started = env.Call("cluster.create", {{"name", "leak"}, {"template", "web-fake"}, {"size", 3}});
+  const std::string job_id = started["job"]["id"];
+  // Wait until h1 runs a CREATE whose machine exists, then kill h1.
+  std::int64_t lost = 0;
+  REQUIRE(WaitFor(
+      [&] {
+        const json now = env.Job(job_id);
+        for (const json& t : now["tasks"]) {
+          if (t["action"] != "CREATE" || t["state"] != "leased" || t.value("host_id", "") != "h1") continue;
+          for (const json& m : Machines(machines))
+            if (m.value("task_id", std::int64_t{0}) == t["id"].get<std::int64_t>()) lost = m["task_id"];
+        }
+        return lost != 0;
+      },
+      30s));
+  env.host(0).process().Signal(SIGKILL);
+  REQUIRE(env.host(0).process().Wait(10s).has_value());
+
+  json job = env.WaitJob(job_id);
+  INFO(job.dump(1).substr(0, 8000) << Tail(env.ServerLog()) << env.Logs());
+  REQUIRE(job["status"] == "succeeded");
+  // The CREATE that h1 lost ran again, on h2, and found the machine h1 had made.
+  int rerun = 0;
+  for (const json& t : TasksOf(job, "CREATE")) {
+    if (t["id"] != lost) continue;
+    ++rerun;
+    CHECK(t["attempts"].size() >= 2);
+    CHECK(t["attempts"].back()["host_id"] == "h2");
+    CHECK_THAT(t["stdout"].get<std::string>(), Catch::Contains("reuses machine"));
+  }
+  CHECK(rerun == 1);
+  // Exactly one machine per node, each made under its CREATE's key.
+  std::map<std::string, int> per_node;
+  for (const json& m : Machines(machines)) {
+    INFO(m.dump());
+    const std::string node = m.value("node_id", "");
+    ++per_node[node];
+    CHECK(m.value("key", "") == m.value("cluster_id", "") + "/" + node + "/" +
+                                    std::to_string(m.value("task_id", std::int64_t{0})));
+  }
+  json cluster = env.Call("cluster.get", {{"cluster", "leak"}})["cluster"];
+  REQUIRE(cluster["nodes"].size() == 3);
+  CHECK(per_node.size() == 3);
+  for (const json& n : cluster["nodes"]) CHECK(per_node[n["hostname"].get<std::string>()] == 1);
+
+  // Deleting the cluster deletes its machines.
+  env.RunJob({"cluster", "delete", "leak"});
+  CHECK(Machines(machines).empty());
+}
+
+// ---- 2. undoing a failed grow undoes what the grow did, no more -----------------------
+
+TEST_CASE("day2: the undo of a failed grow deletes the new node and touches no service on the nodes the grow "
+          "never reconfigured",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-undo-grow", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  // Only the fourth node's CREATE fails: the grow never gets to reconfigure the three nodes it keeps
+  // (their CONFIGURE waits for the new node's addresses).
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "g-4"}, {"latency_ms", 5}});
+  catalog.PatchActions("", {{"latency_ms", 5}});
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "g", "--template", "web-fake", "--size", "3"});
+  const json before = env.Call("cluster.get", {{"cluster", "g"}})["cluster"];
+  const std::set<std::string> kept = NodeNames(before);
+
+  RunResult r = env.Weft({"cluster", "scale", "g", "--size", "4", "--wait"});
+  INFO(r.out << r.err << Tail(env.ServerLog()) << env.Logs());
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("undoing it"));
+  std::vector<json> jobs = JobsOf(env, "g");
+  REQUIRE(jobs.size() == 3);
+  json undo = env.WaitJob(jobs[0]["id"]);
+  json grow = env.Job(jobs[1]["id"]);
+  REQUIRE(grow["operation"] == "scale");
+  REQUIRE(undo["operation"] == "undo");
+  INFO("grow " << grow.dump(1).substr(0, 6000) << "\nundo " << undo.dump(1).substr(0, 6000));
+  REQUIRE(undo["status"] == "succeeded");
+  // What the grow ran on the kept nodes: nothing.
+  for (const json& t : grow["tasks"])
+    if (kept.count(t.value("node", ""))) CHECK(t["attempt"] == 0);
+  // So the undo runs nothing there either: no reconfigure, and above all no restart.
+  for (const json& t : undo["tasks"]) {
+    INFO(t.dump());
+    CHECK_FALSE(kept.count(t.value("node", "")));
+  }
+  CHECK(TasksOf(undo, "STOP").empty());
+  CHECK(TasksOf(undo, "START").empty());
+  CHECK(NodesOf(TasksOf(undo, "DELETE")).size() == 1);
+  json after = env.Call("cluster.get", {{"cluster", "g"}})["cluster"];
+  CHECK(after["status"] == "active");
+  CHECK(NodeNames(after) == kept);
+}
+
+// ---- 3. rolling back an upgrade installs the earlier versions ------------------------
+
+TEST_CASE("day2: a rollback of an upgrade installs the previous version of every upgraded service again",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-rollback-upgrade", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchActions("", {{"echo_task", true}, {"latency_ms", 5}});
+  catalog.PatchActions("fake-nginx", {{"build", 1}});
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "up", "--template", "web-fake", "--size", "3"});
+  const std::set<std::string> nginx = NodesRunning(env.Call("cluster.get", {{"cluster", "up"}})["cluster"], "fake-nginx");
+  REQUIRE(!nginx.empty());
+
+  catalog.PatchActions("fake-nginx", {{"build", 2}});
+  env.Import(catalog);
+  json upgrade = env.RunJob({"cluster", "upgrade", "up"});
+  for (const json& t : TasksOf(upgrade, "INSTALL", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 2);
+
+  json rollback = env.RunJob({"cluster", "rollback", "up"});
+  INFO(rollback.dump(1).substr(0, 8000));
+  CHECK(rollback["operation"] == "rollback");
+  // build 1 is installed again on every nginx node, configured, and restarted.
+  std::vector<json> installs = TasksOf(rollback, "INSTALL", "fake-nginx");
+  CHECK(NodesOf(installs) == nginx);
+  for (const json& t : installs) CHECK(t["result"]["echo"]["fields"]["build"] == 1);
+  for (const json& t : TasksOf(rollback, "CONFIGURE", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 1);
+  CHECK(NodesOf(TasksOf(rollback, "START", "fake-nginx")) == nginx);
+  // The services the upgrade did not change are not installed again.
+  for (const json& t : TasksOf(rollback, "INSTALL")) CHECK(t["service"] == "fake-nginx");
+  CHECK(TasksOf(rollback, "CREATE").empty());
+  CHECK(TasksOf(rollback, "DELETE").empty());
+  CHECK(env.Call("cluster.get", {{"cluster", "up"}})["cluster"]["status"] == "active");
+}
+
+// ---- 4. terminated clusters by name; service state per node -------------------------
+
+TEST_CASE("day2: a terminated cluster is found by its name; stop and start show in the cluster's status and in "
+          "every node's service states",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-states", "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "broken-1"}, {"latency_ms", 5}});
+  catalog.PatchActions("", {{"latency_ms", 5}});
+  env.Import(catalog);
+
+  // A create that fails is undone: the cluster ends terminated, and its name still finds it.
+  {
+    RunResult r = env.Weft({"cluster", "create", "broken", "--template", "web-fake", "--size", "3", "--wait"});
+    CHECK(r.exit_code != 0);
+    const std::string id = JobsOf(env, "broken").front()["id"];
+    env.WaitJob(id);
+    json listed = env.Call("cluster.list", {{"all", true}})["clusters"];
+    REQUIRE(listed.size() == 1);
+    REQUIRE(listed[0]["status"] == "terminated");
+    RunResult got = env.Weft({"cluster", "get", "broken"});
+    INFO(got.out << got.err);
+    CHECK(got.exit_code == 0);
+    CHECK_THAT(got.out, Catch::Contains("terminated"));
+    json c = env.WeftJson({"cluster", "get", "broken"})["cluster"];
+    CHECK(c["status"] == "terminated");
+    CHECK(c["id"] == listed[0]["id"]);
+    CHECK(c["jobs"].size() == 2);
+  }
+
+  env.RunJob({"cluster", "create", "svc", "--template", "web-fake", "--size", "3"});
+  auto states = [&](const json& cluster) {
+    std::map<std::string, std::set<std::string>> by_service;  // service -> its states over the nodes
+    for (const json& n : cluster["nodes"]) {
+      REQUIRE(n["service_states"].size() == n["services"].size());
+      for (const auto& [s, state] : n["service_states"].items()) by_service[s].insert(state.get<std::string>());
+    }
+    return by_service;
+  };
+  using Set = std::set<std::string>;
+  json c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  auto st = states(c);
+  CHECK(st["fake-nginx"] == Set{"running"});
+  CHECK(st["fake-redis"] == Set{"running"});
+  CHECK(st["fake-haproxy"] == Set{"running"});
+  CHECK(st["fake-base"] == Set{"configured"});  // it has no START: it is as far as it gets
+
+  // Stopping nginx stops haproxy too (it needs nginx); redis keeps running; the cluster is still active.
+  env.RunJob({"cluster", "stop", "svc", "fake-nginx"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  st = states(c);
+  CHECK(st["fake-nginx"] == Set{"stopped"});
+  CHECK(st["fake-haproxy"] == Set{"stopped"});
+  CHECK(st["fake-redis"] == Set{"running"});
+  RunResult text = env.Weft({"cluster", "get", "svc"});
+  CHECK_THAT(text.out, Catch::Contains("fake-nginx (stopped)") && Catch::Contains("fake-redis (running)"));
+
+  // Stopping everything: the cluster is stopped.
+  env.RunJob({"cluster", "stop", "svc"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "stopped");
+  st = states(c);
+  for (const char* s : {"fake-nginx", "fake-haproxy", "fake-redis"}) CHECK(st[s] == Set{"stopped"});
+  json listed = env.WeftJson({"cluster", "list"})["clusters"];
+  for (const json& l : listed)
+    if (l["name"] == "svc") CHECK(l["status"] == "stopped");
+
+  // And started again: active, every service running.
+  env.RunJob({"cluster", "start", "svc"});
+  c = env.WeftJson({"cluster", "get", "svc"})["cluster"];
+  CHECK(c["status"] == "active");
+  st = states(c);
+  for (const char* s : {"fake-nginx", "fake-haproxy", "fake-redis"}) CHECK(st[s] == Set{"running"});
+}
+
+// ---- 5. a Coopr template whose default image type is not among its compatible ones ----
+
+TEST_CASE("day2: a template whose defaults.imagetype is outside compatibility.imagetypes imports with a "
+          "warning; a cluster fails to plan only when it uses that default",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-coopr-default", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"latency_ms", 5}});
+  // As in Coopr's public catalog: the default image type exists but the template does not list it.
+  json centos = catalog.Get("imagetypes", "debian12");
+  centos["name"] = "centos6";
+  catalog.Put("imagetypes", centos);
+  json tmpl = catalog.Get("clustertemplates", "web-fake");
+  tmpl["name"] = "coopr-web";
+  tmpl["defaults"]["imagetype"] = "centos6";
+  catalog.Put("clustertemplates", tmpl);
+
+  RunResult imported = env.Import(catalog);
+  CHECK_THAT(imported.out + imported.err,
+             Catch::Contains("coopr-web") && Catch::Contains("defaults.imagetype") && Catch::Contains("centos6"));
+
+  // With the defaults: refused at plan time, with a sentence that says what to do.
+  for (const char* verb : {"plan", "create"}) {
+    RunResult r = env.Weft({"cluster", verb, "c5", "--template", "coopr-web", "--size", "3"});
+    INFO(verb << ": " << r.out << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("default imagetype 'centos6' is not in compatibility.imagetypes") &&
+                          Catch::Contains("--imagetype"));
+  }
+  CHECK(env.Call("cluster.list", {{"all", true}})["clusters"].empty());
+
+  // Naming a compatible image type solves, and the cluster comes up.
+  json job = env.RunJob({"cluster", "create", "c5", "--template", "coopr-web", "--size", "3", "--imagetype", "debian12"});
+  CHECK(job["status"] == "succeeded");
+  const json c5 = env.Call("cluster.get", {{"cluster", "c5"}})["cluster"];
+  for (const json& n : c5["nodes"]) CHECK(n["imagetype"] == "debian12");
+}
+
+}  // namespace weft

@@ -1,0 +1,510 @@
+// The provisioner endpoint under attack (docs/security.md): a real weftd with
+// CurveZMQ on, driven by raw ZeroMQ clients that hold keys of their own (a
+// host's, a token's, a stranger's) and by the real weft CLI.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/curve.hpp"
+#include "weft/common/wire.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::testing::RunResult;
+using weft::testing::WaitFor;
+
+// weftd with security on, and the superadmin's credential.
+class Secured {
+ public:
+  explicit Secured(const std::string& extra = "")
+      : weftd_("weft-prov", "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 5000\n[security]\n" + extra) {
+    auto c = weft::curve::LoadCredential(weftd_.Path("data/credentials/superadmin.json"));
+    REQUIRE(c.ok());
+    admin_ = *c;
+  }
+  const weft::testing::Weftd& weftd() const { return weftd_; }
+  const weft::curve::Credential& admin() const { return admin_; }
+  std::string server_key() const { return admin_.server_key; }
+  std::string provisioner() const { return weftd_.provisioner(); }
+  int pid() const { return weftd_.endpoints()["pid"].get<int>(); }
+
+  RunResult Weft(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--credentials", weftd_.Path("data/credentials/superadmin.json").string(), "--timeout",
+                               "3000"});
+    return weft::testing::Run(weft::testing::BuildPath("bin/weft"), args);
+  }
+  json WeftJson(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"-o", "json"});
+    RunResult r = Weft(args);
+    INFO(r.err << weftd_.Log());
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out);
+  }
+  // `weft host token create ARGS`: the token's text.
+  std::string Token(std::vector<std::string> args = {}) const {
+    args.insert(args.begin(), {"host", "token", "create"});
+    RunResult r = Weft(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  }
+
+ private:
+  weft::testing::Weftd weftd_;
+  weft::curve::Credential admin_;
+};
+
+// A raw DEALER on the provisioner endpoint with a key of its own: sends
+// requests without waiting, reads replies when asked.
+class Peer {
+ public:
+  Peer(zmq::context_t& ctx, const Secured& s, weft::curve::KeyPair keys)
+      : keys_(std::move(keys)), socket_(ctx, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    weft::curve::SetClientKeys(socket_, s.server_key(), keys_);
+    socket_.connect(s.provisioner());
+  }
+  // A peer with a fresh key nobody knows.
+  static weft::curve::KeyPair Stranger() {
+    auto k = weft::curve::Generate();
+    REQUIRE(k.ok());
+    return *k;
+  }
+  // A peer holding the one-time key of an enrollment token.
+  static weft::curve::KeyPair TokenKeys(const std::string& token) {
+    auto t = weft::curve::DecodeToken(token);
+    REQUIRE(t.ok());
+    return t->keys;
+  }
+
+  const weft::curve::KeyPair& keys() const { return keys_; }
+  zmq::socket_t& socket() { return socket_; }
+
+  void Send(const std::string& op, json body) {
+    weft::wire::Request r;
+    r.id = std::to_string(++next_id_);
+    r.op = op;
+    r.body = std::move(body);
+    weft::wire::Frames frames = weft::wire::EncodeRequest(r);
+    REQUIRE(weft::wire::SendMultipart(socket_, frames));
+  }
+  // The next reply, or nullopt when none comes within `timeout`.
+  std::optional<weft::wire::Reply> Receive(std::chrono::milliseconds timeout) {
+    socket_.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+    weft::wire::Frames frames;
+    if (!weft::wire::RecvMultipart(socket_, frames)) return std::nullopt;
+    auto reply = weft::wire::DecodeReply(frames, {});
+    REQUIRE(reply.ok());
+    return *reply;
+  }
+  weft::wire::Reply Call(const std::string& op, json body) {
+    Send(op, std::move(body));
+    auto reply = Receive(10s);
+    REQUIRE(reply);
+    return *reply;
+  }
+
+ private:
+  weft::curve::KeyPair keys_;
+  zmq::socket_t socket_;
+  int next_id_ = 0;
+};
+
+json Register(const std::string& host_id) {
+  return {{"host_id", host_id}, {"capacity", 2}, {"version", "0.1.0"},
+          {"plugins", json::array({{{"type", "fake-automator"}, {"kind", "automator"}}})}};
+}
+
+// Enrolls `host_id` with `token` under a fresh key, registers it, and returns its key pair.
+weft::curve::KeyPair Enroll(zmq::context_t& ctx, const Secured& s, const std::string& token, const std::string& host_id) {
+  weft::curve::KeyPair mine = Peer::Stranger();
+  {
+    Peer t(ctx, s, Peer::TokenKeys(token));
+    weft::wire::Reply enrolled = t.Call("host.enroll", {{"host_id", host_id}, {"public_key", mine.public_key}});
+    INFO(enrolled.error.message);
+    REQUIRE(enrolled.ok);
+  }
+  Peer h(ctx, s, mine);
+  weft::wire::Reply registered = h.Call("host.register", Register(host_id));
+  INFO(registered.error.message);
+  REQUIRE(registered.ok);
+  return mine;
+}
+
+}  // namespace
+
+TEST_CASE("provisioner: a take held by a key that a re-enrollment replaced gets no task", "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair old_key = Enroll(ctx, s, s.Token(), "h1");
+  // The old key holds a take open for a long while...
+  Peer old_host(ctx, s, old_key);
+  old_host.Send("task.take", {{"host_id", "h1"}, {"wait_ms", 30000}});
+  // (weftd answers one peer's requests in order: once this is answered, the take is held.)
+  REQUIRE(old_host.Call("server.status", json::object()).ok);
+  // ...when h1 enrolls again with a new token made for it, which revokes the old key.
+  const weft::curve::KeyPair new_key = Enroll(ctx, s, s.Token({"--host", "h1", "--force"}), "h1");
+
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  auto enqueued = api.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                                     {"action", "INSTALL"},
+                                                                     {"node_id", "n1"}}})}});
+  REQUIRE(enqueued.ok());
+  const json task_id = (*enqueued)["task_ids"][0];
+
+  // The held take ends refused: the task is not handed to the revoked key.
+  std::optional<weft::wire::Reply> held = old_host.Receive(10s);
+  REQUIRE(held);
+  INFO(held->body.dump());
+  CHECK_FALSE(held->ok);
+  CHECK_THAT(held->error.message, Catch::Contains("was revoked"));
+  auto task = api.Call("task.get", {{"task_id", task_id}});
+  REQUIRE(task.ok());
+  CHECK((*task)["state"] == "queued");
+  // The new key gets it.
+  Peer new_host(ctx, s, new_key);
+  weft::wire::Reply taken = new_host.Call("task.take", {{"host_id", "h1"}});
+  REQUIRE(taken.ok);
+  CHECK(taken.body["task"]["task_id"] == task_id);
+}
+
+TEST_CASE("provisioner: a token enrolls only the host it was made for, and replaces a live host only with --force",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair h1 = Enroll(ctx, s, s.Token(), "h1");
+  auto enroll = [&](const std::string& token, const std::string& host_id) {
+    Peer t(ctx, s, Peer::TokenKeys(token));
+    return t.Call("host.enroll", {{"host_id", host_id}, {"public_key", Peer::Stranger().public_key}});
+  };
+  // A token for a new host cannot take over h1...
+  weft::wire::Reply r = enroll(s.Token(), "h1");
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.error.message, Catch::Contains("already enrolled") && Catch::Contains("--host h1"));
+  // ...nor can a token made for another host...
+  r = enroll(s.Token({"--host", "h2"}), "h1");
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.error.message, Catch::Contains("made for host 'h2', not 'h1'"));
+  // ...nor one made for h1 while h1 is live, unless made with --force.
+  r = enroll(s.Token({"--host", "h1"}), "h1");
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.error.message, Catch::Contains("is live") && Catch::Contains("--force"));
+  // h1 kept its key all along.
+  Peer still(ctx, s, h1);
+  CHECK(still.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
+  RunResult usage = s.Weft({"host", "token", "create", "--force"});
+  CHECK(usage.exit_code != 0);
+  CHECK_THAT(usage.err, Catch::Contains("--force needs --host"));
+  // With --force the live host is replaced: its old key is refused from then on.
+  r = enroll(s.Token({"--host", "h1", "--force"}), "h1");
+  INFO(r.error.message);
+  CHECK(r.ok);
+  weft::wire::Reply refused = still.Call("host.heartbeat", {{"host_id", "h1"}});
+  CHECK_FALSE(refused.ok);
+  CHECK_THAT(refused.error.message, Catch::Contains("revoked"));
+}
+
+TEST_CASE("provisioner: an admin accepts a host by its key's fingerprint; a later request does not replace an "
+          "earlier one, nor an accept a live host without --force",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  Peer honest(ctx, s, Peer::Stranger()), mallory(ctx, s, Peer::Stranger());
+  for (Peer* p : {&honest, &mallory}) {
+    weft::wire::Reply r = p->Call("host.register", Register("h1"));
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.error.message,
+               Catch::Contains("--fingerprint " + weft::curve::Fingerprint(p->keys().public_key)));
+  }
+  // Both requests are listed, each with its fingerprint.
+  json requests = s.WeftJson({"host", "requests"})["requests"];
+  REQUIRE(requests.size() == 2);
+  std::set<std::string> listed;
+  for (const json& r : requests) {
+    CHECK(r["host_id"] == "h1");
+    listed.insert(r["fingerprint"].get<std::string>());
+  }
+  const std::string good = weft::curve::Fingerprint(honest.keys().public_key);
+  const std::string bad = weft::curve::Fingerprint(mallory.keys().public_key);
+  CHECK(listed == std::set<std::string>{good, bad});
+  RunResult table = s.Weft({"host", "requests"});
+  CHECK_THAT(table.out, Catch::Contains("FINGERPRINT") && Catch::Contains(good) && Catch::Contains(bad));
+
+  // Accept needs the fingerprint, and takes exactly that key.
+  RunResult r = s.Weft({"host", "accept", "h1"});
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("--fingerprint"));
+  r = s.Weft({"host", "accept", "h1", "--fingerprint", "0000-0000-0000-0000"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("no key with fingerprint 0000-0000-0000-0000"));
+  r = s.Weft({"host", "accept", "h1", "--fingerprint", good});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(honest.Call("host.register", Register("h1")).ok);
+  weft::wire::Reply denied = mallory.Call("host.register", Register("h1"));
+  CHECK_FALSE(denied.ok);
+
+  // mallory asks again; accepting that key for the live h1 needs --force.
+  Peer mallory2(ctx, s, Peer::Stranger());
+  CHECK_FALSE(mallory2.Call("host.register", Register("h1")).ok);
+  const std::string bad2 = weft::curve::Fingerprint(mallory2.keys().public_key);
+  r = s.Weft({"host", "accept", "h1", "--fingerprint", bad2});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("is live with another key") && Catch::Contains("--force"));
+  CHECK(honest.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
+}
+
+TEST_CASE("provisioner: unknown keys cannot file unlimited host requests, and they are logged in aggregate",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  // 40 strangers ask at once, for one host id and for many: the requests are capped
+  // per host id and rate limited, and the log holds a tally, not a line each.
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (int i = 0; i < 40; ++i) peers.push_back(std::make_unique<Peer>(ctx, s, Peer::Stranger()));
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    weft::wire::Reply r = peers[i]->Call("host.register", Register(i < 10 ? "h1" : "x" + std::to_string(i)));
+    CHECK_FALSE(r.ok);
+    if (r.error.code == weft::Code::kTooLarge) ++refused;
+  }
+  json requests = s.WeftJson({"host", "requests"})["requests"];
+  int for_h1 = 0;
+  for (const json& r : requests) for_h1 += r["host_id"] == "h1" ? 1 : 0;
+  CHECK(for_h1 == 4);
+  CHECK(requests.size() <= 30);  // a burst of 20, then 2 a second
+  CHECK(refused == 40 - static_cast<int>(requests.size()));
+  // One line for the first request, one for the first refusal, then a tally.
+  REQUIRE(WaitFor([&] { return s.weftd().Log().find("hosts asked to join") != std::string::npos; }, 15s));
+  const std::string log = s.weftd().Log();
+  INFO(log);
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (auto at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("asks to join") == 1);
+  CHECK(count("refused the request of host") == 1);
+  CHECK_THAT(log, Catch::Contains(std::to_string(requests.size()) + " hosts asked to join") &&
+                      Catch::Contains(std::to_string(refused) + " host requests refused"));
+}
+
+namespace {
+
+// A field of /proc/PID/status, in KiB (VmRSS: now; VmHWM: the peak so far).
+std::int64_t StatusKiB(int pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
+  FAIL("no " << field << " in /proc/" << pid << "/status");
+  return 0;
+}
+
+// Sends one message of `frames` frames of `size` bytes each (the same bytes,
+// never copied) on `socket`, without waiting.
+void SendHuge(zmq::socket_t& socket, const std::string& bytes, int frames) {
+  for (int i = 0; i < frames; ++i) {
+    zmq::message_t m(const_cast<char*>(bytes.data()), bytes.size(), nullptr, nullptr);
+    REQUIRE(socket.send(m, i + 1 < frames ? zmq::send_flags::sndmore : zmq::send_flags::none));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("provisioner: keys weftd does not know cannot make it hold memory: huge frames and messages are "
+          "refused before they are buffered",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  REQUIRE(api.Call("server.status").ok());
+  const std::int64_t idle_kib = StatusKiB(s.pid(), "VmRSS");
+  const std::string frame(60u << 20, 'x');  // 60 MiB: under limits.max_message_bytes
+
+  // One message of 16 frames of 60 MiB (960 MiB) from one unknown key...
+  Peer one(ctx, s, Peer::Stranger());
+  // (the monitor is set up before the message goes out, so no disconnection is missed)
+  bool one_done = false;
+  {
+    const std::string address = "inproc://monitor-one";
+    REQUIRE(zmq_socket_monitor(one.socket().handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) == 0);
+    zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(address);
+    SendHuge(one.socket(), frame, 16);
+    zmq::pollitem_t items[] = {{one.socket().handle(), 0, ZMQ_POLLIN, 0}, {monitor.handle(), 0, ZMQ_POLLIN, 0}};
+    one_done = zmq::poll(items, 2, std::chrono::milliseconds(120'000)) > 0;
+  }
+  REQUIRE(one_done);
+  // ...and 8 connections with two frames of 60 MiB each, at once.
+  std::vector<std::unique_ptr<Peer>> many;
+  std::vector<std::unique_ptr<zmq::socket_t>> monitors;
+  for (int i = 0; i < 8; ++i) {
+    many.push_back(std::make_unique<Peer>(ctx, s, Peer::Stranger()));
+    const std::string address = "inproc://monitor-" + std::to_string(i);
+    REQUIRE(zmq_socket_monitor(many.back()->socket().handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) == 0);
+    monitors.push_back(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair));
+    monitors.back()->set(zmq::sockopt::linger, 0);
+    monitors.back()->connect(address);
+  }
+  for (auto& p : many) SendHuge(p->socket(), frame, 2);
+  for (int i = 0; i < 8; ++i) {
+    zmq::pollitem_t items[] = {{many[i]->socket().handle(), 0, ZMQ_POLLIN, 0}, {monitors[i]->handle(), 0, ZMQ_POLLIN, 0}};
+    REQUIRE(zmq::poll(items, 2, std::chrono::milliseconds(120'000)) > 0);
+  }
+
+  // weftd's peak stayed within 64 MiB of what it held idle (docs/security.md),
+  // and it still serves.
+  const std::int64_t peak_kib = StatusKiB(s.pid(), "VmHWM");
+  INFO("idle " << idle_kib / 1024 << " MiB, peak " << peak_kib / 1024 << " MiB");
+  CHECK(peak_kib - idle_kib < 64 * 1024);
+  CHECK(api.Call("server.status").ok());
+  // A host's own requests still pass.
+  const weft::curve::KeyPair h1 = Enroll(ctx, s, s.Token(), "h1");
+  Peer host(ctx, s, h1);
+  CHECK(host.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
+}
+
+TEST_CASE("provisioner: a key weftd does not know gets one small frame per request; more is dropped unread",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  Peer stranger(ctx, s, Peer::Stranger());
+  // A register padded past 64 KiB: refused as too large, not filed as a request.
+  json body = Register("h1");
+  body["padding"] = std::string(100 * 1024, 'p');
+  weft::wire::Reply r = stranger.Call("host.register", body);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.code == weft::Code::kTooLarge);
+  CHECK_THAT(r.error.message, Catch::Contains("does not know"));
+  // Extra frames after the header: the same.
+  weft::wire::Request request;
+  request.id = "x";
+  request.op = "host.register";
+  request.body = Register("h1");
+  request.blobs = {std::string(10, 'a'), std::string(10, 'b'), std::string(10, 'c')};
+  weft::wire::Frames frames = weft::wire::EncodeRequest(request);
+  REQUIRE(weft::wire::SendMultipart(stranger.socket(), frames));
+  auto reply = stranger.Receive(10s);
+  REQUIRE(reply);
+  CHECK(reply->error.code == weft::Code::kTooLarge);
+  CHECK(s.WeftJson({"host", "requests"})["requests"].empty());
+  // The plain request is filed.
+  CHECK_FALSE(stranger.Call("host.register", Register("h1")).ok);
+  CHECK(s.WeftJson({"host", "requests"})["requests"].size() == 1);
+}
+
+namespace {
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("provisioner: a flood of undelivered replies and of unknown keys is logged as a tally, not a line each",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair h1 = Enroll(ctx, s, s.Token(), "h1");
+  {
+    // 300 takes held open, then the peer leaves: every reply finds it gone.
+    Peer leaving(ctx, s, h1);
+    for (int i = 0; i < 300; ++i) leaving.Send("task.take", {{"host_id", "h1"}, {"wait_ms", 1000}});
+    REQUIRE(leaving.Call("server.status", json::object()).ok);  // answered in order: all 300 are held
+  }
+  // 30 keys weftd does not know knock on the api endpoint.
+  std::vector<std::unique_ptr<zmq::socket_t>> strangers;
+  for (int i = 0; i < 30; ++i) {
+    auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    d->set(zmq::sockopt::linger, 0);
+    weft::curve::SetClientKeys(*d, s.server_key(), Peer::Stranger());
+    d->connect(s.weftd().api());
+    strangers.push_back(std::move(d));
+  }
+  REQUIRE(WaitFor(
+      [&] {
+        const std::string log = s.weftd().Log();
+        return log.find("replies not delivered") != std::string::npos &&
+               log.find("keys refused at the handshake") != std::string::npos;
+      },
+      20s));
+  const std::string log = s.weftd().Log();
+  INFO(log);
+  CHECK(Occurrences(log, "could not deliver the reply") <= 2);
+  CHECK(Occurrences(log, "refused key ") == 1);
+}
+
+TEST_CASE("security: a tenant's admin and users see only their tenant's worker split and not the data directory",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  for (const std::string tenant : {"acme", "globex"}) REQUIRE(s.Weft({"tenant", "create", tenant}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "bob", "--role", "admin"}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "alice"}).exit_code == 0);
+  const fs::path bob = s.weftd().Path("bob.json"), alice = s.weftd().Path("alice.json");
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "bob", "-f", bob.string()}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "alice", "-f", alice.string()}).exit_code == 0);
+  // A live host, and work queued in both tenants: the split names both.
+  Enroll(ctx, s, s.Token(), "h1");
+  for (const std::string tenant : {"acme", "globex"}) {
+    weft::client::Options o = weft::client::FromCredential(s.admin(), 5000);
+    o.tenant = tenant;
+    weft::client::Client c(ctx, o);
+    auto enqueued = c.Call("debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                                    {"action", "INSTALL"},
+                                                                    {"node_id", "n1"}}})}});
+    REQUIRE(enqueued.ok());
+  }
+  auto tenants_in_split = [&](const fs::path& who) {
+    RunResult r = weft::testing::Run(weft::testing::BuildPath("bin/weft"),
+                                     {"--credentials", who.string(), "-o", "json", "host", "list"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::set<std::string> seen;
+    const json list = json::parse(r.out);
+    for (const json& h : list["hosts"])
+      for (const char* list : {"workers", "reported_workers"})
+        for (const json& w : h[list]) seen.insert(w["tenant"].get<std::string>());
+    return seen;
+  };
+  const fs::path root = s.weftd().Path("data/credentials/superadmin.json");
+  CHECK(tenants_in_split(root) == std::set<std::string>{"acme", "globex"});
+  CHECK(tenants_in_split(bob) == std::set<std::string>{"acme"});
+  CHECK(tenants_in_split(alice) == std::set<std::string>{"acme"});
+
+  // The data directory: the superadmin's business only.
+  const std::string data_dir = s.weftd().Path("data").string();
+  for (const fs::path& who : {bob, alice}) {
+    RunResult r = weft::testing::Run(weft::testing::BuildPath("bin/weft"), {"--credentials", who.string(), "status"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(data_dir) == std::string::npos);
+    r = weft::testing::Run(weft::testing::BuildPath("bin/weft"),
+                           {"--credentials", who.string(), "-o", "json", "status"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find(data_dir) == std::string::npos);
+    CHECK_FALSE(json::parse(r.out).contains("data_dir"));
+  }
+  CHECK(s.WeftJson({"status"})["data_dir"] == data_dir);
+}
