@@ -833,12 +833,15 @@ class ClusterOps {
   // The plugin types of unfinished tasks (with `ready_only`, of queued ones)
   // that no live host runs: nothing takes those tasks until such a host comes.
   std::set<std::string> PluginsWithoutHost(const std::vector<store::TaskRecord>& tasks, bool ready_only) const {
-    const std::set<std::string> live = live_plugins_();
+    std::map<std::string, std::set<std::string>> live;  // by tenant
     std::set<std::string> out;
     for (const store::TaskRecord& t : tasks) {
       const bool pending =
           t.state == store::TaskState::kQueued || (!ready_only && t.state == store::TaskState::kWaiting);
-      if (pending && !t.plugin.empty() && !live.count(t.plugin)) out.insert(t.plugin);  // "": a JOIN, run by weftd
+      if (!pending || t.plugin.empty()) continue;  // "": a JOIN, run by weftd
+      auto types = live.find(t.tenant);
+      if (types == live.end()) types = live.emplace(t.tenant, live_plugins_(t.tenant)).first;
+      if (!types->second.count(t.plugin)) out.insert(t.plugin);
     }
     return out;
   }

@@ -23,8 +23,9 @@
 
 namespace weft::api {
 
-// The plugin types some live host runs now (for job.get's `waiting_for_plugins`).
-using LivePlugins = std::function<std::set<std::string>()>;
+// The plugin types some live host runs now for a tenant's tasks: host-wide, or
+// that tenant's own Lua plugins (for job.get's `waiting_for_plugins`).
+using LivePlugins = std::function<std::set<std::string>(const std::string& tenant)>;
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
                         const server::Config& config, LivePlugins live_plugins);

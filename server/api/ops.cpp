@@ -81,7 +81,7 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish), Effect::kHostTraffic);
   router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress), Effect::kHostTraffic);
   RegisterCatalogOps(router_, store_, clock_, config_);
-  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this] { return LivePluginTypes(); });
+  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this](const std::string& tenant) { return LivePluginTypes(tenant); });
   RegisterAuditOps(router_, store_);
   router_.set_audit_recorder([this](const Call& c, const Response& r) { return RecordAudit(store_, clock_, c, r); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
@@ -118,10 +118,13 @@ bool Ops::Live(const Host& host) const {
   return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
 }
 
-std::set<std::string> Ops::LivePluginTypes() const {
+std::set<std::string> Ops::LivePluginTypes(const std::string& tenant) const {
   std::set<std::string> out;
-  for (const auto& [id, h] : hosts_)
-    if (Live(h)) out.insert(h.plugins.begin(), h.plugins.end());
+  for (const auto& [id, h] : hosts_) {
+    if (!Live(h)) continue;
+    const std::set<std::string> types = TypesFor(h, tenant);
+    out.insert(types.begin(), types.end());
+  }
   return out;
 }
 

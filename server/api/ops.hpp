@@ -134,7 +134,8 @@ class Ops {
   Result<Host*> KnownHost(const json& body);
   void Seen(Host& host);
   bool Live(const Host& host) const;
-  std::set<std::string> LivePluginTypes() const;
+  // The plugin types live hosts run for tasks of `tenant`.
+  std::set<std::string> LivePluginTypes(const std::string& tenant) const;
   void HostEvent(const std::string& host_id, const char* what);
   static json TaskJson(const store::TaskRecord& t, bool details);
   // The plugin types of `host` that tasks of `tenant` may use, sorted.
