@@ -122,9 +122,8 @@ std::set<std::string> Ops::LivePluginTypes(const std::string& tenant) const {
   std::set<std::string> out;
   for (const auto& [id, h] : hosts_) {
     if (!Live(h)) continue;
-    out.insert(h.plugins.shared.begin(), h.plugins.shared.end());
-    if (auto own = h.plugins.by_tenant.find(tenant); own != h.plugins.by_tenant.end())
-      out.insert(own->second.begin(), own->second.end());
+    const std::set<std::string> types = TypesFor(h, tenant);
+    out.insert(types.begin(), types.end());
   }
   return out;
 }

@@ -250,7 +250,7 @@ TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide 
   Server server(tmp / "server");
   REQUIRE(Weft(server, {"tenant", "create", "acme"}).exit_code == 0);
   Host host(tmp / "host", "h1", server.provisioner(), {BuildPath("plugins/automators")}, 2,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\n");
+            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n");
   REQUIRE(WaitFor([&] { return weft::integration::HostLive(server, "h1"); }, 30s));
 
   const fs::path file = tmp / "takeover.lua";
@@ -265,5 +265,14 @@ TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide 
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("is named after the plugin type the file declares"));
   CHECK(WeftJson(server, {"--tenant", "acme", "resource", "list"})["resources"].empty());
+
+  // A type of its own is fine, and runs although acme is the only tenant with work
+  // (weftd's split then leaves every slot to any tenant, and names no tenant).
+  UploadLua(server, tmp.path(), "acme", "gx-auto.lua", GxAuto("acme"));
+  TenantClient acme(server, "acme");
+  json task = acme.WaitEnded(acme.Enqueue("gx-auto"));
+  INFO(host.Log());
+  CHECK(task["state"] == "succeeded");
+  CHECK(task["result"]["ran"] == "acme");
 }
 #endif
