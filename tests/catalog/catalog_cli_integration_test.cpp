@@ -299,16 +299,16 @@ TEST_CASE("weft catalog export: a catalog of more entities than the rate limit l
           "[catalog][cli][integration]") {
   // One connection may make 40 requests at once, then 5 a second.
   testing::Weftd server("weft-catalog-cli-test", "[security]\ncurve = false\napi_rate_per_s = 5\napi_burst = 40\n");
-  // 16 imports of 38 providers each: every weft is a connection of its own, within the burst.
+  // 38 imports of 16 providers each: every weft is a connection of its own, well within the burst.
   std::map<std::string, std::string> wanted;
-  for (int part = 0; part < 16; ++part) {
+  for (int part = 0; part < 38; ++part) {
     const fs::path dir = server.Path("part-" + std::to_string(part));
     fs::create_directories(dir / "providers");
-    for (int i = 0; i < 38; ++i) {
+    for (int i = 0; i < 16; ++i) {
       char name[16];
-      std::snprintf(name, sizeof name, "p%04d", part * 38 + i);
+      std::snprintf(name, sizeof name, "p%04d", part * 16 + i);
       const std::string text =
-          json{{"name", name}, {"providertype", "fake-provider"}, {"provisioner", {{"index", part * 38 + i}}}}.dump(2) +
+          json{{"name", name}, {"providertype", "fake-provider"}, {"provisioner", {{"index", part * 16 + i}}}}.dump(2) +
           "\n";
       testing::WriteFile(dir / "providers" / (std::string(name) + ".json"), text);
       wanted["providers/" + std::string(name) + ".json"] = text;
