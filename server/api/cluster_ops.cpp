@@ -165,9 +165,8 @@ std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
 
 class ClusterOps {
  public:
-  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, const server::Config& config,
-             LivePlugins live_plugins)
-      : store_(store), engine_(engine), clock_(clock), config_(config), live_plugins_(std::move(live_plugins)) {}
+  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, LivePlugins live_plugins)
+      : store_(store), engine_(engine), clock_(clock), live_plugins_(std::move(live_plugins)) {}
 
   Response Create(const Call& call) {
     const json& body = call.request->body;
@@ -865,7 +864,6 @@ class ClusterOps {
   store::Store& store_;
   jobs::JobEngine& engine_;
   const Clock& clock_;
-  const server::Config& config_;
   LivePlugins live_plugins_;
   std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
 };
@@ -882,10 +880,10 @@ json RedactResults(json results) {
 }
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        const server::Config& config, LivePlugins live_plugins) {
+                        LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, engine, clock, config, std::move(live_plugins));
+  auto ops = std::make_shared<ClusterOps>(store, engine, clock, std::move(live_plugins));
   router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {

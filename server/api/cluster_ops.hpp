@@ -27,7 +27,7 @@ namespace weft::api {
 using LivePlugins = std::function<std::set<std::string>(const std::string& tenant)>;
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        const server::Config& config, LivePlugins live_plugins);
+                        LivePlugins live_plugins);
 
 // A copy of a node's task results fit to show: ssh_auth's private key and
 // passphrase are replaced by "<redacted>".

@@ -81,7 +81,8 @@ Ops::Ops(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const
   router_.Add("task.finish", hosts, prov, bind(&Ops::TaskFinish), Effect::kHostTraffic);
   router_.Add("task.progress", hosts, prov, bind(&Ops::TaskProgress), Effect::kHostTraffic);
   RegisterCatalogOps(router_, store_, clock_, config_);
-  RegisterClusterOps(router_, store_, engine_, clock_, config_, [this](const std::string& tenant) { return LivePluginTypes(tenant); });
+  RegisterClusterOps(router_, store_, engine_, clock_,
+                     [this](const std::string& tenant) { return LivePluginTypes(tenant); });
   RegisterAuditOps(router_, store_);
   router_.set_audit_recorder([this](const Call& c, const Response& r) { return RecordAudit(store_, clock_, c, r); });
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });

@@ -274,11 +274,10 @@ std::string JobEngine::ActiveJob(const std::string& cluster_id) const {
 
 void JobEngine::EmitJob(const Run& run) {
   const store::JobRecord& j = run.record;
-  std::int64_t failed = 0, cancelled = 0, running = 0;
+  std::int64_t failed = 0, cancelled = 0;
   for (const auto& [id, t] : run.tasks) {
     failed += t.state == TaskState::kFailed;
     cancelled += t.state == TaskState::kCancelled;
-    running += t.state == TaskState::kQueued && queue_.IsLeased(id);
   }
   events_.push_back(Event{j.tenant + "/job/" + j.cluster_id + "/",
                           {{"type", "job"},

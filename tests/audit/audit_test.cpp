@@ -122,7 +122,8 @@ TEST_CASE("audit: every change is recorded with who made it, when and where; rea
   REQUIRE(server_key.ok());
   Host h2(tmp.path(), "h2", s.provisioner(), "server_key = \"" + server_key->server_key + "\"\n");
   REQUIRE(WaitFor([&] { return !s.WeftJson({"host", "requests"})["requests"].empty(); }, 20s));
-  Ok(s.Weft({"host", "accept", "h2"}));
+  const std::string fingerprint = s.WeftJson({"host", "requests"})["requests"][0]["fingerprint"];
+  Ok(s.Weft({"host", "accept", "h2", "--fingerprint", fingerprint}));
   Ok(s.Weft({"host", "revoke", "h2"}));
   REQUIRE(WaitFor(
       [&] {
