@@ -1,8 +1,11 @@
 #include "context.hpp"
 
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +41,45 @@ Status CheckResolves(const std::string& endpoint) {
                              "); check --server or WEFT_SERVER");
 }
 
+// The security mechanism a ZMTP 3 peer announces in its greeting ("NULL",
+// "CURVE", ...), read over a plain TCP connection; "" when it cannot be read.
+// A peer that drops a client without a key says nothing else about why.
+std::string PeerMechanism(const std::string& endpoint, int ms) {
+  const std::string host = TcpHost(endpoint);
+  if (host.empty()) return "";
+  const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) return "";
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  freeaddrinfo(found);
+  std::string mechanism;
+  // Our signature; the peer answers with its whole greeting (64 bytes), the
+  // mechanism name at bytes 12 to 31, padded with zeros.
+  const unsigned char signature[10] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F};
+  if (connected && send(fd, signature, sizeof signature, MSG_NOSIGNAL) == sizeof signature) {
+    char greeting[64];
+    std::size_t have = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (have < 32) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      const ssize_t n = recv(fd, greeting + have, sizeof greeting - have, 0);
+      if (n <= 0) break;
+      have += static_cast<std::size_t>(n);
+    }
+    if (have >= 32 && static_cast<unsigned char>(greeting[0]) == 0xFF)
+      mechanism.assign(greeting + 12, strnlen(greeting + 12, 20));
+  }
+  if (fd >= 0) close(fd);
+  return mechanism;
+}
+
 // What a fresh connection to the endpoint showed, used to explain a request that got no answer.
 enum class Peer {
   kUnknown,            // nothing happened within the probe's time
@@ -45,6 +87,7 @@ enum class Peer {
   kSilent,             // something accepted the connection but never spoke ZeroMQ
   kMechanismMismatch,  // a ZeroMQ peer with other security (CurveZMQ on one side only)
   kNotCompatible,      // a ZeroMQ peer whose handshake failed otherwise (another socket type)
+  kDropped,            // the peer closed the connection during the handshake, saying nothing
   kAuthRefused,        // weftd's authentication refused our key
   kHandshook,          // the handshake succeeded: a ZeroMQ socket that takes requests
 };
@@ -63,7 +106,7 @@ Peer Probe(zmq::context_t& zmq_ctx, const client::Options& options, int ms) {
     events.set(zmq::sockopt::linger, 0);
     events.connect(monitor);
     socket.connect(options.endpoint);
-    bool connected = false;
+    bool connected = false, dropped = false;
     Peer seen = Peer::kUnknown;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     while (seen == Peer::kUnknown) {
@@ -87,12 +130,14 @@ Peer Probe(zmq::context_t& zmq_ctx, const client::Options& options, int ms) {
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
           seen = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? Peer::kMechanismMismatch : Peer::kNotCompatible;
           break;
+        // A drop alone says little (which side noticed first is a race): keep
+        // watching the reconnects for a handshake failure that says why.
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        case ZMQ_EVENT_DISCONNECTED: if (connected) seen = Peer::kNotCompatible; break;
+        case ZMQ_EVENT_DISCONNECTED: dropped = connected; break;
         default: break;
       }
     }
-    if (seen == Peer::kUnknown && connected) seen = Peer::kSilent;
+    if (seen == Peer::kUnknown && connected) seen = dropped ? Peer::kDropped : Peer::kSilent;
     zmq_socket_monitor(socket.handle(), nullptr, 0);
     return seen;
   } catch (const zmq::error_t&) {
@@ -188,6 +233,12 @@ Status Context::NoAnswer(int timeout_ms) {
     case Peer::kSilent:
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? "
                                  "Something accepts connections there but does not speak ZeroMQ" + elsewhere);
+    case Peer::kDropped:
+      // A client without a key is cut off by a weftd with CurveZMQ on, often
+      // before libzmq reports the mechanism mismatch: ask the greeting.
+      if (!credential_ && PeerMechanism(where, std::min(timeout_ms, 1000)) == "CURVE")
+        return Status::Unavailable("weftd at " + where + " needs a credential: " + need_credential);
+      [[fallthrough]];
     case Peer::kNotCompatible:
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
                                  "ZeroMQ socket there is not one weft can talk to (weftd's events or another "

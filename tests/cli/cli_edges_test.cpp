@@ -214,7 +214,7 @@ TEST_CASE("weft cli edges: a token's validity is the ttl asked for", "[cli][inte
   RunResult r = server.Weft({"--credentials", credential, "host", "token", "create", "--ttl", "5s"});
   INFO(r.err << server.Log());
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Catch::StartsWith("one-time enrollment token, valid for 5s;"));
+  CHECK_THAT(r.err, Catch::StartsWith("one-time enrollment token for a new host, valid for 5s;"));
 
   RunResult tiny = server.Weft({"--credentials", credential, "host", "token", "create", "--ttl", "500ms"});
   CHECK(tiny.exit_code == 2);
