@@ -35,6 +35,13 @@ Status Chain(int n) {
   WEFT_RETURN_IF_ERROR(Half(n).status());
   return Status::Ok();
 }
+// Halves twice, binding both a new and an existing variable through the macro.
+Result<int> Quarter(int n) {
+  WEFT_ASSIGN_OR_RETURN(int half, Half(n));
+  int quarter = 0;
+  WEFT_ASSIGN_OR_RETURN(quarter, Half(half));
+  return quarter;
+}
 }  // namespace
 
 TEST_CASE("status: Result carries a value or the error", "[status]") {
@@ -46,4 +53,12 @@ TEST_CASE("status: Result carries a value or the error", "[status]") {
   CHECK(e.status().message() == "3 is odd");
   CHECK(Chain(4).ok());
   CHECK(Chain(5).code() == Code::kInvalid);
+}
+
+TEST_CASE("status: WEFT_ASSIGN_OR_RETURN binds the value or returns the error", "[status]") {
+  auto q = Quarter(12);
+  REQUIRE(q.ok());
+  CHECK(*q == 3);
+  CHECK(Quarter(6).status().message() == "3 is odd");
+  CHECK(Quarter(5).status().message() == "5 is odd");
 }

@@ -91,3 +91,16 @@ class [[nodiscard]] Result {
     ::weft::Status weft_status_ = (expr);      \
     if (!weft_status_.ok()) return weft_status_; \
   } while (0)
+
+// Evaluate an expression yielding Result<T>; on failure return its Status, otherwise
+// bind the value: `WEFT_ASSIGN_OR_RETURN(auto rows, store.Rows(tenant));`. The left
+// side may be a declaration or an existing variable. Expands to several statements, so
+// it cannot be the lone body of an unbraced if or loop.
+#define WEFT_ASSIGN_OR_RETURN(lhs, expr) \
+  WEFT_ASSIGN_OR_RETURN_IMPL_(WEFT_STATUS_CONCAT_(weft_result_, __LINE__), lhs, expr)
+#define WEFT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()
+#define WEFT_STATUS_CONCAT_(a, b) WEFT_STATUS_CONCAT_INNER_(a, b)
+#define WEFT_STATUS_CONCAT_INNER_(a, b) a##b
