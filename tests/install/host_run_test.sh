@@ -37,11 +37,10 @@ expect_contains "$out" "failed: plugin 'fake-automator' does not implement actio
 
 echo "== a Lua plugin"
 out=$("$HOST" run "$SOURCE/scripts/lua/hello.lua" START --task "$SCRATCH/task.json") ||
-    fail "hello.lua START did not succeed: $out"
-  expect_contains "$out" "loaded plugin 'hello-lua'" "the Lua plugin is loaded"
-  expect_contains "$out" "log info: START: good day from web-1.weft.test" "the Lua plugin's log line"
-  expect_contains "$out" '"greeting":"good day, web-1.weft.test"' "the Lua plugin's result"
-fi
+  fail "hello.lua START did not succeed: $out"
+expect_contains "$out" "loaded plugin 'hello-lua'" "the Lua plugin is loaded"
+expect_contains "$out" "log info: START: good day from web-1.weft.test" "the Lua plugin's log line"
+expect_contains "$out" '"greeting":"good day, web-1.weft.test"' "the Lua plugin's result"
 
 echo "== a plugin that segfaults: reported, not fatal"
 set +e
