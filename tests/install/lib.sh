@@ -90,7 +90,7 @@ drop_plugin() {
 
 has_plugins() {  # has_plugins WEFT TYPE...: every TYPE is in weft plugin list
   local list type
-  list=$("$WEFT" --server "$API" -o json plugin list) || return 1
+  list=$("$1" --server "$API" -o json plugin list) || return 1
   for type in "${@:2}"; do jq -e --arg t "$type" '.plugins | any(.type == $t)' <<<"$list" >/dev/null || return 1; done
 }
 
