@@ -149,41 +149,50 @@ def cmd_catalog_import(client, args):
     return 0
 
 
-def progress_bar(job):
-    total = job.get("total") or 0
-    done = (job.get("succeeded") or 0) + (job.get("failed") or 0) + (job.get("cancelled") or 0)
+def progress_bar(done, total, status):
     width = 30
     filled = width * done // total if total else 0
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} tasks, {job.get('status')}"
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} tasks, {status}"
 
 
 def cmd_cluster_create(client, args):
     tenant = client.tenant or "default"
-    # Subscribe to the tenant's job events before the job starts, so none is missed.
-    sub = client.subscribe(f"{tenant}/job/")
+    # Subscribe before the job starts, so no event is missed: the tenant's task
+    # events (one per attempt's transition) and job events (one per status change).
+    sub = client.subscribe(f"{tenant}/task/")
+    sub.setsockopt(zmq.SUBSCRIBE, f"{tenant}/job/".encode())
     time.sleep(0.2)  # a SUB's subscription reaches the publisher asynchronously
     body = {"name": args.name, "template": args.template, "size": args.size}
     reply = client.call("cluster.create", body)
     job = reply["job"]
     cluster_id = job["cluster_id"]
-    print(f"cluster {args.name}: job {job['id']} ({job.get('operation')}) started")
+    print(f"cluster {args.name}: job {job['id']} ({job.get('operation')}) started", flush=True)
+    total = client.call("job.get", {"job": job["id"]})["job"]["progress"]["total"]
+    done = set()
     status = job.get("status")
     deadline = time.monotonic() + args.timeout
     while status in ("running", "failing"):
         if time.monotonic() > deadline:
             print(f"gave up waiting for job {job['id']}", file=sys.stderr)
             return 1
-        if sub.poll(1000):
-            topic, payload = sub.recv_multipart()
-            event = json.loads(payload)
-            if event.get("job_id") != job["id"] or event.get("cluster_id") != cluster_id:
-                continue
-            status = event.get("status")
-            print(progress_bar(event), flush=True)
-        else:
+        if not sub.poll(1000):
             # Events are best effort (PUB drops for slow subscribers): read the state back.
             status = client.call("job.get", {"job": job["id"]})["job"]["status"]
+            continue
+        _topic, payload = sub.recv_multipart()
+        event = json.loads(payload)
+        if event.get("cluster_id") != cluster_id:
+            continue
+        if event.get("type") == "job" and event.get("job_id") == job["id"]:
+            status = event.get("status")
+        elif event.get("type") == "task" and event.get("state") == "succeeded":
+            done.add(event.get("task_id"))
+        else:
+            continue
+        print(progress_bar(len(done), total, status), flush=True)
+    # The final numbers from weftd: events of the job's last turn may still be on their way.
     final = client.call("job.get", {"job": job["id"]})["job"]
+    print(progress_bar(final["progress"]["succeeded"], final["progress"]["total"], final["status"]))
     print(f"job {final['id']}: {final['status']}{': ' + final['message'] if final.get('message') else ''}")
     return 0 if final["status"] == "succeeded" else 1
 
@@ -193,6 +202,7 @@ def main(argv=None):
     parser.add_argument("--credentials", required=True, help="a credential file (weft credentials USER -f FILE)")
     parser.add_argument("--server", help="weftd's api endpoint; default: the credential's")
     parser.add_argument("--tenant", help="the tenant to act in; default: the server's 'default'")
+    parser.add_argument("--timeout-ms", type=int, default=10000, help="how long to wait for each reply")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="server.status")
     imp = commands.add_parser("catalog-import", help="put every entity of a catalog directory")
@@ -204,7 +214,8 @@ def main(argv=None):
     create.add_argument("--timeout", type=float, default=300, help="seconds to follow the job")
     args = parser.parse_args(argv)
 
-    client = Client(load_credential(args.credentials), endpoint=args.server, tenant=args.tenant)
+    client = Client(load_credential(args.credentials), endpoint=args.server, tenant=args.tenant,
+                    timeout_ms=args.timeout_ms)
     handler = {"status": cmd_status, "catalog-import": cmd_catalog_import, "cluster-create": cmd_cluster_create}
     try:
         return handler[args.command](client, args)

@@ -44,7 +44,7 @@ wait_until() {
 # start_weftd WEFTD_BINARY DATA_DIR [EXTRA_TOML]: a weftd on ephemeral loopback
 # ports, security off unless EXTRA_TOML says otherwise. Sets API and PROVISIONER.
 start_weftd() {
-  local bin=$1 data=$2 extra=${3:-$'[security]\ncurve = false'}
+  local bin=$1 data=$2 extra=${3-$'[security]\ncurve = false'}
   mkdir -p "$data"
   cat >"$SCRATCH/weftd.toml" <<TOML
 [server]
@@ -117,7 +117,7 @@ run_hello_job() {
 }
 
 # start_host WEFT_HOST_BINARY PROVISIONER PLUGIN_DIR...: a weft-host with its
-# state in the scratch directory.
+# state in the scratch directory; HOST_EXTRA_TOML is added to its configuration.
 start_host() {
   local bin=$1 server=$2 dirs="" d
   shift 2
@@ -130,6 +130,7 @@ capacity = 4
 workers = 1
 plugin_dirs = [$dirs]
 state_dir = "$SCRATCH/host-state"
+${HOST_EXTRA_TOML:-}
 TOML
   "$bin" --config "$SCRATCH/weft-host.toml" >"$SCRATCH/weft-host.log" 2>&1 &
   PIDS+=($!)
