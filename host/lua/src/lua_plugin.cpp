@@ -470,10 +470,9 @@ Result<const weft_plugin_descriptor*> Load(const std::string& display, const std
   def->limits = limits;
 
   SandboxSpec spec{def->chunk_name, &def->source, limits};
-  Result<std::unique_ptr<Sandbox>> box = Sandbox::Create(spec, label, "while loading");
-  if (!box.ok()) return box.status();
-  lua_State* L = (*box)->state();
-  (*box)->PushPlugin();
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<Sandbox> box, Sandbox::Create(spec, label, "while loading"));
+  lua_State* L = box->state();
+  box->PushPlugin();
   try {
     ReadDeclaration(L, -1, def.get());
   } catch (const DeclarationError& e) {
@@ -481,7 +480,7 @@ Result<const weft_plugin_descriptor*> Load(const std::string& display, const std
     return Status::Invalid(label + ": " + e.what());
   }
   lua_settop(L, 0);
-  box->reset();
+  box.reset();
 
   def->label = "Lua plugin '" + def->type_name + "'";
   // Pointers into def from here on: nothing below may grow its vectors or strings.
