@@ -26,36 +26,13 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/catalog/catalog.hpp"
+#include "weft/catalog/layout.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::solver {
 
 using json = nlohmann::json;
-
-struct LayoutNode {
-  std::string hostname;
-  std::string hardwaretype;
-  std::string imagetype;
-  std::string flavor;   // providermap[provider].flavor of the hardware type
-  std::string image;    // providermap[provider].image of the image type
-  std::string sshuser;  // providermap[provider].sshuser of the image type (may be empty)
-  std::vector<std::string> services;  // sorted
-  bool operator==(const LayoutNode&) const = default;
-};
-
-struct Layout {
-  std::vector<LayoutNode> nodes;  // sorted by hostname (numerically: web-2 before web-10)
-  bool operator==(const Layout&) const = default;
-};
-
-// {"nodes":[{"hostname","hardwaretype","imagetype","flavor","image","sshuser","services":[...]}]}
-json LayoutToJson(const Layout& layout);
-Result<Layout> LayoutFromJson(const json& doc);
-
-// Identical nodes grouped for tables: "3 × medium debian12 [base, nginx]", largest
-// groups last, one line each.
-std::vector<std::string> LayoutSummary(const Layout& layout);
 
 struct Overrides {
   std::optional<std::string> provider;
@@ -72,7 +49,7 @@ struct SolveRequest {
   // hostname, hardware and image; they keep their services and may only gain services
   // the cluster did not run before (or that a mustcoexist group ties to theirs). When
   // shrinking, whole nodes are removed (the highest-numbered of a kind first).
-  std::vector<LayoutNode> existing;
+  std::vector<catalog::LayoutNode> existing;
 };
 
 struct SolveOptions {
@@ -88,7 +65,7 @@ struct SolveOptions {
 //             template, size outside constraints.size, a requirement not met...);
 //  kConflict  the constraints cannot all hold; the sentence names them and the numbers;
 //  kTimeout   the search bound was reached before an answer was found.
-Result<Layout> Solve(const catalog::Catalog& catalog, const catalog::ClusterTemplate& tmpl,
-                     const SolveRequest& request, const SolveOptions& options = {});
+Result<catalog::Layout> Solve(const catalog::Catalog& catalog, const catalog::ClusterTemplate& tmpl,
+                              const SolveRequest& request, const SolveOptions& options = {});
 
 }  // namespace weft::solver

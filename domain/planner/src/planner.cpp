@@ -1,4 +1,4 @@
-#include "planner.hpp"
+#include "weft/planner/planner.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "macros.hpp"
+#include "weft/planner/macros.hpp"
 
 #include <algorithm>
 #include <cctype>
