@@ -75,17 +75,39 @@ else
   echo "SKIPPED: systemd-analyze is not installed (scripts/install-deps.sh installs systemd)"
 fi
 
-echo "== the maintainer scripts without systemd, in a mount namespace whose /var/lib and /run are empty"
+echo "== the maintainer scripts, in a mount namespace whose /var/lib and /run are empty"
+# Without systemd (no /run/systemd/system) they only make the state directories and call
+# no systemctl (the one on PATH records calls); with
+# it (that directory, and a systemctl that records its calls) they enable and start
+# the unit on configure, stop and disable it on remove.
+mkdir -p "$SCRATCH/fakebin"
+cat >"$SCRATCH/fakebin/systemctl" <<SH
+#!/bin/sh
+echo "\$*" >>"$SCRATCH/systemctl.calls"
+SH
+chmod +x "$SCRATCH/fakebin/systemctl"
 unshare --mount sh -c '
   set -e
   mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run
   for p in weftd weft-host; do
-    sh "$1/control-$p/postinst" configure
-    sh "$1/control-$p/prerm" remove
-    sh "$1/control-$p/postrm" remove
+    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/postinst" configure
+    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/prerm" remove
+    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/postrm" remove
   done
-  test -d /var/lib/weft && test -d /var/lib/weft/plugins && test -d /var/lib/weft-host' sh "$SCRATCH" \
-  >"$SCRATCH/scripts.log" 2>&1 || fail "the maintainer scripts failed without systemd: $(cat "$SCRATCH/scripts.log")"
+  test -d /var/lib/weft && test -d /var/lib/weft/plugins && test -d /var/lib/weft-host
+  test ! -e "$1/systemctl.calls"
+  mkdir -p /run/systemd/system
+  for p in weftd weft-host; do
+    PATH=$1/fakebin:$PATH sh "$1/control-$p/postinst" configure
+    PATH=$1/fakebin:$PATH sh "$1/control-$p/prerm" remove
+    PATH=$1/fakebin:$PATH sh "$1/control-$p/postrm" remove
+  done' sh "$SCRATCH" >"$SCRATCH/scripts.log" 2>&1 || fail "the maintainer scripts failed: $(cat "$SCRATCH/scripts.log")"
+calls=$(cat "$SCRATCH/systemctl.calls")
+for unit in weftd weft-host; do
+  for call in "enable $unit.service" "restart $unit.service" "stop $unit.service" "disable $unit.service"; do
+    expect_contains "$calls" "$call" "the maintainer scripts under systemd"
+  done
+done
 
 echo "== weftd and weft-host from the scratch root run a job with a plugin dropped into its plugin dir"
 build_examples "$ROOT/usr" "$SCRATCH/src"
