@@ -24,13 +24,12 @@
 
 #include <zmq.hpp>
 
-#include "server/api/ops.hpp"
 #include "server/api/router.hpp"
 #include "server/auth/auth.hpp"
 #include "server/auth/auth_ops.hpp"
+#include "server/daemon/components.hpp"
 #include "server/daemon/ports.hpp"
 #include "server/queue/task_queue.hpp"
-#include "server/resources/resource_ops.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
@@ -80,6 +79,18 @@ constexpr std::size_t kUnknownKeyBytes = 64 * 1024;
 constexpr std::size_t kUnknownKeyPeerBytes = 2 * kUnknownKeyBytes;
 // Above this size a message is checked against its connection's budget of bytes waiting in the inbox.
 constexpr std::size_t kPeerCheckBytes = 64 * 1024;
+
+// Whether `op` only reads (changes nothing in the store and nothing another
+// request could observe). weftd answers such api requests ahead of the
+// batch's writes, from committed state, without waiting for the commit.
+bool IsReadOnly(std::string_view op) {
+  static const std::set<std::string, std::less<>> kReads = {
+      "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
+      "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
+      "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
+      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list", "audit.list"};
+  return kReads.count(op) != 0;
+}
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -166,9 +177,9 @@ class Reactor {
         signal_fd_(signal_fd),
         store_(store),
         clock_(SystemClock::Instance()),
-        queue_(store, clock_, queue::QueueOptions{config.tasks.lease_ms}),
-        ops_(store, queue_, clock_, config),
-        registry_(store, clock_, keys_),
+        components_(config, store, clock_),
+        queue_(components_.queue()),
+        registry_(components_.registry()),
         ctx_(1),
         api_(ctx_, zmq::socket_type::router),
         prov_(ctx_, zmq::socket_type::router),
@@ -204,7 +215,7 @@ class Reactor {
   bool WaiterKeyInForce(const Waiter& w) const;
   void Send(std::vector<Pending>& replies);
   void Publish();
-  // Reads new subscriptions now and then and tells ops_ whether events are wanted.
+  // Reads new subscriptions now and then and tells the components whether events are wanted.
   void CheckSubscriptions();
   void ReadSubscriptions();
   std::vector<std::string> AllowedTopics(const std::string& key, const std::string& prefix);
@@ -216,11 +227,10 @@ class Reactor {
   int signal_fd_;
   store::Store& store_;
   const Clock& clock_;
-  queue::TaskQueue queue_;
-  std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
-  api::Ops ops_;
-  auth::KeySnapshot keys_;
-  auth::Registry registry_;
+  // Everything but the sockets and the loop (the composition root).
+  Components components_;
+  queue::TaskQueue& queue_;
+  auth::Registry& registry_;
   curve::KeyPair server_keys_;
   zmq::context_t ctx_;
   zmq::socket_t api_;
@@ -250,23 +260,7 @@ class Reactor {
 };
 
 Status Reactor::Start() {
-  Result<std::unique_ptr<resources::FileResourceStore>> resources =
-      resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_);
-  if (!resources.ok()) return resources.status();
-  resources_ = std::move(*resources);
-  resources::RegisterResourceOps(ops_, *resources_, config_.limits);
-  // Loading may resume jobs (tasks whose predecessors are done become ready): one transaction.
-  WEFT_RETURN_IF_ERROR(store_.Begin());
-  Status loaded = queue_.Load();
-  if (loaded.ok()) loaded = ops_.Load();
-  if (loaded.ok()) loaded = registry_.Load();
-  if (loaded.ok()) loaded = store_.Commit();
-  if (!loaded.ok()) {
-    (void)store_.Rollback();
-    return loaded.WithContext("cannot resume from the store");
-  }
-  auth::RegisterTenantOps(ops_, registry_);
-  WEFT_RETURN_IF_ERROR(auth::InstallSecrets(ops_, store_, config_.server.data_dir / "keys" / "secrets.key"));
+  WEFT_RETURN_IF_ERROR(components_.Start());
   if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;
   const json previous = ReadBoundPorts(config_.server.data_dir);
@@ -309,7 +303,7 @@ Status Reactor::Start() {
     }
   }
   const std::int64_t now = clock_.NowMs();
-  ops_.set_info(api::DaemonInfo{getpid(), now, config_.server.data_dir.string(), endpoints});
+  components_.set_info(DaemonInfo{getpid(), now, config_.server.data_dir.string(), endpoints});
   json file = endpoints;
   file["pid"] = getpid();
   if (config_.security.curve) {
@@ -492,7 +486,7 @@ bool Reactor::AnswerReads() {
     const zmq::message_t& rid = it->pending.envelope.front();
     const std::string_view peer(static_cast<const char*>(rid.data()), rid.size());
     const bool read = it->pending.endpoint == Endpoint::kApi && it->request &&
-                      api::Ops::IsReadOnly(it->request->op) && !writers.count(peer);
+                      IsReadOnly(it->request->op) && !writers.count(peer);
     if (!read) {
       writers.insert(peer);
       ++it;
@@ -532,7 +526,7 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
       return;
     }
   }
-  p.response = ops_.router().Route(call);
+  p.response = components_.router().Route(call);
   // A take (or a finish that takes the next task) hands out an attempt: if the
   // reply cannot be delivered, the attempt is released at once.
   if ((request.op == "task.take" || request.op == "task.finish") && p.response.status.ok() && !p.response.held) {
@@ -559,8 +553,8 @@ void Reactor::ServeWaiters(std::vector<Pending>* out, bool force, std::chrono::s
       continue;
     }
     json task;
-    if ((ready || queue_.queued() > 0) && ops_.CanServe(it->host_id, it->tenant)) {
-      Result<json> taken = ops_.TryTake(it->host_id, it->tenant);
+    if ((ready || queue_.queued() > 0) && components_.dispatcher().CanServe(it->host_id, it->tenant)) {
+      Result<json> taken = components_.dispatcher().TryTake(it->host_id, it->tenant);
       if (!taken.ok()) {
         Pending p{Endpoint::kProvisioner, std::move(it->envelope), it->id, api::Response::Error(taken.status()), {}, {}, {}};
         out->push_back(std::move(p));
@@ -696,16 +690,16 @@ void Reactor::CheckSubscriptions() {
   ReadSubscriptions();
   next_subscription_check_ms_ = now + kSubscriptionCheckMs;
   // (In manual mode, with security, weftd does not see subscribers leave: events are always built.)
-  ops_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
+  components_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
 }
 
 void Reactor::Publish() {
   CheckSubscriptions();
   if (subscriptions_.empty() && !config_.security.curve) {
-    ops_.DiscardEvents();
+    components_.DiscardEvents();
     return;
   }
-  for (api::Event& e : ops_.DrainEvents()) {
+  for (Event& e : components_.DrainEvents()) {
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());
       std::string body = wire::Dump(e.payload);
@@ -732,9 +726,9 @@ Status Reactor::StartSecurity() {
     WEFT_LOG(kInfo, kLog) << "made weftd's CURVE key pair in " << (config_.server.data_dir / "keys").string()
                           << " (public key " << server_keys_.public_key << ")";
   }
-  zap_ = std::make_unique<auth::ZapHandler>(ctx_, keys_, clock_, config_.security.host_requests);
+  zap_ = std::make_unique<auth::ZapHandler>(ctx_, components_.keys(), clock_, config_.security.host_requests);
   WEFT_RETURN_IF_ERROR(zap_->Start());
-  auth::RegisterOps(ops_, registry_, {server_keys_.public_key, config_.security.token_ttl_ms});
+  components_.AddSecurityOps(server_keys_.public_key);
   return Status::Ok();
 }
 
@@ -781,9 +775,7 @@ Status Reactor::Recover(const Status& why, std::vector<Pending>& replies) {
     WEFT_LOG(kError, kLog) << "rollback failed: " << rb.message();
   }
   // The in-memory indexes may hold changes that were just rolled back.
-  WEFT_RETURN_IF_ERROR(queue_.Load());
-  WEFT_RETURN_IF_ERROR(ops_.Reset());
-  WEFT_RETURN_IF_ERROR(registry_.Load());
+  WEFT_RETURN_IF_ERROR(components_.Reset());
   for (Pending& p : replies) {
     p.response = api::Response::Error(
         Status::Unavailable("the store could not commit this request (" + why.message() + "); retry it"));
@@ -974,7 +966,7 @@ Status Reactor::Loop() {
     }
     if (s.ok()) s = queue_.ExpireDue();
     if (s.ok() && silence_due) {
-      s = ops_.Janitor();
+      s = components_.Janitor();
       next_silence_check_ms_ =
           now + std::max<std::int64_t>(50, std::min(config_.hosts.silent_after_ms / 4, config_.jobs.janitor_interval_ms));
     }
@@ -986,7 +978,7 @@ Status Reactor::Loop() {
     if (s.ok()) s = store_.Commit();
     if (!s.ok()) {
       WEFT_RETURN_IF_ERROR(Recover(s, batch));
-      (void)ops_.DrainEvents();
+      (void)components_.DrainEvents();
     }
     Send(batch);
     for (const Pending& p : batch) pending[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
