@@ -80,18 +80,6 @@ constexpr std::size_t kUnknownKeyPeerBytes = 2 * kUnknownKeyBytes;
 // Above this size a message is checked against its connection's budget of bytes waiting in the inbox.
 constexpr std::size_t kPeerCheckBytes = 64 * 1024;
 
-// Whether `op` only reads (changes nothing in the store and nothing another
-// request could observe). weftd answers such api requests ahead of the
-// batch's writes, from committed state, without waiting for the commit.
-bool IsReadOnly(std::string_view op) {
-  static const std::set<std::string, std::less<>> kReads = {
-      "server.status", "host.list",    "plugin.list", "task.get",  "task.list",
-      "cluster.list",  "cluster.get",  "job.list",    "job.get",   "catalog.check",
-      "provider.get",  "provider.list", "hardwaretype.get", "hardwaretype.list", "imagetype.get",
-      "imagetype.list", "service.get", "service.list", "clustertemplate.get", "clustertemplate.list", "audit.list"};
-  return kReads.count(op) != 0;
-}
-
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(getpid());
@@ -486,7 +474,7 @@ bool Reactor::AnswerReads() {
     const zmq::message_t& rid = it->pending.envelope.front();
     const std::string_view peer(static_cast<const char*>(rid.data()), rid.size());
     const bool read = it->pending.endpoint == Endpoint::kApi && it->request &&
-                      IsReadOnly(it->request->op) && !writers.count(peer);
+                      components_.router().ReadOnly(it->request->op) && !writers.count(peer);
     if (!read) {
       writers.insert(peer);
       ++it;
