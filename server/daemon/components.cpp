@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "server/api/audit.hpp"
-#include "server/api/catalog_ops.hpp"
 #include "server/auth/auth_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 #include "server/hosts/host_ops.hpp"
 #include "server/jobs/cluster_ops.hpp"
 #include "server/resources/resource_ops.hpp"
@@ -56,7 +56,7 @@ Status Components::Wire() {
 
   RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
-  api::RegisterCatalogOps(router_, store_, clock_, config_);
+  catalog::RegisterCatalogOps(router_, store_, clock_, config_);
   jobs::RegisterClusterOps(router_, store_, engine_, clock_,
                            [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); });
   api::RegisterAuditOps(router_, store_);

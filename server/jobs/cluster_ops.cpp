@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/api/catalog_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
@@ -23,7 +23,7 @@ namespace {
 using api::Call;
 using api::Effect;
 using api::Endpoint;
-using api::LoadCatalog;
+using catalog::LoadCatalog;
 using api::Principal;
 using api::Response;
 using api::Role;
