@@ -60,6 +60,7 @@ class Components {
   void set_info(DaemonInfo info) { info_ = std::move(info); }
 
   api::Router& router() { return router_; }
+  const api::Router& router() const { return router_; }
   queue::TaskQueue& queue() { return queue_; }
   const queue::TaskQueue& queue() const { return queue_; }
   hosts::Dispatcher& dispatcher() { return dispatcher_; }
