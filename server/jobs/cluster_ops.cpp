@@ -1,4 +1,4 @@
-#include "server/api/cluster_ops.hpp"
+#include "server/jobs/cluster_ops.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -10,19 +10,26 @@
 #include <utility>
 #include <vector>
 
-#include "server/api/catalog_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
 #include "weft/planner/macros.hpp"
 #include "weft/solver/solver.hpp"
 
-namespace weft::api {
+namespace weft::jobs {
 namespace {
 
+using api::Call;
+using api::Effect;
+using api::Endpoint;
+using catalog::LoadCatalog;
+using api::Principal;
+using api::Response;
+using api::Role;
+using api::Router;
+
 using catalog::Kind;
-using jobs::ClusterState;
-using jobs::NewJob;
 
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
@@ -901,4 +908,4 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
   router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
 }
 
-}  // namespace weft::api
+}  // namespace weft::jobs
