@@ -463,6 +463,7 @@ json Runtime::RunTask(client::Client& client, const json& task) {
   } else {
     char err[4096] = {0};
     int rc = WEFT_ERR_INTERNAL;
+    context->SetPluginKind(plugin->descriptor->kind);
     try {
       rc = plugin->descriptor->run(plugin->instance, HostServices(), context->handle(), bit, err, sizeof err - 1);
     } catch (...) {
