@@ -93,13 +93,21 @@ class LocalProvider : public weft::sdk::Plugin {
     info.description = "Nodes are real OpenSSH sshd processes on this machine, one 127.0.x.y address each (needs root)";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = {
-        {"state_dir", "State directory", WEFT_FIELD_STRING, false, false,
-         std::string("\"") + weft::localnode::kDefaultStateDir + "\"",
-         "absolute path where node directories (keys, sshd_config, logs) live"},
-        {"ssh_port", "SSH port", WEFT_FIELD_INTEGER, false, false, std::to_string(weft::localnode::kDefaultSshPort),
-         "port every node's sshd listens on (each node has its own address, so they do not collide)"},
-        {"user", "SSH user", WEFT_FIELD_STRING, false, false, "\"root\"",
-         "existing local account automators log in as"},
+        {.name = "state_dir",
+         .label = "State directory",
+         .type = WEFT_FIELD_STRING,
+         .default_json = std::string("\"") + weft::localnode::kDefaultStateDir + "\"",
+         .description = "absolute path where node directories (keys, sshd_config, logs) live"},
+        {.name = "ssh_port",
+         .label = "SSH port",
+         .type = WEFT_FIELD_INTEGER,
+         .default_json = std::to_string(weft::localnode::kDefaultSshPort),
+         .description = "port every node's sshd listens on (each node has its own address, so they do not collide)"},
+        {.name = "user",
+         .label = "SSH user",
+         .type = WEFT_FIELD_STRING,
+         .default_json = "\"root\"",
+         .description = "existing local account automators log in as"},
     };
     return info;
   }

@@ -121,14 +121,25 @@ class StaticProvider : public weft::sdk::Plugin {
     info.description = "Nodes are existing SSH hosts from a pool; each is allocated to one cluster node at a time";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = {
-        {"hosts", "Hosts", WEFT_FIELD_JSON, true, false, "",
-         "the pool: a list (or a string holding a JSON list) of {\"address\": IPv4, \"port\": 22, \"user\": "
-         "\"root\", \"host_keys\": [\"ssh-ed25519 AAAA...\"]}; host_keys are required"},
-        {"ssh_key", "SSH private key", WEFT_FIELD_STRING, true, true, "",
-         "private key (OpenSSH text, ed25519 or ECDSA) that logs in to every host of the pool"},
-        {"state_dir", "State directory", WEFT_FIELD_STRING, false, false,
-         std::string("\"") + sp::kDefaultStateDir + "\"",
-         "absolute path where allocations are recorded; share it between every weft-host on this machine"},
+        {.name = "hosts",
+         .label = "Hosts",
+         .type = WEFT_FIELD_JSON,
+         .required = true,
+         .description =
+             "the pool: a list (or a string holding a JSON list) of {\"address\": IPv4, \"port\": 22, \"user\": "
+             "\"root\", \"host_keys\": [\"ssh-ed25519 AAAA...\"]}; host_keys are required"},
+        {.name = "ssh_key",
+         .label = "SSH private key",
+         .type = WEFT_FIELD_STRING,
+         .required = true,
+         .sensitive = true,
+         .description = "private key (OpenSSH text, ed25519 or ECDSA) that logs in to every host of the pool"},
+        {.name = "state_dir",
+         .label = "State directory",
+         .type = WEFT_FIELD_STRING,
+         .default_json = std::string("\"") + sp::kDefaultStateDir + "\"",
+         .description =
+             "absolute path where allocations are recorded; share it between every weft-host on this machine"},
     };
     return info;
   }
