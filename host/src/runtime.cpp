@@ -10,10 +10,6 @@
 
 #include "weft/common/log.hpp"
 
-#ifndef WEFT_VERSION
-#define WEFT_VERSION "0.0.0"
-#endif
-
 namespace weft::host {
 
 // Logs the failures of calls to weftd without flooding: the first failure, then
