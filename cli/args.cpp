@@ -91,34 +91,28 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
     };
 
     if (name == "--server") {
-      Result<std::string> v = take_value(name, "an endpoint such as tcp://127.0.0.1:7420");
-      if (!v.ok()) return v.status();
-      server_flag = *v;
+      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "an endpoint such as tcp://127.0.0.1:7420"));
+      server_flag = v;
     } else if (name == "-o" || name == "--output") {
-      Result<std::string> v = take_value(name, "a format: json or table");
-      if (!v.ok()) return v.status();
-      if (*v == "json") {
+      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a format: json or table"));
+      if (v == "json") {
         opts.output = OutputFormat::kJson;
-      } else if (*v == "table") {
+      } else if (v == "table") {
         opts.output = OutputFormat::kTable;
       } else {
-        return Status::Invalid(name + " must be json or table, got '" + *v + "'");
+        return Status::Invalid(name + " must be json or table, got '" + v + "'");
       }
     } else if (name == "--timeout") {
-      Result<std::string> v = take_value(name, "a number of milliseconds");
-      if (!v.ok()) return v.status();
-      Result<int> ms = ParseTimeout(*v);
-      if (!ms.ok()) return ms.status();
-      opts.timeout_ms = *ms;
+      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a number of milliseconds"));
+      WEFT_ASSIGN_OR_RETURN(int ms, ParseTimeout(v));
+      opts.timeout_ms = ms;
     } else if (name == "--credentials") {
-      Result<std::string> v = take_value(name, "a credential file (weft credentials writes one)");
-      if (!v.ok()) return v.status();
-      opts.credentials = *v;
+      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a credential file (weft credentials writes one)"));
+      opts.credentials = v;
     } else if (name == "--tenant") {
-      Result<std::string> v = take_value(name, "a tenant name");
-      if (!v.ok()) return v.status();
-      if (v->empty()) return Status::Invalid(std::string("--tenant needs a non-empty tenant name") + kHelpHint);
-      opts.tenant = *v;
+      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a tenant name"));
+      if (v.empty()) return Status::Invalid(std::string("--tenant needs a non-empty tenant name") + kHelpHint);
+      opts.tenant = v;
     } else if ((name == "-h" || name == "--help") && !value) {
       opts.help = true;
     } else if (name == "--version" && !value && rest->empty()) {

@@ -159,11 +159,10 @@ Status Context::LoadCredential() {
   for (const auto& path : candidates) {
     std::error_code ec;
     if (options_.credentials.empty() && !std::filesystem::exists(path, ec)) continue;
-    Result<curve::Credential> c = curve::LoadCredential(path);
-    if (!c.ok()) return c.status();
-    credential_ = *c;
+    WEFT_ASSIGN_OR_RETURN(curve::Credential c, curve::LoadCredential(path));
+    credential_ = c;
     credential_path_ = path.string();
-    if (!options_.server_given && !c->api.empty()) options_.server = c->api;
+    if (!options_.server_given && !c.api.empty()) options_.server = c.api;
     return Status::Ok();
   }
   return Status::Ok();

@@ -85,14 +85,13 @@ Status Audit(Context& ctx, const ParsedArgs& args) {
       return ctx.UsageError("--limit needs a number from 1 to 100000, got '" + limit + "'");
     body["limit"] = n;
   }
-  Result<json> reply = ctx.Call("audit.list", std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("audit.list", std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   Table table({"TIME (UTC)", "WHO", "ROLE", "OP", "TENANT", "TARGET", "JOB", "DETAIL"});
-  for (const json& e : (*reply)["entries"]) {
+  for (const json& e : reply["entries"]) {
     std::string who = Text(e, "actor");
     const std::string home = e.value("actor_tenant", "");
     if (!home.empty() && home != "_system") who += "@" + home;

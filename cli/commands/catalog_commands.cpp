@@ -32,13 +32,12 @@ std::string Op(Kind kind, std::string_view verb) {
 // ---- weft <kind> list|get|put|delete --------------------------------------
 
 Status ListEntities(Context& ctx, Kind kind) {
-  Result<json> reply = ctx.Call(Op(kind, "list"));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(Op(kind, "list")));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json& list = reply->contains("entities") ? (*reply)["entities"] : json::array();
+  const json& list = reply.contains("entities") ? reply["entities"] : json::array();
   if (!list.is_array() || list.empty()) {
     ctx.out() << "no " << catalog::KindDirectory(kind) << " in this tenant; add one with 'weft "
               << catalog::KindName(kind) << " put FILE' or 'weft catalog import DIR'\n";
@@ -62,14 +61,13 @@ Status GetEntity(Context& ctx, const ParsedArgs& args, Kind kind) {
       return ctx.UsageError("--version needs a version number from 1 up, got '" + v + "'");
     body["version"] = n;
   }
-  Result<json> reply = ctx.Call(Op(kind, "get"), std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(Op(kind, "get"), std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   // The entity alone, so `weft provider get x > x.json` gives a file `put` takes back.
-  ctx.PrintJson(reply->contains("entity") ? (*reply)["entity"] : json::object());
+  ctx.PrintJson(reply.contains("entity") ? reply["entity"] : json::object());
   return Status::Ok();
 }
 
@@ -88,28 +86,25 @@ void PrintWarnings(Context& ctx, const json& reply) {
 }
 
 Status PutEntity(Context& ctx, const ParsedArgs& args, Kind kind) {
-  Result<json> doc = ReadJsonFile(args.positionals.at(0));
-  if (!doc.ok()) return doc.status();
-  Result<json> reply = ctx.Call(Op(kind, "put"), std::move(*doc));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json doc, ReadJsonFile(args.positionals.at(0)));
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(Op(kind, "put"), std::move(doc)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(*reply, "name")) << "' saved as version "
-            << Text(*reply, "version") << '\n';
-  PrintWarnings(ctx, *reply);
+  ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(reply, "name")) << "' saved as version "
+            << Text(reply, "version") << '\n';
+  PrintWarnings(ctx, reply);
   return Status::Ok();
 }
 
 Status DeleteEntity(Context& ctx, const ParsedArgs& args, Kind kind) {
-  Result<json> reply = ctx.Call(Op(kind, "delete"), json{{"name", args.positionals.at(0)}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(Op(kind, "delete"), json{{"name", args.positionals.at(0)}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(*reply, "name"))
+  ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(reply, "name"))
             << "' deleted; earlier versions stay readable with --version N\n";
   return Status::Ok();
 }
@@ -176,18 +171,17 @@ bool IsJsonFile(const std::string& file) { return file.size() >= 5 && file.subst
 
 Status CatalogImport(Context& ctx, const ParsedArgs& args) {
   const std::string dir = args.positionals.at(0);
-  Result<catalog::ImportResult> read = catalog::ImportDirectory(dir);
-  if (!read.ok()) return read.status();
+  WEFT_ASSIGN_OR_RETURN(catalog::ImportResult read, catalog::ImportDirectory(dir));
   json imported = json::array();
   json unchanged = json::array();
   json refused = json::array();
   json skipped = json::array();
-  for (const catalog::SkippedFile& s : read->report.skipped) {
+  for (const catalog::SkippedFile& s : read.report.skipped) {
     // A .json file the reader refused is a refused entity; anything else is only noted.
     (IsJsonFile(s.file) ? refused : skipped).push_back({{"file", s.file}, {"reason", s.reason}});
   }
-  for (const catalog::ImportedEntity& e : read->report.imported) {
-    Result<json> doc = read->catalog.GetJson(e.kind, e.name);
+  for (const catalog::ImportedEntity& e : read.report.imported) {
+    Result<json> doc = read.catalog.GetJson(e.kind, e.name);
     // An entity the tenant already has as it is keeps its version: a put would add an identical one.
     if (doc.ok()) {
       Result<json> current = ctx.Call(Op(e.kind, "get"), json{{"name", e.name}});
@@ -249,9 +243,8 @@ Status CatalogExport(Context& ctx, const ParsedArgs& args) {
     // entity would run into the server's per-connection rate limit.
     json page = {{"with_entities", true}};
     while (true) {
-      Result<json> list = ctx.Call(Op(kind, "list"), page);
-      if (!list.ok()) return list.status();
-      const json& entities = list->contains("entities") ? (*list)["entities"] : json::array();
+      WEFT_ASSIGN_OR_RETURN(json list, ctx.Call(Op(kind, "list"), page));
+      const json& entities = list.contains("entities") ? list["entities"] : json::array();
       for (const json& e : entities) {
         const std::string name = Text(e, "name");
         Result<std::string> put = cat.PutJson(kind, e.contains("entity") ? e["entity"] : json::object());
@@ -263,7 +256,7 @@ Status CatalogExport(Context& ctx, const ParsedArgs& args) {
                            {"version", e.value("version", json())},
                            {"file", std::string(catalog::KindDirectory(kind)) + "/" + name + ".json"}});
       }
-      const json next = list->value("next", json());
+      const json next = list.value("next", json());
       if (!next.is_string() || entities.empty()) break;
       page["after"] = next;
     }
@@ -283,16 +276,15 @@ Status CatalogExport(Context& ctx, const ParsedArgs& args) {
 }
 
 Status CatalogCheck(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("catalog.check");
-  if (!reply.ok()) return reply.status();
-  const std::int64_t problems = Int(*reply, "problems");
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("catalog.check"));
+  const std::int64_t problems = Int(reply, "problems");
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
   } else {
     auto section = [&](const char* key, const char* title) {
-      if (!reply->contains(key) || !(*reply)[key].is_array() || (*reply)[key].empty()) return;
+      if (!reply.contains(key) || !reply[key].is_array() || reply[key].empty()) return;
       ctx.out() << title << ":\n";
-      for (const json& item : (*reply)[key]) ctx.out() << "  " << Printable(Text(item, "message")) << '\n';
+      for (const json& item : reply[key]) ctx.out() << "  " << Printable(Text(item, "message")) << '\n';
     };
     section("dangling", "dangling references");
     section("unrunnable", "plugin types no live host runs");

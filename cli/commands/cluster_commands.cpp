@@ -10,10 +10,10 @@
 #include "context.hpp"
 #include "format.hpp"
 #include "table.hpp"
+#include "weft/catalog/entities.hpp"
+#include "weft/catalog/layout.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/json_fields.hpp"
-#include "weft/catalog/entities.hpp"
-#include "weft/solver/solver.hpp"
 
 namespace weft::cli {
 namespace {
@@ -92,26 +92,25 @@ void PrintDryRun(Context& ctx, const json& reply) {
 Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op, json body) {
   if (args.Has("--dry-run")) body["dry_run"] = true;
   if (args.Has("--keep-on-failure")) body["keep_on_failure"] = true;
-  Result<json> reply = ctx.Call(op, std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(op, std::move(body)));
   if (args.Has("--dry-run")) {
     if (ctx.json_output()) {
-      ctx.PrintJson(*reply);
+      ctx.PrintJson(reply);
     } else {
-      PrintDryRun(ctx, *reply);
+      PrintDryRun(ctx, reply);
     }
     return Status::Ok();
   }
-  const json& job = (*reply)["job"];
+  const json& job = reply["job"];
   const std::string id = job.value("id", "");
-  const std::string waiting = WaitingForHosts(reply->value("waiting_for_plugins", json::array()));
+  const std::string waiting = WaitingForHosts(reply.value("waiting_for_plugins", json::array()));
   if (!waiting.empty() && !ctx.json_output()) ctx.err() << "warning: job " << id << " is " << waiting << '\n';
   if (args.Has("--wait")) return WaitForJob(ctx, id);
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const std::string name = reply->contains("cluster") ? (*reply)["cluster"].value("name", "") : "";
+  const std::string name = reply.contains("cluster") ? reply["cluster"].value("name", "") : "";
   ctx.out() << "cluster '" << Printable(name) << "': job " << id << " (" << job.value("operation", "")
             << ") started; follow it with `weft job watch " << id << "`\n";
   return Status::Ok();
@@ -120,9 +119,8 @@ Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op,
 Status ClusterCreate(Context& ctx, const ParsedArgs& args) {
   if (!args.Has("--template")) return ctx.UsageError("'weft cluster create' needs --template T");
   if (!args.Has("--size")) return ctx.UsageError("'weft cluster create' needs --size N");
-  Result<std::int64_t> size = SizeFlag(ctx, args);
-  if (!size.ok()) return size.status();
-  json body = {{"name", args.positionals.at(0)}, {"template", args.Get("--template")}, {"size", *size}};
+  WEFT_ASSIGN_OR_RETURN(std::int64_t size, SizeFlag(ctx, args));
+  json body = {{"name", args.positionals.at(0)}, {"template", args.Get("--template")}, {"size", size}};
   for (const char* flag : {"--provider", "--hardwaretype", "--imagetype"})
     if (args.Has(flag)) body[std::string(flag).substr(2)] = args.Get(flag);
   if (args.Has("--services")) body["services"] = SplitList(args.Get("--services"));
@@ -150,9 +148,8 @@ Status ClusterRollback(Context& ctx, const ParsedArgs& args) { return ClusterSim
 
 Status ClusterScale(Context& ctx, const ParsedArgs& args) {
   if (!args.Has("--size")) return ctx.UsageError("'weft cluster scale' needs --size N");
-  Result<std::int64_t> size = SizeFlag(ctx, args);
-  if (!size.ok()) return size.status();
-  return RunOperation(ctx, args, "cluster.scale", {{"cluster", args.positionals.at(0)}, {"size", *size}});
+  WEFT_ASSIGN_OR_RETURN(std::int64_t size, SizeFlag(ctx, args));
+  return RunOperation(ctx, args, "cluster.scale", {{"cluster", args.positionals.at(0)}, {"size", size}});
 }
 
 Status ServicesOp(Context& ctx, const ParsedArgs& args, const char* op, bool required) {
@@ -193,13 +190,12 @@ Status ClusterExtendLease(Context& ctx, const ParsedArgs& args) {
                                                 args.Get("--lease") + "'");
     body["lease_ms"] = *ms;
   }
-  Result<json> reply = ctx.Call("cluster.extend_lease", std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.extend_lease", std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json& c = (*reply)["cluster"];
+  const json& c = reply["cluster"];
   ctx.out() << "cluster '" << Printable(c.value("name", "")) << "' now expires in "
             << Duration(c.value("expire_at_ms", std::int64_t{0}) - SystemClock::Instance().NowMs()) << '\n';
   return Status::Ok();
@@ -208,15 +204,14 @@ Status ClusterExtendLease(Context& ctx, const ParsedArgs& args) {
 Status ClusterList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--all")) body["all"] = true;
-  Result<json> reply = ctx.Call("cluster.list", std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.list", std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   Table table({"ID", "NAME", "STATUS", "TEMPLATE", "NODES", "SERVICES", "JOB", "OWNER"});
   table.AlignRight(4);
-  for (const json& c : (*reply)["clusters"]) {
+  for (const json& c : reply["clusters"]) {
     std::string services;
     for (const json& s : c.value("services", json::array())) {
       if (!services.empty()) services += ',';
@@ -231,13 +226,12 @@ Status ClusterList(Context& ctx, const ParsedArgs& args) {
 }
 
 Status ClusterGet(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("cluster.get", {{"cluster", args.positionals.at(0)}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.get", {{"cluster", args.positionals.at(0)}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json& c = (*reply)["cluster"];
+  const json& c = reply["cluster"];
   KeyValues kv;
   kv.Add("cluster", Printable(c.value("name", "")) + " (id " + c.value("id", "") + ")");
   kv.Add("status", c.value("status", ""));
@@ -279,9 +273,8 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
   if (!args.Has("--template")) return ctx.UsageError("'weft cluster plan' needs --template T");
   if (!args.Has("--size")) return ctx.UsageError("'weft cluster plan' needs --size N");
   json body = {{"name", args.positionals.at(0)}, {"template", args.Get("--template")}};
-  Result<std::int64_t> size = SizeFlag(ctx, args);
-  if (!size.ok()) return size.status();
-  body["size"] = *size;
+  WEFT_ASSIGN_OR_RETURN(std::int64_t size, SizeFlag(ctx, args));
+  body["size"] = size;
   for (const char* flag : {"--provider", "--hardwaretype", "--imagetype"})
     if (args.Has(flag)) body[std::string(flag).substr(2)] = args.Get(flag);
   if (args.Has("--services")) {
@@ -294,25 +287,22 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
     if (!config.ok()) return ctx.UsageError(config.status().message());
     body["config"] = std::move(*config);
   }
-  Result<json> reply = ctx.Call("cluster.plan", std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.plan", std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  Result<solver::Layout> layout =
-      solver::LayoutFromJson(reply->contains("layout") ? (*reply)["layout"] : json::object());
+  Result<catalog::Layout> layout =
+      catalog::LayoutFromJson(reply.contains("layout") ? reply["layout"] : json::object());
   if (!layout.ok()) return Status::Internal("the server's layout cannot be read: " + layout.status().message());
-  const std::int64_t tasks = reply->contains("tasks") && (*reply)["tasks"].is_array()
-                                 ? static_cast<std::int64_t>((*reply)["tasks"].size())
-                                 : 0;
-  const std::int64_t stages = reply->contains("stages") && (*reply)["stages"].is_array()
-                                  ? static_cast<std::int64_t>((*reply)["stages"].size())
-                                  : 0;
+  const std::int64_t tasks =
+      reply.contains("tasks") && reply["tasks"].is_array() ? static_cast<std::int64_t>(reply["tasks"].size()) : 0;
+  const std::int64_t stages =
+      reply.contains("stages") && reply["stages"].is_array() ? static_cast<std::int64_t>(reply["stages"].size()) : 0;
   ctx.out() << "cluster '" << Printable(args.positionals.at(0)) << "' from template '"
             << Printable(args.Get("--template")) << "': "
             << Count(static_cast<std::int64_t>(layout->nodes.size()), "node", "nodes") << '\n';
-  for (const std::string& line : solver::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
+  for (const std::string& line : catalog::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
   ctx.out() << "plan: " << Count(tasks, "task", "tasks") << " in " << Count(stages, "stage", "stages")
             << " (nothing runs; -o json shows every node and task)\n";
   return Status::Ok();

@@ -66,9 +66,8 @@ std::string Describe(const json& e) {
 // weftd's events endpoint as this client can reach it: a wildcard address
 // (bound to every interface) becomes the api endpoint's host.
 Result<std::string> EventsEndpoint(Context& ctx, int timeout_ms) {
-  Result<json> status = ctx.Call("server.status", json::object(), {}, timeout_ms);
-  if (!status.ok()) return status.status();
-  std::string events = (*status).value("endpoints", json::object()).value("events", "");
+  WEFT_ASSIGN_OR_RETURN(json status, ctx.Call("server.status", json::object(), {}, timeout_ms));
+  std::string events = status.value("endpoints", json::object()).value("events", "");
   if (events.empty()) return Status::NotFound("weftd did not say where its events endpoint is");
   for (const char* any : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"}) {
     const std::string wildcard = any;
@@ -96,16 +95,14 @@ Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
   if (tenant.empty()) tenant = ctx.credential() && !ctx.credential()->tenant.empty() ? ctx.credential()->tenant : "default";
   std::string cluster_id;
   if (args.Has("--job")) {
-    Result<json> job = ctx.Call("job.get", {{"job", args.Get("--job")}});
-    if (!job.ok()) return job.status();
-    f.job_id = IdText((*job)["job"]["id"]);
-    cluster_id = IdText((*job)["job"]["cluster_id"]);
-    for (const json& t : (*job)["job"].value("tasks", json::array())) f.task_ids.insert(t.value("id", std::int64_t{0}));
+    WEFT_ASSIGN_OR_RETURN(json job, ctx.Call("job.get", {{"job", args.Get("--job")}}));
+    f.job_id = IdText(job["job"]["id"]);
+    cluster_id = IdText(job["job"]["cluster_id"]);
+    for (const json& t : job["job"].value("tasks", json::array())) f.task_ids.insert(t.value("id", std::int64_t{0}));
   }
   if (args.Has("--cluster")) {
-    Result<json> cluster = ctx.Call("cluster.get", {{"cluster", args.Get("--cluster")}});
-    if (!cluster.ok()) return cluster.status();
-    const std::string id = IdText((*cluster)["cluster"]["id"]);
+    WEFT_ASSIGN_OR_RETURN(json cluster, ctx.Call("cluster.get", {{"cluster", args.Get("--cluster")}}));
+    const std::string id = IdText(cluster["cluster"]["id"]);
     if (!cluster_id.empty() && id != cluster_id)
       return ctx.UsageError("job " + f.job_id + " is not a job of cluster '" + args.Get("--cluster") + "'");
     cluster_id = id;
@@ -194,13 +191,11 @@ class Subscriber {
 };
 
 Status Events(Context& ctx, const ParsedArgs& args) {
-  Result<Filter> filter = MakeFilter(ctx, args);
-  if (!filter.ok()) return filter.status();
-  Result<std::string> endpoint = EventsEndpoint(ctx, ctx.options().timeout_ms);
-  if (!endpoint.ok()) return endpoint.status();
+  WEFT_ASSIGN_OR_RETURN(Filter filter, MakeFilter(ctx, args));
+  WEFT_ASSIGN_OR_RETURN(std::string endpoint, EventsEndpoint(ctx, ctx.options().timeout_ms));
   zmq::context_t zmq(1);
-  Subscriber subscriber(zmq, ctx, *filter);
-  WEFT_RETURN_IF_ERROR(subscriber.Open(*endpoint));
+  Subscriber subscriber(zmq, ctx, filter);
+  WEFT_RETURN_IF_ERROR(subscriber.Open(endpoint));
   bool connected = false, ever = false;
   auto asked = std::chrono::steady_clock::now();
   while (true) {
@@ -229,7 +224,7 @@ Status Events(Context& ctx, const ParsedArgs& args) {
       if (!subscriber.sub().recv(topic, zmq::recv_flags::dontwait)) break;
       if (!topic.more() || !subscriber.sub().recv(body, zmq::recv_flags::none)) continue;
       json e = json::parse(body.to_string(), nullptr, false);
-      if (!e.is_object() || !Shown(ctx, *filter, e)) continue;
+      if (!e.is_object() || !Shown(ctx, filter, e)) continue;
       if (ctx.json_output()) {
         e["topic"] = topic.to_string();
         ctx.out() << e.dump() << '\n' << std::flush;

@@ -15,13 +15,12 @@ std::int64_t NowMs() {
 }
 
 Status HostList(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("host.list");
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.list"));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json& hosts = reply->contains("hosts") ? (*reply)["hosts"] : json::array();
+  const json& hosts = reply.contains("hosts") ? reply["hosts"] : json::array();
   if (!hosts.is_array() || hosts.empty()) {
     ctx.out() << "no hosts registered; start weft-host pointed at this server's provisioner endpoint\n";
     return Status::Ok();

@@ -128,14 +128,13 @@ void PrintHistory(Context& ctx, const json& job) {
 Status JobList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
-  Result<json> reply = ctx.Call("job.list", std::move(body));
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.list", std::move(body)));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   Table table({"JOB", "CLUSTER", "OPERATION", "STATUS", "BY", "TOOK", "MESSAGE"});
-  for (const json& j : (*reply)["jobs"]) {
+  for (const json& j : reply["jobs"]) {
     const std::int64_t end = j.value("finished_at_ms", std::int64_t{0});
     table.AddRow({JobId(j["id"]), JobId(j["cluster_id"]), j.value("operation", ""), j.value("status", ""),
                   Printable(j.value("requested_by", "")),
@@ -146,13 +145,12 @@ Status JobList(Context& ctx, const ParsedArgs& args) {
 }
 
 Status JobShow(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("job.get", {{"job", args.positionals.at(0)}, {"details", true}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.get", {{"job", args.positionals.at(0)}, {"details", true}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json& j = (*reply)["job"];
+  const json& j = reply["job"];
   KeyValues kv;
   kv.Add("job", JobId(j["id"]));
   kv.Add("cluster", JobId(j["cluster_id"]));
@@ -190,10 +188,9 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
 Status JobWatch(Context& ctx, const ParsedArgs& args) { return WaitForJob(ctx, args.positionals.at(0)); }
 
 Status JobAbort(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("job.abort", {{"job", args.positionals.at(0)}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.abort", {{"job", args.positionals.at(0)}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   ctx.out() << "job " << args.positionals.at(0) << " aborted; the cluster is left as it is (incomplete)\n";
@@ -201,11 +198,10 @@ Status JobAbort(Context& ctx, const ParsedArgs& args) {
 }
 
 Status JobRetry(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("job.retry", {{"job", args.positionals.at(0)}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.retry", {{"job", args.positionals.at(0)}}));
   if (args.Has("--wait")) return WaitForJob(ctx, args.positionals.at(0), /*resumed=*/true);
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   ctx.out() << "job " << args.positionals.at(0) << " resumed; follow it with `weft job watch "

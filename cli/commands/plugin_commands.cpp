@@ -49,9 +49,8 @@ void PrintPlugin(Context& ctx, const json& p) {
 }
 
 Status PluginList(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("plugin.list");
-  if (!reply.ok()) return reply.status();
-  json plugins = reply->contains("plugins") ? (*reply)["plugins"] : json::array();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("plugin.list"));
+  json plugins = reply.contains("plugins") ? reply["plugins"] : json::array();
   if (!plugins.is_array()) plugins = json::array();
   if (args.Has("--type")) {
     const std::string wanted = args.Get("--type");
@@ -64,8 +63,8 @@ Status PluginList(Context& ctx, const ParsedArgs& args) {
   }
   if (ctx.json_output()) {
     // The reply body as the server sent it, with only the list filtered.
-    if (args.Has("--type")) (*reply)["plugins"] = plugins;
-    ctx.PrintJson(*reply);
+    if (args.Has("--type")) reply["plugins"] = plugins;
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   if (plugins.empty()) {

@@ -154,13 +154,12 @@ Status ResourceUpload(Context& ctx, const ParsedArgs& args) {
 Status ResourceList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (!args.positionals.empty()) body["type"] = args.positionals[0];
-  Result<json> reply = ctx.Call("resource.list", body);
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("resource.list", body));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json resources = reply->value("resources", json::array());
+  const json resources = reply.value("resources", json::array());
   if (!resources.is_array() || resources.empty()) {
     ctx.out() << "no resources" << (args.positionals.empty() ? "" : " of type " + Printable(args.positionals[0]))
               << "; add one with `weft resource upload TYPE NAME FILE`\n";
@@ -185,11 +184,11 @@ Status ResourceList(Context& ctx, const ParsedArgs& args) {
 Status ResourceStage(Context& ctx, const ParsedArgs& args) {
   Result<std::int64_t> version = ParsePositive(args.positionals.at(2), "VERSION", INT64_MAX);
   if (!version.ok()) return ctx.UsageError(version.status().message());
-  Result<json> reply = ctx.Call(
-      "resource.stage", {{"type", args.positionals[0]}, {"name", args.positionals[1]}, {"version", *version}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(
+      json reply, ctx.Call("resource.stage",
+                           {{"type", args.positionals[0]}, {"name", args.positionals[1]}, {"version", *version}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   ctx.out() << "staged " << Printable(args.positionals[0] + "/" + args.positionals[1]) << " version " << *version
@@ -198,25 +197,24 @@ Status ResourceStage(Context& ctx, const ParsedArgs& args) {
 }
 
 Status ResourceRecall(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("resource.recall", {{"type", args.positionals.at(0)}, {"name", args.positionals.at(1)}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(
+      json reply, ctx.Call("resource.recall", {{"type", args.positionals.at(0)}, {"name", args.positionals.at(1)}}));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   ctx.out() << "recalled " << Printable(args.positionals[0] + "/" + args.positionals[1]) << " version "
-            << Text(*reply, "version") << "; new tasks get no version of it (running ones keep theirs)\n";
+            << Text(reply, "version") << "; new tasks get no version of it (running ones keep theirs)\n";
   return Status::Ok();
 }
 
 Status ResourceSync(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("resource.sync");
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("resource.sync"));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json activated = reply->value("activated", json::array());
+  const json activated = reply.value("activated", json::array());
   if (!activated.is_array() || activated.empty()) {
     ctx.out() << "nothing was staged; stage a version first with `weft resource stage TYPE NAME VERSION`\n";
     return Status::Ok();
@@ -238,14 +236,13 @@ Status ResourceDelete(Context& ctx, const ParsedArgs& args) {
     if (!version.ok()) return ctx.UsageError(version.status().message());
     body["version"] = *version;
   }
-  Result<json> reply = ctx.Call("resource.delete", body);
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("resource.delete", body));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   std::vector<std::string> versions;
-  for (const json& v : reply->value("deleted", json::array())) versions.push_back(ValueText(v));
+  for (const json& v : reply.value("deleted", json::array())) versions.push_back(ValueText(v));
   ctx.out() << "deleted " << Printable(args.positionals[0] + "/" + args.positionals[1])
             << (args.positionals.size() > 2 ? " version " : " (versions ")
             << (versions.empty() ? std::string("none") : Join(versions))

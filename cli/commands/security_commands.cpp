@@ -37,22 +37,21 @@ Status HostTokenCreate(Context& ctx, const ParsedArgs& args) {
     if (!args.Has("--host")) return ctx.UsageError("--force needs --host: the host the token may replace");
     body["force"] = true;
   }
-  Result<json> reply = ctx.Call("host.token.create", body);
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.token.create", body));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   // The token alone on stdout, so `$(weft host token create)` works; the rest on stderr.
-  ctx.out() << Text(*reply, "token") << '\n';
+  ctx.out() << Text(reply, "token") << '\n';
   // The ttl asked for, exactly; else what is left of the server's default (rounded).
   const std::int64_t valid_ms = body.contains("ttl_ms") ? body["ttl_ms"].get<std::int64_t>()
-                                                        : Int(*reply, "expires_at_ms") - SystemClock::Instance().NowMs();
-  const std::string for_host = Text(*reply, "host_id");
+                                                        : Int(reply, "expires_at_ms") - SystemClock::Instance().NowMs();
+  const std::string for_host = Text(reply, "host_id");
   ctx.err() << "one-time enrollment token for "
-            << (for_host.empty() || for_host == "-" ? std::string("a new host")
-                                                    : "host '" + for_host + "'" +
-                                                          (reply->value("force", false) ? " (even while it is live)" : ""))
+            << (for_host.empty() || for_host == "-"
+                    ? std::string("a new host")
+                    : "host '" + for_host + "'" + (reply.value("force", false) ? " (even while it is live)" : ""))
             << ", valid for " << Duration(valid_ms)
             << "; put it in weft-host.toml as enroll_token = \"...\" (or pass --enroll-token)\n";
   return Status::Ok();
@@ -65,26 +64,23 @@ Status HostAccept(Context& ctx, const ParsedArgs& args) {
                           "logged it and `weft host requests` shows it");
   json body = {{"host_id", id}, {"fingerprint", args.Get("--fingerprint")}};
   if (args.Has("--force")) body["force"] = true;
-  Result<json> reply = ctx.Call("host.accept", body);
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply, "host '" + id + "' accepted; it registers at its next attempt");
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.accept", body));
+  return Done(ctx, reply, "host '" + id + "' accepted; it registers at its next attempt");
 }
 
 Status HostRevoke(Context& ctx, const ParsedArgs& args) {
   const std::string id = args.positionals[0];
-  Result<json> reply = ctx.Call("host.revoke", {{"host_id", id}});
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply, "host '" + id + "' revoked; its tasks went back to the queue");
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.revoke", {{"host_id", id}}));
+  return Done(ctx, reply, "host '" + id + "' revoked; its tasks went back to the queue");
 }
 
 Status HostRequests(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("host.requests");
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.requests"));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
-  const json requests = reply->value("requests", json::array());
+  const json requests = reply.value("requests", json::array());
   if (requests.empty()) {
     ctx.out() << "no host waits to be accepted\n";
     return Status::Ok();
@@ -114,16 +110,14 @@ Status TenantCreate(Context& ctx, const ParsedArgs& args) {
     }
   }
   const bool update = args.Has("--update");
-  Result<json> reply = ctx.Call(update ? "tenant.update" : "tenant.create", body);
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply, std::string("tenant '") + args.positionals[0] + "' " + (update ? "updated" : "created"));
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(update ? "tenant.update" : "tenant.create", body));
+  return Done(ctx, reply, std::string("tenant '") + args.positionals[0] + "' " + (update ? "updated" : "created"));
 }
 
 Status TenantList(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("tenant.list");
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("tenant.list"));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   auto limit = [](const json& t, const char* key) {
@@ -131,45 +125,42 @@ Status TenantList(Context& ctx, const ParsedArgs&) {
     return v ? std::to_string(v) : std::string("-");
   };
   Table table({"NAME", "MAX CLUSTERS", "MAX NODES", "MAX WORKERS"});
-  for (const json& t : reply->value("tenants", json::array()))
+  for (const json& t : reply.value("tenants", json::array()))
     table.AddRow({Text(t, "name"), limit(t, "max_clusters"), limit(t, "max_nodes"), limit(t, "max_workers")});
   table.Print(ctx.out());
   return Status::Ok();
 }
 
 Status TenantDelete(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("tenant.delete", {{"name", args.positionals[0]}});
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply, "tenant '" + args.positionals[0] + "' deleted; its users' keys are revoked");
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("tenant.delete", {{"name", args.positionals[0]}}));
+  return Done(ctx, reply, "tenant '" + args.positionals[0] + "' deleted; its users' keys are revoked");
 }
 
 Status UserCreate(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("user.create", {{"name", args.positionals[0]}, {"role", args.Get("--role", "user")}});
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply,
-              "user '" + args.positionals[0] + "' (" + Text(*reply, "role") + ") created in tenant '" +
-                  Text(*reply, "tenant") + "'; `weft credentials " + args.positionals[0] +
+  WEFT_ASSIGN_OR_RETURN(json reply,
+                        ctx.Call("user.create", {{"name", args.positionals[0]}, {"role", args.Get("--role", "user")}}));
+  return Done(ctx, reply,
+              "user '" + args.positionals[0] + "' (" + Text(reply, "role") + ") created in tenant '" +
+                  Text(reply, "tenant") + "'; `weft credentials " + args.positionals[0] +
                   " -f FILE` makes their credential file");
 }
 
 Status UserList(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("user.list");
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("user.list"));
   if (ctx.json_output()) {
-    ctx.PrintJson(*reply);
+    ctx.PrintJson(reply);
     return Status::Ok();
   }
   Table table({"NAME", "ROLE", "KEYS"});
-  for (const json& u : reply->value("users", json::array()))
+  for (const json& u : reply.value("users", json::array()))
     table.AddRow({Text(u, "name"), Text(u, "role"), Text(u, "keys")});
   table.Print(ctx.out());
   return Status::Ok();
 }
 
 Status UserDelete(Context& ctx, const ParsedArgs& args) {
-  Result<json> reply = ctx.Call("user.delete", {{"name", args.positionals[0]}});
-  if (!reply.ok()) return reply.status();
-  return Done(ctx, *reply, "user '" + args.positionals[0] + "' deleted; their keys are revoked");
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("user.delete", {{"name", args.positionals[0]}}));
+  return Done(ctx, reply, "user '" + args.positionals[0] + "' deleted; their keys are revoked");
 }
 
 // A fresh key pair made here (the secret never travels), its public half
@@ -180,21 +171,20 @@ Status Credentials(Context& ctx, const ParsedArgs& args) {
   std::error_code ec;
   if (std::filesystem::exists(file, ec) && !args.Has("--force"))
     return ctx.UsageError(file.string() + " exists; pass --force to replace it");
-  Result<curve::KeyPair> keys = curve::Generate();
-  if (!keys.ok()) return keys.status();
-  Result<json> reply = ctx.Call("credentials.add", {{"user", user}, {"public_key", keys->public_key}});
-  if (!reply.ok()) return reply.status();
+  WEFT_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::Generate());
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("credentials.add", {{"user", user}, {"public_key", keys.public_key}}));
   curve::Credential c;
   c.api = ctx.server();
   c.server_key = ctx.credential() ? ctx.credential()->server_key : std::string();
-  c.keys = *keys;
-  c.tenant = Text(*reply, "tenant");
+  c.keys = keys;
+  c.tenant = Text(reply, "tenant");
   c.user = user;
-  c.role = Text(*reply, "role");
+  c.role = Text(reply, "role");
   WEFT_RETURN_IF_ERROR(curve::SaveCredential(file, c));
-  return Done(ctx, *reply,
+  return Done(ctx, reply,
               "wrote " + file.string() + " for user '" + user + "' of tenant '" + c.tenant + "' (" + c.role +
-                  "); use it with weft --credentials " + file.string() + " or copy it to ~/.config/weft/credentials.json");
+                  "); use it with weft --credentials " + file.string() +
+                  " or copy it to ~/.config/weft/credentials.json");
 }
 
 }  // namespace

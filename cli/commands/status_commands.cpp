@@ -8,9 +8,8 @@ namespace weft::cli {
 namespace {
 
 Status ShowStatus(Context& ctx, const ParsedArgs&) {
-  Result<json> reply = ctx.Call("server.status");
-  if (!reply.ok()) return reply.status();
-  const json& s = *reply;
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("server.status"));
+  const json& s = reply;
   if (ctx.json_output()) {
     ctx.PrintJson(s);
     return Status::Ok();

@@ -34,10 +34,9 @@ Result<json> Client::Call(std::string_view op, json body, int timeout_ms) {
   wire::Request req;
   req.op = std::string(op);
   req.body = std::move(body);
-  Result<wire::Reply> reply = CallRaw(req, timeout_ms);
-  if (!reply.ok()) return reply.status();
-  if (!reply->ok) return reply->ToStatus();
-  return std::move(reply->body);
+  WEFT_ASSIGN_OR_RETURN(wire::Reply reply, CallRaw(req, timeout_ms));
+  if (!reply.ok) return reply.ToStatus();
+  return std::move(reply.body);
 }
 
 Result<wire::Reply> Client::CallRaw(const wire::Request& request, int timeout_ms) {

@@ -141,50 +141,41 @@ void SetServerKey(zmq::socket_t& socket, std::string_view secret_key, const std:
 }
 
 Result<KeyPair> LoadKeyFile(const std::filesystem::path& path) {
-  Result<json> j = ReadJsonFile(path, "key file");
-  if (!j.ok()) return j.status();
-  Result<std::string> pub = KeyField(*j, "public_key", path);
-  if (!pub.ok()) return pub.status();
-  Result<std::string> sec = KeyField(*j, "secret_key", path);
-  if (!sec.ok()) return sec.status();
-  Result<std::string> derived = PublicFromSecret(*sec);
-  if (!derived.ok()) return derived.status();
-  if (*derived != *pub) return Status::Invalid(path.string() + ": public_key is not the public half of secret_key");
-  return KeyPair{*pub, *sec};
+  WEFT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path, "key file"));
+  WEFT_ASSIGN_OR_RETURN(std::string pub, KeyField(j, "public_key", path));
+  WEFT_ASSIGN_OR_RETURN(std::string sec, KeyField(j, "secret_key", path));
+  WEFT_ASSIGN_OR_RETURN(std::string derived, PublicFromSecret(sec));
+  if (derived != pub) return Status::Invalid(path.string() + ": public_key is not the public half of secret_key");
+  return KeyPair{pub, sec};
 }
 
 Result<KeyPair> LoadOrCreateKeyFile(const std::filesystem::path& path, bool* created) {
   if (created) *created = false;
   Result<KeyPair> existing = LoadKeyFile(path);
   if (existing.ok() || existing.status().code() != Code::kNotFound) return existing;
-  Result<KeyPair> fresh = Generate();
-  if (!fresh.ok()) return fresh.status();
+  WEFT_ASSIGN_OR_RETURN(KeyPair fresh, Generate());
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (ec) return Status::Unavailable("cannot create " + path.parent_path().string() + ": " + ec.message());
   WEFT_RETURN_IF_ERROR(
-      WritePrivateFile(path, json{{"public_key", fresh->public_key}, {"secret_key", fresh->secret_key}}.dump(2) + "\n"));
+      WritePrivateFile(path, json{{"public_key", fresh.public_key}, {"secret_key", fresh.secret_key}}.dump(2) + "\n"));
   if (created) *created = true;
   return fresh;
 }
 
 Result<Credential> LoadCredential(const std::filesystem::path& path) {
-  Result<json> j = ReadJsonFile(path, "credential file");
-  if (!j.ok()) return j.status();
+  WEFT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path, "credential file"));
   Credential c;
-  auto text = [&](const char* key) { return j->contains(key) && (*j)[key].is_string() ? (*j)[key].get<std::string>() : ""; };
+  auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
   c.api = text("api");
   c.tenant = text("tenant");
   c.user = text("user");
   c.role = text("role");
-  Result<std::string> server = KeyField(*j, "server_key", path);
-  if (!server.ok()) return server.status();
-  Result<std::string> pub = KeyField(*j, "public_key", path);
-  if (!pub.ok()) return pub.status();
-  Result<std::string> sec = KeyField(*j, "secret_key", path);
-  if (!sec.ok()) return sec.status();
-  c.server_key = *server;
-  c.keys = {*pub, *sec};
+  WEFT_ASSIGN_OR_RETURN(std::string server, KeyField(j, "server_key", path));
+  WEFT_ASSIGN_OR_RETURN(std::string pub, KeyField(j, "public_key", path));
+  WEFT_ASSIGN_OR_RETURN(std::string sec, KeyField(j, "secret_key", path));
+  c.server_key = server;
+  c.keys = {pub, sec};
   return c;
 }
 
@@ -217,9 +208,8 @@ Result<Token> DecodeToken(std::string_view text) {
   Token t;
   t.keys.secret_key = Z85FromBinary(secret);
   t.server_key = Z85FromBinary(server);
-  Result<std::string> pub = PublicFromSecret(t.keys.secret_key);
-  if (!pub.ok()) return pub.status();
-  t.keys.public_key = *pub;
+  WEFT_ASSIGN_OR_RETURN(std::string pub, PublicFromSecret(t.keys.secret_key));
+  t.keys.public_key = pub;
   return t;
 }
 

@@ -76,9 +76,8 @@ Result<FileDigest> Sha256OfFile(const std::filesystem::path& path) {
     out.size_bytes += n;
   }
   close(fd);
-  Result<std::string> d = h.Finish();
-  if (!d.ok()) return d.status();
-  out.digest = std::move(*d);
+  WEFT_ASSIGN_OR_RETURN(std::string d, h.Finish());
+  out.digest = std::move(d);
   return out;
 }
 

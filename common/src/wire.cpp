@@ -419,9 +419,8 @@ Frames EncodeReply(const Reply& reply) {
 
 Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out) {
   if (id_out) id_out->clear();
-  Result<json> parsed = ParseHeader(frames, limits);
-  if (!parsed.ok()) return parsed.status();
-  json& header = parsed.value();
+  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeader(frames, limits));
+  json& header = parsed;
 
   Request req;
   auto id = header.find("id");
@@ -461,9 +460,8 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
 }
 
 Result<Reply> DecodeReply(const Frames& frames, const Limits& limits) {
-  Result<json> parsed = ParseHeader(frames, limits);
-  if (!parsed.ok()) return parsed.status();
-  json& header = parsed.value();
+  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeader(frames, limits));
+  json& header = parsed;
 
   Reply reply;
   auto id = header.find("id");

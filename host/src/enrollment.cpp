@@ -40,35 +40,32 @@ Status EnsureCredential(HostConfig& config, const sigset_t& stop_signals) {
   WEFT_RETURN_IF_ERROR(LoadHostCredential(config));
   if (config.enroll_token.empty()) {
     if (config.curve_server_key.empty() && !config.server_key.empty()) {
-      Result<curve::KeyPair> keys = curve::Generate();
-      if (!keys.ok()) return keys.status();
-      WEFT_RETURN_IF_ERROR(Save(config, config.server_key, *keys));
-      WEFT_LOG(kInfo, kLog) << "made this host's key " << curve::ShortKey(keys->public_key) << " (fingerprint "
-                            << curve::Fingerprint(keys->public_key) << ") in " << CredentialPath(config).string()
+      WEFT_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::Generate());
+      WEFT_RETURN_IF_ERROR(Save(config, config.server_key, keys));
+      WEFT_LOG(kInfo, kLog) << "made this host's key " << curve::ShortKey(keys.public_key) << " (fingerprint "
+                            << curve::Fingerprint(keys.public_key) << ") in " << CredentialPath(config).string()
                             << "; an admin lets it in with `weft host accept " << config.host_id << " --fingerprint "
-                            << curve::Fingerprint(keys->public_key) << "`";
+                            << curve::Fingerprint(keys.public_key) << "`";
     }
     return Status::Ok();
   }
-  Result<curve::Token> token = curve::DecodeToken(config.enroll_token);
-  if (!token.ok()) return token.status();
-  if (config.curve_server_key == token->server_key) return Status::Ok();  // enrolled on an earlier start
+  WEFT_ASSIGN_OR_RETURN(curve::Token token, curve::DecodeToken(config.enroll_token));
+  if (config.curve_server_key == token.server_key) return Status::Ok();  // enrolled on an earlier start
 
-  Result<curve::KeyPair> keys = curve::Generate();
-  if (!keys.ok()) return keys.status();
+  WEFT_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::Generate());
   zmq::context_t ctx(1);
   client::Options options;
   options.endpoint = config.server;
   options.timeout_ms = config.request_timeout_ms;
-  options.server_key = token->server_key;
-  options.keys = token->keys;
+  options.server_key = token.server_key;
+  options.keys = token.keys;
   client::Client client(ctx, options);
   for (int attempt = 0;; ++attempt) {
-    Result<client::json> r = client.Call("host.enroll", {{"host_id", config.host_id}, {"public_key", keys->public_key}});
+    Result<client::json> r = client.Call("host.enroll", {{"host_id", config.host_id}, {"public_key", keys.public_key}});
     if (r.ok()) {
-      WEFT_RETURN_IF_ERROR(Save(config, token->server_key, *keys));
+      WEFT_RETURN_IF_ERROR(Save(config, token.server_key, keys));
       WEFT_LOG(kInfo, kLog) << "enrolled with weftd at " << config.server << " as '" << config.host_id << "' (key "
-                            << curve::ShortKey(keys->public_key) << ", saved in " << CredentialPath(config).string()
+                            << curve::ShortKey(keys.public_key) << ", saved in " << CredentialPath(config).string()
                             << "); the token is used up";
       return Status::Ok();
     }

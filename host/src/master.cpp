@@ -241,6 +241,16 @@ struct Master::Impl {
   std::string last_denial;             // control thread only
 
   // ---- main thread ----
+  // Run's phases, in order.
+  bool SetUpSignals();
+  void Start();
+  void StartWorkersOnceRegistered();
+  bool Stopped();
+  bool WaitAndRead(Clock::time_point next_tick);
+  void ReadSignals();
+  void ReadPluginDirEvents();
+  void Shutdown();
+
   void Scan(bool initial);
   void Watch();
   void StartWorker(int slot);
@@ -1035,126 +1045,171 @@ Master::~Master() {
   }
 }
 
-int Master::Run() {
-  Impl& m = *impl_;
+// Blocks SIGTERM, SIGINT and SIGCHLD so they arrive on signal_fd, and makes the
+// eventfd other threads use to wake the main loop.
+bool Master::Impl::SetUpSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  m.signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
-  m.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (m.signal_fd < 0 || m.wake_fd < 0) {
+  signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (signal_fd < 0 || wake_fd < 0) {
     WEFT_LOG(kError, kLog) << "cannot set up signal handling: " << std::strerror(errno);
-    return 1;
+    return false;
   }
-  m.resources = std::make_unique<ResourceSync>(
-      m.config, m.ctx,
-      [&m] {
-        std::lock_guard<std::mutex> lock(m.mu);
-        return m.plugin_types;
+  return true;
+}
+
+// Resource sync, the plugin directories, the worker slots and the control
+// thread (which registers); workers start once the host is registered.
+void Master::Impl::Start() {
+  resources = std::make_unique<ResourceSync>(
+      config, ctx,
+      [this] {
+        std::lock_guard<std::mutex> lock(mu);
+        return plugin_types;
       },
-      [&m] {
+      [this] {
         std::vector<std::string> tenants;
-        std::lock_guard<std::mutex> lock(m.mu);
-        for (const json& w : m.split)
+        std::lock_guard<std::mutex> lock(mu);
+        for (const json& w : split)
           if (w.is_object() && w.value("tenant", std::string()) != "") tenants.push_back(w["tenant"]);
-        for (const json& t : m.active_tenants)
+        for (const json& t : active_tenants)
           if (t.is_string() && !t.get<std::string>().empty()) tenants.push_back(t.get<std::string>());
         return tenants;
       });
-  m.resources->Start();  // creates the resource plugin directory, so Watch sees it
-  m.Watch();  // before the scan, so a file dropped in meanwhile is not missed
-  m.Scan(true);
-  for (const SlotSpec& spec : ConfiguredSlots(m.config)) m.slots.push_back(Slot{spec, {}, {}, {}});
-  m.control = std::thread([&m] { m.ControlLoop(); });
+  resources->Start();  // creates the resource plugin directory, so Watch sees it
+  Watch();             // before the scan, so a file dropped in meanwhile is not missed
+  Scan(true);
+  for (const SlotSpec& spec : ConfiguredSlots(config)) slots.push_back(Slot{spec, {}, {}, {}});
+  control = std::thread([this] { ControlLoop(); });
+}
 
+void Master::Impl::StartWorkersOnceRegistered() {
+  if (workers_started || stopping) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!registered) return;
+  workers_started = true;
+  for (auto& s : slots) s.start_at = Clock::now();
+}
+
+// While stopping: true once every worker is gone and weftd has the reports (or
+// they could not be sent in time); kills workers that outlive the deadline.
+bool Master::Impl::Stopped() {
+  if (!stopping) return false;
+  bool reports_done;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    reports_done = reports.empty();
+  }
+  if (workers.empty() &&
+      (reports_done || Clock::now() >= stop_deadline + std::chrono::milliseconds(2 * config.request_timeout_ms))) {
+    return true;
+  }
+  if (Clock::now() >= stop_deadline) {
+    for (auto& [pid, w] : workers) {
+      if (w.stop_killed) continue;
+      WEFT_LOG(kWarn, kLog) << "worker " << pid << " did not stop in time; killing it";
+      kill(pid, SIGKILL);
+      w.stop_killed = true;
+    }
+  }
+  return false;
+}
+
+// Waits until next_tick for a signal, a wake-up, a plugin directory change or a
+// worker message, and handles what arrived. False if poll itself failed.
+bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
+  std::vector<pollfd> fds;
+  fds.push_back({signal_fd, POLLIN, 0});
+  fds.push_back({wake_fd, POLLIN, 0});
+  if (inotify_fd >= 0) fds.push_back({inotify_fd, POLLIN, 0});
+  std::vector<pid_t> order;
+  for (auto& [pid, w] : workers) {
+    if (w.eof) continue;
+    fds.push_back({w.fd, POLLIN, 0});
+    order.push_back(pid);
+  }
+  int wait_ms = static_cast<int>(std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
+  int n = poll(fds.data(), fds.size(), wait_ms);
+  if (n < 0 && errno != EINTR) {
+    WEFT_LOG(kError, kLog) << "poll failed: " << std::strerror(errno);
+    return false;
+  }
+  if (n <= 0) return true;
+  if (fds[0].revents & POLLIN) ReadSignals();
+  if (fds[1].revents & POLLIN) {
+    std::uint64_t count;
+    (void)!read(wake_fd, &count, sizeof count);
+  }
+  std::size_t next = 2;
+  if (inotify_fd >= 0) {
+    if (fds[next].revents & POLLIN) ReadPluginDirEvents();
+    ++next;
+  }
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto it = workers.find(order[i]);
+    if (it != workers.end()) ReadChannel(it->second);
+  }
+  return true;
+}
+
+void Master::Impl::ReadSignals() {
+  signalfd_siginfo info;
+  while (read(signal_fd, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
+      WEFT_LOG(kInfo, kLog) << "received " << (info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+      BeginStop();
+    }
+  }
+}
+
+// A plugin file (.so or .lua) changed in a watched directory: rescan once the
+// changes settle (a copy in progress fires many events).
+void Master::Impl::ReadPluginDirEvents() {
+  alignas(inotify_event) char buf[8192];
+  bool relevant = false;
+  ssize_t r;
+  while ((r = read(inotify_fd, buf, sizeof buf)) > 0) {
+    for (char* p = buf; p < buf + r;) {
+      auto* ev = reinterpret_cast<inotify_event*>(p);
+      std::filesystem::path name = ev->len ? std::filesystem::path(ev->name) : std::filesystem::path();
+      const auto ext = name.extension();
+      if (ext == ".so" || ext == ".lua") relevant = true;
+      p += sizeof(inotify_event) + ev->len;
+    }
+  }
+  if (relevant) rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
+}
+
+// Stops resource sync, then the control thread, which says host.leave on its way out.
+void Master::Impl::Shutdown() {
+  resources->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    control_stop = true;
+    leave_on_stop = true;
+  }
+  cv.notify_all();
+  control.join();
+  WEFT_LOG(kInfo, kLog) << "stopped";
+}
+
+int Master::Run() {
+  Impl& m = *impl_;
+  if (!m.SetUpSignals()) return 1;
+  m.Start();
   auto next_tick = Clock::now();
   while (true) {
     m.ApplySplit();
-    if (!m.workers_started && !m.stopping) {
-      std::lock_guard<std::mutex> lock(m.mu);
-      if (m.registered) {
-        m.workers_started = true;
-        for (auto& s : m.slots) s.start_at = Clock::now();
-      }
-    }
-    if (m.stopping) {
-      bool reports_done;
-      {
-        std::lock_guard<std::mutex> lock(m.mu);
-        reports_done = m.reports.empty();
-      }
-      if (m.workers.empty() && (reports_done || Clock::now() >= m.stop_deadline + std::chrono::milliseconds(
-                                                                   2 * m.config.request_timeout_ms))) {
-        break;
-      }
-      if (Clock::now() >= m.stop_deadline) {
-        for (auto& [pid, w] : m.workers) {
-          if (w.stop_killed) continue;
-          WEFT_LOG(kWarn, kLog) << "worker " << pid << " did not stop in time; killing it";
-          kill(pid, SIGKILL);
-          w.stop_killed = true;
-        }
-      }
-    }
-    std::vector<pollfd> fds;
-    fds.push_back({m.signal_fd, POLLIN, 0});
-    fds.push_back({m.wake_fd, POLLIN, 0});
-    if (m.inotify_fd >= 0) fds.push_back({m.inotify_fd, POLLIN, 0});
-    std::vector<pid_t> order;
-    for (auto& [pid, w] : m.workers) {
-      if (w.eof) continue;
-      fds.push_back({w.fd, POLLIN, 0});
-      order.push_back(pid);
-    }
-    int wait_ms = static_cast<int>(
-        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
-    int n = poll(fds.data(), fds.size(), wait_ms);
-    if (n < 0 && errno != EINTR) {
-      WEFT_LOG(kError, kLog) << "poll failed: " << std::strerror(errno);
-      break;
-    }
-    if (n > 0) {
-      if (fds[0].revents & POLLIN) {
-        signalfd_siginfo info;
-        while (read(m.signal_fd, &info, sizeof info) == sizeof info) {
-          if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
-            WEFT_LOG(kInfo, kLog) << "received " << (info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-            m.BeginStop();
-          }
-        }
-      }
-      if (fds[1].revents & POLLIN) {
-        std::uint64_t count;
-        (void)!read(m.wake_fd, &count, sizeof count);
-      }
-      std::size_t next = 2;
-      if (m.inotify_fd >= 0) {
-        if (fds[next].revents & POLLIN) {
-          alignas(inotify_event) char buf[8192];
-          bool relevant = false;
-          ssize_t r;
-          while ((r = read(m.inotify_fd, buf, sizeof buf)) > 0) {
-            for (char* p = buf; p < buf + r;) {
-              auto* ev = reinterpret_cast<inotify_event*>(p);
-              std::filesystem::path name = ev->len ? std::filesystem::path(ev->name) : std::filesystem::path();
-              const auto ext = name.extension();
-              if (ext == ".so" || ext == ".lua") relevant = true;
-              p += sizeof(inotify_event) + ev->len;
-            }
-          }
-          if (relevant) m.rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
-        }
-        ++next;
-      }
-      for (std::size_t i = 0; i < order.size(); ++i) {
-        if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        auto it = m.workers.find(order[i]);
-        if (it != m.workers.end()) m.ReadChannel(it->second);
-      }
-    }
+    m.StartWorkersOnceRegistered();
+    if (m.Stopped()) break;
+    if (!m.WaitAndRead(next_tick)) break;
     m.Reap();
     m.CancelStale();
     if (Clock::now() >= next_tick) {
@@ -1162,15 +1217,7 @@ int Master::Run() {
       next_tick = Clock::now() + std::chrono::milliseconds(kTickMs);
     }
   }
-  m.resources->Stop();
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    m.control_stop = true;
-    m.leave_on_stop = true;
-  }
-  m.cv.notify_all();
-  m.control.join();
-  WEFT_LOG(kInfo, kLog) << "stopped";
+  m.Shutdown();
   return 0;
 }
 

@@ -55,16 +55,6 @@ LibraryKeeper& Keeper() {
   return *keeper;
 }
 
-constexpr struct {
-  std::uint32_t bit;
-  const char* name;
-} kActions[] = {
-    {WEFT_ACTION_CREATE, "CREATE"},         {WEFT_ACTION_CONFIRM, "CONFIRM"}, {WEFT_ACTION_BOOTSTRAP, "BOOTSTRAP"},
-    {WEFT_ACTION_INSTALL, "INSTALL"},       {WEFT_ACTION_CONFIGURE, "CONFIGURE"},
-    {WEFT_ACTION_INITIALIZE, "INITIALIZE"}, {WEFT_ACTION_START, "START"},     {WEFT_ACTION_STOP, "STOP"},
-    {WEFT_ACTION_REMOVE, "REMOVE"},         {WEFT_ACTION_DELETE, "DELETE"},
-};
-constexpr std::uint32_t kAllActions = (1u << 10) - 1;
 
 bool ValidTypeName(const char* name) {
   std::size_t n = std::strlen(name);
@@ -145,15 +135,13 @@ std::optional<std::string> CheckFields(const weft_plugin_descriptor& d, json* ou
 }  // namespace
 
 std::string_view ActionName(std::uint32_t action) {
-  for (const auto& a : kActions) {
-    if (a.bit == action) return a.name;
-  }
-  return {};
+  const char* name = weft_action_name(action);
+  return name ? std::string_view(name) : std::string_view();
 }
 
 std::uint32_t ActionFromName(std::string_view name) {
-  for (const auto& a : kActions) {
-    if (name == a.name) return a.bit;
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1) {
+    if (name == weft_action_name(bit)) return bit;
   }
   return 0;
 }
@@ -308,7 +296,7 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
     Refuse(file, "plugin '" + type + "' has no run callback (run is required)");
     return false;
   }
-  if (d->actions == 0 || (d->actions & ~kAllActions)) {
+  if (d->actions == 0 || (d->actions & ~WEFT_ACTION_ALL)) {
     Refuse(file, "plugin '" + type + "' declares actions 0x" + [&] {
       char b[16];
       std::snprintf(b, sizeof b, "%x", d->actions);
@@ -378,8 +366,8 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
   p.descriptor = d;
   p.instance = instance;
   json actions = json::array();
-  for (const auto& a : kActions) {
-    if (d->actions & a.bit) actions.push_back(a.name);
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1) {
+    if (d->actions & bit) actions.push_back(weft_action_name(bit));
   }
   p.info = {{"type", type},
             {"kind", d->kind == WEFT_KIND_PROVIDER ? "provider" : "automator"},

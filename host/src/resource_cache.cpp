@@ -59,26 +59,20 @@ Result<ResourceRef> ParseResourceRef(const json& entry, const std::string& tenan
   if (!entry.is_object()) return jsonf::RequireObject(entry, path);
   ResourceRef ref;
   ref.tenant = tenant;
-  Result<std::string> type = jsonf::String(entry, "type", path);
-  if (!type.ok()) return type.status();
-  Result<std::string> name = jsonf::String(entry, "name", path);
-  if (!name.ok()) return name.status();
-  if (!SafeName(*type) || !SafeName(*name))
-    return Status::Invalid(std::string(path) + " names resource \"" + *type + "/" + *name +
+  WEFT_ASSIGN_OR_RETURN(std::string type, jsonf::String(entry, "type", path));
+  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(entry, "name", path));
+  if (!SafeName(type) || !SafeName(name))
+    return Status::Invalid(std::string(path) + " names resource \"" + type + "/" + name +
                            "\", which is not a valid type and file name");
-  Result<std::int64_t> version = jsonf::Int(entry, "version", path, 1, INT64_MAX);
-  if (!version.ok()) return version.status();
-  Result<std::string> d = jsonf::String(entry, "digest", path);
-  if (!d.ok()) return d.status();
-  Result<std::string> digest = digest::NormalizeSha256(*d, std::string(path) + ".digest");
-  if (!digest.ok()) return digest.status();
-  Result<std::int64_t> size = jsonf::Int(entry, "size", path, 0, INT64_MAX);
-  if (!size.ok()) return size.status();
-  ref.type = std::move(*type);
-  ref.name = std::move(*name);
-  ref.version = *version;
-  ref.digest = std::move(*digest);
-  ref.size_bytes = *size;
+  WEFT_ASSIGN_OR_RETURN(std::int64_t version, jsonf::Int(entry, "version", path, 1, INT64_MAX));
+  WEFT_ASSIGN_OR_RETURN(std::string d, jsonf::String(entry, "digest", path));
+  WEFT_ASSIGN_OR_RETURN(std::string digest, digest::NormalizeSha256(d, std::string(path) + ".digest"));
+  WEFT_ASSIGN_OR_RETURN(std::int64_t size, jsonf::Int(entry, "size", path, 0, INT64_MAX));
+  ref.type = std::move(type);
+  ref.name = std::move(name);
+  ref.version = version;
+  ref.digest = std::move(digest);
+  ref.size_bytes = size;
   return ref;
 }
 
@@ -197,12 +191,10 @@ Status ResolveTaskResources(client::Client& client, ResourceCache& cache, json& 
   const std::string tenant = task.value("tenant", std::string("default"));
   for (std::size_t i = 0; i < list->size(); ++i) {
     json& entry = (*list)[i];
-    Result<ResourceRef> ref = ParseResourceRef(entry, tenant, "resources[" + std::to_string(i) + "]");
-    if (!ref.ok()) return ref.status();
-    Result<fs::path> path = cache.Ensure(client, *ref, cancelled);
-    if (!path.ok()) return path.status();
-    entry["path"] = path->string();
-    if (log) log("resource " + Describe(*ref) + " (" + ref->digest + ") at " + path->string());
+    WEFT_ASSIGN_OR_RETURN(ResourceRef ref, ParseResourceRef(entry, tenant, "resources[" + std::to_string(i) + "]"));
+    WEFT_ASSIGN_OR_RETURN(fs::path path, cache.Ensure(client, ref, cancelled));
+    entry["path"] = path.string();
+    if (log) log("resource " + Describe(ref) + " (" + ref.digest + ") at " + path.string());
   }
   return Status::Ok();
 }

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "server/planner/macros.hpp"
-#include "server/planner/planner.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/planner/planner.hpp"
 #include "weft/solver/solver.hpp"
 
 namespace weft::api {
@@ -279,13 +279,13 @@ class CatalogOps {
     solver::SolveOptions options;
     options.clock = &clock_;
     options.max_time_ms = kSolveTimeMs;
-    Result<solver::Layout> layout = solver::Solve(cat, *tmpl, req, options);
+    Result<catalog::Layout> layout = solver::Solve(cat, *tmpl, req, options);
     if (!layout.ok()) return Response::Error(layout.status(), {{"template", template_name}, {"size", size}});
 
     planner::PlanRequest plan_req;
     plan_req.operation = planner::Operation::kCreate;
     std::set<std::string> on_cluster;
-    for (const solver::LayoutNode& n : layout->nodes) {
+    for (const catalog::LayoutNode& n : layout->nodes) {
       plan_req.after.push_back(planner::NodeSpec{n.hostname, n.services});
       on_cluster.insert(n.services.begin(), n.services.end());
     }
@@ -311,7 +311,7 @@ class CatalogOps {
     if (!plan.ok()) return Response::Error(plan.status().WithContext("template '" + template_name + "'"));
 
     json reply = plan->ToJson();
-    reply["layout"] = solver::LayoutToJson(*layout);
+    reply["layout"] = catalog::LayoutToJson(*layout);
     return Response::Ok(std::move(reply));
   }
 

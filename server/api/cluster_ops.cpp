@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "server/api/catalog_ops.hpp"
-#include "server/planner/macros.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
+#include "weft/planner/macros.hpp"
 #include "weft/solver/solver.hpp"
 
 namespace weft::api {
@@ -239,7 +239,7 @@ class ClusterOps {
     job.requested_by = call.principal.user;
     job.options = options;
     job.before.spec = spec;
-    job.target = {spec, solver::LayoutToJson(layout), "active"};
+    job.target = {spec, catalog::LayoutToJson(layout), "active"};
     if (dry_run) return DryRun(job);
 
     store::ClusterRecord c;
@@ -302,7 +302,7 @@ class ClusterOps {
         if (Status s = CheckQuota(call, clusters, 0, static_cast<std::int64_t>(layout.nodes.size()), c.id); !s.ok())
           return Response::Error(s);
       }
-      job.target.layout = solver::LayoutToJson(layout);
+      job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
     } else if (op == "add-services") {
       WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
@@ -314,7 +314,7 @@ class ClusterOps {
       }
       const std::int64_t size = static_cast<std::int64_t>(job.before.layout["nodes"].size());
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(want.begin(), want.end())));
-      job.target.layout = solver::LayoutToJson(layout);
+      job.target.layout = catalog::LayoutToJson(layout);
       WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
       for (const std::string& s : added) {
         WEFT_TRY_ASSIGN(doc, cat.GetJson(Kind::kService, s));
@@ -376,11 +376,11 @@ class ClusterOps {
         if (!fresh["services"].contains(s) || fresh["services"][s] != old) changed.push_back(s);
       }
       if (changed.empty() && fresh["template"] == spec.value("template", json()) &&
-          solver::LayoutToJson(layout) == job.before.layout)
+          catalog::LayoutToJson(layout) == job.before.layout)
         return Response::Error(Status::Conflict("cluster '" + c.name +
                                                 "' already uses the latest template and services; nothing to upgrade"));
       job.target.spec = std::move(fresh);
-      job.target.layout = solver::LayoutToJson(layout);
+      job.target.layout = catalog::LayoutToJson(layout);
       job.extras.changed_services = changed;
     } else if (op == "rollback") {
       json previous = ParseOr(c.previous_json, json());
@@ -722,8 +722,8 @@ class ClusterOps {
     return std::move(**j);
   }
 
-  Result<solver::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
-                               const solver::SolveRequest& req) {
+  Result<catalog::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
+                                const solver::SolveRequest& req) {
     solver::SolveOptions options;
     options.clock = &clock_;
     options.max_time_ms = kSolveTimeMs;
@@ -742,14 +742,14 @@ class ClusterOps {
         (std::string_view(key) == "hardwaretype" ? req.overrides.hardwaretype : req.overrides.imagetype) =
             overrides[key].get<std::string>();
     req.overrides.services = std::move(services);
-    Result<solver::Layout> existing = solver::LayoutFromJson(state.layout);
+    Result<catalog::Layout> existing = catalog::LayoutFromJson(state.layout);
     if (existing.ok()) req.existing = std::move(existing->nodes);
     return req;
   }
 
   // A new layout for the cluster with its nodes fixed, against its frozen template.
-  Result<solver::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
-                                 std::int64_t size, std::vector<std::string> services) {
+  Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
+                                  std::int64_t size, std::vector<std::string> services) {
     Result<catalog::Catalog> cat = LoadCatalog(store_, call.principal.tenant);
     if (!cat.ok()) return cat.status();
     Result<std::string> name = cat->PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
@@ -764,7 +764,7 @@ class ClusterOps {
   }
 
   Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
-                         const solver::Overrides& overrides, const solver::Layout& layout, const json& config) {
+                         const solver::Overrides& overrides, const catalog::Layout& layout, const json& config) {
     Status macros = planner::CheckMacros(config);
     if (!macros.ok()) return macros.WithContext("cluster config");
     const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
@@ -786,7 +786,7 @@ class ClusterOps {
     versions["clustertemplate/" + tmpl.name] = version_of(Kind::kClusterTemplate, tmpl.name);
     versions["provider/" + provider->name] = version_of(Kind::kProvider, provider->name);
     std::set<std::string> on;
-    for (const solver::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
+    for (const catalog::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
     for (const std::string& s : on) {
       Result<json> doc = cat.GetJson(Kind::kService, s);
       if (!doc.ok()) return doc.status();

@@ -33,9 +33,8 @@ json TenantJson(const store::TenantRecord& t) {
 // Quota fields of a tenant.create/update body over `t`.
 Status ReadQuotas(const json& body, store::TenantRecord* t) {
   auto field = [&](const char* key, std::int64_t* out) -> Status {
-    Result<std::int64_t> v = jsonf::Int(body, key, "body", 0, kMaxQuota, *out);
-    if (!v.ok()) return v.status();
-    *out = *v;
+    WEFT_ASSIGN_OR_RETURN(std::int64_t v, jsonf::Int(body, key, "body", 0, kMaxQuota, *out));
+    *out = v;
     return Status::Ok();
   };
   WEFT_RETURN_IF_ERROR(field("max_clusters", &t->max_clusters));

@@ -143,10 +143,9 @@ Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std:
     return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -, got '" + for_host + "'");
   if (replace && for_host.empty())
     return Status::Invalid("a token that may replace a live host must name that host (--host)");
-  Result<curve::KeyPair> pair = curve::Generate();
-  if (!pair.ok()) return pair.status();
+  WEFT_ASSIGN_OR_RETURN(curve::KeyPair pair, curve::Generate());
   store::PrincipalRecord p;
-  p.public_key = pair->public_key;
+  p.public_key = pair.public_key;
   p.kind = "token";
   p.host_id = for_host;
   p.role = replace ? kReplace : "";
@@ -156,7 +155,7 @@ Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std:
   WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
   principals_[p.public_key] = p;
   Publish();
-  return NewToken{*pair, p.expires_at_ms};
+  return NewToken{pair, p.expires_at_ms};
 }
 
 Status Registry::EnrollHost(const std::string& token_key, const std::string& host_id, const std::string& host_key,

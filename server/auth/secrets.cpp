@@ -167,9 +167,8 @@ Status SecretBox::OpenResult(json& results, const SealPlace& node) const {
   for (const char* key : kSshSecrets) {
     auto v = auth->find(key);
     if (v == auth->end() || !v->is_string() || !LooksSealed(v->get_ref<const std::string&>())) continue;
-    Result<json> plain = Open(v->get_ref<const std::string&>(), node.At(std::string("ssh_auth.") + key));
-    if (!plain.ok()) return plain.status();
-    *v = std::move(*plain);
+    WEFT_ASSIGN_OR_RETURN(json plain, Open(v->get_ref<const std::string&>(), node.At(std::string("ssh_auth.") + key)));
+    *v = std::move(plain);
   }
   return Status::Ok();
 }
@@ -222,9 +221,8 @@ Status SecretBox::OpenFields(json& fields, const SealPlace& base, bool open_v1) 
     if (!open_v1 && value.get_ref<const std::string&>().substr(0, kV1.size()) == kV1)
       return Status::Invalid(base.At(name).Describe() + " holds a value sealed by an older weftd, which never sealed "
                              "anything there; put the clear value again");
-    Result<json> plain = Open(value.get_ref<const std::string&>(), base.At(name));
-    if (!plain.ok()) return plain.status();
-    value = std::move(*plain);
+    WEFT_ASSIGN_OR_RETURN(json plain, Open(value.get_ref<const std::string&>(), base.At(name)));
+    value = std::move(plain);
   }
   return Status::Ok();
 }

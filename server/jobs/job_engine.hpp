@@ -1,6 +1,6 @@
 // weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks.
 //
-// A job is a plan (server/planner) turned into tasks in the store. A task is
+// A job is a plan (domain/planner) turned into tasks in the store. A task is
 // `waiting` until every predecessor succeeded, then the engine hands it to the
 // TaskQueue; there are no stage barriers. A JOIN (or a task no plugin has to
 // run) completes the moment it is ready. A failed attempt is retried with
@@ -33,12 +33,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/planner/macros.hpp"
-#include "server/planner/planner.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/status.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/planner/planner.hpp"
 
 namespace weft::jobs {
 

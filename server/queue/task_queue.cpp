@@ -213,10 +213,9 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
     r.task_key = t.task_key;
     r.service = t.service;
   } else {
-    Result<std::optional<TaskRecord>> read = store_.GetTask(chosen);
-    if (!read.ok()) return read.status();
-    if (!read->has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
-    record = std::move(**read);
+    WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> read, store_.GetTask(chosen));
+    if (!read.has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
+    record = std::move(*read);
     record->message.clear();
     record->result_json = "{}";
     record->stdout_tail.clear();
@@ -245,10 +244,9 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
   auto it = live_.find(f.task_id);
   if (it == live_.end()) {
     // Not queued or leased: finished already, or unknown.
-    Result<std::optional<TaskRecord>> r = store_.GetTask(f.task_id);
-    if (!r.ok()) return r.status();
-    if (!r->has_value()) return Status::NotFound(name + " does not exist");
-    const TaskRecord& rec = **r;
+    WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> r, store_.GetTask(f.task_id));
+    if (!r.has_value()) return Status::NotFound(name + " does not exist");
+    const TaskRecord& rec = *r;
     const TaskState wanted = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
     if (rec.attempt == f.attempt && rec.host_id == f.host_id && rec.state == wanted) return Status::Ok();
     *conflict = Conflict{rec.attempt, rec.state, rec.host_id};
@@ -295,15 +293,13 @@ Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vec
 }
 
 Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Conflict* conflict) {
-  Result<RenewOutcome> r = Renew(host_id, {ref});
-  if (!r.ok()) return r.status();
-  if (r->renewed == 1) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(RenewOutcome r, Renew(host_id, {ref}));
+  if (r.renewed == 1) return Status::Ok();
   auto it = live_.find(ref.task_id);
   if (it == live_.end()) {
-    Result<std::optional<TaskRecord>> rec = store_.GetTask(ref.task_id);
-    if (!rec.ok()) return rec.status();
-    if (!rec->has_value()) return Status::NotFound("task " + std::to_string(ref.task_id) + " does not exist");
-    *conflict = Conflict{(*rec)->attempt, (*rec)->state, (*rec)->host_id};
+    WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> rec, store_.GetTask(ref.task_id));
+    if (!rec.has_value()) return Status::NotFound("task " + std::to_string(ref.task_id) + " does not exist");
+    *conflict = Conflict{rec->attempt, rec->state, rec->host_id};
   } else {
     *conflict = Conflict{it->second.attempt, it->second.state, it->second.host_id};
   }
@@ -375,10 +371,9 @@ std::optional<std::int64_t> TaskQueue::NextExpiryMs() const {
 
 Status TaskQueue::MakeReady(std::int64_t task_id) {
   if (live_.count(task_id)) return Status::Ok();  // already queued or leased
-  Result<std::optional<TaskRecord>> r = store_.GetTask(task_id);
-  if (!r.ok()) return r.status();
-  if (!r->has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
-  const TaskRecord& rec = **r;
+  WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> r, store_.GetTask(task_id));
+  if (!r.has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  const TaskRecord& rec = *r;
   if (rec.state != TaskState::kWaiting)
     return Status::Internal("task " + std::to_string(task_id) + " is " + std::string(store::TaskStateName(rec.state)) +
                             ", not waiting, and cannot be made ready");
@@ -393,10 +388,9 @@ Status TaskQueue::MakeReady(std::int64_t task_id) {
 
 Status TaskQueue::Requeue(std::int64_t task_id, std::int64_t not_before_ms, const std::string& message) {
   if (live_.count(task_id)) return Status::Ok();
-  Result<std::optional<TaskRecord>> r = store_.GetTask(task_id);
-  if (!r.ok()) return r.status();
-  if (!r->has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
-  const TaskRecord& rec = **r;
+  WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> r, store_.GetTask(task_id));
+  if (!r.has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+  const TaskRecord& rec = *r;
   const bool was_failed = rec.state == TaskState::kFailed;
   WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, message, not_before_ms, clock_.NowMs()));
   if (was_failed && failed_ > 0) --failed_;

@@ -40,13 +40,11 @@ struct Named {
   std::string name;
 };
 Result<Named> ReadNamed(const json& body) {
-  Result<std::string> type = jsonf::String(body, "type", "body");
-  if (!type.ok()) return type.status();
-  WEFT_RETURN_IF_ERROR(ValidateType(*type, "body.type"));
-  Result<std::string> name = jsonf::String(body, "name", "body");
-  if (!name.ok()) return name.status();
-  WEFT_RETURN_IF_ERROR(ValidateName(*type, *name, "body.name"));
-  return Named{std::move(*type), std::move(*name)};
+  WEFT_ASSIGN_OR_RETURN(std::string type, jsonf::String(body, "type", "body"));
+  WEFT_RETURN_IF_ERROR(ValidateType(type, "body.type"));
+  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(body, "name", "body"));
+  WEFT_RETURN_IF_ERROR(ValidateName(type, name, "body.name"));
+  return Named{std::move(type), std::move(name)};
 }
 
 class ResourceOps {
@@ -238,10 +236,9 @@ class ResourceOps {
   Status Decorate(const store::TaskRecord& record, json& task) {
     auto pinned = task.find("resources");
     if (pinned == task.end() || pinned->is_null()) {
-      Result<std::vector<ActiveVersion>> active = store_.Active(record.tenant, {record.plugin});
-      if (!active.ok()) return active.status();
+      WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> active, store_.Active(record.tenant, {record.plugin}));
       json list = json::array();
-      for (const ActiveVersion& a : *active) list.push_back(ActiveJson(a));
+      for (const ActiveVersion& a : active) list.push_back(ActiveJson(a));
       task["resources"] = std::move(list);
       return Status::Ok();
     }
@@ -254,17 +251,14 @@ class ResourceOps {
       json& r = (*pinned)[i];
       const std::string path = "resources[" + std::to_string(i) + "]";
       if (!r.is_object()) return jsonf::RequireObject(r, path);
-      Result<std::string> type = jsonf::String(r, "type", path, record.plugin);
-      if (!type.ok()) return type.status();
-      WEFT_RETURN_IF_ERROR(ValidateType(*type, path + ".type"));
-      Result<std::string> name = jsonf::String(r, "name", path);
-      if (!name.ok()) return name.status();
-      WEFT_RETURN_IF_ERROR(ValidateName(*type, *name, path + ".name"));
-      Result<std::int64_t> version = jsonf::Int(r, "version", path, 1, kMaxVersion);
-      if (!version.ok()) return version.status();
-      Result<VersionInfo> v = store_.Get(record.tenant, *type, *name, *version);
+      WEFT_ASSIGN_OR_RETURN(std::string type, jsonf::String(r, "type", path, record.plugin));
+      WEFT_RETURN_IF_ERROR(ValidateType(type, path + ".type"));
+      WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(r, "name", path));
+      WEFT_RETURN_IF_ERROR(ValidateName(type, name, path + ".name"));
+      WEFT_ASSIGN_OR_RETURN(std::int64_t version, jsonf::Int(r, "version", path, 1, kMaxVersion));
+      Result<VersionInfo> v = store_.Get(record.tenant, type, name, version);
       if (!v.ok()) return v.status().WithContext("the task's " + path);
-      r = {{"type", *type}, {"name", *name}, {"version", *version}, {"digest", v->digest}, {"size", v->size_bytes}};
+      r = {{"type", type}, {"name", name}, {"version", version}, {"digest", v->digest}, {"size", v->size_bytes}};
     }
     return Status::Ok();
   }

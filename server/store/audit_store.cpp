@@ -34,11 +34,12 @@ AuditRecord ReadAudit(const sql::Statement& s) {
 }  // namespace
 
 Status Store::AppendAudit(const AuditRecord& a) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT INTO audit_log (at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, "
-      "job_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-  if (!st.ok()) return st.status();
-  st->Bind(1, a.at_ms)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(
+          "INSERT INTO audit_log (at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, "
+          "job_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
+  st.Bind(1, a.at_ms)
       .Bind(2, a.actor)
       .Bind(3, a.actor_tenant)
       .Bind(4, a.actor_role)
@@ -50,20 +51,20 @@ Status Store::AppendAudit(const AuditRecord& a) {
       .Bind(10, a.job_id)
       .Bind(11, a.outcome)
       .Bind(12, a.detail_json.empty() ? std::string_view("{}") : std::string_view(a.detail_json));
-  return st->Run();
+  return st.Run();
 }
 
 Result<std::vector<AuditRecord>> Store::ListAudit(const AuditQuery& q) {
   // Unset filters bind values that match everything, so there is one statement.
-  Result<sql::Statement> st = database().Prepare(
-      std::string("SELECT ") + kAuditColumns + " FROM (SELECT " + kAuditColumns +
-      " FROM audit_log WHERE at_ms >= ?1 AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR actor = ?3) "
-      "AND (?4 = '' OR actor_tenant = ?4) AND (?5 = '' OR cluster_id = ?5 OR cluster = ?5) "
-      "ORDER BY id DESC LIMIT ?6) ORDER BY id");
-  if (!st.ok()) return st.status();
-  st->Bind(1, q.since_ms).Bind(2, q.tenant).Bind(3, q.actor).Bind(4, q.actor_tenant).Bind(5, q.cluster).Bind(6, q.limit);
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(std::string("SELECT ") + kAuditColumns + " FROM (SELECT " + kAuditColumns +
+                         " FROM audit_log WHERE at_ms >= ?1 AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR actor = ?3) "
+                         "AND (?4 = '' OR actor_tenant = ?4) AND (?5 = '' OR cluster_id = ?5 OR cluster = ?5) "
+                         "ORDER BY id DESC LIMIT ?6) ORDER BY id"));
+  st.Bind(1, q.since_ms).Bind(2, q.tenant).Bind(3, q.actor).Bind(4, q.actor_tenant).Bind(5, q.cluster).Bind(6, q.limit);
   std::vector<AuditRecord> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(ReadAudit(row)); }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAudit(row)); }));
   return out;
 }
 

@@ -14,10 +14,9 @@ namespace {
 
 template <typename Record, typename Read>
 Result<std::vector<Record>> Select(sql::Database& db, std::string_view query, Read read) {
-  Result<sql::Statement> st = db.Prepare(query);
-  if (!st.ok()) return st.status();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, db.Prepare(query));
   std::vector<Record> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(read(row)); }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(read(row)); }));
   return out;
 }
 
@@ -47,11 +46,11 @@ Status WipeRows(sql::Database& db, const std::string& table, const std::string& 
     select += ", " + c;
     hit += (hit.empty() ? "" : " OR ") + c + " LIKE '%enc:v%'";
   }
-  Result<sql::Statement> st = db.Prepare(select + " FROM " + table + " WHERE " + where + " AND (" + hit + ")");
-  if (!st.ok()) return st.status();
-  st->Bind(1, value);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        db.Prepare(select + " FROM " + table + " WHERE " + where + " AND (" + hit + ")"));
+  st.Bind(1, value);
   std::vector<std::vector<std::string>> rows;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& r) {
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& r) {
     std::vector<std::string> row;
     for (std::size_t i = 0; i <= columns.size(); ++i) row.push_back(r.Text(static_cast<int>(i)));
     rows.push_back(std::move(row));
@@ -60,11 +59,10 @@ Status WipeRows(sql::Database& db, const std::string& table, const std::string& 
     std::string update = "UPDATE " + table + " SET ";
     for (std::size_t i = 0; i < columns.size(); ++i)
       update += (i ? ", " : "") + columns[i] + " = ?" + std::to_string(i + 3);
-    Result<sql::Statement> up = db.Prepare(update + " WHERE " + where + " AND " + key_column + " = ?2");
-    if (!up.ok()) return up.status();
-    up->Bind(1, value).Bind(2, row[0]);
-    for (std::size_t i = 0; i < columns.size(); ++i) up->Bind(static_cast<int>(i + 3), Wipe(row[i + 1]));
-    WEFT_RETURN_IF_ERROR(up->Run());
+    WEFT_ASSIGN_OR_RETURN(sql::Statement up, db.Prepare(update + " WHERE " + where + " AND " + key_column + " = ?2"));
+    up.Bind(1, value).Bind(2, row[0]);
+    for (std::size_t i = 0; i < columns.size(); ++i) up.Bind(static_cast<int>(i + 3), Wipe(row[i + 1]));
+    WEFT_RETURN_IF_ERROR(up.Run());
   }
   return Status::Ok();
 }
@@ -80,27 +78,29 @@ Status Store::WipeSealedValues(std::string_view cluster_id) {
 Status Store::RewriteCatalogEntities(std::string_view kind, std::string_view containing,
                                      const std::function<bool(const std::string& tenant, nlohmann::json& entity)>& rewrite) {
   using json = nlohmann::json;
-  Result<sql::Statement> st = database().Prepare(
-      "SELECT tenant, name, version, json FROM catalog_entities WHERE kind = ?1 AND deleted = 0 AND json LIKE ?2");
-  if (!st.ok()) return st.status();
-  st->Bind(1, kind).Bind(2, "%" + std::string(containing) + "%");
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(
+          "SELECT tenant, name, version, json FROM catalog_entities WHERE kind = ?1 AND deleted = 0 AND json LIKE ?2"));
+  st.Bind(1, kind).Bind(2, "%" + std::string(containing) + "%");
   struct Row {
     std::string tenant, name;
     std::int64_t version;
     std::string text;
   };
   std::vector<Row> rows;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& r) {
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& r) {
     rows.push_back({r.Text(0), r.Text(1), r.Int(2), r.Text(3)});
   }));
   for (Row& row : rows) {
     json entity = json::parse(row.text, nullptr, false);
     if (!entity.is_object() || !rewrite(row.tenant, entity)) continue;
-    Result<sql::Statement> up = database().Prepare(
-        "UPDATE catalog_entities SET json = ?1 WHERE tenant = ?2 AND kind = ?3 AND name = ?4 AND version = ?5");
-    if (!up.ok()) return up.status();
+    WEFT_ASSIGN_OR_RETURN(
+        sql::Statement up,
+        database().Prepare(
+            "UPDATE catalog_entities SET json = ?1 WHERE tenant = ?2 AND kind = ?3 AND name = ?4 AND version = ?5"));
     WEFT_RETURN_IF_ERROR(
-        up->Bind(1, entity.dump()).Bind(2, row.tenant).Bind(3, kind).Bind(4, row.name).Bind(5, row.version).Run());
+        up.Bind(1, entity.dump()).Bind(2, row.tenant).Bind(3, kind).Bind(4, row.name).Bind(5, row.version).Run());
   }
   return Status::Ok();
 }
@@ -108,13 +108,14 @@ Status Store::RewriteCatalogEntities(std::string_view kind, std::string_view con
 Status Store::RewriteClusterSpecs(std::string_view containing,
                                   const std::function<bool(const std::string& tenant, nlohmann::json& spec)>& rewrite) {
   using json = nlohmann::json;
-  Result<sql::Statement> cs = database().Prepare(
-      "SELECT id, tenant, spec, previous FROM clusters WHERE spec LIKE ?1 OR previous LIKE ?1");
-  if (!cs.ok()) return cs.status();
-  cs->Bind(1, "%" + std::string(containing) + "%");
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement cs,
+      database().Prepare("SELECT id, tenant, spec, previous FROM clusters WHERE spec LIKE ?1 OR previous LIKE ?1"));
+  cs.Bind(1, "%" + std::string(containing) + "%");
   std::vector<std::array<std::string, 4>> clusters;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(
-      *cs, [&](sql::Statement& r) { clusters.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3)}); }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(cs, [&](sql::Statement& r) {
+    clusters.push_back({r.Text(0), r.Text(1), r.Text(2), r.Text(3)});
+  }));
   for (auto& [id, tenant, spec_text, previous_text] : clusters) {
     bool changed = false;
     json spec = json::parse(spec_text, nullptr, false);
@@ -123,20 +124,21 @@ Status Store::RewriteClusterSpecs(std::string_view containing,
     if (previous.is_object() && previous.contains("spec") && previous["spec"].is_object())
       changed = rewrite(tenant, previous["spec"]) || changed;
     if (!changed) continue;
-    Result<sql::Statement> up = database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1");
-    if (!up.ok()) return up.status();
+    WEFT_ASSIGN_OR_RETURN(sql::Statement up,
+                          database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1"));
     WEFT_RETURN_IF_ERROR(
-        up->Bind(1, id).Bind(2, spec.dump()).Bind(3, previous_text.empty() ? std::string() : previous.dump()).Run());
+        up.Bind(1, id).Bind(2, spec.dump()).Bind(3, previous_text.empty() ? std::string() : previous.dump()).Run());
   }
   return Status::Ok();
 }
 
 Status Store::PutPrincipal(const PrincipalRecord& p) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT OR REPLACE INTO principals (public_key, kind, tenant, user, role, host_id, created_by, created_at_ms, "
-      "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, p.public_key)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("INSERT OR REPLACE INTO principals (public_key, kind, tenant, user, role, host_id, "
+                         "created_by, created_at_ms, "
+                         "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"));
+  return st.Bind(1, p.public_key)
       .Bind(2, p.kind)
       .Bind(3, p.tenant)
       .Bind(4, p.user)
@@ -160,17 +162,21 @@ Result<std::vector<PrincipalRecord>> Store::ListPrincipals() {
 }
 
 Status Store::PutTenant(const TenantRecord& t) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT OR REPLACE INTO tenants (name, created_at_ms, max_clusters, max_nodes, max_workers) "
-      "VALUES (?1, ?2, ?3, ?4, ?5)");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, t.name).Bind(2, t.created_at_ms).Bind(3, t.max_clusters).Bind(4, t.max_nodes).Bind(5, t.max_workers).Run();
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("INSERT OR REPLACE INTO tenants (name, created_at_ms, max_clusters, max_nodes, max_workers) "
+                         "VALUES (?1, ?2, ?3, ?4, ?5)"));
+  return st.Bind(1, t.name)
+      .Bind(2, t.created_at_ms)
+      .Bind(3, t.max_clusters)
+      .Bind(4, t.max_nodes)
+      .Bind(5, t.max_workers)
+      .Run();
 }
 
 Status Store::DeleteTenant(std::string_view name) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM tenants WHERE name = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, name).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM tenants WHERE name = ?1"));
+  return st.Bind(1, name).Run();
 }
 
 Result<std::vector<TenantRecord>> Store::ListTenants() {
@@ -182,16 +188,15 @@ Result<std::vector<TenantRecord>> Store::ListTenants() {
 }
 
 Status Store::PutUser(const UserRecord& u) {
-  Result<sql::Statement> st =
-      database().Prepare("INSERT OR REPLACE INTO users (tenant, name, role, created_at_ms) VALUES (?1, ?2, ?3, ?4)");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, u.tenant).Bind(2, u.name).Bind(3, u.role).Bind(4, u.created_at_ms).Run();
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("INSERT OR REPLACE INTO users (tenant, name, role, created_at_ms) VALUES (?1, ?2, ?3, ?4)"));
+  return st.Bind(1, u.tenant).Bind(2, u.name).Bind(3, u.role).Bind(4, u.created_at_ms).Run();
 }
 
 Status Store::DeleteUser(std::string_view tenant, std::string_view name) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM users WHERE tenant = ?1 AND name = ?2");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, tenant).Bind(2, name).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM users WHERE tenant = ?1 AND name = ?2"));
+  return st.Bind(1, tenant).Bind(2, name).Run();
 }
 
 Result<std::vector<UserRecord>> Store::ListUsers() {
@@ -200,22 +205,20 @@ Result<std::vector<UserRecord>> Store::ListUsers() {
 }
 
 Status Store::PutHostRequest(const HostRequestRecord& h) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT OR REPLACE INTO host_requests (host_id, public_key, address, requested_at_ms) VALUES (?1, ?2, ?3, ?4)");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("INSERT OR REPLACE INTO host_requests (host_id, public_key, address, "
+                                           "requested_at_ms) VALUES (?1, ?2, ?3, ?4)"));
+  return st.Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
 }
 
 Status Store::DeleteHostRequestKey(std::string_view public_key) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE public_key = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, public_key).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM host_requests WHERE public_key = ?1"));
+  return st.Bind(1, public_key).Run();
 }
 
 Status Store::DeleteHostRequest(std::string_view host_id) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM host_requests WHERE host_id = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, host_id).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM host_requests WHERE host_id = ?1"));
+  return st.Bind(1, host_id).Run();
 }
 
 Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
@@ -225,9 +228,8 @@ Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
 }
 
 Status Store::DeleteHost(std::string_view host_id) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM hosts WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, host_id).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM hosts WHERE id = ?1"));
+  return st.Bind(1, host_id).Run();
 }
 
 }  // namespace weft::store

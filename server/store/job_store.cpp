@@ -76,11 +76,12 @@ Result<std::vector<Record>> Rows(sql::Statement& st, Read read) {
 }  // namespace
 
 Status Store::InsertCluster(ClusterRecord* c) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
-      "expire_at_ms, latest_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)");
-  if (!st.ok()) return st.status();
-  WEFT_RETURN_IF_ERROR(st->Bind(1, c->tenant)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(
+          "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
+          "expire_at_ms, latest_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, c->tenant)
                            .Bind(2, c->name)
                            .Bind(3, c->owner)
                            .Bind(4, c->status)
@@ -99,11 +100,11 @@ Status Store::InsertCluster(ClusterRecord* c) {
 Status Store::UpdateCluster(const ClusterRecord& c) {
   std::int64_t id = 0;
   if (!ParseId(c.id, &id)) return Status::NotFound("cluster '" + c.id + "' does not exist");
-  Result<sql::Statement> st = database().Prepare(
-      "UPDATE clusters SET status = ?2, spec = ?3, layout = ?4, previous = ?5, updated_at_ms = ?6, expire_at_ms = ?7, "
-      "latest_job = ?8, owner = ?9 WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  WEFT_RETURN_IF_ERROR(st->Bind(1, id)
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("UPDATE clusters SET status = ?2, spec = ?3, layout = ?4, previous = ?5, "
+                                           "updated_at_ms = ?6, expire_at_ms = ?7, "
+                                           "latest_job = ?8, owner = ?9 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, id)
                            .Bind(2, c.status)
                            .Bind(3, c.spec_json)
                            .Bind(4, c.layout_json)
@@ -120,87 +121,79 @@ Status Store::UpdateCluster(const ClusterRecord& c) {
 Result<std::optional<ClusterRecord>> Store::GetCluster(std::string_view cluster_id) {
   std::int64_t id = 0;
   if (!ParseId(cluster_id, &id)) return std::optional<ClusterRecord>();
-  Result<sql::Statement> st =
-      database().Prepare(std::string("SELECT ") + kClusterColumns + " FROM clusters WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  st->Bind(1, id);
-  Result<bool> row = st->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<ClusterRecord>();
-  return std::optional<ClusterRecord>(ReadCluster(*st));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare(std::string("SELECT ") + kClusterColumns + " FROM clusters WHERE id = ?1"));
+  st.Bind(1, id);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<ClusterRecord>();
+  return std::optional<ClusterRecord>(ReadCluster(st));
 }
 
 Result<std::optional<ClusterRecord>> Store::FindCluster(std::string_view tenant, std::string_view id_or_name) {
-  Result<sql::Statement> st = database().Prepare(std::string("SELECT ") + kClusterColumns +
-                                                 " FROM clusters WHERE tenant = ?1 AND name = ?2 AND "
-                                                 "status != 'terminated' ORDER BY id DESC LIMIT 1");
-  if (!st.ok()) return st.status();
-  st->Bind(1, tenant).Bind(2, id_or_name);
-  Result<bool> row = st->Step();
-  if (!row.ok()) return row.status();
-  if (*row) return std::optional<ClusterRecord>(ReadCluster(*st));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kClusterColumns +
+                                                              " FROM clusters WHERE tenant = ?1 AND name = ?2 AND "
+                                                              "status != 'terminated' ORDER BY id DESC LIMIT 1"));
+  st.Bind(1, tenant).Bind(2, id_or_name);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (row) return std::optional<ClusterRecord>(ReadCluster(st));
   Result<std::optional<ClusterRecord>> by_id = GetCluster(id_or_name);
   if (!by_id.ok()) return by_id;
   if (by_id->has_value() && (**by_id).tenant == tenant) return by_id;
-  Result<sql::Statement> gone = database().Prepare(std::string("SELECT ") + kClusterColumns +
-                                                   " FROM clusters WHERE tenant = ?1 AND name = ?2 "
-                                                   "ORDER BY id DESC LIMIT 1");
-  if (!gone.ok()) return gone.status();
-  gone->Bind(1, tenant).Bind(2, id_or_name);
-  Result<bool> found = gone->Step();
-  if (!found.ok()) return found.status();
-  if (*found) return std::optional<ClusterRecord>(ReadCluster(*gone));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement gone, database().Prepare(std::string("SELECT ") + kClusterColumns +
+                                                                " FROM clusters WHERE tenant = ?1 AND name = ?2 "
+                                                                "ORDER BY id DESC LIMIT 1"));
+  gone.Bind(1, tenant).Bind(2, id_or_name);
+  WEFT_ASSIGN_OR_RETURN(bool found, gone.Step());
+  if (found) return std::optional<ClusterRecord>(ReadCluster(gone));
   return std::optional<ClusterRecord>();
 }
 
 Result<std::vector<ClusterRecord>> Store::ListClusters(std::string_view tenant, bool include_terminated) {
-  Result<sql::Statement> st = database().Prepare(std::string("SELECT ") + kClusterColumns +
-                                                 " FROM clusters WHERE tenant = ?1" +
-                                                 (include_terminated ? "" : " AND status != 'terminated'") +
-                                                 " ORDER BY id");
-  if (!st.ok()) return st.status();
-  st->Bind(1, tenant);
-  return Rows<ClusterRecord>(*st, ReadCluster);
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(std::string("SELECT ") + kClusterColumns + " FROM clusters WHERE tenant = ?1" +
+                         (include_terminated ? "" : " AND status != 'terminated'") + " ORDER BY id"));
+  st.Bind(1, tenant);
+  return Rows<ClusterRecord>(st, ReadCluster);
 }
 
 Result<std::vector<ClusterRecord>> Store::ListExpiredClusters(std::int64_t now_ms) {
-  Result<sql::Statement> st = database().Prepare(std::string("SELECT ") + kClusterColumns +
-                                                 " FROM clusters WHERE expire_at_ms > 0 AND expire_at_ms <= ?1 AND "
-                                                 "status != 'terminated' ORDER BY id");
-  if (!st.ok()) return st.status();
-  st->Bind(1, now_ms);
-  return Rows<ClusterRecord>(*st, ReadCluster);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare(std::string("SELECT ") + kClusterColumns +
+                                           " FROM clusters WHERE expire_at_ms > 0 AND expire_at_ms <= ?1 AND "
+                                           "status != 'terminated' ORDER BY id"));
+  st.Bind(1, now_ms);
+  return Rows<ClusterRecord>(st, ReadCluster);
 }
 
 Status Store::PutNode(const NodeRecord& n) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT INTO nodes (cluster_id, id, results) VALUES (?1, ?2, ?3) "
-      "ON CONFLICT (cluster_id, id) DO UPDATE SET results = ?3");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, n.cluster_id).Bind(2, n.id).Bind(3, n.results_json).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("INSERT INTO nodes (cluster_id, id, results) VALUES (?1, ?2, ?3) "
+                                           "ON CONFLICT (cluster_id, id) DO UPDATE SET results = ?3"));
+  return st.Bind(1, n.cluster_id).Bind(2, n.id).Bind(3, n.results_json).Run();
 }
 
 Status Store::DeleteNode(std::string_view cluster_id, std::string_view node_id) {
-  Result<sql::Statement> st = database().Prepare("DELETE FROM nodes WHERE cluster_id = ?1 AND id = ?2");
-  if (!st.ok()) return st.status();
-  return st->Bind(1, cluster_id).Bind(2, node_id).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM nodes WHERE cluster_id = ?1 AND id = ?2"));
+  return st.Bind(1, cluster_id).Bind(2, node_id).Run();
 }
 
 Result<std::vector<NodeRecord>> Store::ListNodes(std::string_view cluster_id) {
-  Result<sql::Statement> st =
-      database().Prepare("SELECT cluster_id, id, results FROM nodes WHERE cluster_id = ?1 ORDER BY id");
-  if (!st.ok()) return st.status();
-  st->Bind(1, cluster_id);
-  return Rows<NodeRecord>(*st, [](const sql::Statement& s) { return NodeRecord{s.Text(0), s.Text(1), s.Text(2)}; });
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("SELECT cluster_id, id, results FROM nodes WHERE cluster_id = ?1 ORDER BY id"));
+  st.Bind(1, cluster_id);
+  return Rows<NodeRecord>(st, [](const sql::Statement& s) { return NodeRecord{s.Text(0), s.Text(1), s.Text(2)}; });
 }
 
 Status Store::InsertJob(JobRecord* j) {
-  Result<sql::Statement> st = database().Prepare(
-      "INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
-      "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-      "?11, ?11, ?12)");
-  if (!st.ok()) return st.status();
-  WEFT_RETURN_IF_ERROR(st->Bind(1, j->tenant)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(
+          "INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
+          "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+          "?11, ?11, ?12)"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, j->tenant)
                            .Bind(2, j->cluster_id)
                            .Bind(3, j->operation)
                            .Bind(4, j->status)
@@ -221,11 +214,12 @@ Status Store::InsertJob(JobRecord* j) {
 Status Store::UpdateJob(const JobRecord& j) {
   std::int64_t id = 0;
   if (!ParseId(j.id, &id)) return Status::NotFound("job '" + j.id + "' does not exist");
-  Result<sql::Statement> st = database().Prepare(
-      "UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, options = ?6, "
-      "history = ?7 WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  WEFT_RETURN_IF_ERROR(st->Bind(1, id)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(
+          "UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, options = ?6, "
+          "history = ?7 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, id)
                            .Bind(2, j.status)
                            .Bind(3, j.message)
                            .Bind(4, j.updated_at_ms)
@@ -240,32 +234,29 @@ Status Store::UpdateJob(const JobRecord& j) {
 Result<std::optional<JobRecord>> Store::GetJob(std::string_view job_id) {
   std::int64_t id = 0;
   if (!ParseId(job_id, &id)) return std::optional<JobRecord>();
-  Result<sql::Statement> st = database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1");
-  if (!st.ok()) return st.status();
-  st->Bind(1, id);
-  Result<bool> row = st->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<JobRecord>();
-  return std::optional<JobRecord>(ReadJob(*st));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1"));
+  st.Bind(1, id);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<JobRecord>();
+  return std::optional<JobRecord>(ReadJob(st));
 }
 
 Result<std::vector<JobRecord>> Store::ListJobs(std::string_view tenant, std::string_view cluster_id,
                                                std::int64_t limit) {
-  Result<sql::Statement> st = database().Prepare(std::string("SELECT ") + kJobColumns +
-                                                 " FROM jobs WHERE tenant = ?1" +
-                                                 (cluster_id.empty() ? "" : " AND cluster_id = ?3") +
-                                                 " ORDER BY id DESC LIMIT ?2");
-  if (!st.ok()) return st.status();
-  st->Bind(1, tenant).Bind(2, limit);
-  if (!cluster_id.empty()) st->Bind(3, cluster_id);
-  return Rows<JobRecord>(*st, ReadJob);
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE tenant = ?1" +
+                         (cluster_id.empty() ? "" : " AND cluster_id = ?3") + " ORDER BY id DESC LIMIT ?2"));
+  st.Bind(1, tenant).Bind(2, limit);
+  if (!cluster_id.empty()) st.Bind(3, cluster_id);
+  return Rows<JobRecord>(st, ReadJob);
 }
 
 Result<std::vector<JobRecord>> Store::ListUnfinishedJobs() {
-  Result<sql::Statement> st =
-      database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE finished_at_ms = 0 ORDER BY id");
-  if (!st.ok()) return st.status();
-  return Rows<JobRecord>(*st, ReadJob);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kJobColumns +
+                                                              " FROM jobs WHERE finished_at_ms = 0 ORDER BY id"));
+  return Rows<JobRecord>(st, ReadJob);
 }
 
 }  // namespace weft::store

@@ -72,9 +72,8 @@ Result<bool> Statement::Step() {
 
 Status Statement::Run() {
   while (true) {
-    Result<bool> row = Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return Status::Ok();
   }
 }
 

@@ -62,9 +62,8 @@ class Statement {
 template <typename ReadRow>
 [[nodiscard]] Status ForEachRow(Statement& statement, ReadRow&& read_row) {
   while (true) {
-    Result<bool> row = statement.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(bool row, statement.Step());
+    if (!row) return Status::Ok();
     read_row(statement);
   }
 }

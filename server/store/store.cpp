@@ -364,11 +364,10 @@ Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, St
   Status s = db.Open(path.string(), options.busy_timeout_ms);
   if (!s.ok()) return s.WithContext("cannot open the store " + path.string());
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
-  Result<std::string> mode = store->JournalMode();
-  if (!mode.ok()) return mode.status();
-  if (*mode != "wal")
-    return Status::Internal("the store " + path.string() + " cannot use write-ahead logging (journal mode is '" +
-                            *mode + "'); put the data directory on a local file system");
+  WEFT_ASSIGN_OR_RETURN(std::string mode, store->JournalMode());
+  if (mode != "wal")
+    return Status::Internal("the store " + path.string() + " cannot use write-ahead logging (journal mode is '" + mode +
+                            "'); put the data directory on a local file system");
   // NORMAL in WAL mode: a commit survives a crash of the process; only an OS
   // crash or power loss can take the last commits with it.
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
@@ -381,20 +380,17 @@ Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, St
   WEFT_RETURN_IF_ERROR(store->PrepareAll());
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
-  Result<std::unique_ptr<Checkpointer>> checkpointer =
-      Checkpointer::Start(db.handle(), path.string(), options.checkpoint);
-  if (!checkpointer.ok()) return checkpointer.status();
-  store->impl_->checkpointer = std::move(*checkpointer);
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpointer> checkpointer,
+                        Checkpointer::Start(db.handle(), path.string(), options.checkpoint));
+  store->impl_->checkpointer = std::move(checkpointer);
   return store;
 }
 
 Result<std::string> Store::JournalMode() {
-  Result<sql::Statement> st = impl_->db.Prepare("PRAGMA journal_mode");
-  if (!st.ok()) return st.status();
-  Result<bool> row = st->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return Status::Internal("PRAGMA journal_mode returned no row");
-  return st->Text(0);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db.Prepare("PRAGMA journal_mode"));
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Status::Internal("PRAGMA journal_mode returned no row");
+  return st.Text(0);
 }
 
 Status Store::Migrate() {
@@ -402,12 +398,10 @@ Status Store::Migrate() {
   WEFT_RETURN_IF_ERROR(
       db.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ms INTEGER "
               "NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)))"));
-  Result<sql::Statement> current = db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  if (!current.ok()) return current.status();
-  Result<bool> row = current->Step();
-  if (!row.ok()) return row.status();
-  schema_version_ = current->Int(0);
-  current->Reset();  // an active statement would make DROP TABLE in a migration fail
+  WEFT_ASSIGN_OR_RETURN(sql::Statement current, db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+  WEFT_RETURN_IF_ERROR(current.Step().status());
+  schema_version_ = current.Int(0);
+  current.Reset();  // an active statement would make DROP TABLE in a migration fail
   if (schema_version_ > LatestSchemaVersion())
     return Status::Invalid("the store " + path_.string() + " has schema version " + std::to_string(schema_version_) +
                            ", newer than this weftd knows (" + std::to_string(LatestSchemaVersion()) +
@@ -431,9 +425,8 @@ Status Store::Migrate() {
 Status Store::PrepareAll() {
   auto& db = impl_->db;
   auto prep = [&](sql::Statement* out, const std::string& text) -> Status {
-    Result<sql::Statement> st = db.Prepare(text);
-    if (!st.ok()) return st.status();
-    *out = std::move(st.value());
+    WEFT_ASSIGN_OR_RETURN(sql::Statement st, db.Prepare(text));
+    *out = std::move(st);
     return Status::Ok();
   };
   const std::string cols = kTaskColumns;
@@ -591,14 +584,11 @@ Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::o
   // Rarely called (admins, tests): prepared per call, not cached.
   std::string text = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE tenant = ?1" +
                      (state ? " AND state = ?3" : "") + " ORDER BY id DESC LIMIT ?2";
-  Result<sql::Statement> st = impl_->db.Prepare(text);
-  if (!st.ok()) return st.status();
-  st->Bind(1, tenant).Bind(2, limit);
-  if (state) st->Bind(3, TaskStateName(*state));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db.Prepare(text));
+  st.Bind(1, tenant).Bind(2, limit);
+  if (state) st.Bind(3, TaskStateName(*state));
   std::vector<TaskRecord> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) {
-    out.push_back(ReadTask(row, false));
-  }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadTask(row, false)); }));
   return out;
 }
 
@@ -708,13 +698,12 @@ Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
 }
 
 Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {
-  Result<sql::Statement> st = impl_->db.Prepare(std::string("SELECT ") + kTaskColumns +
-                                                (details ? kTaskDetailColumns : "") +
-                                                " FROM tasks WHERE job_id = ?1 ORDER BY id");
-  if (!st.ok()) return st.status();
-  st->Bind(1, job_id);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        impl_->db.Prepare(std::string("SELECT ") + kTaskColumns + (details ? kTaskDetailColumns : "") +
+                                          " FROM tasks WHERE job_id = ?1 ORDER BY id"));
+  st.Bind(1, job_id);
   std::vector<TaskRecord> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(ReadTask(row, details)); }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadTask(row, details)); }));
   return out;
 }
 

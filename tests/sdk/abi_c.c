@@ -50,6 +50,8 @@ int weft_c_field_type_json(void) {
   return (int)t + (int)k * 0 + (int)a * 0;
 }
 
+const char *weft_c_action_name(uint32_t action) { return weft_action_name(action); }
+
 #define ROW(s, m) {#s "." #m, offsetof(s, m), sizeof(((s *)0)->m)}
 
 static const weft_c_layout c_layout[] = {

@@ -20,6 +20,8 @@ const weft_c_layout *weft_c_layout_rows(size_t *count);
 /* A plugin entry point written in C. */
 weft_plugin_entry_fn weft_c_entry(void);
 int weft_c_field_type_json(void);
+/* weft_action_name as a C caller sees it. */
+const char *weft_c_action_name(uint32_t action);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -172,4 +173,21 @@ TEST_CASE("sdk: a plugin written in C runs against the host's services", "[sdk][
   CHECK(d->run(nullptr, weft::host::HostServices(), ctx.handle(), WEFT_ACTION_CREATE, err, sizeof err) == WEFT_OK);
   CHECK(ctx.result() == nlohmann::json({{"lang", "c"}}));
   CHECK(ctx.stdout_tail() == "from C\n");
+}
+
+TEST_CASE("sdk: weft_action_name names each action bit the same for C and C++", "[sdk][abi]") {
+  const char* const names[] = {"CREATE",     "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE",
+                               "INITIALIZE", "START",   "STOP",      "REMOVE",  "DELETE"};
+  std::uint32_t bit = WEFT_ACTION_CREATE;
+  for (const char* name : names) {
+    INFO(name);
+    REQUIRE(weft_action_name(bit) != nullptr);
+    CHECK(std::string(weft_action_name(bit)) == name);
+    CHECK(std::string(weft_c_action_name(bit)) == name);
+    bit <<= 1;
+  }
+  CHECK(bit == WEFT_ACTION_ALL + 1);
+  CHECK(weft_action_name(0) == nullptr);
+  CHECK(weft_action_name(WEFT_ACTION_START | WEFT_ACTION_STOP) == nullptr);
+  CHECK(weft_c_action_name(1u << 10) == nullptr);
 }

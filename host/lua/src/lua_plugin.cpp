@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -22,24 +23,11 @@ using json = nlohmann::json;
 
 constexpr std::size_t kMaxSourceBytes = 16u << 20;
 
-struct ActionName {
-  std::uint32_t bit;
-  const char* lua;    // key in the plugin's `actions` table
-  const char* upper;  // as the host and messages say it
-};
-constexpr ActionName kActions[] = {
-    {WEFT_ACTION_CREATE, "create", "CREATE"},          {WEFT_ACTION_CONFIRM, "confirm", "CONFIRM"},
-    {WEFT_ACTION_BOOTSTRAP, "bootstrap", "BOOTSTRAP"}, {WEFT_ACTION_INSTALL, "install", "INSTALL"},
-    {WEFT_ACTION_CONFIGURE, "configure", "CONFIGURE"}, {WEFT_ACTION_INITIALIZE, "initialize", "INITIALIZE"},
-    {WEFT_ACTION_START, "start", "START"},             {WEFT_ACTION_STOP, "stop", "STOP"},
-    {WEFT_ACTION_REMOVE, "remove", "REMOVE"},          {WEFT_ACTION_DELETE, "delete", "DELETE"},
-};
-
-const ActionName* FindAction(std::uint32_t bit) {
-  for (const auto& a : kActions) {
-    if (a.bit == bit) return &a;
-  }
-  return nullptr;
+// The key of an action in a Lua plugin's `actions` table: its name in lower case.
+std::string LuaActionName(std::uint32_t bit) {
+  std::string name = weft_action_name(bit);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
 struct FieldDecl {
@@ -244,9 +232,9 @@ void ReadDeclaration(lua_State* L, int t, Definition* def) {
       if (lua_type(L, -1) != LUA_TTABLE) throw DeclarationError("actions must be a table, not a " + TypeOf(L, -1));
       has_actions = true;
       ForEachKey(L, -1, "actions", [&](const std::string& name) {
-        const ActionName* found = nullptr;
-        for (const auto& a : kActions) {
-          if (name == a.lua) found = &a;
+        std::uint32_t found = 0;
+        for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1) {
+          if (name == LuaActionName(bit)) found = bit;
         }
         if (!found) {
           throw DeclarationError("actions." + name + " is not an action; the actions are create, confirm, bootstrap, "
@@ -255,7 +243,7 @@ void ReadDeclaration(lua_State* L, int t, Definition* def) {
         if (lua_type(L, -1) != LUA_TFUNCTION) {
           throw DeclarationError("actions." + name + " must be a function(task), not a " + TypeOf(L, -1));
         }
-        def->actions |= found->bit;
+        def->actions |= found;
       });
     } else {
       throw DeclarationError("the plugin table has an unknown key '" + key +
@@ -335,14 +323,14 @@ json TaskFields(const json& task, std::uint32_t kind) {
 int Run(Instance& instance, const weft_host_services* host, weft_task* task, std::uint32_t action, char* err,
         std::size_t err_len) {
   const Definition& def = instance.def();
-  const ActionName* name = FindAction(action);
+  const char* name = weft_action_name(action);
   if (!name || !(def.actions & action)) {
     std::string have;
-    for (const auto& a : kActions) {
-      if (def.actions & a.bit) have += (have.empty() ? "" : ", ") + std::string(a.upper);
+    for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1) {
+      if (def.actions & bit) have += (have.empty() ? "" : ", ") + std::string(weft_action_name(bit));
     }
     WriteErr(err, err_len,
-             def.label + " does not implement " + (name ? name->upper : "action " + std::to_string(action)) +
+             def.label + " does not implement " + (name ? name : "action " + std::to_string(action)) +
                  "; it implements " + have);
     return WEFT_ERR_UNSUPPORTED;
   }
@@ -371,14 +359,14 @@ int Run(Instance& instance, const weft_host_services* host, weft_task* task, std
     }
   }
 
-  const std::string when = std::string("during ") + name->upper;
-  Result<std::unique_ptr<Sandbox>> box = instance.Acquire("while starting a Lua state for " + std::string(name->upper));
+  const std::string when = std::string("during ") + name;
+  Result<std::unique_ptr<Sandbox>> box = instance.Acquire("while starting a Lua state for " + std::string(name));
   if (!box.ok()) {
     WriteErr(err, err_len, box.status().message());
     return WEFT_ERR_FAILED;
   }
   RunScope scope{host, task, nullptr};
-  Outcome o = (*box)->RunAction(name->lua, task_json, fields, &scope, def.label, when);
+  Outcome o = (*box)->RunAction(LuaActionName(action).c_str(), task_json, fields, &scope, def.label, when);
   if (!o.traceback.empty()) host->log(task, WEFT_LOG_DEBUG, o.traceback.c_str());
   if (o.poisoned) {
     box->reset();  // closed, never reused
@@ -470,10 +458,9 @@ Result<const weft_plugin_descriptor*> Load(const std::string& display, const std
   def->limits = limits;
 
   SandboxSpec spec{def->chunk_name, &def->source, limits};
-  Result<std::unique_ptr<Sandbox>> box = Sandbox::Create(spec, label, "while loading");
-  if (!box.ok()) return box.status();
-  lua_State* L = (*box)->state();
-  (*box)->PushPlugin();
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<Sandbox> box, Sandbox::Create(spec, label, "while loading"));
+  lua_State* L = box->state();
+  box->PushPlugin();
   try {
     ReadDeclaration(L, -1, def.get());
   } catch (const DeclarationError& e) {
@@ -481,7 +468,7 @@ Result<const weft_plugin_descriptor*> Load(const std::string& display, const std
     return Status::Invalid(label + ": " + e.what());
   }
   lua_settop(L, 0);
-  box->reset();
+  box.reset();
 
   def->label = "Lua plugin '" + def->type_name + "'";
   // Pointers into def from here on: nothing below may grow its vectors or strings.

@@ -65,11 +65,10 @@ template <typename Op>
 Status WithSession(const Target& target, const CancelledFn& cancelled, Op op) {
   for (int attempt = 0;; ++attempt) {
     if (cancelled && cancelled()) return Status::Conflict("SSH to node " + target.Name() + " cancelled: the task was asked to stop");
-    auto lease = Pool::Default().Acquire(target, kConnectTimeoutMs);
-    if (!lease.ok()) return lease.status();
+    WEFT_ASSIGN_OR_RETURN(auto lease, Pool::Default().Acquire(target, kConnectTimeoutMs));
     bool retryable = false;
-    Status s = op(**lease, &retryable);
-    if (s.ok() || attempt > 0 || !lease->reused() || !retryable) return s;
+    Status s = op(*lease, &retryable);
+    if (s.ok() || attempt > 0 || !lease.reused() || !retryable) return s;
   }
 }
 

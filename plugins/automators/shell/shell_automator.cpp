@@ -25,16 +25,8 @@ constexpr const char* kBootstrapCommand =
     "echo \"bootstrap: $(id -un) on $(uname -sr), in $PWD\"\n";
 
 const char* ActionName(weft_action a) {
-  switch (a) {
-    case WEFT_ACTION_BOOTSTRAP: return "BOOTSTRAP";
-    case WEFT_ACTION_INSTALL: return "INSTALL";
-    case WEFT_ACTION_CONFIGURE: return "CONFIGURE";
-    case WEFT_ACTION_INITIALIZE: return "INITIALIZE";
-    case WEFT_ACTION_START: return "START";
-    case WEFT_ACTION_STOP: return "STOP";
-    case WEFT_ACTION_REMOVE: return "REMOVE";
-    default: return "OTHER";
-  }
+  const char* name = weft_action_name(a);
+  return name ? name : "OTHER";
 }
 
 // The action's fields: service.action.fields, else the task's top-level "fields".

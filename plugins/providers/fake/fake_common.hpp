@@ -171,19 +171,8 @@ inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k,
 }
 
 inline std::string ActionName(weft_action action) {
-  switch (action) {
-    case WEFT_ACTION_CREATE: return "CREATE";
-    case WEFT_ACTION_CONFIRM: return "CONFIRM";
-    case WEFT_ACTION_BOOTSTRAP: return "BOOTSTRAP";
-    case WEFT_ACTION_INSTALL: return "INSTALL";
-    case WEFT_ACTION_CONFIGURE: return "CONFIGURE";
-    case WEFT_ACTION_INITIALIZE: return "INITIALIZE";
-    case WEFT_ACTION_START: return "START";
-    case WEFT_ACTION_STOP: return "STOP";
-    case WEFT_ACTION_REMOVE: return "REMOVE";
-    case WEFT_ACTION_DELETE: return "DELETE";
-  }
-  return "UNKNOWN";
+  const char* name = weft_action_name(action);
+  return name ? name : "UNKNOWN";
 }
 
 }  // namespace weft::fake

@@ -140,10 +140,9 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const fs::path& out_fi
 
 // Runs a short command to completion; on failure the message carries its output.
 Status RunTool(const std::vector<std::string>& argv, const fs::path& out_file) {
-  auto pid = Spawn(argv, out_file);
-  if (!pid.ok()) return pid.status();
+  WEFT_ASSIGN_OR_RETURN(auto pid, Spawn(argv, out_file));
   int st = 0;
-  while (::waitpid(*pid, &st, 0) < 0) {
+  while (::waitpid(pid, &st, 0) < 0) {
     if (errno != EINTR) return Status::Internal("waitpid(" + argv[0] + ") failed: " + std::strerror(errno));
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return Status::Ok();
@@ -270,8 +269,7 @@ bool PortAccepts(const std::string& address, std::uint16_t port) {
 // named after the address, written under the claims lock. A claim whose node
 // directory no longer exists is stale (its owner died) and is taken over.
 Result<std::string> ClaimAddress(const fs::path& claims_dir, const fs::path& node_dir, std::uint16_t port) {
-  auto lock = ClaimsLock::Take(claims_dir);
-  if (!lock.ok()) return lock.status();
+  WEFT_ASSIGN_OR_RETURN(auto lock, ClaimsLock::Take(claims_dir));
   int busy_ports = 0;
   for (int x = 2; x <= 254; ++x) {
     for (int y = 1; y <= 254; ++y) {

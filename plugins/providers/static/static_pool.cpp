@@ -111,14 +111,12 @@ Result<PoolHost> ParseEntry(const json& e, std::size_t i) {
                                    "the host's public keys (the contents of /etc/ssh/ssh_host_*_key.pub there)");
   }
   if (keys->is_string()) {
-    auto k = NormalizeHostKey(*keys, where + ": host_keys");
-    if (!k.ok()) return k.status();
-    h.host_keys.push_back(*k);
+    WEFT_ASSIGN_OR_RETURN(auto k, NormalizeHostKey(*keys, where + ": host_keys"));
+    h.host_keys.push_back(k);
   } else if (keys->is_array()) {
     for (std::size_t j = 0; j < keys->size(); ++j) {
-      auto k = NormalizeHostKey((*keys)[j], where + ": host_keys[" + std::to_string(j) + "]");
-      if (!k.ok()) return k.status();
-      h.host_keys.push_back(*k);
+      WEFT_ASSIGN_OR_RETURN(auto k, NormalizeHostKey((*keys)[j], where + ": host_keys[" + std::to_string(j) + "]"));
+      h.host_keys.push_back(k);
     }
   } else {
     return Status::Invalid(where + ": host_keys must be a list of \"type base64\" strings");
@@ -286,13 +284,12 @@ Result<std::vector<PoolHost>> ParseHosts(const json& hosts) {
   std::vector<PoolHost> out;
   std::set<std::string> seen;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    auto h = ParseEntry(list[i], i);
-    if (!h.ok()) return h.status();
-    if (!seen.insert(h->Id()).second) {
-      return Status::Invalid("static pool: hosts[" + std::to_string(i) + "] (" + h->Id() +
+    WEFT_ASSIGN_OR_RETURN(auto h, ParseEntry(list[i], i));
+    if (!seen.insert(h.Id()).second) {
+      return Status::Invalid("static pool: hosts[" + std::to_string(i) + "] (" + h.Id() +
                              ") is listed twice; each address and port may appear once");
     }
-    out.push_back(std::move(*h));
+    out.push_back(std::move(h));
   }
   return out;
 }
@@ -318,9 +315,8 @@ Result<std::vector<Claim>> Allocations::List() const {
 }
 
 Result<std::optional<Claim>> Allocations::Find(const std::string& host_id) const {
-  auto all = List();
-  if (!all.ok()) return all.status();
-  for (Claim& c : *all) {
+  WEFT_ASSIGN_OR_RETURN(auto all, List());
+  for (Claim& c : all) {
     if (c.readable && c.host_id == host_id) return std::optional<Claim>(std::move(c));
   }
   return std::optional<Claim>();
@@ -329,8 +325,7 @@ Result<std::optional<Claim>> Allocations::Find(const std::string& host_id) const
 Result<Allocation> Allocations::Allocate(const std::vector<PoolHost>& pool, const Claim& request) const {
   if (pool.empty()) return Status::Invalid("static pool: the pool has no hosts; list some in the field 'hosts'");
   WEFT_RETURN_IF_ERROR(EnsureDir(state_dir_));
-  auto lock = DirLock::Take(state_dir_, lock_timeout_ms_);
-  if (!lock.ok()) return lock.status();
+  WEFT_ASSIGN_OR_RETURN(auto lock, DirLock::Take(state_dir_, lock_timeout_ms_));
 
   // Temporary files exist only inside this locked section; any seen now were
   // left by a process that died in it.
@@ -352,9 +347,8 @@ Result<Allocation> Allocations::Allocate(const std::vector<PoolHost>& pool, cons
     c.host_id = h.Id();
     c.claimed_at_ms = NowMs();
     const fs::path path = ClaimPath(h.address, h.port);
-    auto created = CreateClaim(state_dir_, path, c);
-    if (!created.ok()) return created.status();
-    if (*created) return Allocation{h, false};
+    WEFT_ASSIGN_OR_RETURN(auto created, CreateClaim(state_dir_, path, c));
+    if (created) return Allocation{h, false};
     const Claim held = ReadClaim(path);
     holders.push_back(held.readable ? h.Id() + " to " + held.holder.Describe()
                                     : h.Id() + " to an unreadable allocation file " + path.string() +
@@ -372,11 +366,9 @@ Result<std::vector<std::string>> Allocations::Release(const Holder& holder) cons
   std::vector<std::string> freed;
   std::error_code ec;
   if (!fs::exists(state_dir_, ec)) return freed;  // nothing was ever allocated here
-  auto lock = DirLock::Take(state_dir_, lock_timeout_ms_);
-  if (!lock.ok()) return lock.status();
-  auto all = List();
-  if (!all.ok()) return all.status();
-  for (const Claim& c : *all) {
+  WEFT_ASSIGN_OR_RETURN(auto lock, DirLock::Take(state_dir_, lock_timeout_ms_));
+  WEFT_ASSIGN_OR_RETURN(auto all, List());
+  for (const Claim& c : all) {
     if (!c.readable || !(c.holder == holder)) continue;
     if (::unlink(c.file.c_str()) != 0 && errno != ENOENT) {
       const int e = errno;

@@ -68,6 +68,28 @@ typedef enum weft_action {
   WEFT_ACTION_DELETE = 1u << 9
 } weft_action;
 
+/* Every weft_action bit. */
+#define WEFT_ACTION_ALL 0x3FFu
+
+/* The name tasks, the server and messages give an action ("CREATE"), or NULL
+ * if `action` is not exactly one weft_action bit. Inline, so it adds no symbol
+ * to the ABI and a plugin still links nothing of the host's. */
+static inline const char *weft_action_name(uint32_t action) {
+  switch (action) {
+    case WEFT_ACTION_CREATE: return "CREATE";
+    case WEFT_ACTION_CONFIRM: return "CONFIRM";
+    case WEFT_ACTION_BOOTSTRAP: return "BOOTSTRAP";
+    case WEFT_ACTION_INSTALL: return "INSTALL";
+    case WEFT_ACTION_CONFIGURE: return "CONFIGURE";
+    case WEFT_ACTION_INITIALIZE: return "INITIALIZE";
+    case WEFT_ACTION_START: return "START";
+    case WEFT_ACTION_STOP: return "STOP";
+    case WEFT_ACTION_REMOVE: return "REMOVE";
+    case WEFT_ACTION_DELETE: return "DELETE";
+    default: return NULL;
+  }
+}
+
 typedef enum weft_field_type {
   WEFT_FIELD_STRING = 1,
   WEFT_FIELD_INTEGER = 2,
