@@ -612,9 +612,8 @@ class ClusterOps {
  private:
   Result<json> JobOptions(const json& body) {
     json options = json::object();
-    Result<bool> keep = jsonf::Bool(body, "keep_on_failure", "body", false);
-    if (!keep.ok()) return keep.status();
-    if (*keep) options["keep_on_failure"] = true;
+    WEFT_ASSIGN_OR_RETURN(bool keep, jsonf::Bool(body, "keep_on_failure", "body", false));
+    if (keep) options["keep_on_failure"] = true;
     return options;
   }
 
@@ -651,14 +650,12 @@ class ClusterOps {
   }
 
   Result<store::ClusterRecord> FindCluster(const Call& call) {
-    Result<std::string> id = jsonf::String(call.request->body, "cluster", "");
-    if (!id.ok()) return id.status();
-    Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
-    if (!c.ok()) return c.status();
-    if (!c->has_value() || !Visible(call, **c))
-      return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
+    WEFT_ASSIGN_OR_RETURN(std::string id, jsonf::String(call.request->body, "cluster", ""));
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.FindCluster(call.principal.tenant, id));
+    if (!c.has_value() || !Visible(call, *c))
+      return Status::NotFound("cluster '" + id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft cluster list`");
-    return std::move(**c);
+    return std::move(*c);
   }
 
   // What each service on each node (node -> service -> state) did last, from
@@ -689,10 +686,9 @@ class ClusterOps {
     States states;
     for (const store::JobRecord& j : jobs) {
       if (open.empty()) break;
-      Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(j.id, false);
-      if (!tasks.ok()) return tasks.status();
-      std::sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.id > b.id; });
-      for (const store::TaskRecord& t : *tasks) {
+      WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(j.id, false));
+      std::sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+      for (const store::TaskRecord& t : tasks) {
         if (t.service.empty() || t.state != store::TaskState::kSucceeded || !kWord.count(t.action)) continue;
         auto key = open.find({t.node_id, t.service});
         if (key == open.end()) continue;
@@ -711,22 +707,19 @@ class ClusterOps {
     if (body.contains("job") && body["job"].is_number_integer()) {
       id = std::to_string(body["job"].get<std::int64_t>());
     } else {
-      Result<std::string> s = jsonf::String(body, "job", "body");
-      if (!s.ok()) return s.status();
-      id = *s;
+      WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", "body"));
+      id = s;
     }
-    Result<std::optional<store::JobRecord>> j = store_.GetJob(id);
-    if (!j.ok()) return j.status();
-    bool visible = j->has_value() && (**j).tenant == call.principal.tenant;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> j, store_.GetJob(id));
+    bool visible = j.has_value() && j->tenant == call.principal.tenant;
     if (visible && call.principal.role == Role::kUser) {
-      Result<std::optional<store::ClusterRecord>> c = store_.GetCluster((**j).cluster_id);
-      if (!c.ok()) return c.status();
-      visible = c->has_value() && Visible(call, **c);
+      WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(j->cluster_id));
+      visible = c.has_value() && Visible(call, *c);
     }
     if (!visible)
       return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft job list`");
-    return std::move(**j);
+    return std::move(*j);
   }
 
   Result<catalog::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
@@ -757,17 +750,16 @@ class ClusterOps {
   // A new layout for the cluster with its nodes fixed, against its frozen template.
   Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
                                   std::int64_t size, std::vector<std::string> services) {
-    Result<catalog::Catalog> cat = LoadCatalog(store_, call.principal.tenant);
-    if (!cat.ok()) return cat.status();
-    Result<std::string> name = cat->PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
+    WEFT_ASSIGN_OR_RETURN(catalog::Catalog cat, LoadCatalog(store_, call.principal.tenant));
+    Result<std::string> name = cat.PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
     if (!name.ok()) return name.status().WithContext("the cluster's copy of its template");
     // The frozen copies of the services it runs win over the catalog's newer versions.
     const json frozen = state.spec.value("services", json::object());
     for (const auto& [s, doc] : frozen.items()) {
-      Result<std::string> put = cat->PutJson(Kind::kService, doc);
+      Result<std::string> put = cat.PutJson(Kind::kService, doc);
       if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + s + "'");
     }
-    return Solve(*cat, *cat->FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
+    return Solve(cat, *cat.FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
   }
 
   Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
@@ -777,9 +769,8 @@ class ClusterOps {
     const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
     const catalog::Provider* provider = cat.FindProvider(provider_name);
     if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");
-    Result<json> tmpl_doc = cat.GetJson(Kind::kClusterTemplate, tmpl.name);
-    if (!tmpl_doc.ok()) return tmpl_doc.status();
-    json spec = {{"template", *tmpl_doc},
+    WEFT_ASSIGN_OR_RETURN(json tmpl_doc, cat.GetJson(Kind::kClusterTemplate, tmpl.name));
+    json spec = {{"template", tmpl_doc},
                  {"provider", {{"name", provider->name}, {"type", provider->providertype}, {"fields", provider->provisioner}}},
                  {"services", json::object()},
                  {"config", config},
@@ -795,13 +786,12 @@ class ClusterOps {
     std::set<std::string> on;
     for (const catalog::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
     for (const std::string& s : on) {
-      Result<json> doc = cat.GetJson(Kind::kService, s);
-      if (!doc.ok()) return doc.status();
-      if (doc->contains("provisioner")) {
-        Status fields = planner::CheckMacros((*doc)["provisioner"]);
+      WEFT_ASSIGN_OR_RETURN(json doc, cat.GetJson(Kind::kService, s));
+      if (doc.contains("provisioner")) {
+        Status fields = planner::CheckMacros(doc["provisioner"]);
         if (!fields.ok()) return fields.WithContext("service '" + s + "'");
       }
-      spec["services"][s] = std::move(*doc);
+      spec["services"][s] = std::move(doc);
       versions["service/" + s] = version_of(Kind::kService, s);
     }
     spec["versions"] = std::move(versions);

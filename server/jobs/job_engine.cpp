@@ -233,27 +233,24 @@ ClusterState ClusterState::FromJson(const json& doc) {
 Result<planner::Plan> PlanJob(const NewJob& job) {
   planner::PlanRequest req;
   if (job.operation == "rollback" || job.operation == "undo") {
-    Result<planner::Operation> op = Converge(job.before, job.target);
-    if (!op.ok()) return op.status();
-    req.operation = *op;
+    WEFT_ASSIGN_OR_RETURN(planner::Operation op, Converge(job.before, job.target));
+    req.operation = op;
     // A rollback restarts what it reconfigures; an undo takes back what its
     // job did and no more: it reconfigures only what that job reconfigured.
     req.restart = job.operation == "rollback" || job.extras.restart;
     req.changed_services = ChangedServices(job.before, job.target);
     if (job.operation == "undo") req.reconfigure_only = job.extras.reconfigured;
   } else {
-    Result<planner::Operation> op = planner::ParseOperation(job.operation);
-    if (!op.ok()) return op.status();
-    req.operation = *op;
+    WEFT_ASSIGN_OR_RETURN(planner::Operation op, planner::ParseOperation(job.operation));
+    req.operation = op;
     req.restart = job.extras.restart;
     req.changed_services = job.extras.changed_services;
   }
   req.before = NodeSpecs(job.before.layout);
   req.after = NodeSpecs(job.target.layout);
   if (req.operation == planner::Operation::kDelete) req.after.clear();
-  Result<std::vector<planner::ServiceSpec>> specs = ServiceSpecs(job.before, job.target);
-  if (!specs.ok()) return specs.status();
-  req.services = std::move(*specs);
+  WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
+  req.services = std::move(specs);
   req.only_services = job.extras.only_services;
   return planner::MakePlan(req);
 }
@@ -305,10 +302,9 @@ void JobEngine::EmitCluster(const store::ClusterRecord& c) {
 
 Status JobEngine::SetCluster(const std::string& cluster_id,
                              const std::function<void(store::ClusterRecord&)>& change) {
-  Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
-  if (!c.ok()) return c.status();
-  if (!c->has_value()) return Status::Internal("cluster " + cluster_id + " of a job does not exist");
-  store::ClusterRecord& rec = **c;
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(cluster_id));
+  if (!c.has_value()) return Status::Internal("cluster " + cluster_id + " of a job does not exist");
+  store::ClusterRecord& rec = *c;
   const std::string old_status = rec.status;
   change(rec);
   rec.updated_at_ms = clock_.NowMs();
@@ -322,8 +318,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
     return Status::Conflict("cluster " + job.cluster_id + " already has job " + ActiveJob(job.cluster_id) +
                             " running; wait for it (weft job watch " + ActiveJob(job.cluster_id) +
                             ") or abort it (weft job abort)");
-  Result<planner::Plan> plan = PlanJob(job);
-  if (!plan.ok()) return plan.status();
+  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job));
   const std::int64_t now = clock_.NowMs();
 
   auto run = std::make_unique<Run>();
@@ -344,19 +339,17 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   run->target = std::move(job.target);
   Index(*run);
 
-  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(r.cluster_id);
-  if (!cluster.ok()) return cluster.status();
-  if (!cluster->has_value()) return Status::NotFound("cluster " + r.cluster_id + " does not exist");
-  run->owner = (**cluster).owner;
-  run->cluster_name = (**cluster).name;
-  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(r.cluster_id);
-  if (!nodes.ok()) return nodes.status();
-  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(r.cluster_id));
+  if (!cluster.has_value()) return Status::NotFound("cluster " + r.cluster_id + " does not exist");
+  run->owner = cluster->owner;
+  run->cluster_name = cluster->name;
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_.ListNodes(r.cluster_id));
+  for (const store::NodeRecord& n : nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
 
   Run& ref = *run;
   runs_[r.id] = std::move(run);
   cluster_job_[ref.record.cluster_id] = ref.record.id;
-  WEFT_RETURN_IF_ERROR(AddTasks(ref, *plan));
+  WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
     c.status = "pending";
     c.spec_json = wire::Dump(ref.target.spec);
@@ -396,9 +389,8 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     n.service = t.service;
     n.after_json = AfterJson(t.after);
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
-    t.id = id->front();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
+    t.id = id.front();
     ids[i] = t.id;
     if (p.action == Action::kConfirm) confirms.push_back(t.id);
     if (IsServiceAction(t.action) || p.action == Action::kBootstrap) service_tasks.push_back(t.id);
@@ -414,10 +406,9 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     n.task_key = "join/CONFIRM/addresses";
     n.after_json = AfterJson(confirms);
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     TaskNode join;
-    join.id = id->front();
+    join.id = id.front();
     join.key = "join/CONFIRM/addresses";
     join.action = "JOIN";
     join.after = confirms;
@@ -537,10 +528,9 @@ Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& messa
     n.task_key = confirm.node + "/" + action + "#" + round;
     n.after_json = previous ? AfterJson({previous}) : "[]";
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     TaskNode t;
-    t.id = id->front();
+    t.id = id.front();
     t.key = confirm.node + "/" + action + "#" + round;
     t.node = confirm.node;
     t.action = action;
@@ -827,10 +817,9 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   auto r = runs_.find(job_id);
   if (r == runs_.end()) {
-    Result<std::optional<store::JobRecord>> rec = store_.GetJob(job_id);
-    if (!rec.ok()) return rec.status();
-    if (!rec->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-    return Status::Conflict(JobIs(job_id, (**rec).status) + "; only a running job can be aborted");
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> rec, store_.GetJob(job_id));
+    if (!rec.has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+    return Status::Conflict(JobIs(job_id, rec->status) + "; only a running job can be aborted");
   }
   Run& run = *r->second;
   const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
@@ -848,19 +837,17 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
 }
 
 Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string& retried_by) {
-  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(rec.id, false);
-  if (!tasks.ok()) return tasks.status();
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(rec.id, false));
   const json earlier = ParseOr(rec.history_json, json::array());
   json failed = json::array();
   std::int64_t succeeded = 0, cancelled = 0, failed_count = 0;
-  for (const store::TaskRecord& t : *tasks) {
+  for (const store::TaskRecord& t : tasks) {
     succeeded += t.state == TaskState::kSucceeded;
     cancelled += t.state == TaskState::kCancelled;
     if (t.state != TaskState::kFailed) continue;
     if (++failed_count > static_cast<std::int64_t>(kHistoryFailedTasks)) continue;
-    Result<std::optional<store::TaskRecord>> full = store_.GetTask(t.id);  // with message and output
-    if (!full.ok()) return full.status();
-    const store::TaskRecord& f = full->has_value() ? **full : t;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::TaskRecord> full, store_.GetTask(t.id));  // with message and output
+    const store::TaskRecord& f = full.has_value() ? *full : t;
     failed.push_back({{"id", f.id},
                       {"key", f.task_key},
                       {"node", f.node_id},
@@ -890,10 +877,9 @@ Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string&
 
 Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (runs_.count(job_id)) return Status::Conflict("job " + job_id + " is still running; only a failed or aborted job can be retried");
-  Result<std::optional<store::JobRecord>> found = store_.GetJob(job_id);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-  store::JobRecord rec = **found;
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> found, store_.GetJob(job_id));
+  if (!found.has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+  store::JobRecord rec = *found;
   if (rec.status != "failed" && rec.status != "aborted")
     return Status::Conflict(JobIs(job_id, rec.status) + "; only a failed or aborted job can be retried");
   if (ParseOr(rec.options_json, json::object()).value("undone", false))
@@ -901,18 +887,16 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (!ActiveJob(rec.cluster_id).empty())
     return Status::Conflict("cluster " + rec.cluster_id + " has job " + ActiveJob(rec.cluster_id) +
                             " running; retry job " + job_id + " when it is done");
-  Result<std::vector<store::JobRecord>> later = store_.ListJobs(rec.tenant, rec.cluster_id, 1);
-  if (!later.ok()) return later.status();
-  if (!later->empty() && later->front().id != job_id)
-    return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later->front().id + " since job " + job_id +
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::JobRecord> later, store_.ListJobs(rec.tenant, rec.cluster_id, 1));
+  if (!later.empty() && later.front().id != job_id)
+    return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later.front().id + " since job " + job_id +
                             "; only the cluster's latest job can be retried");
   // What this run ended with stays in the job: the new attempts overwrite the
   // failed tasks' state, message and output, and the job's own message.
-  Result<json> ended = EndedRun(rec, who);
-  if (!ended.ok()) return ended.status();
+  WEFT_ASSIGN_OR_RETURN(json ended, EndedRun(rec, who));
   json history = ParseOr(rec.history_json, json::array());
   if (!history.is_array()) history = json::array();
-  history.push_back(std::move(*ended));
+  history.push_back(std::move(ended));
   rec.history_json = history.dump();
   rec.status = "running";
   rec.finished_at_ms = 0;
@@ -946,9 +930,8 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
 }
 
 Status JobEngine::ExpireLeases() {
-  Result<std::vector<store::ClusterRecord>> expired = store_.ListExpiredClusters(clock_.NowMs());
-  if (!expired.ok()) return expired.status();
-  for (store::ClusterRecord& c : *expired) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::ClusterRecord> expired, store_.ListExpiredClusters(clock_.NowMs()));
+  for (store::ClusterRecord& c : expired) {
     if (!ActiveJob(c.id).empty()) continue;  // expired again once its job is done
     NewJob job;
     job.tenant = c.tenant;
@@ -978,18 +961,15 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   run->target = ClusterState::FromJson(ParseOr(record.target_json, json::object()));
   Index(*run);
   run->failing = record.status == "failing";
-  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(record.cluster_id);
-  if (!cluster.ok()) return cluster.status();
-  if (cluster->has_value()) {
-    run->owner = (**cluster).owner;
-    run->cluster_name = (**cluster).name;
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(record.cluster_id));
+  if (cluster.has_value()) {
+    run->owner = cluster->owner;
+    run->cluster_name = cluster->name;
   }
-  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(record.cluster_id);
-  if (!nodes.ok()) return nodes.status();
-  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
-  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(record.id, false);
-  if (!tasks.ok()) return tasks.status();
-  for (const store::TaskRecord& r : *tasks) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_.ListNodes(record.cluster_id));
+  for (const store::NodeRecord& n : nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(record.id, false));
+  for (const store::TaskRecord& r : tasks) {
     TaskNode t;
     t.id = r.id;
     t.key = r.task_key;
