@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "weft/catalog/catalog.hpp"
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::jobs {
@@ -80,8 +81,9 @@ bool IsServiceAction(std::string_view action) {
 
 // "job 28 has already succeeded", "job 28 was already aborted", "job 28 is running".
 std::string JobIs(const std::string& id, const std::string& status) {
-  if (status == "succeeded" || status == "failed") return "job " + id + " has already " + status;
-  if (status == "aborted") return "job " + id + " was already aborted";
+  const std::optional<JobStatus> s = JobStatusFrom(status);
+  if (s == JobStatus::kSucceeded || s == JobStatus::kFailed) return "job " + id + " has already " + status;
+  if (s == JobStatus::kAborted) return "job " + id + " was already aborted";
   return "job " + id + " is " + status;
 }
 
@@ -232,14 +234,15 @@ ClusterState ClusterState::FromJson(const json& doc) {
 
 Result<planner::Plan> PlanJob(const NewJob& job) {
   planner::PlanRequest req;
-  if (job.operation == "rollback" || job.operation == "undo") {
+  const std::optional<JobOperation> operation = JobOperationFrom(job.operation);
+  if (operation == JobOperation::kRollback || operation == JobOperation::kUndo) {
     WEFT_ASSIGN_OR_RETURN(planner::Operation op, Converge(job.before, job.target));
     req.operation = op;
     // A rollback restarts what it reconfigures; an undo takes back what its
     // job did and no more: it reconfigures only what that job reconfigured.
-    req.restart = job.operation == "rollback" || job.extras.restart;
+    req.restart = operation == JobOperation::kRollback || job.extras.restart;
     req.changed_services = ChangedServices(job.before, job.target);
-    if (job.operation == "undo") req.reconfigure_only = job.extras.reconfigured;
+    if (operation == JobOperation::kUndo) req.reconfigure_only = job.extras.reconfigured;
   } else {
     WEFT_ASSIGN_OR_RETURN(planner::Operation op, planner::ParseOperation(job.operation));
     req.operation = op;
@@ -586,27 +589,30 @@ Status JobEngine::Finish(Run& run) {
   const std::int64_t now = clock_.NowMs();
   store::JobRecord& r = run.record;
   const bool ok = !run.failing;
-  r.status = ok ? "succeeded" : (r.status == "aborted" ? "aborted" : "failed");
+  const bool aborted = JobStatusFrom(r.status) == JobStatus::kAborted;
+  r.status = ToString(ok ? JobStatus::kSucceeded : aborted ? JobStatus::kAborted : JobStatus::kFailed);
   r.updated_at_ms = now;
   r.finished_at_ms = now;
   const std::string job_id = r.id;
   const std::string cluster_id = r.cluster_id;
 
+  const std::optional<JobOperation> operation = JobOperationFrom(r.operation);
   std::optional<NewJob> undo;
   if (ok) {
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
       c.status = run.target.status;
       c.spec_json = wire::Dump(run.target.spec);
       c.layout_json = wire::Dump(run.target.layout);
-      if (r.operation != "undo" && r.operation != "delete" && r.operation != "create")
+      if (operation != JobOperation::kUndo && operation != JobOperation::kDelete &&
+          operation != JobOperation::kCreate)
         c.previous_json = wire::Dump(json{{"spec", run.before.spec}, {"layout", run.before.layout}});
-      if (c.status == "terminated") c.expire_at_ms = 0;
+      if (ClusterStatusFrom(c.status) == ClusterStatus::kTerminated) c.expire_at_ms = 0;
     }));
     // A deleted cluster keeps no secret, not even sealed (docs/security.md).
-    if (run.target.status == "terminated") WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
+    if (ClusterStatusFrom(run.target.status) == ClusterStatus::kTerminated) WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
   } else {
-    const bool keep = run.options.value("keep_on_failure", false) || r.status == "aborted";
-    if (!keep && r.operation != "undo") undo = UndoJob(run);
+    const bool keep = run.options.value("keep_on_failure", false) || aborted;
+    if (!keep && operation != JobOperation::kUndo) undo = UndoJob(run);
     if (undo) {
       r.message += "; undoing it in a new job";
       run.options["undone"] = true;
@@ -645,9 +651,9 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   undo.parent_job = run.record.id;
   undo.before.spec = run.target.spec;
   undo.before.status = "pending";
-  const std::string& op = run.record.operation;
+  const std::optional<JobOperation> op = JobOperationFrom(run.record.operation);
   json made = json::array();
-  if (op == "create" || op == "scale") {
+  if (op == JobOperation::kCreate || op == JobOperation::kScale) {
     bool grew = false;
     for (const json& n : Nodes(run.target.layout)) {
       const std::string id = n.value("hostname", "");
@@ -668,8 +674,8 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     // A shrink, or a grow that failed before any new node was attempted: nothing to
     // remove. Going back from a failed shrink would CREATE nodes whose DELETE may
     // have half run; `job retry` finishes the shrink instead.
-    if (op == "scale" && !grew) return std::nullopt;
-  } else if (op == "add-services") {
+    if (op == JobOperation::kScale && !grew) return std::nullopt;
+  } else if (op == JobOperation::kAddServices) {
     for (const json& old : Nodes(run.before.layout)) {
       const std::string id = old.value("hostname", "");
       json n = old;
@@ -688,12 +694,13 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   for (const auto& [id, t] : run.tasks)
     if (t.action == "CONFIGURE" && t.attempt > 0 && FindNode(run.before.layout, t.node))
       undo.extras.reconfigured.insert(t.node + "/" + t.service);
-  if (op == "create") {
+  if (op == JobOperation::kCreate) {
     undo.target.spec = run.target.spec;
     undo.target.status = "terminated";
   } else {
     undo.target = run.before;
-    if (undo.target.status.empty() || undo.target.status == "pending") undo.target.status = "active";
+    if (undo.target.status.empty() || ClusterStatusFrom(undo.target.status) == ClusterStatus::kPending)
+      undo.target.status = ToString(ClusterStatus::kActive);
   }
   return undo;
 }
@@ -880,7 +887,7 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> found, store_.GetJob(job_id));
   if (!found.has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
   store::JobRecord rec = *found;
-  if (rec.status != "failed" && rec.status != "aborted")
+  if (const auto status = JobStatusFrom(rec.status); status != JobStatus::kFailed && status != JobStatus::kAborted)
     return Status::Conflict(JobIs(job_id, rec.status) + "; only a failed or aborted job can be retried");
   if (ParseOr(rec.options_json, json::object()).value("undone", false))
     return Status::Conflict("job " + job_id + " failed and was undone by a later job; start the operation again instead");
@@ -960,7 +967,7 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   run->before = ClusterState::FromJson(ParseOr(record.before_json, json::object()));
   run->target = ClusterState::FromJson(ParseOr(record.target_json, json::object()));
   Index(*run);
-  run->failing = record.status == "failing";
+  run->failing = JobStatusFrom(record.status) == JobStatus::kFailing;
   WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(record.cluster_id));
   if (cluster.has_value()) {
     run->owner = cluster->owner;
