@@ -560,10 +560,8 @@ json Plan::ToJson() const {
 
 Result<Plan> MakePlan(const PlanRequest& request) {
   Builder builder(request);
-  auto tasks = builder.Build();
-  if (!tasks.ok()) return tasks.status();
   Plan plan;
-  plan.tasks_ = std::move(tasks).value();
+  WEFT_ASSIGN_OR_RETURN(plan.tasks_, builder.Build());
   return plan;
 }
 

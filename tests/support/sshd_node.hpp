@@ -1,4 +1,4 @@
-// Test helper: a real sshd node (weft_localnode) that is stopped when the
+// A real sshd node (weft_localnode) that is stopped when the
 // object dies, and the ssh::Target that reaches it.
 #pragma once
 
