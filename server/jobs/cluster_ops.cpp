@@ -250,18 +250,18 @@ class ClusterOps {
 
     NewJob job;
     job.tenant = call.principal.tenant;
-    job.operation = "create";
+    job.operation = ToString(JobOperation::kCreate);
     job.requested_by = call.principal.user;
     job.options = options;
     job.before.spec = spec;
-    job.target = {spec, catalog::LayoutToJson(layout), "active"};
+    job.target = {spec, catalog::LayoutToJson(layout), std::string(ToString(ClusterStatus::kActive))};
     if (dry_run) return DryRun(job);
 
     store::ClusterRecord c;
     c.tenant = call.principal.tenant;
     c.name = name;
     c.owner = call.principal.user;
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.spec_json = wire::Dump(spec);
     c.layout_json = wire::Dump(job.target.layout);
     c.created_at_ms = clock_.NowMs();
@@ -272,7 +272,7 @@ class ClusterOps {
     }());
     (void)inserted;
     job.cluster_id = c.id;
-    job.before = ClusterState{spec, {{"nodes", json::array()}}, "pending"};
+    job.before = ClusterState{spec, {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
     return Launch(std::move(job));
   }
 

@@ -329,7 +329,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   r.tenant = job.tenant;
   r.cluster_id = job.cluster_id;
   r.operation = job.operation;
-  r.status = "running";
+  r.status = ToString(JobStatus::kRunning);
   r.requested_by = job.requested_by;
   r.options_json = wire::Dump(job.options);
   r.before_json = wire::Dump(job.before.ToJson());
@@ -354,7 +354,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   cluster_job_[ref.record.cluster_id] = ref.record.id;
   WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.spec_json = wire::Dump(ref.target.spec);
     c.layout_json = wire::Dump(ref.target.layout);
     c.latest_job = ref.record.id;
@@ -563,7 +563,7 @@ Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& messa
 
 Status JobEngine::Fail(Run& run, const std::string& message) {
   run.failing = true;
-  run.record.status = "failing";
+  run.record.status = ToString(JobStatus::kFailing);
   run.record.message = message;
   run.record.updated_at_ms = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(run.record));
@@ -609,7 +609,8 @@ Status JobEngine::Finish(Run& run) {
       if (ClusterStatusFrom(c.status) == ClusterStatus::kTerminated) c.expire_at_ms = 0;
     }));
     // A deleted cluster keeps no secret, not even sealed (docs/security.md).
-    if (ClusterStatusFrom(run.target.status) == ClusterStatus::kTerminated) WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
+    if (ClusterStatusFrom(run.target.status) == ClusterStatus::kTerminated)
+      WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
   } else {
     const bool keep = run.options.value("keep_on_failure", false) || aborted;
     if (!keep && operation != JobOperation::kUndo) undo = UndoJob(run);
@@ -618,7 +619,8 @@ Status JobEngine::Finish(Run& run) {
       run.options["undone"] = true;
       r.options_json = wire::Dump(run.options);
     }
-    const std::string status = undo ? "pending" : keep ? "incomplete" : "inconsistent";
+    const std::string status(
+        ToString(undo ? ClusterStatus::kPending : keep ? ClusterStatus::kIncomplete : ClusterStatus::kInconsistent));
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = status; }));
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
@@ -630,7 +632,8 @@ Status JobEngine::Finish(Run& run) {
   Result<store::JobRecord> started = Start(std::move(*undo));
   if (!started.ok()) {
     // The failed job stays failed; the cluster is left for an operator to look at.
-    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = "inconsistent"; }));
+    WEFT_RETURN_IF_ERROR(SetCluster(
+        cluster_id, [&](store::ClusterRecord& c) { c.status = ToString(ClusterStatus::kInconsistent); }));
     return Status::Ok();
   }
   return Status::Ok();
@@ -646,11 +649,11 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   NewJob undo;
   undo.tenant = run.record.tenant;
   undo.cluster_id = run.record.cluster_id;
-  undo.operation = "undo";
+  undo.operation = ToString(JobOperation::kUndo);
   undo.requested_by = "job " + run.record.id + " (undo after failure)";
   undo.parent_job = run.record.id;
   undo.before.spec = run.target.spec;
-  undo.before.status = "pending";
+  undo.before.status = ToString(ClusterStatus::kPending);
   const std::optional<JobOperation> op = JobOperationFrom(run.record.operation);
   json made = json::array();
   if (op == JobOperation::kCreate || op == JobOperation::kScale) {
@@ -696,7 +699,7 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
       undo.extras.reconfigured.insert(t.node + "/" + t.service);
   if (op == JobOperation::kCreate) {
     undo.target.spec = run.target.spec;
-    undo.target.status = "terminated";
+    undo.target.status = ToString(ClusterStatus::kTerminated);
   } else {
     undo.target = run.before;
     if (undo.target.status.empty() || ClusterStatusFrom(undo.target.status) == ClusterStatus::kPending)
@@ -838,7 +841,7 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   }
   run.failing = true;
   run.in_flight.clear();
-  run.record.status = "aborted";
+  run.record.status = ToString(JobStatus::kAborted);
   run.record.message = "aborted by " + who;
   return Finish(run);
 }
@@ -905,7 +908,7 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (!history.is_array()) history = json::array();
   history.push_back(std::move(ended));
   rec.history_json = history.dump();
-  rec.status = "running";
+  rec.status = ToString(JobStatus::kRunning);
   rec.finished_at_ms = 0;
   rec.message = "";
   rec.updated_at_ms = clock_.NowMs();
@@ -929,7 +932,7 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   std::sort(ready.begin(), ready.end());
   for (std::int64_t id : ready) WEFT_RETURN_IF_ERROR(Release(run, id));
   WEFT_RETURN_IF_ERROR(SetCluster(rec.cluster_id, [&](store::ClusterRecord& c) {
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.latest_job = job_id;
   }));
   EmitJob(run);
@@ -943,13 +946,13 @@ Status JobEngine::ExpireLeases() {
     NewJob job;
     job.tenant = c.tenant;
     job.cluster_id = c.id;
-    job.operation = "delete";
+    job.operation = ToString(JobOperation::kDelete);
     job.requested_by = "janitor (the cluster's lease ran out)";
     job.before.spec = ParseOr(c.spec_json, json::object());
     job.before.layout = ParseOr(c.layout_json, json{{"nodes", json::array()}});
     job.before.status = c.status;
     job.target.spec = job.before.spec;
-    job.target.status = "terminated";
+    job.target.status = ToString(ClusterStatus::kTerminated);
     // The lease is over whatever the delete does: never start a second one.
     c.expire_at_ms = 0;
     c.updated_at_ms = clock_.NowMs();

@@ -87,10 +87,16 @@ inline constexpr std::array<std::pair<JobOperation, std::string_view>, 12> kJobO
 
 }  // namespace lifecycle_detail
 
-constexpr std::string_view ToString(ClusterStatus s) { return lifecycle_detail::Name(lifecycle_detail::kClusterStatuses, s); }
+constexpr std::string_view ToString(ClusterStatus s) {
+  return lifecycle_detail::Name(lifecycle_detail::kClusterStatuses, s);
+}
 constexpr std::string_view ToString(JobStatus s) { return lifecycle_detail::Name(lifecycle_detail::kJobStatuses, s); }
-constexpr std::string_view ToString(AttemptStatus s) { return lifecycle_detail::Name(lifecycle_detail::kAttemptStatuses, s); }
-constexpr std::string_view ToString(JobOperation o) { return lifecycle_detail::Name(lifecycle_detail::kJobOperations, o); }
+constexpr std::string_view ToString(AttemptStatus s) {
+  return lifecycle_detail::Name(lifecycle_detail::kAttemptStatuses, s);
+}
+constexpr std::string_view ToString(JobOperation o) {
+  return lifecycle_detail::Name(lifecycle_detail::kJobOperations, o);
+}
 
 // nullopt for text that names no such value (an older or newer weftd's, or a typo).
 constexpr std::optional<ClusterStatus> ClusterStatusFrom(std::string_view text) {
