@@ -498,7 +498,8 @@ Status Reactor::StartSecurity() {
     WEFT_LOG(kInfo, kLog) << "made weftd's CURVE key pair in " << (config_.server.data_dir / "keys").string()
                           << " (public key " << server_keys_.public_key << ")";
   }
-  zap_ = std::make_unique<auth::ZapHandler>(transport_.context(), components_.keys(), clock_, config_.security.host_requests);
+  zap_ = std::make_unique<auth::ZapHandler>(transport_.context(), components_.keys(), clock_,
+                                            config_.security.host_requests);
   WEFT_RETURN_IF_ERROR(zap_->Start());
   components_.AddSecurityOps(server_keys_.public_key);
   return Status::Ok();
@@ -516,9 +517,8 @@ Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
     if (!old.ok() && old.status().code() != Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << old.status().message() << "; making a new superadmin credential";
     }
-    Result<curve::KeyPair> pair = curve::Generate();
-    if (!pair.ok()) return pair.status();
-    c.keys = *pair;
+    WEFT_ASSIGN_OR_RETURN(curve::KeyPair pair, curve::Generate());
+    c.keys = pair;
   }
   c.api = api_endpoint;
   c.server_key = server_keys_.public_key;
@@ -573,9 +573,9 @@ Status LockDataDir(const std::filesystem::path& data_dir) {
 Status RunDaemon(const Config& config, int signal_fd) {
   store::StoreOptions options;
   options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
-  Result<std::unique_ptr<store::Store>> store = store::Store::Open(config.server.data_dir / "weft.db", options);
-  if (!store.ok()) return store.status();
-  auto reactor = std::make_unique<Reactor>(config, signal_fd, **store);
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
+                        store::Store::Open(config.server.data_dir / "weft.db", options));
+  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store);
   Status s = reactor->Start();
   if (s.ok()) s = reactor->Loop();
   reactor->Shutdown();

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "weft/common/json_fields.hpp"
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::hosts {
@@ -279,7 +280,8 @@ Response HostOps::TaskFinish(const Call& call) {
   WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
   WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
   WEFT_TRY_ASSIGN(status, jsonf::String(body, "status", "body"));
-  if (status != "succeeded" && status != "failed")
+  const std::optional<AttemptStatus> ended = AttemptStatusFrom(status);
+  if (ended != AttemptStatus::kSucceeded && ended != AttemptStatus::kFailed)
     return Response::Error(Status::Invalid("body.status must be \"succeeded\" or \"failed\", got \"" + status + "\""));
   WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
   WEFT_TRY_ASSIGN(out, jsonf::String(body, "stdout", "body", ""));
@@ -298,7 +300,7 @@ Response HostOps::TaskFinish(const Call& call) {
   f.host_id = std::move(host_id);
   f.task_id = task_id;
   f.attempt = attempt;
-  f.succeeded = status == "succeeded";
+  f.succeeded = ended == AttemptStatus::kSucceeded;
   f.message = std::move(message);
   f.result_json = result != body.end() && result->is_object() ? wire::Dump(*result) : "{}";
   f.stdout_tail = Tail(std::move(out));

@@ -13,6 +13,7 @@
 
 #include "fuzz_util.hpp"
 #include "server/auth/auth.hpp"
+#include "server/auth/auth_ops.hpp"
 #include "server/config/config.hpp"
 #include "server/daemon/components.hpp"
 #include "server/store/store.hpp"
