@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
-#include "planner/planner.hpp"
+#include "weft/planner/planner.hpp"
 
 namespace weft::bench {
 namespace {

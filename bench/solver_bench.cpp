@@ -227,7 +227,7 @@ class NaiveSolver {
         if (layouts_[i] & (1ULL << k)) services.push_back(svc_[k]);
       std::sort(services.begin(), services.end());
       for (std::int64_t k = 0; k < chosen_[i]; ++k) {
-        weft::solver::LayoutNode node;
+        weft::catalog::LayoutNode node;
         node.hostname = "bench-" + std::to_string(host++);
         node.hardwaretype = "standard-large";
         node.imagetype = "debian12";
@@ -240,7 +240,7 @@ class NaiveSolver {
   const BenchCase& c_;
   Clock::time_point deadline_;
   std::vector<std::int64_t> chosen_;
-  std::vector<weft::solver::LayoutNode> nodes_;
+  std::vector<weft::catalog::LayoutNode> nodes_;
   std::vector<std::string> svc_;
   std::vector<std::int64_t> lo_, hi_, count_;
   std::vector<std::set<std::string>> hw_;
@@ -308,7 +308,7 @@ int RunSolverBench(const std::vector<std::string>& args) {
         error = layout.status().ToString();
         break;
       }
-      auto summary = weft::solver::LayoutSummary(*layout);
+      auto summary = weft::catalog::LayoutSummary(*layout);
       node_kinds = summary.size();
       if (show && r == 0)
         for (const auto& line : summary) std::fprintf(stderr, "%s: %s\n", c.name.c_str(), line.c_str());

@@ -35,6 +35,10 @@ PACKAGES=(
   jq                   # the demo reads weft's -o json output
   clang                # libFuzzer targets (tests/fuzz, scripts/fuzz.sh); gcc has no libFuzzer
   libclang-rt-14-dev   # libFuzzer and the sanitizer runtimes for clang 14
+  # Packaging and the install tests (tests/install): Debian packages, their units, the Python client.
+  dpkg-dev             # dpkg-shlibdeps: the Depends of the packages CPack makes
+  systemd              # systemd-analyze verify on weftd.service and weft-host.service
+  python3-zmq          # examples/python/weft_client.py (CurveZMQ)
 )
 
 missing=()

@@ -10,10 +10,10 @@
 #include "context.hpp"
 #include "format.hpp"
 #include "table.hpp"
+#include "weft/catalog/entities.hpp"
+#include "weft/catalog/layout.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/json_fields.hpp"
-#include "weft/catalog/entities.hpp"
-#include "weft/solver/solver.hpp"
 
 namespace weft::cli {
 namespace {
@@ -292,7 +292,8 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  Result<solver::Layout> layout = solver::LayoutFromJson(reply.contains("layout") ? reply["layout"] : json::object());
+  Result<catalog::Layout> layout =
+      catalog::LayoutFromJson(reply.contains("layout") ? reply["layout"] : json::object());
   if (!layout.ok()) return Status::Internal("the server's layout cannot be read: " + layout.status().message());
   const std::int64_t tasks =
       reply.contains("tasks") && reply["tasks"].is_array() ? static_cast<std::int64_t>(reply["tasks"].size()) : 0;
@@ -301,7 +302,7 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
   ctx.out() << "cluster '" << Printable(args.positionals.at(0)) << "' from template '"
             << Printable(args.Get("--template")) << "': "
             << Count(static_cast<std::int64_t>(layout->nodes.size()), "node", "nodes") << '\n';
-  for (const std::string& line : solver::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
+  for (const std::string& line : catalog::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
   ctx.out() << "plan: " << Count(tasks, "task", "tasks") << " in " << Count(stages, "stage", "stages")
             << " (nothing runs; -o json shows every node and task)\n";
   return Status::Ok();

@@ -67,7 +67,13 @@ Status ReadString(const toml::table& table, std::string_view key, std::string_vi
 HostConfig DefaultConfig(const std::filesystem::path& exe_dir) {
   HostConfig config;
   config.host_id = Hostname();
+  // <exe dir>/../plugins in a build tree; <prefix>/lib/weft/plugins once installed.
   std::filesystem::path plugins = exe_dir.parent_path() / "plugins";
+  std::error_code ec;
+  if (const auto installed = exe_dir.parent_path() / "lib" / "weft" / "plugins";
+      !std::filesystem::is_directory(plugins, ec) && std::filesystem::is_directory(installed, ec)) {
+    plugins = installed;
+  }
   config.plugin_dirs = {plugins / "providers", plugins / "automators"};
   return config;
 }

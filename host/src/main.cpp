@@ -3,6 +3,7 @@
 //
 // One binary, three roles:
 //   weft-host [options]            the master (what operators start)
+//   weft-host run PLUGIN ACTION --task FILE   run one action of one plugin, without weftd
 //   weft-host --probe FILE         internal: load one plugin file, print its verdict
 //   weft-host --worker ...         internal: one worker process, started by the master
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include "weft/host/master.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
+#include "weft/host/run_command.hpp"
 #include "weft/host/runtime.hpp"
 
 namespace {
@@ -39,6 +41,7 @@ void Usage(std::FILE* out) {
   std::fprintf(out,
                "usage: weft-host [--config FILE] [--server ENDPOINT] [--host-id ID] [--capacity N]\n"
                "                 [--workers N] [--plugin-dir DIR]... [--enroll-token TOKEN]\n"
+               "       weft-host run PLUGIN_FILE ACTION --task TASK.json   (try a plugin; see --help there)\n"
                "Runs Weft tasks for weftd with the plugins found in the plugin directories, in worker\n"
                "processes supervised by this one (see docs/host.md).\n"
                "--plugin-dir replaces the configured plugin_dirs (repeat it for several).\n"
@@ -178,6 +181,8 @@ int main(int argc, char** argv) {
     }
     return weft::host::ProbeMain(argv[2]);
   }
+  if (argc >= 2 && std::string_view(argv[1]) == "run") return weft::host::RunCommandMain(argc, argv);
+  if (argc >= 2 && std::string_view(argv[1]) == "--run-child") return weft::host::RunChildMain(argc, argv);
   RaiseOpenFileLimit();
   if (argc >= 2 && std::string_view(argv[1]) == "--worker") return WorkerMain(argc, argv);
 

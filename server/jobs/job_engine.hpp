@@ -1,6 +1,6 @@
 // weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks.
 //
-// A job is a plan (server/planner) turned into tasks in the store. A task is
+// A job is a plan (domain/planner) turned into tasks in the store. A task is
 // `waiting` until every predecessor succeeded, then the engine hands it to the
 // TaskQueue; there are no stage barriers. A JOIN (or a task no plugin has to
 // run) completes the moment it is ready. A failed attempt is retried with
@@ -33,12 +33,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/planner/macros.hpp"
-#include "server/planner/planner.hpp"
 #include "server/queue/task_queue.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/common/event.hpp"
 #include "weft/common/status.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/planner/planner.hpp"
 
 namespace weft::jobs {
 
@@ -49,11 +50,6 @@ struct EngineOptions {
   std::int64_t retry_backoff_ms = 1000;
   std::int64_t retry_backoff_max_ms = 30000;
   std::int64_t max_nodes_in_task = 256;
-};
-
-struct Event {
-  std::string topic;
-  json payload;
 };
 
 // A cluster as a job sees it: {"spec", "layout", "status"}.

@@ -1,4 +1,4 @@
-// Fuzzes the planner's config macros (server/planner/macros.hpp). Cluster config
+// Fuzzes the planner's config macros (weft/planner/macros.hpp). Cluster config
 // strings come from templates and from users creating clusters, and weftd expands
 // them before every task. Input: one config string; when it is also JSON text,
 // that document is walked as a whole config too.
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "planner/macros.hpp"
+#include "weft/planner/macros.hpp"
 
 using weft::fuzz::Require;
 namespace planner = weft::planner;

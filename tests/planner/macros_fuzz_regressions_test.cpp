@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "planner/macros.hpp"
+#include "weft/planner/macros.hpp"
 
 using namespace weft::planner;
 using nlohmann::json;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "planner/macros.hpp"
+#include "weft/planner/macros.hpp"
 
 using namespace weft::planner;
 using nlohmann::json;

@@ -4,7 +4,7 @@
 #include <random>
 #include <set>
 
-#include "planner/planner.hpp"
+#include "weft/planner/planner.hpp"
 
 using namespace weft::planner;
 using nlohmann::json;

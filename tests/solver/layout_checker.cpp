@@ -90,7 +90,7 @@ bool NodeSetValid(const ClusterTemplate& t, const Rules& r, const std::set<std::
 }  // namespace
 
 std::vector<std::string> LayoutViolations(const catalog::Catalog& cat, const ClusterTemplate& t,
-                                          const solver::SolveRequest& req, const solver::Layout& layout) {
+                                          const solver::SolveRequest& req, const catalog::Layout& layout) {
   std::vector<std::string> out;
   Rules r = MakeRules(cat, t, req);
   if (static_cast<long long>(layout.nodes.size()) != req.size)

@@ -12,7 +12,7 @@ namespace weft::testing {
 
 // Every way `layout` breaks the rules for `request`; empty when it obeys them all.
 std::vector<std::string> LayoutViolations(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
-                                          const solver::SolveRequest& request, const solver::Layout& layout);
+                                          const solver::SolveRequest& request, const catalog::Layout& layout);
 
 // Whether any layout at all exists for a fresh cluster (no existing nodes), by
 // enumerating node service sets and multisets of them. Small inputs only.

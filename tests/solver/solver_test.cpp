@@ -12,6 +12,11 @@ using namespace weft::solver;
 using catalog::Catalog;
 using catalog::ClusterTemplate;
 using catalog::Kind;
+using catalog::Layout;
+using catalog::LayoutFromJson;
+using catalog::LayoutNode;
+using catalog::LayoutSummary;
+using catalog::LayoutToJson;
 
 namespace {
 

@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""weft_client.py: a small Weft API client in Python, as an example for client authors.
+
+It speaks weftd's wire protocol (docs/protocol.md, "Writing a client") over ZeroMQ
+with CurveZMQ, using only Debian's python3-zmq:
+
+    weft_client.py --credentials FILE status
+    weft_client.py --credentials FILE catalog-import DIR
+    weft_client.py --credentials FILE cluster-create NAME --template T --size N
+
+The credential file is what `weft credentials USER -f FILE` writes (or weftd's own
+<data_dir>/credentials/superadmin.json): weftd's api endpoint and public key, and
+the client's key pair. `cluster-create` follows the job's progress on weftd's
+`events` endpoint and exits 0 when the job succeeded, 1 when it did not.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+
+import zmq
+
+PROTOCOL_VERSION = 1
+KINDS = [  # catalog directory -> op noun, in the order entities may refer to each other
+    ("providers", "provider"),
+    ("hardwaretypes", "hardwaretype"),
+    ("imagetypes", "imagetype"),
+    ("services", "service"),
+    ("clustertemplates", "clustertemplate"),
+]
+
+
+class WeftError(Exception):
+    """An error reply: code is INVALID, NOT_FOUND, CONFLICT, DENIED, UNAVAILABLE, ..."""
+
+    def __init__(self, code, message, details=None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details or {}
+
+
+class Client:
+    """Request/reply over a DEALER socket to weftd's api endpoint.
+
+    A call that times out closes its socket and the next call opens a fresh one
+    (so a late reply is never taken for a newer request's), as the C++ client does.
+    """
+
+    def __init__(self, credential, endpoint=None, tenant=None, timeout_ms=10000):
+        self.context = zmq.Context.instance()
+        self.credential = credential
+        self.endpoint = endpoint or credential["api"]
+        self.tenant = tenant
+        self.timeout_ms = timeout_ms
+        self.ids = itertools.count(1)
+        self.prefix = f"py{os.getpid()}-"
+        self.socket = None
+
+    def _secure(self, socket):
+        socket.curve_serverkey = self.credential["server_key"].encode()
+        socket.curve_publickey = self.credential["public_key"].encode()
+        socket.curve_secretkey = self.credential["secret_key"].encode()
+
+    def _connect(self):
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.linger = 0
+        self._secure(self.socket)
+        self.socket.connect(self.endpoint)
+
+    def call(self, op, body=None, timeout_ms=None):
+        """Sends op with body; returns the reply's body or raises WeftError."""
+        if self.socket is None:
+            self._connect()
+        request_id = self.prefix + str(next(self.ids))
+        header = {"v": PROTOCOL_VERSION, "id": request_id, "op": op, "body": body or {}}
+        if self.tenant:
+            header["tenant"] = self.tenant
+        # A DEALER sends the frames as they are; weftd's ROUTER adds the routing id.
+        self.socket.send_multipart([json.dumps(header).encode()])
+        deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.socket.poll(int(left * 1000)):
+                self.socket.close()
+                self.socket = None
+                raise WeftError("UNAVAILABLE", f"no reply from weftd at {self.endpoint} to {op}")
+            frames = self.socket.recv_multipart()
+            reply = json.loads(frames[0])
+            if reply.get("id") != request_id:
+                continue  # a late reply to a request given up on
+            if reply.get("ok"):
+                return reply.get("body") or {}
+            error = reply.get("error") or {}
+            raise WeftError(error.get("code", "INTERNAL"), error.get("message", ""), error.get("details"))
+
+    def events_endpoint(self):
+        """weftd's events endpoint as reachable from here (a wildcard host becomes the api's)."""
+        events = self.call("server.status")["endpoints"]["events"]
+        for wildcard in ("tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"):
+            if events.startswith(wildcard):
+                host = self.endpoint.split("://", 1)[1].rsplit(":", 1)[0]
+                events = f"tcp://{host}:{events[len(wildcard):]}"
+        return events
+
+    def subscribe(self, topic):
+        """A SUB socket on weftd's events, subscribed to topic (a prefix)."""
+        sub = self.context.socket(zmq.SUB)
+        sub.linger = 0
+        self._secure(sub)
+        sub.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        sub.connect(self.events_endpoint())
+        return sub
+
+
+def load_credential(path):
+    with open(path, encoding="utf-8") as f:
+        credential = json.load(f)
+    for key in ("api", "server_key", "public_key", "secret_key"):
+        if not credential.get(key):
+            raise SystemExit(f"weft_client: the credential file {path} has no {key}")
+    return credential
+
+
+def cmd_status(client, _args):
+    status = client.call("server.status")
+    print(json.dumps(status, indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_catalog_import(client, args):
+    count = 0
+    for directory, noun in KINDS:
+        folder = os.path.join(args.dir, directory)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".json"):
+                continue
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                entity = json.load(f)
+            reply = client.call(f"{noun}.put", entity)
+            print(f"{noun} {entity.get('name')}: version {reply.get('version', '?')}")
+            count += 1
+    print(f"imported {count} entities from {args.dir}")
+    return 0
+
+
+def progress_bar(done, total, status):
+    width = 30
+    filled = width * done // total if total else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} tasks, {status}"
+
+
+def cmd_cluster_create(client, args):
+    tenant = client.tenant or "default"
+    # Subscribe before the job starts, so no event is missed: the tenant's task
+    # events (one per attempt's transition) and job events (one per status change).
+    sub = client.subscribe(f"{tenant}/task/")
+    sub.setsockopt(zmq.SUBSCRIBE, f"{tenant}/job/".encode())
+    time.sleep(0.2)  # a SUB's subscription reaches the publisher asynchronously
+    body = {"name": args.name, "template": args.template, "size": args.size}
+    reply = client.call("cluster.create", body)
+    job = reply["job"]
+    cluster_id = job["cluster_id"]
+    print(f"cluster {args.name}: job {job['id']} ({job.get('operation')}) started", flush=True)
+    total = client.call("job.get", {"job": job["id"]})["job"]["progress"]["total"]
+    done = set()
+    status = job.get("status")
+    deadline = time.monotonic() + args.timeout
+    while status in ("running", "failing"):
+        if time.monotonic() > deadline:
+            print(f"gave up waiting for job {job['id']}", file=sys.stderr)
+            return 1
+        if not sub.poll(1000):
+            # Events are best effort (PUB drops for slow subscribers): read the state back.
+            status = client.call("job.get", {"job": job["id"]})["job"]["status"]
+            continue
+        _topic, payload = sub.recv_multipart()
+        event = json.loads(payload)
+        if event.get("cluster_id") != cluster_id:
+            continue
+        if event.get("type") == "job" and event.get("job_id") == job["id"]:
+            status = event.get("status")
+        elif event.get("type") == "task" and event.get("state") == "succeeded":
+            done.add(event.get("task_id"))
+        else:
+            continue
+        print(progress_bar(len(done), total, status), flush=True)
+    # The final numbers from weftd: events of the job's last turn may still be on their way.
+    final = client.call("job.get", {"job": job["id"]})["job"]
+    print(progress_bar(final["progress"]["succeeded"], final["progress"]["total"], final["status"]))
+    print(f"job {final['id']}: {final['status']}{': ' + final['message'] if final.get('message') else ''}")
+    return 0 if final["status"] == "succeeded" else 1
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="A small Weft API client (examples/python).")
+    parser.add_argument("--credentials", required=True, help="a credential file (weft credentials USER -f FILE)")
+    parser.add_argument("--server", help="weftd's api endpoint; default: the credential's")
+    parser.add_argument("--tenant", help="the tenant to act in; default: the server's 'default'")
+    parser.add_argument("--timeout-ms", type=int, default=10000, help="how long to wait for each reply")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="server.status")
+    imp = commands.add_parser("catalog-import", help="put every entity of a catalog directory")
+    imp.add_argument("dir")
+    create = commands.add_parser("cluster-create", help="create a cluster and follow its job")
+    create.add_argument("name")
+    create.add_argument("--template", required=True)
+    create.add_argument("--size", type=int, required=True)
+    create.add_argument("--timeout", type=float, default=300, help="seconds to follow the job")
+    args = parser.parse_args(argv)
+
+    client = Client(load_credential(args.credentials), endpoint=args.server, tenant=args.tenant,
+                    timeout_ms=args.timeout_ms)
+    handler = {"status": cmd_status, "catalog-import": cmd_catalog_import, "cluster-create": cmd_cluster_create}
+    try:
+        return handler[args.command](client, args)
+    except WeftError as e:
+        print(f"weft_client: {e.message} ({e.code})", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# API clients outside the tree, against a real weftd with CurveZMQ on:
+# examples/python/weft_client.py (Debian's python3-zmq, a credential file) does
+# status, catalog import and a cluster create whose progress it follows on the
+# events endpoint, with a real weft-host running the tasks; and
+# examples/client-cpp builds against the installed client library and asks weftd
+# for its status.
+BUILD=$1 SOURCE=$2
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+CLIENT=$SOURCE/examples/python/weft_client.py
+
+start_weftd "$BUILD/bin/weftd" "$SCRATCH/data" ""
+CRED=$SCRATCH/data/credentials/superadmin.json
+wait_until "weftd's superadmin credential" test -s "$CRED"
+export WEFT_CREDENTIALS=$CRED
+
+echo "== status"
+out=$("$PY" "$CLIENT" --credentials "$CRED" status) || fail "weft_client.py status failed: $out"
+[[ $(jq -r .version <<<"$out") == "$("$BUILD/bin/weft" --version | awk '{print $2}')" ]] ||
+  fail "status has no version of weftd: $out"
+
+echo "== a credential with a key weftd does not know is refused"
+jq --arg k "$(jq -r .public_key "$SCRATCH/data/credentials/superadmin.json")" \
+  '.secret_key = "JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6" | .public_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"' \
+  "$CRED" >"$SCRATCH/stranger.json"
+set +e
+out=$("$PY" "$CLIENT" --credentials "$SCRATCH/stranger.json" --timeout-ms 1000 status 2>&1); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "an unknown key got an answer: $out"
+expect_contains "$out" "no reply from weftd" "an unknown key is not served"
+
+echo "== catalog import"
+out=$("$PY" "$CLIENT" --credentials "$CRED" catalog-import "$SOURCE/examples/catalog") ||
+  fail "weft_client.py catalog-import failed: $out"
+expect_contains "$out" "clustertemplate web-fake: version 1" "the template is stored"
+"$BUILD/bin/weft" -o json clustertemplate get web-fake >/dev/null || fail "weft does not see the imported template"
+
+echo "== cluster create, following the job on events"
+token=$("$BUILD/bin/weft" host token create 2>/dev/null | head -n 1)
+HOST_EXTRA_TOML="enroll_token = \"$token\"" \
+  start_host "$BUILD/bin/weft-host" "$PROVISIONER" "$BUILD/plugins/providers" "$BUILD/plugins/automators"
+wait_until "weft-host to enroll and register" has_plugins "$BUILD/bin/weft" fake-provider fake-automator
+out=$("$PY" "$CLIENT" --credentials "$CRED" cluster-create shop --template web-fake --size 4) ||
+  fail "weft_client.py cluster-create failed: $out"
+expect_contains "$out" "cluster shop: job" "the job is named"
+expect_contains "$out" "] 1/36 tasks, running" "progress from the events endpoint"
+expect_contains "$out" "] 36/36 tasks, succeeded" "progress to the end"
+expect_contains "$out" ": succeeded" "the job's end"
+echo "$out" | tail -n 3
+[[ $("$BUILD/bin/weft" -o json cluster get shop | jq -r '(.cluster // .).status') == active ]] ||
+  fail "cluster shop is not active"
+set +e
+out=$("$PY" "$CLIENT" --credentials "$CRED" cluster-create shop --template web-fake --size 4 2>&1); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a second create of the same name did not fail"
+expect_contains "$out" "(CONFLICT)" "a repeated create is a conflict"
+
+echo "== the C++ client library, installed, with its example program"
+cmake --install "$BUILD" --prefix "$SCRATCH/prefix" --component dev >"$SCRATCH/install.log" 2>&1 ||
+  fail "cmake --install of the SDK failed"
+cp -r "$SCRATCH/prefix/share/doc/weft/examples/client-cpp" "$SCRATCH/client-cpp"
+cmake -S "$SCRATCH/client-cpp" -B "$SCRATCH/client-cpp/build" -DCMAKE_PREFIX_PATH="$SCRATCH/prefix" \
+  >"$SCRATCH/client-cpp.log" 2>&1 || fail "client-cpp does not configure"
+cmake --build "$SCRATCH/client-cpp/build" >>"$SCRATCH/client-cpp.log" 2>&1 || fail "client-cpp does not build"
+out=$("$SCRATCH/client-cpp/build/weft-status" "$CRED") || fail "weft-status failed: $out"
+expect_contains "$out" "weftd 0.1.0 at $API" "weft-status reports weftd's version"
+echo "PASS"

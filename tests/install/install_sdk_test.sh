@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `cmake --install` into a scratch prefix lays out the documented tree; the two
+# example plugins, copied out of that prefix, build against its SDK alone
+# (CMake's find_package(WeftSDK) and pkg-config's weft-plugin); the installed
+# weft-host's harness runs them; and the installed weftd + weft-host run a
+# cluster job with them, dropped into a watched plugin directory without a restart.
+BUILD=$1 SOURCE=$2
+source "$(dirname "$0")/lib.sh"
+PREFIX=$SCRATCH/prefix
+
+echo "== cmake --install"
+cmake --install "$BUILD" --prefix "$PREFIX" >"$SCRATCH/install.log" 2>&1 || fail "cmake --install failed"
+for f in bin/weftd bin/weft-host bin/weft \
+         lib/weft/plugins/providers/fake_provider.so lib/weft/plugins/providers/local_provider.so \
+         lib/weft/plugins/automators/fake_automator.so lib/weft/plugins/automators/shell_automator.so \
+         share/weft/lua/hello.lua share/weft/lua/pool.lua share/doc/weft/README.md share/doc/weft/plugin-abi.md \
+         share/doc/weft/examples/weftd.toml share/doc/weft/examples/weft-host.toml \
+         share/doc/weft/examples/catalog/clustertemplates/web.json \
+         share/doc/weft/examples/plugin-cpp/CMakeLists.txt share/doc/weft/examples/plugin-c/Makefile \
+         etc/weft/weftd.toml etc/weft/weft-host.toml share/bash-completion/completions/weft \
+         include/weft/plugin.h include/weft/plugin.hpp include/weft/client/client.hpp include/weft/common/status.hpp; do
+  [[ -e $PREFIX/$f ]] || fail "cmake --install did not install $f"
+done
+for f in libweft_client.a libweft_common.a; do
+  [[ -n $(find "$PREFIX" -path "*/weft/$f") ]] || fail "cmake --install did not install $f"
+done
+[[ -n $(find "$PREFIX" -path "*/cmake/WeftSDK/WeftSDKConfig.cmake") ]] || fail "no WeftSDKConfig.cmake"
+[[ -z $(find "$PREFIX" -name "*test*" -o -name "*crash*" -o -name "*bench*") ]] ||
+  fail "test programs or fixtures were installed: $(find "$PREFIX" -name "*test*" -o -name "*crash*" -o -name "*bench*")"
+
+echo "== the examples build outside the tree, against the installed SDK only"
+build_examples "$PREFIX" "$SCRATCH/src"
+for so in "$HELLO_PROVIDER" "$HELLO_AUTOMATOR"; do
+  exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDBRV]$/ {print $3}' | grep -v '^_' | sort -u)
+  [[ $exported == weft_plugin_entry ]] || fail "$(basename "$so") exports more than weft_plugin_entry: $exported"
+done
+
+echo "== the installed weft-host's harness runs them"
+out=$("$PREFIX/bin/weft-host" run "$HELLO_PROVIDER" CREATE --task "$SCRATCH/src/plugin-cpp/task.json") ||
+  fail "hello-provider CREATE failed: $out"
+expect_contains "$out" '"provider_id":"hello-1/demo-1.weft.test/1"' "hello-provider's result"
+out=$("$PREFIX/bin/weft-host" run "$HELLO_AUTOMATOR" INSTALL --task "$SCRATCH/src/plugin-c/task.json") ||
+  fail "hello-automator INSTALL failed: $out"
+expect_contains "$out" "log info: hello-automator INSTALL on node demo-1.weft.test" "hello-automator's log line"
+expect_contains "$out" '"greeting":"hello from INSTALL"' "hello-automator's result"
+
+echo "== the installed weftd and weft-host run a job with them, dropped in without a restart"
+mkdir -p "$SCRATCH/plugins"
+start_weftd "$PREFIX/bin/weftd" "$SCRATCH/data"
+start_host "$PREFIX/bin/weft-host" "$PROVISIONER" "$PREFIX/lib/weft/plugins/providers" "$SCRATCH/plugins"
+wait_until "weft-host to register" has_plugins "$PREFIX/bin/weft" fake-provider
+host_pid=${PIDS[-1]}
+run_hello_job "$PREFIX/bin/weft" "$SCRATCH/plugins"
+kill -0 "$host_pid" || fail "weft-host is not the process that was started"
+echo "PASS"
