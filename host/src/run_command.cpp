@@ -236,6 +236,7 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
   TaskContext context(task.dump(), [](int percent, const std::string& message) {
     Events().Emit({{"event", "progress"}, {"percent", percent}, {"message", message}});
   });
+  context.SetPluginKind(plugin.descriptor->kind);  // whose fields field_json finds, as a worker does
   const std::uint32_t bit = ActionFromName(action);
   std::string status = "failed", message;
   if (!(plugin.descriptor->actions & bit)) {

@@ -1,5 +1,6 @@
 #include "server/daemon/server_ops.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -7,6 +8,7 @@
 
 #include "weft/common/json_fields.hpp"
 #include "weft/common/wire.hpp"
+#include "weft/plugin.h"
 
 namespace weft::server {
 namespace {
@@ -19,10 +21,20 @@ using json = nlohmann::json;
 
 constexpr std::size_t kMaxEnqueue = 10000;
 constexpr std::int64_t kMaxId = INT64_MAX;
-const std::set<std::string> kActions = {"CREATE",    "CONFIRM", "BOOTSTRAP", "INSTALL", "CONFIGURE",
-                                        "INITIALIZE", "START",   "STOP",      "REMOVE",  "DELETE"};
+// True for a plugin action's name as the SDK spells it (weft_action_name).
+bool IsPluginAction(const std::string& name) {
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1)
+    if (name == weft_action_name(bit)) return true;
+  return false;
+}
 
-constexpr const char* kActionList = "CREATE CONFIRM BOOTSTRAP INSTALL CONFIGURE INITIALIZE START STOP REMOVE DELETE";
+// "CREATE CONFIRM ... DELETE", for messages.
+std::string PluginActionList() {
+  std::string list;
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1)
+    list += (list.empty() ? "" : " ") + std::string(weft_action_name(bit));
+  return list;
+}
 
 json ParseStored(const std::string& text) {
   json v = json::parse(text, nullptr, false);
@@ -163,9 +175,9 @@ Response ServerOps::DebugEnqueue(const Call& call) {
     queue::NewTask n;
     WEFT_TRY_ASSIGN(plugin, jsonf::String(t, "plugin", path));
     WEFT_TRY_ASSIGN(action, jsonf::String(t, "action", path));
-    if (!kActions.count(action))
-      return Response::Error(Status::Invalid(path + ".action must be one of " + kActionList + ", got \"" + action +
-                                             "\""));
+    if (!IsPluginAction(action))
+      return Response::Error(
+          Status::Invalid(path + ".action must be one of " + PluginActionList() + ", got \"" + action + "\""));
     WEFT_TRY_ASSIGN(node_id, jsonf::String(t, "node_id", path, ""));
     WEFT_TRY_ASSIGN(job_id, jsonf::String(t, "job_id", path, ""));
     WEFT_TRY_ASSIGN(cluster_id, jsonf::String(t, "cluster_id", path, ""));

@@ -29,7 +29,7 @@ struct FakeTask {
   std::vector<std::string> logs;  // every log line and progress note
   nlohmann::json results = nlohmann::json::object();
   std::atomic<bool> cancelled{false};
-  std::uint32_t kind = WEFT_KIND_PROVIDER;   // whose fields field_json finds
+  std::uint32_t kind = WEFT_KIND_PROVIDER;   // whose fields field_json finds (LoadedPlugin::Run sets it)
   std::map<std::string, std::string> kept;  // the text field_json and node_json handed out
 
   const char* Keep(const std::string& key, const nlohmann::json* value) {
@@ -121,6 +121,7 @@ class LoadedPlugin {
 
   int Run(FakeTask& task, weft_action action, std::string* error = nullptr) {
     char err[1024] = {0};
+    task.kind = d_->kind;  // as weft-host does: field_json finds this plugin's fields
     int rc = d_->run(instance_, &services_, reinterpret_cast<weft_task*>(&task), action, err, sizeof err);
     if (error) *error = err;
     return rc;
