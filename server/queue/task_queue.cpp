@@ -262,7 +262,7 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
                             std::to_string(t.attempt) + "; stop working on it");
   }
   const TaskState final_state = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
-  WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? "succeeded" : "failed",
+  WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? AttemptStatus::kSucceeded : AttemptStatus::kFailed,
                                          f.message, f.result_json, f.stdout_tail, f.stderr_tail, clock_.NowMs()));
   DropLease(f.task_id, t);
   t.state = final_state;
@@ -309,7 +309,7 @@ Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Co
                           std::string(store::TaskStateName(conflict->state)) + "); stop working on it");
 }
 
-Status TaskQueue::EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why) {
+Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why) {
   Live& t = live_.at(id);
   const bool exhausted = t.attempt >= t.max_attempts;
   const std::string message =
@@ -347,7 +347,7 @@ Status TaskQueue::ExpireDue() {
   while (!leases_.empty() && leases_.begin()->first <= now) {
     const std::int64_t id = leases_.begin()->second;
     const Live& t = live_.at(id);
-    WEFT_RETURN_IF_ERROR(EndLease(id, "expired",
+    WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired,
                                   "attempt " + std::to_string(t.attempt) + " on host '" + t.host_id +
                                       "' expired: no heartbeat or progress named it within " +
                                       std::to_string(options_.lease_ms) + " ms (tasks.lease_ms)"));
@@ -359,7 +359,7 @@ Status TaskQueue::Release(const AttemptRef& ref, const std::string& reason) {
   auto it = live_.find(ref.task_id);
   if (it == live_.end() || it->second.state != TaskState::kLeased || it->second.attempt != ref.attempt)
     return Status::Ok();  // already moved on
-  return EndLease(ref.task_id, "undelivered", reason);
+  return EndLease(ref.task_id, AttemptStatus::kUndelivered, reason);
 }
 
 std::optional<std::int64_t> TaskQueue::NextExpiryMs() const {
@@ -406,7 +406,7 @@ Status TaskQueue::Cancel(std::int64_t task_id, const std::string& message) {
   if (it != live_.end()) {
     Live& t = it->second;
     if (t.state == TaskState::kLeased) {
-      WEFT_RETURN_IF_ERROR(store_.EndAttempt(task_id, t.attempt, TaskState::kCancelled, "cancelled", message, "{}", "",
+      WEFT_RETURN_IF_ERROR(store_.EndAttempt(task_id, t.attempt, TaskState::kCancelled, AttemptStatus::kCancelled, message, "{}", "",
                                              "", clock_.NowMs()));
       DropLease(task_id, t);
     } else {
@@ -429,7 +429,7 @@ Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& rea
     if (live_.at(id).host_id == host_id) held.push_back(id);
   for (std::int64_t id : held) {
     const Live& t = live_.at(id);
-    WEFT_RETURN_IF_ERROR(EndLease(id, "expired", "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
+    WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired, "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
                                                      "' was given up: " + reason));
   }
   return Status::Ok();

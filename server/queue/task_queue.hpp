@@ -239,7 +239,7 @@ class TaskQueue {
   Status Report(const Ended& ended) { return observer_ ? observer_(ended) : Status::Ok(); }
   void RemoveReady(std::int64_t id, const Live& t);
   void DropLease(std::int64_t id, Live& t);
-  Status EndLease(std::int64_t id, const std::string& attempt_status, const std::string& why);
+  Status EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why);
   void Emit(std::int64_t id, const Live& t, std::string message = "");
   static std::string Describe(const Live& t);
   // The oldest ready task of one tenant among `plugins`; 0 when there is none.

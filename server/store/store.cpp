@@ -637,7 +637,7 @@ Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
   return impl_->renew_lease.Reset().Bind(1, task_id).Bind(2, lease_until_ms).Run();
 }
 
-Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, std::string_view attempt_status,
+Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, AttemptStatus attempt_status,
                          std::string_view message, std::string_view result_json, std::string_view stdout_tail,
                          std::string_view stderr_tail, std::int64_t now_ms) {
   WEFT_RETURN_IF_ERROR(impl_->end_task.Reset()
@@ -654,7 +654,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
       .Bind(1, task_id)
       .Bind(2, attempt)
       .Bind(3, now_ms)
-      .Bind(4, attempt_status)
+      .Bind(4, ToString(attempt_status))
       .Bind(5, message)
       .Run();
 }

@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::store {
@@ -287,7 +288,7 @@ class Store {
   // The current attempt ends with `attempt_status`; the task moves to `state`
   // (queued again, or a final state with its result and output).
   [[nodiscard]] Status EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state,
-                                  std::string_view attempt_status, std::string_view message,
+                                  AttemptStatus attempt_status, std::string_view message,
                                   std::string_view result_json, std::string_view stdout_tail,
                                   std::string_view stderr_tail, std::int64_t now_ms);
   [[nodiscard]] Result<std::vector<AttemptRecord>> ListAttempts(std::int64_t task_id);

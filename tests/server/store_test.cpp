@@ -8,6 +8,7 @@
 using weft::store::Store;
 using weft::store::TaskRecord;
 using weft::store::TaskState;
+using weft::AttemptStatus;
 
 namespace {
 
@@ -121,9 +122,9 @@ TEST_CASE("store: leasing and ending attempts are recorded per attempt", "[store
   CHECK((*leased)->state == TaskState::kLeased);
   CHECK((*leased)->host_id == "h1");
   CHECK((*leased)->lease_until_ms == 5000);
-  REQUIRE(store.EndAttempt(t.id, 1, TaskState::kQueued, "expired", "lease ran out", "{}", "", "", 5001).ok());
+  REQUIRE(store.EndAttempt(t.id, 1, TaskState::kQueued, AttemptStatus::kExpired, "lease ran out", "{}", "", "", 5001).ok());
   REQUIRE(store.LeaseTask(t.id, 2, "h2", 9000, 6000).ok());
-  REQUIRE(store.EndAttempt(t.id, 2, TaskState::kSucceeded, "succeeded", "", R"({"provider_id":"p1"})", "out",
+  REQUIRE(store.EndAttempt(t.id, 2, TaskState::kSucceeded, AttemptStatus::kSucceeded, "", R"({"provider_id":"p1"})", "out",
                            "err", 7000)
               .ok());
   auto done = store.GetTask(t.id);
@@ -151,7 +152,7 @@ void CommitCycles(Store& store, int cycles) {
     TaskRecord t = NewTask();
     REQUIRE(store.InsertTask(&t).ok());
     REQUIRE(store.LeaseTask(t.id, 1, "h1", 5000, 2000).ok());
-    REQUIRE(store.EndAttempt(t.id, 1, TaskState::kSucceeded, "succeeded", "", "{}", "", "", 3000).ok());
+    REQUIRE(store.EndAttempt(t.id, 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "", "{}", "", "", 3000).ok());
     REQUIRE(store.Commit().ok());
   }
 }
