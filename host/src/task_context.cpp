@@ -6,7 +6,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
-#include "weft/host/ssh_services.hpp"
+#include "weft/ssh/ssh_services.hpp"
 
 namespace weft::host {
 namespace {

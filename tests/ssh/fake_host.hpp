@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "support/temp_dir.hpp"
-#include "weft/host/ssh_services.hpp"
 #include "weft/plugin.h"
+#include "weft/ssh/ssh_services.hpp"
 
 namespace weft::testing {
 

@@ -1,8 +1,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "weft/host/ssh.hpp"
-#include "weft/host/ssh_services.hpp"
+#include "weft/ssh/ssh.hpp"
+#include "weft/ssh/ssh_services.hpp"
 
 namespace weft::host::ssh {
 namespace {
