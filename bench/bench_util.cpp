@@ -1,11 +1,6 @@
 #include "bench_util.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -13,7 +8,6 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -84,96 +78,41 @@ ScratchDir::~ScratchDir() {
   fs::remove_all(path_, ec);
 }
 
-Status Child::Start(const fs::path& binary, const std::vector<std::string>& args, const fs::path& log) {
-  log_ = log;
-  std::vector<std::string> strings = {binary.string()};
-  strings.insert(strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Internal("cannot create " + log.string());
-  const pid_t parent = getpid();
-  pid_ = fork();
-  if (pid_ < 0) {
-    close(fd);
-    return Status::Internal("fork failed");
-  }
-  if (pid_ == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    int null_in = open("/dev/null", O_RDONLY);
-    dup2(null_in, 0);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fd);
-  return Status::Ok();
+testing::WeftdOptions BenchWeftd(const fs::path& binary, const fs::path& dir, const std::string& server_extra) {
+  testing::WeftdOptions o;
+  o.dir = dir;
+  o.name = "weft-bench";
+  o.server_toml = "log_level = \"warn\"\n" + server_extra;
+  o.die_with_parent = true;
+  o.stop_on_destroy = true;
+  o.binary = binary;
+  o.start_timeout = std::chrono::seconds(15);
+  return o;
 }
 
-bool Child::Running() {
-  if (pid_ <= 0) return false;
-  int st = 0;
-  if (waitpid(pid_, &st, WNOHANG) == pid_) {
-    pid_ = -1;
-    return false;
-  }
-  return true;
+Status StartWeftd(testing::Weftd& weftd) {
+  Status st = weftd.Start();
+  return st.ok() ? st : st.WithContext("weftd in " + weftd.dir().string());
 }
 
-void Child::Stop() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-  int st = 0;
-  while (waitpid(pid_, &st, WNOHANG) == 0) {
-    if (SteadyClock::now() > deadline) {
-      std::fprintf(stderr, "weft-bench: pid %d did not stop within 15 s of SIGTERM; killing it\n", pid_);
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  pid_ = -1;
-}
-
-Result<WeftdEndpoints> StartWeftd(Child& weftd, const fs::path& binary, const fs::path& dir,
-                                  const std::string& server_extra) {
-  const fs::path data = dir / "data";
-  std::error_code ec;
-  fs::create_directories(data, ec);
-  if (ec) return Status::Internal("cannot create " + data.string() + ": " + ec.message());
-  const fs::path config = dir / "weftd.toml";
-  {
-    std::ofstream out(config);
-    out << "[server]\n"
-        << "data_dir = " << nlohmann::json(data.string()).dump() << "\n"
-        << "log_level = \"warn\"\n"
-        << server_extra << "[endpoints]\n"
-        << "api = \"tcp://127.0.0.1:*\"\n"
-        << "provisioner = \"tcp://127.0.0.1:*\"\n"
-        << "events = \"tcp://127.0.0.1:*\"\n"
-        << "[security]\ncurve = false\n";
-    if (!out) return Status::Internal("cannot write " + config.string());
-  }
-  WEFT_RETURN_IF_ERROR(weftd.Start(binary, {"--config", config.string()}, dir / "weftd.log"));
-  const fs::path file = data / "endpoints.json";
-  const auto deadline = SteadyClock::now() + std::chrono::seconds(15);
-  while (SteadyClock::now() < deadline) {
-    if (!weftd.Running()) return Status::Internal("weftd exited during start-up; its log ends:\n" + Tail(weftd.log()));
-    std::ifstream in(file);
-    nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false) : nlohmann::json();
-    if (j.is_object() && j.value("pid", 0) == weftd.pid() && j.value("api", "") != "" &&
-        j.value("provisioner", "") != "")
-      return WeftdEndpoints{j["api"].get<std::string>(), j["provisioner"].get<std::string>(),
-                            j.value("events", "")};
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return Status::Timeout("weftd did not write " + file.string() + " within 15 s; its log ends:\n" + Tail(weftd.log()));
+testing::HostOptions BenchHost(const fs::path& binary, const fs::path& dir, const std::string& id,
+                               const std::string& provisioner, int capacity, int workers, const fs::path& plugins,
+                               const std::string& log_level) {
+  testing::HostOptions o;
+  o.dir = dir;
+  o.id = id;
+  o.server = provisioner;
+  o.capacity = capacity;
+  o.workers = std::min(workers, capacity);
+  o.take_wait_ms = 5000;
+  o.request_timeout_ms = 30000;
+  o.shutdown_grace_ms = 1000;
+  o.plugin_dirs = {plugins};
+  o.extra_toml = "log_level = \"" + log_level + "\"\n";
+  o.start = false;
+  o.die_with_parent = true;
+  o.binary = binary;
+  return o;
 }
 
 Result<Paths> FindPaths() {

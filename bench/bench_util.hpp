@@ -1,6 +1,6 @@
 // What several weft-bench cases share: argument parsing, medians, scratch
-// directories, log tails, /proc CPU time, and the child processes (weftd,
-// weft-host) a case starts from the build it belongs to.
+// directories, log tails, /proc CPU time, and how a case runs weftd and
+// weft-host (started by tests/support) from the build it belongs to.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "support/host.hpp"
+#include "support/weftd.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::bench {
@@ -46,40 +48,21 @@ class ScratchDir {
   bool keep_;
 };
 
-// A child process (weftd or weft-host) logging to a file. It dies with the
-// bench (PR_SET_PDEATHSIG); Stop() sends SIGTERM, then SIGKILL after 15 s.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Stop(); }
+// weftd as every case runs it (tests/support starts it): in `dir`, every
+// endpoint on an ephemeral loopback port, CurveZMQ off (the figures are for
+// weftd's work, not for encryption), log level warn; `server_extra` adds lines
+// to its [server] table. It dies with the bench; Stop() sends SIGTERM, then
+// SIGKILL after 15 s.
+testing::WeftdOptions BenchWeftd(const fs::path& binary, const fs::path& dir, const std::string& server_extra = "");
+// Starts it; the error names what failed with the end of weftd's log.
+Status StartWeftd(testing::Weftd& weftd);
 
-  Status Start(const fs::path& binary, const std::vector<std::string>& args, const fs::path& log);
-  bool Running();
-  void Stop();
-  pid_t pid() const { return pid_; }
-  const fs::path& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  fs::path log_;
-};
-
-// A weftd started by StartWeftd: where it listens.
-struct WeftdEndpoints {
-  std::string api;
-  std::string provisioner;
-  std::string events;
-};
-
-// Writes <dir>/weftd.toml (data in <dir>/data, every endpoint on an ephemeral
-// loopback port, CurveZMQ off: the figures are for weftd's work, not for
-// encryption; `server_extra` adds lines to its [server] table), starts
-// `binary` as `weftd` logging to <dir>/weftd.log, and waits up to 15 s for
-// the endpoints.json that this very process writes.
-Result<WeftdEndpoints> StartWeftd(Child& weftd, const fs::path& binary, const fs::path& dir,
-                                  const std::string& server_extra = "");
+// weft-host `id` as the cases run it: files in dir/id, only the plugins in
+// `plugins`, `workers` worker processes, long waits (take 5 s, requests 30 s),
+// dying with the bench.
+testing::HostOptions BenchHost(const fs::path& binary, const fs::path& dir, const std::string& id,
+                               const std::string& provisioner, int capacity, int workers, const fs::path& plugins,
+                               const std::string& log_level);
 
 // weftd, weft-host and the fake plugins of the build weft-bench belongs to.
 struct Paths {

@@ -105,10 +105,9 @@ struct DispatchResult {
 Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts,
                                    bool combined) {
   ScratchDir dir("weft-bench");
-  Child weftd;
-  Result<WeftdEndpoints> endpoints = StartWeftd(weftd, weftd_bin, dir.path());
-  if (!endpoints.ok()) return endpoints.status();
-  WEFT_RETURN_IF_ERROR(Enqueue(ctx, endpoints->api, opts.tasks));
+  testing::Weftd weftd(BenchWeftd(weftd_bin, dir.path()), testing::Weftd::Deferred{});
+  WEFT_RETURN_IF_ERROR(StartWeftd(weftd));
+  WEFT_RETURN_IF_ERROR(Enqueue(ctx, weftd.api(), opts.tasks));
 
   std::atomic<int> finished{0};
   std::atomic<bool> abort{false};
@@ -135,7 +134,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
     std::string host_id = "bench-";
     host_id += std::to_string(index);
     client::Client c(ctx, client::Options{
-                              .endpoint = endpoints->provisioner, .timeout_ms = 10000, .tenant = "", .limits = {}});
+                              .endpoint = weftd.provisioner(), .timeout_ms = 10000, .tenant = "", .limits = {}});
     Result<json> reg = c.Call("host.register", json{{"host_id", host_id},
                                                    {"capacity", 1},
                                                    {"version", "0.1.0"},
@@ -185,8 +184,8 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   std::vector<std::thread> threads;
   for (int i = 0; i < opts.hosts; ++i) threads.emplace_back(host, i);
   for (auto& t : threads) t.join();
-  if (!first_error.ok()) return first_error.WithContext("dispatch run (weftd log: " + Tail(weftd.log(), 600) + ")");
-  weftd.Stop();
+  if (!first_error.ok()) return first_error.WithContext("dispatch run (weftd log: " + Tail(weftd.LogPath(), 600) + ")");
+  weftd.Stop(std::chrono::seconds(15));
   double seconds = Seconds(end - start);
   DispatchResult result;
   result.tasks_per_s = seconds > 0 ? opts.tasks / seconds : 0.0;

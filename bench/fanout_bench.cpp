@@ -177,9 +177,10 @@ fs::path FindOnPath(const std::string& name) {
   return {};
 }
 
-// Unlike bench_util's Child: a child process in a process group of its own (so a terminal's Ctrl-C reaches
+// Ansible: a child process in a process group of its own (so a terminal's Ctrl-C reaches
 // only weft-bench, which then cleans up in order), stdin from /dev/null, stdout
-// and stderr into a log file. Stopped with SIGTERM to the group (SIGKILL after
+// and stderr into a log file, its resource use read when it ends (weftd and
+// weft-host are started by tests/support). Stopped with SIGTERM to the group (SIGKILL after
 // the grace) when destroyed.
 class GroupChild {
  public:
@@ -396,48 +397,20 @@ double LoadAverage() {
 // ---------------------------------------------------------------------------
 // Weft: weftd, weft-host, the catalog and the cluster.
 
-struct Endpoints {
-  std::string api;
-  std::string provisioner;
-  std::string events;
-};
-
-Result<Endpoints> StartWeftd(GroupChild& weftd, const fs::path& bin_dir, const fs::path& dir) {
-  const fs::path data = dir / "data";
-  fs::create_directories(data);
-  const fs::path config = dir / "weftd.toml";
-  WEFT_RETURN_IF_ERROR(WriteText(config, "[server]\n"
-                                         "data_dir = " + json(data.string()).dump() + "\n"
-                                         "log_level = \"warn\"\n"
-                                         "[endpoints]\n"
-                                         "api = \"tcp://127.0.0.1:*\"\n"
-                                         "provisioner = \"tcp://127.0.0.1:*\"\n"
-                                         "events = \"tcp://127.0.0.1:*\"\n"
-                                         "[security]\ncurve = false\n"));
-  const fs::path log = dir / "weftd.log";
-  WEFT_RETURN_IF_ERROR(weftd.Start({(bin_dir / "weftd").string(), "--config", config.string()}, log, {}));
-  const fs::path endpoints_file = data / "endpoints.json";
-  const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
-  while (SteadyClock::now() < deadline && !g_interrupted) {
-    if (auto st = weftd.Poll()) {
-      return Status::Internal("weftd " + DescribeExit(*st) + " during start-up; its log ends:\n" + Tail(log));
-    }
-    std::ifstream in(endpoints_file);
-    if (in) {
-      json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.value("api", "") != "" && j.value("provisioner", "") != "" &&
-          j.value("events", "") != "") {
-        return Endpoints{j["api"], j["provisioner"], j["events"]};
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return Status::Timeout("weftd did not write " + endpoints_file.string() + " within 30 s; its log ends:\n" +
-                         Tail(log));
+// weftd as this bench runs it (tests/support starts it): bench_util's, in a
+// process group of its own.
+testing::WeftdOptions FanoutWeftd(const fs::path& bin_dir, const fs::path& dir) {
+  testing::WeftdOptions o = BenchWeftd(bin_dir / "weftd", dir);
+  o.die_with_parent = false;
+  o.own_process_group = true;
+  o.start_timeout = std::chrono::seconds(30);
+  return o;
 }
 
-Status StartHost(GroupChild& host, const fs::path& bin_dir, const fs::path& dir, const std::string& provisioner,
-                 const Options& opts) {
+// weft-host with the local provider and the shell automator of the build, in a
+// process group of its own; started by the caller.
+Result<testing::HostOptions> FanoutHost(const fs::path& bin_dir, const fs::path& dir, const std::string& provisioner,
+                                        const Options& opts) {
   const fs::path plugins = bin_dir.parent_path() / "plugins";
   for (const char* kind :
        {"providers/local_provider.so", "automators/shell_automator.so", "automators/fake_automator.so"}) {
@@ -446,17 +419,20 @@ Status StartHost(GroupChild& host, const fs::path& bin_dir, const fs::path& dir,
                                                           "shell_automator and fake_automator targets first");
     }
   }
-  const fs::path config = dir / "weft-host.toml";
-  WEFT_RETURN_IF_ERROR(WriteText(
-      config, "server = " + json(provisioner).dump() + "\n" +
-                  "host_id = \"fanout-host\"\n"
-                  "capacity = " + std::to_string(opts.capacity) + "\n" +
-                  "workers = " + std::to_string(opts.workers) + "\n" +
-                  "log_level = \"warn\"\n"
-                  "take_wait_ms = " + std::to_string(kHostTakeWait.count()) + "\n" +
-                  "plugin_dirs = [" + json((plugins / "providers").string()).dump() + ", " +
-                  json((plugins / "automators").string()).dump() + "]\n"));
-  return host.Start({(bin_dir / "weft-host").string(), "--config", config.string()}, dir / "weft-host.log", {});
+  testing::HostOptions o;
+  o.dir = dir;
+  o.id = "fanout-host";
+  o.server = provisioner;
+  o.capacity = opts.capacity;
+  o.workers = opts.workers;
+  o.take_wait_ms = static_cast<int>(kHostTakeWait.count());
+  o.request_timeout_ms = 0;  // weft-host's default
+  o.plugin_dirs = {plugins / "providers", plugins / "automators"};
+  o.extra_toml = "log_level = \"warn\"\n";
+  o.start = false;
+  o.own_process_group = true;
+  o.binary = bin_dir / "weft-host";
+  return o;
 }
 
 // The catalog: a local provider whose nodes live under `state_dir`, and a
@@ -693,7 +669,8 @@ struct WeftRun {
 
 class WeftSide {
  public:
-  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes, GroupChild& weftd, GroupChild& host)
+  WeftSide(client::Client& api, EventWatcher& events, const std::vector<NodeInfo>& nodes, testing::Weftd& weftd,
+           testing::Host& host)
       : api_(api), events_(events), nodes_(nodes), weftd_(weftd), host_(host) {}
 
   // The plan of the measured operation: exactly one START of the service per node.
@@ -722,7 +699,7 @@ class WeftSide {
   Result<WeftRun> Run() {
     events_.Pump(0);
     events_.ForgetProgress();
-    const std::vector<pid_t> cpu_roots = {weftd_.pid(), host_.pid()};
+    const std::vector<pid_t> cpu_roots = {weftd_.pid(), host_.process().pid()};
     const std::int64_t cpu_before = TreeCpuNs(cpu_roots);
     const auto start = SteadyClock::now();
     Result<json> reply = api_.Call("cluster.start", {{"cluster", kClusterName}, {"services", json::array({kService})}});
@@ -805,8 +782,8 @@ class WeftSide {
   client::Client& api_;
   EventWatcher& events_;
   const std::vector<NodeInfo>& nodes_;
-  GroupChild& weftd_;
-  GroupChild& host_;
+  testing::Weftd& weftd_;
+  testing::Host& host_;
 };
 
 // ---------------------------------------------------------------------------
@@ -962,7 +939,8 @@ std::string AnsibleVersion(const fs::path& ansible) {
 // weft-host and weftd.
 class Teardown {
  public:
-  Teardown(std::optional<client::Client>& api, const fs::path& state_dir, const fs::path& scratch, GroupChild& host, GroupChild& weftd)
+  Teardown(std::optional<client::Client>& api, const fs::path& state_dir, const fs::path& scratch,
+           std::optional<testing::Host>& host, testing::Weftd& weftd)
       : api_(api), state_dir_(state_dir), scratch_(scratch), host_(host), weftd_(weftd) {}
   ~Teardown() { Run(); }
   Teardown(const Teardown&) = delete;
@@ -1011,7 +989,7 @@ class Teardown {
     if (done_) return clean_;
     done_ = true;
     if (cluster_created_ && api_) DeleteCluster();
-    host_.Stop(std::chrono::seconds(20));
+    if (host_) host_->Stop(std::chrono::seconds(20));
     weftd_.Stop(std::chrono::seconds(10));
     // Whatever the provider left: stop it directly (processes, directory, address claim).
     std::error_code ec;
@@ -1054,8 +1032,8 @@ class Teardown {
   std::optional<client::Client>& api_;
   fs::path state_dir_;
   fs::path scratch_;
-  GroupChild& host_;
-  GroupChild& weftd_;
+  std::optional<testing::Host>& host_;
+  testing::Weftd& weftd_;
   std::vector<pid_t> sshd_;
   bool cluster_created_ = false;
   bool done_ = false;
@@ -1095,18 +1073,21 @@ int PortOf(const std::string& endpoint) {
 // Waits until weft-host runs its workers and every runner thread has connected
 // to weftd (so a job's tasks are taken at once), then a little longer for the
 // first task.take of each to arrive.
-Status WaitHostReady(client::Client& api, GroupChild& host, const fs::path& log, const Options& opts, int port) {
+Status WaitHostReady(client::Client& api, testing::Host& host, const Options& opts, int port) {
+  const fs::path log = host.log();
   const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
   while (SteadyClock::now() < deadline && !g_interrupted) {
-    if (auto st = host.Poll()) {
-      return Status::Internal("weft-host " + DescribeExit(*st) + "; its log ends:\n" + Tail(log));
+    if (!host.process().running()) {
+      const int st = host.process().Wait(std::chrono::milliseconds(0)).value_or(0);
+      return Status::Internal("weft-host " + DescribeExit(st) + "; its log ends:\n" + Tail(log));
     }
     Result<json> hosts = api.Call("host.list", json::object());
     bool live = false;
     if (hosts.ok()) {
       for (const json& h : (*hosts)["hosts"]) live = live || (h.value("id", "") == "fanout-host" && h.value("live", false));
     }
-    if (live && static_cast<int>(ChildrenOf(host.pid()).size()) >= opts.workers && EstablishedTo(port) >= opts.capacity) {
+    if (live && static_cast<int>(ChildrenOf(host.process().pid()).size()) >= opts.workers &&
+        EstablishedTo(port) >= opts.capacity) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       return Status::Ok();
     }
@@ -1116,8 +1097,9 @@ Status WaitHostReady(client::Client& api, GroupChild& host, const fs::path& log,
                          " runner threads within 60 s; its log ends:\n" + Tail(log));
 }
 
-int Fanout(const std::vector<std::string>& args) {
-  Options opts;
+// Reads the arguments into `opts`; the exit code when the bench must not run
+// (a usage error, or --help).
+std::optional<int> ParseOptions(const std::vector<std::string>& args, Options& opts) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](int min, int max, int* out) {
@@ -1158,20 +1140,266 @@ int Fanout(const std::vector<std::string>& args) {
     return Usage("--command must print \"fanout $SSH_CONNECTION\" on a line of its own, so both sides can prove "
                  "where it ran");
   }
+  return std::nullopt;
+}
+
+// The folder of weftd and weft-host (beside weft-bench), or empty after saying
+// why the bench cannot run here.
+fs::path CheckMachine() {
   if (geteuid() != 0) {
     std::fprintf(stderr, "weft-bench fanout: needs root: the local provider starts an sshd per node\n");
-    return 1;
+    return {};
   }
-
   std::error_code ec;
   const fs::path bin_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   for (const char* bin : {"weftd", "weft-host"}) {
     if (ec || !fs::exists(bin_dir / bin)) {
       std::fprintf(stderr, "weft-bench fanout: %s not found; build the %s target first\n", (bin_dir / bin).c_str(),
                    bin);
-      return 1;
+      return {};
     }
   }
+  return bin_dir;
+}
+
+// What Weft's side runs on: weftd, weft-host, the api client and the events.
+struct WeftRig {
+  const Options& opts;
+  fs::path bin_dir;
+  fs::path scratch;
+  fs::path state_dir;
+  testing::Weftd& weftd;
+  std::optional<testing::Host>& host;
+  std::optional<client::Client>& api;
+  std::optional<EventWatcher> events;
+  int provisioner_port = 0;
+};
+
+// Setup (not timed): weftd, weft-host with its runner threads connected, the catalog.
+Status StartWeft(zmq::context_t& ctx, WeftRig& rig) {
+  std::fprintf(stderr, "fanout: starting weftd and weft-host (capacity %d, %d workers) in %s\n", rig.opts.capacity,
+               rig.opts.workers, rig.scratch.c_str());
+  WEFT_RETURN_IF_ERROR(StartWeftd(rig.weftd));
+  client::Client& api = rig.api.emplace(
+      ctx, client::Options{.endpoint = rig.weftd.api(), .timeout_ms = 30000, .tenant = "", .limits = {}});
+  rig.events.emplace(ctx, rig.weftd.events());
+  Result<testing::HostOptions> host = FanoutHost(rig.bin_dir, rig.scratch, rig.weftd.provisioner(), rig.opts);
+  if (!host.ok()) return host.status().WithContext("weft-host");
+  rig.host.emplace(*host);
+  rig.host->Start();
+  rig.provisioner_port = PortOf(rig.weftd.provisioner());
+  WEFT_RETURN_IF_ERROR(WaitHostReady(api, *rig.host, rig.opts, rig.provisioner_port).WithContext("weft-host"));
+  return PutCatalog(api, rig.state_dir, rig.opts).WithContext("catalog");
+}
+
+// Setup (not timed): the cluster of local nodes, through a Weft job; its nodes.
+Result<std::vector<NodeInfo>> CreateCluster(WeftRig& rig, Teardown& teardown) {
+  client::Client& api = *rig.api;
+  std::fprintf(stderr, "fanout: creating a cluster of %d local nodes (setup, not timed)\n", rig.opts.nodes);
+  const auto create_start = SteadyClock::now();
+  Result<json> created =
+      api.Call("cluster.create", {{"name", kClusterName}, {"template", "fanout"}, {"size", rig.opts.nodes}});
+  if (!created.ok()) return created.status().WithContext("cluster.create");
+  teardown.set_cluster_created();
+  const std::string create_job = (*created)["job"].value("id", "");
+  Result<std::string> create_status = WaitJob(api, &*rig.events, create_job, kSetupDeadline);
+  if (!create_status.ok()) return create_status.status().WithContext("cluster.create");
+  if (*create_status != "succeeded") return Status::Internal("cluster.create: " + JobStory(api, create_job));
+  std::fprintf(stderr, "fanout: cluster created in %.1f s\n", Seconds(SteadyClock::now() - create_start));
+
+  Result<std::vector<NodeInfo>> nodes = LoadNodes(api, rig.state_dir);
+  if (!nodes.ok()) return nodes.status().WithContext("nodes");
+  if (static_cast<int>(nodes->size()) != rig.opts.nodes) {
+    return Status::Internal("nodes: the cluster has " + std::to_string(nodes->size()) + " nodes, not " +
+                            std::to_string(rig.opts.nodes));
+  }
+  for (const NodeInfo& n : *nodes) teardown.remember_sshd(n.sshd);
+  return nodes;
+}
+
+// An empty session pool, as after a quiet minute (idle_timeout_ms): weft-host
+// started again, and weftd's hold on the old host's takes run out.
+Status RestartHost(WeftRig& rig) {
+  rig.host->Stop(std::chrono::seconds(20));
+  const auto stopped = SteadyClock::now();
+  rig.host->Start();
+  WEFT_RETURN_IF_ERROR(WaitHostReady(*rig.api, *rig.host, rig.opts, rig.provisioner_port));
+  // weftd still holds the old host's task.take requests until their
+  // wait (take_wait_ms) ends, and would hand the job's tasks to them
+  // first, only to requeue each when its reply cannot be delivered.
+  std::this_thread::sleep_until(stopped + kHostTakeWait + std::chrono::milliseconds(500));
+  return Status::Ok();
+}
+
+// One run of Weft's side: `w` with the CPU time the nodes spent on it; printed
+// on stderr, and as a JSON line when timed.
+Result<WeftRun> WeftRound(WeftRig& rig, WeftSide& weft, const std::vector<pid_t>& sshd_pids, const char* label,
+                          int number, bool timed) {
+  if (rig.opts.warm) {
+    // Prime the workers' session pools: every node's session is then seconds old.
+    Result<WeftRun> prime = weft.Run();
+    if (!prime.ok()) return prime.status().WithContext("weft priming run");
+  } else {
+    WEFT_RETURN_IF_ERROR(RestartHost(rig).WithContext("weft-host restart"));
+  }
+  const std::int64_t node_before = NodesCpuNs(sshd_pids);
+  Result<WeftRun> w = weft.Run();
+  if (!w.ok()) return w.status().WithContext("weft run");
+  w->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
+  std::fprintf(stderr,
+               "fanout: %s %d weft    %.3f s (job %.0f ms: first take %.0f, takes spread %.0f, task median "
+               "%.0f max %.0f, end lag %.0f; per task: startup %.0f, prepare %.0f (max %.0f), command %.0f "
+               "(max %.0f), report %.0f, of %d; %d retried; CPU %.2f s, on the nodes %.2f s)\n",
+               label, number, w->seconds, w->server_ms, w->first_take_ms, w->take_spread_ms, w->task_median_ms,
+               w->task_max_ms, w->end_lag_ms, w->startup_ms, w->prepare_ms, w->prepare_max_ms, w->command_ms,
+               w->command_max_ms, w->report_ms, w->phases_seen, w->retries, w->cpu_s, w->node_cpu_s);
+  if (!timed) return w;
+  ojson line;
+  line["bench"] = "fanout";
+  line["side"] = "weft";
+  line["run"] = number;
+  line["seconds"] = Round3(w->seconds);
+  line["job_ms"] = std::llround(w->server_ms);
+  line["first_take_ms"] = std::llround(w->first_take_ms);
+  line["take_spread_ms"] = std::llround(w->take_spread_ms);
+  line["task_median_ms"] = std::llround(w->task_median_ms);
+  line["task_max_ms"] = std::llround(w->task_max_ms);
+  line["end_lag_ms"] = std::llround(w->end_lag_ms);
+  line["startup_ms"] = std::llround(w->startup_ms);
+  line["prepare_ms"] = std::llround(w->prepare_ms);
+  line["prepare_max_ms"] = std::llround(w->prepare_max_ms);
+  line["command_ms"] = std::llround(w->command_ms);
+  line["command_max_ms"] = std::llround(w->command_max_ms);
+  line["report_ms"] = std::llround(w->report_ms);
+  line["phases_seen"] = w->phases_seen;
+  line["retries"] = w->retries;
+  line["cpu_s"] = Round3(w->cpu_s);
+  line["node_cpu_s"] = Round3(w->node_cpu_s);
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+  return w;
+}
+
+// One run of Ansible's side, as WeftRound.
+Result<AnsibleRun> AnsibleRound(AnsibleSide& ans, const Options& opts, const std::vector<pid_t>& sshd_pids,
+                                const char* label, int round, int number, bool timed) {
+  if (opts.warm) {
+    Result<AnsibleRun> prime = ans.Run(1000 + round);
+    if (!prime.ok()) return prime.status().WithContext("ansible priming run");
+  }
+  const std::int64_t node_before = NodesCpuNs(sshd_pids);
+  Result<AnsibleRun> r = ans.Run(round + 1);
+  if (!r.ok()) return r.status().WithContext("ansible run");
+  r->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
+  std::fprintf(stderr, "fanout: %s %d ansible %.3f s (CPU %.2f s, on the nodes %.2f s)\n", label, number, r->seconds,
+               r->cpu_s, r->node_cpu_s);
+  if (!timed) return r;
+  ojson line;
+  line["bench"] = "fanout";
+  line["side"] = "ansible";
+  line["run"] = number;
+  line["seconds"] = Round3(r->seconds);
+  line["cpu_s"] = Round3(r->cpu_s);
+  line["node_cpu_s"] = Round3(r->node_cpu_s);
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+  return r;
+}
+
+// The timed runs of both sides (after the warm-ups), alternating ABBA.
+struct Runs {
+  std::vector<WeftRun> weft;
+  std::vector<AnsibleRun> ansible;
+};
+
+Result<Runs> Measure(WeftRig& rig, WeftSide& weft, AnsibleSide* ans, const std::vector<pid_t>& sshd_pids) {
+  Runs runs;
+  const int total_rounds = rig.opts.warmup + rig.opts.runs;
+  for (int round = 0; round < total_rounds; ++round) {
+    const bool timed = round >= rig.opts.warmup;
+    const int index = round - rig.opts.warmup + 1;
+    const int number = timed ? index : round + 1;
+    const char* label = timed ? "run" : "warm-up";
+    // ABBA: Weft first in even rounds, Ansible first in odd ones.
+    const bool weft_first = round % 2 == 0;
+    for (int side = 0; side < 2; ++side) {
+      const bool is_weft = (side == 0) == weft_first;
+      if (is_weft) {
+        Result<WeftRun> w = WeftRound(rig, weft, sshd_pids, label, number, timed);
+        if (!w.ok()) return w.status();
+        if (timed) runs.weft.push_back(*w);
+      } else if (ans) {
+        Result<AnsibleRun> r = AnsibleRound(*ans, rig.opts, sshd_pids, label, round, number, timed);
+        if (!r.ok()) return r.status();
+        if (timed) runs.ansible.push_back(*r);
+      }
+    }
+  }
+  return runs;
+}
+
+double MedianOf(const std::vector<WeftRun>& runs, double WeftRun::*field) {
+  std::vector<double> v;
+  for (const WeftRun& r : runs) v.push_back(r.*field);
+  return Median(v);
+}
+double MedianOf(const std::vector<AnsibleRun>& runs, double AnsibleRun::*field) {
+  std::vector<double> v;
+  for (const AnsibleRun& r : runs) v.push_back(r.*field);
+  return Median(v);
+}
+
+// The summary line: both sides' medians and their ratio (Weft's alone when
+// Ansible is missing, with `skip_reason`).
+ojson Summary(const Options& opts, const Runs& runs, bool with_ansible, const std::string& ansible_version,
+              const std::string& skip_reason) {
+  const double weft_s = MedianOf(runs.weft, &WeftRun::seconds);
+  ojson summary;
+  summary["bench"] = "fanout";
+  summary["nodes"] = opts.nodes;
+  summary["runs"] = opts.runs;
+  summary["warmup"] = opts.warmup;
+  summary["connections"] = opts.warm ? "warm" : "cold";
+  summary["command"] = opts.command;
+  summary["host_capacity"] = opts.capacity;
+  summary["host_workers"] = opts.workers;
+  summary["weft_median_s"] = Round3(weft_s);
+  summary["weft_job_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::server_ms));
+  summary["weft_first_take_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::first_take_ms));
+  summary["weft_take_spread_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::take_spread_ms));
+  summary["weft_task_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::task_median_ms));
+  summary["weft_end_lag_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::end_lag_ms));
+  summary["weft_prepare_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::prepare_ms));
+  summary["weft_command_median_ms"] = std::llround(MedianOf(runs.weft, &WeftRun::command_ms));
+  summary["weft_cpu_median_s"] = Round3(MedianOf(runs.weft, &WeftRun::cpu_s));
+  summary["weft_node_cpu_median_s"] = Round3(MedianOf(runs.weft, &WeftRun::node_cpu_s));
+  if (with_ansible) {
+    const double ansible_s = MedianOf(runs.ansible, &AnsibleRun::seconds);
+    summary["ansible"] = ansible_version;
+    summary["ansible_forks"] = opts.nodes;
+    summary["ansible_pipelining"] = opts.ansible_pipelining;
+    summary["ansible_median_s"] = Round3(ansible_s);
+    summary["ansible_cpu_median_s"] = Round3(MedianOf(runs.ansible, &AnsibleRun::cpu_s));
+    summary["ansible_node_cpu_median_s"] = Round3(MedianOf(runs.ansible, &AnsibleRun::node_cpu_s));
+    const double ratio = ansible_s > 0 ? weft_s / ansible_s : 0;
+    summary["ratio"] = Round3(ratio);
+    summary["target_ratio"] = kTargetRatio;
+    summary["target_met"] = ratio <= kTargetRatio;
+  } else {
+    summary["ansible"] = nullptr;
+    summary["ansible_median_s"] = nullptr;
+    summary["ratio"] = nullptr;
+    summary["target_ratio"] = kTargetRatio;
+    summary["skipped"] = skip_reason;
+  }
+  return summary;
+}
+
+int Fanout(const std::vector<std::string>& args) {
+  Options opts;
+  if (std::optional<int> exit_code = ParseOptions(args, opts)) return *exit_code;
+  const fs::path bin_dir = CheckMachine();
+  if (bin_dir.empty()) return 1;
   const fs::path ansible = FindOnPath("ansible");
   std::string skip_reason;
   if (ansible.empty()) {
@@ -1191,8 +1419,8 @@ int Fanout(const std::vector<std::string>& args) {
   const fs::path state_dir = scratch.path() / "nodes";
   fs::create_directories(state_dir);
   fs::create_directories(scratch.path() / "ansible");
-  GroupChild weftd;
-  GroupChild host;
+  testing::Weftd weftd(FanoutWeftd(bin_dir, scratch.path()), testing::Weftd::Deferred{});
+  std::optional<testing::Host> host;
   zmq::context_t ctx(1);
   std::optional<client::Client> api_holder;  // outlives the teardown, which deletes the cluster through it
   Teardown teardown(api_holder, state_dir, scratch.path(), host, weftd);
@@ -1204,47 +1432,15 @@ int Fanout(const std::vector<std::string>& args) {
   };
 
   try {
-    std::fprintf(stderr, "fanout: starting weftd and weft-host (capacity %d, %d workers) in %s\n", opts.capacity,
-                 opts.workers, scratch.path().c_str());
-    Result<Endpoints> ep = StartWeftd(weftd, bin_dir, scratch.path());
-    if (!ep.ok()) return fail("weftd", ep.status());
-    client::Client& api =
-        api_holder.emplace(ctx, client::Options{.endpoint = ep->api, .timeout_ms = 30000, .tenant = "", .limits = {}});
-    EventWatcher events(ctx, ep->events);
-
-    Status st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
-    if (!st.ok()) return fail("weft-host", st);
-    const int provisioner_port = PortOf(ep->provisioner);
-    st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts, provisioner_port);
-    if (!st.ok()) return fail("weft-host", st);
-    st = PutCatalog(api, state_dir, opts);
-    if (!st.ok()) return fail("catalog", st);
-
-    std::fprintf(stderr, "fanout: creating a cluster of %d local nodes (setup, not timed)\n", opts.nodes);
-    const auto create_start = SteadyClock::now();
-    Result<json> created =
-        api.Call("cluster.create", {{"name", kClusterName}, {"template", "fanout"}, {"size", opts.nodes}});
-    if (!created.ok()) return fail("cluster.create", created.status());
-    teardown.set_cluster_created();
-    const std::string create_job = (*created)["job"].value("id", "");
-    Result<std::string> create_status = WaitJob(api, &events, create_job, kSetupDeadline);
-    if (!create_status.ok()) return fail("cluster.create", create_status.status());
-    if (*create_status != "succeeded") return fail("cluster.create", Status::Internal(JobStory(api, create_job)));
-    std::fprintf(stderr, "fanout: cluster created in %.1f s\n", Seconds(SteadyClock::now() - create_start));
-
-    Result<std::vector<NodeInfo>> nodes = LoadNodes(api, state_dir);
-    if (!nodes.ok()) return fail("nodes", nodes.status());
-    if (static_cast<int>(nodes->size()) != opts.nodes) {
-      return fail("nodes", Status::Internal("the cluster has " + std::to_string(nodes->size()) + " nodes, not " +
-                                            std::to_string(opts.nodes)));
-    }
+    WeftRig rig{opts, bin_dir, scratch.path(), state_dir, weftd, host, api_holder, std::nullopt, 0};
+    Status st = StartWeft(ctx, rig);
+    if (!st.ok()) return fail("setup", st);
+    Result<std::vector<NodeInfo>> nodes = CreateCluster(rig, teardown);
+    if (!nodes.ok()) return fail("setup", nodes.status());
     std::vector<pid_t> sshd_pids;
-    for (const NodeInfo& n : *nodes) {
-      teardown.remember_sshd(n.sshd);
-      sshd_pids.push_back(n.sshd);
-    }
+    for (const NodeInfo& n : *nodes) sshd_pids.push_back(n.sshd);
 
-    WeftSide weft(api, events, *nodes, weftd, host);
+    WeftSide weft(*api_holder, *rig.events, *nodes, weftd, *host);
     st = weft.CheckPlan();
     if (!st.ok()) return fail("plan", st);
 
@@ -1257,143 +1453,12 @@ int Fanout(const std::vector<std::string>& args) {
       if (!st.ok()) return fail("ansible inventory", st);
     }
 
-    std::vector<WeftRun> weft_runs;
-    std::vector<AnsibleRun> ansible_runs;
-    const int total_rounds = opts.warmup + opts.runs;
-    for (int round = 0; round < total_rounds; ++round) {
-      const bool timed = round >= opts.warmup;
-      const int index = round - opts.warmup + 1;
-      // ABBA: Weft first in even rounds, Ansible first in odd ones.
-      const bool weft_first = round % 2 == 0;
-      for (int side = 0; side < 2; ++side) {
-        const bool is_weft = (side == 0) == weft_first;
-        const char* label = timed ? "run" : "warm-up";
-        if (is_weft) {
-          if (opts.warm) {
-            // Prime the workers' session pools: every node's session is then seconds old.
-            Result<WeftRun> prime = weft.Run();
-            if (!prime.ok()) return fail("weft priming run", prime.status());
-          } else {
-            // An empty session pool, as after a quiet minute (idle_timeout_ms).
-            host.Stop(std::chrono::seconds(20));
-            const auto stopped = SteadyClock::now();
-            st = StartHost(host, bin_dir, scratch.path(), ep->provisioner, opts);
-            if (st.ok()) st = WaitHostReady(api, host, scratch.path() / "weft-host.log", opts, provisioner_port);
-            if (!st.ok()) return fail("weft-host restart", st);
-            // weftd still holds the old host's task.take requests until their
-            // wait (take_wait_ms) ends, and would hand the job's tasks to them
-            // first, only to requeue each when its reply cannot be delivered.
-            std::this_thread::sleep_until(stopped + kHostTakeWait + std::chrono::milliseconds(500));
-          }
-          const std::int64_t node_before = NodesCpuNs(sshd_pids);
-          Result<WeftRun> w = weft.Run();
-          if (!w.ok()) return fail("weft run", w.status());
-          w->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
-          std::fprintf(stderr,
-                       "fanout: %s %d weft    %.3f s (job %.0f ms: first take %.0f, takes spread %.0f, task median "
-                       "%.0f max %.0f, end lag %.0f; per task: startup %.0f, prepare %.0f (max %.0f), command %.0f "
-                       "(max %.0f), report %.0f, of %d; %d retried; CPU %.2f s, on the nodes %.2f s)\n",
-                       label, timed ? index : round + 1, w->seconds, w->server_ms, w->first_take_ms,
-                       w->take_spread_ms, w->task_median_ms, w->task_max_ms, w->end_lag_ms, w->startup_ms,
-                       w->prepare_ms, w->prepare_max_ms, w->command_ms, w->command_max_ms, w->report_ms,
-                       w->phases_seen, w->retries, w->cpu_s, w->node_cpu_s);
-          if (!timed) continue;
-          weft_runs.push_back(*w);
-          ojson line;
-          line["bench"] = "fanout";
-          line["side"] = "weft";
-          line["run"] = index;
-          line["seconds"] = Round3(w->seconds);
-          line["job_ms"] = std::llround(w->server_ms);
-          line["first_take_ms"] = std::llround(w->first_take_ms);
-          line["take_spread_ms"] = std::llround(w->take_spread_ms);
-          line["task_median_ms"] = std::llround(w->task_median_ms);
-          line["task_max_ms"] = std::llround(w->task_max_ms);
-          line["end_lag_ms"] = std::llround(w->end_lag_ms);
-          line["startup_ms"] = std::llround(w->startup_ms);
-          line["prepare_ms"] = std::llround(w->prepare_ms);
-          line["prepare_max_ms"] = std::llround(w->prepare_max_ms);
-          line["command_ms"] = std::llround(w->command_ms);
-          line["command_max_ms"] = std::llround(w->command_max_ms);
-          line["report_ms"] = std::llround(w->report_ms);
-          line["phases_seen"] = w->phases_seen;
-          line["retries"] = w->retries;
-          line["cpu_s"] = Round3(w->cpu_s);
-          line["node_cpu_s"] = Round3(w->node_cpu_s);
-          std::printf("%s\n", line.dump().c_str());
-          std::fflush(stdout);
-        } else if (ans) {
-          if (opts.warm) {
-            Result<AnsibleRun> prime = ans->Run(1000 + round);
-            if (!prime.ok()) return fail("ansible priming run", prime.status());
-          }
-          const std::int64_t node_before = NodesCpuNs(sshd_pids);
-          Result<AnsibleRun> r = ans->Run(round + 1);
-          if (!r.ok()) return fail("ansible run", r.status());
-          r->node_cpu_s = static_cast<double>(NodesCpuNs(sshd_pids) - node_before) / 1e9;
-          std::fprintf(stderr, "fanout: %s %d ansible %.3f s (CPU %.2f s, on the nodes %.2f s)\n", label,
-                       timed ? index : round + 1, r->seconds, r->cpu_s, r->node_cpu_s);
-          if (!timed) continue;
-          ansible_runs.push_back(*r);
-          ojson line;
-          line["bench"] = "fanout";
-          line["side"] = "ansible";
-          line["run"] = index;
-          line["seconds"] = Round3(r->seconds);
-          line["cpu_s"] = Round3(r->cpu_s);
-          line["node_cpu_s"] = Round3(r->node_cpu_s);
-          std::printf("%s\n", line.dump().c_str());
-          std::fflush(stdout);
-        }
-      }
-    }
+    Result<Runs> runs = Measure(rig, weft, ans ? &*ans : nullptr, sshd_pids);
+    if (!runs.ok()) return fail("measuring", runs.status());
     const double load_after = LoadAverage();
     const bool clean = teardown.Run();
 
-    auto median_of = [](const auto& runs, auto field) {
-      std::vector<double> v;
-      for (const auto& r : runs) v.push_back(r.*field);
-      return Median(v);
-    };
-    const double weft_s = median_of(weft_runs, &WeftRun::seconds);
-    ojson summary;
-    summary["bench"] = "fanout";
-    summary["nodes"] = opts.nodes;
-    summary["runs"] = opts.runs;
-    summary["warmup"] = opts.warmup;
-    summary["connections"] = opts.warm ? "warm" : "cold";
-    summary["command"] = opts.command;
-    summary["host_capacity"] = opts.capacity;
-    summary["host_workers"] = opts.workers;
-    summary["weft_median_s"] = Round3(weft_s);
-    summary["weft_job_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::server_ms));
-    summary["weft_first_take_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::first_take_ms));
-    summary["weft_take_spread_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::take_spread_ms));
-    summary["weft_task_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::task_median_ms));
-    summary["weft_end_lag_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::end_lag_ms));
-    summary["weft_prepare_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::prepare_ms));
-    summary["weft_command_median_ms"] = std::llround(median_of(weft_runs, &WeftRun::command_ms));
-    summary["weft_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::cpu_s));
-    summary["weft_node_cpu_median_s"] = Round3(median_of(weft_runs, &WeftRun::node_cpu_s));
-    if (ans) {
-      const double ansible_s = median_of(ansible_runs, &AnsibleRun::seconds);
-      summary["ansible"] = ansible_version;
-      summary["ansible_forks"] = opts.nodes;
-      summary["ansible_pipelining"] = opts.ansible_pipelining;
-      summary["ansible_median_s"] = Round3(ansible_s);
-      summary["ansible_cpu_median_s"] = Round3(median_of(ansible_runs, &AnsibleRun::cpu_s));
-      summary["ansible_node_cpu_median_s"] = Round3(median_of(ansible_runs, &AnsibleRun::node_cpu_s));
-      const double ratio = ansible_s > 0 ? weft_s / ansible_s : 0;
-      summary["ratio"] = Round3(ratio);
-      summary["target_ratio"] = kTargetRatio;
-      summary["target_met"] = ratio <= kTargetRatio;
-    } else {
-      summary["ansible"] = nullptr;
-      summary["ansible_median_s"] = nullptr;
-      summary["ratio"] = nullptr;
-      summary["target_ratio"] = kTargetRatio;
-      summary["skipped"] = skip_reason;
-    }
+    ojson summary = Summary(opts, *runs, ans.has_value(), ansible_version, skip_reason);
     summary["cpus"] = std::thread::hardware_concurrency();
     summary["loadavg_1m_before"] = load_before;
     summary["loadavg_1m_after"] = load_after;

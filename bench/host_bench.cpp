@@ -161,13 +161,17 @@ double Mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); 
 class Rig {
  public:
   Rig(zmq::context_t& ctx, const Paths& paths, const Options& opts)
-      : dir_("weft-bench-host", opts.keep_dir), ctx_(ctx), paths_(paths), opts_(opts) {}
+      : dir_("weft-bench-host", opts.keep_dir),
+        ctx_(ctx),
+        paths_(paths),
+        opts_(opts),
+        weftd_(BenchWeftd(paths.weftd, dir_.path()), testing::Weftd::Deferred{}) {}
   Rig(const Rig&) = delete;
   Rig& operator=(const Rig&) = delete;
   ~Rig() {
     api_.reset();
-    host_.Stop();
-    weftd_.Stop();
+    if (host_) host_->Stop(std::chrono::seconds(15));
+    weftd_.Stop(std::chrono::seconds(15));
   }
 
   Status Start() {
@@ -183,48 +187,37 @@ class Rig {
       if (!out) return Status::Internal("cannot write " + (plugins / "bench_lua.lua").string());
     }
 
-    Result<WeftdEndpoints> endpoints = StartWeftd(weftd_, paths_.weftd, dir_.path());
-    if (!endpoints.ok()) return endpoints.status();
-    api_endpoint_ = endpoints->api;
-    provisioner_ = endpoints->provisioner;
+    WEFT_RETURN_IF_ERROR(StartWeftd(weftd_));
+    api_endpoint_ = weftd_.api();
+    provisioner_ = weftd_.provisioner();
     api_ = std::make_unique<client::Client>(
         ctx_, client::Options{.endpoint = api_endpoint_, .timeout_ms = 60000, .tenant = "", .limits = {}});
     std::fprintf(stderr, "  weftd pid %d in %s\n", weftd_.pid(), dir_.path().c_str());
 
-    const fs::path host_config = dir_.path() / "weft-host.toml";
-    {
-      std::ofstream out(host_config);
-      out << "server = " << json(provisioner_).dump() << "\n"
-          << "host_id = \"" << kHostId << "\"\n"
-          << "capacity = " << opts_.capacity << "\n"
-          << "workers = " << std::min(opts_.workers, opts_.capacity) << "\n"
-          << "plugin_dirs = [" << json(plugins.string()).dump() << "]\n"
-          << "state_dir = " << json((dir_.path() / "host-state").string()).dump() << "\n"
-          << "take_wait_ms = 5000\n"
-          << "request_timeout_ms = 30000\n"
-          << "shutdown_grace_ms = 1000\n"
-          << "log_level = \"info\"\n";  // the whole log, to see that it stays readable at this scale
-      if (!out) return Status::Internal("cannot write " + host_config.string());
-    }
-    WEFT_RETURN_IF_ERROR(host_.Start(paths_.host, {"--config", host_config.string()}, dir_.path() / "weft-host.log"));
+    // The whole log (info), to see that it stays readable at this scale.
+    testing::HostOptions host = BenchHost(paths_.host, dir_.path(), kHostId, provisioner_, opts_.capacity,
+                                          opts_.workers, plugins, "info");
+    host.state_dir = true;
+    host_ = std::make_unique<testing::Host>(host);
+    host_->Start();
     WEFT_RETURN_IF_ERROR(WaitForHost());
-    std::fprintf(stderr, "  weft-host pid %d: capacity %d in %d worker(s)\n", host_.pid(), opts_.capacity,
-                 static_cast<int>(Children(host_.pid()).size()));
+    std::fprintf(stderr, "  weft-host pid %d: capacity %d in %d worker(s)\n", host_->process().pid(), opts_.capacity,
+                 static_cast<int>(Children(host_->process().pid()).size()));
     return Status::Ok();
   }
 
   client::Client& api() { return *api_; }
-  pid_t host_pid() const { return host_.pid(); }
+  pid_t host_pid() const { return host_->process().pid(); }
   pid_t weftd_pid() const { return weftd_.pid(); }
-  const fs::path& host_log() const { return host_.log(); }
+  fs::path host_log() const { return host_->log(); }
 
   std::string Logs() const {
-    return "\n--- weftd log ends:\n" + Tail(weftd_.log(), 1500) + "\n--- weft-host log ends:\n" +
-           Tail(host_.log(), 2500);
+    return "\n--- weftd log ends:\n" + Tail(weftd_.LogPath(), 1500) + "\n--- weft-host log ends:\n" +
+           (host_ ? Tail(host_->log(), 2500) : std::string());
   }
   Status Alive() {
-    if (!weftd_.Running()) return Status::Internal("weftd exited" + Logs());
-    if (!host_.Running()) return Status::Internal("weft-host exited" + Logs());
+    if (!weftd_.process().running()) return Status::Internal("weftd exited" + Logs());
+    if (!host_->process().running()) return Status::Internal("weft-host exited" + Logs());
     return Status::Ok();
   }
 
@@ -284,7 +277,7 @@ class Rig {
         const json plugins = h.value("plugins", json::array());
         auto has = [&](const char* type) { return std::find(plugins.begin(), plugins.end(), type) != plugins.end(); };
         if (h.value("live", false) && has("fake-provider") && has(kNative) && has(kLua) &&
-            static_cast<int>(Children(host_.pid()).size()) >= std::min(opts_.workers, opts_.capacity))
+            static_cast<int>(Children(host_->process().pid()).size()) >= std::min(opts_.workers, opts_.capacity))
           return Status::Ok();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -298,8 +291,8 @@ class Rig {
   zmq::context_t& ctx_;
   const Paths& paths_;
   const Options& opts_;
-  Child weftd_;
-  Child host_;
+  testing::Weftd weftd_;
+  std::unique_ptr<testing::Host> host_;
   std::string api_endpoint_;
   std::string provisioner_;
   std::unique_ptr<client::Client> api_;

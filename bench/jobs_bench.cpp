@@ -275,17 +275,26 @@ Status PutCatalog(client::Client& api, double scale) {
 
 // ---- weftd and its hosts ----------------------------------------------------
 
+// weftd's [server] batch_max_messages when the bench sets it.
+std::string BatchToml(int batch) {
+  return batch > 0 ? "batch_max_messages = " + std::to_string(batch) + "\n" : "";
+}
+
 // A fresh weftd, H weft-host processes and the bench catalog, in one temporary
 // directory. Stops the hosts, then weftd, then removes the directory.
 class Rig {
  public:
-  Rig(zmq::context_t& ctx, const Paths& paths, const Options& opts) : ctx_(ctx), paths_(paths), opts_(opts) {}
+  Rig(zmq::context_t& ctx, const Paths& paths, const Options& opts)
+      : ctx_(ctx),
+        paths_(paths),
+        opts_(opts),
+        weftd_(BenchWeftd(paths.weftd, dir_.path(), BatchToml(opts.weftd_batch)), testing::Weftd::Deferred{}) {}
   Rig(const Rig&) = delete;
   Rig& operator=(const Rig&) = delete;
   ~Rig() {
     api_.reset();
-    for (auto& h : hosts_) h->Stop();
-    weftd_.Stop();
+    for (auto& h : hosts_) h->Stop(std::chrono::seconds(15));
+    weftd_.Stop(std::chrono::seconds(15));
   }
 
   Status Start() {
@@ -297,34 +306,17 @@ class Rig {
     if (!ec) fs::copy_file(paths_.automator_so, plugins / "fake_automator.so", ec);
     if (ec) return Status::Internal("cannot copy the fake plugins into " + plugins.string() + ": " + ec.message());
 
-    const std::string extra =
-        opts_.weftd_batch > 0 ? "batch_max_messages = " + std::to_string(opts_.weftd_batch) + "\n" : "";
-    Result<WeftdEndpoints> endpoints = StartWeftd(weftd_, paths_.weftd, dir_.path(), extra);
-    if (!endpoints.ok()) return endpoints.status();
-    api_endpoint_ = endpoints->api;
-    provisioner_ = endpoints->provisioner;
+    WEFT_RETURN_IF_ERROR(StartWeftd(weftd_));
+    api_endpoint_ = weftd_.api();
+    provisioner_ = weftd_.provisioner();
     api_ = NewClient(ctx_, api_endpoint_, 60000);
     std::fprintf(stderr, "  weftd pid %d in %s\n", weftd_.pid(), dir_.path().c_str());
 
     for (int i = 0; i < opts_.hosts; ++i) {
-      const std::string id = "bench-host-" + std::to_string(i);
-      const fs::path host_config = dir_.path() / (id + ".toml");
-      {
-        std::ofstream out(host_config);
-        out << "server = " << json(provisioner_).dump() << "\n"
-            << "host_id = \"" << id << "\"\n"
-            << "capacity = " << opts_.capacity << "\n"
-            << "workers = " << std::min(opts_.workers, opts_.capacity) << "\n"
-            << "plugin_dirs = [" << json(plugins.string()).dump() << "]\n"
-            << "take_wait_ms = 5000\n"
-            << "request_timeout_ms = 30000\n"
-            << "shutdown_grace_ms = 1000\n"
-            << "log_level = \"warn\"\n";
-        if (!out) return Status::Internal("cannot write " + host_config.string());
-      }
-      hosts_.push_back(std::make_unique<Child>());
-      WEFT_RETURN_IF_ERROR(hosts_.back()->Start(paths_.host, {"--config", host_config.string()},
-                                                dir_.path() / (id + ".log")));
+      hosts_.push_back(std::make_unique<testing::Host>(BenchHost(paths_.host, dir_.path(), "bench-host-" + std::to_string(i),
+                                                                 provisioner_, opts_.capacity, opts_.workers, plugins,
+                                                                 "warn")));
+      hosts_.back()->Start();
     }
     WEFT_RETURN_IF_ERROR(WaitForHosts());
     WEFT_RETURN_IF_ERROR(PutCatalog(*api_, opts_.latency_scale));
@@ -337,7 +329,7 @@ class Rig {
   std::int64_t HostsCpuNs() const {
     std::int64_t total = 0;
     for (const auto& h : hosts_)
-      if (h->pid() > 0) total += TreeCpuNs(h->pid());
+      if (h->process().pid() > 0) total += TreeCpuNs(h->process().pid());
     return total;
   }
   // weftd's reactor is its main thread.
@@ -346,15 +338,15 @@ class Rig {
   }
   // The end of each log, for an error message.
   std::string Logs() const {
-    std::string out = "\n--- weftd log ends:\n" + Tail(weftd_.log(), 1500);
-    for (const auto& h : hosts_) out += "\n--- " + h->log().filename().string() + " ends:\n" + Tail(h->log(), 800);
+    std::string out = "\n--- weftd log ends:\n" + Tail(weftd_.LogPath(), 1500);
+    for (const auto& h : hosts_) out += "\n--- " + h->id() + " log ends:\n" + Tail(h->log(), 800);
     return out;
   }
   // Fails when weftd or a host is gone.
   Status Alive() {
-    if (!weftd_.Running()) return Status::Internal("weftd exited" + Logs());
+    if (!weftd_.process().running()) return Status::Internal("weftd exited" + Logs());
     for (auto& h : hosts_)
-      if (!h->Running()) return Status::Internal(h->log().stem().string() + " exited" + Logs());
+      if (!h->process().running()) return Status::Internal(h->id() + " exited" + Logs());
     return Status::Ok();
   }
 
@@ -412,8 +404,8 @@ class Rig {
   zmq::context_t& ctx_;
   const Paths& paths_;
   const Options& opts_;
-  Child weftd_;
-  std::vector<std::unique_ptr<Child>> hosts_;
+  testing::Weftd weftd_;
+  std::vector<std::unique_ptr<testing::Host>> hosts_;
   std::string api_endpoint_;
   std::string provisioner_;
   std::unique_ptr<client::Client> api_;

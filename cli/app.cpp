@@ -3,6 +3,7 @@
 #include "weft/cli/command.hpp"
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
+#include "weft/common/version.hpp"
 
 namespace weft::cli {
 namespace {

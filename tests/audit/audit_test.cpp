@@ -11,7 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "harness.hpp"
+#include "options.hpp"
+#include "support/store_rows.hpp"
 #include "weft/common/curve.hpp"
 
 namespace weft::audit_test {
@@ -36,18 +37,6 @@ std::string Exec(const fs::path& db_file, const std::string& sql) {
   sqlite3_free(error);
   sqlite3_close(db);
   return message;
-}
-
-int Count(const fs::path& db_file, const std::string& query) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  const int n = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
 }
 
 void Ok(const RunResult& r) {
@@ -80,8 +69,8 @@ TEST_CASE("audit: every change is recorded with who made it, when and where; rea
           "what it may; the log is append-only and holds no secret",
           "[audit][security]") {
   testing::TempDir tmp("weft-audit");
-  Server s(tmp / "server", /*curve=*/true);
-  const fs::path catalog = CopyExamples(tmp / "catalog");
+  Weftd s(ServerIn(tmp / "server", /*curve=*/true));
+  const fs::path catalog = CatalogDir(tmp / "catalog").path();
   // A template whose clusters have a lease, so that it can be extended.
   json lease_template = json::parse(ReadFile(catalog / "clustertemplates" / "web-fake.json"));
   lease_template["name"] = "web-lease";
@@ -117,10 +106,10 @@ TEST_CASE("audit: every change is recorded with who made it, when and where; rea
   RunResult token = s.Weft({"host", "token", "create"});
   Ok(token);
   const std::string token_text = token.out.substr(0, token.out.find('\n'));
-  Host h1(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + token_text + "\"\n");
+  Host h1(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + token_text + "\"\n"));
   auto server_key = curve::LoadCredential(s.superadmin());
   REQUIRE(server_key.ok());
-  Host h2(tmp.path(), "h2", s.provisioner(), "server_key = \"" + server_key->server_key + "\"\n");
+  Host h2(HostIn(tmp.path(), "h2", s.provisioner(), "server_key = \"" + server_key->server_key + "\"\n"));
   REQUIRE(WaitFor([&] { return !s.WeftJson({"host", "requests"})["requests"].empty(); }, 20s));
   const std::string fingerprint = s.WeftJson({"host", "requests"})["requests"][0]["fingerprint"];
   Ok(s.Weft({"host", "accept", "h2", "--fingerprint", fingerprint}));
@@ -221,11 +210,11 @@ TEST_CASE("audit: every change is recorded with who made it, when and where; rea
   CHECK(s.WeftJson({"audit"})["entries"].size() == all["entries"].size() + 1);
   // The token's secret and the users' keys are nowhere in it.
   const std::string secret = token_text.substr(6, 64);
-  CHECK(Count(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + secret + "%' OR target LIKE '%" +
+  CHECK(testing::CountRows(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + secret + "%' OR target LIKE '%" +
                           secret + "%'") == 0);
   const auto bob_key = curve::LoadCredential(bob);
   REQUIRE(bob_key.ok());
-  CHECK(Count(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + bob_key->keys.public_key + "%'") == 0);
+  CHECK(testing::CountRows(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + bob_key->keys.public_key + "%'") == 0);
 }
 
 }  // namespace weft::audit_test

@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "harness.hpp"
+#include "options.hpp"
 
 namespace weft::audit_test {
 namespace {
@@ -39,13 +39,11 @@ bool HasJobEvent(const std::string& stream, const std::string& job_id, const std
 
 // A catalog whose fake tasks take `latency_ms` each, imported into `s`;
 // `provider` is merged into the fake provider's fields.
-void Import(Server& s, const fs::path& dir, int latency_ms, const json& provider = json::object()) {
-  const fs::path catalog = CopyExamples(dir);
-  PatchFakeServices(catalog, {{"latency_ms", latency_ms}});
-  json doc = json::parse(ReadFile(catalog / "providers" / "fake.json"));
-  doc["provisioner"].merge_patch(provider);
-  WriteFile(catalog / "providers" / "fake.json", doc.dump(2));
-  RunResult r = s.Weft({"catalog", "import", catalog.string()});
+void Import(Weftd& s, const fs::path& dir, int latency_ms, const json& provider = json::object()) {
+  const CatalogDir catalog(dir);
+  catalog.PatchActions("", "", {{"latency_ms", latency_ms}});
+  catalog.PatchProvider(provider);
+  RunResult r = s.Weft({"catalog", "import", catalog.path().string()});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
 }
@@ -58,8 +56,8 @@ TEST_CASE("follow: weft job watch survives a restart of weftd: it says it is rec
           "to its end",
           "[audit][follow]") {
   testing::TempDir tmp("weft-follow");
-  Server s(tmp / "server", /*curve=*/false, kFast);
-  Host host(tmp.path(), "h1", s.provisioner());
+  Weftd s(ServerIn(tmp / "server", /*curve=*/false, kFast));
+  Host host(HostIn(tmp.path(), "h1", s.provisioner()));
   Import(s, tmp / "catalog", 300);
   const json started = s.WeftJson({"cluster", "create", "w1", "--template", "web-fake", "--size", "3"});
   const std::string job = started["job"]["id"];
@@ -71,9 +69,9 @@ TEST_CASE("follow: weft job watch survives a restart of weftd: it says it is rec
   INFO(s.Err("watch"));
   REQUIRE(noticed);
   CHECK(watch.running());  // still waiting for weftd, not given up
-  s.Start();
+  REQUIRE(s.Start().ok());
   const auto status = watch.Wait(120s);
-  INFO(s.Out("watch") << s.Err("watch") << Tail(s.Log()) << Tail(host.Log()));
+  INFO(s.Out("watch") << s.Err("watch") << Tail(s.Log(), 4000) << Tail(host.Log(), 4000));
   REQUIRE(status.has_value());
   CHECK(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 0);
@@ -86,8 +84,8 @@ TEST_CASE("follow: weft job watch survives a restart of weftd: it says it is rec
 TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes on after weftd restarts",
           "[audit][follow]") {
   testing::TempDir tmp("weft-follow");
-  Server s(tmp / "server", /*curve=*/false, kFast);
-  Host host(tmp.path(), "h1", s.provisioner());
+  Weftd s(ServerIn(tmp / "server", /*curve=*/false, kFast));
+  Host host(HostIn(tmp.path(), "h1", s.provisioner()));
   Import(s, tmp / "catalog", 100);
   // A cluster to follow, and another whose events must not show.
   const json first = s.WeftJson({"cluster", "create", "e1", "--template", "web-fake", "--size", "3", "--wait"});
@@ -106,7 +104,7 @@ TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes
 
   s.Restart();
   const bool back = WaitFor([&] { return s.Err("events").find("reconnected") != std::string::npos; }, 30s);
-  INFO(s.Err("events") << Tail(s.Log()));
+  INFO(s.Err("events") << Tail(s.Log(), 4000));
   REQUIRE(back);
   CHECK_THAT(s.Err("events"), Catch::Contains("went away; reconnecting"));
   CHECK(events.running());
@@ -115,7 +113,7 @@ TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes
   const json shrink = s.WeftJson({"cluster", "scale", "e1", "--size", "3"});
   const std::string shrink_job = shrink["job"]["id"];
   const bool after = WaitFor([&] { return HasJobEvent(s.Out("events"), shrink_job, "succeeded"); }, 60s);
-  INFO(s.Out("events") << s.Err("events") << Tail(s.Log()));
+  INFO(s.Out("events") << s.Err("events") << Tail(s.Log(), 4000));
   REQUIRE(after);
   // Every event is one JSON object of cluster e1, with its topic.
   for (const json& e : Lines(s.Out("events"))) {
@@ -134,8 +132,8 @@ TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes
 TEST_CASE("follow: weft events --job shows that job's events and its tasks', not the cluster's next job's",
           "[audit][follow]") {
   testing::TempDir tmp("weft-follow");
-  Server s(tmp / "server", /*curve=*/false, "[jobs]\nretry_backoff_ms = 50\nmax_attempts = 2\n");
-  Host host(tmp.path(), "h1", s.provisioner());
+  Weftd s(ServerIn(tmp / "server", /*curve=*/false, "[jobs]\nretry_backoff_ms = 50\nmax_attempts = 2\n"));
+  Host host(HostIn(tmp.path(), "h1", s.provisioner()));
   // Node j1-2's CREATE fails twice: the create fails for good, and its retry (followed here) succeeds.
   Import(s, tmp / "catalog", 20, {{"fail_actions", "CREATE"}, {"fail_nodes", "j1-2"}, {"fail_attempts", 2}});
   RunResult failed = s.Weft({"cluster", "create", "j1", "--template", "web-fake", "--size", "3", "--keep-on-failure",

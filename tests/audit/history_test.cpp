@@ -6,28 +6,26 @@
 #include <map>
 #include <string>
 
-#include "harness.hpp"
+#include "options.hpp"
 
 namespace weft::audit_test {
 
 TEST_CASE("history: a retried job keeps its failed run: status, message, the failed tasks with their output",
           "[audit][history]") {
   testing::TempDir tmp("weft-history");
-  Server s(tmp / "server", /*curve=*/false, "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\n");
-  Host host(tmp.path(), "h1", s.provisioner());
-  const fs::path catalog = CopyExamples(tmp / "catalog");
+  Weftd s(ServerIn(tmp / "server", /*curve=*/false, "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\n"));
+  Host host(HostIn(tmp.path(), "h1", s.provisioner()));
+  const CatalogDir catalog(tmp / "catalog");
   // Node r1-2's CREATE fails its first two attempts: the job fails for good; the retry's third attempt succeeds.
-  PatchFakeServices(catalog, {{"latency_ms", 20}});
-  json provider = json::parse(ReadFile(catalog / "providers" / "fake.json"));
-  provider["provisioner"].merge_patch({{"fail_actions", "CREATE"}, {"fail_nodes", "r1-2"}, {"fail_attempts", 2}});
-  WriteFile(catalog / "providers" / "fake.json", provider.dump(2));
-  RunResult imported = s.Weft({"catalog", "import", catalog.string()});
+  catalog.PatchActions("", "", {{"latency_ms", 20}});
+  catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "r1-2"}, {"fail_attempts", 2}});
+  RunResult imported = s.Weft({"catalog", "import", catalog.path().string()});
   INFO(imported.err);
   REQUIRE(imported.exit_code == 0);
 
   RunResult created =
       s.Weft({"cluster", "create", "r1", "--template", "web-fake", "--size", "3", "--keep-on-failure", "--wait"});
-  INFO(created.out << created.err << Tail(s.Log()) << Tail(host.Log()));
+  INFO(created.out << created.err << Tail(s.Log(), 4000) << Tail(host.Log(), 4000));
   REQUIRE(created.exit_code == 1);
   const std::string job_id = s.WeftJson({"cluster", "get", "r1"})["cluster"]["latest_job"];
   const json failed = s.WeftJson({"job", "show", job_id})["job"];
@@ -42,7 +40,7 @@ TEST_CASE("history: a retried job keeps its failed run: status, message, the fai
   REQUIRE(!failed_tasks.empty());
 
   RunResult retried = s.Weft({"job", "retry", job_id, "--wait"});
-  INFO(retried.out << retried.err << Tail(s.Log()));
+  INFO(retried.out << retried.err << Tail(s.Log(), 4000));
   REQUIRE(retried.exit_code == 0);
   const json done = s.WeftJson({"job", "show", job_id})["job"];
   REQUIRE(done["status"] == "succeeded");

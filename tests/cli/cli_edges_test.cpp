@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/catalog_dir.hpp"
+#include "support/host.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
@@ -42,29 +44,16 @@ RunResult Weft(const std::vector<std::string>& args) { return testing::Run(Build
 
 std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
 
-// A copy of examples/catalog whose fake services get `patch` merged into every action's fields.
-fs::path FakeCatalog(const fs::path& dir, const json& patch = json::object()) {
-  fs::create_directories(dir);
-  fs::copy(kExamples, dir, fs::copy_options::recursive);
-  for (const char* s : {"fake-base", "fake-haproxy", "fake-nginx", "fake-redis", "fake-monitoring"}) {
-    const fs::path file = dir / "services" / (std::string(s) + ".json");
-    json doc = json::parse(testing::ReadFile(file));
-    for (auto& [name, def] : doc["provisioner"]["actions"].items()) def["fields"].merge_patch(patch);
-    testing::WriteFile(file, doc.dump(2));
-  }
-  return dir;
-}
-
-// One weft-host with the build's plugins (the fake provider and automator among them).
-Process StartHost(const testing::Weftd& server, const fs::path& dir) {
-  const fs::path config = dir / "host.toml";
-  testing::WriteFile(config, "server = \"" + server.provisioner() +
-                                 "\"\nhost_id = \"edge-host\"\ncapacity = 8\nworkers = 1\ntake_wait_ms = 500\n"
-                                 "request_timeout_ms = 1000\nshutdown_grace_ms = 1000\n");
-  ProcessOptions o;
-  o.stderr_path = dir / "host.log";
-  o.stdout_path = dir / "host.out";
-  return Process(BuildPath("bin/weft-host"), {"--config", config.string()}, o);
+// One weft-host with the build's plugins (the fake provider and automator among them), files in dir/edge-host.
+testing::HostOptions EdgeHost(const testing::Weftd& server, const fs::path& dir) {
+  testing::HostOptions o;
+  o.dir = dir;
+  o.id = "edge-host";
+  o.server = server.provisioner();
+  o.capacity = 8;
+  o.workers = 1;
+  o.shutdown_grace_ms = 1000;
+  return o;
 }
 
 void Import(const testing::Weftd& server, const fs::path& dir) {
@@ -84,21 +73,23 @@ struct JobsEnv {
                    const json& patch = json::object())
       : server(name, "[jobs]\njanitor_interval_ms = 100\n" + jobs_toml +
                          "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 3000\n"),
-        dir(name + "-files") {
-    host = StartHost(server, dir.path());
+        dir(name + "-files"),
+        host(EdgeHost(server, dir.path())) {
     REQUIRE(WaitFor(
         [&] {
           RunResult r = server.Weft({"-o", "json", "host", "list"});
           return r.exit_code == 0 && r.out.find("\"live\": true") != std::string::npos;
         },
         30s));
-    Import(server, FakeCatalog(dir.path() / "catalog", patch));
+    testing::CatalogDir catalog(dir.path() / "catalog");
+    catalog.PatchActions("", "", patch);
+    Import(server, catalog.path());
   }
-  std::string HostLog() const { return testing::ReadFile(dir.path() / "host.log"); }
+  std::string HostLog() const { return host.Log(); }
 
   testing::Weftd server;
   TempDir dir;
-  Process host;
+  testing::Host host;
 };
 
 // A loopback TCP port where a plain socket accepts connections and never says a word.

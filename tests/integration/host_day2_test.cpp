@@ -15,16 +15,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "host_harness.hpp"
+#include "support/fast.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
 
-using namespace weft::integration;
+using namespace weft::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
 using weft::testing::TempDir;
 
 // Enqueues `count` zero-latency fake-automator tasks; returns their ids.
-std::vector<std::int64_t> EnqueueMany(Server& server, int count) {
+std::vector<std::int64_t> EnqueueMany(Weftd& server, int count) {
   std::vector<std::int64_t> ids;
   constexpr int kBatch = 1000;
   for (int done = 0; done < count; done += kBatch) {
@@ -37,12 +39,8 @@ std::vector<std::int64_t> EnqueueMany(Server& server, int count) {
   return ids;
 }
 
-std::int64_t Succeeded(Server& server) {
+std::int64_t Succeeded(Weftd& server) {
   return server.Call("server.status", json::object())["tasks"]["succeeded"].get<std::int64_t>();
-}
-
-std::string Tail(const std::string& text, std::size_t bytes = 4000) {
-  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
 }
 
 std::uintmax_t FileSize(const std::filesystem::path& p) {
@@ -57,18 +55,18 @@ TEST_CASE("day2: after a restart of weftd, thousands of tasks keep the WAL bound
           "[integration][day2]") {
   TempDir tmp("weft-day2");
   constexpr int kTasks = 4000;
-  auto server = std::make_unique<Server>(tmp / "server");
+  auto server = std::make_unique<Weftd>(ServerIn(tmp / "server"));
   // Tasks enqueued before the restart are read back from the store when they
   // are taken: the path on which a read used to stay open across commits.
   EnqueueMany(*server, kTasks);
   REQUIRE(ExitCodeOf(server->process().Stop()) == 0);
   server.reset();
-  server = std::make_unique<Server>(tmp / "server");
+  server = std::make_unique<Weftd>(ServerIn(tmp / "server"));
   const std::filesystem::path db = server->db();
   const std::filesystem::path wal = db.string() + "-wal";
   const std::uintmax_t db_before = FileSize(db);
 
-  Host host(tmp / "host", "h1", server->provisioner(), {}, /*capacity=*/4);
+  Host host(HostIn(tmp / "host", "h1", server->provisioner(), {}, /*capacity=*/4));
   std::int64_t max_wal_pages = 0;
   std::uintmax_t max_wal_bytes = 0;
   std::int64_t background = 0;
@@ -105,12 +103,12 @@ TEST_CASE("day2: a run of thousands of tasks logs no stale attempt for an attemp
   // finish of one of them first and then call that attempt stale. That attempt
   // ended well: it must not be reported as stale (nor cancelled).
   TempDir tmp("weft-day2");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {}, /*capacity=*/4);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, /*capacity=*/4));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   constexpr int kTasks = 3000;
   const std::vector<std::int64_t> ids = EnqueueMany(server, kTasks);
-  INFO(Tail(host.Log()));
+  INFO(Tail(host.Log(), 4000));
   REQUIRE(WaitFor([&] { return Succeeded(server) == kTasks; }, 300s));
   // Every task succeeded at its first attempt: nothing was ever handed out again.
   for (std::size_t i = 0; i < ids.size(); i += 500) CHECK(server.Task(ids[i])["attempt"] == 1);
@@ -125,10 +123,10 @@ TEST_CASE("day2: a host killed mid-task and started again gives up its old attem
   // A lease far longer than the test may take: the tasks can only finish if
   // the restarted host's registration hands them out again.
   TempDir tmp("weft-day2");
-  Server server(tmp / "server", json(), /*lease_ms=*/300000);
-  auto host = std::make_unique<Host>(tmp / "host", "h1", server.provisioner(), std::vector<std::filesystem::path>{},
-                                     /*capacity=*/2);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server", json(), /*lease_ms=*/300000));
+  auto host = std::make_unique<Host>(HostIn(tmp / "host", "h1", server.provisioner(), std::vector<std::filesystem::path>{},
+                                     /*capacity=*/2));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   json batch = json::array();
   for (int i = 0; i < 4; ++i)
     batch.push_back({{"plugin", "fake-automator"},
@@ -140,14 +138,14 @@ TEST_CASE("day2: a host killed mid-task and started again gives up its old attem
   for (const json& id : enqueued["task_ids"]) ids.push_back(id.get<std::int64_t>());
   // Mid-task: an attempt is leased to h1 and running in its plugin.
   const std::int64_t first = ids.front();
-  server.WaitState(first, "leased", 20s);
+  server.WaitTaskState(first, "leased", 20s);
   host->process().Signal(SIGKILL);
   REQUIRE(host->process().Wait(10s).has_value());
   host.reset();
-  host = std::make_unique<Host>(tmp / "host", "h1", server.provisioner(), std::vector<std::filesystem::path>{},
-                                /*capacity=*/2);
+  host = std::make_unique<Host>(HostIn(tmp / "host", "h1", server.provisioner(), std::vector<std::filesystem::path>{},
+                                /*capacity=*/2));
   for (std::int64_t id : ids) {
-    const json t = server.WaitState(id, "succeeded", 120s);
+    const json t = server.WaitTaskState(id, "succeeded", 120s);
     INFO(t.dump());
     CHECK(t["host_id"] == "h1");
   }

@@ -19,7 +19,7 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "host_harness.hpp"
+#include "support/fast.hpp"
 #include "weft/client/client.hpp"
 
 namespace {
@@ -29,10 +29,11 @@ using namespace std::chrono_literals;
 using weft::testing::Process;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
-using weft::integration::Host;
-using weft::integration::HostLive;
-using weft::integration::kBuild;
-using weft::integration::Server;
+using weft::testing::Host;
+using weft::testing::HostIn;
+using weft::testing::kBuild;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 
 // Reads one task row straight from the store file, read-only, as an operator would.
 struct StoredTask {
@@ -65,9 +66,9 @@ int ExitCode(int wait_status) { return WIFEXITED(wait_status) ? WEXITSTATUS(wait
 
 TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the store", "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner());
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner()));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
 
   const std::int64_t create = server.Enqueue({{"plugin", "fake-provider"},
                                               {"action", "CREATE"},
@@ -81,7 +82,7 @@ TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the s
                                               {"max_attempts", 1},
                                               {"payload", {{"fields", {{"fail_actions", "INSTALL, START"}}}}}});
 
-  json t = server.WaitState(create, "succeeded", 15s);
+  json t = server.WaitTaskState(create, "succeeded", 15s);
   INFO(t.dump());
   CHECK(t["host_id"] == "h1");
   CHECK(t["attempt"] == 1);
@@ -89,12 +90,12 @@ TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the s
   CHECK(t["result"]["ssh_auth"] == json({{"user", "fake"}}));
   CHECK_THAT(t["stdout"].get<std::string>(), Catch::Contains("fake-provider CREATE node n1"));
 
-  json c = server.WaitState(confirm, "succeeded", 15s);
+  json c = server.WaitTaskState(confirm, "succeeded", 15s);
   CHECK_THAT(c["result"]["access_v4"].get<std::string>(), Catch::StartsWith("10."));
   CHECK(c["result"]["access_v4"] == c["result"]["bind_v4"]);
   CHECK(c["result"]["hostname"] == "n1.fake.weft");
 
-  json b = server.WaitState(broken, "failed", 15s);
+  json b = server.WaitTaskState(broken, "failed", 15s);
   CHECK_THAT(b["message"].get<std::string>(), Catch::Contains("fail_actions"));
 
   // The store file itself holds the outcome (opened read-only, beside the running server).
@@ -111,9 +112,9 @@ TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the s
 TEST_CASE("integration: a busy runner gets its next task with the finish, one round trip per task",
           "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {}, /*capacity=*/1);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, /*capacity=*/1));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   auto served = [&](const char* op) { return server.Call("server.status", json::object())["requests"].value(op, 0); };
   const int takes_before = served("task.take");
   const int finishes_before = served("task.finish");
@@ -123,7 +124,7 @@ TEST_CASE("integration: a busy runner gets its next task with the finish, one ro
   for (int i = 0; i < kTasks; ++i)
     batch.push_back({{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n" + std::to_string(i)}});
   const json ids = server.Call("debug.enqueue", {{"tasks", batch}})["task_ids"];
-  for (const json& id : ids) CHECK(server.WaitState(id.get<std::int64_t>(), "succeeded", 15s)["host_id"] == "h1");
+  for (const json& id : ids) CHECK(server.WaitTaskState(id.get<std::int64_t>(), "succeeded", 15s)["host_id"] == "h1");
 
   // One runner, so every task needed a request that handed it out: the first
   // came with a (held) take, the others with the finish of the one before.
@@ -138,10 +139,10 @@ TEST_CASE("integration: a busy runner gets its next task with the finish, one ro
 TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exactly the good ones",
           "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(),
-            {kBuild / "plugins/fixtures", kBuild / "plugins/providers", kBuild / "plugins/automators"});
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(),
+            {kBuild / "plugins/fixtures", kBuild / "plugins/providers", kBuild / "plugins/automators"}));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
 
   json plugins = server.Call("plugin.list", json::object());
   std::vector<std::string> types;
@@ -160,7 +161,7 @@ TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exact
   const std::string fixtures = (kBuild / "plugins/fixtures").string();
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_no_entry.so: no entry symbol"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures +
-                                  "/fixture_major2.so: built for plugin ABI 2.1; this host supports 1.1"));
+                                  "/fixture_major2.so: built for plugin ABI 2.2; this host supports 1.2"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_minor1.so: built for plugin ABI 1.2"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_oversized.so: oversized descriptor"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_init_throws.so: plugin "
@@ -169,29 +170,29 @@ TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exact
 
   // The host kept going: a task for the good fixture runs.
   const std::int64_t id = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}});
-  json t = server.WaitState(id, "succeeded", 15s);
+  json t = server.WaitTaskState(id, "succeeded", 15s);
   CHECK(t["result"]["ran"] == true);
 }
 
 TEST_CASE("integration: a task of a SIGKILLed host is handed out again after its lease", "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host first(tmp / "h1", "h1", server.provisioner(), {}, 1);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host first(HostIn(tmp / "h1", "h1", server.provisioner(), {}, 1));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
 
   const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"},
                                           {"action", "CREATE"},
                                           {"node_id", "n7"},
                                           {"max_attempts", 3},
                                           {"payload", {{"provider", {{"fields", {{"latency_ms", 2500}}}}}}}});
-  json leased = server.WaitState(id, "leased", 10s);
+  json leased = server.WaitTaskState(id, "leased", 10s);
   CHECK(leased["host_id"] == "h1");
   CHECK(leased["attempt"] == 1);
   first.process().Signal(SIGKILL);
   REQUIRE(first.process().Wait(5s).has_value());
 
-  Host second(tmp / "h2", "h2", server.provisioner(), {}, 1);
-  json done = server.WaitState(id, "succeeded", 30s);
+  Host second(HostIn(tmp / "h2", "h2", server.provisioner(), {}, 1));
+  json done = server.WaitTaskState(id, "succeeded", 30s);
   INFO(done.dump());
   CHECK(done["attempt"] == 2);
   CHECK(done["host_id"] == "h2");
@@ -204,12 +205,12 @@ TEST_CASE("integration: a task of a SIGKILLed host is handed out again after its
 
 TEST_CASE("integration: weftd restarted on the same ports; the host reconnects by itself", "[integration][host]") {
   TempDir tmp("weft-it");
-  auto first = std::make_unique<Server>(tmp / "server");
+  auto first = std::make_unique<Weftd>(ServerIn(tmp / "server"));
   const json endpoints = first->endpoints();
-  Host host(tmp / "host", "h1", first->provisioner());
-  REQUIRE(WaitFor([&] { return HostLive(*first, "h1"); }, 10s));
+  Host host(HostIn(tmp / "host", "h1", first->provisioner()));
+  REQUIRE(WaitFor([&] { return first->HostLive("h1"); }, 10s));
   const std::int64_t before = first->Enqueue({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "a"}});
-  first->WaitState(before, "succeeded", 15s);
+  first->WaitTaskState(before, "succeeded", 15s);
 
   first->process().Signal(SIGKILL);
   REQUIRE(first->process().Wait(5s).has_value());
@@ -218,10 +219,10 @@ TEST_CASE("integration: weftd restarted on the same ports; the host reconnects b
   bool fresh_store = GENERATE(false, true);
   INFO("fresh store: " << fresh_store);
   // A fresh store does not know the host: weft-host must notice (NOT_FOUND) and register again.
-  Server second(fresh_store ? tmp / "server-fresh" : tmp / "server", endpoints);
+  Weftd second(ServerIn(fresh_store ? tmp / "server-fresh" : tmp / "server", endpoints));
   REQUIRE(second.endpoints()["provisioner"] == endpoints["provisioner"]);
   const std::int64_t after = second.Enqueue({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "b"}});
-  json t = second.WaitState(after, "succeeded", 30s);
+  json t = second.WaitTaskState(after, "succeeded", 30s);
   CHECK(t["host_id"] == "h1");
   CHECK(t["result"]["provider_id"] == "fake-b");
   CHECK(host.process().running());
@@ -232,24 +233,24 @@ TEST_CASE("integration: a task running while weftd is down keeps its attempt; it
           "[integration][host]") {
   TempDir tmp("weft-it");
   constexpr int kLeaseMs = 3000;
-  auto first = std::make_unique<Server>(tmp / "server", json(), kLeaseMs);
+  auto first = std::make_unique<Weftd>(ServerIn(tmp / "server", json(), kLeaseMs));
   const json endpoints = first->endpoints();
-  Host host(tmp / "host", "h1", first->provisioner());
-  REQUIRE(WaitFor([&] { return HostLive(*first, "h1"); }, 10s));
+  Host host(HostIn(tmp / "host", "h1", first->provisioner()));
+  REQUIRE(WaitFor([&] { return first->HostLive("h1"); }, 10s));
   const std::int64_t id = first->Enqueue({{"plugin", "fake-provider"},
                                           {"action", "CREATE"},
                                           {"node_id", "a"},
                                           {"payload", {{"provider", {{"fields", {{"latency_ms", 7000}}}}}}}});
-  first->WaitState(id, "leased", 15s);
+  first->WaitTaskState(id, "leased", 15s);
 
   // Down for longer than the lease: the stored lease has run out when weftd comes back.
   first->process().Signal(SIGKILL);
   REQUIRE(first->process().Wait(5s).has_value());
   first.reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 1000));
-  Server second(tmp / "server", endpoints, kLeaseMs);
+  Weftd second(ServerIn(tmp / "server", endpoints, kLeaseMs));
 
-  json t = second.WaitState(id, "succeeded", 30s);
+  json t = second.WaitTaskState(id, "succeeded", 30s);
   CHECK(t["attempt"] == 1);
   CHECK(t["host_id"] == "h1");
   CHECK_THAT(host.Log(), !Catch::Contains("attempt 2"));
@@ -257,9 +258,9 @@ TEST_CASE("integration: a task running while weftd is down keeps its attempt; it
 
 TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one after the grace", "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 1000\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 1000\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   auto task = [](const char* node, int latency_ms) {
     return json{{"plugin", "fake-provider"},
                 {"action", "CREATE"},
@@ -269,29 +270,29 @@ TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one aft
   };
   const std::int64_t quick = server.Enqueue(task("quick", 600));
   const std::int64_t slow = server.Enqueue(task("slow", 60000));
-  server.WaitState(quick, "leased", 10s);
-  server.WaitState(slow, "leased", 10s);
+  server.WaitTaskState(quick, "leased", 10s);
+  server.WaitTaskState(slow, "leased", 10s);
 
   const auto stop_started = std::chrono::steady_clock::now();
   CHECK(ExitCode(host.process().Stop(20s)) == 0);
   CHECK(std::chrono::steady_clock::now() - stop_started < 10s);
 
-  json q = server.WaitState(quick, "succeeded", 5s);
+  json q = server.WaitTaskState(quick, "succeeded", 5s);
   CHECK(q["result"]["provider_id"] == "fake-quick");
-  json s = server.WaitState(slow, "failed", 5s);
+  json s = server.WaitTaskState(slow, "failed", 5s);
   CHECK_THAT(s["message"].get<std::string>(), Catch::Contains("host shutting down"));
 }
 
 TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled and fails", "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {}, 1, "task_timeout_ms = 300\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 1, "task_timeout_ms = 300\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   const std::int64_t id = server.Enqueue({{"plugin", "fake-automator"},
                                           {"action", "INSTALL"},
                                           {"max_attempts", 1},
                                           {"payload", {{"service", {{"action", {{"fields", {{"latency_ms", 30000}}}}}}}}}});
-  json t = server.WaitState(id, "failed", 10s);
+  json t = server.WaitTaskState(id, "failed", 10s);
   CHECK_THAT(t["message"].get<std::string>(), Catch::Contains("timed out after 300 ms"));
   CHECK(host.process().running());
 }
@@ -299,22 +300,22 @@ TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled an
 TEST_CASE("integration: a host frozen past its lease cancels the stale attempt and its finish is refused",
           "[integration][host]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host first(tmp / "h1", "h1", server.provisioner(), {}, 1);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 10s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host first(HostIn(tmp / "h1", "h1", server.provisioner(), {}, 1));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"},
                                           {"action", "CREATE"},
                                           {"node_id", "n9"},
                                           {"max_attempts", 3},
                                           {"payload", {{"provider", {{"fields", {{"latency_ms", 20000}}}}}}}});
-  server.WaitState(id, "leased", 10s);
+  server.WaitTaskState(id, "leased", 10s);
   first.process().Signal(SIGSTOP);  // no heartbeats: the lease runs out
 
-  Host second(tmp / "h2", "h2", server.provisioner(), {}, 1);
+  Host second(HostIn(tmp / "h2", "h2", server.provisioner(), {}, 1));
   REQUIRE(WaitFor(
       [&] {
         auto t = server.TryCall("task.get", {{"task_id", id}});
-        return t && (*t)["attempt"] == 2 && (*t)["host_id"] == "h2";
+        return t.ok() && (*t)["attempt"] == 2 && (*t)["host_id"] == "h2";
       },
       15s));
   first.process().Signal(SIGCONT);

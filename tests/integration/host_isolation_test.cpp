@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "host_harness.hpp"
+#include "support/fast.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 
@@ -25,10 +25,11 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::integration::Host;
-using weft::integration::HostLive;
-using weft::integration::kBuild;
-using weft::integration::Server;
+using weft::testing::Host;
+using weft::testing::HostIn;
+using weft::testing::kBuild;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
 
@@ -52,10 +53,10 @@ bool Alive(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
-std::vector<std::string> PluginTypes(Server& server) {
+std::vector<std::string> PluginTypes(Weftd& server) {
   std::vector<std::string> types;
   auto list = server.TryCall("plugin.list", json::object());
-  if (!list) return types;
+  if (!list.ok()) return types;
   for (const auto& p : (*list)["plugins"]) types.push_back(p["type"]);
   return types;
 }
@@ -94,13 +95,13 @@ json FakeTask(const char* action, int latency_ms) {
 TEST_CASE("isolation: each crashing plugin fails only its own task, and the host keeps serving",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(ServerIn(tmp / "server"));
   // Two workers of one thread each: a crasher and a fake task always run in
   // different workers.
-  Host host(tmp / "host", "h1", server.provisioner(),
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(),
             {kBuild / "plugins/crashers", kBuild / "plugins/automators"}, 2,
-            "workers = 2\ntask_timeout_ms = 1500\nworker_memory_limit_mb = 300\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+            "workers = 2\ntask_timeout_ms = 1500\nworker_memory_limit_mb = 300\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
 
   // A plugin whose entry point crashes is refused by its probe; the others load.
   const std::string crashers = (kBuild / "plugins/crashers").string();
@@ -131,28 +132,28 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
     // The fake task first, so it is running in one worker when the crasher
     // takes down the other.
     const std::int64_t fake = server.Enqueue(FakeTask("START", 1000));
-    server.WaitState(fake, "leased", 15s);
+    server.WaitTaskState(fake, "leased", 15s);
     const std::int64_t crash =
         server.Enqueue({{"plugin", c.plugin}, {"action", c.action}, {"max_attempts", 1}, {"node_id", "n1"}});
-    json failed = server.WaitState(crash, "failed", 30s);
+    json failed = server.WaitTaskState(crash, "failed", 30s);
     CHECK(failed["message"] == c.message);
     CHECK(failed["host_id"] == "h1");
-    json ok = server.WaitState(fake, "succeeded", 15s);
+    json ok = server.WaitTaskState(fake, "succeeded", 15s);
     CHECK(ok["attempt"] == 1);
   }
   // One worker per crash was replaced, and the host still runs tasks.
   REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() >= 2 + cases.size(); }, 15s));
   const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
-  server.WaitState(after, "succeeded", 15s);
+  server.WaitTaskState(after, "succeeded", 15s);
   CHECK(host.process().running());
-  CHECK(HostLive(server, "h1"));
+  CHECK(server.HostLive("h1"));
   const std::string log = host.Log();
   CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s); reporting them as failed"));
   CHECK_THAT(log, Catch::Contains("starting a new worker for slot"));
 
   // SIGTERM still stops the master and its workers cleanly.
   std::vector<pid_t> workers = StartedWorkers(host.Log());
-  CHECK(weft::integration::ExitCodeOf(host.process().Stop(20s)) == 0);
+  CHECK(weft::testing::ExitCodeOf(host.process().Stop(20s)) == 0);
   for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
   CheckNoSanitizerReport(host.Log());
 }
@@ -160,23 +161,23 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
 TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; a broken one is refused",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(ServerIn(tmp / "server"));
   const std::filesystem::path dropins = tmp / "dropins";
   std::filesystem::create_directories(dropins);
-  Host host(tmp / "host", "h1", server.provisioner(),
-            {kBuild / "plugins/providers", kBuild / "plugins/automators", dropins}, 2);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(),
+            {kBuild / "plugins/providers", kBuild / "plugins/automators", dropins}, 2));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
   CHECK_FALSE(Has(PluginTypes(server), "fixture-good"));
   // A task that runs across the roll: its worker is retired but finishes it.
   const std::int64_t across = server.Enqueue(FakeTask("INSTALL", 1500));
-  server.WaitState(across, "leased", 15s);
+  server.WaitTaskState(across, "leased", 15s);
 
   std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", dropins / "fixture_good.so");
   REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "fixture-good"); }, 20s));
   const std::int64_t good = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}, {"max_attempts", 1}});
-  json t = server.WaitState(good, "succeeded", 15s);
+  json t = server.WaitTaskState(good, "succeeded", 15s);
   CHECK(t["result"]["ran"] == true);
-  json a = server.WaitState(across, "succeeded", 15s);
+  json a = server.WaitTaskState(across, "succeeded", 15s);
   CHECK(a["attempt"] == 1);
   CHECK_THAT(host.Log(), Catch::Contains("rolling workers"));
 
@@ -198,21 +199,21 @@ TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; 
   CHECK(Has(types, "fake-automator"));
   CHECK(Has(types, "fake-provider"));
   const std::int64_t still = server.Enqueue({{"plugin", "fixture-good"}, {"action", "START"}, {"max_attempts", 1}});
-  server.WaitState(still, "succeeded", 15s);
+  server.WaitTaskState(still, "succeeded", 15s);
   const std::int64_t fake = server.Enqueue(FakeTask("START", 0));
-  server.WaitState(fake, "succeeded", 15s);
+  server.WaitTaskState(fake, "succeeded", 15s);
   CheckNoSanitizerReport(host.Log());
 }
 
 TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integration][host][isolation]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {}, 4, "workers = 3\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 4, "workers = 3\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
   REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() == 3; }, 15s));
   // A worker in the middle of a task, too.
   const std::int64_t id = server.Enqueue(FakeTask("INSTALL", 30000));
-  server.WaitState(id, "leased", 15s);
+  server.WaitTaskState(id, "leased", 15s);
   const std::vector<pid_t> workers = StartedWorkers(host.Log());
   for (pid_t pid : workers) REQUIRE(Alive(pid));
 
@@ -232,11 +233,11 @@ TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integrat
 TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a native one; a broken one is refused",
           "[integration][host][isolation][lua]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(ServerIn(tmp / "server"));
   const std::filesystem::path dropins = tmp / "dropins";
   std::filesystem::create_directories(dropins);
-  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/automators", dropins}, 2);
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/automators", dropins}, 2));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
 
   // Written elsewhere and renamed in, as docs/host.md advises.
   weft::testing::WriteFile(tmp / "dropped.lua",
@@ -248,7 +249,7 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
   std::filesystem::rename(tmp / "dropped.lua", dropins / "dropped.lua");
   REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "dropped-lua"); }, 20s));
   const std::int64_t id = server.Enqueue({{"plugin", "dropped-lua"}, {"action", "INSTALL"}, {"max_attempts", 1}});
-  json t = server.WaitState(id, "succeeded", 15s);
+  json t = server.WaitTaskState(id, "succeeded", 15s);
   CHECK(t["result"]["ran"] == true);
 
   weft::testing::WriteFile(tmp / "broken.lua", "return { type = \n");
@@ -267,45 +268,45 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
 TEST_CASE("isolation: a crash costs every task of its worker, and says which plugin ran beside them",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(ServerIn(tmp / "server"));
   // One worker with two threads: the fake task shares the crasher's process.
-  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
-            2, "workers = 1\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            2, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
   const std::int64_t fake = server.Enqueue(FakeTask("START", 20000));
-  server.WaitState(fake, "leased", 15s);
+  server.WaitTaskState(fake, "leased", 15s);
   const std::int64_t crash = server.Enqueue({{"plugin", "crash-abort"}, {"action", "INSTALL"}, {"max_attempts", 1}});
-  json c = server.WaitState(crash, "failed", 20s);
+  json c = server.WaitTaskState(crash, "failed", 20s);
   CHECK_THAT(c["message"].get<std::string>(),
              Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "
                                "plugin 'fake-automator' (START) at the time"));
-  json f = server.WaitState(fake, "failed", 20s);
+  json f = server.WaitTaskState(fake, "failed", 20s);
   CHECK_THAT(f["message"].get<std::string>(),
              Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "
                                "plugin 'crash-abort' (INSTALL) at the time, so the fault may be theirs"));
   // The replacement worker serves.
   const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
-  server.WaitState(after, "succeeded", 15s);
+  server.WaitTaskState(after, "succeeded", 15s);
   CheckNoSanitizerReport(host.Log());
 }
 
 TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worker is killed, the master exits 0",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
-            2, "shutdown_grace_ms = 300\n");
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            2, "shutdown_grace_ms = 300\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
   const std::int64_t hang = server.Enqueue({{"plugin", "crash-hang"}, {"action", "INSTALL"}, {"max_attempts", 1}});
   const std::int64_t quick = server.Enqueue(FakeTask("START", 200));
-  server.WaitState(hang, "leased", 15s);
-  server.WaitState(quick, "leased", 15s);
+  server.WaitTaskState(hang, "leased", 15s);
+  server.WaitTaskState(quick, "leased", 15s);
   const std::vector<pid_t> workers = StartedWorkers(host.Log());
-  CHECK(weft::integration::ExitCodeOf(host.process().Stop(30s)) == 0);
-  json h = server.WaitState(hang, "failed", 10s);
+  CHECK(weft::testing::ExitCodeOf(host.process().Stop(30s)) == 0);
+  json h = server.WaitTaskState(hang, "failed", 10s);
   CHECK(h["message"] == "host shutting down: plugin 'crash-hang' ignored cancellation during INSTALL; its worker was "
                         "killed");
-  server.WaitState(quick, "succeeded", 10s);
+  server.WaitTaskState(quick, "succeeded", 10s);
   for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
   CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
   CheckNoSanitizerReport(host.Log());

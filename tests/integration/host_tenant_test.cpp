@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "host_harness.hpp"
+#include "support/fast.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/common/wire.hpp"
 
@@ -29,8 +29,8 @@ TEST_CASE("tenants: each worker sends its own tenant in task.take", "[integratio
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = weft::wire::LastEndpoint(router);
 
-  weft::integration::Host host(tmp / "host", "h1", endpoint, {}, 3,
-                               "workers = 3\ntenants = [\"acme\", \"globex\"]\n");
+  weft::testing::Host host(weft::testing::HostIn(tmp / "host", "h1", endpoint, {}, 3,
+                                                "workers = 3\ntenants = [\"acme\", \"globex\"]\n"));
   std::map<std::string, int> takes_by_tenant;  // "" for a take without a tenant
   std::set<std::string> host_ids;
   const auto deadline = std::chrono::steady_clock::now() + 20s;

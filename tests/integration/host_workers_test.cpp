@@ -13,20 +13,22 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "host_harness.hpp"
+#include "support/fast.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/client/client.hpp"
 
 namespace {
 
-using namespace weft::integration;
+using namespace weft::testing;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
 using Split = std::map<std::string, std::int64_t>;  // tenant -> threads
 
 // A client of the api endpoint acting in one tenant.
 class Tenant {
  public:
   // Creates the tenant when it does not exist yet.
-  Tenant(Server& server, const std::string& name)
+  Tenant(Weftd& server, const std::string& name)
       : client_(ctx_, weft::client::Options{server.endpoints()["api"], 3000, name, {}}) {
     (void)server.TryCall("tenant.create", {{"name", name}});
   }
@@ -74,7 +76,7 @@ Split Sum(const json& workers) {
   return out;
 }
 
-json HostEntry(Server& server, const std::string& id) {
+json HostEntry(Weftd& server, const std::string& id) {
   const json list = server.Call("host.list", json::object());
   for (const json& h : list["hosts"])
     if (h["id"] == id) return h;
@@ -82,7 +84,7 @@ json HostEntry(Server& server, const std::string& id) {
 }
 
 // Waits until weftd wants `wanted` on the host and the host reports running exactly that.
-void WaitForSplit(Server& server, Host& host, const std::string& id, const Split& wanted) {
+void WaitForSplit(Weftd& server, Host& host, const std::string& id, const Split& wanted) {
   json last;
   const bool reached = WaitFor(
       [&] {
@@ -100,7 +102,7 @@ void WaitForSplit(Server& server, Host& host, const std::string& id, const Split
 TEST_CASE("workers: the host runs the split weftd asks for and follows it when a host joins and is killed",
           "[integration][host][workers]") {
   weft::testing::TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(ServerIn(tmp / "server"));
   Tenant acme(server, "acme");
   Tenant globex(server, "globex");
   // Both tenants become active (weftd counts tenants with tasks in the last minute).
@@ -109,7 +111,7 @@ TEST_CASE("workers: the host runs the split weftd asks for and follows it when a
 
   // h1 alone: 3 threads, 2 for acme (the first by name) and 1 for globex; with
   // workers = 2 on 3 threads, acme's 2 threads are 2 workers of 1 thread.
-  Host h1(tmp / "h1", "h1", server.provisioner(), {}, 3, "workers = 2\n");
+  Host h1(HostIn(tmp / "h1", "h1", server.provisioner(), {}, 3, "workers = 2\n"));
   WaitForSplit(server, h1, "h1", {{"acme", 2}, {"globex", 1}});
   CHECK(Occurrences(h1.Log(), "serving tenant 'acme' with 1 thread(s)") == 2);
   CHECK_THAT(h1.Log(), Catch::Contains("serving tenant 'globex' with 1 thread(s)"));
@@ -121,7 +123,7 @@ TEST_CASE("workers: the host runs the split weftd asks for and follows it when a
 
   // h0 joins (it sorts first, so it takes the first card): h0 gets acme's
   // first thread, and h1 gives one of acme's threads to globex.
-  auto h0 = std::make_unique<Host>(tmp / "h0", "h0", server.provisioner(), std::vector<std::filesystem::path>{}, 1);
+  auto h0 = std::make_unique<Host>(HostIn(tmp / "h0", "h0", server.provisioner(), std::vector<std::filesystem::path>{}, 1));
   WaitForSplit(server, *h0, "h0", {{"acme", 1}});
   WaitForSplit(server, h1, "h1", {{"acme", 1}, {"globex", 2}});
   CHECK_THAT(h1.Log(), Catch::Contains("worker split from weftd"));

@@ -14,7 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "host_harness.hpp"
+#include "support/fast.hpp"
+#include "support/store_rows.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/client/client.hpp"
@@ -24,37 +25,22 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::integration::Server;
-using weft::testing::BuildPath;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 using weft::testing::RunResult;
 
 const fs::path kCatalog = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
 
-RunResult Weft(Server& server, std::vector<std::string> args) {
-  args.insert(args.begin(), {"--server", server.endpoints()["api"].get<std::string>(), "--timeout", "5000"});
-  return weft::testing::Run(BuildPath("bin/weft"), args);
-}
-
-json WeftJson(Server& server, std::vector<std::string> args) {
-  args.insert(args.begin(), {"-o", "json"});
-  RunResult r = Weft(server, args);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return json::parse(r.out);
+// weftd as these tests run it; `weft` waits up to 5 s for a reply.
+weft::testing::WeftdOptions TenantsServer(const fs::path& dir) {
+  weft::testing::WeftdOptions o = ServerIn(dir);
+  o.cli_args = {"--timeout", "5000"};
+  return o;
 }
 
 // Rows of the store (read-only, beside the running weftd) that belong to a tenant other than `default`.
 int RowsOutsideDefault(const fs::path& db_file, const std::string& table) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  const std::string query = "SELECT COUNT(*) FROM " + table + " WHERE tenant <> 'default'";
-  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  const int n = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
+  return weft::testing::CountRows(db_file, "SELECT COUNT(*) FROM " + table + " WHERE tenant <> 'default'");
 }
 
 std::string Refusal(const std::string& tenant) {
@@ -66,17 +52,17 @@ std::string Refusal(const std::string& tenant) {
 TEST_CASE("tenants: an unknown tenant is refused by every op with a sentence, and nothing is written",
           "[integration][tenant]") {
   weft::testing::TempDir tmp("weft-it");
-  Server server(tmp / "server");
+  Weftd server(TenantsServer(tmp / "server"));
 
   // A misspelt --tenant: the CLI says so instead of filling a phantom tenant.
-  RunResult r = Weft(server, {"--tenant", "nosuch", "catalog", "import", kCatalog.string()});
+  RunResult r = server.Weft({"--tenant", "nosuch", "catalog", "import", kCatalog.string()});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains(Refusal("nosuch")));
-  r = Weft(server, {"--tenant", "nosuch", "cluster", "create", "c1", "--template", "web-fake", "--size", "1"});
+  r = server.Weft({"--tenant", "nosuch", "cluster", "create", "c1", "--template", "web-fake", "--size", "1"});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains(Refusal("nosuch")));
-  r = Weft(server, {"--tenant", "nosuch", "provider", "list"});
+  r = server.Weft({"--tenant", "nosuch", "provider", "list"});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains(Refusal("nosuch")));
 
@@ -87,10 +73,10 @@ TEST_CASE("tenants: an unknown tenant is refused by every op with a sentence, an
   zmq::context_t ctx(1);
   for (const std::string tenant : {"nosuch", "a b", "../../x"}) {
     INFO("tenant " << tenant);
-    r = Weft(server, {"--tenant", tenant, "provider", "put", provider.string()});
+    r = server.Weft({"--tenant", tenant, "provider", "put", provider.string()});
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains(Refusal(tenant)));
-    r = Weft(server, {"--tenant", tenant, "resource", "upload", "shell", "a.sh", script.string()});
+    r = server.Weft({"--tenant", tenant, "resource", "upload", "shell", "a.sh", script.string()});
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains(Refusal(tenant)));
     weft::client::Client api(ctx, weft::client::Options{server.endpoints()["api"], 3000, tenant, {}});
@@ -105,21 +91,21 @@ TEST_CASE("tenants: an unknown tenant is refused by every op with a sentence, an
   CHECK(RowsOutsideDefault(server.db(), "clusters") == 0);
   CHECK_FALSE(fs::exists(tmp / "server" / "data" / "resources" / "nosuch"));
   CHECK_FALSE(fs::exists(tmp / "server" / "data" / "x"));
-  json tenants = WeftJson(server, {"tenant", "list"});
+  json tenants = server.WeftJson({"tenant", "list"});
   REQUIRE(tenants["tenants"].size() == 1);
   CHECK(tenants["tenants"][0]["name"] == "default");
 
   // The default tenant works with and without naming it, and a created tenant works at once.
-  CHECK(Weft(server, {"catalog", "import", kCatalog.string()}).exit_code == 0);
-  CHECK(WeftJson(server, {"--tenant", "default", "provider", "list"})["entities"].size() == 2);
-  REQUIRE(Weft(server, {"tenant", "create", "nosuch"}).exit_code == 0);
-  r = Weft(server, {"--tenant", "nosuch", "catalog", "import", kCatalog.string()});
+  CHECK(server.Weft({"catalog", "import", kCatalog.string()}).exit_code == 0);
+  CHECK(server.WeftJson({"--tenant", "default", "provider", "list"})["entities"].size() == 2);
+  REQUIRE(server.Weft({"tenant", "create", "nosuch"}).exit_code == 0);
+  r = server.Weft({"--tenant", "nosuch", "catalog", "import", kCatalog.string()});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
-  CHECK(WeftJson(server, {"--tenant", "nosuch", "provider", "list"})["entities"].size() == 2);
+  CHECK(server.WeftJson({"--tenant", "nosuch", "provider", "list"})["entities"].size() == 2);
   // Deleted, it is unknown again.
-  REQUIRE(Weft(server, {"tenant", "delete", "nosuch"}).exit_code == 0);
-  r = Weft(server, {"--tenant", "nosuch", "provider", "list"});
+  REQUIRE(server.Weft({"tenant", "delete", "nosuch"}).exit_code == 0);
+  r = server.Weft({"--tenant", "nosuch", "provider", "list"});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains(Refusal("nosuch")));
 }
@@ -127,7 +113,8 @@ TEST_CASE("tenants: an unknown tenant is refused by every op with a sentence, an
 #ifdef WEFT_TEST_LUA
 namespace {
 
-using weft::integration::Host;
+using weft::testing::Host;
+using weft::testing::HostIn;
 using weft::testing::WaitFor;
 
 // An automator of type gx-auto that says whose code ran.
@@ -139,7 +126,7 @@ std::string GxAuto(const std::string& who) {
 }
 
 // Uploads a Lua plugin into a tenant and makes it active.
-void UploadLua(Server& server, const fs::path& dir, const std::string& tenant, const std::string& name,
+void UploadLua(Weftd& server, const fs::path& dir, const std::string& tenant, const std::string& name,
                const std::string& text) {
   const fs::path file = dir / (tenant + "-" + name);
   weft::testing::WriteFile(file, text);
@@ -147,7 +134,7 @@ void UploadLua(Server& server, const fs::path& dir, const std::string& tenant, c
                                         std::vector<std::string>{"resource", "stage", "lua-plugin", name, "1"},
                                         std::vector<std::string>{"resource", "sync"}}) {
     args.insert(args.begin(), {"--tenant", tenant});
-    RunResult r = Weft(server, args);
+    RunResult r = server.Weft(args);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
   }
@@ -156,7 +143,7 @@ void UploadLua(Server& server, const fs::path& dir, const std::string& tenant, c
 // A client of the api endpoint acting in one tenant.
 class TenantClient {
  public:
-  TenantClient(Server& server, const std::string& tenant)
+  TenantClient(Weftd& server, const std::string& tenant)
       : api_(ctx_, weft::client::Options{server.endpoints()["api"], 3000, tenant, {}}) {}
 
   std::int64_t Enqueue(const std::string& plugin) {
@@ -188,8 +175,8 @@ class TenantClient {
 };
 
 // `weft catalog check -o json` in a tenant: the plugin types it reports no live host runs.
-std::set<std::string> Unrunnable(Server& server, const std::string& tenant) {
-  RunResult r = Weft(server, {"--tenant", tenant, "-o", "json", "catalog", "check"});
+std::set<std::string> Unrunnable(Weftd& server, const std::string& tenant) {
+  RunResult r = server.Weft({"--tenant", tenant, "-o", "json", "catalog", "check"});
   INFO(r.out << r.err);
   json reply = json::parse(r.out, nullptr, false);
   REQUIRE(reply.is_object());
@@ -203,12 +190,12 @@ std::set<std::string> Unrunnable(Server& server, const std::string& tenant) {
 TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even when another tenant declares its type",
           "[integration][tenant][lua]") {
   weft::testing::TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  for (const char* tenant : {"acme", "globex"}) REQUIRE(Weft(server, {"tenant", "create", tenant}).exit_code == 0);
+  Weftd server(TenantsServer(tmp / "server"));
+  for (const char* tenant : {"acme", "globex"}) REQUIRE(server.Weft({"tenant", "create", tenant}).exit_code == 0);
   // One host for every tenant (no pinning): it follows weftd's worker split.
-  Host host(tmp / "host", "h1", server.provisioner(), {BuildPath("plugins/automators")}, 4,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n");
-  REQUIRE(WaitFor([&] { return weft::integration::HostLive(server, "h1"); }, 30s));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 4,
+            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
 
   // globex runs gx-auto; acme uploads a plugin declaring the same type.
   UploadLua(server, tmp.path(), "globex", "gx-auto.lua", GxAuto("globex"));
@@ -234,12 +221,12 @@ TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even wh
   weft::testing::WriteFile(service, R"({"name":"gx","dependencies":{},)"
                                     R"("provisioner":{"actions":{"install":{"type":"gx-auto","fields":{}}}}})");
   for (const char* tenant : {"default", "globex"})
-    REQUIRE(Weft(server, {"--tenant", tenant, "service", "put", service.string()}).exit_code == 0);
+    REQUIRE(server.Weft({"--tenant", tenant, "service", "put", service.string()}).exit_code == 0);
   CHECK(Unrunnable(server, "default") == std::set<std::string>{"gx-auto"});
   CHECK(Unrunnable(server, "globex").empty());
-  json plugins = WeftJson(server, {"plugin", "list"});
+  json plugins = server.WeftJson({"plugin", "list"});
   for (const json& p : plugins["plugins"]) CHECK(p["type"] != "gx-auto");
-  plugins = WeftJson(server, {"--tenant", "globex", "plugin", "list", "--type", "gx-auto"});
+  plugins = server.WeftJson({"--tenant", "globex", "plugin", "list", "--type", "gx-auto"});
   REQUIRE(plugins["plugins"].size() == 1);
   CHECK(plugins["plugins"][0]["hosts"] == json::array({"h1"}));
 }
@@ -247,24 +234,24 @@ TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even wh
 TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide plugin or its name is not its type",
           "[integration][tenant][lua]") {
   weft::testing::TempDir tmp("weft-it");
-  Server server(tmp / "server");
-  REQUIRE(Weft(server, {"tenant", "create", "acme"}).exit_code == 0);
-  Host host(tmp / "host", "h1", server.provisioner(), {BuildPath("plugins/automators")}, 2,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n");
-  REQUIRE(WaitFor([&] { return weft::integration::HostLive(server, "h1"); }, 30s));
+  Weftd server(TenantsServer(tmp / "server"));
+  REQUIRE(server.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
+            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
 
   const fs::path file = tmp / "takeover.lua";
   weft::testing::WriteFile(file, "return { type = \"fake-automator\", kind = \"automator\",\n"
                                  "  actions = { install = function(task) end } }\n");
-  RunResult r = Weft(server, {"--tenant", "acme", "resource", "upload", "lua-plugin", "fake-automator.lua", file.string()});
+  RunResult r = server.Weft({"--tenant", "acme", "resource", "upload", "lua-plugin", "fake-automator.lua", file.string()});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("plugin type 'fake-automator' is a host-wide plugin of host 'h1'"));
   CHECK_THAT(r.err, Catch::Contains("a tenant's Lua plugin needs a type of its own"));
-  r = Weft(server, {"--tenant", "acme", "resource", "upload", "lua-plugin", "Takeover.lua", file.string()});
+  r = server.Weft({"--tenant", "acme", "resource", "upload", "lua-plugin", "Takeover.lua", file.string()});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("is named after the plugin type the file declares"));
-  CHECK(WeftJson(server, {"--tenant", "acme", "resource", "list"})["resources"].empty());
+  CHECK(server.WeftJson({"--tenant", "acme", "resource", "list"})["resources"].empty());
 
   // A type of its own is fine, and runs although acme is the only tenant with work
   // (weftd's split then leaves every slot to any tenant, and names no tenant).

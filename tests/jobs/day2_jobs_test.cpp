@@ -24,6 +24,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/catalog_dir.hpp"
+#include "support/host.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
@@ -35,109 +37,39 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using testing::CatalogDir;
+using testing::Host;
 using testing::Process;
 using testing::ProcessOptions;
 using testing::RunResult;
+using testing::Tail;
 using testing::WaitFor;
+using testing::Weftd;
 
-const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
-
-std::string Tail(const std::string& text, std::size_t bytes = 6000) {
-  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
-}
-
-// One weft-host (master and its workers) with the build's plugin directories.
-class Host {
- public:
-  Host(const fs::path& dir, const std::string& id, const std::string& server, int capacity) : id_(id) {
-    const fs::path config = dir / (id + ".toml");
-    testing::WriteFile(config, "server = \"" + server + "\"\nhost_id = \"" + id + "\"\ncapacity = " +
-                                   std::to_string(capacity) +
-                                   "\nworkers = 2\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\n"
-                                   "shutdown_grace_ms = 1000\n");
-    log_ = dir / (id + ".log");
-    ProcessOptions o;
-    o.stderr_path = log_;
-    o.stdout_path = dir / (id + ".out");
-    proc_ = Process(testing::BuildPath("bin/weft-host"), {"--config", config.string()}, o);
-  }
-  const std::string& id() const { return id_; }
-  Process& process() { return proc_; }
-  std::string Log() const { return testing::ReadFile(log_); }
-
- private:
-  std::string id_;
-  fs::path log_;
-  Process proc_;
-};
-
-// A copy of examples/catalog that a test changes before importing it.
-class CatalogDir {
- public:
-  explicit CatalogDir(fs::path dir) : dir_(std::move(dir)) {
-    fs::create_directories(dir_);
-    fs::copy(kExamples, dir_, fs::copy_options::recursive);
-  }
-  const fs::path& path() const { return dir_; }
-  json Get(const std::string& kind, const std::string& name) const {
-    return json::parse(testing::ReadFile(dir_ / kind / (name + ".json")));
-  }
-  void Put(const std::string& kind, const json& doc) const {
-    testing::WriteFile(dir_ / kind / (doc["name"].get<std::string>() + ".json"), doc.dump(2));
-  }
-  // Merges `patch` into the fields of every action of `service` ("" = every fake-* service).
-  void PatchActions(const std::string& service, const json& patch) const {
-    for (const char* s : {"fake-base", "fake-haproxy", "fake-nginx", "fake-redis", "fake-monitoring"}) {
-      if (!service.empty() && service != s) continue;
-      json doc = Get("services", s);
-      for (auto& [name, def] : doc["provisioner"]["actions"].items()) def["fields"].merge_patch(patch);
-      Put("services", doc);
-    }
-  }
-  void PatchProvider(const json& patch) const {
-    json doc = Get("providers", "fake");
-    doc["provisioner"].merge_patch(patch);
-    Put("providers", doc);
-  }
-
- private:
-  fs::path dir_;
-};
-
-// weftd, its hosts and a client, in one temp directory.
+// weftd, its hosts (h1, h2, ...) and the real `weft` CLI, in one temp directory.
 class Env {
  public:
   Env(const std::string& name, const std::string& extra_toml, int host_count = 1, int capacity = 4)
-      : weftd_(name, extra_toml), client_(ctx_, client::Options{weftd_.api(), 10000, {}, {}}) {
-    for (int i = 1; i <= host_count; ++i)
-      hosts_.push_back(
-          std::make_unique<Host>(weftd_.Path(""), "h" + std::to_string(i), weftd_.provisioner(), capacity));
+      : weftd_(ServerOptions(name, extra_toml)) {
+    for (int i = 1; i <= host_count; ++i) {
+      testing::HostOptions o;
+      o.dir = weftd_.dir();
+      o.id = "h" + std::to_string(i);
+      o.server = weftd_.provisioner();
+      o.capacity = capacity;
+      o.workers = 2;
+      o.shutdown_grace_ms = 1000;
+      hosts_.push_back(std::make_unique<Host>(o));
+    }
   }
   fs::path Path(const std::string& name) const { return weftd_.Path(name); }
   Host& host(std::size_t i) { return *hosts_.at(i); }
+  Weftd& weftd() { return weftd_; }
 
-  json Call(const std::string& op, const json& body) {
-    Result<json> r = client_.Call(op, body);
-    INFO(op << " " << body.dump() << ": " << r.status().ToString() << "\n" << Tail(weftd_.Log()));
-    REQUIRE(r.ok());
-    return *r;
-  }
-  Result<json> TryCall(const std::string& op, const json& body) { return client_.Call(op, body); }
-  // `weft --server <api> ARGS...`, with room for --wait on a busy machine.
-  RunResult Weft(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--server", weftd_.api()});
-    return testing::Run(testing::BuildPath("bin/weft"), args, 120s);
-  }
-  // `weft -o json ARGS...`, which must succeed, parsed.
-  json WeftJson(std::vector<std::string> args) {
-    args.insert(args.begin(), {"-o", "json"});
-    RunResult r = Weft(args);
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    json j = json::parse(r.out, nullptr, false);
-    REQUIRE(j.is_object());
-    return j;
-  }
+  json Call(const std::string& op, const json& body) { return weftd_.Call(op, body); }
+  Result<json> TryCall(const std::string& op, const json& body) { return weftd_.TryCall(op, body); }
+  RunResult Weft(std::vector<std::string> args) { return weftd_.Weft(std::move(args)); }
+  json WeftJson(std::vector<std::string> args) { return weftd_.WeftJson(std::move(args)); }
 
   RunResult Import(const CatalogDir& catalog) {
     RunResult r = Weft({"catalog", "import", catalog.path().string()});
@@ -145,32 +77,12 @@ class Env {
     REQUIRE(r.exit_code == 0);
     return r;
   }
-  bool HostLive(const std::string& id) {
-    Result<json> hosts = TryCall("host.list", json::object());
-    if (!hosts.ok()) return false;
-    for (const json& h : (*hosts)["hosts"])
-      if (h["id"] == id) return h.value("live", false);
-    return false;
-  }
+  bool HostLive(const std::string& id) { return weftd_.HostLive(id); }
   void WaitHosts() {
     for (const auto& h : hosts_) REQUIRE(WaitFor([&] { return HostLive(h->id()); }, 30s));
   }
-  json Job(const std::string& id) { return Call("job.get", {{"job", id}, {"details", true}})["job"]; }
-  // Polls until the job is neither running nor failing.
-  json WaitJob(const std::string& id, std::chrono::milliseconds timeout = 90s) {
-    std::string status;
-    const bool done = WaitFor(
-        [&] {
-          Result<json> r = client_.Call("job.get", {{"job", id}}, 2000);
-          if (!r.ok()) return false;
-          status = (*r)["job"].value("status", "");
-          return status != "running" && status != "failing";
-        },
-        timeout);
-    INFO("job " << id << " is still " << status << "\n" << Tail(weftd_.Log()) << Logs());
-    REQUIRE(done);
-    return Job(id);
-  }
+  json Job(const std::string& id) { return weftd_.Job(id); }
+  json WaitJob(const std::string& id, std::chrono::milliseconds timeout = 90s) { return weftd_.WaitJob(id, timeout); }
   // Runs an operation through the CLI and waits for its job, which must succeed.
   json RunJob(std::vector<std::string> args) {
     args.insert(args.begin(), {"-o", "json"});
@@ -194,9 +106,16 @@ class Env {
   std::string ServerLog() const { return weftd_.Log(); }
 
  private:
-  testing::Weftd weftd_;
-  zmq::context_t ctx_;
-  client::Client client_;
+  // `weft` gets room for --wait on a busy machine.
+  static testing::WeftdOptions ServerOptions(const std::string& name, const std::string& extra_toml) {
+    testing::WeftdOptions o;
+    o.name = name;
+    o.extra_toml = extra_toml;
+    o.cli_timeout = 120s;
+    return o;
+  }
+
+  Weftd weftd_;
   std::vector<std::unique_ptr<Host>> hosts_;
 };
 
@@ -317,7 +236,7 @@ TEST_CASE("day2: the undo of a failed grow deletes the new node and touches no s
   // Only the fourth node's CREATE fails: the grow never gets to reconfigure the three nodes it keeps
   // (their CONFIGURE waits for the new node's addresses).
   catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "g-4"}, {"latency_ms", 5}});
-  catalog.PatchActions("", {{"latency_ms", 5}});
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
   env.Import(catalog);
   env.RunJob({"cluster", "create", "g", "--template", "web-fake", "--size", "3"});
   const json before = env.Call("cluster.get", {{"cluster", "g"}})["cluster"];
@@ -357,14 +276,14 @@ TEST_CASE("day2: a rollback of an upgrade installs the previous version of every
           "[jobs][integration][day2]") {
   Env env("weft-day2-rollback-upgrade", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
   CatalogDir catalog(env.Path("catalog"));
-  catalog.PatchActions("", {{"echo_task", true}, {"latency_ms", 5}});
-  catalog.PatchActions("fake-nginx", {{"build", 1}});
+  catalog.PatchActions("", "", {{"echo_task", true}, {"latency_ms", 5}});
+  catalog.PatchActions("fake-nginx", "", {{"build", 1}});
   env.Import(catalog);
   env.RunJob({"cluster", "create", "up", "--template", "web-fake", "--size", "3"});
   const std::set<std::string> nginx = NodesRunning(env.Call("cluster.get", {{"cluster", "up"}})["cluster"], "fake-nginx");
   REQUIRE(!nginx.empty());
 
-  catalog.PatchActions("fake-nginx", {{"build", 2}});
+  catalog.PatchActions("fake-nginx", "", {{"build", 2}});
   env.Import(catalog);
   json upgrade = env.RunJob({"cluster", "upgrade", "up"});
   for (const json& t : TasksOf(upgrade, "INSTALL", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 2);
@@ -393,7 +312,7 @@ TEST_CASE("day2: a terminated cluster is found by its name; stop and start show 
   Env env("weft-day2-states", "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
   CatalogDir catalog(env.Path("catalog"));
   catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "broken-1"}, {"latency_ms", 5}});
-  catalog.PatchActions("", {{"latency_ms", 5}});
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
   env.Import(catalog);
 
   // A create that fails is undone: the cluster ends terminated, and its name still finds it.

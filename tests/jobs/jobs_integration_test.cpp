@@ -32,8 +32,11 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/catalog_dir.hpp"
+#include "support/host.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 
 namespace weft {
@@ -42,13 +45,15 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using testing::CatalogDir;
+using testing::Host;
 using testing::Process;
 using testing::ProcessOptions;
 using testing::RunResult;
+using testing::Tail;
 using testing::TempDir;
 using testing::WaitFor;
-
-const fs::path kExamples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
+using testing::Weftd;
 
 // From a weft-host log: for each task, when each attempt started and ended
 // running in the plugin (ISO timestamps, which compare as strings).
@@ -69,214 +74,34 @@ std::map<std::int64_t, std::map<std::int64_t, std::pair<std::string, std::string
   return out;
 }
 
-std::string Tail(const std::string& text, std::size_t bytes = 6000) {
-  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
+// weftd for these tests in `dir` (WEFT_TEST_DEBUG=1: at debug level, to see a failure's story).
+testing::WeftdOptions ServerIn(const fs::path& dir, const std::string& extra_toml) {
+  testing::WeftdOptions o;
+  o.dir = dir;
+  if (std::getenv("WEFT_TEST_DEBUG")) o.server_toml = "log_level = \"debug\"\n";
+  o.extra_toml = extra_toml;
+  o.cli_timeout = 90s;
+  return o;
 }
-
-// weftd on a data directory that outlives the process: Kill() and Start()
-// again resume from the same store on the same ports (the first start picks
-// free ports; later ones bind what it got, so hosts find the new process).
-class Server {
- public:
-  Server(const fs::path& dir, std::string extra_toml) : dir_(dir), extra_(std::move(extra_toml)) { Start(); }
-
-  void Start() {
-    const fs::path endpoints_file = dir_ / "data" / "endpoints.json";
-    std::error_code ec;
-    fs::remove(endpoints_file, ec);
-    auto ep = [&](const char* key) {
-      return endpoints_.is_object() ? endpoints_[key].get<std::string>() : std::string("tcp://127.0.0.1:*");
-    };
-    // WEFT_TEST_DEBUG=1: weftd logs at debug level, to see a failure's story.
-    const std::string level = std::getenv("WEFT_TEST_DEBUG") ? "log_level = \"debug\"\n" : "";
-    testing::WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() + "\"\n" + level +
-                                                "[endpoints]\napi = \"" + ep("api") + "\"\nprovisioner = \"" +
-                                                ep("provisioner") + "\"\nevents = \"" + ep("events") + "\"\n" +
-                                                "[security]\ncurve = false\n" +  // tested in tests/security
-                                                extra_);
-    ProcessOptions o;
-    log_ = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
-    o.stderr_path = log_;
-    o.stdout_path = dir_ / ("weftd-" + std::to_string(starts_) + ".out");
-    proc_ = Process(testing::BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
-    json found;
-    const bool up = WaitFor(
-        [&] {
-          json j = json::parse(testing::ReadFile(endpoints_file), nullptr, false);
-          if (!j.is_object() || !j.contains("api") || j.value("pid", 0) != proc_.pid()) return false;
-          found = j;
-          return true;
-        },
-        30s);
-    INFO(Log());
-    REQUIRE(up);
-    if (endpoints_.is_object()) {
-      REQUIRE(found["api"] == endpoints_["api"]);
-      REQUIRE(found["provisioner"] == endpoints_["provisioner"]);
-    }
-    endpoints_ = found;
-    client_.reset();
-    client_ = std::make_unique<client::Client>(ctx_, client::Options{api(), 10000, {}, {}});
-  }
-
-  void Kill() {
-    proc_.Signal(SIGKILL);
-    REQUIRE(proc_.Wait(10s).has_value());
-  }
-  // SIGTERM, which must end the process cleanly.
-  void Stop() { REQUIRE(proc_.Stop() == 0); }
-  // Starts again with every port `*` in the configuration (as scripts/demo.sh
-  // has them) rather than the ports the first start got.
-  void StartWithStarPorts() {
-    endpoints_ = json();
-    Start();
-  }
-
-  std::string api() const { return endpoints_["api"].get<std::string>(); }
-  std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }
-  std::string events() const { return endpoints_["events"].get<std::string>(); }
-  const json& endpoints() const { return endpoints_; }
-  zmq::context_t& ctx() { return ctx_; }
-  int starts() const { return starts_; }
-  // The stderr of the current process, or of every start so far.
-  std::string Log() const { return testing::ReadFile(log_); }
-  std::string AllLogs() const {
-    std::string out;
-    for (int i = 1; i <= starts_; ++i)
-      out += "--- weftd start " + std::to_string(i) + " ---\n" +
-             testing::ReadFile(dir_ / ("weftd-" + std::to_string(i) + ".log"));
-    return out;
-  }
-
-  Result<json> TryCall(const std::string& op, const json& body) { return client_->Call(op, body); }
-  json Call(const std::string& op, const json& body) {
-    Result<json> r = client_->Call(op, body);
-    INFO(op << " " << body.dump() << ": " << r.status().ToString() << "\n" << Tail(Log()));
-    REQUIRE(r.ok());
-    return *r;
-  }
-
-  // `weft --server <api> ARGS...`
-  RunResult Weft(std::vector<std::string> args, std::chrono::milliseconds timeout = 90s) const {
-    args.insert(args.begin(), {"--server", api()});
-    return testing::Run(testing::BuildPath("bin/weft"), args, timeout);
-  }
-
-  json Job(const std::string& id, bool details = true) {
-    return Call("job.get", {{"job", id}, {"details", details}})["job"];
-  }
-  json Cluster(const std::string& name) { return Call("cluster.get", {{"cluster", name}})["cluster"]; }
-
-  // Polls until the job is neither running nor failing (weftd may be down meanwhile).
-  json WaitJob(const std::string& id, std::chrono::milliseconds timeout = 60s) {
-    std::string status;
-    const bool done = WaitFor(
-        [&] {
-          Result<json> r = client_->Call("job.get", {{"job", id}}, 2000);
-          if (!r.ok()) return false;
-          status = (*r)["job"].value("status", "");
-          return status != "running" && status != "failing";
-        },
-        timeout);
-    INFO("job " << id << " is still " << status << "\n" << Tail(Log()));
-    REQUIRE(done);
-    return Job(id);
-  }
-
- private:
-  static inline int starts_ = 0;
-  fs::path dir_;
-  std::string extra_;
-  fs::path log_;
-  Process proc_;
-  json endpoints_;
-  zmq::context_t ctx_;
-  std::unique_ptr<client::Client> client_;
-};
 
 // One weft-host (master and its workers) with the build's plugin directories.
-class Host {
- public:
-  Host(const fs::path& dir, const std::string& id, const std::string& server, int capacity) : id_(id) {
-    const fs::path config = dir / (id + ".toml");
-    testing::WriteFile(config, "server = \"" + server + "\"\nhost_id = \"" + id + "\"\ncapacity = " +
-                                   std::to_string(capacity) +
-                                   "\nworkers = 2\ntake_wait_ms = 500\nrequest_timeout_ms = 1000\n"
-                                   "shutdown_grace_ms = 1000\n");
-    log_ = dir / (id + ".log");
-    ProcessOptions o;
-    o.stderr_path = log_;
-    o.stdout_path = dir / (id + ".out");
-    proc_ = Process(testing::BuildPath("bin/weft-host"), {"--config", config.string()}, o);
-  }
-  const std::string& id() const { return id_; }
-  Process& process() { return proc_; }
-  std::string Log() const { return testing::ReadFile(log_); }
-
- private:
-  std::string id_;
-  fs::path log_;
-  Process proc_;
-};
-
-bool HostLive(Server& server, const std::string& id) {
-  Result<json> hosts = server.TryCall("host.list", json::object());
-  if (!hosts.ok()) return false;
-  for (const json& h : (*hosts)["hosts"])
-    if (h["id"] == id) return h.value("live", false);
-  return false;
+testing::HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server, int capacity) {
+  testing::HostOptions o;
+  o.dir = dir;
+  o.id = id;
+  o.server = server;
+  o.capacity = capacity;
+  o.workers = 2;
+  o.shutdown_grace_ms = 1000;
+  return o;
 }
-
-// A copy of examples/catalog that a test changes before importing it, so each
-// test gets fake services and a fake provider with the knobs it needs.
-class CatalogDir {
- public:
-  explicit CatalogDir(fs::path dir) : dir_(std::move(dir)) {
-    fs::create_directories(dir_);
-    fs::copy(kExamples, dir_, fs::copy_options::recursive);
-  }
-  const fs::path& path() const { return dir_; }
-
-  json Get(const std::string& kind, const std::string& name) const {
-    return json::parse(testing::ReadFile(dir_ / kind / (name + ".json")));
-  }
-  void Put(const std::string& kind, const json& doc) const {
-    testing::WriteFile(dir_ / kind / (doc["name"].get<std::string>() + ".json"), doc.dump(2));
-  }
-  // Merges `patch` into the fields of `action` ("" = every action) of `service`
-  // ("" = every fake-* service).
-  void PatchActions(const std::string& service, const std::string& action, const json& patch) const {
-    for (const char* s : {"fake-base", "fake-haproxy", "fake-nginx", "fake-redis", "fake-monitoring"}) {
-      if (!service.empty() && service != s) continue;
-      json doc = Get("services", s);
-      for (auto& [name, def] : doc["provisioner"]["actions"].items())
-        if (action.empty() || action == name) def["fields"].merge_patch(patch);
-      Put("services", doc);
-    }
-  }
-  void PatchProvider(const json& patch) const {
-    json doc = Get("providers", "fake");
-    doc["provisioner"].merge_patch(patch);
-    Put("providers", doc);
-  }
-  // A copy of web-fake named `name` with `patch` merged in.
-  void DeriveTemplate(const std::string& name, const json& patch) const {
-    json doc = Get("clustertemplates", "web-fake");
-    doc.merge_patch(patch);
-    doc["name"] = name;
-    Put("clustertemplates", doc);
-  }
-
- private:
-  fs::path dir_;
-};
 
 // weftd, its hosts and a catalog, in one temp directory.
 struct Env {
   explicit Env(const std::string& name, const std::string& extra_toml, int host_count = 1, int capacity = 4)
-      : dir(name), server(dir.path(), extra_toml) {
+      : dir(name), server(ServerIn(dir.path(), extra_toml)) {
     for (int i = 1; i <= host_count; ++i)
-      hosts.push_back(std::make_unique<Host>(dir.path(), "h" + std::to_string(i), server.provisioner(), capacity));
+      hosts.push_back(std::make_unique<Host>(HostIn(dir.path(), "h" + std::to_string(i), server.provisioner(), capacity)));
   }
   void Import(const CatalogDir& catalog) {
     RunResult r = server.Weft({"catalog", "import", catalog.path().string()});
@@ -302,7 +127,7 @@ struct Env {
   }
 
   TempDir dir;
-  Server server;
+  Weftd server;
   std::vector<std::unique_ptr<Host>> hosts;
 };
 
@@ -378,7 +203,7 @@ void RequireAllSucceeded(const json& job) {
 
 // The id of the newest cluster called `name`, terminated or not (a terminated
 // cluster's name is free again, so only its id finds it).
-std::string ClusterId(Server& server, const std::string& name) {
+std::string ClusterId(Weftd& server, const std::string& name) {
   std::string id;
   const json list = server.Call("cluster.list", {{"all", true}});
   for (const json& c : list["clusters"])
@@ -389,7 +214,7 @@ std::string ClusterId(Server& server, const std::string& name) {
 }
 
 // The jobs of a cluster (name or id), newest first.
-std::vector<json> JobsOf(Server& server, const std::string& cluster) {
+std::vector<json> JobsOf(Weftd& server, const std::string& cluster) {
   json jobs = server.Call("job.list", {{"cluster", cluster}})["jobs"];
   return {jobs.begin(), jobs.end()};
 }
@@ -415,7 +240,7 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
   Env env("weft-jobs-life", kFastJobs);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   // create --wait: exit 0 once every task succeeded.
   {
@@ -684,7 +509,7 @@ TEST_CASE("jobs: CREATE and CONFIRM results reach later tasks of the node; priva
   Env env("weft-jobs-results", kFastJobs);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   json job = env.RunJob({"cluster", "create", "res", "--template", "web-fake", "--size", "3"});
   RequireAllSucceeded(job);
@@ -745,7 +570,7 @@ TEST_CASE("jobs: failed attempts are retried with backoff; a task that fails for
   catalog.PatchActions("fake-base", "install", {{"fail_actions", "INSTALL"}, {"fail_attempts", 1}});
   catalog.PatchActions("fake-redis", "start", {{"fail_actions", "START"}, {"fail_attempts", 3}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   // Without keep_on_failure: `create --wait` fails, prints the failed task, and the undo deletes everything.
   {
@@ -864,7 +689,7 @@ TEST_CASE("jobs: a failed scale-up and a failed add-services are undone back to 
   catalog.PatchProvider({{"fail_actions", "CREATE"}, {"fail_nodes", "sc-4"}});
   catalog.PatchActions("fake-monitoring", "start", {{"fail_actions", "START"}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   RequireAllSucceeded(env.RunJob({"cluster", "create", "sc", "--template", "web-fake", "--size", "3"}));
   const json before = s.Cluster("sc");
@@ -935,7 +760,7 @@ TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a
   // The fourth node can be made, but the first two attempts to delete it fail.
   catalog.PatchProvider({{"fail_actions", "DELETE"}, {"fail_nodes", "sh-4"}, {"fail_attempts", 2}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   RequireAllSucceeded(env.RunJob({"cluster", "create", "sh", "--template", "web-fake", "--size", "3"}));
   const std::set<std::string> three = NodeNames(s.Cluster("sh"));
@@ -987,7 +812,7 @@ TEST_CASE("jobs: abort stops a running job at once and undoes nothing; retry res
   Env env("weft-jobs-abort", kFastJobs);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog", 250);
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   json started = s.Call("cluster.create", {{"name", "ab"}, {"template", "web-fake"}, {"size", 3}});
   const std::string id = started["job"]["id"];
@@ -1047,7 +872,7 @@ TEST_CASE("jobs: a failed CONFIRM deletes the node and creates it again before c
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
   catalog.PatchProvider({{"fail_actions", "CONFIRM"}, {"fail_attempts", 1}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   json job = env.RunJob({"cluster", "create", "conf", "--template", "web-fake", "--size", "3"});
   RequireAllSucceeded(job);
@@ -1095,7 +920,7 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
   catalog.PatchProvider({{"latency_ms", 40}, {"jitter_ms", 60}});
   catalog.DeriveTemplate("web-big", {{"constraints", {{"size", {{"min", 3}, {"max", 60}}}}}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   std::uint64_t seed = std::random_device{}();
   if (const char* env_seed = std::getenv("WEFT_TEST_SEED")) seed = std::strtoull(env_seed, nullptr, 10);
@@ -1135,7 +960,7 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
     s.Kill();
     ++kills;
     std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 300));
-    s.Start();
+    REQUIRE(s.Start().ok());
   }
   CHECK(kills >= 3);
 
@@ -1180,7 +1005,7 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
   CHECK(checked >= total / 2);
   // The host was never restarted: it found each new weftd by itself.
   CHECK(env.hosts[0]->process().running());
-  CHECK(WaitFor([&] { return HostLive(s, "h1"); }, 10s));
+  CHECK(WaitFor([&] { return s.HostLive("h1"); }, 10s));
   CHECK(s.starts() >= 1 + kills);
 }
 
@@ -1196,8 +1021,8 @@ TEST_CASE("jobs: kill -9 of a weft-host mid-job; the other host finishes the dea
   catalog.PatchActions("", "", {{"latency_ms", 300}});
   catalog.PatchProvider({{"latency_ms", 300}});
   env.Import(catalog);
-  Server& s = env.server;
-  REQUIRE(WaitFor([&] { return HostLive(s, "h1") && HostLive(s, "h2"); }, 30s));
+  Weftd& s = env.server;
+  REQUIRE(WaitFor([&] { return s.HostLive("h1") && s.HostLive("h2"); }, 30s));
 
   json started = s.Call("cluster.create", {{"name", "hk"}, {"template", "web-fake"}, {"size", 4}});
   const std::string id = started["job"]["id"];
@@ -1248,8 +1073,8 @@ TEST_CASE("jobs: kill -9 of a weft-host mid-job; the other host finishes the dea
   for (const json& t : job["tasks"])
     for (const json& x : t["attempts"])
       if (x["host_id"] == "h1") CHECK(x["taken_at_ms"].get<std::int64_t>() <= killed_ms);
-  CHECK_FALSE(HostLive(s, "h1"));
-  CHECK(HostLive(s, "h2"));
+  CHECK_FALSE(s.HostLive("h1"));
+  CHECK(s.HostLive("h2"));
 }
 
 // ---- 7. cluster leases ------------------------------------------------------------
@@ -1262,7 +1087,7 @@ TEST_CASE("jobs: a cluster whose lease runs out is deleted by the janitor; exten
   catalog.DeriveTemplate("web-short",
                          {{"administration", {{"leaseduration", {{"initial", "3s"}, {"max", "8s"}, {"step", "2s"}}}}}});
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   // Longer than the template allows: refused before anything starts.
   {
@@ -1321,7 +1146,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   Env env("weft-jobs-events", kFastJobs);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   zmq::socket_t sub(s.ctx(), zmq::socket_type::sub);
   sub.set(zmq::sockopt::linger, 0);
@@ -1398,15 +1223,16 @@ TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps i
   Env env("weft-jobs-starports", kFastJobs, 1, 4);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog", /*latency_ms=*/100);
   env.Import(catalog);
-  Server& s = env.server;
-  REQUIRE(WaitFor([&] { return HostLive(s, "h1"); }, 30s));
+  Weftd& s = env.server;
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 30s));
   const json before = s.endpoints();
 
   json started = s.Call("cluster.create", {{"name", "sp"}, {"template", "web-fake"}, {"size", 4}});
   const std::string id = started["job"]["id"];
   REQUIRE(WaitFor([&] { return s.Job(id, false)["progress"]["succeeded"].get<std::int64_t>() > 0; }, 60s));
-  s.Stop();
-  s.StartWithStarPorts();
+  REQUIRE(s.Stop() == 0);
+  s.ForgetPorts();  // every port `*` in weftd.toml, as scripts/demo.sh has them
+  REQUIRE(s.Start().ok());
   // The configuration says `*`; the new process bound what the old one had.
   CHECK(s.endpoints()["api"] == before["api"]);
   CHECK(s.endpoints()["provisioner"] == before["provisioner"]);
@@ -1415,7 +1241,7 @@ TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps i
   json job = s.WaitJob(id, 120s);
   INFO(Tail(s.AllLogs(), 10000) << env.Logs());
   RequireAllSucceeded(job);
-  CHECK(WaitFor([&] { return HostLive(s, "h1"); }, 10s));
+  CHECK(WaitFor([&] { return s.HostLive("h1"); }, 10s));
   // The host never lost weftd for long: it was not restarted and still runs.
   CHECK(env.hosts[0]->process().running());
 }
@@ -1431,7 +1257,7 @@ TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs
           /*host_count=*/0);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
   env.Import(catalog);
-  Server& s = env.server;
+  Weftd& s = env.server;
 
   // The create itself says which plugins have no live host.
   RunResult created = s.Weft({"cluster", "create", "np", "--template", "web-fake", "--size", "3"});
@@ -1460,7 +1286,7 @@ TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs
       30s));
 
   // A host that starts later picks the tasks up; the job finishes.
-  env.hosts.push_back(std::make_unique<Host>(env.dir.path(), "h1", s.provisioner(), 4));
+  env.hosts.push_back(std::make_unique<Host>(HostIn(env.dir.path(), "h1", s.provisioner(), 4)));
   job = s.WaitJob(id, 120s);
   INFO(Tail(s.Log()) << env.Logs());
   RequireAllSucceeded(job);
@@ -1471,12 +1297,12 @@ TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs
   CHECK(WEXITSTATUS(*watched) == 0);
 
   // SIGTERM: the host says it leaves, and is not live the moment it is gone.
-  REQUIRE(HostLive(s, "h1"));
+  REQUIRE(s.HostLive("h1"));
   env.hosts[0]->process().Signal(SIGTERM);
   const std::optional<int> stopped = env.hosts[0]->process().Wait(30s);
   REQUIRE(stopped.has_value());
   CHECK(WIFEXITED(*stopped));
-  CHECK_FALSE(HostLive(s, "h1"));
+  CHECK_FALSE(s.HostLive("h1"));
   json later = s.Call("cluster.create", {{"name", "np2"}, {"template", "web-fake"}, {"size", 3}});
   CHECK(later["waiting_for_plugins"] == json::array({"fake-automator", "fake-provider"}));
 }

@@ -18,18 +18,19 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "integration/host_harness.hpp"
 #include "local_node.hpp"
 #include "localnodes/net.hpp"
+#include "support/fast.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::integration::Host;
-using weft::integration::HostLive;
-using weft::integration::kBuild;
-using weft::integration::Server;
+using weft::testing::Host;
+using weft::testing::HostIn;
+using weft::testing::kBuild;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 using weft::testing::Accepts;
 using weft::testing::HttpGet;
 using weft::testing::RedisPing;
@@ -75,14 +76,14 @@ class Env {
     RequirePackages();
     // nginx's workers (www-data) read the pages under the nodes' directories.
     REQUIRE(::chmod(tmp_.path().c_str(), 0711) == 0);
-    server_ = std::make_unique<Server>(tmp_ / "server");
-    host_ = std::make_unique<Host>(tmp_ / "host", "h1", server_->provisioner(),
+    server_ = std::make_unique<Weftd>(ServerIn(tmp_ / "server"));
+    host_ = std::make_unique<Host>(HostIn(tmp_ / "host", "h1", server_->provisioner(),
                                    std::vector<fs::path>{kBuild / "plugins/providers", kBuild / "plugins/automators"},
-                                   /*capacity=*/6);
-    REQUIRE(WaitFor([&] { return HostLive(*server_, "h1"); }, 20s));
+                                   /*capacity=*/6));
+    REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
   }
 
-  Server& server() { return *server_; }
+  Weftd& server() { return *server_; }
   fs::path nodes_dir() const { return tmp_ / "nodes"; }
   std::string Logs() const { return "---- weftd\n" + server_->Log() + "\n---- weft-host\n" + host_->Log(); }
 
@@ -128,10 +129,10 @@ class Env {
   std::string JobFailures() {
     std::string out;
     auto jobs = server_->TryCall("job.list", {{"limit", 5}});
-    if (!jobs) return "(job.list failed)";
+    if (!jobs.ok()) return "(job.list failed)";
     for (const json& j : (*jobs)["jobs"]) {
       auto d = server_->TryCall("job.get", {{"job", j["id"]}, {"details", true}});
-      if (!d) continue;
+      if (!d.ok()) continue;
       for (const json& t : (*d)["job"].value("tasks", json::array())) {
         if (t.value("state", "") != "failed") continue;
         out += "task " + t.dump() + "\n";
@@ -148,7 +149,7 @@ class Env {
   }
 
   TempDir tmp_;
-  std::unique_ptr<Server> server_;
+  std::unique_ptr<Weftd> server_;
   std::unique_ptr<Host> host_;
 };
 
@@ -310,7 +311,7 @@ TEST_CASE("localnodes: a web cluster on real nodes is created, serves, scales, s
   Footprint(nodes, &pids, &cgroups);
   env.MustWeft({"cluster", "delete", "web", "--wait"});
   auto gone = env.server().TryCall("cluster.get", {{"cluster", "web"}});
-  CHECK((!gone || (*gone)["cluster"]["status"] == "terminated"));
+  CHECK((!gone.ok() || (*gone)["cluster"]["status"] == "terminated"));
   CheckNoLeftovers(nodes, pids, cgroups);
   std::error_code ec;
   CHECK(fs::is_empty(env.nodes_dir(), ec));
@@ -364,44 +365,44 @@ TEST_CASE("localnodes: a node whose host key does not match is refused, and the 
           "[localnodes][ssh]") {
   OneNode one;
   TempDir dir("weft-localnodes");
-  Server server(dir / "server");
-  Host host(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"});
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 20s));
+  Weftd server(ServerIn(dir / "server"));
+  Host host(HostIn(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"}));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 20s));
 
   // A well-formed ed25519 key that is not the node's host key: its user key.
   const std::string& pub = one.node.public_key;
   const std::string wrong = pub.substr(0, pub.rfind(' '));
   REQUIRE(wrong != one.node.host_keys.at(0));
   const json marker = {{"command", "touch \"$WEFT_NODE_ROOT/ran\"; echo ran on $WEFT_BIND_V4"}};
-  json refused = server.WaitState(server.Enqueue(ShellTask(one.node, {wrong}, marker)), "failed", 60s);
+  json refused = server.WaitTaskState(server.Enqueue(ShellTask(one.node, {wrong}, marker)), "failed", 60s);
   CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("host key mismatch"));
   CHECK_FALSE(fs::exists(one.node.root / "ran"));  // nothing ran on the node
 
-  json ok = server.WaitState(server.Enqueue(ShellTask(one.node, one.node.host_keys, marker)), "succeeded", 60s);
+  json ok = server.WaitTaskState(server.Enqueue(ShellTask(one.node, one.node.host_keys, marker)), "succeeded", 60s);
   CHECK_THAT(ok["stdout"].get<std::string>(), Catch::Contains("ran on " + one.node.address));
   CHECK(fs::exists(one.node.root / "ran"));
-  CHECK(HostLive(server, "h1"));
+  CHECK(server.HostLive("h1"));
   CHECK(host.process().running());
 }
 
 TEST_CASE("localnodes: a command past its timeout_ms fails the task, and the host keeps serving", "[localnodes][ssh]") {
   OneNode one;
   TempDir dir("weft-localnodes");
-  Server server(dir / "server");
-  Host host(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"});
-  REQUIRE(WaitFor([&] { return HostLive(server, "h1"); }, 20s));
+  Weftd server(ServerIn(dir / "server"));
+  Host host(HostIn(dir / "host", "h1", server.provisioner(), {kBuild / "plugins/automators"}));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 20s));
 
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t slow_id =
       server.Enqueue(ShellTask(one.node, one.node.host_keys, {{"command", "sleep 30"}, {"timeout_ms", 1500}}));
-  json slow = server.WaitState(slow_id, "failed", 60s);
+  json slow = server.WaitTaskState(slow_id, "failed", 60s);
   CHECK(std::chrono::steady_clock::now() - start < 20s);
   CHECK_THAT(slow["message"].get<std::string>(), Catch::Contains("timed out after 1500 ms"));
 
-  json ok = server.WaitState(
+  json ok = server.WaitTaskState(
       server.Enqueue(ShellTask(one.node, one.node.host_keys, {{"command", "echo still here"}})), "succeeded", 60s);
   CHECK_THAT(ok["stdout"].get<std::string>(), Catch::Contains("still here"));
-  CHECK(HostLive(server, "h1"));
+  CHECK(server.HostLive("h1"));
   CHECK(host.process().running());
 
   // libssh2 cannot signal the command, so its `sleep` runs on until the node

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <memory>
 
-#include "integration/host_harness.hpp"
+#include "support/fast.hpp"
 #include "lua_ssh_util.hpp"
 #include "support/temp_dir.hpp"
 
@@ -222,17 +222,18 @@ TEST_CASE("lua examples: shell.lua runs the command on the node with facts, conf
 
 TEST_CASE("lua examples: a real weft-host runs pool.lua and shell.lua from its plugin directory",
           "[lua][ssh][examples][integration]") {
-  using weft::integration::Host;
-  using weft::integration::HostLive;
-  using weft::integration::Server;
+  using weft::testing::Host;
+  using weft::testing::HostIn;
+  using weft::testing::ServerIn;
+  using weft::testing::Weftd;
   SshdNode a("lhost-a");
   TempDir tmp("weft-lua-host");
   fs::create_directories(tmp / "plugins");
   fs::copy_file(kScripts / "pool.lua", tmp / "plugins" / "pool.lua");
   fs::copy_file(kScripts / "shell.lua", tmp / "plugins" / "shell.lua");
-  Server server(tmp / "server");
-  Host host(tmp / "host", "h1", server.provisioner(), {tmp / "plugins"});
-  REQUIRE(weft::testing::WaitFor([&] { return HostLive(server, "h1"); }, 15s));
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {tmp / "plugins"}));
+  REQUIRE(weft::testing::WaitFor([&] { return server.HostLive("h1"); }, 15s));
 
   // Registered like native plugins, the key a secret.
   json plugins = server.Call("plugin.list", json::object());
@@ -260,7 +261,7 @@ TEST_CASE("lua examples: a real weft-host runs pool.lua and shell.lua from its p
     json task = {{"plugin", plugin}, {"action", action},       {"cluster_id", "c1"}, {"node_id", "web-1"},
                  {"job_id", "j1"},   {"max_attempts", 1},      {"payload", payload}};
     std::int64_t id = server.Enqueue(task);
-    json t = server.WaitState(id, state, 60s);
+    json t = server.WaitTaskState(id, state, 60s);
     INFO(t.dump(2));
     return t;
   };

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lua_test_util.hpp"
-#include "sshd_node.hpp"
+#include "support/sshd_node.hpp"
 
 namespace weft::lua_test {
 

@@ -7,17 +7,18 @@
 #include <string>
 #include <vector>
 
-#include "integration/host_harness.hpp"
+#include "support/fast.hpp"
 #include "weft/common/digest.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using weft::integration::Host;
-using weft::integration::HostLive;
-using weft::integration::json;
-using weft::integration::kBuild;
-using weft::integration::Server;
+using json = nlohmann::json;
+using weft::testing::Host;
+using weft::testing::HostIn;
+using weft::testing::kBuild;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
 using namespace std::chrono_literals;
@@ -28,14 +29,14 @@ const fs::path kAutomators = kBuild / "plugins" / "automators";
 std::string Digest(const std::string& bytes) { return weft::digest::Sha256Of(bytes).value(); }
 
 // A weft-host whose state (resource cache, resource plugins) is under `dir`/state.
-Host StartHost(const fs::path& dir, Server& server, const std::string& id = "h1") {
-  return Host(dir, id, server.provisioner(), {kFixtures, kAutomators}, 2,
-              "state_dir = \"" + (dir / "state").string() + "\"\nresource_sync_ms = 300\n");
+Host StartHost(const fs::path& dir, Weftd& server, const std::string& id = "h1") {
+  return Host(HostIn(dir, id, server.provisioner(), {kFixtures, kAutomators}, 2,
+                     "state_dir = \"" + (dir / "state").string() + "\"\nresource_sync_ms = 300\n"));
 }
 
-bool HostHasPlugin(Server& server, const std::string& host_id, const std::string& type) {
+bool HostHasPlugin(Weftd& server, const std::string& host_id, const std::string& type) {
   auto hosts = server.TryCall("host.list", json::object());
-  if (!hosts) return false;
+  if (!hosts.ok()) return false;
   for (const json& h : (*hosts)["hosts"]) {
     if (h["id"] != host_id || h["live"] != true) continue;
     for (const json& p : h["plugins"])
@@ -45,7 +46,7 @@ bool HostHasPlugin(Server& server, const std::string& host_id, const std::string
 }
 
 // `weft --server <api> ARGS...`, which must succeed.
-std::string Weft(Server& server, std::vector<std::string> args) {
+std::string Weft(Weftd& server, std::vector<std::string> args) {
   args.insert(args.begin(), {"--server", server.endpoints()["api"].get<std::string>()});
   weft::testing::RunResult r = weft::testing::Run(kBuild / "bin/weft", args, 60s);
   INFO("weft " << args[2] << ": exit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err);
@@ -54,7 +55,7 @@ std::string Weft(Server& server, std::vector<std::string> args) {
 }
 
 // Uploads `content` as type/name through the CLI; returns the new version.
-std::int64_t UploadWithCli(Server& server, const fs::path& dir, const std::string& type, const std::string& name,
+std::int64_t UploadWithCli(Weftd& server, const fs::path& dir, const std::string& type, const std::string& name,
                            const std::string& content) {
   const fs::path file = dir / ("upload-" + name);
   weft::testing::WriteFile(file, content);
@@ -64,17 +65,17 @@ std::int64_t UploadWithCli(Server& server, const fs::path& dir, const std::strin
   return reply["version"].get<std::int64_t>();
 }
 
-void Activate(Server& server, const std::string& type, const std::string& name, std::int64_t version) {
+void Activate(Weftd& server, const std::string& type, const std::string& name, std::int64_t version) {
   Weft(server, {"resource", "stage", type, name, std::to_string(version)});
   std::string out = Weft(server, {"resource", "sync"});
   CHECK(out.find("activated " + type + "/" + name + " version " + std::to_string(version)) != std::string::npos);
 }
 
 // Runs one resource-echo task to its end; returns its record.
-json RunEcho(Server& server, const json& payload, const std::string& state = "succeeded") {
+json RunEcho(Weftd& server, const json& payload, const std::string& state = "succeeded") {
   std::int64_t id = server.Enqueue({{"plugin", "resource-echo"}, {"action", "INSTALL"}, {"max_attempts", 1},
                                     {"payload", payload}});
-  return server.WaitState(id, state, 60s);
+  return server.WaitTaskState(id, state, 60s);
 }
 
 json Seen(const json& task) {
@@ -98,7 +99,7 @@ weft::Result<weft::wire::Reply> Raw(weft::client::Client& client, const std::str
 TEST_CASE("resources: a task gets the active version's file; a running task keeps its version through a sync",
           "[integration][resources]") {
   TempDir dir;
-  Server server(dir / "server");
+  Weftd server(ServerIn(dir / "server"));
   Host host = StartHost(dir.path(), server);
   REQUIRE(WaitFor([&] { return HostHasPlugin(server, "h1", "resource-echo"); }, 30s));
 
@@ -125,7 +126,7 @@ TEST_CASE("resources: a task gets the active version's file; a running task keep
                                             {"action", "INSTALL"},
                                             {"max_attempts", 1},
                                             {"payload", {{"fields", {{"wait_ms", 6000}}}}}});
-  server.WaitState(slow, "leased", 30s);
+  server.WaitTaskState(slow, "leased", 30s);
   const std::int64_t v2 = UploadWithCli(server, dir.path(), "resource-echo", "hello.txt", "version two\n");
   CHECK(v2 == 2);
   Activate(server, "resource-echo", "hello.txt", v2);
@@ -137,7 +138,7 @@ TEST_CASE("resources: a task gets the active version's file; a running task keep
   CHECK(seen[0]["content_start"] == "version two\n");
   CHECK(seen[0]["path"] != v1_path);
 
-  json slow_seen = Seen(server.WaitState(slow, "succeeded", 60s));
+  json slow_seen = Seen(server.WaitTaskState(slow, "succeeded", 60s));
   REQUIRE(slow_seen.size() == 1);
   CHECK(slow_seen[0]["version"] == 1);
   CHECK(slow_seen[0]["path"] == v1_path);
@@ -164,7 +165,7 @@ TEST_CASE("resources: a task gets the active version's file; a running task keep
 
 TEST_CASE("resources: a digest mismatch is refused, on upload and on the host", "[integration][resources]") {
   TempDir dir;
-  Server server(dir / "server");
+  Weftd server(ServerIn(dir / "server"));
   zmq::context_t ctx;
   weft::client::Client api(ctx, {server.endpoints()["api"], 5000, {}, {}});
 
@@ -204,7 +205,7 @@ TEST_CASE("resources: a digest mismatch is refused, on upload and on the host", 
 
 TEST_CASE("resources: the protocol checks frames, offsets, roles and serves chunks", "[integration][resources]") {
   TempDir dir;
-  Server server(dir / "server");
+  Weftd server(ServerIn(dir / "server"));
   zmq::context_t ctx;
   weft::client::Client api(ctx, {server.endpoints()["api"], 5000, {}, {}});
   weft::client::Client prov(ctx, {server.provisioner(), 5000, {}, {}});
@@ -286,7 +287,7 @@ TEST_CASE("resources: the protocol checks frames, offsets, roles and serves chun
   // Versions survive a restart of weftd.
   UploadWithCli(server, dir.path(), "shell", "b.sh", "echo b");
   server.process().Stop();
-  Server again(dir / "server");
+  Weftd again(ServerIn(dir / "server"));
   json list = again.Call("resource.list", json::object());
   REQUIRE(list["resources"].size() == 1);
   CHECK(list["resources"][0]["name"] == "b.sh");
@@ -296,7 +297,7 @@ TEST_CASE("resources: the protocol checks frames, offsets, roles and serves chun
 TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type on the host without a restart",
           "[integration][resources][lua]") {
   TempDir dir;
-  Server server(dir / "server");
+  Weftd server(ServerIn(dir / "server"));
   Host host = StartHost(dir.path(), server);
   REQUIRE(WaitFor([&] { return HostHasPlugin(server, "h1", "resource-echo"); }, 30s));
   const pid_t pid = host.process().pid();
@@ -310,7 +311,7 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   };
   auto run = [&](const std::string& state = "succeeded") {
     std::int64_t id = server.Enqueue({{"plugin", "res-lua"}, {"action", "INSTALL"}, {"max_attempts", 1}});
-    return server.WaitState(id, state, 60s);
+    return server.WaitTaskState(id, state, 60s);
   };
 
   const std::int64_t v1 = UploadWithCli(server, dir.path(), "lua-plugin", "res-lua.lua", plugin("version 1"));

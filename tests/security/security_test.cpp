@@ -17,8 +17,11 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/host.hpp"
 #include "support/process.hpp"
+#include "support/store_rows.hpp"
 #include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/wire.hpp"
@@ -29,25 +32,17 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using weft::testing::BuildPath;
+using weft::testing::CountRows;
+using weft::testing::Host;
+using weft::testing::HostOptions;
 using weft::testing::Process;
 using weft::testing::ReadFile;
 using weft::testing::Run;
 using weft::testing::RunResult;
 using weft::testing::WaitFor;
+using weft::testing::Weftd;
+using weft::testing::WeftdOptions;
 using weft::testing::WriteFile;
-
-// One number from a read-only query of a store file (beside the running weftd).
-int CountRows(const fs::path& db_file, const std::string& query) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, query.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  const int n = sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
 
 int Count(const std::string& text, const std::string& what) {
   int n = 0;
@@ -56,97 +51,38 @@ int Count(const std::string& text, const std::string& what) {
 }
 
 // weftd with security on (the default), on ports it picks; restartable on the same ports.
-class Server {
- public:
-  // `security`: extra keys of [security].
-  explicit Server(const fs::path& dir, std::string security = "") : dir_(dir), security_(std::move(security)) {
-    Start("tcp://127.0.0.1:*", "tcp://127.0.0.1:*");
-  }
+// `security`: more keys of [security].
+WeftdOptions ServerIn(const fs::path& dir, const std::string& security = "") {
+  WeftdOptions o;
+  o.dir = dir;
+  o.curve = true;
+  o.security_toml = security;
+  o.lease_ms = 2000;
+  o.heartbeat_ms = 200;
+  o.silent_after_ms = 2000;
+  o.cli_args = {"--timeout", "3000"};
+  return o;
+}
 
-  void Start(const std::string& api, const std::string& provisioner) {
-    WriteFile(dir_ / "weftd.toml", "[server]\ndata_dir = \"" + (dir_ / "data").string() +
-                                       "\"\n[endpoints]\napi = \"" + api + "\"\nprovisioner = \"" + provisioner +
-                                       "\"\nevents = \"tcp://127.0.0.1:*\"\n[tasks]\nlease_ms = 2000\n"
-                                       "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 2000\n[security]\n" +
-                                       security_);
-    fs::remove(dir_ / "data" / "endpoints.json");
-    weft::testing::ProcessOptions o;
-    log_ = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
-    o.stderr_path = log_;
-    proc_ = Process(BuildPath("bin/weftd"), {"--config", (dir_ / "weftd.toml").string()}, o);
-    REQUIRE(WaitFor([&] { return json::parse(ReadFile(dir_ / "data" / "endpoints.json"), nullptr, false).is_object(); },
-                    15s));
-    endpoints_ = json::parse(ReadFile(dir_ / "data" / "endpoints.json"));
-  }
-  void Restart() {
-    proc_.Stop();
-    Start(endpoints_["api"], endpoints_["provisioner"]);
-  }
-
-  fs::path superadmin() const { return dir_ / "data" / "credentials" / "superadmin.json"; }
-  std::string events() const { return endpoints_["events"]; }
-  std::string provisioner() const { return endpoints_["provisioner"]; }
-  std::string Log() const { return ReadFile(log_); }
-
-  // `weft --credentials FILE ARGS` (no --server: the credential names the endpoint).
-  RunResult Weft(const fs::path& credential, std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--credentials", credential.string(), "--timeout", "3000"});
-    return Run(BuildPath("bin/weft"), args);
-  }
-  json WeftJson(const fs::path& credential, std::vector<std::string> args) const {
-    args.insert(args.begin(), {"-o", "json"});
-    RunResult r = Weft(credential, args);
-    INFO(r.err << Log());
-    REQUIRE(r.exit_code == 0);
-    return json::parse(r.out);
-  }
-  bool HostLive(const std::string& id) const {
-    RunResult r = Weft(superadmin(), {"-o", "json", "host", "list"});
-    if (r.exit_code != 0) return false;
-    const json list = json::parse(r.out);
-    for (const json& h : list["hosts"])
-      if (h["id"] == id && h["live"] == true) return true;
-    return false;
-  }
-
- private:
-  fs::path dir_;
-  std::string security_;
-  fs::path log_;
-  int starts_ = 0;
-  Process proc_;
-  json endpoints_;
-};
-
-class Host {
- public:
-  Host(const fs::path& dir, const std::string& id, const std::string& server, const std::string& security) : dir_(dir) {
-    fs::create_directories(dir);
-    WriteFile(dir / "host.toml", "server = \"" + server + "\"\nhost_id = \"" + id + "\"\nstate_dir = \"" +
-                                     (dir / "state").string() +
-                                     "\"\ncapacity = 2\nrequest_timeout_ms = 1000\ntake_wait_ms = 500\n" + security);
-    Start();
-  }
-  void Start() {
-    weft::testing::ProcessOptions o;
-    o.stderr_path = dir_ / "host.log";
-    proc_ = Process(BuildPath("bin/weft-host"), {"--config", (dir_ / "host.toml").string()}, o);
-  }
-  Process& process() { return proc_; }
-  std::string Log() const { return ReadFile(dir_ / "host.log"); }
-  fs::path credential() const { return dir_ / "state" / "credential.json"; }
-
- private:
-  fs::path dir_;
-  Process proc_;
-};
+// weft-host `id` in dir/id, with a state directory for its credential; `security`: more keys
+// (enroll_token, server_key, ...).
+HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server,
+                   const std::string& security) {
+  HostOptions o;
+  o.dir = dir;
+  o.id = id;
+  o.server = server;
+  o.state_dir = true;
+  o.extra_toml = security;
+  return o;
+}
 
 // A user of `tenant` with `role` and their credential file.
-fs::path MakeUser(Server& s, const fs::path& dir, const std::string& tenant, const std::string& name,
+fs::path MakeUser(Weftd& s, const fs::path& dir, const std::string& tenant, const std::string& name,
                   const std::string& role) {
-  REQUIRE(s.Weft(s.superadmin(), {"--tenant", tenant, "user", "create", name, "--role", role}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", tenant, "user", "create", name, "--role", role}, s.superadmin()).exit_code == 0);
   const fs::path file = dir / (name + ".json");
-  REQUIRE(s.Weft(s.superadmin(), {"--tenant", tenant, "credentials", name, "-f", file.string()}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", tenant, "credentials", name, "-f", file.string()}, s.superadmin()).exit_code == 0);
   return file;
 }
 
@@ -165,8 +101,8 @@ std::string StoreFiles(const fs::path& data_dir) {
 }
 
 // Every file of a `catalog export` as one text.
-std::string Exported(Server& s, const fs::path& credential, const fs::path& dir) {
-  RunResult r = s.Weft(credential, {"catalog", "export", dir.string()});
+std::string Exported(Weftd& s, const fs::path& credential, const fs::path& dir) {
+  RunResult r = s.Weft({"catalog", "export", dir.string()}, credential);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::string exported;
@@ -179,10 +115,10 @@ json Example(const std::string& kind, const std::string& name) {
   return json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog" / kind / (name + ".json")));
 }
 
-std::string Token(Server& s, const std::string& ttl = "") {
+std::string Token(Weftd& s, const std::string& ttl = "") {
   std::vector<std::string> args = {"host", "token", "create"};
   if (!ttl.empty()) args.insert(args.end(), {"--ttl", ttl});
-  RunResult r = s.Weft(s.superadmin(), args);
+  RunResult r = s.Weft(args, s.superadmin());
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::string token = r.out.substr(0, r.out.find('\n'));
@@ -195,9 +131,9 @@ std::string Token(Server& s, const std::string& ttl = "") {
 TEST_CASE("security: unknown and missing keys are refused at the handshake and logged once per key",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   // The local credential works without --server.
-  json status = s.WeftJson(s.superadmin(), {"status"});
+  json status = s.WeftJson({"status"}, s.superadmin());
   CHECK(status.contains("pid"));
   CHECK((fs::status(s.superadmin()).permissions() & fs::perms::group_all) == fs::perms::none);
   CHECK((fs::status(s.superadmin()).permissions() & fs::perms::others_all) == fs::perms::none);
@@ -209,7 +145,7 @@ TEST_CASE("security: unknown and missing keys are refused at the handshake and l
   stranger.keys = *weft::curve::Generate();
   REQUIRE(weft::curve::SaveCredential(tmp / "stranger.json", stranger).ok());
   for (int i = 0; i < 3; ++i) {
-    RunResult r = s.Weft(tmp / "stranger.json", {"--timeout", "800", "status"});
+    RunResult r = s.Weft({"--timeout", "800", "status"}, tmp / "stranger.json");
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("no answer") && Catch::Contains("may not know the key"));
   }
@@ -226,9 +162,9 @@ TEST_CASE("security: unknown and missing keys are refused at the handshake and l
 
 TEST_CASE("security: a host enrolls with a one-time token; a used or expired token is refused", "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const std::string token = Token(s);
-  Host h1(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + token + "\"\n");
+  Host h1(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + token + "\"\n"));
   const bool live = WaitFor([&] { return s.HostLive("h1"); }, 15s);
   INFO(h1.Log() << s.Log());
   REQUIRE(live);
@@ -244,11 +180,11 @@ TEST_CASE("security: a host enrolls with a one-time token; a used or expired tok
   }
 
   // The same token again: it was spent, so the connection is refused.
-  Host h2(tmp / "h2", "h2", s.provisioner(), "enroll_token = \"" + token + "\"\n");
+  Host h2(HostIn(tmp.path(), "h2", s.provisioner(), "enroll_token = \"" + token + "\"\n"));
   // An expired one: the same.
   const std::string short_lived = Token(s, "1s");
   std::this_thread::sleep_for(1500ms);
-  Host h3(tmp / "h3", "h3", s.provisioner(), "enroll_token = \"" + short_lived + "\"\n");
+  Host h3(HostIn(tmp.path(), "h3", s.provisioner(), "enroll_token = \"" + short_lived + "\"\n"));
   REQUIRE(WaitFor([&] { return Count(h2.Log(), "no answer from weftd") >= 1 && Count(h3.Log(), "no answer") >= 1; },
                   15s));
   CHECK_FALSE(s.HostLive("h2"));
@@ -268,14 +204,14 @@ TEST_CASE("security: a host enrolls with a one-time token; a used or expired tok
 TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked host is cut off at once",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   auto admin = weft::curve::LoadCredential(s.superadmin());
   REQUIRE(admin.ok());
-  Host h1(tmp / "h1", "h1", s.provisioner(), "server_key = \"" + admin->server_key + "\"\n");
+  Host h1(HostIn(tmp.path(), "h1", s.provisioner(), "server_key = \"" + admin->server_key + "\"\n"));
   json requests;
   REQUIRE(WaitFor(
       [&] {
-        requests = s.WeftJson(s.superadmin(), {"host", "requests"});
+        requests = s.WeftJson({"host", "requests"}, s.superadmin());
         return !requests["requests"].empty();
       },
       15s));
@@ -285,14 +221,14 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
 
   const std::string fingerprint = requests["requests"][0]["fingerprint"];
   CHECK_THAT(h1.Log(), Catch::Contains("--fingerprint " + fingerprint));
-  RunResult accept = s.Weft(s.superadmin(), {"host", "accept", "h1", "--fingerprint", fingerprint});
+  RunResult accept = s.Weft({"host", "accept", "h1", "--fingerprint", fingerprint}, s.superadmin());
   INFO(accept.err);
   REQUIRE(accept.exit_code == 0);
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
-  CHECK(s.WeftJson(s.superadmin(), {"host", "requests"})["requests"].empty());
+  CHECK(s.WeftJson({"host", "requests"}, s.superadmin())["requests"].empty());
 
   // Accepting a host nobody asked for is a clear error.
-  RunResult nobody = s.Weft(s.superadmin(), {"host", "accept", "h9", "--fingerprint", fingerprint});
+  RunResult nobody = s.Weft({"host", "accept", "h9", "--fingerprint", fingerprint}, s.superadmin());
   CHECK(nobody.exit_code == 1);
   CHECK_THAT(nobody.err, Catch::Contains("no host 'h9' waits"));
 
@@ -312,64 +248,64 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
   REQUIRE(WaitFor([&] { return task_state() == "leased"; }, 15s));
 
   // Revoked: gone from the list at once, its task back in the queue, every request it makes refused.
-  REQUIRE(s.Weft(s.superadmin(), {"host", "revoke", "h1"}).exit_code == 0);
+  REQUIRE(s.Weft({"host", "revoke", "h1"}, s.superadmin()).exit_code == 0);
   CHECK(task_state() == "queued");
-  json hosts = s.WeftJson(s.superadmin(), {"host", "list"});
+  json hosts = s.WeftJson({"host", "list"}, s.superadmin());
   CHECK(hosts["hosts"].empty());
   std::this_thread::sleep_for(1500ms);
   CHECK_FALSE(s.HostLive("h1"));
   CHECK_THAT(h1.Log(), Catch::Contains("was revoked"));
-  CHECK(s.Weft(s.superadmin(), {"host", "revoke", "h1"}).exit_code == 1);
+  CHECK(s.Weft({"host", "revoke", "h1"}, s.superadmin()).exit_code == 1);
 }
 
 TEST_CASE("security: roles and tenants are checked on the server; each denial names the op and the role",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft(root, {"tenant", "create", "acme", "--max-clusters", "2"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"tenant", "create", "globex"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "bob", "--role", "admin"}).exit_code == 0);
-  RunResult made = s.Weft(root, {"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()});
+  REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "2"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"tenant", "create", "globex"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "bob", "--role", "admin"}, root).exit_code == 0);
+  RunResult made = s.Weft({"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()}, root);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   const fs::path bob = tmp / "bob.json";
   CHECK((fs::status(bob).permissions() & fs::perms::others_all) == fs::perms::none);
 
   // bob, a tenant admin, manages his tenant's users...
-  REQUIRE(s.Weft(bob, {"user", "create", "alice"}).exit_code == 0);
-  REQUIRE(s.Weft(bob, {"credentials", "alice", "-f", (tmp / "alice.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"user", "create", "alice"}, bob).exit_code == 0);
+  REQUIRE(s.Weft({"credentials", "alice", "-f", (tmp / "alice.json").string()}, bob).exit_code == 0);
   const fs::path alice = tmp / "alice.json";
-  json users = s.WeftJson(bob, {"user", "list"});
+  json users = s.WeftJson({"user", "list"}, bob);
   CHECK(users["tenant"] == "acme");
   CHECK(users["users"].size() == 2);
 
   // ...but not tenants or hosts.
-  RunResult r = s.Weft(bob, {"tenant", "list"});
+  RunResult r = s.Weft({"tenant", "list"}, bob);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("op 'tenant.list' needs role superadmin") && Catch::Contains("admin of tenant 'acme'"));
-  r = s.Weft(bob, {"host", "token", "create"});
+  r = s.Weft({"host", "token", "create"}, bob);
   CHECK_THAT(r.err, Catch::Contains("op 'host.token.create' needs role superadmin"));
 
   // alice, a user: no user management, no other tenant.
-  r = s.Weft(alice, {"user", "create", "mallory"});
+  r = s.Weft({"user", "create", "mallory"}, alice);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("op 'user.create' needs role admin or superadmin") &&
                         Catch::Contains("the caller is user of tenant 'acme'"));
-  r = s.Weft(alice, {"--tenant", "globex", "cluster", "list"});
+  r = s.Weft({"--tenant", "globex", "cluster", "list"}, alice);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("in tenant 'globex'") && Catch::Contains("belongs to tenant 'acme'"));
-  CHECK(s.Weft(alice, {"cluster", "list"}).exit_code == 0);
+  CHECK(s.Weft({"cluster", "list"}, alice).exit_code == 0);
 
   // Deleting the user revokes her key on the very next request.
-  REQUIRE(s.Weft(bob, {"user", "delete", "alice"}).exit_code == 0);
-  r = s.Weft(alice, {"--timeout", "800", "cluster", "list"});
+  REQUIRE(s.Weft({"user", "delete", "alice"}, bob).exit_code == 0);
+  r = s.Weft({"--timeout", "800", "cluster", "list"}, alice);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("may not know the key"));
   // And a tenant's deletion revokes its admins too.
-  REQUIRE(s.Weft(root, {"tenant", "delete", "acme"}).exit_code == 0);
-  CHECK(s.Weft(bob, {"user", "list"}).exit_code == 1);
-  json tenants = s.WeftJson(root, {"tenant", "list"});
+  REQUIRE(s.Weft({"tenant", "delete", "acme"}, root).exit_code == 0);
+  CHECK(s.Weft({"user", "list"}, bob).exit_code == 1);
+  json tenants = s.WeftJson({"tenant", "list"}, root);
   CHECK(tenants["tenants"].size() == 2);  // default and globex
 }
 
@@ -377,21 +313,21 @@ TEST_CASE("security: quotas hold at create and scale, also for creates at the sa
           "own clusters",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft(root, {"tenant", "create", "acme", "--max-clusters", "2", "--max-nodes", "7"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"tenant", "create", "globex", "--max-clusters", "1"}).exit_code == 0);
+  REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "2", "--max-nodes", "7"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"tenant", "create", "globex", "--max-clusters", "1"}, root).exit_code == 0);
   for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
                 .exit_code == 0);
   }
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "alice"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "carol"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "alice", "-f", (tmp / "alice.json").string()}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "carol", "-f", (tmp / "carol.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "alice"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "carol"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "alice", "-f", (tmp / "alice.json").string()}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "carol", "-f", (tmp / "carol.json").string()}, root).exit_code == 0);
   const fs::path alice = tmp / "alice.json", carol = tmp / "carol.json";
   auto create = [&](const fs::path& who, const std::string& name, const std::string& size) {
-    return s.Weft(who, {"cluster", "create", name, "--template", "web-fake", "--size", size});
+    return s.Weft({"cluster", "create", name, "--template", "web-fake", "--size", size}, who);
   };
 
   REQUIRE(create(alice, "a1", "3").exit_code == 0);
@@ -403,55 +339,55 @@ TEST_CASE("security: quotas hold at create and scale, also for creates at the sa
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("may have 2 clusters (quota max_clusters) and has 2"));
   // (No host runs the tasks here: stop a1's create first, so that it may be scaled.)
-  const std::string job = s.WeftJson(alice, {"cluster", "get", "a1"})["cluster"]["latest_job"];
-  REQUIRE(s.Weft(alice, {"job", "abort", job}).exit_code == 0);
-  r = s.Weft(root, {"--tenant", "acme", "cluster", "scale", "a1", "--size", "4"});
+  const std::string job = s.WeftJson({"cluster", "get", "a1"}, alice)["cluster"]["latest_job"];
+  REQUIRE(s.Weft({"job", "abort", job}, alice).exit_code == 0);
+  r = s.Weft({"--tenant", "acme", "cluster", "scale", "a1", "--size", "4"}, root);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("its other clusters have 4 and this needs 4"));
 
   // carol sees none of alice's clusters; the superadmin sees both.
-  CHECK(s.WeftJson(carol, {"cluster", "list"})["clusters"].empty());
-  r = s.Weft(carol, {"cluster", "get", "a1"});
+  CHECK(s.WeftJson({"cluster", "list"}, carol)["clusters"].empty());
+  r = s.Weft({"cluster", "get", "a1"}, carol);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("cluster 'a1' does not exist"));
-  CHECK(s.WeftJson(carol, {"job", "list"})["jobs"].empty());
-  CHECK(s.WeftJson(alice, {"cluster", "list"})["clusters"].size() == 2);
-  CHECK(s.WeftJson(root, {"--tenant", "acme", "cluster", "list"})["clusters"].size() == 2);
+  CHECK(s.WeftJson({"job", "list"}, carol)["jobs"].empty());
+  CHECK(s.WeftJson({"cluster", "list"}, alice)["clusters"].size() == 2);
+  CHECK(s.WeftJson({"--tenant", "acme", "cluster", "list"}, root)["clusters"].size() == 2);
 
   // Two creates at the same moment against a quota of one cluster: exactly one wins.
   RunResult first, second;
-  std::thread a([&] { first = s.Weft(root, {"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake",
-                                            "--size", "3"}); });
-  std::thread b([&] { second = s.Weft(root, {"--tenant", "globex", "cluster", "create", "g2", "--template", "web-fake",
-                                             "--size", "3"}); });
+  std::thread a([&] { first = s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake",
+                                            "--size", "3"}, root); });
+  std::thread b([&] { second = s.Weft({"--tenant", "globex", "cluster", "create", "g2", "--template", "web-fake",
+                                             "--size", "3"}, root); });
   a.join();
   b.join();
   CHECK(first.exit_code + second.exit_code == 1);
   CHECK_THAT(first.err + second.err, Catch::Contains("quota max_clusters"));
-  CHECK(s.WeftJson(root, {"--tenant", "globex", "cluster", "list"})["clusters"].size() == 1);
+  CHECK(s.WeftJson({"--tenant", "globex", "cluster", "list"}, root)["clusters"].size() == 1);
 }
 
 TEST_CASE("security: event subscriptions deliver only what the subscriber's key may see", "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
-    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
                 .exit_code == 0);
   }
   std::map<std::string, fs::path> who = {{"root", root}};
   for (const auto& [name, role] : {std::pair{"bob", "admin"}, {"alice", "user"}, {"carol", "user"}}) {
-    REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", name, "--role", role}).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", "acme", "user", "create", name, "--role", role}, root).exit_code == 0);
     who[name] = tmp / (std::string(name) + ".json");
-    REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", name, "-f", who[name].string()}).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", "acme", "credentials", name, "-f", who[name].string()}, root).exit_code == 0);
   }
-  REQUIRE(s.Weft(who["alice"], {"cluster", "create", "a1", "--template", "web-fake", "--size", "3"}).exit_code == 0);
-  REQUIRE(s.Weft(who["carol"], {"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"})
+  REQUIRE(s.Weft({"cluster", "create", "a1", "--template", "web-fake", "--size", "3"}, who["alice"]).exit_code == 0);
+  REQUIRE(s.Weft({"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}, who["carol"]).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"}, root)
               .exit_code == 0);
   auto cluster_id = [&](const fs::path& as, const std::string& name, const std::string& tenant) {
-    return s.WeftJson(as, {"--tenant", tenant, "cluster", "get", name})["cluster"];
+    return s.WeftJson({"--tenant", tenant, "cluster", "get", name}, as)["cluster"];
   };
   const json a1 = cluster_id(who["alice"], "a1", "acme"), c1 = cluster_id(who["carol"], "c1", "acme"),
              g1 = cluster_id(root, "g1", "globex");
@@ -471,9 +407,9 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
   }
   std::this_thread::sleep_for(1000ms);
   // Events in both tenants: each cluster's create job is aborted.
-  REQUIRE(s.Weft(who["alice"], {"job", "abort", a1["latest_job"].get<std::string>()}).exit_code == 0);
-  REQUIRE(s.Weft(who["carol"], {"job", "abort", c1["latest_job"].get<std::string>()}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "globex", "job", "abort", g1["latest_job"].get<std::string>()}).exit_code == 0);
+  REQUIRE(s.Weft({"job", "abort", a1["latest_job"].get<std::string>()}, who["alice"]).exit_code == 0);
+  REQUIRE(s.Weft({"job", "abort", c1["latest_job"].get<std::string>()}, who["carol"]).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "globex", "job", "abort", g1["latest_job"].get<std::string>()}, root).exit_code == 0);
 
   std::map<std::string, std::set<std::string>> seen;
   const auto until = std::chrono::steady_clock::now() + 3s;
@@ -507,27 +443,27 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
 TEST_CASE("security: a planted secret and SSH private keys appear in no log, event, listing, export or store file",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "PLANTED-SECRET-7f3a9c", early = "EARLY-SECRET-1b2c";
   const fs::path db_file = tmp / "server" / "data" / "weft.db";
-  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
           0);
   // The fake provider's api_token field is declared sensitive by the plugin. Put
   // before any host registered the plugin, weftd cannot know that yet...
   json provider = json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json"));
   provider["provisioner"] = {{"api_token", early}, {"make_ssh_key", true}};
   WriteFile(tmp / "fake.json", provider.dump());
-  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"provider", "put", (tmp / "fake.json").string()}, root).exit_code == 0);
   // ...so the registration of the plugin seals it in place, in every version.
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
-  CHECK_THAT(s.WeftJson(root, {"provider", "get", "fake"}).dump(), Catch::Contains("\"api_token\":\"enc:v2:"));
+  CHECK_THAT(s.WeftJson({"provider", "get", "fake"}, root).dump(), Catch::Contains("\"api_token\":\"enc:v2:"));
   CHECK(CountRows(db_file, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + early + "%'") == 0);
   // Put once the plugin is known, a secret is never written in the clear at all.
   provider["provisioner"]["api_token"] = secret;
   WriteFile(tmp / "fake.json", provider.dump());
-  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"provider", "put", (tmp / "fake.json").string()}, root).exit_code == 0);
 
   auto admin = weft::curve::LoadCredential(root);
   REQUIRE(admin.ok());
@@ -539,11 +475,11 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   sub.set(zmq::sockopt::subscribe, "");
   std::this_thread::sleep_for(500ms);
 
-  RunResult created = s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size",
-                                    "3", "--wait"});
+  RunResult created = s.Weft({"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size",
+                                    "3", "--wait"}, root);
   INFO(created.out << created.err << host.Log());
   REQUIRE(created.exit_code == 0);
-  json job = s.WeftJson(root, {"job", "show", s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"]});
+  json job = s.WeftJson({"job", "show", s.WeftJson({"cluster", "get", "web"}, root)["cluster"]["latest_job"]}, root);
 
   // The plugin got the token in the clear (only its length comes back)...
   int creates = 0;
@@ -554,7 +490,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   }
   CHECK(creates == 3);
   const std::string everything = job.dump();
-  const std::string cluster = s.WeftJson(root, {"cluster", "get", "web"}).dump();
+  const std::string cluster = s.WeftJson({"cluster", "get", "web"}, root).dump();
   CHECK(Count(cluster, "\"api_token_length\":" + std::to_string(secret.size())) == 3);
 
   // ...and no channel shows it, nor a private key.
@@ -563,7 +499,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   while (weft::wire::RecvMultipart(sub, frames, zmq::recv_flags::dontwait))
     for (const auto& f : frames) events += f.to_string() + "\n";
   CHECK_FALSE(events.empty());
-  REQUIRE(s.Weft(root, {"catalog", "export", (tmp / "export").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"catalog", "export", (tmp / "export").string()}, root).exit_code == 0);
   std::string exported;
   for (const auto& f : fs::recursive_directory_iterator(tmp / "export"))
     if (f.is_regular_file()) exported += ReadFile(f.path());
@@ -576,7 +512,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
       {"events", events},
       {"job show", everything},
       {"cluster get", cluster},
-      {"provider get", s.WeftJson(root, {"provider", "get", "fake"}).dump()},
+      {"provider get", s.WeftJson({"provider", "get", "fake"}, root).dump()},
       {"catalog export", exported},
       {"the store's files", store},
       {"weft's own output", created.out + created.err}};
@@ -590,7 +526,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   CHECK_THAT(store, Catch::Contains("enc:v2:"));  // it is there, sealed
 
   // Deleting the cluster wipes even the sealed values it kept (spec, nodes, tasks).
-  RunResult deleted = s.Weft(root, {"--timeout", "20000", "cluster", "delete", "web", "--wait"});
+  RunResult deleted = s.Weft({"--timeout", "20000", "cluster", "delete", "web", "--wait"}, root);
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
   CHECK(CountRows(db_file,
@@ -598,44 +534,44 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
                   "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v%') + (SELECT COUNT(*) FROM clusters "
                   "WHERE spec LIKE '%enc:v%' OR previous LIKE '%enc:v%')") == 0);
   // The catalog keeps its own sealed copy: the provider still exists.
-  CHECK(s.WeftJson(root, {"provider", "get", "fake"}).dump().find("enc:v2:") != std::string::npos);
+  CHECK(s.WeftJson({"provider", "get", "fake"}, root).dump().find("enc:v2:") != std::string::npos);
 }
 
 TEST_CASE("security: a sealed value opens only where it was sealed for; copied into a cluster's config, a task, "
           "another provider or another tenant it is refused",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "COPIED-SECRET-5d8e1a";
   const std::string examples = (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string();
   for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
-    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import", examples}).exit_code == 0);
+    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", examples}, root).exit_code == 0);
   }
   const fs::path bob = MakeUser(s, tmp.path(), "acme", "bob", "admin");
   const fs::path alice = MakeUser(s, tmp.path(), "acme", "alice", "user");
   const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   auto put = [&](const fs::path& who, const json& entity) {
     WriteFile(tmp / "entity.json", entity.dump());
-    return s.Weft(who, {entity.contains("providertype") ? "provider" : "service", "put", (tmp / "entity.json").string()});
+    return s.Weft({entity.contains("providertype") ? "provider" : "service", "put", (tmp / "entity.json").string()}, who);
   };
   json provider = Example("providers", "fake");
   provider["provisioner"] = {{"api_token", secret}};
   REQUIRE(put(bob, provider).exit_code == 0);
   // Everyone in the tenant may read the sealed text.
-  const std::string sealed = SealedText(s.WeftJson(alice, {"provider", "get", "fake"}).dump());
+  const std::string sealed = SealedText(s.WeftJson({"provider", "get", "fake"}, alice).dump());
   REQUIRE_FALSE(sealed.empty());
 
   // A plain user puts it into the config of a cluster, whose automator may report its config.
-  RunResult r = s.Weft(alice, {"cluster", "create", "c1", "--template", "web-fake", "--size", "3", "--config",
-                               json{{"note", sealed}}.dump()});
+  RunResult r = s.Weft({"cluster", "create", "c1", "--template", "web-fake", "--size", "3", "--config",
+                               json{{"note", sealed}}.dump()}, alice);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("op 'cluster.create': the request holds sealed text (enc:...) at 'config.note'") &&
                         Catch::Contains("give the clear value"));
-  CHECK(s.WeftJson(alice, {"cluster", "list"})["clusters"].empty());
+  CHECK(s.WeftJson({"cluster", "list"}, alice)["clusters"].empty());
 
   // The admin of another tenant hands it to a task of his own, an automator that echoes its config.
   auto carol_key = weft::curve::LoadCredential(carol);
@@ -686,47 +622,47 @@ TEST_CASE("security: a sealed value opens only where it was sealed for; copied i
   r = put(bob, again);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(SealedText(s.WeftJson(bob, {"provider", "get", "fake"}).dump()) == sealed);
+  CHECK(SealedText(s.WeftJson({"provider", "get", "fake"}, bob).dump()) == sealed);
   Exported(s, bob, tmp / "export");
-  CHECK(s.Weft(bob, {"catalog", "import", (tmp / "export").string()}).exit_code == 0);
-  r = s.Weft(carol, {"catalog", "import", (tmp / "export").string()});
+  CHECK(s.Weft({"catalog", "import", (tmp / "export").string()}, bob).exit_code == 0);
+  r = s.Weft({"catalog", "import", (tmp / "export").string()}, carol);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.out + r.err, Catch::Contains("in tenant 'globex' holds sealed text"));
 
   // At its own place it opens: a cluster of acme runs with the clear token (only its length comes back).
   RunResult created =
-      s.Weft(alice, {"--timeout", "20000", "cluster", "create", "c2", "--template", "web-fake", "--size", "3", "--wait"});
+      s.Weft({"--timeout", "20000", "cluster", "create", "c2", "--template", "web-fake", "--size", "3", "--wait"}, alice);
   INFO(created.out << created.err << host.Log());
   REQUIRE(created.exit_code == 0);
-  CHECK(Count(s.WeftJson(alice, {"cluster", "get", "c2"}).dump(), "\"api_token_length\":" +
+  CHECK(Count(s.WeftJson({"cluster", "get", "c2"}, alice).dump(), "\"api_token_length\":" +
                                                                        std::to_string(secret.size())) == 3);
   // And the clear text is nowhere a client or the store could show it.
-  const std::string job = s.WeftJson(alice, {"cluster", "get", "c2"})["cluster"]["latest_job"];
-  CHECK(s.WeftJson(alice, {"job", "show", job}).dump().find(secret) == std::string::npos);
+  const std::string job = s.WeftJson({"cluster", "get", "c2"}, alice)["cluster"]["latest_job"];
+  CHECK(s.WeftJson({"job", "show", job}, alice).dump().find(secret) == std::string::npos);
   CHECK(StoreFiles(tmp / "server" / "data").find(secret) == std::string::npos);
 }
 
 TEST_CASE("security: a task of another tenant that names a running job gets nothing from that job",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string motto = "ACME-CONFIG-9f1c";
   for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft(root, {"tenant", "create", tenant}).exit_code == 0);
-    REQUIRE(s.Weft(root, {"--tenant", tenant, "catalog", "import",
-                          (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()})
+    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import",
+                          (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
                 .exit_code == 0);
   }
   const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
   // The only host serves globex: acme's job keeps waiting, in flight.
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\ntenants = [\"globex\"]\n");
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\ntenants = [\"globex\"]\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "cluster", "create", "a1", "--template", "web-fake", "--size", "3",
-                        "--config", json{{"motto", motto}}.dump()})
+  REQUIRE(s.Weft({"--tenant", "acme", "cluster", "create", "a1", "--template", "web-fake", "--size", "3",
+                        "--config", json{{"motto", motto}}.dump()}, root)
               .exit_code == 0);
-  const std::string job = s.WeftJson(root, {"--tenant", "acme", "cluster", "get", "a1"})["cluster"]["latest_job"];
-  const json shown = s.WeftJson(root, {"--tenant", "acme", "job", "show", job});
+  const std::string job = s.WeftJson({"--tenant", "acme", "cluster", "get", "a1"}, root)["cluster"]["latest_job"];
+  const json shown = s.WeftJson({"--tenant", "acme", "job", "show", job}, root);
   REQUIRE_FALSE(shown["job"]["tasks"].empty());
   const std::string node = shown["job"]["tasks"][0]["node"];
 
@@ -759,22 +695,22 @@ TEST_CASE("security: a task of another tenant that names a running job gets noth
 TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches the plugin with its type",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "OBJECT-SECRET-94c2e7";
-  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
           0);
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   // `credentials` is a sensitive field of the fake provider that takes any JSON value.
   const json credentials = {{"user", "svc"}, {"keys", json::array({secret, 424242})}};
   json provider = Example("providers", "fake");
   provider["provisioner"] = {{"credentials", credentials}};
   WriteFile(tmp / "fake.json", provider.dump());
-  RunResult r = s.Weft(root, {"provider", "put", (tmp / "fake.json").string()});
+  RunResult r = s.Weft({"provider", "put", (tmp / "fake.json").string()}, root);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  const std::string shown = s.WeftJson(root, {"provider", "get", "fake"}).dump();
+  const std::string shown = s.WeftJson({"provider", "get", "fake"}, root).dump();
   CHECK_THAT(shown, Catch::Contains("\"credentials\":\"enc:v2:"));
   CHECK(shown.find(secret) == std::string::npos);
   CHECK(shown.find("424242") == std::string::npos);
@@ -784,23 +720,23 @@ TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches t
   for (const json& value : {json(31337), json::array({"a", secret})}) {
     provider["provisioner"] = {{"credentials", value}};
     WriteFile(tmp / "other.json", provider.dump());
-    REQUIRE(s.Weft(root, {"provider", "put", (tmp / "other.json").string()}).exit_code == 0);
-    const std::string other = s.WeftJson(root, {"provider", "get", "fake"}).dump();
+    REQUIRE(s.Weft({"provider", "put", (tmp / "other.json").string()}, root).exit_code == 0);
+    const std::string other = s.WeftJson({"provider", "get", "fake"}, root).dump();
     CHECK_THAT(other, Catch::Contains("\"credentials\":\"enc:v2:"));
     CHECK(other.find("31337") == std::string::npos);
   }
-  REQUIRE(s.Weft(root, {"provider", "put", (tmp / "fake.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"provider", "put", (tmp / "fake.json").string()}, root).exit_code == 0);
 
   RunResult created =
-      s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+      s.Weft({"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"}, root);
   INFO(created.out << created.err << host.Log());
   REQUIRE(created.exit_code == 0);
   // The plugin got the object back (it reports only its type and size).
-  const std::string cluster = s.WeftJson(root, {"cluster", "get", "web"}).dump();
+  const std::string cluster = s.WeftJson({"cluster", "get", "web"}, root).dump();
   CHECK(Count(cluster, "\"credentials_type\":\"object\"") == 3);
   CHECK(Count(cluster, "\"credentials_length\":" + std::to_string(credentials.dump().size())) == 3);
-  const std::string job = s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"];
-  for (const std::string& text : {cluster, s.WeftJson(root, {"job", "show", job}).dump(),
+  const std::string job = s.WeftJson({"cluster", "get", "web"}, root)["cluster"]["latest_job"];
+  for (const std::string& text : {cluster, s.WeftJson({"job", "show", job}, root).dump(),
                                   Exported(s, root, tmp / "export"), StoreFiles(tmp / "server" / "data")})
     CHECK(text.find(secret) == std::string::npos);
 }
@@ -808,39 +744,39 @@ TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches t
 TEST_CASE("security: a service's fields that its automator declares sensitive are sealed like a provider's",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "SERVICE-SECRET-31b7d0", early = "EARLY-SERVICE-SECRET-77aa";
-  REQUIRE(s.Weft(root, {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code ==
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
           0);
   // The fake automator's `password` is sensitive. Put before any host registered the plugin...
   json service = Example("services", "fake-nginx");
   service["provisioner"]["actions"]["install"]["fields"]["password"] = early;
   WriteFile(tmp / "nginx.json", service.dump());
-  REQUIRE(s.Weft(root, {"service", "put", (tmp / "nginx.json").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"service", "put", (tmp / "nginx.json").string()}, root).exit_code == 0);
   // ...it is sealed in place when one does.
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
-  std::string shown = s.WeftJson(root, {"service", "get", "fake-nginx"}).dump();
+  std::string shown = s.WeftJson({"service", "get", "fake-nginx"}, root).dump();
   CHECK_THAT(shown, Catch::Contains("\"password\":\"enc:v2:"));
   CHECK(shown.find(early) == std::string::npos);
   // Once the plugin is known, a put seals at once.
   service["provisioner"]["actions"]["install"]["fields"]["password"] = secret;
   WriteFile(tmp / "nginx.json", service.dump());
-  REQUIRE(s.Weft(root, {"service", "put", (tmp / "nginx.json").string()}).exit_code == 0);
-  shown = s.WeftJson(root, {"service", "get", "fake-nginx"}).dump();
+  REQUIRE(s.Weft({"service", "put", (tmp / "nginx.json").string()}, root).exit_code == 0);
+  shown = s.WeftJson({"service", "get", "fake-nginx"}, root).dump();
   CHECK_THAT(shown, Catch::Contains("\"password\":\"enc:v2:"));
   CHECK(shown.find(secret) == std::string::npos);
 
   // The automator gets it in the clear (it reports only its length) on the nodes that install nginx.
   RunResult created =
-      s.Weft(root, {"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+      s.Weft({"--timeout", "20000", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"}, root);
   INFO(created.out << created.err << host.Log());
   REQUIRE(created.exit_code == 0);
-  const std::string job = s.WeftJson(root, {"cluster", "get", "web"})["cluster"]["latest_job"];
-  const std::string shown_job = s.WeftJson(root, {"job", "show", job}).dump();
+  const std::string job = s.WeftJson({"cluster", "get", "web"}, root)["cluster"]["latest_job"];
+  const std::string shown_job = s.WeftJson({"job", "show", job}, root).dump();
   CHECK(Count(shown_job, "\"password_length\":" + std::to_string(secret.size())) >= 1);
-  for (const std::string& text : {shown_job, s.WeftJson(root, {"cluster", "get", "web"}).dump(),
+  for (const std::string& text : {shown_job, s.WeftJson({"cluster", "get", "web"}, root).dump(),
                                   Exported(s, root, tmp / "export"), StoreFiles(tmp / "server" / "data"), s.Log(),
                                   host.Log()})
     CHECK(text.find(secret) == std::string::npos);
@@ -850,8 +786,8 @@ TEST_CASE("security: a client flooding the api endpoint is rate limited; a host 
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   // A limit low enough that even a slow (sanitized, loaded) client exceeds it.
-  Server s(tmp / "server", "api_rate_per_s = 50\napi_burst = 50\n");
-  Host host(tmp / "h1", "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Weftd s(ServerIn(tmp / "server", "api_rate_per_s = 50\napi_burst = 50\n"));
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   auto admin = weft::curve::LoadCredential(s.superadmin());
   REQUIRE(admin.ok());
@@ -909,28 +845,28 @@ TEST_CASE("security: a client flooding the api endpoint is rate limited; a host 
 TEST_CASE("security: the superadmin cannot act in a tenant that does not exist; a tenant's own users are unaffected",
           "[security][tenant]") {
   weft::testing::TempDir tmp("weft-sec");
-  Server s(tmp / "server");
+  Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const fs::path provider = fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json";
   for (const std::string tenant : {"nosuch", "a b", "../../x"}) {
     INFO("tenant " << tenant);
-    RunResult r = s.Weft(root, {"--tenant", tenant, "provider", "put", provider.string()});
+    RunResult r = s.Weft({"--tenant", tenant, "provider", "put", provider.string()}, root);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("tenant '" + tenant + "' does not exist (weft tenant list shows the tenants)"));
-    r = s.Weft(root, {"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()});
+    r = s.Weft({"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("does not exist (weft tenant list shows the tenants)"));
   }
   CHECK(CountRows(tmp / "server" / "data" / "weft.db", "SELECT COUNT(*) FROM catalog_entities") == 0);
-  json tenants = s.WeftJson(root, {"tenant", "list"});
+  json tenants = s.WeftJson({"tenant", "list"}, root);
   REQUIRE(tenants["tenants"].size() == 1);
   CHECK(tenants["tenants"][0]["name"] == "default");
 
   // The default tenant and a created tenant's admin work as before.
-  CHECK(s.Weft(root, {"provider", "put", provider.string()}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"tenant", "create", "acme"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "user", "create", "bob", "--role", "admin"}).exit_code == 0);
-  REQUIRE(s.Weft(root, {"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()}).exit_code == 0);
-  CHECK(s.Weft(tmp / "bob.json", {"provider", "put", provider.string()}).exit_code == 0);
-  CHECK(s.WeftJson(tmp / "bob.json", {"provider", "list"})["entities"].size() == 1);
+  CHECK(s.Weft({"provider", "put", provider.string()}, root).exit_code == 0);
+  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "bob", "--role", "admin"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()}, root).exit_code == 0);
+  CHECK(s.Weft({"provider", "put", provider.string()}, tmp / "bob.json").exit_code == 0);
+  CHECK(s.WeftJson({"provider", "list"}, tmp / "bob.json")["entities"].size() == 1);
 }

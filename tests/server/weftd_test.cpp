@@ -13,12 +13,14 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/wire.hpp"
 
 using json = nlohmann::json;
 using weft::testing::Process;
 using weft::testing::TempDir;
+using weft::testing::Weftd;
 
 namespace {
 
@@ -29,67 +31,26 @@ zmq::context_t& Ctx() {
   return ctx;
 }
 
-// Raw frames and raw sockets: CurveZMQ is off here (tests/security covers it).
-const char* kBaseConfig = R"(
-[endpoints]
-api = "tcp://127.0.0.1:*"
-provisioner = "tcp://127.0.0.1:*"
-events = "tcp://127.0.0.1:*"
-[security]
-curve = false
-)";
+// weftd in a temp directory, its data directory given on the command line;
+// raw frames and raw sockets: CurveZMQ is off here (tests/security covers it).
+// `server`: keys of its [server] table; `extra`: more tables.
+weft::testing::WeftdOptions Config(const std::string& extra = "", const std::string& server = "") {
+  weft::testing::WeftdOptions o;
+  o.server_toml = server;
+  o.extra_toml = extra;
+  o.data_dir_flag = true;
+  o.stop_on_destroy = true;
+  return o;
+}
 
-// A weftd child with its data directory and bound endpoints.
-class Weftd {
- public:
-  explicit Weftd(const std::string& extra_config = "") {
-    weft::testing::WriteFile(dir_ / "weftd.toml", std::string(kBaseConfig) + extra_config);
-    Start();
-  }
-  ~Weftd() { proc_.Stop(std::chrono::seconds(10)); }
-
-  void Start() {
-    std::filesystem::remove(data() / "endpoints.json");
-    weft::testing::ProcessOptions opts;
-    opts.stderr_path = dir_ / ("weftd-" + std::to_string(++starts_) + ".log");
-    proc_ = Process(weft::testing::BuildPath("bin/weftd"),
-                    {"--config", (dir_ / "weftd.toml").string(), "--data-dir", data().string()}, opts);
-    const pid_t pid = proc_.pid();
-    bool ready = weft::testing::WaitFor(
-        [&] {
-          if (!std::filesystem::exists(data() / "endpoints.json")) return false;
-          json j = json::parse(weft::testing::ReadFile(data() / "endpoints.json"), nullptr, false);
-          if (j.is_discarded() || j.value("pid", 0) != pid) return false;
-          endpoints_ = j;
-          return true;
-        },
-        std::chrono::seconds(20));
-    INFO(proc_.Output());
-    REQUIRE(ready);
-  }
-
-  // SIGTERM, then expects exit status 0 (under the sanitizers a leak or a
-  // memory error in weftd makes that status non-zero).
-  void ExpectCleanStop() {
-    int status = proc_.Stop(std::chrono::seconds(10));
-    INFO(proc_.Output());
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
-
-  std::filesystem::path data() const { return dir_.path() / "data"; }
-  std::string events() const { return endpoints_["events"]; }
-  std::string api() const { return endpoints_["api"]; }
-  std::string provisioner() const { return endpoints_["provisioner"]; }
-  Process& process() { return proc_; }
-  std::string Log() const { return proc_.Output(); }
-
- private:
-  TempDir dir_{"weftd-test"};
-  Process proc_;
-  json endpoints_;
-  int starts_ = 0;
-};
+// SIGTERM, then expects exit status 0 (under the sanitizers a leak or a
+// memory error in weftd makes that status non-zero).
+void ExpectCleanStop(Weftd& weftd) {
+  int status = weftd.Stop(std::chrono::seconds(10));
+  INFO(weftd.Log());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
 
 weft::client::Client MakeClient(const std::string& endpoint) {
   weft::client::Options o;
@@ -160,7 +121,7 @@ std::vector<std::int64_t> Enqueue(weft::client::Client& api, int n) {
 }  // namespace
 
 TEST_CASE("weftd: each kind of bad input gets an error reply and the server keeps serving", "[weftd]") {
-  Weftd weftd("[limits]\nmax_frames = 4\nmax_header_bytes = 4096\nmax_frame_bytes = 1024\n");
+  Weftd weftd(Config("[limits]\nmax_frames = 4\nmax_header_bytes = 4096\nmax_frame_bytes = 1024\n"));
   auto api = MakeClient(weftd.api());
   RawPeer raw(weftd.api());
   struct Case {
@@ -208,11 +169,11 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
   CHECK_THAT(unknown["error"]["message"].get<std::string>(),
              Catch::Contains("nope.nope") && Catch::Contains("server.status") && Catch::Contains("task.take"));
   CHECK(weftd.process().running());
-  weftd.ExpectCleanStop();
+  ExpectCleanStop(weftd);
 }
 
 TEST_CASE("weftd: a REQ client is answered too", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   zmq::socket_t req(Ctx(), zmq::socket_type::req);
   req.set(zmq::sockopt::linger, 0);
   req.set(zmq::sockopt::rcvtimeo, kReplyTimeoutMs);
@@ -231,7 +192,7 @@ TEST_CASE("weftd: a REQ client is answered too", "[weftd]") {
 }
 
 TEST_CASE("weftd: admin ops are DENIED on the provisioner endpoint", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   RawPeer prov(weftd.provisioner());
   json enqueue = prov.Call("debug.enqueue", {{"tasks", {{{"plugin", "fake-provider"}, {"action", "CREATE"}}}}});
   CHECK(enqueue["ok"] == false);
@@ -248,7 +209,7 @@ TEST_CASE("weftd: admin ops are DENIED on the provisioner endpoint", "[weftd]") 
 
 TEST_CASE("weftd: an expired lease is handed out again and the stale finish is refused", "[weftd]") {
   // Short enough to wait for, long enough that h2 finishes attempt 2 within it on a slow machine.
-  Weftd weftd("[tasks]\nlease_ms = 1500\n");
+  Weftd weftd(Config("[tasks]\nlease_ms = 1500\n"));
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
@@ -288,11 +249,11 @@ TEST_CASE("weftd: an expired lease is handed out again and the stale finish is r
   CHECK(task["attempts"][0]["status"] == "expired");
   CHECK(task["attempts"][1]["host_id"] == "h2");
   CHECK(task["attempts"][1]["status"] == "succeeded");
-  weftd.ExpectCleanStop();
+  ExpectCleanStop(weftd);
 }
 
 TEST_CASE("weftd: queued tasks survive SIGKILL and are delivered after a restart", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   std::vector<std::int64_t> ids;
   {
     auto api = MakeClient(weftd.api());
@@ -300,7 +261,8 @@ TEST_CASE("weftd: queued tasks survive SIGKILL and are delivered after a restart
   }
   weftd.process().Signal(SIGKILL);
   REQUIRE(weftd.process().Wait(std::chrono::seconds(10)));
-  weftd.Start();  // same data directory: the lock died with the process
+  weftd.ForgetPorts();  // `*` ports, as the first start had them
+  REQUIRE(weftd.Start().ok());  // same data directory: the lock died with the process
 
   auto api = MakeClient(weftd.api());
   json listed = Ok(api.Call("task.list", {{"state", "queued"}}));
@@ -320,7 +282,7 @@ TEST_CASE("weftd: queued tasks survive SIGKILL and are delivered after a restart
 }
 
 TEST_CASE("weftd: a held take is answered with a task enqueued while it waits", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
@@ -338,7 +300,7 @@ TEST_CASE("weftd: a held take is answered with a task enqueued while it waits", 
 }
 
 TEST_CASE("weftd: a finish can take the next task in the same round trip, held when none is ready", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
@@ -376,7 +338,7 @@ TEST_CASE("weftd: a finish can take the next task in the same round trip, held w
 }
 
 TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held or not", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   // debug.enqueue puts tasks in the tenant named by the request header.
   weft::client::Options oa;
   oa.endpoint = weftd.api();
@@ -435,7 +397,7 @@ TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held
 }
 
 TEST_CASE("weftd: a host gets only tasks of its plugin types, and list ops report it", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
   RegisterHost(prov, "h1");
@@ -455,7 +417,7 @@ TEST_CASE("weftd: a host gets only tasks of its plugin types, and list ops repor
 }
 
 TEST_CASE("weftd: a second weftd on the same data directory refuses to start", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   auto second = weft::testing::Run(weft::testing::BuildPath("bin/weftd"), {"--data-dir", weftd.data().string()});
   CHECK(second.exit_code == 1);
   CHECK_THAT(second.err, Catch::Contains("already using the data directory"));
@@ -463,7 +425,7 @@ TEST_CASE("weftd: a second weftd on the same data directory refuses to start", "
 }
 
 TEST_CASE("weftd: SIGTERM stops it cleanly with exit status 0", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   weftd.process().Signal(SIGTERM);
   auto status = weftd.process().Wait(std::chrono::seconds(10));
   REQUIRE(status);
@@ -482,7 +444,7 @@ TEST_CASE("weftd: an unknown config key stops it with a sentence naming the key"
 }
 
 TEST_CASE("weftd: task transitions are published on the events endpoint", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   zmq::socket_t sub(Ctx(), zmq::socket_type::sub);
   sub.set(zmq::sockopt::linger, 0);
   sub.set(zmq::sockopt::subscribe, "default/task");
@@ -506,11 +468,11 @@ TEST_CASE("weftd: task transitions are published on the events endpoint", "[weft
   CHECK(event["state"] == "queued");
   CHECK(event["plugin"] == "fake-provider");
   CHECK(event["task_id"].get<std::int64_t>() >= 1);
-  weftd.ExpectCleanStop();
+  ExpectCleanStop(weftd);
 }
 
 TEST_CASE("weftd: a read keeps its place behind the same peer's write and sees it", "[weftd]") {
-  Weftd weftd;
+  Weftd weftd(Config());
   auto busy = MakeClient(weftd.api());
   RawPeer peer(weftd.api());
   // A big write first, from another peer, so that the two requests below are
@@ -536,13 +498,13 @@ TEST_CASE("weftd: a read keeps its place behind the same peer's write and sees i
   const json& listed = second["body"]["tasks"];
   REQUIRE(listed.size() == 3);
   for (const json& t : listed) CHECK(t["plugin"] == "fake-automator");
-  weftd.ExpectCleanStop();
+  ExpectCleanStop(weftd);
 }
 
 TEST_CASE("weftd: an api request waits a turn or two, not for the hosts' traffic to stop", "[weftd]") {
   // Small batches, so that no turn takes in everything the hosts have sent (as
   // when turns run out of time under load).
-  Weftd weftd("[server]\nbatch_max_messages = 16\n");
+  Weftd weftd(Config("", "batch_max_messages = 16\n"));
   // Hosts that never let the provisioner endpoint run dry: each keeps 512
   // requests in flight, sending one more for every reply.
   constexpr int kFlooders = 4;

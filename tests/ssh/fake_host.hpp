@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "support/temp_dir.hpp"
 #include "weft/plugin.h"
 #include "weft/ssh/ssh_services.hpp"
+#include "weft/ssh/task_view.hpp"
 
 namespace weft::testing {
 
@@ -27,6 +29,12 @@ struct FakeTask {
   std::vector<std::string> logs;  // every log line and progress note
   nlohmann::json results = nlohmann::json::object();
   std::atomic<bool> cancelled{false};
+  std::uint32_t kind = WEFT_KIND_PROVIDER;   // whose fields field_json finds
+  std::map<std::string, std::string> kept;  // the text field_json and node_json handed out
+
+  const char* Keep(const std::string& key, const nlohmann::json* value) {
+    return value ? kept.try_emplace(key, value->dump()).first->second.c_str() : nullptr;
+  }
 
   std::string AllLogs() const {
     std::string all;
@@ -76,6 +84,17 @@ inline weft_host_services FakeServices(bool with_ssh = true) {
                    uint32_t timeout_ms, char* err, size_t err_len) -> int {
     return host::ssh::ServiceWrite(F(t)->json_text.c_str(), [t] { return F(t)->cancelled.load(); }, data, len,
                                    remote_path, mode, timeout_ms, err, err_len);
+  };
+  // --- 1.2: found where weft-host finds them (weft/ssh/task_view.hpp) ---
+  s.field_json = [](weft_task* t, const char* name) -> const char* {
+    const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
+    const nlohmann::json* fields = host::PluginFields(task, F(t)->kind);
+    auto it = fields ? fields->find(name) : task.end();
+    return F(t)->Keep(std::string("field:") + name, fields && it != fields->end() && !it->is_null() ? &*it : nullptr);
+  };
+  s.node_json = [](weft_task* t, const char* key) -> const char* {
+    const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
+    return F(t)->Keep(std::string("node:") + key, host::NodeFact(task, key));
   };
   return s;
 }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_host.hpp"
-#include "sshd_node.hpp"
+#include "support/sshd_node.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/plugin.h"
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_host.hpp"
-#include "sshd_node.hpp"
+#include "support/sshd_node.hpp"
 
 using json = nlohmann::json;
 using namespace weft;

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sshd_node.hpp"
+#include "support/sshd_node.hpp"
 #include "weft/ssh/ssh_services.hpp"
 
 using json = nlohmann::json;

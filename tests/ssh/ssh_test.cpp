@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sshd_node.hpp"
+#include "support/sshd_node.hpp"
 
 namespace fs = std::filesystem;
 using namespace weft;

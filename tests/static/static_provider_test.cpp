@@ -14,17 +14,18 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "integration/host_harness.hpp"
-#include "ssh/sshd_node.hpp"
+#include "support/fast.hpp"
+#include "support/sshd_node.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::integration::Host;
-using weft::integration::HostLive;
-using weft::integration::kBuild;
-using weft::integration::Server;
+using weft::testing::Host;
+using weft::testing::HostIn;
+using weft::testing::kBuild;
+using weft::testing::ServerIn;
+using weft::testing::Weftd;
 using weft::testing::SshdNode;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
@@ -74,13 +75,13 @@ std::string KeyBody(const std::string& private_key) {
 // A real weftd and one weft-host that loads the built provider plugins.
 struct Cluster {
   explicit Cluster(const fs::path& dir) : dir_(dir) {
-    server = std::make_unique<Server>(dir / "server");
+    server = std::make_unique<Weftd>(ServerIn(dir / "server"));
     StartHost();
   }
   void StartHost() {
-    host = std::make_unique<Host>(dir_ / ("host-" + std::to_string(++host_starts_)), "h1", server->provisioner(),
-                                  std::vector<fs::path>{kBuild / "plugins/providers"});
-    REQUIRE(WaitFor([&] { return HostLive(*server, "h1"); }, 15s));
+    host = std::make_unique<Host>(HostIn(dir_ / ("host-" + std::to_string(++host_starts_)), "h1", server->provisioner(),
+                                  std::vector<fs::path>{kBuild / "plugins/providers"}));
+    REQUIRE(WaitFor([&] { return server->HostLive("h1"); }, 15s));
   }
   // Kills weftd and weft-host and starts both again on the same store and ports.
   void Restart() {
@@ -91,18 +92,18 @@ struct Cluster {
     server->process().Signal(SIGKILL);
     REQUIRE(server->process().Wait(5s).has_value());
     server.reset();
-    server = std::make_unique<Server>(dir_ / "server", endpoints);
+    server = std::make_unique<Weftd>(ServerIn(dir_ / "server", endpoints));
     StartHost();
   }
   json Run(const json& task, const std::string& state) {
     const std::int64_t id = server->Enqueue(task);
-    json t = server->WaitState(id, state, 60s);
+    json t = server->WaitTaskState(id, state, 60s);
     INFO(t.dump(2));
     return t;
   }
   std::string Logs() const { return server->Log() + host->Log(); }
 
-  std::unique_ptr<Server> server;
+  std::unique_ptr<Weftd> server;
   std::unique_ptr<Host> host;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,7 +20,7 @@ namespace {
 
 int OpenOut(const std::filesystem::path& p) {
   if (p.empty()) return open("/dev/null", O_WRONLY | O_CLOEXEC);
-  return open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  return open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
 }
 
 }  // namespace
@@ -39,11 +40,19 @@ Process::Process(const std::filesystem::path& program, const std::vector<std::st
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  const bool one_file = !options_.stdout_path.empty() && options_.stdout_path == options_.stderr_path;
   int out = OpenOut(options_.stdout_path);
-  int err = OpenOut(options_.stderr_path);
+  int err = one_file ? fcntl(out, F_DUPFD_CLOEXEC, 0) : OpenOut(options_.stderr_path);
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    if (options_.die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+    }
+    if (options_.own_process_group) setpgid(0, 0);
     int in = open("/dev/null", O_RDONLY);
     dup2(in, 0);
     dup2(out, 1);
@@ -94,7 +103,7 @@ bool Process::running() {
 }
 
 void Process::Signal(int sig) {
-  if (running()) kill(pid_, sig);
+  if (running()) kill(options_.own_process_group ? -pid_ : pid_, sig);
 }
 
 std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
@@ -124,6 +133,8 @@ int Process::Stop(std::chrono::milliseconds grace) {
 
 std::string Process::Output() const {
   std::string s;
+  if (!options_.stdout_path.empty() && options_.stdout_path == options_.stderr_path)
+    return ReadFile(options_.stdout_path);
   if (!options_.stdout_path.empty()) s += "--- stdout ---\n" + ReadFile(options_.stdout_path);
   if (!options_.stderr_path.empty()) s += "--- stderr ---\n" + ReadFile(options_.stderr_path);
   return s;

@@ -1,5 +1,5 @@
-// A child process for integration tests: the real weftd, weft-host, weft or
-// sshd. stdout and stderr go to files so a failing test can print them.
+// A child process for integration tests and benches: the real weftd,
+// weft-host, weft or sshd. stdout and stderr go to files so a failing test can print them.
 // The destructor kills (SIGKILL) and reaps a child that is still running.
 #pragma once
 
@@ -19,6 +19,10 @@ struct ProcessOptions {
   std::filesystem::path stdout_path; // empty: /dev/null
   std::filesystem::path stderr_path; // empty: /dev/null
   std::filesystem::path cwd;         // empty: inherit
+  // The same path for stdout and stderr: one file, both appended in order.
+  bool die_with_parent = false;      // PR_SET_PDEATHSIG: killed when the starter dies (benches)
+  // setpgid(0, 0): a terminal's Ctrl-C does not reach it; Signal() and Stop() reach the whole group.
+  bool own_process_group = false;
 };
 
 class Process {

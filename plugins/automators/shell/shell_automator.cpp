@@ -105,13 +105,24 @@ class ShellAutomator : public weft::sdk::Plugin {
     info.actions = {WEFT_ACTION_BOOTSTRAP, WEFT_ACTION_INSTALL, WEFT_ACTION_CONFIGURE, WEFT_ACTION_INITIALIZE,
                     WEFT_ACTION_START,     WEFT_ACTION_STOP,    WEFT_ACTION_REMOVE};
     info.fields = {
-        {"command", "Command", WEFT_FIELD_STRING, false, false, "",
-         "a shell command line run on the node; sees args as \"$@\" (give command or script)"},
-        {"script", "Script", WEFT_FIELD_STRING, false, false, "",
-         "path of a local file (e.g. a synced script resource) uploaded and run on the node with args"},
-        {"args", "Arguments", WEFT_FIELD_JSON, false, false, "[]", "array of strings passed to the command or script"},
-        {"timeout_ms", "Timeout (ms)", WEFT_FIELD_INTEGER, false, false, std::to_string(kDefaultTimeoutMs),
-         "how long the command may run before it is stopped and the task fails"},
+        {.name = "command",
+         .label = "Command",
+         .type = WEFT_FIELD_STRING,
+         .description = "a shell command line run on the node; sees args as \"$@\" (give command or script)"},
+        {.name = "script",
+         .label = "Script",
+         .type = WEFT_FIELD_STRING,
+         .description = "path of a local file (e.g. a synced script resource) uploaded and run on the node with args"},
+        {.name = "args",
+         .label = "Arguments",
+         .type = WEFT_FIELD_JSON,
+         .default_json = "[]",
+         .description = "array of strings passed to the command or script"},
+        {.name = "timeout_ms",
+         .label = "Timeout (ms)",
+         .type = WEFT_FIELD_INTEGER,
+         .default_json = std::to_string(kDefaultTimeoutMs),
+         .description = "how long the command may run before it is stopped and the task fails"},
     };
     info.resource_types = {"scripts"};
     return info;

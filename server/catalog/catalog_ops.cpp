@@ -1,0 +1,349 @@
+#include "server/catalog/catalog_ops.hpp"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/catalog/catalog.hpp"
+#include "weft/common/json_fields.hpp"
+#include "weft/common/wire.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/planner/planner.hpp"
+#include "weft/solver/solver.hpp"
+
+namespace weft::catalog {
+namespace {
+
+using api::Call;
+using api::Effect;
+using api::Endpoint;
+using api::Response;
+using api::Role;
+using api::Router;
+
+using catalog::Kind;
+
+// cluster.plan runs on the reactor thread: a solve that cannot decide within this
+// bound answers TIMEOUT rather than stall every other request.
+constexpr std::int64_t kSolveTimeMs = 1000;
+constexpr std::int64_t kMaxClusterSize = 100000;
+constexpr std::int64_t kMaxVersion = INT64_MAX;
+// A page of <kind>.list with the entities' bodies: at most this many entities...
+constexpr std::int64_t kMaxPageEntities = 500;
+// ...and, past the first, no more once their JSON reaches this size.
+constexpr std::size_t kPageBytes = 256 * 1024;
+
+}  // namespace
+
+Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& tenant) {
+  catalog::Catalog cat;
+  for (Kind kind : catalog::kAllKinds) {
+    Result<std::vector<store::CatalogEntityRecord>> records = store.ListCatalogEntities(tenant, catalog::KindName(kind));
+    if (!records.ok()) return records.status();
+    for (const store::CatalogEntityRecord& r : *records) {
+      json doc = json::parse(r.json, nullptr, false);
+      Result<std::string> name = doc.is_discarded() ? Result<std::string>(Status::Internal("not JSON"))
+                                                    : cat.PutJson(kind, doc);
+      if (!name.ok())
+        return Status::Internal("stored " + std::string(catalog::KindName(kind)) + " '" + r.name + "' version " +
+                                std::to_string(r.version) + " cannot be read: " + name.status().message());
+    }
+  }
+  return cat;
+}
+
+namespace {
+
+json EntityJson(Kind kind, const store::CatalogEntityRecord& r) {
+  json entity = json::parse(r.json, nullptr, false);
+  if (entity.is_discarded()) entity = json::object();
+  return {{"kind", catalog::KindName(kind)},
+          {"name", r.name},
+          {"version", r.version},
+          {"created_at_ms", r.created_at_ms},
+          {"entity", std::move(entity)}};
+}
+
+class CatalogOps {
+ public:
+  CatalogOps(store::Store& store, const Clock& clock, const server::Config& config)
+      : store_(store), clock_(clock), config_(config) {}
+
+  Response Put(Kind kind, const Call& call) {
+    const json& body = call.request->body;
+    if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    catalog::Catalog scratch;
+    std::vector<std::string> warnings;
+    Result<std::string> name = scratch.PutJson(kind, body, &warnings);
+    if (!name.ok()) return Response::Error(name.status(), {{"kind", catalog::KindName(kind)}});
+    // Stored as the library writes it back: unknown fields kept, keys sorted.
+    WEFT_TRY_ASSIGN(doc, scratch.GetJson(kind, *name));
+    WEFT_TRY_ASSIGN(version, store_.PutCatalogEntity(call.principal.tenant, catalog::KindName(kind), *name,
+                                                     wire::Dump(doc), clock_.NowMs()));
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", *name}, {"version", version}, {"warnings", warnings}});
+  }
+
+  Response Get(Kind kind, const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    std::optional<std::int64_t> version;
+    if (body.contains("version") && !body["version"].is_null()) {
+      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+      version = v;
+    }
+    WEFT_TRY_ASSIGN(record, store_.GetCatalogEntity(call.principal.tenant, catalog::KindName(kind), name, version));
+    if (!record)
+      return Response::Error(Status::NotFound(
+          std::string(catalog::KindName(kind)) + " '" + name + "'" +
+          (version ? " version " + std::to_string(*version) : std::string()) + " does not exist in tenant '" +
+          call.principal.tenant + "'" + (version ? " (or that version is a deletion)" : "")));
+    return Response::Ok(EntityJson(kind, *record));
+  }
+
+  // Names and versions of every entity; or, with "with_entities", a page of
+  // them with their bodies, so that an export of a large catalog takes one
+  // request per page instead of one per entity.
+  Response List(Kind kind, const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(with_entities, jsonf::Bool(body, "with_entities", "body", false));
+    if (!with_entities) {
+      WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
+      json list = json::array();
+      for (const store::CatalogEntityRecord& r : records)
+        list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
+      return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
+    }
+    WEFT_TRY_ASSIGN(after, jsonf::String(body, "after", "body", ""));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxPageEntities, kMaxPageEntities));
+    // One more than the page holds tells whether another page follows.
+    WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind), after,
+                                                        limit + 1));
+    json list = json::array();
+    std::size_t bytes = 0;
+    json next = nullptr;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      // A page ends at `limit` entities or once it holds kPageBytes of JSON
+      // (at least one entity), so a reply stays well inside the header limit.
+      if (i == static_cast<std::size_t>(limit) || (!list.empty() && bytes >= kPageBytes)) {
+        next = list.back()["name"];
+        break;
+      }
+      bytes += records[i].json.size();
+      list.push_back(EntityJson(kind, records[i]));
+    }
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}, {"next", std::move(next)}});
+  }
+
+  Response Delete(Kind kind, const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(version,
+                    store_.DeleteCatalogEntity(call.principal.tenant, catalog::KindName(kind), name, clock_.NowMs()));
+    if (!version)
+      return Response::Error(Status::NotFound(std::string(catalog::KindName(kind)) + " '" + name +
+                                              "' does not exist in tenant '" + call.principal.tenant + "'"));
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", name}, {"version", *version}});
+  }
+
+  Response Check(const Call& call) {
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    WEFT_TRY_ASSIGN(hosts, store_.ListHosts());
+    // Plugin types by kind: those some live host runs, and every registered descriptor.
+    std::set<std::string> live_types;
+    std::map<std::string, json> descriptors;
+    const std::int64_t now = clock_.NowMs();
+    for (const store::HostRecord& h : hosts) {
+      json list = json::parse(h.plugins_json, nullptr, false);
+      if (!list.is_array()) continue;
+      const bool live = now - h.last_seen_ms <= config_.hosts.silent_after_ms;
+      for (const json& d : list) {
+        if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+        // Another tenant's own (Lua resource) plugins never run this tenant's tasks.
+        const std::string owner = d.value("tenant", std::string());
+        if (!owner.empty() && owner != call.principal.tenant) continue;
+        const std::string type = d["type"].get<std::string>();
+        if (live) live_types.insert(type);
+        descriptors.emplace(type, d);
+      }
+    }
+
+    json dangling = json::array();
+    for (const catalog::DanglingReference& d : catalog::CheckReferences(cat))
+      dangling.push_back({{"kind", catalog::KindName(d.kind)},
+                          {"name", d.name},
+                          {"path", d.path},
+                          {"target_kind", catalog::KindName(d.target_kind)},
+                          {"target", d.target},
+                          {"message", d.message}});
+
+    json unrunnable = json::array();
+    auto unrun = [&](const char* kind, const std::map<std::string, std::vector<std::string>>& in_use) {
+      for (const auto& [type, users] : in_use) {
+        if (live_types.count(type)) continue;
+        std::string who;
+        for (const std::string& u : users) who += (who.empty() ? "" : ", ") + u;
+        const bool known = descriptors.count(type) != 0;
+        unrunnable.push_back(
+            {{"kind", kind},
+             {"type", type},
+             {"needed_by", users},
+             {"message", std::string(kind) + " type '" + type + "' (needed by " + who + ") " +
+                             (known ? "is registered only by hosts that are not live; start one of them"
+                                    : "is run by no registered host; start a weft-host that has that plugin")}});
+      }
+    };
+    unrun("provider", catalog::ProviderTypesInUse(cat));
+    unrun("automator", catalog::AutomatorTypesInUse(cat));
+
+    json fields = json::array();
+    for (const auto& [name, provider] : cat.providers) {
+      auto d = descriptors.find(provider.providertype);
+      if (d == descriptors.end() || !d->second.contains("fields") || !d->second["fields"].is_array()) continue;
+      std::set<std::string> known;
+      for (const json& f : d->second["fields"]) {
+        if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
+        const std::string field = f["name"].get<std::string>();
+        known.insert(field);
+        const bool required = f.value("required", false) && !f.contains("default");
+        if (required && !provider.provisioner.contains(field))
+          fields.push_back({{"provider", name},
+                            {"type", provider.providertype},
+                            {"field", field},
+                            {"problem", "missing"},
+                            {"message", "provider '" + name + "': provisioner." + field + " is required by plugin '" +
+                                            provider.providertype + "' and has no default; add it"}});
+      }
+      if (!provider.provisioner.is_object()) continue;
+      for (const auto& [field, value] : provider.provisioner.items()) {
+        if (known.count(field)) continue;
+        std::string list;
+        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+        fields.push_back({{"provider", name},
+                          {"type", provider.providertype},
+                          {"field", field},
+                          {"problem", "unknown"},
+                          {"message", "provider '" + name + "': provisioner." + field + " is not a field of plugin '" +
+                                          provider.providertype + "' (it knows: " +
+                                          (list.empty() ? "none" : list) + "); remove or rename it"}});
+      }
+    }
+    const std::size_t problems = dangling.size() + unrunnable.size() + fields.size();
+    return Response::Ok({{"dangling", std::move(dangling)},
+                         {"unrunnable", std::move(unrunnable)},
+                         {"fields", std::move(fields)},
+                         {"problems", problems}});
+  }
+
+  Response Plan(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
+    if (!catalog::IsValidName(name))
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+                                             "with a letter or digit; got " + jsonf::Brief(body["name"])));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+    solver::SolveRequest req;
+    req.cluster_name = name;
+    req.size = size;
+    for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
+      if (!body.contains(key) || body[key].is_null()) continue;
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, ""));
+      std::string_view k = key;
+      (k == "provider" ? req.overrides.provider : k == "hardwaretype" ? req.overrides.hardwaretype
+                                                                       : req.overrides.imagetype) = value;
+    }
+    if (body.contains("services") && !body["services"].is_null()) {
+      const json& s = body["services"];
+      if (!s.is_array())
+        return Response::Error(Status::Invalid("services must be a list of service names, got " +
+                                               jsonf::Brief(s)));
+      std::vector<std::string> services;
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (!s[i].is_string() || s[i].get<std::string>().empty())
+          return Response::Error(Status::Invalid("services[" + std::to_string(i) +
+                                                 "] must be a service name, got " + jsonf::Brief(s[i])));
+        services.push_back(s[i].get<std::string>());
+      }
+      req.overrides.services = std::move(services);
+    }
+    if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
+
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
+    if (!tmpl)
+      return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
+                                              call.principal.tenant + "'; see `weft clustertemplate list`"));
+
+    json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
+    if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
+    Status macros = planner::CheckMacros(config);
+    if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
+
+    solver::SolveOptions options;
+    options.clock = &clock_;
+    options.max_time_ms = kSolveTimeMs;
+    Result<catalog::Layout> layout = solver::Solve(cat, *tmpl, req, options);
+    if (!layout.ok()) return Response::Error(layout.status(), {{"template", template_name}, {"size", size}});
+
+    planner::PlanRequest plan_req;
+    plan_req.operation = planner::Operation::kCreate;
+    std::set<std::string> on_cluster;
+    for (const catalog::LayoutNode& n : layout->nodes) {
+      plan_req.after.push_back(planner::NodeSpec{n.hostname, n.services});
+      on_cluster.insert(n.services.begin(), n.services.end());
+    }
+    for (const std::string& s : on_cluster) {
+      const catalog::Service* svc = cat.FindService(s);
+      if (!svc) continue;  // the solver only places services of the catalog
+      planner::ServiceSpec spec;
+      spec.name = svc->name;
+      spec.install_requires = svc->dependencies.install.required;
+      spec.install_uses = svc->dependencies.install.used;
+      spec.runtime_requires = svc->dependencies.runtime.required;
+      spec.runtime_uses = svc->dependencies.runtime.used;
+      spec.provides = svc->dependencies.provides;
+      for (const auto& [action, def] : svc->actions) {
+        std::string upper;
+        for (char c : action) upper += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+        Result<planner::Action> a = planner::ParseAction(upper);
+        if (a.ok() && *a >= planner::Action::kInstall && *a <= planner::Action::kRemove) spec.actions.push_back(*a);
+      }
+      plan_req.services.push_back(std::move(spec));
+    }
+    Result<planner::Plan> plan = planner::MakePlan(plan_req);
+    if (!plan.ok()) return Response::Error(plan.status().WithContext("template '" + template_name + "'"));
+
+    json reply = plan->ToJson();
+    reply["layout"] = catalog::LayoutToJson(*layout);
+    return Response::Ok(std::move(reply));
+  }
+
+ private:
+  store::Store& store_;
+  const Clock& clock_;
+  const server::Config& config_;
+};
+
+}  // namespace
+
+void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  auto ops = std::make_shared<CatalogOps>(store, clock, config);
+  for (Kind kind : catalog::kAllKinds) {
+    const std::string k(catalog::KindName(kind));
+    router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
+    router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); });
+  }
+  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads);
+  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
+}
+
+}  // namespace weft::catalog

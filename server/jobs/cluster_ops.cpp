@@ -1,0 +1,911 @@
+#include "server/jobs/cluster_ops.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "server/catalog/catalog_ops.hpp"
+#include "weft/catalog/catalog.hpp"
+#include "weft/common/json_fields.hpp"
+#include "weft/common/wire.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/solver/solver.hpp"
+
+namespace weft::jobs {
+namespace {
+
+using api::Call;
+using api::Effect;
+using api::Endpoint;
+using catalog::LoadCatalog;
+using api::Principal;
+using api::Response;
+using api::Role;
+using api::Router;
+
+using catalog::Kind;
+
+constexpr std::int64_t kSolveTimeMs = 1000;
+constexpr std::int64_t kMaxClusterSize = 100000;
+constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
+
+// A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
+std::string LeaseText(std::int64_t ms) {
+  if (ms <= 0) return "0s";
+  std::string out;
+  for (const auto& [unit, size] : {std::pair<const char*, std::int64_t>{"d", 86'400'000}, {"h", 3'600'000},
+                                   {"m", 60'000}, {"s", 1000}, {"ms", 1}}) {
+    if (ms < size) continue;
+    out += std::to_string(ms / size) + unit;
+    ms %= size;
+  }
+  return out;
+}
+
+// body.lease_ms, with an error in the user's words.
+Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {
+  const json& v = body["lease_ms"];
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > kMaxLeaseMs ||
+      (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxLeaseMs)))
+    return Status::Invalid("a lease must be a duration from " + LeaseText(min) + " to 100 years, got " +
+                           jsonf::Brief(v) + (v.is_number() ? " ms" : ""));
+  return v.get<std::int64_t>();
+}
+
+json ParseOr(const std::string& text, json fallback) {
+  json doc = json::parse(text, nullptr, false);
+  return doc.is_discarded() ? fallback : doc;
+}
+
+ClusterState StateOf(const store::ClusterRecord& c) {
+  ClusterState s;
+  s.spec = ParseOr(c.spec_json, json::object());
+  s.layout = ParseOr(c.layout_json, json{{"nodes", json::array()}});
+  s.status = c.status;
+  return s;
+}
+
+std::set<std::string> ServicesOn(const json& layout) {
+  std::set<std::string> out;
+  for (const json& n : layout.value("nodes", json::array()))
+    for (const json& s : n.value("services", json::array()))
+      if (s.is_string()) out.insert(s.get<std::string>());
+  return out;
+}
+
+Result<std::vector<std::string>> NameList(const json& body, const char* key, bool required) {
+  std::vector<std::string> out;
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
+    return out;
+  }
+  if (!it->is_array())
+    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    if (!v.is_string() || v.get<std::string>().empty())
+      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
+                             jsonf::Brief(v));
+    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
+      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
+    out.push_back(v.get<std::string>());
+  }
+  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
+  return out;
+}
+
+// The status a cluster has once `op` succeeded: `stopped` after a stop of every
+// service, and it stays so until an operation starts services again (start,
+// restart, a rollback or a reconfigure with restart); otherwise `active`.
+std::string TargetStatus(const std::string& op, const std::string& now, const json& body) {
+  const bool every_service = !body.contains("services") || body["services"].is_null() ||
+                             (body["services"].is_array() && body["services"].empty());
+  const bool restarts = op == "start" || op == "restart" || op == "rollback" ||
+                        (op == "reconfigure" && body.contains("restart") && body["restart"] == true);
+  if (op == "stop" && every_service) return "stopped";
+  if (restarts) return "active";
+  return now == "stopped" ? "stopped" : "active";
+}
+
+// What a summary needs from a cluster's spec and layout. Parsing them is the
+// cost of cluster.list, so ClusterOps keeps these per cluster version.
+struct Derived {
+  std::string template_name;
+  std::string provider;
+  std::size_t size = 0;
+  std::vector<std::string> services;
+};
+
+Derived Derive(const store::ClusterRecord& c) {
+  json spec = ParseOr(c.spec_json, json::object());
+  json layout = ParseOr(c.layout_json, json::object());
+  const std::set<std::string> services = ServicesOn(layout);
+  return {spec.contains("template") ? spec["template"].value("name", "") : "",
+          spec.contains("provider") ? spec["provider"].value("name", "") : "",
+          layout.value("nodes", json::array()).size(), std::vector<std::string>(services.begin(), services.end())};
+}
+
+json ClusterSummary(const store::ClusterRecord& c, const Derived& d) {
+  return {{"id", c.id},
+          {"name", c.name},
+          {"owner", c.owner},
+          {"status", c.status},
+          {"template", d.template_name},
+          {"provider", d.provider},
+          {"size", d.size},
+          {"services", d.services},
+          {"created_at_ms", c.created_at_ms},
+          {"updated_at_ms", c.updated_at_ms},
+          {"expire_at_ms", c.expire_at_ms},
+          {"latest_job", c.latest_job}};
+}
+
+json ClusterSummary(const store::ClusterRecord& c) { return ClusterSummary(c, Derive(c)); }
+
+json JobSummary(const store::JobRecord& j) {
+  return {{"id", j.id},
+          {"cluster_id", j.cluster_id},
+          {"operation", j.operation},
+          {"status", j.status},
+          {"requested_by", j.requested_by},
+          {"message", j.message},
+          {"parent_job", j.parent_job},
+          {"created_at_ms", j.created_at_ms},
+          {"updated_at_ms", j.updated_at_ms},
+          {"finished_at_ms", j.finished_at_ms}};
+}
+
+// The lease rules of a cluster's template copy; nullopt when it has none.
+std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
+  if (!spec.contains("template")) return std::nullopt;
+  Result<catalog::Parsed<catalog::ClusterTemplate>> t = catalog::ParseClusterTemplate(spec["template"]);
+  if (!t.ok() || !t->entity.lease) return std::nullopt;
+  return t->entity.lease;
+}
+
+class ClusterOps {
+ public:
+  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, LivePlugins live_plugins)
+      : store_(store), engine_(engine), clock_(clock), live_plugins_(std::move(live_plugins)) {}
+
+  Response Create(const Call& call) {
+    const json& body = call.request->body;
+    if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
+    if (!catalog::IsValidName(name))
+      return Response::Error(Status::Invalid("a cluster name must be 1 to 128 characters of A-Z a-z 0-9 . _ -, starting "
+                                             "with a letter or digit; got " + jsonf::Brief(body["name"])));
+    WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
+    WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(options, JobOptions(body));
+    solver::Overrides overrides;
+    json overrides_json = json::object();
+    for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
+      if (!body.contains(key) || body[key].is_null()) continue;
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, "body"));
+      std::string_view k = key;
+      (k == "provider" ? overrides.provider : k == "hardwaretype" ? overrides.hardwaretype : overrides.imagetype) =
+          value;
+      overrides_json[key] = value;
+    }
+    WEFT_TRY_ASSIGN(services, NameList(body, "services", false));
+    if (!services.empty()) {
+      overrides.services = services;
+      overrides_json["services"] = services;
+    }
+    if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
+      return Response::Error(jsonf::RequireObject(body["config"], "config"));
+
+    WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
+    for (const store::ClusterRecord& c : clusters)
+      if (c.name == name)
+        return Response::Error(Status::Conflict("cluster '" + name + "' already exists (id " + c.id + ", " +
+                                                c.status + "); delete it first or choose another name"));
+
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
+    if (!tmpl)
+      return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
+                                              call.principal.tenant + "'; see `weft clustertemplate list`"));
+    json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
+    if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
+
+    std::int64_t lease_ms = tmpl->lease ? tmpl->lease->initial_ms : 0;
+    if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 0));
+      const std::int64_t max = tmpl->lease ? tmpl->lease->max_ms : 0;
+      if (max > 0 && (asked == 0 || asked > max))
+        return Response::Error(Status::Invalid("a lease of " + (asked ? LeaseText(asked) : "forever") +
+                                               " is longer than template '" + template_name + "' allows (" +
+                                               LeaseText(max) + ", administration.leaseduration.max)"));
+      lease_ms = asked;
+    }
+
+    solver::SolveRequest req;
+    req.cluster_name = name;
+    req.size = size;
+    req.overrides = overrides;
+    WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
+    WEFT_TRY_ASSIGN(spec, BuildSpec(cat, call.principal.tenant, *tmpl, overrides, layout, config));
+    spec["overrides"] = overrides_json;
+
+    if (Status s = CheckQuota(call, clusters, 1, static_cast<std::int64_t>(layout.nodes.size()), ""); !s.ok())
+      return Response::Error(s);
+
+    NewJob job;
+    job.tenant = call.principal.tenant;
+    job.operation = "create";
+    job.requested_by = call.principal.user;
+    job.options = options;
+    job.before.spec = spec;
+    job.target = {spec, catalog::LayoutToJson(layout), "active"};
+    if (dry_run) return DryRun(job);
+
+    store::ClusterRecord c;
+    c.tenant = call.principal.tenant;
+    c.name = name;
+    c.owner = call.principal.user;
+    c.status = "pending";
+    c.spec_json = wire::Dump(spec);
+    c.layout_json = wire::Dump(job.target.layout);
+    c.created_at_ms = clock_.NowMs();
+    c.expire_at_ms = lease_ms > 0 ? c.created_at_ms + lease_ms : 0;
+    WEFT_TRY_ASSIGN(inserted, [&]() -> Result<bool> {
+      WEFT_RETURN_IF_ERROR(store_.InsertCluster(&c));
+      return true;
+    }());
+    (void)inserted;
+    job.cluster_id = c.id;
+    job.before = ClusterState{spec, {{"nodes", json::array()}}, "pending"};
+    return Launch(std::move(job));
+  }
+
+  // Every operation on an existing cluster.
+  Response Change(const std::string& op, const Call& call) {
+    const json& body = call.request->body;
+    if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    WEFT_TRY_ASSIGN(found, FindCluster(call));
+    store::ClusterRecord c = std::move(found);
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(options, JobOptions(body));
+    if (c.status == "terminated")
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
+    if (const std::string running = engine_.ActiveJob(c.id); !running.empty())
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running +
+                                              " running; wait for it (weft job watch " + running +
+                                              ") or abort it (weft job abort " + running + ")"));
+    NewJob job;
+    job.tenant = call.principal.tenant;
+    job.cluster_id = c.id;
+    job.operation = op;
+    job.requested_by = call.principal.user;
+    job.options = options;
+    job.before = StateOf(c);
+    job.target = job.before;
+    job.target.status = TargetStatus(op, c.status, body);
+    const json& spec = job.before.spec;
+
+    if (op == "delete") {
+      job.target.layout = {{"nodes", json::array()}};
+      job.target.status = "terminated";
+    } else if (op == "scale") {
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+      if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
+          size == static_cast<std::int64_t>(now))
+        return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
+                                                std::to_string(now) + (now == 1 ? " node" : " nodes")));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
+      if (call.principal.max_nodes > 0) {
+        WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
+        if (Status s = CheckQuota(call, clusters, 0, static_cast<std::int64_t>(layout.nodes.size()), c.id); !s.ok())
+          return Response::Error(s);
+      }
+      job.target.layout = catalog::LayoutToJson(layout);
+      job.target.spec["size"] = size;
+    } else if (op == "add-services") {
+      WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
+      std::set<std::string> want = ServicesOn(job.before.layout);
+      for (const std::string& s : added) {
+        if (want.count(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' already runs service '" + s + "'"));
+        want.insert(s);
+      }
+      const std::int64_t size = static_cast<std::int64_t>(job.before.layout["nodes"].size());
+      WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(want.begin(), want.end())));
+      job.target.layout = catalog::LayoutToJson(layout);
+      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      for (const std::string& s : added) {
+        WEFT_TRY_ASSIGN(doc, cat.GetJson(Kind::kService, s));
+        job.target.spec["services"][s] = doc;
+      }
+      job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
+    } else if (op == "remove-services") {
+      WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
+      std::set<std::string> keep = ServicesOn(job.before.layout);
+      for (const std::string& s : removed)
+        if (!keep.erase(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
+      Status needed = CheckStillMet(job.before.spec, keep, removed);
+      if (!needed.ok()) return Response::Error(needed.WithContext("cluster '" + c.name + "'"));
+      for (json& n : job.target.layout["nodes"]) {
+        std::vector<std::string> left;
+        for (const json& s : n.value("services", json::array()))
+          if (keep.count(s.get<std::string>())) left.push_back(s.get<std::string>());
+        n["services"] = left;
+      }
+      for (const std::string& s : removed) job.target.spec["services"].erase(s);
+      job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
+    } else if (op == "start" || op == "stop" || op == "restart") {
+      WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      for (const std::string& s : only)
+        if (!on.count(s))
+          return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
+      job.extras.only_services = only;
+    } else if (op == "reconfigure") {
+      if (body.contains("config") && !body["config"].is_null()) {
+        if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));
+        json config = spec.value("config", json::object());
+        config.merge_patch(body["config"]);
+        Status macros = planner::CheckMacros(config);
+        if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
+        job.target.spec["config"] = config;
+      }
+      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
+      job.extras.restart = restart;
+    } else if (op == "upgrade") {
+      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      const std::string template_name = spec.contains("template") ? spec["template"].value("name", "") : "";
+      const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
+      if (!tmpl)
+        return Response::Error(Status::NotFound("cluster '" + c.name + "' was made from clustertemplate '" +
+                                                template_name + "', which no longer exists"));
+      const std::set<std::string> on = ServicesOn(job.before.layout);
+      solver::SolveRequest req = SolveFor(c, job.before, static_cast<std::int64_t>(job.before.layout["nodes"].size()),
+                                          std::vector<std::string>(on.begin(), on.end()));
+      WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
+      json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
+      config.merge_patch(spec.value("config", json::object()));
+      WEFT_TRY_ASSIGN(fresh, BuildSpec(cat, call.principal.tenant, *tmpl, req.overrides, layout, config));
+      fresh["overrides"] = spec.value("overrides", json::object());
+      std::vector<std::string> changed;
+      for (const std::string& s : on) {
+        const json old = spec["services"].value(s, json());
+        if (!fresh["services"].contains(s) || fresh["services"][s] != old) changed.push_back(s);
+      }
+      if (changed.empty() && fresh["template"] == spec.value("template", json()) &&
+          catalog::LayoutToJson(layout) == job.before.layout)
+        return Response::Error(Status::Conflict("cluster '" + c.name +
+                                                "' already uses the latest template and services; nothing to upgrade"));
+      job.target.spec = std::move(fresh);
+      job.target.layout = catalog::LayoutToJson(layout);
+      job.extras.changed_services = changed;
+    } else if (op == "rollback") {
+      json previous = ParseOr(c.previous_json, json());
+      if (!previous.is_object())
+        return Response::Error(Status::Conflict("cluster '" + c.name +
+                                                "' has no earlier state to return to: no change has succeeded since "
+                                                "it was created"));
+      job.target.spec = previous.value("spec", json::object());
+      job.target.layout = previous.value("layout", json{{"nodes", json::array()}});
+    }
+    if (dry_run) return DryRun(job);
+    return Launch(std::move(job));
+  }
+
+  Response ExtendLease(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(found, FindCluster(call));
+    store::ClusterRecord c = std::move(found);
+    if (c.status == "terminated")
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; its lease cannot change"));
+    std::optional<catalog::LeaseDuration> lease = LeaseOf(ParseOr(c.spec_json, json::object()));
+    if (!lease || c.expire_at_ms == 0)
+      return Response::Error(Status::Invalid("cluster '" + c.name + "' has no lease: it never expires"));
+    std::int64_t step = lease->step_ms;
+    if (body.contains("lease_ms") && !body["lease_ms"].is_null()) {
+      WEFT_TRY_ASSIGN(asked, LeaseMs(body, 1));
+      step = asked;
+    }
+    if (step <= 0)
+      return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; say how "
+                                             "long (weft cluster extend-lease --lease DURATION)"));
+    const std::int64_t now = clock_.NowMs();
+    const std::int64_t until = std::max(now, c.expire_at_ms) + step;
+    if (lease->max_ms > 0 && until > c.created_at_ms + lease->max_ms)
+      return Response::Error(Status::Invalid(
+          "cluster '" + c.name + "': extending to " + LeaseText(until - c.created_at_ms) +
+          " after creation passes the template's maximum lease of " + LeaseText(lease->max_ms) +
+          " (administration.leaseduration.max); it can expire at the latest " +
+          LeaseText((c.created_at_ms + lease->max_ms - now) / 1000 * 1000) + " from now"));
+    c.expire_at_ms = until;
+    c.updated_at_ms = now;
+    WEFT_TRY_ASSIGN(ok, [&]() -> Result<bool> {
+      WEFT_RETURN_IF_ERROR(store_.UpdateCluster(c));
+      return true;
+    }());
+    (void)ok;
+    return Response::Ok({{"cluster", ClusterSummary(c)}});
+  }
+
+  Response List(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
+    WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, all));
+    json list = json::array();
+    for (const store::ClusterRecord& c : clusters) {
+      if (!Visible(call, c)) continue;
+      // Every change of a cluster moves updated_at_ms (two changes in one millisecond
+      // would also have to keep both texts' lengths to be missed).
+      const std::string version = std::to_string(c.updated_at_ms) + "/" + std::to_string(c.spec_json.size()) + "/" +
+                                  std::to_string(c.layout_json.size());
+      auto [it, fresh] = derived_.try_emplace(c.id);
+      if (fresh || it->second.first != version) it->second = {version, Derive(c)};
+      list.push_back(ClusterSummary(c, it->second.second));
+    }
+    return Response::Ok({{"clusters", std::move(list)}});
+  }
+
+  Response Get(const Call& call) {
+    WEFT_TRY_ASSIGN(c, FindCluster(call));
+    json out = ClusterSummary(c);
+    json spec = ParseOr(c.spec_json, json::object());
+    out["config"] = spec.value("config", json::object());
+    WEFT_TRY_ASSIGN(nodes, store_.ListNodes(c.id));
+    std::map<std::string, json> results;
+    for (const store::NodeRecord& n : nodes) results[n.id] = RedactResults(ParseOr(n.results_json, json::object()));
+    json layout = ParseOr(c.layout_json, json::object());
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, c.id, 1000));
+    WEFT_TRY_ASSIGN(states, ServiceStates(jobs, layout, spec));
+    json list = json::array();
+    for (json n : layout.value("nodes", json::array())) {
+      const std::string id = n.value("hostname", "");
+      n["results"] = results.count(id) ? results[id] : json::object();
+      json on = json::object();
+      const std::map<std::string, std::string>& known = states[id];
+      for (const json& s : n.value("services", json::array())) {
+        if (!s.is_string()) continue;
+        auto state = known.find(s.get<std::string>());
+        on[s.get<std::string>()] = state == known.end() ? "unknown" : state->second;
+      }
+      n["service_states"] = std::move(on);
+      list.push_back(std::move(n));
+    }
+    out["nodes"] = std::move(list);
+    json history = json::array();
+    for (const store::JobRecord& j : jobs) history.push_back(JobSummary(j));
+    out["jobs"] = std::move(history);
+    out["has_previous"] = !c.previous_json.empty();
+    return Response::Ok({{"cluster", std::move(out)}});
+  }
+
+  Response JobList(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 100000, 100));
+    std::string cluster_id;
+    if (body.contains("cluster") && !body["cluster"].is_null()) {
+      WEFT_TRY_ASSIGN(c, FindCluster(call));
+      cluster_id = c.id;
+    }
+    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
+    std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
+    if (call.principal.role == Role::kUser && cluster_id.empty()) {
+      WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, true));
+      for (const store::ClusterRecord& c : clusters)
+        if (Visible(call, c)) mine.insert(c.id);
+    }
+    json list = json::array();
+    for (const store::JobRecord& j : jobs)
+      if (call.principal.role != Role::kUser || !cluster_id.empty() || mine.count(j.cluster_id))
+        list.push_back(JobSummary(j));
+    return Response::Ok({{"jobs", std::move(list)}});
+  }
+
+  Response JobGet(const Call& call) {
+    const json& body = call.request->body;
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
+    WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
+    // Progress: counts by state, and the stage (longest path from the roots) of
+    // the earliest task not done, for reading only. Stages are counted as a dry
+    // run's plan counts them: a JOIN adds no step, and empty levels are dropped.
+    std::map<std::int64_t, std::size_t> index;
+    for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
+    std::vector<std::vector<std::size_t>> after(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      for (const json& a : ParseOr(tasks[i].after_json, json::array()))
+        if (a.is_number_integer() && index.count(a.get<std::int64_t>())) after[i].push_back(index[a.get<std::int64_t>()]);
+    std::vector<std::int64_t> depth(tasks.size(), -1);
+    std::function<std::int64_t(std::size_t)> depth_of = [&](std::size_t i) -> std::int64_t {
+      if (depth[i] >= 0) return depth[i];
+      depth[i] = 0;  // a cycle cannot happen; this only guards the recursion
+      const std::int64_t step = tasks[i].action == "JOIN" ? 0 : 1;
+      std::int64_t d = 0;
+      for (std::size_t p : after[i]) d = std::max(d, depth_of(p) + step);
+      return depth[i] = d;
+    };
+    std::set<std::int64_t> levels;  // of the tasks that do work
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].action != "JOIN") levels.insert(depth_of(i));
+    std::map<std::string, std::int64_t> counts;
+    std::int64_t retrying = 0;
+    const std::int64_t stages = static_cast<std::int64_t>(levels.size());
+    std::int64_t stage = -1;
+    json list = json::array();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const store::TaskRecord& t = tasks[i];
+      const std::string state(store::TaskStateName(t.state));
+      ++counts[state];
+      // Queued again after a failed attempt: in its backoff, or waiting for a host.
+      if (t.state == store::TaskState::kQueued && t.attempt > 0) ++retrying;
+      // The earliest task not done is where the job is, or where it stopped (an
+      // aborted job's cancelled tasks are not done).
+      if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded) {
+        const auto d = static_cast<std::int64_t>(std::distance(levels.begin(), levels.find(depth_of(i))));
+        if (stage < 0 || d < stage) stage = d;
+      }
+      json task = {{"id", t.id},          {"key", t.task_key},  {"node", t.node_id},
+                   {"action", t.action},  {"service", t.service}, {"plugin", t.plugin},
+                   {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
+                   {"host_id", t.host_id}, {"created_at_ms", t.created_at_ms},
+                   {"updated_at_ms", t.updated_at_ms}, {"message", t.message},
+                   {"after", ParseOr(t.after_json, json::array())}};
+      if (details) {
+        task["stdout"] = t.stdout_tail;
+        task["stderr"] = t.stderr_tail;
+        task["result"] = RedactResults(ParseOr(t.result_json, json::object()));
+        WEFT_TRY_ASSIGN(attempts, store_.ListAttempts(t.id));
+        json a = json::array();
+        for (const store::AttemptRecord& r : attempts)
+          a.push_back({{"attempt", r.attempt},
+                       {"host_id", r.host_id},
+                       {"taken_at_ms", r.taken_at_ms},
+                       {"finished_at_ms", r.finished_at_ms},
+                       {"status", r.status},
+                       {"message", r.message}});
+        task["attempts"] = std::move(a);
+      }
+      list.push_back(std::move(task));
+    }
+    json out = JobSummary(j);
+    out["progress"] = {{"total", tasks.size()},
+                       {"succeeded", counts["succeeded"]},
+                       {"failed", counts["failed"]},
+                       {"running", counts["leased"]},
+                       {"queued", counts["queued"]},
+                       {"retrying", retrying},
+                       {"waiting", counts["waiting"]},
+                       {"cancelled", counts["cancelled"]},
+                       {"stage", stage < 0 ? stages : stage + 1},
+                       {"stages", stages}};
+    out["waiting_for_plugins"] = PluginsWithoutHost(tasks, /*ready_only=*/true);
+    out["tasks"] = std::move(list);
+    out["history"] = ParseOr(j.history_json, json::array());
+    return Response::Ok({{"job", std::move(out)}});
+  }
+
+  Response JobAbort(const Call& call) {
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    Status s = engine_.Abort(j.id, call.principal.user);
+    if (!s.ok()) return Response::Error(s);
+    WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
+    return Response::Ok({{"job", JobSummary(after ? *after : j)}});
+  }
+
+  Response JobRetry(const Call& call) {
+    WEFT_TRY_ASSIGN(j, FindJob(call));
+    Status s = engine_.Retry(j.id, call.principal.user);
+    if (!s.ok()) return Response::Error(s);
+    WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
+    return Response::Ok({{"job", JobSummary(after ? *after : j)}});
+  }
+
+ private:
+  Result<json> JobOptions(const json& body) {
+    json options = json::object();
+    Result<bool> keep = jsonf::Bool(body, "keep_on_failure", "body", false);
+    if (!keep.ok()) return keep.status();
+    if (*keep) options["keep_on_failure"] = true;
+    return options;
+  }
+
+  // The tenant's quotas (docs/security.md): the tenant's clusters that are not
+  // terminated (their target layouts) plus what the request adds, in place of
+  // cluster `except_id`'s nodes. Atomic: the reactor runs one request at a time
+  // and a create inserts its cluster in the same request.
+  Status CheckQuota(const Call& call, const std::vector<store::ClusterRecord>& clusters, std::int64_t add_clusters,
+                    std::int64_t nodes, const std::string& except_id) {
+    const Principal& p = call.principal;
+    const std::int64_t have = static_cast<std::int64_t>(clusters.size());
+    if (p.max_clusters > 0 && add_clusters > 0 && have + add_clusters > p.max_clusters)
+      return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_clusters) +
+                            " clusters (quota max_clusters) and has " + std::to_string(have) +
+                            "; delete one, or ask a superadmin to raise the quota");
+    if (p.max_nodes <= 0) return Status::Ok();
+    std::int64_t in_use = 0;
+    for (const store::ClusterRecord& c : clusters) {
+      if (c.id == except_id) continue;
+      const json layout = json::parse(c.layout_json, nullptr, false);
+      if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_array())
+        in_use += static_cast<std::int64_t>(layout["nodes"].size());
+    }
+    if (in_use + nodes > p.max_nodes)
+      return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_nodes) +
+                            " nodes (quota max_nodes); its other clusters have " + std::to_string(in_use) +
+                            " and this needs " + std::to_string(nodes));
+    return Status::Ok();
+  }
+
+  // A user (role user) sees only the clusters they created.
+  static bool Visible(const Call& call, const store::ClusterRecord& c) {
+    return call.principal.role != Role::kUser || c.owner == call.principal.user;
+  }
+
+  Result<store::ClusterRecord> FindCluster(const Call& call) {
+    Result<std::string> id = jsonf::String(call.request->body, "cluster", "");
+    if (!id.ok()) return id.status();
+    Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
+    if (!c.ok()) return c.status();
+    if (!c->has_value() || !Visible(call, **c))
+      return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
+                              "'; see `weft cluster list`");
+    return std::move(**c);
+  }
+
+  // What each service on each node (node -> service -> state) did last, from
+  // the jobs' tasks, newest job first: the newest START or STOP that succeeded
+  // says `running` or `stopped`. A service that defines neither shows its
+  // newest task (`installed`, `configured`, `initialized`), and so does one
+  // that was never started. The walk stops once every service is settled.
+  using States = std::map<std::string, std::map<std::string, std::string>>;
+  Result<States> ServiceStates(const std::vector<store::JobRecord>& jobs, const json& layout, const json& spec) {
+    auto runs = [&](const std::string& service) {  // whether it defines START or STOP
+      const json services = spec.value("services", json::object());
+      const json entity = services.is_object() ? services.value(service, json::object()) : json::object();
+      const json p = entity.is_object() ? entity.value("provisioner", json::object()) : json::object();
+      const json actions = p.is_object() ? p.value("actions", json::object()) : json::object();
+      return actions.is_object() && (actions.contains("start") || actions.contains("stop"));
+    };
+    std::map<std::string, bool> service_runs;
+    std::set<std::pair<std::string, std::string>> open;  // (node, service) not settled yet
+    for (const json& n : layout.value("nodes", json::array()))
+      for (const json& s : n.value("services", json::array()))
+        if (s.is_string()) {
+          open.insert({n.value("hostname", ""), s.get<std::string>()});
+          if (!service_runs.count(s.get<std::string>())) service_runs[s.get<std::string>()] = runs(s.get<std::string>());
+        }
+    static const std::map<std::string, std::string> kWord = {
+        {"INSTALL", "installed"}, {"CONFIGURE", "configured"}, {"INITIALIZE", "initialized"},
+        {"START", "running"},     {"STOP", "stopped"}};
+    States states;
+    for (const store::JobRecord& j : jobs) {
+      if (open.empty()) break;
+      Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(j.id, false);
+      if (!tasks.ok()) return tasks.status();
+      std::sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+      for (const store::TaskRecord& t : *tasks) {
+        if (t.service.empty() || t.state != store::TaskState::kSucceeded || !kWord.count(t.action)) continue;
+        auto key = open.find({t.node_id, t.service});
+        if (key == open.end()) continue;
+        std::string& state = states[t.node_id][t.service];
+        const bool run_state = t.action == "START" || t.action == "STOP";
+        if (run_state || state.empty()) state = kWord.at(t.action);
+        if (run_state || !service_runs[t.service]) open.erase(key);
+      }
+    }
+    return states;
+  }
+
+  Result<store::JobRecord> FindJob(const Call& call) {
+    const json& body = call.request->body;
+    std::string id;
+    if (body.contains("job") && body["job"].is_number_integer()) {
+      id = std::to_string(body["job"].get<std::int64_t>());
+    } else {
+      Result<std::string> s = jsonf::String(body, "job", "body");
+      if (!s.ok()) return s.status();
+      id = *s;
+    }
+    Result<std::optional<store::JobRecord>> j = store_.GetJob(id);
+    if (!j.ok()) return j.status();
+    bool visible = j->has_value() && (**j).tenant == call.principal.tenant;
+    if (visible && call.principal.role == Role::kUser) {
+      Result<std::optional<store::ClusterRecord>> c = store_.GetCluster((**j).cluster_id);
+      if (!c.ok()) return c.status();
+      visible = c->has_value() && Visible(call, **c);
+    }
+    if (!visible)
+      return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
+                              "'; see `weft job list`");
+    return std::move(**j);
+  }
+
+  Result<catalog::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
+                                const solver::SolveRequest& req) {
+    solver::SolveOptions options;
+    options.clock = &clock_;
+    options.max_time_ms = kSolveTimeMs;
+    return solver::Solve(cat, tmpl, req, options);
+  }
+
+  solver::SolveRequest SolveFor(const store::ClusterRecord& c, const ClusterState& state, std::int64_t size,
+                                std::vector<std::string> services) {
+    solver::SolveRequest req;
+    req.cluster_name = c.name;
+    req.size = size;
+    const json overrides = state.spec.value("overrides", json::object());
+    if (state.spec.contains("provider")) req.overrides.provider = state.spec["provider"].value("name", "");
+    for (const char* key : {"hardwaretype", "imagetype"})
+      if (overrides.contains(key) && overrides[key].is_string())
+        (std::string_view(key) == "hardwaretype" ? req.overrides.hardwaretype : req.overrides.imagetype) =
+            overrides[key].get<std::string>();
+    req.overrides.services = std::move(services);
+    Result<catalog::Layout> existing = catalog::LayoutFromJson(state.layout);
+    if (existing.ok()) req.existing = std::move(existing->nodes);
+    return req;
+  }
+
+  // A new layout for the cluster with its nodes fixed, against its frozen template.
+  Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
+                                  std::int64_t size, std::vector<std::string> services) {
+    Result<catalog::Catalog> cat = LoadCatalog(store_, call.principal.tenant);
+    if (!cat.ok()) return cat.status();
+    Result<std::string> name = cat->PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
+    if (!name.ok()) return name.status().WithContext("the cluster's copy of its template");
+    // The frozen copies of the services it runs win over the catalog's newer versions.
+    const json frozen = state.spec.value("services", json::object());
+    for (const auto& [s, doc] : frozen.items()) {
+      Result<std::string> put = cat->PutJson(Kind::kService, doc);
+      if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + s + "'");
+    }
+    return Solve(*cat, *cat->FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
+  }
+
+  Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
+                         const solver::Overrides& overrides, const catalog::Layout& layout, const json& config) {
+    Status macros = planner::CheckMacros(config);
+    if (!macros.ok()) return macros.WithContext("cluster config");
+    const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
+    const catalog::Provider* provider = cat.FindProvider(provider_name);
+    if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");
+    Result<json> tmpl_doc = cat.GetJson(Kind::kClusterTemplate, tmpl.name);
+    if (!tmpl_doc.ok()) return tmpl_doc.status();
+    json spec = {{"template", *tmpl_doc},
+                 {"provider", {{"name", provider->name}, {"type", provider->providertype}, {"fields", provider->provisioner}}},
+                 {"services", json::object()},
+                 {"config", config},
+                 {"size", layout.nodes.size()}};
+    json versions = json::object();
+    auto version_of = [&](Kind kind, const std::string& name) -> std::int64_t {
+      Result<std::optional<store::CatalogEntityRecord>> r =
+          store_.GetCatalogEntity(tenant, catalog::KindName(kind), name);
+      return r.ok() && r->has_value() ? (**r).version : 0;
+    };
+    versions["clustertemplate/" + tmpl.name] = version_of(Kind::kClusterTemplate, tmpl.name);
+    versions["provider/" + provider->name] = version_of(Kind::kProvider, provider->name);
+    std::set<std::string> on;
+    for (const catalog::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
+    for (const std::string& s : on) {
+      Result<json> doc = cat.GetJson(Kind::kService, s);
+      if (!doc.ok()) return doc.status();
+      if (doc->contains("provisioner")) {
+        Status fields = planner::CheckMacros((*doc)["provisioner"]);
+        if (!fields.ok()) return fields.WithContext("service '" + s + "'");
+      }
+      spec["services"][s] = std::move(*doc);
+      versions["service/" + s] = version_of(Kind::kService, s);
+    }
+    spec["versions"] = std::move(versions);
+    return spec;
+  }
+
+  // Removing `removed` must leave every `requires` of the services kept met.
+  static Status CheckStillMet(const json& spec, const std::set<std::string>& keep,
+                              const std::vector<std::string>& removed) {
+    std::set<std::string> provided = keep;
+    const json services = spec.value("services", json::object());
+    for (const std::string& s : keep)
+      for (const json& p : services.value(s, json::object()).value("dependencies", json::object()).value("provides", json::array()))
+        if (p.is_string()) provided.insert(p.get<std::string>());
+    for (const std::string& s : keep) {
+      const json deps = services.value(s, json::object()).value("dependencies", json::object());
+      for (const char* phase : {"install", "runtime"})
+        for (const json& r : deps.value(phase, json::object()).value("requires", json::array()))
+          if (r.is_string() && !provided.count(r.get<std::string>()))
+            return Status::Invalid("service '" + s + "' requires '" + r.get<std::string>() + "' (" + phase +
+                                   "), which removing " + wire::Dump(json(removed)) + " would leave missing; remove '" +
+                                   s + "' too");
+    }
+    return Status::Ok();
+  }
+
+  Response DryRun(const NewJob& job) {
+    Result<planner::Plan> plan = jobs::PlanJob(job);
+    if (!plan.ok()) return Response::Error(plan.status());
+    json out = plan->ToJson();
+    out["dry_run"] = true;
+    out["operation"] = job.operation;
+    out["layout"] = job.target.layout;
+    return Response::Ok(std::move(out));
+  }
+
+  // The plugin types of unfinished tasks (with `ready_only`, of queued ones)
+  // that no live host runs: nothing takes those tasks until such a host comes.
+  std::set<std::string> PluginsWithoutHost(const std::vector<store::TaskRecord>& tasks, bool ready_only) const {
+    std::set<std::string> out;
+    if (tasks.empty()) return out;
+    const std::set<std::string> live = live_plugins_(tasks.front().tenant);  // a job's tasks share its tenant
+    for (const store::TaskRecord& t : tasks) {
+      const bool pending =
+          t.state == store::TaskState::kQueued || (!ready_only && t.state == store::TaskState::kWaiting);
+      if (pending && !t.plugin.empty() && !live.count(t.plugin)) out.insert(t.plugin);  // "": a JOIN, run by weftd
+    }
+    return out;
+  }
+
+  Response Launch(NewJob job) {
+    const std::string cluster_id = job.cluster_id;
+    Result<store::JobRecord> started = engine_.Start(std::move(job));
+    if (!started.ok()) return Response::Error(started.status());
+    Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
+    if (!c.ok()) return Response::Error(c.status());
+    json reply = {{"job", JobSummary(*started)}};
+    if (c->has_value()) reply["cluster"] = ClusterSummary(**c);
+    // Said at once: a plugin the job needs that no live host runs holds it up
+    // (its tasks wait, and a host that starts later picks them up).
+    Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(started->id, false);
+    if (!tasks.ok()) return Response::Error(tasks.status());
+    reply["waiting_for_plugins"] = PluginsWithoutHost(*tasks, /*ready_only=*/false);
+    return Response::Ok(std::move(reply));
+  }
+
+  store::Store& store_;
+  jobs::JobEngine& engine_;
+  const Clock& clock_;
+  LivePlugins live_plugins_;
+  std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
+};
+
+}  // namespace
+
+json RedactResults(json results) {
+  if (!results.is_object()) return results;
+  auto auth = results.find("ssh_auth");
+  if (auth != results.end() && auth->is_object())
+    for (const char* secret : {"private_key", "passphrase", "password"})
+      if (auth->contains(secret)) (*auth)[secret] = "<redacted>";
+  return results;
+}
+
+void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
+                        LivePlugins live_plugins) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  auto ops = std::make_shared<ClusterOps>(store, engine, clock, std::move(live_plugins));
+  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
+  for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
+                         "reconfigure", "upgrade", "rollback"}) {
+    std::string name = op;
+    std::string wire_name = name;
+    std::replace(wire_name.begin(), wire_name.end(), '-', '_');
+    router.Add("cluster." + wire_name, users, api, [ops, name](const Call& c) { return ops->Change(name, c); });
+  }
+  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
+  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
+  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
+}
+
+}  // namespace weft::jobs

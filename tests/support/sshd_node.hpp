@@ -1,0 +1,62 @@
+// A real sshd node (weft_localnode) that is stopped when the
+// object dies, and the ssh::Target that reaches it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "local_node.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/ssh/ssh.hpp"
+
+namespace weft::testing {
+
+// Tests use their own port so a system sshd on 0.0.0.0:22 cannot get in the way.
+inline constexpr std::uint16_t kTestSshPort = 2022;
+// A port only tests/ssh's address-reuse case listens on, so that no other
+// test's node (ctest -j) decides which address its nodes get.
+inline constexpr std::uint16_t kReuseTestSshPort = 2023;
+
+class SshdNode {
+ public:
+  explicit SshdNode(const std::string& name = "t") : state_("weft-sshd") {
+    localnode::NodeOptions o;
+    o.state_dir = state_.path() / "nodes";
+    o.name = name;
+    o.port = kTestSshPort;
+    auto n = localnode::StartNode(o);
+    if (!n.ok()) FAIL("cannot start a test sshd: " << n.status().ToString());
+    node_ = *n;
+  }
+  ~SshdNode() { Stop(); }
+  SshdNode(const SshdNode&) = delete;
+  SshdNode& operator=(const SshdNode&) = delete;
+
+  void Stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    Status st = localnode::StopNode(node_.dir);
+    if (!st.ok()) FAIL_CHECK("cannot stop the test sshd: " << st.ToString());
+  }
+
+  const localnode::Node& node() const { return node_; }
+  host::ssh::Target target() const {
+    host::ssh::Target t;
+    t.node = node_.name;
+    t.address = node_.address;
+    t.port = node_.port;
+    t.user = node_.user;
+    t.private_key = node_.private_key;
+    t.host_keys = node_.host_keys;
+    return t;
+  }
+
+ private:
+  TempDir state_;
+  localnode::Node node_;
+  bool stopped_ = false;
+};
+
+}  // namespace weft::testing
