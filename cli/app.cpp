@@ -1,8 +1,8 @@
-#include "app.hpp"
+#include "weft/cli/app.hpp"
 
-#include "command.hpp"
-#include "commands/commands.hpp"
-#include "context.hpp"
+#include "weft/cli/command.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
 #include "weft/common/version.hpp"
 
 namespace weft::cli {

@@ -1,8 +1,8 @@
-#include "args.hpp"
+#include "weft/cli/args.hpp"
 
 #include <charconv>
 
-#include "format.hpp"
+#include "weft/cli/format.hpp"
 
 namespace weft::cli {
 namespace {

@@ -1,10 +1,10 @@
-#include "command.hpp"
+#include "weft/cli/command.hpp"
 
 #include <algorithm>
 #include <ostream>
 
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "context.hpp"
+#include "weft/cli/context.hpp"
 
 #include <netdb.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "format.hpp"
+#include "weft/cli/format.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "app.hpp"
+#include "weft/cli/app.hpp"
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);

@@ -1,4 +1,4 @@
-#include "table.hpp"
+#include "weft/cli/table.hpp"
 
 #include <algorithm>
 

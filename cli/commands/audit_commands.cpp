@@ -2,11 +2,11 @@
 #include <cstdio>
 #include <ctime>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
 #include "weft/catalog/entities.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
 
 namespace weft::cli {

@@ -6,12 +6,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/catalog/directory.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 namespace {

@@ -6,12 +6,12 @@
 #include <map>
 #include <sstream>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
 #include "weft/catalog/entities.hpp"
 #include "weft/catalog/layout.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/json_fields.hpp"
 

@@ -1,4 +1,4 @@
-#include "commands/commands.hpp"
+#include "weft/cli/commands.hpp"
 
 namespace weft::cli {
 

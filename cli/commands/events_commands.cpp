@@ -10,10 +10,10 @@
 #include <optional>
 #include <set>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 #include "weft/common/curve.hpp"
 
 namespace weft::cli {

@@ -1,10 +1,10 @@
 // weft host ...: the provisioner hosts the server knows.
 #include <chrono>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 namespace {

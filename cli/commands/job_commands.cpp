@@ -7,10 +7,10 @@
 #include <sstream>
 #include <thread>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 #include "weft/common/lifecycle.hpp"
 
 namespace weft::cli {

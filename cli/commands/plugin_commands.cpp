@@ -1,8 +1,8 @@
 // weft plugin ...: the plugin types registered hosts can run, with their fields.
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 #include "weft/common/digest.hpp"
 
 namespace weft::cli {

@@ -1,8 +1,8 @@
 // weft status: what the server is, where it listens, and what it is doing.
-#include "commands/commands.hpp"
-#include "context.hpp"
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/context.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 namespace {

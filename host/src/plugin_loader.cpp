@@ -13,7 +13,7 @@
 
 #include "weft/common/log.hpp"
 #ifdef WEFT_HOST_HAVE_LUA
-#include "weft/host/lua_plugin.hpp"
+#include "weft/lua/lua_plugin.hpp"
 #endif
 
 namespace weft::host {

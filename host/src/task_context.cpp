@@ -6,8 +6,8 @@
 
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
-#include "weft/host/ssh_services.hpp"
-#include "weft/host/task_view.hpp"
+#include "weft/ssh/ssh_services.hpp"
+#include "weft/ssh/task_view.hpp"
 
 namespace weft::host {
 namespace {

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "args.hpp"
+#include "weft/cli/args.hpp"
 
 namespace weft::cli {
 namespace {

@@ -17,12 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "format.hpp"
 #include "support/catalog_dir.hpp"
 #include "support/host.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
+#include "weft/cli/format.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft {

@@ -5,9 +5,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "app.hpp"
-#include "command.hpp"
-#include "commands/commands.hpp"
+#include "weft/cli/app.hpp"
+#include "weft/cli/command.hpp"
+#include "weft/cli/commands.hpp"
 
 namespace weft::cli {
 namespace {

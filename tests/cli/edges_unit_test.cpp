@@ -4,9 +4,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "args.hpp"
-#include "commands/commands.hpp"
-#include "format.hpp"
+#include "weft/cli/args.hpp"
+#include "weft/cli/commands.hpp"
+#include "weft/cli/format.hpp"
 
 namespace weft::cli {
 

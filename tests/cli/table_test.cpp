@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "format.hpp"
-#include "table.hpp"
+#include "weft/cli/format.hpp"
+#include "weft/cli/table.hpp"
 
 namespace weft::cli {
 

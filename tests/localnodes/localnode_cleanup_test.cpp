@@ -21,7 +21,7 @@
 #include "localnodes/net.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/host/ssh.hpp"
+#include "weft/ssh/ssh.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "weft/host/lua_plugin.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/task_context.hpp"
+#include "weft/lua/lua_plugin.hpp"
 
 namespace weft::lua_test {
 

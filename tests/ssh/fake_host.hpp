@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "support/temp_dir.hpp"
-#include "weft/host/ssh_services.hpp"
-#include "weft/host/task_view.hpp"
 #include "weft/plugin.h"
+#include "weft/ssh/ssh_services.hpp"
+#include "weft/ssh/task_view.hpp"
 
 namespace weft::testing {
 
@@ -85,7 +85,7 @@ inline weft_host_services FakeServices(bool with_ssh = true) {
     return host::ssh::ServiceWrite(F(t)->json_text.c_str(), [t] { return F(t)->cancelled.load(); }, data, len,
                                    remote_path, mode, timeout_ms, err, err_len);
   };
-  // --- 1.2: found where weft-host finds them (weft/host/task_view.hpp) ---
+  // --- 1.2: found where weft-host finds them (weft/ssh/task_view.hpp) ---
   s.field_json = [](weft_task* t, const char* name) -> const char* {
     const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
     const nlohmann::json* fields = host::PluginFields(task, F(t)->kind);

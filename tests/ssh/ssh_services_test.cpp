@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/sshd_node.hpp"
-#include "weft/host/ssh_services.hpp"
+#include "weft/ssh/ssh_services.hpp"
 
 using json = nlohmann::json;
 using namespace weft;

@@ -9,7 +9,7 @@
 
 #include "local_node.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/host/ssh.hpp"
+#include "weft/ssh/ssh.hpp"
 
 namespace weft::testing {
 

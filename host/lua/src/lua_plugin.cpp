@@ -1,4 +1,4 @@
-#include "weft/host/lua_plugin.hpp"
+#include "weft/lua/lua_plugin.hpp"
 
 #include <algorithm>
 #include <array>

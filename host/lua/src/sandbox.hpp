@@ -30,7 +30,7 @@
 
 #include "lua_headers.hpp"
 #include "weft/common/status.hpp"
-#include "weft/host/lua_plugin.hpp"
+#include "weft/lua/lua_plugin.hpp"
 #include "weft/plugin.h"
 
 namespace weft::host::lua {

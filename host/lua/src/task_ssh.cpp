@@ -30,7 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "task_api.hpp"
-#include "weft/host/ssh_services.hpp"
+#include "weft/ssh/ssh_services.hpp"
 
 namespace weft::host::lua {
 namespace {

@@ -1,4 +1,4 @@
-#include "weft/host/ssh.hpp"
+#include "weft/ssh/ssh.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "weft/host/ssh.hpp"
-#include "weft/host/ssh_services.hpp"
+#include "weft/ssh/ssh.hpp"
+#include "weft/ssh/ssh_services.hpp"
 
 namespace weft::host::ssh {
 

@@ -1,9 +1,9 @@
 #include <cstdio>
 #include <exception>
 
-#include "weft/host/ssh.hpp"
-#include "weft/host/ssh_services.hpp"
-#include "weft/host/task_view.hpp"
+#include "weft/ssh/ssh.hpp"
+#include "weft/ssh/ssh_services.hpp"
+#include "weft/ssh/task_view.hpp"
 
 namespace weft::host::ssh {
 namespace {

@@ -1,4 +1,4 @@
-#include "weft/host/task_view.hpp"
+#include "weft/ssh/task_view.hpp"
 
 #include "weft/plugin.h"
 

@@ -1,7 +1,7 @@
 // The command table. Each command is a row: noun, verb, help text, the flags and
 // arguments it takes, and a handler. `weft NOUN VERB ...` finds its row; help and
 // usage errors are generated from the rows, so a new command is one Add() call in
-// its noun's file under commands/ (see commands/commands.hpp).
+// its noun's file under commands/ (see weft/cli/commands.hpp).
 // Built once at start-up, then read-only; not thread-safe while being built.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "args.hpp"
+#include "weft/cli/args.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::cli {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "args.hpp"
+#include "weft/cli/args.hpp"
 
 namespace weft::cli {
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "args.hpp"
+#include "weft/cli/args.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/status.hpp"
-#include "weft/host/ssh.hpp"
 #include "weft/plugin.h"
+#include "weft/ssh/ssh.hpp"
 
 namespace weft::host::ssh {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
+#include "weft/cli/command.hpp"
 
 namespace weft::cli {
 
