@@ -3,6 +3,7 @@
 #include "command.hpp"
 #include "commands/commands.hpp"
 #include "context.hpp"
+#include "weft/common/version.hpp"
 
 namespace weft::cli {
 namespace {

@@ -233,12 +233,12 @@ Status Context::NoAnswer(int timeout_ms) {
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? "
                                  "Something accepts connections there but does not speak ZeroMQ" + elsewhere);
     case Peer::kDropped:
+    case Peer::kNotCompatible:
       // A client without a key is cut off by a weftd with CurveZMQ on, often
-      // before libzmq reports the mechanism mismatch: ask the greeting.
+      // before libzmq reports the mechanism mismatch, and which of the two
+      // events libzmq reports depends on timing: ask the greeting.
       if (!credential_ && PeerMechanism(where, std::min(timeout_ms, 1000)) == "CURVE")
         return Status::Unavailable("weftd at " + where + " needs a credential: " + need_credential);
-      [[fallthrough]];
-    case Peer::kNotCompatible:
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
                                  "ZeroMQ socket there is not one weft can talk to (weftd's events or another "
                                  "program's endpoint?); weftd writes its endpoints to <data_dir>/endpoints.json" +

@@ -22,4 +22,12 @@ function(weft_plugin target kind)
     PREFIX "" CXX_VISIBILITY_PRESET hidden C_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/plugins/${kind})
   weft_target_defaults(${target})
+  # The host lends a plugin no symbols (only the services table), so every symbol
+  # must come from what the plugin links: an unresolved one fails the build here
+  # instead of weft-host's dlopen. Clang does not link its sanitizer runtimes into
+  # shared objects (the executable brings them), so sanitized Clang builds
+  # (WEFT_SANITIZE, or WEFT_FUZZ's instrumented weft_common) skip it.
+  if(NOT ((WEFT_SANITIZE OR WEFT_FUZZ) AND CMAKE_CXX_COMPILER_ID MATCHES "Clang"))
+    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
 endfunction()

@@ -11,6 +11,7 @@
 #include "context.hpp"
 #include "format.hpp"
 #include "table.hpp"
+#include "weft/common/lifecycle.hpp"
 
 namespace weft::cli {
 namespace {
@@ -70,7 +71,8 @@ std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
   if (const std::int64_t retrying = Int(p, "retrying"); retrying > 0) line << retrying << " waiting to retry, ";
   line << Int(p, "failed") << " failed, stage " << Int(p, "stage") << "/" << Int(p, "stages");
   // An ended job that did not succeed: the stage is where it stopped.
-  if (status == "aborted" || status == "failed") line << " (" << status << ")";
+  if (const auto s = JobStatusFrom(status); s == JobStatus::kAborted || s == JobStatus::kFailed)
+    line << " (" << status << ")";
   const std::string waiting = WaitingForHosts(job.value("waiting_for_plugins", json::array()));
   if (!waiting.empty()) line << "; " << waiting;
   line << ", " << Duration(elapsed_ms);  // last: a non-terminal prints a line when what is before it changes
@@ -248,12 +250,13 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
       }
     }
     last = line;
-    if (status == "running" || status == "failing") {
+    const std::optional<JobStatus> state = JobStatusFrom(status);
+    if (state == JobStatus::kRunning || state == JobStatus::kFailing) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
       continue;
     }
     if (tty) ctx.err() << '\n';
-    if (status == "succeeded") {
+    if (state == JobStatus::kSucceeded) {
       if (ctx.json_output()) {
         ctx.PrintJson(job);
       } else {

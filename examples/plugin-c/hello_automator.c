@@ -8,16 +8,8 @@
 #include "weft/plugin.h"
 
 static const char *action_name(uint32_t action) {
-  switch (action) {
-    case WEFT_ACTION_BOOTSTRAP: return "BOOTSTRAP";
-    case WEFT_ACTION_INSTALL: return "INSTALL";
-    case WEFT_ACTION_CONFIGURE: return "CONFIGURE";
-    case WEFT_ACTION_INITIALIZE: return "INITIALIZE";
-    case WEFT_ACTION_START: return "START";
-    case WEFT_ACTION_STOP: return "STOP";
-    case WEFT_ACTION_REMOVE: return "REMOVE";
-    default: return "?";
-  }
+  const char *name = weft_action_name(action);
+  return name ? name : "?";
 }
 
 /* Copies the string value of the first "key":"value" pair in the task JSON into

@@ -24,6 +24,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/version.hpp"
 #include "weft/host/config.hpp"
 #include "weft/host/enrollment.hpp"
 #include "weft/host/master.hpp"

@@ -33,15 +33,12 @@
 
 #include "weft/client/client.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/version.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
 #include "weft/host/resource_sync.hpp"
 #include "weft/host/supervision.hpp"
 #include "weft/host/worker_protocol.hpp"
-
-#ifndef WEFT_VERSION
-#define WEFT_VERSION "0.0.0"
-#endif
 
 namespace weft::host {
 namespace {

@@ -22,8 +22,8 @@ namespace {
 using json = nlohmann::json;
 
 // The descriptor size a given 1.x minor defines. A new minor that appends
-// members to the descriptor or to weft_field adds its size here; 1.1 grew only
-// weft_host_services, so its descriptor and field are 1.0's.
+// members to the descriptor or to weft_field adds its size here; 1.1 and 1.2
+// grew only weft_host_services, so their descriptor and field are 1.0's.
 constexpr std::uint32_t kDescriptorSize_1_0 = sizeof(weft_plugin_descriptor);
 constexpr std::uint32_t kFieldSize_1_0 = sizeof(weft_field);
 // Fields we read from a descriptor before we know its size is sane.
@@ -32,14 +32,16 @@ constexpr std::uint32_t kDescriptorHeaderSize = 3 * sizeof(std::uint32_t);
 std::uint32_t DescriptorSizeForMinor(std::uint32_t minor) {
   switch (minor) {
     case 0:
-    case 1: return kDescriptorSize_1_0;
+    case 1:
+    case 2: return kDescriptorSize_1_0;
     default: return 0;
   }
 }
 std::uint32_t FieldSizeForMinor(std::uint32_t minor) {
   switch (minor) {
     case 0:
-    case 1: return kFieldSize_1_0;
+    case 1:
+    case 2: return kFieldSize_1_0;
     default: return 0;
   }
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -147,18 +149,26 @@ Result<json> ReadTask(const std::filesystem::path& file, const std::string& acti
 
 // ---------------------------------------------------------------- the child
 
-// One JSON object per line on stdout, from any thread the plugin logs from.
+// One JSON object per line on the events descriptor, from any thread the plugin
+// logs from. The descriptor is the child's original stdout; what the plugin
+// itself prints goes to stderr instead (see RunChildMain), so it cannot break a line.
 class EventPipe {
  public:
+  void set_fd(int fd) { fd_ = fd; }
   void Emit(const json& event) {
     const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
     std::lock_guard<std::mutex> lock(mu_);
-    std::fwrite(line.data(), 1, line.size(), stdout);
-    std::fflush(stdout);
+    for (std::size_t done = 0; done < line.size();) {
+      const ssize_t n = write(fd_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // the harness is gone; nobody to tell
+      done += static_cast<std::size_t>(n);
+    }
   }
 
  private:
   std::mutex mu_;
+  int fd_ = STDOUT_FILENO;
 };
 
 EventPipe& Events() {
@@ -226,6 +236,7 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
   TaskContext context(task.dump(), [](int percent, const std::string& message) {
     Events().Emit({{"event", "progress"}, {"percent", percent}, {"message", message}});
   });
+  context.SetPluginKind(plugin.descriptor->kind);  // whose fields field_json finds, as a worker does
   const std::uint32_t bit = ActionFromName(action);
   std::string status = "failed", message;
   if (!(plugin.descriptor->actions & bit)) {
@@ -343,22 +354,25 @@ int Supervise(const RunOptions& o, pid_t pid, int events_fd) {
   std::string buffer;
   KillReason reason = KillReason::kNone;
   const auto kill_at = Clock::now() + std::chrono::milliseconds(o.timeout_ms + KillGraceMs(o.timeout_ms));
+  bool open = true;  // the child's event pipe; it may close before the child ends
+  int status = 0;
   while (true) {
     pollfd p{events_fd, POLLIN, 0};
-    const int n = poll(&p, 1, 100);
-    if (n < 0 && errno != EINTR) break;
+    const int n = poll(&p, open ? 1 : 0, 100);
+    if (n < 0 && errno != EINTR) open = false;  // cannot read it: just wait for the child
     if (n > 0) {
       char chunk[4096];
       const ssize_t r = read(events_fd, chunk, sizeof chunk);
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;  // EOF: the child is gone (or closed stdout)
-      buffer.append(chunk, static_cast<std::size_t>(r));
+      if (r <= 0) open = false;
+      if (r > 0) buffer.append(chunk, static_cast<std::size_t>(r));
       for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
         const json e = json::parse(buffer.substr(0, nl), nullptr, /*allow_exceptions=*/false);
         buffer.erase(0, nl + 1);
         if (e.is_object()) printer.Event(e, report);
       }
     }
+    if (!open && waitpid(pid, &status, WNOHANG) == pid) break;
     if (Clock::now() >= kill_at) {
       reason = KillReason::kHung;
     } else if (std::optional<std::uint64_t> rss = ReadRssBytes(pid);
@@ -367,11 +381,10 @@ int Supervise(const RunOptions& o, pid_t pid, int events_fd) {
     }
     if (reason != KillReason::kNone) {
       kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       break;
     }
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const bool clean_exit = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!report.finished || !clean_exit || reason != KillReason::kNone) {
@@ -435,6 +448,9 @@ int RunChildMain(int argc, char** argv) {
     return 0;
   }
   log::SetLevel(log::Level::kError);  // refusals are reported as events, not log lines
+  // Events keep the original stdout; the plugin's own prints go to stderr.
+  if (const int events = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3); events >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
+    Events().set_fd(events);
   PluginSet plugins;
   if (!plugins.LoadFile(file)) {
     const std::string reason = plugins.refusals().empty() ? "refused" : plugins.refusals().front().reason;

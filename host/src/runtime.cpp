@@ -10,10 +10,6 @@
 
 #include "weft/common/log.hpp"
 
-#ifndef WEFT_VERSION
-#define WEFT_VERSION "0.0.0"
-#endif
-
 namespace weft::host {
 
 // Logs the failures of calls to weftd without flooding: the first failure, then
@@ -463,6 +459,7 @@ json Runtime::RunTask(client::Client& client, const json& task) {
   } else {
     char err[4096] = {0};
     int rc = WEFT_ERR_INTERNAL;
+    context->SetPluginKind(plugin->descriptor->kind);
     try {
       rc = plugin->descriptor->run(plugin->instance, HostServices(), context->handle(), bit, err, sizeof err - 1);
     } catch (...) {

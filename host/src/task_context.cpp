@@ -7,6 +7,7 @@
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/ssh_services.hpp"
+#include "weft/host/task_view.hpp"
 
 namespace weft::host {
 namespace {
@@ -92,9 +93,37 @@ int SvcSshWrite(weft_task* task, const void* data, std::size_t len, const char* 
                            timeout_ms, err, err_len);
 }
 
+// --- 1.2: the task's fields and node ---
+const char* SvcFieldJson(weft_task* task, const char* name) noexcept {
+  try {
+    return task && name ? TaskContext::FromHandle(task)->FieldJson(name) : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+const char* SvcNodeJson(weft_task* task, const char* key) noexcept {
+  try {
+    return task && key ? TaskContext::FromHandle(task)->NodeJson(key) : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 const weft_host_services kServices = {
-    sizeof(weft_host_services), WEFT_ABI_MAJOR, WEFT_ABI_MINOR, &SvcLog,    &SvcProgress,   &SvcSetResult,
-    &SvcTaskJson,               &SvcCancelled,  &SvcSshExec,    &SvcSshUpload, &SvcSshWrite,
+    .struct_size = sizeof(weft_host_services),
+    .abi_major = WEFT_ABI_MAJOR,
+    .abi_minor = WEFT_ABI_MINOR,
+    .log = &SvcLog,
+    .progress = &SvcProgress,
+    .set_result = &SvcSetResult,
+    .task_json = &SvcTaskJson,
+    .cancelled = &SvcCancelled,
+    .ssh_exec = &SvcSshExec,
+    .ssh_upload = &SvcSshUpload,
+    .ssh_write = &SvcSshWrite,
+    .field_json = &SvcFieldJson,
+    .node_json = &SvcNodeJson,
 };
 
 }  // namespace
@@ -112,6 +141,37 @@ void TaskContext::Append(std::string& tail, std::string_view line, std::size_t c
   // Do not start the tail in the middle of a UTF-8 sequence.
   while (cut < tail.size() && (static_cast<unsigned char>(tail[cut]) & 0xC0) == 0x80) ++cut;
   tail.erase(0, cut);
+}
+
+const nlohmann::json& TaskContext::Parsed() {
+  if (!parsed_) {
+    parsed_ = nlohmann::json::parse(task_json_, nullptr, /*allow_exceptions=*/false);
+    if (!parsed_->is_object()) parsed_ = nlohmann::json::object();
+  }
+  return *parsed_;
+}
+
+const char* TaskContext::Keep(std::string key, const nlohmann::json* value) {
+  if (!value) return nullptr;
+  // The same text for the same question: a pointer handed out earlier stays valid.
+  auto [it, added] = kept_.try_emplace(std::move(key));
+  if (added) it->second = value->dump();
+  return it->second.c_str();
+}
+
+const char* TaskContext::FieldJson(const char* name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const nlohmann::json* value = nullptr;
+  if (const nlohmann::json* fields = PluginFields(Parsed(), plugin_kind_)) {
+    auto it = fields->find(name);
+    if (it != fields->end() && !it->is_null()) value = &*it;
+  }
+  return Keep(std::string("field:") + name, value);
+}
+
+const char* TaskContext::NodeJson(const char* key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Keep(std::string("node:") + key, NodeFact(Parsed(), key));
 }
 
 void TaskContext::Log(int level, const char* message) {

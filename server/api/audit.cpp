@@ -188,9 +188,8 @@ Status RecordAudit(store::Store& store, const Clock& clock, const Call& call, co
   if (!entry) return Status::Ok();
   if (entry->cluster.empty() && !entry->cluster_id.empty()) {
     // A job's reply names its cluster by id only; the name is what people filter by.
-    Result<std::optional<store::ClusterRecord>> c = store.GetCluster(entry->cluster_id);
-    if (!c.ok()) return c.status();
-    if (c->has_value()) entry->cluster = (**c).name;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store.GetCluster(entry->cluster_id));
+    if (c.has_value()) entry->cluster = c->name;
   }
   entry->at_ms = clock.NowMs();
   return store.AppendAudit(*entry);

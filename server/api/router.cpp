@@ -50,6 +50,11 @@ std::map<std::string, std::int64_t> Router::Served() const {
   return out;
 }
 
+bool Router::ReadOnly(const std::string& op) const {
+  auto it = ops_.find(op);
+  return it != ops_.end() && it->second.effect == Effect::kReads;
+}
+
 std::vector<std::string> Router::KnownOps() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : ops_) out.push_back(name);

@@ -83,7 +83,9 @@ using Handler = std::function<Response(const Call&)>;
 // state is recorded (the default, so that a new op is covered unless it says
 // otherwise). Reads are not, nor a host's own traffic (register, heartbeat,
 // take, finish, progress: thousands a second, and the tasks and their
-// attempts are already that record).
+// attempts are already that record). Ops that only read are also answered
+// ahead of a batch's writes (Router::ReadOnly), so kReads must mean it: a
+// handler that changes anything another request could observe is kChanges.
 enum class Effect : int { kChanges = 1, kReads, kHostTraffic };
 
 // Writes the audit entry of a successful call that changed state, in the
@@ -106,6 +108,10 @@ class Router {
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
   void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
   std::vector<std::string> KnownOps() const;
+  // Whether `op` was added as one that only reads (Effect::kReads): it changes
+  // nothing in the store and nothing another request could observe, so weftd
+  // answers it ahead of a batch's writes, from committed state.
+  bool ReadOnly(const std::string& op) const;
   // Whether a tenant exists (server/auth's registry). Once set, an `api`
   // request acting in any other tenant is refused before its handler runs, so
   // a misspelt --tenant never creates a phantom tenant.

@@ -48,18 +48,11 @@ std::string Who(const Call& call) {
 
 }  // namespace
 
-void RegisterTenantOps(api::Ops& ops, Registry& registry) {
-  api::Router& router = ops.router();
+void RegisterTenantOps(api::Router& router, Registry& registry) {
   const std::set<Role> superadmin = {Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   Registry* reg = &registry;
   router.SetTenantExists([reg](const std::string& tenant) { return reg->tenants().count(tenant) != 0; });
-  ops.set_worker_caps([reg] {
-    std::map<std::string, std::int64_t> caps;
-    for (const auto& [name, t] : reg->tenants())
-      if (t.max_workers > 0) caps[name] = t.max_workers;
-    return caps;
-  });
 
   router.Add("tenant.create", superadmin, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
@@ -93,13 +86,12 @@ void RegisterTenantOps(api::Ops& ops, Registry& registry) {
   });
 }
 
-void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
-  api::Router& router = ops.router();
+void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options) {
   const std::set<Role> superadmin = {Role::kSuperadmin};
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   Registry* reg = &registry;
-  api::Ops* o = &ops;
+  hosts::HostRegistry* o = &hosts;
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
     const json& body = c.request->body;
@@ -132,7 +124,7 @@ void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
     Status s = reg->RevokeHost(host_id, Who(c));
     if (!s.ok()) return Response::Error(s);
-    s = o->ForgetHost(host_id, "host '" + host_id + "' was revoked by " + Who(c));
+    s = o->Forget(host_id, "host '" + host_id + "' was revoked by " + Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"host_id", host_id}});
   });
@@ -224,13 +216,13 @@ Status RefuseSealedText(const json& value, const std::string& what) {
 }
 
 // A provider entity: its sensitive fields sealed for it; no other sealed text.
-Status SealProvider(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+Status SealProvider(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity) {
   json rest = entity;
   rest.erase("provisioner");
   WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "provider '" + Str(entity, "name") + "'"));
   auto fields = entity.find("provisioner");
   if (fields == entity.end() || !fields->is_object()) return Status::Ok();
-  return box.SealFields(*fields, ops.SensitiveFields(Str(entity, "providertype")),
+  return box.SealFields(*fields, hosts.SensitiveFields(Str(entity, "providertype")),
                         {tenant, "provider", Str(entity, "name"), ""});
 }
 
@@ -243,7 +235,7 @@ json* Actions(json& service) {
 }
 
 // A service entity: each action's fields its automator declares sensitive sealed for it; no other sealed text.
-Status SealService(const SecretBox& box, const api::Ops& ops, const std::string& tenant, json& entity) {
+Status SealService(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity) {
   const std::string name = Str(entity, "name");
   json rest = entity;
   if (json* actions = Actions(rest))
@@ -255,7 +247,7 @@ Status SealService(const SecretBox& box, const api::Ops& ops, const std::string&
   for (auto& [key, action] : actions->items()) {
     if (!action.is_object() || !action.contains("fields")) continue;
     WEFT_RETURN_IF_ERROR(
-        box.SealFields(action["fields"], ops.SensitiveFields(Str(action, "type")), {tenant, "service", name, key}));
+        box.SealFields(action["fields"], hosts.SensitiveFields(Str(action, "type")), {tenant, "service", name, key}));
   }
   return Status::Ok();
 }
@@ -322,12 +314,12 @@ Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& 
 
 }  // namespace
 
-Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file) {
+Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesystem::path& key_file) {
   Result<SecretBox> opened = SecretBox::Open(key_file);
   if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
   auto box = std::make_shared<const SecretBox>(std::move(*opened));
-  api::Ops* o = &ops;
-  store::Store* st = &store;
+  const hosts::HostRegistry* o = &deps.hosts;
+  store::Store* st = &deps.store;
   // A call whose request body is `body` instead.
   auto with_body = [](const Call& call, json body, const api::Handler& next) {
     wire::Request copy = *call.request;
@@ -338,9 +330,9 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
   };
   // No client request may carry sealed text: weftd would store it where it
   // might later be opened. (Catalog puts of sealable entities check below.)
-  for (const std::string& op : ops.router().KnownOps()) {
+  for (const std::string& op : router.KnownOps()) {
     if (kSealingPuts.count(op)) continue;
-    ops.router().Wrap(op, [op](api::Handler next) -> api::Handler {
+    router.Wrap(op, [op](api::Handler next) -> api::Handler {
       return [op, next](const Call& c) {
         if (c.endpoint != Endpoint::kApi) return next(c);
         Status s = RefuseSealedText(c.request->body, "op '" + op + "': the request");
@@ -348,7 +340,7 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
       };
     });
   }
-  ops.router().Wrap("task.finish", [box, st, with_body](api::Handler next) -> api::Handler {
+  router.Wrap("task.finish", [box, st, with_body](api::Handler next) -> api::Handler {
     return [box, st, with_body, next](const Call& c) {
       auto result = c.request->body.find("result");
       if (result == c.request->body.end() || !result->is_object() || !result->contains("ssh_auth")) return next(c);
@@ -365,10 +357,10 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
       return with_body(c, std::move(body), next);
     };
   });
-  using Sealer = Status (*)(const SecretBox&, const api::Ops&, const std::string&, json&);
+  using Sealer = Status (*)(const SecretBox&, const hosts::HostRegistry&, const std::string&, json&);
   for (const auto& [op, seal] : {std::pair<std::string, Sealer>{"provider.put", &SealProvider},
                                  std::pair<std::string, Sealer>{"service.put", &SealService}}) {
-    ops.router().Wrap(op, [box, o, with_body, seal = seal](api::Handler next) -> api::Handler {
+    router.Wrap(op, [box, o, with_body, seal = seal](api::Handler next) -> api::Handler {
       return [box, o, with_body, seal, next](const Call& c) {
         if (!c.request->body.is_object()) return next(c);  // the handler says what is wrong
         json sealed = c.request->body;  // the entity itself
@@ -378,7 +370,7 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
       };
     });
   }
-  ops.router().Wrap("host.register", [box, st](api::Handler next) -> api::Handler {
+  router.Wrap("host.register", [box, st](api::Handler next) -> api::Handler {
     return [box, st, next](const Call& c) {
       Response r = next(c);
       auto plugins = c.request->body.find("plugins");
@@ -390,7 +382,7 @@ Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem:
       return r;
     };
   });
-  ops.AddTakeDecorator([box](const store::TaskRecord& r, json& task) { return OpenForTask(*box, r, task); });
+  deps.dispatcher.AddTakeDecorator([box](const store::TaskRecord& r, json& task) { return OpenForTask(*box, r, task); });
   return Status::Ok();
 }
 

@@ -2,15 +2,17 @@
 // accept/revoke, tenants, users and their keys; and how a request's key
 // becomes its principal.
 //
-// Reactor thread only, like the Registry and the Ops they use.
+// Reactor thread only, like the Registry and the host registry they use.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
-#include "server/api/ops.hpp"
 #include "server/api/router.hpp"
 #include "server/auth/auth.hpp"
+#include "server/hosts/dispatcher.hpp"
+#include "server/hosts/host_registry.hpp"
+#include "server/store/store.hpp"
 #include "weft/common/log_tally.hpp"
 #include "weft/common/wire.hpp"
 
@@ -24,17 +26,28 @@ struct OpsOptions {
 // The tenant ops and the router's check that a request's tenant exists.
 // Registered with security on or off: without CurveZMQ every api caller is
 // superadmin, and tenants still have to be created before anything acts in them.
-void RegisterTenantOps(api::Ops& ops, Registry& registry);
+void RegisterTenantOps(api::Router& router, Registry& registry);
 
-// The ops that need CurveZMQ: enrollment, host accept/revoke, users and their keys.
-void RegisterOps(api::Ops& ops, Registry& registry, OpsOptions options);
+// The ops that need CurveZMQ: enrollment, host accept/revoke, users and their
+// keys. `hosts`: whether a host is live (enrollment, accept) and forgetting a revoked one.
+void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options);
+
+// What the secrets at rest need: the store (sealing in place), the plugins'
+// sensitive fields (from the registered hosts) and the take path (opening).
+struct SecretsDeps {
+  store::Store& store;
+  const hosts::HostRegistry& hosts;
+  hosts::Dispatcher& dispatcher;
+};
 
 // Secrets at rest (server/auth/secrets.hpp): task.finish seals a result's SSH
 // secrets before anything stores them, provider.put seals the fields the
 // provider's plugin declares sensitive (and when a host registers a plugin,
 // those fields already stored in the clear are sealed in place), and a take
-// decorator (added last) opens them in the task handed to the host.
-[[nodiscard]] Status InstallSecrets(api::Ops& ops, store::Store& store, const std::filesystem::path& key_file);
+// decorator (added last) opens them in the task handed to the host. Wraps the
+// ops `router` knows when it is called: register every op group but the
+// CurveZMQ ones (which take no sealable input) before.
+[[nodiscard]] Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesystem::path& key_file);
 
 // The principal of a request that arrived with `key` (the connection's
 // User-Id) on `endpoint`; DENIED with a sentence when the key may not act as

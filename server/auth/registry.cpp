@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "server/api/ops.hpp"
+#include "server/hosts/host_registry.hpp"
 #include "server/auth/auth.hpp"
 #include "weft/common/log.hpp"
 
@@ -139,7 +139,7 @@ Status Registry::Revoke(store::PrincipalRecord& p, const std::string& by) {
 Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std::string& created_by,
                                                  const std::string& for_host, bool replace) {
   if (ttl_ms <= 0) return Status::Invalid("a token's ttl must be positive");
-  if (!for_host.empty() && !api::ValidHostId(for_host))
+  if (!for_host.empty() && !hosts::ValidHostId(for_host))
     return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -, got '" + for_host + "'");
   if (replace && for_host.empty())
     return Status::Invalid("a token that may replace a live host must name that host (--host)");
@@ -160,7 +160,7 @@ Result<Registry::NewToken> Registry::CreateToken(std::int64_t ttl_ms, const std:
 
 Status Registry::EnrollHost(const std::string& token_key, const std::string& host_id, const std::string& host_key,
                             bool live) {
-  if (!api::ValidHostId(host_id))
+  if (!hosts::ValidHostId(host_id))
     return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -");
   if (!curve::IsKey(host_key)) return Status::Invalid("the host's public key must be a 40-character Z85 CURVE key");
   if (principals_.count(host_key)) return Status::Conflict("that public key is already registered; make a new one");
@@ -233,7 +233,7 @@ bool Registry::AdmitRequest() {
 
 Result<bool> Registry::RequestHost(const std::string& host_id, const std::string& host_key,
                                    const std::string& address) {
-  if (!api::ValidHostId(host_id))
+  if (!hosts::ValidHostId(host_id))
     return Status::Invalid("a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -");
   auto mine = requests_.find(host_key);
   if (mine != requests_.end() && mine->second.host_id == host_id) return false;  // it asks again

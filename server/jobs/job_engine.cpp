@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "weft/catalog/catalog.hpp"
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::jobs {
@@ -80,8 +81,9 @@ bool IsServiceAction(std::string_view action) {
 
 // "job 28 has already succeeded", "job 28 was already aborted", "job 28 is running".
 std::string JobIs(const std::string& id, const std::string& status) {
-  if (status == "succeeded" || status == "failed") return "job " + id + " has already " + status;
-  if (status == "aborted") return "job " + id + " was already aborted";
+  const std::optional<JobStatus> s = JobStatusFrom(status);
+  if (s == JobStatus::kSucceeded || s == JobStatus::kFailed) return "job " + id + " has already " + status;
+  if (s == JobStatus::kAborted) return "job " + id + " was already aborted";
   return "job " + id + " is " + status;
 }
 
@@ -232,28 +234,26 @@ ClusterState ClusterState::FromJson(const json& doc) {
 
 Result<planner::Plan> PlanJob(const NewJob& job) {
   planner::PlanRequest req;
-  if (job.operation == "rollback" || job.operation == "undo") {
-    Result<planner::Operation> op = Converge(job.before, job.target);
-    if (!op.ok()) return op.status();
-    req.operation = *op;
+  const std::optional<JobOperation> operation = JobOperationFrom(job.operation);
+  if (operation == JobOperation::kRollback || operation == JobOperation::kUndo) {
+    WEFT_ASSIGN_OR_RETURN(planner::Operation op, Converge(job.before, job.target));
+    req.operation = op;
     // A rollback restarts what it reconfigures; an undo takes back what its
     // job did and no more: it reconfigures only what that job reconfigured.
-    req.restart = job.operation == "rollback" || job.extras.restart;
+    req.restart = operation == JobOperation::kRollback || job.extras.restart;
     req.changed_services = ChangedServices(job.before, job.target);
-    if (job.operation == "undo") req.reconfigure_only = job.extras.reconfigured;
+    if (operation == JobOperation::kUndo) req.reconfigure_only = job.extras.reconfigured;
   } else {
-    Result<planner::Operation> op = planner::ParseOperation(job.operation);
-    if (!op.ok()) return op.status();
-    req.operation = *op;
+    WEFT_ASSIGN_OR_RETURN(planner::Operation op, planner::ParseOperation(job.operation));
+    req.operation = op;
     req.restart = job.extras.restart;
     req.changed_services = job.extras.changed_services;
   }
   req.before = NodeSpecs(job.before.layout);
   req.after = NodeSpecs(job.target.layout);
   if (req.operation == planner::Operation::kDelete) req.after.clear();
-  Result<std::vector<planner::ServiceSpec>> specs = ServiceSpecs(job.before, job.target);
-  if (!specs.ok()) return specs.status();
-  req.services = std::move(*specs);
+  WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
+  req.services = std::move(specs);
   req.only_services = job.extras.only_services;
   return planner::MakePlan(req);
 }
@@ -305,10 +305,9 @@ void JobEngine::EmitCluster(const store::ClusterRecord& c) {
 
 Status JobEngine::SetCluster(const std::string& cluster_id,
                              const std::function<void(store::ClusterRecord&)>& change) {
-  Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
-  if (!c.ok()) return c.status();
-  if (!c->has_value()) return Status::Internal("cluster " + cluster_id + " of a job does not exist");
-  store::ClusterRecord& rec = **c;
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(cluster_id));
+  if (!c.has_value()) return Status::Internal("cluster " + cluster_id + " of a job does not exist");
+  store::ClusterRecord& rec = *c;
   const std::string old_status = rec.status;
   change(rec);
   rec.updated_at_ms = clock_.NowMs();
@@ -322,8 +321,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
     return Status::Conflict("cluster " + job.cluster_id + " already has job " + ActiveJob(job.cluster_id) +
                             " running; wait for it (weft job watch " + ActiveJob(job.cluster_id) +
                             ") or abort it (weft job abort)");
-  Result<planner::Plan> plan = PlanJob(job);
-  if (!plan.ok()) return plan.status();
+  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job));
   const std::int64_t now = clock_.NowMs();
 
   auto run = std::make_unique<Run>();
@@ -331,7 +329,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   r.tenant = job.tenant;
   r.cluster_id = job.cluster_id;
   r.operation = job.operation;
-  r.status = "running";
+  r.status = ToString(JobStatus::kRunning);
   r.requested_by = job.requested_by;
   r.options_json = wire::Dump(job.options);
   r.before_json = wire::Dump(job.before.ToJson());
@@ -344,21 +342,19 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   run->target = std::move(job.target);
   Index(*run);
 
-  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(r.cluster_id);
-  if (!cluster.ok()) return cluster.status();
-  if (!cluster->has_value()) return Status::NotFound("cluster " + r.cluster_id + " does not exist");
-  run->owner = (**cluster).owner;
-  run->cluster_name = (**cluster).name;
-  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(r.cluster_id);
-  if (!nodes.ok()) return nodes.status();
-  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(r.cluster_id));
+  if (!cluster.has_value()) return Status::NotFound("cluster " + r.cluster_id + " does not exist");
+  run->owner = cluster->owner;
+  run->cluster_name = cluster->name;
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_.ListNodes(r.cluster_id));
+  for (const store::NodeRecord& n : nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
 
   Run& ref = *run;
   runs_[r.id] = std::move(run);
   cluster_job_[ref.record.cluster_id] = ref.record.id;
-  WEFT_RETURN_IF_ERROR(AddTasks(ref, *plan));
+  WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.spec_json = wire::Dump(ref.target.spec);
     c.layout_json = wire::Dump(ref.target.layout);
     c.latest_job = ref.record.id;
@@ -396,9 +392,8 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     n.service = t.service;
     n.after_json = AfterJson(t.after);
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
-    t.id = id->front();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
+    t.id = id.front();
     ids[i] = t.id;
     if (p.action == Action::kConfirm) confirms.push_back(t.id);
     if (IsServiceAction(t.action) || p.action == Action::kBootstrap) service_tasks.push_back(t.id);
@@ -414,10 +409,9 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     n.task_key = "join/CONFIRM/addresses";
     n.after_json = AfterJson(confirms);
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     TaskNode join;
-    join.id = id->front();
+    join.id = id.front();
     join.key = "join/CONFIRM/addresses";
     join.action = "JOIN";
     join.after = confirms;
@@ -537,10 +531,9 @@ Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& messa
     n.task_key = confirm.node + "/" + action + "#" + round;
     n.after_json = previous ? AfterJson({previous}) : "[]";
     n.waiting = true;
-    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
-    if (!id.ok()) return id.status();
+    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     TaskNode t;
-    t.id = id->front();
+    t.id = id.front();
     t.key = confirm.node + "/" + action + "#" + round;
     t.node = confirm.node;
     t.action = action;
@@ -570,7 +563,7 @@ Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& messa
 
 Status JobEngine::Fail(Run& run, const std::string& message) {
   run.failing = true;
-  run.record.status = "failing";
+  run.record.status = ToString(JobStatus::kFailing);
   run.record.message = message;
   run.record.updated_at_ms = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(run.record));
@@ -596,33 +589,38 @@ Status JobEngine::Finish(Run& run) {
   const std::int64_t now = clock_.NowMs();
   store::JobRecord& r = run.record;
   const bool ok = !run.failing;
-  r.status = ok ? "succeeded" : (r.status == "aborted" ? "aborted" : "failed");
+  const bool aborted = JobStatusFrom(r.status) == JobStatus::kAborted;
+  r.status = ToString(ok ? JobStatus::kSucceeded : aborted ? JobStatus::kAborted : JobStatus::kFailed);
   r.updated_at_ms = now;
   r.finished_at_ms = now;
   const std::string job_id = r.id;
   const std::string cluster_id = r.cluster_id;
 
+  const std::optional<JobOperation> operation = JobOperationFrom(r.operation);
   std::optional<NewJob> undo;
   if (ok) {
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
       c.status = run.target.status;
       c.spec_json = wire::Dump(run.target.spec);
       c.layout_json = wire::Dump(run.target.layout);
-      if (r.operation != "undo" && r.operation != "delete" && r.operation != "create")
+      if (operation != JobOperation::kUndo && operation != JobOperation::kDelete &&
+          operation != JobOperation::kCreate)
         c.previous_json = wire::Dump(json{{"spec", run.before.spec}, {"layout", run.before.layout}});
-      if (c.status == "terminated") c.expire_at_ms = 0;
+      if (ClusterStatusFrom(c.status) == ClusterStatus::kTerminated) c.expire_at_ms = 0;
     }));
     // A deleted cluster keeps no secret, not even sealed (docs/security.md).
-    if (run.target.status == "terminated") WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
+    if (ClusterStatusFrom(run.target.status) == ClusterStatus::kTerminated)
+      WEFT_RETURN_IF_ERROR(store_.WipeSealedValues(cluster_id));
   } else {
-    const bool keep = run.options.value("keep_on_failure", false) || r.status == "aborted";
-    if (!keep && r.operation != "undo") undo = UndoJob(run);
+    const bool keep = run.options.value("keep_on_failure", false) || aborted;
+    if (!keep && operation != JobOperation::kUndo) undo = UndoJob(run);
     if (undo) {
       r.message += "; undoing it in a new job";
       run.options["undone"] = true;
       r.options_json = wire::Dump(run.options);
     }
-    const std::string status = undo ? "pending" : keep ? "incomplete" : "inconsistent";
+    const std::string status(
+        ToString(undo ? ClusterStatus::kPending : keep ? ClusterStatus::kIncomplete : ClusterStatus::kInconsistent));
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = status; }));
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
@@ -634,7 +632,8 @@ Status JobEngine::Finish(Run& run) {
   Result<store::JobRecord> started = Start(std::move(*undo));
   if (!started.ok()) {
     // The failed job stays failed; the cluster is left for an operator to look at.
-    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = "inconsistent"; }));
+    WEFT_RETURN_IF_ERROR(SetCluster(
+        cluster_id, [&](store::ClusterRecord& c) { c.status = ToString(ClusterStatus::kInconsistent); }));
     return Status::Ok();
   }
   return Status::Ok();
@@ -650,14 +649,14 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   NewJob undo;
   undo.tenant = run.record.tenant;
   undo.cluster_id = run.record.cluster_id;
-  undo.operation = "undo";
+  undo.operation = ToString(JobOperation::kUndo);
   undo.requested_by = "job " + run.record.id + " (undo after failure)";
   undo.parent_job = run.record.id;
   undo.before.spec = run.target.spec;
-  undo.before.status = "pending";
-  const std::string& op = run.record.operation;
+  undo.before.status = ToString(ClusterStatus::kPending);
+  const std::optional<JobOperation> op = JobOperationFrom(run.record.operation);
   json made = json::array();
-  if (op == "create" || op == "scale") {
+  if (op == JobOperation::kCreate || op == JobOperation::kScale) {
     bool grew = false;
     for (const json& n : Nodes(run.target.layout)) {
       const std::string id = n.value("hostname", "");
@@ -678,8 +677,8 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     // A shrink, or a grow that failed before any new node was attempted: nothing to
     // remove. Going back from a failed shrink would CREATE nodes whose DELETE may
     // have half run; `job retry` finishes the shrink instead.
-    if (op == "scale" && !grew) return std::nullopt;
-  } else if (op == "add-services") {
+    if (op == JobOperation::kScale && !grew) return std::nullopt;
+  } else if (op == JobOperation::kAddServices) {
     for (const json& old : Nodes(run.before.layout)) {
       const std::string id = old.value("hostname", "");
       json n = old;
@@ -698,12 +697,13 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   for (const auto& [id, t] : run.tasks)
     if (t.action == "CONFIGURE" && t.attempt > 0 && FindNode(run.before.layout, t.node))
       undo.extras.reconfigured.insert(t.node + "/" + t.service);
-  if (op == "create") {
+  if (op == JobOperation::kCreate) {
     undo.target.spec = run.target.spec;
-    undo.target.status = "terminated";
+    undo.target.status = ToString(ClusterStatus::kTerminated);
   } else {
     undo.target = run.before;
-    if (undo.target.status.empty() || undo.target.status == "pending") undo.target.status = "active";
+    if (undo.target.status.empty() || ClusterStatusFrom(undo.target.status) == ClusterStatus::kPending)
+      undo.target.status = ToString(ClusterStatus::kActive);
   }
   return undo;
 }
@@ -827,10 +827,9 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   auto r = runs_.find(job_id);
   if (r == runs_.end()) {
-    Result<std::optional<store::JobRecord>> rec = store_.GetJob(job_id);
-    if (!rec.ok()) return rec.status();
-    if (!rec->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-    return Status::Conflict(JobIs(job_id, (**rec).status) + "; only a running job can be aborted");
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> rec, store_.GetJob(job_id));
+    if (!rec.has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+    return Status::Conflict(JobIs(job_id, rec->status) + "; only a running job can be aborted");
   }
   Run& run = *r->second;
   const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
@@ -842,25 +841,23 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
   }
   run.failing = true;
   run.in_flight.clear();
-  run.record.status = "aborted";
+  run.record.status = ToString(JobStatus::kAborted);
   run.record.message = "aborted by " + who;
   return Finish(run);
 }
 
 Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string& retried_by) {
-  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(rec.id, false);
-  if (!tasks.ok()) return tasks.status();
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(rec.id, false));
   const json earlier = ParseOr(rec.history_json, json::array());
   json failed = json::array();
   std::int64_t succeeded = 0, cancelled = 0, failed_count = 0;
-  for (const store::TaskRecord& t : *tasks) {
+  for (const store::TaskRecord& t : tasks) {
     succeeded += t.state == TaskState::kSucceeded;
     cancelled += t.state == TaskState::kCancelled;
     if (t.state != TaskState::kFailed) continue;
     if (++failed_count > static_cast<std::int64_t>(kHistoryFailedTasks)) continue;
-    Result<std::optional<store::TaskRecord>> full = store_.GetTask(t.id);  // with message and output
-    if (!full.ok()) return full.status();
-    const store::TaskRecord& f = full->has_value() ? **full : t;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::TaskRecord> full, store_.GetTask(t.id));  // with message and output
+    const store::TaskRecord& f = full.has_value() ? *full : t;
     failed.push_back({{"id", f.id},
                       {"key", f.task_key},
                       {"node", f.node_id},
@@ -890,31 +887,28 @@ Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string&
 
 Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   if (runs_.count(job_id)) return Status::Conflict("job " + job_id + " is still running; only a failed or aborted job can be retried");
-  Result<std::optional<store::JobRecord>> found = store_.GetJob(job_id);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
-  store::JobRecord rec = **found;
-  if (rec.status != "failed" && rec.status != "aborted")
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> found, store_.GetJob(job_id));
+  if (!found.has_value()) return Status::NotFound("job '" + job_id + "' does not exist");
+  store::JobRecord rec = *found;
+  if (const auto status = JobStatusFrom(rec.status); status != JobStatus::kFailed && status != JobStatus::kAborted)
     return Status::Conflict(JobIs(job_id, rec.status) + "; only a failed or aborted job can be retried");
   if (ParseOr(rec.options_json, json::object()).value("undone", false))
     return Status::Conflict("job " + job_id + " failed and was undone by a later job; start the operation again instead");
   if (!ActiveJob(rec.cluster_id).empty())
     return Status::Conflict("cluster " + rec.cluster_id + " has job " + ActiveJob(rec.cluster_id) +
                             " running; retry job " + job_id + " when it is done");
-  Result<std::vector<store::JobRecord>> later = store_.ListJobs(rec.tenant, rec.cluster_id, 1);
-  if (!later.ok()) return later.status();
-  if (!later->empty() && later->front().id != job_id)
-    return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later->front().id + " since job " + job_id +
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::JobRecord> later, store_.ListJobs(rec.tenant, rec.cluster_id, 1));
+  if (!later.empty() && later.front().id != job_id)
+    return Status::Conflict("cluster " + rec.cluster_id + " has had job " + later.front().id + " since job " + job_id +
                             "; only the cluster's latest job can be retried");
   // What this run ended with stays in the job: the new attempts overwrite the
   // failed tasks' state, message and output, and the job's own message.
-  Result<json> ended = EndedRun(rec, who);
-  if (!ended.ok()) return ended.status();
+  WEFT_ASSIGN_OR_RETURN(json ended, EndedRun(rec, who));
   json history = ParseOr(rec.history_json, json::array());
   if (!history.is_array()) history = json::array();
-  history.push_back(std::move(*ended));
+  history.push_back(std::move(ended));
   rec.history_json = history.dump();
-  rec.status = "running";
+  rec.status = ToString(JobStatus::kRunning);
   rec.finished_at_ms = 0;
   rec.message = "";
   rec.updated_at_ms = clock_.NowMs();
@@ -938,7 +932,7 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   std::sort(ready.begin(), ready.end());
   for (std::int64_t id : ready) WEFT_RETURN_IF_ERROR(Release(run, id));
   WEFT_RETURN_IF_ERROR(SetCluster(rec.cluster_id, [&](store::ClusterRecord& c) {
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.latest_job = job_id;
   }));
   EmitJob(run);
@@ -946,20 +940,19 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
 }
 
 Status JobEngine::ExpireLeases() {
-  Result<std::vector<store::ClusterRecord>> expired = store_.ListExpiredClusters(clock_.NowMs());
-  if (!expired.ok()) return expired.status();
-  for (store::ClusterRecord& c : *expired) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::ClusterRecord> expired, store_.ListExpiredClusters(clock_.NowMs()));
+  for (store::ClusterRecord& c : expired) {
     if (!ActiveJob(c.id).empty()) continue;  // expired again once its job is done
     NewJob job;
     job.tenant = c.tenant;
     job.cluster_id = c.id;
-    job.operation = "delete";
+    job.operation = ToString(JobOperation::kDelete);
     job.requested_by = "janitor (the cluster's lease ran out)";
     job.before.spec = ParseOr(c.spec_json, json::object());
     job.before.layout = ParseOr(c.layout_json, json{{"nodes", json::array()}});
     job.before.status = c.status;
     job.target.spec = job.before.spec;
-    job.target.status = "terminated";
+    job.target.status = ToString(ClusterStatus::kTerminated);
     // The lease is over whatever the delete does: never start a second one.
     c.expire_at_ms = 0;
     c.updated_at_ms = clock_.NowMs();
@@ -977,19 +970,16 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   run->before = ClusterState::FromJson(ParseOr(record.before_json, json::object()));
   run->target = ClusterState::FromJson(ParseOr(record.target_json, json::object()));
   Index(*run);
-  run->failing = record.status == "failing";
-  Result<std::optional<store::ClusterRecord>> cluster = store_.GetCluster(record.cluster_id);
-  if (!cluster.ok()) return cluster.status();
-  if (cluster->has_value()) {
-    run->owner = (**cluster).owner;
-    run->cluster_name = (**cluster).name;
+  run->failing = JobStatusFrom(record.status) == JobStatus::kFailing;
+  WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(record.cluster_id));
+  if (cluster.has_value()) {
+    run->owner = cluster->owner;
+    run->cluster_name = cluster->name;
   }
-  Result<std::vector<store::NodeRecord>> nodes = store_.ListNodes(record.cluster_id);
-  if (!nodes.ok()) return nodes.status();
-  for (const store::NodeRecord& n : *nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
-  Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(record.id, false);
-  if (!tasks.ok()) return tasks.status();
-  for (const store::TaskRecord& r : *tasks) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> nodes, store_.ListNodes(record.cluster_id));
+  for (const store::NodeRecord& n : nodes) run->results[n.id] = ParseOr(n.results_json, json::object());
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(record.id, false));
+  for (const store::TaskRecord& r : tasks) {
     TaskNode t;
     t.id = r.id;
     t.key = r.task_key;

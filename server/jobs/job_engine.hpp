@@ -36,6 +36,7 @@
 #include "server/queue/task_queue.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/common/event.hpp"
 #include "weft/common/status.hpp"
 #include "weft/planner/macros.hpp"
 #include "weft/planner/planner.hpp"
@@ -49,11 +50,6 @@ struct EngineOptions {
   std::int64_t retry_backoff_ms = 1000;
   std::int64_t retry_backoff_max_ms = 30000;
   std::int64_t max_nodes_in_task = 256;
-};
-
-struct Event {
-  std::string topic;
-  json payload;
 };
 
 // A cluster as a job sees it: {"spec", "layout", "status"}.

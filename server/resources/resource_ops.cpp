@@ -49,8 +49,8 @@ Result<Named> ReadNamed(const json& body) {
 
 class ResourceOps {
  public:
-  ResourceOps(ResourceStore& store, const wire::Limits& limits, const api::Ops& ops)
-      : store_(store), limits_(limits), ops_(ops) {}
+  ResourceOps(ResourceStore& store, const wire::Limits& limits, const hosts::HostRegistry& registry)
+      : store_(store), limits_(limits), hosts_(registry) {}
 
   // A tenant's Lua plugin is named after the type it declares ("<type>.lua"),
   // so that its type is known here: hosts keep it for the tenant's own tasks
@@ -63,7 +63,7 @@ class ResourceOps {
                              " resource is named after the plugin type the file declares, \"<type>.lua\" with a type "
                              "of 1 to 64 characters [a-z0-9_.-] (e.g. \"hello-lua.lua\" for type = \"hello-lua\"); "
                              "got \"" + named.name + "\"");
-    const std::vector<std::string> hosts = ops_.HostsWithHostWidePlugin(type);
+    const std::vector<std::string> hosts = hosts_.HostsWithHostWidePlugin(type);
     if (hosts.empty()) return Status::Ok();
     std::string list;
     for (const std::string& h : hosts) list += (list.empty() ? "'" : ", '") + h + "'";
@@ -266,14 +266,14 @@ class ResourceOps {
  private:
   ResourceStore& store_;
   const wire::Limits limits_;
-  const api::Ops& ops_;
+  const hosts::HostRegistry& hosts_;
 };
 
 }  // namespace
 
-void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits& limits) {
+void RegisterResourceOps(api::Router& router, ResourceOpsDeps deps) {
   // Owned by the handlers, which share it; it lives as long as the router.
-  auto impl = std::make_shared<ResourceOps>(store, limits, ops);
+  auto impl = std::make_shared<ResourceOps>(deps.store, deps.limits, deps.hosts);
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> hosts = {Role::kHost};
@@ -282,7 +282,6 @@ void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits
   auto bind = [impl](Response (ResourceOps::*fn)(const Call&)) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
-  api::Router& router = ops.router();
   router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload));
   router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads);
   router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage));
@@ -291,7 +290,7 @@ void RegisterResourceOps(api::Ops& ops, ResourceStore& store, const wire::Limits
   router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete));
   router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch), api::Effect::kHostTraffic);
   router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active), api::Effect::kHostTraffic);
-  ops.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
+  deps.dispatcher.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
 }
 
 }  // namespace weft::resources

@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       call.endpoint = api::Endpoint::kProvisioner;
       call.request = &*request;
       call.principal = *principal;
-      r = server.ops().router().Route(call);
+      r = server.components().router().Route(call);
       if (sender == 1 && r.status.ok() && request->op == "host.enroll") {
         Require(!server.registry().Find(server.token_key()), "a token enrolls once");
         const std::string enrolled = request->body.value("host_id", std::string());

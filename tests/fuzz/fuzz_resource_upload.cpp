@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     call.principal.tenant = "default";
     call.principal.role = api::Role::kAdmin;
     call.principal.user = "fuzz";
-    api::Response r = server.ops().router().Route(call);
+    api::Response r = server.components().router().Route(call);
     if (!r.status.ok()) {
       Require(!r.status.message().empty(), "a refusal says why");
       return;

@@ -1,6 +1,6 @@
 // A weftd without sockets for the fuzz targets that drive ops: a store in a
-// temporary directory, the queue, the ops with the security ops and the
-// resource ops registered, as weftd's reactor sets them up. Each input runs
+// temporary directory and weftd's components with the security ops, built by
+// the same composition root as weftd's (server/daemon/components.hpp). Each input runs
 // in a transaction that is rolled back, and the in-memory state is reloaded
 // from the store after it, so no input sees what an earlier one did.
 #pragma once
@@ -12,13 +12,10 @@
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "server/api/ops.hpp"
 #include "server/auth/auth.hpp"
 #include "server/auth/auth_ops.hpp"
 #include "server/config/config.hpp"
-#include "server/queue/task_queue.hpp"
-#include "server/resources/resource_ops.hpp"
-#include "server/resources/resource_store.hpp"
+#include "server/daemon/components.hpp"
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
@@ -34,8 +31,8 @@ class Server {
     return *server;
   }
 
-  api::Ops& ops() { return *ops_; }
-  auth::Registry& registry() { return *registry_; }
+  server::Components& components() { return *components_; }
+  auth::Registry& registry() { return components_->registry(); }
   const std::string& token_key() const { return token_key_; }
   const std::string& host_key() const { return host_key_; }
   const wire::Limits& limits() const { return config_.limits; }
@@ -47,7 +44,7 @@ class Server {
     Require(store_->Begin().ok(), "a transaction begins");
     fn();
     Require(store_->Rollback().ok(), "the transaction rolls back");
-    Require(queue_->Load().ok() && ops_->Reset().ok() && registry_->Load().ok(), "the state reloads");
+    Require(components_->Reset().ok(), "the state reloads");
   }
 
  private:
@@ -60,38 +57,30 @@ class Server {
     auto store = store::Store::Open(dir / "weft.db");
     Require(store.ok(), "the store opens", store.status().ToString());
     store_ = std::move(*store);
-    queue_ = std::make_unique<queue::TaskQueue>(*store_, clock_, queue::QueueOptions{config_.tasks.lease_ms});
-    ops_ = std::make_unique<api::Ops>(*store_, *queue_, clock_, config_);
-    registry_ = std::make_unique<auth::Registry>(*store_, clock_, keys_);
-    auto resources = resources::FileResourceStore::Open(dir / "resources", clock_);
-    Require(resources.ok(), "the resource store opens", resources.status().ToString());
-    resources_ = std::move(*resources);
-    resources::RegisterResourceOps(*ops_, *resources_, config_.limits);
+    components_ = std::make_unique<server::Components>(config_, *store_, clock_);
+    Status started = components_->Start();
+    Require(started.ok(), "the components start", started.ToString());
     auto server_keys = curve::Generate();
     Require(server_keys.ok(), "a key pair");
-    auth::RegisterOps(*ops_, *registry_, {server_keys->public_key, config_.security.token_ttl_ms});
+    components_->AddSecurityOps(server_keys->public_key);
     // What every input starts from: a token not spent yet and an enrolled host.
     Require(store_->Begin().ok(), "a transaction begins");
-    Require(queue_->Load().ok() && ops_->Load().ok() && registry_->Load().ok(), "the state loads");
-    auto token = registry_->CreateToken(3600 * 1000, "fuzz");
+    auth::Registry& registry = components_->registry();
+    auto token = registry.CreateToken(3600 * 1000, "fuzz");
     Require(token.ok(), "a token");
     token_key_ = token->keys.public_key;
-    auto enrolling = registry_->CreateToken(3600 * 1000, "fuzz");
+    auto enrolling = registry.CreateToken(3600 * 1000, "fuzz");
     auto host = curve::Generate();
     Require(enrolling.ok() && host.ok(), "a host's key");
     host_key_ = host->public_key;
-    Require(registry_->EnrollHost(enrolling->keys.public_key, "h1", host_key_, false).ok(), "h1 enrolls");
+    Require(registry.EnrollHost(enrolling->keys.public_key, "h1", host_key_, false).ok(), "h1 enrolls");
     Require(store_->Commit().ok(), "the setup commits");
   }
 
   server::Config config_;
   ManualClock clock_;
   std::unique_ptr<store::Store> store_;
-  std::unique_ptr<queue::TaskQueue> queue_;
-  std::unique_ptr<api::Ops> ops_;
-  auth::KeySnapshot keys_;
-  std::unique_ptr<auth::Registry> registry_;
-  std::unique_ptr<resources::FileResourceStore> resources_;
+  std::unique_ptr<server::Components> components_;
   std::string token_key_, host_key_;
 };
 

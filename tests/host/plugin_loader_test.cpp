@@ -32,9 +32,9 @@ TEST_CASE("loader: every broken fixture is refused with its reason; the good one
 
   CHECK_THAT(ReasonFor(set, "fixture_no_entry.so"), Catch::Contains("no entry symbol 'weft_plugin_entry'"));
   CHECK_THAT(ReasonFor(set, "fixture_major2.so"),
-             Catch::Contains("built for plugin ABI 2.1; this host supports 1.1"));
+             Catch::Contains("built for plugin ABI 2.2; this host supports 1.2"));
   CHECK_THAT(ReasonFor(set, "fixture_minor1.so"),
-             Catch::Contains("built for plugin ABI 1.2; this host supports up to 1.1"));
+             Catch::Contains("built for plugin ABI 1.3; this host supports up to 1.2"));
   CHECK_THAT(ReasonFor(set, "fixture_oversized.so"), Catch::Contains("oversized descriptor"));
   CHECK_THAT(ReasonFor(set, "fixture_init_throws.so"),
              Catch::Contains("init threw a C++ exception; exceptions must not cross the plugin ABI"));

@@ -105,3 +105,31 @@ TEST_CASE("task context: task_json and progress reach the host", "[host][task]")
   CHECK(seen[1] == std::make_pair(100, std::string()));
   CHECK(seen[2].first == 0);
 }
+
+TEST_CASE("task context: field_json and node_json find the plugin's fields and the node's facts", "[host][task]") {
+  TaskContext ctx(R"({"hostname":"n1.c","access_v4":null,
+      "provider":{"fields":{"state_dir":"/p","user":null}},
+      "service":{"action":{"fields":{"command":"true"}}},
+      "results":{"access_v4":"10.0.0.5","ssh_port":2222},
+      "node":{"id":"n1","results":{"provider_id":"i-1","ssh_port":22}}})",
+                  nullptr);
+  ctx.SetPluginKind(WEFT_KIND_PROVIDER);
+  REQUIRE(Svc().field_json(ctx.handle(), "state_dir") != nullptr);
+  CHECK(std::string(Svc().field_json(ctx.handle(), "state_dir")) == "\"/p\"");
+  CHECK(Svc().field_json(ctx.handle(), "user") == nullptr);     // null counts as absent
+  CHECK(Svc().field_json(ctx.handle(), "command") == nullptr);  // an automator's field
+  CHECK(std::string(Svc().node_json(ctx.handle(), "hostname")) == "\"n1.c\"");
+  CHECK(std::string(Svc().node_json(ctx.handle(), "access_v4")) == "\"10.0.0.5\"");  // results, past the null
+  CHECK(std::string(Svc().node_json(ctx.handle(), "ssh_port")) == "2222");            // results before node
+  CHECK(std::string(Svc().node_json(ctx.handle(), "provider_id")) == "\"i-1\"");      // node.results
+  CHECK(Svc().node_json(ctx.handle(), "host_keys") == nullptr);
+  // The same question gets the same pointer: text handed out stays valid.
+  CHECK(Svc().node_json(ctx.handle(), "hostname") == Svc().node_json(ctx.handle(), "hostname"));
+
+  TaskContext automator(R"({"service":{"action":{"fields":{"command":"true"}}}})", nullptr);
+  automator.SetPluginKind(WEFT_KIND_AUTOMATOR);
+  CHECK(std::string(Svc().field_json(automator.handle(), "command")) == "\"true\"");
+  TaskContext by_hand(R"({"fields":{"command":"true"}})", nullptr);
+  CHECK(std::string(Svc().field_json(by_hand.handle(), "command")) == "\"true\"");
+  CHECK(Svc().field_json(nullptr, "command") == nullptr);
+}

@@ -64,12 +64,35 @@ set -e
 expect_contains "$out" "plugin 'crash-hang' hung past the task timeout of 300 ms during START; its worker was killed" \
   "the hang report"
 
+echo "== a plugin that grows past the memory limit is killed"
+set +e
+out=$("$HOST" run "$CRASHERS/crash_memory.so" INITIALIZE --task "$SCRATCH/task.json" --memory-limit-mb 300); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a plugin eating memory made the harness exit $code"
+expect_contains "$out" "plugin 'crash-memory' used more than 300 MiB during INITIALIZE; its worker was killed" \
+  "the memory report"
+
+echo "== a plugin that exits"
+set +e
+out=$("$HOST" run "$CRASHERS/crash_exit.so" STOP --task "$SCRATCH/task.json"); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "an exiting plugin made the harness exit $code"
+expect_contains "$out" "failed: plugin 'crash-exit' exited with status" "the exit report"
+
 echo "== a plugin that crashes while loading"
 set +e
 out=$("$HOST" run "$CRASHERS/crash_on_load.so" INSTALL --task "$SCRATCH/task.json" 2>/dev/null); code=$?
 set -e
 [[ $code -eq 1 ]] || fail "a plugin crashing at load made the harness exit $code"
 expect_contains "$out" "failed: plugin file crash_on_load.so crashed with SIGSEGV while loading" "the load crash report"
+
+echo "== a file that is no plugin is refused with the host's reason"
+echo "not a library" >"$SCRATCH/bogus.so"
+set +e
+out=$("$HOST" run "$SCRATCH/bogus.so" INSTALL --task "$SCRATCH/task.json"); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a refused plugin made the harness exit $code"
+expect_contains "$out" "failed: refused: cannot load the library" "the refusal"
 
 echo "== usage errors"
 set +e

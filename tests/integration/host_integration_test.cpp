@@ -161,8 +161,8 @@ TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exact
   const std::string fixtures = (kBuild / "plugins/fixtures").string();
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_no_entry.so: no entry symbol"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures +
-                                  "/fixture_major2.so: built for plugin ABI 2.1; this host supports 1.1"));
-  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_minor1.so: built for plugin ABI 1.2"));
+                                  "/fixture_major2.so: built for plugin ABI 2.2; this host supports 1.2"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_minor1.so: built for plugin ABI 1.3"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_oversized.so: oversized descriptor"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_init_throws.so: plugin "
                                                                  "'fixture-init-throws': init threw a C++ exception"));

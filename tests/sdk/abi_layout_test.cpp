@@ -29,7 +29,8 @@ const std::map<std::string, Row> kFrozen = {
     {"weft_field.flags", {20, 4}},
     {"weft_field.default_json", {24, 8}},
     {"weft_field.description", {32, 8}},
-    {"weft_host_services", {0, 80}},
+    {"weft_host_services", {0, 96}},           // 1.2; 1.1 ended at 80 (the row below)
+    {"weft_host_services up to 1.1", {0, 80}},
     {"weft_host_services.struct_size", {0, 4}},
     {"weft_host_services.abi_major", {4, 4}},
     {"weft_host_services.abi_minor", {8, 4}},
@@ -41,6 +42,8 @@ const std::map<std::string, Row> kFrozen = {
     {"weft_host_services.ssh_exec", {56, 8}},  // 1.1
     {"weft_host_services.ssh_upload", {64, 8}},
     {"weft_host_services.ssh_write", {72, 8}},
+    {"weft_host_services.field_json", {80, 8}},  // 1.2
+    {"weft_host_services.node_json", {88, 8}},
     {"weft_plugin_descriptor", {0, 96}},
     {"weft_plugin_descriptor.struct_size", {0, 4}},
     {"weft_plugin_descriptor.abi_major", {4, 4}},
@@ -76,6 +79,7 @@ std::map<std::string, Row> CxxLayout() {
       ROW(weft_field, default_json),
       ROW(weft_field, description),
       {"weft_host_services", Row{0, sizeof(weft_host_services)}},
+      {"weft_host_services up to 1.1", Row{0, offsetof(weft_host_services, field_json)}},
       ROW(weft_host_services, struct_size),
       ROW(weft_host_services, abi_major),
       ROW(weft_host_services, abi_minor),
@@ -87,6 +91,8 @@ std::map<std::string, Row> CxxLayout() {
       ROW(weft_host_services, ssh_exec),
       ROW(weft_host_services, ssh_upload),
       ROW(weft_host_services, ssh_write),
+      ROW(weft_host_services, field_json),
+      ROW(weft_host_services, node_json),
       {"weft_plugin_descriptor", Row{0, sizeof(weft_plugin_descriptor)}},
       ROW(weft_plugin_descriptor, struct_size),
       ROW(weft_plugin_descriptor, abi_major),

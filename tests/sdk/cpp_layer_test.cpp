@@ -106,7 +106,7 @@ TEST_CASE("sdk c++ layer: Describe becomes a valid 1.0 descriptor", "[sdk][cpp]"
 TEST_CASE("sdk c++ layer: a host with another major gets NULL and a sentence", "[sdk][cpp]") {
   char err[256] = {0};
   CHECK(weft_plugin_entry(WEFT_ABI_MAJOR + 1, 0, err, sizeof err) == nullptr);
-  CHECK_THAT(std::string(err), Catch::Contains("plugin needs Weft plugin ABI 1.1") && Catch::Contains("offers 2.0"));
+  CHECK_THAT(std::string(err), Catch::Contains("plugin needs Weft plugin ABI 1.2") && Catch::Contains("offers 2.0"));
 }
 
 TEST_CASE("sdk c++ layer: a successful run sets results through the host", "[sdk][cpp]") {

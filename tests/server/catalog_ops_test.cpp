@@ -2,10 +2,11 @@
 // roles, tenants, error codes and host liveness in catalog.check.
 #include <catch2/catch.hpp>
 
-#include "server/api/catalog_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace weft::api;
+using weft::catalog::RegisterCatalogOps;
 using weft::Code;
 
 namespace {

@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "server/api/workers.hpp"
+#include "server/hosts/workers.hpp"
 
-using weft::api::AllocateWorkers;
-using weft::api::HostCapacity;
+using weft::hosts::AllocateWorkers;
+using weft::hosts::HostCapacity;
 
 TEST_CASE("workers: with no active tenant every slot serves any tenant", "[workers]") {
   auto split = AllocateWorkers({{"b", 3}, {"a", 2}}, {});

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "support/temp_dir.hpp"
 #include "weft/host/ssh_services.hpp"
+#include "weft/host/task_view.hpp"
 #include "weft/plugin.h"
 
 namespace weft::testing {
@@ -27,6 +29,12 @@ struct FakeTask {
   std::vector<std::string> logs;  // every log line and progress note
   nlohmann::json results = nlohmann::json::object();
   std::atomic<bool> cancelled{false};
+  std::uint32_t kind = WEFT_KIND_PROVIDER;   // whose fields field_json finds (LoadedPlugin::Run sets it)
+  std::map<std::string, std::string> kept;  // the text field_json and node_json handed out
+
+  const char* Keep(const std::string& key, const nlohmann::json* value) {
+    return value ? kept.try_emplace(key, value->dump()).first->second.c_str() : nullptr;
+  }
 
   std::string AllLogs() const {
     std::string all;
@@ -77,6 +85,17 @@ inline weft_host_services FakeServices(bool with_ssh = true) {
     return host::ssh::ServiceWrite(F(t)->json_text.c_str(), [t] { return F(t)->cancelled.load(); }, data, len,
                                    remote_path, mode, timeout_ms, err, err_len);
   };
+  // --- 1.2: found where weft-host finds them (weft/host/task_view.hpp) ---
+  s.field_json = [](weft_task* t, const char* name) -> const char* {
+    const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
+    const nlohmann::json* fields = host::PluginFields(task, F(t)->kind);
+    auto it = fields ? fields->find(name) : task.end();
+    return F(t)->Keep(std::string("field:") + name, fields && it != fields->end() && !it->is_null() ? &*it : nullptr);
+  };
+  s.node_json = [](weft_task* t, const char* key) -> const char* {
+    const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
+    return F(t)->Keep(std::string("node:") + key, host::NodeFact(task, key));
+  };
   return s;
 }
 
@@ -102,6 +121,7 @@ class LoadedPlugin {
 
   int Run(FakeTask& task, weft_action action, std::string* error = nullptr) {
     char err[1024] = {0};
+    task.kind = d_->kind;  // as weft-host does: field_json finds this plugin's fields
     int rc = d_->run(instance_, &services_, reinterpret_cast<weft_task*>(&task), action, err, sizeof err);
     if (error) *error = err;
     return rc;

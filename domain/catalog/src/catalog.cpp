@@ -38,11 +38,11 @@ Result<json> JsonOf(const M& map, Kind kind, std::string_view name) {
 }
 
 template <typename T>
-Result<std::string> PutParsed(Catalog& c, Result<Parsed<T>> parsed, std::vector<std::string>* warnings) {
-  if (!parsed.ok()) return parsed.status();
-  if (warnings) warnings->insert(warnings->end(), parsed->warnings.begin(), parsed->warnings.end());
-  std::string name = parsed->entity.name;
-  c.Put(std::move(parsed->entity));
+Result<std::string> PutParsed(Catalog& c, Result<Parsed<T>> result, std::vector<std::string>* warnings) {
+  WEFT_ASSIGN_OR_RETURN(Parsed<T> parsed, std::move(result));
+  if (warnings) warnings->insert(warnings->end(), parsed.warnings.begin(), parsed.warnings.end());
+  std::string name = parsed.entity.name;
+  c.Put(std::move(parsed.entity));
   return name;
 }
 

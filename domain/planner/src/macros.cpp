@@ -38,11 +38,10 @@ class Evaluator {
 
   Result<std::string> Macro(std::string_view expr) {
     std::size_t pos = 0;
-    auto list = Expr(expr, pos);
-    if (!list.ok()) return list.status();
+    WEFT_ASSIGN_OR_RETURN(List list, Expr(expr, pos));
     if (pos != expr.size()) return Error(expr, "unexpected text '" + std::string(expr.substr(pos)) + "'");
     std::string out;
-    for (std::size_t k = 0; k < list->size(); ++k) out += (k ? "," : "") + (*list)[k];
+    for (std::size_t k = 0; k < list.size(); ++k) out += (k ? "," : "") + list[k];
     return out;
   }
 
@@ -78,31 +77,29 @@ class Evaluator {
 
   Result<List> Expr(std::string_view s, std::size_t& pos) {
     if (Eat(s, pos, "join(")) {
-      auto inner = Expr(s, pos);
-      if (!inner.ok()) return inner;
+      WEFT_ASSIGN_OR_RETURN(List inner, Expr(s, pos));
       auto sep = Eat(s, pos, ",") ? Quoted(s, pos) : std::nullopt;
       if (!sep || !Eat(s, pos, ")")) return Error(s, "expected join(LIST,'separator')");
-      std::size_t size = inner->empty() ? 0 : (inner->size() - 1) * sep->size();
-      for (const auto& item : *inner) size += item.size();  // items are within the budget: no overflow
+      std::size_t size = inner.empty() ? 0 : (inner.size() - 1) * sep->size();
+      for (const auto& item : inner) size += item.size();  // items are within the budget: no overflow
       if (!Spend(size)) return TooLarge(s);
       std::string joined;
-      for (std::size_t k = 0; k < inner->size(); ++k) joined += (k ? *sep : "") + (*inner)[k];
+      for (std::size_t k = 0; k < inner.size(); ++k) joined += (k ? *sep : "") + inner[k];
       return List{joined};
     }
     if (Eat(s, pos, "map(")) {
-      auto inner = Expr(s, pos);
-      if (!inner.ok()) return inner;
+      WEFT_ASSIGN_OR_RETURN(List inner, Expr(s, pos));
       auto fmt = Eat(s, pos, ",") ? Quoted(s, pos) : std::nullopt;
       if (!fmt || !Eat(s, pos, ")")) return Error(s, "expected map(LIST,'format with $')");
       const std::size_t dollars = static_cast<std::size_t>(std::count(fmt->begin(), fmt->end(), '$'));
       std::size_t size = 0;
-      for (const auto& item : *inner) {
+      for (const auto& item : inner) {
         size += fmt->size() - dollars + dollars * item.size();
         if (size > *budget_) break;  // and so never overflows
       }
       if (!Spend(size)) return TooLarge(s);
       List out;
-      for (const auto& item : *inner) {
+      for (const auto& item : inner) {
         std::string r;
         for (char c : *fmt) r += c == '$' ? item : std::string(1, c);
         out.push_back(r);
@@ -205,10 +202,9 @@ Result<std::string> Expand(std::string_view text, const MacroContext* context, s
       pos = close;
       continue;
     }
-    auto value = Evaluator(context, &budget).Macro(inside);
-    if (!value.ok()) return value.status();
+    WEFT_ASSIGN_OR_RETURN(std::string value, Evaluator(context, &budget).Macro(inside));
     out.append(text.substr(pos, open - pos));
-    out += *value;
+    out += value;
     pos = close + 1;
   }
   out.append(text.substr(pos));
@@ -224,18 +220,15 @@ Result<json> Walk(const json& value, const MacroContext* context, const std::str
   if (value.is_object()) {
     json out = json::object();
     for (const auto& [k, v] : value.items()) {
-      auto e = Walk(v, context, path + "." + k, budget);
-      if (!e.ok()) return e;
-      out[k] = std::move(*e);
+      WEFT_ASSIGN_OR_RETURN(out[k], Walk(v, context, path + "." + k, budget));
     }
     return out;
   }
   if (value.is_array()) {
     json out = json::array();
     for (std::size_t i = 0; i < value.size(); ++i) {
-      auto e = Walk(value[i], context, path + "[" + std::to_string(i) + "]", budget);
-      if (!e.ok()) return e;
-      out.push_back(std::move(*e));
+      WEFT_ASSIGN_OR_RETURN(json item, Walk(value[i], context, path + "[" + std::to_string(i) + "]", budget));
+      out.push_back(std::move(item));
     }
     return out;
   }

@@ -7,25 +7,20 @@
 #include <set>
 #include <utility>
 
+#include "weft/plugin.h"
+
 namespace weft::planner {
 namespace {
 
 using json = nlohmann::json;
 using Index = std::uint32_t;
 
-constexpr std::array<std::pair<Action, std::string_view>, 11> kActionNames{{
-    {Action::kCreate, "CREATE"},
-    {Action::kConfirm, "CONFIRM"},
-    {Action::kBootstrap, "BOOTSTRAP"},
-    {Action::kInstall, "INSTALL"},
-    {Action::kConfigure, "CONFIGURE"},
-    {Action::kInitialize, "INITIALIZE"},
-    {Action::kStart, "START"},
-    {Action::kStop, "STOP"},
-    {Action::kRemove, "REMOVE"},
-    {Action::kDelete, "DELETE"},
-    {Action::kJoin, "JOIN"},
-}};
+// The plugin actions are weft_action's bits in the same order, so their names
+// come from the SDK's one table (weft_action_name); kJoin is the planner's own.
+static_assert(1u << (static_cast<int>(Action::kCreate) - 1) == WEFT_ACTION_CREATE &&
+                  1u << (static_cast<int>(Action::kBootstrap) - 1) == WEFT_ACTION_BOOTSTRAP &&
+                  1u << (static_cast<int>(Action::kDelete) - 1) == WEFT_ACTION_DELETE,
+              "planner::Action must follow weft_action's order");
 
 constexpr std::array<std::pair<Operation, std::string_view>, 10> kOperationNames{{
     {Operation::kCreate, "create"},
@@ -471,14 +466,17 @@ class Builder {
 }  // namespace
 
 std::string_view ActionName(Action action) {
-  for (const auto& [a, name] : kActionNames)
-    if (a == action) return name;
-  return "UNKNOWN";
+  if (action == Action::kJoin) return "JOIN";
+  const int n = static_cast<int>(action);
+  const char* name = n >= static_cast<int>(Action::kCreate) && n <= static_cast<int>(Action::kDelete)
+                         ? weft_action_name(1u << (n - 1))
+                         : nullptr;
+  return name ? std::string_view(name) : std::string_view("UNKNOWN");
 }
 
 Result<Action> ParseAction(std::string_view name) {
-  for (const auto& [a, n] : kActionNames)
-    if (n == name) return a;
+  for (int a = static_cast<int>(Action::kCreate); a <= static_cast<int>(Action::kJoin); ++a)
+    if (ActionName(static_cast<Action>(a)) == name) return static_cast<Action>(a);
   return Status::Invalid("unknown action '" + std::string(name) +
                          "'; expected one of CREATE CONFIRM BOOTSTRAP INSTALL CONFIGURE INITIALIZE START STOP "
                          "REMOVE DELETE");
@@ -560,10 +558,8 @@ json Plan::ToJson() const {
 
 Result<Plan> MakePlan(const PlanRequest& request) {
   Builder builder(request);
-  auto tasks = builder.Build();
-  if (!tasks.ok()) return tasks.status();
   Plan plan;
-  plan.tasks_ = std::move(tasks).value();
+  WEFT_ASSIGN_OR_RETURN(plan.tasks_, builder.Build());
   return plan;
 }
 

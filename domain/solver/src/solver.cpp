@@ -378,18 +378,24 @@ std::string BlockText(const Block& b) {
 
 std::string Bound(std::int64_t v) { return v >= kUnbounded ? "any number of" : std::to_string(v); }
 
-// Resolves services, dependencies, provider, hardware/image types and blocks.
-Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req, std::int64_t nodes,
-               Setup& s) {
-  s.tmpl_name = t.name;
-  const auto& ov = req.overrides;
-  // Provider.
+// Index of `name` in the sorted `services`, or -1.
+int IndexOf(const std::vector<std::string>& services, const std::string& name) {
+  auto it = std::lower_bound(services.begin(), services.end(), name);
+  return it != services.end() && *it == name ? static_cast<int>(it - services.begin()) : -1;
+}
+
+// The provider every node uses: the request's, else the template's default.
+Status ResolveProvider(const catalog::Catalog& cat, const ClusterTemplate& t, const Overrides& ov, Setup& s) {
   s.provider = ov.provider ? *ov.provider : t.defaults.provider;
   if (s.provider.empty()) return Bad(s, "no provider: the template has no defaults.provider and none was asked for");
   if (!cat.FindProvider(s.provider))
     return Bad(s, "provider '" + s.provider + "' is not in the catalog; import it or ask for another provider");
+  return Status::Ok();
+}
 
-  // Services and their dependencies.
+// The cluster's services (the request's, else the template's defaults) and their
+// dependencies: every requirement met by a service of the cluster, no conflict.
+Status ResolveServices(const catalog::Catalog& cat, const ClusterTemplate& t, const Overrides& ov, Setup& s) {
   std::vector<std::string> services = ov.services ? *ov.services : t.defaults.services;
   std::sort(services.begin(), services.end());
   services.erase(std::unique(services.begin(), services.end()), services.end());
@@ -429,8 +435,12 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
                           ", and both are in the cluster; drop one of them");
     }
   }
+  return Status::Ok();
+}
 
-  // Hardware and image types usable with this provider.
+// Hardware and image types usable with this provider: the override, or every
+// compatible one with a providermap entry; the preferred one is the default's index.
+Status ResolveMachineTypes(const catalog::Catalog& cat, const ClusterTemplate& t, const Overrides& ov, Setup& s) {
   auto usable = [&](bool hw, const std::string& name) {
     if (hw) {
       const auto* h = cat.FindHardwareType(name);
@@ -479,9 +489,14 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     (hw ? s.n_hw : s.n_img) = names.size();
     (hw ? s.preferred_hw : s.preferred_img) = pref;
   }
+  return Status::Ok();
+}
 
-  // Which services constraints name, and the blocks mustcoexist makes of them.
+// Which services constraints name, and the blocks mustcoexist makes of them; the
+// others are unconstrained and go on every node.
+void BuildBlocks(const ClusterTemplate& t, Setup& s) {
   const auto& con = t.constraints;
+  const std::vector<std::string>& services = s.services;
   std::set<std::string> constrained;
   for (const auto& g : con.mustcoexist) constrained.insert(g.begin(), g.end());
   for (const auto& g : con.cantcoexist) constrained.insert(g.begin(), g.end());
@@ -492,14 +507,10 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     while (parent[a] != a) a = parent[a] = parent[parent[a]];
     return a;
   };
-  auto index_of = [&](const std::string& n) -> int {
-    auto it = std::lower_bound(services.begin(), services.end(), n);
-    return it != services.end() && *it == n ? static_cast<int>(it - services.begin()) : -1;
-  };
   for (const auto& g : con.mustcoexist) {
     int first = -1;
     for (const auto& n : g) {
-      int i = index_of(n);
+      int i = IndexOf(services, n);
       if (i < 0) continue;
       if (first < 0) first = i;
       else parent[find(i)] = find(first);
@@ -528,12 +539,18 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
   for (std::size_t gi = 0; gi < con.mustcoexist.size(); ++gi) {
     std::vector<std::string> here;
     for (const auto& n : con.mustcoexist[gi])
-      if (index_of(n) >= 0) here.push_back(n);
+      if (IndexOf(services, n) >= 0) here.push_back(n);
     if (here.size() < 2) continue;
     Block& b = p.blocks[s.block_of[here[0]]];
     b.groups.push_back(ListText(con.mustcoexist[gi]));
   }
-  for (auto& b : p.blocks) {
+}
+
+// Each block's node bounds (quantities) and hardware/image masks (per-service
+// restrictions), each checked against the others and the size.
+Status BoundBlocks(const ClusterTemplate& t, std::int64_t nodes, Setup& s) {
+  const auto& con = t.constraints;
+  for (auto& b : s.problem.blocks) {
     for (const auto& n : b.services) {
       auto it = con.services.find(n);
       if (it == con.services.end()) continue;
@@ -578,8 +595,15 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     }
     b.hi = std::min(b.hi, nodes);
   }
-  for (const auto& g : con.cantcoexist) {
-    bool all = std::all_of(g.begin(), g.end(), [&](const std::string& n) { return index_of(n) >= 0; });
+  return Status::Ok();
+}
+
+// The cantcoexist sets whose services are all on the cluster, each checked against
+// mustcoexist and against the room the size leaves.
+Status AddCantcoexist(const ClusterTemplate& t, std::int64_t nodes, Setup& s) {
+  Problem& p = s.problem;
+  for (const auto& g : t.constraints.cantcoexist) {
+    bool all = std::all_of(g.begin(), g.end(), [&](const std::string& n) { return IndexOf(s.services, n) >= 0; });
     if (!all) continue;
     CantSet c;
     c.blocks = Bits(p.blocks.size());
@@ -615,68 +639,79 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     for (int bi : bs) p.blocks[bi].cc.push_back(ci);
     p.cc.push_back(std::move(c));
   }
-  // Blocks that cantcoexist pairs keep apart pairwise need a node each: a greedy clique
-  // of such blocks whose minimums add up past the size is a short, exact reason.
-  {
-    const std::size_t nb = p.blocks.size();
-    std::vector<std::vector<char>> apart(nb, std::vector<char>(nb, 0));
-    for (const auto& c : p.cc) {
-      std::vector<std::size_t> in;
-      for (std::size_t bi = 0; bi < nb; ++bi)
-        if (c.blocks.Test(bi)) in.push_back(bi);
-      if (in.size() == 2) apart[in[0]][in[1]] = apart[in[1]][in[0]] = 1;
-    }
-    std::vector<std::size_t> by_lo(nb);
-    std::iota(by_lo.begin(), by_lo.end(), 0);
-    std::stable_sort(by_lo.begin(), by_lo.end(),
-                     [&](std::size_t a, std::size_t b) { return p.blocks[a].lo > p.blocks[b].lo; });
-    for (std::size_t seed : by_lo) {
-      std::vector<std::size_t> clique = {seed};
-      std::int64_t need = p.blocks[seed].lo;
-      for (std::size_t c : by_lo) {
-        if (c == seed) continue;
-        if (std::all_of(clique.begin(), clique.end(), [&](std::size_t m) { return apart[m][c] != 0; })) {
-          clique.push_back(c);
-          need += p.blocks[c].lo;
-        }
-      }
-      if (clique.size() > 2 && need > nodes) {
-        std::vector<std::string> names, parts;
-        for (std::size_t m : clique) {
-          names.push_back(p.blocks[m].services[0]);
-          parts.push_back(p.blocks[m].services[0] + " " + std::to_string(p.blocks[m].lo));
-        }
-        std::string t2;
-        for (std::size_t i = 0; i < parts.size(); ++i) t2 += (i ? ", " : "") + parts[i];
-        return Impossible(s, "cantcoexist pairs keep every two of " + ListText(names) +
-                                 " off the same node, so each of their nodes runs at most one of them; their "
-                                 "minimums need " + Plural(need, "node") + " (" + t2 + ") but the size is " +
-                                 std::to_string(nodes) + "; ask for more nodes or loosen those constraints");
-      }
-    }
+  return Status::Ok();
+}
+
+// Blocks that cantcoexist pairs keep apart pairwise need a node each: a greedy clique
+// of such blocks whose minimums add up past the size is a short, exact reason.
+Status CheckPairwiseApart(std::int64_t nodes, const Setup& s) {
+  const Problem& p = s.problem;
+  const std::size_t nb = p.blocks.size();
+  std::vector<std::vector<char>> apart(nb, std::vector<char>(nb, 0));
+  for (const auto& c : p.cc) {
+    std::vector<std::size_t> in;
+    for (std::size_t bi = 0; bi < nb; ++bi)
+      if (c.blocks.Test(bi)) in.push_back(bi);
+    if (in.size() == 2) apart[in[0]][in[1]] = apart[in[1]][in[0]] = 1;
   }
-  // Every node needs a service: without unconstrained services, the bounded ones must reach.
-  if (!p.has_unconstrained) {
-    std::int64_t reach = 0;
-    std::vector<std::string> parts;
-    for (const auto& b : p.blocks) {
-      reach += b.hi;
-      if (b.services.size() == 1) {
-        parts.push_back(b.services[0] + " at most " + Bound(b.hi));
-      } else {
-        parts.push_back(b.hi_service + " at most " + Bound(b.hi) + ", with " + BlockText(b) + " on the same nodes");
+  std::vector<std::size_t> by_lo(nb);
+  std::iota(by_lo.begin(), by_lo.end(), 0);
+  std::stable_sort(by_lo.begin(), by_lo.end(),
+                   [&](std::size_t a, std::size_t b) { return p.blocks[a].lo > p.blocks[b].lo; });
+  for (std::size_t seed : by_lo) {
+    std::vector<std::size_t> clique = {seed};
+    std::int64_t need = p.blocks[seed].lo;
+    for (std::size_t c : by_lo) {
+      if (c == seed) continue;
+      if (std::all_of(clique.begin(), clique.end(), [&](std::size_t m) { return apart[m][c] != 0; })) {
+        clique.push_back(c);
+        need += p.blocks[c].lo;
       }
     }
-    if (reach < nodes) {
+    if (clique.size() > 2 && need > nodes) {
+      std::vector<std::string> names, parts;
+      for (std::size_t m : clique) {
+        names.push_back(p.blocks[m].services[0]);
+        parts.push_back(p.blocks[m].services[0] + " " + std::to_string(p.blocks[m].lo));
+      }
       std::string t2;
       for (std::size_t i = 0; i < parts.size(); ++i) t2 += (i ? ", " : "") + parts[i];
-      return Impossible(s, "size " + std::to_string(nodes) +
-                               " needs a service on every node, but every service has a quantities.max and "
-                               "together they cover at most " + Plural(reach, "node") + " (" + t2 +
-                               "); lower the size, raise a max, or add a service without constraints");
+      return Impossible(s, "cantcoexist pairs keep every two of " + ListText(names) +
+                               " off the same node, so each of their nodes runs at most one of them; their "
+                               "minimums need " + Plural(need, "node") + " (" + t2 + ") but the size is " +
+                               std::to_string(nodes) + "; ask for more nodes or loosen those constraints");
     }
   }
-  // Search order: the most bounded blocks first, those in many cantcoexist sets next.
+  return Status::Ok();
+}
+
+// Every node needs a service: without unconstrained services, the bounded ones must reach.
+Status CheckEveryNodeCovered(std::int64_t nodes, const Setup& s) {
+  const Problem& p = s.problem;
+  if (p.has_unconstrained) return Status::Ok();
+  std::int64_t reach = 0;
+  std::vector<std::string> parts;
+  for (const auto& b : p.blocks) {
+    reach += b.hi;
+    if (b.services.size() == 1) {
+      parts.push_back(b.services[0] + " at most " + Bound(b.hi));
+    } else {
+      parts.push_back(b.hi_service + " at most " + Bound(b.hi) + ", with " + BlockText(b) + " on the same nodes");
+    }
+  }
+  if (reach < nodes) {
+    std::string t2;
+    for (std::size_t i = 0; i < parts.size(); ++i) t2 += (i ? ", " : "") + parts[i];
+    return Impossible(s, "size " + std::to_string(nodes) +
+                             " needs a service on every node, but every service has a quantities.max and "
+                             "together they cover at most " + Plural(reach, "node") + " (" + t2 +
+                             "); lower the size, raise a max, or add a service without constraints");
+  }
+  return Status::Ok();
+}
+
+// Search order: the most bounded blocks first, those in many cantcoexist sets next.
+void OrderBlocks(Problem& p) {
   p.order.resize(p.blocks.size());
   std::iota(p.order.begin(), p.order.end(), 0);
   std::sort(p.order.begin(), p.order.end(), [&](int a, int b) {
@@ -685,6 +720,21 @@ Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const Solv
     return std::make_tuple(x.hi, -x.lo, -static_cast<std::int64_t>(x.cc.size()), x.services[0]) <
            std::make_tuple(y.hi, -y.lo, -static_cast<std::int64_t>(y.cc.size()), y.services[0]);
   });
+}
+
+// Resolves services, dependencies, provider, hardware/image types and blocks.
+Status Prepare(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req, std::int64_t nodes,
+               Setup& s) {
+  s.tmpl_name = t.name;
+  WEFT_RETURN_IF_ERROR(ResolveProvider(cat, t, req.overrides, s));
+  WEFT_RETURN_IF_ERROR(ResolveServices(cat, t, req.overrides, s));
+  WEFT_RETURN_IF_ERROR(ResolveMachineTypes(cat, t, req.overrides, s));
+  BuildBlocks(t, s);
+  WEFT_RETURN_IF_ERROR(BoundBlocks(t, nodes, s));
+  WEFT_RETURN_IF_ERROR(AddCantcoexist(t, nodes, s));
+  WEFT_RETURN_IF_ERROR(CheckPairwiseApart(nodes, s));
+  WEFT_RETURN_IF_ERROR(CheckEveryNodeCovered(nodes, s));
+  OrderBlocks(s.problem);
   return Status::Ok();
 }
 
@@ -712,10 +762,8 @@ std::string Hostname(const std::string& cluster, std::int64_t n, const std::stri
   return h;
 }
 
-}  // namespace
-
-Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req,
-                     const SolveOptions& options) {
+// The request itself: a cluster name that can start a hostname, a size in range.
+Status CheckRequest(const ClusterTemplate& t, const SolveRequest& req) {
   const std::int64_t nodes = req.size;
   const auto& con = t.constraints;
   if (req.cluster_name.empty() || req.cluster_name.size() > 48 || req.cluster_name.front() == '-' ||
@@ -733,75 +781,96 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
   }
   if (nodes > 1'000'000) return Status::TooLarge("template '" + t.name + "': size " + std::to_string(nodes) +
                                                  " is more than the solver's limit of 1000000 nodes");
-  Setup s;
-  WEFT_RETURN_IF_ERROR(Prepare(cat, t, req, nodes, s));
-  Problem& p = s.problem;
+  return Status::Ok();
+}
 
-  // Existing nodes: fixed classes.
-  std::vector<LayoutNode> existing = req.existing;
-  std::sort(existing.begin(), existing.end(),
+// The cluster's current nodes, as the search sees them.
+struct Existing {
+  std::vector<LayoutNode> nodes;        // sorted by hostname
+  std::set<std::string> old_services;  // what they run
+  std::vector<Cls> fixed;               // one class per (blocks, hardware, image)
+};
+
+// Existing nodes: fixed classes. A hardware or image type no longer usable keeps its
+// node and gets an index of its own past the usable ones.
+Status FixExisting(const SolveRequest& req, Setup& s, Existing& e) {
+  const Problem& p = s.problem;
+  e.nodes = req.existing;
+  std::sort(e.nodes.begin(), e.nodes.end(),
             [](const LayoutNode& a, const LayoutNode& b) { return NaturalLess(a.hostname, b.hostname); });
-  std::set<std::string> old_services;
-  std::vector<Cls> fixed;
-  {
-    std::map<std::tuple<Bits, std::string, std::string>, std::size_t> by_key;
-    for (std::size_t i = 0; i < existing.size(); ++i) {
-      const auto& n = existing[i];
-      Cls c;
-      c.content = Bits(p.blocks.size());
-      for (const auto& svc : n.services) {
-        if (!std::binary_search(s.services.begin(), s.services.end(), svc))
-          return Status::Invalid("template '" + t.name + "': existing node '" + n.hostname + "' runs '" + svc +
-                                 "', which is not among the requested services " + ListText(s.services) +
-                                 "; removing services from a cluster is not supported");
-        old_services.insert(svc);
-        if (auto it = s.block_of.find(svc); it != s.block_of.end()) c.content.Set(it->second);
-      }
-      for (int pass = 0; pass < 2; ++pass) {
-        auto& names = pass == 0 ? s.hw_names : s.img_names;
-        const std::string& name = pass == 0 ? n.hardwaretype : n.imagetype;
-        auto it = std::find(names.begin(), names.end(), name);
-        std::size_t idx = static_cast<std::size_t>(it - names.begin());
-        if (it == names.end()) names.push_back(name);
-        (pass == 0 ? c.hw : c.img) = Bits(std::max<std::size_t>(names.size(), 1) + 64);
-        (pass == 0 ? c.hw : c.img).Set(idx);
-      }
-      auto key = std::make_tuple(c.content, n.hardwaretype, n.imagetype);
-      auto [it, inserted] = by_key.emplace(key, fixed.size());
-      if (inserted) {
-        c.fixed = true;
-        fixed.push_back(std::move(c));
-      }
-      fixed[it->second].count += 1;
-      fixed[it->second].nodes.push_back(static_cast<int>(i));
+  std::map<std::tuple<Bits, std::string, std::string>, std::size_t> by_key;
+  for (std::size_t i = 0; i < e.nodes.size(); ++i) {
+    const auto& n = e.nodes[i];
+    Cls c;
+    c.content = Bits(p.blocks.size());
+    for (const auto& svc : n.services) {
+      if (!std::binary_search(s.services.begin(), s.services.end(), svc))
+        return Bad(s, "existing node '" + n.hostname + "' runs '" + svc +
+                          "', which is not among the requested services " + ListText(s.services) +
+                          "; removing services from a cluster is not supported");
+      e.old_services.insert(svc);
+      if (auto it = s.block_of.find(svc); it != s.block_of.end()) c.content.Set(it->second);
     }
+    for (int pass = 0; pass < 2; ++pass) {
+      auto& names = pass == 0 ? s.hw_names : s.img_names;
+      const std::string& name = pass == 0 ? n.hardwaretype : n.imagetype;
+      auto it = std::find(names.begin(), names.end(), name);
+      std::size_t idx = static_cast<std::size_t>(it - names.begin());
+      if (it == names.end()) names.push_back(name);
+      (pass == 0 ? c.hw : c.img) = Bits(std::max<std::size_t>(names.size(), 1) + 64);
+      (pass == 0 ? c.hw : c.img).Set(idx);
+    }
+    auto key = std::make_tuple(c.content, n.hardwaretype, n.imagetype);
+    auto [it, inserted] = by_key.emplace(key, e.fixed.size());
+    if (inserted) {
+      c.fixed = true;
+      e.fixed.push_back(std::move(c));
+    }
+    e.fixed[it->second].count += 1;
+    e.fixed[it->second].nodes.push_back(static_cast<int>(i));
   }
-  // Bit widths must agree: size every hardware/image mask to the final index spaces.
-  const std::size_t hw_bits = s.hw_names.size() + 64, img_bits = s.img_names.size() + 64;
-  auto widen = [](Bits b, std::size_t n_old, std::size_t width) {
-    Bits w(width);
-    for (std::size_t i = 0; i < n_old; ++i)
-      if (b.Test(i)) w.Set(i);
-    return w;
-  };
-  for (auto& b : p.blocks) {
-    b.hw = widen(b.hw, s.n_hw, hw_bits);
-    b.img = widen(b.img, s.n_img, img_bits);
+  return Status::Ok();
+}
+
+// `b`'s first n_old bits in a mask `width` bits wide.
+Bits Widen(const Bits& b, std::size_t n_old, std::size_t width) {
+  Bits w(width);
+  for (std::size_t i = 0; i < n_old; ++i)
+    if (b.Test(i)) w.Set(i);
+  return w;
+}
+
+// Mask widths once existing nodes added their types to the index spaces.
+std::size_t HwBits(const Setup& s) { return s.hw_names.size() + 64; }
+std::size_t ImgBits(const Setup& s) { return s.img_names.size() + 64; }
+
+// Bit widths must agree: size every hardware/image mask to the final index spaces.
+// Blocks an existing node runs a service of are `old`.
+void WidenMasks(Setup& s, Existing& e) {
+  for (auto& b : s.problem.blocks) {
+    b.hw = Widen(b.hw, s.n_hw, HwBits(s));
+    b.img = Widen(b.img, s.n_img, ImgBits(s));
     b.old = std::any_of(b.services.begin(), b.services.end(),
-                        [&](const std::string& n) { return old_services.count(n) > 0; });
+                        [&](const std::string& n) { return e.old_services.count(n) > 0; });
   }
-  for (auto& c : fixed) {
-    c.hw = widen(c.hw, s.hw_names.size(), hw_bits);
-    c.img = widen(c.img, s.img_names.size(), img_bits);
-    // A new service that mustcoexist ties to what an existing node runs joins that node,
-    // so its hardware/image restrictions must allow the node.
+  for (auto& c : e.fixed) {
+    c.hw = Widen(c.hw, s.hw_names.size(), HwBits(s));
+    c.img = Widen(c.img, s.img_names.size(), ImgBits(s));
+  }
+}
+
+// A new service that mustcoexist ties to what an existing node runs joins that node,
+// so its hardware/image restrictions must allow the node.
+Status CheckJoinsExisting(const Setup& s, const Existing& e) {
+  const Problem& p = s.problem;
+  for (const auto& c : e.fixed) {
     for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) {
       const Block& b = p.blocks[bi];
       if (!c.content.Test(bi)) continue;
       for (const auto& svc : b.services) {
-        if (old_services.count(svc)) continue;
+        if (e.old_services.count(svc)) continue;
         if (!c.hw.Intersects(b.hw) || !c.img.Intersects(b.img)) {
-          const auto& node = existing[static_cast<std::size_t>(c.nodes.front())];
+          const auto& node = e.nodes[static_cast<std::size_t>(c.nodes.front())];
           return Impossible(s, "new service '" + svc + "' must join existing node '" + node.hostname + "' (" +
                                    BlockText(b) + "), but its hardware/image restrictions do not allow " +
                                    node.hardwaretype + "/" + node.imagetype +
@@ -810,84 +879,97 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
       }
     }
   }
-  Search search(p, options);
-  const std::int64_t n_existing = static_cast<std::int64_t>(existing.size());
-  std::vector<Cls> solved;
-  bool found = false;
+  return Status::Ok();
+}
 
-  if (nodes >= n_existing) {
-    for (const auto& b : p.blocks) {
-      std::int64_t on = 0;
-      for (const auto& c : fixed)
-        if (c.content.Test(static_cast<std::size_t>(&b - p.blocks.data()))) on += c.count;
-      if (on > b.hi)
-        return Impossible(s, "service '" + b.services[0] + "' already runs on " + Plural(on, "existing node") +
-                                 ", more than its quantities.max " + std::to_string(b.hi) +
-                                 "; fix the template before changing the cluster");
-    }
-    std::vector<Cls> start = fixed;
-    if (nodes > n_existing) {
-      Cls free;
-      free.content = Bits(p.blocks.size());
-      free.hw = widen(Bits::All(s.n_hw), s.n_hw, hw_bits);
-      free.img = widen(Bits::All(s.n_img), s.n_img, img_bits);
-      free.count = nodes - n_existing;
-      start.push_back(std::move(free));
-    }
-    found = search.Run(std::move(start), solved);
-  } else {
-    // Shrink: choose how many nodes of each fixed class stay, then place new services.
-    // Small kinds (masters) are decided first and kept whole when they can be; the
-    // big kinds absorb the removal.
-    std::stable_sort(fixed.begin(), fixed.end(), [](const Cls& a, const Cls& b) { return a.count < b.count; });
-    std::vector<std::int64_t> keep(fixed.size(), 0);
-    std::function<bool(std::size_t, std::int64_t)> choose = [&](std::size_t i, std::int64_t left) -> bool {
-      if (!search.Tick()) return false;
-      if (i == fixed.size()) {
-        if (left != 0) return false;
-        std::vector<Cls> kept;
-        for (std::size_t k = 0; k < fixed.size(); ++k) {
-          if (keep[k] == 0) continue;
-          Cls c = fixed[k];
-          c.count = keep[k];
-          c.nodes.resize(static_cast<std::size_t>(keep[k]));  // the lowest-numbered stay
-          kept.push_back(std::move(c));
-        }
-        for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) {
-          std::int64_t on = search.CountWith(kept, static_cast<int>(bi));
-          if (p.blocks[bi].old && (on < p.blocks[bi].lo || on > p.blocks[bi].hi)) return false;
-        }
-        return search.Run(std::move(kept), solved);
-      }
-      std::int64_t rest = 0;
-      for (std::size_t k = i + 1; k < fixed.size(); ++k) rest += fixed[k].count;
-      std::int64_t top = std::min(fixed[i].count, left);
-      for (std::int64_t v = top; v >= std::max<std::int64_t>(0, left - rest); --v) {
-        keep[i] = v;
-        if (choose(i + 1, left - v)) return true;
-        if (search.exhausted()) return false;
-      }
-      return false;
-    };
-    found = choose(0, nodes);
+// Growing (or keeping the size): no block may already exceed its maximum on the
+// existing nodes.
+Status CheckExistingWithinMax(const Setup& s, const Existing& e) {
+  const Problem& p = s.problem;
+  for (const auto& b : p.blocks) {
+    std::int64_t on = 0;
+    for (const auto& c : e.fixed)
+      if (c.content.Test(static_cast<std::size_t>(&b - p.blocks.data()))) on += c.count;
+    if (on > b.hi)
+      return Impossible(s, "service '" + b.services[0] + "' already runs on " + Plural(on, "existing node") +
+                               ", more than its quantities.max " + std::to_string(b.hi) +
+                               "; fix the template before changing the cluster");
   }
+  return Status::Ok();
+}
 
-  if (!found) {
-    if (search.exhausted()) {
-      return Status::Timeout("template '" + t.name + "': the solver stopped after " +
-                             std::to_string(search.steps()) + " search steps without finding a layout of " +
-                             Plural(nodes, "node") + " or proving that none exists; relax the constraints (" +
-                             Summary(s, nodes) + ") or raise the search bound");
-    }
-    return Impossible(s, "no layout of " + Plural(nodes, "node") + (existing.empty() ? "" : " that keeps the existing nodes") +
-                             " meets all constraints together: " + Summary(s, nodes) +
-                             "; relax one of them or change the size");
+// Growing (or keeping the size): the existing nodes plus one class of new, empty nodes.
+bool SearchGrow(Search& search, const Setup& s, const Existing& e, std::int64_t nodes, std::vector<Cls>& solved) {
+  const std::int64_t n_existing = static_cast<std::int64_t>(e.nodes.size());
+  std::vector<Cls> start = e.fixed;
+  if (nodes > n_existing) {
+    Cls free;
+    free.content = Bits(s.problem.blocks.size());
+    free.hw = Widen(Bits::All(s.n_hw), s.n_hw, HwBits(s));
+    free.img = Widen(Bits::All(s.n_img), s.n_img, ImgBits(s));
+    free.count = nodes - n_existing;
+    start.push_back(std::move(free));
   }
+  return search.Run(std::move(start), solved);
+}
 
-  // Build the layout.
-  Layout layout;
+// Shrink: choose how many nodes of each fixed class stay, then place new services.
+// Small kinds (masters) are decided first and kept whole when they can be; the
+// big kinds absorb the removal.
+bool SearchShrink(Search& search, const Problem& p, std::vector<Cls> fixed, std::int64_t nodes,
+                  std::vector<Cls>& solved) {
+  std::stable_sort(fixed.begin(), fixed.end(), [](const Cls& a, const Cls& b) { return a.count < b.count; });
+  std::vector<std::int64_t> keep(fixed.size(), 0);
+  std::function<bool(std::size_t, std::int64_t)> choose = [&](std::size_t i, std::int64_t left) -> bool {
+    if (!search.Tick()) return false;
+    if (i == fixed.size()) {
+      if (left != 0) return false;
+      std::vector<Cls> kept;
+      for (std::size_t k = 0; k < fixed.size(); ++k) {
+        if (keep[k] == 0) continue;
+        Cls c = fixed[k];
+        c.count = keep[k];
+        c.nodes.resize(static_cast<std::size_t>(keep[k]));  // the lowest-numbered stay
+        kept.push_back(std::move(c));
+      }
+      for (std::size_t bi = 0; bi < p.blocks.size(); ++bi) {
+        std::int64_t on = search.CountWith(kept, static_cast<int>(bi));
+        if (p.blocks[bi].old && (on < p.blocks[bi].lo || on > p.blocks[bi].hi)) return false;
+      }
+      return search.Run(std::move(kept), solved);
+    }
+    std::int64_t rest = 0;
+    for (std::size_t k = i + 1; k < fixed.size(); ++k) rest += fixed[k].count;
+    std::int64_t top = std::min(fixed[i].count, left);
+    for (std::int64_t v = top; v >= std::max<std::int64_t>(0, left - rest); --v) {
+      keep[i] = v;
+      if (choose(i + 1, left - v)) return true;
+      if (search.exhausted()) return false;
+    }
+    return false;
+  };
+  return choose(0, nodes);
+}
+
+// Why no layout came out: the search bound, or constraints that cannot all hold.
+Status NoLayout(const Search& search, const ClusterTemplate& t, const Setup& s, std::int64_t nodes,
+                bool has_existing) {
+  if (search.exhausted()) {
+    return Status::Timeout("template '" + t.name + "': the solver stopped after " +
+                           std::to_string(search.steps()) + " search steps without finding a layout of " +
+                           Plural(nodes, "node") + " or proving that none exists; relax the constraints (" +
+                           Summary(s, nodes) + ") or raise the search bound");
+  }
+  return Impossible(s, "no layout of " + Plural(nodes, "node") + (has_existing ? " that keeps the existing nodes" : "") +
+                           " meets all constraints together: " + Summary(s, nodes) +
+                           "; relax one of them or change the size");
+}
+
+// New nodes are numbered after the highest <cluster>-<n> among the existing ones
+// (and after their count).
+std::int64_t FirstNewIndex(const std::string& cluster_name, const std::vector<LayoutNode>& existing) {
   std::int64_t next_index = 0;
-  const std::string prefix = req.cluster_name + "-";
+  const std::string prefix = cluster_name + "-";
   for (const auto& n : existing) {
     std::string label = n.hostname.substr(0, n.hostname.find('.'));
     if (label.rfind(prefix, 0) == 0 && label.size() > prefix.size() &&
@@ -896,25 +978,35 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
         label.size() - prefix.size() < 12)
       next_index = std::max<std::int64_t>(next_index, std::stoll(label.substr(prefix.size())));
   }
-  next_index = std::max(next_index, n_existing) + 1;
+  return std::max(next_index, static_cast<std::int64_t>(existing.size())) + 1;
+}
 
-  auto services_of = [&](const Cls& c, const std::vector<std::string>* base) {
-    std::set<std::string> out(s.unconstrained.begin(), s.unconstrained.end());
-    if (base) out.insert(base->begin(), base->end());
-    for (std::size_t bi = 0; bi < p.blocks.size(); ++bi)
-      if (c.content.Test(bi)) out.insert(p.blocks[bi].services.begin(), p.blocks[bi].services.end());
-    return std::vector<std::string>(out.begin(), out.end());
-  };
+// A class's services: the unconstrained ones, its blocks', and `base` (what an
+// existing node already runs), sorted.
+std::vector<std::string> ServicesOf(const Setup& s, const Cls& c, const std::vector<std::string>* base) {
+  std::set<std::string> out(s.unconstrained.begin(), s.unconstrained.end());
+  if (base) out.insert(base->begin(), base->end());
+  for (std::size_t bi = 0; bi < s.problem.blocks.size(); ++bi)
+    if (c.content.Test(bi)) out.insert(s.problem.blocks[bi].services.begin(), s.problem.blocks[bi].services.end());
+  return std::vector<std::string>(out.begin(), out.end());
+}
+
+// Build the layout: existing nodes keep their hostnames and gain their new services;
+// new nodes get the next numbers and the preferred hardware and image their class allows.
+Layout BuildLayout(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req, const Setup& s,
+                   const std::vector<LayoutNode>& existing, const std::vector<Cls>& solved) {
+  Layout layout;
+  std::int64_t next_index = FirstNewIndex(req.cluster_name, existing);
   std::vector<std::pair<std::vector<std::string>, const Cls*>> free_classes;
   for (const auto& c : solved) {
     if (c.fixed) {
       for (int idx : c.nodes) {
         LayoutNode n = existing[static_cast<std::size_t>(idx)];
-        n.services = services_of(c, &n.services);
+        n.services = ServicesOf(s, c, &n.services);
         layout.nodes.push_back(std::move(n));
       }
     } else {
-      free_classes.emplace_back(services_of(c, nullptr), &c);
+      free_classes.emplace_back(ServicesOf(s, c, nullptr), &c);
     }
   }
   // Small groups (masters) get the low numbers.
@@ -946,6 +1038,32 @@ Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, cons
   if (!std::is_sorted(layout.nodes.begin(), layout.nodes.end(), by_host))
     std::sort(layout.nodes.begin(), layout.nodes.end(), by_host);
   return layout;
+}
+
+}  // namespace
+
+Result<Layout> Solve(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req,
+                     const SolveOptions& options) {
+  WEFT_RETURN_IF_ERROR(CheckRequest(t, req));
+  const std::int64_t nodes = req.size;
+  Setup s;
+  WEFT_RETURN_IF_ERROR(Prepare(cat, t, req, nodes, s));
+  Existing e;
+  WEFT_RETURN_IF_ERROR(FixExisting(req, s, e));
+  WidenMasks(s, e);
+  WEFT_RETURN_IF_ERROR(CheckJoinsExisting(s, e));
+
+  Search search(s.problem, options);
+  std::vector<Cls> solved;
+  bool found = false;
+  if (nodes >= static_cast<std::int64_t>(e.nodes.size())) {
+    WEFT_RETURN_IF_ERROR(CheckExistingWithinMax(s, e));
+    found = SearchGrow(search, s, e, nodes, solved);
+  } else {
+    found = SearchShrink(search, s.problem, std::move(e.fixed), nodes, solved);
+  }
+  if (!found) return NoLayout(search, t, s, nodes, !e.nodes.empty());
+  return BuildLayout(cat, t, req, s, e.nodes, solved);
 }
 
 }  // namespace weft::solver

@@ -15,6 +15,7 @@
 
 #include "lua_json.hpp"
 #include "sandbox.hpp"
+#include "weft/host/task_view.hpp"
 
 namespace weft::host::lua {
 namespace {
@@ -300,24 +301,11 @@ void WriteErr(char* err, std::size_t err_len, const std::string& message) {
   std::snprintf(err, err_len, "%s", message.c_str());
 }
 
-// The fields a task carries for this plugin: provider.fields for providers,
-// service.action.fields for automators, else a top-level "fields".
+// The fields a task carries for this plugin, found as for native plugins'
+// field_json (weft/host/task_view.hpp).
 json TaskFields(const json& task, std::uint32_t kind) {
-  const json* at = &task;
-  std::initializer_list<const char*> path = {"provider", "fields"};
-  std::initializer_list<const char*> automator = {"service", "action", "fields"};
-  if (kind == WEFT_KIND_AUTOMATOR) path = automator;
-  for (const char* key : path) {
-    auto it = at->find(key);
-    if (it == at->end() || !it->is_object()) {
-      at = nullptr;
-      break;
-    }
-    at = &*it;
-  }
-  if (at) return *at;
-  auto it = task.find("fields");
-  return it != task.end() && it->is_object() ? *it : json::object();
+  const json* fields = PluginFields(task, kind);
+  return fields ? *fields : json::object();
 }
 
 int Run(Instance& instance, const weft_host_services* host, weft_task* task, std::uint32_t action, char* err,

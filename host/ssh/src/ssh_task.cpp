@@ -3,34 +3,12 @@
 
 #include "weft/host/ssh.hpp"
 #include "weft/host/ssh_services.hpp"
+#include "weft/host/task_view.hpp"
 
 namespace weft::host::ssh {
 namespace {
 
 using json = nlohmann::json;
-
-const json* Lookup(const json& t, const char* key) {
-  auto at = [&](const json& obj) -> const json* {
-    if (!obj.is_object()) return nullptr;
-    auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  };
-  if (const json* v = at(t)) return v;
-  for (const char* where : {"results", "node"}) {
-    auto it = t.find(where);
-    if (it != t.end()) {
-      if (const json* v = at(*it)) return v;
-    }
-  }
-  auto node = t.find("node");
-  if (node != t.end() && node->is_object()) {
-    auto r = node->find("results");
-    if (r != node->end()) {
-      if (const json* v = at(*r)) return v;
-    }
-  }
-  return nullptr;
-}
 
 void WriteErr(char* err, std::size_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -76,24 +54,24 @@ Status WithSession(const Target& target, const CancelledFn& cancelled, Op op) {
 
 Result<Target> TargetFromTask(const json& t) {
   Target target;
-  if (const json* h = Lookup(t, "hostname"); h && h->is_string()) target.node = h->get<std::string>();
+  if (const json* h = NodeFact(t, "hostname"); h && h->is_string()) target.node = h->get<std::string>();
   if (target.node.empty()) {
-    if (const json* n = Lookup(t, "node_id"); n && n->is_string()) target.node = n->get<std::string>();
+    if (const json* n = NodeFact(t, "node_id"); n && n->is_string()) target.node = n->get<std::string>();
   }
   const std::string who = "node " + (target.node.empty() ? std::string("(unnamed)") : target.node);
-  const json* address = Lookup(t, "access_v4");
+  const json* address = NodeFact(t, "access_v4");
   if (!address || !address->is_string() || address->get<std::string>().empty()) {
     return Status::Invalid("the task for " + who +
                            " has no access_v4 address; the provider's CONFIRM must return it before SSH can be used");
   }
   target.address = address->get<std::string>();
-  if (const json* port = Lookup(t, "ssh_port")) {
+  if (const json* port = NodeFact(t, "ssh_port")) {
     if (!port->is_number_integer() || port->get<std::int64_t>() < 1 || port->get<std::int64_t>() > 65535) {
       return Status::Invalid("the task for " + who + " has an ssh_port that is not an integer 1-65535");
     }
     target.port = static_cast<std::uint16_t>(port->get<std::int64_t>());
   }
-  const json* auth = Lookup(t, "ssh_auth");
+  const json* auth = NodeFact(t, "ssh_auth");
   if (!auth || !auth->is_object()) {
     return Status::Invalid("the task for " + who +
                            " has no ssh_auth object; the provider's CREATE must return {user, private_key}");
@@ -107,7 +85,7 @@ Result<Target> TargetFromTask(const json& t) {
     return Status::Invalid("the task for " + who + " has no ssh_auth.private_key; key authentication is the only kind "
                            "Weft uses");
   }
-  const json* keys = Lookup(t, "host_keys");
+  const json* keys = NodeFact(t, "host_keys");
   if (keys && keys->is_string()) {
     target.host_keys.push_back(keys->get<std::string>());
   } else if (keys && keys->is_array()) {

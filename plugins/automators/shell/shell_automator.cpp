@@ -3,6 +3,7 @@
 // environment and the expanded cluster config in a JSON file. See README.md.
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,29 +30,22 @@ const char* ActionName(weft_action a) {
   return name ? name : "OTHER";
 }
 
-// The action's fields: service.action.fields, else the task's top-level "fields".
-json Fields(const json& t) {
-  auto s = t.find("service");
-  if (s != t.end() && s->is_object()) {
-    auto a = s->find("action");
-    if (a != s->end() && a->is_object()) {
-      auto f = a->find("fields");
-      if (f != a->end() && f->is_object()) return *f;
-    }
+// This action's fields, as the host found them in the task.
+json Fields(const Task& task) {
+  json fields = json::object();
+  for (const char* name : {"command", "script", "args", "timeout_ms"}) {
+    if (const std::optional<std::string> text = task.FieldJson(name)) fields[name] = json::parse(*text);
   }
-  auto f = t.find("fields");
-  return f != t.end() && f->is_object() ? *f : json::object();
+  return fields;
 }
 
-// A node fact from the task or the node's earlier results.
-std::string Fact(const json& t, const char* key) {
-  for (const json* obj : {&t, t.contains("results") ? &t["results"] : nullptr, t.contains("node") ? &t["node"] : nullptr}) {
-    if (!obj || !obj->is_object()) continue;
-    auto it = obj->find(key);
-    if (it == obj->end() || it->is_null()) continue;
-    return it->is_string() ? it->get<std::string>() : it->dump();
-  }
-  return {};
+// A fact of the task's node, as the host found it: a string as it is, any other
+// value as JSON text; empty when the task has none.
+std::string Fact(const Task& task, const char* key) {
+  const std::optional<std::string> text = task.NodeJson(key);
+  if (!text) return {};
+  const json v = json::parse(*text);
+  return v.is_string() ? v.get<std::string>() : *text;
 }
 
 std::string RandomHex() {
@@ -105,13 +99,24 @@ class ShellAutomator : public weft::sdk::Plugin {
     info.actions = {WEFT_ACTION_BOOTSTRAP, WEFT_ACTION_INSTALL, WEFT_ACTION_CONFIGURE, WEFT_ACTION_INITIALIZE,
                     WEFT_ACTION_START,     WEFT_ACTION_STOP,    WEFT_ACTION_REMOVE};
     info.fields = {
-        {"command", "Command", WEFT_FIELD_STRING, false, false, "",
-         "a shell command line run on the node; sees args as \"$@\" (give command or script)"},
-        {"script", "Script", WEFT_FIELD_STRING, false, false, "",
-         "path of a local file (e.g. a synced script resource) uploaded and run on the node with args"},
-        {"args", "Arguments", WEFT_FIELD_JSON, false, false, "[]", "array of strings passed to the command or script"},
-        {"timeout_ms", "Timeout (ms)", WEFT_FIELD_INTEGER, false, false, std::to_string(kDefaultTimeoutMs),
-         "how long the command may run before it is stopped and the task fails"},
+        {.name = "command",
+         .label = "Command",
+         .type = WEFT_FIELD_STRING,
+         .description = "a shell command line run on the node; sees args as \"$@\" (give command or script)"},
+        {.name = "script",
+         .label = "Script",
+         .type = WEFT_FIELD_STRING,
+         .description = "path of a local file (e.g. a synced script resource) uploaded and run on the node with args"},
+        {.name = "args",
+         .label = "Arguments",
+         .type = WEFT_FIELD_JSON,
+         .default_json = "[]",
+         .description = "array of strings passed to the command or script"},
+        {.name = "timeout_ms",
+         .label = "Timeout (ms)",
+         .type = WEFT_FIELD_INTEGER,
+         .default_json = std::to_string(kDefaultTimeoutMs),
+         .description = "how long the command may run before it is stopped and the task fails"},
     };
     info.resource_types = {"scripts"};
     return info;
@@ -120,7 +125,7 @@ class ShellAutomator : public weft::sdk::Plugin {
   void Run(weft_action action, Task& task) override {
     const json t = json::parse(task.Json(), nullptr, /*allow_exceptions=*/false);
     if (!t.is_object()) throw Error(WEFT_ERR_INVALID, "the task JSON is not an object");
-    const json fields = Fields(t);
+    const json fields = Fields(task);
     auto str = [&](const char* name) {
       auto it = fields.find(name);
       if (it == fields.end() || it->is_null()) return std::string();
@@ -160,7 +165,7 @@ class ShellAutomator : public weft::sdk::Plugin {
       throw Error(WEFT_ERR_UNSUPPORTED, "shell: this weft-host has no SSH services (plugin ABI 1.1); upgrade weft-host");
     }
 
-    const std::string node = Fact(t, "hostname").empty() ? Fact(t, "node_id") : Fact(t, "hostname");
+    const std::string node = Fact(task, "hostname").empty() ? Fact(task, "node_id") : Fact(task, "hostname");
     const std::string name = "weft-task-" + std::to_string(t.value("task_id", std::int64_t{0})) + "-" + RandomHex();
 
     // 1. A private work directory with the config (and the script): on the
@@ -198,11 +203,11 @@ class ShellAutomator : public weft::sdk::Plugin {
     };
     put("WEFT_ACTION", ActionName(action));
     put("WEFT_TASK_ID", std::to_string(t.value("task_id", std::int64_t{0})));
-    put("WEFT_CLUSTER_ID", Fact(t, "cluster_id"));
-    put("WEFT_NODE_ID", Fact(t, "node_id"));
-    put("WEFT_HOSTNAME", Fact(t, "hostname"));
-    put("WEFT_ACCESS_V4", Fact(t, "access_v4"));
-    put("WEFT_BIND_V4", Fact(t, "bind_v4").empty() ? Fact(t, "access_v4") : Fact(t, "bind_v4"));
+    put("WEFT_CLUSTER_ID", Fact(task, "cluster_id"));
+    put("WEFT_NODE_ID", Fact(task, "node_id"));
+    put("WEFT_HOSTNAME", Fact(task, "hostname"));
+    put("WEFT_ACCESS_V4", Fact(task, "access_v4"));
+    put("WEFT_BIND_V4", Fact(task, "bind_v4").empty() ? Fact(task, "access_v4") : Fact(task, "bind_v4"));
     std::string service;
     if (auto s = t.find("service"); s != t.end() && s->is_object()) service = s->value("name", std::string());
     put("WEFT_SERVICE", service);

@@ -2,6 +2,7 @@
 // machine, one loopback address each (see README.md and local_node.hpp).
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,31 +21,6 @@ json ParseTask(const weft::sdk::Task& task) {
   return t;
 }
 
-// A value the node got from an earlier task (CREATE's provider_id, ...): at the
-// top level of the task, or in its "results" / "node" / "node.results" objects.
-const json* Lookup(const json& t, const char* key) {
-  auto at = [&](const json& obj) -> const json* {
-    if (!obj.is_object()) return nullptr;
-    auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  };
-  if (const json* v = at(t)) return v;
-  for (const char* where : {"results", "node"}) {
-    auto it = t.find(where);
-    if (it != t.end()) {
-      if (const json* v = at(*it)) return v;
-    }
-  }
-  auto node = t.find("node");
-  if (node != t.end() && node->is_object()) {
-    auto r = node->find("results");
-    if (r != node->end()) {
-      if (const json* v = at(*r)) return v;
-    }
-  }
-  return nullptr;
-}
-
 std::string Sanitize(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -61,19 +37,20 @@ struct Settings {
   std::string user = "root";
 };
 
-Settings ReadSettings(const json& t) {
+// A value the host found for the task: the provider's field or a fact about
+// the node (json() when the task has none).
+json Parsed(const std::optional<std::string>& text) { return text ? json::parse(*text) : json(); }
+
+Settings ReadSettings(const weft::sdk::Task& task) {
   Settings s;
-  json fields = json::object();
-  auto p = t.find("provider");
-  if (p != t.end() && p->is_object() && p->contains("fields") && (*p)["fields"].is_object()) fields = (*p)["fields"];
   auto str = [&](const char* name, std::string* out) {
-    auto it = fields.find(name);
-    if (it == fields.end() || it->is_null()) return;
-    if (!it->is_string() || it->get<std::string>().empty()) {
+    const json v = Parsed(task.FieldJson(name));
+    if (v.is_null()) return;
+    if (!v.is_string() || v.get<std::string>().empty()) {
       throw weft::sdk::Error(WEFT_ERR_INVALID, std::string("local provider: field '") + name +
                                                    "' must be a non-empty string");
     }
-    *out = it->get<std::string>();
+    *out = v.get<std::string>();
   };
   std::string state_dir = s.state_dir.string();
   str("state_dir", &state_dir);
@@ -82,25 +59,24 @@ Settings ReadSettings(const json& t) {
     throw weft::sdk::Error(WEFT_ERR_INVALID, "local provider: state_dir '" + state_dir + "' must be an absolute path");
   }
   str("user", &s.user);
-  auto port = fields.find("ssh_port");
-  if (port != fields.end() && !port->is_null()) {
-    if (!port->is_number_integer() || port->get<std::int64_t>() < 1 || port->get<std::int64_t>() > 65535) {
+  if (const json port = Parsed(task.FieldJson("ssh_port")); !port.is_null()) {
+    if (!port.is_number_integer() || port.get<std::int64_t>() < 1 || port.get<std::int64_t>() > 65535) {
       throw weft::sdk::Error(WEFT_ERR_INVALID, "local provider: ssh_port must be an integer 1-65535");
     }
-    s.port = static_cast<std::uint16_t>(port->get<std::int64_t>());
+    s.port = static_cast<std::uint16_t>(port.get<std::int64_t>());
   }
   return s;
 }
 
 // The node directory named by the task's provider_id, checked so that a
 // provider_id can never point outside state_dir.
-fs::path NodeDir(const json& t, const Settings& s, bool required) {
-  const json* id = Lookup(t, "provider_id");
-  if (!id || !id->is_string() || id->get<std::string>().empty()) {
+fs::path NodeDir(const weft::sdk::Task& task, const Settings& s, bool required) {
+  const json id = Parsed(task.NodeJson("provider_id"));
+  if (!id.is_string() || id.get<std::string>().empty()) {
     if (!required) return {};
     throw weft::sdk::Error(WEFT_ERR_INVALID, "local provider: the task has no provider_id; CREATE must run first");
   }
-  const std::string v = id->get<std::string>();
+  const std::string v = id.get<std::string>();
   if (v == "." || v == ".." || Sanitize(v) != v) {
     throw weft::sdk::Error(WEFT_ERR_INVALID, "local provider: provider_id '" + v + "' is not a local node id");
   }
@@ -117,24 +93,32 @@ class LocalProvider : public weft::sdk::Plugin {
     info.description = "Nodes are real OpenSSH sshd processes on this machine, one 127.0.x.y address each (needs root)";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = {
-        {"state_dir", "State directory", WEFT_FIELD_STRING, false, false,
-         std::string("\"") + weft::localnode::kDefaultStateDir + "\"",
-         "absolute path where node directories (keys, sshd_config, logs) live"},
-        {"ssh_port", "SSH port", WEFT_FIELD_INTEGER, false, false, std::to_string(weft::localnode::kDefaultSshPort),
-         "port every node's sshd listens on (each node has its own address, so they do not collide)"},
-        {"user", "SSH user", WEFT_FIELD_STRING, false, false, "\"root\"",
-         "existing local account automators log in as"},
+        {.name = "state_dir",
+         .label = "State directory",
+         .type = WEFT_FIELD_STRING,
+         .default_json = std::string("\"") + weft::localnode::kDefaultStateDir + "\"",
+         .description = "absolute path where node directories (keys, sshd_config, logs) live"},
+        {.name = "ssh_port",
+         .label = "SSH port",
+         .type = WEFT_FIELD_INTEGER,
+         .default_json = std::to_string(weft::localnode::kDefaultSshPort),
+         .description = "port every node's sshd listens on (each node has its own address, so they do not collide)"},
+        {.name = "user",
+         .label = "SSH user",
+         .type = WEFT_FIELD_STRING,
+         .default_json = "\"root\"",
+         .description = "existing local account automators log in as"},
     };
     return info;
   }
 
   void Run(weft_action action, weft::sdk::Task& task) override {
     const json t = ParseTask(task);
-    const Settings s = ReadSettings(t);
+    const Settings s = ReadSettings(task);
     switch (action) {
       case WEFT_ACTION_CREATE: Create(task, t, s); break;
       case WEFT_ACTION_CONFIRM: Confirm(task, t, s); break;
-      case WEFT_ACTION_DELETE: Delete(task, t, s); break;
+      case WEFT_ACTION_DELETE: Delete(task, s); break;
       default: throw weft::sdk::Error(WEFT_ERR_UNSUPPORTED, "local provider implements CREATE, CONFIRM and DELETE only");
     }
   }
@@ -179,7 +163,7 @@ class LocalProvider : public weft::sdk::Plugin {
   }
 
   static void Confirm(weft::sdk::Task& task, const json& t, const Settings& s) {
-    const fs::path dir = NodeDir(t, s, true);
+    const fs::path dir = NodeDir(task, s, true);
     auto node = weft::localnode::LoadNode(dir);
     if (!node.ok()) throw weft::sdk::Error(WEFT_ERR_FAILED, "local provider: " + node.status().message());
     if (!weft::localnode::ProcessAlive(node->pid)) {
@@ -197,8 +181,8 @@ class LocalProvider : public weft::sdk::Plugin {
     task.Progress(100, "node confirmed");
   }
 
-  static void Delete(weft::sdk::Task& task, const json& t, const Settings& s) {
-    const fs::path dir = NodeDir(t, s, false);
+  static void Delete(weft::sdk::Task& task, const Settings& s) {
+    const fs::path dir = NodeDir(task, s, false);
     if (dir.empty()) {
       task.Info("local provider: no provider_id, so CREATE never started a node; nothing to delete");
       return;

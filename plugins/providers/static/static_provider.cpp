@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,34 +31,15 @@ json ParseTask(const weft::sdk::Task& task) {
   return t;
 }
 
-// A value of the node: at the top level of the task, or in its "results",
-// "node" or "node.results" objects (the order the SSH services use).
-const json* Lookup(const json& t, const char* key) {
-  auto at = [&](const json& obj) -> const json* {
-    if (!obj.is_object()) return nullptr;
-    auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  };
-  if (const json* v = at(t)) return v;
-  for (const char* where : {"results", "node"}) {
-    auto it = t.find(where);
-    if (it != t.end()) {
-      if (const json* v = at(*it)) return v;
-    }
-  }
-  auto node = t.find("node");
-  if (node != t.end() && node->is_object()) {
-    auto r = node->find("results");
-    if (r != node->end()) {
-      if (const json* v = at(*r)) return v;
-    }
-  }
-  return nullptr;
+// A fact about the task's node, as the host found it (null when it has none).
+json NodeFact(const weft::sdk::Task& task, const char* key) {
+  const std::optional<std::string> text = task.NodeJson(key);
+  return text ? json::parse(*text) : json();
 }
 
-std::string StringAt(const json& t, const char* key) {
-  const json* v = Lookup(t, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
+std::string StringAt(const weft::sdk::Task& task, const char* key) {
+  const json v = NodeFact(task, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
 }
 
 int CodeOf(const weft::Status& s) {
@@ -68,13 +50,13 @@ int CodeOf(const weft::Status& s) {
 
 [[noreturn]] void Throw(const weft::Status& s) { throw Error(CodeOf(s), s.message()); }
 
-json Fields(const json& t) {
-  auto p = t.find("provider");
-  if (p != t.end() && p->is_object()) {
-    auto f = p->find("fields");
-    if (f != p->end() && f->is_object()) return *f;
+// The provider's fields, as the host found them in the task.
+json Fields(const weft::sdk::Task& task) {
+  json fields = json::object();
+  for (const char* name : {"hosts", "ssh_key", "state_dir"}) {
+    if (const std::optional<std::string> text = task.FieldJson(name)) fields[name] = json::parse(*text);
   }
-  return json::object();
+  return fields;
 }
 
 fs::path StateDir(const json& fields) {
@@ -139,21 +121,32 @@ class StaticProvider : public weft::sdk::Plugin {
     info.description = "Nodes are existing SSH hosts from a pool; each is allocated to one cluster node at a time";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = {
-        {"hosts", "Hosts", WEFT_FIELD_JSON, true, false, "",
-         "the pool: a list (or a string holding a JSON list) of {\"address\": IPv4, \"port\": 22, \"user\": "
-         "\"root\", \"host_keys\": [\"ssh-ed25519 AAAA...\"]}; host_keys are required"},
-        {"ssh_key", "SSH private key", WEFT_FIELD_STRING, true, true, "",
-         "private key (OpenSSH text, ed25519 or ECDSA) that logs in to every host of the pool"},
-        {"state_dir", "State directory", WEFT_FIELD_STRING, false, false,
-         std::string("\"") + sp::kDefaultStateDir + "\"",
-         "absolute path where allocations are recorded; share it between every weft-host on this machine"},
+        {.name = "hosts",
+         .label = "Hosts",
+         .type = WEFT_FIELD_JSON,
+         .required = true,
+         .description =
+             "the pool: a list (or a string holding a JSON list) of {\"address\": IPv4, \"port\": 22, \"user\": "
+             "\"root\", \"host_keys\": [\"ssh-ed25519 AAAA...\"]}; host_keys are required"},
+        {.name = "ssh_key",
+         .label = "SSH private key",
+         .type = WEFT_FIELD_STRING,
+         .required = true,
+         .sensitive = true,
+         .description = "private key (OpenSSH text, ed25519 or ECDSA) that logs in to every host of the pool"},
+        {.name = "state_dir",
+         .label = "State directory",
+         .type = WEFT_FIELD_STRING,
+         .default_json = std::string("\"") + sp::kDefaultStateDir + "\"",
+         .description =
+             "absolute path where allocations are recorded; share it between every weft-host on this machine"},
     };
     return info;
   }
 
   void Run(weft_action action, weft::sdk::Task& task) override {
     const json t = ParseTask(task);
-    const json fields = Fields(t);
+    const json fields = Fields(task);
     const sp::Allocations allocations(StateDir(fields));
     switch (action) {
       case WEFT_ACTION_CREATE: Create(task, t, fields, allocations); break;
@@ -193,7 +186,7 @@ class StaticProvider : public weft::sdk::Plugin {
     const std::vector<sp::PoolHost> pool = Pool(fields);
     const std::string key = SshKey(fields);
     const sp::Holder holder = HolderOf(t);
-    const std::string id = StringAt(t, "provider_id");
+    const std::string id = StringAt(task, "provider_id");
     if (id.empty()) throw Error(WEFT_ERR_INVALID, "static provider: the task has no provider_id; CREATE must run first");
     const sp::PoolHost* h = FindHost(pool, id);
     if (!h) {
@@ -211,14 +204,13 @@ class StaticProvider : public weft::sdk::Plugin {
     // The SSH service reaches the host as CREATE described it; if the pool
     // entry was edited since, the check below would test stale data.
     std::vector<std::string> changed;
-    if (StringAt(t, "access_v4") != h->address) changed.push_back("address");
-    const json* port = Lookup(t, "ssh_port");
-    if (!port || !port->is_number_integer() || port->get<std::int64_t>() != h->port) changed.push_back("port");
-    const json* keys = Lookup(t, "host_keys");
-    if (!keys || *keys != json(h->host_keys)) changed.push_back("host_keys");
-    const json* auth = Lookup(t, "ssh_auth");
-    if (!auth || !auth->is_object() || auth->value("user", std::string()) != h->user) changed.push_back("user");
-    if (!auth || !auth->is_object() || auth->value("private_key", std::string()) != key) changed.push_back("ssh_key");
+    if (StringAt(task, "access_v4") != h->address) changed.push_back("address");
+    const json port = NodeFact(task, "ssh_port");
+    if (!port.is_number_integer() || port.get<std::int64_t>() != h->port) changed.push_back("port");
+    if (NodeFact(task, "host_keys") != json(h->host_keys)) changed.push_back("host_keys");
+    const json auth = NodeFact(task, "ssh_auth");
+    if (!auth.is_object() || auth.value("user", std::string()) != h->user) changed.push_back("user");
+    if (!auth.is_object() || auth.value("private_key", std::string()) != key) changed.push_back("ssh_key");
     if (!changed.empty()) {
       std::string what;
       for (const std::string& c : changed) what += (what.empty() ? "" : ", ") + c;
@@ -269,7 +261,7 @@ class StaticProvider : public weft::sdk::Plugin {
     if (!freed.ok()) Throw(freed.status());
     for (const std::string& id : *freed) task.Info("static provider: freed " + id + " (" + holder.Describe() + ")");
     if (freed->empty()) {
-      const std::string id = StringAt(t, "provider_id");
+      const std::string id = StringAt(task, "provider_id");
       std::string why = "nothing is allocated to " + holder.Describe();
       if (!id.empty()) {
         auto claim = allocations.Find(id);

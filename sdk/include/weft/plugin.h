@@ -1,5 +1,5 @@
 /*
- * weft/plugin.h: the Weft native plugin ABI, version 1.1.
+ * weft/plugin.h: the Weft native plugin ABI, version 1.2.
  *
  * This header is the whole contract between weft-host and a native plugin.
  * It is plain C so that any language with a C FFI can implement a plugin; the
@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define WEFT_ABI_MAJOR 1u
-#define WEFT_ABI_MINOR 1u
+#define WEFT_ABI_MINOR 2u
 
 /* The one symbol a plugin exports. */
 #define WEFT_PLUGIN_ENTRY_SYMBOL "weft_plugin_entry"
@@ -171,6 +171,18 @@ typedef struct weft_host_services {
   /* Writes len bytes at data to remote_path on the node, with `mode`. */
   int (*ssh_write)(weft_task *task, const void *data, size_t len, const char *remote_path, uint32_t mode,
                    uint32_t timeout_ms, char *err, size_t err_len);
+  /* --- 1.2: the task's fields and node, found by the host ---
+   * Both return JSON text owned by the host, valid until run returns, or NULL
+   * when the task does not have the value (a null counts as absent). */
+  /* The plugin's field `name` as the task carries it (sealed values already
+   * opened): the provider's fields for a provider, the service action's fields
+   * for an automator; a task enqueued by hand has them in its own "fields". */
+  const char *(*field_json)(weft_task *task, const char *name);
+  /* A fact about the task's node: hostname, access_v4, ssh_port, ssh_auth,
+   * host_keys, provider_id, ... Found where the SSH services find it: the task
+   * itself, then what the node's earlier tasks returned (results), then the
+   * node's own record (node, node.results). */
+  const char *(*node_json)(weft_task *task, const char *key);
 } weft_host_services;
 
 #define WEFT_HOST_HAS(services, member)                                                     \

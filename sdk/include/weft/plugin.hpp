@@ -7,7 +7,7 @@
 //       info.type_name = "hello";
 //       info.kind = WEFT_KIND_AUTOMATOR;
 //       info.actions = {WEFT_ACTION_INSTALL, WEFT_ACTION_START};
-//       info.fields = {{"greeting", "Greeting", WEFT_FIELD_STRING, false, false, "\"hi\""}};
+//       info.fields = {{.name = "greeting", .label = "Greeting", .default_json = "\"hi\""}};
 //       return info;
 //     }
 //     void Run(weft_action action, weft::sdk::Task& task) override {
@@ -33,6 +33,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -52,14 +53,16 @@ class Error : public std::runtime_error {
   int code_;
 };
 
+// Written with designated initializers, naming only what differs from the
+// defaults: {.name = "greeting", .label = "Greeting", .default_json = "\"hi\""}.
 struct Field {
-  std::string name;
-  std::string label;
+  std::string name{};
+  std::string label{};
   weft_field_type type = WEFT_FIELD_STRING;
   bool required = false;
   bool sensitive = false;
-  std::string default_json;  // empty: no default
-  std::string description;
+  std::string default_json{};  // empty: no default
+  std::string description{};
 };
 
 struct Info {
@@ -99,6 +102,25 @@ class Task {
   void SetResultString(const std::string& key, std::string_view value) const { SetResult(key, Quote(value)); }
   bool Cancelled() const { return host_->cancelled(task_) != 0; }
   const weft_host_services* host() const { return host_; }
+
+  // ---- the task's fields and node, found by the host (ABI 1.2) ----
+  // Each returns JSON text ("\"10.0.0.5\"", "22", "{...}"), or nullopt when the
+  // task does not have the value, and throws Error(WEFT_ERR_UNSUPPORTED, ...) on
+  // a host older than 1.2.
+  // This plugin's field `name`: the provider's fields for a provider, the
+  // service action's for an automator.
+  std::optional<std::string> FieldJson(const std::string& name) const {
+    Require("field_json", WEFT_HOST_HAS(host_, field_json) && host_->field_json, "it arrived in 1.2");
+    const char* s = host_->field_json(task_, name.c_str());
+    return s ? std::optional<std::string>(s) : std::nullopt;
+  }
+  // A fact about the task's node: "hostname", "access_v4", "ssh_port",
+  // "ssh_auth", "host_keys", "provider_id", ...
+  std::optional<std::string> NodeJson(const std::string& key) const {
+    Require("node_json", WEFT_HOST_HAS(host_, node_json) && host_->node_json, "it arrived in 1.2");
+    const char* s = host_->node_json(task_, key.c_str());
+    return s ? std::optional<std::string>(s) : std::nullopt;
+  }
 
   // ---- SSH to the task's node (ABI 1.1; docs/ssh.md) ----
   // Each throws Error(WEFT_ERR_UNSUPPORTED, ...) on a host without SSH
@@ -193,12 +215,14 @@ class Task {
     }
   };
   void RequireSsh(const char* member, bool present) const {
+    Require(member, present, "SSH services arrived in 1.1");
+  }
+  // `since`: when the member arrived, for the message.
+  void Require(const char* member, bool present, const char* since) const {
     if (present) return;
     char msg[200];
-    std::snprintf(msg, sizeof msg,
-                  "this weft-host offers plugin ABI %u.%u, which has no %s (SSH services arrived in 1.1); upgrade "
-                  "weft-host",
-                  host_->abi_major, host_->abi_minor, member);
+    std::snprintf(msg, sizeof msg, "this weft-host offers plugin ABI %u.%u, which has no %s (%s); upgrade weft-host",
+                  host_->abi_major, host_->abi_minor, member, since);
     throw Error(WEFT_ERR_UNSUPPORTED, msg);
   }
 

@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -41,7 +43,17 @@ class TaskContext {
   const char* TaskJson() const { return task_json_.c_str(); }
   // Replaces the task JSON the plugin sees (the runner adds resource paths).
   // Only before the plugin's run starts: the plugin holds no pointer yet.
-  void ReplaceTaskJson(std::string task_json) { task_json_ = std::move(task_json); }
+  void ReplaceTaskJson(std::string task_json) {
+    task_json_ = std::move(task_json);
+    parsed_.reset();
+  }
+  // The kind (weft_plugin_kind) of the plugin that runs the task: which fields
+  // FieldJson reads. Only before the plugin's run starts.
+  void SetPluginKind(std::uint32_t kind) { plugin_kind_ = kind; }
+  // field_json and node_json (ABI 1.2): JSON text, or nullptr when the task does
+  // not have the value. The text lives as long as the context.
+  const char* FieldJson(const char* name);
+  const char* NodeJson(const char* key);
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
   // Asks the plugin to stop. The first reason wins (it becomes the finish message).
@@ -55,6 +67,10 @@ class TaskContext {
 
  private:
   static void Append(std::string& tail, std::string_view line, std::size_t cap);
+  // The task, parsed once; mu_ held.
+  const nlohmann::json& Parsed();
+  // Keeps the text of `value` for as long as the context; mu_ held.
+  const char* Keep(std::string key, const nlohmann::json* value);
 
   std::string task_json_;
   const ProgressSink progress_;
@@ -65,6 +81,9 @@ class TaskContext {
   nlohmann::json result_ = nlohmann::json::object();
   std::string stdout_;
   std::string stderr_;
+  std::uint32_t plugin_kind_ = WEFT_KIND_AUTOMATOR;
+  std::optional<nlohmann::json> parsed_;
+  std::map<std::string, std::string> kept_;  // what FieldJson and NodeJson handed out
 };
 
 }  // namespace weft::host

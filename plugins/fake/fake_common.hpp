@@ -29,18 +29,38 @@ struct Knobs {
 
 inline std::vector<weft::sdk::Field> KnobFields() {
   return {
-      {"latency_ms", "Latency (ms)", WEFT_FIELD_INTEGER, false, false, "0", "how long every action takes"},
-      {"jitter_ms", "Jitter (ms)", WEFT_FIELD_INTEGER, false, false, "0",
-       "extra latency from 0 to jitter_ms, fixed per task id (or per task key, see jitter_by)"},
-      {"jitter_by", "Jitter by", WEFT_FIELD_STRING, false, false, "\"task_id\"",
-       "what fixes the jitter: \"task_id\", or \"task_key\" so the same planned task waits as long in every job "
-       "and in a task enqueued by hand with the same \"task_key\""},
-      {"failure_rate", "Failure rate", WEFT_FIELD_NUMBER, false, false, "0",
-       "probability 0..1 that an action fails; decided by task id and attempt, so runs are repeatable"},
-      {"fail_actions", "Failing actions", WEFT_FIELD_STRING, false, false, "\"\"",
-       "comma-separated actions that always fail, e.g. \"CONFIRM,START\""},
-      {"fail_attempts", "Failing attempts", WEFT_FIELD_INTEGER, false, false, "0",
-       "fail_actions fail only the first N attempts of a task, then succeed; 0: every attempt fails"},
+      {.name = "latency_ms",
+       .label = "Latency (ms)",
+       .type = WEFT_FIELD_INTEGER,
+       .default_json = "0",
+       .description = "how long every action takes"},
+      {.name = "jitter_ms",
+       .label = "Jitter (ms)",
+       .type = WEFT_FIELD_INTEGER,
+       .default_json = "0",
+       .description = "extra latency from 0 to jitter_ms, fixed per task id (or per task key, see jitter_by)"},
+      {.name = "jitter_by",
+       .label = "Jitter by",
+       .type = WEFT_FIELD_STRING,
+       .default_json = "\"task_id\"",
+       .description =
+           "what fixes the jitter: \"task_id\", or \"task_key\" so the same planned task waits as long in every job "
+           "and in a task enqueued by hand with the same \"task_key\""},
+      {.name = "failure_rate",
+       .label = "Failure rate",
+       .type = WEFT_FIELD_NUMBER,
+       .default_json = "0",
+       .description = "probability 0..1 that an action fails; decided by task id and attempt, so runs are repeatable"},
+      {.name = "fail_actions",
+       .label = "Failing actions",
+       .type = WEFT_FIELD_STRING,
+       .default_json = "\"\"",
+       .description = "comma-separated actions that always fail, e.g. \"CONFIRM,START\""},
+      {.name = "fail_attempts",
+       .label = "Failing attempts",
+       .type = WEFT_FIELD_INTEGER,
+       .default_json = "0",
+       .description = "fail_actions fail only the first N attempts of a task, then succeed; 0: every attempt fails"},
   };
 }
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace weft::api {
+namespace weft::hosts {
 
 struct HostCapacity {
   std::string id;
@@ -32,4 +32,4 @@ using WorkerSplit = std::map<std::string, std::map<std::string, std::int64_t>>;
 WorkerSplit AllocateWorkers(std::vector<HostCapacity> live_hosts, const std::set<std::string>& active_tenants,
                             const std::map<std::string, std::int64_t>& caps = {});
 
-}  // namespace weft::api
+}  // namespace weft::hosts

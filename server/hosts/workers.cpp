@@ -1,8 +1,8 @@
-#include "server/api/workers.hpp"
+#include "server/hosts/workers.hpp"
 
 #include <algorithm>
 
-namespace weft::api {
+namespace weft::hosts {
 
 WorkerSplit AllocateWorkers(std::vector<HostCapacity> hosts, const std::set<std::string>& active,
                             const std::map<std::string, std::int64_t>& caps) {
@@ -44,4 +44,4 @@ WorkerSplit AllocateWorkers(std::vector<HostCapacity> hosts, const std::set<std:
   return split;
 }
 
-}  // namespace weft::api
+}  // namespace weft::hosts

@@ -1,4 +1,4 @@
-#include "server/api/cluster_ops.hpp"
+#include "server/jobs/cluster_ops.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -10,19 +10,27 @@
 #include <utility>
 #include <vector>
 
-#include "server/api/catalog_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/wire.hpp"
 #include "weft/planner/macros.hpp"
 #include "weft/solver/solver.hpp"
 
-namespace weft::api {
+namespace weft::jobs {
 namespace {
 
+using api::Call;
+using api::Effect;
+using api::Endpoint;
+using catalog::LoadCatalog;
+using api::Principal;
+using api::Response;
+using api::Role;
+using api::Router;
+
 using catalog::Kind;
-using jobs::ClusterState;
-using jobs::NewJob;
 
 constexpr std::int64_t kSolveTimeMs = 1000;
 constexpr std::int64_t kMaxClusterSize = 100000;
@@ -97,15 +105,22 @@ Result<std::vector<std::string>> NameList(const json& body, const char* key, boo
 // The status a cluster has once `op` succeeded: `stopped` after a stop of every
 // service, and it stays so until an operation starts services again (start,
 // restart, a rollback or a reconfigure with restart); otherwise `active`.
-std::string TargetStatus(const std::string& op, const std::string& now, const json& body) {
+std::string TargetStatus(JobOperation op, const std::string& now, const json& body) {
   const bool every_service = !body.contains("services") || body["services"].is_null() ||
                              (body["services"].is_array() && body["services"].empty());
-  const bool restarts = op == "start" || op == "restart" || op == "rollback" ||
-                        (op == "reconfigure" && body.contains("restart") && body["restart"] == true);
-  if (op == "stop" && every_service) return "stopped";
-  if (restarts) return "active";
-  return now == "stopped" ? "stopped" : "active";
+  const bool restarts =
+      op == JobOperation::kStart || op == JobOperation::kRestart || op == JobOperation::kRollback ||
+      (op == JobOperation::kReconfigure && body.contains("restart") && body["restart"] == true);
+  ClusterStatus status = ClusterStatus::kActive;
+  if (op == JobOperation::kStop && every_service) {
+    status = ClusterStatus::kStopped;
+  } else if (!restarts && ClusterStatusFrom(now) == ClusterStatus::kStopped) {
+    status = ClusterStatus::kStopped;
+  }
+  return std::string(ToString(status));
 }
+
+bool Terminated(const store::ClusterRecord& c) { return ClusterStatusFrom(c.status) == ClusterStatus::kTerminated; }
 
 // What a summary needs from a cluster's spec and layout. Parsing them is the
 // cost of cluster.list, so ClusterOps keeps these per cluster version.
@@ -235,18 +250,18 @@ class ClusterOps {
 
     NewJob job;
     job.tenant = call.principal.tenant;
-    job.operation = "create";
+    job.operation = ToString(JobOperation::kCreate);
     job.requested_by = call.principal.user;
     job.options = options;
     job.before.spec = spec;
-    job.target = {spec, catalog::LayoutToJson(layout), "active"};
+    job.target = {spec, catalog::LayoutToJson(layout), std::string(ToString(ClusterStatus::kActive))};
     if (dry_run) return DryRun(job);
 
     store::ClusterRecord c;
     c.tenant = call.principal.tenant;
     c.name = name;
     c.owner = call.principal.user;
-    c.status = "pending";
+    c.status = ToString(ClusterStatus::kPending);
     c.spec_json = wire::Dump(spec);
     c.layout_json = wire::Dump(job.target.layout);
     c.created_at_ms = clock_.NowMs();
@@ -257,19 +272,19 @@ class ClusterOps {
     }());
     (void)inserted;
     job.cluster_id = c.id;
-    job.before = ClusterState{spec, {{"nodes", json::array()}}, "pending"};
+    job.before = ClusterState{spec, {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
     return Launch(std::move(job));
   }
 
   // Every operation on an existing cluster.
-  Response Change(const std::string& op, const Call& call) {
+  Response Change(JobOperation op, const Call& call) {
     const json& body = call.request->body;
     if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
     WEFT_TRY_ASSIGN(found, FindCluster(call));
     store::ClusterRecord c = std::move(found);
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
-    if (c.status == "terminated")
+    if (Terminated(c))
       return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
     if (const std::string running = engine_.ActiveJob(c.id); !running.empty())
       return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running +
@@ -278,7 +293,7 @@ class ClusterOps {
     NewJob job;
     job.tenant = call.principal.tenant;
     job.cluster_id = c.id;
-    job.operation = op;
+    job.operation = ToString(op);
     job.requested_by = call.principal.user;
     job.options = options;
     job.before = StateOf(c);
@@ -286,10 +301,10 @@ class ClusterOps {
     job.target.status = TargetStatus(op, c.status, body);
     const json& spec = job.before.spec;
 
-    if (op == "delete") {
+    if (op == JobOperation::kDelete) {
       job.target.layout = {{"nodes", json::array()}};
-      job.target.status = "terminated";
-    } else if (op == "scale") {
+      job.target.status = ToString(ClusterStatus::kTerminated);
+    } else if (op == JobOperation::kScale) {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
       if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
           size == static_cast<std::int64_t>(now))
@@ -304,7 +319,7 @@ class ClusterOps {
       }
       job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
-    } else if (op == "add-services") {
+    } else if (op == JobOperation::kAddServices) {
       WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
       std::set<std::string> want = ServicesOn(job.before.layout);
       for (const std::string& s : added) {
@@ -321,7 +336,7 @@ class ClusterOps {
         job.target.spec["services"][s] = doc;
       }
       job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
-    } else if (op == "remove-services") {
+    } else if (op == JobOperation::kRemoveServices) {
       WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
       std::set<std::string> keep = ServicesOn(job.before.layout);
       for (const std::string& s : removed)
@@ -337,14 +352,14 @@ class ClusterOps {
       }
       for (const std::string& s : removed) job.target.spec["services"].erase(s);
       job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
-    } else if (op == "start" || op == "stop" || op == "restart") {
+    } else if (op == JobOperation::kStart || op == JobOperation::kStop || op == JobOperation::kRestart) {
       WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       for (const std::string& s : only)
         if (!on.count(s))
           return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
       job.extras.only_services = only;
-    } else if (op == "reconfigure") {
+    } else if (op == JobOperation::kReconfigure) {
       if (body.contains("config") && !body["config"].is_null()) {
         if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));
         json config = spec.value("config", json::object());
@@ -355,7 +370,7 @@ class ClusterOps {
       }
       WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
       job.extras.restart = restart;
-    } else if (op == "upgrade") {
+    } else if (op == JobOperation::kUpgrade) {
       WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
       const std::string template_name = spec.contains("template") ? spec["template"].value("name", "") : "";
       const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
@@ -382,7 +397,7 @@ class ClusterOps {
       job.target.spec = std::move(fresh);
       job.target.layout = catalog::LayoutToJson(layout);
       job.extras.changed_services = changed;
-    } else if (op == "rollback") {
+    } else if (op == JobOperation::kRollback) {
       json previous = ParseOr(c.previous_json, json());
       if (!previous.is_object())
         return Response::Error(Status::Conflict("cluster '" + c.name +
@@ -399,7 +414,7 @@ class ClusterOps {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(found, FindCluster(call));
     store::ClusterRecord c = std::move(found);
-    if (c.status == "terminated")
+    if (Terminated(c))
       return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; its lease cannot change"));
     std::optional<catalog::LeaseDuration> lease = LeaseOf(ParseOr(c.spec_json, json::object()));
     if (!lease || c.expire_at_ms == 0)
@@ -605,9 +620,8 @@ class ClusterOps {
  private:
   Result<json> JobOptions(const json& body) {
     json options = json::object();
-    Result<bool> keep = jsonf::Bool(body, "keep_on_failure", "body", false);
-    if (!keep.ok()) return keep.status();
-    if (*keep) options["keep_on_failure"] = true;
+    WEFT_ASSIGN_OR_RETURN(bool keep, jsonf::Bool(body, "keep_on_failure", "body", false));
+    if (keep) options["keep_on_failure"] = true;
     return options;
   }
 
@@ -644,14 +658,12 @@ class ClusterOps {
   }
 
   Result<store::ClusterRecord> FindCluster(const Call& call) {
-    Result<std::string> id = jsonf::String(call.request->body, "cluster", "");
-    if (!id.ok()) return id.status();
-    Result<std::optional<store::ClusterRecord>> c = store_.FindCluster(call.principal.tenant, *id);
-    if (!c.ok()) return c.status();
-    if (!c->has_value() || !Visible(call, **c))
-      return Status::NotFound("cluster '" + *id + "' does not exist in tenant '" + call.principal.tenant +
+    WEFT_ASSIGN_OR_RETURN(std::string id, jsonf::String(call.request->body, "cluster", ""));
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.FindCluster(call.principal.tenant, id));
+    if (!c.has_value() || !Visible(call, *c))
+      return Status::NotFound("cluster '" + id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft cluster list`");
-    return std::move(**c);
+    return std::move(*c);
   }
 
   // What each service on each node (node -> service -> state) did last, from
@@ -682,10 +694,9 @@ class ClusterOps {
     States states;
     for (const store::JobRecord& j : jobs) {
       if (open.empty()) break;
-      Result<std::vector<store::TaskRecord>> tasks = store_.ListJobTasks(j.id, false);
-      if (!tasks.ok()) return tasks.status();
-      std::sort(tasks->begin(), tasks->end(), [](const auto& a, const auto& b) { return a.id > b.id; });
-      for (const store::TaskRecord& t : *tasks) {
+      WEFT_ASSIGN_OR_RETURN(std::vector<store::TaskRecord> tasks, store_.ListJobTasks(j.id, false));
+      std::sort(tasks.begin(), tasks.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+      for (const store::TaskRecord& t : tasks) {
         if (t.service.empty() || t.state != store::TaskState::kSucceeded || !kWord.count(t.action)) continue;
         auto key = open.find({t.node_id, t.service});
         if (key == open.end()) continue;
@@ -704,22 +715,19 @@ class ClusterOps {
     if (body.contains("job") && body["job"].is_number_integer()) {
       id = std::to_string(body["job"].get<std::int64_t>());
     } else {
-      Result<std::string> s = jsonf::String(body, "job", "body");
-      if (!s.ok()) return s.status();
-      id = *s;
+      WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", "body"));
+      id = s;
     }
-    Result<std::optional<store::JobRecord>> j = store_.GetJob(id);
-    if (!j.ok()) return j.status();
-    bool visible = j->has_value() && (**j).tenant == call.principal.tenant;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> j, store_.GetJob(id));
+    bool visible = j.has_value() && j->tenant == call.principal.tenant;
     if (visible && call.principal.role == Role::kUser) {
-      Result<std::optional<store::ClusterRecord>> c = store_.GetCluster((**j).cluster_id);
-      if (!c.ok()) return c.status();
-      visible = c->has_value() && Visible(call, **c);
+      WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(j->cluster_id));
+      visible = c.has_value() && Visible(call, *c);
     }
     if (!visible)
       return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
                               "'; see `weft job list`");
-    return std::move(**j);
+    return std::move(*j);
   }
 
   Result<catalog::Layout> Solve(const catalog::Catalog& cat, const catalog::ClusterTemplate& tmpl,
@@ -750,17 +758,16 @@ class ClusterOps {
   // A new layout for the cluster with its nodes fixed, against its frozen template.
   Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
                                   std::int64_t size, std::vector<std::string> services) {
-    Result<catalog::Catalog> cat = LoadCatalog(store_, call.principal.tenant);
-    if (!cat.ok()) return cat.status();
-    Result<std::string> name = cat->PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
+    WEFT_ASSIGN_OR_RETURN(catalog::Catalog cat, LoadCatalog(store_, call.principal.tenant));
+    Result<std::string> name = cat.PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
     if (!name.ok()) return name.status().WithContext("the cluster's copy of its template");
     // The frozen copies of the services it runs win over the catalog's newer versions.
     const json frozen = state.spec.value("services", json::object());
     for (const auto& [s, doc] : frozen.items()) {
-      Result<std::string> put = cat->PutJson(Kind::kService, doc);
+      Result<std::string> put = cat.PutJson(Kind::kService, doc);
       if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + s + "'");
     }
-    return Solve(*cat, *cat->FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
+    return Solve(cat, *cat.FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
   }
 
   Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
@@ -770,9 +777,8 @@ class ClusterOps {
     const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
     const catalog::Provider* provider = cat.FindProvider(provider_name);
     if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");
-    Result<json> tmpl_doc = cat.GetJson(Kind::kClusterTemplate, tmpl.name);
-    if (!tmpl_doc.ok()) return tmpl_doc.status();
-    json spec = {{"template", *tmpl_doc},
+    WEFT_ASSIGN_OR_RETURN(json tmpl_doc, cat.GetJson(Kind::kClusterTemplate, tmpl.name));
+    json spec = {{"template", tmpl_doc},
                  {"provider", {{"name", provider->name}, {"type", provider->providertype}, {"fields", provider->provisioner}}},
                  {"services", json::object()},
                  {"config", config},
@@ -788,13 +794,12 @@ class ClusterOps {
     std::set<std::string> on;
     for (const catalog::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
     for (const std::string& s : on) {
-      Result<json> doc = cat.GetJson(Kind::kService, s);
-      if (!doc.ok()) return doc.status();
-      if (doc->contains("provisioner")) {
-        Status fields = planner::CheckMacros((*doc)["provisioner"]);
+      WEFT_ASSIGN_OR_RETURN(json doc, cat.GetJson(Kind::kService, s));
+      if (doc.contains("provisioner")) {
+        Status fields = planner::CheckMacros(doc["provisioner"]);
         if (!fields.ok()) return fields.WithContext("service '" + s + "'");
       }
-      spec["services"][s] = std::move(*doc);
+      spec["services"][s] = std::move(doc);
       versions["service/" + s] = version_of(Kind::kService, s);
     }
     spec["versions"] = std::move(versions);
@@ -887,10 +892,11 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
   router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {
-    std::string name = op;
-    std::string wire_name = name;
+    const JobOperation operation = *JobOperationFrom(op);  // every name above is one
+    std::string wire_name = op;
     std::replace(wire_name.begin(), wire_name.end(), '-', '_');
-    router.Add("cluster." + wire_name, users, api, [ops, name](const Call& c) { return ops->Change(name, c); });
+    router.Add("cluster." + wire_name, users, api,
+               [ops, operation](const Call& c) { return ops->Change(operation, c); });
   }
   router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
   router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
@@ -901,4 +907,4 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
   router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
 }
 
-}  // namespace weft::api
+}  // namespace weft::jobs

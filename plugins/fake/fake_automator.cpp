@@ -20,12 +20,21 @@ class FakeAutomator : public weft::sdk::Plugin {
     info.actions = {WEFT_ACTION_BOOTSTRAP, WEFT_ACTION_INSTALL, WEFT_ACTION_CONFIGURE, WEFT_ACTION_INITIALIZE,
                     WEFT_ACTION_START,     WEFT_ACTION_STOP,    WEFT_ACTION_REMOVE};
     info.fields = weft::fake::KnobFields();
-    info.fields.push_back({"echo_task", "Echo the task", WEFT_FIELD_BOOLEAN, false, false, "false",
-                           "return what the task said (expanded config and fields, hostname, the node's earlier "
-                           "results without secrets) as the result field `echo`, so tests can see it"});
-    info.fields.push_back({"password", "Password", WEFT_FIELD_STRING, false, true, "\"\"",
-                           "a sensitive field, to test that secrets are sealed at rest: every action reports only "
-                           "its length (password_length)"});
+    info.fields.push_back({.name = "echo_task",
+                           .label = "Echo the task",
+                           .type = WEFT_FIELD_BOOLEAN,
+                           .default_json = "false",
+                           .description =
+                               "return what the task said (expanded config and fields, hostname, the node's earlier "
+                               "results without secrets) as the result field `echo`, so tests can see it"});
+    info.fields.push_back({.name = "password",
+                           .label = "Password",
+                           .type = WEFT_FIELD_STRING,
+                           .sensitive = true,
+                           .default_json = "\"\"",
+                           .description =
+                               "a sensitive field, to test that secrets are sealed at rest: every action reports only "
+                               "its length (password_length)"});
     return info;
   }
 

@@ -14,14 +14,14 @@
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/clock.hpp"
 
-namespace weft::api {
+namespace weft::catalog {
+
+// The tenant's latest catalog, parsed. Entities were validated when they were put,
+// so one that no longer parses (a newer weftd wrote it) is an internal error.
+Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
 
 // Adds every catalog op to `router`: puts and deletes for admins, reads and
 // cluster.plan for users too, all on the api endpoint.
-// The tenant's latest catalog, parsed. Entities were validated when they were put,
-// so one that no longer parses (a newer weftd wrote it) is an internal error.
-Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
+void RegisterCatalogOps(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config);
 
-void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config);
-
-}  // namespace weft::api
+}  // namespace weft::catalog

@@ -21,16 +21,16 @@
 #include "server/store/store.hpp"
 #include "weft/common/clock.hpp"
 
-namespace weft::api {
+namespace weft::jobs {
 
 // The plugin types some live host runs now for a tenant's tasks (for job.get's `waiting_for_plugins`).
 using LivePlugins = std::function<std::set<std::string>(const std::string& tenant)>;
 
-void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
+void RegisterClusterOps(api::Router& router, store::Store& store, JobEngine& engine, const Clock& clock,
                         LivePlugins live_plugins);
 
 // A copy of a node's task results fit to show: ssh_auth's private key and
 // passphrase are replaced by "<redacted>".
 json RedactResults(json results);
 
-}  // namespace weft::api
+}  // namespace weft::jobs

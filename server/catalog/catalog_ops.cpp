@@ -1,4 +1,4 @@
-#include "server/api/catalog_ops.hpp"
+#include "server/catalog/catalog_ops.hpp"
 
 #include <map>
 #include <memory>
@@ -14,8 +14,15 @@
 #include "weft/planner/planner.hpp"
 #include "weft/solver/solver.hpp"
 
-namespace weft::api {
+namespace weft::catalog {
 namespace {
+
+using api::Call;
+using api::Effect;
+using api::Endpoint;
+using api::Response;
+using api::Role;
+using api::Router;
 
 using catalog::Kind;
 
@@ -339,4 +346,4 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
 }
 
-}  // namespace weft::api
+}  // namespace weft::catalog

@@ -95,21 +95,43 @@ class FakeProvider : public weft::sdk::Plugin {
     info.description = "Test double: pretends to create nodes, with configurable latency and failures";
     info.actions = {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE};
     info.fields = weft::fake::KnobFields();
-    info.fields.push_back({"make_ssh_key", "Make an SSH key", WEFT_FIELD_BOOLEAN, false, false, "false",
-                           "CREATE also returns a made-up ssh_auth.private_key, to test that secrets are redacted"});
-    info.fields.push_back({"api_token", "API token", WEFT_FIELD_STRING, false, true, "\"\"",
-                           "a sensitive field, to test that secrets are sealed at rest: CREATE reports only its "
-                           "length (api_token_length)"});
-    info.fields.push_back({"credentials", "Credentials", WEFT_FIELD_JSON, false, true, "null",
-                           "a sensitive field of any JSON type, to test that such values are sealed too: CREATE "
-                           "reports only its type (credentials_type) and the length of its JSON text "
-                           "(credentials_length)"});
-    info.fields.push_back({"fail_nodes", "Failing nodes", WEFT_FIELD_STRING, false, false, "\"\"",
-                           "comma-separated node ids (or their first label, \"web-4\" for \"web-4.weft.test\"): "
-                           "fail_actions fail only on these; empty: on every node"});
-    info.fields.push_back({"machines_dir", "Machines directory", WEFT_FIELD_STRING, false, false, "\"\"",
-                           "keep a file per machine CREATE makes (one per idempotency key) in this directory, "
-                           "and remove them on DELETE, so tests can count the machines; empty: keep none"});
+    info.fields.push_back(
+        {.name = "make_ssh_key",
+         .label = "Make an SSH key",
+         .type = WEFT_FIELD_BOOLEAN,
+         .default_json = "false",
+         .description = "CREATE also returns a made-up ssh_auth.private_key, to test that secrets are redacted"});
+    info.fields.push_back({.name = "api_token",
+                           .label = "API token",
+                           .type = WEFT_FIELD_STRING,
+                           .sensitive = true,
+                           .default_json = "\"\"",
+                           .description =
+                               "a sensitive field, to test that secrets are sealed at rest: CREATE reports only its "
+                               "length (api_token_length)"});
+    info.fields.push_back({.name = "credentials",
+                           .label = "Credentials",
+                           .type = WEFT_FIELD_JSON,
+                           .sensitive = true,
+                           .default_json = "null",
+                           .description =
+                               "a sensitive field of any JSON type, to test that such values are sealed too: CREATE "
+                               "reports only its type (credentials_type) and the length of its JSON text "
+                               "(credentials_length)"});
+    info.fields.push_back({.name = "fail_nodes",
+                           .label = "Failing nodes",
+                           .type = WEFT_FIELD_STRING,
+                           .default_json = "\"\"",
+                           .description =
+                               "comma-separated node ids (or their first label, \"web-4\" for \"web-4.weft.test\"): "
+                               "fail_actions fail only on these; empty: on every node"});
+    info.fields.push_back({.name = "machines_dir",
+                           .label = "Machines directory",
+                           .type = WEFT_FIELD_STRING,
+                           .default_json = "\"\"",
+                           .description =
+                               "keep a file per machine CREATE makes (one per idempotency key) in this directory, "
+                               "and remove them on DELETE, so tests can count the machines; empty: keep none"});
     return info;
   }
 

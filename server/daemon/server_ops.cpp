@@ -1,0 +1,220 @@
+#include "server/daemon/server_ops.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "weft/common/json_fields.hpp"
+#include "weft/common/wire.hpp"
+#include "weft/plugin.h"
+
+namespace weft::server {
+namespace {
+
+using api::Call;
+using api::Endpoint;
+using api::Response;
+using api::Role;
+using json = nlohmann::json;
+
+constexpr std::size_t kMaxEnqueue = 10000;
+constexpr std::int64_t kMaxId = INT64_MAX;
+// True for a plugin action's name as the SDK spells it (weft_action_name).
+bool IsPluginAction(const std::string& name) {
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1)
+    if (name == weft_action_name(bit)) return true;
+  return false;
+}
+
+// "CREATE CONFIRM ... DELETE", for messages.
+std::string PluginActionList() {
+  std::string list;
+  for (std::uint32_t bit = WEFT_ACTION_CREATE; bit & WEFT_ACTION_ALL; bit <<= 1)
+    list += (list.empty() ? "" : " ") + std::string(weft_action_name(bit));
+  return list;
+}
+
+json ParseStored(const std::string& text) {
+  json v = json::parse(text, nullptr, false);
+  return v.is_discarded() ? json::object() : v;
+}
+
+json TaskJson(const store::TaskRecord& t, bool details) {
+  json j = {{"task_id", t.id},
+            {"tenant", t.tenant},
+            {"plugin", t.plugin},
+            {"action", t.action},
+            {"job_id", t.job_id},
+            {"cluster_id", t.cluster_id},
+            {"node_id", t.node_id},
+            {"state", store::TaskStateName(t.state)},
+            {"attempt", t.attempt},
+            {"max_attempts", t.max_attempts},
+            {"host_id", t.host_id},
+            {"created_at_ms", t.created_at_ms},
+            {"updated_at_ms", t.updated_at_ms},
+            {"lease_until_ms", t.lease_until_ms}};
+  if (details) {
+    j["payload"] = ParseStored(t.payload_json);
+    j["result"] = ParseStored(t.result_json);
+    j["message"] = t.message;
+    j["stdout"] = t.stdout_tail;
+    j["stderr"] = t.stderr_tail;
+  }
+  return j;
+}
+
+class ServerOps {
+ public:
+  ServerOps(const api::Router& router, ServerOpsDeps deps) : router_(router), d_(deps) {}
+
+  Response ServerStatus(const Call& call);
+  Response TaskGet(const Call& call);
+  Response TaskList(const Call& call);
+  Response DebugEnqueue(const Call& call);
+
+ private:
+  json StoreStatus() const;
+
+  const api::Router& router_;
+  ServerOpsDeps d_;
+};
+
+json ServerOps::StoreStatus() const {
+  const store::CheckpointStats c = d_.store.checkpoint_stats();
+  return {{"path", d_.store.path().string()},
+          {"schema_version", d_.store.schema_version()},
+          {"wal_pages", c.wal_pages},
+          {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}};
+}
+
+Response ServerOps::ServerStatus(const Call& call) {
+  std::int64_t live = 0;
+  for (const auto& [id, h] : d_.hosts.all()) live += d_.hosts.Live(h) ? 1 : 0;
+  const std::int64_t now = d_.clock.NowMs();
+  json store = StoreStatus();
+  json status = {{"version", "0.1.0"},
+                 {"protocol", wire::kProtocolVersion},
+                 {"pid", d_.info.pid},
+                 {"started_at_ms", d_.info.started_at_ms},
+                 {"uptime_ms", now - d_.info.started_at_ms},
+                 {"data_dir", d_.info.data_dir},
+                 {"endpoints", d_.info.endpoints},
+                 {"store", std::move(store)},
+                 {"hosts", {{"registered", d_.hosts.all().size()}, {"live", live}}},
+                 {"tasks",
+                  {{"queued", d_.queue.queued()},
+                   {"leased", d_.queue.leased()},
+                   {"succeeded", d_.queue.succeeded()},
+                   {"failed", d_.queue.failed()}}},
+                 {"requests", router_.Served()}};
+  // Where the server keeps its files is for the superadmin only.
+  if (call.principal.role != Role::kSuperadmin) {
+    status.erase("data_dir");
+    status["store"].erase("path");
+  }
+  return Response::Ok(std::move(status));
+}
+Response ServerOps::TaskGet(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(task, d_.store.GetTask(task_id));
+  if (!task || task->tenant != call.principal.tenant)
+    return Response::Error(Status::NotFound("task " + std::to_string(task_id) + " does not exist in tenant '" +
+                                            call.principal.tenant + "'"));
+  json j = TaskJson(*task, true);
+  WEFT_TRY_ASSIGN(attempts, d_.store.ListAttempts(task_id));
+  json list = json::array();
+  for (const store::AttemptRecord& a : attempts)
+    list.push_back({{"attempt", a.attempt},
+                    {"host_id", a.host_id},
+                    {"taken_at_ms", a.taken_at_ms},
+                    {"finished_at_ms", a.finished_at_ms},
+                    {"status", a.status},
+                    {"message", a.message}});
+  j["attempts"] = std::move(list);
+  return Response::Ok(std::move(j));
+}
+
+Response ServerOps::TaskList(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(state_name, jsonf::String(body, "state", "body", ""));
+  std::optional<store::TaskState> state;
+  if (!state_name.empty()) {
+    store::TaskState s;
+    if (!store::ParseTaskState(state_name, &s))
+      return Response::Error(Status::Invalid("body.state must be one of queued, leased, succeeded, failed; got \"" +
+                                             state_name + "\""));
+    state = s;
+  }
+  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 10000, 100));
+  WEFT_TRY_ASSIGN(tasks, d_.store.ListTasks(call.principal.tenant, state, limit));
+  json list = json::array();
+  for (const auto& t : tasks) list.push_back(TaskJson(t, false));
+  return Response::Ok({{"tasks", std::move(list)}});
+}
+
+Response ServerOps::DebugEnqueue(const Call& call) {
+  const json& body = call.request->body;
+  auto it = body.find("tasks");
+  if (it == body.end() || !it->is_array())
+    return Response::Error(Status::Invalid("body.tasks is required: an array of tasks, each with plugin and action"));
+  if (it->size() > kMaxEnqueue)
+    return Response::Error(Status::TooLarge("body.tasks has " + std::to_string(it->size()) +
+                                            " tasks; at most " + std::to_string(kMaxEnqueue) +
+                                            " may be enqueued per request"));
+  std::vector<queue::NewTask> tasks;
+  tasks.reserve(it->size());
+  // Everything is checked before anything is written.
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& t = (*it)[i];
+    const std::string path = "tasks[" + std::to_string(i) + "]";
+    if (!t.is_object()) return Response::Error(jsonf::RequireObject(t, path));
+    queue::NewTask n;
+    WEFT_TRY_ASSIGN(plugin, jsonf::String(t, "plugin", path));
+    WEFT_TRY_ASSIGN(action, jsonf::String(t, "action", path));
+    if (!IsPluginAction(action))
+      return Response::Error(
+          Status::Invalid(path + ".action must be one of " + PluginActionList() + ", got \"" + action + "\""));
+    WEFT_TRY_ASSIGN(node_id, jsonf::String(t, "node_id", path, ""));
+    WEFT_TRY_ASSIGN(job_id, jsonf::String(t, "job_id", path, ""));
+    WEFT_TRY_ASSIGN(cluster_id, jsonf::String(t, "cluster_id", path, ""));
+    WEFT_TRY_ASSIGN(max_attempts,
+                    jsonf::Int(t, "max_attempts", path, 1, 1000, d_.config.tasks.default_max_attempts));
+    auto payload = t.find("payload");
+    if (payload != t.end() && !payload->is_null() && !payload->is_object())
+      return Response::Error(jsonf::RequireObject(*payload, path + ".payload"));
+    n.plugin = std::move(plugin);
+    n.action = std::move(action);
+    n.node_id = std::move(node_id);
+    n.job_id = std::move(job_id);
+    n.cluster_id = std::move(cluster_id);
+    n.max_attempts = max_attempts;
+    n.payload_json = payload != t.end() && payload->is_object() ? wire::Dump(*payload) : "{}";
+    tasks.push_back(std::move(n));
+  }
+  WEFT_TRY_ASSIGN(ids, d_.queue.Enqueue(call.principal.tenant, std::move(tasks)));
+  return Response::Ok({{"task_ids", ids}});
+}
+
+}  // namespace
+
+void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
+  // Owned by the handlers, which share it; it lives as long as the router.
+  auto impl = std::make_shared<ServerOps>(router, deps);
+  const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  const std::set<Endpoint> both = {Endpoint::kApi, Endpoint::kProvisioner};
+  auto bind = [impl](Response (ServerOps::*fn)(const Call&)) {
+    return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
+  };
+  router.Add("server.status", anyone, both, bind(&ServerOps::ServerStatus), api::Effect::kReads);
+  router.Add("task.get", admins, api, bind(&ServerOps::TaskGet), api::Effect::kReads);
+  router.Add("task.list", admins, api, bind(&ServerOps::TaskList), api::Effect::kReads);
+  router.Add("debug.enqueue", admins, api, bind(&ServerOps::DebugEnqueue));
+}
+
+}  // namespace weft::server

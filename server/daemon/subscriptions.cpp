@@ -1,0 +1,124 @@
+#include "server/daemon/subscriptions.hpp"
+
+#include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::server {
+namespace {
+
+constexpr const char* kLog = "weftd";
+constexpr std::int64_t kSubscriptionCheckMs = 20;
+
+}  // namespace
+
+// What a subscription to `prefix` by `key` may deliver (security on): a
+// superadmin anything; a tenant admin their tenant's topics; a user the topics
+// of the clusters they own when they subscribe. A prefix broader than what the
+// key may see becomes the topics it may; one outside them, nothing.
+std::vector<std::string> Subscriptions::AllowedTopics(const std::string& key, const std::string& prefix) {
+  const auth::KeyEntry* e = registry_.Find(key);
+  if (!e || e->kind != auth::Kind::kUser) return {};
+  if (e->role == "superadmin") return {prefix};
+  const std::string mine = e->tenant + "/";
+  if (e->role == "admin") {
+    if (prefix.rfind(mine, 0) == 0) return {prefix};
+    if (mine.rfind(prefix, 0) == 0) return {mine};
+    return {};
+  }
+  std::vector<std::string> out;
+  Result<std::vector<store::ClusterRecord>> clusters = store_.ListClusters(e->tenant, false);
+  if (!clusters.ok()) return out;
+  for (const store::ClusterRecord& c : *clusters) {
+    if (c.owner != e->user) continue;
+    for (const char* kind : {"job/", "cluster/", "task/"}) {
+      const std::string topic = mine + kind + c.id + "/";
+      if (topic.rfind(prefix, 0) == 0) {
+        out.push_back(topic);
+      } else if (prefix.rfind(topic, 0) == 0) {
+        out.push_back(prefix);
+      }
+    }
+  }
+  return out;
+}
+
+void Subscriptions::Read() {
+  // Without security XPUB passes on the first subscription to a topic and the
+  // last unsubscription from it: a set of prefixes is exact. With security it
+  // runs in manual mode: every (un)subscription comes here with the
+  // subscriber's key and is applied, narrowed to what the key may see, to
+  // that subscriber's pipe alone.
+  while (true) {
+    zmq::message_t m;
+    try {
+      if (!events_.recv(m, zmq::recv_flags::dontwait)) return;
+    } catch (const zmq::error_t& e) {
+      WEFT_LOG(kWarn, kLog) << "events endpoint: cannot read subscriptions: " << e.what();
+      return;
+    }
+    if (m.size() == 0) continue;
+    const char* data = static_cast<const char*>(m.data());
+    std::string prefix(data + 1, m.size() - 1);
+    if (config_.security.curve) {
+      if (data[0] != 0 && data[0] != 1) continue;
+      std::string key;
+      try {
+        key = m.gets("User-Id");
+      } catch (const zmq::error_t&) {
+        continue;  // libzmq's own unsubscription of a pipe that closed
+      }
+      for (const std::string& topic : AllowedTopics(key, prefix)) {
+        try {
+          if (data[0] == 1) {
+            events_.set(zmq::sockopt::subscribe, topic);
+          } else {
+            events_.set(zmq::sockopt::unsubscribe, topic);
+          }
+        } catch (const zmq::error_t& e) {
+          WEFT_LOG(kWarn, kLog) << "events endpoint: cannot apply a subscription: " << e.what();
+        }
+      }
+      continue;
+    }
+    if (data[0] == 1) {
+      subscriptions_.insert(std::move(prefix));
+    } else if (data[0] == 0) {
+      subscriptions_.erase(prefix);
+    }
+  }
+}
+
+void Subscriptions::Check() {
+  // Checked now and then, not every turn: an empty receive costs a system
+  // call, and a new subscriber misses the first moments anyway (PUB/SUB).
+  const std::int64_t now = clock_.NowMs();
+  if (now < next_check_ms_) return;
+  Read();
+  next_check_ms_ = now + kSubscriptionCheckMs;
+  // (In manual mode, with security, weftd does not see subscribers leave: events are always built.)
+  components_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
+}
+
+void Subscriptions::Publish() {
+  Check();
+  if (subscriptions_.empty() && !config_.security.curve) {
+    components_.DiscardEvents();
+    return;
+  }
+  for (Event& e : components_.DrainEvents()) {
+    try {
+      zmq::message_t topic(e.topic.data(), e.topic.size());
+      std::string body = wire::Dump(e.payload);
+      zmq::message_t payload(body.data(), body.size());
+      // PUB never blocks: a slow subscriber loses messages at its high-water mark.
+      if (!events_.send(topic, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+          !events_.send(payload, zmq::send_flags::dontwait)) {
+        WEFT_LOG(kDebug, kLog) << "event " << e.topic << " not published";
+      }
+    } catch (const zmq::error_t& err) {
+      WEFT_LOG(kWarn, kLog) << "cannot publish event " << e.topic << ": " << err.what();
+    }
+  }
+}
+
+}  // namespace weft::server

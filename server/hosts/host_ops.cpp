@@ -1,0 +1,362 @@
+#include "server/hosts/host_ops.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "weft/common/json_fields.hpp"
+#include "weft/common/lifecycle.hpp"
+#include "weft/common/log.hpp"
+
+namespace weft::hosts {
+namespace {
+
+using api::Call;
+using api::Endpoint;
+using api::Principal;
+using api::Response;
+using api::Role;
+
+constexpr std::size_t kOutputTailBytes = 64 * 1024;
+constexpr std::int64_t kMaxId = INT64_MAX;
+
+std::string Tail(std::string s) {
+  if (s.size() <= kOutputTailBytes) return s;
+  std::size_t cut = s.size() - kOutputTailBytes;
+  // Do not start inside a UTF-8 sequence.
+  while (cut < s.size() && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) ++cut;
+  return s.substr(cut);
+}
+
+// What a caller below superadmin sees of a worker split (or of what a host
+// reports running): the threads of their own tenant and those that serve any
+// tenant, not other tenants' names.
+json OwnTenantOnly(const json& workers, const Principal& caller) {
+  if (caller.role == Role::kSuperadmin || !workers.is_array()) return workers;
+  json out = json::array();
+  for (const json& w : workers) {
+    auto t = w.is_object() ? w.find("tenant") : w.end();
+    if (t == w.end() || !t->is_string()) continue;
+    const std::string tenant = t->get<std::string>();
+    if (tenant.empty() || tenant == caller.tenant) out.push_back(w);
+  }
+  return out;
+}
+
+class HostOps {
+ public:
+  explicit HostOps(HostOpsDeps deps) : d_(deps) {}
+
+  Response HostList(const Call& call);
+  Response PluginList(const Call& call);
+  Response HostRegister(const Call& call);
+  Response HostHeartbeat(const Call& call);
+  Response HostLeave(const Call& call);
+  Response TaskTake(const Call& call);
+  Response TaskFinish(const Call& call);
+  Response TaskProgress(const Call& call);
+
+ private:
+  struct TakeRequest {
+    std::int64_t wait_ms = 0;
+    std::string tenant;
+  };
+  Result<TakeRequest> ParseTake(const json& body, const std::string& path) const;
+  // The next task for `host_id`, or a held response that the reactor answers later.
+  Response TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms);
+  static Response FencingError(const Status& s, const queue::Conflict& conflict);
+
+  HostOpsDeps d_;
+};
+
+Response HostOps::HostList(const Call& call) {
+  json list = json::array();
+  for (const auto& [id, h] : d_.hosts.all()) {
+    const bool live = d_.hosts.Live(h);
+    list.push_back({{"id", id},
+                    {"capacity", h.record.capacity},
+                    {"version", h.record.version},
+                    {"live", live},
+                    {"registered_at_ms", h.record.registered_at_ms},
+                    {"last_seen_ms", h.record.last_seen_ms},
+                    {"in_flight", d_.queue.InFlight(id)},
+                    {"workers", OwnTenantOnly(live ? d_.hosts.WorkersFor(id) : json::array(), call.principal)},
+                    {"reported_workers", OwnTenantOnly(h.reported_workers, call.principal)},
+                    {"plugins", HostRegistry::TypesFor(h, call.principal.tenant)}});
+  }
+  return Response::Ok({{"hosts", std::move(list)}});
+}
+
+Response HostOps::PluginList(const Call& call) {
+  std::map<std::string, json> plugins;
+  for (const auto& [id, h] : d_.hosts.all()) {
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      // Another tenant's own plugins are none of the caller's business, nor usable by it.
+      const std::string owner = d.value("tenant", std::string());
+      if (!owner.empty() && owner != call.principal.tenant) continue;
+      const std::string type = d["type"].get<std::string>();
+      auto [it, fresh] = plugins.emplace(type, json());
+      if (fresh) {
+        json p = {{"type", type},
+                  {"kind", d.value("kind", json(""))},
+                  {"version", d.value("version", json(""))},
+                  {"description", d.value("description", json(""))},
+                  {"actions", d.value("actions", json::array())},
+                  {"fields", d.value("fields", json::array())},
+                  {"resource_types", d.value("resource_types", json::array())},
+                  {"hosts", json::array()},
+                  {"live_hosts", json::array()}};
+        it->second = std::move(p);
+      }
+      it->second["hosts"].push_back(id);
+      if (d_.hosts.Live(h)) it->second["live_hosts"].push_back(id);
+    }
+  }
+  json list = json::array();
+  for (auto& [type, p] : plugins) list.push_back(std::move(p));
+  return Response::Ok({{"plugins", std::move(list)}});
+}
+
+Response HostOps::HostRegister(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  if (!ValidHostId(host_id))
+    return Response::Error(Status::Invalid("body.host_id must be 1 to 128 characters of A-Z a-z 0-9 _ . -, got " +
+                                           jsonf::Brief(body["host_id"])));
+  WEFT_TRY_ASSIGN(capacity, jsonf::Int(body, "capacity", "body", 1, 4096));
+  WEFT_TRY_ASSIGN(version, jsonf::String(body, "version", "body", ""));
+  json descriptors = json::array();
+  queue::HostPlugins types;
+  auto plugins = body.find("plugins");
+  if (plugins != body.end() && !plugins->is_null()) {
+    if (!plugins->is_array())
+      return Response::Error(Status::Invalid("body.plugins must be an array of plugin descriptors, got " +
+                                             jsonf::Brief(*plugins)));
+    for (std::size_t i = 0; i < plugins->size(); ++i) {
+      const json& d = (*plugins)[i];
+      const std::string path = "body.plugins[" + std::to_string(i) + "]";
+      if (!d.is_object()) return Response::Error(jsonf::RequireObject(d, path));
+      WEFT_TRY_ASSIGN(type, jsonf::String(d, "type", path));
+      WEFT_TRY_ASSIGN(kind, jsonf::String(d, "kind", path, ""));
+      if (!kind.empty() && kind != "provider" && kind != "automator")
+        return Response::Error(Status::Invalid(path + ".kind must be \"provider\" or \"automator\", got \"" + kind +
+                                               "\""));
+      for (const char* list : {"actions", "fields", "resource_types"}) {
+        auto l = d.find(list);
+        if (l != d.end() && !l->is_null() && !l->is_array())
+          return Response::Error(Status::Invalid(path + "." + list + " must be an array, got " + jsonf::Brief(*l)));
+      }
+      // A Lua plugin from a tenant's resources names that tenant: it runs only its tasks.
+      WEFT_TRY_ASSIGN(tenant, jsonf::String(d, "tenant", path, ""));
+      std::set<std::string>& owned = tenant.empty() ? types.shared : types.by_tenant[tenant];
+      if (!owned.insert(type).second)
+        return Response::Error(Status::Invalid(path + ".type \"" + type + "\" is listed twice" +
+                                               (tenant.empty() ? std::string() : " for tenant '" + tenant + "'")));
+      descriptors.push_back(d);
+    }
+  }
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (incarnation.size() > 128)
+    return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
+  const std::int64_t now = d_.clock.NowMs();
+  Host h;
+  h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
+  h.plugins = std::move(types);
+  h.descriptors = std::move(descriptors);
+  h.incarnation = incarnation;
+  Status s = d_.store.UpsertHost(h.record);
+  if (!s.ok()) return Response::Error(s);
+  if (const Host* old = d_.hosts.Find(host_id);
+      old && !old->incarnation.empty() && !incarnation.empty() && old->incarnation != incarnation) {
+    // A new process under the same name: the old one is gone, and the attempts
+    // it ran will never be finished; hand them out again now, not at lease end.
+    if (d_.queue.InFlight(host_id) > 0) {
+      WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' started again; giving up the "
+                               << d_.queue.InFlight(host_id) << " attempt(s) of its previous process";
+    }
+    s = d_.queue.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
+    if (!s.ok()) return Response::Error(s);
+  }
+  const std::size_t plugin_count = h.descriptors.size();
+  d_.hosts.Put(std::move(h));
+  WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' registered with capacity " << capacity << " and "
+                           << plugin_count << " plugin types";
+  return Response::Ok({{"heartbeat_ms", d_.config.hosts.heartbeat_ms},
+                       {"lease_ms", d_.config.tasks.lease_ms},
+                       {"workers", d_.hosts.WorkersFor(host_id)},
+                       {"tenants", d_.hosts.ActiveTenants()}});
+}
+
+Response HostOps::HostHeartbeat(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host, d_.hosts.Known(body));
+  std::vector<queue::AttemptRef> refs;
+  auto in_flight = body.find("in_flight");
+  if (in_flight != body.end() && !in_flight->is_null()) {
+    if (!in_flight->is_array())
+      return Response::Error(Status::Invalid("body.in_flight must be an array of {task_id, attempt}, got " +
+                                             jsonf::Brief(*in_flight)));
+    for (std::size_t i = 0; i < in_flight->size(); ++i) {
+      const json& r = (*in_flight)[i];
+      const std::string path = "body.in_flight[" + std::to_string(i) + "]";
+      if (!r.is_object()) return Response::Error(jsonf::RequireObject(r, path));
+      WEFT_TRY_ASSIGN(task_id, jsonf::Int(r, "task_id", path, 1, kMaxId));
+      WEFT_TRY_ASSIGN(attempt, jsonf::Int(r, "attempt", path, 1, kMaxId));
+      refs.push_back({task_id, attempt});
+    }
+  }
+  auto workers = body.find("workers");
+  if (workers != body.end() && !workers->is_null()) {
+    if (!workers->is_array())
+      return Response::Error(Status::Invalid("body.workers must be an array of {tenant, threads, pid}, got " +
+                                             jsonf::Brief(*workers)));
+    host->reported_workers = *workers;
+  }
+  WEFT_TRY_ASSIGN(outcome, d_.queue.Renew(host->record.id, refs));
+  d_.hosts.Seen(*host);
+  Status s = d_.store.TouchHost(host->record.id, host->record.last_seen_ms);
+  if (!s.ok()) return Response::Error(s);
+  json stale = json::array();
+  for (const auto& r : outcome.stale) stale.push_back({{"task_id", r.task_id}, {"attempt", r.attempt}});
+  return Response::Ok({{"renewed", outcome.renewed},
+                       {"stale", std::move(stale)},
+                       {"workers", d_.hosts.WorkersFor(host->record.id)},
+                       {"tenants", d_.hosts.ActiveTenants()}});
+}
+
+Response HostOps::HostLeave(const Call& call) {
+  WEFT_TRY_ASSIGN(host, d_.hosts.Known(call.request->body));
+  Status s = d_.hosts.Leave(*host);
+  if (!s.ok()) return Response::Error(s);
+  return Response::Ok(json::object());
+}
+
+Response HostOps::TaskTake(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host, d_.hosts.Known(body));
+  // Optional: a worker that serves one tenant takes only that tenant's tasks.
+  WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
+  d_.hosts.Seen(*host);
+  return TakeOrHold(host->record.id, take.tenant, take.wait_ms);
+}
+
+Response HostOps::TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms) {
+  WEFT_TRY_ASSIGN(task, d_.dispatcher.TryTake(host_id, tenant));
+  if (!task.is_null() || wait_ms == 0) {
+    json body = json::object();
+    body["task"] = std::move(task);
+    return Response::Ok(std::move(body));
+  }
+  Response held;
+  held.held = true;
+  held.held_host_id = host_id;
+  held.held_tenant = tenant;
+  held.held_until_ms = d_.clock.NowMs() + wait_ms;
+  return held;
+}
+
+Result<HostOps::TakeRequest> HostOps::ParseTake(const json& body, const std::string& path) const {
+  WEFT_ASSIGN_OR_RETURN(std::int64_t wait_ms, jsonf::Int(body, "wait_ms", path, 0, INT32_MAX, 0));
+  WEFT_ASSIGN_OR_RETURN(std::string tenant, jsonf::String(body, "tenant", path, ""));
+  if (tenant.empty() && body.contains("tenant"))
+    return Status::Invalid(path + ".tenant must be a non-empty string (the tenant whose tasks to take), "
+                                  "or left out to take tasks of any tenant");
+  return TakeRequest{std::min<std::int64_t>(wait_ms, d_.config.tasks.max_wait_ms), std::move(tenant)};
+}
+
+Response HostOps::FencingError(const Status& s, const queue::Conflict& conflict) {
+  if (s.code() == Code::kConflict)
+    return Response::Error(s, {{"current_attempt", conflict.current_attempt},
+                               {"state", store::TaskStateName(conflict.state)},
+                               {"host_id", conflict.host_id}});
+  return Response::Error(s);
+}
+
+Response HostOps::TaskFinish(const Call& call) {
+  const json& body = call.request->body;
+  queue::FinishRequest f;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(status, jsonf::String(body, "status", "body"));
+  const std::optional<AttemptStatus> ended = AttemptStatusFrom(status);
+  if (ended != AttemptStatus::kSucceeded && ended != AttemptStatus::kFailed)
+    return Response::Error(Status::Invalid("body.status must be \"succeeded\" or \"failed\", got \"" + status + "\""));
+  WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
+  WEFT_TRY_ASSIGN(out, jsonf::String(body, "stdout", "body", ""));
+  WEFT_TRY_ASSIGN(err, jsonf::String(body, "stderr", "body", ""));
+  auto result = body.find("result");
+  if (result != body.end() && !result->is_null() && !result->is_object())
+    return Response::Error(jsonf::RequireObject(*result, "body.result"));
+  // Optional: take the next task in the same round trip (a worker thread that
+  // finished one task wants another).
+  std::optional<TakeRequest> next;
+  if (auto t = body.find("take"); t != body.end() && !t->is_null()) {
+    if (!t->is_object()) return Response::Error(jsonf::RequireObject(*t, "body.take"));
+    WEFT_TRY_ASSIGN(take, ParseTake(*t, "body.take"));
+    next = std::move(take);
+  }
+  f.host_id = std::move(host_id);
+  f.task_id = task_id;
+  f.attempt = attempt;
+  f.succeeded = ended == AttemptStatus::kSucceeded;
+  f.message = std::move(message);
+  f.result_json = result != body.end() && result->is_object() ? wire::Dump(*result) : "{}";
+  f.stdout_tail = Tail(std::move(out));
+  f.stderr_tail = Tail(std::move(err));
+  if (Host* h = d_.hosts.Find(f.host_id)) d_.hosts.Seen(*h);
+  queue::Conflict conflict;
+  Status s = d_.queue.Finish(f, &conflict);
+  if (!s.ok()) return FencingError(s, conflict);
+  if (next) return TakeOrHold(f.host_id, next->tenant, next->wait_ms);
+  return Response::Ok(json::object());
+}
+
+Response HostOps::TaskProgress(const Call& call) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(percent, jsonf::Int(body, "percent", "body", 0, 100, 0));
+  WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
+  if (Host* h = d_.hosts.Find(host_id)) d_.hosts.Seen(*h);
+  queue::Conflict conflict;
+  Status s = d_.queue.Progress(host_id, {task_id, attempt}, &conflict);
+  if (!s.ok()) return FencingError(s, conflict);
+  if (!d_.hosts.events_wanted()) return Response::Ok(json::object());
+  const std::string* tenant = d_.queue.TenantOf(task_id);
+  d_.hosts.AddEvent(Event{(tenant ? *tenant : std::string("default")) + "/task/progress",
+                          {{"type", "task.progress"},
+                           {"task_id", task_id},
+                           {"attempt", attempt},
+                           {"host_id", host_id},
+                           {"percent", percent},
+                           {"message", message},
+                           {"at_ms", d_.clock.NowMs()}}});
+  return Response::Ok(json::object());
+}
+
+}  // namespace
+
+void RegisterHostOps(api::Router& router, HostOpsDeps deps) {
+  // Owned by the handlers, which share it; it lives as long as the router.
+  auto impl = std::make_shared<HostOps>(deps);
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Role> hosts = {Role::kHost};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  const std::set<Endpoint> prov = {Endpoint::kProvisioner};
+  auto bind = [impl](Response (HostOps::*fn)(const Call&)) {
+    return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
+  };
+  router.Add("host.list", users, api, bind(&HostOps::HostList), api::Effect::kReads);
+  router.Add("plugin.list", users, api, bind(&HostOps::PluginList), api::Effect::kReads);
+  router.Add("host.register", hosts, prov, bind(&HostOps::HostRegister), api::Effect::kHostTraffic);
+  router.Add("host.heartbeat", hosts, prov, bind(&HostOps::HostHeartbeat), api::Effect::kHostTraffic);
+  router.Add("host.leave", hosts, prov, bind(&HostOps::HostLeave), api::Effect::kHostTraffic);
+  router.Add("task.take", hosts, prov, bind(&HostOps::TaskTake), api::Effect::kHostTraffic);
+  router.Add("task.finish", hosts, prov, bind(&HostOps::TaskFinish), api::Effect::kHostTraffic);
+  router.Add("task.progress", hosts, prov, bind(&HostOps::TaskProgress), api::Effect::kHostTraffic);
+}
+
+}  // namespace weft::hosts

@@ -1,0 +1,204 @@
+#include "server/hosts/host_registry.hpp"
+
+#include <algorithm>
+
+#include "server/hosts/workers.hpp"
+#include "weft/common/json_fields.hpp"
+#include "weft/common/log.hpp"
+
+namespace weft::hosts {
+namespace {
+
+json ParseStored(const std::string& text) {
+  json v = json::parse(text, nullptr, false);
+  return v.is_discarded() ? json::object() : v;
+}
+
+}  // namespace
+
+bool ValidHostId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+}
+
+HostRegistry::HostRegistry(store::Store& store, queue::TaskQueue& queue, const Clock& clock,
+                           const server::Config& config)
+    : store_(store), queue_(queue), clock_(clock), config_(config) {}
+
+Status HostRegistry::Load() {
+  hosts_.clear();
+  Result<std::vector<store::HostRecord>> records = store_.ListHosts();
+  if (!records.ok()) return records.status().WithContext("cannot load hosts");
+  for (store::HostRecord& r : *records) {
+    Host h;
+    h.descriptors = ParseStored(r.plugins_json);
+    if (!h.descriptors.is_array()) h.descriptors = json::array();
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
+      const std::string tenant = d.value("tenant", std::string());
+      (tenant.empty() ? h.plugins.shared : h.plugins.by_tenant[tenant]).insert(d["type"].get<std::string>());
+    }
+    h.silent = !Live(h);
+    std::string id = r.id;
+    h.record = std::move(r);
+    hosts_.emplace(std::move(id), std::move(h));
+  }
+  return Status::Ok();
+}
+
+Status HostRegistry::Reset() {
+  events_.clear();
+  return Load();
+}
+
+Host* HostRegistry::Find(const std::string& host_id) {
+  auto it = hosts_.find(host_id);
+  return it == hosts_.end() ? nullptr : &it->second;
+}
+
+const Host* HostRegistry::Find(const std::string& host_id) const {
+  auto it = hosts_.find(host_id);
+  return it == hosts_.end() ? nullptr : &it->second;
+}
+
+Result<Host*> HostRegistry::Known(const json& body) {
+  WEFT_ASSIGN_OR_RETURN(std::string id, jsonf::String(body, "host_id", "body"));
+  Host* host = Find(id);
+  if (!host) return Status::NotFound("host '" + id + "' is not registered; send host.register first");
+  return host;
+}
+
+void HostRegistry::Put(Host host) {
+  std::string id = host.record.id;
+  hosts_[id] = std::move(host);
+  HostEvent(id, "registered");
+}
+
+bool HostRegistry::Live(const Host& host) const {
+  return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
+}
+
+bool HostRegistry::HostLive(const std::string& host_id) const {
+  const Host* host = Find(host_id);
+  return host && Live(*host);
+}
+
+void HostRegistry::Seen(Host& host) {
+  host.record.last_seen_ms = clock_.NowMs();
+  host.left = false;
+  if (host.silent) {
+    host.silent = false;
+    HostEvent(host.record.id, "live");
+  }
+}
+
+Status HostRegistry::Leave(Host& host) {
+  // A host stopping cleanly finished or reported its tasks first; anything
+  // still leased to it would never be finished by it.
+  WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host.record.id, "host '" + host.record.id + "' stopped"));
+  if (!host.left) {
+    host.left = true;
+    host.silent = true;
+    HostEvent(host.record.id, "left");
+    WEFT_LOG(kInfo, "weftd") << "host '" << host.record.id << "' stopped";
+  }
+  return Status::Ok();
+}
+
+Status HostRegistry::MarkSilent() {
+  for (auto& [id, h] : hosts_) {
+    if (!h.silent && !Live(h)) {
+      h.silent = true;
+      WEFT_LOG(kWarn, "weftd") << "host '" << id << "' is silent: not heard from for "
+                               << config_.hosts.silent_after_ms << " ms (hosts.silent_after_ms)";
+      HostEvent(id, "silent");
+      WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(
+          id, "the host is silent (not heard from for " + std::to_string(config_.hosts.silent_after_ms) + " ms)"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status HostRegistry::Forget(const std::string& host_id, const std::string& reason) {
+  WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host_id, reason));
+  WEFT_RETURN_IF_ERROR(store_.DeleteHost(host_id));
+  if (hosts_.erase(host_id)) HostEvent(host_id, "revoked");
+  return Status::Ok();
+}
+
+std::set<std::string> HostRegistry::TypesFor(const Host& host, const std::string& tenant) {
+  std::set<std::string> out = host.plugins.shared;
+  auto own = host.plugins.by_tenant.find(tenant);
+  if (own != host.plugins.by_tenant.end()) out.insert(own->second.begin(), own->second.end());
+  return out;
+}
+
+std::set<std::string> HostRegistry::LivePluginTypes(const std::string& tenant) const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_) {
+    if (!Live(h)) continue;
+    const std::set<std::string> types = TypesFor(h, tenant);
+    out.insert(types.begin(), types.end());
+  }
+  return out;
+}
+
+std::vector<std::string> HostRegistry::HostsWithHostWidePlugin(const std::string& type) const {
+  std::vector<std::string> out;
+  for (const auto& [id, h] : hosts_)
+    if (h.plugins.shared.count(type)) out.push_back(id);
+  return out;
+}
+
+std::set<std::string> HostRegistry::SensitiveFields(const std::string& type) const {
+  std::set<std::string> out;
+  for (const auto& [id, h] : hosts_) {
+    for (const json& d : h.descriptors) {
+      if (!d.is_object() || d.value("type", "") != type || !d.contains("fields") || !d["fields"].is_array()) continue;
+      for (const json& f : d["fields"])
+        if (f.is_object() && f.value("sensitive", false) && f.contains("name") && f["name"].is_string())
+          out.insert(f["name"].get<std::string>());
+    }
+  }
+  return out;
+}
+
+std::set<std::string> HostRegistry::ActiveTenants() {
+  constexpr std::int64_t kTenantHoldMs = 60000;
+  const std::int64_t now = clock_.NowMs();
+  for (const std::string& t : queue_.LiveTenants()) tenant_seen_ms_[t] = now;
+  std::set<std::string> active;
+  for (auto it = tenant_seen_ms_.begin(); it != tenant_seen_ms_.end();) {
+    if (now - it->second > kTenantHoldMs) {
+      it = tenant_seen_ms_.erase(it);
+      continue;
+    }
+    active.insert(it->first);
+    ++it;
+  }
+  return active;
+}
+
+json HostRegistry::WorkersFor(const std::string& host_id) {
+  const std::set<std::string> active = ActiveTenants();
+  std::vector<HostCapacity> live;
+  for (const auto& [id, h] : hosts_)
+    if (Live(h)) live.push_back({id, h.record.capacity});
+  const WorkerSplit split =
+      AllocateWorkers(std::move(live), active, worker_caps_ ? worker_caps_() : std::map<std::string, std::int64_t>{});
+  json out = json::array();
+  auto it = split.find(host_id);
+  if (it != split.end())
+    for (const auto& [tenant, threads] : it->second) out.push_back({{"tenant", tenant}, {"threads", threads}});
+  return out;
+}
+
+void HostRegistry::HostEvent(const std::string& host_id, const char* what) {
+  events_.push_back(
+      Event{"_system/host", json{{"type", "host"}, {"host_id", host_id}, {"event", what}, {"at_ms", clock_.NowMs()}}});
+}
+
+}  // namespace weft::hosts
