@@ -33,27 +33,20 @@ using testing::WriteFile;
 
 // weftd in `dir`; `curve`: CurveZMQ on (`weft` then uses the superadmin credential weftd writes).
 inline testing::WeftdOptions ServerIn(const fs::path& dir, bool curve, const std::string& extra_toml = "") {
-  testing::WeftdOptions o;
-  o.dir = dir;
-  o.curve = curve;
-  o.extra_toml = extra_toml;
-  o.cli_timeout = 60s;
-  return o;
+  return {.dir = dir, .curve = curve, .extra_toml = extra_toml, .cli_timeout = 60s};
 }
 
 // weft-host `id` in dir/id with the build's plugins; `extra` adds config lines (enroll_token, server_key).
 inline testing::HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server,
                                    const std::string& extra = "") {
-  testing::HostOptions o;
-  o.dir = dir;
-  o.id = id;
-  o.server = server;
-  o.capacity = 4;
-  o.workers = 1;
-  o.shutdown_grace_ms = 1000;
-  o.state_dir = true;
-  o.extra_toml = extra;
-  return o;
+  return {.dir = dir,
+          .id = id,
+          .server = server,
+          .capacity = 4,
+          .workers = 1,
+          .shutdown_grace_ms = 1000,
+          .state_dir = true,
+          .extra_toml = extra};
 }
 
 }  // namespace weft::audit_test

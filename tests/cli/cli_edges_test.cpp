@@ -46,14 +46,12 @@ std::size_t Lines(const std::string& s) { return static_cast<std::size_t>(std::c
 
 // One weft-host with the build's plugins (the fake provider and automator among them), files in dir/edge-host.
 testing::HostOptions EdgeHost(const testing::Weftd& server, const fs::path& dir) {
-  testing::HostOptions o;
-  o.dir = dir;
-  o.id = "edge-host";
-  o.server = server.provisioner();
-  o.capacity = 8;
-  o.workers = 1;
-  o.shutdown_grace_ms = 1000;
-  return o;
+  return {.dir = dir,
+          .id = "edge-host",
+          .server = server.provisioner(),
+          .capacity = 8,
+          .workers = 1,
+          .shutdown_grace_ms = 1000};
 }
 
 void Import(const testing::Weftd& server, const fs::path& dir) {

@@ -212,7 +212,7 @@ struct TextGen {
 
 }  // namespace
 
-TEST_CASE("wire: headers decode to exactly what nlohmann parses, valid or not", "[wire]") {
+TEST_CASE("wire: headers decode to exactly what nlohmann parses, valid or not", "[wire][slow]") {
   TextGen gen{0x9E3779B97F4A7C15ULL};
   int valid = 0, invalid = 0;
   for (int i = 0; i < 20000; ++i) {
@@ -266,7 +266,7 @@ TEST_CASE("wire: a repeated key keeps its last value and deep nesting is still r
   CHECK(refused.status().code() == weft::Code::kTooLarge);
 }
 
-TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire]") {
+TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire][slow]") {
   TextGen gen{0xD1B54A32D192ED03ULL};
   const auto reference = [](const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); };
   int compared = 0;

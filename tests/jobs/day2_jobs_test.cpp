@@ -51,16 +51,13 @@ class Env {
  public:
   Env(const std::string& name, const std::string& extra_toml, int host_count = 1, int capacity = 4)
       : weftd_(ServerOptions(name, extra_toml)) {
-    for (int i = 1; i <= host_count; ++i) {
-      testing::HostOptions o;
-      o.dir = weftd_.dir();
-      o.id = "h" + std::to_string(i);
-      o.server = weftd_.provisioner();
-      o.capacity = capacity;
-      o.workers = 2;
-      o.shutdown_grace_ms = 1000;
-      hosts_.push_back(std::make_unique<Host>(o));
-    }
+    for (int i = 1; i <= host_count; ++i)
+      hosts_.push_back(std::make_unique<Host>(testing::HostOptions{.dir = weftd_.dir(),
+                                                                   .id = "h" + std::to_string(i),
+                                                                   .server = weftd_.provisioner(),
+                                                                   .capacity = capacity,
+                                                                   .workers = 2,
+                                                                   .shutdown_grace_ms = 1000}));
   }
   fs::path Path(const std::string& name) const { return weftd_.Path(name); }
   Host& host(std::size_t i) { return *hosts_.at(i); }
@@ -108,11 +105,7 @@ class Env {
  private:
   // `weft` gets room for --wait on a busy machine.
   static testing::WeftdOptions ServerOptions(const std::string& name, const std::string& extra_toml) {
-    testing::WeftdOptions o;
-    o.name = name;
-    o.extra_toml = extra_toml;
-    o.cli_timeout = 120s;
-    return o;
+    return {.name = name, .extra_toml = extra_toml, .cli_timeout = 120s};
   }
 
   Weftd weftd_;

@@ -76,24 +76,15 @@ std::map<std::int64_t, std::map<std::int64_t, std::pair<std::string, std::string
 
 // weftd for these tests in `dir` (WEFT_TEST_DEBUG=1: at debug level, to see a failure's story).
 testing::WeftdOptions ServerIn(const fs::path& dir, const std::string& extra_toml) {
-  testing::WeftdOptions o;
-  o.dir = dir;
-  if (std::getenv("WEFT_TEST_DEBUG")) o.server_toml = "log_level = \"debug\"\n";
-  o.extra_toml = extra_toml;
-  o.cli_timeout = 90s;
-  return o;
+  return {.dir = dir,
+          .server_toml = std::getenv("WEFT_TEST_DEBUG") ? "log_level = \"debug\"\n" : "",
+          .extra_toml = extra_toml,
+          .cli_timeout = 90s};
 }
 
 // One weft-host (master and its workers) with the build's plugin directories.
 testing::HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server, int capacity) {
-  testing::HostOptions o;
-  o.dir = dir;
-  o.id = id;
-  o.server = server;
-  o.capacity = capacity;
-  o.workers = 2;
-  o.shutdown_grace_ms = 1000;
-  return o;
+  return {.dir = dir, .id = id, .server = server, .capacity = capacity, .workers = 2, .shutdown_grace_ms = 1000};
 }
 
 // weftd, its hosts and a catalog, in one temp directory.

@@ -20,6 +20,7 @@
 #include "local_node.hpp"
 #include "localnodes/net.hpp"
 #include "support/process.hpp"
+#include "support/sshd_node.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/ssh/ssh.hpp"
 
@@ -28,6 +29,7 @@ using namespace std::chrono_literals;
 using weft::localnode::Node;
 using weft::localnode::NodeOptions;
 using weft::localnode::ProcessAlive;
+using weft::testing::TargetOf;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
 
@@ -66,16 +68,6 @@ bool DescendsFrom(pid_t pid, pid_t ancestor) {
   return false;
 }
 
-weft::host::ssh::Target TargetOf(const Node& n) {
-  weft::host::ssh::Target t;
-  t.node = n.name;
-  t.address = n.address;
-  t.port = n.port;
-  t.user = n.user;
-  t.private_key = n.private_key;
-  t.host_keys = n.host_keys;
-  return t;
-}
 
 // Runs a command on the node over SSH; returns its stdout.
 std::string Exec(const Node& n, const std::string& command) {

@@ -251,7 +251,7 @@ TEST_CASE("planner: plans are deterministic", "[planner]") {
 
 // Property: on random acyclic service graphs and layouts, every dependency
 // rule holds in the plan, checked by reachability over the emitted edges.
-TEST_CASE("planner: random plans respect every dependency edge", "[planner][property]") {
+TEST_CASE("planner: random plans respect every dependency edge", "[planner][property][slow]") {
   std::mt19937 rng(20261122);
   for (int round = 0; round < 60; ++round) {
     int n_services = 2 + static_cast<int>(rng() % 6);

@@ -53,28 +53,20 @@ int Count(const std::string& text, const std::string& what) {
 // weftd with security on (the default), on ports it picks; restartable on the same ports.
 // `security`: more keys of [security].
 WeftdOptions ServerIn(const fs::path& dir, const std::string& security = "") {
-  WeftdOptions o;
-  o.dir = dir;
-  o.curve = true;
-  o.security_toml = security;
-  o.lease_ms = 2000;
-  o.heartbeat_ms = 200;
-  o.silent_after_ms = 2000;
-  o.cli_args = {"--timeout", "3000"};
-  return o;
+  return {.dir = dir,
+          .curve = true,
+          .security_toml = security,
+          .lease_ms = 2000,
+          .heartbeat_ms = 200,
+          .silent_after_ms = 2000,
+          .cli_args = {"--timeout", "3000"}};
 }
 
 // weft-host `id` in dir/id, with a state directory for its credential; `security`: more keys
 // (enroll_token, server_key, ...).
 HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server,
                    const std::string& security) {
-  HostOptions o;
-  o.dir = dir;
-  o.id = id;
-  o.server = server;
-  o.state_dir = true;
-  o.extra_toml = security;
-  return o;
+  return {.dir = dir, .id = id, .server = server, .state_dir = true, .extra_toml = security};
 }
 
 // A user of `tenant` with `role` and their credential file.

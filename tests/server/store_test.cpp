@@ -157,7 +157,7 @@ void CommitCycles(Store& store, int cycles) {
   }
 }
 
-TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded under steady commits", "[store]") {
+TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded under steady commits", "[store][slow]") {
   weft::testing::TempDir dir;
   weft::store::StoreOptions options;
   options.checkpoint.background_pages = 64;

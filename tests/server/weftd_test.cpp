@@ -35,12 +35,7 @@ zmq::context_t& Ctx() {
 // raw frames and raw sockets: CurveZMQ is off here (tests/security covers it).
 // `server`: keys of its [server] table; `extra`: more tables.
 weft::testing::WeftdOptions Config(const std::string& extra = "", const std::string& server = "") {
-  weft::testing::WeftdOptions o;
-  o.server_toml = server;
-  o.extra_toml = extra;
-  o.data_dir_flag = true;
-  o.stop_on_destroy = true;
-  return o;
+  return {.server_toml = server, .extra_toml = extra, .data_dir_flag = true, .stop_on_destroy = true};
 }
 
 // SIGTERM, then expects exit status 0 (under the sanitizers a leak or a

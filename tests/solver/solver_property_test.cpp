@@ -132,7 +132,7 @@ TEST_CASE("solver property: returned layouts obey every constraint; 'impossible'
   CHECK(impossible > 20);
 }
 
-TEST_CASE("solver property: larger random cases stay valid or explain themselves", "[solver][property]") {
+TEST_CASE("solver property: larger random cases stay valid or explain themselves", "[solver][property][slow]") {
   for (std::uint64_t seed = 1000; seed < 1150; ++seed) {
     Case c = RandomCase(seed, 9, 60);
     INFO("seed " << seed << " template " << catalog::ToJson(c.tmpl).dump() << " size " << c.request.size);
@@ -149,7 +149,7 @@ TEST_CASE("solver property: larger random cases stay valid or explain themselves
   }
 }
 
-TEST_CASE("solver property: growing and shrinking keep existing nodes and every constraint", "[solver][property]") {
+TEST_CASE("solver property: growing and shrinking keep existing nodes and every constraint", "[solver][property][slow]") {
   int checked = 0;
   for (std::uint64_t seed = 2000; seed < 2150; ++seed) {
     Case c = RandomCase(seed, 5, 6);

@@ -21,29 +21,26 @@ inline const std::filesystem::path kBuild = WEFT_BUILD_DIR;
 // weftd in `dir`; `endpoints` empty: ports the system picks, else the ports to bind.
 inline WeftdOptions ServerIn(const std::filesystem::path& dir,
                                       const nlohmann::json& endpoints = nlohmann::json(), int lease_ms = 1500) {
-  WeftdOptions o;
-  o.dir = dir;
-  o.endpoints = endpoints;
-  o.lease_ms = lease_ms;
-  o.heartbeat_ms = 300;
-  o.silent_after_ms = 3000;
-  o.api_timeout_ms = 3000;
-  return o;
+  return {.dir = dir,
+          .lease_ms = lease_ms,
+          .heartbeat_ms = 300,
+          .silent_after_ms = 3000,
+          .endpoints = endpoints,
+          .api_timeout_ms = 3000};
 }
 
 // weft-host `id` with its files in dir/id; `plugin_dirs` empty: weft-host's own.
 inline HostOptions HostIn(const std::filesystem::path& dir, const std::string& id, const std::string& server,
                                    const std::vector<std::filesystem::path>& plugin_dirs = {}, int capacity = 2,
                                    const std::string& extra = "") {
-  HostOptions o;
-  o.dir = dir;
-  o.id = id;
-  o.server = server;
-  o.plugin_dirs = plugin_dirs;
-  o.capacity = capacity;
-  if (extra.find("shutdown_grace_ms") == std::string::npos) o.shutdown_grace_ms = 2000;
-  o.extra_toml = extra;
-  return o;
+  const bool own_grace = extra.find("shutdown_grace_ms") != std::string::npos;
+  return {.dir = dir,
+          .id = id,
+          .server = server,
+          .capacity = capacity,
+          .shutdown_grace_ms = own_grace ? 0 : 2000,
+          .plugin_dirs = plugin_dirs,
+          .extra_toml = extra};
 }
 
 inline int ExitCodeOf(int wait_status) { return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1; }

@@ -14,21 +14,21 @@
 namespace weft::testing {
 
 struct HostOptions {
-  std::filesystem::path dir;  // the host's files go to dir/id
+  std::filesystem::path dir = {};  // the host's files go to dir/id
   std::string id = "h1";
-  std::string server;         // weftd's provisioner endpoint
+  std::string server = {};    // weftd's provisioner endpoint
   int capacity = 2;
   int workers = 0;            // worker processes; 0: weft-host's default
   int take_wait_ms = 500;        // 0: weft-host's default
   int request_timeout_ms = 1000;  // 0: weft-host's default
   int shutdown_grace_ms = 0;  // 0: weft-host's default
   bool state_dir = false;     // state_dir = <dir>/<id>/state (enrollment, credential)
-  std::vector<std::filesystem::path> plugin_dirs;  // empty: weft-host's default
-  std::string extra_toml;     // more keys (enroll_token, server_key, ...)
+  std::vector<std::filesystem::path> plugin_dirs = {};  // empty: weft-host's default
+  std::string extra_toml = {};  // more keys (enroll_token, server_key, ...)
   bool start = true;          // start in the constructor
   bool die_with_parent = false;
   bool own_process_group = false;  // signals go to the whole group (master and workers)
-  std::filesystem::path binary;  // empty: the build's bin/weft-host
+  std::filesystem::path binary = {};  // empty: the build's bin/weft-host
 };
 
 class Host {

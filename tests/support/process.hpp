@@ -16,10 +16,10 @@ namespace weft::testing {
 
 struct ProcessOptions {
   std::vector<std::string> env;      // extra "KEY=VALUE" entries
+  // The same path for both: one file, the two streams appended in order.
   std::filesystem::path stdout_path; // empty: /dev/null
   std::filesystem::path stderr_path; // empty: /dev/null
   std::filesystem::path cwd;         // empty: inherit
-  // The same path for stdout and stderr: one file, both appended in order.
   bool die_with_parent = false;      // PR_SET_PDEATHSIG: killed when the starter dies (benches)
   // setpgid(0, 0): a terminal's Ctrl-C does not reach it; Signal() and Stop() reach the whole group.
   bool own_process_group = false;

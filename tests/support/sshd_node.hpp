@@ -19,6 +19,18 @@ inline constexpr std::uint16_t kTestSshPort = 2022;
 // test's node (ctest -j) decides which address its nodes get.
 inline constexpr std::uint16_t kReuseTestSshPort = 2023;
 
+// How the SSH service reaches a local node.
+inline host::ssh::Target TargetOf(const localnode::Node& n) {
+  host::ssh::Target t;
+  t.node = n.name;
+  t.address = n.address;
+  t.port = n.port;
+  t.user = n.user;
+  t.private_key = n.private_key;
+  t.host_keys = n.host_keys;
+  return t;
+}
+
 class SshdNode {
  public:
   explicit SshdNode(const std::string& name = "t") : state_("weft-sshd") {
@@ -42,16 +54,7 @@ class SshdNode {
   }
 
   const localnode::Node& node() const { return node_; }
-  host::ssh::Target target() const {
-    host::ssh::Target t;
-    t.node = node_.name;
-    t.address = node_.address;
-    t.port = node_.port;
-    t.user = node_.user;
-    t.private_key = node_.private_key;
-    t.host_keys = node_.host_keys;
-    return t;
-  }
+  host::ssh::Target target() const { return TargetOf(node_); }
 
  private:
   TempDir state_;

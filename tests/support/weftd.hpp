@@ -28,34 +28,34 @@ namespace weft::testing {
 
 struct WeftdOptions {
   // Where weftd.toml, the logs and data/ go; empty: a fresh temp directory named `name`-XXXXXX.
-  std::filesystem::path dir;
+  std::filesystem::path dir = {};
   std::string name = "weftd-test";
   // CurveZMQ on every endpoint. Off by default: tests/security covers it, and the
   // benches measure weftd's work, not encryption. With it on, `weft` and the api
   // client use the superadmin credential weftd writes.
   bool curve = false;
-  std::string security_toml;  // more keys of [security]
-  std::string server_toml;    // more keys of [server] (log_level, ...)
+  std::string security_toml = {};  // more keys of [security]
+  std::string server_toml = {};    // more keys of [server] (log_level, ...)
   int lease_ms = 0;           // [tasks] lease_ms; 0: weftd's default
   int heartbeat_ms = 0;       // [hosts] heartbeat_ms; 0: weftd's default
   int silent_after_ms = 0;    // [hosts] silent_after_ms; 0: weftd's default
   // More tables, appended. When it has a [security] table of its own, `curve` and
   // `security_toml` are not written.
-  std::string extra_toml;
+  std::string extra_toml = {};
   // The data directory on the command line (--data-dir) instead of in weftd.toml.
   bool data_dir_flag = false;
   // The ports to bind on the first start ({"api":..,"provisioner":..,"events":..} as
   // endpoints() gives them); empty: ports the system picks.
-  nlohmann::json endpoints;
+  nlohmann::json endpoints = {};
   bool die_with_parent = false;    // benches: weftd dies with the bench
   bool own_process_group = false;  // a terminal's Ctrl-C reaches only the bench, which then stops weftd
   // When the object dies: SIGTERM and a wait (a clean stop), instead of SIGKILL.
   bool stop_on_destroy = false;
-  std::filesystem::path binary;  // empty: the build's bin/weftd
+  std::filesystem::path binary = {};  // empty: the build's bin/weftd
   std::chrono::milliseconds start_timeout = std::chrono::seconds(30);
   int api_timeout_ms = 10000;                              // Call / TryCall
   std::chrono::milliseconds cli_timeout = std::chrono::seconds(30);  // Weft()
-  std::vector<std::string> cli_args;                       // put before every Weft() command, e.g. --timeout
+  std::vector<std::string> cli_args = {};                  // put before every Weft() command, e.g. --timeout
 };
 
 class Weftd {
