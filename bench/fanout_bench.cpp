@@ -67,7 +67,7 @@
 
 #include "bench.hpp"
 #include "bench_util.hpp"
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"

@@ -1,4 +1,4 @@
-#include "server/api/audit.hpp"
+#include "weft/server/api/audit.hpp"
 
 #include <array>
 #include <initializer_list>

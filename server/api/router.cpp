@@ -1,4 +1,4 @@
-#include "server/api/router.hpp"
+#include "weft/server/api/router.hpp"
 
 namespace weft::api {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/auth/auth_ops.hpp"
+#include "weft/server/auth/auth_ops.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "server/auth/secrets.hpp"
+#include "weft/server/auth/secrets.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
 

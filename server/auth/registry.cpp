@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "server/hosts/host_registry.hpp"
-#include "server/auth/auth.hpp"
+#include "weft/server/hosts/host_registry.hpp"
+#include "weft/server/auth/auth.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::auth {

@@ -1,4 +1,4 @@
-#include "server/auth/secrets.hpp"
+#include "weft/server/auth/secrets.hpp"
 
 #include <sodium.h>
 

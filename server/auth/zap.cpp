@@ -2,7 +2,7 @@
 // socket of the context, and waits for the answer before it lets the peer in.
 #include <vector>
 
-#include "server/auth/auth.hpp"
+#include "weft/server/auth/auth.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::auth {

@@ -1,4 +1,4 @@
-#include "server/catalog/catalog_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
 
 #include <map>
 #include <memory>

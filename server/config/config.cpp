@@ -1,4 +1,4 @@
-#include "server/config/config.hpp"
+#include "weft/server/config/config.hpp"
 
 #include <fstream>
 #include <sstream>

@@ -1,13 +1,13 @@
-#include "server/daemon/components.hpp"
+#include "weft/server/daemon/components.hpp"
 
 #include <utility>
 
-#include "server/api/audit.hpp"
-#include "server/auth/auth_ops.hpp"
-#include "server/catalog/catalog_ops.hpp"
-#include "server/hosts/host_ops.hpp"
-#include "server/jobs/cluster_ops.hpp"
-#include "server/resources/resource_ops.hpp"
+#include "weft/server/api/audit.hpp"
+#include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
+#include "weft/server/hosts/host_ops.hpp"
+#include "weft/server/jobs/cluster_ops.hpp"
+#include "weft/server/resources/resource_ops.hpp"
 
 namespace weft::server {
 

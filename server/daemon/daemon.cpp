@@ -1,4 +1,4 @@
-#include "server/daemon/daemon.hpp"
+#include "weft/server/daemon/daemon.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,19 +21,19 @@
 
 #include <zmq.hpp>
 
-#include "server/api/router.hpp"
-#include "server/auth/auth.hpp"
-#include "server/auth/auth_ops.hpp"
-#include "server/daemon/components.hpp"
-#include "server/daemon/group_commit.hpp"
-#include "server/daemon/held_takes.hpp"
-#include "server/daemon/pending.hpp"
-#include "server/daemon/ports.hpp"
-#include "server/daemon/rate_limits.hpp"
-#include "server/daemon/subscriptions.hpp"
-#include "server/daemon/transport.hpp"
-#include "server/queue/task_queue.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/api/router.hpp"
+#include "weft/server/auth/auth.hpp"
+#include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/daemon/components.hpp"
+#include "weft/server/daemon/group_commit.hpp"
+#include "weft/server/daemon/held_takes.hpp"
+#include "weft/server/daemon/pending.hpp"
+#include "weft/server/daemon/ports.hpp"
+#include "weft/server/daemon/rate_limits.hpp"
+#include "weft/server/daemon/subscriptions.hpp"
+#include "weft/server/daemon/transport.hpp"
+#include "weft/server/queue/task_queue.hpp"
+#include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"

@@ -1,4 +1,4 @@
-#include "server/daemon/group_commit.hpp"
+#include "weft/server/daemon/group_commit.hpp"
 
 #include "weft/common/log.hpp"
 

@@ -1,4 +1,4 @@
-#include "server/daemon/held_takes.hpp"
+#include "weft/server/daemon/held_takes.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <iostream>
 
-#include "server/config/config.hpp"
-#include "server/daemon/daemon.hpp"
+#include "weft/server/config/config.hpp"
+#include "weft/server/daemon/daemon.hpp"
 #include "weft/common/log.hpp"
 
 namespace {

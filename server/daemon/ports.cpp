@@ -1,4 +1,4 @@
-#include "server/daemon/ports.hpp"
+#include "weft/server/daemon/ports.hpp"
 
 #include <fstream>
 #include <sstream>

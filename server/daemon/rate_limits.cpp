@@ -1,4 +1,4 @@
-#include "server/daemon/rate_limits.hpp"
+#include "weft/server/daemon/rate_limits.hpp"
 
 #include <algorithm>
 #include <iterator>

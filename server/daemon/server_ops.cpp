@@ -1,4 +1,4 @@
-#include "server/daemon/server_ops.hpp"
+#include "weft/server/daemon/server_ops.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "server/daemon/subscriptions.hpp"
+#include "weft/server/daemon/subscriptions.hpp"
 
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"

@@ -1,9 +1,9 @@
-#include "server/daemon/transport.hpp"
+#include "weft/server/daemon/transport.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "server/daemon/ports.hpp"
+#include "weft/server/daemon/ports.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"

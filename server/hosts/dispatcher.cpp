@@ -1,4 +1,4 @@
-#include "server/hosts/dispatcher.hpp"
+#include "weft/server/hosts/dispatcher.hpp"
 
 namespace weft::hosts {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/hosts/host_ops.hpp"
+#include "weft/server/hosts/host_ops.hpp"
 
 #include <algorithm>
 #include <memory>

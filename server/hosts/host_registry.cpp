@@ -1,8 +1,8 @@
-#include "server/hosts/host_registry.hpp"
+#include "weft/server/hosts/host_registry.hpp"
 
 #include <algorithm>
 
-#include "server/hosts/workers.hpp"
+#include "weft/server/hosts/workers.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
 

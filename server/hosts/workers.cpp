@@ -1,4 +1,4 @@
-#include "server/hosts/workers.hpp"
+#include "weft/server/hosts/workers.hpp"
 
 #include <algorithm>
 

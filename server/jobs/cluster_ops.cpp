@@ -1,4 +1,4 @@
-#include "server/jobs/cluster_ops.hpp"
+#include "weft/server/jobs/cluster_ops.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/catalog/catalog_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/lifecycle.hpp"

@@ -1,4 +1,4 @@
-#include "server/jobs/job_engine.hpp"
+#include "weft/server/jobs/job_engine.hpp"
 
 #include <algorithm>
 #include <utility>

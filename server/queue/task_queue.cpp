@@ -1,4 +1,4 @@
-#include "server/queue/task_queue.hpp"
+#include "weft/server/queue/task_queue.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "server/resources/resource_ops.hpp"
+#include "weft/server/resources/resource_ops.hpp"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "server/resources/resource_store.hpp"
+#include "weft/server/resources/resource_store.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,8 +4,8 @@
 // triggers refuse it.
 #include <string>
 
-#include "server/store/sqlite.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/store.hpp"
 
 namespace weft::store {
 namespace {

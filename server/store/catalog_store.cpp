@@ -2,8 +2,8 @@
 // per version. Not the hot path, so statements are prepared per call.
 #include <utility>
 
-#include "server/store/sqlite.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/store.hpp"
 
 namespace weft::store {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/store/checkpointer.hpp"
+#include "weft/server/store/checkpointer.hpp"
 
 #include <sqlite3.h>
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "server/store/sqlite.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/store.hpp"
 
 namespace weft::store {
 namespace {

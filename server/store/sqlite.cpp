@@ -1,4 +1,4 @@
-#include "server/store/sqlite.hpp"
+#include "weft/server/store/sqlite.hpp"
 
 #include <sqlite3.h>
 

@@ -1,11 +1,11 @@
-#include "server/store/store.hpp"
+#include "weft/server/store/store.hpp"
 
 #include <utility>
 
 #include <sqlite3.h>
 
-#include "server/store/checkpointer.hpp"
-#include "server/store/sqlite.hpp"
+#include "weft/server/store/checkpointer.hpp"
+#include "weft/server/store/sqlite.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::store {

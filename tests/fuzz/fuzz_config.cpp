@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "fuzz_util.hpp"
-#include "server/config/config.hpp"
+#include "weft/server/config/config.hpp"
 
 using weft::fuzz::Require;
 

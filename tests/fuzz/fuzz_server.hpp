@@ -1,6 +1,6 @@
 // A weftd without sockets for the fuzz targets that drive ops: a store in a
 // temporary directory and weftd's components with the security ops, built by
-// the same composition root as weftd's (server/daemon/components.hpp). Each input runs
+// the same composition root as weftd's (server/daemon/components.cpp). Each input runs
 // in a transaction that is rolled back, and the in-memory state is reloaded
 // from the store after it, so no input sees what an earlier one did.
 #pragma once
@@ -12,11 +12,11 @@
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "server/auth/auth.hpp"
-#include "server/auth/auth_ops.hpp"
-#include "server/config/config.hpp"
-#include "server/daemon/components.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/auth/auth.hpp"
+#include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/config/config.hpp"
+#include "weft/server/daemon/components.cpp"
+#include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"

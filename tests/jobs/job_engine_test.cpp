@@ -9,9 +9,9 @@
 #include <set>
 #include <string>
 
-#include "server/jobs/job_engine.hpp"
-#include "server/queue/task_queue.hpp"
-#include "server/store/store.hpp"
+#include "weft/server/jobs/job_engine.hpp"
+#include "weft/server/queue/task_queue.hpp"
+#include "weft/server/store/store.hpp"
 #include "support/temp_dir.hpp"
 
 using weft::Code;

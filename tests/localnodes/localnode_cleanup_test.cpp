@@ -17,7 +17,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 #include "localnodes/net.hpp"
 #include "support/process.hpp"
 #include "support/sshd_node.hpp"

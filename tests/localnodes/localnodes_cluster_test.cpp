@@ -18,7 +18,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 #include "localnodes/net.hpp"
 #include "support/fast.hpp"
 #include "support/temp_dir.hpp"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "server/resources/resource_store.hpp"
+#include "weft/server/resources/resource_store.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/common/digest.hpp"
 

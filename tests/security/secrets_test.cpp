@@ -1,4 +1,4 @@
-// The sealing primitives (server/auth/secrets.hpp) on their own: a value opens
+// The sealing primitives (server/auth/secrets.cpp) on their own: a value opens
 // only at the place it was sealed for, keeps its JSON type, and the values an
 // older weftd sealed (enc:v1:) still open where weftd put them.
 // security_test drives the same paths through the real processes.
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/auth/secrets.hpp"
+#include "weft/server/auth/secrets.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 

@@ -2,7 +2,7 @@
 // roles, tenants, error codes and host liveness in catalog.check.
 #include <catch2/catch.hpp>
 
-#include "server/catalog/catalog_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace weft::api;

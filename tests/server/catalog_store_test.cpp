@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "server/store/store.hpp"
+#include "weft/server/store/store.hpp"
 #include "support/temp_dir.hpp"
 
 using weft::store::CatalogEntityRecord;

@@ -2,7 +2,7 @@
 // parser, kept so the fixes stay fixed. Each input is also in the fuzz corpus.
 #include <catch2/catch.hpp>
 
-#include "server/config/config.hpp"
+#include "weft/server/config/config.hpp"
 
 using weft::server::ParseConfig;
 

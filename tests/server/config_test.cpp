@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "server/config/config.hpp"
+#include "weft/server/config/config.hpp"
 
 using weft::server::Config;
 using weft::server::ParseConfig;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "server/queue/task_queue.hpp"
+#include "weft/server/queue/task_queue.hpp"
 #include "support/temp_dir.hpp"
 
 using weft::Code;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "server/api/router.hpp"
+#include "weft/server/api/router.hpp"
 
 using namespace weft::api;
 

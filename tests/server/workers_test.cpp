@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "server/hosts/workers.hpp"
+#include "weft/server/hosts/workers.hpp"
 
 using weft::hosts::AllocateWorkers;
 using weft::hosts::HostCapacity;

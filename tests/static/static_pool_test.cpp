@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "static_pool.hpp"
+#include "weft/static_pool/static_pool.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;

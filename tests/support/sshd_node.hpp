@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/ssh/ssh.hpp"
 

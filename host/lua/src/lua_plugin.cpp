@@ -15,7 +15,7 @@
 
 #include "lua_json.hpp"
 #include "sandbox.hpp"
-#include "weft/host/task_view.hpp"
+#include "weft/ssh/task_view.hpp"
 
 namespace weft::host::lua {
 namespace {
@@ -302,7 +302,7 @@ void WriteErr(char* err, std::size_t err_len, const std::string& message) {
 }
 
 // The fields a task carries for this plugin, found as for native plugins'
-// field_json (weft/host/task_view.hpp).
+// field_json (weft/ssh/task_view.hpp).
 json TaskFields(const json& task, std::uint32_t kind) {
   const json* fields = PluginFields(task, kind);
   return fields ? *fields : json::object();

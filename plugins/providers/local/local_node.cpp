@@ -1,4 +1,4 @@
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "local_node.hpp"
+#include "weft/localnode/local_node.hpp"
 #include "weft/plugin.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "static_pool.hpp"
+#include "weft/static_pool/static_pool.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "static_pool.hpp"
+#include "weft/static_pool/static_pool.hpp"
 #include "weft/plugin.hpp"
 
 namespace {

@@ -1,0 +1,177 @@
+// weft::auth: who may talk to weftd, and as whom (docs/security.md).
+//
+// Every endpoint serves CurveZMQ. A client proves a public key at the
+// handshake; libzmq asks the ZAP handler (a thread of its own, ZapHandler)
+// whether that key may connect, and the handler answers from an immutable
+// snapshot of the keys in force. The accepted key becomes the connection's
+// User-Id, which the reactor reads off every request and looks up in the
+// Registry to build the request's principal, so a revocation takes effect on
+// the very next request, not only on the next connection.
+//
+// Registry: the security state (principals, tenants, users, host requests) in
+// memory, written through to the store inside the reactor's transaction.
+// Reactor thread only; it publishes each change to the KeySnapshot the ZAP
+// thread reads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "weft/server/store/store.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/curve.hpp"
+#include "weft/common/log_tally.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::auth {
+
+enum class Kind { kUser, kHost, kToken };
+
+// What is known of a public key in force.
+struct KeyEntry {
+  Kind kind = Kind::kUser;
+  std::string tenant;
+  std::string user;
+  std::string role;  // user, admin, superadmin
+  std::string host_id;
+  std::int64_t expires_at_ms = 0;  // tokens
+  bool revoked = false;            // kept so that a revoked key is refused, not taken for a new one
+};
+
+using KeyMap = std::map<std::string, KeyEntry>;
+
+// The keys in force, shared between the reactor (writer) and the ZAP thread.
+class KeySnapshot {
+ public:
+  void Set(std::shared_ptr<const KeyMap> keys);
+  std::shared_ptr<const KeyMap> Get() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const KeyMap> keys_ = std::make_shared<KeyMap>();
+};
+
+// Valid names of tenants and users: 1-64 of [a-z0-9_-], starting with a letter or digit.
+bool ValidName(std::string_view name);
+
+class Registry {
+ public:
+  Registry(store::Store& store, const Clock& clock, KeySnapshot& snapshot);
+
+  // Reads everything from the store (at start, and after a rolled-back batch).
+  [[nodiscard]] Status Load();
+
+  // A key in force (not revoked, not expired), or nullptr.
+  const KeyEntry* Find(const std::string& public_key) const;
+  // A key that was revoked, or a token that expired or was used.
+  bool Spent(const std::string& public_key) const;
+
+  // The superadmin key of the local credential file (created at first start).
+  [[nodiscard]] Status EnsureSuperadmin(const std::string& public_key);
+
+  // Host enrollment: a one-time token (a key pair whose public half is stored
+  // with an expiry), spent by host.enroll for the host's own key. A token is
+  // made for one host id (`for_host`), or, without one, for a new host only:
+  // it never takes over an id that has a key in force. Even a token made for
+  // the host does not replace a live host's key unless made with `replace`.
+  struct NewToken {
+    curve::KeyPair keys;
+    std::int64_t expires_at_ms = 0;
+  };
+  [[nodiscard]] Result<NewToken> CreateToken(std::int64_t ttl_ms, const std::string& created_by,
+                                             const std::string& for_host = "", bool replace = false);
+  // `live`: whether the host is live now (weftd heard from it lately).
+  [[nodiscard]] Status EnrollHost(const std::string& token_key, const std::string& host_id,
+                                  const std::string& host_key, bool live);
+  // A host with an unknown key asked to join (host.register); an admin accepts
+  // it by the key's fingerprint. Several keys may ask for one host id; the
+  // requests are capped, in all and per host id, and new ones rate limited.
+  // True when the request is new (not the same key asking again).
+  [[nodiscard]] Result<bool> RequestHost(const std::string& host_id, const std::string& host_key,
+                                   const std::string& address);
+  // `live`: as for EnrollHost; a live host with a key in force is replaced only with `force`.
+  [[nodiscard]] Status AcceptHost(const std::string& host_id, const std::string& fingerprint, bool force, bool live,
+                                  const std::string& by);
+  // Revokes every key of the host; NOT_FOUND when it has none in force.
+  [[nodiscard]] Status RevokeHost(const std::string& host_id, const std::string& by);
+  bool HostRevoked(const std::string& host_id) const { return revoked_hosts_.count(host_id) > 0; }
+  // Whether the host has a key in force.
+  bool HostEnrolled(const std::string& host_id) const;
+
+  // Tenants and users. Deleting either revokes its keys.
+  [[nodiscard]] Status CreateTenant(const store::TenantRecord& tenant);
+  [[nodiscard]] Status UpdateTenant(const store::TenantRecord& tenant);
+  [[nodiscard]] Status DeleteTenant(const std::string& name, const std::string& by);
+  [[nodiscard]] Status CreateUser(const store::UserRecord& user);
+  [[nodiscard]] Status DeleteUser(const std::string& tenant, const std::string& name, const std::string& by);
+  [[nodiscard]] Status AddUserKey(const std::string& tenant, const std::string& user, const std::string& public_key,
+                                  const std::string& by);
+
+  const std::map<std::string, store::TenantRecord>& tenants() const { return tenants_; }
+  const std::map<std::pair<std::string, std::string>, store::UserRecord>& users() const { return users_; }
+  // Pending host requests by key.
+  const std::map<std::string, store::HostRequestRecord>& requests() const { return requests_; }
+  // Principals in force of a kind.
+  std::vector<store::PrincipalRecord> Principals(Kind kind) const;
+
+ private:
+  void Publish();
+  [[nodiscard]] Status Revoke(store::PrincipalRecord& p, const std::string& by);
+  [[nodiscard]] Status PutHostKey(const std::string& host_id, const std::string& host_key, const std::string& by);
+  [[nodiscard]] Status ForgetRequests(const std::string& host_id);
+  // Whether a new request may be taken now (a token bucket over all unknown keys).
+  bool AdmitRequest();
+  double request_tokens_ = 0;
+  std::int64_t request_tokens_at_ms_ = 0;
+
+  store::Store& store_;
+  const Clock& clock_;
+  KeySnapshot& snapshot_;
+  std::map<std::string, store::PrincipalRecord> principals_;  // by key, revoked included
+  std::map<std::string, store::TenantRecord> tenants_;
+  std::map<std::pair<std::string, std::string>, store::UserRecord> users_;
+  std::map<std::string, store::HostRequestRecord> requests_;  // by key
+  std::set<std::string> revoked_hosts_;  // hosts with a revoked key and none in force
+  KeyMap in_force_;
+};
+
+// The ZAP handler (RFC 27) on inproc://zeromq.zap.01 of `ctx`. Start it before
+// binding any CURVE server socket of that context. Domains: "api" and
+// "events" accept user keys; "provisioner" accepts host and token keys, and,
+// with `host_requests`, any other key too (that principal may only ask to be
+// accepted). A refused key is logged once.
+class ZapHandler {
+ public:
+  ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests);
+  ~ZapHandler();
+  ZapHandler(const ZapHandler&) = delete;
+  ZapHandler& operator=(const ZapHandler&) = delete;
+
+  [[nodiscard]] Status Start();
+  void Stop();
+
+ private:
+  void Run();
+
+  zmq::context_t& ctx_;
+  const KeySnapshot& keys_;
+  const Clock& clock_;
+  const bool host_requests_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::set<std::string> logged_;
+  log::Tally tally_;
+};
+
+}  // namespace weft::auth

@@ -1,0 +1,27 @@
+// The catalog ops of docs/protocol.md: <kind>.put/get/list/delete for the five
+// catalog kinds, catalog.check, and cluster.plan (solver + planner over the
+// tenant's latest catalog, nothing run).
+//
+// The handlers borrow the Store, the Clock and the Config (all must outlive the
+// Router they are added to), keep no state of their own and never open a
+// transaction (weftd's reactor wraps each batch in one). Not thread-safe: they
+// run on the reactor thread.
+#pragma once
+
+#include "weft/server/api/router.hpp"
+#include "weft/server/config/config.hpp"
+#include "weft/server/store/store.hpp"
+#include "weft/catalog/catalog.hpp"
+#include "weft/common/clock.hpp"
+
+namespace weft::catalog {
+
+// The tenant's latest catalog, parsed. Entities were validated when they were put,
+// so one that no longer parses (a newer weftd wrote it) is an internal error.
+Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
+
+// Adds every catalog op to `router`: puts and deletes for admins, reads and
+// cluster.plan for users too, all on the api endpoint.
+void RegisterCatalogOps(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config);
+
+}  // namespace weft::catalog

@@ -1,0 +1,54 @@
+// weft::server::Subscriptions: the events endpoint (XPUB). It reads who
+// subscribed to what, tells the components whether anyone listens (with
+// nobody listening, task transitions are not even built), and publishes a
+// turn's events after its commit. With security on it runs XPUB in manual
+// mode and narrows each subscription to the topics its key may see.
+// Part of weftd's reactor.
+//
+// Not thread-safe: runs on the reactor thread.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "weft/server/auth/auth.hpp"
+#include "weft/server/config/config.hpp"
+#include "weft/server/daemon/components.hpp"
+#include "weft/server/store/store.hpp"
+#include "weft/common/clock.hpp"
+
+namespace weft::server {
+
+class Subscriptions {
+ public:
+  Subscriptions(const Config& config, const Clock& clock, zmq::socket_t& events, store::Store& store,
+                const auth::Registry& registry, Components& components)
+      : config_(config), clock_(clock), events_(events), store_(store), registry_(registry), components_(components) {}
+
+  // Reads new subscriptions now and then and tells the components whether events are wanted.
+  void Check();
+  // Sends the events the components piled up since the last commit (or forgets them: nobody listens).
+  void Publish();
+
+ private:
+  void Read();
+  // What a subscription to `prefix` by `key` may deliver (security on).
+  std::vector<std::string> AllowedTopics(const std::string& key, const std::string& prefix);
+
+  const Config& config_;
+  const Clock& clock_;
+  zmq::socket_t& events_;
+  store::Store& store_;
+  const auth::Registry& registry_;
+  Components& components_;
+  // Topic prefixes someone subscribed to. The events socket is an XPUB so
+  // that, with nobody listening, events are not even built.
+  std::set<std::string> subscriptions_;
+  std::int64_t next_check_ms_ = 0;
+};
+
+}  // namespace weft::server

@@ -1,0 +1,91 @@
+// weft::server::Transport: weftd's three sockets (api and provisioner
+// ROUTERs, events XPUB) and what touches their bytes: binding (keeping the
+// ports of the last run), receiving a message within what its sender may send
+// before authentication, decoding it (with the api rate limits), and sending
+// replies. Part of weftd's reactor.
+//
+// Memory before authentication (docs/security.md, "Hostile input"): ZeroMQ
+// keeps a message until its last frame has arrived, so what weftd can bound
+// is each frame (ZMQ_MAXMSGSIZE, per socket: hosts send a JSON header and
+// nothing else, so the provisioner takes frames of limits.max_header_bytes
+// plus CurveZMQ's few dozen bytes per frame), the messages queued per
+// connection (ZMQ_RCVHWM), and what it keeps of each message once read: from
+// a key it does not know, a request of one frame of at most 64 KiB, and twice
+// that waiting per connection. More is read and dropped frame by frame.
+//
+// Not thread-safe: runs on the reactor thread.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/server/auth/auth.hpp"
+#include "weft/server/config/config.hpp"
+#include "weft/server/daemon/pending.hpp"
+#include "weft/server/daemon/rate_limits.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/log_tally.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::server {
+
+class Transport {
+ public:
+  Transport(const Config& config, const Clock& clock, const auth::Registry& registry, RateLimits& limits,
+            log::Tally& tally);
+
+  zmq::context_t& context() { return ctx_; }
+  zmq::socket_t& events() { return events_; }
+
+  // Sets the sockets' options and binds the three endpoints (the configured
+  // addresses; with port `*`, the last run's port first). With security on,
+  // `server_secret_key` is weftd's CURVE secret key. `endpoints`: what was bound.
+  [[nodiscard]] Status Bind(const std::optional<std::string>& server_secret_key, nlohmann::json* endpoints);
+  // The ROUTERs' descriptors (ZMQ_FD): provisioner, then api.
+  [[nodiscard]] Status Descriptors(int fds[2]);
+
+  enum class Received { kNothing, kDropped, kQueued };
+  // Takes one message of `endpoint` off its socket: kNothing when none was
+  // ready, kDropped when it cannot be answered, else decoded (or refused) into
+  // `inbox`, whose other requests count towards its connection's budget.
+  Received Receive(api::Endpoint endpoint, std::deque<Inbound>& inbox);
+  // Sends each reply; the attempts that replies which could not be delivered
+  // carried are added to `undelivered`.
+  void Send(std::vector<Pending>& replies, std::vector<queue::AttemptRef>* undelivered);
+
+ private:
+  // How much of one message weftd keeps (frames include the routing envelope).
+  struct Bound {
+    std::size_t frames = 0;
+    std::size_t bytes = 0;
+  };
+  zmq::socket_t& Socket(api::Endpoint e) { return e == api::Endpoint::kApi ? api_ : prov_; }
+  // Receives one message frame by frame, keeping what its sender's Bound
+  // allows and dropping the rest as it comes; false when nothing was ready.
+  // `*over`: something was dropped.
+  bool ReceiveBounded(api::Endpoint endpoint, wire::Frames& out, std::size_t* bytes, bool* over);
+  Bound BoundFor(api::Endpoint endpoint, zmq::message_t& first) const;
+  // Whether the connection of `in` may have it waiting too (its budget of bytes in `inbox`).
+  bool WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& inbox) const;
+  // Splits the envelope and decodes; false when the message cannot be answered (no envelope).
+  // `over`: ReceiveBounded dropped part of it, which is answered TOO_LARGE.
+  bool Decode(api::Endpoint endpoint, wire::Frames frames, bool over, Inbound* out);
+
+  const Config& config_;
+  const Clock& clock_;
+  const auth::Registry& registry_;
+  RateLimits& limits_;
+  log::Tally& tally_;
+  zmq::context_t ctx_;
+  zmq::socket_t api_;
+  zmq::socket_t prov_;
+  zmq::socket_t events_;
+};
+
+}  // namespace weft::server

@@ -1,0 +1,119 @@
+// weft::hosts::HostRegistry: the in-memory view of the provisioner hosts that
+// registered (their plugins, liveness, what they report running), backed by
+// the store's hosts table, and the worker split the server wants on each.
+//
+// Borrows the Store, the TaskQueue, the Clock and the Config (all must
+// outlive it) and never opens a transaction: weftd's reactor wraps every call
+// in one. Host transitions (registered, live, silent, left, revoked) and task
+// progress pile up as events until TakeEvents(), which the reactor calls only
+// after a successful commit.
+//
+// Not thread-safe: runs on the reactor thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/server/config/config.hpp"
+#include "weft/server/queue/task_queue.hpp"
+#include "weft/server/store/store.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/event.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::hosts {
+
+using json = nlohmann::json;
+
+// A host id: 1 to 128 of A-Z a-z 0-9 _ . -
+bool ValidHostId(const std::string& id);
+
+struct Host {
+  store::HostRecord record;
+  queue::HostPlugins plugins;  // plugin types: host-wide, and tenants' own
+  json descriptors = json::array();
+  bool silent = false;
+  // Said goodbye (host.leave): not live until it registers again.
+  bool left = false;
+  // The process that registered last (host.register's `incarnation`); kept in memory only.
+  std::string incarnation;
+  json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
+};
+
+class HostRegistry {
+ public:
+  HostRegistry(store::Store& store, queue::TaskQueue& queue, const Clock& clock, const server::Config& config);
+
+  // Loads the registered hosts from the store.
+  [[nodiscard]] Status Load();
+  // After a failed commit: forget unpublished events and reload.
+  [[nodiscard]] Status Reset();
+
+  const std::map<std::string, Host>& all() const { return hosts_; }
+  Host* Find(const std::string& host_id);
+  const Host* Find(const std::string& host_id) const;
+  // The host named by `body`'s host_id; NOT_FOUND when it never registered.
+  [[nodiscard]] Result<Host*> Known(const json& body);
+  // Records `host` (a new registration or a new process of a known host).
+  void Put(Host host);
+
+  // Whether weftd heard from the host within hosts.silent_after_ms.
+  bool Live(const Host& host) const;
+  bool HostLive(const std::string& host_id) const;
+  // The host just spoke: it is live again.
+  void Seen(Host& host);
+  // The host said goodbye: its leases are released and it is not live until it registers again.
+  [[nodiscard]] Status Leave(Host& host);
+  // Publishes "silent" for hosts that stopped reporting and gives their tasks back to the queue.
+  [[nodiscard]] Status MarkSilent();
+  // A revoked host: its tasks go back to the queue at once and it is forgotten.
+  [[nodiscard]] Status Forget(const std::string& host_id, const std::string& reason);
+
+  // The plugin types of `host` that tasks of `tenant` may use, sorted.
+  static std::set<std::string> TypesFor(const Host& host, const std::string& tenant);
+  // The plugin types some live host runs for `tenant`'s tasks (host-wide and the tenant's own).
+  std::set<std::string> LivePluginTypes(const std::string& tenant) const;
+  // The registered hosts that run a host-wide plugin (from the operator's
+  // plugin directories) of `type`; a tenant may not take that type for a Lua plugin.
+  std::vector<std::string> HostsWithHostWidePlugin(const std::string& type) const;
+  // The fields a registered plugin of `type` declares sensitive.
+  std::set<std::string> SensitiveFields(const std::string& type) const;
+
+  // Each tenant's max_workers quota, for the worker split (the composition root
+  // hands in server/auth's tenants).
+  using WorkerCaps = std::function<std::map<std::string, std::int64_t>()>;
+  void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
+  // The worker split the server wants on `host_id`: [{"tenant" ("" = any), "threads"}].
+  json WorkersFor(const std::string& host_id);
+  // The tenants with tasks now or within the last minute: they share the split,
+  // and hosts sync their resources (Lua plugins) even when the split names none.
+  std::set<std::string> ActiveTenants();
+
+  void HostEvent(const std::string& host_id, const char* what);
+  // Whether anyone listens: when not, task progress is not even recorded as an event.
+  bool events_wanted() const { return events_wanted_; }
+  void set_events_wanted(bool wanted) { events_wanted_ = wanted; }
+  void AddEvent(Event event) { events_.push_back(std::move(event)); }
+  std::vector<Event> TakeEvents() { return std::exchange(events_, {}); }
+
+ private:
+  store::Store& store_;
+  queue::TaskQueue& queue_;
+  const Clock& clock_;
+  const server::Config& config_;
+  std::map<std::string, Host> hosts_;
+  std::vector<Event> events_;
+  bool events_wanted_ = true;
+  // When each tenant last had a live task: a tenant keeps its workers for a
+  // minute after its last task, so that the split does not flap between jobs.
+  std::map<std::string, std::int64_t> tenant_seen_ms_;
+  WorkerCaps worker_caps_;
+};
+
+}  // namespace weft::hosts

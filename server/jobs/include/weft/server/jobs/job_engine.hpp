@@ -1,0 +1,188 @@
+// weft::jobs::JobEngine: runs cluster operations as DAGs of node tasks.
+//
+// A job is a plan (domain/planner) turned into tasks in the store. A task is
+// `waiting` until every predecessor succeeded, then the engine hands it to the
+// TaskQueue; there are no stage barriers. A JOIN (or a task no plugin has to
+// run) completes the moment it is ready. A failed attempt is retried with
+// exponential backoff until `max_attempts`; a failed CONFIRM first deletes and
+// re-creates its node. When a task fails for good the job fails: tasks not yet
+// started are cancelled, running ones may finish, and then the job's undo plan
+// runs as a job of its own (a create deletes what it created, a scale-up
+// removes the new nodes, add-services removes the added services) unless the
+// job was started with keep_on_failure.
+//
+// Everything the engine knows is in the store: it writes through inside the
+// caller's transaction and Load() rebuilds the running jobs after a restart.
+// Results that tasks return (provider id, ssh auth, addresses, host keys...)
+// are merged into their node and handed to every later task of that node
+// (Decorate, at take time), with the cluster's config and the service's fields
+// macro-expanded for that node.
+//
+// Not thread-safe: owned by weftd's reactor thread. Borrows the Store, the
+// TaskQueue and the Clock, which must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/server/queue/task_queue.hpp"
+#include "weft/server/store/store.hpp"
+#include "weft/common/clock.hpp"
+#include "weft/common/event.hpp"
+#include "weft/common/status.hpp"
+#include "weft/planner/macros.hpp"
+#include "weft/planner/planner.hpp"
+
+namespace weft::jobs {
+
+using json = nlohmann::json;
+
+struct EngineOptions {
+  std::int64_t max_attempts = 3;
+  std::int64_t retry_backoff_ms = 1000;
+  std::int64_t retry_backoff_max_ms = 30000;
+  std::int64_t max_nodes_in_task = 256;
+};
+
+// A cluster as a job sees it: {"spec", "layout", "status"}.
+//  spec:   {"template":{...}, "provider":{"name","type","fields"}, "services":{name: entity},
+//           "config":{...}, "size":N, "overrides":{...}}
+//  layout: {"nodes":[{"hostname","hardwaretype","imagetype","flavor","image","sshuser","services"}]}
+struct ClusterState {
+  json spec = json::object();
+  json layout = {{"nodes", json::array()}};
+  std::string status;
+  json ToJson() const { return {{"spec", spec}, {"layout", layout}, {"status", status}}; }
+  static ClusterState FromJson(const json& doc);
+};
+
+// What shapes a plan besides the two layouts.
+struct PlanExtras {
+  std::vector<std::string> only_services;     // start/stop/restart
+  std::vector<std::string> changed_services;  // upgrade
+  bool restart = false;                       // reconfigure and friends
+  // undo: the services the undone job reconfigured on nodes it kept, "node/service".
+  std::set<std::string> reconfigured;
+};
+
+struct NewJob {
+  std::string tenant;
+  std::string cluster_id;
+  std::string operation;  // a planner operation, "rollback" (to the previous state) or "undo"
+  std::string requested_by;
+  std::string parent_job;  // "undo": the failed job it undoes
+  json options = json::object();  // keep_on_failure
+  ClusterState before;
+  ClusterState target;
+  PlanExtras extras;
+};
+
+// The plan a job would run, for dry runs and for Start.
+Result<planner::Plan> PlanJob(const NewJob& job);
+
+class JobEngine {
+ public:
+  JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options);
+
+  // Rebuilds the running jobs from the store (after the queue's Load).
+  [[nodiscard]] Status Load();
+
+  // Plans `job`, records it with its tasks and releases the tasks that have no
+  // predecessor. The cluster goes to `pending` (its layout becomes the target's).
+  [[nodiscard]] Result<store::JobRecord> Start(NewJob job);
+  // Stops a running job now: every unfinished task is cancelled (a running
+  // attempt's late finish is refused), the cluster becomes incomplete, nothing is undone.
+  [[nodiscard]] Status Abort(const std::string& job_id, const std::string& who);
+  // Resumes a failed or aborted job that was not undone: failed tasks get new
+  // attempts, cancelled ones wait for their predecessors again. The run that
+  // ended is kept in the job's history (its status, message, and the failed
+  // tasks with their output, which the new attempts would overwrite).
+  [[nodiscard]] Status Retry(const std::string& job_id, const std::string& who = "");
+
+  // The queue's end observer.
+  [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);
+  // The take decorator: node facts, earlier results, expanded config and fields.
+  [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task);
+  // Starts a delete job for every cluster whose lease ran out.
+  [[nodiscard]] Status ExpireLeases();
+
+  // The running (or failing) job of a cluster; empty when none.
+  std::string ActiveJob(const std::string& cluster_id) const;
+  std::size_t running() const { return runs_.size(); }
+  std::vector<Event> TakeEvents() { return std::exchange(events_, {}); }
+
+ private:
+  struct TaskNode {
+    std::int64_t id = 0;
+    std::string key;
+    std::string node;
+    std::string action;
+    std::string service;
+    std::string plugin;  // empty: no work (a JOIN)
+    store::TaskState state = store::TaskState::kWaiting;
+    std::int64_t attempt = 0;
+    std::int64_t max_attempts = 3;
+    std::vector<std::int64_t> after;
+    std::vector<std::int64_t> before;  // successors
+    std::int64_t waiting_for = 0;      // predecessors not yet succeeded
+  };
+  struct Run {
+    store::JobRecord record;
+    json options = json::object();
+    ClusterState before;
+    ClusterState target;
+    std::map<std::string, json> results;  // node -> merged results of its tasks
+    std::unordered_map<std::int64_t, TaskNode> tasks;
+    std::int64_t succeeded = 0;
+    bool failing = false;
+    std::set<std::int64_t> in_flight;  // attempts still running while failing
+    // hostname -> position in target.layout / before.layout nodes (and in the macro contexts).
+    std::unordered_map<std::string, std::size_t> target_pos;
+    std::unordered_map<std::string, std::size_t> before_pos;
+    // Macro contexts over each layout, built on first use; a node's entry is
+    // updated when its addresses arrive.
+    std::unique_ptr<planner::MacroContext> macros_target;
+    std::unique_ptr<planner::MacroContext> macros_before;
+    std::string owner;
+    std::string cluster_name;
+  };
+
+  Status AddTasks(Run& run, const planner::Plan& plan);
+  Status Release(Run& run, std::int64_t task_id);
+  Status Retry(Run& run, TaskNode& task, const std::string& message);
+  Status Recreate(Run& run, TaskNode& confirm, const std::string& message);
+  Status Fail(Run& run, const std::string& message);
+  Status Finish(Run& run);  // every task is done (or the job failed and nothing runs)
+  // The job that removes what a failed `run` may have made; nullopt when it has no undo.
+  std::optional<NewJob> UndoJob(const Run& run) const;
+  Status LoadRun(const store::JobRecord& record);
+  // How the last run of a failed or aborted job ended, for its history.
+  Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
+  Status SetCluster(const std::string& cluster_id, const std::function<void(store::ClusterRecord&)>& change);
+  void EmitJob(const Run& run);
+  void EmitCluster(const store::ClusterRecord& cluster);
+  const planner::MacroContext& Macros(Run& run, const std::string& node);
+  static void Index(Run& run);
+  static void UpdateMacroNode(Run& run, const std::string& node);
+  static const json* LayoutNode(const Run& run, const std::string& node);
+  std::int64_t Backoff(std::int64_t attempt) const;
+
+  store::Store& store_;
+  queue::TaskQueue& queue_;
+  const Clock& clock_;
+  EngineOptions options_;
+  std::map<std::string, std::unique_ptr<Run>> runs_;         // job id -> running job
+  std::unordered_map<std::int64_t, std::string> task_job_;  // task id -> job id, running jobs only
+  std::map<std::string, std::string> cluster_job_;          // cluster id -> running job id
+  std::vector<Event> events_;
+};
+
+}  // namespace weft::jobs
