@@ -193,18 +193,6 @@ const weft_host_services* HarnessServices() {
   return &services;
 }
 
-const char* CodeName(int rc) {
-  switch (rc) {
-    case WEFT_ERR_FAILED: return "failed";
-    case WEFT_ERR_INVALID: return "invalid task";
-    case WEFT_ERR_UNSUPPORTED: return "unsupported";
-    case WEFT_ERR_CANCELLED: return "cancelled";
-    case WEFT_ERR_TIMEOUT: return "timed out";
-    case WEFT_ERR_INTERNAL: return "internal error";
-    default: return "unknown error code";
-  }
-}
-
 // Cancels the task when it runs past the timeout, as a worker does; the parent
 // kills this process if the plugin ignores the cancel.
 class Watchdog {
@@ -236,30 +224,16 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
   TaskContext context(task.dump(), [](int percent, const std::string& message) {
     Events().Emit({{"event", "progress"}, {"percent", percent}, {"message", message}});
   });
-  context.SetPluginKind(plugin.descriptor->kind);  // whose fields field_json finds, as a worker does
   const std::uint32_t bit = ActionFromName(action);
   std::string status = "failed", message;
   if (!(plugin.descriptor->actions & bit)) {
     message = "plugin '" + plugin.type_name + "' does not implement action " + action;
   } else {
-    char err[4096] = {0};
-    int rc = WEFT_ERR_INTERNAL;
-    {
-      Watchdog watchdog(context, timeout_ms);
-      try {
-        rc = plugin.descriptor->run(plugin.instance, HarnessServices(), context.handle(), bit, err, sizeof err - 1);
-      } catch (...) {
-        std::snprintf(err, sizeof err, "%s", "run threw a C++ exception; exceptions must not cross the plugin ABI");
-      }
-    }
-    err[sizeof err - 1] = '\0';
-    if (rc == WEFT_OK) {
-      status = "succeeded";
-    } else {
-      std::string why = err[0] ? err : CodeName(rc);
-      if (rc == WEFT_ERR_CANCELLED && !context.cancel_reason().empty()) why = context.cancel_reason();
-      message = plugin.type_name + " " + action + " " + CodeName(rc) + ": " + why;
-    }
+    Watchdog watchdog(context, timeout_ms);
+    const ActionOutcome outcome =
+        RunAction(plugin.descriptor, plugin.instance, HarnessServices(), context, bit, plugin.type_name, action);
+    if (outcome.succeeded) status = "succeeded";
+    message = outcome.message;
   }
   return {{"event", "finish"},     {"status", status},
           {"message", message},    {"result", context.result()},

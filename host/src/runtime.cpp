@@ -84,18 +84,6 @@ std::string StringOr(const json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-const char* CodeName(int rc) {
-  switch (rc) {
-    case WEFT_ERR_FAILED: return "failed";
-    case WEFT_ERR_INVALID: return "invalid task";
-    case WEFT_ERR_UNSUPPORTED: return "unsupported";
-    case WEFT_ERR_CANCELLED: return "cancelled";
-    case WEFT_ERR_TIMEOUT: return "timed out";
-    case WEFT_ERR_INTERNAL: return "internal error";
-    default: return "unknown error code";
-  }
-}
-
 }  // namespace
 
 Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions options)
@@ -457,22 +445,10 @@ json Runtime::RunTask(client::Client& client, const json& task) {
   } else if (!(plugin->descriptor->actions & bit)) {
     message = "plugin '" + type + "' does not implement action " + action;
   } else {
-    char err[4096] = {0};
-    int rc = WEFT_ERR_INTERNAL;
-    context->SetPluginKind(plugin->descriptor->kind);
-    try {
-      rc = plugin->descriptor->run(plugin->instance, HostServices(), context->handle(), bit, err, sizeof err - 1);
-    } catch (...) {
-      std::snprintf(err, sizeof err, "%s", "run threw a C++ exception; exceptions must not cross the plugin ABI");
-    }
-    err[sizeof err - 1] = '\0';
-    if (rc == WEFT_OK) {
-      status = "succeeded";
-    } else {
-      std::string why = err[0] ? err : CodeName(rc);
-      if (rc == WEFT_ERR_CANCELLED && !context->cancel_reason().empty()) why = context->cancel_reason();
-      message = type + " " + action + " " + CodeName(rc) + ": " + why;
-    }
+    const ActionOutcome outcome =
+        RunAction(plugin->descriptor, plugin->instance, HostServices(), *context, bit, type, action);
+    if (outcome.succeeded) status = "succeeded";
+    message = outcome.message;
   }
   {
     WorkerMessage m;

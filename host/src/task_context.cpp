@@ -239,4 +239,37 @@ std::string TaskContext::stderr_tail() const {
   return stderr_;
 }
 
+namespace {
+
+const char* CodeName(int rc) {
+  switch (rc) {
+    case WEFT_ERR_FAILED: return "failed";
+    case WEFT_ERR_INVALID: return "invalid task";
+    case WEFT_ERR_UNSUPPORTED: return "unsupported";
+    case WEFT_ERR_CANCELLED: return "cancelled";
+    case WEFT_ERR_TIMEOUT: return "timed out";
+    case WEFT_ERR_INTERNAL: return "internal error";
+    default: return "unknown error code";
+  }
+}
+
+}  // namespace
+
+ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance, const weft_host_services* services,
+                        TaskContext& context, std::uint32_t bit, const std::string& type, const std::string& action) {
+  char err[4096] = {0};
+  int rc = WEFT_ERR_INTERNAL;
+  context.SetPluginKind(descriptor->kind);
+  try {
+    rc = descriptor->run(instance, services, context.handle(), bit, err, sizeof err - 1);
+  } catch (...) {
+    std::snprintf(err, sizeof err, "%s", "run threw a C++ exception; exceptions must not cross the plugin ABI");
+  }
+  err[sizeof err - 1] = '\0';
+  if (rc == WEFT_OK) return {true, ""};
+  std::string why = err[0] ? err : CodeName(rc);
+  if (rc == WEFT_ERR_CANCELLED && !context.cancel_reason().empty()) why = context.cancel_reason();
+  return {false, type + " " + action + " " + CodeName(rc) + ": " + why};
+}
+
 }  // namespace weft::host

@@ -26,10 +26,6 @@ using api::Router;
 
 using catalog::Kind;
 
-// cluster.plan runs on the reactor thread: a solve that cannot decide within this
-// bound answers TIMEOUT rather than stall every other request.
-constexpr std::int64_t kSolveTimeMs = 1000;
-constexpr std::int64_t kMaxClusterSize = 100000;
 constexpr std::int64_t kMaxVersion = INT64_MAX;
 // A page of <kind>.list with the entities' bodies: at most this many entities...
 constexpr std::int64_t kMaxPageEntities = 500;

@@ -32,8 +32,8 @@ using api::Router;
 
 using catalog::Kind;
 
-constexpr std::int64_t kSolveTimeMs = 1000;
-constexpr std::int64_t kMaxClusterSize = 100000;
+using catalog::kMaxClusterSize;
+using catalog::kSolveTimeMs;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
 
 // A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".

@@ -86,4 +86,17 @@ class TaskContext {
   std::map<std::string, std::string> kept_;  // what FieldJson and NodeJson handed out
 };
 
+// How one plugin action ended: succeeded, or a message a user reads,
+// "<type> <action> <code>: <why>".
+struct ActionOutcome {
+  bool succeeded = false;
+  std::string message;
+};
+
+// Runs `action` (its bit) of a loaded plugin on the context's task, through
+// `services`, catching what must not cross the ABI. The worker and `weft-host run`
+// both report what this returns, so a plugin reads the same either way.
+ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance, const weft_host_services* services,
+                        TaskContext& context, std::uint32_t bit, const std::string& type, const std::string& action);
+
 }  // namespace weft::host

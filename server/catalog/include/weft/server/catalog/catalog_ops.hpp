@@ -8,6 +8,8 @@
 // run on the reactor thread.
 #pragma once
 
+#include <cstdint>
+
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/store/store.hpp"
@@ -15,6 +17,13 @@
 #include "weft/common/clock.hpp"
 
 namespace weft::catalog {
+
+// Solves run on the reactor thread (cluster.plan here, the cluster ops' creates and
+// scales): one that cannot decide within this bound answers TIMEOUT rather than
+// stall every other request.
+inline constexpr std::int64_t kSolveTimeMs = 1000;
+// The largest cluster a request may ask for.
+inline constexpr std::int64_t kMaxClusterSize = 100000;
 
 // The tenant's latest catalog, parsed. Entities were validated when they were put,
 // so one that no longer parses (a newer weftd wrote it) is an internal error.
