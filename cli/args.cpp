@@ -9,6 +9,14 @@ namespace {
 
 const char kHelpHint[] = "; run 'weft help' for usage";
 
+// The value of -o/--output, which `value` holds unless taking it failed.
+Result<OutputFormat> ParseOutputFormat(const std::string& flag, const Result<std::string>& value) {
+  if (!value.ok()) return value.status();
+  if (*value == "json") return OutputFormat::kJson;
+  if (*value == "table") return OutputFormat::kTable;
+  return Status::Invalid(flag + " must be json or table, got '" + *value + "'");
+}
+
 // Splits "--name=value" into name and value; returns false when there is no '='.
 bool SplitInline(const std::string& arg, std::string* name, std::string* value) {
   if (arg.rfind("--", 0) != 0) return false;
@@ -94,14 +102,7 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
       WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "an endpoint such as tcp://127.0.0.1:7420"));
       server_flag = v;
     } else if (name == "-o" || name == "--output") {
-      WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a format: json or table"));
-      if (v == "json") {
-        opts.output = OutputFormat::kJson;
-      } else if (v == "table") {
-        opts.output = OutputFormat::kTable;
-      } else {
-        return Status::Invalid(name + " must be json or table, got '" + v + "'");
-      }
+      WEFT_ASSIGN_OR_RETURN(opts.output, ParseOutputFormat(name, take_value(name, "a format: json or table")));
     } else if (name == "--timeout") {
       WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a number of milliseconds"));
       WEFT_ASSIGN_OR_RETURN(int ms, ParseTimeout(v));
