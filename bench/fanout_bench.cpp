@@ -1325,13 +1325,11 @@ Result<Runs> Measure(WeftRig& rig, WeftSide& weft, AnsibleSide* ans, const std::
     for (int side = 0; side < 2; ++side) {
       const bool is_weft = (side == 0) == weft_first;
       if (is_weft) {
-        Result<WeftRun> w = WeftRound(rig, weft, sshd_pids, label, number, timed);
-        if (!w.ok()) return w.status();
-        if (timed) runs.weft.push_back(*w);
+        WEFT_ASSIGN_OR_RETURN(WeftRun w, WeftRound(rig, weft, sshd_pids, label, number, timed));
+        if (timed) runs.weft.push_back(w);
       } else if (ans) {
-        Result<AnsibleRun> r = AnsibleRound(*ans, rig.opts, sshd_pids, label, round, number, timed);
-        if (!r.ok()) return r.status();
-        if (timed) runs.ansible.push_back(*r);
+        WEFT_ASSIGN_OR_RETURN(AnsibleRun r, AnsibleRound(*ans, rig.opts, sshd_pids, label, round, number, timed));
+        if (timed) runs.ansible.push_back(r);
       }
     }
   }

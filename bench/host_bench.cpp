@@ -255,10 +255,9 @@ class Rig {
   Status WaitDone(const Counts& base, std::int64_t n, int poll_ms) {
     const auto deadline = SteadyClock::now() + kCaseDeadline;
     while (SteadyClock::now() < deadline) {
-      Result<Counts> c = Tasks();
-      if (!c.ok()) return c.status();
-      if (c->failed > base.failed) return Status::Internal("a task failed" + Logs());
-      if (c->succeeded - base.succeeded >= n) return Status::Ok();
+      WEFT_ASSIGN_OR_RETURN(Counts c, Tasks());
+      if (c.failed > base.failed) return Status::Internal("a task failed" + Logs());
+      if (c.succeeded - base.succeeded >= n) return Status::Ok();
       std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
     }
     WEFT_RETURN_IF_ERROR(Alive());
@@ -301,10 +300,9 @@ class Rig {
 // `n` instant tasks of `plugin` through every runner, so that every runner has
 // its connections and the plugin its state before anything is timed.
 Status WarmUp(Rig& rig, const std::string& plugin, int n) {
-  Result<Rig::Counts> base = rig.Tasks();
-  if (!base.ok()) return base.status();
+  WEFT_ASSIGN_OR_RETURN(Rig::Counts base, rig.Tasks());
   WEFT_RETURN_IF_ERROR(rig.Enqueue(plugin, n, {{"latency_ms", 0}}, "warmup-" + plugin + "-"));
-  return rig.WaitDone(*base, n, 20);
+  return rig.WaitDone(base, n, 20);
 }
 
 // Warning and error lines of a log (the format is "<time> WARN  <component>: ...").
@@ -325,8 +323,7 @@ Result<ojson> InFlightCase(Rig& rig, const Options& opts) {
   std::fprintf(stderr, "case inflight: %d tasks of %d ms on capacity %d (%d workers)\n", opts.tasks, opts.latency_ms,
                opts.capacity, opts.workers);
   const std::vector<pid_t> workers = Children(rig.host_pid());
-  Result<Rig::Counts> base = rig.Tasks();
-  if (!base.ok()) return base.status();
+  WEFT_ASSIGN_OR_RETURN(Rig::Counts base, rig.Tasks());
   const std::int64_t host_cpu_start = TreeCpuNs(rig.host_pid());
   const std::int64_t weftd_cpu_start = TreeCpuNs(rig.weftd_pid());
 
@@ -355,10 +352,9 @@ Result<ojson> InFlightCase(Rig& rig, const Options& opts) {
     std::int64_t rss_sum = 0;
     for (pid_t w : workers) rss_sum += StatusBytes(w, "VmRSS");
     workers_rss_sum_peak = std::max(workers_rss_sum_peak, rss_sum);
-    Result<Rig::Counts> c = rig.Tasks();
-    if (!c.ok()) return c.status();
-    if (c->failed > base->failed) return Status::Internal("a task failed" + rig.Logs());
-    if (c->succeeded - base->succeeded >= opts.tasks) {
+    WEFT_ASSIGN_OR_RETURN(Rig::Counts c, rig.Tasks());
+    if (c.failed > base.failed) return Status::Internal("a task failed" + rig.Logs());
+    if (c.succeeded - base.succeeded >= opts.tasks) {
       wall_ms = MsSince(start);
       break;
     }
@@ -424,29 +420,26 @@ struct Round {
 Result<double> OneAtATime(Rig& rig, const std::string& plugin, int n, int index) {
   std::vector<double> ms;
   for (int i = 0; i < n; ++i) {
-    Result<Rig::Counts> base = rig.Tasks();
-    if (!base.ok()) return base.status();
+    WEFT_ASSIGN_OR_RETURN(Rig::Counts base, rig.Tasks());
     const auto start = SteadyClock::now();
     WEFT_RETURN_IF_ERROR(rig.Enqueue(plugin, 1, {{"latency_ms", 0}},
                                      "alone-" + std::to_string(index) + "-" + std::to_string(i) + "-"));
-    WEFT_RETURN_IF_ERROR(rig.WaitDone(*base, 1, 0));
+    WEFT_RETURN_IF_ERROR(rig.WaitDone(base, 1, 0));
     ms.push_back(MsSince(start));
   }
   return Median(ms);
 }
 
 Result<Round> RunRound(Rig& rig, const std::string& plugin, int n, int alone, int index) {
-  Result<Rig::Counts> base = rig.Tasks();
-  if (!base.ok()) return base.status();
+  WEFT_ASSIGN_OR_RETURN(Rig::Counts base, rig.Tasks());
   const std::int64_t cpu_start = TreeCpuNs(rig.host_pid());
   const auto start = SteadyClock::now();
   WEFT_RETURN_IF_ERROR(rig.Enqueue(plugin, n, {{"latency_ms", 0}}, "round-" + std::to_string(index) + "-"));
-  WEFT_RETURN_IF_ERROR(rig.WaitDone(*base, n, kRoundPollMs));
+  WEFT_RETURN_IF_ERROR(rig.WaitDone(base, n, kRoundPollMs));
   const double wall_ms = MsSince(start);
   const double cpu_us = static_cast<double>(TreeCpuNs(rig.host_pid()) - cpu_start) / 1e3;
-  Result<double> one = OneAtATime(rig, plugin, alone, index);
-  if (!one.ok()) return one.status();
-  return Round{wall_ms / n, cpu_us / n, *one};
+  WEFT_ASSIGN_OR_RETURN(double one, OneAtATime(rig, plugin, alone, index));
+  return Round{wall_ms / n, cpu_us / n, one};
 }
 
 Result<ojson> LuaOverheadCase(Rig& rig, const Options& opts) {
@@ -461,15 +454,14 @@ Result<ojson> LuaOverheadCase(Rig& rig, const Options& opts) {
         r % 2 ? std::vector<std::string>{kLua, kNative} : std::vector<std::string>{kNative, kLua};
     for (const std::string& plugin : order) {
       WEFT_RETURN_IF_ERROR(rig.Alive());
-      Result<Round> round = RunRound(rig, plugin, opts.lua_tasks, opts.alone_tasks, r);
-      if (!round.ok()) return round.status();
-      ms[plugin].push_back(round->ms_per_task);
-      cpu[plugin].push_back(round->host_cpu_us_per_task);
-      alone[plugin].push_back(round->one_at_a_time_ms);
+      WEFT_ASSIGN_OR_RETURN(Round round, RunRound(rig, plugin, opts.lua_tasks, opts.alone_tasks, r));
+      ms[plugin].push_back(round.ms_per_task);
+      cpu[plugin].push_back(round.host_cpu_us_per_task);
+      alone[plugin].push_back(round.one_at_a_time_ms);
       std::fprintf(stderr,
                    "  round %d/%d %-14s %.3f ms/task (%.0f tasks/s), host CPU %.0f us/task; alone %.3f ms/task\n",
-                   r + 1, opts.rounds, plugin.c_str(), round->ms_per_task, 1000 / round->ms_per_task,
-                   round->host_cpu_us_per_task, round->one_at_a_time_ms);
+                   r + 1, opts.rounds, plugin.c_str(), round.ms_per_task, 1000 / round.ms_per_task,
+                   round.host_cpu_us_per_task, round.one_at_a_time_ms);
     }
   }
   const double native_ms = Median(ms[kNative]), lua_ms = Median(ms[kLua]);

@@ -710,26 +710,24 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
   const std::string cluster_id = (*created)["cluster"].value("id", "");
   std::fprintf(stderr, "  create answered in %.0f ms (job %s)\n", MsSince(start),
                (*created)["job"].value("id", "").c_str());
-  Result<json> done = WaitForJob(rig, api, cluster_id, [&] { PrintQueue(api, start); });
-  if (!done.ok()) return done.status();
+  WEFT_ASSIGN_OR_RETURN(json done, WaitForJob(rig, api, cluster_id, [&] { PrintQueue(api, start); }));
   const CpuUse cpu = window.Stop();
 
-  Result<json> job = api.Call("job.get", {{"job", done->value("id", "")}, {"details", true}}, 120000);
+  Result<json> job = api.Call("job.get", {{"job", done.value("id", "")}, {"details", true}}, 120000);
   if (!job.ok()) return job.status().WithContext("job.get");
-  Result<std::vector<JobTask>> tasks = ReadJobTasks((*job)["job"]);
-  if (!tasks.ok()) return tasks.status();
+  WEFT_ASSIGN_OR_RETURN(std::vector<JobTask> tasks, ReadJobTasks((*job)["job"]));
 
   CreateRun out;
   const json& j = (*job)["job"];
   out.makespan_ms = static_cast<double>(j.value("finished_at_ms", std::int64_t{0}) - j.value("created_at_ms", std::int64_t{0}));
-  out.tasks = tasks->size();
-  for (const JobTask& t : *tasks) out.edges += t.after.size();
+  out.tasks = tasks.size();
+  for (const JobTask& t : tasks) out.edges += t.after.size();
   out.stages = stages.size();
-  out.critical_path_ms = LongestPath(*tasks, [](const JobTask& t) { return t.finished_ms - t.taken_ms; });
+  out.critical_path_ms = LongestPath(tasks, [](const JobTask& t) { return t.finished_ms - t.taken_ms; });
   out.nominal_critical_path_ms =
-      LongestPath(*tasks, [](const JobTask& t) { return t.waited_ms >= 0 ? t.waited_ms : t.finished_ms - t.taken_ms; });
-  out.peak_running = PeakRunning(*tasks);
-  std::vector<double> waits = DispatchWaits(*tasks, j.value("created_at_ms", std::int64_t{0}));
+      LongestPath(tasks, [](const JobTask& t) { return t.waited_ms >= 0 ? t.waited_ms : t.finished_ms - t.taken_ms; });
+  out.peak_running = PeakRunning(tasks);
+  std::vector<double> waits = DispatchWaits(tasks, j.value("created_at_ms", std::int64_t{0}));
   out.wait_p50_ms = Percentile(waits, 50);
   out.wait_p99_ms = Percentile(waits, 99);
   out.wait_max_ms = Percentile(waits, 100);
@@ -749,17 +747,16 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
 
   if (opts.barrier) {
     std::map<std::string, const JobTask*> by_key;
-    for (const JobTask& t : *tasks) by_key[t.key] = &t;
+    for (const JobTask& t : tasks) by_key[t.key] = &t;
     std::fprintf(stderr, "  stage-barrier run of the same plan: %zu stages\n", stages.size());
-    Result<BarrierResult> b = RunBarrier(rig, stages, by_key, opts);
-    if (!b.ok()) return b.status();
+    WEFT_ASSIGN_OR_RETURN(BarrierResult b, RunBarrier(rig, stages, by_key, opts));
     std::fprintf(stderr,
                  "  barrier: makespan %.0f ms (client %.0f ms; sum of the stages' longest waits %lld ms); waits "
                  "checked on %d tasks, %d differ\n",
-                 b->makespan_ms, b->client_makespan_ms, static_cast<long long>(b->ideal_ms), b->checked, b->mismatched);
-    if (b->mismatched > 0)
+                 b.makespan_ms, b.client_makespan_ms, static_cast<long long>(b.ideal_ms), b.checked, b.mismatched);
+    if (b.mismatched > 0)
       return Status::Internal("the barrier run's tasks did not wait as long as the job's (jitter_by task_key?)");
-    out.barrier = *b;
+    out.barrier = b;
   }
   return out;
 }

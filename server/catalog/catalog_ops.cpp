@@ -37,9 +37,9 @@ constexpr std::size_t kPageBytes = 256 * 1024;
 Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& tenant) {
   catalog::Catalog cat;
   for (Kind kind : catalog::kAllKinds) {
-    Result<std::vector<store::CatalogEntityRecord>> records = store.ListCatalogEntities(tenant, catalog::KindName(kind));
-    if (!records.ok()) return records.status();
-    for (const store::CatalogEntityRecord& r : *records) {
+    WEFT_ASSIGN_OR_RETURN(std::vector<store::CatalogEntityRecord> records,
+                          store.ListCatalogEntities(tenant, catalog::KindName(kind)));
+    for (const store::CatalogEntityRecord& r : records) {
       json doc = json::parse(r.json, nullptr, false);
       Result<std::string> name = doc.is_discarded() ? Result<std::string>(Status::Internal("not JSON"))
                                                     : cat.PutJson(kind, doc);

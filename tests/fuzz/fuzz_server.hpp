@@ -15,7 +15,7 @@
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/auth/auth_ops.hpp"
 #include "weft/server/config/config.hpp"
-#include "weft/server/daemon/components.cpp"
+#include "weft/server/daemon/components.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"

@@ -143,9 +143,8 @@ Result<json> Weftd::TryCall(const std::string& op, const json& body, int timeout
   if (!client_) {
     client::Options o{.endpoint = api(), .timeout_ms = options_.api_timeout_ms, .tenant = "", .limits = {}};
     if (options_.curve) {
-      Result<curve::Credential> c = curve::LoadCredential(superadmin());
-      if (!c.ok()) return c.status();
-      o = client::FromCredential(*c, options_.api_timeout_ms);
+      WEFT_ASSIGN_OR_RETURN(curve::Credential c, curve::LoadCredential(superadmin()));
+      o = client::FromCredential(c, options_.api_timeout_ms);
       o.endpoint = api();
     }
     client_ = std::make_unique<client::Client>(ctx_, o);
