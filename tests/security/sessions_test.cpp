@@ -396,6 +396,18 @@ TEST_CASE("sessions: the audit log names the user and the gateway a change came 
   CHECK(found);
   RunResult table = Ok(s, {"--tenant", "acme", "audit"});
   CHECK_THAT(table.out, Catch::Contains("via=gateway frontdoor"));
+
+  // The superadmin logs in as tenant _system, user superadmin, and acts in any tenant.
+  RunResult set = Passwd(s, "default", "superadmin", "root-password-1");
+  INFO(set.err);
+  REQUIRE(set.exit_code == 0);
+  const json root = gw.LoginOk("_system", "superadmin", "root-password-1");
+  CHECK(root["role"] == "superadmin");
+  CHECK(gw.As(root, "tenant.list").ok());
+  Result<weft::wire::Reply> in_acme = gw.Raw({.session = root["session"].get<std::string>()}, "provider.get",
+                                             {{"name", "via-web"}}, "acme");
+  REQUIRE(in_acme.ok());
+  CHECK(in_acme->ok);
 }
 
 TEST_CASE("sessions: with security off a request carrying a session still acts as its user only", "[sessions]") {
