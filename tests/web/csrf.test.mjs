@@ -65,7 +65,7 @@ s.test('a form on another site posting with the user\'s cookie is refused', asyn
 s.test('a made-up session cookie is not a session', async (page, stack) => {
   const forged = 'weft_session=' + 'f'.repeat(64);
   const r = await api(stack, 'cluster.list', {}, { cookie: forged });
-  assert.equal(r.status, 401, JSON.stringify(r.body));
+  assert.ok(r.status === 401 || r.status === 403, `cluster.list with a forged session: ${r.status} ${JSON.stringify(r.body)}`);
   const me = await api(stack, 'session', {}, { cookie: forged, method: 'GET' });
   assert.equal(me.status, 401);
   const url = new URL(stack.url);

@@ -19,7 +19,19 @@ export class ApiError extends Error {
   }
 }
 
-export function setCsrfToken(token) { csrfToken = token || null; }
+// The token is also kept for the tab (sessionStorage), so a reload still has
+// it should the session reply ever come without one.
+export function setCsrfToken(token) {
+  csrfToken = token || null;
+  try {
+    if (csrfToken) sessionStorage.setItem('weft.csrf', csrfToken);
+    else sessionStorage.removeItem('weft.csrf');
+  } catch { /* storage disabled: memory only */ }
+}
+
+function storedCsrfToken() {
+  try { return sessionStorage.getItem('weft.csrf'); } catch { return null; }
+}
 
 // A superadmin acts in another tenant by naming it on every request.
 export function setTenantOverride(tenant) { tenantOverride = tenant || null; }
@@ -98,7 +110,7 @@ export async function logout() {
 export async function currentSession() {
   try {
     const s = await send('GET', 'session', { quiet401: true });
-    setCsrfToken(s.csrf_token);
+    setCsrfToken(s.csrf_token || storedCsrfToken());
     return s;
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) return null;
