@@ -20,23 +20,23 @@ export default function AuditScreen() {
     return call('audit.list', body);
   }, [applied]);
   const entries = audit.data ? [...audit.data.entries].reverse() : [];
-  return html`<section class="admin-audit">
+  return html`<section class="page admin-audit">
     <h1>Audit log</h1>
-    <form class="inline-form card" onSubmit=${(e) => { e.preventDefault(); setApplied({ ...filters }); }}>
+    <form class="card card-body row inline-form" onSubmit=${(e) => { e.preventDefault(); setApplied({ ...filters }); }}>
       <label>User <input type="text" name="audit-user" value=${filters.user} onInput=${(e) => setFilters({ ...filters, user: e.target.value.trim() })} /></label>
       <label>Cluster <input type="text" name="audit-cluster" value=${filters.cluster} onInput=${(e) => setFilters({ ...filters, cluster: e.target.value.trim() })} /></label>
       <label>Since <input type="datetime-local" name="audit-since" value=${filters.since} onInput=${(e) => setFilters({ ...filters, since: e.target.value })} /></label>
       <label>At most <input type="number" name="audit-limit" min="1" max="100000" value=${filters.limit} onInput=${(e) => setFilters({ ...filters, limit: e.target.value })} /></label>
-      <button type="submit" class="primary">Show</button>
+      <button type="submit" class="button primary">Show</button>
     </form>
     <${Loading} state=${audit} />
     ${audit.data ? html`<p class="muted">${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}, newest first.</p>
-      <table class="data audit">
+      <div class="table-wrap"><table class="table audit">
       <thead><tr><th>When</th><th>Who</th><th>Op</th><th>Tenant</th><th>Target</th><th>Outcome</th><th>Detail</th></tr></thead>
       <tbody>${entries.map((e) => html`<tr data-audit=${e.id}>
         <td>${formatTime(e.at_ms)}</td>
         <td>${e.actor} <small class="muted">${e.actor_role}${e.actor_tenant && e.actor_tenant !== e.tenant ? ` of ${e.actor_tenant}` : ''}</small></td>
         <td><code>${e.op}</code></td><td>${e.tenant}</td><td>${e.target}</td><td>${e.outcome}</td>
-        <td><small>${detailText(e.detail)}</small></td></tr>`)}</tbody></table>` : null}
+        <td><small>${detailText(e.detail)}</small></td></tr>`)}</tbody></table></div>` : null}
   </section>`;
 }

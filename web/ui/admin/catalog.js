@@ -96,14 +96,14 @@ function ImportPanel({ onDone }) {
     setReport({ ...result, skipped: read.skipped });
     onDone();
   });
-  return html`<div class="card">
+  return html`<div class="card card-body stack">
     <h2>Import</h2>
     <p class="muted">Choose an exported catalog file, or the JSON files of a catalog directory.</p>
     <p><label>Files <input type="file" id="catalog-files" accept=".json,application/json" multiple
       onChange=${(e) => setFiles([...e.target.files])} /></label>
       <label>or a folder <input type="file" id="catalog-folder" webkitdirectory
       onChange=${(e) => setFiles([...e.target.files])} /></label></p>
-    <button type="button" class="primary" disabled=${action.busy || files.length === 0} onClick=${run}>Import ${files.length} file${files.length === 1 ? '' : 's'}</button>
+    <button type="button" class="button primary" disabled=${action.busy || files.length === 0} onClick=${run}>Import ${files.length} file${files.length === 1 ? '' : 's'}</button>
     <${ErrorText} error=${action.error} />
     ${report ? html`<div class="import-report" role="status">
       <p>${report.imported.length} imported, ${report.unchanged.length} unchanged, ${report.skipped.length} skipped, ${report.refused.length} refused.</p>
@@ -118,8 +118,8 @@ function ImportPanel({ onDone }) {
 }
 
 function CheckPanel({ check }) {
-  return html`<div class="card">
-    <h2>Check <button type="button" onClick=${check.reload}>Run again</button></h2>
+  return html`<div class="card card-body stack">
+    <div class="row"><h2>Check</h2><span class="spacer"></span><button type="button" class="button small" onClick=${check.reload}>Check again</button></div>
     <${Loading} state=${check} />
     ${check.data ? html`${check.data.problems === 0 ? html`<p class="ok">No problems: every reference resolves and a live host runs every plugin type.</p>` : html`
       <p>${check.data.problems} problem${check.data.problems === 1 ? '' : 's'}:</p>
@@ -138,12 +138,12 @@ export default function CatalogScreen() {
     setPreview(bundle);
     downloadJson('weft-catalog.json', bundle);
   });
-  return html`<section class="admin-catalog-io">
+  return html`<section class="page admin-catalog-io">
     <h1>Catalog import and export</h1>
-    <div class="card">
+    <div class="card card-body stack">
       <h2>Export</h2>
       <p class="muted">The latest version of every entity, as one JSON file (sensitive fields stay sealed).</p>
-      <button type="button" class="primary" disabled=${exporting.busy} onClick=${doExport}>Export the catalog</button>
+      <button type="button" class="button primary" disabled=${exporting.busy} onClick=${doExport}>Export the catalog</button>
       <${ErrorText} error=${exporting.error} />
       ${preview ? html`<details><summary>What was exported (${KINDS.map(([, f]) => `${preview[f].length} ${f}`).join(', ')})</summary>
         <${JsonView} value=${preview} /></details>` : null}

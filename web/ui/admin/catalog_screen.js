@@ -14,22 +14,22 @@ export function CatalogScreen({ kind, title, intro, Form, blank }) {
   const afterSave = (reply) => { setSaved(reply); setSelected({ name: reply.name }); list.reload(); };
   const afterDelete = (reply) => { setSaved(null); setSelected(null); list.reload(); return reply; };
 
-  return html`<section class="admin-catalog" data-kind=${kind}>
+  return html`<section class="page admin-catalog" data-kind=${kind}>
     <h1>${title}</h1>
     ${intro ? html`<p class="muted">${intro}</p>` : null}
-    <div class="toolbar">
-      <button type="button" class="primary" onClick=${() => { setSaved(null); setSelected({ isNew: true }); }}>New ${kind}</button>
+    <div class="row toolbar">
+      <button type="button" class="button primary" onClick=${() => { setSaved(null); setSelected({ isNew: true }); }}>New ${kind}</button>
     </div>
     <${Loading} state=${list} />
-    ${list.data ? html`<table class="data entity-list">
+    ${list.data ? html`<div class="table-wrap"><table class="table entity-list">
       <thead><tr><th>Name</th><th>Version</th><th>Changed</th></tr></thead>
       <tbody>${list.data.entities.length === 0
         ? html`<tr><td colspan="3" class="muted">No ${kind} yet.</td></tr>`
         : list.data.entities.map((e) => html`<tr class=${selected?.name === e.name ? 'selected' : ''}>
             <td><a href="javascript:void 0" data-entity=${e.name} onClick=${() => open(e.name)}>${e.name}</a></td>
             <td>${e.version}</td><td>${formatTime(e.created_at_ms)}</td></tr>`)}
-      </tbody></table>` : null}
-    ${saved ? html`<div class="notice saved" role="status">Saved ${kind} '${saved.name}' as version ${saved.version}.
+      </tbody></table></div>` : null}
+    ${saved ? html`<div class="info-note saved" role="status">Saved ${kind} '${saved.name}' as version ${saved.version}.
       ${(saved.warnings || []).map((w) => html`<div class="warning">warning: ${w}</div>`)}</div>` : null}
     ${selected ? html`<${EntityEditor} key=${selected.isNew ? '(new)' : selected.name} kind=${kind} Form=${Form}
       name=${selected.name} blank=${blank} onSaved=${afterSave} onDeleted=${afterDelete}
@@ -53,14 +53,14 @@ function EntityEditor({ kind, name, Form, blank, onSaved, onDeleted, onClose }) 
   const save = () => action.run(async () => onSaved(await call(`${kind}.put`, draft)));
   const remove = () => action.run(async () => onDeleted(await call(`${kind}.delete`, { name })));
 
-  return html`<div class="entity-editor card">
+  return html`<div class="entity-editor card card-body stack">
     <header class="editor-head">
       <h2>${isNew ? `New ${kind}` : `${kind} '${name}'`}
         ${current.data ? html` <small class="muted">version ${current.data.version}, ${formatTime(current.data.created_at_ms)}</small>` : null}</h2>
       <div class="tabs" role="tablist">
-        <button type="button" role="tab" aria-selected=${view === 'form'} class=${view === 'form' ? 'active' : ''} onClick=${() => setView('form')}>Form</button>
-        <button type="button" role="tab" aria-selected=${view === 'json'} class=${view === 'json' ? 'active' : ''} onClick=${() => setView('json')}>JSON</button>
-        <button type="button" role="tab" aria-selected=${view === 'stored'} class=${view === 'stored' ? 'active' : ''} disabled=${isNew} onClick=${() => setView('stored')}>Stored</button>
+        <button type="button" role="tab" aria-selected=${view === 'form'} class=${view === 'form' ? 'tab active' : 'tab'} onClick=${() => setView('form')}>Form</button>
+        <button type="button" role="tab" aria-selected=${view === 'json'} class=${view === 'json' ? 'tab active' : 'tab'} onClick=${() => setView('json')}>JSON</button>
+        <button type="button" role="tab" aria-selected=${view === 'stored'} class=${view === 'stored' ? 'tab active' : 'tab'} disabled=${isNew} onClick=${() => setView('stored')}>Stored</button>
       </div>
     </header>
     ${view === 'form' ? html`<${Form} value=${draft} onChange=${setDraft} isNew=${isNew} stored=${current.data?.entity} />` : null}
@@ -68,8 +68,8 @@ function EntityEditor({ kind, name, Form, blank, onSaved, onDeleted, onClose }) 
     ${view === 'stored' && current.data ? html`<${JsonView} value=${current.data.entity} />` : null}
     <${ErrorText} error=${action.error} />
     <div class="actions">
-      <button type="button" class="primary" disabled=${action.busy || view === 'stored'} onClick=${save}>Save</button>
-      <button type="button" onClick=${onClose}>Close</button>
+      <button type="button" class="button primary" disabled=${action.busy || view === 'stored'} onClick=${save}>Save</button>
+      <button type="button" class="button" onClick=${onClose}>Close</button>
       ${isNew ? null : html`<${ConfirmButton} label="Delete" confirmLabel=${`Delete ${kind} '${name}'`} disabled=${action.busy} onConfirm=${remove} />`}
     </div>
   </div>`;

@@ -1,8 +1,10 @@
-// The one place the admin screens import the shell from: preact, htm and the
-// shell's API wrapper. If the shell moves a file, only this module changes.
-export { h, render } from '../vendor/preact.module.js';
-export { useState, useEffect, useRef, useMemo, useCallback } from '../vendor/hooks.module.js';
-import { h } from '../vendor/preact.module.js';
-import htm from '../vendor/htm.module.js';
-export const html = htm.bind(h);
-export { api } from '../lib/api.js';
+// The one place the admin screens import the shell from: preact and htm (as
+// lib/html.js binds them), the API wrapper and the shared components. If the
+// shell moves a file, only this module changes.
+export { html, h, Fragment, useState, useEffect, useMemo, useCallback, useRef } from '../lib/html.js';
+export * as api from '../lib/api.js';
+export {
+  ErrorNote, Loading, StatusBadge, ProgressBar, Page, Card, ConfirmDialog, KeyValues,
+} from '../lib/components.js';
+export { dateTime, parseDuration, plural, percent } from '../lib/format.js';
+export { href, navigate } from '../lib/router.js';

@@ -1,22 +1,26 @@
-// Small pieces every admin screen uses: loading an op's reply, showing an
-// error beside what caused it, a JSON view, a two-step delete, list inputs.
-import { html, useState, useEffect, useCallback } from './deps.js';
+// Small pieces the admin screens share on top of the shell's components:
+// loading an op's reply (again when a superadmin switches tenant), a JSON
+// view, a button that asks before deleting, list and JSON inputs.
+import { html, useState, useEffect, useCallback, useRef, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime } from './deps.js';
 import { onActingTenant } from './client.js';
 
-// Runs load() now, again on reload() and whenever a superadmin switches tenant.
+// Runs load() now, again on reload() and whenever a superadmin switches
+// tenant; keeps the old data on screen while it reloads.
 export function useLoad(load, deps = []) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
+  const generation = useRef(0);
   const run = useCallback(() => {
+    const mine = ++generation.current;
     setState((s) => ({ ...s, loading: true }));
-    return load().then(
-      (data) => setState({ data, error: null, loading: false }),
-      (error) => setState({ data: null, error, loading: false }));
+    return Promise.resolve().then(load).then(
+      (data) => { if (mine === generation.current) setState({ data, error: null, loading: false }); },
+      (error) => { if (mine === generation.current) setState({ data: null, error, loading: false }); });
   }, deps);
   useEffect(() => { run(); return onActingTenant(() => run()); }, [run]);
   return { ...state, reload: run };
 }
 
-// Wraps an action: busy while it runs, its error kept to show next to its button.
+// Wraps an action: busy while it runs, its error kept to show beside its button.
 export function useAction() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
@@ -35,32 +39,25 @@ export function useAction() {
   return { busy, error, setError, run };
 }
 
-export function ErrorText({ error }) {
-  if (!error) return null;
-  const message = error.message || String(error);
-  return html`<p class="error" role="alert" data-code=${error.code || ''}>${message}</p>`;
-}
+export function ErrorText({ error }) { return html`<${ErrorNote} error=${error} />`; }
 
+// What a loading state shows: the error, a spinner the first time, else nothing.
 export function Loading({ state }) {
-  if (state.error) return html`<${ErrorText} error=${state.error} />`;
-  if (state.loading && !state.data) return html`<p class="muted">Loading…</p>`;
+  if (state.error) return html`<${ErrorNote} error=${state.error} />`;
+  if (state.loading && !state.data) return html`<${ShellLoading} />`;
   return null;
 }
 
 export function JsonView({ value }) {
-  return html`<pre class="json-view">${JSON.stringify(value, null, 2)}</pre>`;
+  return html`<pre class="json">${JSON.stringify(value, null, 2)}</pre>`;
 }
 
-// A delete (or revoke) that asks once more before it acts.
-export function ConfirmButton({ label, confirmLabel, onConfirm, disabled }) {
+// A delete (or revoke) that asks in a dialog before it acts.
+export function ConfirmButton({ label, title, message, confirmLabel, onConfirm, disabled, small = true }) {
   const [asking, setAsking] = useState(false);
-  if (!asking) {
-    return html`<button type="button" class="danger" disabled=${disabled} onClick=${() => setAsking(true)}>${label}</button>`;
-  }
-  return html`<span class="confirm">
-    <button type="button" class="danger" onClick=${() => { setAsking(false); onConfirm(); }}>${confirmLabel || `Yes, ${label.toLowerCase()}`}</button>
-    <button type="button" onClick=${() => setAsking(false)}>Cancel</button>
-  </span>`;
+  return html`<button type="button" class=${`button danger${small ? ' small' : ''}`} disabled=${disabled} onClick=${() => setAsking(true)}>${label}</button>
+    ${asking ? html`<${ConfirmDialog} title=${title || label} message=${message || 'This cannot be undone.'} danger=${true}
+      confirmLabel=${confirmLabel || label} onConfirm=${onConfirm} onClose=${() => setAsking(false)} />` : null}`;
 }
 
 // A list of names typed as "a, b, c".
@@ -85,19 +82,19 @@ export function CheckList({ options, value, onChange, name }) {
   if (all.length === 0) return html`<span class="muted">none in the catalog</span>`;
   const toggle = (option) => {
     const next = new Set(chosen);
-    next.has(option) ? next.delete(option) : next.add(option);
+    if (next.has(option)) next.delete(option); else next.add(option);
     onChange(all.filter((o) => next.has(o)));
   };
-  return html`<span class="checklist">${all.map((option) => html`
+  return html`<span class="checks">${all.map((option) => html`
     <label class="check"><input type="checkbox" name=${name} value=${option} checked=${chosen.has(option)}
       onChange=${() => toggle(option)} /> ${option}</label>`)}</span>`;
 }
 
-// A JSON object edited as text; onChange gets the parsed value or an error.
+// A JSON value edited as text; onChange gets the parsed value once it parses.
 export function JsonInput({ value, onChange, rows, id }) {
   const [text, setText] = useState(JSON.stringify(value ?? {}, null, 2));
   const [error, setError] = useState(null);
-  return html`<div class="json-input">
+  return html`<div class="json-input stack">
     <textarea id=${id} rows=${rows || 6} spellcheck="false" value=${text} onInput=${(e) => {
       setText(e.target.value);
       try {
@@ -105,24 +102,24 @@ export function JsonInput({ value, onChange, rows, id }) {
         setError(null);
         onChange(parsed);
       } catch (err) {
-        setError({ message: `not valid JSON: ${err.message}` });
+        setError({ message: `This is not valid JSON yet (${err.message}); the last valid text is kept.` });
       }
     }}></textarea>
-    <${ErrorText} error=${error} />
+    <${ErrorNote} error=${error} />
   </div>`;
 }
 
+// A labelled input; unlike the shell's Field it is not a <label> around its
+// input, so it can hold a group of checkboxes.
 export function Field({ label, help, children, forId }) {
   return html`<div class="field">
-    <label for=${forId}>${label}</label>
-    <div class="field-input">${children}${help ? html`<small class="help">${help}</small>` : null}</div>
+    ${forId ? html`<label class="field-label" for=${forId}>${label}</label>` : html`<span class="field-label">${label}</span>`}
+    ${children}
+    ${help ? html`<span class="field-hint">${help}</span>` : null}
   </div>`;
 }
 
-export function formatTime(ms) {
-  if (!ms) return '—';
-  return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
-}
+export const formatTime = (ms) => dateTime(ms);
 
 export function formatBytes(n) {
   if (n === null || n === undefined) return '—';
@@ -131,19 +128,6 @@ export function formatBytes(n) {
   let unit = 0;
   while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
-}
-
-// Returns a copy of obj without the keys whose value is empty (so a form
-// leaves out what the user did not fill in, as the catalog files do).
-export function pruneEmpty(obj) {
-  const out = {};
-  for (const [key, value] of Object.entries(obj)) {
-    if (value === undefined || value === null || value === '') continue;
-    if (Array.isArray(value) && value.length === 0) continue;
-    if (typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) continue;
-    out[key] = value;
-  }
-  return out;
 }
 
 // Saves a value as a file the browser downloads.

@@ -76,6 +76,6 @@ function SecretInput({ id, field, value, storedValue, onChange }) {
         try { onChange(JSON.parse(text)); } catch { onChange(text); }
       }} />
     <small class="secret-status">${status}</small>
-    ${value !== undefined ? html`<button type="button" class="link" onClick=${() => onChange(undefined)}>Remove</button>` : null}
+    ${value !== undefined ? html`<button type="button" class="button small" onClick=${() => onChange(undefined)}>Remove</button>` : null}
   </span>`;
 }

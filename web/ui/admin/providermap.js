@@ -20,11 +20,11 @@ export function ProviderMap({ value, onChange, keys }) {
     if (Object.keys(entry).length === 0) delete next[provider]; else next[provider] = entry;
     onChange(next);
   };
-  return html`<table class="data providermap">
+  return html`<div class="table-wrap"><table class="table providermap">
     <thead><tr><th>Provider</th>${keys.map((k) => html`<th>${k}</th>`)}</tr></thead>
     <tbody>${names.length === 0 ? html`<tr><td colspan=${keys.length + 1} class="muted">Add a provider first.</td></tr>` : null}
       ${names.map((p) => html`<tr data-provider=${p}><td>${p}${map[p] ? '' : html` <small class="muted">(not mapped)</small>`}</td>
         ${keys.map((k) => html`<td><input type="text" aria-label=${`${k} for ${p}`} name=${`${p}.${k}`} value=${map[p]?.[k] ?? ''}
           onInput=${(e) => setEntry(p, k, e.target.value)} /></td>`)}</tr>`)}
-    </tbody></table>`;
+    </tbody></table></div>`;
 }

@@ -1,7 +1,7 @@
 // Resources: files plugins use (scripts, archives, Lua plugins), versioned
 // per tenant and plugin type. Upload with a progress bar, then stage a
 // version, sync (every staged version becomes active), recall, delete.
-import { html, useState } from './deps.js';
+import { html, useState, StatusBadge, ProgressBar } from './deps.js';
 import { call, uploadResource } from './client.js';
 import { useLoad, useAction, Loading, ErrorText, ConfirmButton, formatTime, formatBytes } from './kit.js';
 import { usePlugins } from './plugin_fields.js';
@@ -26,44 +26,43 @@ function UploadForm({ onUploaded }) {
       onUploaded();
     });
   };
-  const percent = progress && progress.total ? Math.floor((100 * progress.sent) / progress.total) : 0;
-  return html`<form class="card inline-form upload-form" onSubmit=${submit}>
+  const waiting = action.busy && progress && progress.total && progress.sent >= progress.total;
+  return html`<form class="card card-body stack upload-form" onSubmit=${submit}>
     <h2>Upload</h2>
-    <label>Type <input type="text" name="resource-type" list="resource-types" required value=${type}
-      placeholder="plugin type, or lua-plugin" onInput=${(e) => setType(e.target.value.trim())} /></label>
-    <datalist id="resource-types">${types.map((t) => html`<option value=${t} />`)}</datalist>
-    <label>File <input type="file" name="resource-file" required onChange=${(e) => { const f = e.target.files[0] || null; setFile(f); if (f && !name) setName(f.name); }} /></label>
-    <label>Name <input type="text" name="resource-name" value=${name} placeholder="the file's name" onInput=${(e) => setName(e.target.value.trim())} /></label>
-    <button type="submit" class="primary" disabled=${action.busy || !file || !type}>Upload</button>
-    ${progress ? html`<div class="upload-progress">
-      <progress class="progress" max="100" value=${percent} aria-label="upload progress"></progress>
-      <span class="progress-text">${percent}% — ${formatBytes(progress.sent)} of ${formatBytes(progress.total)}${action.busy && percent === 100 ? ', the server is checking the digest…' : ''}</span></div>` : null}
+    <div class="row">
+      <label class="field">Type <input type="text" name="resource-type" list="resource-types" required value=${type}
+        placeholder="plugin type, or lua-plugin" onInput=${(e) => setType(e.target.value.trim())} /></label>
+      <datalist id="resource-types">${types.map((t) => html`<option value=${t} />`)}</datalist>
+      <label class="field">File <input type="file" name="resource-file" required onChange=${(e) => { const f = e.target.files[0] || null; setFile(f); if (f && !name) setName(f.name); }} /></label>
+      <label class="field">Name <input type="text" name="resource-name" value=${name} placeholder="the file's name" onInput=${(e) => setName(e.target.value.trim())} /></label>
+    </div>
+    <div class="row"><button type="submit" class="button primary" disabled=${action.busy || !file || !type}>Upload</button></div>
+    ${progress ? html`<div class="upload-progress" data-testid="upload-progress">
+      <${ProgressBar} done=${progress.sent} total=${progress.total} status=${action.error ? 'failed' : undefined}
+        label=${`${formatBytes(progress.sent)} of ${formatBytes(progress.total)} sent${waiting ? '; the server is checking the digest…' : ''}`} /></div>` : null}
     <${ErrorText} error=${action.error} />
-    ${done ? html`<p class="notice" role="status">Uploaded ${done.type}/${done.name} as version ${done.version} (${formatBytes(done.size)}, ${done.digest}); stage it and sync to make it active.</p>` : null}
+    ${done ? html`<p class="info-note" role="status">Uploaded ${done.type}/${done.name} as version ${done.version} (${formatBytes(done.size)}, ${done.digest}); stage it and sync to make it active.</p>` : null}
   </form>`;
 }
 
-function stateBadge(state) {
-  const tone = { active: 'ok', staged: 'warn', retired: 'muted', inactive: '' }[state] ?? '';
-  return html`<span class=${`badge ${tone}`}>${state}</span>`;
-}
+function stateBadge(state) { return html`<${StatusBadge} status=${state} />`; }
 
 function ResourceCard({ resource, onChanged }) {
   const action = useAction();
   const op = (name, body) => action.run(async () => { await call(name, { type: resource.type, name: resource.name, ...body }); onChanged(); });
-  return html`<div class="card resource" data-resource=${`${resource.type}/${resource.name}`}>
+  return html`<div class="card card-body stack resource" data-resource=${`${resource.type}/${resource.name}`}>
     <h3>${resource.type}/${resource.name}
       <small class="muted">active: ${resource.active ?? 'none'}, staged: ${resource.staged ?? 'none'}</small></h3>
-    <table class="data versions">
+    <div class="table-wrap"><table class="table versions">
       <thead><tr><th>Version</th><th>State</th><th>Size</th><th>Digest</th><th>Uploaded</th><th>By</th><th></th></tr></thead>
       <tbody>${resource.versions.map((v) => html`<tr data-version=${v.version}>
         <td>${v.version}</td><td>${stateBadge(v.state)}</td><td>${formatBytes(v.size)}</td>
         <td><code title=${v.digest}>${v.digest.slice(0, 19)}…</code></td><td>${formatTime(v.created_at_ms)}</td><td>${v.created_by || ''}</td>
         <td class="actions">
           ${v.state === 'active' ? html`<${ConfirmButton} label="Recall" confirmLabel="Recall (no version active)" onConfirm=${() => op('resource.recall', {})} />` : html`
-            ${v.state !== 'staged' ? html`<button type="button" disabled=${action.busy} onClick=${() => op('resource.stage', { version: v.version })}>Stage</button>` : null}
+            ${v.state !== 'staged' ? html`<button type="button" class="button" disabled=${action.busy} onClick=${() => op('resource.stage', { version: v.version })}>Stage</button>` : null}
             <${ConfirmButton} label="Delete" confirmLabel=${`Delete version ${v.version}`} onConfirm=${() => op('resource.delete', { version: v.version })} />`}
-        </td></tr>`)}</tbody></table>
+        </td></tr>`)}</tbody></table></div>
     ${resource.active ? null : html`<${ConfirmButton} label="Delete resource" confirmLabel=${`Delete ${resource.type}/${resource.name} and every version`} onConfirm=${() => op('resource.delete', {})} />`}
     <${ErrorText} error=${action.error} />
   </div>`;
@@ -75,14 +74,14 @@ export default function ResourcesScreen() {
   const [synced, setSynced] = useState(null);
   const staged = (resources.data?.resources || []).filter((r) => r.staged).length;
   const doSync = () => sync.run(async () => { setSynced(await call('resource.sync', {})); resources.reload(); });
-  return html`<section class="admin-resources">
+  return html`<section class="page admin-resources">
     <h1>Resources</h1>
     <p class="muted">A task gets the versions active when it is taken; a sync never changes what a running task uses.</p>
     <${UploadForm} onUploaded=${resources.reload} />
-    <div class="toolbar">
-      <button type="button" class="primary" disabled=${sync.busy} onClick=${doSync}>Sync (${staged} staged)</button>
+    <div class="row toolbar">
+      <button type="button" class="button primary" disabled=${sync.busy} onClick=${doSync}>Sync (${staged} staged)</button>
       <${ErrorText} error=${sync.error} />
-      ${synced ? html`<span class="notice" role="status">${synced.activated.length === 0 ? 'Nothing was staged.'
+      ${synced ? html`<span class="info-note" role="status">${synced.activated.length === 0 ? 'Nothing was staged.'
         : synced.activated.map((a) => `${a.type}/${a.name} version ${a.version} active${a.retired ? ` (version ${a.retired} retired)` : ''}`).join('; ')}</span>` : null}
     </div>
     <${Loading} state=${resources} />

@@ -26,14 +26,14 @@ function DependencyFields({ value, onChange }) {
     return html`<${Field} label=${label} forId=${id} help=${help}>
       <${ListInput} id=${id} value=${current || []} onChange=${(list) => onChange({ ...value, dependencies: setPath(deps, path, list) || {} })} /></${Field}>`;
   };
-  return html`<fieldset><legend>Dependencies</legend>
+  return html`<fieldset><legend>Dependencies</legend><div class="form-grid">
     ${row('Provides', ['provides'], 'names other services can require instead of this one\'s name')}
     ${row('Conflicts', ['conflicts'], 'services that may not be on the same cluster')}
     ${row('Install requires', ['install', 'requires'], 'must be on the cluster; installed first')}
     ${row('Install uses', ['install', 'uses'], 'installed first when present')}
     ${row('Runtime requires', ['runtime', 'requires'], 'must be on the cluster; started first')}
     ${row('Runtime uses', ['runtime', 'uses'], 'started first when present')}
-  </fieldset>`;
+  </div></fieldset>`;
 }
 
 function ActionFields({ name, action, stored, automators, plugins, onChange }) {

@@ -65,9 +65,11 @@ function Defaults({ value, onChange, names }) {
   return html`<fieldset><legend>Defaults</legend>
     <${Field} label="Services" help="what a cluster gets when the user names none">
       <${CheckList} name="default-services" options=${compat.services || []} value=${defaults.services} onChange=${(l) => set('services', l)} /></${Field}>
+    <div class="form-grid">
     <${Field} label="Provider" forId="default-provider"><${Select} id="default-provider" value=${defaults.provider} options=${names.provider} onChange=${(v) => set('provider', v)} /></${Field}>
     <${Field} label="Hardware type" forId="default-hardwaretype"><${Select} id="default-hardwaretype" value=${defaults.hardwaretype} options=${orAll(compat.hardwaretypes, names.hardwaretype)} onChange=${(v) => set('hardwaretype', v)} /></${Field}>
     <${Field} label="Image type" forId="default-imagetype"><${Select} id="default-imagetype" value=${defaults.imagetype} options=${orAll(compat.imagetypes, names.imagetype)} onChange=${(v) => set('imagetype', v)} /></${Field}>
+    </div>
     <${Field} label="DNS suffix" forId="default-dnssuffix" help="hostnames are <cluster>-<n>.<suffix>">
       <input id="default-dnssuffix" type="text" value=${defaults.dnsSuffix || ''} onInput=${(e) => set('dnsSuffix', e.target.value)} /></${Field}>
     <${Field} label="Config" forId="default-config" help="JSON; a cluster's config is merged over it">
@@ -84,9 +86,9 @@ function Groups({ kind, help, groups, services, onChange }) {
     ${list.length === 0 ? html`<p class="muted">No ${kind} groups.</p>` : null}
     ${list.map((group, i) => html`<div class="group" data-group=${i}>
       <${CheckList} name=${`${kind}-${i}`} options=${services} value=${group} onChange=${(g) => replace(i, g)} />
-      <button type="button" class="link" onClick=${() => onChange(list.filter((_, j) => j !== i))}>Remove group</button>
+      <button type="button" class="button small" onClick=${() => onChange(list.filter((_, j) => j !== i))}>Remove group</button>
     </div>`)}
-    <button type="button" data-add-group=${kind} onClick=${() => onChange([...list, []])}>Add ${kind} group</button>
+    <button type="button" class="button" data-add-group=${kind} onClick=${() => onChange([...list, []])}>Add ${kind} group</button>
   </div>`;
 }
 
@@ -110,7 +112,7 @@ function ServiceConstraints({ constraints, services, names, onChange }) {
     set(service, entry);
   };
   const rows = [...new Set([...services, ...Object.keys(per)])];
-  return html`<table class="data service-constraints">
+  return html`<div class="table-wrap"><table class="table service-constraints">
     <thead><tr><th>Service</th><th>Min nodes</th><th>Max nodes</th><th>Only on hardware types</th><th>Only on image types</th></tr></thead>
     <tbody>${rows.map((s) => html`<tr data-service=${s}>
       <td>${s}</td>
@@ -118,7 +120,7 @@ function ServiceConstraints({ constraints, services, names, onChange }) {
       <td><${CountInput} id=${`q-${s}-max`} label=${`maximum nodes of ${s}`} value=${per[s]?.quantities?.max} onChange=${(v) => setQuantity(s, 'max', v)} /></td>
       <td><${CheckList} name=${`hw-${s}`} options=${names.hardwaretype} value=${per[s]?.hardwaretypes} onChange=${(l) => setTypes(s, 'hardwaretypes', l)} /></td>
       <td><${CheckList} name=${`img-${s}`} options=${names.imagetype} value=${per[s]?.imagetypes} onChange=${(l) => setTypes(s, 'imagetypes', l)} /></td>
-    </tr>`)}</tbody></table>`;
+    </tr>`)}</tbody></table></div>`;
 }
 
 function Constraints({ value, onChange, names }) {
@@ -160,7 +162,7 @@ function Lease({ value, onChange }) {
   const input = (key, label) => html`<${Field} label=${label} forId=${`lease-${key}`} help="e.g. 12h, 1d, 7d; 0: no limit">
     <input id=${`lease-${key}`} type="text" value=${lease[key] ?? ''} onInput=${(e) => set(key, e.target.value.trim())} /></${Field}>`;
   return html`<fieldset><legend>Lease</legend>
-    ${input('initial', 'Initial')}${input('max', 'Maximum')}${input('step', 'Extension step')}</fieldset>`;
+    <div class="form-grid">${input('initial', 'Initial')}${input('max', 'Maximum')}${input('step', 'Extension step')}</div></fieldset>`;
 }
 
 function TemplateForm({ value, onChange, isNew }) {

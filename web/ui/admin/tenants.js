@@ -36,8 +36,8 @@ function TenantRow({ tenant, threads, onChanged }) {
     <td>${threads ?? 0}</td>
     <td>${formatTime(tenant.created_at_ms)}</td>
     <td class="actions">${editing
-      ? html`<button type="button" class="primary" disabled=${action.busy} onClick=${save}>Save</button><button type="button" onClick=${() => setEditing(null)}>Cancel</button>`
-      : html`<button type="button" onClick=${() => setEditing(Object.fromEntries(QUOTAS.map(([k]) => [k, tenant[k] || 0])))}>Edit quotas</button>
+      ? html`<button type="button" class="button primary" disabled=${action.busy} onClick=${save}>Save</button><button type="button" class="button" onClick=${() => setEditing(null)}>Cancel</button>`
+      : html`<button type="button" class="button" onClick=${() => setEditing(Object.fromEntries(QUOTAS.map(([k]) => [k, tenant[k] || 0])))}>Edit quotas</button>
         ${tenant.name === 'default' ? null : html`<${ConfirmButton} label="Delete" confirmLabel=${`Delete tenant ${tenant.name} and revoke its users' keys`} onConfirm=${remove} />`}`}
       <${ErrorText} error=${action.error} /></td>
   </tr>`;
@@ -54,20 +54,20 @@ export default function TenantsScreen() {
     e.preventDefault();
     create.run(async () => { await call('tenant.create', draft, { tenant: '' }); setDraft({ name: '', max_clusters: 0, max_nodes: 0, max_workers: 0 }); reload(); });
   };
-  return html`<section class="admin-tenants">
+  return html`<section class="page admin-tenants">
     <h1>Tenants</h1>
     <p class="muted">Quotas are checked as clusters are created and grown (0: no limit). Worker threads: what the live hosts run for each tenant now; the split follows the tenants with work.</p>
     <${Loading} state=${tenants} />
-    ${tenants.data ? html`<table class="data">
+    ${tenants.data ? html`<div class="table-wrap"><table class="table">
       <thead><tr><th>Tenant</th>${QUOTAS.map(([, label]) => html`<th>Max ${label.toLowerCase()}</th>`)}<th>Worker threads now</th><th>Created</th><th></th></tr></thead>
       <tbody>${tenants.data.tenants.map((t) => html`<${TenantRow} key=${t.name} tenant=${t} threads=${split[t.name]} onChanged=${reload} />`)}
         ${split[''] ? html`<tr class="muted"><td>(any tenant)</td><td colspan="3"></td><td>${split['']}</td><td colspan="2"></td></tr>` : null}
-      </tbody></table>` : null}
-    <form class="card inline-form" onSubmit=${submit}>
+      </tbody></table></div>` : null}
+    <form class="card card-body row inline-form" onSubmit=${submit}>
       <h2>New tenant</h2>
       <label>Name <input type="text" name="tenant-name" required value=${draft.name} onInput=${(e) => setDraft({ ...draft, name: e.target.value })} /></label>
       <${QuotaInputs} prefix="new" quotas=${draft} onChange=${(q) => setDraft({ ...draft, ...q })} />
-      <button type="submit" class="primary" disabled=${create.busy}>Create tenant</button>
+      <button type="submit" class="button primary" disabled=${create.busy}>Create tenant</button>
       <${ErrorText} error=${create.error} />
     </form>
   </section>`;
