@@ -25,7 +25,7 @@ export async function launchChromium() {
     headless: true,
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage',
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic', '--disable-dev-shm-usage',
     ],
   });
 }
