@@ -31,7 +31,7 @@ export function CatalogScreen({ kind, title, intro, Form, blank }) {
       </tbody></table></div>` : null}
     ${saved ? html`<div class="info-note saved" role="status">Saved ${kind} '${saved.name}' as version ${saved.version}.
       ${(saved.warnings || []).map((w) => html`<div class="warning">warning: ${w}</div>`)}</div>` : null}
-    ${selected ? html`<${EntityEditor} key=${selected.isNew ? '(new)' : selected.name} kind=${kind} Form=${Form}
+    ${selected ? html`<${EntityEditor} key=${selected.isNew ? '(new)' : `${selected.name}@${saved?.version ?? ''}`} kind=${kind} Form=${Form}
       name=${selected.name} blank=${blank} onSaved=${afterSave} onDeleted=${afterDelete}
       onClose=${() => setSelected(null)} />` : null}
   </section>`;

@@ -27,8 +27,6 @@ if (typeof document !== 'undefined' && !document.querySelector('link[data-admin-
   document.head.appendChild(link);
 }
 
-const SUPERADMIN = ['superadmin'];
-
 export const adminRoutes = [
   { path: '/admin/templates', title: 'Cluster templates', component: TemplatesScreen, icon: '▥' },
   { path: '/admin/services', title: 'Services', component: ServicesScreen, icon: '⚙' },
@@ -40,7 +38,7 @@ export const adminRoutes = [
   { path: '/admin/plugins', title: 'Plugin types', component: PluginsScreen, icon: '◈' },
   { path: '/admin/hosts', title: 'Hosts', component: HostsScreen, icon: '▭' },
   { path: '/admin/users', title: 'Users', component: UsersScreen, icon: '☺' },
-  { path: '/admin/tokens', title: 'API tokens', component: TokensScreen, icon: '⚿', roles: ['user', 'admin', 'superadmin'] },
-  { path: '/admin/tenants', title: 'Tenants', component: TenantsScreen, icon: '▦', roles: SUPERADMIN },
-  { path: '/admin/audit', title: 'Audit log', component: AuditScreen, icon: '☰', roles: ['user', 'admin', 'superadmin'] },
+  { path: '/admin/tokens', title: 'API tokens', component: TokensScreen, icon: '⚿' },
+  { path: '/admin/tenants', title: 'Tenants', component: TenantsScreen, icon: '▦', roles: ['superadmin'] },
+  { path: '/admin/audit', title: 'Audit log', component: AuditScreen, icon: '☰' },
 ].map((route) => ({ ...route, component: withTenantBar(route.component) }));
