@@ -31,7 +31,9 @@ function TenantRow({ tenant, threads, onChanged }) {
   return html`<tr data-tenant=${tenant.name}>
     <td>${tenant.name}</td>
     ${editing
-      ? html`<td colspan="3"><${QuotaInputs} prefix=${tenant.name} quotas=${editing} onChange=${setEditing} /></td>`
+      ? QUOTAS.map(([key, label]) => html`<td><input class="count" type="number" min="0" step="1" aria-label=${`max ${label.toLowerCase()} of ${tenant.name}`}
+          name=${`${tenant.name}-${key}`} value=${editing[key]}
+          onInput=${(e) => setEditing({ ...editing, [key]: e.target.value === '' ? 0 : Number(e.target.value) })} /></td>`)
       : QUOTAS.map(([key]) => html`<td>${limit(tenant[key])}</td>`)}
     <td>${threads ?? 0}</td>
     <td>${formatTime(tenant.created_at_ms)}</td>
