@@ -67,9 +67,28 @@ function NotFound({ path }) {
     <p><a href="#/">Back to the overview</a>.</p></div></section>`;
 }
 
+// A superadmin acts in any tenant: the choice goes with every request as
+// X-Weft-Tenant, and the screen is drawn again for the new tenant.
+function TenantSwitcher({ session, tenant, onChange }) {
+  const [tenants, setTenants] = useState(null);
+  useEffect(() => {
+    api.call('tenant.list', {}).then((r) => setTenants(r.tenants.map((t) => t.name)), () => setTenants(null));
+  }, []);
+  if (!tenants) return html`<span class="topbar-tenant" title="tenant">${tenant}</span>`;
+  return html`<select class="topbar-tenant-select" aria-label="Tenant" value=${tenant} data-testid="tenant-switcher"
+      onChange=${(e) => onChange(e.target.value)}>
+    ${tenants.map((t) => html`<option value=${t}>${t}${t === session.tenant ? ' (yours)' : ''}</option>`)}
+  </select>`;
+}
+
 function Shell({ session, onLogout }) {
   const loc = useLocation();
   const [navOpen, setNavOpen] = useState(false);
+  const [tenant, setTenant] = useState(() => api.tenantOverrideValue() || session.tenant);
+  const switchTenant = (t) => {
+    api.setTenantOverride(t === session.tenant ? null : t);
+    setTenant(t);
+  };
   useEffect(() => setNavOpen(false), [loc.path]);
   const found = resolve([...userRoutes, ...adminRoutes], loc.path);
   let screen;
@@ -77,7 +96,8 @@ function Shell({ session, onLogout }) {
   else if (adminRoutes.includes(found.route) && !mayOpen(found.route, session)) screen = html`<${Forbidden} />`;
   else {
     const Screen = found.route.component;
-    screen = html`<${Screen} key=${loc.path} session=${session} params=${found.params} query=${loc.query} />`;
+    const acting = tenant === session.tenant ? session : { ...session, tenant };
+    screen = html`<${Screen} key=${loc.path + '@' + tenant} session=${acting} params=${found.params} query=${loc.query} />`;
   }
   useEffect(() => {
     document.title = found ? `${found.route.title} · Weft` : 'Weft';
@@ -86,7 +106,8 @@ function Shell({ session, onLogout }) {
     <header class="topbar">
       <button class="icon-button nav-toggle" aria-label="Menu" onClick=${() => setNavOpen(!navOpen)}>☰</button>
       <a class="brand" href="#/"><img src="favicon.svg" alt="" width="22" height="22" />Weft</a>
-      <span class="topbar-tenant" title="tenant">${session.tenant}</span>
+      ${session.role === 'superadmin' ? html`<${TenantSwitcher} session=${session} tenant=${tenant} onChange=${switchTenant} />`
+        : html`<span class="topbar-tenant" title="tenant">${session.tenant}</span>`}
     </header>
     <${Nav} session=${session} path=${loc.path} onLogout=${onLogout} open=${navOpen} />
     <main class="main">${screen}</main>

@@ -157,6 +157,13 @@ export class Stack {
     this.weftOk(['user', 'passwd', name, '--password-stdin'], { tenant, input: password + '\n' });
   }
 
+  // A credential file (a key pair weftd knows) for a user, for the weft CLI.
+  credentialOf(tenant, user) {
+    const file = path.join(this.dir, `${tenant}-${user}.json`);
+    if (!fs.existsSync(file)) this.weftOk(['credentials', user, '-f', file], { tenant });
+    return file;
+  }
+
   async startHost(id = 'h1') {
     const token = this.weftOk(['host', 'token', 'create']).split('\n')[0].trim();
     const dir = path.join(this.dir, id);

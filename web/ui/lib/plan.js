@@ -3,6 +3,7 @@
 // stages.
 import { html } from './html.js';
 import { plural } from './format.js';
+import { TaskGraph } from './dag.js';
 
 export function groupNodes(nodes) {
   const groups = new Map();
@@ -32,6 +33,8 @@ export function PlanSummary({ plan }) {
       <span class="muted" title=${g.hostnames.join(', ')}>${g.hostnames[0]}${g.hostnames.length > 1 ? ` … ${g.hostnames[g.hostnames.length - 1]}` : ''}</span>
     </div>`)}</div>
     <div class="chips">${Object.entries(actions).map(([a, n]) => html`<span class="chip">${a} ${n}</span>`)}</div>
+    ${(plan.tasks || []).length ? html`<details class="plan-graph"><summary>Task graph</summary>
+      <${TaskGraph} tasks=${plan.tasks.map((t) => ({ ...t, state: 'waiting' }))} /></details>` : null}
   </div>`;
 }
 
