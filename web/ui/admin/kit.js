@@ -1,11 +1,10 @@
 // Small pieces the admin screens share on top of the shell's components:
-// loading an op's reply (again when a superadmin switches tenant), a JSON
-// view, a button that asks before deleting, list and JSON inputs.
+// loading an op's reply, a JSON view, a button that asks before deleting,
+// list and JSON inputs.
 import { html, useState, useEffect, useCallback, useRef, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime } from './deps.js';
-import { onActingTenant } from './client.js';
 
-// Runs load() now, again on reload() and whenever a superadmin switches
-// tenant; keeps the old data on screen while it reloads.
+// Runs load() now and again on reload(); keeps the old data on screen while
+// it reloads.
 export function useLoad(load, deps = []) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const generation = useRef(0);
@@ -16,7 +15,7 @@ export function useLoad(load, deps = []) {
       (data) => { if (mine === generation.current) setState({ data, error: null, loading: false }); },
       (error) => { if (mine === generation.current) setState({ data: null, error, loading: false }); });
   }, deps);
-  useEffect(() => { run(); return onActingTenant(() => run()); }, [run]);
+  useEffect(() => { run(); }, [run]);
   return { ...state, reload: run };
 }
 

@@ -16,7 +16,6 @@ import HostsScreen from './hosts.js';
 import PluginsScreen from './plugins.js';
 import ResourcesScreen from './resources.js';
 import AuditScreen from './audit.js';
-import { withTenantBar } from './tenant_bar.js';
 
 // The admin screens' own layout rules, beside the shell's style.css.
 if (typeof document !== 'undefined' && !document.querySelector('link[data-admin-css]')) {
@@ -41,4 +40,4 @@ export const adminRoutes = [
   { path: '/admin/tokens', title: 'API tokens', component: TokensScreen, icon: '⚿' },
   { path: '/admin/tenants', title: 'Tenants', component: TenantsScreen, icon: '▦', roles: ['superadmin'] },
   { path: '/admin/audit', title: 'Audit log', component: AuditScreen, icon: '☰' },
-].map((route) => ({ ...route, component: withTenantBar(route.component) }));
+];
