@@ -11,7 +11,7 @@ function PasswordForm({ user, onDone }) {
   const submit = (e) => {
     e.preventDefault();
     if (password !== again) return action.setError({ message: 'the two passwords differ' });
-    return action.run(async () => { await call('user.passwd', { name: user, password }); onDone(`Password of ${user} set.`); });
+    return action.run(async () => { await call('user.password', { name: user, password }); onDone(`Password of ${user} set.`); });
   };
   return html`<form class="row inline-form password-form" onSubmit=${submit}>
     <label>New password <input type="password" name="password" autocomplete="new-password" required value=${password} onInput=${(e) => setPassword(e.target.value)} /></label>
