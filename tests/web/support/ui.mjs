@@ -45,8 +45,16 @@ export async function api(stack, op, body = {}, { cookie, csrf, token, method = 
   return { status: r.status, body: parsed, headers: r.headers };
 }
 
-// Signs in over HTTP; returns {cookie, csrf, session}.
+// Signs in over HTTP once per user and stack (weftd rate-limits sign-ins);
+// returns {cookie, csrf, session}.
 export async function apiLogin(stack, credentials) {
+  stack.apiSessions = stack.apiSessions || new Map();
+  const key = `${credentials.tenant}/${credentials.user}`;
+  if (!stack.apiSessions.has(key)) stack.apiSessions.set(key, await freshApiLogin(stack, credentials));
+  return stack.apiSessions.get(key);
+}
+
+export async function freshApiLogin(stack, credentials) {
   const r = await fetch(`${stack.url}/api/v1/login`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(credentials),
   });

@@ -38,22 +38,81 @@ export function PlanSummary({ plan }) {
   </div>`;
 }
 
+// Where JSON text stops being valid: the offset of the first character a
+// JSON parser cannot take (browsers' own messages do not always say).
+export function jsonErrorOffset(text) {
+  let i = 0;
+  const fail = () => { throw i; };
+  const ws = () => { while (i < text.length && ' \t\r\n'.includes(text[i])) i++; };
+  const literal = (word) => { if (text.startsWith(word, i)) i += word.length; else fail(); };
+  const string = () => {
+    i++;
+    while (i < text.length && text[i] !== '"') {
+      if (text[i] === '\\') i++;
+      else if (text[i] < ' ') fail();
+      i++;
+    }
+    if (i >= text.length) fail();
+    i++;
+  };
+  const number = () => {
+    const m = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));
+    if (!m) fail();
+    i += m[0].length;
+  };
+  const value = () => {
+    ws();
+    const c = text[i];
+    if (c === '{') {
+      i++; ws();
+      if (text[i] === '}') { i++; return; }
+      for (;;) {
+        ws();
+        if (text[i] !== '"') fail();
+        string(); ws();
+        if (text[i] !== ':') fail();
+        i++; value(); ws();
+        if (text[i] === ',') { i++; continue; }
+        if (text[i] === '}') { i++; return; }
+        fail();
+      }
+    } else if (c === '[') {
+      i++; ws();
+      if (text[i] === ']') { i++; return; }
+      for (;;) {
+        value(); ws();
+        if (text[i] === ',') { i++; continue; }
+        if (text[i] === ']') { i++; return; }
+        fail();
+      }
+    } else if (c === '"') string();
+    else if (c === 't') literal('true');
+    else if (c === 'f') literal('false');
+    else if (c === 'n') literal('null');
+    else number();
+  };
+  try {
+    value(); ws();
+    return i < text.length ? i : -1;
+  } catch (at) {
+    return at;
+  }
+}
+
 // Reads the config box: an object, or an error sentence with line and column.
 export function parseConfig(text) {
   const t = (text || '').trim();
   if (!t) return { value: undefined };
+  let v;
   try {
-    const v = JSON.parse(t);
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) return { error: 'The config must be a JSON object, like {"nginx": {"port": "8080"}}.' };
-    return { value: v };
-  } catch (e) {
-    const m = /position (\d+)/.exec(e.message);
-    if (m) {
-      const before = t.slice(0, Number(m[1]));
-      const line = before.split('\n').length;
-      const column = before.length - before.lastIndexOf('\n');
-      return { error: `The config is not valid JSON at line ${line}, column ${column}.` };
-    }
-    return { error: `The config is not valid JSON: ${e.message}.` };
+    v = JSON.parse(t);
+  } catch {
+    const at = Math.max(0, jsonErrorOffset(t));
+    const before = t.slice(0, at);
+    const line = before.split('\n').length;
+    const column = at - before.lastIndexOf('\n');
+    return { error: `The config is not valid JSON at line ${line}, column ${column}.` };
   }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return { error: 'The config must be a JSON object, like {"nginx": {"port": "8080"}}.' };
+  return { value: v };
 }
