@@ -28,9 +28,9 @@ function HostTable({ hosts, onChanged, superadmin }) {
 }
 
 function Requests({ onChanged }) {
-  const requests = useLoad(() => call('host.requests', {}, { tenant: '' }), []);
+  const requests = useLoad(() => call('host.requests', {}), []);
   const action = useAction();
-  const accept = (r) => action.run(async () => { await call('host.accept', { host_id: r.host_id, fingerprint: r.fingerprint }, { tenant: '' }); requests.reload(); onChanged(); });
+  const accept = (r) => action.run(async () => { await call('host.accept', { host_id: r.host_id, fingerprint: r.fingerprint }); requests.reload(); onChanged(); });
   return html`<div class="card card-body stack">
     <h2>Keys asking to be accepted</h2>
     <${Loading} state=${requests} />
@@ -53,7 +53,7 @@ function EnrollmentToken() {
       const body = { ttl_ms: Math.round(draft.ttl_hours * 3600 * 1000) };
       if (draft.host_id) body.host_id = draft.host_id;
       if (draft.host_id && draft.force) body.force = true;
-      setMade(await call('host.token.create', body, { tenant: '' }));
+      setMade(await call('host.token.create', body));
     });
   };
   return html`<form class="card card-body row inline-form" onSubmit=${submit}>

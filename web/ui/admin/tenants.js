@@ -46,15 +46,15 @@ function TenantRow({ tenant, threads, onChanged }) {
 }
 
 export default function TenantsScreen() {
-  const tenants = useLoad(() => call('tenant.list', {}, { tenant: '' }), []);
-  const hosts = useLoad(() => call('host.list', {}, { tenant: '' }), []);
+  const tenants = useLoad(() => call('tenant.list', {}), []);
+  const hosts = useLoad(() => call('host.list', {}), []);
   const [draft, setDraft] = useState({ name: '', max_clusters: 0, max_nodes: 0, max_workers: 0 });
   const create = useAction();
   const split = workerSplit(hosts.data?.hosts);
   const reload = () => { tenants.reload(); hosts.reload(); };
   const submit = (e) => {
     e.preventDefault();
-    create.run(async () => { await call('tenant.create', draft, { tenant: '' }); setDraft({ name: '', max_clusters: 0, max_nodes: 0, max_workers: 0 }); reload(); });
+    create.run(async () => { await call('tenant.create', draft); setDraft({ name: '', max_clusters: 0, max_nodes: 0, max_workers: 0 }); reload(); });
   };
   return html`<section class="page admin-tenants">
     <h1>Tenants</h1>
