@@ -14,6 +14,7 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterResourceCommands(table);
   RegisterSecurityCommands(table);
   RegisterAuditCommands(table);
+  RegisterCapacityCommands(table);
 }
 
 }  // namespace weft::cli

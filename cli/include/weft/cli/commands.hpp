@@ -34,6 +34,7 @@ void RegisterJobCommands(CommandTable& table);      // job list|show|watch|abort
 void RegisterResourceCommands(CommandTable& table);  // resource upload|list|stage|recall|sync|delete
 void RegisterSecurityCommands(CommandTable& table);  // host token create|accept|revoke|requests, tenant, user, credentials
 void RegisterAuditCommands(CommandTable& table);     // audit
+void RegisterCapacityCommands(CommandTable& table);  // capacity
 void RegisterEventsCommands(CommandTable& table);    // events
 
 }  // namespace weft::cli
