@@ -222,4 +222,12 @@ TEST_CASE("capacity: the window and the target are checked, and with no task the
   CHECK(empty["window_ms"] == 600000);
   CHECK(empty["target"]["wait_ms"] == 5000);
   CHECK(empty["total"]["verdict"] == "unknown");
+  // A quantile target, from the CLI.
+  const json tail = server.WeftJson({"capacity", "--target-wait", "2s", "--quantile", "0.95"});
+  CHECK(tail["target"]["measure"] == "quantile");
+  CHECK(tail["target"]["wait_ms"] == 2000);
+  CHECK(tail["target"]["text"] == "95th-percentile queue wait");
+  RunResult text = server.Weft({"capacity"});
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("nothing to advise on"));
 }
