@@ -22,6 +22,8 @@
 
 #include "support/fast.hpp"
 #include "support/temp_dir.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/curve.hpp"
 
 namespace {
 
@@ -230,4 +232,48 @@ TEST_CASE("capacity: the window and the target are checked, and with no task the
   RunResult text = server.Weft({"capacity"});
   CHECK(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("nothing to advise on"));
+}
+
+TEST_CASE("capacity: a tenant admin is advised on their tenant only and a user may not ask",
+          "[integration][capacity][security]") {
+  TempDir tmp("weft-capacity");
+  WeftdOptions options = ServerIn(tmp / "server");
+  options.curve = true;
+  Weftd server(options);
+  for (const std::string tenant : {"acme", "globex"}) {
+    REQUIRE(server.Weft({"tenant", "create", tenant}).exit_code == 0);
+    // The superadmin puts a task on each tenant's queue (acting in it).
+    auto credential = weft::curve::LoadCredential(server.superadmin());
+    REQUIRE(credential.ok());
+    weft::client::Options o = weft::client::FromCredential(*credential, 3000);
+    o.endpoint = server.api();
+    o.tenant = tenant;
+    zmq::context_t ctx;
+    weft::client::Client as_tenant(ctx, o);
+    REQUIRE(as_tenant.Call("debug.enqueue", {{"tasks", json::array({FakeTask()})}}).ok());
+  }
+  auto make_user = [&](const std::string& name, const std::string& role) {
+    REQUIRE(server.Weft({"--tenant", "acme", "user", "create", name, "--role", role}).exit_code == 0);
+    const auto file = tmp / (name + ".json");
+    REQUIRE(server.Weft({"--tenant", "acme", "credentials", name, "-f", file.string()}).exit_code == 0);
+    return file;
+  };
+  const auto bob = make_user("bob", "admin");
+  const auto alice = make_user("alice", "user");
+
+  std::set<std::string> seen;
+  const json all = server.WeftJson({"capacity"});
+  for (const json& t : all["tenants"]) seen.insert(t["tenant"].get<std::string>());
+  CHECK(seen == std::set<std::string>{"acme", "globex"});
+  CHECK(all.contains("total"));
+
+  const json mine = server.WeftJson({"capacity"}, bob);
+  REQUIRE(mine["tenants"].size() == 1);
+  CHECK(mine["tenants"][0]["tenant"] == "acme");
+  CHECK(mine["tenants"][0]["tasks_enqueued"] == 1);
+  CHECK_FALSE(mine.contains("total"));  // the hosts serve tenants bob does not see
+
+  RunResult denied = server.Weft({"capacity"}, alice);
+  CHECK(denied.exit_code != 0);
+  CHECK_THAT(denied.err, Catch::Contains("server.capacity"));
 }
