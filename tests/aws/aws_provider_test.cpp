@@ -371,18 +371,24 @@ TEST_CASE("aws provider: a host killed while RunInstances is answered leaks no i
       env.weftd().Call("cluster.create", {{"name", "leak"}, {"template", "web-aws"}, {"size", 3}});
   const std::string job_id = started["job"]["id"];
   const std::string cid = started["cluster"]["id"];
-  // Wait until h1 holds a CREATE whose instance moto has made, then kill h1.
+  // Wait until a host holds a CREATE whose instance moto has made (its answer is held), then kill that host.
+  std::string victim;
   REQUIRE(WaitFor(
       [&] {
-        bool h1_creating = false;
         const json now = env.weftd().Job(job_id);
-        for (const json& t : now["tasks"])
-          h1_creating |= t["action"] == "CREATE" && t["state"] == "leased" && t.value("host_id", "") == "h1";
-        return h1_creating && !ByNode(moto.State(), cid, "").empty();
+        const std::map<std::string, json> made = ByNode(moto.State(), cid, "");
+        for (const json& t : now["tasks"]) {
+          if (t["action"] == "CREATE" && t["state"] == "leased" && made.count(t.value("node", "")) == 1) {
+            victim = t.value("host_id", "");
+            return true;
+          }
+        }
+        return false;
       },
       60s));
-  env.host(0).process().Signal(SIGKILL);
-  REQUIRE(env.host(0).process().Wait(10s).has_value());
+  Host& killed = env.host(victim == "h1" ? 0 : 1);
+  killed.process().Signal(SIGKILL);
+  REQUIRE(killed.process().Wait(10s).has_value());
 
   const json job = env.weftd().WaitJob(job_id, 180s);
   INFO(job.dump(1).substr(0, 8000) << env.Logs() << moto.Logs());
