@@ -293,7 +293,7 @@ TEST_CASE("aws provider: a 3-node cluster is made, scaled and deleted on moto, i
   Moto moto(tmp / "moto");
   Env env("weft-aws-cluster", 1);
   json fields = moto.Fields();
-  fields["ebs_size_gb"] = 20;
+  fields["aws_ebs_size"] = 20;
   fields["security_group_ids"] = moto.security_group();
   fields["subnet_id"] = moto.subnet();
   env.ImportCatalog(fields, moto.image());

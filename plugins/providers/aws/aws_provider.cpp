@@ -126,11 +126,15 @@ struct Settings {
   aws::Ec2Options ec2;
   std::string keypair;           // ssh_keypair: the operator's EC2 key pair; empty: one per node, made here
   std::string key_resource;      // ssh_key_resource: the resource holding its private key
-  std::vector<std::string> security_groups;
+  std::vector<std::string> security_group_ids;  // VPC groups, by id
+  std::vector<std::string> security_groups;     // groups by name (EC2-Classic, the default VPC)
   std::string subnet;
   std::optional<std::int64_t> ebs_size_gb;
+  bool ebs_delete_on_termination = true;
   std::string ebs_volume_type;
   std::optional<bool> public_ip;
+  std::string availability_zone, placement_group, iam_instance_profile;
+  bool dedicated = false;
   int confirm_timeout_s = kDefaultConfirmTimeoutS;
 };
 
@@ -151,11 +155,17 @@ Settings ReadSettings(const weft::sdk::Task& task) {
                     "', so field 'ssh_key_resource' must name the resource (type 'aws') holding its private key; "
                     "or leave both empty and Weft makes a key pair per node");
   }
-  s.security_groups = ListField(task, "security_group_ids");
+  s.security_group_ids = ListField(task, "security_group_ids");
+  s.security_groups = ListField(task, "security_groups");
   s.subnet = StringField(task, "subnet_id", "the VPC subnet new instances go into", false);
-  s.ebs_size_gb = IntegerField(task, "ebs_size_gb", 1, 16384);
-  s.ebs_volume_type = StringField(task, "ebs_volume_type", "the root volume's type, such as gp3", false);
+  s.ebs_size_gb = IntegerField(task, "aws_ebs_size", 1, 16384);
+  s.ebs_delete_on_termination = BoolField(task, "aws_ebs_delete_on_term").value_or(true);
+  s.ebs_volume_type = StringField(task, "aws_ebs_volume_type", "the root volume's type, such as gp3", false);
   s.public_ip = BoolField(task, "associate_public_ip");
+  s.availability_zone = StringField(task, "availability_zone", "the zone instances go into", false);
+  s.placement_group = StringField(task, "placement_group", "the placement group instances join", false);
+  s.iam_instance_profile = StringField(task, "iam_instance_profile", "the instances' IAM role", false);
+  s.dedicated = BoolField(task, "dedicated_instance").value_or(false);
   if (const auto n = IntegerField(task, "confirm_timeout_s", 1, 86400)) s.confirm_timeout_s = static_cast<int>(*n);
   return s;
 }
@@ -284,7 +294,12 @@ std::string Explain(const aws::Reply& r, const Settings& s, const NodeTask* n) {
   }
   if (code.starts_with("InvalidKeyPair")) return "the key pair of field 'ssh_keypair' ('" + s.keypair + "') is unknown";
   if (code.starts_with("InvalidGroup") || code.starts_with("InvalidSecurityGroup")) {
-    return "a security group of field 'security_group_ids' does not exist in region '" + s.ec2.region + "'";
+    return "a security group of field 'security_group_ids' or 'security_groups' does not exist in region '" +
+           s.ec2.region + "'";
+  }
+  if (code.starts_with("InvalidPlacementGroup")) return "the group of field 'placement_group' does not exist";
+  if (code.starts_with("InvalidParameterValue") && r.message.find("iamInstanceProfile") != std::string::npos) {
+    return "the profile of field 'iam_instance_profile' is unknown";
   }
   if (code.starts_with("InvalidSubnet")) return "the subnet of field 'subnet_id' ('" + s.subnet + "') does not exist";
   if (r.failure == aws::Failure::kUnavailable) {
@@ -396,17 +411,26 @@ aws::Pairs RunParams(const Settings& s, const NodeTask& n, const std::string& ke
     p.emplace_back("NetworkInterface.1.AssociatePublicIpAddress", *s.public_ip ? "true" : "false");
     p.emplace_back("NetworkInterface.1.DeleteOnTermination", "true");
     if (!s.subnet.empty()) p.emplace_back("NetworkInterface.1.SubnetId", s.subnet);
-    for (std::size_t g = 0; g < s.security_groups.size(); ++g)
-      p.emplace_back("NetworkInterface.1.SecurityGroupId." + std::to_string(g + 1), s.security_groups[g]);
+    for (std::size_t g = 0; g < s.security_group_ids.size(); ++g)
+      p.emplace_back("NetworkInterface.1.SecurityGroupId." + std::to_string(g + 1), s.security_group_ids[g]);
   } else {
     if (!s.subnet.empty()) p.emplace_back("SubnetId", s.subnet);
-    for (std::size_t g = 0; g < s.security_groups.size(); ++g)
-      p.emplace_back("SecurityGroupId." + std::to_string(g + 1), s.security_groups[g]);
+    for (std::size_t g = 0; g < s.security_group_ids.size(); ++g)
+      p.emplace_back("SecurityGroupId." + std::to_string(g + 1), s.security_group_ids[g]);
+  }
+  for (std::size_t g = 0; g < s.security_groups.size(); ++g)
+    p.emplace_back("SecurityGroup." + std::to_string(g + 1), s.security_groups[g]);
+  if (!s.availability_zone.empty()) p.emplace_back("Placement.AvailabilityZone", s.availability_zone);
+  if (!s.placement_group.empty()) p.emplace_back("Placement.GroupName", s.placement_group);
+  if (s.dedicated) p.emplace_back("Placement.Tenancy", "dedicated");
+  if (!s.iam_instance_profile.empty()) {
+    p.emplace_back(s.iam_instance_profile.starts_with("arn:") ? "IamInstanceProfile.Arn" : "IamInstanceProfile.Name",
+                   s.iam_instance_profile);
   }
   if (s.ebs_size_gb) {
     p.emplace_back("BlockDeviceMapping.1.DeviceName", root_device);
     p.emplace_back("BlockDeviceMapping.1.Ebs.VolumeSize", std::to_string(*s.ebs_size_gb));
-    p.emplace_back("BlockDeviceMapping.1.Ebs.DeleteOnTermination", "true");
+    p.emplace_back("BlockDeviceMapping.1.Ebs.DeleteOnTermination", s.ebs_delete_on_termination ? "true" : "false");
     p.emplace_back("BlockDeviceMapping.1.Ebs.VolumeType", s.ebs_volume_type.empty() ? "gp3" : s.ebs_volume_type);
   }
   return p;
@@ -604,17 +628,31 @@ class AwsProvider : public weft::sdk::Plugin {
              "an EC2 key pair new instances get; empty: Weft imports a key pair of its own per node"),
         text("ssh_key_resource", "Key pair's private key", false,
              "the resource (type aws) holding ssh_keypair's private key; required with ssh_keypair"),
-        text("security_group_ids", "Security groups", false, "comma-separated security group ids (sg-...)"),
+        text("security_group_ids", "Security group ids", false, "comma-separated security group ids (sg-...), VPC"),
+        text("security_groups", "Security group names", false,
+             "comma-separated security group names (the default VPC, EC2-Classic)"),
         text("subnet_id", "Subnet", false, "the VPC subnet instances go into; empty: the default VPC"),
         {.name = "associate_public_ip",
          .label = "Public IP",
          .type = WEFT_FIELD_BOOLEAN,
          .description = "whether instances get a public address; unset: the subnet's setting"},
-        {.name = "ebs_size_gb",
+        text("availability_zone", "Availability zone", false, "the zone instances go into, such as us-east-1a"),
+        text("placement_group", "Placement group", false, "a placement group instances join"),
+        text("iam_instance_profile", "IAM instance profile", false, "the profile's name or ARN"),
+        {.name = "dedicated_instance",
+         .label = "Dedicated",
+         .type = WEFT_FIELD_BOOLEAN,
+         .description = "run on single-tenant hardware"},
+        {.name = "aws_ebs_size",
          .label = "Root volume (GB)",
          .type = WEFT_FIELD_INTEGER,
-         .description = "the root EBS volume's size; unset: the image's"},
-        text("ebs_volume_type", "Root volume type", false, "gp3 when ebs_size_gb is set and this is not"),
+         .description = "the root EBS volume's size in GB; unset: the image's"},
+        {.name = "aws_ebs_delete_on_term",
+         .label = "Delete volume on termination",
+         .type = WEFT_FIELD_BOOLEAN,
+         .default_json = "true",
+         .description = "whether the root volume goes with the instance"},
+        text("aws_ebs_volume_type", "Root volume type", false, "gp3 when aws_ebs_size is set and this is not"),
         {.name = "confirm_timeout_s",
          .label = "Boot timeout (s)",
          .type = WEFT_FIELD_INTEGER,
