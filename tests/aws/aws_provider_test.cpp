@@ -171,6 +171,15 @@ class Moto {
     REQUIRE(r.exit_code == 0);
     return json::parse(r.out);
   }
+  // An operator's key pair `name` in EC2, from an OpenSSH public key file.
+  void ImportKeyPair(const std::string& name, const fs::path& public_key) const {
+    const RunResult r = weft::testing::Run(tools_.python,
+                                           {(kHere / "moto_tool.py").string(), "import-key", url_, keys_["access_key_id"],
+                                            keys_["secret_access_key"], name, public_key.string()},
+                                           60s);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
   // Faults for the proxy (see ec2_fault_proxy.py); counts start over.
   void Faults(const json& rules) const {
     std::ofstream(dir_ / "rules.tmp") << rules.dump();
@@ -500,4 +509,59 @@ TEST_CASE("aws provider: retries 5xx and throttling, names the field of a refuse
   run(NodeTaskJson(fields, moto.image(), "DELETE", "web-1", {{"provider_id", id}}), "succeeded");
   json gone = run(NodeTaskJson(fields, moto.image(), "DELETE", "web-9", {{"provider_id", "i-0000000000000dead"}}), "succeeded");
   CHECK_THAT(gone["stdout"].get<std::string>(), Catch::Contains("gone already"));
+}
+
+TEST_CASE("aws provider: an operator's key pair, its private key from a resource, and wrong names refused by field",
+          "[aws][moto]") {
+  TempDir tmp("weft-aws-keypair");
+  Moto moto(tmp / "moto");
+  Env env("weft-aws-keypair", 1);
+  auto run = [&](const json& task, const std::string& final_state) {
+    return env.weftd().WaitTaskState(env.weftd().Enqueue(task), final_state, 90s);
+  };
+  // The operator's key: made here, its public half imported into EC2, its private half a resource.
+  const fs::path key = tmp / "ops-key";
+  REQUIRE(weft::testing::Run("/usr/bin/ssh-keygen", {"-q", "-t", "ed25519", "-N", "", "-C", "ops", "-f", key.string()})
+              .exit_code == 0);
+  moto.ImportKeyPair("ops-key", tmp / "ops-key.pub");
+  for (std::vector<std::string> args : {std::vector<std::string>{"resource", "upload", "aws", "ops-key.pem", key.string()},
+                                        std::vector<std::string>{"resource", "stage", "aws", "ops-key.pem", "1"},
+                                        std::vector<std::string>{"resource", "sync"}}) {
+    const RunResult r = env.weftd().Weft(args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  json fields = moto.Fields();
+  fields["ssh_keypair"] = "ops-key";
+  fields["ssh_key_resource"] = "ops-key.pem";
+  const json created = run(NodeTaskJson(fields, moto.image(), "CREATE", "web-1"), "succeeded");
+  INFO(created.dump(1) << moto.Logs());
+  CHECK(created["result"]["ssh_auth"]["user"] == "ec2-user");
+  const json state = moto.State();
+  REQUIRE(state["instances"].size() == 1);
+  CHECK(state["instances"][0]["key_name"] == "ops-key");
+  CHECK(state["key_pairs"].size() == 1);  // the operator's only: no key pair of the node's own
+  // DELETE leaves the operator's key pair alone.
+  run(NodeTaskJson(fields, moto.image(), "DELETE", "web-1", {{"provider_id", created["result"]["provider_id"]}}),
+      "succeeded");
+  CHECK(moto.State()["key_pairs"].size() == 1);
+
+  // Wrong names, each refused with the field to fix.
+  json no_resource = fields;
+  no_resource["ssh_key_resource"] = "missing.pem";
+  CHECK_THAT(run(NodeTaskJson(no_resource, moto.image(), "CREATE", "web-2"), "failed")["message"].get<std::string>(),
+             Catch::Contains("no active resource named 'missing.pem' (field 'ssh_key_resource')"));
+  json no_keypair = fields;
+  no_keypair["ssh_keypair"] = "nobody-key";
+  CHECK_THAT(run(NodeTaskJson(no_keypair, moto.image(), "CREATE", "web-2"), "failed")["message"].get<std::string>(),
+             Catch::Contains("field 'ssh_keypair' ('nobody-key') is unknown"));
+  json sized = moto.Fields();
+  sized["aws_ebs_size"] = 30;
+  CHECK_THAT(run(NodeTaskJson(sized, "ami-0000000000000dead", "CREATE", "web-2"), "failed")["message"].get<std::string>(),
+             Catch::Contains("image 'ami-0000000000000dead' (the image type's image for provider 'aws-moto')"));
+  json no_region = moto.Fields();
+  no_region.erase("aws_region");
+  CHECK_THAT(run(NodeTaskJson(no_region, moto.image(), "CREATE", "web-2"), "failed")["message"].get<std::string>(),
+             Catch::Contains("field 'aws_region' (the EC2 region, such as us-east-1) is required"));
+  CHECK(moto.State()["instances"].size() == 1);  // none of them made an instance
 }

@@ -7,6 +7,8 @@ dependency), independently of the plugin's EC2 client.
       ones it takes unsigned; every later request must be signed with a key
       IAM knows.
   moto_tool.py state ENDPOINT KEY SECRET    -> {"instances": [...], "key_pairs": [...]}
+  moto_tool.py import-key ENDPOINT KEY SECRET NAME PUBLIC_KEY_FILE
+      an operator's own key pair, as `aws ec2 import-key-pair` makes it
 """
 import json
 import sys
@@ -66,5 +68,9 @@ if __name__ == "__main__":
         print(json.dumps(setup(sys.argv[2])))
     elif sys.argv[1] == "state":
         print(json.dumps(state(sys.argv[2], sys.argv[3], sys.argv[4])))
+    elif sys.argv[1] == "import-key":
+        with open(sys.argv[6], "rb") as f:
+            client("ec2", sys.argv[2], sys.argv[3], sys.argv[4]).import_key_pair(
+                KeyName=sys.argv[5], PublicKeyMaterial=f.read())
     else:
         sys.exit("unknown command " + sys.argv[1])
