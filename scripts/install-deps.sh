@@ -42,6 +42,10 @@ PACKAGES=(
   # The web UI's browser tests (tests/web) drive it headless; Node.js 20 and npm come with the machine
   # (Debian's npm would pull in its Node.js 18, older than playwright-core supports).
   chromium
+  # The aws provider: EC2's Query API over HTTPS, its XML replies. (Its tests use
+  # moto_server from pip, `pip install 'moto[server]'`; without it they are skipped.)
+  libcurl4-openssl-dev
+  libpugixml-dev
 )
 
 missing=()
