@@ -15,6 +15,7 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterSecurityCommands(table);
   RegisterLoginCommands(table);
   RegisterAuditCommands(table);
+  RegisterCapacityCommands(table);
 }
 
 }  // namespace weft::cli

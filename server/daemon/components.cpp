@@ -4,6 +4,7 @@
 
 #include "weft/server/api/audit.hpp"
 #include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/capacity/capacity_ops.hpp"
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/server/hosts/host_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
@@ -59,6 +60,7 @@ Status Components::Wire() {
 
   RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
+  capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_);
   jobs::RegisterClusterOps(router_, store_, engine_, clock_,
                            [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); });

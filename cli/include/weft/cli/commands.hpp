@@ -35,6 +35,7 @@ void RegisterResourceCommands(CommandTable& table);  // resource upload|list|sta
 void RegisterSecurityCommands(CommandTable& table);  // host token create|accept|revoke|requests, tenant, user, credentials
 void RegisterLoginCommands(CommandTable& table);     // user passwd, token, gateway credentials
 void RegisterAuditCommands(CommandTable& table);     // audit
+void RegisterCapacityCommands(CommandTable& table);  // capacity
 void RegisterEventsCommands(CommandTable& table);    // events
 
 }  // namespace weft::cli

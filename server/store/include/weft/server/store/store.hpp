@@ -253,6 +253,20 @@ struct AuditQuery {
   std::int64_t limit = 1000; // the newest that many
 };
 
+// What one tenant's tasks asked of the worker threads over a window
+// (server/store/capacity_store.cpp), for the capacity advice. Durations in ms.
+struct TenantLoad {
+  std::string tenant;
+  std::int64_t enqueued = 0;          // tasks for a plugin created in the window (never-run cancelled ones aside)
+  std::int64_t retried = 0;           // attempts after a task's first, started in the window
+  std::int64_t started = 0;           // attempts started in the window
+  std::int64_t served = 0;            // attempts that succeeded or failed in the window
+  double service_ms_sum = 0;          // their run times (taken to finished), summed
+  double service_ms_squares = 0;      // ... and their squares, for the spread
+  std::int64_t waited = 0;            // first attempts of tasks with no predecessor, started in the window
+  double wait_ms_sum = 0;             // their queue waits (created to taken), summed
+};
+
 // When the WAL is copied into the database file (a checkpoint), in pages of
 // 4 KiB. Checkpoints run on a thread of their own (server/store/checkpointer.hpp).
 struct CheckpointOptions {
@@ -403,6 +417,11 @@ class Store {
   // `limit` entries that match, oldest first.
   [[nodiscard]] Status AppendAudit(const AuditRecord& entry);
   [[nodiscard]] Result<std::vector<AuditRecord>> ListAudit(const AuditQuery& query);
+
+  // Each tenant's load since `since_ms` (server/store/capacity_store.cpp); one
+  // tenant when `tenant` is set. Scans the tasks and attempts tables: for an
+  // occasional read, not for the hot path.
+  [[nodiscard]] Result<std::vector<TenantLoad>> MeasureLoad(std::int64_t since_ms, std::string_view tenant = {});
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).
