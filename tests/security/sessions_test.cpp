@@ -204,6 +204,13 @@ TEST_CASE("sessions: a gateway's key alone may only log in, and through a sessio
   // Logged out, the session is gone.
   REQUIRE(gw.As(alice, "session.logout").ok());
   RequireDenied(gw.As(alice, "provider.list"), "not logged in");
+
+  // A revoked gateway is cut off on its next request, sessions or not.
+  Ok(s, {"gateway", "revoke", "web1"});
+  RequireDenied(gw.As(bob, "provider.list"), "does not know this client's key");
+  RunResult again = s.Weft({"gateway", "revoke", "web1"}, s.superadmin());
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.err, Catch::Contains("has no key in force"));
 }
 
 TEST_CASE("sessions: forged sessions and missing or wrong CSRF tokens are refused, and a session survives a restart",
