@@ -430,3 +430,31 @@ TEST_CASE("sessions: with security off a request carrying a session still acts a
   RequireDenied(gw.As(alice, "token.create", json::object(), false), "CSRF token is missing");
   CHECK(gw.As(alice, "token.create").ok());
 }
+
+TEST_CASE("sessions: a gateway's key subscribes to every tenant's events, to filter them per browser itself",
+          "[sessions]") {
+  TempDir dir("sessions-events");
+  Weftd s(ServerIn(dir.path(), true));
+  Ok(s, {"tenant", "create", "acme"});
+  Result<weft::curve::Credential> c = weft::curve::LoadCredential(GatewayCredential(s, dir.path()));
+  REQUIRE(c.ok());
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  weft::curve::SetClientKeys(sub, c->server_key, c->keys);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 200);
+  sub.connect(s.events());
+  weft::client::Options options = weft::client::FromCredential(*weft::curve::LoadCredential(s.superadmin()), 10000);
+  options.tenant = "acme";
+  weft::client::Client admin(ctx, options);
+  const json task = {{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "n1"}, {"payload", json::object()}};
+  // A new subscription takes a moment to reach the publisher: enqueue until an event arrives.
+  std::string topic;
+  for (int i = 0; i < 100 && topic.empty(); ++i) {
+    REQUIRE(admin.Call("debug.enqueue", {{"tasks", json::array({task})}}).ok());
+    weft::wire::Frames frames;
+    if (weft::wire::RecvMultipart(sub, frames)) topic = frames[0].to_string();
+  }
+  CHECK(topic.rfind("acme/task", 0) == 0);
+}
