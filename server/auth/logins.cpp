@@ -446,11 +446,27 @@ Status Logins::RevokeToken(const std::string& id, const std::string& tenant, con
   return Status::NotFound("no API token " + id + " in force in tenant '" + tenant + "' (weft token list shows them)");
 }
 
+bool Logins::HasPassword(const std::string& tenant, const std::string& user) {
+  Result<std::optional<store::PasswordRecord>> stored = store_.GetPassword(tenant, user);
+  return stored.ok() && stored->has_value() && !RoleOf(tenant, user, (*stored)->set_at_ms).empty();
+}
+
 void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& registry) {
   const std::set<Role> people = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   Logins* l = &logins;
   const Registry* reg = &registry;
+  // user.list says who may log in through a browser.
+  router.Wrap("user.list", [l](api::Handler next) -> api::Handler {
+    return [l, next](const Call& c) {
+      Response r = next(c);
+      if (!r.status.ok() || !r.body.contains("users") || !r.body["users"].is_array()) return r;
+      for (json& u : r.body["users"])
+        if (u.is_object() && u.contains("name") && u["name"].is_string())
+          u["password"] = l->HasPassword(c.principal.tenant, u["name"].get<std::string>());
+      return r;
+    };
+  });
 
   router.Add("session.login", {Role::kGateway, Role::kUser, Role::kAdmin, Role::kSuperadmin}, api,
              [l](const Call& c) {

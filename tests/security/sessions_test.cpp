@@ -458,3 +458,31 @@ TEST_CASE("sessions: a gateway's key subscribes to every tenant's events, to fil
   }
   CHECK(topic.rfind("acme/task", 0) == 0);
 }
+
+TEST_CASE("sessions: a gateway's connection is not held to the per-connection api rate limit, a user's is",
+          "[sessions]") {
+  TempDir dir("sessions-rate-limit");
+  Weftd s(ServerIn(dir.path(), true, "api_rate_per_s = 1\napi_burst = 5"));
+  MakeUser(s, "acme", "alice", "user", "alice-password-1");
+  Ok(s, {"--tenant", "acme", "credentials", "alice", "-f", (dir.path() / "alice.json").string()});
+  json users = s.WeftJson({"--tenant", "acme", "user", "list"}, s.superadmin());
+  REQUIRE(users["users"].size() == 1);
+  CHECK(users["users"][0]["password"] == true);
+
+  // Many browsers' requests over one gateway connection: none refused.
+  Gateway gw(s, GatewayCredential(s, dir.path()));
+  const json alice = gw.LoginOk("acme", "alice", "alice-password-1");
+  for (int i = 0; i < 50; ++i) {
+    Result<json> r = gw.As(alice, "provider.list");
+    INFO("request " << i << ": " << r.status().message());
+    REQUIRE(r.ok());
+  }
+  // The same from alice's own key: the connection's bucket runs dry.
+  Gateway direct(s, dir.path() / "alice.json");
+  int refused = 0;
+  for (int i = 0; i < 50; ++i) {
+    Result<json> r = direct.client->Call("provider.list");
+    if (!r.ok() && r.status().code() == Code::kTooLarge) ++refused;
+  }
+  CHECK(refused > 0);
+}

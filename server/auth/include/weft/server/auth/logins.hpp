@@ -58,6 +58,9 @@ class Logins {
   // and ends the user's sessions.
   [[nodiscard]] Status SetPassword(const std::string& tenant, const std::string& user, const std::string& password);
 
+  // Whether the user has a password (may log in with one).
+  bool HasPassword(const std::string& tenant, const std::string& user);
+
   struct Session {
     std::string id;  // the secret the gateway keeps in a cookie
     std::string csrf_token;
