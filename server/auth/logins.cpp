@@ -446,6 +446,15 @@ Status Logins::RevokeToken(const std::string& id, const std::string& tenant, con
   return Status::NotFound("no API token " + id + " in force in tenant '" + tenant + "' (weft token list shows them)");
 }
 
+Status Logins::Forget(const std::string& tenant, const std::string& user) {
+  WEFT_RETURN_IF_ERROR(store_.ForgetLogins(tenant, user));
+  std::erase_if(sessions_, [&](const auto& s) {
+    return s.second.record.tenant == tenant && (user.empty() || s.second.record.user == user);
+  });
+  std::erase_if(tokens_, [&](const auto& t) { return t.second.tenant == tenant && (user.empty() || t.second.user == user); });
+  return Status::Ok();
+}
+
 bool Logins::HasPassword(const std::string& tenant, const std::string& user) {
   Result<std::optional<store::PasswordRecord>> stored = store_.GetPassword(tenant, user);
   return stored.ok() && stored->has_value() && !RoleOf(tenant, user, (*stored)->set_at_ms).empty();
@@ -456,6 +465,20 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
   const std::set<Endpoint> api = {Endpoint::kApi};
   Logins* l = &logins;
   const Registry* reg = &registry;
+  // A deleted user's (or tenant's) password, sessions and tokens go with them.
+  for (const char* op : {"user.delete", "tenant.delete"}) {
+    const bool whole_tenant = std::string(op) == "tenant.delete";
+    router.Wrap(op, [l, whole_tenant](api::Handler next) -> api::Handler {
+      return [l, whole_tenant, next](const Call& c) {
+        Response r = next(c);
+        if (!r.status.ok()) return r;
+        auto it = c.request->body.find("name");
+        const std::string name = it != c.request->body.end() && it->is_string() ? it->get<std::string>() : "";
+        Status s = whole_tenant ? l->Forget(name, "") : l->Forget(c.principal.tenant, name);
+        return s.ok() ? r : Response::Error(s);
+      };
+    });
+  }
   // user.list says who may log in through a browser.
   router.Wrap("user.list", [l](api::Handler next) -> api::Handler {
     return [l, next](const Call& c) {

@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "support/process.hpp"
+#include "support/store_rows.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
@@ -343,7 +344,11 @@ TEST_CASE("sessions: an API token acts as its user until it is revoked or expire
   const std::string carols = kept.out.substr(0, kept.out.find('\n'));
   const json carol2 = gw.LoginOk("acme", "carol", "carol-password-2");
   Ok(s, {"--tenant", "acme", "user", "delete", "carol"});
-  RequireDenied(gw.As(carol2, "provider.list"), "its user no longer exists");
+  RequireDenied(gw.As(carol2, "provider.list"), "not logged in");
+  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM api_tokens WHERE user = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM sessions WHERE user = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM user_passwords WHERE user = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM api_tokens WHERE user = 'alice'") == 2);
   RequireDenied(gw.WithToken(carols, "provider.list"), "API token is not valid");
   Ok(s, {"--tenant", "acme", "user", "create", "carol"});
   RequireDenied(gw.WithToken(carols, "provider.list"), "API token is not valid");

@@ -58,6 +58,8 @@ class Logins {
   // and ends the user's sessions.
   [[nodiscard]] Status SetPassword(const std::string& tenant, const std::string& user, const std::string& password);
 
+  // Forgets a user's password, sessions and tokens (every user's of the tenant when `user` is empty).
+  [[nodiscard]] Status Forget(const std::string& tenant, const std::string& user);
   // Whether the user has a password (may log in with one).
   bool HasPassword(const std::string& tenant, const std::string& user);
 
