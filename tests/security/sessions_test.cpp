@@ -279,6 +279,24 @@ TEST_CASE("sessions: a session unused for longer than session_idle_ms has ended"
   CHECK(ended->error.details.value("login_required", false));
 }
 
+TEST_CASE("sessions: a session ends session_max_ms after its login even while it is used", "[sessions][slow]") {
+  TempDir dir("sessions-max");
+  Weftd s(ServerIn(dir.path(), true, "session_max_ms = 2000"));
+  MakeUser(s, "acme", "alice", "user", "alice-password-1");
+  Gateway gw(s, GatewayCredential(s, dir.path()));
+  const json alice = gw.LoginOk("acme", "alice", "alice-password-1");
+  const auto login = std::chrono::steady_clock::now();
+  // Used every 200 ms, it stays until its absolute end, then ends for good.
+  Result<weft::wire::Reply> last = gw.Raw({.session = alice["session"].get<std::string>()}, "provider.list");
+  while (last.ok() && last->ok && std::chrono::steady_clock::now() - login < 10s) {
+    std::this_thread::sleep_for(200ms);
+    last = gw.Raw({.session = alice["session"].get<std::string>()}, "provider.list");
+  }
+  REQUIRE(last.ok());
+  REQUIRE_FALSE(last->ok);
+  CHECK_THAT(last->error.message, Catch::Contains("session ended") && Catch::Contains("older than"));
+}
+
 TEST_CASE("sessions: an API token acts as its user until it is revoked or expires, and a new password ends sessions",
           "[sessions]") {
   TempDir dir("sessions-tokens");
