@@ -48,7 +48,7 @@ s.test('the session survives a reload of the page', async (page) => {
 
 s.test('an API token signs in as the user who made it', async (page, stack) => {
   const made = stack.weftOk(['token', 'create', '--name', 'ui-test'], { as: stack.credentialOf('acme', 'ada') });
-  const token = made.split('\n').map((l) => l.trim()).find((l) => l.length > 20 && !l.includes(' '));
+  const token = made.trim();
   assert.ok(token, `weft token create printed a secret: ${made}`);
   await page.goto('/');
   await page.click('text=API token');
