@@ -66,3 +66,31 @@ s.test('the layout works on a narrow screen', async (page) => {
   await page.waitForSelector('[data-testid=logout]', { state: 'visible' });
   await shot(page, 'overview-narrow-nav');
 }, { width: 420, height: 800 });
+
+s.test('a user changes their own password and makes an API token on their account screen', async (page, stack) => {
+  stack.makeUser('acme', 'carol', 'user', 'carol-password-1');
+  const CAROL = { tenant: 'acme', user: 'carol', password: 'carol-password-1' };
+  await signIn(page, CAROL);
+  await page.click('.whoami-name');
+  await page.waitForSelector('[data-testid=password-form]');
+  await page.fill('input[name=token-name]', 'ci');
+  await page.click('button:has-text("Create token")');
+  const secret = (await page.textContent('[data-testid=token-secret]')).trim();
+  assert.match(secret, /^weft_/);
+  await page.waitForSelector('td:has-text("ci")');
+  await shot(page, 'account');
+  const byToken = await api(stack, 'cluster.list', {}, { token: secret });
+  assert.equal(byToken.status, 200, `the token works: ${JSON.stringify(byToken.body)}`);
+
+  await page.fill('input[name=new-password]', 'carol-password-2');
+  await page.fill('input[name=new-password-again]', 'carol-password-2');
+  await page.click('button:has-text("Change password")');
+  await page.waitForSelector('[data-testid=login-form]');
+  assert.match(await page.textContent('[data-testid=login-notice]'), /password is changed/);
+  await page.fill('input[name=tenant]', 'acme');
+  await page.fill('input[name=user]', 'carol');
+  await page.fill('input[name=password]', 'carol-password-1');
+  await page.click('[data-testid=login-submit]');
+  await page.waitForSelector('[data-testid=login-form] .error-note');
+  await signIn(page, { ...CAROL, password: 'carol-password-2' });
+});
