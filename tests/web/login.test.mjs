@@ -94,3 +94,15 @@ s.test('a user changes their own password and makes an API token on their accoun
   await page.waitForSelector('[data-testid=login-form] .error-note');
   await signIn(page, { ...CAROL, password: 'carol-password-2' });
 });
+
+s.test('when the session ends elsewhere, the next screen asks to sign in again', async (page, stack) => {
+  await signIn(page, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
+  await page.waitForSelector('[data-testid=stat-clusters]');
+  const cookie = await pageCookie(page);
+  const me = await api(stack, 'session', {}, { cookie, method: 'GET' });
+  const out = await api(stack, 'logout', {}, { cookie, csrf: me.body.csrf_token });
+  assert.equal(out.status, 200, JSON.stringify(out.body));
+  await page.click('a[href="#/clusters"]');
+  await page.waitForSelector('[data-testid=login-form]');
+  assert.match(await page.textContent('[data-testid=login-notice]'), /session has ended/);
+});
