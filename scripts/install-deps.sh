@@ -46,6 +46,8 @@ PACKAGES=(
   # moto_server from pip, `pip install 'moto[server]'`; without it they are skipped.)
   libcurl4-openssl-dev
   libpugixml-dev
+  # weft-web: TLS is libssl (libssl-dev above); its tests make a certificate with the openssl command.
+  openssl
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "stream.hpp"
 #include "support/catalog_dir.hpp"
 #include "support/web.hpp"
 #include "support/weftd.hpp"
@@ -22,23 +23,6 @@ WebOptions Open(const std::string& name) {
   o.name = name;
   o.require_login = false;
   return o;
-}
-
-// Puts `n` raw tasks on the default tenant's queue: n task events.
-void Enqueue(Weftd& weftd, int n, const std::string& cluster_id = "") {
-  json tasks = json::array();
-  for (int i = 0; i < n; ++i) tasks.push_back({{"plugin", "nobody-runs-this"}, {"action", "INSTALL"}, {"cluster_id", cluster_id}});
-  weftd.Call("debug.enqueue", {{"tasks", tasks}});
-}
-
-// Opens an event stream and makes events until one arrives, so the gateway's
-// subscription to weftd is known to be in place (PUB/SUB joins take a moment).
-SseEvent FirstEvent(Weftd& weftd, HttpConnection& stream) {
-  for (int i = 0; i < 300; ++i) {
-    Enqueue(weftd, 1);
-    if (auto e = stream.NextEvent(100ms)) return *e;
-  }
-  throw std::runtime_error("no event reached the stream");
 }
 
 }  // namespace

@@ -161,7 +161,13 @@ Response Api::ErrorFor(const CallResult& result, unsigned version, bool keep_ali
   Response res = ErrorResponse(result.reply.ToStatus(), result.reply.error.details, version, keep_alive, tls);
   // A session weftd no longer knows (expired, logged out, forged), or a dead
   // token: the browser should log in again.
-  if (result.reply.error.details.value("login_required", false)) res.result(http::status::unauthorized);
+  const json& details = result.reply.error.details;
+  if (details.value("login_required", false)) res.result(http::status::unauthorized);
+  // weftd's login limits: too many failures for this user or address.
+  if (auto wait = details.find("retry_after_ms"); wait != details.end() && wait->is_number_integer()) {
+    res.result(http::status::too_many_requests);
+    res.set(http::field::retry_after, std::to_string((wait->get<std::int64_t>() + 999) / 1000));
+  }
   return res;
 }
 
@@ -234,10 +240,13 @@ asio::awaitable<Response> Api::Op(const Request& request, const std::string& op,
 
 asio::awaitable<Response> Api::Login(const Request& request, const json& body, const Caller& caller) {
   const bool tls = caller.tls;
-  if (!login_limiter_.Admit(caller.client_addr))
-    co_return Error(Status::TooLarge("rate limit: too many login attempts from " + caller.client_addr +
-                                     "; wait a minute and try again"),
-                    request.version(), request.keep_alive(), tls);
+  if (!login_limiter_.Admit(caller.client_addr)) {
+    Response res = Error(Status::TooLarge("rate limit: too many login attempts from " + caller.client_addr +
+                                          "; wait a minute and try again"),
+                         request.version(), request.keep_alive(), tls);
+    res.set(http::field::retry_after, std::to_string(60 / std::max(1, config_.limits.login_per_minute) + 1));
+    co_return res;
+  }
   Caller anonymous;  // a login carries no earlier session
   anonymous.client_addr = caller.client_addr;
   anonymous.tenant = caller.tenant;
