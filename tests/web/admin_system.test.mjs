@@ -69,6 +69,8 @@ ctx.test('the superadmin makes a tenant, edits its quotas, sees its worker threa
   await page.locator('table.audit td', { hasText: 'tenant.update' }).first().waitFor();
   const ops = await page.$$eval('table.audit tr[data-audit] td:nth-child(3)', (cells) => cells.map((c) => c.textContent.trim()));
   for (const op of ['tenant.create', 'tenant.update', 'tenant.delete']) assert.ok(ops.includes(op), `the audit log shows ${op}: ${ops}`);
+  const who = await page.locator('table.audit tr[data-audit]', { hasText: 'tenant.delete' }).locator('td:nth-child(2)').innerText();
+  assert.match(who, /superadmin.*via gateway web/, 'the entry names who, and the gateway the browser went through');
 });
 
 ctx.test('an enrollment token from the hosts screen enrolls a host, shown live with its plugins, and revoke cuts it off', async (page, stack) => {
