@@ -39,6 +39,7 @@ PACKAGES=(
   dpkg-dev             # dpkg-shlibdeps: the Depends of the packages CPack makes
   systemd              # systemd-analyze verify on weftd.service and weft-host.service
   python3-zmq          # examples/python/weft_client.py (CurveZMQ)
+  prometheus           # promtool check metrics and a real Prometheus in tests/metrics
 )
 
 missing=()

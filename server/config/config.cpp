@@ -134,7 +134,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   }
 
   static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store",
-                                                     "security"};
+                                                     "security", "metrics"};
   for (const auto& [k, node] : root) {
     std::string key(k.str());
     bool known = false;
@@ -222,6 +222,17 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.Int("token_ttl_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.token_ttl_ms);
     r.Int("api_rate_per_s", 0, 10'000'000, &cfg.security.api_rate_per_s);
     r.Int("api_burst", 1, 10'000'000, &cfg.security.api_burst);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("metrics"), "metrics", origin);
+    r.Bool("enabled", &cfg.metrics.enabled);
+    r.String("listen", &cfg.metrics.listen, [](const std::string& v) {
+      const std::size_t colon = v.rfind(':');
+      return colon == std::string::npos || colon == 0 || colon + 1 == v.size()
+                 ? std::string("give HOST:PORT, such as \"127.0.0.1:9464\" (PORT may be * for any free port)")
+                 : std::string();
+    });
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;
