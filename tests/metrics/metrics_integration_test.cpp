@@ -105,6 +105,8 @@ struct Env {
                                   .state_dir = true}) {
     CatalogDir catalog(dir.path() / "catalog");
     catalog.PatchActions("", "", {{"latency_ms", 5}});
+    // Each nginx INSTALL fails its first attempt, so the job retries.
+    catalog.PatchActions("fake-nginx", "install", {{"fail_actions", "INSTALL"}, {"fail_attempts", 1}});
     RunResult r = server.Weft({"catalog", "import", catalog.path().string()});
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
@@ -145,8 +147,13 @@ struct Env {
   Host host;
 };
 
-// Task attempts of a job that a host ran (every task with a plugin; none failed here).
+// The tasks of a job that a host ran (every task with a plugin), and their attempts.
 std::int64_t PluginTasks(const json& job) {
+  std::int64_t n = 0;
+  for (const json& t : job["tasks"]) n += t.value("plugin", std::string()).empty() ? 0 : 1;
+  return n;
+}
+std::int64_t Attempts(const json& job) {
   std::int64_t n = 0;
   for (const json& t : job["tasks"])
     if (!t.value("plugin", std::string()).empty()) n += t.value("attempt", 0);
@@ -166,8 +173,9 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
   REQUIRE(host_url.rfind("http://127.0.0.1:", 0) == 0);
 
   const json job = env.CreateCluster("web");
-  const std::int64_t attempts = PluginTasks(job);
-  REQUIRE(attempts > 0);
+  const std::int64_t tasks = PluginTasks(job);
+  const std::int64_t attempts = Attempts(job);
+  REQUIRE(attempts > tasks);  // the nginx installs were retried
 
   // weftd publishes the state it owns about once a second: wait until the
   // scrape shows what server.status says, then compare every figure.
@@ -198,6 +206,7 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
   // Every attempt the host finished was timed from taken to finished, and counted for the host.
   CHECK(SumOf(text, "weft_task_run_seconds_count", "") == static_cast<double>(attempts));
   CHECK(Sample(text, "weft_host_tasks_finished_total{host=\"h1\"}") == static_cast<double>(attempts));
+  CHECK(Sample(text, "weft_task_retries_total") == static_cast<double>(attempts - tasks));
   CHECK(Sample(text, "weft_store_commits_total").value_or(0) > 0);
   CHECK(Sample(text, "process_open_fds").value_or(0) > 0);
   RunResult check = Promtool(env.dir.path(), "weftd", text);
@@ -207,8 +216,8 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
   HttpReply host = HttpGet(HostPort(host_url), "/metrics");
   REQUIRE(host.status == 200);
   INFO(host.body);
-  CHECK(SumOf(host.body, "weft_host_tasks_total", "outcome=\"succeeded\"") == static_cast<double>(attempts));
-  CHECK(SumOf(host.body, "weft_host_tasks_total", "outcome=\"failed\"") == 0.0);
+  CHECK(SumOf(host.body, "weft_host_tasks_total", "outcome=\"succeeded\"") == static_cast<double>(tasks));
+  CHECK(SumOf(host.body, "weft_host_tasks_total", "outcome=\"failed\"") == static_cast<double>(attempts - tasks));
   CHECK(Sample(host.body, "weft_host_capacity_threads") == 4.0);
   CHECK(Sample(host.body, "weft_host_worker_processes") == 2.0);
   check = Promtool(env.dir.path(), "weft-host", host.body);
@@ -256,6 +265,80 @@ TEST_CASE("metrics: with [metrics] enabled = false weftd serves none, and weft-h
   CHECK_FALSE(fs::exists(host.dir() / "state" / "metrics.json"));
 }
 
+TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the host that ran them, crashes by kind",
+          "[metrics][integration]") {
+  TempDir dir("weft-metrics-crash");
+  Weftd server(testing::WeftdOptions{.dir = dir.path()});
+  const fs::path plugins = fs::path(WEFT_BUILD_DIR) / "plugins";
+  Host host(testing::HostOptions{.dir = dir.path(),
+                                 .id = "h1",
+                                 .server = server.provisioner(),
+                                 .capacity = 2,
+                                 .workers = 2,
+                                 .state_dir = true,
+                                 .plugin_dirs = {plugins / "crashers", plugins / "automators"}});
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  const std::string weftd_url = server.endpoints().value("metrics", std::string());
+  std::string host_url;
+  REQUIRE(WaitFor(
+      [&] {
+        const json j = json::parse(testing::ReadFile(host.dir() / "state" / "metrics.json"), nullptr, false);
+        if (j.is_object()) host_url = j.value("metrics", std::string());
+        return !host_url.empty();
+      },
+      30s));
+
+  // A fake task that fails, and two crashers.
+  const std::int64_t failing = server.Enqueue(
+      {{"plugin", "fake-automator"},
+       {"action", "INSTALL"},
+       {"max_attempts", 1},
+       {"payload", {{"service", {{"action", {{"fields", {{"fail_actions", "INSTALL"}}}}}}}}}});
+  const std::int64_t segv =
+      server.Enqueue({{"plugin", "crash-segv"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "n1"}});
+  const std::int64_t exits =
+      server.Enqueue({{"plugin", "crash-exit"}, {"action", "CONFIGURE"}, {"max_attempts", 1}, {"node_id", "n2"}});
+  for (std::int64_t id : {failing, segv, exits}) server.WaitTaskState(id, "failed", 60s);
+
+  std::string weftd_text, host_text;
+  const bool counted = WaitFor(
+      [&] {
+        weftd_text = HttpGet(HostPort(weftd_url), "/metrics").body;
+        host_text = HttpGet(HostPort(host_url), "/metrics").body;
+        return Sample(weftd_text, "weft_tasks_ended{state=\"failed\"}") == 3.0 &&
+               Sample(host_text, "weft_host_tasks_total{plugin=\"crash-exit\",outcome=\"crashed\"}") == 1.0;
+      },
+      30s);
+  INFO(weftd_text);
+  INFO(host_text);
+  REQUIRE(counted);
+  // The master reports the crashed workers' tasks as failed finishes of its host.
+  CHECK(Sample(weftd_text, "weft_host_tasks_finished_total{host=\"h1\"}") == 3.0);
+  CHECK(Sample(host_text, "weft_host_tasks_total{plugin=\"fake-automator\",outcome=\"failed\"}") == 1.0);
+  CHECK(Sample(host_text, "weft_host_tasks_total{plugin=\"crash-segv\",outcome=\"crashed\"}") == 1.0);
+  CHECK(Sample(host_text, "weft_host_plugin_crashes_total{kind=\"SIGSEGV\"}") == 1.0);
+  CHECK(Sample(host_text, "weft_host_plugin_crashes_total{kind=\"exit\"}") == 1.0);
+  CHECK(Sample(host_text, "weft_host_plugin_crashes_total{kind=\"SIGABRT\"}") == 0.0);
+}
+
+TEST_CASE("metrics: requests refused by the api rate limit are counted", "[metrics][integration]") {
+  TempDir dir("weft-metrics-rate");
+  Weftd server(testing::WeftdOptions{.dir = dir.path(), .security_toml = "api_rate_per_s = 1\napi_burst = 2\n"});
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    Result<json> r = server.TryCall("server.status", json::object());
+    if (!r.ok()) {
+      INFO(r.status().message());
+      CHECK(r.status().message().find("rate limit") != std::string::npos);
+      ++refused;
+    }
+  }
+  REQUIRE(refused > 0);
+  const std::string text = HttpGet(HostPort(server.endpoints()["metrics"].get<std::string>()), "/metrics").body;
+  INFO(text);
+  CHECK(Sample(text, "weft_api_rate_limited_total") == static_cast<double>(refused));
+}
+
 TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API returns the job counters and the "
           "cluster creation histogram that job show gives",
           "[metrics][integration][slow]") {
@@ -294,7 +377,7 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   const json job = env.CreateCluster("web");
   const double seconds = static_cast<double>(job["finished_at_ms"].get<std::int64_t>() -
                                              job["created_at_ms"].get<std::int64_t>()) / 1000.0;
-  const std::int64_t attempts = PluginTasks(job);
+  const std::int64_t tasks = PluginTasks(job);
 
   // One instant query's value; nullopt until the series exists.
   const auto query = [&](const std::string& promql) -> std::optional<double> {
@@ -316,7 +399,7 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   const bool scraped = WaitFor(
       [&] {
         return query(finished) == 1.0 && query("weft_cluster_creation_seconds_count") == 1.0 &&
-               query(host_tasks) == static_cast<double>(attempts);
+               query(host_tasks) == static_cast<double>(tasks);
       },
       60s);
   INFO(prom_log());
@@ -327,7 +410,7 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   CHECK(std::fabs(query("weft_cluster_creation_seconds_sum").value_or(-1) - seconds) < 1e-6);
   // The bucket that holds the creation time counts it; the one below does not.
   CHECK(query("weft_cluster_creation_seconds_bucket{le=\"+Inf\"}") == 1.0);
-  CHECK(query(host_tasks) == static_cast<double>(attempts));
+  CHECK(query(host_tasks) == static_cast<double>(tasks));
   const json status = env.server.Call("server.status", json::object());
   CHECK(query("weft_tasks_ended{state=\"succeeded\"}") == status["tasks"]["succeeded"].get<double>());
   CHECK(query("up{job=\"weftd\"}") == 1.0);
