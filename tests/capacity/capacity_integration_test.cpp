@@ -217,6 +217,9 @@ TEST_CASE("capacity: the window and the target are checked, and with no task the
   RunResult cli = server.Weft({"capacity", "--window", "soon"});
   CHECK(cli.exit_code == 2);
   CHECK_THAT(cli.err, Catch::Contains("--window"));
+  cli = server.Weft({"capacity", "--window", "500ms"});
+  CHECK(cli.exit_code == 2);
+  CHECK_THAT(cli.err, Catch::Contains("--window needs a duration from 1s to 30d"));
 
   // Nothing ran: no tenant to advise, and the total says so.
   const json empty = server.Call("server.capacity", json::object());
