@@ -13,6 +13,7 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterEventsCommands(table);
   RegisterResourceCommands(table);
   RegisterSecurityCommands(table);
+  RegisterLoginCommands(table);
   RegisterAuditCommands(table);
   RegisterCapacityCommands(table);
 }

@@ -191,6 +191,40 @@ struct HostRequestRecord {
   std::int64_t requested_at_ms = 0;
 };
 
+// Browser logins (server/store/auth_store.cpp): a user's password, the
+// sessions weftd issued and the API tokens users made. No secret is stored as
+// it is: a password as a crypto_pwhash string, a session id and a token's
+// secret as their BLAKE2b hashes.
+struct PasswordRecord {
+  std::string tenant;  // "_system" for the superadmin
+  std::string user;
+  std::string hash;
+  std::int64_t set_at_ms = 0;
+};
+
+struct SessionRecord {
+  std::string id_hash;
+  std::string tenant;
+  std::string user;
+  std::string csrf_salt;  // with the session id, makes its CSRF token
+  std::string gateway;    // the gateway it was made through ("": security off)
+  std::string client_addr;
+  std::int64_t created_at_ms = 0;
+  std::int64_t last_used_ms = 0;
+  std::int64_t expires_at_ms = 0;  // the absolute end
+};
+
+struct ApiTokenRecord {
+  std::string id;  // shown in lists, part of the secret
+  std::string secret_hash;
+  std::string tenant;
+  std::string user;
+  std::string name;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;  // 0: never
+  std::int64_t revoked_at_ms = 0;  // 0: in force
+};
+
 // One entry of the audit log (server/store/audit_store.cpp): who changed what,
 // when. Append only: the store has no statement that changes or removes one.
 struct AuditRecord {
@@ -356,6 +390,15 @@ class Store {
   [[nodiscard]] Status DeleteHostRequestKey(std::string_view public_key);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
+  [[nodiscard]] Status PutPassword(const PasswordRecord& password);
+  [[nodiscard]] Result<std::optional<PasswordRecord>> GetPassword(std::string_view tenant, std::string_view user);
+  // A user's password, sessions and tokens; every user's of the tenant when `user` is empty.
+  [[nodiscard]] Status ForgetLogins(std::string_view tenant, std::string_view user);
+  [[nodiscard]] Status PutSession(const SessionRecord& session);
+  [[nodiscard]] Status DeleteSession(std::string_view id_hash);
+  [[nodiscard]] Result<std::vector<SessionRecord>> ListSessions();
+  [[nodiscard]] Status PutApiToken(const ApiTokenRecord& token);
+  [[nodiscard]] Result<std::vector<ApiTokenRecord>> ListApiTokens();
   // Replaces every sealed value ("enc:v2:...", server/auth/secrets.hpp) kept for
   // a cluster (its spec, its nodes, its tasks' payloads and results) with
   // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
