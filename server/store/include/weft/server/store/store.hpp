@@ -432,6 +432,8 @@ class Store {
   // tenant when `tenant` is set. Scans the tasks and attempts tables: for an
   // occasional read, not for the hot path.
   [[nodiscard]] Result<std::vector<TenantLoad>> MeasureLoad(std::int64_t since_ms, std::string_view tenant = {});
+  // The id of the first task created at or after `since_ms` (one past the last when none was).
+  [[nodiscard]] Result<std::int64_t> FirstTaskSince(std::int64_t since_ms);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).
