@@ -145,6 +145,9 @@ Settings ReadSettings(const weft::sdk::Task& task) {
   s.ec2.credentials.session_token = StringField(task, "api_session_token", "a temporary credential's token", false);
   s.ec2.region = StringField(task, "aws_region", "the EC2 region, such as us-east-1", true);
   s.ec2.endpoint = StringField(task, "endpoint_url", "where EC2 requests go", false);
+  if (!s.ec2.endpoint.empty() && !s.ec2.endpoint.starts_with("https://") && !s.ec2.endpoint.starts_with("http://")) {
+    throw Error(WEFT_ERR_INVALID, "aws provider: field 'endpoint_url' must be an http:// or https:// URL");
+  }
   if (const auto n = IntegerField(task, "api_max_attempts", 1, 20)) s.ec2.max_attempts = static_cast<int>(*n);
   if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000)) s.ec2.first_backoff = std::chrono::milliseconds(*n);
   s.keypair = StringField(task, "ssh_keypair", "the EC2 key pair new instances get", false);
