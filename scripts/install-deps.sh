@@ -39,6 +39,9 @@ PACKAGES=(
   dpkg-dev             # dpkg-shlibdeps: the Depends of the packages CPack makes
   systemd              # systemd-analyze verify on weftd.service and weft-host.service
   python3-zmq          # examples/python/weft_client.py (CurveZMQ)
+  # The web UI's browser tests (tests/web) drive it headless; Node.js 20 and npm come with the machine
+  # (Debian's npm would pull in its Node.js 18, older than playwright-core supports).
+  chromium
   # The aws provider: EC2's Query API over HTTPS, its XML replies. (Its tests use
   # moto_server from pip, `pip install 'moto[server]'`; without it they are skipped.)
   libcurl4-openssl-dev

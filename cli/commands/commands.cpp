@@ -13,7 +13,9 @@ void RegisterAllCommands(CommandTable& table) {
   RegisterEventsCommands(table);
   RegisterResourceCommands(table);
   RegisterSecurityCommands(table);
+  RegisterLoginCommands(table);
   RegisterAuditCommands(table);
+  RegisterCapacityCommands(table);
 }
 
 }  // namespace weft::cli

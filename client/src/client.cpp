@@ -31,8 +31,13 @@ void Client::Connect() {
 std::string Client::NextId() { return id_prefix_ + std::to_string(next_id_++); }
 
 Result<json> Client::Call(std::string_view op, json body, int timeout_ms) {
+  return CallAs(wire::OnBehalf{}, op, std::move(body), timeout_ms);
+}
+
+Result<json> Client::CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body, int timeout_ms) {
   wire::Request req;
   req.op = std::string(op);
+  req.on_behalf = on_behalf;
   req.body = std::move(body);
   WEFT_ASSIGN_OR_RETURN(wire::Reply reply, CallRaw(req, timeout_ms));
   if (!reply.ok) return reply.ToStatus();
@@ -46,6 +51,7 @@ Result<wire::Reply> Client::CallRaw(const wire::Request& request, int timeout_ms
     wire::Request req = request;
     req.id = NextId();
     if (req.tenant.empty()) req.tenant = options_.tenant;
+    if (req.on_behalf.empty()) req.on_behalf = options_.on_behalf;
     wire::Frames frames = wire::EncodeRequest(req);
     if (!wire::SendMultipart(*socket_, frames)) {
       socket_.reset();

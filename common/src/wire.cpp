@@ -362,22 +362,47 @@ Status CheckLimits(const Frames& frames, const Limits& limits) {
   return Status::Ok();
 }
 
+namespace {
+
+// `,"key":"value"` when value is not empty.
+void AppendOptional(std::string& text, const char* key_and_colon, const std::string& value) {
+  if (value.empty()) return;
+  text += key_and_colon;
+  AppendString(text, value);
+}
+
+// An optional string field of the request header: absent, null or "" leave
+// `out` empty; anything but a string of at most `max` bytes is refused.
+Status ReadOptional(const json& header, const char* key, std::size_t max, std::string& out) {
+  auto it = header.find(key);
+  if (it == header.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string() || it->get_ref<const std::string&>().size() > max)
+    return Status::Invalid(std::string("header \"") + key + "\" must be a string of at most " +
+                           std::to_string(max) + " bytes");
+  out = it->get<std::string>();
+  return Status::Ok();
+}
+
+}  // namespace
+
 Frames EncodeRequest(const Request& request) {
   // Written straight out like a successful reply, without copying the body
   // into a header object first. Same bytes as dumping that object (nlohmann
-  // orders keys: body, id, op, tenant, v).
+  // orders keys: body, client_addr, csrf, id, op, session, tenant, token, v).
   std::string text;
   text.reserve(64 + request.id.size() + request.op.size());
+  const OnBehalf& behalf = request.on_behalf;
   text += "{\"body\":";
   AppendDump(text, request.body);
+  AppendOptional(text, ",\"client_addr\":", behalf.client_addr);
+  AppendOptional(text, ",\"csrf\":", behalf.csrf);
   text += ",\"id\":";
   AppendString(text, request.id);
   text += ",\"op\":";
   AppendString(text, request.op);
-  if (!request.tenant.empty()) {
-    text += ",\"tenant\":";
-    AppendString(text, request.tenant);
-  }
+  AppendOptional(text, ",\"session\":", behalf.session);
+  AppendOptional(text, ",\"tenant\":", request.tenant);
+  AppendOptional(text, ",\"token\":", behalf.token);
   text += ",\"v\":";
   text += std::to_string(kProtocolVersion);
   text += '}';
@@ -448,6 +473,10 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
                              std::to_string(limits.max_id_bytes) + " bytes");
     req.tenant = tenant->get<std::string>();
   }
+  WEFT_RETURN_IF_ERROR(ReadOptional(header, "session", limits.max_secret_bytes, req.on_behalf.session));
+  WEFT_RETURN_IF_ERROR(ReadOptional(header, "csrf", limits.max_secret_bytes, req.on_behalf.csrf));
+  WEFT_RETURN_IF_ERROR(ReadOptional(header, "token", limits.max_secret_bytes, req.on_behalf.token));
+  WEFT_RETURN_IF_ERROR(ReadOptional(header, "client_addr", limits.max_secret_bytes, req.on_behalf.client_addr));
 
   auto body = header.find("body");
   if (body != header.end() && !body->is_null()) {

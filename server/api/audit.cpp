@@ -179,7 +179,10 @@ std::optional<store::AuditRecord> AuditEntryOf(const Call& call, const Response&
   e.tenant = p.tenant;
   e.outcome = "ok";
   Target(call, body, reply, &e);
-  e.detail_json = Detail(e.op, body, reply).dump();
+  json detail = Detail(e.op, body, reply);
+  if (!p.via_gateway.empty()) detail["via"] = "gateway " + p.via_gateway;
+  if (!p.client_addr.empty()) detail["client_addr"] = Cut(p.client_addr);
+  e.detail_json = detail.dump();
   return e;
 }
 

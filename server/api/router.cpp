@@ -29,6 +29,7 @@ std::string_view RoleName(Role role) {
     case Role::kSuperadmin: return "superadmin";
     case Role::kEnroll: return "enrolling host";
     case Role::kPending: return "unaccepted host";
+    case Role::kGateway: return "gateway";
   }
   return "unknown";
 }

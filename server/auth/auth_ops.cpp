@@ -84,6 +84,33 @@ void RegisterTenantOps(api::Router& router, Registry& registry) {
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"name", name}});
   });
+
+  const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
+  // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
+  router.Add("user.create", admins, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(role, jsonf::String(c.request->body, "role", "body", "user"));
+    Status s = reg->CreateUser({c.principal.tenant, name, role, 0});
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}, {"role", role}});
+  });
+  router.Add("user.list", admins, api, [reg](const Call& c) {
+    json list = json::array();
+    std::map<std::string, int> keys;
+    for (const auto& p : reg->Principals(Kind::kUser))
+      if (p.tenant == c.principal.tenant) ++keys[p.user];
+    for (const auto& [id, u] : reg->users()) {
+      if (u.tenant != c.principal.tenant) continue;
+      list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
+    }
+    return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
+  }, api::Effect::kReads);
+  router.Add("user.delete", admins, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}});
+  });
 }
 
 void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options) {
@@ -144,30 +171,13 @@ void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistr
     return Response::Ok({{"requests", list}});
   }, api::Effect::kReads);
 
-  // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
-  router.Add("user.create", admins, api, [reg](const Call& c) {
+  // A gateway (weft-web): a key that may only log users in, and then act for them (server/auth/logins.hpp).
+  router.Add("gateway.credentials", superadmin, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    WEFT_TRY_ASSIGN(role, jsonf::String(c.request->body, "role", "body", "user"));
-    Status s = reg->CreateUser({c.principal.tenant, name, role, 0});
+    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
+    Status s = reg->AddGatewayKey(name, key, Who(c));
     if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}, {"role", role}});
-  });
-  router.Add("user.list", admins, api, [reg](const Call& c) {
-    json list = json::array();
-    std::map<std::string, int> keys;
-    for (const auto& p : reg->Principals(Kind::kUser))
-      if (p.tenant == c.principal.tenant) ++keys[p.user];
-    for (const auto& [id, u] : reg->users()) {
-      if (u.tenant != c.principal.tenant) continue;
-      list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
-    }
-    return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
-  }, api::Effect::kReads);
-  router.Add("user.delete", admins, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
-    if (!s.ok()) return Response::Error(s);
-    return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}});
+    return Response::Ok({{"name", name}, {"key", curve::ShortKey(key)}});
   });
   router.Add("credentials.add", admins, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(user, jsonf::String(c.request->body, "user", "body"));
@@ -430,6 +440,13 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
                             " (revoked, or its user or tenant deleted)");
     p.user = entry->user;
     p.user_tenant = entry->tenant.empty() ? "_system" : entry->tenant;  // a superadmin belongs to no tenant
+    if (entry->role == "gateway") {
+      // On its own it may only log users in; a request it passes on for a
+      // session or an API token acts as that user (Logins::ActFor).
+      p.role = Role::kGateway;
+      p.tenant = request.tenant.empty() ? "default" : request.tenant;
+      return p;
+    }
     if (entry->role == "superadmin") {
       p.role = Role::kSuperadmin;
       p.tenant = request.tenant.empty() ? "default" : request.tenant;

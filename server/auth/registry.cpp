@@ -403,6 +403,26 @@ Status Registry::AddUserKey(const std::string& tenant, const std::string& user, 
   return Status::Ok();
 }
 
+Status Registry::AddGatewayKey(const std::string& name, const std::string& public_key, const std::string& by) {
+  if (!ValidName(name))
+    return Status::Invalid("a gateway name is 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit; got '" +
+                           name + "'");
+  if (!curve::IsKey(public_key)) return Status::Invalid("the gateway's public key must be a 40-character Z85 CURVE key");
+  if (principals_.count(public_key)) return Status::Conflict("that public key is already registered; make a new one");
+  store::PrincipalRecord p;
+  p.public_key = public_key;
+  p.kind = "user";  // the api and events endpoints admit it
+  p.user = name;
+  p.role = "gateway";
+  p.created_by = by;
+  p.created_at_ms = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
+  principals_[public_key] = p;
+  Publish();
+  WEFT_LOG(kInfo, "auth") << "gateway '" << name << "' key " << curve::ShortKey(public_key) << " added by " << by;
+  return Status::Ok();
+}
+
 std::vector<store::PrincipalRecord> Registry::Principals(Kind kind) const {
   std::vector<store::PrincipalRecord> out;
   for (const auto& [key, p] : principals_)

@@ -222,6 +222,10 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.Int("token_ttl_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.token_ttl_ms);
     r.Int("api_rate_per_s", 0, 10'000'000, &cfg.security.api_rate_per_s);
     r.Int("api_burst", 1, 10'000'000, &cfg.security.api_burst);
+    r.Int("session_idle_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.session_idle_ms);
+    r.Int("session_max_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.session_max_ms);
+    r.Int("login_burst", 1, 1'000'000, &cfg.security.login_burst);
+    r.Int("login_interval_ms", 0, 3600LL * 1000, &cfg.security.login_interval_ms);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

@@ -4,6 +4,7 @@
 
 #include "weft/server/api/audit.hpp"
 #include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/capacity/capacity_ops.hpp"
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/server/hosts/host_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
@@ -23,7 +24,10 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
                                   config.jobs.retry_backoff_max_ms, config.jobs.max_nodes_in_task}),
       hosts_(store, queue_, clock, config),
       dispatcher_(hosts_, queue_),
-      registry_(store, clock, keys_) {}
+      registry_(store, clock, keys_),
+      logins_(store, clock, registry_,
+              auth::LoginOptions{config.security.session_idle_ms, config.security.session_max_ms,
+                                 config.security.login_burst, config.security.login_interval_ms}) {}
 
 Status Components::Start() {
   WEFT_ASSIGN_OR_RETURN(resources_, resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_));
@@ -56,12 +60,14 @@ Status Components::Wire() {
 
   RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
+  capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_);
   jobs::RegisterClusterOps(router_, store_, engine_, clock_,
                            [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); });
   api::RegisterAuditOps(router_, store_);
   resources::RegisterResourceOps(router_, {*resources_, hosts_, dispatcher_, config_.limits});
   auth::RegisterTenantOps(router_, registry_);
+  auth::RegisterLoginOps(router_, logins_, registry_);
   // Last: it wraps every op registered so far.
   return auth::InstallSecrets(router_, {store_, hosts_, dispatcher_},
                               config_.server.data_dir / "keys" / "secrets.key");
@@ -75,14 +81,16 @@ Status Components::Load() {
   WEFT_RETURN_IF_ERROR(queue_.Load());
   WEFT_RETURN_IF_ERROR(hosts_.Load());
   WEFT_RETURN_IF_ERROR(engine_.Load());
-  return registry_.Load();
+  WEFT_RETURN_IF_ERROR(registry_.Load());
+  return logins_.Load();
 }
 
 Status Components::Reset() {
   WEFT_RETURN_IF_ERROR(queue_.Load());
   WEFT_RETURN_IF_ERROR(hosts_.Reset());
   WEFT_RETURN_IF_ERROR(engine_.Load());
-  return registry_.Load();
+  WEFT_RETURN_IF_ERROR(registry_.Load());
+  return logins_.Load();
 }
 
 Status Components::Janitor() {

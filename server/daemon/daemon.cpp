@@ -274,6 +274,17 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
       return;
     }
   }
+  // A gateway's request for a browser acts as the browser's user (server/auth/logins.hpp).
+  if (p.endpoint == Endpoint::kApi && (!request.on_behalf.session.empty() || !request.on_behalf.token.empty())) {
+    json details = json::object();
+    Result<api::Principal> user = components_.logins().ActFor(
+        call.principal, request, components_.router().ReadOnly(request.op), config_.security.curve, &details);
+    if (!user.ok()) {
+      p.response = api::Response::Error(user.status(), std::move(details));
+      return;
+    }
+    call.principal = std::move(*user);
+  }
   p.response = components_.router().Route(call);
   // A take (or a finish that takes the next task) hands out an attempt: if the
   // reply cannot be delivered, the attempt is released at once.

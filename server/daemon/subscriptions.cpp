@@ -12,13 +12,14 @@ constexpr std::int64_t kSubscriptionCheckMs = 20;
 }  // namespace
 
 // What a subscription to `prefix` by `key` may deliver (security on): a
-// superadmin anything; a tenant admin their tenant's topics; a user the topics
+// superadmin or a gateway anything; a tenant admin their tenant's topics; a user the topics
 // of the clusters they own when they subscribe. A prefix broader than what the
 // key may see becomes the topics it may; one outside them, nothing.
 std::vector<std::string> Subscriptions::AllowedTopics(const std::string& key, const std::string& prefix) {
   const auth::KeyEntry* e = registry_.Find(key);
   if (!e || e->kind != auth::Kind::kUser) return {};
-  if (e->role == "superadmin") return {prefix};
+  // A gateway passes each browser only what the browser's user may see (docs/web.md).
+  if (e->role == "superadmin" || e->role == "gateway") return {prefix};
   const std::string mine = e->tenant + "/";
   if (e->role == "admin") {
     if (prefix.rfind(mine, 0) == 0) return {prefix};

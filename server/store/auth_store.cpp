@@ -1,7 +1,9 @@
-// Principals, tenants, users and host requests in the store (migration 5).
+// Principals, tenants, users and host requests in the store (migration 5);
+// passwords, sessions and API tokens (migration 9).
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
 #include <array>
+#include <optional>
 #include <cctype>
 #include <string>
 #include <utility>
@@ -230,6 +232,91 @@ Result<std::vector<HostRequestRecord>> Store::ListHostRequests() {
 Status Store::DeleteHost(std::string_view host_id) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM hosts WHERE id = ?1"));
   return st.Bind(1, host_id).Run();
+}
+
+Status Store::PutPassword(const PasswordRecord& p) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("INSERT OR REPLACE INTO user_passwords (tenant, user, hash, set_at_ms) "
+                                           "VALUES (?1, ?2, ?3, ?4)"));
+  return st.Bind(1, p.tenant).Bind(2, p.user).Bind(3, p.hash).Bind(4, p.set_at_ms).Run();
+}
+
+Result<std::optional<PasswordRecord>> Store::GetPassword(std::string_view tenant, std::string_view user) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("SELECT tenant, user, hash, set_at_ms FROM user_passwords WHERE tenant = ?1 AND user = ?2"));
+  st.Bind(1, tenant).Bind(2, user);
+  std::optional<PasswordRecord> out;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(
+      st, [&](sql::Statement& r) { out = PasswordRecord{r.Text(0), r.Text(1), r.Text(2), r.Int(3)}; }));
+  return out;
+}
+
+Status Store::ForgetLogins(std::string_view tenant, std::string_view user) {
+  for (const char* table : {"user_passwords", "sessions", "api_tokens"}) {
+    WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("DELETE FROM ") + table +
+                                                                 " WHERE tenant = ?1 AND (?2 = '' OR user = ?2)"));
+    WEFT_RETURN_IF_ERROR(st.Bind(1, tenant).Bind(2, user).Run());
+  }
+  return Status::Ok();
+}
+
+Status Store::PutSession(const SessionRecord& s) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("INSERT OR REPLACE INTO sessions (id_hash, tenant, user, csrf_salt, gateway, client_addr, "
+                         "created_at_ms, last_used_ms, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+  return st.Bind(1, s.id_hash)
+      .Bind(2, s.tenant)
+      .Bind(3, s.user)
+      .Bind(4, s.csrf_salt)
+      .Bind(5, s.gateway)
+      .Bind(6, s.client_addr)
+      .Bind(7, s.created_at_ms)
+      .Bind(8, s.last_used_ms)
+      .Bind(9, s.expires_at_ms)
+      .Run();
+}
+
+Status Store::DeleteSession(std::string_view id_hash) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM sessions WHERE id_hash = ?1"));
+  return st.Bind(1, id_hash).Run();
+}
+
+Result<std::vector<SessionRecord>> Store::ListSessions() {
+  return Select<SessionRecord>(database(),
+                               "SELECT id_hash, tenant, user, csrf_salt, gateway, client_addr, created_at_ms, "
+                               "last_used_ms, expires_at_ms FROM sessions",
+                               [](const sql::Statement& r) {
+                                 return SessionRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Text(4),
+                                                      r.Text(5), r.Int(6),  r.Int(7),  r.Int(8)};
+                               });
+}
+
+Status Store::PutApiToken(const ApiTokenRecord& t) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("INSERT OR REPLACE INTO api_tokens (id, secret_hash, tenant, user, name, created_at_ms, "
+                         "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+  return st.Bind(1, t.id)
+      .Bind(2, t.secret_hash)
+      .Bind(3, t.tenant)
+      .Bind(4, t.user)
+      .Bind(5, t.name)
+      .Bind(6, t.created_at_ms)
+      .Bind(7, t.expires_at_ms)
+      .Bind(8, t.revoked_at_ms)
+      .Run();
+}
+
+Result<std::vector<ApiTokenRecord>> Store::ListApiTokens() {
+  return Select<ApiTokenRecord>(database(),
+                                "SELECT id, secret_hash, tenant, user, name, created_at_ms, expires_at_ms, "
+                                "revoked_at_ms FROM api_tokens ORDER BY created_at_ms, id",
+                                [](const sql::Statement& r) {
+                                  return ApiTokenRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3),
+                                                        r.Text(4), r.Int(5),  r.Int(6),  r.Int(7)};
+                                });
 }
 
 }  // namespace weft::store

@@ -265,6 +265,37 @@ DROP TABLE host_requests;
 ALTER TABLE host_requests_by_key RENAME TO host_requests;
 CREATE INDEX host_requests_host ON host_requests (host_id);
 )sql"},
+    // Browser logins: passwords, sessions and API tokens (server/auth/logins.cpp).
+    {9, R"sql(
+CREATE TABLE user_passwords (
+  tenant TEXT NOT NULL,
+  user TEXT NOT NULL,
+  hash TEXT NOT NULL,
+  set_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (tenant, user)
+);
+CREATE TABLE sessions (
+  id_hash TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  user TEXT NOT NULL,
+  csrf_salt TEXT NOT NULL,
+  gateway TEXT NOT NULL DEFAULT '',
+  client_addr TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  last_used_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL
+);
+CREATE TABLE api_tokens (
+  id TEXT PRIMARY KEY,
+  secret_hash TEXT NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  user TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL DEFAULT 0,
+  revoked_at_ms INTEGER NOT NULL DEFAULT 0
+);
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

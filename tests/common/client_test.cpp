@@ -34,7 +34,12 @@ class EchoServer {
       auto stale = wire::WithEnvelope(envelope, wire::EncodeReply(wire::Reply::Success("someone-else", {{"op", "stale"}})));
       wire::SendMultipart(socket_, stale);
     }
-    wire::Reply reply = req.ok() ? wire::Reply::Success(id, {{"op", req->op}, {"tenant", req->tenant}})
+    wire::Reply reply = req.ok() ? wire::Reply::Success(id, {{"op", req->op},
+                                                             {"tenant", req->tenant},
+                                                             {"session", req->on_behalf.session},
+                                                             {"csrf", req->on_behalf.csrf},
+                                                             {"token", req->on_behalf.token},
+                                                             {"client_addr", req->on_behalf.client_addr}})
                                  : wire::Reply::Failure(id, req.status());
     if (req.ok() && req->op == "fail") reply = wire::Reply::Failure(id, Status::NotFound("no such thing"));
     auto out = wire::WithEnvelope(envelope, wire::EncodeReply(reply));
@@ -58,6 +63,34 @@ TEST_CASE("client: a call returns the reply body and carries the tenant", "[clie
   REQUIRE(r.ok());
   CHECK((*r)["op"] == "server.status");
   CHECK((*r)["tenant"] == "acme");
+}
+
+TEST_CASE("client: a call carries the session, csrf, token and client address it acts for", "[client]") {
+  zmq::context_t ctx;
+  EchoServer server(ctx);
+  std::thread t([&] {
+    server.ServeOne();
+    server.ServeOne();
+    server.ServeOne();
+  });
+  client::Options options{.endpoint = server.endpoint(), .timeout_ms = 2000};
+  options.on_behalf.token = "tok-default";
+  client::Client c(ctx, options);
+  auto by_default = c.Call("cluster.list");
+  auto per_call = c.CallAs({.session = "s1", .csrf = "c1", .client_addr = "192.0.2.7"}, "cluster.create");
+  c.set_on_behalf({});
+  auto none = c.Call("cluster.list");
+  t.join();
+  REQUIRE(by_default.ok());
+  CHECK((*by_default)["token"] == "tok-default");
+  CHECK((*by_default)["session"] == "");
+  REQUIRE(per_call.ok());
+  CHECK((*per_call)["session"] == "s1");
+  CHECK((*per_call)["csrf"] == "c1");
+  CHECK((*per_call)["token"] == "");
+  CHECK((*per_call)["client_addr"] == "192.0.2.7");
+  REQUIRE(none.ok());
+  CHECK((*none)["token"] == "");
 }
 
 TEST_CASE("client: an error reply becomes a Status with the server's code", "[client]") {

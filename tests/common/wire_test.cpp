@@ -51,6 +51,34 @@ TEST_CASE("wire: a request header is the header object dumped, byte for byte, wi
   CHECK(EncodeRequest(req)[0].to_string() == header.dump());
 }
 
+TEST_CASE("wire: the session, csrf, token and client address survive encode and decode, byte for byte", "[wire]") {
+  Request req;
+  req.id = "r1";
+  req.op = "cluster.create";
+  req.tenant = "acme";
+  req.on_behalf = {.session = "sess", .csrf = "cs\"rf", .token = "tok", .client_addr = "198.51.100.4"};
+  json header = {{"v", 1},          {"id", "r1"},         {"op", "cluster.create"}, {"body", json::object()},
+                 {"tenant", "acme"}, {"session", "sess"}, {"csrf", "cs\"rf"},       {"token", "tok"},
+                 {"client_addr", "198.51.100.4"}};
+  Frames frames = EncodeRequest(req);
+  CHECK(frames[0].to_string() == header.dump());
+  std::string id;
+  auto back = DecodeRequest(frames, Limits{}, &id);
+  REQUIRE(back.ok());
+  CHECK(back->on_behalf.session == "sess");
+  CHECK(back->on_behalf.csrf == "cs\"rf");
+  CHECK(back->on_behalf.token == "tok");
+  CHECK(back->on_behalf.client_addr == "198.51.100.4");
+  // Without them the header has none of the keys.
+  req.on_behalf = {};
+  CHECK(EncodeRequest(req)[0].to_string().find("session") == std::string::npos);
+  CHECK(DecodeError(Raw({R"({"v":1,"id":"a","op":"x","session":5})"})).message().find("\"session\"") !=
+        std::string::npos);
+  CHECK(DecodeError(Raw({R"({"v":1,"id":"a","op":"x","token":")" + std::string(300, 'a') + "\"}"}))
+            .message()
+            .find("\"token\"") != std::string::npos);
+}
+
 TEST_CASE("wire: a successful reply header is the header object dumped, byte for byte", "[wire]") {
   const json body = {{"task", {{"task_id", 3}, {"node_id", "n\u00e9\"1"}}}, {"z", nullptr}};
   Frames frames = EncodeReply(Reply::Success("id-\"7\"", body));

@@ -33,7 +33,9 @@ void RegisterClusterCommands(CommandTable& table);  // cluster plan|create|delet
 void RegisterJobCommands(CommandTable& table);      // job list|show|watch|abort|retry
 void RegisterResourceCommands(CommandTable& table);  // resource upload|list|stage|recall|sync|delete
 void RegisterSecurityCommands(CommandTable& table);  // host token create|accept|revoke|requests, tenant, user, credentials
+void RegisterLoginCommands(CommandTable& table);     // user passwd, token, gateway credentials
 void RegisterAuditCommands(CommandTable& table);     // audit
+void RegisterCapacityCommands(CommandTable& table);  // capacity
 void RegisterEventsCommands(CommandTable& table);    // events
 
 }  // namespace weft::cli

@@ -29,12 +29,15 @@ using json = nlohmann::json;
 struct Options {
   std::string endpoint;              // "tcp://127.0.0.1:7420"
   int timeout_ms = 5000;             // per call, unless the call gives its own
-  std::string tenant;                // carried in every request header when non-empty
-  wire::Limits limits;               // applied to replies
+  std::string tenant = {};           // carried in every request header when non-empty
+  wire::Limits limits = {};          // applied to replies
   // CurveZMQ (docs/security.md): with server_key set the connection is
   // encrypted and authenticated as `keys`; weftd refuses keys it does not know.
   std::string server_key = {};
   curve::KeyPair keys = {};
+  // Sent in every request that does not carry its own (a gateway's or a
+  // script's session or API token; docs/security.md).
+  wire::OnBehalf on_behalf = {};
 };
 
 // Options for the api endpoint from a credential file (endpoint, keys).
@@ -50,10 +53,16 @@ class Client {
   // Sends `op` with `body` and waits for the reply. An error reply becomes a
   // Status with the server's code and message; a timeout is kUnavailable.
   Result<json> Call(std::string_view op, json body = json::object(), int timeout_ms = -1);
-  // The same, with payload frames both ways.
+  // The same on behalf of a session or API token (a gateway serving many
+  // browsers over one Client passes each request's own).
+  Result<json> CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body = json::object(),
+                      int timeout_ms = -1);
+  // The same, with payload frames both ways; a request whose on_behalf is
+  // empty gets the options' one.
   Result<wire::Reply> CallRaw(const wire::Request& request, int timeout_ms = -1);
 
   const Options& options() const { return options_; }
+  void set_on_behalf(wire::OnBehalf on_behalf) { options_.on_behalf = std::move(on_behalf); }
 
  private:
   void Connect();

@@ -1,7 +1,8 @@
 // The Weft wire codec (docs/protocol.md).
 //
 // Every message is one ZeroMQ multipart message: frame 0 is a UTF-8 JSON header,
-// further frames are binary payloads. Requests carry {"v":1,"id","op","body"},
+// further frames are binary payloads. Requests carry {"v":1,"id","op","body"}
+// (and optionally "tenant", "session", "csrf", "token", "client_addr"),
 // replies {"v":1,"id","ok":true,"body"} or {"v":1,"id","ok":false,
 // "error":{"code","message","details"}}. Decoding never throws and never
 // trusts its input: every limit is checked before a byte is parsed.
@@ -34,13 +35,29 @@ struct Limits {
   std::size_t max_total_bytes = 64u << 20;        // the whole message
   std::size_t max_id_bytes = 128;
   std::size_t max_op_bytes = 64;
+  std::size_t max_secret_bytes = 256;             // session, csrf, token, client_addr
   std::size_t max_depth = jsonf::kMaxDepth;       // nesting of arrays and objects in the header
+};
+
+// Whom a request acts for when it does not come straight from the user's own
+// key (docs/security.md, "Browsers, the gateway and sessions"): a gateway
+// passes the browser's session (and the CSRF token of a state-changing op) or
+// an API token, and the address the browser connected from. All optional;
+// empty fields are left out of the header.
+struct OnBehalf {
+  std::string session = {};      // a session id from session.login
+  std::string csrf = {};         // that session's csrf_token
+  std::string token = {};        // an API token secret (weft token create)
+  std::string client_addr = {};  // the browser's address, for login rate limits and the audit log
+
+  bool empty() const { return session.empty() && csrf.empty() && token.empty() && client_addr.empty(); }
 };
 
 struct Request {
   std::string id;
   std::string op;
   std::string tenant;  // optional header "tenant"; the server decides what it may be
+  OnBehalf on_behalf;  // optional header fields "session", "csrf", "token", "client_addr"
   json body = json::object();
   std::vector<std::string> blobs;  // payload frames, in order
 };

@@ -29,8 +29,9 @@ using json = nlohmann::json;
 
 enum class Endpoint : int { kApi = 1, kProvisioner };
 // kEnroll: a host holding an enrollment token (may only call host.enroll);
-// kPending: a host whose key is not known (may only ask to be accepted).
-enum class Role : int { kHost = 1, kUser, kAdmin, kSuperadmin, kEnroll, kPending };
+// kPending: a host whose key is not known (may only ask to be accepted);
+// kGateway: a gateway's key on a request that acts for nobody (may only log in).
+enum class Role : int { kHost = 1, kUser, kAdmin, kSuperadmin, kEnroll, kPending, kGateway };
 std::string_view EndpointName(Endpoint endpoint);
 std::string_view RoleName(Role role);
 
@@ -41,6 +42,11 @@ struct Principal {
   std::string user_tenant = {};  // the user's own tenant when it differs from `tenant` (a superadmin acting in another)
   std::string key = {};        // the CurveZMQ public key (Z85); empty with security off
   std::string host_id = {};    // role host: the host the key belongs to
+  // A request a gateway passed on for a session or an API token acts as that
+  // session's or token's user; these say how it came, for the audit trail.
+  std::string via_gateway = {};  // the gateway's name ("" when it came straight from the user)
+  std::string client_addr = {};  // the browser's address the gateway gave
+  bool by_session = false;       // it carried a session (not an API token)
   // The tenant's quotas (0: no limit), checked at cluster.create and scale.
   std::int64_t max_clusters = 0;
   std::int64_t max_nodes = 0;

@@ -42,7 +42,7 @@ struct KeyEntry {
   Kind kind = Kind::kUser;
   std::string tenant;
   std::string user;
-  std::string role;  // user, admin, superadmin
+  std::string role;  // user, admin, superadmin, gateway
   std::string host_id;
   std::int64_t expires_at_ms = 0;  // tokens
   bool revoked = false;            // kept so that a revoked key is refused, not taken for a new one
@@ -116,6 +116,8 @@ class Registry {
   [[nodiscard]] Status DeleteUser(const std::string& tenant, const std::string& name, const std::string& by);
   [[nodiscard]] Status AddUserKey(const std::string& tenant, const std::string& user, const std::string& public_key,
                                   const std::string& by);
+  // A gateway's key (role "gateway", no tenant): it may log users in and act for them.
+  [[nodiscard]] Status AddGatewayKey(const std::string& name, const std::string& public_key, const std::string& by);
 
   const std::map<std::string, store::TenantRecord>& tenants() const { return tenants_; }
   const std::map<std::pair<std::string, std::string>, store::UserRecord>& users() const { return users_; }

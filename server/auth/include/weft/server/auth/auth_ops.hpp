@@ -23,13 +23,14 @@ struct OpsOptions {
   std::int64_t token_ttl_ms = 3600000;  // default lifetime of an enrollment token
 };
 
-// The tenant ops and the router's check that a request's tenant exists.
-// Registered with security on or off: without CurveZMQ every api caller is
-// superadmin, and tenants still have to be created before anything acts in them.
+// The tenant and user ops and the router's check that a request's tenant
+// exists. Registered with security on or off: without CurveZMQ every api
+// caller is superadmin, and tenants still have to be created before anything
+// acts in them (and users, to log in through a gateway).
 void RegisterTenantOps(api::Router& router, Registry& registry);
 
-// The ops that need CurveZMQ: enrollment, host accept/revoke, users and their
-// keys. `hosts`: whether a host is live (enrollment, accept) and forgetting a revoked one.
+// The ops that need CurveZMQ: enrollment, host accept/revoke, users' and
+// gateways' keys. `hosts`: whether a host is live (enrollment, accept) and forgetting a revoked one.
 void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options);
 
 // What the secrets at rest need: the store (sealing in place), the plugins'

@@ -58,6 +58,14 @@ struct SecurityConfig {
   // api_burst); 0: no limit. The provisioner endpoint is not limited.
   std::int64_t api_rate_per_s = 1000;
   std::int64_t api_burst = 2000;
+  // Browser sessions (session.login): end after this long unused, and this
+  // long after the login whatever happens.
+  std::int64_t session_idle_ms = 30LL * 60 * 1000;
+  std::int64_t session_max_ms = 12LL * 3600 * 1000;
+  // Logins per (tenant, user) and per client address: a burst of
+  // login_burst, then one per login_interval_ms.
+  std::int64_t login_burst = 5;
+  std::int64_t login_interval_ms = 12'000;
 };
 
 struct ServerConfig {

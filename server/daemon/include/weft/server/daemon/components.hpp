@@ -17,6 +17,7 @@
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
+#include "weft/server/auth/logins.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/daemon/server_ops.hpp"
 #include "weft/server/hosts/dispatcher.hpp"
@@ -67,6 +68,7 @@ class Components {
   auth::Registry& registry() { return registry_; }
   const auth::Registry& registry() const { return registry_; }
   auth::KeySnapshot& keys() { return keys_; }
+  auth::Logins& logins() { return logins_; }
 
  private:
   // Every op group but the CurveZMQ ones, and the wiring between components.
@@ -81,6 +83,7 @@ class Components {
   hosts::Dispatcher dispatcher_;
   auth::KeySnapshot keys_;
   auth::Registry registry_;
+  auth::Logins logins_;
   std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
   api::Router router_;
   DaemonInfo info_;

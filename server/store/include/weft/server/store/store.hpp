@@ -191,6 +191,40 @@ struct HostRequestRecord {
   std::int64_t requested_at_ms = 0;
 };
 
+// Browser logins (server/store/auth_store.cpp): a user's password, the
+// sessions weftd issued and the API tokens users made. No secret is stored as
+// it is: a password as a crypto_pwhash string, a session id and a token's
+// secret as their BLAKE2b hashes.
+struct PasswordRecord {
+  std::string tenant;  // "_system" for the superadmin
+  std::string user;
+  std::string hash;
+  std::int64_t set_at_ms = 0;
+};
+
+struct SessionRecord {
+  std::string id_hash;
+  std::string tenant;
+  std::string user;
+  std::string csrf_salt;  // with the session id, makes its CSRF token
+  std::string gateway;    // the gateway it was made through ("": security off)
+  std::string client_addr;
+  std::int64_t created_at_ms = 0;
+  std::int64_t last_used_ms = 0;
+  std::int64_t expires_at_ms = 0;  // the absolute end
+};
+
+struct ApiTokenRecord {
+  std::string id;  // shown in lists, part of the secret
+  std::string secret_hash;
+  std::string tenant;
+  std::string user;
+  std::string name;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;  // 0: never
+  std::int64_t revoked_at_ms = 0;  // 0: in force
+};
+
 // One entry of the audit log (server/store/audit_store.cpp): who changed what,
 // when. Append only: the store has no statement that changes or removes one.
 struct AuditRecord {
@@ -217,6 +251,20 @@ struct AuditQuery {
   std::string actor_tenant;  // ...of this tenant
   std::string cluster;       // on this cluster (id or name)
   std::int64_t limit = 1000; // the newest that many
+};
+
+// What one tenant's tasks asked of the worker threads over a window
+// (server/store/capacity_store.cpp), for the capacity advice. Durations in ms.
+struct TenantLoad {
+  std::string tenant;
+  std::int64_t enqueued = 0;          // tasks for a plugin created in the window (never-run cancelled ones aside)
+  std::int64_t retried = 0;           // attempts after a task's first, started in the window
+  std::int64_t started = 0;           // attempts started in the window
+  std::int64_t served = 0;            // attempts that succeeded or failed in the window
+  double service_ms_sum = 0;          // their run times (taken to finished), summed
+  double service_ms_squares = 0;      // ... and their squares, for the spread
+  std::int64_t waited = 0;            // first attempts of tasks with no predecessor, started in the window
+  double wait_ms_sum = 0;             // their queue waits (created to taken), summed
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -342,6 +390,15 @@ class Store {
   [[nodiscard]] Status DeleteHostRequestKey(std::string_view public_key);
   [[nodiscard]] Result<std::vector<HostRequestRecord>> ListHostRequests();
   [[nodiscard]] Status DeleteHost(std::string_view host_id);
+  [[nodiscard]] Status PutPassword(const PasswordRecord& password);
+  [[nodiscard]] Result<std::optional<PasswordRecord>> GetPassword(std::string_view tenant, std::string_view user);
+  // A user's password, sessions and tokens; every user's of the tenant when `user` is empty.
+  [[nodiscard]] Status ForgetLogins(std::string_view tenant, std::string_view user);
+  [[nodiscard]] Status PutSession(const SessionRecord& session);
+  [[nodiscard]] Status DeleteSession(std::string_view id_hash);
+  [[nodiscard]] Result<std::vector<SessionRecord>> ListSessions();
+  [[nodiscard]] Status PutApiToken(const ApiTokenRecord& token);
+  [[nodiscard]] Result<std::vector<ApiTokenRecord>> ListApiTokens();
   // Replaces every sealed value ("enc:v2:...", server/auth/secrets.hpp) kept for
   // a cluster (its spec, its nodes, its tasks' payloads and results) with
   // "<wiped>": what a deleted cluster leaves holds no secret, not even sealed.
@@ -360,6 +417,11 @@ class Store {
   // `limit` entries that match, oldest first.
   [[nodiscard]] Status AppendAudit(const AuditRecord& entry);
   [[nodiscard]] Result<std::vector<AuditRecord>> ListAudit(const AuditQuery& query);
+
+  // Each tenant's load since `since_ms` (server/store/capacity_store.cpp); one
+  // tenant when `tenant` is set. Scans the tasks and attempts tables: for an
+  // occasional read, not for the hot path.
+  [[nodiscard]] Result<std::vector<TenantLoad>> MeasureLoad(std::int64_t since_ms, std::string_view tenant = {});
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // A put returns the new version (1 + the highest so far, tombstones included).

@@ -1,0 +1,82 @@
+// What each tenant's tasks asked of the worker threads over a window, read
+// from the tasks and attempts tables, for the capacity advice
+// (server/capacity, docs/capacity.md). Aggregated in SQL so a long window
+// returns one row per tenant, not one per attempt.
+#include <map>
+#include <string>
+
+#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/store.hpp"
+
+namespace weft::store {
+namespace {
+
+// A SUM/TOTAL column, which SQLite returns as a REAL (TOTAL) or NULL.
+double Real(const sql::Statement& s, int column) {
+  if (s.IsNull(column)) return 0;
+  const std::string text = s.Text(column);
+  try {
+    return std::stod(text);
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<TenantLoad>> Store::MeasureLoad(std::int64_t since_ms, std::string_view tenant) {
+  std::map<std::string, TenantLoad> by_tenant;
+  auto entry = [&by_tenant](const std::string& name) -> TenantLoad& {
+    TenantLoad& l = by_tenant[name];
+    l.tenant = name;
+    return l;
+  };
+  // Tasks that came in: a JOIN (no plugin) never reaches a host, and a task
+  // cancelled before its first attempt never asked for a thread.
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement arrived,
+      database().Prepare("SELECT tenant, COUNT(*) FROM tasks WHERE created_at_ms >= ?1 AND (?2 = '' OR tenant = ?2) "
+                         "AND plugin != '' AND (attempt > 0 OR state = 'queued' OR state = 'waiting') "
+                         "GROUP BY tenant"));
+  arrived.Bind(1, since_ms).Bind(2, tenant);
+  WEFT_RETURN_IF_ERROR(
+      sql::ForEachRow(arrived, [&](sql::Statement& row) { entry(row.Text(0)).enqueued = row.Int(1); }));
+
+  // Attempts: started in the window, and those that ended with a result in it
+  // (an expired, undelivered or cancelled attempt says nothing of how long a
+  // task takes). A first attempt of a task with no predecessor was ready when
+  // the task was created, so created -> taken is its queue wait.
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement attempts,
+      database().Prepare(
+          "SELECT t.tenant, "
+          "SUM(a.taken_at_ms >= ?1), "
+          "SUM(a.taken_at_ms >= ?1 AND a.attempt > 1), "
+          "SUM(a.served), TOTAL(CASE WHEN a.served THEN a.run_ms END), "
+          "TOTAL(CASE WHEN a.served THEN a.run_ms * a.run_ms END), "
+          "SUM(a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]'), "
+          "TOTAL(CASE WHEN a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]' "
+          "THEN a.taken_at_ms - t.created_at_ms END) "
+          "FROM (SELECT task_id, attempt, taken_at_ms, finished_at_ms - taken_at_ms AS run_ms, "
+          "finished_at_ms >= ?1 AND (status = 'succeeded' OR status = 'failed') AS served "
+          "FROM attempts WHERE taken_at_ms >= ?1 OR finished_at_ms >= ?1) AS a "
+          "JOIN tasks t ON t.id = a.task_id WHERE (?2 = '' OR t.tenant = ?2) GROUP BY t.tenant"));
+  attempts.Bind(1, since_ms).Bind(2, tenant);
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(attempts, [&](sql::Statement& row) {
+    TenantLoad& l = entry(row.Text(0));
+    l.started = row.Int(1);
+    l.retried = row.Int(2);
+    l.served = row.Int(3);
+    l.service_ms_sum = Real(row, 4);
+    l.service_ms_squares = Real(row, 5);
+    l.waited = row.Int(6);
+    l.wait_ms_sum = Real(row, 7);
+  }));
+
+  std::vector<TenantLoad> out;
+  out.reserve(by_tenant.size());
+  for (auto& [name, load] : by_tenant) out.push_back(std::move(load));
+  return out;
+}
+
+}  // namespace weft::store

@@ -1,0 +1,80 @@
+// Browser tests of the admin catalog screens against the real weftd, weft-host
+// and weft-web: a provider's form is generated from its plugin's field schema
+// and keeps a sensitive field write-only; the catalog is exported as one file
+// and imported back, unchanged entities keeping their versions.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { useStack } from './support/suite.mjs';
+import { signIn, shot } from './support/ui.mjs';
+
+const ctx = useStack();
+const ADA = { tenant: 'acme', user: 'ada', password: 'ada-password-1' };
+
+ctx.test('a provider form comes from the plugin schema and a sensitive field stays write-only', async (page, stack) => {
+  await signIn(page, ADA);
+  await page.goto('/#/admin/providers');
+  await page.click('[data-entity=fake]');
+  // fake-provider declares these fields (plugin.list); the form has an input for each.
+  await page.waitForSelector('.plugin-fields[data-plugin=fake-provider]');
+  assert.equal(await page.getAttribute('#provisioner-latency_ms', 'type'), 'number');
+  assert.equal(await page.getAttribute('#provisioner-api_token', 'type'), 'password');
+
+  await page.fill('#provisioner-latency_ms', '7');
+  await page.fill('#provisioner-api_token', 'tok-s3cret-value');
+  await page.click('.entity-editor button.primary');
+  await page.getByText("Saved provider 'fake' as version 2.").waitFor();
+
+  const v2 = stack.weftJson(['provider', 'get', 'fake'], { tenant: 'acme' });
+  assert.equal(v2.entity.provisioner.latency_ms, 7);
+  const sealed = v2.entity.provisioner.api_token;
+  assert.match(sealed, /^enc:v2:/, 'weftd sealed the token');
+
+  // The editor shows that a value is set, never the value.
+  assert.equal(await page.inputValue('#provisioner-api_token'), '');
+  await page.getByText('set (sealed); type to replace it').waitFor();
+  assert.ok(!(await page.content()).includes('tok-s3cret-value'), 'the page does not hold the secret');
+  await shot(page, 'admin-provider-sealed');
+
+  // Saving again without typing a secret keeps the sealed one as it is.
+  await page.fill('#entity-description', 'fake nodes, with a token');
+  await page.click('.entity-editor button.primary');
+  await page.getByText("Saved provider 'fake' as version 3.").waitFor();
+  const v3 = stack.weftJson(['provider', 'get', 'fake'], { tenant: 'acme' });
+  assert.equal(v3.entity.description, 'fake nodes, with a token');
+  assert.equal(v3.entity.provisioner.api_token, sealed);
+  assert.equal(v3.entity.provisioner.latency_ms, 7);
+});
+
+ctx.test('the catalog is exported as one file and imported back; only changed entities get a version', async (page, stack) => {
+  await signIn(page, ADA);
+  await page.goto('/#/admin/catalog');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('text=Export the catalog')]);
+  const bundle = JSON.parse(fs.readFileSync(await download.path(), 'utf8'));
+  const names = (folder) => bundle[folder].map((e) => e.name).sort();
+  for (const [kind, folder] of [['provider', 'providers'], ['service', 'services'], ['clustertemplate', 'clustertemplates']]) {
+    const listed = stack.weftJson([kind, 'list'], { tenant: 'acme' }).entities.map((e) => e.name).sort();
+    assert.deepEqual(names(folder), listed, `the export holds every ${kind}`);
+  }
+  const total = Object.values(bundle).reduce((n, list) => n + list.length, 0);
+
+  const redis = bundle.services.find((s) => s.name === 'fake-redis');
+  redis.description = 'Redis, edited in an exported file';
+  await page.setInputFiles('#catalog-files', { name: 'weft-catalog.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(bundle)) });
+  await page.click('text=Import 1 file');
+  const report = page.locator('.import-report');
+  await report.waitFor();
+  assert.match(await report.innerText(), new RegExp(`^1 imported, ${total - 1} unchanged, 0 skipped, 0 refused\\.`));
+  await report.getByText("imported service 'fake-redis' (version 2)").waitFor();
+  await shot(page, 'admin-catalog-imported');
+
+  const stored = stack.weftJson(['service', 'get', 'fake-redis'], { tenant: 'acme' });
+  assert.equal(stored.version, 2);
+  assert.equal(stored.entity.description, 'Redis, edited in an exported file');
+  assert.equal(stack.weftJson(['service', 'get', 'fake-nginx'], { tenant: 'acme' }).version, 1);
+
+  // A file weftd refuses is reported with weftd's sentence; the others go in.
+  const broken = { services: [{ name: 'broken', dependencies: { conflicts: ['broken'] } }] };
+  await page.setInputFiles('#catalog-files', { name: 'broken.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(broken)) });
+  await page.click('text=Import 1 file');
+  await report.getByText(/refused broken\.json: services\[0\]: service 'broken'/).waitFor();
+});

@@ -1,0 +1,123 @@
+// A cluster's life through the web UI: template, plan preview, create, the
+// progress bar moved by server-sent events until 100 % (the page is never
+// reloaded), a scale, and a delete that asks first.
+import assert from 'node:assert/strict';
+import { useStack } from './support/suite.mjs';
+import { signIn, shot } from './support/ui.mjs';
+
+const SERVICES = ['fake-base', 'fake-haproxy', 'fake-nginx', 'fake-redis', 'fake-monitoring'];
+const ACTIONS = ['install', 'configure', 'start', 'stop', 'remove'];
+
+// Every service action takes a little while, so the job has a middle to watch.
+const s = useStack({
+  patch: (stack) => {
+    for (const service of SERVICES) {
+      for (const action of ACTIONS) {
+        try { stack.patchService(service, action, { latency_ms: 250 }); } catch { /* the service lacks that action */ }
+      }
+    }
+  },
+});
+const ALICE = { tenant: 'acme', user: 'alice', password: 'alice-password-1' };
+
+// Records every value the progress bar shows, from inside the page.
+async function watchProgress(page) {
+  await page.evaluate(() => {
+    window.__weftProgress = [];
+    window.__weftNotReloaded = true;
+    const seen = () => {
+      const bar = document.querySelector('[data-testid=job-progress] [role=progressbar]');
+      if (bar) window.__weftProgress.push(Number(bar.getAttribute('aria-valuenow')));
+    };
+    new MutationObserver(seen).observe(document.body, { subtree: true, childList: true, attributes: true });
+    seen();
+  });
+}
+
+async function waitJob(page, status) {
+  await page.waitForSelector(`[data-testid=job-progress][data-status=${status}]`, { timeout: 120000 });
+}
+
+s.test('create a cluster from a template, with the plan first, and watch it finish live', async (page) => {
+  const streams = [];
+  page.on('request', (r) => { if (r.url().includes('/api/v1/events')) streams.push(r.url()); });
+  await signIn(page, ALICE);
+  await page.click('a[href="#/templates"]');
+  await page.click('[data-testid=use-web-fake]');
+  await page.waitForSelector('[data-testid=create-form]');
+  await page.fill('input[name=name]', 'shop');
+  await page.fill('input[name=size]', '4');
+  await page.click('[data-testid=preview]');
+  const plan = await page.waitForSelector('[data-testid=plan-summary]');
+  assert.match(await plan.textContent(), /4 nodes/);
+  await shot(page, 'create-plan-preview');
+
+  await page.click('[data-testid=create]');
+  await page.waitForSelector('[data-testid=cluster-name]');
+  assert.equal(await page.textContent('[data-testid=cluster-name]'), 'shop');
+  await watchProgress(page);
+  await page.waitForFunction(() => window.__weftProgress.some((v) => v > 0 && v < 100), null, { timeout: 120000 });
+  await shot(page, 'cluster-creating');
+  await waitJob(page, 'succeeded');
+  await page.waitForSelector('[data-testid=job-progress] [role=progressbar][aria-valuenow="100"]');
+  assert.equal(await page.evaluate(() => window.__weftNotReloaded), true, 'the page was not reloaded');
+  assert.ok(streams.some((u) => /cluster=/.test(u)), `the cluster screen followed the events stream (${streams})`);
+  const seen = await page.evaluate(() => window.__weftProgress);
+  assert.ok(seen.some((v) => v > 0 && v < 100), `the bar moved through the middle: ${seen}`);
+  // The nodes got the fake provider's addresses and every service runs.
+  await page.waitForSelector('[data-testid=nodes] td:has-text("10.")');
+  const states = await page.$$eval('[data-testid=services] [data-status]', (b) => b.map((x) => x.dataset.status));
+  assert.ok(states.length > 0 && states.every((st) => st === 'running'), `service states: ${states}`);
+  await shot(page, 'cluster-created');
+});
+
+s.test('a second cluster of the same name is refused, with weftd\'s sentence beside the button', async (page) => {
+  await signIn(page, ALICE);
+  await page.goto('/#/create?template=web-fake');
+  await page.fill('input[name=name]', 'shop');
+  await page.click('[data-testid=preview]');
+  await page.waitForSelector('[data-testid=plan-summary]');
+  await page.click('[data-testid=create]');
+  const note = await page.waitForSelector('text=Not created:');
+  const text = await note.evaluate((n) => n.closest('.error-note').textContent);
+  assert.match(text, /CONFLICT/);
+  assert.match(text, /shop/);
+  await shot(page, 'create-conflict');
+});
+
+s.test('scale the cluster with a preview of what changes', async (page) => {
+  await signIn(page, ALICE);
+  await page.goto('/#/clusters');
+  await page.click('[data-testid=cluster-link]:has-text("shop")');
+  await page.waitForSelector('[data-testid=cluster-name]');
+  await page.click('[data-testid=action-scale]');
+  await page.fill('[data-testid=scale-size]', '5');
+  await page.click('.modal button:has-text("Preview")');
+  await page.waitForSelector('.modal [data-testid=plan-summary]');
+  await shot(page, 'scale-preview');
+  await page.click('[data-testid=run-change]');
+  await page.waitForSelector('[data-testid=job-progress][data-status=running], [data-testid=job-progress][data-status=succeeded]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=job-progress]')?.textContent.includes('scale'));
+  await waitJob(page, 'succeeded');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=nodes] tbody tr').length === 5);
+});
+
+s.test('delete asks for the cluster\'s name first, then the cluster ends terminated', async (page) => {
+  await signIn(page, ALICE);
+  await page.goto('/#/clusters');
+  await page.click('[data-testid=cluster-link]:has-text("shop")');
+  await page.waitForSelector('[data-testid=cluster-name]');
+  await page.click('[data-testid=delete-cluster]');
+  assert.equal(await page.isDisabled('[data-testid=confirm]'), true, 'not before the name is typed');
+  await page.fill('[data-testid=confirm-input]', 'sho');
+  assert.equal(await page.isDisabled('[data-testid=confirm]'), true);
+  await shot(page, 'delete-confirmation');
+  await page.fill('[data-testid=confirm-input]', 'shop');
+  await page.click('[data-testid=confirm]');
+  await page.waitForSelector('h1 [data-status=terminated]', { timeout: 120000 });
+  await waitJob(page, 'succeeded');
+  assert.equal(await page.$('[data-testid=delete-cluster]'), null, 'a terminated cluster offers no delete');
+  await shot(page, 'cluster-deleted');
+  await page.goto('/#/clusters');
+  await page.waitForSelector('text=No live cluster');
+});

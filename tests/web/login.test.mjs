@@ -1,0 +1,68 @@
+// Signing in and out of the web UI, with a password and with an API token.
+import assert from 'node:assert/strict';
+import { useStack } from './support/suite.mjs';
+import { signIn, shot, api, pageCookie } from './support/ui.mjs';
+
+const s = useStack();
+
+s.test('the sign-in page is shown first, and a wrong password is refused beside the form', async (page) => {
+  await page.goto('/');
+  await page.waitForSelector('[data-testid=login-form]');
+  await shot(page, 'login-page');
+  await page.fill('input[name=tenant]', 'acme');
+  await page.fill('input[name=user]', 'alice');
+  await page.fill('input[name=password]', 'not-her-password');
+  await page.click('[data-testid=login-submit]');
+  const error = await page.waitForSelector('[data-testid=login-form] .error-note');
+  assert.match(await error.textContent(), /password|denied|not/i);
+  assert.equal(await page.$('[data-testid=whoami]'), null);
+  await shot(page, 'login-wrong-password');
+});
+
+s.test('a user signs in, sees who they are, and signs out; the old cookie no longer works', async (page, stack) => {
+  await signIn(page, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
+  const who = await page.textContent('[data-testid=whoami]');
+  assert.match(who, /alice/);
+  assert.match(who, /user · acme/);
+  await page.waitForSelector('[data-testid=stat-clusters]');
+  await shot(page, 'overview');
+  const cookie = await pageCookie(page);
+  assert.ok(cookie, 'the gateway set the weft_session cookie');
+  assert.equal((await api(stack, 'session', {}, { cookie, method: 'GET' })).status, 200);
+
+  await page.click('[data-testid=logout]');
+  await page.waitForSelector('[data-testid=login-form]');
+  assert.match(await page.textContent('[data-testid=login-notice]'), /signed out/);
+  const after = await api(stack, 'session', {}, { cookie, method: 'GET' });
+  assert.equal(after.status, 401, 'the session ended on the server, not only in the browser');
+  await page.reload();
+  await page.waitForSelector('[data-testid=login-form]');
+});
+
+s.test('the session survives a reload of the page', async (page) => {
+  await signIn(page, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
+  await page.reload();
+  await page.waitForSelector('[data-testid=whoami]');
+  assert.match(await page.textContent('[data-testid=whoami]'), /alice/);
+});
+
+s.test('an API token signs in as the user who made it', async (page, stack) => {
+  const made = stack.weftOk(['token', 'create', '--name', 'ui-test'], { as: stack.credentialOf('acme', 'ada') });
+  const token = made.split('\n').map((l) => l.trim()).find((l) => l.length > 20 && !l.includes(' '));
+  assert.ok(token, `weft token create printed a secret: ${made}`);
+  await page.goto('/');
+  await page.click('text=API token');
+  await page.fill('input[name=token]', token);
+  await page.click('[data-testid=login-submit]');
+  await page.waitForSelector('[data-testid=whoami]');
+  assert.match(await page.textContent('[data-testid=whoami]'), /ada/);
+});
+
+s.test('the layout works on a narrow screen', async (page) => {
+  await signIn(page, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
+  await page.waitForSelector('[data-testid=stat-clusters]');
+  assert.equal(await page.isVisible('[data-testid=logout]'), false, 'the nav is folded away');
+  await page.click('.nav-toggle');
+  await page.waitForSelector('[data-testid=logout]', { state: 'visible' });
+  await shot(page, 'overview-narrow-nav');
+}, { width: 420, height: 800 });

@@ -1,0 +1,42 @@
+// A job's progress as a bar, kept live from the events stream.
+import { html } from './html.js';
+import { href } from './router.js';
+import { ProgressBar, StatusBadge } from './components.js';
+import { duration } from './format.js';
+
+const ENDED = new Set(['succeeded', 'failed', 'aborted']);
+export function jobEnded(status) { return ENDED.has(status); }
+
+// Folds a `job` event's counts into a job.get reply's job, so the bar moves
+// the moment the event arrives, before the next read.
+export function withJobEvent(job, event) {
+  if (!job || String(event.job_id) !== String(job.id)) return job;
+  const progress = { ...(job.progress || {}) };
+  for (const k of ['total', 'succeeded', 'failed', 'cancelled']) if (event[k] != null) progress[k] = event[k];
+  return { ...job, status: event.status || job.status, message: event.message ?? job.message, progress };
+}
+
+export function JobProgress({ job }) {
+  const p = job.progress || {};
+  const total = p.total || 0;
+  const parts = [];
+  if (p.running) parts.push(`${p.running} running`);
+  if (p.queued) parts.push(`${p.queued} queued`);
+  if (p.retrying) parts.push(`${p.retrying} retrying`);
+  if (p.failed) parts.push(`${p.failed} failed`);
+  if (p.stages) parts.push(`stage ${Math.min(p.stage ?? 0, p.stages)}/${p.stages}`);
+  const elapsed = (job.finished_at_ms || Date.now()) - job.created_at_ms;
+  return html`<div class="stack" data-testid="job-progress" data-status=${job.status}>
+    <div class="row">
+      <a href=${href('/jobs/' + job.id)}><strong>Job #${job.id}</strong></a>
+      <span>${job.operation}</span>
+      <${StatusBadge} status=${job.status} />
+      <span class="spacer"></span>
+      <span class="muted">${jobEnded(job.status) ? 'took' : 'running for'} ${duration(elapsed)}</span>
+    </div>
+    <${ProgressBar} done=${p.succeeded || 0} failed=${p.failed || 0} total=${total} status=${job.status}
+      label=${`${p.succeeded || 0}/${total} tasks done${parts.length ? ' · ' + parts.join(' · ') : ''}`} />
+    ${job.message ? html`<div class=${job.status === 'failed' || job.status === 'failing' ? 'error-note' : 'muted'}
+      data-testid="job-message">${job.message}</div>` : null}
+  </div>`;
+}
