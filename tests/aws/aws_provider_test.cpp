@@ -229,8 +229,9 @@ TEST_CASE("aws provider: a host killed while RunInstances is answered leaks no i
           "[aws][moto]") {
   TempDir tmp("weft-aws-kill");
   Moto moto(MotoOrSkip(), tmp / "moto");
-  // moto makes each instance at once, then the proxy holds the answer 4 s: long enough to kill the host then.
-  moto.Faults(json::array({{{"action", "RunInstances"}, {"delay_ms", 4000}, {"times", 3}}}));
+  // moto makes each instance at once, then the proxy holds the answer 20 s: long enough to see the instance
+  // through moto's API (a Python process, slow on a busy machine) and kill the host meanwhile.
+  moto.Faults(json::array({{{"action", "RunInstances"}, {"delay_ms", 20000}, {"times", 3}}}));
   Env env("weft-aws-kill", 2);
   env.ImportCatalog(moto.Fields(), moto.image());
 
@@ -242,8 +243,8 @@ TEST_CASE("aws provider: a host killed while RunInstances is answered leaks no i
   std::string victim;
   REQUIRE(WaitFor(
       [&] {
-        const json now = env.weftd().Job(job_id);
         const std::map<std::string, json> made = ByNode(moto.State(), cid, "");
+        const json now = env.weftd().Job(job_id);  // after the slow look at moto: still held now
         for (const json& t : now["tasks"]) {
           if (t["action"] == "CREATE" && t["state"] == "leased" && made.count(t.value("node", "")) == 1) {
             victim = t.value("host_id", "");

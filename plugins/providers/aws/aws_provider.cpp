@@ -421,8 +421,11 @@ aws::Pairs RunParams(const Settings& s, const NodeTask& n, const std::string& ke
     for (std::size_t g = 0; g < s.security_group_ids.size(); ++g)
       p.emplace_back("SecurityGroupId." + std::to_string(g + 1), s.security_group_ids[g]);
   }
-  for (std::size_t g = 0; g < s.security_groups.size(); ++g)
-    p.emplace_back("SecurityGroup." + std::to_string(g + 1), s.security_groups[g]);
+  // Groups by name are for the default VPC only; with a subnet, as in Coopr, the ids apply.
+  if (s.subnet.empty()) {
+    for (std::size_t g = 0; g < s.security_groups.size(); ++g)
+      p.emplace_back("SecurityGroup." + std::to_string(g + 1), s.security_groups[g]);
+  }
   if (!s.availability_zone.empty()) p.emplace_back("Placement.AvailabilityZone", s.availability_zone);
   if (!s.placement_group.empty()) p.emplace_back("Placement.GroupName", s.placement_group);
   if (s.dedicated) p.emplace_back("Placement.Tenancy", "dedicated");
