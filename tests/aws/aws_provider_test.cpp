@@ -368,6 +368,14 @@ TEST_CASE("aws provider: retries 5xx and throttling, names the field of a refuse
   run(NodeTaskJson(fields, moto.image(), "DELETE", "web-1", {{"provider_id", id}}), "succeeded");
   json gone = run(NodeTaskJson(fields, moto.image(), "DELETE", "web-9", {{"provider_id", "i-0000000000000dead"}}), "succeeded");
   CHECK_THAT(gone["stdout"].get<std::string>(), Catch::Contains("gone already"));
+
+  // A DELETE that never heard of the instance (its CREATE died before reporting) finds it by the node's tags.
+  run(NodeTaskJson(fields, moto.image(), "CREATE", "web-4"), "succeeded");
+  json untold = run(NodeTaskJson(fields, moto.image(), "DELETE", "web-4"), "succeeded");
+  CHECK_THAT(untold["stdout"].get<std::string>(), Catch::Contains("terminating instance"));
+  const json after = moto.State();
+  CHECK(ByNode(after, "c1", "terminated").count("web-4") == 1);
+  CHECK(ByNode(after, "c1", "running").empty());
 }
 
 TEST_CASE("aws provider: an operator's key pair, its private key from a resource, and wrong names refused by field",
