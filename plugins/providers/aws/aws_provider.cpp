@@ -487,14 +487,8 @@ void Create(weft::sdk::Task& task, const json& t) {
   } else {
     const std::string root_device = s.ebs_size_gb ? RootDevice(ec2, s, n) : std::string();
     const aws::Reply r = Must(ec2, "RunInstances", RunParams(s, n, key_name, UserData(host_key), root_device), s, &n);
-    const std::vector<std::string> ids = [&] {
-      std::vector<std::string> out;
-      for (const pugi::xpath_node& x : r.root().select_nodes("instancesSet/item/instanceId"))
-        out.push_back(x.node().text().as_string());
-      return out;
-    }();
-    if (ids.empty()) throw Error(WEFT_ERR_FAILED, "aws provider: EC2 RunInstances answered without an instance id");
-    id = ids.front();
+    id = Text(r.root(), "instancesSet/item/instanceId");
+    if (id.empty()) throw Error(WEFT_ERR_FAILED, "aws provider: EC2 RunInstances answered without an instance id");
     task.Info("aws provider: ran instance " + id + " (" + n.flavor + ", " + n.image + ") in " + s.ec2.region +
               " for " + n.hostname);
   }
