@@ -218,3 +218,18 @@ TEST_CASE("with CurveZMQ on weft-web acts through its gateway key for the logged
   // The gateway's key alone does nothing but log users in.
   CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 401);
 }
+
+TEST_CASE("a POST of an op that only reads needs no CSRF token but one that changes state does") {
+  Weftd weftd("web-csrf-reads");
+  AddUser(weftd, "alice", "admin");
+  WebOptions o;
+  o.name = "web-csrf-reads";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  Login alice = LogIn(c, "alice");
+  CHECK(c.Send("POST", "/api/v1/cluster.list", "{}", As(alice, false)).status == 200);
+  CHECK(c.Send("POST", "/api/v1/user.list", "{}", As(alice, false)).status == 200);
+  HttpReply change = c.Send("POST", "/api/v1/user.create", R"({"name":"mallory"})", As(alice, false));
+  CHECK(change.status == 403);
+  CHECK(change.Json()["error"]["message"].get<std::string>().find("X-CSRF-Token") != std::string::npos);
+}
