@@ -48,6 +48,7 @@ PACKAGES=(
   libpugixml-dev
   # weft-web: TLS is libssl (libssl-dev above); its tests make a certificate with the openssl command.
   openssl
+  prometheus           # promtool check metrics and a real Prometheus in tests/metrics
 )
 
 missing=()

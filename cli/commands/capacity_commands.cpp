@@ -13,14 +13,15 @@
 namespace weft::cli {
 namespace {
 
-// A duration flag ("10m", "5s", "250ms") in milliseconds, or a usage error.
+// A duration flag ("10m", "5s", "250ms") in milliseconds from `min_ms` to
+// `max_ms` (`range` says it to a person), or a usage error.
 Status DurationFlag(Context& ctx, const ParsedArgs& args, const std::string& flag, const std::string& example,
-                    json* body, const char* key) {
+                    std::int64_t min_ms, std::int64_t max_ms, const std::string& range, json* body, const char* key) {
   if (!args.Has(flag)) return Status::Ok();
   const std::string text = args.Get(flag);
   const std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(text));
-  if (!ms || *ms <= 0)
-    return ctx.UsageError(flag + " needs a duration such as " + example + ", got '" + text + "'");
+  if (!ms || *ms < min_ms || *ms > max_ms)
+    return ctx.UsageError(flag + " needs a duration " + range + " such as " + example + ", got '" + text + "'");
   (*body)[key] = *ms;
   return Status::Ok();
 }
@@ -47,8 +48,11 @@ std::string WaitCell(const json& obj, const char* key) {
 
 Status Capacity(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
-  WEFT_RETURN_IF_ERROR(DurationFlag(ctx, args, "--window", "10m or 1h", &body, "window_ms"));
-  WEFT_RETURN_IF_ERROR(DurationFlag(ctx, args, "--target-wait", "5s or 500ms", &body, "target_wait_ms"));
+  constexpr std::int64_t kDay = 24LL * 3600 * 1000;
+  WEFT_RETURN_IF_ERROR(
+      DurationFlag(ctx, args, "--window", "10m or 1h", 1000, 30 * kDay, "from 1s to 30d", &body, "window_ms"));
+  WEFT_RETURN_IF_ERROR(DurationFlag(ctx, args, "--target-wait", "5s or 500ms", 1, kDay, "from 1ms to 1d", &body,
+                                    "target_wait_ms"));
   if (args.Has("--quantile")) {
     const std::string text = args.Get("--quantile");
     char* end = nullptr;

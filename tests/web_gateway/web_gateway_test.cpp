@@ -1,5 +1,8 @@
 // weft-web end to end: the real weftd and weft-web on loopback ports, talked
 // to over real HTTP and HTTPS connections.
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -323,4 +326,46 @@ TEST_CASE("login attempts from one address are limited per minute") {
   CHECK(limited.status == 429);
   CHECK(limited.Json()["error"]["message"].get<std::string>().find("too many login attempts from 127.0.0.1") !=
         std::string::npos);
+}
+
+TEST_CASE("while weftd is down the API answers 503, and after its restart requests and events flow again") {
+  Weftd weftd("web-restart");
+  WebOptions o = Open("web-restart");
+  o.weftd_toml = "timeout_ms = 1000\n";
+  WebGateway web(weftd, o);
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events").status == 200);
+  FirstEvent(weftd, events);
+
+  weftd.Stop();
+  HttpConnection c(web.url());
+  HttpReply down = c.Send("POST", "/api/v1/server.status", "{}");
+  CHECK(down.status == 503);
+  CHECK(down.Json()["error"]["code"] == "UNAVAILABLE");
+  CHECK(down.Json()["error"]["message"].get<std::string>().find("tcp://") == std::string::npos);  // no internals
+
+  weftd.Restart();
+  REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").Json()["pid"] == weftd.pid());
+  // The same stream, still open, gets the new process's events.
+  FirstEvent(weftd, events);
+}
+
+TEST_CASE("weft-web stops cleanly on SIGTERM with streams and connections open") {
+  Weftd weftd("web-stop");
+  WebGateway web(weftd, Open("web-stop"));
+  HttpConnection stream(web.url());
+  REQUIRE(stream.OpenEvents("/api/v1/events").status == 200);
+  HttpConnection idle(web.url());
+  REQUIRE(idle.Send("GET", "/").status == 200);
+  HttpConnection half(web.url());
+  half.Write("POST /api/v1/server.status HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{");
+
+  web.process().Signal(SIGTERM);
+  const auto status = web.process().Wait(30s);
+  REQUIRE(status);
+  INFO(web.Log());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);  // under the sanitizers, no error at exit either
+  CHECK(stream.WaitClosed(30s));
 }

@@ -184,3 +184,37 @@ TEST_CASE("a user's event stream carries only their own clusters' events and an 
   HttpConnection bob_events(web.url());
   CHECK(bob_events.OpenEvents("/api/v1/events?cluster=a1", As(bob, false)).status != 200);
 }
+
+TEST_CASE("with CurveZMQ on weft-web acts through its gateway key for the logged-in user") {
+  WeftdOptions wo;
+  wo.name = "web-curve";
+  wo.curve = true;
+  Weftd weftd(wo);
+  AddUser(weftd, "alice", "admin");
+  const auto credential = weftd.Path("gateway.json");
+  RunResult made = weftd.Weft({"gateway", "credentials", "web1", "-f", credential.string()});
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  WebOptions o;
+  o.name = "web-curve";
+  o.credentials = credential;
+  WebGateway web(weftd, o);
+
+  HttpConnection c(web.url());
+  Login alice = LogIn(c, "alice");
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events", As(alice, false)).status == 200);
+  const SseEvent first = FirstEvent(weftd, events);  // the gateway key may subscribe
+  CHECK(first.type == "task");
+
+  CHECK(c.Send("POST", "/api/v1/user.create", R"({"name":"carol"})", As(alice)).status == 200);
+  const json audit = weftd.Call("audit.list", {{"user", "alice"}});
+  REQUIRE_FALSE(audit["entries"].empty());
+  const json last = audit["entries"].back();
+  CHECK(last["op"] == "user.create");
+  CHECK(last["actor"] == "alice");
+  CHECK(last.dump().find("web1") != std::string::npos);
+
+  // The gateway's key alone does nothing but log users in.
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 401);
+}

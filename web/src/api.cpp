@@ -15,7 +15,7 @@ constexpr const char* kLog = "weft-web";
 // Ops a browser may call with GET: they only read, so a GET never changes
 // anything and never needs the CSRF header.
 bool ReadOnlyName(const std::string& op) {
-  static const char* const kSuffixes[] = {".get", ".list", ".status", ".check", ".plan", ".requests"};
+  static const char* const kSuffixes[] = {".get", ".list", ".status", ".check", ".plan", ".requests", ".capacity"};
   for (const char* suffix : kSuffixes) {
     const std::size_t n = std::char_traits<char>::length(suffix);
     if (op.size() > n && op.compare(op.size() - n, n, suffix) == 0) return true;
