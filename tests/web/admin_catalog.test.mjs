@@ -78,3 +78,39 @@ ctx.test('the catalog is exported as one file and imported back; only changed en
   await page.click('text=Import 1 file');
   await report.getByText(/refused broken\.json: services\[0\]: service 'broken'/).waitFor();
 });
+
+ctx.test('a service and a hardware type are edited in their forms; what the forms do not show is kept', async (page, stack) => {
+  await signIn(page, ADA);
+  const before = stack.weftJson(['service', 'get', 'fake-monitoring'], { tenant: 'acme' }).entity;
+  await page.goto('/#/admin/services');
+  await page.click('[data-entity=fake-monitoring]');
+  await page.fill('#dep-conflicts', 'fake-legacy-monitoring');
+  await page.check('input[name=action-initialize]');
+  await page.selectOption('#action-initialize-type', 'fake-automator');
+  await page.fill('#action-initialize-latency_ms', '5');
+  await page.fill('#action-initialize-password', 'init-secret-1');
+  await page.click('.entity-editor button.primary');
+  await page.getByText("Saved service 'fake-monitoring' as version 2.").waitFor();
+  await shot(page, 'admin-service-edited');
+
+  const after = stack.weftJson(['service', 'get', 'fake-monitoring'], { tenant: 'acme' }).entity;
+  assert.deepEqual(after.dependencies.conflicts, ['fake-legacy-monitoring']);
+  assert.deepEqual(after.dependencies.install, before.dependencies.install);
+  assert.deepEqual(after.dependencies.runtime, before.dependencies.runtime);
+  const init = after.provisioner.actions.initialize;
+  assert.equal(init.type, 'fake-automator');
+  assert.equal(init.fields.latency_ms, 5);
+  assert.match(init.fields.password, /^enc:v2:/, 'the automator declares password sensitive: weftd sealed it');
+  for (const action of ['install', 'configure', 'start', 'stop']) {
+    assert.deepEqual(after.provisioner.actions[action], before.provisioner.actions[action], `${action} is as it was`);
+  }
+
+  await page.goto('/#/admin/hardwaretypes');
+  await page.click('[data-entity=small]');
+  await page.fill('input[name="fake.flavor"]', 'fake-tiny');
+  await page.click('.entity-editor button.primary');
+  await page.getByText("Saved hardwaretype 'small' as version 2.").waitFor();
+  const small = stack.weftJson(['hardwaretype', 'get', 'small'], { tenant: 'acme' }).entity;
+  assert.deepEqual(small.providermap.fake, { flavor: 'fake-tiny' });
+  assert.deepEqual(small.providermap.local, { flavor: 'small' });
+});

@@ -1,6 +1,6 @@
 // Services: their dependencies (requires, uses, provides, conflicts) and, per
 // action, the automator that carries it out with that automator's fields.
-import { html } from './deps.js';
+import { html, useState } from './deps.js';
 import { Field, ListInput } from './kit.js';
 import { CatalogScreen, NameFields } from './catalog_screen.js';
 import { usePlugins, pluginTypes, PluginFields } from './plugin_fields.js';
@@ -36,21 +36,29 @@ function DependencyFields({ value, onChange }) {
   </div></fieldset>`;
 }
 
+// One action: on or off; when on, its automator and that automator's fields,
+// folded to a one-line summary until opened (six actions of every field are
+// too long to read at once).
 function ActionFields({ name, action, stored, automators, plugins, onChange }) {
+  const [open, setOpen] = useState(false);
   const enabled = !!action;
   const plugin = (plugins || []).find((p) => p.type === action?.type);
   const options = [...new Set([...automators, ...(action?.type ? [action.type] : [])])];
+  const fieldCount = Object.keys(action?.fields || {}).length;
   return html`<fieldset class="service-action" data-action=${name}>
     <legend><label><input type="checkbox" checked=${enabled} name=${`action-${name}`}
-      onChange=${(e) => onChange(e.target.checked ? { type: automators[0] || '', fields: {} } : undefined)} /> ${name}</label></legend>
-    ${enabled ? html`
+      onChange=${(e) => { setOpen(e.target.checked); onChange(e.target.checked ? { type: automators[0] || '', fields: {} } : undefined); }} /> ${name}</label></legend>
+    ${enabled ? html`<details open=${open} onToggle=${(e) => setOpen(e.currentTarget.open)}>
+      <summary>${action.type || 'no automator'}, ${fieldCount} field${fieldCount === 1 ? '' : 's'} set</summary>
+      <div class="stack">
       <${Field} label="Automator" forId=${`action-${name}-type`}>
         <select id=${`action-${name}-type`} value=${action.type || ''} onChange=${(e) => onChange({ ...action, type: e.target.value })}>
           <option value="">choose…</option>
           ${options.map((t) => html`<option value=${t}>${t}</option>`)}
         </select></${Field}>
       ${action.type ? html`<${PluginFields} plugin=${plugin} idPrefix=${`action-${name}`} values=${action.fields || {}}
-        stored=${stored?.fields} onChange=${(fields) => onChange({ ...action, fields })} />` : null}` : null}
+        stored=${stored?.fields} onChange=${(fields) => onChange({ ...action, fields })} />` : null}
+      </div></details>` : null}
   </fieldset>`;
 }
 

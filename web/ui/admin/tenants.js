@@ -2,7 +2,7 @@
 // each of them now (the worker split, summed over the live hosts).
 import { html, useState } from './deps.js';
 import { call } from './client.js';
-import { useLoad, useAction, Loading, ErrorText, ConfirmButton, formatTime } from './kit.js';
+import { useLoad, useAction, Loading, ErrorText, ConfirmButton } from './kit.js';
 
 const QUOTAS = [['max_clusters', 'Clusters'], ['max_nodes', 'Nodes'], ['max_workers', 'Worker threads']];
 
@@ -36,7 +36,6 @@ function TenantRow({ tenant, threads, onChanged }) {
           onInput=${(e) => setEditing({ ...editing, [key]: e.target.value === '' ? 0 : Number(e.target.value) })} /></td>`)
       : QUOTAS.map(([key]) => html`<td>${limit(tenant[key])}</td>`)}
     <td>${threads ?? 0}</td>
-    <td>${formatTime(tenant.created_at_ms)}</td>
     <td class="actions">${editing
       ? html`<button type="button" class="button primary" disabled=${action.busy} onClick=${save}>Save</button><button type="button" class="button" onClick=${() => setEditing(null)}>Cancel</button>`
       : html`<button type="button" class="button" onClick=${() => setEditing(Object.fromEntries(QUOTAS.map(([k]) => [k, tenant[k] || 0])))}>Edit quotas</button>
@@ -61,9 +60,9 @@ export default function TenantsScreen() {
     <p class="muted">Quotas are checked as clusters are created and grown (0: no limit). Worker threads: what the live hosts run for each tenant now; the split follows the tenants with work.</p>
     <${Loading} state=${tenants} />
     ${tenants.data ? html`<div class="table-wrap"><table class="table">
-      <thead><tr><th>Tenant</th>${QUOTAS.map(([, label]) => html`<th>Max ${label.toLowerCase()}</th>`)}<th>Worker threads now</th><th>Created</th><th></th></tr></thead>
+      <thead><tr><th>Tenant</th>${QUOTAS.map(([, label]) => html`<th>Max ${label.toLowerCase()}</th>`)}<th>Worker threads now</th><th></th></tr></thead>
       <tbody>${tenants.data.tenants.map((t) => html`<${TenantRow} key=${t.name} tenant=${t} threads=${split[t.name]} onChanged=${reload} />`)}
-        ${split[''] ? html`<tr class="muted"><td>(any tenant)</td><td colspan="3"></td><td>${split['']}</td><td colspan="2"></td></tr>` : null}
+        ${split[''] ? html`<tr class="muted"><td>(any tenant)</td><td colspan="3"></td><td>${split['']}</td><td></td></tr>` : null}
       </tbody></table></div>` : null}
     <form class="card card-body row inline-form" onSubmit=${submit}>
       <h2>New tenant</h2>
