@@ -321,6 +321,49 @@ TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the hos
   CHECK(Sample(host_text, "weft_host_plugin_crashes_total{kind=\"SIGABRT\"}") == 0.0);
 }
 
+TEST_CASE("metrics: weft-host counts resource cache hits, misses and the bytes it fetched and keeps",
+          "[metrics][integration]") {
+  TempDir dir("weft-metrics-cache");
+  Weftd server(testing::WeftdOptions{.dir = dir.path(), .cli_timeout = 60s});
+  Host host(testing::HostOptions{.dir = dir.path(),
+                                 .id = "h1",
+                                 .server = server.provisioner(),
+                                 .state_dir = true,
+                                 .plugin_dirs = {fs::path(WEFT_BUILD_DIR) / "plugins" / "resource-fixtures"}});
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  const std::string content = "a resource of forty bytes, more or less\n";
+  testing::WriteFile(dir.path() / "hello.txt", content);
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"resource", "upload", "resource-echo", "hello.txt", (dir.path() / "hello.txt").string()},
+        {"resource", "stage", "resource-echo", "hello.txt", "1"},
+        {"resource", "sync"}}) {
+    RunResult r = server.Weft(args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  // Two tasks name the version: the second finds it cached (the first, or the host's pre-fetch, fetched it).
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t id = server.Enqueue({{"plugin", "resource-echo"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+    server.WaitTaskState(id, "succeeded", 60s);
+  }
+  std::string url;
+  REQUIRE(WaitFor(
+      [&] {
+        const json j = json::parse(testing::ReadFile(host.dir() / "state" / "metrics.json"), nullptr, false);
+        if (j.is_object()) url = j.value("metrics", std::string());
+        return !url.empty();
+      },
+      30s));
+  const std::string text = HttpGet(HostPort(url), "/metrics").body;
+  INFO(text);
+  CHECK(Sample(text, "weft_host_resource_cache_hits_total").value_or(0) >= 1.0);
+  CHECK(Sample(text, "weft_host_resource_cache_misses_total").value_or(0) >= 1.0);
+  // Fetched at least once (twice only if the pre-fetch and the first task raced), and kept once.
+  const double fetched = Sample(text, "weft_host_resource_fetched_bytes_total").value_or(0);
+  CHECK((fetched == static_cast<double>(content.size()) || fetched == 2.0 * static_cast<double>(content.size())));
+  CHECK(Sample(text, "weft_host_resource_cache_bytes") == static_cast<double>(content.size()));
+}
+
 TEST_CASE("metrics: requests refused by the api rate limit are counted", "[metrics][integration]") {
   TempDir dir("weft-metrics-rate");
   Weftd server(testing::WeftdOptions{.dir = dir.path(), .security_toml = "api_rate_per_s = 1\napi_burst = 2\n"});
