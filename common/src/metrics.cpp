@@ -21,12 +21,16 @@ struct Text {
   std::string body;
 };
 
-std::string EscapeHelp(std::string_view help) {
+// Backslash and newline escaped, and the double quote too inside a label value.
+std::string Escape(std::string_view text, bool quote) {
   std::string out;
-  for (char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+  for (char c : text) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '"': out += quote ? "\\\"" : "\""; break;
+      default: out += c;
+    }
   }
   return out;
 }
@@ -43,7 +47,7 @@ std::string Number(double v) {
 }
 
 std::string Header(const std::string& name, std::string_view help, std::string_view type) {
-  return "# HELP " + name + " " + EscapeHelp(help) + "\n# TYPE " + name + " " + std::string(type) + "\n";
+  return "# HELP " + name + " " + Escape(help, false) + "\n# TYPE " + name + " " + std::string(type) + "\n";
 }
 
 // Labels already rendered (`{a="x"}` or ""), with one more appended.
@@ -90,14 +94,7 @@ std::string RenderLabels(const Labels& labels) {
   std::string out = "{";
   for (const auto& [name, value] : labels) {
     if (out.size() > 1) out += ",";
-    out += name + "=\"";
-    for (char c : value) {
-      if (c == '\\') out += "\\\\";
-      else if (c == '"') out += "\\\"";
-      else if (c == '\n') out += "\\n";
-      else out += c;
-    }
-    out += "\"";
+    out += name + "=\"" + Escape(value, true) + "\"";
   }
   return out + "}";
 }
@@ -112,8 +109,8 @@ Registry::Child& Registry::Add(Type type, std::string_view name, std::string_vie
     e.help = std::string(help);
     e.bounds.assign(bounds.begin(), bounds.end());
     it = entries_.emplace(std::string(name), std::move(e)).first;
-  } else if (it->second.type != type || !std::equal(bounds.begin(), bounds.end(), it->second.bounds.begin(),
-                                                     it->second.bounds.end())) {
+  } else if (it->second.type != type ||
+             !std::equal(bounds.begin(), bounds.end(), it->second.bounds.begin(), it->second.bounds.end())) {
     Abort("metric " + std::string(name) + " registered twice with different types or buckets");
   }
   Child& child = it->second.children[RenderLabels(labels)];
@@ -210,16 +207,22 @@ Snapshot ProcessSnapshot() {
     // Here f[0] is field 3 (state): utime is field 14, stime 15, starttime 22, rss 24.
     if (f.size() > 21) {
       const double cpu = (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
-      out.push_back({"process_cpu_seconds_total", "User and system CPU time the process used, in seconds.",
-                     "counter", {{{}, cpu}}});
-      out.push_back({"process_resident_memory_bytes", "Resident memory of the process, in bytes.", "gauge",
+      out.push_back({"process_cpu_seconds_total",
+                     "User and system CPU time the process used, in seconds.",
+                     "counter",
+                     {{{}, cpu}}});
+      out.push_back({"process_resident_memory_bytes",
+                     "Resident memory of the process, in bytes.",
+                     "gauge",
                      {{{}, std::strtod(f[21].c_str(), nullptr) * page}}});
       std::ifstream boot("/proc/stat");
       for (std::string line; std::getline(boot, line);) {
         if (line.rfind("btime ", 0) != 0) continue;
         const double start = std::strtod(line.c_str() + 6, nullptr) + std::strtod(f[19].c_str(), nullptr) / ticks;
-        out.push_back({"process_start_time_seconds", "When the process started, in seconds since the epoch.",
-                       "gauge", {{{}, start}}});
+        out.push_back({"process_start_time_seconds",
+                       "When the process started, in seconds since the epoch.",
+                       "gauge",
+                       {{{}, start}}});
       }
     }
   }
@@ -229,7 +232,9 @@ Snapshot ProcessSnapshot() {
   out.push_back({"process_open_fds", "Open file descriptors of the process.", "gauge", {{{}, fds}}});
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-    out.push_back({"process_max_fds", "The most file descriptors the process may open.", "gauge",
+    out.push_back({"process_max_fds",
+                   "The most file descriptors the process may open.",
+                   "gauge",
                    {{{}, static_cast<double>(limit.rlim_cur)}}});
   return out;
 }

@@ -106,7 +106,11 @@ Result<std::unique_ptr<HttpListener>> HttpListener::Start(std::string_view addre
 
 HttpListener::HttpListener(int fd, int stop_read, int stop_write, std::string address,
                            std::function<std::string()> render)
-    : fd_(fd), stop_read_(stop_read), stop_write_(stop_write), address_(std::move(address)), render_(std::move(render)) {}
+    : fd_(fd),
+      stop_read_(stop_read),
+      stop_write_(stop_write),
+      address_(std::move(address)),
+      render_(std::move(render)) {}
 
 HttpListener::~HttpListener() {
   const char byte = 0;

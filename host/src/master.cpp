@@ -1132,6 +1132,7 @@ metrics::Counter& Master::Impl::CrashCounter(const std::string& kind) {
 void Master::Impl::StartMetrics() {
   cache_hits = &metrics.AddCounter("weft_host_resource_cache_hits_total",
                                    "Resource versions a task named that were already in the cache.");
+  // A miss is any fetch: a task's, or resource sync's pre-fetch of an active version.
   cache_misses = &metrics.AddCounter("weft_host_resource_cache_misses_total",
                                      "Resource versions fetched from weftd because the cache did not have them.");
   cache_fetched_bytes = &metrics.AddCounter("weft_host_resource_fetched_bytes_total",
@@ -1146,9 +1147,10 @@ void Master::Impl::StartMetrics() {
   metrics.AddCollector(metrics::ProcessSnapshot);
   const std::filesystem::path cache_dir = ResourceCacheDir(config);
   metrics.AddCollector([this, cache_dir] {
-    // The master's own fetches (resource sync's pre-fetch) are tallied here.
+    // The master's own fetches (resource sync's pre-fetch) are tallied here;
+    // not its hits, which every sync round would add: hits are what tasks found.
     const CacheUse own = TakeCacheUse();
-    CountCache(own.hits, own.misses, own.fetched_bytes);
+    CountCache(0, own.misses, own.fetched_bytes);
     double bytes = 0;
     std::error_code ec;
     for (std::filesystem::recursive_directory_iterator it(cache_dir, ec), end; !ec && it != end; it.increment(ec))

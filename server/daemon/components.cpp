@@ -58,7 +58,8 @@ void Components::RefreshMetrics() {
   const std::int64_t now = clock_.NowMs();
   metrics::Snapshot out;
 
-  Family tasks{"weft_tasks", "Tasks queued (ready or waiting out a retry's backoff) and leased, by tenant.", "gauge", {}};
+  Family tasks{
+      "weft_tasks", "Tasks queued (ready or waiting out a retry's backoff) and leased, by tenant.", "gauge", {}};
   for (const auto& [tenant, c] : queue_.CountByTenant()) {
     tasks.samples.push_back({{{"state", "queued"}, {"tenant", tenant}}, static_cast<double>(c.queued)});
     tasks.samples.push_back({{{"state", "leased"}, {"tenant", tenant}}, static_cast<double>(c.leased)});

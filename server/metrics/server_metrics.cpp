@@ -25,8 +25,8 @@ std::string Lower(std::string_view name) {
 ServerMetrics::ServerMetrics() {
   rate_limited_ = &registry_.AddCounter("weft_api_rate_limited_total",
                                         "Api requests refused because their connection exceeded its rate limit.");
-  retries_ = &registry_.AddCounter(
-      "weft_task_retries_total", "Task attempts that failed or expired and were queued again for another attempt.");
+  retries_ = &registry_.AddCounter("weft_task_retries_total",
+                                   "Task attempts that failed or expired and were queued again for another attempt.");
   leases_expired_ = &registry_.AddCounter("weft_task_leases_expired_total",
                                           "Task attempts whose lease ran out before their host finished them.");
   commits_ = &registry_.AddCounter("weft_store_commits_total", "Group commits of the store (one per reactor turn).");
@@ -48,13 +48,14 @@ void OpMetrics::Record(Code code, double seconds_taken) const {
   std::size_t i = static_cast<std::size_t>(code);
   if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
   if (!outcomes_[i])
-    outcomes_[i] = &owner_.registry().AddCounter(
-        "weft_api_requests_total", "Requests handled, by op and outcome (ok or the error code).",
-        {{"op", op_}, {"outcome", Lower(CodeName(static_cast<Code>(i)))}});
+    outcomes_[i] = &owner_.registry().AddCounter("weft_api_requests_total",
+                                                 "Requests handled, by op and outcome (ok or the error code).",
+                                                 {{"op", op_}, {"outcome", Lower(CodeName(static_cast<Code>(i)))}});
   if (!seconds_)
     seconds_ = &owner_.registry().AddHistogram(
-        "weft_api_request_duration_seconds", "How long weftd took to handle a request, by op (the handler, not the network).",
-        metrics::buckets::kFast, {{"op", op_}});
+        "weft_api_request_duration_seconds",
+        "How long weftd took to handle a request, by op (the handler, not the network).", metrics::buckets::kFast,
+        {{"op", op_}});
   outcomes_[i]->Inc();
   seconds_->Observe(seconds_taken);
 }
@@ -65,28 +66,29 @@ const TaskTimers* ServerMetrics::ForTask(const std::string& plugin, const std::s
   if (it != by_action.end()) return &it->second;
   const metrics::Labels labels = {{"plugin", plugin}, {"action", action}};
   TaskTimers t;
-  t.wait = &registry_.AddHistogram("weft_task_wait_seconds", "How long a task waited in the queue, from ready to taken.",
-                                   metrics::buckets::kTask, labels);
-  t.run = &registry_.AddHistogram("weft_task_run_seconds",
-                                  "How long an attempt took, from taken to finished by its host.",
-                                  metrics::buckets::kTask, labels);
+  t.wait =
+      &registry_.AddHistogram("weft_task_wait_seconds", "How long a task waited in the queue, from ready to taken.",
+                              metrics::buckets::kTask, labels);
+  t.run =
+      &registry_.AddHistogram("weft_task_run_seconds", "How long an attempt took, from taken to finished by its host.",
+                              metrics::buckets::kTask, labels);
   return &by_action.emplace(action, t).first->second;
 }
 
 metrics::Counter* ServerMetrics::HostFinished(const std::string& host_id) {
   auto it = hosts_.find(host_id);
   if (it != hosts_.end()) return it->second;
-  metrics::Counter* c = &registry_.AddCounter("weft_host_tasks_finished_total",
-                                              "Task attempts each host finished (succeeded or failed).",
-                                              {{"host", host_id}});
+  metrics::Counter* c = &registry_.AddCounter(
+      "weft_host_tasks_finished_total", "Task attempts each host finished (succeeded or failed).", {{"host", host_id}});
   hosts_.emplace(host_id, c);
   return c;
 }
 
 void ServerMetrics::JobFinished(const std::string& operation, const std::string& outcome, double seconds) {
   // Jobs are rare: registering (a lookup under the registry's mutex) per job is fine.
-  registry_.AddCounter("weft_jobs_finished_total", "Jobs that ended, by operation and outcome.",
-                       {{"operation", operation}, {"outcome", outcome}})
+  registry_
+      .AddCounter("weft_jobs_finished_total", "Jobs that ended, by operation and outcome.",
+                  {{"operation", operation}, {"outcome", outcome}})
       .Inc();
   registry_
       .AddHistogram("weft_job_duration_seconds", "How long jobs took, from request to end, by operation.",
@@ -94,8 +96,8 @@ void ServerMetrics::JobFinished(const std::string& operation, const std::string&
       .Observe(seconds);
   if (operation == "create" && outcome == "succeeded")
     registry_
-        .AddHistogram("weft_cluster_creation_seconds",
-                      "How long a cluster took from its create request to active.", metrics::buckets::kJob)
+        .AddHistogram("weft_cluster_creation_seconds", "How long a cluster took from its create request to active.",
+                      metrics::buckets::kJob)
         .Observe(seconds);
 }
 

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -72,6 +72,17 @@ double SumOf(const std::string& text, const std::string& name, const std::string
   return sum;
 }
 
+// A query string's value: every byte but letters and digits as %XX.
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    char hex[4];
+    std::snprintf(hex, sizeof hex, "%%%02X", c);
+    out += std::isalnum(c) ? std::string(1, static_cast<char>(c)) : std::string(hex);
+  }
+  return out;
+}
+
 // The family names of a text exposition ("# TYPE <name> <type>" lines).
 std::set<std::string> Families(const std::string& text) {
   std::set<std::string> out;
@@ -127,8 +138,8 @@ struct Env {
   }
   // Creates a 3-node cluster and waits for it; `weft job show` of its job.
   json CreateCluster(const std::string& name) {
-    RunResult r = server.Weft({"-o", "json", "cluster", "create", name, "--template", "web-fake", "--size", "3",
-                               "--wait"});
+    RunResult r =
+        server.Weft({"-o", "json", "cluster", "create", name, "--template", "web-fake", "--size", "3", "--wait"});
     INFO(r.out << r.err << Tail(server.Log()) << Tail(host.Log()));
     REQUIRE(r.exit_code == 0);
     const json job = json::parse(r.out, nullptr, false);
@@ -200,8 +211,9 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
   CHECK(Sample(text, "weft_clusters{status=\"active\",tenant=\"default\"}") == 1.0);
   CHECK(Sample(text, "weft_nodes{status=\"active\",tenant=\"default\"}") == 3.0);
   CHECK(Sample(text, "weft_cluster_creation_seconds_count") == 1.0);
-  const double seconds = static_cast<double>(job["finished_at_ms"].get<std::int64_t>() -
-                                             job["created_at_ms"].get<std::int64_t>()) / 1000.0;
+  const double seconds =
+      static_cast<double>(job["finished_at_ms"].get<std::int64_t>() - job["created_at_ms"].get<std::int64_t>()) /
+      1000.0;
   CHECK(std::fabs(Sample(text, "weft_cluster_creation_seconds_sum").value_or(-1) - seconds) < 1e-9);
   // Every attempt the host finished was timed from taken to finished, and counted for the host.
   CHECK(SumOf(text, "weft_task_run_seconds_count", "") == static_cast<double>(attempts));
@@ -289,11 +301,11 @@ TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the hos
       30s));
 
   // A fake task that fails, and two crashers.
-  const std::int64_t failing = server.Enqueue(
-      {{"plugin", "fake-automator"},
-       {"action", "INSTALL"},
-       {"max_attempts", 1},
-       {"payload", {{"service", {{"action", {{"fields", {{"fail_actions", "INSTALL"}}}}}}}}}});
+  const std::int64_t failing =
+      server.Enqueue({{"plugin", "fake-automator"},
+                      {"action", "INSTALL"},
+                      {"max_attempts", 1},
+                      {"payload", {{"service", {{"action", {{"fields", {{"fail_actions", "INSTALL"}}}}}}}}}});
   const std::int64_t segv =
       server.Enqueue({{"plugin", "crash-segv"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "n1"}});
   const std::int64_t exits =
@@ -321,6 +333,49 @@ TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the hos
   CHECK(Sample(host_text, "weft_host_plugin_crashes_total{kind=\"SIGABRT\"}") == 0.0);
 }
 
+TEST_CASE("metrics: weft-host counts resource cache hits, misses and the bytes it fetched and keeps",
+          "[metrics][integration]") {
+  TempDir dir("weft-metrics-cache");
+  Weftd server(testing::WeftdOptions{.dir = dir.path(), .cli_timeout = 60s});
+  Host host(testing::HostOptions{.dir = dir.path(),
+                                 .id = "h1",
+                                 .server = server.provisioner(),
+                                 .state_dir = true,
+                                 .plugin_dirs = {fs::path(WEFT_BUILD_DIR) / "plugins" / "resource-fixtures"}});
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  const std::string content = "a resource of forty bytes, more or less\n";
+  testing::WriteFile(dir.path() / "hello.txt", content);
+  for (std::vector<std::string> args : {std::vector<std::string>{"resource", "upload", "resource-echo", "hello.txt",
+                                                                 (dir.path() / "hello.txt").string()},
+                                        {"resource", "stage", "resource-echo", "hello.txt", "1"},
+                                        {"resource", "sync"}}) {
+    RunResult r = server.Weft(args);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  // Two tasks name the version: the second finds it cached (the first, or the host's pre-fetch, fetched it).
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t id = server.Enqueue({{"plugin", "resource-echo"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+    server.WaitTaskState(id, "succeeded", 60s);
+  }
+  std::string url;
+  REQUIRE(WaitFor(
+      [&] {
+        const json j = json::parse(testing::ReadFile(host.dir() / "state" / "metrics.json"), nullptr, false);
+        if (j.is_object()) url = j.value("metrics", std::string());
+        return !url.empty();
+      },
+      30s));
+  const std::string text = HttpGet(HostPort(url), "/metrics").body;
+  INFO(text);
+  CHECK(Sample(text, "weft_host_resource_cache_hits_total").value_or(0) >= 1.0);
+  CHECK(Sample(text, "weft_host_resource_cache_misses_total").value_or(0) >= 1.0);
+  // Fetched at least once (twice only if the pre-fetch and the first task raced), and kept once.
+  const double fetched = Sample(text, "weft_host_resource_fetched_bytes_total").value_or(0);
+  CHECK((fetched == static_cast<double>(content.size()) || fetched == 2.0 * static_cast<double>(content.size())));
+  CHECK(Sample(text, "weft_host_resource_cache_bytes") == static_cast<double>(content.size()));
+}
+
 TEST_CASE("metrics: requests refused by the api rate limit are counted", "[metrics][integration]") {
   TempDir dir("weft-metrics-rate");
   Weftd server(testing::WeftdOptions{.dir = dir.path(), .security_toml = "api_rate_per_s = 1\napi_burst = 2\n"});
@@ -339,9 +394,10 @@ TEST_CASE("metrics: requests refused by the api rate limit are counted", "[metri
   CHECK(Sample(text, "weft_api_rate_limited_total") == static_cast<double>(refused));
 }
 
-TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API returns the job counters and the "
-          "cluster creation histogram that job show gives",
-          "[metrics][integration][slow]") {
+TEST_CASE(
+    "metrics: a real Prometheus scrapes weftd and weft-host and its API returns the job counters and the "
+    "cluster creation histogram that job show gives",
+    "[metrics][integration][slow]") {
   Env env("weft-metrics-prom");
   const std::string weftd_target = HostPort(env.WeftdMetricsUrl());
   const std::string host_target = HostPort(env.HostMetricsUrl());
@@ -362,8 +418,11 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   testing::WriteFile(dir / "prometheus.yml",
                      "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
                      "scrape_configs:\n"
-                     "  - job_name: weftd\n    static_configs:\n      - targets: ['" + weftd_target + "']\n"
-                     "  - job_name: weft-host\n    static_configs:\n      - targets: ['" + host_target + "']\n");
+                     "  - job_name: weftd\n    static_configs:\n      - targets: ['" +
+                         weftd_target +
+                         "']\n"
+                         "  - job_name: weft-host\n    static_configs:\n      - targets: ['" +
+                         host_target + "']\n");
   testing::ProcessOptions logged;
   logged.stdout_path = logged.stderr_path = dir / "prometheus.log";
   Process prom("/usr/bin/prometheus",
@@ -375,19 +434,15 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   REQUIRE(WaitFor([&] { return HttpGet(prometheus, "/-/ready").status == 200; }, 60s));
 
   const json job = env.CreateCluster("web");
-  const double seconds = static_cast<double>(job["finished_at_ms"].get<std::int64_t>() -
-                                             job["created_at_ms"].get<std::int64_t>()) / 1000.0;
+  const double seconds =
+      static_cast<double>(job["finished_at_ms"].get<std::int64_t>() - job["created_at_ms"].get<std::int64_t>()) /
+      1000.0;
   const std::int64_t tasks = PluginTasks(job);
 
   // One instant query's value; nullopt until the series exists.
   const auto query = [&](const std::string& promql) -> std::optional<double> {
-    std::string encoded;
-    for (unsigned char c : promql) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", c);
-      encoded += std::isalnum(c) ? std::string(1, static_cast<char>(c)) : std::string(hex);
-    }
-    const json reply = json::parse(HttpGet(prometheus, "/api/v1/query?query=" + encoded).body, nullptr, false);
+    const json reply =
+        json::parse(HttpGet(prometheus, "/api/v1/query?query=" + UrlEncode(promql)).body, nullptr, false);
     if (!reply.is_object() || reply.value("status", "") != "success") return std::nullopt;
     const json& result = reply["data"]["result"];
     if (!result.is_array() || result.empty()) return std::nullopt;
@@ -415,6 +470,25 @@ TEST_CASE("metrics: a real Prometheus scrapes weftd and weft-host and its API re
   CHECK(query("weft_tasks_ended{state=\"succeeded\"}") == status["tasks"]["succeeded"].get<double>());
   CHECK(query("up{job=\"weftd\"}") == 1.0);
   CHECK(query("up{job=\"weft-host\"}") == 1.0);
+
+  // Every query of the example dashboard is valid PromQL that Prometheus evaluates.
+  const json dashboard =
+      json::parse(testing::ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples" / "grafana-dashboard.json"));
+  int exprs = 0;
+  for (const json& panel : dashboard["panels"]) {
+    for (const json& target : panel.value("targets", json::array())) {
+      std::string expr = target["expr"].get<std::string>();
+      for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+               {"$weftd_job", "weftd"}, {"$host_job", "weft-host"}, {"$__rate_interval", "1m"}})
+        for (std::size_t at; (at = expr.find(var)) != std::string::npos;) expr.replace(at, var.size(), value);
+      const json reply =
+          json::parse(HttpGet(prometheus, "/api/v1/query?query=" + UrlEncode(expr)).body, nullptr, false);
+      INFO("panel '" << panel.value("title", "") << "': " << expr << " -> " << reply.dump());
+      CHECK((reply.is_object() && reply.value("status", "") == "success"));
+      ++exprs;
+    }
+  }
+  CHECK(exprs > 20);
 }
 
 }  // namespace weft

@@ -53,9 +53,7 @@ TEST_CASE("metrics: published snapshots replace the last one and merge with coll
   Registry r;
   r.Publish("reactor", {{"weft_hosts_live", "Live hosts.", "gauge", {{{}, 3}}}});
   r.Publish("reactor", {{"weft_hosts_live", "Live hosts.", "gauge", {{{}, 2}}}});
-  r.AddCollector([] {
-    return Snapshot{{"weft_tasks", "Tasks.", "gauge", {{{{"state", "queued"}}, 7}}}};
-  });
+  r.AddCollector([] { return Snapshot{{"weft_tasks", "Tasks.", "gauge", {{{{"state", "queued"}}, 7}}}}; });
   r.Publish("other", {{"weft_tasks", "Tasks.", "gauge", {{{{"state", "leased"}}, 1}}}});
   const std::string text = r.Render();
   CHECK(Has(text, "weft_hosts_live 2"));

@@ -71,8 +71,8 @@ class Histogram {
 // Bucket bounds, in seconds, for what Weft measures.
 namespace buckets {
 // A request handled in the reactor, a commit: 50 µs to 2.5 s.
-inline constexpr double kFast[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                   0.01,    0.025,  0.05,    0.1,    0.25,  0.5,   1,     2.5};
+inline constexpr double kFast[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                   0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5};
 // A task waiting in the queue or running on a host: 1 ms to 30 min.
 inline constexpr double kTask[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
 // A job or a cluster's creation: 100 ms to 4 h.
