@@ -15,9 +15,14 @@
 // same runs with finish+take in one round trip (task.finish's "take"), which
 // real hosts use: there a task costs one round trip, so that line's
 // "transport_limit" is 1.0 and its ratio is not comparable with the target.
+// A third line compares finish+take with metrics on (the default, and scraped
+// once a second the way Prometheus would) and off ([metrics] enabled = false)
+// in the same invocation, alternating which goes first: its "ratio" is on/off,
+// and the cost of metrics must not show (target 0.97).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <condition_variable>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +37,7 @@
 
 #include "bench.hpp"
 #include "bench_util.hpp"
+#include "support/http.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"
@@ -44,6 +50,7 @@ using json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr double kTargetRatio = 0.25;
+constexpr double kMetricsTargetRatio = 0.97;
 constexpr int kEnqueueBatch = 1000;            // debug.enqueue accepts up to 10,000
 constexpr int kTakeWaitMs = 500;               // how long an idle host's take is held
 constexpr auto kRunDeadline = std::chrono::seconds(120);
@@ -101,13 +108,47 @@ struct DispatchResult {
   double weftd_cpu_us_per_task = 0;  // all weftd threads, over the timed part
 };
 
-// One dispatch run against a fresh weftd.
+// Scrapes weftd's /metrics about once a second, as Prometheus would, until destroyed.
+class Scraper {
+ public:
+  explicit Scraper(const std::string& url) {
+    if (url.empty()) return;
+    thread_ = std::thread([this, url] {
+      std::unique_lock lock(mu_);
+      while (!stop_) {
+        lock.unlock();
+        (void)testing::HttpGetUrl(url);
+        lock.lock();
+        cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; });
+      }
+    });
+  }
+  ~Scraper() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// One dispatch run against a fresh weftd (with its metrics on and scraped, or off).
 Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts,
-                                   bool combined) {
+                                   bool combined, bool metrics = true) {
   ScratchDir dir("weft-bench");
-  testing::Weftd weftd(BenchWeftd(weftd_bin, dir.path()), testing::Weftd::Deferred{});
+  testing::WeftdOptions options = BenchWeftd(weftd_bin, dir.path());
+  if (!metrics) options.extra_toml = "[metrics]\nenabled = false\n";
+  testing::Weftd weftd(options, testing::Weftd::Deferred{});
   WEFT_RETURN_IF_ERROR(StartWeftd(weftd));
   WEFT_RETURN_IF_ERROR(Enqueue(ctx, weftd.api(), opts.tasks));
+  Scraper scraper(weftd.endpoints().value("metrics", std::string()));
 
   std::atomic<int> finished{0};
   std::atomic<bool> abort{false};
@@ -284,19 +325,29 @@ int Dispatch(const std::vector<std::string>& args) {
     return 1;
   }
 
-  std::vector<double> tasks_per_s, combined_per_s, raw_per_s;
+  std::vector<double> tasks_per_s, combined_per_s, raw_per_s, metrics_off_per_s;
   try {
     zmq::context_t ctx(1);
     for (int r = 0; r < opts.runs; ++r) {
-      for (bool combined : {false, true}) {
-        Result<DispatchResult> d = DispatchRun(ctx, weftd_bin, opts, combined);
+      // finish+take with metrics off goes before the runs with metrics on in
+      // every other repetition, so that a drift of the machine favours neither.
+      const bool off_first = r % 2 == 1;
+      struct Case {
+        bool combined;
+        bool metrics;
+      };
+      std::vector<Case> cases = {{false, true}, {true, true}};
+      cases.insert(off_first ? cases.begin() : cases.end(), Case{true, false});
+      for (const Case& c : cases) {
+        Result<DispatchResult> d = DispatchRun(ctx, weftd_bin, opts, c.combined, c.metrics);
         if (!d.ok()) {
           std::fprintf(stderr, "weft-bench dispatch: %s\n", d.status().message().c_str());
           return 1;
         }
-        (combined ? combined_per_s : tasks_per_s).push_back(d->tasks_per_s);
-        std::fprintf(stderr, "run %d/%d %s: %.0f tasks/s (weftd CPU %.1f us/task)\n", r + 1, opts.runs,
-                     combined ? "finish+take" : "take, finish", d->tasks_per_s, d->weftd_cpu_us_per_task);
+        (!c.metrics ? metrics_off_per_s : c.combined ? combined_per_s : tasks_per_s).push_back(d->tasks_per_s);
+        std::fprintf(stderr, "run %d/%d %s%s: %.0f tasks/s (weftd CPU %.1f us/task)\n", r + 1, opts.runs,
+                     c.combined ? "finish+take" : "take, finish", c.metrics ? "" : ", metrics off", d->tasks_per_s,
+                     d->weftd_cpu_us_per_task);
       }
       Result<double> raw = RawRun(ctx, opts);
       if (!raw.ok()) {
@@ -329,6 +380,18 @@ int Dispatch(const std::vector<std::string>& args) {
     if (!combined) line["target_ratio"] = kTargetRatio;
     std::printf("%s\n", line.dump().c_str());
   }
+  const double on = Median(combined_per_s), off = Median(metrics_off_per_s);
+  nlohmann::ordered_json line;
+  line["bench"] = "dispatch";
+  line["mode"] = "finish+take, metrics on/off";
+  line["hosts"] = opts.hosts;
+  line["tasks"] = opts.tasks;
+  line["runs"] = opts.runs;
+  line["tasks_per_s_metrics_on"] = std::llround(on);
+  line["tasks_per_s_metrics_off"] = std::llround(off);
+  line["ratio"] = off > 0 ? std::round(on / off * 1000) / 1000 : 0.0;
+  line["target_ratio"] = kMetricsTargetRatio;
+  std::printf("%s\n", line.dump().c_str());
   return 0;
 }
 

@@ -46,6 +46,9 @@ PACKAGES=(
   # moto_server from pip, `pip install 'moto[server]'`; without it they are skipped.)
   libcurl4-openssl-dev
   libpugixml-dev
+  # weft-web: TLS is libssl (libssl-dev above); its tests make a certificate with the openssl command.
+  openssl
+  prometheus           # promtool check metrics and a real Prometheus in tests/metrics
 )
 
 missing=()

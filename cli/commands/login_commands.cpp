@@ -143,6 +143,16 @@ Status GatewayCredentials(Context& ctx, const ParsedArgs& args) {
   return Status::Ok();
 }
 
+Status GatewayRevoke(Context& ctx, const ParsedArgs& args) {
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("gateway.revoke", {{"name", args.positionals[0]}}));
+  if (ctx.json_output()) {
+    ctx.PrintJson(reply);
+    return Status::Ok();
+  }
+  ctx.out() << "gateway '" << args.positionals[0] << "' revoked; its next request is refused\n";
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterLoginCommands(CommandTable& table) {
@@ -188,6 +198,14 @@ void RegisterLoginCommands(CommandTable& table) {
                        {"--force", "", "replace an existing file"}},
              .args = {{"NAME", true, "the gateway's name, shown in the audit log"}},
              .handler = &GatewayCredentials});
+  table.Add({.noun = "gateway",
+             .verb = "revoke",
+             .summary = "Cut a gateway off at once (superadmin).",
+             .description = "Every key of gateway NAME is revoked: its next request is refused. Sessions stay;\n"
+                            "a gateway with new credentials serves them again.",
+             .flags = {},
+             .args = {{"NAME", true, "the gateway"}},
+             .handler = &GatewayRevoke});
 }
 
 }  // namespace weft::cli

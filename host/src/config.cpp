@@ -22,7 +22,7 @@ const std::set<std::string, std::less<>> kKnownKeys = {
     "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
     "worker_memory_limit_mb", "tenants", "state_dir", "resource_cache_dir", "resource_plugin_dir",
     "enroll_token", "server_key",
-    "resource_sync_ms"};
+    "resource_sync_ms", "metrics_listen"};
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
@@ -96,7 +96,7 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
                              "'; known keys are server, host_id, capacity, plugin_dirs, take_wait_ms, "
                              "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
                              "worker_memory_limit_mb, tenants, state_dir, resource_cache_dir, "
-                             "resource_plugin_dir, resource_sync_ms, enroll_token, server_key");
+                             "resource_plugin_dir, resource_sync_ms, enroll_token, server_key, metrics_listen");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
@@ -104,6 +104,7 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(ReadString(table, "log_level", source, &config.log_level));
   WEFT_RETURN_IF_ERROR(ReadString(table, "enroll_token", source, &config.enroll_token));
   WEFT_RETURN_IF_ERROR(ReadString(table, "server_key", source, &config.server_key));
+  WEFT_RETURN_IF_ERROR(ReadString(table, "metrics_listen", source, &config.metrics_listen));
   if (!config.enroll_token.empty()) {
     Result<curve::Token> token = curve::DecodeToken(config.enroll_token);
     if (!token.ok()) return Status::Invalid(std::string(source) + ": 'enroll_token' is " + token.status().message());

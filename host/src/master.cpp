@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -33,6 +35,8 @@
 
 #include "weft/client/client.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/metrics.hpp"
+#include "weft/common/metrics_http.hpp"
 #include "weft/common/version.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
@@ -237,6 +241,17 @@ struct Master::Impl {
   std::int64_t register_failures = 0;  // control thread only
   std::string last_denial;             // control thread only
 
+  // ---- metrics (docs/metrics.md): updated by the main thread, rendered by the listener's ----
+  metrics::Registry metrics;
+  enum TaskOutcome { kSucceeded, kFailed, kCrashed };
+  std::map<std::string, std::array<metrics::Counter*, 3>, std::less<>> task_counters;  // plugin -> by outcome
+  metrics::Counter* cache_hits = nullptr;
+  metrics::Counter* cache_misses = nullptr;
+  metrics::Counter* cache_fetched_bytes = nullptr;
+  metrics::Gauge* workers_gauge = nullptr;
+  metrics::Gauge* in_flight_gauge = nullptr;
+  std::unique_ptr<metrics::HttpListener> metrics_listener;  // null when metrics_listen is empty
+
   // ---- main thread ----
   // Run's phases, in order.
   bool SetUpSignals();
@@ -264,6 +279,11 @@ struct Master::Impl {
   void BeginStop();
   void CancelStale();
   void WakeMain();
+  void StartMetrics();
+  void CountTask(const std::string& plugin, TaskOutcome outcome);
+  void CountCache(std::uint64_t hits, std::uint64_t misses, std::uint64_t bytes);
+  void CountCrash(const Worker& w, int status);
+  metrics::Counter& CrashCounter(const std::string& kind);
 
   // ---- control thread ----
   void ControlLoop();
@@ -602,7 +622,11 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       PublishInFlight();
       return;
     case WorkerMessage::Kind::kRan:
-      if (auto it = w.tasks.find(key); it != w.tasks.end()) it->second.ran = true;
+      CountCache(m.cache_hits, m.cache_misses, m.cache_fetched_bytes);
+      if (auto it = w.tasks.find(key); it != w.tasks.end()) {
+        it->second.ran = true;
+        CountTask(it->second.plugin, m.outcome == "succeeded" ? kSucceeded : kFailed);
+      }
       return;
     case WorkerMessage::Kind::kEnd:
       w.tasks.erase(key);
@@ -621,6 +645,8 @@ void Master::Impl::PublishInFlight() {
   for (const auto& [pid, w] : workers) {
     for (const auto& [key, t] : w.tasks) keys.push_back(key);
   }
+  workers_gauge->Set(static_cast<double>(workers.size()));
+  in_flight_gauge->Set(static_cast<double>(keys.size()));
   std::lock_guard<std::mutex> lock(mu);
   in_flight = std::move(keys);
 }
@@ -651,7 +677,10 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   } else {
     WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)"
                           << (w.tasks.empty() ? "" : "; reporting them as failed");
+    if (!stopping) CountCrash(w, status);
   }
+  for (const auto& [key, t] : w.tasks)
+    if (!t.ran) CountTask(t.plugin, kCrashed);
   // The message of each task it held.
   std::string culprit_message;
   if (w.kill_reason == KillReason::kHung) {
@@ -1060,9 +1089,101 @@ bool Master::Impl::SetUpSignals() {
   return true;
 }
 
+// ---- metrics ---------------------------------------------------------------
+
+void Master::Impl::CountTask(const std::string& plugin, TaskOutcome outcome) {
+  auto it = task_counters.find(plugin);
+  if (it == task_counters.end()) {
+    std::array<metrics::Counter*, 3> counters{};
+    const char* names[] = {"succeeded", "failed", "crashed"};
+    for (int i = 0; i < 3; ++i)
+      counters[static_cast<std::size_t>(i)] = &metrics.AddCounter(
+          "weft_host_tasks_total",
+          "Task attempts this host's workers ran, by plugin type and outcome (crashed: the worker died first).",
+          {{"plugin", plugin}, {"outcome", names[i]}});
+    it = task_counters.emplace(plugin, counters).first;
+  }
+  it->second[outcome]->Inc();
+}
+
+void Master::Impl::CountCache(std::uint64_t hits, std::uint64_t misses, std::uint64_t bytes) {
+  cache_hits->Inc(hits);
+  cache_misses->Inc(misses);
+  cache_fetched_bytes->Inc(bytes);
+}
+
+// Why a worker died, as a label: hung, memory, the signal (SIGSEGV), or exit.
+void Master::Impl::CountCrash(const Worker& w, int status) {
+  const std::string kind = w.kill_reason == KillReason::kHung     ? "hung"
+                           : w.kill_reason == KillReason::kMemory ? "memory"
+                           : WIFSIGNALED(status)                  ? SignalName(WTERMSIG(status))
+                                                                  : "exit";
+  CrashCounter(kind).Inc();
+}
+
+metrics::Counter& Master::Impl::CrashCounter(const std::string& kind) {
+  return metrics.AddCounter("weft_host_plugin_crashes_total",
+                            "Worker processes that died other than by a clean exit, by cause: hung (killed after "
+                            "task_timeout_ms), memory (killed over worker_memory_limit_mb), the signal, or exit.",
+                            {{"kind", kind}});
+}
+
+// The registry's fixed metrics, and the listener; its address goes to <state_dir>/metrics.json.
+void Master::Impl::StartMetrics() {
+  cache_hits = &metrics.AddCounter("weft_host_resource_cache_hits_total",
+                                   "Resource versions a task named that were already in the cache.");
+  cache_misses = &metrics.AddCounter("weft_host_resource_cache_misses_total",
+                                     "Resource versions fetched from weftd because the cache did not have them.");
+  cache_fetched_bytes = &metrics.AddCounter("weft_host_resource_fetched_bytes_total",
+                                            "Bytes of resources fetched from weftd into the cache.");
+  workers_gauge = &metrics.AddGauge("weft_host_worker_processes", "Worker processes running now.");
+  in_flight_gauge = &metrics.AddGauge("weft_host_tasks_in_flight", "Task attempts the workers are running now.");
+  metrics.AddGauge("weft_host_capacity_threads", "Tasks this host runs at once (capacity in weft-host.toml).")
+      .Set(config.capacity);
+  // The usual causes from the start, so that rate() and increase() see them go from zero.
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGKILL}) CrashCounter(SignalName(sig));
+  for (const char* kind : {"hung", "memory", "exit"}) CrashCounter(kind);
+  metrics.AddCollector(metrics::ProcessSnapshot);
+  const std::filesystem::path cache_dir = ResourceCacheDir(config);
+  metrics.AddCollector([this, cache_dir] {
+    // The master's own fetches (resource sync's pre-fetch) are tallied here.
+    const CacheUse own = TakeCacheUse();
+    CountCache(own.hits, own.misses, own.fetched_bytes);
+    double bytes = 0;
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(cache_dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec)) bytes += static_cast<double>(it->file_size(ec));
+    return metrics::Snapshot{{"weft_host_resource_cache_bytes", "Bytes the resource cache holds on disk.", "gauge",
+                              {{{}, bytes}}}};
+  });
+  if (config.metrics_listen.empty()) return;
+  Result<std::unique_ptr<metrics::HttpListener>> listener =
+      metrics::HttpListener::Start(config.metrics_listen, [this] { return metrics.Render(); });
+  if (!listener.ok()) {
+    WEFT_LOG(kError, kLog) << listener.status().message() << "; serving no metrics";
+    return;
+  }
+  metrics_listener = std::move(*listener);
+  const std::string url = "http://" + metrics_listener->address() + "/metrics";
+  const std::filesystem::path file = StateDir(config) / "metrics.json";
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << json{{"metrics", url}, {"pid", getpid()}}.dump() << "\n";
+  }
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    WEFT_LOG(kWarn, kLog) << "cannot write " << file.string() << ": " << ec.message();
+  }
+  WEFT_LOG(kInfo, kLog) << "metrics at " << url;
+}
+
 // Resource sync, the plugin directories, the worker slots and the control
 // thread (which registers); workers start once the host is registered.
 void Master::Impl::Start() {
+  StartMetrics();
   resources = std::make_unique<ResourceSync>(
       config, ctx,
       [this] {
@@ -1186,6 +1307,7 @@ void Master::Impl::ReadPluginDirEvents() {
 
 // Stops resource sync, then the control thread, which says host.leave on its way out.
 void Master::Impl::Shutdown() {
+  metrics_listener.reset();
   resources->Stop();
   {
     std::lock_guard<std::mutex> lock(mu);

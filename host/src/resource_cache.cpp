@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,6 +23,11 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr std::int64_t kChunkBytes = 4 << 20;
+
+// Ensure's tallies, for TakeCacheUse (any thread).
+std::atomic<std::uint64_t> g_hits{0};
+std::atomic<std::uint64_t> g_misses{0};
+std::atomic<std::uint64_t> g_fetched_bytes{0};
 constexpr int kFetchAttempts = 3;
 constexpr int kRetryMs = 500;
 
@@ -76,6 +82,11 @@ Result<ResourceRef> ParseResourceRef(const json& entry, const std::string& tenan
   return ref;
 }
 
+CacheUse TakeCacheUse() {
+  return CacheUse{g_hits.exchange(0, std::memory_order_relaxed), g_misses.exchange(0, std::memory_order_relaxed),
+                  g_fetched_bytes.exchange(0, std::memory_order_relaxed)};
+}
+
 fs::path ResourceCache::PathOf(const ResourceRef& ref) const { return dir_ / HexOf(ref.digest) / ref.name; }
 
 Result<fs::path> ResourceCache::Ensure(client::Client& client, const ResourceRef& ref,
@@ -84,7 +95,11 @@ Result<fs::path> ResourceCache::Ensure(client::Client& client, const ResourceRef
   const fs::path version_dir = path.parent_path();
   Touch(version_dir);
   struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == ref.size_bytes) return path;
+  if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == ref.size_bytes) {
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+    return path;
+  }
+  g_misses.fetch_add(1, std::memory_order_relaxed);
 
   std::error_code ec;
   fs::create_directories(version_dir, ec);
@@ -130,6 +145,7 @@ Result<fs::path> ResourceCache::Ensure(client::Client& client, const ResourceRef
     if (offset + static_cast<std::int64_t>(bytes.size()) > ref.size_bytes)
       return fail(Status::Invalid("resource " + Describe(ref) + " is longer than the " +
                                   std::to_string(ref.size_bytes) + " bytes the task names"));
+    g_fetched_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     std::string_view left = bytes;
     while (!left.empty()) {
       ssize_t n = write(fd, left.data(), left.size());

@@ -455,6 +455,11 @@ json Runtime::RunTask(client::Client& client, const json& task) {
     m.kind = WorkerMessage::Kind::kRan;
     m.task_id = task_id;
     m.attempt = attempt;
+    m.outcome = status;
+    const CacheUse use = TakeCacheUse();
+    m.cache_hits = use.hits;
+    m.cache_misses = use.misses;
+    m.cache_fetched_bytes = use.fetched_bytes;
     Send(m);
   }
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();

@@ -39,6 +39,10 @@ std::string EncodeWorkerMessage(const WorkerMessage& m) {
     j["action"] = m.action;
     j["tenant"] = m.tenant;
   }
+  if (m.kind == WorkerMessage::Kind::kRan) {
+    j["outcome"] = m.outcome;
+    j["cache"] = {m.cache_hits, m.cache_misses, m.cache_fetched_bytes};
+  }
   if (m.kind == WorkerMessage::Kind::kCancel) j["reason"] = m.reason;
   if (m.kind == WorkerMessage::Kind::kReady) j["plugins"] = m.plugins;
   // dump() escapes control characters, so the line never holds a raw '\n'.
@@ -83,6 +87,13 @@ Result<WorkerMessage> ParseWorkerMessage(std::string_view line) {
   m.tenant = string("tenant");
   m.reason = string("reason");
   if (auto it = j.find("plugins"); it != j.end() && it->is_number_integer()) m.plugins = it->get<int>();
+  m.outcome = string("outcome");
+  // Counts from an older worker may be missing; anything but three counts is ignored.
+  if (auto it = j.find("cache"); it != j.end() && it->is_array() && it->size() == 3) {
+    std::uint64_t* out[] = {&m.cache_hits, &m.cache_misses, &m.cache_fetched_bytes};
+    for (std::size_t i = 0; i < 3; ++i)
+      if ((*it)[i].is_number_unsigned()) *out[i] = (*it)[i].get<std::uint64_t>();
+  }
   return m;
 }
 

@@ -1,5 +1,7 @@
 #include "weft/server/api/router.hpp"
 
+#include <chrono>
+
 namespace weft::api {
 namespace {
 
@@ -36,7 +38,14 @@ std::string_view RoleName(Role role) {
 
 void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
                  Effect effect) {
-  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler), effect};
+  const server::OpMetrics* metrics = metrics_ ? metrics_->ForOp(op) : nullptr;
+  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler), effect, 0, metrics};
+}
+
+void Router::set_metrics(server::ServerMetrics* metrics) {
+  metrics_ = metrics;
+  unknown_op_metrics_ = metrics ? metrics->ForOp("unknown") : nullptr;
+  for (auto& [name, entry] : ops_) entry.metrics = metrics ? metrics->ForOp(name) : nullptr;
 }
 
 void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap) {
@@ -63,9 +72,19 @@ std::vector<std::string> Router::KnownOps() const {
 }
 
 Response Router::Route(const Call& call) const {
+  auto it = ops_.find(call.request->op);
+  const Entry* entry = it == ops_.end() ? nullptr : &it->second;
+  if (!metrics_) return Dispatch(call, entry);
+  const auto start = std::chrono::steady_clock::now();
+  Response response = Dispatch(call, entry);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  (entry ? entry->metrics : unknown_op_metrics_)->Record(response.status.code(), took.count());
+  return response;
+}
+
+Response Router::Dispatch(const Call& call, const Entry* entry) const {
   const std::string& op = call.request->op;
-  auto it = ops_.find(op);
-  if (it == ops_.end()) {
+  if (!entry) {
     std::string known;
     for (const auto& [name, entry] : ops_) {
       if (!known.empty()) known += ", ";
@@ -74,7 +93,7 @@ Response Router::Route(const Call& call) const {
     return Response::Error(Status::Invalid("unknown op '" + op + "'; the known ops are " + known),
                            json{{"op", op}, {"known_ops", KnownOps()}});
   }
-  const Entry& e = it->second;
+  const Entry& e = *entry;
   if (!e.endpoints.count(call.endpoint)) {
     std::string where;
     for (Endpoint ep : e.endpoints) {

@@ -179,6 +179,12 @@ void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistr
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"name", name}, {"key", curve::ShortKey(key)}});
   });
+  router.Add("gateway.revoke", superadmin, api, [reg](const Call& c) {
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    Status s = reg->RevokeGateway(name, Who(c));
+    if (!s.ok()) return Response::Error(s);
+    return Response::Ok({{"name", name}});
+  });
   router.Add("credentials.add", admins, api, [reg](const Call& c) {
     WEFT_TRY_ASSIGN(user, jsonf::String(c.request->body, "user", "body"));
     WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));

@@ -22,6 +22,7 @@ constexpr std::size_t kMinPassword = 8;
 constexpr std::size_t kMaxPassword = 1024;         // bytes; crypto_pwhash takes any, weftd need not
 constexpr std::size_t kMaxBuckets = 100'000;       // failed-login counters kept at most
 constexpr std::int64_t kTouchEveryMs = 60'000;     // a session's last use is written at most this often
+constexpr std::size_t kMaxSessionsPerUser = 100;   // past this, a login ends the user's oldest session
 constexpr std::int64_t kDefaultTokenTtlMs = 30LL * 24 * 3600 * 1000;
 constexpr std::int64_t kMaxTokenTtlMs = 5LL * 365 * 24 * 3600 * 1000;
 constexpr const char* kTokenPrefix = "weft_";
@@ -204,9 +205,34 @@ std::string Logins::CsrfOf(const std::string& session_id, const std::string& sal
   return Base64Url(out, sizeof out);
 }
 
+Status Logins::Prune(const std::string& tenant, const std::string& user, std::int64_t now) {
+  // Sessions nobody uses again would stay forever: each login sweeps the ended
+  // ones, and keeps the user's count bounded (a script that logs in and never
+  // logs out ends its own oldest sessions, nobody else's).
+  std::vector<std::pair<std::int64_t, std::string>> users;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    const store::SessionRecord& r = it->second.record;
+    if (r.expires_at_ms > now && r.last_used_ms + options_.session_idle_ms > now) {
+      if (r.tenant == tenant && r.user == user) users.emplace_back(r.last_used_ms, it->first);
+      ++it;
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(store_.DeleteSession(it->first));
+    it = sessions_.erase(it);
+  }
+  if (users.size() < kMaxSessionsPerUser) return Status::Ok();
+  std::sort(users.begin(), users.end());
+  for (std::size_t i = 0; i + kMaxSessionsPerUser <= users.size(); ++i) {
+    WEFT_RETURN_IF_ERROR(store_.DeleteSession(users[i].second));
+    sessions_.erase(users[i].second);
+  }
+  return Status::Ok();
+}
+
 Result<Logins::Session> Logins::Issue(const std::string& tenant, const std::string& user, const std::string& role,
                                       const std::string& gateway, const std::string& client_addr) {
   const std::int64_t now = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(Prune(tenant, user, now));
   Session out;
   out.id = RandomText(kIdBytes);
   store::SessionRecord r;
@@ -420,11 +446,27 @@ Status Logins::RevokeToken(const std::string& id, const std::string& tenant, con
   return Status::NotFound("no API token " + id + " in force in tenant '" + tenant + "' (weft token list shows them)");
 }
 
+bool Logins::HasPassword(const std::string& tenant, const std::string& user) {
+  Result<std::optional<store::PasswordRecord>> stored = store_.GetPassword(tenant, user);
+  return stored.ok() && stored->has_value() && !RoleOf(tenant, user, (*stored)->set_at_ms).empty();
+}
+
 void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& registry) {
   const std::set<Role> people = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   Logins* l = &logins;
   const Registry* reg = &registry;
+  // user.list says who may log in through a browser.
+  router.Wrap("user.list", [l](api::Handler next) -> api::Handler {
+    return [l, next](const Call& c) {
+      Response r = next(c);
+      if (!r.status.ok() || !r.body.contains("users") || !r.body["users"].is_array()) return r;
+      for (json& u : r.body["users"])
+        if (u.is_object() && u.contains("name") && u["name"].is_string())
+          u["password"] = l->HasPassword(c.principal.tenant, u["name"].get<std::string>());
+      return r;
+    };
+  });
 
   router.Add("session.login", {Role::kGateway, Role::kUser, Role::kAdmin, Role::kSuperadmin}, api,
              [l](const Call& c) {
@@ -470,7 +512,7 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
 
   router.Add("token.create", people, api, [l](const Call& c) {
     const api::Principal& p = c.principal;
-    if (!p.by_session && !p.via_gateway.empty())
+    if (!c.request->on_behalf.token.empty())
       return Response::Error(Status::Denied("an API token cannot make API tokens; log in, or use weft"));
     WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body", ""));
     WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 0, kMaxTokenTtlMs, kDefaultTokenTtlMs));

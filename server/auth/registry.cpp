@@ -423,6 +423,18 @@ Status Registry::AddGatewayKey(const std::string& name, const std::string& publi
   return Status::Ok();
 }
 
+Status Registry::RevokeGateway(const std::string& name, const std::string& by) {
+  int revoked = 0;
+  for (auto& [key, p] : principals_) {
+    if (p.kind != "user" || p.role != "gateway" || p.user != name || p.revoked_at_ms) continue;
+    WEFT_RETURN_IF_ERROR(Revoke(p, by));
+    ++revoked;
+  }
+  if (!revoked) return Status::NotFound("gateway '" + name + "' has no key in force");
+  Publish();
+  return Status::Ok();
+}
+
 std::vector<store::PrincipalRecord> Registry::Principals(Kind kind) const {
   std::vector<store::PrincipalRecord> out;
   for (const auto& [key, p] : principals_)

@@ -134,7 +134,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   }
 
   static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store",
-                                                     "security"};
+                                                     "security", "metrics"};
   for (const auto& [k, node] : root) {
     std::string key(k.str());
     bool known = false;
@@ -226,6 +226,17 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.Int("session_max_ms", 1000, 365LL * 24 * 3600 * 1000, &cfg.security.session_max_ms);
     r.Int("login_burst", 1, 1'000'000, &cfg.security.login_burst);
     r.Int("login_interval_ms", 0, 3600LL * 1000, &cfg.security.login_interval_ms);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("metrics"), "metrics", origin);
+    r.Bool("enabled", &cfg.metrics.enabled);
+    r.String("listen", &cfg.metrics.listen, [](const std::string& v) {
+      const std::size_t colon = v.rfind(':');
+      return colon == std::string::npos || colon == 0 || colon + 1 == v.size()
+                 ? std::string("give HOST:PORT, such as \"127.0.0.1:9464\" (PORT may be * for any free port)")
+                 : std::string();
+    });
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

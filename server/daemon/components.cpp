@@ -18,6 +18,7 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
     : config_(config),
       store_(store),
       clock_(clock),
+      metrics_(config.metrics.enabled ? std::make_unique<ServerMetrics>() : nullptr),
       queue_(store, clock, queue::QueueOptions{config.tasks.lease_ms}),
       engine_(store, queue_, clock,
               jobs::EngineOptions{config.jobs.max_attempts, config.jobs.retry_backoff_ms,
@@ -40,10 +41,100 @@ Status Components::Start() {
     (void)store_.Rollback();
     return loaded.WithContext("cannot resume from the store");
   }
+  Committed();
   return Status::Ok();
 }
 
+void Components::Committed() {
+  std::vector<jobs::JobEngine::Ended> ended = engine_.TakeEnded();
+  if (!metrics_) return;
+  for (const jobs::JobEngine::Ended& e : ended)
+    metrics_->JobFinished(e.operation, e.outcome, static_cast<double>(e.duration_ms) / 1000.0);
+}
+
+void Components::RefreshMetrics() {
+  if (!metrics_ || !metrics_->RefreshDue()) return;
+  using metrics::Family;
+  const std::int64_t now = clock_.NowMs();
+  metrics::Snapshot out;
+
+  Family tasks{"weft_tasks", "Tasks queued (ready or waiting out a retry's backoff) and leased, by tenant.", "gauge", {}};
+  for (const auto& [tenant, c] : queue_.CountByTenant()) {
+    tasks.samples.push_back({{{"state", "queued"}, {"tenant", tenant}}, static_cast<double>(c.queued)});
+    tasks.samples.push_back({{{"state", "leased"}, {"tenant", tenant}}, static_cast<double>(c.leased)});
+  }
+  out.push_back(std::move(tasks));
+  out.push_back({"weft_tasks_ended", "Tasks that ended, every tenant, as server.status counts them.", "gauge",
+                 {{{{"state", "succeeded"}}, static_cast<double>(queue_.succeeded())},
+                  {{{"state", "failed"}}, static_cast<double>(queue_.failed())}}});
+
+  Family running{"weft_jobs_running", "Jobs running now, by operation.", "gauge", {}};
+  for (const auto& [operation, n] : engine_.RunningByOperation())
+    running.samples.push_back({{{"operation", operation}}, static_cast<double>(n)});
+  out.push_back(std::move(running));
+
+  Result<std::vector<store::ClusterCount>> clusters = store_.CountClusters();
+  if (clusters.ok()) {
+    Family c{"weft_clusters", "Clusters by tenant and status.", "gauge", {}};
+    Family n{"weft_nodes", "Nodes by tenant and the status of their cluster.", "gauge", {}};
+    for (const store::ClusterCount& row : *clusters) {
+      const metrics::Labels labels = {{"status", row.status}, {"tenant", row.tenant}};
+      c.samples.push_back({labels, static_cast<double>(row.clusters)});
+      n.samples.push_back({labels, static_cast<double>(row.nodes)});
+    }
+    out.push_back(std::move(c));
+    out.push_back(std::move(n));
+  }
+
+  Family capacity{"weft_host_capacity", "Worker threads each registered host offers.", "gauge", {}};
+  Family in_flight{"weft_host_in_flight", "Task attempts each host holds now.", "gauge", {}};
+  Family age{"weft_host_heartbeat_age_seconds", "Time since weftd last heard from each host.", "gauge", {}};
+  Family up{"weft_host_live", "1 when the host is live (heard from within hosts.silent_after_ms), else 0.", "gauge",
+            {}};
+  std::map<std::string, double> workers;
+  double live = 0;
+  for (const auto& [id, h] : hosts_.all()) {
+    const metrics::Labels labels = {{"host", id}};
+    const bool is_live = hosts_.Live(h);
+    live += is_live ? 1 : 0;
+    capacity.samples.push_back({labels, static_cast<double>(h.record.capacity)});
+    in_flight.samples.push_back({labels, static_cast<double>(queue_.InFlight(id))});
+    age.samples.push_back({labels, static_cast<double>(now - h.record.last_seen_ms) / 1000.0});
+    up.samples.push_back({labels, is_live ? 1.0 : 0.0});
+    if (!is_live || !h.reported_workers.is_array()) continue;
+    for (const json& w : h.reported_workers) {
+      if (!w.is_object()) continue;
+      const std::string tenant = w.value("tenant", std::string());
+      workers[tenant.empty() ? "any" : tenant] += w.value("threads", 0.0);
+    }
+  }
+  out.push_back(std::move(capacity));
+  out.push_back(std::move(in_flight));
+  out.push_back(std::move(age));
+  out.push_back(std::move(up));
+  out.push_back({"weft_hosts_registered", "Hosts that registered (server.status hosts.registered).", "gauge",
+                 {{{}, static_cast<double>(hosts_.all().size())}}});
+  out.push_back({"weft_hosts_live", "Hosts heard from within hosts.silent_after_ms (server.status hosts.live).",
+                 "gauge", {{{}, live}}});
+  Family threads{"weft_worker_threads", "Worker threads live hosts run, by the tenant they serve (any: every tenant).",
+                 "gauge", {}};
+  for (const auto& [tenant, n] : workers) threads.samples.push_back({{{"tenant", tenant}}, n});
+  out.push_back(std::move(threads));
+
+  const store::CheckpointStats cp = store_.checkpoint_stats();
+  out.push_back({"weft_store_wal_pages", "Pages in the store's write-ahead log after the last commit.", "gauge",
+                 {{{}, static_cast<double>(cp.wal_pages)}}});
+  out.push_back({"weft_store_checkpoints_total", "WAL checkpoints, by who ran them (background thread or commits).",
+                 "counter",
+                 {{{{"kind", "background"}}, static_cast<double>(cp.background_rounds)},
+                  {{{"kind", "by_commits"}}, static_cast<double>(cp.writer_rounds)}}});
+  metrics_->Publish(std::move(out));
+}
+
 Status Components::Wire() {
+  // First: ops are given their metrics as they are added.
+  router_.set_metrics(metrics_.get());
+  queue_.set_metrics(metrics_.get());
   // A task that ends tells the job engine, in the same transaction.
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   hosts_.set_worker_caps([this] {

@@ -38,6 +38,7 @@
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/log_tally.hpp"
+#include "weft/common/metrics_http.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::server {
@@ -132,6 +133,7 @@ class Reactor {
   // Whether an api request may be answered ahead of the batch: an op the router knows only reads.
   bool ReadOnly(const Inbound& in) const;
   Status StartSecurity();
+  Result<std::unique_ptr<metrics::HttpListener>> StartMetrics(ServerMetrics& m);
   Status WriteSuperadminCredential(const std::string& api_endpoint);
 
   const Config& config_;
@@ -148,6 +150,9 @@ class Reactor {
   RateLimits limits_;
   Transport transport_;
   std::unique_ptr<auth::ZapHandler> zap_;  // after transport_'s context: stops before the context ends
+  // Serves /metrics on its own thread (null with metrics off); stops before the components end.
+  std::unique_ptr<metrics::HttpListener> metrics_listener_;
+  std::int64_t next_metrics_ms_ = 0;
   GroupCommit commit_;
   HeldTakes held_;
   Subscriptions subscriptions_;
@@ -179,6 +184,11 @@ Status Reactor::Start() {
   std::optional<std::string> secret;
   if (config_.security.curve) secret = server_keys_.secret_key;
   WEFT_RETURN_IF_ERROR(transport_.Bind(secret, &endpoints));
+  if (ServerMetrics* m = components_.metrics()) {
+    limits_.set_refusal_counter(&m->rate_limited());
+    WEFT_ASSIGN_OR_RETURN(metrics_listener_, StartMetrics(*m));
+    endpoints["metrics"] = "http://" + metrics_listener_->address() + "/metrics";
+  }
   const std::int64_t now = clock_.NowMs();
   components_.set_info(DaemonInfo{getpid(), now, config_.server.data_dir.string(), endpoints});
   json file = endpoints;
@@ -191,7 +201,9 @@ Status Reactor::Start() {
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(BoundPortsPath(config_.server.data_dir), wire::Dump(endpoints) + "\n"));
   WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
-                        << endpoints["events"].get<std::string>() << "; data in "
+                        << endpoints["events"].get<std::string>()
+                        << (endpoints.contains("metrics") ? ", metrics " + endpoints["metrics"].get<std::string>() : "")
+                        << "; data in "
                         << config_.server.data_dir.string() << "; " << queue_.queued() << " tasks queued, "
                         << queue_.leased() << " leased";
   return Status::Ok();
@@ -476,6 +488,11 @@ Status Reactor::Loop() {
 
     const std::int64_t now = clock_.NowMs();
     tally_.Flush(now);
+    if (now >= next_metrics_ms_) {
+      // About once a second (the loop wakes at least that often): cheap unless someone scrapes.
+      components_.RefreshMetrics();
+      next_metrics_ms_ = now + 250;
+    }
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (inbox_.empty() && !expiry_due && !held_.AnyDue(now) && !silence_due && undelivered_.empty() && !serve_more_)
@@ -486,6 +503,7 @@ Status Reactor::Loop() {
 }
 
 void Reactor::Shutdown() {
+  metrics_listener_.reset();
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
@@ -496,6 +514,28 @@ void Reactor::Shutdown() {
   transport_.Send(replies, &undelivered_);
   std::error_code ec;
   std::filesystem::remove(config_.server.data_dir / "endpoints.json", ec);
+}
+
+// The /metrics listener. With port `*` it takes the port it had before
+// (ports.json) when that is free, so a scrape config keeps working across restarts.
+Result<std::unique_ptr<metrics::HttpListener>> Reactor::StartMetrics(ServerMetrics& m) {
+  auto render = [&m] { return m.Render(); };
+  const std::string& listen = config_.metrics.listen;
+  const json previous = ReadBoundPorts(config_.server.data_dir);
+  auto old = previous.find("metrics");
+  constexpr std::string_view kScheme = "http://", kPath = "/metrics";
+  if (listen.size() > 2 && listen.ends_with(":*") && old != previous.end() && old->is_string()) {
+    std::string_view was = old->get_ref<const std::string&>();
+    if (was.starts_with(kScheme) && was.ends_with(kPath)) {
+      was = was.substr(kScheme.size(), was.size() - kScheme.size() - kPath.size());
+      const std::size_t colon = was.rfind(':');
+      if (colon != std::string_view::npos && was.substr(0, colon) == listen.substr(0, listen.size() - 2)) {
+        auto again = metrics::HttpListener::Start(was, render);
+        if (again.ok()) return again;
+      }
+    }
+  }
+  return metrics::HttpListener::Start(listen, render);
 }
 
 // The server key pair (made at first start), the ZAP handler, the security ops.

@@ -1,5 +1,7 @@
 #include "weft/server/daemon/group_commit.hpp"
 
+#include <chrono>
+
 #include "weft/common/log.hpp"
 
 namespace weft::server {
@@ -9,11 +11,25 @@ Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
   for (const Pending& p : batch)
     if (status.ok() && (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
       status = p.response.status;
-  if (status.ok()) status = store_.Commit();
-  if (status.ok()) return Status::Ok();
+  if (status.ok()) status = Commit();
+  if (status.ok()) {
+    components_.Committed();
+    return Status::Ok();
+  }
   WEFT_RETURN_IF_ERROR(Recover(status, batch));
   (void)components_.DrainEvents();  // what they report never happened
   return Status::Ok();
+}
+
+Status GroupCommit::Commit() {
+  ServerMetrics* m = components_.metrics();
+  if (!m) return store_.Commit();
+  const auto start = std::chrono::steady_clock::now();
+  Status s = store_.Commit();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  m->commits().Inc();
+  m->commit_seconds().Observe(took.count());
+  return s;
 }
 
 Status GroupCommit::Recover(const Status& why, std::vector<Pending>& replies) {

@@ -24,6 +24,7 @@ bool RateLimits::Admit(const std::string& connection) {
     b.at_ms = now;
   }
   if (b.tokens < 1.0) {
+    if (refused_) refused_->Inc();
     if (!b.warned) {
       b.warned = true;
       WEFT_LOG(kWarn, "weftd") << "an api connection exceeds " << rate

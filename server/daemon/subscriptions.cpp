@@ -106,7 +106,15 @@ void Subscriptions::Publish() {
     components_.DiscardEvents();
     return;
   }
+  ServerMetrics* metrics = components_.metrics();
   for (Event& e : components_.DrainEvents()) {
+    if (metrics) {
+      auto type = e.payload.find("type");
+      metrics->events(type != e.payload.end() && type->is_string()
+                          ? std::string_view(type->get_ref<const std::string&>())
+                          : std::string_view())
+          .Inc();
+    }
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());
       std::string body = wire::Dump(e.payload);

@@ -195,6 +195,12 @@ bool Transport::WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& i
   return waiting <= budget;
 }
 
+bool Transport::IsGateway(const std::string& key) const {
+  if (key.empty()) return false;
+  const auth::KeyEntry* entry = registry_.Find(key);
+  return entry && entry->role == "gateway";
+}
+
 bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inbound* out) {
   Pending& p = out->pending;
   p.endpoint = endpoint;
@@ -214,7 +220,17 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inboun
         "at most " + std::to_string(kUnknownKeyBytes / 1024) + " KiB; see limits in weftd.toml for others)"));
     return true;
   }
-  if (endpoint == Endpoint::kApi && !limits_.Admit(p.envelope.front().to_string())) {
+  if (config_.security.curve && !frames.empty()) {
+    // The ZAP handler's User-Id (the client's public key) rides on every frame.
+    try {
+      p.key = frames[0].gets("User-Id");
+      if (p.endpoint == Endpoint::kProvisioner) p.address = frames[0].gets("Peer-Address");
+    } catch (const zmq::error_t&) {
+    }
+  }
+  // A gateway's connection carries many browsers' requests, which the gateway
+  // limits per browser itself: the per-connection limit would throttle them all.
+  if (endpoint == Endpoint::kApi && !IsGateway(p.key) && !limits_.Admit(p.envelope.front().to_string())) {
     std::string id;
     (void)wire::DecodeRequest(frames, config_.limits, &id);
     p.id = id;
@@ -223,14 +239,6 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inboun
         "rate limit: this connection made more than " + std::to_string(config_.security.api_rate_per_s) +
         " requests per second (security.api_rate_per_s); slow down and retry"));
     return true;  // no request: Receive answers the refusal
-  }
-  if (config_.security.curve && !frames.empty()) {
-    // The ZAP handler's User-Id (the client's public key) rides on every frame.
-    try {
-      p.key = frames[0].gets("User-Id");
-      if (p.endpoint == Endpoint::kProvisioner) p.address = frames[0].gets("Peer-Address");
-    } catch (const zmq::error_t&) {
-    }
   }
   Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {

@@ -625,6 +625,7 @@ Status JobEngine::Finish(Run& run) {
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
   EmitJob(run);
+  ended_.push_back(Ended{r.operation, r.status, r.finished_at_ms - r.created_at_ms});
   for (const auto& [id, t] : run.tasks) task_job_.erase(id);
   runs_.erase(job_id);
   cluster_job_.erase(cluster_id);
@@ -1010,11 +1011,18 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   return Status::Ok();
 }
 
+std::map<std::string, std::int64_t> JobEngine::RunningByOperation() const {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [id, run] : runs_) ++out[run->record.operation];
+  return out;
+}
+
 Status JobEngine::Load() {
   runs_.clear();
   task_job_.clear();
   cluster_job_.clear();
   events_.clear();
+  ended_.clear();
   Result<std::vector<store::JobRecord>> jobs = store_.ListUnfinishedJobs();
   if (!jobs.ok()) return jobs.status().WithContext("cannot load the running jobs");
   for (const store::JobRecord& j : *jobs) WEFT_RETURN_IF_ERROR(LoadRun(j));

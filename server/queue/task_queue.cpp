@@ -64,11 +64,14 @@ TaskQueue::Live TaskQueue::FromRecord(const TaskRecord& r, TaskState state, std:
   return t;
 }
 
-void TaskQueue::AddReady(std::int64_t id, const Live& t) {
+void TaskQueue::AddReady(std::int64_t id, Live& t) {
   if (ready_[t.tenant][t.plugin].insert(id).second) ++queued_;
+  if (!metrics_) return;
+  if (!t.timers) t.timers = metrics_->ForTask(t.plugin, t.action);
+  t.ready_at_ms = clock_.NowMs();
 }
 
-void TaskQueue::Queue(std::int64_t id, const Live& t) {
+void TaskQueue::Queue(std::int64_t id, Live& t) {
   if (t.lease_until_ms > clock_.NowMs()) {
     delayed_.emplace(t.lease_until_ms, id);
   } else {
@@ -235,6 +238,10 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
   t.lease_until_ms = until;
   leases_.emplace(until, chosen);
   ++in_flight_[host_id];
+  if (t.timers) {
+    t.timers->wait->Observe(static_cast<double>(now - t.ready_at_ms) / 1000.0);
+    t.taken_at_ms = now;
+  }
   Emit(chosen, t);
   return record;
 }
@@ -262,8 +269,13 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
                             std::to_string(t.attempt) + "; stop working on it");
   }
   const TaskState final_state = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
+  const std::int64_t now = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? AttemptStatus::kSucceeded : AttemptStatus::kFailed,
-                                         f.message, f.result_json, f.stdout_tail, f.stderr_tail, clock_.NowMs()));
+                                         f.message, f.result_json, f.stdout_tail, f.stderr_tail, now));
+  if (t.timers) {
+    t.timers->run->Observe(static_cast<double>(now - t.taken_at_ms) / 1000.0);
+    metrics_->HostFinished(f.host_id)->Inc();
+  }
   DropLease(f.task_id, t);
   t.state = final_state;
   ++(f.succeeded ? succeeded_ : failed_);
@@ -323,6 +335,7 @@ Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const 
   t.state = next;
   Emit(id, t, message);
   if (!exhausted) {
+    if (metrics_) metrics_->retries().Inc();
     AddReady(id, t);
     ready_changed_ = true;
     return Status::Ok();
@@ -347,6 +360,7 @@ Status TaskQueue::ExpireDue() {
   while (!leases_.empty() && leases_.begin()->first <= now) {
     const std::int64_t id = leases_.begin()->second;
     const Live& t = live_.at(id);
+    if (metrics_) metrics_->leases_expired().Inc();
     WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired,
                                   "attempt " + std::to_string(t.attempt) + " on host '" + t.host_id +
                                       "' expired: no heartbeat or progress named it within " +
@@ -394,6 +408,7 @@ Status TaskQueue::Requeue(std::int64_t task_id, std::int64_t not_before_ms, cons
   const bool was_failed = rec.state == TaskState::kFailed;
   WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, message, not_before_ms, clock_.NowMs()));
   if (was_failed && failed_ > 0) --failed_;
+  if (metrics_) metrics_->retries().Inc();
   Live t = FromRecord(rec, TaskState::kQueued, rec.attempt, "", not_before_ms, /*details=*/true);
   Emit(task_id, t, message);
   Queue(task_id, t);
@@ -429,6 +444,7 @@ Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& rea
     if (live_.at(id).host_id == host_id) held.push_back(id);
   for (std::int64_t id : held) {
     const Live& t = live_.at(id);
+    if (metrics_) metrics_->leases_expired().Inc();
     WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired, "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
                                                      "' was given up: " + reason));
   }
@@ -438,6 +454,15 @@ Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& rea
 std::set<std::string> TaskQueue::LiveTenants() const {
   std::set<std::string> out;
   for (const auto& [id, t] : live_) out.insert(t.tenant);
+  return out;
+}
+
+std::map<std::string, TaskQueue::TenantCounts> TaskQueue::CountByTenant() const {
+  std::map<std::string, TenantCounts> out;
+  for (const auto& [id, t] : live_) {
+    TenantCounts& c = out[t.tenant];
+    ++(t.state == TaskState::kLeased ? c.leased : c.queued);
+  }
   return out;
 }
 

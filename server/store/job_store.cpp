@@ -157,6 +157,17 @@ Result<std::vector<ClusterRecord>> Store::ListClusters(std::string_view tenant, 
   return Rows<ClusterRecord>(st, ReadCluster);
 }
 
+Result<std::vector<ClusterCount>> Store::CountClusters() {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("SELECT c.tenant, c.status, COUNT(*), "
+                         "COALESCE(SUM((SELECT COUNT(*) FROM nodes n WHERE n.cluster_id = CAST(c.id AS TEXT))), 0) "
+                         "FROM clusters c GROUP BY c.tenant, c.status ORDER BY c.tenant, c.status"));
+  return Rows<ClusterCount>(st, [](const sql::Statement& row) {
+    return ClusterCount{row.Text(0), row.Text(1), row.Int(2), row.Int(3)};
+  });
+}
+
 Result<std::vector<ClusterRecord>> Store::ListExpiredClusters(std::int64_t now_ms) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         database().Prepare(std::string("SELECT ") + kClusterColumns +

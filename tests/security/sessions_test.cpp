@@ -204,6 +204,13 @@ TEST_CASE("sessions: a gateway's key alone may only log in, and through a sessio
   // Logged out, the session is gone.
   REQUIRE(gw.As(alice, "session.logout").ok());
   RequireDenied(gw.As(alice, "provider.list"), "not logged in");
+
+  // A revoked gateway is cut off on its next request, sessions or not.
+  Ok(s, {"gateway", "revoke", "web1"});
+  RequireDenied(gw.As(bob, "provider.list"), "does not know this client's key");
+  RunResult again = s.Weft({"gateway", "revoke", "web1"}, s.superadmin());
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.err, Catch::Contains("has no key in force"));
 }
 
 TEST_CASE("sessions: forged sessions and missing or wrong CSRF tokens are refused, and a session survives a restart",
@@ -396,6 +403,18 @@ TEST_CASE("sessions: the audit log names the user and the gateway a change came 
   CHECK(found);
   RunResult table = Ok(s, {"--tenant", "acme", "audit"});
   CHECK_THAT(table.out, Catch::Contains("via=gateway frontdoor"));
+
+  // The superadmin logs in as tenant _system, user superadmin, and acts in any tenant.
+  RunResult set = Passwd(s, "default", "superadmin", "root-password-1");
+  INFO(set.err);
+  REQUIRE(set.exit_code == 0);
+  const json root = gw.LoginOk("_system", "superadmin", "root-password-1");
+  CHECK(root["role"] == "superadmin");
+  CHECK(gw.As(root, "tenant.list").ok());
+  Result<weft::wire::Reply> in_acme = gw.Raw({.session = root["session"].get<std::string>()}, "provider.get",
+                                             {{"name", "via-web"}}, "acme");
+  REQUIRE(in_acme.ok());
+  CHECK(in_acme->ok);
 }
 
 TEST_CASE("sessions: with security off a request carrying a session still acts as its user only", "[sessions]") {
@@ -410,4 +429,60 @@ TEST_CASE("sessions: with security off a request carrying a session still acts a
   RequireDenied(gw.As(alice, "tenant.list"), "needs role superadmin");
   RequireDenied(gw.As(alice, "token.create", json::object(), false), "CSRF token is missing");
   CHECK(gw.As(alice, "token.create").ok());
+}
+
+TEST_CASE("sessions: a gateway's key subscribes to every tenant's events, to filter them per browser itself",
+          "[sessions]") {
+  TempDir dir("sessions-events");
+  Weftd s(ServerIn(dir.path(), true));
+  Ok(s, {"tenant", "create", "acme"});
+  Result<weft::curve::Credential> c = weft::curve::LoadCredential(GatewayCredential(s, dir.path()));
+  REQUIRE(c.ok());
+  zmq::context_t ctx;
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  weft::curve::SetClientKeys(sub, c->server_key, c->keys);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 200);
+  sub.connect(s.events());
+  weft::client::Options options = weft::client::FromCredential(*weft::curve::LoadCredential(s.superadmin()), 10000);
+  options.tenant = "acme";
+  weft::client::Client admin(ctx, options);
+  const json task = {{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "n1"}, {"payload", json::object()}};
+  // A new subscription takes a moment to reach the publisher: enqueue until an event arrives.
+  std::string topic;
+  for (int i = 0; i < 100 && topic.empty(); ++i) {
+    REQUIRE(admin.Call("debug.enqueue", {{"tasks", json::array({task})}}).ok());
+    weft::wire::Frames frames;
+    if (weft::wire::RecvMultipart(sub, frames)) topic = frames[0].to_string();
+  }
+  CHECK(topic.rfind("acme/task", 0) == 0);
+}
+
+TEST_CASE("sessions: a gateway's connection is not held to the per-connection api rate limit, a user's is",
+          "[sessions]") {
+  TempDir dir("sessions-rate-limit");
+  Weftd s(ServerIn(dir.path(), true, "api_rate_per_s = 1\napi_burst = 5"));
+  MakeUser(s, "acme", "alice", "user", "alice-password-1");
+  Ok(s, {"--tenant", "acme", "credentials", "alice", "-f", (dir.path() / "alice.json").string()});
+  json users = s.WeftJson({"--tenant", "acme", "user", "list"}, s.superadmin());
+  REQUIRE(users["users"].size() == 1);
+  CHECK(users["users"][0]["password"] == true);
+
+  // Many browsers' requests over one gateway connection: none refused.
+  Gateway gw(s, GatewayCredential(s, dir.path()));
+  const json alice = gw.LoginOk("acme", "alice", "alice-password-1");
+  for (int i = 0; i < 50; ++i) {
+    Result<json> r = gw.As(alice, "provider.list");
+    INFO("request " << i << ": " << r.status().message());
+    REQUIRE(r.ok());
+  }
+  // The same from alice's own key: the connection's bucket runs dry.
+  Gateway direct(s, dir.path() / "alice.json");
+  int refused = 0;
+  for (int i = 0; i < 50; ++i) {
+    Result<json> r = direct.client->Call("provider.list");
+    if (!r.ok() && r.status().code() == Code::kTooLarge) ++refused;
+  }
+  CHECK(refused > 0);
 }

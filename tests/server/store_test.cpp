@@ -219,7 +219,8 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   REQUIRE(sqlite3_exec(db,
                        "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
                        "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
-                       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log",
+                       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
+                       "DROP TABLE sessions; DROP TABLE api_tokens",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 

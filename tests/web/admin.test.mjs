@@ -2,7 +2,8 @@
 // weft-host and weft-web: an admin edits a template and the next plan preview
 // obeys the new constraint; a user cannot reach the admin screens and the API
 // refuses their admin ops; a resource upload shows its progress as the bytes
-// leave the browser, and the version is then staged and synced.
+// leave the browser, and the version is then staged, synced, recalled and
+// deleted.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import net from 'node:net';
@@ -144,7 +145,7 @@ function slowUplink(port, { bytesPerTick = 64 * 1024, tickMs = 20 } = {}) {
   });
 }
 
-ctx.test('a resource upload shows its progress, then the version is staged and synced', async (page, stack) => {
+ctx.test('a resource upload shows its progress, then the version is staged, synced, recalled and deleted', async (page, stack) => {
   const proxy = await slowUplink(Number(new URL(stack.url).port));
   try {
     // Everything the browser sends goes through the slow uplink.
@@ -198,6 +199,17 @@ ctx.test('a resource upload shows its progress, then the version is staged and s
     assert.equal(resource.active, 1);
     assert.equal(resource.versions[0].digest, digest);
     assert.equal(resource.versions[0].size, bytes.length);
+
+    // Recalled, no version is active; then the resource is deleted.
+    await card.locator('[data-version="1"] button', { hasText: 'Recall' }).click();
+    await page.click('[data-testid=confirm]');
+    await card.locator('[data-version="1"] [data-status=retired]').waitFor();
+    const recalled = stack.weftJson(['resource', 'list'], { tenant: 'acme' }).resources.find((r) => r.name === 'payload.bin');
+    assert.equal(recalled.active, null);
+    await card.locator('button', { hasText: 'Delete resource' }).click();
+    await page.click('[data-testid=confirm]');
+    await card.waitFor({ state: 'detached' });
+    assert.ok(!stack.weftJson(['resource', 'list'], { tenant: 'acme' }).resources.some((r) => r.name === 'payload.bin'));
   } finally {
     proxy.close();
   }

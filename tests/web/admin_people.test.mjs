@@ -9,11 +9,12 @@ import { newPage, signIn, shot, api } from './support/ui.mjs';
 const ctx = useStack();
 const ADA = { tenant: 'acme', user: 'ada', password: 'ada-password-1' };
 
-async function loginStatus(stack, credentials) {
+// A sign-in over HTTP: {status, body}.
+async function login(stack, credentials) {
   const r = await fetch(`${stack.url}/api/v1/login`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(credentials),
   });
-  return r.status;
+  return { status: r.status, body: await r.json() };
 }
 
 ctx.test('an admin creates a user, sets their password, the user signs in, and is deleted', async (page, stack) => {
@@ -47,7 +48,9 @@ ctx.test('an admin creates a user, sets their password, the user signs in, and i
   await page.click('[data-testid=confirm]');
   await row.waitFor({ state: 'detached' });
   assert.ok(!stack.weftJson(['user', 'list'], { tenant: 'acme' }).users.some((u) => u.name === 'carol'));
-  assert.equal(await loginStatus(stack, { tenant: 'acme', user: 'carol', password: 'carol-password-1' }), 401);
+  const refused = await login(stack, { tenant: 'acme', user: 'carol', password: 'carol-password-1' });
+  assert.equal(refused.status, 403, JSON.stringify(refused.body));
+  assert.equal(refused.body.error.message, 'wrong user name or password');
 });
 
 ctx.test('an API token is shown once, acts as its maker, and is refused once revoked', async (page, stack) => {

@@ -1,6 +1,7 @@
 // A task that fails for good: the job screen shows its message and output,
 // the graph marks it, and the job can be retried.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { useStack } from './support/suite.mjs';
 import { signIn, shot } from './support/ui.mjs';
 
@@ -34,4 +35,29 @@ s.test('the failed task\'s message and output are on the job screen', async (pag
   assert.equal(attempts, 2, 'both attempts are listed ([jobs] max_attempts = 2)');
   assert.ok(await page.$('[data-testid=retry]'), 'a failed job that was kept can be retried');
   await shot(page, 'job-failed-task');
+});
+
+s.test('a running job is aborted from its screen after a confirmation', async (page, stack) => {
+  // In tenant globex, installing fake-base takes a minute: the job is surely still running.
+  const file = `${stack.dir}/slow-base.json`;
+  const base = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/services/fake-base.json`, 'utf8'));
+  base.provisioner.actions.install.fields.latency_ms = 60000;
+  fs.writeFileSync(file, JSON.stringify(base));
+  stack.weftOk(['service', 'put', file], { tenant: 'globex' });
+  await signIn(page, { tenant: 'globex', user: 'bob', password: 'bob-password-1' });
+  await page.goto('/#/create?template=web-fake');
+  await page.fill('input[name=name]', 'slow');
+  await page.click('[data-testid=preview]');
+  await page.waitForSelector('[data-testid=plan-summary]');
+  await page.click('[data-testid=create]');
+  await page.waitForSelector('[data-testid=job-progress][data-status=running]');
+  await page.click('[data-testid=job-progress] a');
+  await page.click('[data-testid=abort]');
+  await shot(page, 'job-abort-confirmation');
+  await page.click('[data-testid=confirm]');
+  await page.waitForSelector('[data-testid=job-progress][data-status=aborted]');
+  assert.equal(await page.$('[data-testid=abort]'), null, 'an aborted job offers no abort');
+  assert.ok(await page.$('[data-testid=retry]'), 'and may be retried');
+  await page.waitForSelector('[data-testid=dag] .dag-node[data-state=cancelled]');
+  await shot(page, 'job-aborted');
 });

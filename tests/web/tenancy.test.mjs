@@ -33,10 +33,10 @@ s.test('a user sees their own clusters and not those of another tenant', async (
   assert.equal(await page.$('[data-testid=cluster-name]'), null);
   await shot(page, 'cluster-of-another-tenant');
 
-  const { cookie } = await apiLogin(stack, ALICE);
-  const r = await api(stack, 'cluster.get', { cluster: theirs.id }, { cookie, method: 'POST', headers: {} });
+  const { cookie, csrf } = await apiLogin(stack, ALICE);
+  const r = await api(stack, 'cluster.get', { cluster: theirs.id }, { cookie, csrf });
   assert.ok(r.status === 404 || r.status === 403, `cluster.get of bob's cluster answered ${r.status}`);
-  const list = await api(stack, 'cluster.list', { all: true }, { cookie });
+  const list = await api(stack, 'cluster.list', { all: true }, { cookie, csrf });
   assert.equal(list.status, 200);
   assert.deepEqual(list.body.clusters.map((c) => c.id), [mine.id]);
 });

@@ -11,6 +11,7 @@ import { CreateClusterScreen } from './screens/create.js';
 import { ClustersScreen } from './screens/clusters.js';
 import { ClusterScreen } from './screens/cluster.js';
 import { JobScreen } from './screens/job.js';
+import { AccountScreen } from './screens/account.js';
 
 const ADMIN_ROLES = ['admin', 'superadmin'];
 
@@ -21,6 +22,7 @@ const userRoutes = [
   { path: '/create', title: 'New cluster', component: CreateClusterScreen, icon: '+' },
   { path: '/clusters/:cluster', title: 'Cluster', component: ClusterScreen, nav: false },
   { path: '/jobs/:job', title: 'Job', component: JobScreen, nav: false },
+  { path: '/account', title: 'Your account', component: AccountScreen, nav: false },
 ];
 
 function mayOpen(route, session) {
@@ -47,7 +49,7 @@ function Nav({ session, path, onLogout, open, onToggle }) {
     </div>` : null}
     <div class="nav-foot">
       <div class="whoami" data-testid="whoami">
-        <div class="whoami-name">${session.user}</div>
+        <a class="whoami-name" href=${href('/account')} title="Your account: password and API tokens">${session.user}</a>
         <div class="whoami-meta">${session.role} · ${session.tenant}</div>
       </div>
       <button class="button small" data-testid="logout" onClick=${onLogout}>Sign out</button>
@@ -81,7 +83,7 @@ function TenantSwitcher({ session, tenant, onChange }) {
   </select>`;
 }
 
-function Shell({ session, onLogout }) {
+function Shell({ session, onLogout, onPasswordChanged }) {
   const loc = useLocation();
   const [navOpen, setNavOpen] = useState(false);
   const [tenant, setTenant] = useState(() => api.tenantOverrideValue() || session.tenant);
@@ -97,7 +99,8 @@ function Shell({ session, onLogout }) {
   else {
     const Screen = found.route.component;
     const acting = tenant === session.tenant ? session : { ...session, tenant };
-    screen = html`<${Screen} key=${loc.path + '@' + tenant} session=${acting} params=${found.params} query=${loc.query} />`;
+    screen = html`<${Screen} key=${loc.path + '@' + tenant} session=${acting} params=${found.params} query=${loc.query}
+      onPasswordChanged=${onPasswordChanged} />`;
   }
   useEffect(() => {
     document.title = found ? `${found.route.title} · Weft` : 'Weft';
@@ -139,7 +142,13 @@ function App() {
     return html`<${LoginScreen} notice=${notice} bootError=${bootError}
       onLogin=${(s) => { setNotice(null); setBootError(null); setSession(s); }} />`;
   }
-  return html`<${Shell} session=${session} onLogout=${logout} />`;
+  const passwordChanged = () => {
+    api.setCsrfToken(null);
+    setNotice('Your password is changed; sign in with the new one.');
+    setSession(null);
+    navigate('/');
+  };
+  return html`<${Shell} session=${session} onLogout=${logout} onPasswordChanged=${passwordChanged} />`;
 }
 
 const root = document.getElementById('app');

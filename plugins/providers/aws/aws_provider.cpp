@@ -145,6 +145,9 @@ Settings ReadSettings(const weft::sdk::Task& task) {
   s.ec2.credentials.session_token = StringField(task, "api_session_token", "a temporary credential's token", false);
   s.ec2.region = StringField(task, "aws_region", "the EC2 region, such as us-east-1", true);
   s.ec2.endpoint = StringField(task, "endpoint_url", "where EC2 requests go", false);
+  if (!s.ec2.endpoint.empty() && !s.ec2.endpoint.starts_with("https://") && !s.ec2.endpoint.starts_with("http://")) {
+    throw Error(WEFT_ERR_INVALID, "aws provider: field 'endpoint_url' must be an http:// or https:// URL");
+  }
   if (const auto n = IntegerField(task, "api_max_attempts", 1, 20)) s.ec2.max_attempts = static_cast<int>(*n);
   if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000)) s.ec2.first_backoff = std::chrono::milliseconds(*n);
   s.keypair = StringField(task, "ssh_keypair", "the EC2 key pair new instances get", false);
@@ -418,8 +421,11 @@ aws::Pairs RunParams(const Settings& s, const NodeTask& n, const std::string& ke
     for (std::size_t g = 0; g < s.security_group_ids.size(); ++g)
       p.emplace_back("SecurityGroupId." + std::to_string(g + 1), s.security_group_ids[g]);
   }
-  for (std::size_t g = 0; g < s.security_groups.size(); ++g)
-    p.emplace_back("SecurityGroup." + std::to_string(g + 1), s.security_groups[g]);
+  // Groups by name are for the default VPC only; with a subnet, as in Coopr, the ids apply.
+  if (s.subnet.empty()) {
+    for (std::size_t g = 0; g < s.security_groups.size(); ++g)
+      p.emplace_back("SecurityGroup." + std::to_string(g + 1), s.security_groups[g]);
+  }
   if (!s.availability_zone.empty()) p.emplace_back("Placement.AvailabilityZone", s.availability_zone);
   if (!s.placement_group.empty()) p.emplace_back("Placement.GroupName", s.placement_group);
   if (s.dedicated) p.emplace_back("Placement.Tenancy", "dedicated");
@@ -481,14 +487,8 @@ void Create(weft::sdk::Task& task, const json& t) {
   } else {
     const std::string root_device = s.ebs_size_gb ? RootDevice(ec2, s, n) : std::string();
     const aws::Reply r = Must(ec2, "RunInstances", RunParams(s, n, key_name, UserData(host_key), root_device), s, &n);
-    const std::vector<std::string> ids = [&] {
-      std::vector<std::string> out;
-      for (const pugi::xpath_node& x : r.root().select_nodes("instancesSet/item/instanceId"))
-        out.push_back(x.node().text().as_string());
-      return out;
-    }();
-    if (ids.empty()) throw Error(WEFT_ERR_FAILED, "aws provider: EC2 RunInstances answered without an instance id");
-    id = ids.front();
+    id = Text(r.root(), "instancesSet/item/instanceId");
+    if (id.empty()) throw Error(WEFT_ERR_FAILED, "aws provider: EC2 RunInstances answered without an instance id");
     task.Info("aws provider: ran instance " + id + " (" + n.flavor + ", " + n.image + ") in " + s.ec2.region +
               " for " + n.hostname);
   }

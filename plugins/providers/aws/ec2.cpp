@@ -139,6 +139,9 @@ Reply Ec2::Once(std::string_view action, const std::string& body) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // worker threads: no SIGALRM for DNS timeouts
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "weft-aws/1.0");
+  // Only HTTP(S), never redirected: an endpoint field cannot make the host read files or other services.
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   ++requests_;

@@ -1,9 +1,11 @@
 // One stack and one Chromium per test file; each test gets a fresh browser
 // context (no cookies) and fails if the page threw. A failing test leaves a
 // screenshot named FAILED-<test> and keeps the stack's directory with its logs.
+import fs from 'node:fs';
 import { test, before, after } from 'node:test';
 import { startStack } from './stack.mjs';
 import { openBrowser, newPage, shot } from './ui.mjs';
+import { screenshotPath } from './browser.mjs';
 
 export function useStack(options = {}) {
   const ctx = { failed: false, stack: null, browser: null };
@@ -19,6 +21,7 @@ export function useStack(options = {}) {
     }
   });
   ctx.test = (name, fn, { width, height } = {}) => test(name, async () => {
+    fs.rmSync(screenshotPath(`FAILED-${name}`), { force: true }); // from an earlier run
     const page = await newPage(ctx.browser, ctx.stack, { width, height });
     try {
       await fn(page, ctx.stack);

@@ -23,7 +23,8 @@ export async function signIn(page, { tenant, user, password }) {
   await page.fill('input[name=user]', user);
   await page.fill('input[name=password]', password);
   await page.click('[data-testid=login-submit]');
-  await page.waitForSelector('[data-testid=whoami]');
+  // Attached, not visible: on a narrow screen the nav (and whoami) is folded away.
+  await page.waitForSelector('[data-testid=whoami]', { state: 'attached' });
 }
 
 export async function shot(page, name) {

@@ -4,9 +4,11 @@ import { html, useState } from './deps.js';
 import { call } from './client.js';
 import { useLoad, Loading, formatTime } from './kit.js';
 
+// The parameters weftd recorded, as key=value; `via` (the gateway a browser
+// went through) is shown with who did it instead.
 function detailText(detail) {
-  if (!detail || Object.keys(detail).length === 0) return '';
-  return Object.entries(detail).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+  const entries = Object.entries(detail || {}).filter(([k]) => k !== 'via');
+  return entries.map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
 }
 
 export default function AuditScreen() {
@@ -35,7 +37,7 @@ export default function AuditScreen() {
       <thead><tr><th>When</th><th>Who</th><th>Op</th><th>Tenant</th><th>Target</th><th>Outcome</th><th>Detail</th></tr></thead>
       <tbody>${entries.map((e) => html`<tr data-audit=${e.id}>
         <td>${formatTime(e.at_ms)}</td>
-        <td>${e.actor} <small class="muted">${e.actor_role}${e.actor_tenant && e.actor_tenant !== e.tenant ? ` of ${e.actor_tenant}` : ''}</small></td>
+        <td>${e.actor} <small class="muted">${e.actor_role}${e.actor_tenant && e.actor_tenant !== e.tenant ? ` of ${e.actor_tenant}` : ''}${e.detail?.via ? `, via ${e.detail.via}` : ''}</small></td>
         <td><code>${e.op}</code></td><td>${e.tenant}</td><td>${e.target}</td><td>${e.outcome}</td>
         <td><small>${detailText(e.detail)}</small></td></tr>`)}</tbody></table></div>` : null}
   </section>`;

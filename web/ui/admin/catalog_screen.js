@@ -26,7 +26,7 @@ export function CatalogScreen({ kind, title, intro, Form, blank }) {
       <tbody>${list.data.entities.length === 0
         ? html`<tr><td colspan="3" class="muted">No ${kind} yet.</td></tr>`
         : list.data.entities.map((e) => html`<tr class=${selected?.name === e.name ? 'selected' : ''}>
-            <td><a href="javascript:void 0" data-entity=${e.name} onClick=${() => open(e.name)}>${e.name}</a></td>
+            <td><button type="button" class="entity-link" data-entity=${e.name} onClick=${() => open(e.name)}>${e.name}</button></td>
             <td>${e.version}</td><td>${formatTime(e.created_at_ms)}</td></tr>`)}
       </tbody></table></div>` : null}
     ${saved ? html`<div class="info-note saved" role="status">Saved ${kind} '${saved.name}' as version ${saved.version}.

@@ -20,7 +20,7 @@ function HostTable({ hosts, onChanged, superadmin }) {
       <td>${h.id}<br /><small class="muted">${h.version || ''}</small></td>
       <td><${StatusBadge} status=${h.live ? 'live' : 'silent'} /></td>
       <td>${h.capacity}</td><td>${h.in_flight}</td>
-      <td>${(h.plugins || []).join(', ')}</td>
+      <td class="wrap"><span class="chips">${(h.plugins || []).map((p) => html`<span class="chip">${p}</span>`)}</span></td>
       <td>${workersText(h.workers)}</td><td>${workersText(h.reported_workers)}</td>
       <td>${formatTime(h.last_seen_ms)}</td>
       ${superadmin ? html`<td><${ConfirmButton} label="Revoke" confirmLabel=${`Revoke ${h.id}'s key`} onConfirm=${() => revoke(h.id)} /></td>` : null}

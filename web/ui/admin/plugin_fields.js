@@ -31,7 +31,7 @@ export function PluginFields({ plugin, values, stored, onChange, idPrefix }) {
     ${fields.length === 0 ? html`<p class="muted">Plugin '${plugin.type}' declares no fields.</p>` : null}
     ${fields.map((f) => {
       const id = `${idPrefix || 'field'}-${f.name}`;
-      const help = [f.description, f.default !== undefined ? `default ${JSON.stringify(f.default)}` : ''].filter(Boolean).join(' — ');
+      const help = [f.description, hasDefault(f) ? `default ${JSON.stringify(f.default)}` : ''].filter(Boolean).join(' — ');
       const label = html`${f.label || f.name}${f.required ? html` <span class="required" title="required">*</span>` : null}`;
       return html`<${Field} label=${label} forId=${id} help=${help}>
         ${f.sensitive
@@ -43,8 +43,11 @@ export function PluginFields({ plugin, values, stored, onChange, idPrefix }) {
   </div>`;
 }
 
+// A default worth showing: an empty string is no default to a reader.
+function hasDefault(field) { return field.default !== undefined && field.default !== null && field.default !== ''; }
+
 function PlainInput({ id, field, value, onChange }) {
-  const placeholder = field.default !== undefined ? JSON.stringify(field.default) : '';
+  const placeholder = !hasDefault(field) ? '' : typeof field.default === 'string' ? field.default : JSON.stringify(field.default);
   switch (field.type) {
     case 'boolean':
       return html`<input id=${id} type="checkbox" checked=${value ?? field.default ?? false}

@@ -29,8 +29,7 @@ export default function TokensScreen() {
   const list = tokens.data?.tokens || [];
   return html`<section class="page admin-tokens">
     <h1>API tokens</h1>
-    <p class="muted">A token acts as the user who made it until it expires or is revoked: send it as
-      <code>Authorization: Bearer …</code>, or sign in with it.</p>
+    <p class="muted">A token acts as the user who made it until it expires or is revoked: send it as <code>Authorization: Bearer …</code>, or sign in with it.</p>
     <form class="card card-body row inline-form" onSubmit=${submit}>
       <h2>New token for you</h2>
       <label>Name <input type="text" name="token-name" maxlength="64" value=${draft.name} onInput=${(e) => setDraft({ ...draft, name: e.target.value })} /></label>

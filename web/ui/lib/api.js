@@ -86,11 +86,20 @@ async function send(method, path, { body, raw, quiet401 = false, onUploadProgres
   if (!response.ok) {
     const error = await errorFrom(response);
     if (response.status === 401 && !quiet401) unauthorizedListeners.forEach((l) => l(error));
+    // weftd answers DENIED to an op with a session it no longer knows (it ended,
+    // or the user was deleted); the session route tells that from a real refusal.
+    if (response.status === 403 && !quiet401) checkSessionStillThere(error);
     throw error;
   }
   if (response.status === 204) return {};
   const text = await response.text();
   return text ? JSON.parse(text) : {};
+}
+
+function checkSessionStillThere(error) {
+  send('GET', 'session', { quiet401: true }).catch((e) => {
+    if (e instanceof ApiError && e.status === 401) unauthorizedListeners.forEach((l) => l(error));
+  });
 }
 
 // Runs one weftd op, e.g. call('cluster.get', {cluster: 'shop'}).

@@ -13,6 +13,8 @@ export function withJobEvent(job, event) {
   if (!job || String(event.job_id) !== String(job.id)) return job;
   const progress = { ...(job.progress || {}) };
   for (const k of ['total', 'succeeded', 'failed', 'cancelled']) if (event[k] != null) progress[k] = event[k];
+  // An ended job runs nothing more; the next read gives the exact counts.
+  if (jobEnded(event.status)) Object.assign(progress, { running: 0, queued: 0, retrying: 0 });
   return { ...job, status: event.status || job.status, message: event.message ?? job.message, progress };
 }
 

@@ -42,6 +42,9 @@ struct HostConfig {
   std::filesystem::path resource_cache_dir;
   std::filesystem::path resource_plugin_dir;
   int resource_sync_ms = 2000;  // how often the master asks weftd for the active versions
+  // HOST:PORT of the master's Prometheus /metrics listener (docs/metrics.md);
+  // * picks a free port, written to <state_dir>/metrics.json; empty: none.
+  std::string metrics_listen = "127.0.0.1:*";
   // Security (docs/security.md). enroll_token: a one-time token from `weft host
   // token create`, spent at first start. server_key: weftd's public key, for a
   // host that asks an admin to accept it instead. Neither, and no credential in

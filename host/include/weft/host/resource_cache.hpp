@@ -66,6 +66,15 @@ class ResourceCache {
   std::filesystem::path dir_;
 };
 
+// What ResourceCache::Ensure did in this process since the last call: versions
+// found cached, versions fetched, and the bytes fetched. For metrics.
+struct CacheUse {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t fetched_bytes = 0;
+};
+CacheUse TakeCacheUse();
+
 // Fetches every version task["resources"] names (the task's tenant) and adds
 // "path" to each entry. On error the task must not run; the message names the
 // resource and what went wrong. `log` gets one line per resource.

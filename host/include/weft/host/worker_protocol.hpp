@@ -3,7 +3,9 @@
 //
 //   worker → master  {"ev":"ready","plugins":N}
 //                    {"ev":"start","task_id":..,"attempt":..,"plugin":..,"action":..,"tenant":..}
-//                    {"ev":"ran","task_id":..,"attempt":..}     the plugin returned
+//                    {"ev":"ran","task_id":..,"attempt":..,"outcome":..,"cache":[hits,misses,bytes]}
+//                                                               the plugin returned (succeeded or failed);
+//                                                               the resource cache's use since the last ran
 //                    {"ev":"end","task_id":..,"attempt":..}     the finish was sent (or dropped)
 //                    {"ev":"drained"}                            takes no more tasks
 //   master → worker  {"cmd":"cancel","task_id":..,"attempt":..,"reason":..}
@@ -42,6 +44,12 @@ struct WorkerMessage {
   std::string tenant;
   std::string reason;  // kCancel
   int plugins = 0;     // kReady
+  // kRan: "succeeded" or "failed", and the worker's resource cache hits,
+  // misses and bytes fetched since its previous kRan (for the master's metrics).
+  std::string outcome;
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
+  std::uint64_t cache_fetched_bytes = 0;
 };
 
 // One line, without the trailing newline.

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/server/metrics/server_metrics.hpp"
 #include "weft/common/status.hpp"
 #include "weft/common/wire.hpp"
 
@@ -124,6 +125,9 @@ class Router {
   void SetTenantExists(std::function<bool(const std::string&)> exists) { tenant_exists_ = std::move(exists); }
   // How many requests of each op reached its handler since start (ops with none left out).
   std::map<std::string, std::int64_t> Served() const;
+  // Counts every routed request by op and outcome, and times it (null: nothing is measured).
+  // Requests for ops the router does not know count as op "unknown".
+  void set_metrics(server::ServerMetrics* metrics);
 
  private:
   struct Entry {
@@ -132,13 +136,17 @@ class Router {
     Handler handler;
     Effect effect = Effect::kChanges;
     mutable std::int64_t served = 0;
+    const server::OpMetrics* metrics = nullptr;
   };
+  Response Dispatch(const Call& call, const Entry* entry) const;
   static Response Invoke(const Handler& handler, const Call& call);
   Response Record(const Call& call, Response response) const;
 
   std::map<std::string, Entry> ops_;
   std::function<bool(const std::string&)> tenant_exists_;
   AuditRecorder recorder_;
+  server::ServerMetrics* metrics_ = nullptr;
+  const server::OpMetrics* unknown_op_metrics_ = nullptr;
 };
 
 }  // namespace weft::api

@@ -118,6 +118,8 @@ class Registry {
                                   const std::string& by);
   // A gateway's key (role "gateway", no tenant): it may log users in and act for them.
   [[nodiscard]] Status AddGatewayKey(const std::string& name, const std::string& public_key, const std::string& by);
+  // Revokes every key of gateway `name` (its next request is refused); NOT_FOUND when it has none.
+  [[nodiscard]] Status RevokeGateway(const std::string& name, const std::string& by);
 
   const std::map<std::string, store::TenantRecord>& tenants() const { return tenants_; }
   const std::map<std::pair<std::string, std::string>, store::UserRecord>& users() const { return users_; }

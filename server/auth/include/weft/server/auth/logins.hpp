@@ -58,6 +58,9 @@ class Logins {
   // and ends the user's sessions.
   [[nodiscard]] Status SetPassword(const std::string& tenant, const std::string& user, const std::string& password);
 
+  // Whether the user has a password (may log in with one).
+  bool HasPassword(const std::string& tenant, const std::string& user);
+
   struct Session {
     std::string id;  // the secret the gateway keeps in a cookie
     std::string csrf_token;
@@ -106,6 +109,8 @@ class Logins {
   std::string RoleOf(const std::string& tenant, const std::string& user, std::int64_t since_ms) const;
   Result<Session> Issue(const std::string& tenant, const std::string& user, const std::string& role,
                         const std::string& gateway, const std::string& client_addr);
+  // Ends the sessions that ended by time, and the user's oldest beyond a bound.
+  Status Prune(const std::string& tenant, const std::string& user, std::int64_t now);
   Status VerifyPassword(const std::string& tenant, const std::string& user, const std::string& password);
   // Failed logins: whether `key` may try once more now, and how long to wait if not.
   bool MayTry(const std::string& key, std::int64_t now, std::int64_t* wait_ms);

@@ -68,6 +68,12 @@ struct SecurityConfig {
   std::int64_t login_interval_ms = 12'000;
 };
 
+// docs/metrics.md: the Prometheus /metrics listener.
+struct MetricsConfig {
+  bool enabled = true;                // false: no listener, and nothing is measured
+  std::string listen = "127.0.0.1:*";  // HOST:PORT; * picks a free port (endpoints.json names it)
+};
+
 struct ServerConfig {
   std::filesystem::path data_dir = "/var/lib/weft";
   log::Level log_level = log::Level::kInfo;
@@ -87,6 +93,7 @@ struct Config {
   JobsConfig jobs;
   StoreConfig store;
   SecurityConfig security;
+  MetricsConfig metrics;
 };
 
 // Parses TOML text; `origin` names the file in error messages.

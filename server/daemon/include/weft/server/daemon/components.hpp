@@ -23,6 +23,7 @@
 #include "weft/server/hosts/dispatcher.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/jobs/job_engine.hpp"
+#include "weft/server/metrics/server_metrics.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/resources/resource_store.hpp"
 #include "weft/server/store/store.hpp"
@@ -60,6 +61,14 @@ class Components {
 
   void set_info(DaemonInfo info) { info_ = std::move(info); }
 
+  // The metrics (docs/metrics.md); null with [metrics] enabled = false.
+  ServerMetrics* metrics() { return metrics_.get(); }
+  // After a successful commit: counts what it made final (jobs that ended).
+  void Committed();
+  // Publishes what the reactor owns (tasks, jobs, hosts, clusters, the store)
+  // to the metrics when a scrape wants it; reads the store outside any transaction.
+  void RefreshMetrics();
+
   api::Router& router() { return router_; }
   const api::Router& router() const { return router_; }
   queue::TaskQueue& queue() { return queue_; }
@@ -77,6 +86,7 @@ class Components {
   const Config& config_;
   store::Store& store_;
   const Clock& clock_;
+  std::unique_ptr<ServerMetrics> metrics_;  // before the components that point into it
   queue::TaskQueue queue_;
   jobs::JobEngine engine_;
   hosts::HostRegistry hosts_;

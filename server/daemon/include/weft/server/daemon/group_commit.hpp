@@ -29,6 +29,7 @@ class GroupCommit {
   [[nodiscard]] Status End(Status status, std::vector<Pending>& batch);
 
  private:
+  Status Commit();  // timed, with metrics on
   Status Recover(const Status& why, std::vector<Pending>& replies);
 
   store::Store& store_;

@@ -12,6 +12,7 @@
 
 #include "weft/server/config/config.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/common/metrics.hpp"
 
 namespace weft::server {
 
@@ -21,6 +22,8 @@ class RateLimits {
 
   // Whether `connection` may have one more request now (and takes its token).
   bool Admit(const std::string& connection);
+  // Counts each refusal there (null: not counted).
+  void set_refusal_counter(metrics::Counter* refused) { refused_ = refused; }
 
  private:
   struct Bucket {
@@ -32,6 +35,7 @@ class RateLimits {
   const Config& config_;
   const Clock& clock_;
   std::map<std::string, Bucket> buckets_;
+  metrics::Counter* refused_ = nullptr;
 };
 
 }  // namespace weft::server

@@ -76,6 +76,8 @@ class Transport {
   // Splits the envelope and decodes; false when the message cannot be answered (no envelope).
   // `over`: ReceiveBounded dropped part of it, which is answered TOO_LARGE.
   bool Decode(api::Endpoint endpoint, wire::Frames frames, bool over, Inbound* out);
+  // Whether `key` is a gateway's (exempt from the per-connection api rate limit).
+  bool IsGateway(const std::string& key) const;
 
   const Config& config_;
   const Clock& clock_;

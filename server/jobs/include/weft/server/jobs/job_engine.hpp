@@ -117,7 +117,16 @@ class JobEngine {
   // The running (or failing) job of a cluster; empty when none.
   std::string ActiveJob(const std::string& cluster_id) const;
   std::size_t running() const { return runs_.size(); }
+  // Running jobs by operation.
+  std::map<std::string, std::int64_t> RunningByOperation() const;
   std::vector<Event> TakeEvents() { return std::exchange(events_, {}); }
+  // Jobs that ended since the last call (for metrics, counted once committed).
+  struct Ended {
+    std::string operation;
+    std::string outcome;  // succeeded, failed, aborted
+    std::int64_t duration_ms = 0;  // from the request to the end
+  };
+  std::vector<Ended> TakeEnded() { return std::exchange(ended_, {}); }
 
  private:
   struct TaskNode {
@@ -183,6 +192,7 @@ class JobEngine {
   std::unordered_map<std::int64_t, std::string> task_job_;  // task id -> job id, running jobs only
   std::map<std::string, std::string> cluster_job_;          // cluster id -> running job id
   std::vector<Event> events_;
+  std::vector<Ended> ended_;
 };
 
 }  // namespace weft::jobs

@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/server/metrics/server_metrics.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/status.hpp"
@@ -205,6 +206,15 @@ class TaskQueue {
   // True once after tasks became ready (enqueue, expiry, release): held takes may now be served.
   bool TakeReadyChanged() { return std::exchange(ready_changed_, false); }
   std::int64_t lease_ms() const { return options_.lease_ms; }
+  // Times each task's wait and attempts, counts retries, expired leases and
+  // each host's finishes (null: nothing is measured).
+  void set_metrics(server::ServerMetrics* metrics) { metrics_ = metrics; }
+  // Queued (ready or waiting out a backoff) and leased tasks per tenant.
+  struct TenantCounts {
+    std::int64_t queued = 0;
+    std::int64_t leased = 0;
+  };
+  std::map<std::string, TenantCounts> CountByTenant() const;
 
  private:
   struct Live {
@@ -227,15 +237,20 @@ class TaskQueue {
     std::string service;
     std::string payload_json;
     std::int64_t created_at_ms = 0;
+    // Measured only with metrics on: this plugin type's and action's histograms,
+    // when the task last became ready, and when its current attempt was taken.
+    const server::TaskTimers* timers = nullptr;
+    std::int64_t ready_at_ms = 0;
+    std::int64_t taken_at_ms = 0;
   };
   static constexpr std::size_t kMaxKeptPayloadBytes = 1024;
   // A Live entry for a task record, with what a take needs when the payload is small.
   static Live FromRecord(const TaskRecord& r, TaskState state, std::int64_t attempt, std::string host_id,
                          std::int64_t lease_until_ms, bool details);
 
-  void AddReady(std::int64_t id, const Live& t);
+  void AddReady(std::int64_t id, Live& t);
   // Ready now, or later when its not-before time is in the future.
-  void Queue(std::int64_t id, const Live& t);
+  void Queue(std::int64_t id, Live& t);
   Status Report(const Ended& ended) { return observer_ ? observer_(ended) : Status::Ok(); }
   void RemoveReady(std::int64_t id, const Live& t);
   void DropLease(std::int64_t id, Live& t);
@@ -267,6 +282,7 @@ class TaskQueue {
   std::vector<TaskEvent> events_;
   bool events_wanted_ = true;
   bool ready_changed_ = false;
+  server::ServerMetrics* metrics_ = nullptr;
 };
 
 }  // namespace weft::queue

@@ -84,6 +84,14 @@ struct AttemptRecord {
   std::string message;
 };
 
+// Clusters of one tenant in one status, and their nodes (for metrics).
+struct ClusterCount {
+  std::string tenant;
+  std::string status;
+  std::int64_t clusters = 0;
+  std::int64_t nodes = 0;
+};
+
 struct TaskCounts {
   std::int64_t queued = 0;
   std::int64_t leased = 0;
@@ -359,6 +367,8 @@ class Store {
   // is free for a new cluster, which then wins).
   [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
+  // Clusters and their nodes by tenant and status, every tenant.
+  [[nodiscard]] Result<std::vector<ClusterCount>> CountClusters();
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListExpiredClusters(std::int64_t now_ms);
   [[nodiscard]] Status PutNode(const NodeRecord& node);

@@ -1,0 +1,108 @@
+// weft::server::ServerMetrics: the metrics weftd exports (docs/metrics.md
+// names each), over one metrics::Registry.
+//
+// The components hold pointers into it (null when [metrics] enabled = false,
+// so a hook costs one branch then): the router its op's counters and latency
+// histogram, the queue each task's wait and run histograms (found once, when
+// the task is queued), and so on. Updating is a relaxed atomic add; the
+// lookups below run when an op is added, a task queued or a host first
+// finishes a task, never per request.
+//
+// What the reactor owns (tasks by state, jobs running, hosts, clusters) is
+// published as a Snapshot by the reactor about once a second while someone
+// scrapes (RefreshDue/Published); a scrape of a snapshot older than that
+// waits briefly for a fresh one.
+//
+// Thread-safe: the reactor updates, the listener thread renders.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "weft/common/metrics.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::server {
+
+class ServerMetrics;
+
+// One op's requests by outcome (indexed by weft::Code) and its latency. The
+// series are registered the first time the op sees that outcome, so an op
+// nobody calls adds nothing to a scrape. Used by the reactor thread only.
+class OpMetrics {
+ public:
+  OpMetrics(ServerMetrics& owner, std::string op) : owner_(owner), op_(std::move(op)) {}
+  void Record(Code code, double seconds_taken) const;
+
+ private:
+  ServerMetrics& owner_;
+  const std::string op_;
+  mutable std::array<metrics::Counter*, static_cast<std::size_t>(Code::kInternal) + 1> outcomes_{};
+  mutable metrics::Histogram* seconds_ = nullptr;
+};
+
+// The queue's timings of one plugin type and action.
+struct TaskTimers {
+  metrics::Histogram* wait = nullptr;  // ready -> taken
+  metrics::Histogram* run = nullptr;   // taken -> finished
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  metrics::Registry& registry() { return registry_; }
+
+  // Registration (not per request).
+  const OpMetrics* ForOp(const std::string& op);
+  const TaskTimers* ForTask(const std::string& plugin, const std::string& action);
+  metrics::Counter* HostFinished(const std::string& host_id);
+
+  // A job ended (after its commit): counts it and its duration; a create
+  // that succeeded is also a cluster creation (request to active).
+  void JobFinished(const std::string& operation, const std::string& outcome, double seconds);
+
+  metrics::Counter& rate_limited() { return *rate_limited_; }
+  metrics::Counter& retries() { return *retries_; }
+  metrics::Counter& leases_expired() { return *leases_expired_; }
+  metrics::Counter& commits() { return *commits_; }
+  metrics::Histogram& commit_seconds() { return *commit_seconds_; }
+  // Events by type: task, task.progress, job, cluster, host, other.
+  metrics::Counter& events(std::string_view type);
+
+  // The reactor: whether to build and publish a snapshot now.
+  bool RefreshDue() const;
+  void Publish(metrics::Snapshot snapshot);
+  // The listener thread: the text to serve.
+  std::string Render();
+
+ private:
+  using Steady = std::chrono::steady_clock;
+
+  metrics::Registry registry_;
+  std::map<std::string, std::unique_ptr<OpMetrics>> ops_;
+  std::map<std::string, std::map<std::string, TaskTimers, std::less<>>, std::less<>> tasks_;
+  std::unordered_map<std::string, metrics::Counter*> hosts_;
+  metrics::Counter* rate_limited_;
+  metrics::Counter* retries_;
+  metrics::Counter* leases_expired_;
+  metrics::Counter* commits_;
+  metrics::Histogram* commit_seconds_;
+  std::array<metrics::Counter*, 6> events_{};
+
+  // Snapshot freshness, shared between the reactor and the listener.
+  mutable std::mutex mu_;
+  std::condition_variable published_cv_;
+  Steady::time_point published_at_{};
+  Steady::time_point scraped_at_{};
+};
+
+}  // namespace weft::server

@@ -1,0 +1,137 @@
+#include "weft/server/metrics/server_metrics.hpp"
+
+#include <cctype>
+
+namespace weft::server {
+namespace {
+
+// While someone scraped within this long, the reactor refreshes its snapshot every second.
+constexpr auto kScrapedRecently = std::chrono::minutes(5);
+constexpr auto kRefreshEvery = std::chrono::seconds(1);
+// A scrape waits for a fresh snapshot at most this long (the reactor wakes at least once a second).
+constexpr auto kScrapeWait = std::chrono::milliseconds(2500);
+
+constexpr std::string_view kEventTypes[] = {"task", "task.progress", "job", "cluster", "host", "other"};
+
+// "NOT_FOUND" -> "not_found": label values in the style of the metric names.
+std::string Lower(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics() {
+  rate_limited_ = &registry_.AddCounter("weft_api_rate_limited_total",
+                                        "Api requests refused because their connection exceeded its rate limit.");
+  retries_ = &registry_.AddCounter(
+      "weft_task_retries_total", "Task attempts that failed or expired and were queued again for another attempt.");
+  leases_expired_ = &registry_.AddCounter("weft_task_leases_expired_total",
+                                          "Task attempts whose lease ran out before their host finished them.");
+  commits_ = &registry_.AddCounter("weft_store_commits_total", "Group commits of the store (one per reactor turn).");
+  commit_seconds_ = &registry_.AddHistogram("weft_store_commit_duration_seconds",
+                                            "How long a group commit of the store took.", metrics::buckets::kFast);
+  for (std::size_t i = 0; i < std::size(kEventTypes); ++i)
+    events_[i] = &registry_.AddCounter("weft_events_published_total", "Events published on the events endpoint.",
+                                       {{"type", std::string(kEventTypes[i])}});
+  registry_.AddCollector(metrics::ProcessSnapshot);
+}
+
+const OpMetrics* ServerMetrics::ForOp(const std::string& op) {
+  std::unique_ptr<OpMetrics>& m = ops_[op];
+  if (!m) m = std::make_unique<OpMetrics>(*this, op);
+  return m.get();
+}
+
+void OpMetrics::Record(Code code, double seconds_taken) const {
+  std::size_t i = static_cast<std::size_t>(code);
+  if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
+  if (!outcomes_[i])
+    outcomes_[i] = &owner_.registry().AddCounter(
+        "weft_api_requests_total", "Requests handled, by op and outcome (ok or the error code).",
+        {{"op", op_}, {"outcome", Lower(CodeName(static_cast<Code>(i)))}});
+  if (!seconds_)
+    seconds_ = &owner_.registry().AddHistogram(
+        "weft_api_request_duration_seconds", "How long weftd took to handle a request, by op (the handler, not the network).",
+        metrics::buckets::kFast, {{"op", op_}});
+  outcomes_[i]->Inc();
+  seconds_->Observe(seconds_taken);
+}
+
+const TaskTimers* ServerMetrics::ForTask(const std::string& plugin, const std::string& action) {
+  auto& by_action = tasks_[plugin];
+  auto it = by_action.find(action);
+  if (it != by_action.end()) return &it->second;
+  const metrics::Labels labels = {{"plugin", plugin}, {"action", action}};
+  TaskTimers t;
+  t.wait = &registry_.AddHistogram("weft_task_wait_seconds", "How long a task waited in the queue, from ready to taken.",
+                                   metrics::buckets::kTask, labels);
+  t.run = &registry_.AddHistogram("weft_task_run_seconds",
+                                  "How long an attempt took, from taken to finished by its host.",
+                                  metrics::buckets::kTask, labels);
+  return &by_action.emplace(action, t).first->second;
+}
+
+metrics::Counter* ServerMetrics::HostFinished(const std::string& host_id) {
+  auto it = hosts_.find(host_id);
+  if (it != hosts_.end()) return it->second;
+  metrics::Counter* c = &registry_.AddCounter("weft_host_tasks_finished_total",
+                                              "Task attempts each host finished (succeeded or failed).",
+                                              {{"host", host_id}});
+  hosts_.emplace(host_id, c);
+  return c;
+}
+
+void ServerMetrics::JobFinished(const std::string& operation, const std::string& outcome, double seconds) {
+  // Jobs are rare: registering (a lookup under the registry's mutex) per job is fine.
+  registry_.AddCounter("weft_jobs_finished_total", "Jobs that ended, by operation and outcome.",
+                       {{"operation", operation}, {"outcome", outcome}})
+      .Inc();
+  registry_
+      .AddHistogram("weft_job_duration_seconds", "How long jobs took, from request to end, by operation.",
+                    metrics::buckets::kJob, {{"operation", operation}})
+      .Observe(seconds);
+  if (operation == "create" && outcome == "succeeded")
+    registry_
+        .AddHistogram("weft_cluster_creation_seconds",
+                      "How long a cluster took from its create request to active.", metrics::buckets::kJob)
+        .Observe(seconds);
+}
+
+metrics::Counter& ServerMetrics::events(std::string_view type) {
+  for (std::size_t i = 0; i + 1 < std::size(kEventTypes); ++i)
+    if (kEventTypes[i] == type) return *events_[i];
+  return *events_.back();
+}
+
+bool ServerMetrics::RefreshDue() const {
+  std::lock_guard lock(mu_);
+  const Steady::time_point now = Steady::now();
+  return scraped_at_ != Steady::time_point{} && now - scraped_at_ < kScrapedRecently &&
+         now - published_at_ >= kRefreshEvery;
+}
+
+void ServerMetrics::Publish(metrics::Snapshot snapshot) {
+  registry_.Publish("reactor", std::move(snapshot));
+  {
+    std::lock_guard lock(mu_);
+    published_at_ = Steady::now();
+  }
+  published_cv_.notify_all();
+}
+
+std::string ServerMetrics::Render() {
+  {
+    std::unique_lock lock(mu_);
+    const Steady::time_point now = Steady::now();
+    scraped_at_ = now;
+    if (now - published_at_ > kRefreshEvery + kRefreshEvery / 2) {
+      const Steady::time_point before = published_at_;
+      published_cv_.wait_for(lock, kScrapeWait, [&] { return published_at_ != before; });
+    }
+  }
+  return registry_.Render();
+}
+
+}  // namespace weft::server

@@ -1,0 +1,371 @@
+// weft-web end to end: the real weftd and weft-web on loopback ports, talked
+// to over real HTTP and HTTPS connections.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <thread>
+
+#include "stream.hpp"
+#include "support/catalog_dir.hpp"
+#include "support/web.hpp"
+#include "support/weftd.hpp"
+#include "weft/common/digest.hpp"
+
+using namespace weft::testing;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// weft-web in development mode (no login) against weftd with security off.
+WebOptions Open(const std::string& name) {
+  WebOptions o;
+  o.name = name;
+  o.require_login = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("the UI's files are served with the security headers, and nothing outside their directory") {
+  Weftd weftd("web-static");
+  WebGateway web(weftd, Open("web-static"));
+
+  HttpConnection c(web.url());
+  HttpReply index = c.Send("GET", "/");
+  CHECK(index.status == 200);
+  CHECK(index.body.find("<title>Weft</title>") != std::string::npos);
+  CHECK(index.Header("content-type") == "text/html; charset=utf-8");
+  CHECK(index.Header("content-security-policy").find("default-src 'self'") != std::string::npos);
+  CHECK(index.Header("content-security-policy").find("unsafe-inline") == std::string::npos);
+  CHECK(index.Header("x-frame-options") == "DENY");
+  CHECK(index.Header("x-content-type-options") == "nosniff");
+  CHECK(index.Header("referrer-policy") == "no-referrer");
+
+  HttpReply js = c.Send("GET", "/app.js");  // the same keep-alive connection
+  CHECK(js.status == 200);
+  CHECK(js.Header("content-type") == "text/javascript; charset=utf-8");
+
+  // A screen of the UI's own router is the UI's page.
+  CHECK(c.Send("GET", "/clusters/7").body == index.body);
+  CHECK(c.Send("GET", "/nothing.css").status == 404);
+
+  // weft-web.toml sits next to the UI directory: no path reaches it.
+  for (const char* target : {"/../weft-web.toml", "/%2e%2e/weft-web.toml", "/ui/../../weft-web.toml"}) {
+    HttpReply r = HttpSend(web.url(), "GET", target);
+    CHECK(r.status != 200);
+    CHECK(r.body.find("weftd") == std::string::npos);
+  }
+}
+
+TEST_CASE("an op through the gateway gets weftd's reply, or its error with the matching HTTP status") {
+  Weftd weftd("web-ops");
+  WebGateway web(weftd, Open("web-ops"));
+  HttpConnection c(web.url());
+
+  HttpReply status = c.Send("POST", "/api/v1/server.status", "{}", {{"Content-Type", "application/json"}});
+  REQUIRE(status.status == 200);
+  CHECK(status.Json()["pid"] == weftd.pid());
+  CHECK(status.Header("cache-control") == "no-store");
+  CHECK(status.Header("x-frame-options") == "DENY");
+
+  // A read op may be a GET, its body in the query (values parsed as JSON when they parse).
+  HttpReply jobs = c.Send("GET", "/api/v1/job.list?limit=5");
+  REQUIRE(jobs.status == 200);
+  CHECK(jobs.Json()["jobs"].is_array());
+
+  // weftd's code and sentence, as the CLI gets them.
+  const auto direct = weftd.TryCall("cluster.get", {{"cluster", "nosuch"}});
+  REQUIRE_FALSE(direct.ok());
+  HttpReply missing = c.Send("POST", "/api/v1/cluster.get", R"({"cluster":"nosuch"})");
+  CHECK(missing.status == 404);
+  CHECK(missing.Json()["error"]["code"] == "NOT_FOUND");
+  CHECK(missing.Json()["error"]["message"] == direct.status().message());
+
+  HttpReply bad = c.Send("POST", "/api/v1/cluster.get", "not json");
+  CHECK(bad.status == 400);
+  CHECK(bad.Json()["error"]["code"] == "INVALID");
+
+  HttpReply unknown = c.Send("POST", "/api/v1/no.such", "{}");
+  CHECK(unknown.status == 400);
+  CHECK(unknown.Json()["error"]["message"].get<std::string>().find("no.such") != std::string::npos);
+
+  // A GET never changes anything.
+  HttpReply get_create = c.Send("GET", "/api/v1/cluster.create?name=x");
+  CHECK(get_create.status == 405);
+  CHECK(weftd.Call("cluster.list", json::object())["clusters"].empty());
+
+  CHECK(c.Send("POST", "/api/v1/session.login", "{}").status == 400);  // sessions have their own paths
+}
+
+TEST_CASE("a body over the limit is refused with 413 before it is read") {
+  Weftd weftd("web-limit");
+  WebOptions o = Open("web-limit");
+  o.limits_toml = "max_body_bytes = 2048\n";
+  WebGateway web(weftd, o);
+
+  HttpReply small = HttpSend(web.url(), "POST", "/api/v1/server.status", "{}" + std::string(1000, ' '));
+  CHECK(small.status == 200);
+
+  HttpConnection c(web.url());
+  HttpReply big = c.Send("POST", "/api/v1/server.status", "{}" + std::string(4096, ' '));
+  CHECK(big.status == 413);
+  CHECK(big.Json()["error"]["code"] == "TOO_LARGE");
+  CHECK(big.Json()["error"]["message"].get<std::string>().find("limits.max_body_bytes") != std::string::npos);
+
+  // Chunked, so the size shows only as the chunks come.
+  HttpConnection chunked(web.url());
+  chunked.Write("POST /api/v1/server.status HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  const std::string piece(1024, ' ');
+  for (int i = 0; i < 3; ++i) chunked.Write("400\r\n" + piece + "\r\n");
+  std::string received;
+  CHECK(chunked.WaitClosed(30s, &received));
+  CHECK(received.find("413") != std::string::npos);
+}
+
+TEST_CASE("a client that sends its request too slowly is cut off while others are served") {
+  Weftd weftd("web-slow");
+  WebOptions o = Open("web-slow");
+  o.limits_toml = "header_timeout_ms = 1000\nbody_timeout_ms = 1000\n";
+  WebGateway web(weftd, o);
+
+  HttpConnection slow_headers(web.url());
+  slow_headers.Write("GET / HTTP/1.1\r\nHost: x\r\n");  // and never the blank line
+  HttpConnection slow_body(web.url());
+  slow_body.Write("POST /api/v1/server.status HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":");
+
+  // Meanwhile everybody else is served.
+  for (int i = 0; i < 5; ++i) CHECK(HttpSend(web.url(), "GET", "/").status == 200);
+
+  std::string got_headers, got_body;
+  CHECK(slow_headers.WaitClosed(30s, &got_headers));
+  CHECK(slow_body.WaitClosed(30s, &got_body));
+  CHECK(got_headers.find("200 OK") == std::string::npos);
+  CHECK(got_body.find("200 OK") == std::string::npos);
+  CHECK(HttpSend(web.url(), "GET", "/").status == 200);
+}
+
+TEST_CASE("events are numbered, resume after Last-Event-ID, and say reset when what was missed is gone") {
+  Weftd weftd("web-events");
+  WebOptions o = Open("web-events");
+  o.events_toml = "buffer = 8\n";
+  WebGateway web(weftd, o);
+
+  HttpConnection live(web.url());
+  HttpReply head = live.OpenEvents("/api/v1/events");
+  REQUIRE(head.status == 200);
+  CHECK(head.Header("content-type") == "text/event-stream");
+  CHECK(head.Header("x-frame-options") == "DENY");
+  const SseEvent first = FirstEvent(weftd, live);
+  CHECK(first.type == "task");
+  CHECK(json::parse(first.data)["state"] == "queued");
+
+  Enqueue(weftd, 2);
+  auto second = live.NextEvent(30s);
+  auto third = live.NextEvent(30s);
+  REQUIRE(second);
+  REQUIRE(third);
+  CHECK(std::stoull(second->id) == std::stoull(first.id) + 1);
+  CHECK(std::stoull(third->id) == std::stoull(second->id) + 1);
+
+  // A browser that saw `first` and reconnects gets the two after it, the same.
+  HttpConnection resumed(web.url());
+  REQUIRE(resumed.OpenEvents("/api/v1/events", {{"Last-Event-ID", first.id}}).status == 200);
+  auto again = resumed.NextEvent(30s);
+  REQUIRE(again);
+  CHECK(again->id == second->id);
+  CHECK(again->data == second->data);
+  CHECK(resumed.NextEvent(30s)->id == third->id);
+
+  // Ten more push `first`'s successors out of a ring of 8.
+  Enqueue(weftd, 10);
+  for (int i = 0; i < 10; ++i) REQUIRE(live.NextEvent(30s));
+  HttpConnection late(web.url());
+  REQUIRE(late.OpenEvents("/api/v1/events", {{"Last-Event-ID", first.id}}).status == 200);
+  auto reset = late.NextEvent(30s);
+  REQUIRE(reset);
+  CHECK(reset->type == "reset");
+  Enqueue(weftd, 1);
+  auto after_reset = late.NextEvent(30s);  // and then it goes on live
+  REQUIRE(after_reset);
+  CHECK(after_reset->type == "task");
+  CHECK(std::stoull(after_reset->id) > std::stoull(reset->id));
+
+  HttpConnection foreign(web.url());
+  REQUIRE(foreign.OpenEvents("/api/v1/events", {{"Last-Event-ID", "not-a-number"}}).status == 200);
+  CHECK(foreign.NextEvent(30s)->type == "reset");
+}
+
+TEST_CASE("a stream for one cluster carries only that cluster's events") {
+  Weftd weftd("web-events-cluster");
+  CatalogDir catalog(weftd.Path("catalog"));
+  REQUIRE(weftd.Weft({"catalog", "import", catalog.path().string()}).exit_code == 0);
+  WebGateway web(weftd, Open("web-events-cluster"));
+  HttpConnection all(web.url());
+  REQUIRE(all.OpenEvents("/api/v1/events").status == 200);
+  FirstEvent(weftd, all);
+
+  // No host runs its tasks: each create job stays running until aborted.
+  auto create = [&](const std::string& name) {
+    return weftd.Call("cluster.create", {{"name", name}, {"template", "web-fake"}, {"size", 3}});
+  };
+  const json c1 = create("c1");
+  HttpConnection one(web.url());
+  REQUIRE(one.OpenEvents("/api/v1/events?cluster=c1").status == 200);  // by name; events name it by id
+  const std::string c1_id = c1["cluster"]["id"];
+  weftd.Call("job.abort", {{"job", c1["job"]["id"]}});
+  const json c2 = create("c2");
+  weftd.Call("job.abort", {{"job", c2["job"]["id"]}});
+  const json deleting = weftd.Call("cluster.delete", {{"cluster", "c1"}});
+  const std::string delete_job = deleting["job"]["id"];
+
+  bool saw_delete = false;
+  while (!saw_delete) {
+    auto e = one.NextEvent(30s);
+    REQUIRE(e);
+    const json data = json::parse(e->data);
+    CHECK(data.value("cluster_id", "") == c1_id);
+    saw_delete = e->type == "job" && data.value("job_id", "") == delete_job;
+  }
+  HttpConnection missing(web.url());
+  CHECK(missing.OpenEvents("/api/v1/events?cluster=nosuch").status == 404);
+}
+
+TEST_CASE("a resource PUT arrives whole in several upload chunks") {
+  Weftd weftd("web-upload");
+  WebGateway web(weftd, Open("web-upload"));
+
+  std::string file(9 * 1024 * 1024 + 123, '\0');
+  for (std::size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>((i * 7919) % 251);
+  HttpConnection c(web.url());
+  HttpReply put = c.Send("PUT", "/api/v1/resources/shell/big.sh", file, {{"Expect", "100-continue"}});
+  REQUIRE(put.status == 200);
+  const json reply = put.Json();
+  CHECK(reply["version"] == 1);
+  CHECK(reply["size"] == file.size());
+  CHECK(reply["digest"] == weft::digest::Sha256Of(file).value());
+
+  const json listed = weftd.Call("resource.list", {{"type", "shell"}});
+  REQUIRE(listed["resources"].size() == 1);
+  CHECK(listed["resources"][0]["versions"][0]["size"] == file.size());
+
+  // The connection stays usable; a bad name is weftd's INVALID.
+  HttpReply bad = c.Send("PUT", "/api/v1/resources/shell/.hidden", "x");
+  CHECK(bad.status == 400);
+  CHECK(c.Send("PUT", "/api/v1/resources/shell", "x").status == 404);
+}
+
+TEST_CASE("over TLS the gateway serves HTTPS with HSTS, and a plain HTTP client gets nothing") {
+  Weftd weftd("web-tls");
+  WebOptions o = Open("web-tls");
+  o.tls = true;
+  WebGateway web(weftd, o);
+  REQUIRE(web.url().rfind("https://127.0.0.1:", 0) == 0);
+
+  HttpConnection c(web.url(), web.cert());
+  HttpReply index = c.Send("GET", "/");
+  CHECK(index.status == 200);
+  CHECK(index.Header("strict-transport-security").find("max-age=") == 0);
+  HttpReply status = c.Send("POST", "/api/v1/server.status", "{}");
+  CHECK(status.status == 200);
+
+  const std::string plain_url = "http://" + web.url().substr(std::string("https://").size());
+  HttpConnection plain(plain_url);
+  plain.Write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string received;
+  CHECK(plain.WaitClosed(30s, &received));
+  CHECK(received.find("200 OK") == std::string::npos);
+}
+
+TEST_CASE("without a session or token the API answers 401, and a cookie without the CSRF header 403") {
+  Weftd weftd("web-auth-needed");
+  WebOptions o;
+  o.name = "web-auth-needed";
+  WebGateway web(weftd, o);  // require_login = true, the default
+  HttpConnection c(web.url());
+
+  HttpReply anonymous = c.Send("POST", "/api/v1/server.status", "{}");
+  CHECK(anonymous.status == 401);
+  CHECK(anonymous.Json()["error"]["message"].get<std::string>().find("not logged in") == 0);
+  CHECK(c.Send("GET", "/api/v1/session").status == 401);
+  CHECK(c.Send("GET", "/api/v1/cluster.list").status == 401);
+  HttpConnection events(web.url());
+  CHECK(events.OpenEvents("/api/v1/events").status == 401);
+  CHECK(c.Send("GET", "/").status == 200);  // the UI itself needs no login
+
+  // A state-changing request with the cookie but not the header never reaches weftd.
+  HttpReply no_csrf = c.Send("POST", "/api/v1/cluster.delete", R"({"cluster":"x"})",
+                             {{"Cookie", "weft_session=whatever"}});
+  CHECK(no_csrf.status == 403);
+  CHECK(no_csrf.Json()["error"]["code"] == "DENIED");
+  CHECK(no_csrf.Json()["error"]["message"].get<std::string>().find("X-CSRF-Token") != std::string::npos);
+  HttpConnection upload(web.url());
+  CHECK(upload.Send("PUT", "/api/v1/resources/shell/a.sh", "echo hi", {{"Cookie", "weft_session=whatever"}}).status ==
+        403);
+  CHECK(weftd.Call("resource.list", json::object())["resources"].empty());
+}
+
+TEST_CASE("login attempts from one address are limited per minute") {
+  Weftd weftd("web-login-limit");
+  WebOptions o;
+  o.name = "web-login-limit";
+  o.limits_toml = "login_per_minute = 3\nlogin_burst = 3\n";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  const std::string wrong = R"({"tenant":"default","user":"nobody","password":"wrong"})";
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = c.Send("POST", "/api/v1/login", wrong);
+    CHECK(r.status != 429);
+    CHECK(r.status != 200);
+    CHECK(r.Header("set-cookie").empty());
+  }
+  HttpReply limited = c.Send("POST", "/api/v1/login", wrong);
+  CHECK(limited.status == 429);
+  CHECK(limited.Json()["error"]["message"].get<std::string>().find("too many login attempts from 127.0.0.1") !=
+        std::string::npos);
+}
+
+TEST_CASE("while weftd is down the API answers 503, and after its restart requests and events flow again") {
+  Weftd weftd("web-restart");
+  WebOptions o = Open("web-restart");
+  o.weftd_toml = "timeout_ms = 1000\n";
+  WebGateway web(weftd, o);
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events").status == 200);
+  FirstEvent(weftd, events);
+
+  weftd.Stop();
+  HttpConnection c(web.url());
+  HttpReply down = c.Send("POST", "/api/v1/server.status", "{}");
+  CHECK(down.status == 503);
+  CHECK(down.Json()["error"]["code"] == "UNAVAILABLE");
+  CHECK(down.Json()["error"]["message"].get<std::string>().find("tcp://") == std::string::npos);  // no internals
+
+  weftd.Restart();
+  REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").Json()["pid"] == weftd.pid());
+  // The same stream, still open, gets the new process's events.
+  FirstEvent(weftd, events);
+}
+
+TEST_CASE("weft-web stops cleanly on SIGTERM with streams and connections open") {
+  Weftd weftd("web-stop");
+  WebGateway web(weftd, Open("web-stop"));
+  HttpConnection stream(web.url());
+  REQUIRE(stream.OpenEvents("/api/v1/events").status == 200);
+  HttpConnection idle(web.url());
+  REQUIRE(idle.Send("GET", "/").status == 200);
+  HttpConnection half(web.url());
+  half.Write("POST /api/v1/server.status HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{");
+
+  web.process().Signal(SIGTERM);
+  const auto status = web.process().Wait(30s);
+  REQUIRE(status);
+  INFO(web.Log());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);  // under the sanitizers, no error at exit either
+  CHECK(stream.WaitClosed(30s));
+}

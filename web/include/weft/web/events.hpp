@@ -1,0 +1,118 @@
+// The events weft-web relays to browsers (docs/web.md, "Events").
+//
+// One SUB connection to weftd's events endpoint feeds an EventRing: every event
+// gets the next number and is kept until `capacity` newer ones push it out, so
+// a browser that reconnects with Last-Event-ID gets what it missed, or a reset
+// when that is no longer kept. Each browser's stream shows only what its user
+// may see (Visible): the same rule weftd applies to its own subscribers.
+//
+// EventRing is thread-safe (the feed thread appends, I/O threads read).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/common/curve.hpp"
+
+namespace weft::web {
+
+struct StoredEvent {
+  std::uint64_t id = 0;
+  std::string type;        // the payload's "type": task, job, cluster, task.progress, host
+  std::string tenant;      // the topic's first segment ("_system" for hosts)
+  std::string cluster_id;  // "" when the event belongs to no cluster
+  std::string data;        // the payload as weftd sent it (JSON text)
+};
+
+using EventPtr = std::shared_ptr<const StoredEvent>;
+
+class EventRing {
+ public:
+  // Numbers start after `first_id` - 1 (a start-time based number, so ids of
+  // an earlier weft-web process are never mistaken for this one's).
+  EventRing(std::size_t capacity, std::uint64_t first_id);
+
+  // Numbers and keeps one event, then wakes every listener.
+  EventPtr Append(const std::string& topic, const nlohmann::json& payload);
+
+  struct Batch {
+    std::vector<EventPtr> events;  // oldest first
+    bool reset = false;            // what follows `after` is no longer (or was never) kept
+    std::uint64_t last = 0;        // the id a reader has seen after this batch
+  };
+  // At most `max` events numbered after `after`.
+  Batch After(std::uint64_t after, std::size_t max) const;
+  // The newest id handed out (first_id - 1 before any).
+  std::uint64_t LastId() const;
+
+  // Listeners are called (on the appending thread, without the lock held)
+  // after every Append; they must only schedule work.
+  int Listen(std::function<void()> wake);
+  void Unlisten(int id);
+
+ private:
+  std::string ClusterOf(const std::string& type, const nlohmann::json& payload, const std::string& topic);
+
+  const std::size_t capacity_;
+  const std::uint64_t first_id_;
+  mutable std::mutex mu_;
+  std::deque<EventPtr> events_;
+  std::uint64_t next_id_;
+  // task.progress events name only their task: the task's cluster, learnt from
+  // its task events, so a user's stream can show its own tasks' progress.
+  std::unordered_map<std::int64_t, std::string> task_cluster_;
+  std::deque<std::int64_t> task_order_;
+  std::map<int, std::function<void()>> listeners_;
+  int next_listener_ = 1;
+};
+
+// Who looks at a stream.
+struct Viewer {
+  std::string tenant;
+  std::string user;
+  std::string role;  // superadmin, admin, user
+};
+
+enum class Visibility { kShow, kHide, kIfOwned };
+// A superadmin sees everything; a tenant admin their tenant's events and the
+// host events; a user the events of the clusters they own (kIfOwned: the
+// caller checks ownership) and nothing else.
+Visibility Visible(const Viewer& viewer, const StoredEvent& event);
+
+// The thread that reads weftd's events endpoint into a ring. It reconnects by
+// itself (ZeroMQ does) when weftd restarts.
+class EventFeed {
+ public:
+  struct Options {
+    std::string endpoint;
+    std::string server_key;  // empty: no CurveZMQ
+    curve::KeyPair keys;
+  };
+  EventFeed(zmq::context_t& ctx, Options options, EventRing& ring);
+  ~EventFeed();
+  EventFeed(const EventFeed&) = delete;
+  EventFeed& operator=(const EventFeed&) = delete;
+
+ private:
+  void Run();
+
+  zmq::context_t& ctx_;
+  Options options_;
+  EventRing& ring_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace weft::web

@@ -1,0 +1,240 @@
+#include "weft/web/config.hpp"
+
+#include <arpa/inet.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <toml++/toml.h>
+
+namespace weft::web {
+namespace {
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Reads one table's keys and remembers which it knows, so Finish() can name a
+// key it did not expect. Keeps the first error: one clear sentence is enough.
+class Table {
+ public:
+  Table(const toml::table* table, std::string name, std::string origin)
+      : table_(table), name_(std::move(name)), origin_(std::move(origin)) {}
+
+  void Int(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t* out) {
+    const toml::node* node = Find(key);
+    if (!node) return;
+    auto v = node->value_exact<std::int64_t>();
+    if (!v || *v < min || *v > max) {
+      Fail(Where(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+           "; remove it to use the default " + std::to_string(*out));
+      return;
+    }
+    *out = *v;
+  }
+  void Int(const std::string& key, std::int64_t min, std::int64_t max, int* out) {
+    std::int64_t v = *out;
+    Int(key, min, max, &v);
+    *out = static_cast<int>(v);
+  }
+  void Size(const std::string& key, std::int64_t min, std::int64_t max, std::size_t* out) {
+    std::int64_t v = static_cast<std::int64_t>(*out);
+    Int(key, min, max, &v);
+    *out = static_cast<std::size_t>(v);
+  }
+  void Bool(const std::string& key, bool* out) {
+    const toml::node* node = Find(key);
+    if (!node) return;
+    if (!node->is_boolean()) return Fail(Where(key) + " must be true or false");
+    *out = *node->value<bool>();
+  }
+  void String(const std::string& key, std::string* out) {
+    const toml::node* node = Find(key);
+    if (!node) return;
+    if (!node->is_string()) return Fail(Where(key) + " must be a string");
+    *out = *node->value<std::string>();
+  }
+  void Path(const std::string& key, std::filesystem::path* out) {
+    std::string v = out->string();
+    String(key, &v);
+    *out = v;
+  }
+  void Fail(std::string message) {
+    if (error_.ok()) error_ = Status::Invalid(std::move(message));
+  }
+  std::string Where(const std::string& key) const { return origin_ + ": " + name_ + "." + key; }
+
+  Status Finish() {
+    if (!error_.ok() || !table_) return error_;
+    for (const auto& [k, node] : *table_) {
+      const std::string key(k.str());
+      bool known = false;
+      for (const auto& n : known_) known = known || n == key;
+      if (!known)
+        return Status::Invalid(origin_ + ": unknown key '" + key + "' in [" + name_ + "]; the known keys are " +
+                               Join(known_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const toml::node* Find(const std::string& key) {
+    known_.push_back(key);
+    return table_ ? table_->get(key) : nullptr;
+  }
+
+  const toml::table* table_;
+  std::string name_;
+  std::string origin_;
+  std::vector<std::string> known_;
+  Status error_;
+};
+
+bool IsZmqEndpoint(const std::string& v) {
+  return v.rfind("tcp://", 0) == 0 || v.rfind("ipc://", 0) == 0 || v.rfind("inproc://", 0) == 0;
+}
+
+Status ReadTables(const toml::table& root, const std::string& origin, Config& cfg) {
+  auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
+  {
+    Table t(table("server"), "server", origin);
+    t.String("listen", &cfg.server.listen);
+    t.Path("static_dir", &cfg.server.static_dir);
+    t.Bool("allow_plain_http", &cfg.server.allow_plain_http);
+    std::string level = "info";
+    t.String("log_level", &level);
+    if (!log::ParseLevel(level, &cfg.server.log_level))
+      t.Fail(t.Where("log_level") + " is \"" + level + "\"; use one of debug, info, warn, error");
+    t.Path("address_file", &cfg.server.address_file);
+    t.Int("threads", 1, 64, &cfg.server.threads);
+    t.Bool("require_login", &cfg.server.require_login);
+    WEFT_RETURN_IF_ERROR(t.Finish());
+    if (Result<HostPort> hp = ParseListen(cfg.server.listen); !hp.ok())
+      return Status::Invalid(origin + ": server.listen: " + hp.status().message());
+  }
+  {
+    Table t(table("tls"), "tls", origin);
+    t.Path("cert", &cfg.tls.cert);
+    t.Path("key", &cfg.tls.key);
+    WEFT_RETURN_IF_ERROR(t.Finish());
+    if (cfg.tls.cert.empty() != cfg.tls.key.empty())
+      return Status::Invalid(origin + ": [tls] needs both cert and key (PEM files), or neither for plain HTTP");
+  }
+  {
+    Table t(table("weftd"), "weftd", origin);
+    t.String("api", &cfg.weftd.api);
+    t.String("events", &cfg.weftd.events);
+    t.Path("credentials", &cfg.weftd.credentials);
+    t.Int("clients", 1, 256, &cfg.weftd.clients);
+    t.Int("timeout_ms", 100, 3'600'000, &cfg.weftd.timeout_ms);
+    WEFT_RETURN_IF_ERROR(t.Finish());
+    for (const std::string* v : {&cfg.weftd.api, &cfg.weftd.events})
+      if (!IsZmqEndpoint(*v))
+        return Status::Invalid(origin + ": [weftd] \"" + *v +
+                               "\" is not a ZeroMQ address; use one such as \"tcp://127.0.0.1:7420\"");
+  }
+  {
+    Table t(table("limits"), "limits", origin);
+    constexpr std::int64_t kGiB = 1 << 30;
+    t.Size("max_body_bytes", 1024, kGiB, &cfg.limits.max_body_bytes);
+    t.Size("max_upload_bytes", 0, 64 * kGiB, &cfg.limits.max_upload_bytes);
+    t.Size("max_header_bytes", 1024, 1 << 20, &cfg.limits.max_header_bytes);
+    t.Int("header_timeout_ms", 100, 3'600'000, &cfg.limits.header_timeout_ms);
+    t.Int("body_timeout_ms", 100, 3'600'000, &cfg.limits.body_timeout_ms);
+    t.Int("write_timeout_ms", 100, 3'600'000, &cfg.limits.write_timeout_ms);
+    t.Int("max_connections", 1, 1'000'000, &cfg.limits.max_connections);
+    t.Int("login_per_minute", 0, 1'000'000, &cfg.limits.login_per_minute);
+    t.Int("login_burst", 1, 1'000'000, &cfg.limits.login_burst);
+    WEFT_RETURN_IF_ERROR(t.Finish());
+  }
+  {
+    Table t(table("events"), "events", origin);
+    t.Size("buffer", 1, 10'000'000, &cfg.events.buffer);
+    t.Int("keepalive_ms", 100, 3'600'000, &cfg.events.keepalive_ms);
+    t.Int("max_streams", 1, 1'000'000, &cfg.events.max_streams);
+    WEFT_RETURN_IF_ERROR(t.Finish());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HostPort> ParseListen(std::string_view listen) {
+  std::string text(listen);
+  std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return Status::Invalid("\"" + text + "\" is not host:port; write it like \"127.0.0.1:8443\" or \"[::1]:8443\"");
+  HostPort hp;
+  hp.host = text.substr(0, colon);
+  if (hp.host.size() > 2 && hp.host.front() == '[' && hp.host.back() == ']') hp.host = hp.host.substr(1, hp.host.size() - 2);
+  const std::string port = text.substr(colon + 1);
+  unsigned long value = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9' || value > 65535) return Status::Invalid("the port of \"" + text + "\" is not a number from 0 to 65535");
+    value = value * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (value > 65535) return Status::Invalid("the port of \"" + text + "\" is not a number from 0 to 65535");
+  hp.port = static_cast<std::uint16_t>(value);
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, hp.host.c_str(), buf) != 1 && inet_pton(AF_INET6, hp.host.c_str(), buf) != 1)
+    return Status::Invalid("\"" + hp.host + "\" is not an IP address; listen on an address such as 127.0.0.1 or 0.0.0.0");
+  return hp;
+}
+
+bool IsLoopback(std::string_view host) {
+  std::string h(host);
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_view) {
+  const std::string origin(origin_view);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin_view);
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    return Status::Invalid(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
+                           ": not valid TOML: " + std::string(e.description()));
+  }
+  static const std::vector<std::string> kTables = {"server", "tls", "weftd", "limits", "events"};
+  for (const auto& [k, node] : root) {
+    const std::string key(k.str());
+    bool known = false;
+    for (const auto& t : kTables) known = known || t == key;
+    if (!known)
+      return Status::Invalid(origin + ": unknown key '" + key + "' at the top level; the known tables are " +
+                             Join(kTables));
+    if (!node.is_table()) return Status::Invalid(origin + ": '" + key + "' must be a table ([" + key + "])");
+  }
+  Config cfg;
+  WEFT_RETURN_IF_ERROR(ReadTables(root, origin, cfg));
+  if (!cfg.tls.enabled() && !cfg.server.allow_plain_http) {
+    Result<HostPort> hp = ParseListen(cfg.server.listen);
+    if (!IsLoopback(hp->host))
+      return Status::Invalid(origin + ": server.listen is " + cfg.server.listen +
+                             ", not a loopback address, and [tls] has no cert: browsers would send passwords "
+                             "and session cookies in the clear. Give [tls] cert and key, or set "
+                             "server.allow_plain_http = true behind a TLS-terminating proxy");
+  }
+  if (!cfg.server.require_login && !cfg.weftd.credentials.empty())
+    return Status::Invalid(origin + ": server.require_login = false is for development against a weftd with "
+                           "security off; remove weftd.credentials or require login");
+  return cfg;
+}
+
+Result<Config> LoadConfigFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read the configuration file " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path.string());
+}
+
+}  // namespace weft::web

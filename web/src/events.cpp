@@ -1,0 +1,153 @@
+#include "weft/web/events.hpp"
+
+#include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::web {
+namespace {
+
+constexpr const char* kLog = "weft-web";
+constexpr std::size_t kMaxTasksRemembered = 100000;
+
+std::string StringField(const nlohmann::json& payload, const char* key) {
+  auto it = payload.find(key);
+  if (it == payload.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_integer()) return std::to_string(it->get<std::int64_t>());
+  return "";
+}
+
+}  // namespace
+
+EventRing::EventRing(std::size_t capacity, std::uint64_t first_id)
+    : capacity_(capacity == 0 ? 1 : capacity), first_id_(first_id), next_id_(first_id) {}
+
+std::string EventRing::ClusterOf(const std::string& type, const nlohmann::json& payload, const std::string& topic) {
+  std::string cluster = StringField(payload, "cluster_id");
+  auto task = payload.find("task_id");
+  const bool has_task = task != payload.end() && task->is_number_integer();
+  if (type == "task" && has_task && !cluster.empty() && !task_cluster_.count(task->get<std::int64_t>())) {
+    task_cluster_[task->get<std::int64_t>()] = cluster;
+    task_order_.push_back(task->get<std::int64_t>());
+    if (task_order_.size() > kMaxTasksRemembered) {
+      task_cluster_.erase(task_order_.front());
+      task_order_.pop_front();
+    }
+  }
+  if (cluster.empty() && type == "task.progress" && has_task) {
+    auto it = task_cluster_.find(task->get<std::int64_t>());
+    if (it != task_cluster_.end()) cluster = it->second;
+  }
+  if (cluster.empty()) {
+    // "<tenant>/<kind>/<cluster_id>/": the topic names it when the payload does not.
+    const std::size_t a = topic.find('/');
+    const std::size_t b = a == std::string::npos ? a : topic.find('/', a + 1);
+    const std::size_t c = b == std::string::npos ? b : topic.find('/', b + 1);
+    if (c != std::string::npos && c > b + 1) cluster = topic.substr(b + 1, c - b - 1);
+  }
+  return cluster;
+}
+
+EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& payload) {
+  auto event = std::make_shared<StoredEvent>();
+  event->type = StringField(payload, "type");
+  event->tenant = topic.substr(0, topic.find('/'));
+  event->data = wire::Dump(payload);
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    event->cluster_id = ClusterOf(event->type, payload, topic);
+    event->id = next_id_++;
+    events_.push_back(event);
+    if (events_.size() > capacity_) events_.pop_front();
+    for (const auto& [id, fn] : listeners_) wake.push_back(fn);
+  }
+  for (const auto& fn : wake) fn();
+  return event;
+}
+
+EventRing::Batch EventRing::After(std::uint64_t after, std::size_t max) const {
+  Batch batch;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::uint64_t newest = next_id_ - 1;
+  const std::uint64_t oldest = events_.empty() ? next_id_ : events_.front()->id;
+  // `after` must be an id this process handed out (or the one just before the
+  // first), and what follows it must still be kept.
+  if (after > newest || after + 1 < oldest || after + 1 < first_id_) {
+    batch.reset = true;
+    batch.last = newest;
+    return batch;
+  }
+  batch.last = after;
+  std::size_t index = static_cast<std::size_t>(after + 1 - oldest);
+  for (; index < events_.size() && batch.events.size() < max; ++index) {
+    batch.events.push_back(events_[index]);
+    batch.last = events_[index]->id;
+  }
+  return batch;
+}
+
+std::uint64_t EventRing::LastId() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_id_ - 1;
+}
+
+int EventRing::Listen(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int id = next_listener_++;
+  listeners_[id] = std::move(wake);
+  return id;
+}
+
+void EventRing::Unlisten(int id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listeners_.erase(id);
+}
+
+Visibility Visible(const Viewer& viewer, const StoredEvent& event) {
+  if (viewer.role == "superadmin") return Visibility::kShow;
+  if (event.type == "host") return viewer.role == "admin" ? Visibility::kShow : Visibility::kHide;
+  if (event.tenant != viewer.tenant) return Visibility::kHide;
+  if (viewer.role == "admin") return Visibility::kShow;
+  return event.cluster_id.empty() ? Visibility::kHide : Visibility::kIfOwned;
+}
+
+EventFeed::EventFeed(zmq::context_t& ctx, Options options, EventRing& ring)
+    : ctx_(ctx), options_(std::move(options)), ring_(ring), thread_([this] { Run(); }) {}
+
+EventFeed::~EventFeed() {
+  stop_ = true;
+  thread_.join();
+}
+
+void EventFeed::Run() {
+  try {
+    zmq::socket_t sub(ctx_, zmq::socket_type::sub);
+    sub.set(zmq::sockopt::linger, 0);
+    // Far more than a browser falls behind by: weft-web drains it at once.
+    sub.set(zmq::sockopt::rcvhwm, 100000);
+    if (!options_.server_key.empty()) curve::SetClientKeys(sub, options_.server_key, options_.keys);
+    sub.set(zmq::sockopt::subscribe, "");
+    sub.connect(options_.endpoint);
+    while (!stop_) {
+      zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      wire::Frames frames;
+      while (wire::RecvMultipart(sub, frames, zmq::recv_flags::dontwait)) {
+        if (frames.size() != 2) continue;
+        const std::string topic = frames[0].to_string();
+        nlohmann::json payload = nlohmann::json::parse(frames[1].to_string_view(), nullptr, false);
+        if (payload.is_discarded() || !payload.is_object()) {
+          WEFT_LOG(kWarn, kLog) << "an event on " << topic << " is not a JSON object; dropped";
+          continue;
+        }
+        ring_.Append(topic, payload);
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    WEFT_LOG(kError, kLog) << "the events connection to " << options_.endpoint << " failed: " << e.what()
+                           << "; browsers get no more events until weft-web restarts";
+  }
+}
+
+}  // namespace weft::web
