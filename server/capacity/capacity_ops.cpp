@@ -1,5 +1,6 @@
 #include "weft/server/capacity/capacity_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -71,21 +72,25 @@ class CapacityOps {
 
  private:
   // The live hosts, and the threads the worker split gives each tenant on
-  // them: its own, plus those that serve any tenant.
-  Hosts LiveHosts(std::map<std::string, std::int64_t>* threads_by_tenant, std::int64_t* shared);
+  // them (its own, plus those that serve any tenant) while every tenant of
+  // `measured` has tasks: a tenant that went quiet a minute ago is sized by
+  // the share it gets when busy, not by the none it has now.
+  Hosts LiveHosts(const std::set<std::string>& measured, std::map<std::string, std::int64_t>* threads_by_tenant,
+                  std::int64_t* shared);
 
   CapacityOpsDeps d_;
 };
 
-Hosts CapacityOps::LiveHosts(std::map<std::string, std::int64_t>* by_tenant, std::int64_t* shared) {
+Hosts CapacityOps::LiveHosts(const std::set<std::string>& measured, std::map<std::string, std::int64_t>* by_tenant,
+                             std::int64_t* shared) {
   Hosts hosts;
   for (const auto& [id, h] : d_.hosts.all()) {
     if (!d_.hosts.Live(h)) continue;
     ++hosts.live;
     hosts.threads += h.record.capacity;
-    for (const json& w : d_.hosts.WorkersFor(id)) {
-      const std::string tenant = w.value("tenant", std::string());
-      const std::int64_t threads = w.value("threads", std::int64_t{0});
+  }
+  for (const auto& [host, tenants] : d_.hosts.SplitWith(measured)) {
+    for (const auto& [tenant, threads] : tenants) {
       if (tenant.empty())
         *shared += threads;
       else
@@ -127,9 +132,11 @@ Response CapacityOps::Capacity(const Call& call) {
   auto loads = d_.store.MeasureLoad(now - r.window_ms, everyone ? std::string() : call.principal.tenant);
   if (!loads.ok()) return Response::Error(loads.status().WithContext("cannot read the tasks of the window"));
 
+  std::set<std::string> measured;
+  for (const store::TenantLoad& load : *loads) measured.insert(load.tenant);
   std::map<std::string, std::int64_t> threads_by_tenant;
   std::int64_t shared = 0;
-  const Hosts hosts = LiveHosts(&threads_by_tenant, &shared);
+  const Hosts hosts = LiveHosts(measured, &threads_by_tenant, &shared);
   std::vector<TenantAdvice> advice;
   json tenants = json::array();
   for (const store::TenantLoad& load : *loads) {

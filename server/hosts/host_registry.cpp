@@ -182,13 +182,18 @@ std::set<std::string> HostRegistry::ActiveTenants() {
   return active;
 }
 
-json HostRegistry::WorkersFor(const std::string& host_id) {
-  const std::set<std::string> active = ActiveTenants();
+WorkerSplit HostRegistry::SplitWith(const std::set<std::string>& also) {
+  std::set<std::string> active = ActiveTenants();
+  active.insert(also.begin(), also.end());
   std::vector<HostCapacity> live;
   for (const auto& [id, h] : hosts_)
     if (Live(h)) live.push_back({id, h.record.capacity});
-  const WorkerSplit split =
-      AllocateWorkers(std::move(live), active, worker_caps_ ? worker_caps_() : std::map<std::string, std::int64_t>{});
+  return AllocateWorkers(std::move(live), active,
+                         worker_caps_ ? worker_caps_() : std::map<std::string, std::int64_t>{});
+}
+
+json HostRegistry::WorkersFor(const std::string& host_id) {
+  const WorkerSplit split = SplitWith({});
   json out = json::array();
   auto it = split.find(host_id);
   if (it != split.end())

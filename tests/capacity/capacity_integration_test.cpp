@@ -91,8 +91,8 @@ void WaitForWorkers(Weftd& server, Host& host, int threads) {
 struct Measured {
   int enqueued = 0;
   std::int64_t window_ms = 0;
-  json advice;  // `weft -o json capacity`
-  std::string table;  // `weft capacity`
+  json advice;       // server.capacity over exactly the window
+  std::string table;  // `weft capacity` over a window a second longer
 };
 
 // Enqueues kRate tasks a second for kArrivals (paced by deadlines, so a late
@@ -111,9 +111,12 @@ Measured Measure(Weftd& server) {
   // The window reaches back a little before the first task (weftd's clock
   // reads a moment after the test's), and nothing was enqueued before it.
   run.window_ms = NowMs() - start_ms + 250;
-  const std::string window = std::to_string(run.window_ms) + "ms";
   const std::string target = std::to_string(kTargetWaitMs) + "ms";
-  run.advice = server.WeftJson({"capacity", "--window", window, "--target-wait", target});
+  run.advice = server.Call("server.capacity", {{"window_ms", run.window_ms}, {"target_wait_ms", kTargetWaitMs}});
+  // The CLI starts a process first (slow under a sanitizer): its window reaches
+  // a second further back, which changes the rate a little and the advice not
+  // at all at this load (CheckAgainstModel checks rates well below this one).
+  const std::string window = std::to_string(run.window_ms + 1000) + "ms";
   RunResult table = server.Weft({"capacity", "--window", window, "--target-wait", target});
   INFO(table.out << table.err);
   REQUIRE(table.exit_code == 0);
@@ -137,7 +140,7 @@ int CheckAgainstModel(const Measured& run, const json& t) {
   const double target_s = kTargetWaitMs / 1000.0;
   const int model = ModelThreads(lambda, service_s, target_s);
   // The design point: the model's answer does not move anywhere in the tolerance band.
-  for (double l : {lambda * 0.99, lambda * 1.01})
+  for (double l : {lambda * 0.85, lambda * 0.99, lambda * 1.01})
     for (double s : {service_s, service_s * (1 + kServiceBand / 2), service_s * (1 + kServiceBand)})
       REQUIRE(ModelThreads(l, s, target_s) == model);
 

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/server/config/config.hpp"
+#include "weft/server/hosts/workers.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
@@ -91,6 +92,9 @@ class HostRegistry {
   void set_worker_caps(WorkerCaps caps) { worker_caps_ = std::move(caps); }
   // The worker split the server wants on `host_id`: [{"tenant" ("" = any), "threads"}].
   json WorkersFor(const std::string& host_id);
+  // The split over every live host were the tenants `also` active too (the
+  // capacity advice sizes a tenant by the threads it gets while it has tasks).
+  WorkerSplit SplitWith(const std::set<std::string>& also);
   // The tenants with tasks now or within the last minute: they share the split,
   // and hosts sync their resources (Lua plugins) even when the split names none.
   std::set<std::string> ActiveTenants();
