@@ -220,12 +220,15 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
 }
 
 Status Context::NoAnswer(int timeout_ms) {
+  // How long each look at the peer may take. Only a request that already got
+  // no answer pays it; on a loaded machine a handshake takes well over a second.
+  constexpr int kProbeMs = 3000;
   const std::string where = options_.server;
   const std::string within = " within " + std::to_string(timeout_ms) + " ms";
   const std::string elsewhere = " (set --server or WEFT_SERVER)";
   const std::string need_credential =
       "pass --credentials FILE (a local weftd writes <data_dir>/credentials/superadmin.json)";
-  switch (Probe(*zmq_, client_->options(), std::min(timeout_ms, 1000))) {
+  switch (Probe(*zmq_, client_->options(), std::min(timeout_ms, kProbeMs))) {
     case Peer::kRefused:
       return Status::Unavailable("nothing listens at " + where + " (connection refused); is weftd running?" +
                                  elsewhere);
@@ -237,7 +240,7 @@ Status Context::NoAnswer(int timeout_ms) {
       // A client without a key is cut off by a weftd with CurveZMQ on, often
       // before libzmq reports the mechanism mismatch, and which of the two
       // events libzmq reports depends on timing: ask the greeting.
-      if (!credential_ && PeerMechanism(where, std::min(timeout_ms, 1000)) == "CURVE")
+      if (!credential_ && PeerMechanism(where, std::min(timeout_ms, kProbeMs)) == "CURVE")
         return Status::Unavailable("weftd at " + where + " needs a credential: " + need_credential);
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
                                  "ZeroMQ socket there is not one weft can talk to (weftd's events or another "
