@@ -155,6 +155,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Size("buffer", 1, 10'000'000, &cfg.events.buffer);
     t.Int("keepalive_ms", 100, 3'600'000, &cfg.events.keepalive_ms);
     t.Int("max_streams", 1, 1'000'000, &cfg.events.max_streams);
+    t.Int("session_check_ms", 100, 86'400'000, &cfg.events.session_check_ms);
     WEFT_RETURN_IF_ERROR(t.Finish());
   }
   return Status::Ok();

@@ -66,6 +66,9 @@ struct EventsConfig {
   std::size_t buffer = 10000;        // events kept for Last-Event-ID resumption
   std::int64_t keepalive_ms = 15000; // a comment line on a quiet stream
   int max_streams = 1000;
+  // How often a stream's session is checked again with weftd: a logout or an
+  // expiry ends the stream within this.
+  std::int64_t session_check_ms = 60000;
 };
 
 struct Config {
