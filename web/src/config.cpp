@@ -148,6 +148,8 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Int("max_connections", 1, 1'000'000, &cfg.limits.max_connections);
     t.Int("login_per_minute", 0, 1'000'000, &cfg.limits.login_per_minute);
     t.Int("login_burst", 1, 1'000'000, &cfg.limits.login_burst);
+    t.Int("requests_per_s", 0, 1'000'000, &cfg.limits.requests_per_s);
+    t.Int("requests_burst", 1, 1'000'000, &cfg.limits.requests_burst);
     WEFT_RETURN_IF_ERROR(t.Finish());
   }
   {

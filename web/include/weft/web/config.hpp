@@ -60,6 +60,10 @@ struct LimitsConfig {
   int max_connections = 10000;
   int login_per_minute = 10;  // login attempts one address may make per minute
   int login_burst = 10;       // and at once
+  // API requests one address may make per second, and at once (weftd does not
+  // limit a gateway's connections: this is the per-browser limit). 0: none.
+  int requests_per_s = 200;
+  int requests_burst = 400;
 };
 
 struct EventsConfig {
