@@ -239,6 +239,7 @@ int Web(const std::vector<std::string>& args) {
     web_options.server_toml = "log_level = \"warn\"\n";
     web_options.weftd_toml = "clients = " + std::to_string(o.clients) + "\n";
     web_options.events_toml = "max_streams = " + std::to_string(o.streams + 10) + "\n";
+    web_options.limits_toml = "requests_per_s = 0\n";  // the clients all come from one address
     testing::WebGateway web(weftd, web_options);
 
     zmq::context_t ctx(2);

@@ -369,3 +369,26 @@ TEST_CASE("weft-web stops cleanly on SIGTERM with streams and connections open")
   CHECK(WEXITSTATUS(*status) == 0);  // under the sanitizers, no error at exit either
   CHECK(stream.WaitClosed(30s));
 }
+
+TEST_CASE("API requests from one address beyond the per-second limit get 429") {
+  Weftd weftd("web-request-limit");
+  WebOptions o = Open("web-request-limit");
+  o.limits_toml = "requests_per_s = 1\nrequests_burst = 2\n";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  int ok = 0, limited = 0;
+  std::string message;
+  for (int i = 0; i < 10; ++i) {
+    HttpReply r = c.Send("POST", "/api/v1/server.status", "{}");
+    if (r.status == 200) ++ok;
+    if (r.status == 429) {
+      ++limited;
+      message = r.Json()["error"]["message"];
+      CHECK(r.Header("retry-after") == "1");
+    }
+  }
+  CHECK(ok >= 2);
+  CHECK(limited > 0);
+  CHECK(message.find("limits.requests_per_s") != std::string::npos);
+  CHECK(c.Send("GET", "/").status == 200);  // the UI's files are not counted
+}

@@ -233,3 +233,31 @@ TEST_CASE("a POST of an op that only reads needs no CSRF token but one that chan
   CHECK(change.status == 403);
   CHECK(change.Json()["error"]["message"].get<std::string>().find("X-CSRF-Token") != std::string::npos);
 }
+
+TEST_CASE("a logout ends the session's event streams and a quiet stream gets keepalives") {
+  Weftd weftd("web-stream-logout");
+  AddUser(weftd, "alice", "admin");
+  WebOptions o;
+  o.name = "web-stream-logout";
+  o.events_toml = "keepalive_ms = 200\nsession_check_ms = 500\n";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  Login alice = LogIn(c, "alice");
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events", As(alice, false)).status == 200);
+  FirstEvent(weftd, events);
+
+  // Nothing happens: the stream stays open, kept alive with comments, its session checked.
+  bool closed = false;
+  REQUIRE(WaitFor(
+      [&] {
+        std::string received;
+        closed = closed || events.WaitClosed(100ms, &received);
+        return closed || received.find(": keepalive\n\n") != std::string::npos;
+      },
+      30s));
+  REQUIRE_FALSE(closed);
+
+  REQUIRE(c.Send("POST", "/api/v1/logout", "", As(alice)).status == 200);
+  CHECK(events.WaitClosed(30s));
+}

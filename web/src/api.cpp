@@ -81,7 +81,10 @@ Response NotLoggedIn(unsigned version, bool keep_alive, bool tls) {
 }
 
 Api::Api(const Config& config, WeftdPool& pool)
-    : config_(config), pool_(pool), login_limiter_(config.limits.login_per_minute, config.limits.login_burst) {}
+    : config_(config),
+      pool_(pool),
+      login_limiter_(config.limits.login_per_minute, config.limits.login_burst),
+      request_limiter_(config.limits.requests_per_s * 60, config.limits.requests_burst) {}
 
 asio::awaitable<CallResult> Api::Call(std::string op, json body, const Caller& caller,
                                       std::vector<std::string> blobs) {
@@ -194,6 +197,14 @@ asio::awaitable<Response> Api::Handle(const Request& request, const Target& targ
                          keep, caller.tls);
     res.result(http::status::method_not_allowed);
     res.set(http::field::allow, "GET, POST");
+    co_return res;
+  }
+  if (!request_limiter_.Admit(caller.client_addr)) {
+    Response res = Error(Status::TooLarge("rate limit: more than " + std::to_string(config_.limits.requests_per_s) +
+                                          " requests per second from " + caller.client_addr +
+                                          " (limits.requests_per_s); slow down and retry"),
+                         version, keep, caller.tls);
+    res.set(http::field::retry_after, "1");
     co_return res;
   }
   Result<json> body = BodyOf(request, target);

@@ -34,8 +34,8 @@ struct Caller {
 };
 Caller CallerOf(const http::request_header<>& header, const std::string& client_addr, bool tls);
 
-// Login attempts per client address: a token bucket each, refilled at
-// `per_minute` and holding at most `burst`.
+// Attempts per client address (logins; API requests): a token bucket each,
+// refilled at `per_minute` and holding at most `burst`.
 class LoginLimiter {
  public:
   LoginLimiter(int per_minute, int burst) : per_minute_(per_minute), burst_(burst) {}
@@ -93,6 +93,7 @@ class Api {
   const Config& config_;
   WeftdPool& pool_;
   LoginLimiter login_limiter_;
+  LoginLimiter request_limiter_;  // every API request, per address
 };
 
 // 401 with {"error":{"code":"DENIED","message":"not logged in: ..."}}.

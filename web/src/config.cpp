@@ -148,6 +148,8 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Int("max_connections", 1, 1'000'000, &cfg.limits.max_connections);
     t.Int("login_per_minute", 0, 1'000'000, &cfg.limits.login_per_minute);
     t.Int("login_burst", 1, 1'000'000, &cfg.limits.login_burst);
+    t.Int("requests_per_s", 0, 1'000'000, &cfg.limits.requests_per_s);
+    t.Int("requests_burst", 1, 1'000'000, &cfg.limits.requests_burst);
     WEFT_RETURN_IF_ERROR(t.Finish());
   }
   {
@@ -155,6 +157,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Size("buffer", 1, 10'000'000, &cfg.events.buffer);
     t.Int("keepalive_ms", 100, 3'600'000, &cfg.events.keepalive_ms);
     t.Int("max_streams", 1, 1'000'000, &cfg.events.max_streams);
+    t.Int("session_check_ms", 100, 86'400'000, &cfg.events.session_check_ms);
     WEFT_RETURN_IF_ERROR(t.Finish());
   }
   return Status::Ok();

@@ -50,7 +50,6 @@ constexpr const char* kLog = "weft-web";
 constexpr std::size_t kUploadChunk = 4u << 20;  // what `weft resource upload` sends per request
 constexpr std::size_t kReadBuffer = 64u << 10;
 constexpr std::size_t kEventsPerBatch = 500;
-constexpr auto kRevalidateEvery = std::chrono::seconds(60);
 const std::string kResourcesPrefix = "/api/v1/resources/";
 const std::string kEventsPath = "/api/v1/events";
 
@@ -607,7 +606,10 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
     }
   }
   std::set<std::string> owned, others;
-  auto revalidate_at = std::chrono::steady_clock::now() + kRevalidateEvery;
+  using Clock = std::chrono::steady_clock;
+  const auto revalidate_every = Ms(config.events.session_check_ms);
+  auto revalidate_at = Clock::now() + revalidate_every;
+  auto written_at = Clock::now();
   std::string out = "retry: 2000\n\n";
   while (true) {
     EventRing::Batch batch = ring.After(cursor, kEventsPerBatch);
@@ -617,23 +619,27 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
       if (co_await MayShow(viewer, caller, *event, owned, others)) out += FormatEvent(*event);
     }
     cursor = batch.last;
-    if (out.empty() && !batch.events.empty()) continue;
+    if (Clock::now() >= revalidate_at) {
+      // A session that ended (logout, expiry, a deleted user) ends its streams too.
+      Api::Identity still = co_await api->WhoIs(caller, version);
+      if (!still.viewer) co_return;
+      revalidate_at = Clock::now() + revalidate_every;
+    }
     if (out.empty()) {
-      wake->expires_after(Ms(config.events.keepalive_ms));
-      co_await wake->async_wait(redirect_error(use_awaitable, ec));
-      if (ec == asio::error::operation_aborted) continue;  // new events
-      out = ": keepalive\n\n";
-      if (std::chrono::steady_clock::now() >= revalidate_at) {
-        // A session that ended (logout, expiry, a deleted user) ends its streams too.
-        Api::Identity still = co_await api->WhoIs(caller, version);
-        if (!still.viewer) co_return;
-        revalidate_at = std::chrono::steady_clock::now() + kRevalidateEvery;
+      const auto quiet_until = written_at + Ms(config.events.keepalive_ms);
+      if (!batch.events.empty() && Clock::now() < quiet_until) continue;  // all for others; read on
+      if (batch.events.empty()) {
+        wake->expires_at(quiet_until);
+        co_await wake->async_wait(redirect_error(use_awaitable, ec));
+        if (ec == asio::error::operation_aborted) continue;  // new events
       }
+      out = ": keepalive\n\n";
     }
     Lowest(stream).expires_after(Ms(config.limits.write_timeout_ms));
     co_await asio::async_write(stream, asio::buffer(out), redirect_error(use_awaitable, ec));
     if (ec) co_return;
     out.clear();
+    written_at = Clock::now();
   }
 }
 

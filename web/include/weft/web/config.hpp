@@ -60,12 +60,19 @@ struct LimitsConfig {
   int max_connections = 10000;
   int login_per_minute = 10;  // login attempts one address may make per minute
   int login_burst = 10;       // and at once
+  // API requests one address may make per second, and at once (weftd does not
+  // limit a gateway's connections: this is the per-browser limit). 0: none.
+  int requests_per_s = 200;
+  int requests_burst = 400;
 };
 
 struct EventsConfig {
   std::size_t buffer = 10000;        // events kept for Last-Event-ID resumption
   std::int64_t keepalive_ms = 15000; // a comment line on a quiet stream
   int max_streams = 1000;
+  // How often a stream's session is checked again with weftd: a logout or an
+  // expiry ends the stream within this.
+  std::int64_t session_check_ms = 60000;
 };
 
 struct Config {
