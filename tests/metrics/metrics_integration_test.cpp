@@ -28,7 +28,7 @@
 
 #include "support/catalog_dir.hpp"
 #include "support/host.hpp"
-#include "support/http.hpp"
+#include "support/web.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
@@ -48,10 +48,23 @@ using testing::TempDir;
 using testing::WaitFor;
 using testing::Weftd;
 
-using testing::HttpGet;
 using testing::HttpReply;
 
-std::string HostPort(const std::string& url) { return testing::HostPortOf(url); }
+// GET http://HOST:PORT<path> on a fresh connection; status 0 when it could not connect.
+HttpReply HttpGet(const std::string& host_port, const std::string& path) {
+  try {
+    return testing::HttpSend("http://" + host_port, "GET", path);
+  } catch (const std::exception&) {
+    return HttpReply{};
+  }
+}
+
+// "http://127.0.0.1:4711/metrics" -> "127.0.0.1:4711"
+std::string HostPort(const std::string& url) {
+  const std::size_t scheme = url.find("//");
+  const std::string rest = scheme == std::string::npos ? url : url.substr(scheme + 2);
+  return rest.substr(0, rest.find('/'));
+}
 
 // The value of one sample line (`name{labels}` exactly as rendered); nullopt when absent.
 std::optional<double> Sample(const std::string& text, const std::string& series) {
