@@ -49,6 +49,11 @@ PACKAGES=(
   # weft-web: TLS is libssl (libssl-dev above); its tests make a certificate with the openssl command.
   openssl
   prometheus           # promtool check metrics and a real Prometheus in tests/metrics
+  # The PostgreSQL store: libpq for weftd, and a server that each test starts in a
+  # temporary directory of its own (initdb, pg_ctl), never the system's cluster.
+  libpq-dev
+  postgresql-15
+  puppet               # the puppet automator's `puppet apply` on the nodes, and its tests
 )
 
 missing=()
