@@ -30,8 +30,9 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   CHECK(providers["local"] == std::vector<std::string>{"provider 'local'"});
   CHECK(providers["aws"] == std::vector<std::string>{"provider 'aws-us-east-1'"});
   auto automators = AutomatorTypesInUse(r->catalog);
-  REQUIRE(automators.size() == 2);
-  CHECK(automators["shell"].size() == 5);
+  REQUIRE(automators.size() == 3);
+  CHECK(automators["shell"].size() == 6);  // haproxy-ansible too
+  CHECK(automators["ansible"].size() == 2);
   CHECK(automators["fake-automator"].front() == "service 'fake-base' (configure, install)");
 }
 
