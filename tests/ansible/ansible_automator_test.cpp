@@ -148,12 +148,9 @@ bool IsEmptyDir(const fs::path& dir) {
 
 // A raw task for the ansible automator on a node whose results say how to reach it.
 json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const json& fields) {
-  const json results = {{"provider_id", n.id},
-                        {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
-                        {"access_v4", n.address},
-                        {"bind_v4", n.address},
-                        {"ssh_port", n.port},
-                        {"hostname", n.name},
+  const json results = {{"provider_id", n.id},    {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
+                        {"access_v4", n.address}, {"bind_v4", n.address},
+                        {"ssh_port", n.port},     {"hostname", n.name},
                         {"host_keys", host_keys}};
   return {{"plugin", "ansible"},
           {"action", "CONFIGURE"},
@@ -232,7 +229,7 @@ TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves t
   CHECK(IsEmptyDir(env.nodes_dir()));
 }
 
-TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error; a wrong host key is refused",
+TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, and a wrong host key is refused",
           "[ansible][localnodes]") {
   Env env;
   weft::localnode::NodeOptions o;
@@ -251,7 +248,8 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error; 
   const fs::path playbook = env.dir() / "broken.yml";
   std::ofstream(playbook) << "- hosts: all\n  gather_facts: false\n  tasks:\n"
                              "    - name: the node is marked\n"
-                             "      ansible.builtin.command: touch " << node.root.string()
+                             "      ansible.builtin.command: touch "
+                          << node.root.string()
                           << "/ran\n"
                              "    - name: read a file that is not there\n"
                              "      ansible.builtin.command: cat /nonexistent/weft-ansible-test\n";
@@ -262,7 +260,7 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error; 
       env.server().WaitTaskState(env.server().Enqueue(AnsibleTask(node, node.host_keys, fields)), "failed", 120s);
   INFO(failed.dump(2) << "\n" << env.Logs());
   const std::string message = failed["message"].get<std::string>();
-  CHECK_THAT(message, Catch::Contains("failed at task 'read a file that is not there'"));
+  CHECK_THAT(message, Catch::Contains("node probe: Ansible task 'read a file that is not there' failed: "));
   CHECK_THAT(message, Catch::Contains("non-zero return code"));  // Ansible's msg
   CHECK_THAT(message, Catch::Contains("cat: /nonexistent/weft-ansible-test: No such file or directory"));
   CHECK_THAT(failed["stderr"].get<std::string>(), Catch::Contains("failed: read a file that is not there"));
@@ -275,8 +273,9 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error; 
   const json refused =
       env.server().WaitTaskState(env.server().Enqueue(AnsibleTask(node, {wrong}, fields)), "failed", 120s);
   INFO(refused.dump(2));
-  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("Host key verification failed"));
-  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("the node is marked"));
+  CHECK_THAT(refused["message"].get<std::string>(),
+             Catch::Contains("Ansible task 'the node is marked' could not reach the node: ") &&
+                 Catch::Contains("Host key verification failed"));
   CHECK_FALSE(fs::exists(node.root / "ran"));
   CHECK(IsEmptyDir(env.host_tmp()));
 }

@@ -121,8 +121,8 @@ class PrivateDir {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/weft-ansible-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
-      throw Error(WEFT_ERR_FAILED, "ansible: cannot make a private directory in " + pattern.substr(0, pattern.rfind('/')) +
-                                       ": " + std::strerror(errno));
+      throw Error(WEFT_ERR_FAILED, "ansible: cannot make a private directory in " +
+                                       pattern.substr(0, pattern.rfind('/')) + ": " + std::strerror(errno));
     }
     path_ = pattern;
   }
@@ -194,8 +194,8 @@ NodeAccess ReadNode(const Task& task) {
   if (n.host_keys.empty()) {
     // Without a pinned key, StrictHostKeyChecking=yes could only refuse the
     // node; say why instead of letting ssh say it less clearly.
-    throw Error(WEFT_ERR_INVALID, "ansible: " + node +
-                                      " has no host keys from its provider, so its identity cannot be checked");
+    throw Error(WEFT_ERR_INVALID,
+                "ansible: " + node + " has no host keys from its provider, so its identity cannot be checked");
   }
   return n;
 }
@@ -231,15 +231,15 @@ fs::path WriteExtraVars(const fs::path& dir, weft_action action, const json& t, 
   node["access_v4"] = n.address;
   const std::string bind = NodeString(task, "bind_v4");
   node["bind_v4"] = bind.empty() ? n.address : bind;
-  json vars = {{"weft_action", ActionName(action)},
-               {"weft_task_id", t.value("task_id", std::int64_t{0})},
-               {"weft_cluster", t.value("cluster", json::object())},
-               {"weft_config", t.value("config", json::object())},
-               {"weft_node", node},
-               {"weft_nodes", t.value("nodes", json::array())},
-               {"weft_service", t.contains("service") && t["service"].is_object()
-                                    ? t["service"].value("name", std::string())
-                                    : std::string()}};
+  json vars = {
+      {"weft_action", ActionName(action)},
+      {"weft_task_id", t.value("task_id", std::int64_t{0})},
+      {"weft_cluster", t.value("cluster", json::object())},
+      {"weft_config", t.value("config", json::object())},
+      {"weft_node", node},
+      {"weft_nodes", t.value("nodes", json::array())},
+      {"weft_service",
+       t.contains("service") && t["service"].is_object() ? t["service"].value("name", std::string()) : std::string()}};
   for (const auto& [k, v] : f.extra_vars.items()) vars[k] = v;
   const fs::path file = dir / "extra-vars.json";
   WriteFile(file, vars.dump(2) + "\n", 0600);
@@ -277,8 +277,8 @@ void CheckRelative(const std::string& path) {
   bool up = false;
   for (const fs::path& part : p) up = up || part == "..";
   if (path.empty() || p.is_absolute() || up) {
-    throw Error(WEFT_ERR_INVALID, "ansible: field 'playbook' must be a relative path inside the resource, got '" +
-                                      Clip(path, 200) + "'");
+    throw Error(WEFT_ERR_INVALID,
+                "ansible: field 'playbook' must be a relative path inside the resource, got '" + Clip(path, 200) + "'");
   }
 }
 
@@ -296,7 +296,8 @@ struct Child {
 Child Spawn(const Task& task, const std::vector<std::string>& argv, const std::vector<std::string>& env,
             const fs::path& cwd, std::uint32_t timeout_ms) {
   int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(WEFT_ERR_FAILED, std::string("ansible: pipe: ") + std::strerror(errno));
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+    throw Error(WEFT_ERR_FAILED, std::string("ansible: pipe: ") + std::strerror(errno));
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     ::close(out_pipe[0]);
     ::close(out_pipe[1]);
@@ -430,9 +431,10 @@ std::string FailureText(const json& result) {
 
 struct Report {
   bool parsed = false;
-  std::string failed_task;  // the Ansible task that stopped the play, if any
-  std::string failure;      // what Ansible said about it
-  json stats;               // the node's counters (ok, changed, failures, ...)
+  std::string failed_task;   // the Ansible task that stopped the play, if any
+  bool unreachable = false;  // ... because ssh could not reach the node
+  std::string failure;       // what Ansible said about it
+  json stats;                // the node's counters (ok, changed, failures, ...)
 };
 
 // Logs one line per Ansible task (and its command output), and finds the
@@ -458,6 +460,7 @@ Report ReadReport(const Task& task, const std::string& out, const std::string& h
         const std::string why = FailureText(r);
         task.Warn(why);
         report.failed_task = name;
+        report.unreachable = outcome == "unreachable";
         report.failure = why;
       } else {
         task.Info(line);
@@ -542,8 +545,7 @@ class AnsibleAutomator : public weft::sdk::Plugin {
       throw Error(WEFT_ERR_INVALID, "ansible: give the field 'playbook' (the playbook to run)");
     }
     const NodeAccess node = ReadNode(task);
-    const std::string what = std::string(ActionName(action)) + " on node " + node.name;
-
+    const std::string on = "node " + node.name + ": ";
     PrivateDir dir;
     const fs::path files = dir.path() / "files";
     for (const fs::path& d : {files, dir.path() / "home", dir.path() / "tmp"}) fs::create_directory(d);
@@ -553,16 +555,16 @@ class AnsibleAutomator : public weft::sdk::Plugin {
     task.Progress(5, "preparing the playbook");
     const fs::path playbook = PreparePlaybook(task, t, f, bootstrap, files, dir.path());
 
-    task.Progress(20, std::string(ActionName(action)) + " running ansible-playbook " +
-                          fs::relative(playbook, files).string());
+    task.Progress(
+        20, std::string(ActionName(action)) + " running ansible-playbook " + fs::relative(playbook, files).string());
     const Child child = Spawn(task,
-                              {"ansible-playbook", "-i", inventory.string(), "-e", "@" + vars.string(),
-                               "--limit", node.name, playbook.string()},
+                              {"ansible-playbook", "-i", inventory.string(), "-e", "@" + vars.string(), "--limit",
+                               node.name, playbook.string()},
                               AnsibleEnv(dir.path()), files, f.timeout_ms);
     task.SetResult("exit_status", std::to_string(child.status));
-    if (child.cancelled) throw Error(WEFT_ERR_CANCELLED, "ansible: " + what + " was cancelled");
+    if (child.cancelled) throw Error(WEFT_ERR_CANCELLED, on + "ansible-playbook was stopped: the task was cancelled");
     if (child.timed_out) {
-      throw Error(WEFT_ERR_FAILED, "ansible: " + what + " timed out after " + std::to_string(f.timeout_ms) + " ms");
+      throw Error(WEFT_ERR_FAILED, on + "ansible-playbook timed out after " + std::to_string(f.timeout_ms) + " ms");
     }
     const Report report = ReadReport(task, child.out, node.name);
     if (report.parsed) task.SetResult("ansible_stats", report.stats.dump());
@@ -571,16 +573,17 @@ class AnsibleAutomator : public weft::sdk::Plugin {
       return;
     }
     if (!report.failed_task.empty()) {
-      throw Error(WEFT_ERR_FAILED, "ansible: " + what + " failed at task '" + report.failed_task +
-                                       "': " + Clip(report.failure));
+      throw Error(WEFT_ERR_FAILED, on + "Ansible task '" + report.failed_task + "' " +
+                                       (report.unreachable ? "could not reach the node: " : "failed: ") +
+                                       Clip(report.failure));
     }
     // No task failed: Ansible stopped before the play (a playbook it could not
     // read, a missing role, ...) and said why on stderr.
     std::string tail;
     for (const std::string& line : child.err_tail) tail += "\n  " + line;
     if (tail.empty() && !report.parsed) tail = "\n  " + Clip(child.out, 1000);
-    throw Error(WEFT_ERR_FAILED, "ansible: " + what + ": ansible-playbook exited with status " +
-                                     std::to_string(child.status) + (tail.empty() ? "" : "; it said:" + tail));
+    throw Error(WEFT_ERR_FAILED, on + "ansible-playbook exited with status " + std::to_string(child.status) +
+                                     (tail.empty() ? "" : "; it said:" + tail));
   }
 
  private:
@@ -608,10 +611,9 @@ class AnsibleAutomator : public weft::sdk::Plugin {
     const fs::path archive = ResourcePath(t, f.resource);
     // GNU tar keeps members inside the directory (it strips leading '/' and
     // refuses '..'); --no-same-owner and --no-same-permissions keep them ours.
-    const Child tar = Spawn(task,
-                            {"tar", "-xf", archive.string(), "-C", files.string(), "--no-same-owner",
-                             "--no-same-permissions"},
-                            {"PATH=/usr/bin:/bin", "LC_ALL=C"}, dir, 120000);
+    const Child tar =
+        Spawn(task, {"tar", "-xf", archive.string(), "-C", files.string(), "--no-same-owner", "--no-same-permissions"},
+              {"PATH=/usr/bin:/bin", "LC_ALL=C"}, dir, 120000);
     if (tar.status != 0) {
       std::string tail;
       for (const std::string& line : tar.err_tail) tail += "\n  " + line;
