@@ -8,6 +8,7 @@
 // ctest reports as skipped (SKIP_RETURN_CODE), never as passed.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -146,6 +147,19 @@ bool IsEmptyDir(const fs::path& dir) {
   return fs::is_empty(dir, ec) && !ec;
 }
 
+// The processes whose command line names `path` (an ssh master would name its control socket there).
+std::vector<std::string> ProcessesNaming(const fs::path& path) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
+    std::string cmdline = Slurp(e.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(path.string()) != std::string::npos)
+      found.push_back(e.path().filename().string() + ": " + cmdline);
+  }
+  return found;
+}
+
 // A raw task for the ansible automator on a node whose results say how to reach it.
 json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const json& fields) {
   const json results = {{"provider_id", n.id},    {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
@@ -222,8 +236,9 @@ TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves t
       15s));
   CHECK(reached == nginx_names);
   CHECK(RedisPing(redis[0]) == std::optional<std::string>("+PONG"));
-  // Every run's private directory (with the node's key) is gone.
+  // Every run's private directory (with the node's key) is gone, and no ssh master is left.
   CHECK(IsEmptyDir(env.host_tmp()));
+  CHECK(ProcessesNaming(env.host_tmp()) == std::vector<std::string>{});
 
   env.MustWeft({"cluster", "delete", "web", "--wait"});
   CHECK(IsEmptyDir(env.nodes_dir()));
@@ -277,5 +292,7 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, 
              Catch::Contains("Ansible task 'the node is marked' could not reach the node: ") &&
                  Catch::Contains("Host key verification failed"));
   CHECK_FALSE(fs::exists(node.root / "ran"));
+  // No run leaves its private directory (with the node's key) or an ssh master behind.
   CHECK(IsEmptyDir(env.host_tmp()));
+  CHECK(ProcessesNaming(env.host_tmp()) == std::vector<std::string>{});
 }

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -486,8 +487,10 @@ std::vector<std::string> AnsibleEnv(const fs::path& dir) {
       {"ANSIBLE_STDOUT_CALLBACK", "json"},
       {"ANSIBLE_HOST_KEY_CHECKING", "True"},
       {"ANSIBLE_PIPELINING", "True"},
-      // No ControlPersist master outliving the run (and its key file).
-      {"ANSIBLE_SSH_ARGS", "-o ControlMaster=no"},
+      // One SSH connection for every module of the run; its master is told
+      // to exit when the run ends (SshMasters), so none outlives the key file.
+      {"ANSIBLE_SSH_ARGS", "-o ControlMaster=auto -o ControlPersist=120s"},
+      {"ANSIBLE_SSH_CONTROL_PATH_DIR", (dir / "cp").string()},
       {"ANSIBLE_RETRY_FILES_ENABLED", "False"},
       {"ANSIBLE_NOCOLOR", "1"},
       {"ANSIBLE_HOME", (dir / "home").string()},
@@ -498,6 +501,45 @@ std::vector<std::string> AnsibleEnv(const fs::path& dir) {
   for (const auto& [k, v] : settings) env.push_back(k + "=" + v);
   return env;
 }
+
+// Runs a command with no input or output and waits for it; false when it
+// could not run or did not exit 0. For clean-up: never throws.
+bool RunQuietly(const std::vector<std::string>& argv) noexcept {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  for (int fd : {0, 1, 2}) posix_spawn_file_actions_addopen(&fa, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The ControlPersist masters ssh leaves in `dir` (a socket each) are told to
+// exit when the run ends, however it ends: they hold the node's key in memory
+// and would otherwise linger after the private directory is gone.
+class SshMasters {
+ public:
+  explicit SshMasters(fs::path dir) : dir_(std::move(dir)) { fs::create_directory(dir_); }
+  ~SshMasters() {
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+      if (!e.is_socket(ec)) continue;
+      (void)RunQuietly({"ssh", "-o", "ControlPath=" + e.path().string(), "-O", "exit", kHostAlias});
+    }
+  }
+  SshMasters(const SshMasters&) = delete;
+  SshMasters& operator=(const SshMasters&) = delete;
+
+ private:
+  fs::path dir_;
+};
 
 class AnsibleAutomator : public weft::sdk::Plugin {
  public:
@@ -549,6 +591,7 @@ class AnsibleAutomator : public weft::sdk::Plugin {
     PrivateDir dir;
     const fs::path files = dir.path() / "files";
     for (const fs::path& d : {files, dir.path() / "home", dir.path() / "tmp"}) fs::create_directory(d);
+    const SshMasters masters(dir.path() / "cp");
     WriteFile(dir.path() / "ansible.cfg", "# empty: every setting comes from the environment\n", 0600);
     const fs::path inventory = WriteInventory(dir.path(), node);
     const fs::path vars = WriteExtraVars(dir.path(), action, t, f, node, task);
