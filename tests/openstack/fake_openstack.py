@@ -18,6 +18,9 @@ in domain Default, region RegionOne):
                                       a server is BUILD for its first `build_polls` shows,
                                       then ACTIVE with a fixed address
   GET /image/v2/images?name=N         Glance: images by name
+  /network/v2.0/...                   Neutron: external networks, ports by device_id,
+                                      floating IPs (list by description or port_id, create,
+                                      attach with PUT, delete), shown in the server's addresses
 Errors have Nova's shape ({"itemNotFound": {"code": 404, "message": ...}}) and
 Keystone's ({"error": {"code": 401, "title": ..., "message": ...}}); a request
 without a token Keystone issued gets 401.
@@ -25,6 +28,7 @@ without a token Keystone issued gets 401.
 The admin endpoints (no token):
   GET  /_admin/state     {"servers": [every server made, deleted ones too, with its
                           metadata, status, flavor, image, key_name], "keypairs": [...],
+                          "floatingips": [...],
                           "calls": ["METHOD /path STATUS", ...], "held": [ids of servers
                           whose creation's answer is being held back by a delay_ms rule]}
   POST /_admin/faults    a list of rules, replacing the last; each
@@ -58,7 +62,7 @@ ERROR_KINDS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "i
                503: "serviceUnavailable"}
 
 lock = threading.Lock()
-state = {"tokens": set(), "servers": {}, "keypairs": {}, "calls": [], "faults": [], "held": [],
+state = {"tokens": set(), "servers": {}, "keypairs": {}, "floatingips": {}, "calls": [], "faults": [], "held": [],
          "config": {"build_polls": 2, "stuck": False, "fail_build": ""}, "next_ip": 10}
 
 
@@ -178,6 +182,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise keystone_error(401, "Unauthorized", "The request you have made requires authentication.")
         if path.startswith("/compute/v2.1/"):
             return self.nova(method, path[len("/compute/v2.1"):], query, body)
+        if path.startswith("/network/v2.0/"):
+            return self.neutron(method, path[len("/network/v2.0"):], query, body)
         if method == "GET" and path == "/image/v2/images":
             name = query.get("name", [None])[0]
             return Reply(200, {"images": [dict(i, status="active") for i in IMAGES if name in (None, i["name"])]})
@@ -190,7 +196,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 for i in ("public", "internal", "admin")]}
         return [service("identity", "keystone", self.base() + "/identity"),
                 service("compute", "nova", self.base() + "/compute/v2.1"),
-                service("image", "glance", self.base() + "/image")]
+                service("image", "glance", self.base() + "/image"),
+                service("network", "neutron", self.base() + "/network")]
 
     def issue(self):
         token = "tok-" + uuid.uuid4().hex
@@ -262,8 +269,52 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return Reply(200, {"server": self.view(server, True)})
                 if method == "DELETE":
                     server["status"] = "DELETED"
+                    for ip in state["floatingips"].values():
+                        if ip["port_id"] == "port-" + server["id"]:
+                            ip["port_id"] = None
                     return Reply(204)
         raise nova_error(404, "The resource could not be found.")
+
+    def neutron(self, method, path, query, body):
+        def error(status, kind, message):
+            return Reply(status, {"NeutronError": {"type": kind, "message": message, "detail": ""}})
+        arg = lambda name: query.get(name, [None])[0]
+        with lock:
+            if method == "GET" and path == "/networks":
+                external = [{"id": "ext-net", "name": "public", "router:external": True}]
+                return Reply(200, {"networks": external if arg("router:external") == "true" else []})
+            if method == "GET" and path == "/ports":
+                server = state["servers"].get(arg("device_id") or "")
+                ports = [] if server is None or server["status"] == "DELETED" else [
+                    {"id": "port-" + server["id"], "device_id": server["id"],
+                     "fixed_ips": [{"ip_address": server["ip"]}]}]
+                return Reply(200, {"ports": ports})
+            if method == "GET" and path == "/floatingips":
+                ips = [ip for ip in state["floatingips"].values()
+                       if arg("description") in (None, ip["description"]) and arg("port_id") in (None, ip["port_id"])]
+                return Reply(200, {"floatingips": ips})
+            if method == "POST" and path == "/floatingips":
+                ip = (body or {}).get("floatingip", {})
+                if ip.get("floating_network_id") != "ext-net":
+                    raise error(404, "NetworkNotFound", "Network %s could not be found." % ip.get("floating_network_id"))
+                fid = str(uuid.uuid4())
+                state["floatingips"][fid] = {
+                    "id": fid, "floating_network_id": "ext-net", "port_id": ip.get("port_id"), "status": "ACTIVE",
+                    "description": ip.get("description", ""),
+                    "floating_ip_address": "172.24.4.%d" % (len(state["floatingips"]) + 10)}
+                return Reply(201, {"floatingip": state["floatingips"][fid]})
+            m = re.fullmatch(r"/floatingips/([^/]+)", path)
+            if m:
+                ip = state["floatingips"].get(m.group(1))
+                if ip is None:
+                    raise error(404, "FloatingIPNotFound", "Floating IP %s could not be found" % m.group(1))
+                if method == "PUT":
+                    ip["port_id"] = (body or {}).get("floatingip", {}).get("port_id")
+                    return Reply(200, {"floatingip": ip})
+                if method == "DELETE":
+                    del state["floatingips"][m.group(1)]
+                    return Reply(204)
+        raise error(404, "HTTPNotFound", "The resource could not be found.")
 
     def create_keypair(self, keypair):
         name = keypair.get("name", "")
@@ -320,7 +371,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                         "flavor": {"id": s["flavor"]}, "image": {"id": s["image"]}, "tenant_id": "p1",
                         "accessIPv4": "", "accessIPv6": "",
                         "addresses": {} if s["status"] == "BUILD" else {"private": [
-                            {"addr": s["ip"], "version": 4, "OS-EXT-IPS:type": "fixed"}]}})
+                            {"addr": s["ip"], "version": 4, "OS-EXT-IPS:type": "fixed"}] + [
+                            {"addr": ip["floating_ip_address"], "version": 4, "OS-EXT-IPS:type": "floating"}
+                            for ip in state["floatingips"].values() if ip["port_id"] == "port-" + s["id"]]}})
             if "fault" in s:
                 out["fault"] = s["fault"]
         return out
@@ -331,6 +384,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 servers = [{k: v for k, v in s.items() if k not in ("shows", "created")}
                            for s in sorted(state["servers"].values(), key=lambda s: s["created"])]
                 return Reply(200, {"servers": servers, "keypairs": sorted(state["keypairs"]),
+                                   "floatingips": list(state["floatingips"].values()),
                                    "calls": list(state["calls"]), "held": list(state["held"])})
             if method == "POST" and path == "/_admin/faults":
                 state["faults"] = body or []

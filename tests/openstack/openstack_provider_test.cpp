@@ -429,8 +429,8 @@ TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, nev
   CHECK(ByNode(fake.State(), "c1", "").count("web-3") == 0);  // none of them made a server
 }
 
-TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fails with Nova's fault on ERROR, and "
-          "a DELETE of a server already gone succeeds",
+TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fails with Nova's fault on ERROR, "
+          "attaches a floating IP once, and a DELETE of a server already gone succeeds",
           "[openstack]") {
   TempDir tmp("weft-openstack-confirm");
   FakeOpenStack fake(tmp / "fake");
@@ -460,6 +460,22 @@ TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fai
   CHECK_THAT(Message(failed), Catch::Contains("failed to build: No valid host was found"));
   fake.Config({{"fail_build", ""}});
 
+  // A floating address from Neutron's external network: attached once, found again by a CONFIRM run again,
+  // released by DELETE.
+  json floating = fields;
+  floating["floating_ip"] = true;
+  const json made = env.RunTask(NodeTaskJson(floating, "CREATE", "web-3"), "succeeded");
+  const json made_results = {{"provider_id", made["result"]["provider_id"]}};
+  const json attached = env.RunTask(NodeTaskJson(floating, "CONFIRM", "web-3", made_results), "succeeded");
+  INFO(attached.dump(1));
+  CHECK(attached["result"].value("access_v4", "").starts_with("172.24.4."));
+  CHECK(attached["result"].value("bind_v4", "").starts_with("10.0.0."));
+  const json reattached = env.RunTask(NodeTaskJson(floating, "CONFIRM", "web-3", made_results), "succeeded");
+  CHECK(reattached["result"]["access_v4"] == attached["result"]["access_v4"]);
+  CHECK(fake.State()["floatingips"].size() == 1);
+  env.RunTask(NodeTaskJson(floating, "DELETE", "web-3", made_results), "succeeded");
+  CHECK(fake.State()["floatingips"].empty());
+
   // DELETE deletes; a DELETE again, and one of a server Nova never heard of, succeed.
   env.RunTask(NodeTaskJson(fields, "DELETE", "web-1", {{"provider_id", id}}), "succeeded");
   CHECK(ByNode(fake.State(), "c1", "DELETED").count("web-1") == 1);
@@ -472,6 +488,6 @@ TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fai
   const json untold = env.RunTask(NodeTaskJson(fields, "DELETE", "web-2"), "succeeded");
   CHECK_THAT(Stdout(untold), Catch::Contains("deleting server"));
   const json state = fake.State();
-  CHECK(ByNode(state, "c1", "DELETED").size() == 2);
+  CHECK(ByNode(state, "c1", "DELETED").size() == 3);
   CHECK(state["keypairs"].empty());
 }

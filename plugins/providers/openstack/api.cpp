@@ -125,6 +125,7 @@ std::string ServiceName(std::string_view type) {
   if (type == "compute") return "Nova";
   if (type == "image") return "Glance";
   if (type == "identity") return "Keystone";
+  if (type == "network") return "Neutron";
   return std::string(type);
 }
 

@@ -131,6 +131,8 @@ struct Settings {
   std::string user_data_resource;
   std::vector<std::string> security_groups, network_ids;
   std::string availability_zone;
+  bool floating_ip = false;         // a floating address per server, from Neutron
+  std::string floating_network_id;  // the external network it comes from; empty: the first one
   int confirm_timeout_s = kDefaultConfirmTimeoutS;
   int confirm_poll_ms = kDefaultConfirmPollMs;
 };
@@ -165,10 +167,8 @@ Settings ReadSettings(const weft::sdk::Task& task) {
   s.security_groups = ListField(task, "security_groups", "default, web");
   s.network_ids = ListField(task, "network_ids", "2c1f..., 7d4e...");
   s.availability_zone = StringField(task, "availability_zone", "the zone servers go into", false);
-  if (BoolField(task, "floating_ip").value_or(false)) {
-    throw Error(WEFT_ERR_INVALID, "openstack provider: field 'floating_ip' is not supported yet; attach the servers "
-                                  "to a network reachable from the Weft hosts (field 'network_ids') and leave it unset");
-  }
+  s.floating_ip = BoolField(task, "floating_ip").value_or(false);
+  s.floating_network_id = StringField(task, "floating_network_id", "the external network of floating IPs", false);
   if (const auto n = IntegerField(task, "confirm_timeout_s", 1, 86400)) s.confirm_timeout_s = static_cast<int>(*n);
   if (const auto n = IntegerField(task, "confirm_poll_ms", 10, 60000)) s.confirm_poll_ms = static_cast<int>(*n);
   return s;
@@ -455,6 +455,70 @@ bool Pause(const weft::sdk::Task& task, std::chrono::milliseconds delay) {
   return !task.Cancelled();
 }
 
+// ---- floating IPs (Neutron) -------------------------------------------------------
+
+// What a node's floating IP says about itself, so that CONFIRM run again finds
+// it and DELETE releases it even after its server (and port) are gone.
+std::string FloatingIpDescription(const NodeTask& n) {
+  return "weft " + n.tenant + "/" + n.cluster_id + "/" + n.node_id;
+}
+
+std::vector<json> FloatingIpsOf(os::Session& api, const Settings& s, const NodeTask& n) {
+  const os::Reply r = Must(api, "network", "GET",
+                           "/v2.0/floatingips?description=" + os::QueryEncode(FloatingIpDescription(n)), s, &n);
+  const json ips = Member(r.body, "floatingips");
+  return ips.is_array() ? std::vector<json>(ips.begin(), ips.end()) : std::vector<json>();
+}
+
+std::string ExternalNetwork(os::Session& api, const Settings& s, const NodeTask& n) {
+  if (!s.floating_network_id.empty()) return s.floating_network_id;
+  const os::Reply r = Must(api, "network", "GET", "/v2.0/networks?router%3Aexternal=true", s, &n);
+  const json nets = Member(r.body, "networks");
+  if (nets.is_array() && !nets.empty() && !StringAt(nets.front(), "id").empty()) return StringAt(nets.front(), "id");
+  throw Error(WEFT_ERR_INVALID, "openstack provider: field 'floating_ip' asks for floating addresses, but project '" +
+                                    s.credentials.project + "' sees no external network; name one in field "
+                                    "'floating_network_id'");
+}
+
+// The node's floating address, attached to server `id`'s port: the one an
+// earlier attempt made (found by its description), or a new one.
+std::string AttachFloatingIp(os::Session& api, const Settings& s, const NodeTask& n, const std::string& id,
+                             const weft::sdk::Task& task) {
+  const os::Reply ports = Must(api, "network", "GET", "/v2.0/ports?device_id=" + os::QueryEncode(id), s, &n);
+  const json list = Member(ports.body, "ports");
+  const std::string port = list.is_array() && !list.empty() ? StringAt(list.front(), "id") : std::string();
+  if (port.empty()) throw Error(WEFT_ERR_FAILED, "openstack provider: server " + id + " has no network port to "
+                                                 "attach a floating IP to");
+  for (const json& ip : FloatingIpsOf(api, s, n)) {
+    const std::string address = StringAt(ip, "floating_ip_address");
+    if (StringAt(ip, "port_id") != port) {
+      Must(api, "network", "PUT", "/v2.0/floatingips/" + StringAt(ip, "id"), s, &n,
+           {{"floatingip", {{"port_id", port}}}});
+    }
+    task.Info("openstack provider: floating IP " + address + " of " + n.hostname + " is attached");
+    return address;
+  }
+  const json body = {{"floatingip",
+                      {{"floating_network_id", ExternalNetwork(api, s, n)},
+                       {"port_id", port},
+                       {"description", FloatingIpDescription(n)}}}};
+  const os::Reply r = api.Call("network", "POST", "/v2.0/floatingips", body, os::Repeat::kOnlyRateLimited);
+  if (!r.ok()) Fail(r, s, &n);  // a CONFIRM run again finds an address whose answer was lost, by its description
+  const std::string address = StringAt(Member(r.body, "floatingip"), "floating_ip_address");
+  task.Info("openstack provider: attached floating IP " + address + " to " + n.hostname);
+  return address;
+}
+
+// Releases the node's floating IPs; what is gone already is success.
+void ReleaseFloatingIps(os::Session& api, const Settings& s, const NodeTask& n, const weft::sdk::Task& task) {
+  for (const json& ip : FloatingIpsOf(api, s, n)) {
+    const os::Reply r = api.Call("network", "DELETE", "/v2.0/floatingips/" + StringAt(ip, "id"));
+    if (!r.ok() && r.failure != os::Failure::kNotFound) Fail(r, s, &n);
+    task.Info("openstack provider: released floating IP " + StringAt(ip, "floating_ip_address") + " of " +
+              n.hostname);
+  }
+}
+
 // ---- the actions -------------------------------------------------------------------
 
 // The node's own key pair, imported once; another attempt finds it there.
@@ -615,8 +679,9 @@ void Confirm(weft::sdk::Task& task, const json& t) {
     if (!r.ok()) Fail(r, s, &n);
     const json server = Member(r.body, "server");
     status = StringAt(server, "status");
-    const Addresses a = AddressesOf(server);
+    Addresses a = AddressesOf(server);
     if (status == "ACTIVE" && !a.access.empty()) {
+      if (s.floating_ip && a.access == a.bind) a.access = AttachFloatingIp(api, s, n, id, task);
       task.Info("openstack provider: server " + id + " is active at " + a.access +
                 (a.bind == a.access ? "" : " (fixed " + a.bind + ")"));
       task.SetResultString("access_v4", a.access);
@@ -682,6 +747,7 @@ void Delete(weft::sdk::Task& task, const json& t) {
     }
   }
   if (ids.empty()) task.Info("openstack provider: no server of " + n.hostname + " exists; nothing to delete");
+  if (s.floating_ip) ReleaseFloatingIps(api, s, n, task);
   if (s.keypair.empty()) {
     const os::Reply r = api.Call("compute", "DELETE", "/os-keypairs/" + os::QueryEncode(NodeKeyName(n)));
     if (!r.ok() && r.failure != os::Failure::kNotFound) Fail(r, s, &n);
@@ -734,7 +800,9 @@ class OpenStackProvider : public weft::sdk::Plugin {
         {.name = "floating_ip",
          .label = "Floating IP",
          .type = WEFT_FIELD_BOOLEAN,
-         .description = "not supported yet; must be unset or false"},
+         .description = "give each server a floating address (Neutron), which Weft reaches it at"},
+        text("floating_network_id", "Floating IP network", false,
+             "the external network floating addresses come from; empty: the first external network"),
         {.name = "openstack_ssl_verify_peer",
          .label = "Verify TLS",
          .type = WEFT_FIELD_BOOLEAN,

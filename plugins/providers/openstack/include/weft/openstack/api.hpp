@@ -1,7 +1,7 @@
 // weft::openstack: the OpenStack APIs the openstack provider calls, over
 // libcurl with JSON bodies (nlohmann-json): Keystone (v3 password auth, and
 // v2.0 tokens for auth URLs written Coopr's way, ".../v2.0/tokens"), then
-// Nova and Glance at the endpoints of the token's service catalog.
+// Nova, Glance and Neutron at the endpoints of the token's service catalog.
 //
 //   openstack::Session os({.auth_url = "https://keystone:5000/v3", .user = "u", .password = "p",
 //                          .project = "demo"}, {});
@@ -69,7 +69,7 @@ enum class Failure {
 
 struct Reply {
   Failure failure = Failure::kNone;
-  std::string service;  // who answered: "Keystone", "Nova", "Glance"
+  std::string service;  // who answered: "Keystone", "Nova", "Glance", "Neutron"
   long http_status = 0;
   std::string message;  // a sentence: the service, method, path, status and OpenStack's own message
   std::string fault;    // OpenStack's own message from the error body ("Flavor 42 could not be found.")
@@ -96,7 +96,7 @@ class Session {
   Reply Authenticate();
 
   // `method` `path` (relative to the endpoint of catalog service `service`:
-  // "compute", "image") with `body` as JSON when it is not null.
+  // "compute", "image", "network") with `body` as JSON when it is not null.
   Reply Call(std::string_view service, std::string_view method, const std::string& path,
              const nlohmann::json& body = nullptr, Repeat repeat = Repeat::kSafe);
 
