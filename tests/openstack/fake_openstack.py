@@ -2,11 +2,8 @@
 provider's tests, written from the public API reference; Python's standard
 library only.
 
-  fake_openstack.py serve PORT_FILE
+  fake_openstack.py PORT_FILE
       listens on 127.0.0.1 on a port the system picks, written to PORT_FILE.
-  fake_openstack.py call URL METHOD PATH [JSON]
-      one request (the tests' client for the admin endpoints below); prints
-      the reply's body, exits 1 unless it is a 2xx.
 
 What it serves (one user 'weft', password 'secret', project 'weft-project'
 in domain Default, region RegionOne):
@@ -27,7 +24,8 @@ without a token Keystone issued gets 401.
 
 The admin endpoints (no token):
   GET  /_admin/state     {"servers": [every server made, deleted ones too, with its
-                          metadata, status, flavor, image, key_name], "keypairs": [...],
+                          metadata, status, flavor, image, key_name, user_data decoded],
+                          "keypairs": [names],
                           "floatingips": [...],
                           "calls": ["METHOD /path STATUS", ...], "held": [ids of servers
                           whose creation's answer is being held back by a delay_ms rule]}
@@ -37,10 +35,13 @@ The admin endpoints (no token):
       "status": 500, "after": true: serve it (the server is made), then answer the error;
       "delay_ms": 20000: serve it, then hold the answer that long.
       "times" is optional (default: every matching request).
+  POST /_admin/keypairs  {"name": ..., "public_key": ...}: an operator's own key pair.
   POST /_admin/config    {"build_polls": 2, "stuck": false, "fail_build": ""}: shows a server
                           is BUILD for; servers that never leave BUILD; servers that go to
                           ERROR with that fault message.
 """
+import base64
+import binascii
 import http.server
 import json
 import os
@@ -48,9 +49,7 @@ import re
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 
 USER, PASSWORD, PROJECT, DOMAIN, REGION = "weft", "secret", "weft-project", "Default", "RegionOne"
@@ -337,6 +336,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         metadata = server.get("metadata", {})
         if any(len(k) > 255 or len(str(v)) > 255 for k, v in metadata.items()):
             raise nova_error(400, "Invalid input for field/attribute metadata.")
+        try:
+            user_data = base64.b64decode(server.get("user_data", ""), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise nova_error(400, "User data needs to be valid base 64.")
         with lock:
             key = server.get("key_name")
             if key and key not in state["keypairs"]:
@@ -345,7 +348,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             state["next_ip"] += 1
             state["servers"][sid] = {
                 "id": sid, "name": server.get("name", ""), "flavor": flavor, "image": image, "key_name": key,
-                "metadata": metadata, "user_data": server.get("user_data", ""),
+                "metadata": metadata, "user_data": user_data,
                 "security_groups": [g.get("name") for g in server.get("security_groups", [])],
                 "networks": server.get("networks", []), "status": "BUILD", "shows": 0,
                 "ip": "10.0.0.%d" % state["next_ip"], "created": time.time()}
@@ -389,6 +392,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "POST" and path == "/_admin/faults":
                 state["faults"] = body or []
                 return Reply(200, {})
+            if method == "POST" and path == "/_admin/keypairs":
+                state["keypairs"][body["name"]] = dict(body, type="ssh", fingerprint="fake")
+                return Reply(200, {})
             if method == "POST" and path == "/_admin/config":
                 state["config"].update(body or {})
                 return Reply(200, state["config"])
@@ -404,21 +410,5 @@ def serve(port_file):
     server.serve_forever()
 
 
-def call(url, method, path, body=None):
-    request = urllib.request.Request(url + path, data=body.encode() if body else None, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            sys.stdout.write(reply.read().decode())
-    except urllib.error.HTTPError as e:
-        sys.stdout.write(e.read().decode())
-        sys.exit(1)
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "serve":
-        serve(sys.argv[2])
-    elif sys.argv[1] == "call":
-        call(*sys.argv[2:6])
-    else:
-        sys.exit("unknown command " + sys.argv[1])
+    serve(sys.argv[1])
