@@ -440,8 +440,8 @@ TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, nev
   CHECK(ByNode(fake.State(), "c1", "").count("web-3") == 0);  // none of them made a server
 }
 
-TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fails with Nova's fault on ERROR, "
-          "attaches a floating IP once, and a DELETE of a server already gone succeeds",
+TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, renews a refused token, fails with "
+          "Nova's fault on ERROR, attaches a floating IP once, and a DELETE of a server already gone succeeds",
           "[openstack]") {
   TempDir tmp("weft-openstack-confirm");
   FakeOpenStack fake(tmp / "fake");
@@ -458,7 +458,14 @@ TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, fai
   CHECK_THAT(Message(timed_out), Catch::Contains("server " + id) && Catch::Contains("still BUILD after 1 s") &&
                                      Catch::Contains("'confirm_timeout_s'"));
   fake.Config({{"stuck", false}});
+  // Nova refuses the token once (it expired): the plugin gets a new one and asks again.
+  fake.Faults(json::array({{{"method", "GET"}, {"path", "/servers/[^/]+$"}, {"times", 1}, {"status", 401}}}));
+  const int tokens_before = Count(fake.State(), "POST /identity/v3/auth/tokens 201");
   const json confirmed = env.RunTask(NodeTaskJson(fields, "CONFIRM", "web-1", {{"provider_id", id}}), "succeeded");
+  const json after_renewal = fake.State();
+  CHECK(Count(after_renewal, "POST /identity/v3/auth/tokens 201") == tokens_before + 2);
+  CHECK(Count(after_renewal, "GET /compute/v2.1/servers/" + id + " 401") == 1);
+  fake.Faults(json::array());
   CHECK(confirmed["result"].value("access_v4", "").starts_with("10.0.0."));
   CHECK(confirmed["result"]["bind_v4"] == confirmed["result"]["access_v4"]);
   CHECK(confirmed["result"]["host_keys"] == created["result"]["host_keys"]);
