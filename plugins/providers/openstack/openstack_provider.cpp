@@ -285,10 +285,12 @@ bool Mentions(const std::string& text, const char* word) {
 std::string Explain(const os::Reply& r, const Settings& s, const NodeTask* n) {
   const os::Credentials& c = s.credentials;
   const bool keystone = r.service == "Keystone";
+  const std::string fields = "the provider's fields 'api_user' ('" + c.user + "'), 'api_password' and "
+                             "'openstack_tenant' ('" + c.project + "')";
   if (r.failure == os::Failure::kRefusedCredentials) {
-    return "Keystone at " + c.auth_url + " refused the credentials: check the provider's fields 'api_user' ('" + c.user +
-           "'), 'api_password' and 'openstack_tenant' ('" + c.project + "')" +
-           (r.http_status == 401 && !keystone ? " (Nova refused a fresh token)" : "");
+    return keystone ? "Keystone at " + c.auth_url + " refused the credentials: check " + fields
+                    : r.service + " refused a fresh token from Keystone at " + c.auth_url + ": check " + fields +
+                          ", and that the user has a role in the project";
   }
   if (keystone && r.failure == os::Failure::kNotFound) {
     return "Keystone has no token API at " + c.auth_url + " (HTTP 404): check field 'openstack_auth_url' (\"https://"
@@ -321,7 +323,10 @@ std::string Explain(const os::Reply& r, const Settings& s, const NodeTask* n) {
       return "flavor '" + n->flavor + "' (the hardware type's flavor for provider '" + n->provider_name +
              "') is not usable in project '" + c.project + "'";
     }
-    if (Mentions(f, "key")) return "the key pair of field 'ssh_keypair' ('" + s.keypair + "') is unknown";
+    if (Mentions(f, "key_name") || Mentions(f, "keypair") || Mentions(f, "key pair")) {
+      return s.keypair.empty() ? "Nova does not know the node's own key pair '" + NodeKeyName(*n) + "'"
+                               : "the key pair of field 'ssh_keypair' ('" + s.keypair + "') is unknown";
+    }
     if (Mentions(f, "security group")) return "a security group of field 'security_groups' does not exist";
     if (Mentions(f, "network")) return "a network of field 'network_ids' does not exist or is not usable";
     if (Mentions(f, "availability zone")) {
@@ -600,8 +605,10 @@ void Create(weft::sdk::Task& task, const json& t) {
                 ") for " + n.hostname);
       break;
     }
-    // A failed POST may still have made the server: look again before the next one.
-    if (r.failure != os::Failure::kUnavailable || attempt >= s.api.max_attempts) Fail(r, s, &n);
+    // A POST answered with a 5xx, or not at all, may still have made the server: look again before the next
+    // one. (Rate limits were waited out within the call already.)
+    const bool lost = r.failure == os::Failure::kUnavailable && (r.http_status == 0 || r.http_status >= 500);
+    if (!lost || attempt >= s.api.max_attempts) Fail(r, s, &n);
     std::uniform_int_distribution<long> pick(ceiling.count() / 2, ceiling.count());
     const std::chrono::milliseconds delay(pick(jitter));
     ceiling = std::min(ceiling * 2, s.api.max_backoff);
