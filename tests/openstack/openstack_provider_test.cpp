@@ -366,7 +366,7 @@ TEST_CASE("openstack provider: a host killed while Nova answers a CREATE leaks n
 }
 
 TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, never makes a second server after a "
-          "lost answer, signs in through Keystone v2.0, and names the fields of a refused credential",
+          "lost answer, signs in through Keystone v2.0, and names the fields of a refused credential or quota",
           "[openstack]") {
   TempDir tmp("weft-openstack-retries");
   FakeOpenStack fake(tmp / "fake");
@@ -437,6 +437,14 @@ TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, nev
   no_url.erase("openstack_auth_url");
   CHECK_THAT(Message(env.RunTask(NodeTaskJson(no_url, "CREATE", "web-3"), "failed")),
              Catch::Contains("field 'openstack_auth_url'") && Catch::Contains("is required"));
+  // A 413 for a quota is no rate limit: not retried, and said to be the project's quota.
+  fake.Faults(json::array({{{"method", "POST"}, {"path", "/servers$"}, {"status", 413},
+                            {"message", "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}}));
+  CHECK_THAT(Message(env.RunTask(NodeTaskJson(fields, "CREATE", "web-3"), "failed")),
+             Catch::Contains("project 'weft-project' (field 'openstack_tenant') is over its quota") &&
+                 Catch::Contains("Quota exceeded for instances"));
+  CHECK(Count(fake.State(), "POST /compute/v2.1/servers 413") == 1);
+  fake.Faults(json::array());
   CHECK(ByNode(fake.State(), "c1", "").count("web-3") == 0);  // none of them made a server
 }
 
