@@ -212,7 +212,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 or user.get("domain", {}).get("name") != DOMAIN):
             raise keystone_error(401, "Unauthorized", "The request you have made requires authentication.")
         if project.get("name") != PROJECT or project.get("domain", {}).get("name") != DOMAIN:
-            raise keystone_error(401, "Unauthorized", "User %s has no access to project %s" % (USER, project.get("name")))
+            raise keystone_error(401, "Unauthorized",
+                                 "User %s has no access to project %s" % (USER, project.get("name")))
         token = self.issue()
         return Reply(201, {"token": {
             "methods": ["password"], "expires_at": "2099-01-01T00:00:00.000000Z",
@@ -295,7 +296,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "POST" and path == "/floatingips":
                 ip = (body or {}).get("floatingip", {})
                 if ip.get("floating_network_id") != "ext-net":
-                    raise error(404, "NetworkNotFound", "Network %s could not be found." % ip.get("floating_network_id"))
+                    raise error(404, "NetworkNotFound",
+                                "Network %s could not be found." % ip.get("floating_network_id"))
                 fid = str(uuid.uuid4())
                 state["floatingips"][fid] = {
                     "id": fid, "floating_network_id": "ext-net", "port_id": ip.get("port_id"), "status": "ACTIVE",
@@ -353,7 +355,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "networks": server.get("networks", []), "status": "BUILD", "shows": 0,
                 "ip": "10.0.0.%d" % state["next_ip"], "created": time.time()}
         return Reply(202, {"server": {"id": sid, "adminPass": "fake-admin-pass", "OS-DCF:diskConfig": "MANUAL",
-                                      "links": [{"rel": "self", "href": "%s/compute/v2.1/servers/%s" % (self.base(), sid)}],
+                                      "links": [{"rel": "self",
+                                                 "href": "%s/compute/v2.1/servers/%s" % (self.base(), sid)}],
                                       "security_groups": [{"name": "default"}]}})
 
     def advance(self, server):

@@ -112,7 +112,9 @@ class FakeOpenStack {
   void AddKeypair(const std::string& name, const std::string& public_key) const {
     Admin("POST", "/_admin/keypairs", json{{"name", name}, {"public_key", public_key}}.dump());
   }
-  std::string Logs() const { return "--- fake OpenStack ---\n" + Tail(weft::testing::ReadFile(dir_ / "fake.log"), 3000); }
+  std::string Logs() const {
+    return "--- fake OpenStack ---\n" + Tail(weft::testing::ReadFile(dir_ / "fake.log"), 3000);
+  }
 
  private:
   std::string Admin(const std::string& method, const std::string& path, const std::string& body = "") const {
@@ -321,7 +323,8 @@ TEST_CASE("openstack provider: a host killed while Nova answers a CREATE leaks n
   Env env("weft-openstack-kill", 2);
   env.ImportCatalog(fake.Fields());
 
-  const json started = env.weftd().Call("cluster.create", {{"name", "leak"}, {"template", "web-openstack"}, {"size", 3}});
+  const json started =
+      env.weftd().Call("cluster.create", {{"name", "leak"}, {"template", "web-openstack"}, {"size", 3}});
   const std::string job_id = started["job"]["id"];
   const std::string cid = started["cluster"]["id"];
   // The held server's node, then the host running its CREATE.
@@ -438,8 +441,11 @@ TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, nev
   CHECK_THAT(Message(env.RunTask(NodeTaskJson(no_url, "CREATE", "web-3"), "failed")),
              Catch::Contains("field 'openstack_auth_url'") && Catch::Contains("is required"));
   // A 413 for a quota is no rate limit: not retried, and said to be the project's quota.
-  fake.Faults(json::array({{{"method", "POST"}, {"path", "/servers$"}, {"status", 413},
-                            {"message", "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}}));
+  fake.Faults(
+      json::array({{{"method", "POST"},
+                    {"path", "/servers$"},
+                    {"status", 413},
+                    {"message", "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}}));
   CHECK_THAT(Message(env.RunTask(NodeTaskJson(fields, "CREATE", "web-3"), "failed")),
              Catch::Contains("project 'weft-project' (field 'openstack_tenant') is over its quota") &&
                  Catch::Contains("Quota exceeded for instances"));
@@ -481,8 +487,8 @@ TEST_CASE("openstack provider: CONFIRM times out on a server stuck in BUILD, ren
   // A server Nova cannot place: ERROR, and CONFIRM fails with Nova's fault message.
   fake.Config({{"fail_build", "No valid host was found. There are not enough hosts available."}});
   const json doomed = env.RunTask(NodeTaskJson(fields, "CREATE", "web-2"), "succeeded");
-  const json failed =
-      env.RunTask(NodeTaskJson(fields, "CONFIRM", "web-2", {{"provider_id", doomed["result"]["provider_id"]}}), "failed");
+  const json failed = env.RunTask(
+      NodeTaskJson(fields, "CONFIRM", "web-2", {{"provider_id", doomed["result"]["provider_id"]}}), "failed");
   CHECK_THAT(Message(failed), Catch::Contains("failed to build: No valid host was found"));
   fake.Config({{"fail_build", ""}});
 
@@ -531,8 +537,9 @@ TEST_CASE("openstack provider: an operator's key pair with its private key from 
   fake.AddKeypair("ops-key", weft::testing::ReadFile(tmp / "ops-key.pub"));
   weft::testing::WriteFile(tmp / "boot.sh", "#!/bin/sh\necho booted by the operator's script\n");
   for (const auto& [name, file] : {std::pair{"ops-key.pem", key}, std::pair{"boot.sh", tmp / "boot.sh"}}) {
-    for (std::vector<std::string> args : {std::vector<std::string>{"resource", "upload", "openstack", name, file.string()},
-                                          std::vector<std::string>{"resource", "stage", "openstack", name, "1"}}) {
+    for (std::vector<std::string> args :
+         {std::vector<std::string>{"resource", "upload", "openstack", name, file.string()},
+          std::vector<std::string>{"resource", "stage", "openstack", name, "1"}}) {
       const RunResult r = env.weftd().Weft(args);
       INFO(r.out << r.err);
       REQUIRE(r.exit_code == 0);

@@ -107,7 +107,8 @@ long RetryAfterSeconds(const std::map<std::string, std::string>& headers) {
 
 // A rate limit refuses the request before doing anything: it may always be sent again.
 bool RateLimited(const Reply& r) {
-  return r.http_status == 429 || (r.http_status == 413 && (RetryAfterSeconds(r.headers) >= 0 || !MentionsQuota(r.fault)));
+  return r.http_status == 429 ||
+         (r.http_status == 413 && (RetryAfterSeconds(r.headers) >= 0 || !MentionsQuota(r.fault)));
 }
 
 Failure Classify(const Reply& r) {
@@ -181,7 +182,8 @@ Reply Session::Authenticate() {
                    {{"name", credentials_.user},
                     {"domain", {{"name", credentials_.user_domain}}},
                     {"password", credentials_.password}}}}}}},
-              {"scope", {{"project", {{"name", credentials_.project}, {"domain", {{"name", credentials_.project_domain}}}}}}}}}};
+              {"scope",
+               {{"project", {{"name", credentials_.project}, {"domain", {{"name", credentials_.project_domain}}}}}}}}}};
   }
   Reply r = Send("Keystone POST " + token_url_, "POST", token_url_, body.dump(), "", Repeat::kSafe);
   if (!r.ok()) return r;

@@ -154,7 +154,8 @@ Settings ReadSettings(const weft::sdk::Task& task) {
     c.project_domain = d;
   s.api.verify_peer = BoolField(task, "openstack_ssl_verify_peer").value_or(true);
   if (const auto n = IntegerField(task, "api_max_attempts", 1, 20)) s.api.max_attempts = static_cast<int>(*n);
-  if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000)) s.api.first_backoff = std::chrono::milliseconds(*n);
+  if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000))
+    s.api.first_backoff = std::chrono::milliseconds(*n);
   s.keypair = StringField(task, "ssh_keypair", "the Nova key pair new servers get", false);
   s.key_resource = StringField(task, "ssh_key_resource", "the resource holding the key pair's private key", false);
   if (!s.keypair.empty() && s.key_resource.empty()) {
@@ -262,8 +263,9 @@ std::string UserData(const weft::aws::SshKeyPair& host_key, const std::string& e
   std::string indented;
   std::istringstream in(host_key.private_key);
   for (std::string line; std::getline(in, line);) indented += "    " + line + "\n";
-  const std::string ours = "#cloud-config\nssh_deletekeys: true\nssh_genkeytypes: []\nssh_keys:\n  ed25519_private: |\n" +
-                           indented + "  ed25519_public: " + host_key.public_key + "\n";
+  const std::string ours =
+      "#cloud-config\nssh_deletekeys: true\nssh_genkeytypes: []\nssh_keys:\n  ed25519_private: |\n" + indented +
+      "  ed25519_public: " + host_key.public_key + "\n";
   if (extra.empty()) return ours;
   const std::string type = extra.starts_with("#cloud-config") ? "text/cloud-config"
                            : extra.starts_with("#include")    ? "text/x-include-url"
@@ -546,7 +548,8 @@ void Create(weft::sdk::Task& task, const json& t) {
   if (n.key.empty()) throw Error(WEFT_ERR_INVALID, "openstack provider: the task has no idempotency_key");
   if (n.flavor.empty()) {
     throw Error(WEFT_ERR_INVALID, "openstack provider: the node has no flavor; give its hardware type a providermap "
-                                  "entry for provider '" + n.provider_name + "' with a Nova flavor (\"flavor\": \"m1.small\")");
+                                  "entry for provider '" + n.provider_name +
+                                      "' with a Nova flavor (\"flavor\": \"m1.small\")");
   }
   if (n.image.empty()) {
     throw Error(WEFT_ERR_INVALID, "openstack provider: the node has no image; give its image type a providermap "
@@ -596,11 +599,13 @@ void Create(weft::sdk::Task& task, const json& t) {
     }
     if (flavor_id.empty()) flavor_id = FlavorId(api, s, n);
     if (image_id.empty()) image_id = ImageId(api, s, n);
-    const os::Reply r = api.Call("compute", "POST", "/servers",
-                                 ServerBody(s, n, flavor_id, image_id, key_name, user_data), os::Repeat::kOnlyRateLimited);
+    const os::Reply r =
+        api.Call("compute", "POST", "/servers", ServerBody(s, n, flavor_id, image_id, key_name, user_data),
+                 os::Repeat::kOnlyRateLimited);
     if (r.ok()) {
       id = r.body.is_object() ? StringAt(Member(r.body, "server"), "id") : std::string();
-      if (id.empty()) throw Error(WEFT_ERR_FAILED, "openstack provider: Nova answered the server's creation without an id");
+      if (id.empty())
+        throw Error(WEFT_ERR_FAILED, "openstack provider: Nova answered the server's creation without an id");
       task.Info("openstack provider: created server " + id + " (flavor " + n.flavor + ", image " + n.image +
                 ") for " + n.hostname);
       break;
@@ -615,7 +620,8 @@ void Create(weft::sdk::Task& task, const json& t) {
     task.Info("openstack provider: " + r.message + "; looking for the server and trying again in " +
               std::to_string(delay.count()) + " ms (attempt " + std::to_string(attempt + 1) + " of " +
               std::to_string(s.api.max_attempts) + ")");
-    if (!Pause(task, delay)) throw Error(WEFT_ERR_CANCELLED, "openstack provider: cancelled while creating " + n.hostname);
+    if (!Pause(task, delay))
+      throw Error(WEFT_ERR_CANCELLED, "openstack provider: cancelled while creating " + n.hostname);
   }
   task.SetResultString("provider_id", id);
   if (!s.credentials.region.empty()) task.SetResultString("openstack_region", s.credentials.region);
@@ -657,7 +663,8 @@ Addresses AddressesOf(const json& server) {
 }
 
 bool StillBuilding(const std::string& status) {
-  for (const char* s : {"BUILD", "REBUILD", "REBOOT", "HARD_REBOOT", "MIGRATING", "RESIZE", "VERIFY_RESIZE", "PASSWORD"})
+  for (const char* s :
+       {"BUILD", "REBUILD", "REBOOT", "HARD_REBOOT", "MIGRATING", "RESIZE", "VERIFY_RESIZE", "PASSWORD"})
     if (status == s) return true;
   return false;
 }
@@ -672,7 +679,8 @@ void Confirm(weft::sdk::Task& task, const json& t) {
   const Settings s = ReadSettings(task);
   const NodeTask n = ReadNodeTask(t);
   const std::string id = ProviderId(task);
-  if (id.empty()) throw Error(WEFT_ERR_INVALID, "openstack provider: the task has no provider_id; CREATE must run first");
+  if (id.empty())
+    throw Error(WEFT_ERR_INVALID, "openstack provider: the task has no provider_id; CREATE must run first");
   os::Session api(s.credentials, Options(s, task));
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(s.confirm_timeout_s);
@@ -709,7 +717,8 @@ void Confirm(weft::sdk::Task& task, const json& t) {
                                        ", not ACTIVE");
     }
     if (status == "ACTIVE") status = "ACTIVE without an IPv4 address";
-    if (task.Cancelled()) throw Error(WEFT_ERR_CANCELLED, "openstack provider: cancelled while waiting for server " + id);
+    if (task.Cancelled())
+      throw Error(WEFT_ERR_CANCELLED, "openstack provider: cancelled while waiting for server " + id);
     if (std::chrono::steady_clock::now() + poll > deadline) {
       throw Error(WEFT_ERR_TIMEOUT, "openstack provider: server " + id + " of " + n.hostname + " is still " + status +
                                         " after " + std::to_string(s.confirm_timeout_s) +
