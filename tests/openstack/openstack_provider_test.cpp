@@ -283,12 +283,18 @@ TEST_CASE("openstack provider: a 3-node cluster is made, scaled and deleted on a
     CHECK(n["results"]["ssh_auth"]["user"] == "debian");  // the image type's sshuser
     CHECK(n["results"]["host_keys"].size() == 1);
   }
-  // Each server has the key of the task that made it, and no two share one.
+  // Each server has the idempotency key of the CREATE that made it (<cluster id>/<node>/<task id>).
   CHECK(keys.size() == 3);
-  CHECK(keys.count("") == 0);
+  int creates = 0;
   for (const json& t : created["tasks"]) {
-    if (t["action"] == "CREATE" && t.contains("idempotency_key")) CHECK(keys.count(t["idempotency_key"]) == 1);
+    if (t["action"] != "CREATE") continue;
+    ++creates;
+    const std::string node = t["node"];
+    INFO("CREATE task " << t.dump().substr(0, 300));
+    const std::string key = cid + "/" + node + "/" + std::to_string(t["id"].get<std::int64_t>());
+    CHECK(live[node]["metadata"]["weft:idempotency-key"] == key);
   }
+  CHECK(creates == 3);
   CHECK(state["keypairs"].size() == 3);
 
   // Grow by one, then shrink back: the removed node's server is deleted.
