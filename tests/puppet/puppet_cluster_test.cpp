@@ -169,7 +169,7 @@ class Env {
 };
 
 // A raw puppet task on `n`, as the job engine hands one out, for debug.enqueue.
-json PuppetTask(const weft::localnode::Node& n, const json& fields) {
+json PuppetTask(const weft::localnode::Node& n, const std::string& service, const json& fields) {
   const json results = {{"provider_id", n.id},
                         {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
                         {"access_v4", n.address},
@@ -187,7 +187,7 @@ json PuppetTask(const weft::localnode::Node& n, const json& fields) {
            {{"hostname", n.name},
             {"node", {{"id", n.name}, {"hostname", n.name}, {"results", results}}},
             {"results", results},
-            {"service", {{"name", "broken"}, {"action", {{"type", "puppet"}, {"fields", fields}}}}}}}};
+            {"service", {{"name", service}, {"action", {{"type", "puppet"}, {"fields", fields}}}}}}}};
 }
 
 // A node of its own for a raw task, stopped however the case ends.
@@ -234,7 +234,9 @@ TEST_CASE("puppet: Puppet builds the web-puppet cluster on real nodes, and a fai
   // The failing manifest runs on a node of its own while the cluster is made.
   ProbeNode probe(env.tmp() / "probe-nodes");
   const std::int64_t failing =
-      env.server().Enqueue(PuppetTask(probe.node(), {{"modules", kBroken}, {"class", "weft_broken"}}));
+      env.server().Enqueue(PuppetTask(probe.node(), "broken", {{"modules", kBroken}, {"class", "weft_broken"}}));
+  const std::int64_t missing =
+      env.server().Enqueue(PuppetTask(probe.node(), "missing", {{"modules", kBroken}, {"class", "weft_missing"}}));
 
   // 3 nodes: haproxy (shell) on one, nginx on two, redis beside one of them.
   env.MustWeft({"cluster", "create", "web", "--template", "web-puppet", "--size", "3", "--wait"});
@@ -276,6 +278,13 @@ TEST_CASE("puppet: Puppet builds the web-puppet cluster on real nodes, and a fai
   CHECK_THAT(message, Catch::Contains("puppet apply exited with 4 (some resources failed)"));
   CHECK_THAT(message, Catch::Contains("Error: /Stage[main]/Weft_broken/File[/nonexistent-weft-dir/x]"));
   CHECK_FALSE(fs::exists("/nonexistent-weft-dir"));
+  // The agent was looked for first (and found: this machine has it).
+  CHECK_THAT(failed.value("stdout", ""), Catch::Contains("is on the node"));
+  // A class the modules lack fails the compile: exit code 1, with Puppet's reason.
+  const std::string compile = env.server().WaitTaskState(missing, "failed", 120s).value("message", "");
+  INFO("message: " << compile);
+  CHECK_THAT(compile, Catch::Contains("puppet apply exited with 1 (the run failed"));
+  CHECK_THAT(compile, Catch::Contains("Could not find class ::weft_missing"));
 
   // Delete: Puppet stops and removes its services, then the nodes go.
   env.MustWeft({"cluster", "delete", "web", "--wait"});
