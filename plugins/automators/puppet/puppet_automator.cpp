@@ -7,6 +7,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,21 @@ std::string Fact(const Task& task, const char* key) {
   return v.is_string() ? v.get<std::string>() : *text;
 }
 
+// A Puppet class name: segments of [a-z][a-z0-9_]* joined by "::", optionally
+// starting with "::". Anything else could smuggle code into `include`.
+bool IsClassName(std::string_view name) {
+  if (name.rfind("::", 0) == 0) name.remove_prefix(2);
+  while (true) {
+    const std::size_t end = name.find("::");
+    const std::string_view part = name.substr(0, end);
+    if (part.empty() || part[0] < 'a' || part[0] > 'z') return false;
+    for (char c : part)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    if (end == std::string_view::npos) return true;
+    name.remove_prefix(end + 2);
+  }
+}
+
 // What the service's fields ask for, checked.
 struct Settings {
   std::string modules;      // resource name of the module archive; empty: no modules
@@ -113,6 +129,11 @@ Settings ReadSettings(const Task& task) {
   }
   if (!s.class_name.empty() && !s.manifest.empty()) {
     throw Error(WEFT_ERR_INVALID, "puppet: give one of the fields 'class' and 'manifest', not both");
+  }
+  if (!s.class_name.empty() && !IsClassName(s.class_name)) {
+    throw Error(WEFT_ERR_INVALID, "puppet: the field 'class' must be a Puppet class name such as 'web' or "
+                                  "'web::server' (lower case letters, digits and '_', parts joined by '::'), got '" +
+                                      s.class_name.substr(0, 100) + "'");
   }
   if (s.manifest.find("..") != std::string::npos || (!s.manifest.empty() && s.manifest[0] == '/')) {
     throw Error(WEFT_ERR_INVALID, "puppet: the field 'manifest' is a path inside the module tree (no '/' at the "
