@@ -105,8 +105,8 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
           "[catalog][cli][integration]") {
   testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
-  // A host runs the local provider (which needs a `pool` field) and both automators,
-  // but not fake-provider, aws nor openstack.
+  // A host runs the local provider (which needs a `pool` field) and the examples'
+  // automators, but not fake-provider, aws nor openstack.
   server.RegisterHost("check-host",
                json::array({{{"type", "local"},
                              {"kind", "provider"},
@@ -115,7 +115,8 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
                                            {{"name", "region"}, {"type", "string"}, {"required", true},
                                             {"default", "here"}}})}},
                             {{"type", "shell"}, {"kind", "automator"}},
-                            {{"type", "fake-automator"}, {"kind", "automator"}}}));
+                            {{"type", "fake-automator"}, {"kind", "automator"}},
+                            {{"type", "puppet"}, {"kind", "automator"}}}));
   // Planted: a service that requires one nobody has, and a provider with a field the plugin lacks.
   testing::WriteFile(server.Path("orphan.json"),
                      R"({"name":"orphan","dependencies":{"install":{"requires":["ghost-service"]}}})");
