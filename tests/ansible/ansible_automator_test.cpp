@@ -161,13 +161,14 @@ std::vector<std::string> ProcessesNaming(const fs::path& path) {
 }
 
 // A raw task for the ansible automator on a node whose results say how to reach it.
-json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const json& fields) {
+json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const json& fields,
+                 const std::string& action = "CONFIGURE") {
   const json results = {{"provider_id", n.id},    {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
                         {"access_v4", n.address}, {"bind_v4", n.address},
                         {"ssh_port", n.port},     {"hostname", n.name},
                         {"host_keys", host_keys}};
   return {{"plugin", "ansible"},
-          {"action", "CONFIGURE"},
+          {"action", action},
           {"cluster_id", "c1"},
           {"node_id", n.name},
           {"job_id", "job-c1"},
@@ -281,6 +282,11 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, 
   CHECK_THAT(failed["stderr"].get<std::string>(), Catch::Contains("failed: read a file that is not there"));
   CHECK_THAT(failed["stdout"].get<std::string>(), Catch::Contains("changed: the node is marked"));
   CHECK(fs::exists(node.root / "ran"));
+
+  // A node's BOOTSTRAP names no playbook: Ansible logs in and runs a module there.
+  const json bootstrap = env.server().WaitTaskState(
+      env.server().Enqueue(AnsibleTask(node, node.host_keys, json::object(), "BOOTSTRAP")), "succeeded", 120s);
+  CHECK_THAT(bootstrap["stdout"].get<std::string>(), Catch::Contains("ok: Ansible reaches the node and runs a module"));
 
   // A key that is not the node's: ssh refuses the node, nothing runs there.
   fs::remove(node.root / "ran");
