@@ -81,9 +81,14 @@ class Env {
     fs::create_directories(host_tmp());
     ::setenv("TMPDIR", host_tmp().c_str(), 1);  // weft-host and its workers inherit it
     server_ = std::make_unique<Weftd>(ServerIn(tmp_ / "server"));
-    host_ = std::make_unique<Host>(HostIn(tmp_ / "host", "h1", server_->provisioner(),
-                                          {kBuild / "plugins/providers", kBuild / "plugins/automators"},
-                                          /*capacity=*/6));
+    weft::testing::HostOptions host = HostIn(tmp_ / "host", "h1", server_->provisioner(),
+                                             {kBuild / "plugins/providers", kBuild / "plugins/automators"},
+                                             /*capacity=*/6);
+    // ansible-playbook runs keep the machine's cores busy: weft-host's own
+    // default (not the tests' 1 s), so that a slow reply is not given up and
+    // the call retried on a fresh socket, where weftd's reply cannot arrive.
+    host.request_timeout_ms = 5000;
+    host_ = std::make_unique<Host>(host);
     ::unsetenv("TMPDIR");
     REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
   }
