@@ -15,8 +15,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <optional>
@@ -430,6 +432,28 @@ std::string FailureText(const json& result) {
   return text.empty() ? std::string("Ansible gave no message") : text;
 }
 
+// Seconds since the epoch of a report timestamp ("2026-11-26T03:15:31.520003Z"); nullopt if it is not one.
+std::optional<double> ReportTime(const json& v) {
+  if (!v.is_string()) return std::nullopt;
+  const std::string text = v.get<std::string>();
+  std::tm tm{};
+  const char* rest = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  double fraction = 0;
+  if (*rest == '.') fraction = std::strtod(rest, nullptr);
+  return static_cast<double>(::timegm(&tm)) + fraction;
+}
+
+// " (1.2 s)": how long an Ansible task took, from the report; empty when it does not say.
+std::string Took(const json& task) {
+  const json d = task.value("task", json::object()).value("duration", json::object());
+  const std::optional<double> start = ReportTime(d.value("start", json())), end = ReportTime(d.value("end", json()));
+  if (!start || !end || *end < *start) return {};
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " (%.1f s)", *end - *start);
+  return buf;
+}
+
 struct Report {
   bool parsed = false;
   std::string failed_task;   // the Ansible task that stopped the play, if any
@@ -455,7 +479,7 @@ Report ReadReport(const Task& task, const std::string& out, const std::string& h
       const json& r = *it;
       const std::string outcome = Outcome(r);
       const bool bad = outcome == "failed" || outcome == "unreachable";
-      const std::string line = outcome + ": " + name;
+      const std::string line = outcome + ": " + name + Took(t);
       if (bad) {
         task.Warn(line);
         const std::string why = FailureText(r);
