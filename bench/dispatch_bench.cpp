@@ -240,65 +240,9 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   return result;
 }
 
-// One raw run: N DEALER threads doing send/receive against a ROUTER that echoes,
-// over loopback TCP like weftd's endpoints. Returns round trips per second.
-Result<double> RawRun(zmq::context_t& ctx, const Options& opts) {
-  zmq::socket_t router(ctx, zmq::socket_type::router);
-  router.set(zmq::sockopt::linger, 0);
-  router.bind("tcp://127.0.0.1:*");
-  const std::string endpoint = wire::LastEndpoint(router);
-
-  std::atomic<bool> stop_echo{false};
-  std::thread echo([&]() {
-    // The ROUTER belongs to this thread from here on.
-    wire::Frames frames;
-    while (!stop_echo) {
-      zmq::pollitem_t item{static_cast<void*>(router), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
-      while (wire::RecvMultipart(router, frames, zmq::recv_flags::dontwait)) {
-        wire::SendMultipart(router, frames);
-      }
-    }
-  });
-
-  // About the size of a task.take request header.
-  const std::string payload =
-      R"({"v":1,"id":"1234567890-17","op":"task.take","tenant":"","body":{"host_id":"bench-0","wait_ms":500}})";
-  std::atomic<long> total{0};
-  std::atomic<bool> failed{false};
-  std::barrier ready(opts.hosts + 1);
-  auto client = [&]() {
-    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.set(zmq::sockopt::rcvtimeo, 5000);
-    dealer.connect(endpoint);
-    ready.arrive_and_wait();
-    ready.arrive_and_wait();  // released together with the clock
-    long count = 0;
-    auto until = SteadyClock::now() + std::chrono::milliseconds(opts.raw_ms);
-    zmq::message_t reply;
-    while (SteadyClock::now() < until) {
-      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
-      if (!dealer.recv(reply, zmq::recv_flags::none)) {
-        failed = true;
-        break;
-      }
-      ++count;
-    }
-    total += count;
-  };
-  std::vector<std::thread> threads;
-  for (int i = 0; i < opts.hosts; ++i) threads.emplace_back(client);
-  ready.arrive_and_wait();
-  auto start = SteadyClock::now();
-  ready.arrive_and_wait();
-  for (auto& t : threads) t.join();
-  auto end = SteadyClock::now();
-  stop_echo = true;
-  echo.join();
-  if (failed) return Status::Timeout("a raw round trip got no echo within 5 s");
-  return total.load() / Seconds(end - start);
-}
+// About the size of a task.take request header.
+constexpr const char* kRawPayload =
+    R"({"v":1,"id":"1234567890-17","op":"task.take","tenant":"","body":{"host_id":"bench-0","wait_ms":500}})";
 
 int Dispatch(const std::vector<std::string>& args) {
   Options opts;
@@ -355,7 +299,7 @@ int Dispatch(const std::vector<std::string>& args) {
                      c.combined ? "finish+take" : "take, finish", c.metrics ? "" : ", metrics off", d->tasks_per_s,
                      d->weftd_cpu_us_per_task);
       }
-      Result<double> raw = RawRun(ctx, opts);
+      Result<double> raw = RawRoundTrips(ctx, opts.hosts, opts.raw_ms, kRawPayload);
       if (!raw.ok()) {
         std::fprintf(stderr, "weft-bench dispatch: %s\n", raw.status().message().c_str());
         return 1;
