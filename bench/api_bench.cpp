@@ -2,7 +2,9 @@
 // from N programs at once (a weft_client each), against what lies under it.
 //
 // One weftd (fresh data directory, durable SQLite store, loopback TCP, no
-// per-connection rate limit, metrics on). Each of R runs measures for MS each:
+// per-connection rate limit, metrics on). Each of R runs measures for MS each,
+// in five slices alternated with those of the other measurements (a shared
+// machine's load changes within a second):
 //   * reads: `hardwaretype.get` of one stored entity from N threads, against N
 //     DEALER threads doing raw ZeroMQ round trips with a ROUTER that only
 //     echoes (the same baseline as the dispatch case). Target ratio >= 0.5.
@@ -45,6 +47,7 @@ using json = nlohmann::json;
 
 constexpr double kTargetReadRatio = 0.5;
 constexpr const char* kReadName = "bench-read";
+constexpr int kSlices = 5;
 
 struct Options {
   int clients = 8;
@@ -57,7 +60,7 @@ int Usage(const std::string& problem) {
                "weft-bench api: %s\n"
                "usage: weft-bench api [--clients N] [--ms MS] [--runs R]\n"
                "  --clients N  client threads, one weft_client each (default 8)\n"
-               "  --ms MS      length of each measurement (default 1000)\n"
+               "  --ms MS      length of each measurement, in 5 alternated slices (default 1000)\n"
                "  --runs R     repetitions; medians are reported (default 3)\n",
                problem.c_str());
   return 2;
@@ -191,41 +194,59 @@ struct Figures {
   std::vector<double> reads, raw, writes, rows_per_commit, sqlite;
 };
 
+// A run: `kSlices` short measurements of each side, alternated (reads, raw
+// round trips, puts, SQLite), so that both sides of a ratio see the same
+// machine, which on a shared one changes from second to second.
 Status OneRun(zmq::context_t& ctx, testing::Weftd& weftd, const fs::path& scratch, const Options& o, int run,
               Figures* f) {
   const std::string api = weftd.api();
-  WEFT_ASSIGN_OR_RETURN(double reads, Rate(ctx, api, o.clients, o.ms, [](client::Client& c, int, long) {
-                          return c.Call("hardwaretype.get", json{{"name", kReadName}}).status();
-                        }));
-  // A read's request header, about as large as the ones just sent.
+  const int slice_ms = std::max(20, o.ms / kSlices);
+  // A read's request header, about as large as the ones weft_client sends.
   const std::string payload = R"({"v":1,"id":"1234567890-17","op":"hardwaretype.get","tenant":"","body":{"name":")" +
                               std::string(kReadName) + R"("}})";
-  WEFT_ASSIGN_OR_RETURN(double raw, RawRoundTrips(ctx, o.clients, o.ms, payload));
-
   const std::string metrics = weftd.endpoints().value("metrics", std::string());
-  WEFT_ASSIGN_OR_RETURN(double commits_before, Commits(metrics));
-  const std::string prefix = "w" + std::to_string(run) + "-";
-  std::atomic<long> puts{0};
-  WEFT_ASSIGN_OR_RETURN(double writes, Rate(ctx, api, o.clients, o.ms, [&](client::Client& c, int t, long n) {
-                          const std::string name = prefix + std::to_string(t) + "-" + std::to_string(n);
-                          Status s = c.Call("hardwaretype.put", Hardwaretype(name)).status();
-                          if (s.ok()) ++puts;
-                          return s;
-                        }));
-  WEFT_ASSIGN_OR_RETURN(double commits_after, Commits(metrics));
-  const double per_commit = static_cast<double>(puts.load()) / std::max(1.0, commits_after - commits_before);
-
-  // The document exactly as weftd stored it.
-  WEFT_ASSIGN_OR_RETURN(json stored, weftd.TryCall("hardwaretype.get", json{{"name", prefix + "0-0"}}));
-  json document = stored.contains("hardwaretype") ? stored["hardwaretype"] : stored;
   WEFT_ASSIGN_OR_RETURN(std::vector<std::string> schema, CatalogSchema(weftd.db()));
-  const int batch = std::max(1, static_cast<int>(std::lround(per_commit)));
-  WEFT_ASSIGN_OR_RETURN(double sqlite, SqliteRows(schema, scratch / ("rows-" + std::to_string(run) + ".db"), batch,
-                                                  o.ms, document.dump()));
+  double reads = 0, raw = 0, writes = 0, sqlite = 0;
+  long puts_all = 0;
+  double commits_all = 0;
+  std::string document;
+  for (int slice = 0; slice < kSlices; ++slice) {
+    WEFT_ASSIGN_OR_RETURN(double r, Rate(ctx, api, o.clients, slice_ms, [](client::Client& c, int, long) {
+                            return c.Call("hardwaretype.get", json{{"name", kReadName}}).status();
+                          }));
+    WEFT_ASSIGN_OR_RETURN(double rt, RawRoundTrips(ctx, o.clients, slice_ms, payload));
+
+    WEFT_ASSIGN_OR_RETURN(double commits_before, Commits(metrics));
+    const std::string prefix = "w" + std::to_string(run) + "-" + std::to_string(slice) + "-";
+    std::atomic<long> puts{0};
+    WEFT_ASSIGN_OR_RETURN(double w, Rate(ctx, api, o.clients, slice_ms, [&](client::Client& c, int t, long n) {
+                            const std::string name = prefix + std::to_string(t) + "-" + std::to_string(n);
+                            Status st = c.Call("hardwaretype.put", Hardwaretype(name)).status();
+                            if (st.ok()) ++puts;
+                            return st;
+                          }));
+    WEFT_ASSIGN_OR_RETURN(double commits_after, Commits(metrics));
+    puts_all += puts.load();
+    commits_all += std::max(1.0, commits_after - commits_before);
+    if (document.empty()) {
+      // The document exactly as weftd stored it.
+      WEFT_ASSIGN_OR_RETURN(json stored, weftd.TryCall("hardwaretype.get", json{{"name", prefix + "0-0"}}));
+      document = (stored.contains("hardwaretype") ? stored["hardwaretype"] : stored).dump();
+    }
+    const int batch = std::max(1, static_cast<int>(std::lround(static_cast<double>(puts.load()) /
+                                                                std::max(1.0, commits_after - commits_before))));
+    const fs::path file = scratch / ("rows-" + std::to_string(run) + "-" + std::to_string(slice) + ".db");
+    WEFT_ASSIGN_OR_RETURN(double rows, SqliteRows(schema, file, batch, slice_ms, document));
+    reads += r / kSlices;
+    raw += rt / kSlices;
+    writes += w / kSlices;
+    sqlite += rows / kSlices;
+  }
+  const double per_commit = static_cast<double>(puts_all) / commits_all;
   std::fprintf(stderr,
                "run %d/%d: reads %.0f/s, raw round trips %.0f/s; puts %.0f/s (%.1f per commit), SQLite %.0f rows/s "
-               "in batches of %d\n",
-               run + 1, o.runs, reads, raw, writes, per_commit, sqlite, batch);
+               "in batches as large\n",
+               run + 1, o.runs, reads, raw, writes, per_commit, sqlite);
   f->reads.push_back(reads);
   f->raw.push_back(raw);
   f->writes.push_back(writes);
