@@ -40,6 +40,7 @@
 #include "support/web.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/status.hpp"
+#include "weft/common/wire.hpp"
 
 namespace weft::bench {
 namespace {
@@ -233,7 +234,8 @@ Status OneRun(zmq::context_t& ctx, testing::Weftd& weftd, const fs::path& scratc
     if (document.empty()) {
       // The document exactly as weftd stored it.
       WEFT_ASSIGN_OR_RETURN(json stored, weftd.TryCall("hardwaretype.get", json{{"name", prefix + "0-0"}}));
-      document = (stored.contains("hardwaretype") ? stored["hardwaretype"] : stored).dump();
+      if (!stored.contains("entity")) return Status::Internal("hardwaretype.get's reply has no entity");
+      document = wire::Dump(stored["entity"]);
     }
     const int batch = std::max(1, static_cast<int>(std::lround(static_cast<double>(puts.load()) /
                                                                 std::max(1.0, commits_after - commits_before))));
