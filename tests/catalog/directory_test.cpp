@@ -31,8 +31,9 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   CHECK(providers["aws"] == std::vector<std::string>{"provider 'aws-us-east-1'"});
   CHECK(providers["openstack"] == std::vector<std::string>{"provider 'openstack-example'"});
   auto automators = AutomatorTypesInUse(r->catalog);
-  REQUIRE(automators.size() == 2);
-  CHECK(automators["shell"].size() == 5);
+  REQUIRE(automators.size() == 3);
+  CHECK(automators["shell"].size() == 6);  // haproxy-puppet is shell too
+  CHECK(automators["puppet"].size() == 2);
   CHECK(automators["fake-automator"].front() == "service 'fake-base' (configure, install)");
 }
 
