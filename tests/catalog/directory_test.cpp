@@ -32,7 +32,7 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   CHECK(providers["openstack"] == std::vector<std::string>{"provider 'openstack-example'"});
   auto automators = AutomatorTypesInUse(r->catalog);
   REQUIRE(automators.size() == 4);
-  CHECK(automators["shell"].size() == 7);  // haproxy-ansible and haproxy-puppet too
+  CHECK(automators["shell"].size() == 7);  // haproxy-puppet and haproxy-ansible are shell too
   CHECK(automators["ansible"].size() == 2);
   CHECK(automators["puppet"].size() == 2);
   CHECK(automators["fake-automator"].front() == "service 'fake-base' (configure, install)");
