@@ -187,7 +187,7 @@ json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const js
 
 }  // namespace
 
-TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves through haproxy",
+TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves through haproxy, and stops",
           "[ansible][localnodes]") {
   Env env;
   env.MustWeft({"catalog", "import", (kSource / "examples/catalog").string()});
@@ -245,6 +245,12 @@ TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves t
   // Every run's private directory (with the node's key) is gone, and no ssh master is left.
   CHECK(IsEmptyDir(env.host_tmp()));
   CHECK(ProcessesNaming(env.host_tmp()) == std::vector<std::string>{});
+
+  // Stop: each STOP playbook ends its server; the nodes stay up.
+  env.MustWeft({"cluster", "stop", "web", "--wait"});
+  for (const std::string& address : nginx) CHECK_FALSE(weft::testing::Accepts(address, kNginxPort));
+  CHECK_FALSE(weft::testing::Accepts(redis[0], 6379));
+  CHECK(weft::testing::Accepts(redis[0], kSshPort));
 
   env.MustWeft({"cluster", "delete", "web", "--wait"});
   CHECK(IsEmptyDir(env.nodes_dir()));
