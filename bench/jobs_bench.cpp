@@ -19,6 +19,15 @@
 // sum of each stage's longest sleep (barrier_ideal_ms), the most tasks running
 // at once, and how long tasks stayed ready before a host took them.
 //
+// Case "create10k" (only when named): a create of N nodes (default 10,000, about
+// 80,000 tasks) with zero fake latency, after as many raw tasks (debug.enqueue,
+// no job) through the same hosts and plugins: the job's tasks per second against
+// the raw ones' is what the job engine costs on top of dispatch (target >= 0.5).
+// weftd's peak RSS is reported (target <= 1 GiB).
+//
+// Case "clusters1000" (only when named): case "clusters" with 1,000 clusters and
+// zero fake latency. --hog keeps a busy process on the second CPU meanwhile.
+//
 // Case "clusters": C clusters of S nodes (default 100 x 10) are created at once
 // on a fresh weftd; the total time until every job is done is reported, and the
 // latency of api reads (`cluster.list` and `job.get` with details, what
@@ -38,6 +47,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,6 +94,9 @@ constexpr double kTargetReadP99Ms = 50;
 constexpr int kEnqueueBatch = 5000;  // debug.enqueue accepts up to 10,000
 constexpr int kBarrierPollMs = 5;    // how often the barrier run asks whether a stage is done
 constexpr int kJobPollMs = 50;       // how often a job's status is read while it runs
+// How often case "clusters" lists the jobs to see whether all are done: a list of
+// a thousand jobs is itself a read that competes with the measured ones.
+constexpr int kClustersPollMs = 500;
 constexpr auto kJobDeadline = std::chrono::minutes(5);
 constexpr const char* kTemplate = "bench";
 
@@ -99,9 +112,15 @@ struct Options {
   int submitters = 10;  // client threads issuing the cluster.create calls of case "clusters"
   int weftd_batch = 0;  // weftd's server.batch_max_messages; 0: its default
   double latency_scale = 1.0;
+  bool runs_set = false;     // --runs given: create10k repeats too (else once)
+  bool latency_set = false;  // --latency-scale given: the new cases keep it instead of 0
   bool create_case = true;
   bool barrier = true;
   bool clusters_case = true;
+  bool create10k_case = false;
+  bool clusters1000_case = false;
+  bool hog = false;  // a busy process on the second CPU while a case runs
+  std::string clusters_name = "clusters";
 };
 
 int Usage(const std::string& problem) {
@@ -109,7 +128,8 @@ int Usage(const std::string& problem) {
                "weft-bench jobs: %s\n"
                "usage: weft-bench jobs [--nodes N] [--clusters C] [--cluster-size S] [--runs R]\n"
                "                       [--hosts H] [--capacity K] [--workers W] [--latency-scale X]\n"
-               "                       [--read-gap-ms MS] [--weftd-batch N] [--only create|clusters] [--no-barrier]\n"
+               "                       [--read-gap-ms MS] [--weftd-batch N] [--no-barrier] [--hog]\n"
+               "                       [--only create|clusters|create10k|clusters1000]\n"
                "  --nodes N          nodes of the big create (default 1000)\n"
                "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
                "  --cluster-size S   nodes per cluster there (default 10)\n"
@@ -120,8 +140,12 @@ int Usage(const std::string& problem) {
                "  --latency-scale X  multiplies every fake latency and jitter (default 1.0)\n"
                "  --read-gap-ms MS   pause between two api reads of the reader (default 10)\n"
                "  --weftd-batch N    weftd's server.batch_max_messages (default: weftd's own, 256)\n"
-               "  --only CASE        run only case \"create\" or \"clusters\"\n"
-               "  --no-barrier       skip the stage-barrier run of case \"create\"\n",
+               "  --only CASE        run only this case; create10k (a 10,000-node create against raw\n"
+               "                     tasks through the same hosts) and clusters1000 (1,000 clusters of\n"
+               "                     10 nodes at once) run only when named, with zero fake latency\n"
+               "                     unless --latency-scale is given\n"
+               "  --no-barrier       skip the stage-barrier run of case \"create\"\n"
+               "  --hog              keep a busy-looping process on the second CPU while the cases run\n",
                problem.c_str());
   return 2;
 }
@@ -332,6 +356,14 @@ class Rig {
       if (h->process().pid() > 0) total += TreeCpuNs(h->process().pid());
     return total;
   }
+  // weftd's peak resident memory so far (VmHWM), MiB; 0 when unknown.
+  double WeftdPeakRssMib() const {
+    std::ifstream in("/proc/" + std::to_string(weftd_.pid()) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024;
+    return 0;
+  }
   // weftd's reactor is its main thread.
   std::pair<std::int64_t, std::int64_t> ReactorSched() const {
     return weftd_.pid() > 0 ? ThreadSched(weftd_.pid(), weftd_.pid()) : std::pair<std::int64_t, std::int64_t>{0, 0};
@@ -454,17 +486,20 @@ void PrintCpu(const CpuUse& u) {
                u.hosts_ms / std::max(1.0, u.wall_ms), LoadAverage1m());
 }
 
-// Waits until the latest job of `cluster_id` is done; returns its summary.
+// Waits until job `job_id` is done; returns its summary. It polls the tenant's
+// newest jobs rather than the cluster's: naming the cluster makes weftd read the
+// cluster's spec and layout, megabytes for 10,000 nodes, twenty times a second.
 // `on_poll` runs about once a second (progress lines).
-Result<json> WaitForJob(Rig& rig, client::Client& api, const std::string& cluster_id,
-                        const std::function<void()>& on_poll) {
+Result<json> WaitForJob(Rig& rig, client::Client& api, const std::string& job_id, const std::function<void()>& on_poll) {
   const auto deadline = SteadyClock::now() + kJobDeadline;
   auto next_report = SteadyClock::now() + std::chrono::seconds(1);
   while (SteadyClock::now() < deadline) {
-    Result<json> r = api.Call("job.list", {{"cluster", cluster_id}, {"limit", 1}});
+    Result<json> r = api.Call("job.list", {{"limit", 20}});
     if (!r.ok()) return r.status().WithContext("job.list");
-    if ((*r)["jobs"].empty()) return Status::Internal("cluster " + cluster_id + " has no job");
-    const json job = (*r)["jobs"][0];
+    json job;
+    for (const json& j : (*r)["jobs"])
+      if (j.value("id", "") == job_id) job = j;
+    if (job.is_null()) return Status::Internal("job " + job_id + " is not among the newest jobs");
     const std::string status = job.value("status", "");
     if (status == "succeeded") return job;
     if (status == "failed" || status == "aborted")
@@ -477,7 +512,7 @@ Result<json> WaitForJob(Rig& rig, client::Client& api, const std::string& cluste
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs));
   }
-  return Status::Timeout("the job of cluster " + cluster_id + " did not finish within 5 minutes" + rig.Logs());
+  return Status::Timeout("job " + job_id + " did not finish within 5 minutes" + rig.Logs());
 }
 
 void PrintQueue(client::Client& api, SteadyClock::time_point start) {
@@ -707,10 +742,9 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
   const auto start = SteadyClock::now();
   Result<json> created = api.Call("cluster.create", {{"name", name}, {"template", kTemplate}, {"size", opts.nodes}});
   if (!created.ok()) return created.status().WithContext("cluster.create");
-  const std::string cluster_id = (*created)["cluster"].value("id", "");
-  std::fprintf(stderr, "  create answered in %.0f ms (job %s)\n", MsSince(start),
-               (*created)["job"].value("id", "").c_str());
-  WEFT_ASSIGN_OR_RETURN(json done, WaitForJob(rig, api, cluster_id, [&] { PrintQueue(api, start); }));
+  const std::string job_id = (*created)["job"].value("id", "");
+  std::fprintf(stderr, "  create answered in %.0f ms (job %s)\n", MsSince(start), job_id.c_str());
+  WEFT_ASSIGN_OR_RETURN(json done, WaitForJob(rig, api, job_id, [&] { PrintQueue(api, start); }));
   const CpuUse cpu = window.Stop();
 
   Result<json> job = api.Call("job.get", {{"job", done.value("id", "")}, {"details", true}}, 120000);
@@ -784,6 +818,8 @@ int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["bench"] = "jobs";
   line["case"] = "create";
   line["nodes"] = opts.nodes;
+  line["latency_scale"] = opts.latency_scale;
+  line["cpu_hog"] = opts.hog;
   line["tasks"] = first.tasks;
   line["edges"] = first.edges;
   line["stages"] = first.stages;
@@ -961,7 +997,7 @@ Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const O
       PrintQueue(rig.api(), start);
       next_report += std::chrono::seconds(1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs * 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kClustersPollMs));
   }
   stop_reading = true;
   reader.join();
@@ -1028,8 +1064,10 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   const std::vector<double> at_rest = Latencies(idle, {0, 1});
   ojson line;
   line["bench"] = "jobs";
-  line["case"] = "clusters";
+  line["case"] = opts.clusters_name;
   line["clusters"] = opts.clusters;
+  line["latency_scale"] = opts.latency_scale;
+  line["cpu_hog"] = opts.hog;
   line["nodes_per_cluster"] = opts.cluster_size;
   line["tasks"] = runs.front().tasks;
   line["hosts"] = opts.hosts;
@@ -1058,6 +1096,187 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   return 0;
 }
 
+// A process that spins on the second CPU (or the only one) until destroyed: the
+// cases' figures with a CPU-bound neighbour, as on a shared machine.
+class CpuHog {
+ public:
+  CpuHog() {
+    pid_ = fork();
+    if (pid_ != 0) {
+      if (pid_ > 0) std::fprintf(stderr, "CPU hog pid %d busy on CPU %d\n", pid_, Cpu());
+      return;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(Cpu(), &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    volatile std::uint64_t spin = 0;
+    while (true) spin = spin + 1;
+  }
+  ~CpuHog() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  CpuHog(const CpuHog&) = delete;
+  CpuHog& operator=(const CpuHog&) = delete;
+
+ private:
+  static int Cpu() { return std::thread::hardware_concurrency() > 1 ? 1 : 0; }
+  pid_t pid_ = -1;
+};
+
+// ---- case "create10k": a big job against raw tasks through the same hosts -----
+
+// Enqueues `count` raw tasks for the fake plugins at zero latency (debug.enqueue,
+// no job) and waits until the hosts finished them all; returns tasks per second
+// (first enqueue -> last finish, the server's clock).
+Result<double> RunRawTasks(Rig& rig, std::int64_t count) {
+  client::Client& api = rig.api();
+  Result<json> status = api.Call("server.status", json::object());
+  if (!status.ok()) return status.status().WithContext("server.status");
+  const std::int64_t base_ok = (*status)["tasks"].value("succeeded", std::int64_t{0});
+  const std::int64_t start_ms = WallMs();
+  const auto start = SteadyClock::now();
+  for (std::int64_t first = 0; first < count; first += kEnqueueBatch) {
+    json batch = json::array();
+    for (std::int64_t i = first; i < std::min<std::int64_t>(count, first + kEnqueueBatch); ++i)
+      batch.push_back({{"plugin", i % 8 < 3 ? "fake-provider" : "fake-automator"},
+                       {"action", i % 8 < 3 ? "CREATE" : "INSTALL"},
+                       {"node_id", "raw-" + std::to_string(i / 8)},
+                       {"max_attempts", 1}});
+    Result<json> r = api.Call("debug.enqueue", {{"tasks", std::move(batch)}});
+    if (!r.ok()) return r.status().WithContext("debug.enqueue");
+  }
+  auto next_report = start + std::chrono::seconds(1);
+  while (true) {
+    Result<json> s = api.Call("server.status", json::object());
+    if (!s.ok()) return s.status().WithContext("server.status");
+    if ((*s)["tasks"].value("failed", std::int64_t{0}) > 0) return Status::Internal("a raw task failed" + rig.Logs());
+    if ((*s)["tasks"].value("succeeded", std::int64_t{0}) - base_ok >= count) break;
+    if (SteadyClock::now() > start + kJobDeadline)
+      return Status::Timeout("the raw tasks did not finish within 5 minutes" + rig.Logs());
+    if (SteadyClock::now() >= next_report) {
+      WEFT_RETURN_IF_ERROR(rig.Alive());
+      PrintQueue(api, start);
+      next_report += std::chrono::seconds(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kJobPollMs));
+  }
+  // The last to finish is among the newest tasks (the hosts take the oldest
+  // first and run at most 2 x capacity at once): the latest finish among them.
+  Result<json> list = api.Call("task.list", {{"state", "succeeded"}, {"limit", 10000}});
+  if (!list.ok()) return list.status().WithContext("task.list");
+  std::int64_t last_ms = 0;
+  for (const json& t : (*list)["tasks"]) last_ms = std::max(last_ms, t.value("updated_at_ms", std::int64_t{0}));
+  if (last_ms == 0) last_ms = WallMs();
+  return static_cast<double>(count) * 1000 / static_cast<double>(std::max<std::int64_t>(1, last_ms - start_ms));
+}
+
+struct Create10kRun {
+  double raw_tasks_per_s = 0;
+  double job_tasks_per_s = 0;
+  std::int64_t tasks = 0;
+  double makespan_ms = 0;
+  double create_answered_ms = 0;
+  double weftd_cpu_us_per_task = 0;
+  double raw_weftd_cpu_us_per_task = 0;
+  double weftd_rss_peak_mib = 0;
+};
+
+Result<Create10kRun> RunCreate10k(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  Rig rig(ctx, paths, opts);
+  WEFT_RETURN_IF_ERROR(rig.Start());
+  client::Client& api = rig.api();
+  Create10kRun out;
+  // The baseline first: as many raw tasks as the job will have (8 per node, near
+  // enough), through the same hosts and plugins, without the job engine.
+  const std::int64_t raw = static_cast<std::int64_t>(opts.nodes) * 8;
+  const CpuWindow raw_window(rig);
+  WEFT_ASSIGN_OR_RETURN(out.raw_tasks_per_s, RunRawTasks(rig, raw));
+  out.raw_weftd_cpu_us_per_task = raw_window.Stop().weftd_ms * 1000 / static_cast<double>(raw);
+  std::fprintf(stderr, "  raw: %lld tasks at %.0f tasks/s, weftd %.0f us CPU per task\n", static_cast<long long>(raw),
+               out.raw_tasks_per_s, out.raw_weftd_cpu_us_per_task);
+
+  Result<json> before = api.Call("server.status", json::object());
+  if (!before.ok()) return before.status().WithContext("server.status");
+  const std::int64_t base_ok = (*before)["tasks"].value("succeeded", std::int64_t{0});
+  const CpuWindow window(rig);
+  const auto start = SteadyClock::now();
+  Result<json> created =
+      api.Call("cluster.create", {{"name", "huge"}, {"template", kTemplate}, {"size", opts.nodes}}, 300000);
+  if (!created.ok()) return created.status().WithContext("cluster.create");
+  out.create_answered_ms = MsSince(start);
+  const std::string job_id = (*created)["job"].value("id", "");
+  std::fprintf(stderr, "  create answered in %.0f ms (job %s)\n", out.create_answered_ms, job_id.c_str());
+  WEFT_ASSIGN_OR_RETURN(json done, WaitForJob(rig, api, job_id, [&] { PrintQueue(api, start); }));
+  const CpuUse cpu = window.Stop();
+  out.weftd_rss_peak_mib = rig.WeftdPeakRssMib();
+  Result<json> after = api.Call("server.status", json::object());
+  if (!after.ok()) return after.status().WithContext("server.status");
+  out.tasks = (*after)["tasks"].value("succeeded", std::int64_t{0}) - base_ok;
+  out.makespan_ms =
+      static_cast<double>(done.value("finished_at_ms", std::int64_t{0}) - done.value("created_at_ms", std::int64_t{0}));
+  out.job_tasks_per_s = static_cast<double>(out.tasks) * 1000 / std::max(1.0, out.makespan_ms);
+  out.weftd_cpu_us_per_task = cpu.weftd_ms * 1000 / static_cast<double>(std::max<std::int64_t>(1, out.tasks));
+  std::fprintf(stderr,
+               "  job: %lld tasks (JOINs included) in %.0f ms, %.0f tasks/s, ratio %.3f to raw; weftd %.0f us CPU per "
+               "task, peak RSS %.0f MiB\n",
+               static_cast<long long>(out.tasks), out.makespan_ms, out.job_tasks_per_s,
+               out.job_tasks_per_s / std::max(1.0, out.raw_tasks_per_s), out.weftd_cpu_us_per_task,
+               out.weftd_rss_peak_mib);
+  PrintCpu(cpu);
+  return out;
+}
+
+int CaseCreate10k(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
+  const double load_before = LoadAverage1m();
+  std::vector<Create10kRun> runs;
+  const int count = opts.runs_set ? opts.runs : 1;
+  for (int r = 0; r < count; ++r) {
+    std::fprintf(stderr, "create10k run %d/%d: %d nodes, %d hosts x capacity %d, latency scale %.2f\n", r + 1, count,
+                 opts.nodes, opts.hosts, opts.capacity, opts.latency_scale);
+    Result<Create10kRun> run = RunCreate10k(ctx, paths, opts);
+    if (!run.ok()) {
+      std::fprintf(stderr, "weft-bench jobs: %s\n", run.status().message().c_str());
+      return 1;
+    }
+    runs.push_back(*run);
+  }
+  auto median = [&](double Create10kRun::*field) {
+    std::vector<double> v;
+    for (const Create10kRun& r : runs) v.push_back(r.*field);
+    return Median(v);
+  };
+  std::vector<double> ratios, peaks;
+  for (const Create10kRun& r : runs) ratios.push_back(r.job_tasks_per_s / std::max(1.0, r.raw_tasks_per_s));
+  ojson line;
+  line["bench"] = "jobs";
+  line["case"] = "create10k";
+  line["nodes"] = opts.nodes;
+  line["tasks"] = runs.front().tasks;
+  line["hosts"] = opts.hosts;
+  line["capacity_per_host"] = opts.capacity;
+  line["latency_scale"] = opts.latency_scale;
+  line["cpu_hog"] = opts.hog;
+  line["runs"] = count;
+  line["create_answered_ms"] = std::llround(median(&Create10kRun::create_answered_ms));
+  line["makespan_ms"] = std::llround(median(&Create10kRun::makespan_ms));
+  line["tasks_per_s"] = std::llround(median(&Create10kRun::job_tasks_per_s));
+  line["raw_tasks_per_s"] = std::llround(median(&Create10kRun::raw_tasks_per_s));
+  line["ratio"] = Round3(Median(ratios));
+  line["target_ratio"] = 0.5;
+  line["weftd_cpu_us_per_task"] = std::llround(median(&Create10kRun::weftd_cpu_us_per_task));
+  line["raw_weftd_cpu_us_per_task"] = std::llround(median(&Create10kRun::raw_weftd_cpu_us_per_task));
+  line["weftd_rss_peak_mib"] = Round1(median(&Create10kRun::weftd_rss_peak_mib));
+  line["target_rss_mib"] = 1024;
+  line["loadavg_1m_before"] = Round1(load_before);
+  std::printf("%s\n", line.dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
 int Jobs(const std::vector<std::string>& args) {
   Options opts;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -1071,6 +1290,7 @@ int Jobs(const std::vector<std::string>& args) {
       if (!value(3, 10000, &opts.cluster_size)) return Usage("--cluster-size needs a number from 3 to 10000");
     } else if (a == "--runs") {
       if (!value(1, 100, &opts.runs)) return Usage("--runs needs a number from 1 to 100");
+      opts.runs_set = true;
     } else if (a == "--hosts") {
       if (!value(1, 64, &opts.hosts)) return Usage("--hosts needs a number from 1 to 64");
     } else if (a == "--capacity") {
@@ -1085,16 +1305,23 @@ int Jobs(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) return Usage("--latency-scale needs a number");
       char* end = nullptr;
       opts.latency_scale = std::strtod(args[++i].c_str(), &end);
-      if (*end != '\0' || !(opts.latency_scale >= 0.01 && opts.latency_scale <= 100))
-        return Usage("--latency-scale needs a number from 0.01 to 100");
+      opts.latency_set = true;
+      if (*end != '\0' || !(opts.latency_scale >= 0 && opts.latency_scale <= 100))
+        return Usage("--latency-scale needs a number from 0 to 100");
     } else if (a == "--only") {
-      if (i + 1 >= args.size()) return Usage("--only needs \"create\" or \"clusters\"");
+      constexpr const char* kCases = "--only needs \"create\", \"clusters\", \"create10k\" or \"clusters1000\"";
+      if (i + 1 >= args.size()) return Usage(kCases);
       const std::string which = args[++i];
-      if (which != "create" && which != "clusters") return Usage("--only needs \"create\" or \"clusters\"");
+      if (which != "create" && which != "clusters" && which != "create10k" && which != "clusters1000")
+        return Usage(kCases);
       opts.create_case = which == "create";
       opts.clusters_case = which == "clusters";
+      opts.create10k_case = which == "create10k";
+      opts.clusters1000_case = which == "clusters1000";
     } else if (a == "--no-barrier") {
       opts.barrier = false;
+    } else if (a == "--hog") {
+      opts.hog = true;
     } else if (a == "--help" || a == "-h") {
       Usage("job makespan against the critical path and a stage-barrier schedule; api reads under load");
       return 0;
@@ -1110,9 +1337,22 @@ int Jobs(const std::vector<std::string>& args) {
   try {
     zmq::context_t ctx(1);
     ctx.set(zmq::ctxopt::max_sockets, 4096);
+    std::optional<CpuHog> hog;
+    if (opts.hog) hog.emplace();
     int rc = 0;
     if (opts.create_case) rc = CaseCreate(ctx, *paths, opts);
     if (rc == 0 && opts.clusters_case) rc = CaseClusters(ctx, *paths, opts);
+    Options big = opts;
+    if (!opts.latency_set) big.latency_scale = 0;
+    if (rc == 0 && opts.create10k_case) {
+      if (big.nodes == 1000) big.nodes = 10000;
+      rc = CaseCreate10k(ctx, *paths, big);
+    }
+    if (rc == 0 && opts.clusters1000_case) {
+      big.clusters = 1000;
+      big.clusters_name = "clusters1000";
+      rc = CaseClusters(ctx, *paths, big);
+    }
     return rc;
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "weft-bench jobs: ZeroMQ failed: %s\n", e.what());

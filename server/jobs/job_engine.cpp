@@ -1,6 +1,7 @@
 #include "weft/server/jobs/job_engine.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "weft/catalog/catalog.hpp"
@@ -96,7 +97,11 @@ const json& SpecFor(const ClusterState& before, const ClusterState& target, std:
 }
 
 // The plugin that runs a planned task; empty when no plugin has work to do.
-std::string PluginFor(const ClusterState& before, const ClusterState& target, const planner::PlannedTask& t) {
+// `node` is the task's node in the target layout (nullptr when it has none):
+// looked up by the caller's index, as a search of the layout per task would
+// cost a 10,000-node create seconds.
+std::string PluginFor(const ClusterState& before, const ClusterState& target, const planner::PlannedTask& t,
+                      const json* node) {
   const std::string action(planner::ActionName(t.action));
   const json& spec = SpecFor(before, target, action);
   switch (t.action) {
@@ -106,7 +111,6 @@ std::string PluginFor(const ClusterState& before, const ClusterState& target, co
     case Action::kDelete: return ProviderType(spec);
     case Action::kBootstrap: {
       // The automator of the node's first service that has one prepares the node.
-      const json* node = FindNode(target.layout, t.node);
       if (!node) return "";
       for (const std::string& s : NodeServices(*node))
         for (const char* a : {"install", "configure", "initialize", "start"})
@@ -211,6 +215,22 @@ bool NeedsAddresses(const ClusterState& target) {
   const std::string text = wire::Dump(target.spec.value("config", json::object())) +
                            wire::Dump(target.spec.value("services", json::object()));
   return text.find("%ip.") != std::string::npos || text.find("(ip.") != std::string::npos;
+}
+
+// Whether any string in `doc` has a '%': only those can name a macro, so a
+// document without one expands to itself (the usual config, at every take).
+bool MayHaveMacros(const json& doc) {
+  if (doc.is_string()) return doc.get_ref<const std::string&>().find('%') != std::string::npos;
+  if (doc.is_object() || doc.is_array())
+    for (const json& v : doc)
+      if (MayHaveMacros(v)) return true;
+  return false;
+}
+
+// `doc` expanded for one node; a copy when it names no macro.
+Result<json> Expand(const json& doc, const planner::MacroContext& macros) {
+  if (!MayHaveMacros(doc)) return doc;
+  return planner::ExpandMacros(doc, macros);
 }
 
 // Merges a task's result into its node's results: top-level keys are replaced.
@@ -378,7 +398,9 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     t.node = p.node;
     t.action = std::string(planner::ActionName(p.action));
     t.service = p.service;
-    t.plugin = PluginFor(run.before, run.target, p);
+    auto in_target = run.target_pos.find(p.node);
+    t.plugin = PluginFor(run.before, run.target, p,
+                         in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second]);
     t.max_attempts = max_attempts;
     for (std::uint32_t a : p.after) t.after.push_back(ids[a]);
     queue::NewTask n;
@@ -641,11 +663,14 @@ Status JobEngine::Finish(Run& run) {
 }
 
 std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
-  // Which nodes (and services) the failed job may have made.
+  // Which nodes (and services) the failed job may have made: (node, action,
+  // service) of every task that was attempted, gathered once (a big job has as
+  // many tasks as nodes times services).
+  std::set<std::tuple<std::string_view, std::string_view, std::string_view>> tried;
+  for (const auto& [id, t] : run.tasks)
+    if (t.attempt > 0) tried.emplace(t.node, t.action, t.service);
   auto attempted = [&](const std::string& node, std::string_view action, const std::string& service) {
-    for (const auto& [id, t] : run.tasks)
-      if (t.node == node && t.action == action && t.service == service && t.attempt > 0) return true;
-    return false;
+    return tried.count({node, action, service}) != 0;
   };
   NewJob undo;
   undo.tenant = run.record.tenant;
@@ -661,8 +686,8 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     bool grew = false;
     for (const json& n : Nodes(run.target.layout)) {
       const std::string id = n.value("hostname", "");
-      if (const json* old = FindNode(run.before.layout, id)) {
-        made.push_back(*old);
+      if (auto old = run.before_pos.find(id); old != run.before_pos.end()) {
+        made.push_back(Nodes(run.before.layout)[old->second]);
         continue;
       }
       if (!attempted(id, "CREATE", "")) continue;
@@ -684,8 +709,8 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
       const std::string id = old.value("hostname", "");
       json n = old;
       std::set<std::string> had = NodeServices(old);
-      if (const json* wanted = FindNode(run.target.layout, id))
-        for (const std::string& s : NodeServices(*wanted))
+      if (auto wanted = run.target_pos.find(id); wanted != run.target_pos.end())
+        for (const std::string& s : NodeServices(Nodes(run.target.layout)[wanted->second]))
           if (!had.count(s) && attempted(id, "INSTALL", s)) had.insert(s);
       n["services"] = std::vector<std::string>(had.begin(), had.end());
       made.push_back(std::move(n));
@@ -696,7 +721,7 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   undo.before.layout = {{"nodes", made}};
   // The nodes it kept get back the configuration it may have changed, no more.
   for (const auto& [id, t] : run.tasks)
-    if (t.action == "CONFIGURE" && t.attempt > 0 && FindNode(run.before.layout, t.node))
+    if (t.action == "CONFIGURE" && t.attempt > 0 && run.before_pos.count(t.node))
       undo.extras.reconfigured.insert(t.node + "/" + t.service);
   if (op == JobOperation::kCreate) {
     undo.target.spec = run.target.spec;
@@ -743,6 +768,8 @@ void JobEngine::UpdateMacroNode(Run& run, const std::string& node) {
     auto it = pos->find(node);
     if (it != pos->end()) FillMacroNode(slot->nodes[it->second], results);
   }
+  run.nodes_target = nullptr;
+  run.nodes_before = nullptr;
 }
 
 const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node) {
@@ -791,8 +818,9 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   task["results"] = results;
 
   const planner::MacroContext& macros = Macros(run, node);
-  json config = spec.value("config", json::object());
-  Result<json> expanded = planner::ExpandMacros(config, macros);
+  static const json kNoConfig = json::object();
+  auto config = spec.find("config");
+  Result<json> expanded = Expand(config == spec.end() ? kNoConfig : *config, macros);
   if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
   task["config"] = std::move(*expanded);
   if (!record.service.empty()) {
@@ -800,7 +828,7 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
     if (const json* def = ServiceAction(spec, record.service, record.action)) {
       json action = *def;
       if (action.contains("fields")) {
-        Result<json> fields = planner::ExpandMacros(action["fields"], macros);
+        Result<json> fields = Expand(action["fields"], macros);
         if (!fields.ok())
           return fields.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
         action["fields"] = std::move(*fields);
@@ -811,14 +839,17 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   }
   const json& nodes = Nodes(run.target.layout);
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
-    json list = json::array();
-    for (const planner::MacroNode& m : macros.nodes)
-      list.push_back({{"id", m.id},
-                      {"hostname", m.hostname},
-                      {"access_v4", m.access_v4},
-                      {"bind_v4", m.bind_v4},
-                      {"services", m.services}});
-    task["nodes"] = std::move(list);
+    json& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
+    if (list.is_null()) {
+      list = json::array();
+      for (const planner::MacroNode& m : macros.nodes)
+        list.push_back({{"id", m.id},
+                        {"hostname", m.hostname},
+                        {"access_v4", m.access_v4},
+                        {"bind_v4", m.bind_v4},
+                        {"services", m.services}});
+    }
+    task["nodes"] = list;
   } else {
     task["nodes_omitted"] = nodes.size();
   }
@@ -1009,6 +1040,15 @@ Status JobEngine::LoadRun(const store::JobRecord& record) {
   cluster_job_[record.cluster_id] = record.id;
   runs_[record.id] = std::move(run);
   return Status::Ok();
+}
+
+std::set<std::string> JobEngine::PendingPlugins(const std::string& job_id) const {
+  std::set<std::string> out;
+  auto r = runs_.find(job_id);
+  if (r == runs_.end()) return out;
+  for (const auto& [id, t] : r->second->tasks)
+    if ((t.state == TaskState::kWaiting || t.state == TaskState::kQueued) && !t.plugin.empty()) out.insert(t.plugin);
+  return out;
 }
 
 std::map<std::string, std::int64_t> JobEngine::RunningByOperation() const {

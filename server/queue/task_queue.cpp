@@ -9,6 +9,7 @@ TaskQueue::TaskQueue(store::Store& store, const Clock& clock, QueueOptions optio
 
 Status TaskQueue::Load() {
   live_.clear();
+  waiting_.clear();
   ready_.clear();
   leases_.clear();
   delayed_.clear();
@@ -129,7 +130,10 @@ Result<std::vector<std::int64_t>> TaskQueue::Enqueue(const std::string& tenant, 
     r.created_at_ms = now;
     WEFT_RETURN_IF_ERROR(store_.InsertTask(&r));
     ids.push_back(r.id);
-    if (n.waiting) continue;
+    if (n.waiting) {
+      if (!r.plugin.empty()) waiting_.emplace(r.id, FromRecord(r, TaskState::kWaiting, 0, "", 0, /*details=*/true));
+      continue;
+    }
     Live t = FromRecord(r, TaskState::kQueued, 0, "", 0, /*details=*/true);
     AddReady(r.id, t);
     Emit(r.id, t);
@@ -385,6 +389,17 @@ std::optional<std::int64_t> TaskQueue::NextExpiryMs() const {
 
 Status TaskQueue::MakeReady(std::int64_t task_id) {
   if (live_.count(task_id)) return Status::Ok();  // already queued or leased
+  if (auto w = waiting_.find(task_id); w != waiting_.end()) {
+    WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kQueued, "", 0, clock_.NowMs()));
+    Live t = std::move(w->second);
+    waiting_.erase(w);
+    t.state = TaskState::kQueued;
+    AddReady(task_id, t);
+    Emit(task_id, t);
+    live_.emplace(task_id, std::move(t));
+    ready_changed_ = true;
+    return Status::Ok();
+  }
   WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> r, store_.GetTask(task_id));
   if (!r.has_value()) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
   const TaskRecord& rec = *r;
@@ -434,6 +449,7 @@ Status TaskQueue::Cancel(std::int64_t task_id, const std::string& message) {
     live_.erase(it);
     return Status::Ok();
   }
+  waiting_.erase(task_id);
   return store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs());
 }
 

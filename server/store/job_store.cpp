@@ -15,6 +15,11 @@ constexpr const char* kClusterColumns =
 constexpr const char* kJobColumns =
     "id, tenant, cluster_id, operation, status, requested_by, options, before, target, message, parent_job, "
     "created_at_ms, updated_at_ms, finished_at_ms, history";
+// The same without the two cluster states, the large part of a job (megabytes for
+// a cluster of thousands of nodes): what lists of jobs read.
+constexpr const char* kJobListColumns =
+    "id, tenant, cluster_id, operation, status, requested_by, options, '', '', message, parent_job, "
+    "created_at_ms, updated_at_ms, finished_at_ms, history";
 
 ClusterRecord ReadCluster(const sql::Statement& s) {
   ClusterRecord c;
@@ -257,7 +262,7 @@ Result<std::vector<JobRecord>> Store::ListJobs(std::string_view tenant, std::str
                                                std::int64_t limit) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE tenant = ?1" +
+      database().Prepare(std::string("SELECT ") + kJobListColumns + " FROM jobs WHERE tenant = ?1" +
                          (cluster_id.empty() ? "" : " AND cluster_id = ?3") + " ORDER BY id DESC LIMIT ?2"));
   st.Bind(1, tenant).Bind(2, limit);
   if (!cluster_id.empty()) st.Bind(3, cluster_id);

@@ -328,6 +328,23 @@ TEST_CASE("day2: a terminated cluster is found by its name; stop and start show 
   }
 
   env.RunJob({"cluster", "create", "svc", "--template", "web-fake", "--size", "3"});
+  // A create checks its name against the clusters that are not terminated, by
+  // name only: a terminated cluster's name and a name that is another cluster's
+  // id are free.
+  {
+    const std::string svc_id = env.Call("cluster.get", {{"cluster", "svc"}})["cluster"]["id"];
+    auto dry_create = [&](const std::string& name) {
+      return env.TryCall("cluster.create", {{"name", name}, {"template", "web-fake"}, {"size", 3}, {"dry_run", true}});
+    };
+    Result<json> taken = dry_create("svc");
+    REQUIRE_FALSE(taken.ok());
+    CHECK(taken.status().code() == Code::kConflict);
+    CHECK_THAT(taken.status().message(), Catch::Contains("cluster 'svc' already exists (id " + svc_id));
+    Result<json> by_id = dry_create(svc_id);
+    INFO((by_id.ok() ? std::string() : by_id.status().message()));
+    CHECK(by_id.ok());
+    CHECK(dry_create("broken").ok());
+  }
   auto states = [&](const json& cluster) {
     std::map<std::string, std::set<std::string>> by_service;  // service -> its states over the nodes
     for (const json& n : cluster["nodes"]) {

@@ -114,6 +114,9 @@ class JobEngine {
   // Starts a delete job for every cluster whose lease ran out.
   [[nodiscard]] Status ExpireLeases();
 
+  // The plugins that tasks of running job `job_id` wait or are queued for; empty
+  // when the job is not running.
+  std::set<std::string> PendingPlugins(const std::string& job_id) const;
   // The running (or failing) job of a cluster; empty when none.
   std::string ActiveJob(const std::string& cluster_id) const;
   std::size_t running() const { return runs_.size(); }
@@ -160,6 +163,10 @@ class JobEngine {
     // updated when its addresses arrive.
     std::unique_ptr<planner::MacroContext> macros_target;
     std::unique_ptr<planner::MacroContext> macros_before;
+    // The "nodes" list every task of a small cluster gets, from each context:
+    // built on first use and again after a node's addresses changed, not per task.
+    json nodes_target;
+    json nodes_before;
     std::string owner;
     std::string cluster_name;
   };

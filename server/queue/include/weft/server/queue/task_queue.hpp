@@ -269,6 +269,10 @@ class TaskQueue {
   QueueOptions options_;
 
   std::unordered_map<std::int64_t, Live> live_;  // queued and leased tasks
+  // Tasks enqueued waiting (with a plugin) in this process, as they were
+  // written, so that MakeReady need not read them back: a job's every task is
+  // made ready once. Cleared by Load(); a task missing here is read from the store.
+  std::unordered_map<std::int64_t, Live> waiting_;
   // tenant -> plugin type -> ready task ids (oldest first)
   std::map<std::string, std::map<std::string, std::set<std::int64_t>>> ready_;
   std::set<std::pair<std::int64_t, std::int64_t>> leases_;  // (lease_until_ms, task id)

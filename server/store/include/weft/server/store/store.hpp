@@ -377,7 +377,8 @@ class Store {
   [[nodiscard]] Status InsertJob(JobRecord* job);
   [[nodiscard]] Status UpdateJob(const JobRecord& job);
   [[nodiscard]] Result<std::optional<JobRecord>> GetJob(std::string_view job_id);
-  // Newest first; empty cluster_id: every job of the tenant.
+  // Newest first; empty cluster_id: every job of the tenant. Without the cluster
+  // states (before_json and target_json are empty): GetJob reads those.
   [[nodiscard]] Result<std::vector<JobRecord>> ListJobs(std::string_view tenant, std::string_view cluster_id,
                                                         std::int64_t limit);
   // Jobs not finished yet (running or failing), oldest first: what the engine resumes at start.
