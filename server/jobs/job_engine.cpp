@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 
 #include "weft/catalog/catalog.hpp"
@@ -643,7 +644,12 @@ Status JobEngine::Finish(Run& run) {
     }
     const std::string status(
         ToString(undo ? ClusterStatus::kPending : keep ? ClusterStatus::kIncomplete : ClusterStatus::kInconsistent));
-    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) { c.status = status; }));
+    WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
+      c.status = status;
+      // The cluster lists what a failed undo could not remove, so that `cluster
+      // delete` removes it rather than finding nothing to do while machines live on.
+      if (operation == JobOperation::kUndo) c.layout_json = wire::Dump(LeftBehind(run));
+    }));
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
   EmitJob(run);
@@ -732,6 +738,26 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
       undo.target.status = ToString(ClusterStatus::kActive);
   }
   return undo;
+}
+
+json JobEngine::LeftBehind(const Run& run) {
+  std::unordered_set<std::string> done;  // node/action/service of every task that succeeded
+  for (const auto& [id, t] : run.tasks)
+    if (t.state == store::TaskState::kSucceeded) done.insert(t.node + "/" + t.action + "/" + t.service);
+  json nodes = json::array();
+  for (const json& n : Nodes(run.before.layout)) {
+    const std::string id = n.value("hostname", "");
+    if (done.count(id + "/DELETE/")) continue;
+    json node = n;
+    std::vector<std::string> services;
+    for (const std::string& s : NodeServices(n))
+      if (!done.count(id + "/REMOVE/" + s)) services.push_back(s);
+    node["services"] = services;
+    nodes.push_back(std::move(node));
+  }
+  json layout = run.before.layout.is_object() ? run.before.layout : json::object();
+  layout["nodes"] = std::move(nodes);
+  return layout;
 }
 
 void JobEngine::Index(Run& run) {

@@ -429,4 +429,43 @@ TEST_CASE("day2: a template whose defaults.imagetype is outside compatibility.im
   for (const json& n : c5["nodes"]) CHECK(n["imagetype"] == "debian12");
 }
 
+// ---- 6. what a failed undo could not remove stays on the cluster ---------------------
+
+TEST_CASE("day2: a create whose undo fails leaves an inconsistent cluster that lists every machine it may "
+          "have made, and delete runs a DELETE for each",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-undo-fails", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog(env.Path("catalog"));
+  // Every CONFIRM fails, so the create is undone; every DELETE fails, so the undo fails too.
+  catalog.PatchProvider({{"fail_actions", "CONFIRM,DELETE"}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
+  env.Import(catalog);
+  RunResult r = env.Weft({"cluster", "create", "orphans", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(r.out << r.err << Tail(env.ServerLog()) << env.Logs());
+  CHECK(r.exit_code != 0);
+  std::vector<json> jobs = JobsOf(env, "orphans");
+  REQUIRE(jobs.size() == 2);
+  json undo = env.WaitJob(jobs[0]["id"]);
+  REQUIRE(undo["operation"] == "undo");
+  REQUIRE(undo["status"] == "failed");
+  REQUIRE(Machines(machines).size() == 3);
+
+  // The cluster says the three machines may still exist.
+  json cluster = env.Call("cluster.get", {{"cluster", "orphans"}})["cluster"];
+  CHECK(cluster["status"] == "inconsistent");
+  CHECK(cluster["nodes"].size() == 3);
+
+  // So a delete tries to remove each of them; here DELETE still fails, and the
+  // cluster stays listed instead of reporting a delete that removed nothing.
+  RunResult del = env.Weft({"cluster", "delete", "orphans", "--wait"});
+  CHECK(del.exit_code != 0);
+  jobs = JobsOf(env, "orphans");
+  json deleting = env.WaitJob(jobs[0]["id"]);
+  INFO(deleting.dump(1).substr(0, 6000));
+  REQUIRE(deleting["operation"] == "delete");
+  CHECK(NodesOf(TasksOf(deleting, "DELETE")).size() == 3);
+  CHECK(env.Call("cluster.get", {{"cluster", "orphans"}})["cluster"]["status"] == "inconsistent");
+  CHECK(Machines(machines).size() == 3);
+}
+
 }  // namespace weft

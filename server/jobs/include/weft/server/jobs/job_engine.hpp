@@ -179,6 +179,9 @@ class JobEngine {
   Status Finish(Run& run);  // every task is done (or the job failed and nothing runs)
   // The job that removes what a failed `run` may have made; nullopt when it has no undo.
   std::optional<NewJob> UndoJob(const Run& run) const;
+  // The layout a failed undo leaves: the nodes (and services) it was to remove
+  // whose DELETE (REMOVE) did not succeed.
+  static json LeftBehind(const Run& run);
   Status LoadRun(const store::JobRecord& record);
   // How the last run of a failed or aborted job ended, for its history.
   Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
