@@ -221,7 +221,9 @@ void PostgresDatabase::NoteLost(const std::string& why) {
   if (lost_) return;
   lost_ = true;
   lost_at_ms_ = SteadyMs();
-  WEFT_LOG(kWarn, "store") << "lost the connection to PostgreSQL (" << why << "); waiting for it to come back, "
+  // libpq's first line says what happened; the rest guesses why.
+  const std::string first = why.substr(0, why.find('\n'));
+  WEFT_LOG(kWarn, "store") << "lost the connection to PostgreSQL (" << first << "); waiting for it to come back, "
                            << "up to " << options_.reconnect_timeout_ms / 1000 << " s per request";
 }
 

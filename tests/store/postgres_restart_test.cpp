@@ -60,7 +60,7 @@ TEST_CASE("postgres store: PostgreSQL restarted while a job runs; weftd waits, s
   RunResult created = server.Weft({"-o", "json", "cluster", "create", "web", "--template", "web-fake", "--size", "3"});
   INFO(created.out << created.err);
   REQUIRE(created.exit_code == 0);
-  const std::string job_id = json::parse(created.out)["id"].get<std::string>();
+  const std::string job_id = json::parse(created.out)["job"]["id"].get<std::string>();
   REQUIRE(WaitFor([&] { return Succeeded(server.Job(job_id)) >= 2; }, 60s));
   REQUIRE(server.Job(job_id, false)["status"] == "running");
 

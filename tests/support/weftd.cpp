@@ -69,7 +69,7 @@ std::string Weftd::Toml() const {
     const std::string keys = "backend = \"postgres\"\nconninfo = " + json(postgres_->conninfo()).dump() + "\n";
     const std::size_t table = extra.find("[store]\n");
     if (table == std::string::npos)
-      toml += "[store]\n" + keys;
+      toml += (toml.ends_with('\n') ? "[store]\n" : "\n[store]\n") + keys;
     else
       extra.insert(table + 8, keys);
   }
