@@ -133,9 +133,16 @@ bool TestStoreIsPostgres() {
 Result<std::unique_ptr<PostgresServer>> PostgresServer::Start(const fs::path& dir) {
   WEFT_ASSIGN_OR_RETURN(const RunAs as, ServerUser());
   std::error_code ec;
-  // The server's user must get through the directories above its own.
+  // The server's user must get through the directories above its own (a
+  // test's temp directories are private to root): it may pass, not list.
   fs::create_directories(dir.parent_path(), ec);
-  fs::permissions(dir.parent_path(), fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+  const fs::path top = fs::temp_directory_path();
+  for (fs::path up = fs::absolute(dir).parent_path(); as.switch_user && up != top && up != up.root_path();
+       up = up.parent_path()) {
+    const fs::perms perms = fs::status(up, ec).permissions();
+    if (ec || (perms & fs::perms::others_exec) != fs::perms::none) continue;
+    fs::permissions(up, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+  }
   if (!fs::exists(dir / "PG_VERSION")) {
     WEFT_ASSIGN_OR_RETURN(const fs::path from, Template(as));
     fs::remove_all(dir, ec);
