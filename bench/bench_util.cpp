@@ -3,13 +3,18 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "weft/common/wire.hpp"
 
 namespace weft::bench {
 
@@ -130,6 +135,61 @@ Result<Paths> FindPaths() {
       return Status::NotFound(path.string() + " not found; build the " + std::string(target) + " target first");
   }
   return p;
+}
+
+Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload) {
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = wire::LastEndpoint(router);
+
+  std::atomic<bool> stop_echo{false};
+  std::thread echo([&]() {
+    // The ROUTER belongs to this thread from here on.
+    wire::Frames frames;
+    while (!stop_echo) {
+      zmq::pollitem_t item{static_cast<void*>(router), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      while (wire::RecvMultipart(router, frames, zmq::recv_flags::dontwait)) {
+        wire::SendMultipart(router, frames);
+      }
+    }
+  });
+
+  std::atomic<long> total{0};
+  std::atomic<bool> failed{false};
+  std::barrier ready(clients + 1);
+  auto client = [&]() {
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::rcvtimeo, 5000);
+    dealer.connect(endpoint);
+    ready.arrive_and_wait();
+    ready.arrive_and_wait();  // released together with the clock
+    long count = 0;
+    auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
+    zmq::message_t reply;
+    while (SteadyClock::now() < until) {
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      if (!dealer.recv(reply, zmq::recv_flags::none)) {
+        failed = true;
+        break;
+      }
+      ++count;
+    }
+    total += count;
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) threads.emplace_back(client);
+  ready.arrive_and_wait();
+  auto start = SteadyClock::now();
+  ready.arrive_and_wait();
+  for (auto& t : threads) t.join();
+  auto end = SteadyClock::now();
+  stop_echo = true;
+  echo.join();
+  if (failed) return Status::Timeout("a raw round trip got no echo within 5 s");
+  return static_cast<double>(total.load()) / std::chrono::duration<double>(end - start).count();
 }
 
 }  // namespace weft::bench

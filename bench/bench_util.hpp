@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "support/host.hpp"
 #include "support/weftd.hpp"
 #include "weft/common/status.hpp"
@@ -72,5 +74,11 @@ struct Paths {
   fs::path automator_so;
 };
 Result<Paths> FindPaths();
+
+// The transport's own rate, the baseline of the cases that measure weftd's
+// requests: `clients` DEALER threads each sending `payload` and waiting for its
+// echo from a ROUTER that only echoes, over loopback TCP like weftd's
+// endpoints, for `ms`. Round trips per second.
+Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload);
 
 }  // namespace weft::bench

@@ -44,6 +44,7 @@ PACKAGES=(
   chromium
   # The aws provider: EC2's Query API over HTTPS, its XML replies. (Its tests use
   # moto_server from pip, `pip install 'moto[server]'`; without it they are skipped.)
+  # The openstack provider uses libcurl too; its tests, a fake OpenStack, need only python3.
   libcurl4-openssl-dev
   libpugixml-dev
   # weft-web: TLS is libssl (libssl-dev above); its tests make a certificate with the openssl command.

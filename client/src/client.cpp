@@ -39,16 +39,20 @@ Result<json> Client::CallAs(const wire::OnBehalf& on_behalf, std::string_view op
   req.op = std::string(op);
   req.on_behalf = on_behalf;
   req.body = std::move(body);
-  WEFT_ASSIGN_OR_RETURN(wire::Reply reply, CallRaw(req, timeout_ms));
+  WEFT_ASSIGN_OR_RETURN(wire::Reply reply, Exchange(req, timeout_ms));
   if (!reply.ok) return reply.ToStatus();
   return std::move(reply.body);
 }
 
 Result<wire::Reply> Client::CallRaw(const wire::Request& request, int timeout_ms) {
+  wire::Request req = request;
+  return Exchange(req, timeout_ms);
+}
+
+Result<wire::Reply> Client::Exchange(wire::Request& req, int timeout_ms) {
   if (timeout_ms < 0) timeout_ms = options_.timeout_ms;
   try {
     if (!socket_) Connect();
-    wire::Request req = request;
     req.id = NextId();
     if (req.tenant.empty()) req.tenant = options_.tenant;
     if (req.on_behalf.empty()) req.on_behalf = options_.on_behalf;
@@ -61,11 +65,12 @@ Result<wire::Reply> Client::CallRaw(const wire::Request& request, int timeout_ms
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
-      zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      // A blocking receive with a timeout, not zmq::poll and a receive: the
+      // poll asks the socket for its events before and after it sleeps, a
+      // poll(2) and a getpid(2) each time, on every call of a busy host.
+      socket_->set(zmq::sockopt::rcvtimeo, static_cast<int>(left.count()));
       wire::Frames in;
-      if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::dontwait)) continue;
+      if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::none)) continue;
       Result<wire::Reply> reply = wire::DecodeReply(in, options_.limits);
       if (!reply.ok()) return reply.status().WithContext("malformed reply from " + options_.endpoint);
       if (reply->id != req.id) continue;  // a late answer to an abandoned call

@@ -70,16 +70,17 @@ Result<std::string> String(const json& obj, std::string_view key, std::string_vi
 Result<std::int64_t> Int(const json& obj, std::string_view key, std::string_view path, std::int64_t min,
                          std::int64_t max, std::optional<std::int64_t> fallback) {
   const json* v = Find(obj, key);
-  std::string range = " an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  // Written only for an error: every request reads a few integers.
+  auto range = [&] { return " an integer from " + std::to_string(min) + " to " + std::to_string(max); };
   if (!v) {
     if (fallback) return *fallback;
-    return Status::Invalid(Path(path, key) + " is required (" + range.substr(1) + ")");
+    return Status::Invalid(Path(path, key) + " is required (" + range().substr(1) + ")");
   }
-  if (!v->is_number_integer()) return Status::Invalid(Path(path, key) + " must be" + range + ", got " + Brief(*v));
+  if (!v->is_number_integer()) return Status::Invalid(Path(path, key) + " must be" + range() + ", got " + Brief(*v));
   std::int64_t n = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)
                        ? INT64_MAX
                        : v->get<std::int64_t>();
-  if (n < min || n > max) return Status::Invalid(Path(path, key) + " must be" + range + ", got " + Brief(*v));
+  if (n < min || n > max) return Status::Invalid(Path(path, key) + " must be" + range() + ", got " + Brief(*v));
   return n;
 }
 

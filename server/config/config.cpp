@@ -2,118 +2,11 @@
 
 #include <fstream>
 #include <sstream>
-#include <vector>
 
-#include <toml++/toml.h>
+#include "weft/common/toml_table.hpp"
 
 namespace weft::server {
 namespace {
-
-std::string Join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) {
-    if (!out.empty()) out += ", ";
-    out += n;
-  }
-  return out;
-}
-
-// Reads the keys of one table, remembering which it knows so that Finish()
-// can name any key it did not expect. Keeps the first error only: one clear
-// sentence is more useful than a cascade.
-class TableReader {
- public:
-  TableReader(const toml::table* table, std::string name, std::string origin)
-      : table_(table), name_(std::move(name)), origin_(std::move(origin)) {}
-
-  void Int(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t* out) {
-    known_.push_back(key);
-    const toml::node* node = Find(key);
-    if (!node) return;
-    // Not value<>(): it casts a float, which is undefined behaviour for 1e70.
-    auto v = node->value_exact<std::int64_t>();
-    if (!v || *v < min || *v > max) {
-      Fail(Where(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-           ", got " + Render(*node) + "; set it within that range or remove it to use the default " +
-           std::to_string(*out));
-      return;
-    }
-    *out = *v;
-  }
-
-  void Size(const std::string& key, std::size_t min, std::size_t max, std::size_t* out) {
-    std::int64_t v = static_cast<std::int64_t>(*out);
-    Int(key, static_cast<std::int64_t>(min), static_cast<std::int64_t>(max), &v);
-    *out = static_cast<std::size_t>(v);
-  }
-
-  void Bool(const std::string& key, bool* out) {
-    known_.push_back(key);
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_boolean()) {
-      Fail(Where(key) + " must be true or false, got " + Render(*node));
-      return;
-    }
-    *out = *node->value<bool>();
-  }
-
-  // A string; `check` returns an empty string when the value is acceptable,
-  // otherwise what an acceptable value looks like.
-  template <typename Check>
-  void String(const std::string& key, std::string* out, Check check) {
-    known_.push_back(key);
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_string()) {
-      Fail(Where(key) + " must be a string, got " + Render(*node));
-      return;
-    }
-    std::string v = *node->value<std::string>();
-    std::string want = check(v);
-    if (!want.empty()) {
-      Fail(Where(key) + " is \"" + v + "\"; " + want);
-      return;
-    }
-    *out = v;
-  }
-
-  Status Finish() {
-    if (!error_.ok() || !table_) return error_;
-    for (const auto& [k, node] : *table_) {
-      std::string key(k.str());
-      bool known = false;
-      for (const auto& n : known_) known = known || n == key;
-      if (!known)
-        return Status::Invalid(origin_ + ": unknown key '" + key + "' in [" + name_ + "]; the known keys are " +
-                               Join(known_));
-    }
-    return Status::Ok();
-  }
-
- private:
-  const toml::node* Find(const std::string& key) const {
-    return table_ ? table_->get(key) : nullptr;
-  }
-  std::string Where(const std::string& key) const { return origin_ + ": " + name_ + "." + key; }
-  static std::string Render(const toml::node& node) {
-    std::ostringstream out;
-    node.visit([&](auto&& n) { out << n; });
-    std::string s = out.str();
-    if (node.is_string()) s = "\"" + s + "\"";
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return s;
-  }
-  void Fail(std::string msg) {
-    if (error_.ok()) error_ = Status::Invalid(std::move(msg));
-  }
-
-  const toml::table* table_;
-  std::string name_;
-  std::string origin_;
-  std::vector<std::string> known_;
-  Status error_;
-};
 
 std::string CheckEndpoint(const std::string& v) {
   if (v.rfind("tcp://", 0) == 0 || v.rfind("ipc://", 0) == 0 || v.rfind("inproc://", 0) == 0) return "";
@@ -124,27 +17,10 @@ std::string CheckEndpoint(const std::string& v) {
 
 Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_view) {
   std::string origin(origin_view);
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, origin_view);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    return Status::Invalid(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                           ": not valid TOML: " + std::string(e.description()));
-  }
-
-  static const std::vector<std::string> kTables = {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store",
-                                                     "security", "metrics"};
-  for (const auto& [k, node] : root) {
-    std::string key(k.str());
-    bool known = false;
-    for (const auto& t : kTables) known = known || t == key;
-    if (!known)
-      return Status::Invalid(origin + ": unknown key '" + key + "' at the top level; the known tables are " +
-                             Join(kTables));
-    if (!node.is_table())
-      return Status::Invalid(origin + ": '" + key + "' must be a table ([" + key + "]), not a value");
-  }
+  WEFT_ASSIGN_OR_RETURN(toml::table root, ParseToml(toml_text, origin_view));
+  WEFT_RETURN_IF_ERROR(CheckTables(root, {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store", "security",
+                                          "metrics"},
+                                   origin));
   auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
 
   Config cfg;

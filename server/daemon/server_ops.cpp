@@ -74,6 +74,7 @@ class ServerOps {
   Response TaskGet(const Call& call);
   Response TaskList(const Call& call);
   Response DebugEnqueue(const Call& call);
+  Response OpList(const Call& call);
 
  private:
   json StoreStatus() const;
@@ -199,6 +200,14 @@ Response ServerOps::DebugEnqueue(const Call& call) {
   return Response::Ok({{"task_ids", ids}});
 }
 
+// Every op and whether it only reads: a gateway in front of weftd asks once, so
+// it lets a browser GET exactly the ops weftd answers as reads.
+Response ServerOps::OpList(const Call&) {
+  json ops = json::array();
+  for (const std::string& op : router_.KnownOps()) ops.push_back({{"op", op}, {"reads", router_.ReadOnly(op)}});
+  return Response::Ok({{"ops", std::move(ops)}});
+}
+
 }  // namespace
 
 void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
@@ -212,6 +221,9 @@ void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
   router.Add("server.status", anyone, both, bind(&ServerOps::ServerStatus), api::Effect::kReads);
+  std::set<Role> anyone_or_gateway = anyone;
+  anyone_or_gateway.insert(Role::kGateway);
+  router.Add("server.ops", anyone_or_gateway, api, bind(&ServerOps::OpList), api::Effect::kReads);
   router.Add("task.get", admins, api, bind(&ServerOps::TaskGet), api::Effect::kReads);
   router.Add("task.list", admins, api, bind(&ServerOps::TaskList), api::Effect::kReads);
   router.Add("debug.enqueue", admins, api, bind(&ServerOps::DebugEnqueue));

@@ -29,19 +29,23 @@ Result<json> Dispatcher::TryTake(const std::string& host_id, const std::string& 
   WEFT_ASSIGN_OR_RETURN(std::optional<store::TaskRecord> taken, queue_.Take(host_id, host->plugins, tenant));
   if (!taken) return json();
   const store::TaskRecord& t = *taken;
-  // Built key by key: an initializer list makes a two-element array per
-  // member first, three times the allocations on the hottest path.
+  // Built member by member, in the map's (sorted) order with a hint at its
+  // end: no key is compared on the way in. An initializer list would make a
+  // two-element array per member first, three times the allocations on the
+  // hottest path.
   json task = json::object();
-  task["task_id"] = t.id;
-  task["attempt"] = t.attempt;
-  task["tenant"] = t.tenant;
-  task["plugin"] = t.plugin;
-  task["action"] = t.action;
-  task["job_id"] = t.job_id;
-  task["cluster_id"] = t.cluster_id;
-  task["node_id"] = t.node_id;
-  task["idempotency_key"] = IdempotencyKey(t);
-  task["lease_ms"] = queue_.lease_ms();
+  json::object_t& members = task.get_ref<json::object_t&>();
+  const auto add = [&members](const char* key, json value) { members.emplace_hint(members.end(), key, std::move(value)); };
+  add("action", t.action);
+  add("attempt", t.attempt);
+  add("cluster_id", t.cluster_id);
+  add("idempotency_key", IdempotencyKey(t));
+  add("job_id", t.job_id);
+  add("lease_ms", queue_.lease_ms());
+  add("node_id", t.node_id);
+  add("plugin", t.plugin);
+  add("task_id", t.id);
+  add("tenant", t.tenant);
   if (!t.payload_json.empty() && t.payload_json != "{}") {
     json payload = ParseStored(t.payload_json);
     if (payload.is_object())

@@ -105,8 +105,8 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
           "[catalog][cli][integration]") {
   testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
-  // A host runs the local provider (which needs a `pool` field) and both automators,
-  // but not fake-provider nor aws.
+  // A host runs the local provider (which needs a `pool` field) and the examples'
+  // automators, but not fake-provider, aws nor openstack.
   server.RegisterHost("check-host",
                json::array({{{"type", "local"},
                              {"kind", "provider"},
@@ -115,7 +115,8 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
                                            {{"name", "region"}, {"type", "string"}, {"required", true},
                                             {"default", "here"}}})}},
                             {{"type", "shell"}, {"kind", "automator"}},
-                            {{"type", "fake-automator"}, {"kind", "automator"}}}));
+                            {{"type", "fake-automator"}, {"kind", "automator"}},
+                            {{"type", "puppet"}, {"kind", "automator"}}}));
   // Planted: a service that requires one nobody has, and a provider with a field the plugin lacks.
   testing::WriteFile(server.Path("orphan.json"),
                      R"({"name":"orphan","dependencies":{"install":{"requires":["ghost-service"]}}})");
@@ -133,7 +134,8 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
   CHECK_THAT(table.out, Catch::Contains("provisioner.pool is required"));
   CHECK_THAT(table.out, Catch::Contains("provisioner.bogus is not a field"));
   CHECK_THAT(table.out, Catch::Contains("provider type 'aws'"));
-  CHECK_THAT(table.err, Catch::Contains("catalog check found 5 problems"));
+  CHECK_THAT(table.out, Catch::Contains("provider type 'openstack'"));
+  CHECK_THAT(table.err, Catch::Contains("catalog check found 6 problems"));
 
   RunResult as_json = server.Weft({"-o", "json", "catalog", "check"});
   CHECK(as_json.exit_code == 1);
@@ -143,13 +145,13 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
   CHECK(body["dangling"][0]["name"] == "orphan");
   CHECK(body["dangling"][0]["target"] == "ghost-service");
   CHECK(body["dangling"][0]["path"] == "dependencies.install.requires[0]");
-  REQUIRE(body["unrunnable"].size() == 2);
+  REQUIRE(body["unrunnable"].size() == 3);
   std::set<std::string> unrunnable;
   for (const json& u : body["unrunnable"]) {
     unrunnable.insert(u["type"].get<std::string>());
     CHECK(u["kind"] == "provider");
   }
-  CHECK(unrunnable == std::set<std::string>{"aws", "fake-provider"});
+  CHECK(unrunnable == std::set<std::string>{"aws", "fake-provider", "openstack"});
   REQUIRE(body["fields"].size() == 2);  // local: pool missing (region has a default); local2: bogus unknown
   std::set<std::string> problems;
   for (const json& f : body["fields"]) problems.insert(f["provider"].get<std::string>() + ":" + f["field"].get<std::string>() + ":" + f["problem"].get<std::string>());
@@ -160,7 +162,7 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
   REQUIRE(server.Weft({"provider", "delete", "local2"}).exit_code == 0);
   json after = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
   CHECK(after["dangling"].empty());
-  CHECK(after["problems"] == 3);
+  CHECK(after["problems"] == 4);
 }
 
 TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a plan whose ids all exist",

@@ -20,7 +20,7 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   for (const auto& s : r->report.skipped) INFO(s.file << ": " << s.reason);
   CHECK(r->report.skipped.empty());
   for (const auto& e : r->report.imported) CHECK(e.warnings.empty());
-  CHECK(r->catalog.providers.size() == 3);
+  CHECK(r->catalog.providers.size() == 4);
   CHECK(r->catalog.FindClusterTemplate("web") != nullptr);
   CHECK(r->catalog.FindClusterTemplate("web-fake") != nullptr);
   CHECK(r->catalog.FindImageType("debian12")->providermap.at("local").sshuser == "root");
@@ -29,9 +29,11 @@ TEST_CASE("catalog dir: examples/catalog imports cleanly and has no dangling ref
   CHECK(providers["fake-provider"] == std::vector<std::string>{"provider 'fake'"});
   CHECK(providers["local"] == std::vector<std::string>{"provider 'local'"});
   CHECK(providers["aws"] == std::vector<std::string>{"provider 'aws-us-east-1'"});
+  CHECK(providers["openstack"] == std::vector<std::string>{"provider 'openstack-example'"});
   auto automators = AutomatorTypesInUse(r->catalog);
-  REQUIRE(automators.size() == 2);
-  CHECK(automators["shell"].size() == 5);
+  REQUIRE(automators.size() == 3);
+  CHECK(automators["shell"].size() == 6);  // haproxy-puppet is shell too
+  CHECK(automators["puppet"].size() == 2);
   CHECK(automators["fake-automator"].front() == "service 'fake-base' (configure, install)");
 }
 

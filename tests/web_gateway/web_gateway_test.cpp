@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 #include <thread>
 
@@ -93,7 +94,15 @@ TEST_CASE("an op through the gateway gets weftd's reply, or its error with the m
   CHECK(unknown.status == 400);
   CHECK(unknown.Json()["error"]["message"].get<std::string>().find("no.such") != std::string::npos);
 
-  // A GET never changes anything.
+  // A GET never changes anything: the gateway lets through exactly the ops
+  // weftd's router answers as reads (server.ops), whatever their names.
+  HttpReply ops = c.Send("GET", "/api/v1/server.ops");
+  REQUIRE(ops.status == 200);
+  std::map<std::string, bool> reads;
+  const json listed = ops.Json();
+  for (const auto& o : listed["ops"]) reads[o["op"]] = o["reads"];
+  CHECK(reads.at("cluster.list"));
+  CHECK_FALSE(reads.at("cluster.create"));
   HttpReply get_create = c.Send("GET", "/api/v1/cluster.create?name=x");
   CHECK(get_create.status == 405);
   CHECK(weftd.Call("cluster.list", json::object())["clusters"].empty());

@@ -12,17 +12,6 @@ namespace {
 namespace asio = boost::asio;
 constexpr const char* kLog = "weft-web";
 
-// Ops a browser may call with GET: they only read, so a GET never changes
-// anything and never needs the CSRF header.
-bool ReadOnlyName(const std::string& op) {
-  static const char* const kSuffixes[] = {".get", ".list", ".status", ".check", ".plan", ".requests", ".capacity"};
-  for (const char* suffix : kSuffixes) {
-    const std::size_t n = std::char_traits<char>::length(suffix);
-    if (op.size() > n && op.compare(op.size() - n, n, suffix) == 0) return true;
-  }
-  return false;
-}
-
 bool ValidOpName(const std::string& op) {
   if (op.empty() || op.size() > 64) return false;
   return std::all_of(op.begin(), op.end(), [](char c) {
@@ -101,6 +90,35 @@ asio::awaitable<CallResult> Api::Call(std::string op, json body, const Caller& c
     req.on_behalf.csrf = caller.csrf;
   }
   co_return co_await pool_.AsyncCall(std::move(req), asio::use_awaitable);
+}
+
+asio::awaitable<bool> Api::ReadsOnly(const std::string& op) {
+  constexpr auto kRefreshEvery = std::chrono::seconds(5);
+  {
+    std::lock_guard<std::mutex> lock(ops_mu_);
+    auto it = read_ops_.find(op);
+    // An op weftd did not name may be one it gained since (an upgrade): ask
+    // again, but not more than every few seconds whatever browsers send.
+    if (it != read_ops_.end() || std::chrono::steady_clock::now() - ops_asked_at_ < kRefreshEvery)
+      co_return it != read_ops_.end() && it->second;
+    ops_asked_at_ = std::chrono::steady_clock::now();
+  }
+  // A named caller, not a temporary: gcc 12 destroys a temporary inside a
+  // co_await expression twice.
+  const Caller gateway_itself;
+  CallResult r = co_await Call("server.ops", json::object(), gateway_itself);
+  if (!r.ToStatus().ok()) {
+    WEFT_LOG(kWarn, kLog) << "cannot learn which ops only read (server.ops): " << r.ToStatus().message()
+                          << "; treating '" << op << "' as one that changes state";
+    co_return false;
+  }
+  std::map<std::string, bool> ops;
+  for (const json& o : r.reply.body.value("ops", json::array()))
+    if (o.is_object()) ops[o.value("op", "")] = o.value("reads", false);
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  read_ops_ = std::move(ops);
+  auto it = read_ops_.find(op);
+  co_return it != read_ops_.end() && it->second;
 }
 
 asio::awaitable<Api::Identity> Api::WhoIs(const Caller& caller, unsigned version) {
@@ -231,7 +249,8 @@ asio::awaitable<Response> Api::Handle(const Request& request, const Target& targ
   if (name.rfind("session.", 0) == 0)
     co_return Error(Status::Invalid("use /api/v1/login, /api/v1/logout and /api/v1/session for sessions"), version,
                     keep, caller.tls);
-  if (method == http::verb::get && !ReadOnlyName(name)) {
+  const bool reads = co_await ReadsOnly(name);
+  if (method == http::verb::get && !reads) {
     Response res = Error(Status::Invalid("'" + name + "' may change something: send it with POST"), version, keep,
                          caller.tls);
     res.result(http::status::method_not_allowed);
@@ -240,7 +259,7 @@ asio::awaitable<Response> Api::Handle(const Request& request, const Target& targ
   }
   // A POST of an op that only reads needs no CSRF token either (weftd checks
   // every other op's token against the session, whatever the name says).
-  const http::verb effective = ReadOnlyName(name) ? http::verb::get : method;
+  const http::verb effective = reads ? http::verb::get : method;
   if (std::optional<Response> refused = Refusal(effective, caller, version)) co_return std::move(*refused);
   co_return co_await Op(request, name, *body, caller);
 }

@@ -87,6 +87,9 @@ class Api {
   boost::asio::awaitable<Response> Session(const Request& request, const Caller& caller);
   boost::asio::awaitable<Response> Op(const Request& request, const std::string& op, const json& body,
                                       const Caller& caller);
+  // Whether weftd answers `op` as one that only reads (its server.ops list):
+  // such an op may be sent with GET and needs no CSRF header.
+  boost::asio::awaitable<bool> ReadsOnly(const std::string& op);
   // The body of a POST (a JSON object; empty means {}) or a GET's query.
   Result<json> BodyOf(const Request& request, const Target& target) const;
 
@@ -94,6 +97,9 @@ class Api {
   WeftdPool& pool_;
   LoginLimiter login_limiter_;
   LoginLimiter request_limiter_;  // every API request, per address
+  std::mutex ops_mu_;
+  std::map<std::string, bool> read_ops_;  // op -> only reads, from server.ops
+  std::chrono::steady_clock::time_point ops_asked_at_{};
 };
 
 // 401 with {"error":{"code":"DENIED","message":"not logged in: ..."}}.

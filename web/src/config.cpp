@@ -4,94 +4,11 @@
 
 #include <fstream>
 #include <sstream>
-#include <vector>
 
-#include <toml++/toml.h>
+#include "weft/common/toml_table.hpp"
 
 namespace weft::web {
 namespace {
-
-std::string Join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-// Reads one table's keys and remembers which it knows, so Finish() can name a
-// key it did not expect. Keeps the first error: one clear sentence is enough.
-class Table {
- public:
-  Table(const toml::table* table, std::string name, std::string origin)
-      : table_(table), name_(std::move(name)), origin_(std::move(origin)) {}
-
-  void Int(const std::string& key, std::int64_t min, std::int64_t max, std::int64_t* out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    auto v = node->value_exact<std::int64_t>();
-    if (!v || *v < min || *v > max) {
-      Fail(Where(key) + " must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-           "; remove it to use the default " + std::to_string(*out));
-      return;
-    }
-    *out = *v;
-  }
-  void Int(const std::string& key, std::int64_t min, std::int64_t max, int* out) {
-    std::int64_t v = *out;
-    Int(key, min, max, &v);
-    *out = static_cast<int>(v);
-  }
-  void Size(const std::string& key, std::int64_t min, std::int64_t max, std::size_t* out) {
-    std::int64_t v = static_cast<std::int64_t>(*out);
-    Int(key, min, max, &v);
-    *out = static_cast<std::size_t>(v);
-  }
-  void Bool(const std::string& key, bool* out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_boolean()) return Fail(Where(key) + " must be true or false");
-    *out = *node->value<bool>();
-  }
-  void String(const std::string& key, std::string* out) {
-    const toml::node* node = Find(key);
-    if (!node) return;
-    if (!node->is_string()) return Fail(Where(key) + " must be a string");
-    *out = *node->value<std::string>();
-  }
-  void Path(const std::string& key, std::filesystem::path* out) {
-    std::string v = out->string();
-    String(key, &v);
-    *out = v;
-  }
-  void Fail(std::string message) {
-    if (error_.ok()) error_ = Status::Invalid(std::move(message));
-  }
-  std::string Where(const std::string& key) const { return origin_ + ": " + name_ + "." + key; }
-
-  Status Finish() {
-    if (!error_.ok() || !table_) return error_;
-    for (const auto& [k, node] : *table_) {
-      const std::string key(k.str());
-      bool known = false;
-      for (const auto& n : known_) known = known || n == key;
-      if (!known)
-        return Status::Invalid(origin_ + ": unknown key '" + key + "' in [" + name_ + "]; the known keys are " +
-                               Join(known_));
-    }
-    return Status::Ok();
-  }
-
- private:
-  const toml::node* Find(const std::string& key) {
-    known_.push_back(key);
-    return table_ ? table_->get(key) : nullptr;
-  }
-
-  const toml::table* table_;
-  std::string name_;
-  std::string origin_;
-  std::vector<std::string> known_;
-  Status error_;
-};
 
 bool IsZmqEndpoint(const std::string& v) {
   return v.rfind("tcp://", 0) == 0 || v.rfind("ipc://", 0) == 0 || v.rfind("inproc://", 0) == 0;
@@ -100,7 +17,7 @@ bool IsZmqEndpoint(const std::string& v) {
 Status ReadTables(const toml::table& root, const std::string& origin, Config& cfg) {
   auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
   {
-    Table t(table("server"), "server", origin);
+    TableReader t(table("server"), "server", origin);
     t.String("listen", &cfg.server.listen);
     t.Path("static_dir", &cfg.server.static_dir);
     t.Bool("allow_plain_http", &cfg.server.allow_plain_http);
@@ -116,7 +33,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
       return Status::Invalid(origin + ": server.listen: " + hp.status().message());
   }
   {
-    Table t(table("tls"), "tls", origin);
+    TableReader t(table("tls"), "tls", origin);
     t.Path("cert", &cfg.tls.cert);
     t.Path("key", &cfg.tls.key);
     WEFT_RETURN_IF_ERROR(t.Finish());
@@ -124,7 +41,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
       return Status::Invalid(origin + ": [tls] needs both cert and key (PEM files), or neither for plain HTTP");
   }
   {
-    Table t(table("weftd"), "weftd", origin);
+    TableReader t(table("weftd"), "weftd", origin);
     t.String("api", &cfg.weftd.api);
     t.String("events", &cfg.weftd.events);
     t.Path("credentials", &cfg.weftd.credentials);
@@ -137,7 +54,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
                                "\" is not a ZeroMQ address; use one such as \"tcp://127.0.0.1:7420\"");
   }
   {
-    Table t(table("limits"), "limits", origin);
+    TableReader t(table("limits"), "limits", origin);
     constexpr std::int64_t kGiB = 1 << 30;
     t.Size("max_body_bytes", 1024, kGiB, &cfg.limits.max_body_bytes);
     t.Size("max_upload_bytes", 0, 64 * kGiB, &cfg.limits.max_upload_bytes);
@@ -153,7 +70,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     WEFT_RETURN_IF_ERROR(t.Finish());
   }
   {
-    Table t(table("events"), "events", origin);
+    TableReader t(table("events"), "events", origin);
     t.Size("buffer", 1, 10'000'000, &cfg.events.buffer);
     t.Int("keepalive_ms", 100, 3'600'000, &cfg.events.keepalive_ms);
     t.Int("max_streams", 1, 1'000'000, &cfg.events.max_streams);
@@ -198,24 +115,8 @@ bool IsLoopback(std::string_view host) {
 
 Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_view) {
   const std::string origin(origin_view);
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, origin_view);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    return Status::Invalid(origin + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                           ": not valid TOML: " + std::string(e.description()));
-  }
-  static const std::vector<std::string> kTables = {"server", "tls", "weftd", "limits", "events"};
-  for (const auto& [k, node] : root) {
-    const std::string key(k.str());
-    bool known = false;
-    for (const auto& t : kTables) known = known || t == key;
-    if (!known)
-      return Status::Invalid(origin + ": unknown key '" + key + "' at the top level; the known tables are " +
-                             Join(kTables));
-    if (!node.is_table()) return Status::Invalid(origin + ": '" + key + "' must be a table ([" + key + "])");
-  }
+  WEFT_ASSIGN_OR_RETURN(toml::table root, ParseToml(toml_text, origin_view));
+  WEFT_RETURN_IF_ERROR(CheckTables(root, {"server", "tls", "weftd", "limits", "events"}, origin));
   Config cfg;
   WEFT_RETURN_IF_ERROR(ReadTables(root, origin, cfg));
   if (!cfg.tls.enabled() && !cfg.server.allow_plain_http) {

@@ -67,6 +67,9 @@ class Client {
  private:
   void Connect();
   std::string NextId();
+  // Sends `req` (its id, and its tenant and on_behalf when empty, filled in
+  // here) and waits for the reply: the request is not copied on the way.
+  Result<wire::Reply> Exchange(wire::Request& req, int timeout_ms);
 
   zmq::context_t& ctx_;
   Options options_;
