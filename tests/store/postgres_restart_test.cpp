@@ -40,7 +40,7 @@ std::size_t Succeeded(const json& job) {
 
 }  // namespace
 
-TEST_CASE("postgres store: PostgreSQL restarted while a job runs; weftd waits, says so once, the job finishes",
+TEST_CASE("postgres store: PostgreSQL restarted while a job runs: weftd waits, says so once, and the job finishes",
           "[store][postgres]") {
   TempDir dir("pg-restart");
   Weftd server(weft::testing::WeftdOptions{
