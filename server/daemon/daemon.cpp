@@ -516,7 +516,7 @@ Status Reactor::Loop() {
 
     const std::int64_t now = clock_.NowMs();
     tally_.Flush(now);
-    if (leadership_) {
+    if (leadership_ && !leading_) {
       WEFT_RETURN_IF_ERROR(Elect(now));
       if (!leading_) {
         AnswerAsFollower();
@@ -530,9 +530,12 @@ Status Reactor::Loop() {
     }
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
-    if (inbox_.empty() && !expiry_due && !held_.AnyDue(now) && !silence_due && undelivered_.empty() && !serve_more_)
-      continue;
-    WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+    if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_)
+      WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+    // A leader renews between turns. After a pause (SIGSTOP) the requests
+    // waiting meet the fencing check first; nothing commits once another
+    // weftd took over, whichever notices it first.
+    if (leadership_) WEFT_RETURN_IF_ERROR(Elect(clock_.NowMs()));
   }
   return Status::Ok();
 }
