@@ -1,7 +1,9 @@
 #include "weft/client/client.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -57,7 +59,33 @@ void Client::Connect() {
   // so that an endpoint nobody listens on can be told apart and skipped.
   if (endpoints_.size() > 1) socket_->set(zmq::sockopt::immediate, 1);
   if (!options_.server_key.empty()) curve::SetClientKeys(*socket_, options_.server_key, options_.keys);
+  monitor_.reset();
+  if (endpoints_.size() > 1) {
+    // A leader that dies while a call waits (a held task.take) is noticed at
+    // once, not when the call times out: the next weftd takes over within a second.
+    static std::atomic<std::uint64_t> next_monitor{0};
+    const std::string address = "inproc://weft-client-monitor-" + std::to_string(next_monitor++);
+    if (zmq_socket_monitor(static_cast<void*>(*socket_), address.c_str(), ZMQ_EVENT_DISCONNECTED) == 0) {
+      monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+      monitor_->set(zmq::sockopt::linger, 0);
+      monitor_->connect(address);
+    }
+  }
   socket_->connect(endpoint());
+}
+
+bool Client::Disconnected() {
+  // A monitor event is two frames: the event (16-bit id, 32-bit value) and the endpoint.
+  bool disconnected = false;
+  zmq::message_t event;
+  while (monitor_->recv(event, zmq::recv_flags::dontwait)) {
+    std::uint16_t id = 0;
+    if (event.size() >= sizeof id) std::memcpy(&id, event.data(), sizeof id);
+    disconnected = disconnected || id == ZMQ_EVENT_DISCONNECTED;
+    zmq::message_t address;
+    if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+  }
+  return disconnected;
 }
 
 bool Client::ConnectReachable(int ms) {
@@ -145,12 +173,15 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
       socket_.reset();
       return Status::Unavailable("could not send '" + req.op + "' to " + endpoint());
     }
-    while (true) {
+    bool dropped = false;
+    while (!dropped) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
-      zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::pollitem_t items[] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
+                                 {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, monitor_ ? 2 : 1, left);
+      if (monitor_ && (items[1].revents & ZMQ_POLLIN)) dropped = Disconnected();
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
       wire::Frames in;
       if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::dontwait)) continue;
       Result<wire::Reply> reply = wire::DecodeReply(in, options_.limits);
@@ -162,6 +193,9 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
     // Not sent again: it may have been carried out. The next call tries the next endpoint.
     if (several) MoveTo("");
     socket_.reset();
+    if (dropped)
+      return Status::Unavailable("weftd at " + silent + " closed the connection before it answered '" + req.op +
+                                 "'; is the server running?");
     return Status::Unavailable("no answer from weftd at " + silent + " within " + std::to_string(timeout_ms) +
                                " ms to '" + req.op + "'; is the server running?");
   } catch (const zmq::error_t& e) {

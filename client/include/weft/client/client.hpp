@@ -90,8 +90,12 @@ class Client {
   // Moves to `endpoint` (added to the list when new) or, when empty, the next one.
   void MoveTo(const std::string& endpoint);
 
+  // With several endpoints: whether the monitor saw the connection drop (draining its events).
+  bool Disconnected();
+
   std::vector<std::string> endpoints_;
   std::size_t current_ = 0;
+  std::unique_ptr<zmq::socket_t> monitor_;  // with several endpoints: the socket's disconnect events
   zmq::context_t& ctx_;
   Options options_;
   std::unique_ptr<zmq::socket_t> socket_;
