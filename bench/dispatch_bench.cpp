@@ -19,6 +19,10 @@
 // once a second the way Prometheus would) and off ([metrics] enabled = false)
 // in the same invocation, alternating which goes first: its "ratio" is on/off,
 // and the cost of metrics must not show (target 0.97).
+// With --store postgres it measures finish+take instead with weftd's store on
+// SQLite and on a local throwaway PostgreSQL (tests/support/postgres.hpp) in
+// the same invocation, alternating which goes first; its "ratio" is
+// postgres/sqlite (target 0.5: every commit crosses a socket).
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -51,6 +55,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr double kTargetRatio = 0.25;
 constexpr double kMetricsTargetRatio = 0.97;
+constexpr double kPostgresTargetRatio = 0.5;
 constexpr int kEnqueueBatch = 1000;            // debug.enqueue accepts up to 10,000
 constexpr int kTakeWaitMs = 500;               // how long an idle host's take is held
 constexpr auto kRunDeadline = std::chrono::seconds(120);
@@ -62,16 +67,18 @@ struct Options {
   int tasks = 10000;
   int runs = 5;
   int raw_ms = 1000;  // length of one raw round-trip run
+  std::string store;  // "postgres": compare the store backends instead
 };
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "weft-bench dispatch: %s\n"
-               "usage: weft-bench dispatch [--hosts N] [--tasks M] [--runs R] [--raw-ms MS]\n"
+               "usage: weft-bench dispatch [--hosts N] [--tasks M] [--runs R] [--raw-ms MS] [--store postgres]\n"
                "  --hosts N    simulated hosts, one thread each (default 4)\n"
                "  --tasks M    tasks dispatched per run (default 10000)\n"
                "  --runs R     repetitions; medians are reported (default 5)\n"
-               "  --raw-ms MS  length of each raw ZeroMQ round-trip run (default 1000)\n",
+               "  --raw-ms MS  length of each raw ZeroMQ round-trip run (default 1000)\n"
+               "  --store postgres  finish+take with the store on PostgreSQL against SQLite\n",
                problem.c_str());
   return 2;
 }
@@ -147,10 +154,11 @@ class Scraper {
 
 // One dispatch run against a fresh weftd (with its metrics on and scraped, or off).
 Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts,
-                                   bool combined, bool metrics = true) {
+                                   bool combined, bool metrics = true, const std::string& store = "sqlite") {
   ScratchDir dir("weft-bench");
   testing::WeftdOptions options = BenchWeftd(weftd_bin, dir.path());
   if (!metrics) options.extra_toml = "[metrics]\nenabled = false\n";
+  options.store = store;
   testing::Weftd weftd(options, testing::Weftd::Deferred{});
   WEFT_RETURN_IF_ERROR(StartWeftd(weftd));
   WEFT_RETURN_IF_ERROR(Enqueue(ctx, weftd.api(), opts.tasks));
@@ -300,6 +308,44 @@ Result<double> RawRun(zmq::context_t& ctx, const Options& opts) {
   return total.load() / Seconds(end - start);
 }
 
+// finish+take on SQLite and on PostgreSQL, alternating which goes first.
+int CompareStores(const fs::path& weftd_bin, const Options& opts) {
+  std::vector<double> sqlite_per_s, postgres_per_s;
+  try {
+    zmq::context_t ctx(1);
+    for (int r = 0; r < opts.runs; ++r) {
+      std::vector<std::string> stores = {"sqlite", "postgres"};
+      if (r % 2 == 1) std::swap(stores[0], stores[1]);
+      for (const std::string& store : stores) {
+        Result<DispatchResult> d = DispatchRun(ctx, weftd_bin, opts, true, true, store);
+        if (!d.ok()) {
+          std::fprintf(stderr, "weft-bench dispatch: %s\n", d.status().message().c_str());
+          return 1;
+        }
+        (store == "postgres" ? postgres_per_s : sqlite_per_s).push_back(d->tasks_per_s);
+        std::fprintf(stderr, "run %d/%d finish+take on %s: %.0f tasks/s (weftd CPU %.1f us/task)\n", r + 1,
+                     opts.runs, store.c_str(), d->tasks_per_s, d->weftd_cpu_us_per_task);
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    std::fprintf(stderr, "weft-bench dispatch: ZeroMQ failed: %s\n", e.what());
+    return 1;
+  }
+  const double sqlite = Median(sqlite_per_s), postgres = Median(postgres_per_s);
+  nlohmann::ordered_json line;
+  line["bench"] = "dispatch";
+  line["mode"] = "finish+take, postgres/sqlite";
+  line["hosts"] = opts.hosts;
+  line["tasks"] = opts.tasks;
+  line["runs"] = opts.runs;
+  line["tasks_per_s_sqlite"] = std::llround(sqlite);
+  line["tasks_per_s_postgres"] = std::llround(postgres);
+  line["ratio"] = sqlite > 0 ? std::round(postgres / sqlite * 1000) / 1000 : 0.0;
+  line["target_ratio"] = kPostgresTargetRatio;
+  std::printf("%s\n", line.dump().c_str());
+  return 0;
+}
+
 int Dispatch(const std::vector<std::string>& args) {
   Options opts;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -315,6 +361,9 @@ int Dispatch(const std::vector<std::string>& args) {
       if (!value(1, 100, &opts.runs)) return Usage("--runs needs a number from 1 to 100");
     } else if (a == "--raw-ms") {
       if (!value(100, 60'000, &opts.raw_ms)) return Usage("--raw-ms needs a number from 100 to 60000");
+    } else if (a == "--store") {
+      if (i + 1 >= args.size() || args[++i] != "postgres") return Usage("--store takes postgres");
+      opts.store = args[i];
     } else if (a == "--help" || a == "-h") {
       Usage("measures weftd's task dispatch against raw ZeroMQ round trips");
       return 0;
@@ -330,6 +379,8 @@ int Dispatch(const std::vector<std::string>& args) {
     std::fprintf(stderr, "weft-bench dispatch: %s not found; build the weftd target first\n", weftd_bin.c_str());
     return 1;
   }
+
+  if (opts.store == "postgres") return CompareStores(weftd_bin, opts);
 
   std::vector<double> tasks_per_s, combined_per_s, raw_per_s, metrics_off_per_s;
   try {

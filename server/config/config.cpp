@@ -212,8 +212,17 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   }
   {
     TableReader r(table("store"), "store", origin);
+    r.String("backend", &cfg.store.backend, [](const std::string& v) -> std::string {
+      return v == "sqlite" || v == "postgres" ? "" : "use \"sqlite\" (the default) or \"postgres\"";
+    });
     r.Int("busy_timeout_ms", 0, 600'000, &cfg.store.busy_timeout_ms);
+    // Never echoed back: it may hold a password.
+    r.String("conninfo", &cfg.store.conninfo, [](const std::string&) { return std::string(); });
+    r.Int("reconnect_timeout_ms", 0, 86'400'000, &cfg.store.reconnect_timeout_ms);
     WEFT_RETURN_IF_ERROR(r.Finish());
+    if (cfg.store.backend == "postgres" && cfg.store.conninfo.empty())
+      return Status::Invalid(origin + ": store.backend is \"postgres\" but store.conninfo is empty; set it to a "
+                             "libpq connection string, for example \"host=db1 dbname=weft user=weft\"");
   }
   {
     TableReader r(table("security"), "security", origin);

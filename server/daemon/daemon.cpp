@@ -762,6 +762,11 @@ std::optional<std::string> ElectionConninfo(const Config& config) {
 Status RunDaemon(const Config& config, int signal_fd) {
   store::StoreOptions options;
   options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
+  if (config.store.backend == "postgres") {
+    options.backend = store::Backend::kPostgres;
+    options.conninfo = config.store.conninfo;
+    options.reconnect_timeout_ms = static_cast<int>(config.store.reconnect_timeout_ms);
+  }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));
   auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, ElectionConninfo(config));

@@ -4,7 +4,7 @@
 // triggers refuse it.
 #include <string>
 
-#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
 namespace weft::store {
@@ -61,7 +61,7 @@ Result<std::vector<AuditRecord>> Store::ListAudit(const AuditQuery& q) {
       database().Prepare(std::string("SELECT ") + kAuditColumns + " FROM (SELECT " + kAuditColumns +
                          " FROM audit_log WHERE at_ms >= ?1 AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR actor = ?3) "
                          "AND (?4 = '' OR actor_tenant = ?4) AND (?5 = '' OR cluster_id = ?5 OR cluster = ?5) "
-                         "ORDER BY id DESC LIMIT ?6) ORDER BY id"));
+                         "ORDER BY id DESC LIMIT ?6) AS newest ORDER BY id"));
   st.Bind(1, q.since_ms).Bind(2, q.tenant).Bind(3, q.actor).Bind(4, q.actor_tenant).Bind(5, q.cluster).Bind(6, q.limit);
   std::vector<AuditRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAudit(row)); }));

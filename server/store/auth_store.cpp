@@ -3,12 +3,13 @@
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
 #include <array>
+#include <initializer_list>
 #include <optional>
 #include <cctype>
 #include <string>
 #include <utility>
 
-#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
 namespace weft::store {
@@ -20,6 +21,26 @@ Result<std::vector<Record>> Select(sql::Database& db, std::string_view query, Re
   std::vector<Record> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(read(row)); }));
   return out;
+}
+
+// INSERT OR REPLACE in words both SQLite and PostgreSQL accept: the row
+// `columns` (the first `keys` of them its primary key) from ?1, ?2, ...,
+// replacing every other column of a row with that key.
+std::string Upsert(std::string_view table, std::initializer_list<std::string_view> columns, std::size_t keys) {
+  std::string names, values, key, set;
+  std::size_t i = 0;
+  for (std::string_view c : columns) {
+    names += (i ? ", " : "") + std::string(c);
+    values += (i ? ", ?" : "?") + std::to_string(i + 1);
+    if (i < keys) {
+      key += (i ? ", " : "") + std::string(c);
+    } else {
+      set += (set.empty() ? "" : ", ") + std::string(c) + " = excluded." + std::string(c);
+    }
+    ++i;
+  }
+  return "INSERT INTO " + std::string(table) + " (" + names + ") VALUES (" + values + ") ON CONFLICT (" + key +
+         ") DO UPDATE SET " + set;
 }
 
 // Sealed values are JSON strings "enc:v<N>:" + base64: no quote or backslash
@@ -137,9 +158,10 @@ Status Store::RewriteClusterSpecs(std::string_view containing,
 Status Store::PutPrincipal(const PrincipalRecord& p) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("INSERT OR REPLACE INTO principals (public_key, kind, tenant, user, role, host_id, "
-                         "created_by, created_at_ms, "
-                         "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"));
+      database().Prepare(Upsert("principals",
+                                {"public_key", "kind", "tenant", "\"user\"", "role", "host_id", "created_by",
+                                 "created_at_ms", "expires_at_ms", "revoked_at_ms"},
+                                1)));
   return st.Bind(1, p.public_key)
       .Bind(2, p.kind)
       .Bind(3, p.tenant)
@@ -155,7 +177,7 @@ Status Store::PutPrincipal(const PrincipalRecord& p) {
 
 Result<std::vector<PrincipalRecord>> Store::ListPrincipals() {
   return Select<PrincipalRecord>(database(),
-                                 "SELECT public_key, kind, tenant, user, role, host_id, created_by, created_at_ms, "
+                                 "SELECT public_key, kind, tenant, \"user\", role, host_id, created_by, created_at_ms, "
                                  "expires_at_ms, revoked_at_ms FROM principals ORDER BY created_at_ms, public_key",
                                  [](const sql::Statement& r) {
                                    return PrincipalRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Text(4),
@@ -166,8 +188,8 @@ Result<std::vector<PrincipalRecord>> Store::ListPrincipals() {
 Status Store::PutTenant(const TenantRecord& t) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("INSERT OR REPLACE INTO tenants (name, created_at_ms, max_clusters, max_nodes, max_workers) "
-                         "VALUES (?1, ?2, ?3, ?4, ?5)"));
+      database().Prepare(
+          Upsert("tenants", {"name", "created_at_ms", "max_clusters", "max_nodes", "max_workers"}, 1)));
   return st.Bind(1, t.name)
       .Bind(2, t.created_at_ms)
       .Bind(3, t.max_clusters)
@@ -192,7 +214,7 @@ Result<std::vector<TenantRecord>> Store::ListTenants() {
 Status Store::PutUser(const UserRecord& u) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("INSERT OR REPLACE INTO users (tenant, name, role, created_at_ms) VALUES (?1, ?2, ?3, ?4)"));
+      database().Prepare(Upsert("users", {"tenant", "name", "role", "created_at_ms"}, 2)));
   return st.Bind(1, u.tenant).Bind(2, u.name).Bind(3, u.role).Bind(4, u.created_at_ms).Run();
 }
 
@@ -208,9 +230,9 @@ Result<std::vector<UserRecord>> Store::ListUsers() {
 
 Status Store::PutHostRequest(const HostRequestRecord& h) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
-                        database().Prepare("INSERT OR REPLACE INTO host_requests (host_id, public_key, address, "
-                                           "requested_at_ms) VALUES (?1, ?2, ?3, ?4)"));
-  return st.Bind(1, h.host_id).Bind(2, h.public_key).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
+                        database().Prepare(
+                            Upsert("host_requests", {"public_key", "host_id", "address", "requested_at_ms"}, 1)));
+  return st.Bind(1, h.public_key).Bind(2, h.host_id).Bind(3, h.address).Bind(4, h.requested_at_ms).Run();
 }
 
 Status Store::DeleteHostRequestKey(std::string_view public_key) {
@@ -236,15 +258,15 @@ Status Store::DeleteHost(std::string_view host_id) {
 
 Status Store::PutPassword(const PasswordRecord& p) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
-                        database().Prepare("INSERT OR REPLACE INTO user_passwords (tenant, user, hash, set_at_ms) "
-                                           "VALUES (?1, ?2, ?3, ?4)"));
+                        database().Prepare(Upsert("user_passwords", {"tenant", "\"user\"", "hash", "set_at_ms"}, 2)));
   return st.Bind(1, p.tenant).Bind(2, p.user).Bind(3, p.hash).Bind(4, p.set_at_ms).Run();
 }
 
 Result<std::optional<PasswordRecord>> Store::GetPassword(std::string_view tenant, std::string_view user) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("SELECT tenant, user, hash, set_at_ms FROM user_passwords WHERE tenant = ?1 AND user = ?2"));
+      database().Prepare(
+          "SELECT tenant, \"user\", hash, set_at_ms FROM user_passwords WHERE tenant = ?1 AND \"user\" = ?2"));
   st.Bind(1, tenant).Bind(2, user);
   std::optional<PasswordRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(
@@ -255,7 +277,7 @@ Result<std::optional<PasswordRecord>> Store::GetPassword(std::string_view tenant
 Status Store::ForgetLogins(std::string_view tenant, std::string_view user) {
   for (const char* table : {"user_passwords", "sessions", "api_tokens"}) {
     WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("DELETE FROM ") + table +
-                                                                 " WHERE tenant = ?1 AND (?2 = '' OR user = ?2)"));
+                                                                 " WHERE tenant = ?1 AND (?2 = '' OR \"user\" = ?2)"));
     WEFT_RETURN_IF_ERROR(st.Bind(1, tenant).Bind(2, user).Run());
   }
   return Status::Ok();
@@ -264,8 +286,10 @@ Status Store::ForgetLogins(std::string_view tenant, std::string_view user) {
 Status Store::PutSession(const SessionRecord& s) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("INSERT OR REPLACE INTO sessions (id_hash, tenant, user, csrf_salt, gateway, client_addr, "
-                         "created_at_ms, last_used_ms, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+      database().Prepare(Upsert("sessions",
+                                {"id_hash", "tenant", "\"user\"", "csrf_salt", "gateway", "client_addr", "created_at_ms",
+                                 "last_used_ms", "expires_at_ms"},
+                                1)));
   return st.Bind(1, s.id_hash)
       .Bind(2, s.tenant)
       .Bind(3, s.user)
@@ -285,7 +309,7 @@ Status Store::DeleteSession(std::string_view id_hash) {
 
 Result<std::vector<SessionRecord>> Store::ListSessions() {
   return Select<SessionRecord>(database(),
-                               "SELECT id_hash, tenant, user, csrf_salt, gateway, client_addr, created_at_ms, "
+                               "SELECT id_hash, tenant, \"user\", csrf_salt, gateway, client_addr, created_at_ms, "
                                "last_used_ms, expires_at_ms FROM sessions",
                                [](const sql::Statement& r) {
                                  return SessionRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Text(4),
@@ -296,8 +320,10 @@ Result<std::vector<SessionRecord>> Store::ListSessions() {
 Status Store::PutApiToken(const ApiTokenRecord& t) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("INSERT OR REPLACE INTO api_tokens (id, secret_hash, tenant, user, name, created_at_ms, "
-                         "expires_at_ms, revoked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
+      database().Prepare(Upsert("api_tokens",
+                                {"id", "secret_hash", "tenant", "\"user\"", "name", "created_at_ms", "expires_at_ms",
+                                 "revoked_at_ms"},
+                                1)));
   return st.Bind(1, t.id)
       .Bind(2, t.secret_hash)
       .Bind(3, t.tenant)
@@ -311,7 +337,7 @@ Status Store::PutApiToken(const ApiTokenRecord& t) {
 
 Result<std::vector<ApiTokenRecord>> Store::ListApiTokens() {
   return Select<ApiTokenRecord>(database(),
-                                "SELECT id, secret_hash, tenant, user, name, created_at_ms, expires_at_ms, "
+                                "SELECT id, secret_hash, tenant, \"user\", name, created_at_ms, expires_at_ms, "
                                 "revoked_at_ms FROM api_tokens ORDER BY created_at_ms, id",
                                 [](const sql::Statement& r) {
                                   return ApiTokenRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3),

@@ -5,13 +5,13 @@
 #include <map>
 #include <string>
 
-#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
 namespace weft::store {
 namespace {
 
-// A SUM/TOTAL column, which SQLite returns as a REAL (TOTAL) or NULL.
+// A SUM of doubles, which may be NULL.
 double Real(const sql::Statement& s, int column) {
   if (s.IsNull(column)) return 0;
   const std::string text = s.Text(column);
@@ -80,22 +80,28 @@ Result<std::vector<TenantLoad>> Store::MeasureLoad(std::int64_t since_ms, std::s
   // the task was created, so created -> taken is its queue wait. Every
   // attempt row is read (they are small; about 0.1 s a million), each task of
   // the window's attempts looked up by id: the CROSS JOIN keeps SQLite from
-  // walking every task by tenant instead.
+  // walking every task by tenant instead (PostgreSQL plans it by itself, and
+  // takes no ON after CROSS JOIN). Counts are SUMs of CASEs and durations
+  // doubles, in words both accept.
+  const bool sqlite = database().dialect() == sql::Dialect::kSqlite;
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement attempts,
       database().Prepare(
-          "SELECT t.tenant, "
-          "SUM(a.taken_at_ms >= ?1), "
-          "SUM(a.taken_at_ms >= ?1 AND a.attempt > 1), "
-          "SUM(a.served), TOTAL(CASE WHEN a.served THEN a.run_ms END), "
-          "TOTAL(CASE WHEN a.served THEN a.run_ms * a.run_ms END), "
-          "SUM(a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]'), "
-          "TOTAL(CASE WHEN a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]' "
-          "THEN a.taken_at_ms - t.created_at_ms END) "
-          "FROM (SELECT task_id, attempt, taken_at_ms, finished_at_ms - taken_at_ms AS run_ms, "
-          "finished_at_ms >= ?1 AND (status = 'succeeded' OR status = 'failed') AS served "
-          "FROM attempts WHERE taken_at_ms >= ?1 OR finished_at_ms >= ?1) AS a "
-          "CROSS JOIN tasks t ON t.id = a.task_id WHERE (?2 = '' OR t.tenant = ?2) GROUP BY t.tenant"));
+          std::string("SELECT t.tenant, "
+                      "SUM(CASE WHEN a.taken_at_ms >= ?1 THEN 1 ELSE 0 END), "
+                      "SUM(CASE WHEN a.taken_at_ms >= ?1 AND a.attempt > 1 THEN 1 ELSE 0 END), "
+                      "SUM(a.served), SUM(CASE WHEN a.served = 1 THEN a.run_ms END), "
+                      "SUM(CASE WHEN a.served = 1 THEN a.run_ms * a.run_ms END), "
+                      "SUM(CASE WHEN a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]' THEN 1 ELSE 0 END), "
+                      "SUM(CASE WHEN a.taken_at_ms >= ?1 AND a.attempt = 1 AND t.after = '[]' "
+                      "THEN CAST(a.taken_at_ms - t.created_at_ms AS DOUBLE PRECISION) END) "
+                      "FROM (SELECT task_id, attempt, taken_at_ms, "
+                      "CAST(finished_at_ms - taken_at_ms AS DOUBLE PRECISION) AS run_ms, "
+                      "CASE WHEN finished_at_ms >= ?1 AND (status = 'succeeded' OR status = 'failed') THEN 1 ELSE 0 "
+                      "END AS served "
+                      "FROM attempts WHERE taken_at_ms >= ?1 OR finished_at_ms >= ?1) AS a ") +
+          (sqlite ? "CROSS JOIN" : "JOIN") +
+          " tasks t ON t.id = a.task_id WHERE (?2 = '' OR t.tenant = ?2) GROUP BY t.tenant"));
   attempts.Bind(1, since_ms).Bind(2, tenant);
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(attempts, [&](sql::Statement& row) {
     TenantLoad& l = entry(row.Text(0));

@@ -1,8 +1,9 @@
 // Catalog entities in the store: table `catalog_entities` (migration 2), one row
 // per version. Not the hot path, so statements are prepared per call.
+#include <limits>
 #include <utility>
 
-#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
 namespace weft::store {
@@ -94,7 +95,8 @@ Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_
           "ORDER BY name LIMIT ?4"));
   // A std::string, so an empty `after` binds '' (a null data pointer would bind NULL, which matches nothing).
   const std::string after_name(after);
-  st.Bind(1, tenant).Bind(2, kind).Bind(3, after_name).Bind(4, limit);
+  // No limit is the largest one: PostgreSQL refuses a negative LIMIT.
+  st.Bind(1, tenant).Bind(2, kind).Bind(3, after_name).Bind(4, limit < 0 ? std::numeric_limits<std::int64_t>::max() : limit);
   std::vector<CatalogEntityRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadEntity(row)); }));
   return out;

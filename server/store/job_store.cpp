@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "weft/server/store/sqlite.hpp"
+#include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
 namespace weft::store {
@@ -80,8 +80,8 @@ Status Store::InsertCluster(ClusterRecord* c) {
       sql::Statement st,
       database().Prepare(
           "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
-          "expire_at_ms, latest_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10)"));
-  WEFT_RETURN_IF_ERROR(st.Bind(1, c->tenant)
+          "expire_at_ms, latest_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10) RETURNING id"));
+  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, c->tenant)
                            .Bind(2, c->name)
                            .Bind(3, c->owner)
                            .Bind(4, c->status)
@@ -91,8 +91,8 @@ Status Store::InsertCluster(ClusterRecord* c) {
                            .Bind(8, c->created_at_ms)
                            .Bind(9, c->expire_at_ms)
                            .Bind(10, c->latest_job)
-                           .Run());
-  c->id = std::to_string(database().LastInsertRowId());
+                           .RunReturningId());
+  c->id = std::to_string(id);
   c->updated_at_ms = c->created_at_ms;
   return Status::Ok();
 }
@@ -203,8 +203,8 @@ Status Store::InsertJob(JobRecord* j) {
       database().Prepare(
           "INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
           "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-          "?11, ?11, ?12)"));
-  WEFT_RETURN_IF_ERROR(st.Bind(1, j->tenant)
+          "?11, ?11, ?12) RETURNING id"));
+  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, j->tenant)
                            .Bind(2, j->cluster_id)
                            .Bind(3, j->operation)
                            .Bind(4, j->status)
@@ -216,8 +216,8 @@ Status Store::InsertJob(JobRecord* j) {
                            .Bind(10, j->parent_job)
                            .Bind(11, j->created_at_ms)
                            .Bind(12, j->finished_at_ms)
-                           .Run());
-  j->id = std::to_string(database().LastInsertRowId());
+                           .RunReturningId());
+  j->id = std::to_string(id);
   j->updated_at_ms = j->created_at_ms;
   return Status::Ok();
 }

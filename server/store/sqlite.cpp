@@ -15,85 +15,62 @@ Status Error(sqlite3* db, int rc, std::string_view what) {
   return Status::Internal(msg);
 }
 
+class SqliteStatement final : public StatementBackend {
+ public:
+  SqliteStatement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+
+  void Reset() override {
+    // The return code of reset repeats the last step's error, already reported.
+    (void)sqlite3_reset(stmt_);
+    (void)sqlite3_clear_bindings(stmt_);
+    bind_rc_ = SQLITE_OK;
+  }
+  void Bind(int index, std::int64_t value) override { Check(sqlite3_bind_int64(stmt_, index, value)); }
+  void Bind(int index, std::string_view value) override {
+    Check(sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  void BindNull(int index) override { Check(sqlite3_bind_null(stmt_, index)); }
+
+  Result<bool> Step() override {
+    if (bind_rc_ != SQLITE_OK) return Error(db_, bind_rc_, "bind");
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return Error(db_, rc, "step of '" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "'");
+  }
+
+  std::int64_t Int(int column) const override { return sqlite3_column_int64(stmt_, column); }
+  std::string Text(int column) const override {
+    const unsigned char* p = sqlite3_column_text(stmt_, column);
+    if (!p) return std::string();
+    return std::string(reinterpret_cast<const char*>(p),
+                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+  }
+  bool IsNull(int column) const override { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+ private:
+  void Check(int rc) {
+    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;  // the first failed bind, reported by Step()
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+  int bind_rc_ = SQLITE_OK;
+};
+
 }  // namespace
 
-Statement::~Statement() {
-  if (stmt_) sqlite3_finalize(stmt_);
-}
-
-Statement::Statement(Statement&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), stmt_(std::exchange(other.stmt_, nullptr)), bind_rc_(other.bind_rc_) {}
-
-Statement& Statement::operator=(Statement&& other) noexcept {
-  if (this != &other) {
-    if (stmt_) sqlite3_finalize(stmt_);
-    db_ = std::exchange(other.db_, nullptr);
-    stmt_ = std::exchange(other.stmt_, nullptr);
-    bind_rc_ = other.bind_rc_;
-  }
-  return *this;
-}
-
-Statement& Statement::Reset() {
-  // The return code of reset repeats the last step's error, already reported.
-  (void)sqlite3_reset(stmt_);
-  (void)sqlite3_clear_bindings(stmt_);
-  bind_rc_ = SQLITE_OK;
-  return *this;
-}
-
-Statement& Statement::Bind(int index, std::int64_t value) {
-  int rc = sqlite3_bind_int64(stmt_, index, value);
-  if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  return *this;
-}
-
-Statement& Statement::Bind(int index, std::string_view value) {
-  int rc = sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
-  if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  return *this;
-}
-
-Statement& Statement::BindNull(int index) {
-  int rc = sqlite3_bind_null(stmt_, index);
-  if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-  return *this;
-}
-
-Status Statement::BindError() const { return Error(db_, bind_rc_, "bind"); }
-
-Result<bool> Statement::Step() {
-  if (bind_rc_ != SQLITE_OK) return BindError();
-  int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return Error(db_, rc, "step of '" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "'");
-}
-
-Status Statement::Run() {
-  while (true) {
-    WEFT_ASSIGN_OR_RETURN(bool row, Step());
-    if (!row) return Status::Ok();
-  }
-}
-
-std::int64_t Statement::Int(int column) const { return sqlite3_column_int64(stmt_, column); }
-
-std::string Statement::Text(int column) const {
-  const unsigned char* p = sqlite3_column_text(stmt_, column);
-  if (!p) return std::string();
-  return std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
-}
-
-bool Statement::IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-
-Database::~Database() {
+SqliteDatabase::~SqliteDatabase() {
+  for (sqlite3_stmt* s : {begin_, commit_, rollback_}) sqlite3_finalize(s);
   // sqlite3_close (not _v2) refuses while statements live: Store finalizes
   // them first, so a failure here is a bug worth no more than ignoring.
   if (db_) (void)sqlite3_close(db_);
 }
 
-Status Database::Open(const std::string& path, int busy_timeout_ms) {
+Status SqliteDatabase::Open(const std::string& path, int busy_timeout_ms) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
   if (rc != SQLITE_OK) {
@@ -105,10 +82,14 @@ Status Database::Open(const std::string& path, int busy_timeout_ms) {
   rc = sqlite3_busy_timeout(db_, busy_timeout_ms);
   if (rc != SQLITE_OK) return Error(db_, rc, "busy_timeout");
   (void)sqlite3_extended_result_codes(db_, 0);
+  for (auto [out, text] : {std::pair{&begin_, "BEGIN IMMEDIATE"}, {&commit_, "COMMIT"}, {&rollback_, "ROLLBACK"}}) {
+    rc = sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr);
+    if (rc != SQLITE_OK) return Error(db_, rc, std::string("prepare of ") + text);
+  }
   return Status::Ok();
 }
 
-Status Database::Exec(std::string_view sql) {
+Status SqliteDatabase::Exec(std::string_view sql) {
   char* err = nullptr;
   std::string text(sql);
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
@@ -121,18 +102,28 @@ Status Database::Exec(std::string_view sql) {
   return Status::Ok();
 }
 
-Result<Statement> Database::Prepare(std::string_view sql) {
+Result<Statement> SqliteDatabase::Prepare(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
                               nullptr);
   if (rc != SQLITE_OK) return Error(db_, rc, "prepare of '" + std::string(sql.substr(0, 60)) + "'");
-  return Statement(db_, stmt);
+  return Statement(std::make_unique<SqliteStatement>(db_, stmt));
 }
 
-std::int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
-int Database::Changes() const { return sqlite3_changes(db_); }
+Status SqliteDatabase::RunCached(sqlite3_stmt* stmt, std::string_view what) {
+  const int rc = sqlite3_step(stmt);
+  Status s = rc == SQLITE_DONE || rc == SQLITE_ROW ? Status::Ok() : Error(db_, rc, "step of '" + std::string(what) + "'");
+  (void)sqlite3_reset(stmt);
+  return s;
+}
 
-std::vector<std::string> Database::ResetActiveStatements() {
+Status SqliteDatabase::Begin() { return RunCached(begin_, "BEGIN IMMEDIATE"); }
+Status SqliteDatabase::Commit() { return RunCached(commit_, "COMMIT"); }
+Status SqliteDatabase::Rollback() { return RunCached(rollback_, "ROLLBACK"); }
+
+int SqliteDatabase::Changes() const { return sqlite3_changes(db_); }
+
+std::vector<std::string> SqliteDatabase::ResetActiveStatements() {
   std::vector<std::string> reset;
   for (sqlite3_stmt* s = sqlite3_next_stmt(db_, nullptr); s; s = sqlite3_next_stmt(db_, s)) {
     if (!sqlite3_stmt_busy(s)) continue;

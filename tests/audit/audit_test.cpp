@@ -4,7 +4,6 @@
 // kind of change a user trial asked about is made from the outside and must
 // show in `weft audit` with who made it; reads do not; the log is
 // append-only in the store file itself, and no secret reaches it.
-#include <sqlite3.h>
 
 #include <map>
 #include <set>
@@ -24,19 +23,6 @@ std::vector<json> Entries(const json& list, const std::string& op) {
   for (const json& e : list["entries"])
     if (e["op"] == op) out.push_back(e);
   return out;
-}
-
-// Runs `sql` on the store file with a connection of its own; the SQLite error, or "" when it worked.
-std::string Exec(const fs::path& db_file, const std::string& sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  char* error = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
-  std::string message = rc == SQLITE_OK ? "" : (error ? error : "error");
-  sqlite3_free(error);
-  sqlite3_close(db);
-  return message;
 }
 
 void Ok(const RunResult& r) {
@@ -204,17 +190,17 @@ TEST_CASE("audit: every change is recorded with who made it, when and where; rea
   CHECK_THAT(nosy.err, Catch::Contains("only their own audit entries"));
 
   // Append-only in the file itself, and across a restart.
-  CHECK_THAT(Exec(s.db(), "UPDATE audit_log SET actor = 'nobody'"), Catch::Contains("append-only"));
-  CHECK_THAT(Exec(s.db(), "DELETE FROM audit_log"), Catch::Contains("append-only"));
+  CHECK_THAT(testing::ExecSql(s, "UPDATE audit_log SET actor = 'nobody'"), Catch::Contains("append-only"));
+  CHECK_THAT(testing::ExecSql(s, "DELETE FROM audit_log"), Catch::Contains("append-only"));
   s.Restart();
   CHECK(s.WeftJson({"audit"})["entries"].size() == all["entries"].size() + 1);
   // The token's secret and the users' keys are nowhere in it.
   const std::string secret = token_text.substr(6, 64);
-  CHECK(testing::CountRows(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + secret + "%' OR target LIKE '%" +
+  CHECK(testing::CountRows(s, "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + secret + "%' OR target LIKE '%" +
                           secret + "%'") == 0);
   const auto bob_key = curve::LoadCredential(bob);
   REQUIRE(bob_key.ok());
-  CHECK(testing::CountRows(s.db(), "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + bob_key->keys.public_key + "%'") == 0);
+  CHECK(testing::CountRows(s, "SELECT COUNT(*) FROM audit_log WHERE detail LIKE '%" + bob_key->keys.public_key + "%'") == 0);
 }
 
 }  // namespace weft::audit_test

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 #include "weft/server/capacity/capacity_ops.hpp"
 #include "weft/server/queue/task_queue.hpp"
 
@@ -26,7 +27,7 @@ struct Fixture {
   Router router;
 
   Fixture() {
-    auto s = weft::store::Store::Open(dir / "weft.db");
+    auto s = weft::testing::OpenStore(dir / "weft.db");
     REQUIRE(s.ok());
     store = std::move(s.value());
     queue = std::make_unique<weft::queue::TaskQueue>(*store, clock, weft::queue::QueueOptions{30000});

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 #include "weft/common/lifecycle.hpp"
 #include "weft/server/store/store.hpp"
 
@@ -50,9 +51,9 @@ std::map<std::string, TenantLoad> ByTenant(Store& s, const std::string& tenant =
 
 }  // namespace
 
-TEST_CASE("capacity store: arrivals, attempts and run times over the window, per tenant", "[unit][capacity]") {
+TEST_CASE("capacity store: arrivals, attempts and run times over the window, per tenant", "[unit][capacity][store]") {
   weft::testing::TempDir dir;
-  auto opened = Store::Open(dir / "weft.db");
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(opened.ok());
   Store& s = **opened;
   REQUIRE(s.Begin().ok());
@@ -110,9 +111,9 @@ TEST_CASE("capacity store: arrivals, attempts and run times over the window, per
   CHECK(one.count("globex") == 1);
 }
 
-TEST_CASE("capacity store: an empty store measures nothing", "[unit][capacity]") {
+TEST_CASE("capacity store: an empty store measures nothing", "[unit][capacity][store]") {
   weft::testing::TempDir dir;
-  auto opened = Store::Open(dir / "weft.db");
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(opened.ok());
   auto first = (*opened)->FirstTaskSince(kSince);
   REQUIRE(first.ok());

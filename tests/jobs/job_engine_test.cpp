@@ -13,6 +13,7 @@
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 
 using weft::Code;
 using weft::ManualClock;
@@ -69,7 +70,7 @@ struct Fixture {
     engine.reset();
     queue.reset();
     store.reset();
-    auto s = Store::Open(dir / "weft.db");
+    auto s = weft::testing::OpenStore(dir / "weft.db");
     REQUIRE(s.ok());
     store = std::move(s.value());
     queue = std::make_unique<TaskQueue>(*store, clock, weft::queue::QueueOptions{10000});

@@ -4,7 +4,6 @@
 // outside and checked in what the user sees and in weftd's log.
 #include <catch2/catch.hpp>
 
-#include <sqlite3.h>
 
 #include <atomic>
 #include <chrono>
@@ -438,7 +437,6 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "PLANTED-SECRET-7f3a9c", early = "EARLY-SECRET-1b2c";
-  const fs::path db_file = tmp / "server" / "data" / "weft.db";
   REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
           0);
   // The fake provider's api_token field is declared sensitive by the plugin. Put
@@ -451,7 +449,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   CHECK_THAT(s.WeftJson({"provider", "get", "fake"}, root).dump(), Catch::Contains("\"api_token\":\"enc:v2:"));
-  CHECK(CountRows(db_file, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + early + "%'") == 0);
+  CHECK(CountRows(s, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + early + "%'") == 0);
   // Put once the plugin is known, a secret is never written in the clear at all.
   provider["provisioner"]["api_token"] = secret;
   WriteFile(tmp / "fake.json", provider.dump());
@@ -495,9 +493,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   std::string exported;
   for (const auto& f : fs::recursive_directory_iterator(tmp / "export"))
     if (f.is_regular_file()) exported += ReadFile(f.path());
-  std::string store;
-  for (const char* f : {"weft.db", "weft.db-wal"})
-    if (fs::exists(tmp / "server" / "data" / f)) store += ReadFile(tmp / "server" / "data" / f);
+  const std::string store = weft::testing::StoreText(s);
   const std::vector<std::pair<std::string, std::string>> channels = {
       {"weftd's log", s.Log()},
       {"the host's log", host.Log()},
@@ -521,7 +517,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   RunResult deleted = s.Weft({"--timeout", "20000", "cluster", "delete", "web", "--wait"}, root);
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
-  CHECK(CountRows(db_file,
+  CHECK(CountRows(s,
                   "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%' OR payload LIKE '%enc:v%') + "
                   "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v%') + (SELECT COUNT(*) FROM clusters "
                   "WHERE spec LIKE '%enc:v%' OR previous LIKE '%enc:v%')") == 0);
@@ -706,8 +702,7 @@ TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches t
   CHECK_THAT(shown, Catch::Contains("\"credentials\":\"enc:v2:"));
   CHECK(shown.find(secret) == std::string::npos);
   CHECK(shown.find("424242") == std::string::npos);
-  CHECK(CountRows(tmp / "server" / "data" / "weft.db",
-                  "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + secret + "%'") == 0);
+  CHECK(CountRows(s, "SELECT COUNT(*) FROM catalog_entities WHERE json LIKE '%" + secret + "%'") == 0);
   // Numbers and arrays too.
   for (const json& value : {json(31337), json::array({"a", secret})}) {
     provider["provisioner"] = {{"credentials", value}};
@@ -849,7 +844,7 @@ TEST_CASE("security: the superadmin cannot act in a tenant that does not exist; 
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("does not exist (weft tenant list shows the tenants)"));
   }
-  CHECK(CountRows(tmp / "server" / "data" / "weft.db", "SELECT COUNT(*) FROM catalog_entities") == 0);
+  CHECK(CountRows(s, "SELECT COUNT(*) FROM catalog_entities") == 0);
   json tenants = s.WeftJson({"tenant", "list"}, root);
   REQUIRE(tenants["tenants"].size() == 1);
   CHECK(tenants["tenants"][0]["name"] == "default");

@@ -363,10 +363,10 @@ TEST_CASE("sessions: an API token acts as its user until it is revoked or expire
   const json carol2 = gw.LoginOk("acme", "carol", "carol-password-2");
   Ok(s, {"--tenant", "acme", "user", "delete", "carol"});
   RequireDenied(gw.As(carol2, "provider.list"), "not logged in");
-  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM api_tokens WHERE user = 'carol'") == 0);
-  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM sessions WHERE user = 'carol'") == 0);
-  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM user_passwords WHERE user = 'carol'") == 0);
-  CHECK(weft::testing::CountRows(s.db(), "SELECT COUNT(*) FROM api_tokens WHERE user = 'alice'") == 2);
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens WHERE \"user\" = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM sessions WHERE \"user\" = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM user_passwords WHERE \"user\" = 'carol'") == 0);
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens WHERE \"user\" = 'alice'") == 2);
   RequireDenied(gw.WithToken(carols, "provider.list"), "API token is not valid");
   Ok(s, {"--tenant", "acme", "user", "create", "carol"});
   RequireDenied(gw.WithToken(carols, "provider.list"), "API token is not valid");

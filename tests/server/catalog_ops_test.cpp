@@ -4,6 +4,7 @@
 
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 
 using namespace weft::api;
 using weft::catalog::RegisterCatalogOps;
@@ -19,7 +20,7 @@ struct Fixture {
   Router router;
 
   Fixture() {
-    auto s = weft::store::Store::Open(dir / "weft.db");
+    auto s = weft::testing::OpenStore(dir / "weft.db");
     REQUIRE(s.ok());
     store = std::move(s.value());
     RegisterCatalogOps(router, *store, clock, config);

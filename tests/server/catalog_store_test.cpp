@@ -2,6 +2,7 @@
 
 #include "weft/server/store/store.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 
 using weft::store::CatalogEntityRecord;
 using weft::store::Store;
@@ -9,7 +10,7 @@ using weft::store::Store;
 namespace {
 
 std::unique_ptr<Store> OpenStore(const weft::testing::TempDir& dir) {
-  auto store = Store::Open(dir / "weft.db");
+  auto store = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(store.ok());
   return std::move(store.value());
 }

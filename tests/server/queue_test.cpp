@@ -2,6 +2,7 @@
 
 #include "weft/server/queue/task_queue.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 
 using weft::Code;
 using weft::ManualClock;
@@ -22,7 +23,7 @@ struct Fixture {
   std::unique_ptr<TaskQueue> queue;
 
   Fixture() {
-    auto s = Store::Open(dir / "weft.db");
+    auto s = weft::testing::OpenStore(dir / "weft.db");
     REQUIRE(s.ok());
     store = std::move(s.value());
     queue = std::make_unique<TaskQueue>(*store, clock, weft::queue::QueueOptions{1000});

@@ -4,6 +4,7 @@
 
 #include "weft/server/store/store.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 
 using weft::store::Store;
 using weft::store::TaskRecord;
@@ -12,17 +13,9 @@ using weft::AttemptStatus;
 
 namespace {
 
-// Reads one integer straight from the file, bypassing Store, to check what is on disk.
+// Reads one integer straight from the database, bypassing Store, to check what is stored.
 std::int64_t QueryInt(const std::filesystem::path& db_path, const char* sql) {
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  std::int64_t v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
+  return weft::testing::QueryStoreInt(db_path, sql);
 }
 
 TaskRecord NewTask(const std::string& plugin = "fake-provider") {
@@ -43,12 +36,12 @@ TEST_CASE("store: a new file gets every migration, recorded once", "[store]") {
   weft::testing::TempDir dir;
   auto path = dir / "weft.db";
   {
-    auto store = Store::Open(path);
+    auto store = weft::testing::OpenStore(path);
     REQUIRE(store.ok());
     CHECK((*store)->schema_version() == Store::LatestSchemaVersion());
   }
   {
-    auto again = Store::Open(path);
+    auto again = weft::testing::OpenStore(path);
     REQUIRE(again.ok());
     CHECK((*again)->schema_version() == Store::LatestSchemaVersion());
   }
@@ -56,9 +49,9 @@ TEST_CASE("store: a new file gets every migration, recorded once", "[store]") {
   CHECK(QueryInt(path, "SELECT MAX(version) FROM schema_migrations") == Store::LatestSchemaVersion());
 }
 
-TEST_CASE("store: write-ahead logging is on", "[store]") {
+TEST_CASE("store: write-ahead logging is on", "[store][sqlite]") {
   weft::testing::TempDir dir;
-  auto store = Store::Open(dir / "weft.db");
+  auto store = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(store.ok());
   auto mode = (*store)->JournalMode();
   REQUIRE(mode.ok());
@@ -72,7 +65,7 @@ TEST_CASE("store: reopening keeps hosts and tasks", "[store]") {
   weft::testing::TempDir dir;
   std::int64_t id = 0;
   {
-    auto store = Store::Open(dir / "weft.db");
+    auto store = weft::testing::OpenStore(dir / "weft.db");
     REQUIRE(store.ok());
     REQUIRE((*store)->Begin().ok());
     TaskRecord t = NewTask();
@@ -81,7 +74,7 @@ TEST_CASE("store: reopening keeps hosts and tasks", "[store]") {
     REQUIRE((*store)->UpsertHost({"h1", 4, "0.1.0", R"([{"type":"fake-provider"}])", 5, 6}).ok());
     REQUIRE((*store)->Commit().ok());
   }
-  auto store = Store::Open(dir / "weft.db");
+  auto store = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(store.ok());
   auto task = (*store)->GetTask(id);
   REQUIRE(task.ok());
@@ -98,7 +91,7 @@ TEST_CASE("store: reopening keeps hosts and tasks", "[store]") {
 
 TEST_CASE("store: a rolled-back transaction leaves nothing behind", "[store]") {
   weft::testing::TempDir dir;
-  auto store = Store::Open(dir / "weft.db");
+  auto store = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(store.ok());
   REQUIRE((*store)->Begin().ok());
   TaskRecord t = NewTask();
@@ -111,7 +104,7 @@ TEST_CASE("store: a rolled-back transaction leaves nothing behind", "[store]") {
 
 TEST_CASE("store: leasing and ending attempts are recorded per attempt", "[store]") {
   weft::testing::TempDir dir;
-  auto opened = Store::Open(dir / "weft.db");
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE(opened.ok());
   Store& store = **opened;
   TaskRecord t = NewTask();
@@ -157,14 +150,14 @@ void CommitCycles(Store& store, int cycles) {
   }
 }
 
-TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded under steady commits", "[store][slow]") {
+TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded under steady commits", "[store][sqlite][slow]") {
   weft::testing::TempDir dir;
   weft::store::StoreOptions options;
   options.checkpoint.background_pages = 64;
   options.checkpoint.limit_pages = 1'000'000;  // never: only the thread and its finishing step may checkpoint
   constexpr int kCycles = 4000;                // several pages a commit: far more than 64 pages in all
   {
-    auto opened = Store::Open(dir / "weft.db", options);
+    auto opened = weft::testing::OpenStore(dir / "weft.db", options);
     REQUIRE(opened.ok());
     Store& store = **opened;
     std::int64_t max_wal_pages = 0;
@@ -189,24 +182,20 @@ TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded 
 
 TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
   weft::testing::TempDir dir;
-  { REQUIRE(Store::Open(dir / "weft.db").ok()); }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open((dir / "weft.db").c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "INSERT INTO schema_migrations (version) VALUES (999)", nullptr, nullptr, nullptr) ==
-          SQLITE_OK);
-  sqlite3_close(db);
-  auto store = Store::Open(dir / "weft.db");
+  { REQUIRE(weft::testing::OpenStore(dir / "weft.db").ok()); }
+  REQUIRE(weft::testing::ExecStore(dir / "weft.db", "INSERT INTO schema_migrations (version) VALUES (999)") == "");
+  auto store = weft::testing::OpenStore(dir / "weft.db");
   REQUIRE_FALSE(store.ok());
   CHECK_THAT(store.status().message(), Catch::Contains("999"));
 }
 
 TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, attempts, ids and the state check",
-          "[store]") {
+          "[store][sqlite]") {
   weft::testing::TempDir dir;
   const auto path = dir / "weft.db";
   std::int64_t first = 0;
   {
-    auto opened = Store::Open(path);
+    auto opened = weft::testing::OpenStore(path);
     REQUIRE(opened.ok());
     TaskRecord t = NewTask();
     REQUIRE((*opened)->InsertTask(&t).ok());
@@ -224,7 +213,7 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
                        nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 
-  auto opened = Store::Open(path);
+  auto opened = weft::testing::OpenStore(path);
   REQUIRE(opened.ok());
   Store& store = **opened;
   CHECK(store.schema_version() == Store::LatestSchemaVersion());

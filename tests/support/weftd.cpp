@@ -31,6 +31,7 @@ Weftd::Weftd(WeftdOptions options) : Weftd(std::move(options), Deferred{}) { Sta
 Weftd::Weftd(const std::string& name, const std::string& extra_toml) : Weftd(Named(name, extra_toml)) {}
 
 Weftd::Weftd(WeftdOptions options, Deferred) : options_(std::move(options)), endpoints_(options_.endpoints) {
+  store_ = !options_.store.empty() ? options_.store : TestStoreIsPostgres() ? "postgres" : "sqlite";
   if (options_.dir.empty()) {
     temp_ = std::make_unique<TempDir>(options_.name);
     dir_ = temp_->path();
@@ -62,13 +63,28 @@ std::string Weftd::Toml() const {
   }
   if (options_.extra_toml.find("[security]") == std::string::npos)
     toml += std::string("[security]\ncurve = ") + (options_.curve ? "true" : "false") + "\n" + options_.security_toml;
-  return toml + options_.extra_toml;
+  std::string extra = options_.extra_toml;
+  if (postgres_) {
+    // Into the test's own [store] table when it has one (TOML allows a table once).
+    const std::string keys = "backend = \"postgres\"\nconninfo = " + json(postgres_->conninfo()).dump() + "\n";
+    const std::size_t table = extra.find("[store]\n");
+    if (table == std::string::npos)
+      toml += "[store]\n" + keys;
+    else
+      extra.insert(table + 8, keys);
+  }
+  return toml + extra;
 }
 
 fs::path Weftd::LogFile(int start) const { return dir_ / ("weftd-" + std::to_string(start) + ".log"); }
 
 Status Weftd::Start() {
   client_.reset();
+  if (store_ == "postgres" && !postgres_) {
+    Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir_ / "postgres");
+    if (!started.ok()) return started.status();
+    postgres_ = std::move(*started);
+  }
   const fs::path config = dir_ / "weftd.toml";
   const fs::path endpoints_file = data() / "endpoints.json";
   try {

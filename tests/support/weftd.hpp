@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/postgres.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/client/client.hpp"
@@ -56,6 +57,10 @@ struct WeftdOptions {
   int api_timeout_ms = 10000;                              // Call / TryCall
   std::chrono::milliseconds cli_timeout = std::chrono::seconds(30);  // Weft()
   std::vector<std::string> cli_args = {};                  // put before every Weft() command, e.g. --timeout
+  // The store: "sqlite" (<data>/weft.db) or "postgres" (a throwaway PostgreSQL in <dir>/postgres, started with
+  // the first Start() and stopped when the object dies; a later Weftd on the same dir finds its data again);
+  // empty: WEFT_TEST_STORE, else sqlite.
+  std::string store = {};
 };
 
 class Weftd {
@@ -96,7 +101,11 @@ class Weftd {
   // A path inside weftd's directory.
   std::filesystem::path Path(const std::string& name) const { return dir_ / name; }
   std::filesystem::path data() const { return dir_ / "data"; }
+  // The SQLite file (with the sqlite store).
   std::filesystem::path db() const { return data() / "weft.db"; }
+  // The PostgreSQL server of the postgres store (null with sqlite, and before the first Start()).
+  PostgresServer* postgres() const { return postgres_.get(); }
+  bool on_postgres() const { return store_ == "postgres"; }
   std::filesystem::path superadmin() const { return data() / "credentials" / "superadmin.json"; }
   // stdout and stderr of the current process, of every start so far.
   std::string Log() const;
@@ -144,6 +153,8 @@ class Weftd {
   WeftdOptions options_;
   std::unique_ptr<TempDir> temp_;
   std::filesystem::path dir_;
+  std::string store_;
+  std::unique_ptr<PostgresServer> postgres_;  // outlives proc_: weftd is stopped first
   Process proc_;
   nlohmann::json endpoints_;
   int starts_ = 0;

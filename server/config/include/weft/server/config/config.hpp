@@ -46,7 +46,13 @@ struct JobsConfig {
 };
 
 struct StoreConfig {
-  std::int64_t busy_timeout_ms = 5000;
+  std::string backend = "sqlite";  // "sqlite" (<data_dir>/weft.db) or "postgres"
+  std::int64_t busy_timeout_ms = 5000;  // SQLite only
+  // PostgreSQL only: a libpq connection string or URI, passed through as it is
+  // (several hosts with target_session_attrs=read-write are libpq's own), and
+  // how long a request waits for a lost server to come back.
+  std::string conninfo;
+  std::int64_t reconnect_timeout_ms = 60'000;
 };
 
 // docs/security.md.

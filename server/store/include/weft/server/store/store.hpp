@@ -1,7 +1,9 @@
-// weft::store::Store: weftd's durable state in one SQLite file
-// (<data_dir>/weft.db), and the only code in Weft that speaks SQL.
+// weft::store::Store: weftd's durable state, and the only code in Weft that
+// speaks SQL. Two backends behind one SQL layer (database.hpp): one SQLite
+// file (<data_dir>/weft.db), the embedded default, or a PostgreSQL database
+// (`[store] backend = "postgres"`). Both get the same numbered migrations.
 //
-// Callers see plain structs (hosts, tasks, attempts). The file uses WAL with
+// Callers see plain structs (hosts, tasks, attempts). The SQLite file uses WAL with
 // synchronous=NORMAL: a committed transaction survives a crash of weftd (the
 // process), though the last commits before a power loss or OS crash may be
 // lost. The schema is created by numbered migrations recorded in the
@@ -11,8 +13,9 @@
 // group many requests into one commit. Every statement the hot path uses is
 // prepared once, at Open.
 //
-// WAL checkpoints run on a thread of the Store's own, with its own connection,
-// so that a commit never waits for the database file to be written and synced.
+// SQLite's WAL checkpoints run on a thread of the Store's own, with its own
+// connection, so that a commit never waits for the database file to be
+// written and synced. PostgreSQL does its own.
 //
 // Not thread-safe: one thread (weftd's reactor) owns a Store.
 #pragma once
@@ -290,10 +293,23 @@ struct CheckpointStats {
   std::int64_t wal_pages = 0;          // the WAL's size after the last commit
 };
 
+enum class Backend { kSqlite, kPostgres };
+
 struct StoreOptions {
+  Backend backend = Backend::kSqlite;
+  // SQLite only.
   int busy_timeout_ms = 5000;
   CheckpointOptions checkpoint;
+  // PostgreSQL only: a libpq connection string, passed through as it is, and
+  // how long a statement waits for a lost server to come back.
+  std::string conninfo;
+  int reconnect_timeout_ms = 60'000;
 };
+
+// Run inside every write transaction just before its COMMIT; an error fails
+// the commit (the caller rolls back), so no write lands once it says no. For
+// a leader's fencing check: it may read or write through the Store.
+using WriteGuard = std::function<Status()>;
 
 namespace sql {
 class Database;
@@ -301,19 +317,26 @@ class Database;
 
 class Store {
  public:
+  // `path` is the SQLite file; PostgreSQL is reached through options.conninfo.
   static Result<std::unique_ptr<Store>> Open(const std::filesystem::path& path, StoreOptions options = {});
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // The SQLite file, or where PostgreSQL is ("PostgreSQL host=... port=... dbname=...", no secret).
   const std::filesystem::path& path() const { return path_; }
+  Backend backend() const { return backend_; }
   // The highest migration applied.
   std::int64_t schema_version() const { return schema_version_; }
   static std::int64_t LatestSchemaVersion();
   // What the checkpoint thread and the commits did with the WAL so far.
   CheckpointStats checkpoint_stats() const;
-  // "wal" when write-ahead logging is on (asked of SQLite, not remembered).
+  // "wal" when write-ahead logging is on (asked of SQLite, not remembered);
+  // "postgres" on PostgreSQL.
   Result<std::string> JournalMode();
+
+  // Replaces the guard every Commit() runs first (none: an empty function).
+  void SetWriteGuard(WriteGuard guard);
 
   [[nodiscard]] Status Begin();
   [[nodiscard]] Status Commit();
@@ -461,10 +484,14 @@ class Store {
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
+  Status OpenSqlite(const StoreOptions& options);
+  Status OpenPostgres(const StoreOptions& options);
   Status Migrate();
+  Status ApplyMigrations();
   Status PrepareAll();
 
   std::filesystem::path path_;
+  Backend backend_ = Backend::kSqlite;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
   bool warned_leftover_read_ = false;

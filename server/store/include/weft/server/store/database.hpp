@@ -1,0 +1,127 @@
+// The SQL layer under the Store, private to server/store/: a Database (one
+// connection) and its prepared Statements, with two backends, SQLite
+// (sqlite.hpp, the embedded default) and PostgreSQL (postgres.hpp).
+//
+// Statements are written once, in SQL both backends accept. Parameters are
+// `?1`, `?2`, ... (SQLite's own numbered parameters; the PostgreSQL backend
+// turns them into `$1`, `$2`, ... when it prepares a statement), bound by
+// number, so one number may appear several times and in any order. Where the
+// dialects differ, the Store asks dialect() and picks the text.
+//
+// A Statement must be destroyed before the Database it came from; Store keeps
+// its statements in members declared after the Database so that they go
+// first. Not thread-safe: one thread uses a Database and its statements.
+// Every failure becomes a Status that carries the backend's own message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "weft/common/status.hpp"
+
+namespace weft::store::sql {
+
+enum class Dialect { kSqlite, kPostgres };
+
+// What a backend implements for one prepared statement.
+class StatementBackend {
+ public:
+  virtual ~StatementBackend() = default;
+  virtual void Reset() = 0;
+  virtual void Bind(int index, std::int64_t value) = 0;
+  virtual void Bind(int index, std::string_view value) = 0;
+  virtual void BindNull(int index) = 0;
+  virtual Result<bool> Step() = 0;
+  virtual std::int64_t Int(int column) const = 0;
+  virtual std::string Text(int column) const = 0;
+  virtual bool IsNull(int column) const = 0;
+};
+
+// A prepared statement, reset and cleared before each use by Reset().
+class Statement {
+ public:
+  Statement() = default;
+  explicit Statement(std::unique_ptr<StatementBackend> backend) : backend_(std::move(backend)) {}
+
+  // Resets the statement so it can run again with fresh parameters.
+  Statement& Reset() {
+    backend_->Reset();
+    return *this;
+  }
+  // Parameters are 1-based: ?1 is index 1. A failed bind is reported by Step().
+  Statement& Bind(int index, std::int64_t value) {
+    backend_->Bind(index, value);
+    return *this;
+  }
+  Statement& Bind(int index, std::string_view value) {
+    backend_->Bind(index, value);
+    return *this;
+  }
+  Statement& BindNull(int index) {
+    backend_->BindNull(index);
+    return *this;
+  }
+
+  // Steps once. True: a row is ready; false: done. Errors become a Status.
+  [[nodiscard]] Result<bool> Step() { return backend_->Step(); }
+  // Steps to completion, for statements that return no rows.
+  [[nodiscard]] Status Run() {
+    while (true) {
+      WEFT_ASSIGN_OR_RETURN(bool row, Step());
+      if (!row) return Status::Ok();
+    }
+  }
+  // Steps once for the single value an `INSERT ... RETURNING id` gives, then to completion.
+  [[nodiscard]] Result<std::int64_t> RunReturningId() {
+    WEFT_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return Status::Internal("an insert returned no id");
+    const std::int64_t id = Int(0);
+    WEFT_RETURN_IF_ERROR(Run());
+    return id;
+  }
+
+  // A NULL reads as 0 and as "".
+  std::int64_t Int(int column) const { return backend_->Int(column); }
+  std::string Text(int column) const { return backend_->Text(column); }
+  bool IsNull(int column) const { return backend_->IsNull(column); }
+
+ private:
+  std::unique_ptr<StatementBackend> backend_;
+};
+
+// Steps through every row, calling read_row(statement) for each. Stops at the
+// first error and returns it.
+template <typename ReadRow>
+[[nodiscard]] Status ForEachRow(Statement& statement, ReadRow&& read_row) {
+  while (true) {
+    WEFT_ASSIGN_OR_RETURN(bool row, statement.Step());
+    if (!row) return Status::Ok();
+    read_row(statement);
+  }
+}
+
+class Database {
+ public:
+  virtual ~Database() = default;
+
+  virtual Dialect dialect() const = 0;
+  // Runs one or more statements without parameters (migrations, settings).
+  [[nodiscard]] virtual Status Exec(std::string_view sql) = 0;
+  [[nodiscard]] virtual Result<Statement> Prepare(std::string_view sql) = 0;
+  // A write transaction: SQLite's BEGIN IMMEDIATE, PostgreSQL's BEGIN.
+  [[nodiscard]] virtual Status Begin() = 0;
+  [[nodiscard]] virtual Status Commit() = 0;
+  [[nodiscard]] virtual Status Rollback() = 0;
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  virtual int Changes() const = 0;
+  // Resets every statement still on a row and returns their SQL (SQLite: such
+  // a statement keeps a read transaction, and a WAL snapshot, open). None for
+  // a backend that reads whole results at once.
+  virtual std::vector<std::string> ResetActiveStatements() { return {}; }
+};
+
+}  // namespace weft::store::sql
