@@ -44,14 +44,20 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                        ", up " + Duration(Int(s, "uptime_ms")));
   // (Only a superadmin is told where the server keeps its files.)
   if (s.contains("data_dir")) kv.Add("data dir", Text(s, "data_dir"));
-  kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " + Text(store, "schema_version") + ", WAL " +
-                      Text(store, "wal_pages") + " pages)");
+  // A follower (several weftd on one database) says only who it is and who leads.
+  const bool follower = !s.contains("store");
+  if (!follower) {
+    kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " +
+                        Text(store, "schema_version") + ", WAL " + Text(store, "wal_pages") + " pages)");
+  }
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));
   kv.Add("events", Text(endpoints, "events"));
-  kv.Add("hosts", Text(hosts, "registered") + " registered, " + Text(hosts, "live") + " live");
-  kv.Add("tasks", Text(tasks, "queued") + " queued, " + Text(tasks, "leased") + " leased, " +
-                      Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
+  if (!follower) {
+    kv.Add("hosts", Text(hosts, "registered") + " registered, " + Text(hosts, "live") + " live");
+    kv.Add("tasks", Text(tasks, "queued") + " queued, " + Text(tasks, "leased") + " leased, " +
+                        Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
+  }
   if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);
   kv.Print(ctx.out());
   return Status::Ok();

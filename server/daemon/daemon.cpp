@@ -542,6 +542,7 @@ Status Reactor::Loop() {
 
 void Reactor::Shutdown() {
   metrics_listener_.reset();
+  store_.SetWriteGuard({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
@@ -651,6 +652,13 @@ Status Reactor::StartElection(const json& bound) {
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
+  // The fence: no write transaction commits unless the epoch in force is the
+  // one this weftd took over with (server/leader/leadership.hpp).
+  store_.SetWriteGuard([this] {
+    Result<std::int64_t> epoch = store_.LeaderEpoch();
+    if (!epoch.ok()) return epoch.status().WithContext("cannot check that this weftd still leads");
+    return leadership_->CheckFence(*epoch);
+  });
   DaemonInfo info = components_.info();
   info.leadership = [this] { return leadership_->View(); };
   components_.set_info(std::move(info));
@@ -755,8 +763,8 @@ Status LockDataDir(const std::filesystem::path& data_dir) {
 // With the postgres store and [leader] enabled, weftd elects a leader among
 // every weftd on that database; the connection string for it.
 std::optional<std::string> ElectionConninfo(const Config& config) {
-  (void)config;
-  return std::nullopt;
+  if (config.store.backend != "postgres" || !config.leader.enabled) return std::nullopt;
+  return config.store.conninfo;
 }
 
 Status RunDaemon(const Config& config, int signal_fd) {

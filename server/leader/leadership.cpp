@@ -111,6 +111,8 @@ Status Leadership::Connect() {
     conn_.reset();
     return Status::Unavailable("cannot connect to PostgreSQL for the leader election: " + why);
   }
+  // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
+  PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
   // A statement that hangs (a lock held by a stopped process) must not stall the reactor for long.
   const std::string limit = std::to_string(std::max<std::int64_t>(100, options_.lease_ms / 2));
   Result<std::unique_ptr<PgResult>> r = conn_->Exec("SET statement_timeout = " + limit);
