@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,26 +75,39 @@ Leadership::Leadership(LeaderOptions options) : options_(std::move(options)) {
   options_.poll_ms = std::clamp<std::int64_t>(options_.poll_ms, 10, std::max<std::int64_t>(10, options_.lease_ms / 3));
 }
 
-Leadership::~Leadership() = default;
+Leadership::~Leadership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
 
 Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
   std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
   WEFT_RETURN_IF_ERROR(l->Connect());
   WEFT_RETURN_IF_ERROR(l->Setup());
+  l->renewer_ = std::thread([raw = l.get()] { raw->RenewLoop(); });
   return l;
 }
 
 const char* Leadership::FenceSql() { return "SELECT epoch FROM weft_leader WHERE id = 1 FOR SHARE"; }
 
 Status Leadership::CheckFence(std::int64_t epoch_in_force) {
-  if (leader_ && epoch_in_force == epoch_) return Status::Ok();
+  if (leader_ && epoch_in_force == epoch_.load()) return Status::Ok();
   const std::string why = "another weftd took over as leader (epoch " + std::to_string(epoch_in_force) +
-                          ", this one had " + std::to_string(epoch_) + "); this weftd may not write";
+                          ", this one had " + std::to_string(epoch_.load()) + "); this weftd may not write";
   if (leader_) Lose(why);
   return Status::Unavailable(why);
 }
 
 void Leadership::Lose(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LoseLocked(why);
+}
+
+void Leadership::LoseLocked(const std::string& why) {
   if (!leader_) return;
   WEFT_LOG(kWarn, kLog) << "'" << options_.node << "' is no longer the leader: " << why;
   leader_ = false;
@@ -169,9 +183,10 @@ Status Leadership::ReadLeader() {
 
 Result<Leadership::Change> Leadership::Tick(std::int64_t now_ms) {
   next_tick_ms_ = now_ms + options_.poll_ms;
+  std::lock_guard<std::mutex> lock(mu_);
   if (!conn_ || !conn_->ok()) {
     if (leader_) {
-      Lose("its connection to PostgreSQL, which held the leader's lock, ended");
+      LoseLocked("its connection to PostgreSQL, which held the leader's lock, ended");
       return Change::kLost;
     }
     WEFT_RETURN_IF_ERROR(Connect());
@@ -180,31 +195,36 @@ Result<Leadership::Change> Leadership::Tick(std::int64_t now_ms) {
     WEFT_RETURN_IF_ERROR(Announce());
     next_announce_ms_ = now_ms + std::max<std::int64_t>(options_.poll_ms, options_.lease_ms / 3);
   }
-  if (leader_) {
-    // Renewing costs a write: a third of the lease is often enough.
-    if (now_ms - last_renewed_ms_ < options_.lease_ms / 3) return Change::kNone;
-    Result<Change> c = Renew();
-    if (c.ok() && *c == Change::kNone) last_renewed_ms_ = now_ms;
-    return c;
-  }
+  // The renewing thread keeps a leader's lease.
+  if (leader_) return Change::kNone;
   Result<Change> c = TryTakeOver();
-  if (c.ok() && *c == Change::kBecameLeader) last_renewed_ms_ = now_ms;
+  if (c.ok() && *c == Change::kBecameLeader) wake_.notify_all();
   return c;
 }
 
-Result<Leadership::Change> Leadership::Renew() {
-  Result<std::unique_ptr<PgResult>> r = conn_->Exec(
-      "UPDATE weft_leader SET renewed_at = now() WHERE id = 1 AND epoch = $1 RETURNING epoch", {std::to_string(epoch_)});
+void Leadership::RenewLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    // Renewing costs a write: a third of the lease is often enough.
+    wake_.wait_for(lock, std::chrono::milliseconds(std::max<std::int64_t>(10, options_.lease_ms / 3)));
+    if (stop_ || !leader_) continue;
+    Renew();
+  }
+}
+
+void Leadership::Renew() {
+  if (!conn_ || !conn_->ok()) {
+    LoseLocked("its connection to PostgreSQL, which held the leader's lock, ended");
+    return;
+  }
+  Result<std::unique_ptr<PgResult>> r =
+      conn_->Exec("UPDATE weft_leader SET renewed_at = now() WHERE id = 1 AND epoch = $1 RETURNING epoch",
+                  {std::to_string(epoch_.load())});
   if (!r.ok()) {
-    Lose("it could not renew its lease (" + r.status().message() + ")");
-    return Change::kLost;
+    LoseLocked("it could not renew its lease (" + r.status().message() + ")");
+  } else if ((*r)->rows() != 1) {
+    LoseLocked("the leader's row has another epoch now");
   }
-  if ((*r)->rows() != 1) {
-    Lose("the leader's row has another epoch now");
-    return Change::kLost;
-  }
-  known_leader_["renewed_ms_ago"] = 0;
-  return Change::kNone;
 }
 
 Result<Leadership::Change> Leadership::TryTakeOver() {
@@ -237,8 +257,8 @@ Result<Leadership::Change> Leadership::TryTakeOver() {
   }
   leader_ = true;
   epoch_ = epoch;
-  known_leader_ = {{"epoch", epoch_}, {"node", options_.node}, {"endpoints", options_.endpoints}, {"renewed_ms_ago", 0}};
-  WEFT_LOG(kInfo, kLog) << "'" << options_.node << "' is the leader now (epoch " << epoch_ << ")";
+  known_leader_ = {{"epoch", epoch}, {"node", options_.node}, {"endpoints", options_.endpoints}, {"renewed_ms_ago", 0}};
+  WEFT_LOG(kInfo, kLog) << "'" << options_.node << "' is the leader now (epoch " << epoch << ")";
   return Change::kBecameLeader;
 }
 
@@ -255,6 +275,7 @@ Status Leadership::EndStaleLeader() {
 }
 
 Result<nlohmann::json> Leadership::View() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Connect());
   WEFT_RETURN_IF_ERROR(ReadLeader());
   WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT node, endpoints, EXTRACT(EPOCH FROM (now() - seen_at)) * 1000 "

@@ -19,12 +19,18 @@
 // Every weftd also keeps a row of its own in weft_members (its endpoints, when
 // it was last seen), which server.status shows as the followers.
 //
-// Not thread-safe: the reactor calls it between turns.
+// The leader renews on a thread of its own, so that a long turn of the
+// reactor (a big cluster.create) never lets the lease run out; everything
+// else runs on the reactor's thread, between turns.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -59,8 +65,8 @@ class Leadership {
   // When Tick is next due.
   std::int64_t next_tick_ms() const { return next_tick_ms_; }
 
-  bool leader() const { return leader_; }
-  std::int64_t epoch() const { return epoch_; }
+  bool leader() const { return leader_.load(); }
+  std::int64_t epoch() const { return epoch_.load(); }
   const std::string& node() const { return options_.node; }
   // The leader as last seen: {"node":..,"epoch":..,"endpoints":{..}}; null before any is known.
   const nlohmann::json& known_leader() const { return known_leader_; }
@@ -82,20 +88,26 @@ class Leadership {
   Status Connect();
   Status Setup();
   Status Announce();
-  Result<Change> Renew();
+  // The renewing thread: every third of the lease while this weftd leads.
+  void RenewLoop();
+  void Renew();
+  void LoseLocked(const std::string& why);
   Result<Change> TryTakeOver();
   Status EndStaleLeader();
   Status ReadLeader();
 
   LeaderOptions options_;
   struct Conn;
+  std::mutex mu_;  // guards conn_ (the renewing thread and the reactor share it)
   std::unique_ptr<Conn> conn_;
-  bool leader_ = false;
-  std::int64_t epoch_ = 0;
+  std::atomic<bool> leader_{false};
+  std::atomic<std::int64_t> epoch_{0};
   std::int64_t next_tick_ms_ = 0;
   std::int64_t next_announce_ms_ = 0;
-  std::int64_t last_renewed_ms_ = 0;
-  nlohmann::json known_leader_;
+  nlohmann::json known_leader_;  // the reactor's only
+  std::condition_variable wake_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread renewer_;
 };
 
 }  // namespace weft::server::leader
