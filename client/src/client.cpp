@@ -173,9 +173,12 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
       socket_.reset();
       return Status::Unavailable("could not send '" + req.op + "' to " + endpoint());
     }
+    // Looking for a reachable endpoint may have used the call's time: the
+    // request just sent still gets its full timeout to be answered.
+    const auto wait_until = std::max(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
     bool dropped = false;
     while (!dropped) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       zmq::pollitem_t items[] = {{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0},
                                  {monitor_ ? static_cast<void*>(*monitor_) : nullptr, 0, ZMQ_POLLIN, 0}};
