@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "weft/cli/format.hpp"
+#include "weft/client/client.hpp"
 
 namespace weft::cli {
 namespace {
@@ -131,19 +132,25 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
   opts.server_given = server_flag.has_value();
   if (server_flag) {
     opts.server = *server_flag;
-    if (!LooksLikeEndpoint(opts.server)) {
-      return Status::Invalid("--server '" + opts.server +
-                             "' is not a ZeroMQ endpoint; give one like tcp://127.0.0.1:7420");
+    // Several weftd on one database (docs/failover.md): a comma-separated list, each checked.
+    for (const std::string& one : client::SplitEndpoints(opts.server)) {
+      if (!LooksLikeEndpoint(one)) {
+        return Status::Invalid("--server '" + one + "' is not a ZeroMQ endpoint; give one like tcp://127.0.0.1:7420");
+      }
+      if (Status port = CheckEndpointPort(one); !port.ok()) return Status::Invalid("--server " + port.message());
     }
-    if (Status port = CheckEndpointPort(opts.server); !port.ok()) return Status::Invalid("--server " + port.message());
+    if (client::SplitEndpoints(opts.server).empty())
+      return Status::Invalid("--server needs an endpoint such as tcp://127.0.0.1:7420");
   } else if (auto from_env = env ? env("WEFT_SERVER") : std::nullopt; from_env && !from_env->empty()) {
     opts.server_given = true;
     opts.server = *from_env;
-    if (!LooksLikeEndpoint(opts.server)) {
-      return Status::Invalid("WEFT_SERVER '" + opts.server +
-                             "' is not a ZeroMQ endpoint; set it to one like tcp://127.0.0.1:7420");
+    for (const std::string& one : client::SplitEndpoints(opts.server)) {
+      if (!LooksLikeEndpoint(one)) {
+        return Status::Invalid("WEFT_SERVER '" + one +
+                               "' is not a ZeroMQ endpoint; set it to one like tcp://127.0.0.1:7420");
+      }
+      if (Status port = CheckEndpointPort(one); !port.ok()) return Status::Invalid("WEFT_SERVER " + port.message());
     }
-    if (Status port = CheckEndpointPort(opts.server); !port.ok()) return Status::Invalid("WEFT_SERVER " + port.message());
   }
   return opts;
 }

@@ -188,9 +188,11 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
     }
     WEFT_RETURN_IF_ERROR(LoadCredential());
     // The endpoint may come from a credential file: check it as --server is checked.
-    if (Status port = CheckEndpointPort(options_.server); !port.ok())
-      return Status::Invalid("the server endpoint " + port.message() + " (set --server or WEFT_SERVER)");
-    WEFT_RETURN_IF_ERROR(CheckResolves(options_.server));
+    for (const std::string& one : client::SplitEndpoints(options_.server)) {
+      if (Status port = CheckEndpointPort(one); !port.ok())
+        return Status::Invalid("the server endpoint " + port.message() + " (set --server or WEFT_SERVER)");
+      WEFT_RETURN_IF_ERROR(CheckResolves(one));
+    }
     client::Options copts;
     if (credential_) {
       copts.server_key = credential_->server_key;
@@ -212,7 +214,10 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
   if (!reply.ok()) {
     // The request never got an answer: say where we looked and how to look elsewhere.
     const Status& st = reply.status();
-    if (st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0) return NoAnswer(timeout_ms);
+    // (With several endpoints the message names the one that was silent; the next call tries the next.)
+    const bool several = client::SplitEndpoints(options_.server).size() > 1;
+    if (!several && st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0)
+      return NoAnswer(timeout_ms);
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
   }
   if (!reply->ok) return reply->ToStatus();

@@ -7,6 +7,25 @@
 namespace weft::cli {
 namespace {
 
+// Several weftd on one database (docs/failover.md): who leads, who follows, the epoch.
+void AddLeadership(KeyValues& kv, const json& l) {
+  const json empty = json::object();
+  const json& leader = l.contains("leader") && l["leader"].is_object() ? l["leader"] : empty;
+  const json& leader_endpoints = leader.contains("endpoints") ? leader["endpoints"] : empty;
+  kv.Add("this weftd", Text(l, "self") + " (" + Text(l, "role") + ")");
+  kv.Add("leader", Text(leader, "node") + " at " + Text(leader_endpoints, "api") + ", epoch " + Text(l, "epoch") +
+                       ", renewed " + Duration(Int(leader, "renewed_ms_ago")) + " ago");
+  std::string followers;
+  if (l.contains("followers") && l["followers"].is_array()) {
+    for (const json& f : l["followers"]) {
+      const json& e = f.contains("endpoints") ? f["endpoints"] : empty;
+      if (!followers.empty()) followers += ", ";
+      followers += Text(f, "node") + " at " + Text(e, "api") + (f.value("live", false) ? "" : " (not seen lately)");
+    }
+  }
+  kv.Add("followers", followers.empty() ? "none" : followers);
+}
+
 Status ShowStatus(Context& ctx, const ParsedArgs&) {
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("server.status"));
   const json& s = reply;
@@ -25,14 +44,21 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                        ", up " + Duration(Int(s, "uptime_ms")));
   // (Only a superadmin is told where the server keeps its files.)
   if (s.contains("data_dir")) kv.Add("data dir", Text(s, "data_dir"));
-  kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " + Text(store, "schema_version") + ", WAL " +
-                      Text(store, "wal_pages") + " pages)");
+  // A follower (several weftd on one database) says only who it is and who leads.
+  const bool follower = !s.contains("store");
+  if (!follower) {
+    kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " +
+                        Text(store, "schema_version") + ", WAL " + Text(store, "wal_pages") + " pages)");
+  }
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));
   kv.Add("events", Text(endpoints, "events"));
-  kv.Add("hosts", Text(hosts, "registered") + " registered, " + Text(hosts, "live") + " live");
-  kv.Add("tasks", Text(tasks, "queued") + " queued, " + Text(tasks, "leased") + " leased, " +
-                      Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
+  if (!follower) {
+    kv.Add("hosts", Text(hosts, "registered") + " registered, " + Text(hosts, "live") + " live");
+    kv.Add("tasks", Text(tasks, "queued") + " queued, " + Text(tasks, "leased") + " leased, " +
+                        Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
+  }
+  if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);
   kv.Print(ctx.out());
   return Status::Ok();
 }
@@ -44,7 +70,8 @@ void RegisterStatusCommands(CommandTable& table) {
              .verb = "",
              .summary = "Show the server's version, endpoints, hosts and task counts.",
              .description = "Asks weftd for `server.status`. Use it to check that weftd is up and which\n"
-                            "endpoints and data directory it uses.",
+                            "endpoints and data directory it uses. With several weftd on one PostgreSQL\n"
+                            "database it also names the leader, the followers and the epoch.",
              .flags = {},
              .args = {},
              .handler = &ShowStatus});

@@ -4,6 +4,9 @@
 // Stateless functions: safe to call from several runs at once.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <sstream>
@@ -25,6 +28,7 @@ struct Knobs {
   std::string fail_actions;  // comma-separated action names
   std::int64_t fail_attempts = 0;  // fail_actions fail attempts 1..N only; 0: every attempt
   bool jitter_by_key = false;  // jitter_by = "task_key": the jitter follows the task's key, not its id
+  std::string effects_file;    // each action that succeeds appends a line here (tests count effects)
 };
 
 inline std::vector<weft::sdk::Field> KnobFields() {
@@ -61,6 +65,11 @@ inline std::vector<weft::sdk::Field> KnobFields() {
        .type = WEFT_FIELD_INTEGER,
        .default_json = "0",
        .description = "fail_actions fail only the first N attempts of a task, then succeed; 0: every attempt fails"},
+      {.name = "effects_file",
+       .label = "Effects file",
+       .type = WEFT_FIELD_STRING,
+       .default_json = "\"\"",
+       .description = "each action that succeeds appends \"<task_id> <attempt> <action> <task_key>\" to this file"},
   };
 }
 
@@ -134,6 +143,7 @@ inline Knobs ReadKnobs(const json& fields) {
     }
     k.jitter_by_key = *it == "task_key";
   }
+  if (auto it = fields.find("effects_file"); it != fields.end() && it->is_string()) k.effects_file = it->get<std::string>();
   return k;
 }
 
@@ -146,6 +156,18 @@ inline bool ListsAction(const std::string& csv, const std::string& action) {
     if (b != std::string::npos && item.substr(b, e - b + 1) == action) return true;
   }
   return false;
+}
+
+// Appends one line for an action that took effect, in one write(2) with
+// O_APPEND so that lines of concurrent runs (and processes) never interleave.
+inline void RecordEffect(const std::string& path, const json& t, const std::string& action) {
+  const std::string line = std::to_string(t.value("task_id", std::int64_t{0})) + " " +
+                           std::to_string(t.value("attempt", std::int64_t{1})) + " " + action + " " +
+                           t.value("task_key", std::string("-")) + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  const bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) ::close(fd);
+  if (!written) throw weft::sdk::Error(WEFT_ERR_FAILED, "cannot record the effect in " + path);
 }
 
 // Sleeps the configured latency (plus per-task jitter) in small steps so a
@@ -188,6 +210,7 @@ inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k,
                                                   std::to_string(k.failure_rate) + ", fake plugin)");
     }
   }
+  if (!k.effects_file.empty()) RecordEffect(k.effects_file, t, action);
 }
 
 inline std::string ActionName(weft_action action) {

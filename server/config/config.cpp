@@ -19,7 +19,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   std::string origin(origin_view);
   WEFT_ASSIGN_OR_RETURN(toml::table root, ParseToml(toml_text, origin_view));
   WEFT_RETURN_IF_ERROR(CheckTables(root, {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store", "security",
-                                          "metrics"},
+                                          "metrics", "leader"},
                                    origin));
   auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
 
@@ -122,6 +122,23 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
                  ? std::string("give HOST:PORT, such as \"127.0.0.1:9464\" (PORT may be * for any free port)")
                  : std::string();
     });
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("leader"), "leader", origin);
+    r.Bool("enabled", &cfg.leader.enabled);
+    auto any = [](const std::string&) { return std::string(); };
+    auto endpoint = [](const std::string& v) {
+      return v.empty() || v.find("://") != std::string::npos
+                 ? std::string()
+                 : std::string("give a ZeroMQ endpoint such as \"tcp://10.0.0.5:7420\", or leave it out");
+    };
+    r.String("node", &cfg.leader.node, any);
+    r.Int("lease_ms", 100, 3'600'000, &cfg.leader.lease_ms);
+    r.Int("poll_ms", 10, 60'000, &cfg.leader.poll_ms);
+    r.String("advertise_api", &cfg.leader.advertise_api, endpoint);
+    r.String("advertise_provisioner", &cfg.leader.advertise_provisioner, endpoint);
+    r.String("advertise_events", &cfg.leader.advertise_events, endpoint);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

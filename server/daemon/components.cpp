@@ -31,8 +31,16 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
                                  config.security.login_burst, config.security.login_interval_ms}) {}
 
 Status Components::Start() {
+  WEFT_RETURN_IF_ERROR(Prepare());
+  return Resume();
+}
+
+Status Components::Prepare() {
   WEFT_ASSIGN_OR_RETURN(resources_, resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_));
-  WEFT_RETURN_IF_ERROR(Wire());
+  return Wire();
+}
+
+Status Components::Resume() {
   // Loading may resume jobs (tasks whose predecessors are done become ready): one transaction.
   WEFT_RETURN_IF_ERROR(store_.Begin());
   Status loaded = Load();

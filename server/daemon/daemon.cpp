@@ -32,6 +32,8 @@
 #include "weft/server/daemon/rate_limits.hpp"
 #include "weft/server/daemon/subscriptions.hpp"
 #include "weft/server/daemon/transport.hpp"
+#include "weft/server/leader/follower.hpp"
+#include "weft/server/leader/leadership.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
@@ -88,8 +90,9 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
 // and runs the loop that drives them.
 class Reactor {
  public:
-  Reactor(const Config& config, int signal_fd, store::Store& store)
-      : config_(config),
+  Reactor(const Config& config, int signal_fd, store::Store& store, std::optional<std::string> election)
+      : election_(std::move(election)),
+        config_(config),
         signal_fd_(signal_fd),
         store_(store),
         clock_(SystemClock::Instance()),
@@ -136,6 +139,25 @@ class Reactor {
   Result<std::unique_ptr<metrics::HttpListener>> StartMetrics(ServerMetrics& m);
   Status WriteSuperadminCredential(const std::string& api_endpoint);
 
+  // Several weftd on one database (docs/failover.md). Lead: this weftd took
+  // over (or is the only one): load the state a restart would, then serve.
+  Status Lead();
+  // Renews or tries to take over when due; steps down when leadership is lost.
+  Status Elect(std::int64_t now);
+  // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
+  void StepDown();
+  // A follower's turn: server.status, and NOT_LEADER for everything else.
+  void AnswerAsFollower();
+  Status StartElection(const json& endpoints);
+
+  // The libpq connection string of the store's database when weftd elects a
+  // leader among several; nullopt: it is the only one and always leads.
+  std::optional<std::string> election_;
+  std::unique_ptr<leader::Leadership> leadership_;
+  bool leading_ = false;
+  std::string superadmin_key_;  // recorded in the store when this weftd leads
+  std::int64_t next_registry_load_ms_ = 0;
+
   const Config& config_;
   int signal_fd_;
   store::Store& store_;
@@ -178,7 +200,7 @@ class Reactor {
 };
 
 Status Reactor::Start() {
-  WEFT_RETURN_IF_ERROR(components_.Start());
+  WEFT_RETURN_IF_ERROR(components_.Prepare());
   if (config_.security.curve) WEFT_RETURN_IF_ERROR(StartSecurity());
   json endpoints;
   std::optional<std::string> secret;
@@ -199,7 +221,8 @@ Status Reactor::Start() {
   }
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(BoundPortsPath(config_.server.data_dir), wire::Dump(endpoints) + "\n"));
-  WEFT_LOG(kInfo, kLog) << "serving: api " << endpoints["api"].get<std::string>() << ", provisioner "
+  WEFT_RETURN_IF_ERROR(election_ ? StartElection(endpoints) : Lead());
+  WEFT_LOG(kInfo, kLog) << (leading_ ? "serving" : "following") << ": api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
                         << endpoints["events"].get<std::string>()
                         << (endpoints.contains("metrics") ? ", metrics " + endpoints["metrics"].get<std::string>() : "")
@@ -214,6 +237,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   if (auto e = queue_.NextExpiryMs()) due = std::min(due, *e);
   if (auto w = held_.NextDeadlineMs()) due = std::min(due, *w);
   due = std::min(due, next_silence_check_ms_);
+  if (leadership_) due = std::min(due, leadership_->next_tick_ms());
   if (!undelivered_.empty() || !inbox_.empty() || serve_more_) due = now;
   return std::max<std::int64_t>(0, due - now);
 }
@@ -439,6 +463,10 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   subscriptions_.Check();
   std::vector<Pending> batch;
   Status s = commit_.Begin();
+  if (!s.ok() && leadership_ && !leadership_->leader()) {
+    StepDown();  // another weftd leads: the inbox gets NOT_LEADER replies next
+    return Status::Ok();
+  }
   if (!s.ok()) {
     // Nothing was changed; answer every request so that no one waits in vain.
     for (Inbound& in : inbox_) {
@@ -488,6 +516,13 @@ Status Reactor::Loop() {
 
     const std::int64_t now = clock_.NowMs();
     tally_.Flush(now);
+    if (leadership_ && !leading_) {
+      WEFT_RETURN_IF_ERROR(Elect(now));
+      if (!leading_) {
+        AnswerAsFollower();
+        continue;
+      }
+    }
     if (now >= next_metrics_ms_) {
       // About once a second (the loop wakes at least that often): cheap unless someone scrapes.
       components_.RefreshMetrics();
@@ -495,15 +530,19 @@ Status Reactor::Loop() {
     }
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
-    if (inbox_.empty() && !expiry_due && !held_.AnyDue(now) && !silence_due && undelivered_.empty() && !serve_more_)
-      continue;
-    WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+    if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_)
+      WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+    // A leader renews between turns. After a pause (SIGSTOP) the requests
+    // waiting meet the fencing check first; nothing commits once another
+    // weftd took over, whichever notices it first.
+    if (leadership_) WEFT_RETURN_IF_ERROR(Elect(clock_.NowMs()));
   }
   return Status::Ok();
 }
 
 void Reactor::Shutdown() {
   metrics_listener_.reset();
+  store_.SetWriteGuard({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
@@ -581,14 +620,114 @@ Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
   if (ec) return Status::Unavailable("cannot create " + path.parent_path().string() + ": " + ec.message());
   std::filesystem::permissions(path.parent_path(), std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
-  WEFT_RETURN_IF_ERROR(store_.Begin());
-  Status s = registry_.EnsureSuperadmin(c.keys.public_key);
-  if (s.ok()) s = store_.Commit();
-  if (!s.ok()) {
-    (void)store_.Rollback();
-    return s.WithContext("cannot record the superadmin key");
-  }
+  // Recorded in the store by Lead(): a follower writes nothing.
+  superadmin_key_ = c.keys.public_key;
   return curve::SaveCredential(path, c);
+}
+
+Status Reactor::Lead() {
+  WEFT_RETURN_IF_ERROR(components_.Resume());
+  if (!superadmin_key_.empty()) {
+    WEFT_RETURN_IF_ERROR(store_.Begin());
+    Status s = registry_.EnsureSuperadmin(superadmin_key_);
+    if (s.ok()) s = store_.Commit();
+    if (!s.ok()) {
+      (void)store_.Rollback();
+      return s.WithContext("cannot record the superadmin key");
+    }
+  }
+  leading_ = true;
+  return Status::Ok();
+}
+
+Status Reactor::StartElection(const json& bound) {
+  leader::LeaderOptions o;
+  o.conninfo = *election_;
+  const LeaderConfig& c = config_.leader;
+  o.endpoints = {{"api", c.advertise_api.empty() ? bound.value("api", std::string()) : c.advertise_api},
+                 {"provisioner",
+                  c.advertise_provisioner.empty() ? bound.value("provisioner", std::string()) : c.advertise_provisioner},
+                 {"events", c.advertise_events.empty() ? bound.value("events", std::string()) : c.advertise_events}};
+  o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
+  o.lease_ms = c.lease_ms;
+  o.poll_ms = c.poll_ms;
+  WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
+  // The fence: no write transaction commits unless the epoch in force is the
+  // one this weftd took over with (server/leader/leadership.hpp).
+  store_.SetWriteGuard([this] {
+    Result<std::int64_t> epoch = store_.LeaderEpoch();
+    if (!epoch.ok()) return epoch.status().WithContext("cannot check that this weftd still leads");
+    return leadership_->CheckFence(*epoch);
+  });
+  DaemonInfo info = components_.info();
+  info.leadership = [this] { return leadership_->View(); };
+  components_.set_info(std::move(info));
+  // A follower still admits the keys the store knows (to tell them where the leader is).
+  WEFT_RETURN_IF_ERROR(registry_.Load());
+  return Elect(clock_.NowMs());
+}
+
+Status Reactor::Elect(std::int64_t now) {
+  if (leading_ && !leadership_->leader()) {
+    StepDown();  // a write transaction found another epoch
+    return Status::Ok();
+  }
+  if (now >= next_registry_load_ms_ && !leading_) {
+    // New users and hosts reach a follower too; their keys come from the store.
+    if (Status s = registry_.Load(); !s.ok()) {
+      WEFT_LOG(kWarn, kLog) << s.message();
+    }
+    next_registry_load_ms_ = now + 1000;
+  }
+  if (now < leadership_->next_tick_ms()) return Status::Ok();
+  Result<leader::Leadership::Change> change = leadership_->Tick(now);
+  if (!change.ok()) {
+    if (tally_.Count("leader election failures", now)) {
+      WEFT_LOG(kWarn, kLog) << change.status().message();
+    }
+    return Status::Ok();
+  }
+  if (*change == leader::Leadership::Change::kLost) StepDown();
+  if (*change != leader::Leadership::Change::kBecameLeader) return Status::Ok();
+  // What a restart after a crash loads: jobs, the queue and its leases, hosts, keys.
+  Status s = Lead();
+  if (!s.ok()) {
+    leadership_->Lose("it could not load the state: " + s.message());
+    StepDown();
+    return Status::Ok();
+  }
+  WEFT_LOG(kInfo, kLog) << "took over as leader (epoch " << leadership_->epoch() << "): " << queue_.queued()
+                        << " tasks queued, " << queue_.leased() << " leased";
+  return Status::Ok();
+}
+
+void Reactor::StepDown() {
+  const bool was = leading_;
+  leading_ = false;
+  if (!was) return;
+  WEFT_LOG(kWarn, kLog) << "stepped down: answering as a follower from now on";
+  std::vector<Pending> replies;
+  held_.AnswerAll(&replies, leader::NotLeaderStatus(*leadership_, Endpoint::kProvisioner));
+  for (Pending& p : replies) p.response.details = leader::NotLeaderDetails(*leadership_, p.endpoint);
+  transport_.Send(replies, &undelivered_);
+  // Attempts that were never delivered stay leased in the store; the leader's lease expiry hands them out again.
+  undelivered_.clear();
+  serve_more_ = false;
+}
+
+void Reactor::AnswerAsFollower() {
+  if (inbox_.empty()) return;
+  const json status = {{"version", "0.1.0"},
+                       {"protocol", wire::kProtocolVersion},
+                       {"pid", getpid()},
+                       {"endpoints", components_.info().endpoints}};
+  std::vector<Pending> replies;
+  for (Inbound& in : inbox_) {
+    if (in.request) in.pending.response = leader::AnswerAsFollower(*leadership_, in.pending.endpoint, *in.request, status);
+    replies.push_back(std::move(in.pending));
+  }
+  inbox_.clear();
+  Reply(replies);
 }
 
 }  // namespace
@@ -621,6 +760,13 @@ Status LockDataDir(const std::filesystem::path& data_dir) {
   return Status::Ok();
 }
 
+// With the postgres store and [leader] enabled, weftd elects a leader among
+// every weftd on that database; the connection string for it.
+std::optional<std::string> ElectionConninfo(const Config& config) {
+  if (config.store.backend != "postgres" || !config.leader.enabled) return std::nullopt;
+  return config.store.conninfo;
+}
+
 Status RunDaemon(const Config& config, int signal_fd) {
   store::StoreOptions options;
   options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
@@ -631,7 +777,7 @@ Status RunDaemon(const Config& config, int signal_fd) {
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));
-  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store);
+  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, ElectionConninfo(config));
   Status s = reactor->Start();
   if (s.ok()) s = reactor->Loop();
   reactor->Shutdown();

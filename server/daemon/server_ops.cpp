@@ -111,6 +111,10 @@ Response ServerOps::ServerStatus(const Call& call) {
                    {"succeeded", d_.queue.succeeded()},
                    {"failed", d_.queue.failed()}}},
                  {"requests", router_.Served()}};
+  if (d_.info.leadership) {
+    WEFT_TRY_ASSIGN(leadership, d_.info.leadership());
+    status["leadership"] = std::move(leadership);
+  }
   // Where the server keeps its files is for the superadmin only.
   if (call.principal.role != Role::kSuperadmin) {
     status.erase("data_dir");

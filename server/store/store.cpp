@@ -586,6 +586,8 @@ struct Store::Impl {
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
   WriteGuard write_guard;
+  sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
+  bool leader_epoch_ready = false;
   // Last (SQLite only): stopped (and its connection closed) before the statements and db go.
   std::unique_ptr<Checkpointer> checkpointer;
 };
@@ -605,6 +607,20 @@ CheckpointStats Store::checkpoint_stats() const {
 }
 
 void Store::SetWriteGuard(WriteGuard guard) { impl_->write_guard = std::move(guard); }
+
+Result<std::int64_t> Store::LeaderEpoch() {
+  if (!impl_->leader_epoch_ready) {
+    WEFT_ASSIGN_OR_RETURN(impl_->leader_epoch,
+                          impl_->db->Prepare("SELECT epoch FROM weft_leader WHERE id = 1 FOR SHARE"));
+    impl_->leader_epoch_ready = true;
+  }
+  sql::Statement& s = impl_->leader_epoch.Reset();
+  WEFT_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row) return Status::Internal("the leader election's row is missing from weft_leader");
+  const std::int64_t epoch = s.Int(0);
+  WEFT_RETURN_IF_ERROR(s.Run());
+  return epoch;
+}
 
 Result<std::unique_ptr<Store>> Store::Open(const std::filesystem::path& path, StoreOptions options) {
   std::unique_ptr<Store> store(new Store(path));

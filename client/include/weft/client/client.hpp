@@ -7,13 +7,23 @@
 // restarted server is reached again without any action by the caller, and a
 // late reply to an abandoned call is never mistaken for a newer one.
 //
+// Several weftd on one database (docs/failover.md): `endpoint` may list
+// several, comma-separated. A reply that says the server is not the leader
+// (NOT_LEADER) sends the call on to the leader it names, at once; with
+// several endpoints, one that cannot be connected to is skipped before
+// anything is sent to it, and one that never answered a sent request is
+// left for the next on the following call (the request may have been
+// carried out, so it is not sent twice).
+//
 // Not thread-safe: one Client per thread. The zmq::context_t must outlive it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
@@ -27,7 +37,7 @@ namespace weft::client {
 using json = nlohmann::json;
 
 struct Options {
-  std::string endpoint;              // "tcp://127.0.0.1:7420"
+  std::string endpoint;              // "tcp://127.0.0.1:7420", or several: "tcp://a:7420,tcp://b:7420"
   int timeout_ms = 5000;             // per call, unless the call gives its own
   std::string tenant = {};           // carried in every request header when non-empty
   wire::Limits limits = {};          // applied to replies
@@ -39,6 +49,9 @@ struct Options {
   // script's session or API token; docs/security.md).
   wire::OnBehalf on_behalf = {};
 };
+
+// The endpoints of a comma-separated list, without blanks and empty entries.
+std::vector<std::string> SplitEndpoints(std::string_view list);
 
 // Options for the api endpoint from a credential file (endpoint, keys).
 Options FromCredential(const curve::Credential& credential, int timeout_ms = 5000);
@@ -62,15 +75,31 @@ class Client {
   Result<wire::Reply> CallRaw(const wire::Request& request, int timeout_ms = -1);
 
   const Options& options() const { return options_; }
+  // The endpoint the next call goes to first.
+  const std::string& endpoint() const { return endpoints_[current_]; }
   void set_on_behalf(wire::OnBehalf on_behalf) { options_.on_behalf = std::move(on_behalf); }
 
  private:
   void Connect();
   std::string NextId();
-  // Sends `req` (its id, and its tenant and on_behalf when empty, filled in
-  // here) and waits for the reply: the request is not copied on the way.
+  // Sends `req` (its tenant and on_behalf when empty, filled in here), following
+  // a follower's NOT_LEADER to the leader, and waits for the reply: the request
+  // is not copied on the way.
   Result<wire::Reply> Exchange(wire::Request& req, int timeout_ms);
+  // With several endpoints: connects to the current one, moving on to the
+  // next while one cannot be connected to within `ms`; false if none could.
+  bool ConnectReachable(int ms);
+  // One attempt at the current endpoint, with a fresh request id.
+  Result<wire::Reply> CallOnce(wire::Request& req, std::chrono::steady_clock::time_point deadline, int timeout_ms);
+  // Moves to `endpoint` (added to the list when new) or, when empty, the next one.
+  void MoveTo(const std::string& endpoint);
 
+  // With several endpoints: whether the monitor saw the connection drop (draining its events).
+  bool Disconnected();
+
+  std::vector<std::string> endpoints_;
+  std::size_t current_ = 0;
+  std::unique_ptr<zmq::socket_t> monitor_;  // with several endpoints: the socket's disconnect events
   zmq::context_t& ctx_;
   Options options_;
   std::unique_ptr<zmq::socket_t> socket_;

@@ -80,6 +80,20 @@ struct MetricsConfig {
   std::string listen = "127.0.0.1:*";  // HOST:PORT; * picks a free port (endpoints.json names it)
 };
 
+// docs/failover.md: several weftd on one PostgreSQL database, one of them the leader.
+// Only with the postgres store; with SQLite a weftd is always the only one.
+struct LeaderConfig {
+  bool enabled = true;        // false: this weftd writes without an election (one weftd only)
+  std::string node = {};      // its name among the others; empty: its advertised api endpoint
+  std::int64_t lease_ms = 3000;  // a leader that has not renewed for this long is taken over
+  std::int64_t poll_ms = 250;    // how often a follower tries to take over
+  // The endpoints clients and hosts reach this weftd at, when they differ
+  // from the bound ones (a bind to 0.0.0.0, a proxy); empty: the bound ones.
+  std::string advertise_api = {};
+  std::string advertise_provisioner = {};
+  std::string advertise_events = {};
+};
+
 struct ServerConfig {
   std::filesystem::path data_dir = "/var/lib/weft";
   log::Level log_level = log::Level::kInfo;
@@ -100,6 +114,7 @@ struct Config {
   StoreConfig store;
   SecurityConfig security;
   MetricsConfig metrics;
+  LeaderConfig leader;
 };
 
 // Parses TOML text; `origin` names the file in error messages.

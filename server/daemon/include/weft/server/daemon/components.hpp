@@ -41,6 +41,12 @@ class Components {
   // registers every op group but the CurveZMQ ones, and loads everything from
   // the store in one transaction (which may resume jobs).
   [[nodiscard]] Status Start();
+  // Start in two steps, for a weftd that may be a follower (docs/failover.md):
+  // Prepare opens the resource store and registers the ops without writing
+  // anything; Resume loads everything from the store in one transaction (which
+  // may resume jobs), at start-up or when this weftd takes over as leader.
+  [[nodiscard]] Status Prepare();
+  [[nodiscard]] Status Resume();
   // Security on: enrollment, host accept/revoke, users and keys; tokens name `server_key`.
   void AddSecurityOps(const std::string& server_key);
 
@@ -60,6 +66,7 @@ class Components {
   void DiscardEvents();
 
   void set_info(DaemonInfo info) { info_ = std::move(info); }
+  const DaemonInfo& info() const { return info_; }
 
   // The metrics (docs/metrics.md); null with [metrics] enabled = false.
   ServerMetrics* metrics() { return metrics_.get(); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,8 @@ struct DaemonInfo {
   std::int64_t started_at_ms = 0;
   std::string data_dir;
   nlohmann::json endpoints = nlohmann::json::object();
+  // With several weftd on one database: the leader, the followers and the epoch (docs/failover.md).
+  std::function<Result<nlohmann::json>()> leadership = {};
 };
 
 struct ServerOpsDeps {

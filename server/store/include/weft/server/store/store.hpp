@@ -337,6 +337,10 @@ class Store {
 
   // Replaces the guard every Commit() runs first (none: an empty function).
   void SetWriteGuard(WriteGuard guard);
+  // Several weftd on one PostgreSQL (server/leader, docs/failover.md): the
+  // leader's epoch in weft_leader, read FOR SHARE so that a takeover waits
+  // for this transaction to end. For the write guard, in a transaction.
+  [[nodiscard]] Result<std::int64_t> LeaderEpoch();
 
   [[nodiscard]] Status Begin();
   [[nodiscard]] Status Commit();

@@ -1,0 +1,52 @@
+#include "weft/server/leader/follower.hpp"
+
+#include <string>
+#include <utility>
+
+namespace weft::server::leader {
+namespace {
+
+using json = nlohmann::json;
+
+// The leader's endpoint of the kind `endpoint` is ("" while none is known).
+std::string LeaderEndpoint(const Leadership& leadership, api::Endpoint endpoint) {
+  const json& known = leadership.known_leader();
+  if (!known.is_object() || known.value("node", std::string()).empty()) return "";
+  const json endpoints = known.value("endpoints", json::object());
+  const char* kind = endpoint == api::Endpoint::kProvisioner ? "provisioner" : "api";
+  return endpoints.is_object() ? endpoints.value(kind, std::string()) : std::string();
+}
+
+}  // namespace
+
+json NotLeaderDetails(const Leadership& leadership, api::Endpoint endpoint) {
+  json details = {{"not_leader", true}, {"epoch", leadership.known_leader().value("epoch", std::int64_t{0})}};
+  const std::string where = LeaderEndpoint(leadership, endpoint);
+  if (!where.empty()) {
+    details["leader"] = where;
+    details["node"] = leadership.known_leader().value("node", std::string());
+  }
+  return details;
+}
+
+Status NotLeaderStatus(const Leadership& leadership, api::Endpoint endpoint) {
+  const std::string where = LeaderEndpoint(leadership, endpoint);
+  if (where.empty())
+    return Status::Unavailable("this weftd ('" + leadership.node() +
+                               "') is a follower and no leader is known yet; retry in a moment");
+  return Status::Unavailable("this weftd ('" + leadership.node() + "') is a follower; the leader is '" +
+                             leadership.known_leader().value("node", std::string()) + "' at " + where +
+                             ": send the request there");
+}
+
+api::Response AnswerAsFollower(Leadership& leadership, api::Endpoint endpoint, const wire::Request& request,
+                               json status) {
+  if (request.op != "server.status")
+    return api::Response::Error(NotLeaderStatus(leadership, endpoint), NotLeaderDetails(leadership, endpoint));
+  Result<json> view = leadership.View();
+  if (!view.ok()) return api::Response::Error(view.status());
+  status["leadership"] = std::move(*view);
+  return api::Response::Ok(std::move(status));
+}
+
+}  // namespace weft::server::leader

@@ -1,0 +1,113 @@
+// weft::server::leader::Leadership: which of several weftd sharing one
+// PostgreSQL database is the leader (docs/failover.md).
+//
+// Each weftd keeps a connection of its own to the database for this, apart
+// from the store's. The leader holds a session advisory lock on it and the
+// row of weft_leader names it, with an epoch that every takeover increments.
+// Every write transaction of the store first reads that epoch FOR SHARE
+// (FenceSql) and gives up when it is not the one this weftd took over with,
+// so a leader that was paused or cut off can never commit once another one
+// has taken over: the takeover's UPDATE of the row waits for any transaction
+// that holds it, and a takeover first ends the connections of such stale
+// transactions.
+//
+// The lock alone does not notice a leader that is stopped (SIGSTOP, a frozen
+// machine) while its connection stays open, so the leader also renews the
+// row's renewed_at; a follower that sees it older than the lease ends the
+// old leader's lock connection and takes over on its next tick.
+//
+// Every weftd also keeps a row of its own in weft_members (its endpoints, when
+// it was last seen), which server.status shows as the followers.
+//
+// The leader renews on a thread of its own, so that a long turn of the
+// reactor (a big cluster.create) never lets the lease run out; everything
+// else runs on the reactor's thread, between turns.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/common/status.hpp"
+
+namespace weft::server::leader {
+
+struct LeaderOptions {
+  std::string conninfo;  // libpq connection string of the store's database
+  std::string node;      // this weftd's name among the others (unique)
+  // This weftd's endpoints as clients reach them: {"api":..,"provisioner":..,"events":..}.
+  nlohmann::json endpoints = nlohmann::json::object();
+  // A leader that has not renewed for this long is taken over.
+  std::int64_t lease_ms = 3000;
+  // How often a follower tries to take over, and a leader renews (a third of the lease at most).
+  std::int64_t poll_ms = 250;
+};
+
+class Leadership {
+ public:
+  // Connects and makes the tables when they do not exist yet. Does not take over yet: Tick does.
+  static Result<std::unique_ptr<Leadership>> Open(LeaderOptions options);
+  ~Leadership();
+  Leadership(const Leadership&) = delete;
+  Leadership& operator=(const Leadership&) = delete;
+
+  enum class Change { kNone, kBecameLeader, kLost };
+  // Renews (leader) or tries to take over (follower). kLost: this weftd is no
+  // longer the leader and must stop serving writes at once. An error is only
+  // logged by the caller: the connection is made again on the next tick.
+  Result<Change> Tick(std::int64_t now_ms);
+  // When Tick is next due.
+  std::int64_t next_tick_ms() const { return next_tick_ms_; }
+
+  bool leader() const { return leader_.load(); }
+  std::int64_t epoch() const { return epoch_.load(); }
+  const std::string& node() const { return options_.node; }
+  // The leader as last seen: {"node":..,"epoch":..,"endpoints":{..}}; null before any is known.
+  const nlohmann::json& known_leader() const { return known_leader_; }
+
+  // Marks the leadership lost (a write transaction found another epoch).
+  void Lose(const std::string& why);
+
+  // The first statement of every write transaction: one row with the epoch in force.
+  static const char* FenceSql();
+  // Whether `epoch_in_force` (what FenceSql returned) lets this weftd commit;
+  // an error that says so when it does not, and the leadership is lost.
+  Status CheckFence(std::int64_t epoch_in_force);
+
+  // For server.status: {"leader":{..},"followers":[..],"epoch":N,"self":node,"role":..}.
+  Result<nlohmann::json> View();
+
+ private:
+  explicit Leadership(LeaderOptions options);
+  Status Connect();
+  Status Setup();
+  Status Announce();
+  // The renewing thread: every third of the lease while this weftd leads.
+  void RenewLoop();
+  void Renew();
+  void LoseLocked(const std::string& why);
+  Result<Change> TryTakeOver();
+  Status EndStaleLeader();
+  Status ReadLeader();
+
+  LeaderOptions options_;
+  struct Conn;
+  std::mutex mu_;  // guards conn_ (the renewing thread and the reactor share it)
+  std::unique_ptr<Conn> conn_;
+  std::atomic<bool> leader_{false};
+  std::atomic<std::int64_t> epoch_{0};
+  std::int64_t next_tick_ms_ = 0;
+  std::int64_t next_announce_ms_ = 0;
+  nlohmann::json known_leader_;  // the reactor's only
+  std::condition_variable wake_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread renewer_;
+};
+
+}  // namespace weft::server::leader

@@ -1,0 +1,301 @@
+#include "weft/server/leader/leadership.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
+
+namespace weft::server::leader {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kLog = "leader";
+// The advisory lock's two keys: 'weft' and 1 (the leader); 0 guards making the tables.
+constexpr const char* kLockArgs = "2003199604, 1";
+constexpr const char* kSetupLock = "SELECT pg_advisory_xact_lock(2003199604, 0)";
+
+// One result, cleared when it goes out of scope.
+class PgResult {
+ public:
+  explicit PgResult(PGresult* r) : r_(r) {}
+  ~PgResult() { PQclear(r_); }
+  PgResult(const PgResult&) = delete;
+  PgResult& operator=(const PgResult&) = delete;
+  PGresult* get() const { return r_; }
+  int rows() const { return PQntuples(r_); }
+  std::string text(int row, int col) const { return PQgetvalue(r_, row, col); }
+  bool null(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
+  std::int64_t number(int row, int col) const {
+    return null(row, col) ? 0 : static_cast<std::int64_t>(std::stod(PQgetvalue(r_, row, col)));
+  }
+
+ private:
+  PGresult* r_;
+};
+
+json ParseEndpoints(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_object() ? j : json::object();
+}
+
+}  // namespace
+
+struct Leadership::Conn {
+  PGconn* pg = nullptr;
+  ~Conn() {
+    if (pg) PQfinish(pg);
+  }
+
+  // Runs one statement with text parameters; an error names what failed.
+  Result<std::unique_ptr<PgResult>> Exec(const std::string& sql, const std::vector<std::string>& params = {}) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const std::string& p : params) values.push_back(p.c_str());
+    auto r = std::make_unique<PgResult>(PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                                     values.data(), nullptr, nullptr, 0));
+    const ExecStatusType st = PQresultStatus(r->get());
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      std::string why = PQresultErrorMessage(r->get());
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      return Status::Unavailable("the leader election's database connection failed: " + why);
+    }
+    return r;
+  }
+  bool ok() const { return pg && PQstatus(pg) == CONNECTION_OK; }
+};
+
+Leadership::Leadership(LeaderOptions options) : options_(std::move(options)) {
+  options_.poll_ms = std::clamp<std::int64_t>(options_.poll_ms, 10, std::max<std::int64_t>(10, options_.lease_ms / 3));
+}
+
+Leadership::~Leadership() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
+  std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
+  WEFT_RETURN_IF_ERROR(l->Connect());
+  WEFT_RETURN_IF_ERROR(l->Setup());
+  l->renewer_ = std::thread([raw = l.get()] { raw->RenewLoop(); });
+  return l;
+}
+
+const char* Leadership::FenceSql() { return "SELECT epoch FROM weft_leader WHERE id = 1 FOR SHARE"; }
+
+Status Leadership::CheckFence(std::int64_t epoch_in_force) {
+  if (leader_ && epoch_in_force == epoch_.load()) return Status::Ok();
+  const std::string why = "another weftd took over as leader (epoch " + std::to_string(epoch_in_force) +
+                          ", this one had " + std::to_string(epoch_.load()) + "); this weftd may not write";
+  if (leader_) Lose(why);
+  return Status::Unavailable(why);
+}
+
+void Leadership::Lose(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LoseLocked(why);
+}
+
+void Leadership::LoseLocked(const std::string& why) {
+  if (!leader_) return;
+  WEFT_LOG(kWarn, kLog) << "'" << options_.node << "' is no longer the leader: " << why;
+  leader_ = false;
+  // The session lock may still be held by this connection: dropping it lets
+  // the next leader take over at once instead of after the lease.
+  conn_.reset();
+}
+
+Status Leadership::Connect() {
+  conn_ = std::make_unique<Conn>();
+  conn_->pg = PQconnectdb(options_.conninfo.c_str());
+  if (!conn_->ok()) {
+    std::string why = conn_->pg ? PQerrorMessage(conn_->pg) : "out of memory";
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    conn_.reset();
+    return Status::Unavailable("cannot connect to PostgreSQL for the leader election: " + why);
+  }
+  // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
+  PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
+  // A statement that hangs (a lock held by a stopped process) must not stall the reactor for long.
+  const std::string limit = std::to_string(std::max<std::int64_t>(100, options_.lease_ms / 2));
+  Result<std::unique_ptr<PgResult>> r = conn_->Exec("SET statement_timeout = " + limit);
+  if (!r.ok()) {
+    conn_.reset();
+    return r.status();
+  }
+  return Status::Ok();
+}
+
+Status Leadership::Setup() {
+  // Several weftd may start at once: the tables are made under a lock of their own.
+  static constexpr const char* kStatements[] = {
+      "BEGIN",
+      kSetupLock,
+      "CREATE TABLE IF NOT EXISTS weft_leader (id integer PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL, "
+      "node text NOT NULL, endpoints text NOT NULL, lock_pid integer NOT NULL, since timestamptz NOT NULL, "
+      "renewed_at timestamptz NOT NULL)",
+      "INSERT INTO weft_leader VALUES (1, 0, '', '{}', 0, now(), now()) ON CONFLICT (id) DO NOTHING",
+      "CREATE TABLE IF NOT EXISTS weft_members (node text PRIMARY KEY, endpoints text NOT NULL, "
+      "seen_at timestamptz NOT NULL)",
+      "COMMIT",
+  };
+  for (const char* sql : kStatements) {
+    Result<std::unique_ptr<PgResult>> r = conn_->Exec(sql);
+    if (!r.ok()) {
+      (void)conn_->Exec("ROLLBACK");
+      return r.status().WithContext("cannot make the leader election's tables");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Leadership::Announce() {
+  WEFT_RETURN_IF_ERROR(conn_
+                           ->Exec("INSERT INTO weft_members VALUES ($1, $2, now()) ON CONFLICT (node) DO UPDATE "
+                                  "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at",
+                                  {options_.node, wire::Dump(options_.endpoints)})
+                           .status());
+  return Status::Ok();
+}
+
+Status Leadership::ReadLeader() {
+  WEFT_ASSIGN_OR_RETURN(
+      auto r, conn_->Exec("SELECT epoch, node, endpoints, EXTRACT(EPOCH FROM (now() - renewed_at)) * 1000, lock_pid "
+                          "FROM weft_leader WHERE id = 1"));
+  if (r->rows() != 1) return Status::Internal("the leader election's row is missing");
+  known_leader_ = {{"epoch", r->number(0, 0)},
+                   {"node", r->text(0, 1)},
+                   {"endpoints", ParseEndpoints(r->text(0, 2))},
+                   {"renewed_ms_ago", r->number(0, 3)}};
+  return Status::Ok();
+}
+
+Result<Leadership::Change> Leadership::Tick(std::int64_t now_ms) {
+  next_tick_ms_ = now_ms + options_.poll_ms;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!conn_ || !conn_->ok()) {
+    if (leader_) {
+      LoseLocked("its connection to PostgreSQL, which held the leader's lock, ended");
+      return Change::kLost;
+    }
+    WEFT_RETURN_IF_ERROR(Connect());
+  }
+  if (now_ms >= next_announce_ms_) {
+    WEFT_RETURN_IF_ERROR(Announce());
+    next_announce_ms_ = now_ms + std::max<std::int64_t>(options_.poll_ms, options_.lease_ms / 3);
+  }
+  // The renewing thread keeps a leader's lease.
+  if (leader_) return Change::kNone;
+  Result<Change> c = TryTakeOver();
+  if (c.ok() && *c == Change::kBecameLeader) wake_.notify_all();
+  return c;
+}
+
+void Leadership::RenewLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    // Renewing costs a write: a third of the lease is often enough.
+    wake_.wait_for(lock, std::chrono::milliseconds(std::max<std::int64_t>(10, options_.lease_ms / 3)));
+    if (stop_ || !leader_) continue;
+    Renew();
+  }
+}
+
+void Leadership::Renew() {
+  if (!conn_ || !conn_->ok()) {
+    LoseLocked("its connection to PostgreSQL, which held the leader's lock, ended");
+    return;
+  }
+  Result<std::unique_ptr<PgResult>> r =
+      conn_->Exec("UPDATE weft_leader SET renewed_at = now() WHERE id = 1 AND epoch = $1 RETURNING epoch",
+                  {std::to_string(epoch_.load())});
+  if (!r.ok()) {
+    LoseLocked("it could not renew its lease (" + r.status().message() + ")");
+  } else if ((*r)->rows() != 1) {
+    LoseLocked("the leader's row has another epoch now");
+  }
+}
+
+Result<Leadership::Change> Leadership::TryTakeOver() {
+  WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
+  if (lock->rows() != 1 || lock->text(0, 0) != "t") {
+    WEFT_RETURN_IF_ERROR(ReadLeader());
+    if (known_leader_.value("renewed_ms_ago", std::int64_t{0}) > options_.lease_ms) WEFT_RETURN_IF_ERROR(EndStaleLeader());
+    return Change::kNone;
+  }
+  // The lock is ours: no other weftd can be taking over. Transactions of a
+  // stale leader that hold the row are ended; then the new epoch.
+  static constexpr const char* kEndStaleWriters =
+      "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'weft_leader'::regclass "
+      "AND mode = 'RowShareLock' AND pid <> pg_backend_pid()";
+  Result<std::unique_ptr<PgResult>> r = conn_->Exec("BEGIN");
+  if (r.ok()) r = conn_->Exec(kEndStaleWriters);
+  if (r.ok())
+    r = conn_->Exec(
+        "UPDATE weft_leader SET epoch = epoch + 1, node = $1, endpoints = $2, lock_pid = pg_backend_pid(), "
+        "since = now(), renewed_at = now() WHERE id = 1 RETURNING epoch",
+        {options_.node, wire::Dump(options_.endpoints)});
+  std::int64_t epoch = 0;
+  if (r.ok()) epoch = (*r)->number(0, 0);
+  if (r.ok()) r = conn_->Exec("COMMIT");
+  if (!r.ok()) {
+    (void)conn_->Exec("ROLLBACK");
+    // Let another weftd try: this one may be the slow one.
+    (void)conn_->Exec(std::string("SELECT pg_advisory_unlock_all()"));
+    return r.status().WithContext("cannot take over as leader");
+  }
+  leader_ = true;
+  epoch_ = epoch;
+  known_leader_ = {{"epoch", epoch}, {"node", options_.node}, {"endpoints", options_.endpoints}, {"renewed_ms_ago", 0}};
+  WEFT_LOG(kInfo, kLog) << "'" << options_.node << "' is the leader now (epoch " << epoch << ")";
+  return Change::kBecameLeader;
+}
+
+Status Leadership::EndStaleLeader() {
+  WEFT_LOG(kWarn, kLog) << "the leader '" << known_leader_.value("node", std::string()) << "' has not renewed its lease for "
+                        << known_leader_.value("renewed_ms_ago", std::int64_t{0})
+                        << " ms: ending its database session so that another weftd can take over";
+  return conn_
+      ->Exec(
+          "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 2003199604 "
+          "AND objid = 1 AND objsubid = 2 AND granted AND pid <> pg_backend_pid() "
+          "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+      .status();
+}
+
+Result<nlohmann::json> Leadership::View() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Connect());
+  WEFT_RETURN_IF_ERROR(ReadLeader());
+  WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT node, endpoints, EXTRACT(EPOCH FROM (now() - seen_at)) * 1000 "
+                                            "FROM weft_members ORDER BY node"));
+  const std::string leader_node = known_leader_.value("node", std::string());
+  json followers = json::array();
+  for (int i = 0; i < r->rows(); ++i) {
+    if (r->text(i, 0) == leader_node) continue;
+    const std::int64_t age = r->number(i, 2);
+    followers.push_back({{"node", r->text(i, 0)},
+                         {"endpoints", ParseEndpoints(r->text(i, 1))},
+                         {"seen_ms_ago", age},
+                         {"live", age <= 3 * options_.lease_ms}});
+  }
+  return json{{"self", options_.node},
+              {"role", leader_ ? "leader" : "follower"},
+              {"epoch", known_leader_.value("epoch", std::int64_t{0})},
+              {"leader", known_leader_},
+              {"followers", followers},
+              {"lease_ms", options_.lease_ms}};
+}
+
+}  // namespace weft::server::leader
