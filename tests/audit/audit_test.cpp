@@ -51,8 +51,8 @@ json One(const json& list, const std::string& op, const std::string& target, con
 
 }  // namespace
 
-TEST_CASE("audit: every change is recorded with who made it, when and where; reads are not; each role sees "
-          "what it may; the log is append-only and holds no secret",
+TEST_CASE("audit: every change is recorded with who made it, when and where, reads are not, each role sees "
+          "what it may, the log is append-only and holds no secret",
           "[audit][security]") {
   testing::TempDir tmp("weft-audit");
   Weftd s(ServerIn(tmp / "server", /*curve=*/true));

@@ -254,7 +254,7 @@ TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's se
   CHECK(usage.exit_code == 2);
 }
 
-TEST_CASE("weft provider put|get|list|delete: validation names the JSON path; versions, tombstones, tenants",
+TEST_CASE("weft provider put|get|list|delete: validation names the JSON path, versions, tombstones, tenants",
           "[catalog][cli][integration]") {
   testing::Weftd server("weft-catalog-cli-test");
   testing::WriteFile(server.Path("bad.json"), R"({"name":"bad","providertype":5,"provisioner":[]})");

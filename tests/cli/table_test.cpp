@@ -20,7 +20,7 @@ TEST_CASE("cli table: columns align on the widest cell, numbers right, no traili
         "host-long       128\n");
 }
 
-TEST_CASE("cli table: UTF-8 counts one column per code point; control characters are neutralised", "[cli]") {
+TEST_CASE("cli table: UTF-8 counts one column per code point, control characters are neutralised", "[cli]") {
   Table t({"A", "B"});
   t.AddRow({"\xC3\xA9t\xC3\xA9", "x"});  // "été": 5 bytes, 3 columns
   t.AddRow({"ab\x1b[2J", "y"});

@@ -26,7 +26,7 @@ TEST_CASE("host config: an empty file gives every default", "[host][config]") {
   CHECK(c->plugin_dirs[1] == std::filesystem::path("/opt/weft/plugins/automators"));
 }
 
-TEST_CASE("host config: every key is read; relative plugin dirs are relative to the file", "[host][config]") {
+TEST_CASE("host config: every key is read, relative plugin dirs are relative to the file", "[host][config]") {
   auto c = ParseConfig(R"(
 server = "tcp://10.0.0.1:9000"
 host_id = "h-1.example"

@@ -21,7 +21,7 @@ std::string ReasonFor(const PluginSet& set, const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("loader: every broken fixture is refused with its reason; the good one loads", "[host][loader]") {
+TEST_CASE("loader: every broken fixture is refused with its reason, the good one loads", "[host][loader]") {
   PluginSet set;
   set.LoadDirectories({FixtureDir()});
 
@@ -53,7 +53,7 @@ TEST_CASE("loader: every broken fixture is refused with its reason; the good one
                                           "fixture_no_entry.so", "fixture_oversized.so"});
 }
 
-TEST_CASE("loader: the descriptor becomes host.register JSON; sensitive defaults stay home", "[host][loader]") {
+TEST_CASE("loader: the descriptor becomes host.register JSON, sensitive defaults stay home", "[host][loader]") {
   PluginSet set;
   set.LoadDirectories({FixtureDir()});
   REQUIRE(set.plugins().size() == 1);

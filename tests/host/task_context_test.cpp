@@ -54,7 +54,7 @@ TEST_CASE("task context: set_result accepts JSON text and refuses anything else"
   CHECK_FALSE(ctx.result().contains("password"));
 }
 
-TEST_CASE("task context: cancel sets the flag the plugin polls; the first reason wins", "[host][task]") {
+TEST_CASE("task context: cancel sets the flag the plugin polls, the first reason wins", "[host][task]") {
   TaskContext ctx("{}", nullptr);
   CHECK(Svc().cancelled(ctx.handle()) == 0);
   std::thread other([&] { ctx.Cancel("host shutting down"); });

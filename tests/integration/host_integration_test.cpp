@@ -136,7 +136,7 @@ TEST_CASE("integration: a busy runner gets its next task with the finish, one ro
   CHECK(takes <= 4);  // the one that got the first task, and held takes while idle before and after
 }
 
-TEST_CASE("integration: bad plugins are refused by name; plugin.list shows exactly the good ones",
+TEST_CASE("integration: bad plugins are refused by name, plugin.list shows exactly the good ones",
           "[integration][host]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
@@ -203,7 +203,7 @@ TEST_CASE("integration: a task of a SIGKILLed host is handed out again after its
   CHECK(done["attempts"][1]["status"] == "succeeded");
 }
 
-TEST_CASE("integration: weftd restarted on the same ports; the host reconnects by itself", "[integration][host]") {
+TEST_CASE("integration: weftd restarted on the same ports, the host reconnects by itself", "[integration][host]") {
   TempDir tmp("weft-it");
   auto first = std::make_unique<Weftd>(ServerIn(tmp / "server"));
   const json endpoints = first->endpoints();
@@ -229,7 +229,7 @@ TEST_CASE("integration: weftd restarted on the same ports; the host reconnects b
   if (fresh_store) CHECK_THAT(host.Log(), Catch::Contains("registering again"));
 }
 
-TEST_CASE("integration: a task running while weftd is down keeps its attempt; it is not handed out twice",
+TEST_CASE("integration: a task running while weftd is down keeps its attempt, it is not handed out twice",
           "[integration][host]") {
   TempDir tmp("weft-it");
   constexpr int kLeaseMs = 3000;

@@ -158,7 +158,7 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
   CheckNoSanitizerReport(host.Log());
 }
 
-TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable; a broken one is refused",
+TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable, a broken one is refused",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
@@ -230,7 +230,7 @@ TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integrat
 }
 
 #ifdef WEFT_TEST_LUA
-TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a native one; a broken one is refused",
+TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a native one, a broken one is refused",
           "[integration][host][isolation][lua]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));

@@ -158,7 +158,7 @@ const std::string kFastHosts =
 
 // ---- 1. a retried CREATE does not leak a machine ------------------------------------
 
-TEST_CASE("day2: a CREATE whose host dies mid-way is run again under the same idempotency key; the fake "
+TEST_CASE("day2: a CREATE whose host dies mid-way is run again under the same idempotency key, the fake "
           "provider holds exactly one machine per node",
           "[jobs][integration][day2]") {
   Env env("weft-day2-create-key", kFastHosts, 2, 2);
@@ -299,7 +299,7 @@ TEST_CASE("day2: a rollback of an upgrade installs the previous version of every
 
 // ---- 4. terminated clusters by name; service state per node -------------------------
 
-TEST_CASE("day2: a terminated cluster is found by its name; stop and start show in the cluster's status and in "
+TEST_CASE("day2: a terminated cluster is found by its name, stop and start show in the cluster's status and in "
           "every node's service states",
           "[jobs][integration][day2]") {
   Env env("weft-day2-states", "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
@@ -394,7 +394,7 @@ TEST_CASE("day2: a terminated cluster is found by its name; stop and start show 
 // ---- 5. a Coopr template whose default image type is not among its compatible ones ----
 
 TEST_CASE("day2: a template whose defaults.imagetype is outside compatibility.imagetypes imports with a "
-          "warning; a cluster fails to plan only when it uses that default",
+          "warning, a cluster fails to plan only when it uses that default",
           "[jobs][integration][day2]") {
   Env env("weft-day2-coopr-default", "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
   CatalogDir catalog(env.Path("catalog"));

@@ -436,7 +436,7 @@ TEST_CASE("job engine: a failed grow removes the new nodes again and the cluster
   CHECK((**c).previous_json.empty());  // a failed change is not a change to roll back to
 }
 
-TEST_CASE("job engine: a failed shrink is not undone; the cluster is inconsistent until retry finishes it",
+TEST_CASE("job engine: a failed shrink is not undone, the cluster is inconsistent until retry finishes it",
           "[jobs]") {
   Fixture f;
   const std::string create = f.Create(Layout({{"n1", {"db"}}, {"n2", {"db"}}}));

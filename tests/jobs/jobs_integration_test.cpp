@@ -495,7 +495,7 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
 
 // ---- 2. results flow -------------------------------------------------------------
 
-TEST_CASE("jobs: CREATE and CONFIRM results reach later tasks of the node; private keys never show",
+TEST_CASE("jobs: CREATE and CONFIRM results reach later tasks of the node, private keys never show",
           "[jobs][integration]") {
   Env env("weft-jobs-results", kFastJobs);
   CatalogDir catalog = BaseCatalog(env.dir / "catalog");
@@ -550,7 +550,7 @@ TEST_CASE("jobs: CREATE and CONFIRM results reach later tasks of the node; priva
 
 // ---- 3. failures -----------------------------------------------------------------
 
-TEST_CASE("jobs: failed attempts are retried with backoff; a task that fails for good fails the job, "
+TEST_CASE("jobs: failed attempts are retried with backoff, a task that fails for good fails the job, "
           "which is undone or, with keep_on_failure, kept and resumed by retry",
           "[jobs][integration]") {
   constexpr std::int64_t kBackoffMs = 250;
@@ -743,7 +743,7 @@ TEST_CASE("jobs: a failed scale-up and a failed add-services are undone back to 
   }
 }
 
-TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a second time); job retry "
+TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a second time), job retry "
           "finishes it",
           "[jobs][integration]") {
   Env env("weft-jobs-shrink", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
@@ -797,7 +797,7 @@ TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a
   CHECK(JobsOf(s, "sh").size() == 3);
 }
 
-TEST_CASE("jobs: abort stops a running job at once and undoes nothing; retry resumes it; a busy cluster "
+TEST_CASE("jobs: abort stops a running job at once and undoes nothing, retry resumes it, a busy cluster "
           "refuses a second operation",
           "[jobs][integration]") {
   Env env("weft-jobs-abort", kFastJobs);
@@ -898,7 +898,7 @@ TEST_CASE("jobs: a failed CONFIRM deletes the node and creates it again before c
 
 // ---- 5. weftd killed again and again -----------------------------------------------
 
-TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes, the audit holds",
+TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job, it resumes, the audit holds",
           "[jobs][integration][crash]") {
   constexpr std::int64_t kLeaseMs = 800;
   Env env("weft-jobs-crash",
@@ -1002,7 +1002,7 @@ TEST_CASE("jobs: kill -9 of weftd at random points of a 200-task job; it resumes
 
 // ---- 6. a host killed mid-job ------------------------------------------------------
 
-TEST_CASE("jobs: kill -9 of a weft-host mid-job; the other host finishes the dead one's tasks",
+TEST_CASE("jobs: kill -9 of a weft-host mid-job, the other host finishes the dead one's tasks",
           "[jobs][integration][crash]") {
   Env env("weft-jobs-hostkill",
           "[tasks]\nlease_ms = 1500\n[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n"
@@ -1070,7 +1070,7 @@ TEST_CASE("jobs: kill -9 of a weft-host mid-job; the other host finishes the dea
 
 // ---- 7. cluster leases ------------------------------------------------------------
 
-TEST_CASE("jobs: a cluster whose lease runs out is deleted by the janitor; extend-lease keeps to the "
+TEST_CASE("jobs: a cluster whose lease runs out is deleted by the janitor, extend-lease keeps to the "
           "template's maximum",
           "[jobs][integration]") {
   Env env("weft-jobs-lease", kFastJobs);
@@ -1208,7 +1208,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
 
 // ---- day 2: restarts and hosts that come and go ------------------------------------
 
-TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps its ports; the host "
+TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps its ports, the host "
           "stays with it and the job finishes",
           "[jobs][integration][day2]") {
   Env env("weft-jobs-starports", kFastJobs, 1, 4);
@@ -1237,7 +1237,7 @@ TEST_CASE("jobs: weftd restarted under a running job with every port `*` keeps i
   CHECK(env.hosts[0]->process().running());
 }
 
-TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs when such a host comes; "
+TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs when such a host comes, "
           "a host stopped cleanly is not live at once",
           "[jobs][integration][day2]") {
   // No host yet, and a silence threshold far longer than the test: a host is

@@ -118,7 +118,7 @@ TEST_CASE("lua: a well-behaved plugin's logs, progress and results reach the hos
   CHECK(r.result["cancelled"] == false);
 }
 
-TEST_CASE("lua: fields get their defaults; a missing required field is an invalid task", "[lua]") {
+TEST_CASE("lua: fields get their defaults, a missing required field is an invalid task", "[lua]") {
   Plugin p(kHello);
   RunResult r = p.Run(WEFT_ACTION_INSTALL, HelloTask({{"token", "t"}}));
   INFO(r.err);
@@ -130,7 +130,7 @@ TEST_CASE("lua: fields get their defaults; a missing required field is an invali
   CHECK_THAT(missing.err, Contains("Lua plugin 'hello-lua': required field 'token' is missing"));
 }
 
-TEST_CASE("lua: a provider reads provider.fields; task.json is the whole task", "[lua]") {
+TEST_CASE("lua: a provider reads provider.fields, task.json is the whole task", "[lua]") {
   Plugin p(R"(
     return { type = "prov", kind = "provider",
       fields = { zone = { type = "string", default = "z1" }, size = { type = "number" } },
@@ -374,7 +374,7 @@ TEST_CASE("lua: the example plugins in scripts/lua load and run", "[lua]") {
   }
 }
 
-TEST_CASE("lua: limits must be positive; a huge time budget means no practical limit", "[lua]") {
+TEST_CASE("lua: limits must be positive, a huge time budget means no practical limit", "[lua]") {
   LuaLimits zero = TestLimits();
   zero.memory_bytes = 0;
   auto r = LoadLuaPluginSource("z.lua", Automator("return"), zero);

@@ -149,7 +149,7 @@ TEST_CASE("lua ssh: a host key mismatch is refused with the native sentence, no 
   CHECK_FALSE(std::filesystem::exists(marker));
 }
 
-TEST_CASE("lua ssh: a command past its timeout fails the task as TIMEOUT; the plugin keeps serving", "[lua][ssh]") {
+TEST_CASE("lua ssh: a command past its timeout fails the task as TIMEOUT, the plugin keeps serving", "[lua][ssh]") {
   SshdNode node("luatimeout");
   Plugin p(Automator("task:exec('sleep 10', { timeout_ms = 300 })"));
   auto start = Clock::now();

@@ -148,7 +148,7 @@ TEST_CASE("resource store: stage then sync activates, retiring the version that 
   CHECK(store->Sync("default").value().empty());
 }
 
-TEST_CASE("resource store: one staged version per resource; an older one can be staged back", "[resources]") {
+TEST_CASE("resource store: one staged version per resource, an older one can be staged back", "[resources]") {
   TempDir dir;
   ManualClock clock;
   auto store = OpenStore(dir / "resources", clock);

@@ -96,7 +96,7 @@ weft::Result<weft::wire::Reply> Raw(weft::client::Client& client, const std::str
 
 }  // namespace
 
-TEST_CASE("resources: a task gets the active version's file; a running task keeps its version through a sync",
+TEST_CASE("resources: a task gets the active version's file, a running task keeps its version through a sync",
           "[integration][resources]") {
   TempDir dir;
   Weftd server(ServerIn(dir / "server"));

@@ -222,7 +222,7 @@ TEST_CASE("provisioner: a token enrolls only the host it was made for, and repla
   CHECK_THAT(refused.error.message, Catch::Contains("revoked"));
 }
 
-TEST_CASE("provisioner: an admin accepts a host by its key's fingerprint; a later request does not replace an "
+TEST_CASE("provisioner: an admin accepts a host by its key's fingerprint, a later request does not replace an "
           "earlier one, nor an accept a live host without --force",
           "[security]") {
   Secured s;
@@ -384,7 +384,7 @@ TEST_CASE("provisioner: keys weftd does not know cannot make it hold memory: hug
   CHECK(host.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
 }
 
-TEST_CASE("provisioner: a key weftd does not know gets one small frame per request; more is dropped unread",
+TEST_CASE("provisioner: a key weftd does not know gets one small frame per request, more is dropped unread",
           "[security]") {
   Secured s;
   zmq::context_t ctx(1);

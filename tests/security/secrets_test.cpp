@@ -64,7 +64,7 @@ TEST_CASE("secrets: a sealed value opens only at its place, with its JSON type",
   CHECK(again->Open(sealed, place).ok());
 }
 
-TEST_CASE("secrets: fields are sealed for their place; sealed text from elsewhere is refused", "[security]") {
+TEST_CASE("secrets: fields are sealed for their place, sealed text from elsewhere is refused", "[security]") {
   weft::testing::TempDir tmp("weft-secrets");
   auto box = SecretBox::Open(tmp.path() / "secrets.key");
   REQUIRE(box.ok());

@@ -151,7 +151,7 @@ TEST_CASE("security: unknown and missing keys are refused at the handshake and l
   CHECK_THAT(bare.err, Catch::Contains("--credentials"));
 }
 
-TEST_CASE("security: a host enrolls with a one-time token; a used or expired token is refused", "[security]") {
+TEST_CASE("security: a host enrolls with a one-time token, a used or expired token is refused", "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const std::string token = Token(s);
@@ -192,7 +192,7 @@ TEST_CASE("security: a host enrolls with a one-time token; a used or expired tok
   CHECK(Count(h1.Log(), "enrolled with weftd") == 1);
 }
 
-TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked host is cut off at once",
+TEST_CASE("security: an unknown host waits until an admin accepts it, a revoked host is cut off at once",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
@@ -249,7 +249,7 @@ TEST_CASE("security: an unknown host waits until an admin accepts it; a revoked 
   CHECK(s.Weft({"host", "revoke", "h1"}, s.superadmin()).exit_code == 1);
 }
 
-TEST_CASE("security: roles and tenants are checked on the server; each denial names the op and the role",
+TEST_CASE("security: roles and tenants are checked on the server, each denial names the op and the role",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
@@ -300,7 +300,7 @@ TEST_CASE("security: roles and tenants are checked on the server; each denial na
   CHECK(tenants["tenants"].size() == 2);  // default and globex
 }
 
-TEST_CASE("security: quotas hold at create and scale, also for creates at the same moment; users see only their "
+TEST_CASE("security: quotas hold at create and scale, also for creates at the same moment, users see only their "
           "own clusters",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
@@ -525,7 +525,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   CHECK(s.WeftJson({"provider", "get", "fake"}, root).dump().find("enc:v2:") != std::string::npos);
 }
 
-TEST_CASE("security: a sealed value opens only where it was sealed for; copied into a cluster's config, a task, "
+TEST_CASE("security: a sealed value opens only where it was sealed for, copied into a cluster's config, a task, "
           "another provider or another tenant it is refused",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
@@ -769,7 +769,7 @@ TEST_CASE("security: a service's fields that its automator declares sensitive ar
     CHECK(text.find(secret) == std::string::npos);
 }
 
-TEST_CASE("security: a client flooding the api endpoint is rate limited; a host keeps getting tasks meanwhile",
+TEST_CASE("security: a client flooding the api endpoint is rate limited, a host keeps getting tasks meanwhile",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   // A limit low enough that even a slow (sanitized, loaded) client exceeds it.
@@ -829,7 +829,7 @@ TEST_CASE("security: a client flooding the api endpoint is rate limited; a host 
   CHECK(Count(s.Log(), "exceeds 50 requests/s") == 1);
 }
 
-TEST_CASE("security: the superadmin cannot act in a tenant that does not exist; a tenant's own users are unaffected",
+TEST_CASE("security: the superadmin cannot act in a tenant that does not exist, a tenant's own users are unaffected",
           "[security][tenant]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));

@@ -30,7 +30,7 @@ std::vector<std::string> Names(const std::vector<CatalogEntityRecord>& records) 
 
 }  // namespace
 
-TEST_CASE("catalog store: every put makes a new version; get gives the latest or the one asked for",
+TEST_CASE("catalog store: every put makes a new version, get gives the latest or the one asked for",
           "[store][catalog]") {
   weft::testing::TempDir dir;
   auto store = OpenStore(dir);
@@ -65,7 +65,7 @@ TEST_CASE("catalog store: every put makes a new version; get gives the latest or
   CHECK((*list)[0].version == 3);
 }
 
-TEST_CASE("catalog store: kinds are separate namespaces; list gives the latest per name, sorted", "[store][catalog]") {
+TEST_CASE("catalog store: kinds are separate namespaces, list gives the latest per name, sorted", "[store][catalog]") {
   weft::testing::TempDir dir;
   auto store = OpenStore(dir);
   Put(*store, "default", "service", "nginx", "{}");
@@ -83,7 +83,7 @@ TEST_CASE("catalog store: kinds are separate namespaces; list gives the latest p
   CHECK((*hw)[0].version == 1);
 }
 
-TEST_CASE("catalog store: delete leaves a tombstone; a later put takes the next version", "[store][catalog]") {
+TEST_CASE("catalog store: delete leaves a tombstone, a later put takes the next version", "[store][catalog]") {
   weft::testing::TempDir dir;
   auto store = OpenStore(dir);
   Put(*store, "default", "imagetype", "debian12", R"({"a":1})");

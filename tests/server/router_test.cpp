@@ -65,7 +65,7 @@ TEST_CASE("router: requests are counted per op when they reach the handler, refu
   CHECK(router.Served() == std::map<std::string, std::int64_t>{{"debug.enqueue", 1}, {"task.take", 3}});
 }
 
-TEST_CASE("router: only successful calls of ops that change state reach the audit recorder; a failed record "
+TEST_CASE("router: only successful calls of ops that change state reach the audit recorder, a failed record "
           "fails the call",
           "[api]") {
   Router r;

@@ -25,7 +25,7 @@ TEST_CASE("workers: capacity is shared equally among active tenants and spread o
   CHECK_FALSE(split["h1"].count(""));
 }
 
-TEST_CASE("workers: a second host joining splits the tenants over both; one leaving gives all back", "[workers]") {
+TEST_CASE("workers: a second host joining splits the tenants over both, one leaving gives all back", "[workers]") {
   auto one = AllocateWorkers({{"h1", 3}}, {"a", "b", "c"});
   CHECK(one["h1"] == std::map<std::string, std::int64_t>{{"a", 1}, {"b", 1}, {"c", 1}});
   auto two = AllocateWorkers({{"h1", 3}, {"h2", 3}}, {"a", "b", "c"});
@@ -64,7 +64,7 @@ TEST_CASE("workers: the split is deterministic and uses every slot", "[workers]"
   CHECK(t1 == 5);  // the remainder goes to the first tenant by name
 }
 
-TEST_CASE("workers: a tenant's max_workers caps its threads; the rest go to the others or stay idle", "[workers]") {
+TEST_CASE("workers: a tenant's max_workers caps its threads, the rest go to the others or stay idle", "[workers]") {
   auto split = AllocateWorkers({{"h1", 4}, {"h2", 4}}, {"acme", "globex"}, {{"acme", 2}});
   std::int64_t acme = 0, globex = 0;
   for (const auto& [host, tenants] : split) {

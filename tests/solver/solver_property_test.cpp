@@ -107,7 +107,7 @@ Case RandomCase(std::uint64_t seed, int max_services, int max_size, int max_cant
 
 }  // namespace
 
-TEST_CASE("solver property: returned layouts obey every constraint; 'impossible' is confirmed", "[solver][property]") {
+TEST_CASE("solver property: returned layouts obey every constraint, 'impossible' is confirmed", "[solver][property]") {
   int solved = 0, impossible = 0;
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     Case c = RandomCase(seed, 5, 5);

@@ -291,7 +291,7 @@ TEST_CASE("solver: overrides replace provider, hardware, image and services", "[
   CHECK_THAT(Fails(c, t, req, Code::kInvalid), Catch::Contains("service 'zzz' is not in compatibility.services"));
 }
 
-TEST_CASE("solver: requires are met directly or through provides; conflicts refuse", "[solver]") {
+TEST_CASE("solver: requires are met directly or through provides, conflicts refuse", "[solver]") {
   Catalog c = Base();
   REQUIRE(c.PutJson(Kind::kService, {{"name", "a"}, {"dependencies", {{"runtime", {{"requires", {"db"}}}}}}}).ok());
   REQUIRE(c.PutJson(Kind::kService, {{"name", "b"}, {"dependencies", {{"provides", {"db"}}}}}).ok());

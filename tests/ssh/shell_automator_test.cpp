@@ -74,7 +74,7 @@ TEST_CASE("shell automator: an inline command with args, facts and the config fi
   CHECK(logs.find(node.node().private_key.substr(40, 30)) == std::string::npos);
 }
 
-TEST_CASE("shell automator: a script is uploaded and run; a failing one fails the task with its output", "[ssh][shell]") {
+TEST_CASE("shell automator: a script is uploaded and run, a failing one fails the task with its output", "[ssh][shell]") {
   SshdNode node("script");
   LoadedPlugin plugin(kShellSo);
   weft::testing::TempDir local("weft-shell");

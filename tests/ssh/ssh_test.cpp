@@ -94,7 +94,7 @@ TEST_CASE("ssh: a command killed by a signal reports 128+N and the signal name",
   CHECK(r->exit_status == 128 + SIGTERM);
 }
 
-TEST_CASE("ssh: a command past its timeout fails with a clear message; a fresh connection works", "[ssh]") {
+TEST_CASE("ssh: a command past its timeout fails with a clear message, a fresh connection works", "[ssh]") {
   SshdNode node("slow");
   auto s = MustConnect(node.target());
   const auto start = Clock::now();

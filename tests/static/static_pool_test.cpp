@@ -92,7 +92,7 @@ TEST_CASE("static pool: a bad pool is refused with a sentence naming the entry a
              Catch::Contains("hosts[1] (10.0.0.5:22) is listed twice"));
 }
 
-TEST_CASE("static pool: each host goes to one node; a retry keeps its host; exhaustion names the holders",
+TEST_CASE("static pool: each host goes to one node, a retry keeps its host, exhaustion names the holders",
           "[static]") {
   TempDir tmp("weft-static-pool");
   const Allocations a(tmp / "state");
@@ -132,7 +132,7 @@ TEST_CASE("static pool: each host goes to one node; a retry keeps its host; exha
   CHECK(json::parse(weft::testing::ReadFile((*found)->file))["node_id"] == "web-1");
 }
 
-TEST_CASE("static pool: allocations are files: another object sees them; release frees only the holder's", "[static]") {
+TEST_CASE("static pool: allocations are files: another object sees them, release frees only the holder's", "[static]") {
   TempDir tmp("weft-static-pool");
   const auto pool = Pool(2);
   {
