@@ -219,9 +219,11 @@ Status Reactor::Start() {
     file["server_key"] = server_keys_.public_key;
     WEFT_RETURN_IF_ERROR(WriteSuperadminCredential(endpoints["api"].get<std::string>()));
   }
-  WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
   WEFT_RETURN_IF_ERROR(WriteFileAtomically(BoundPortsPath(config_.server.data_dir), wire::Dump(endpoints) + "\n"));
   WEFT_RETURN_IF_ERROR(election_ ? StartElection(endpoints) : Lead());
+  // Last: endpoints.json tells tools weftd is ready, so only once it knows its
+  // keys (a follower loads them as it starts its election) and its state.
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
   WEFT_LOG(kInfo, kLog) << (leading_ ? "serving" : "following") << ": api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
                         << endpoints["events"].get<std::string>()

@@ -47,7 +47,7 @@ TEST_CASE("probe: a probe that does not answer in time is killed and the file re
 TEST_CASE("probe: plugin files are listed per directory in order, sorted by name", "[host][probe]") {
   auto files = weft::host::ListPluginFiles({kBuild / "plugins/automators", kBuild / "plugins/crashers"});
   REQUIRE(files.size() >= 7);
-  CHECK(files[0].filename() == "fake_automator.so");
+  CHECK(files[0].parent_path() == kBuild / "plugins/automators");
   // Every automator (sorted) comes before the first crasher (sorted).
   std::size_t first_crasher = 0;
   while (first_crasher < files.size() && files[first_crasher].parent_path() == kBuild / "plugins/automators") {

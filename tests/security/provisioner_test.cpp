@@ -336,7 +336,9 @@ TEST_CASE("provisioner: keys weftd does not know cannot make it hold memory: hug
   Secured s;
   zmq::context_t ctx(1);
   weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
-  REQUIRE(api.Call("server.status").ok());
+  const auto first = api.Call("server.status");
+  INFO((first.ok() ? std::string() : first.status().message()) << s.weftd().Log());
+  REQUIRE(first.ok());
   const std::int64_t idle_kib = StatusKiB(s.pid(), "VmRSS");
   const std::string frame(60u << 20, 'x');  // 60 MiB: under limits.max_message_bytes
 

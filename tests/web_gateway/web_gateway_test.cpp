@@ -105,6 +105,9 @@ TEST_CASE("an op through the gateway gets weftd's reply, or its error with the m
   CHECK_FALSE(reads.at("cluster.create"));
   HttpReply get_create = c.Send("GET", "/api/v1/cluster.create?name=x");
   CHECK(get_create.status == 405);
+  HttpReply get_unknown = c.Send("GET", "/api/v1/no.such");
+  CHECK(get_unknown.status == 400);
+  CHECK(get_unknown.Json()["error"]["message"].get<std::string>().find("no.such") != std::string::npos);
   CHECK(weftd.Call("cluster.list", json::object())["clusters"].empty());
 
   CHECK(c.Send("POST", "/api/v1/session.login", "{}").status == 400);  // sessions have their own paths

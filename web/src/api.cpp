@@ -92,15 +92,15 @@ asio::awaitable<CallResult> Api::Call(std::string op, json body, const Caller& c
   co_return co_await pool_.AsyncCall(std::move(req), asio::use_awaitable);
 }
 
-asio::awaitable<bool> Api::ReadsOnly(const std::string& op) {
+asio::awaitable<std::optional<bool>> Api::ReadsOnly(const std::string& op) {
   constexpr auto kRefreshEvery = std::chrono::seconds(5);
   {
     std::lock_guard<std::mutex> lock(ops_mu_);
     auto it = read_ops_.find(op);
     // An op weftd did not name may be one it gained since (an upgrade): ask
     // again, but not more than every few seconds whatever browsers send.
-    if (it != read_ops_.end() || std::chrono::steady_clock::now() - ops_asked_at_ < kRefreshEvery)
-      co_return it != read_ops_.end() && it->second;
+    if (it != read_ops_.end()) co_return it->second;
+    if (std::chrono::steady_clock::now() - ops_asked_at_ < kRefreshEvery) co_return std::nullopt;
     ops_asked_at_ = std::chrono::steady_clock::now();
   }
   // A named caller, not a temporary: gcc 12 destroys a temporary inside a
@@ -110,7 +110,7 @@ asio::awaitable<bool> Api::ReadsOnly(const std::string& op) {
   if (!r.ToStatus().ok()) {
     WEFT_LOG(kWarn, kLog) << "cannot learn which ops only read (server.ops): " << r.ToStatus().message()
                           << "; treating '" << op << "' as one that changes state";
-    co_return false;
+    co_return std::nullopt;
   }
   std::map<std::string, bool> ops;
   for (const json& o : r.reply.body.value("ops", json::array()))
@@ -118,7 +118,8 @@ asio::awaitable<bool> Api::ReadsOnly(const std::string& op) {
   std::lock_guard<std::mutex> lock(ops_mu_);
   read_ops_ = std::move(ops);
   auto it = read_ops_.find(op);
-  co_return it != read_ops_.end() && it->second;
+  if (it == read_ops_.end()) co_return std::nullopt;
+  co_return it->second;
 }
 
 asio::awaitable<Api::Identity> Api::WhoIs(const Caller& caller, unsigned version) {
@@ -249,8 +250,10 @@ asio::awaitable<Response> Api::Handle(const Request& request, const Target& targ
   if (name.rfind("session.", 0) == 0)
     co_return Error(Status::Invalid("use /api/v1/login, /api/v1/logout and /api/v1/session for sessions"), version,
                     keep, caller.tls);
-  const bool reads = co_await ReadsOnly(name);
-  if (method == http::verb::get && !reads) {
+  // An op weftd does not name goes on as it came, and weftd says it has no such op.
+  const std::optional<bool> listed = co_await ReadsOnly(name);
+  const bool reads = listed.value_or(false);
+  if (method == http::verb::get && listed == false) {
     Response res = Error(Status::Invalid("'" + name + "' may change something: send it with POST"), version, keep,
                          caller.tls);
     res.result(http::status::method_not_allowed);

@@ -88,8 +88,9 @@ class Api {
   boost::asio::awaitable<Response> Op(const Request& request, const std::string& op, const json& body,
                                       const Caller& caller);
   // Whether weftd answers `op` as one that only reads (its server.ops list):
-  // such an op may be sent with GET and needs no CSRF header.
-  boost::asio::awaitable<bool> ReadsOnly(const std::string& op);
+  // such an op may be sent with GET and needs no CSRF header. Nothing when
+  // weftd does not name the op (or could not be asked).
+  boost::asio::awaitable<std::optional<bool>> ReadsOnly(const std::string& op);
   // The body of a POST (a JSON object; empty means {}) or a GET's query.
   Result<json> BodyOf(const Request& request, const Target& target) const;
 
