@@ -23,6 +23,19 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& na
   return match.empty() ? "" : "; did you mean '" + match + "'?";
 }
 
+// Verbs people bring from other tools, and the ones here they mean. They are
+// suggested before a spelling match, which could name another verb, even a
+// destructive one ('show' is one letter from 'stop').
+std::string MeantVerb(std::string_view word, const std::vector<std::string>& names) {
+  static const std::pair<std::string_view, std::string_view> kMeant[] = {
+      {"show", "get"},    {"describe", "get"}, {"info", "get"},      {"inspect", "get"}, {"ls", "list"},
+      {"rm", "delete"},   {"remove", "delete"}, {"destroy", "delete"}, {"new", "create"}, {"add", "create"}};
+  for (const auto& [said, meant] : kMeant)
+    if (word == said && std::find(names.begin(), names.end(), meant) != names.end())
+      return "; did you mean '" + std::string(meant) + "'?";
+  return DidYouMean(word, names);
+}
+
 std::string VerbList(const std::vector<const Command*>& commands) {
   std::string list;
   for (const Command* c : commands) {
@@ -86,7 +99,7 @@ Result<const Command*> CommandTable::Resolve(const std::vector<std::string>& wor
   }
   std::vector<std::string> names;
   for (const Command* c : verbs) names.push_back(c->verb);
-  return Status::Invalid("'weft " + noun + "' has no command '" + words[1] + "'" + DidYouMean(words[1], names) +
+  return Status::Invalid("'weft " + noun + "' has no command '" + words[1] + "'" + MeantVerb(words[1], names) +
                          " (it has: " + VerbList(verbs) + "); run 'weft help " + noun + "' for details");
 }
 

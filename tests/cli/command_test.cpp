@@ -116,4 +116,20 @@ TEST_CASE("cli: no command prints the overview to stderr and exits 2", "[cli]") 
   CHECK_THAT(r.err, Catch::Contains("usage: weft"));
 }
 
+TEST_CASE("cli commands: a verb from other tools gets the verb it means here, not the nearest spelling", "[cli]") {
+  CommandTable table;
+  RegisterAllCommands(table);
+  std::size_t consumed = 0;
+  auto show = table.Resolve({"cluster", "show", "web"}, &consumed);
+  REQUIRE_FALSE(show.ok());
+  CHECK_THAT(show.status().message(), Catch::Contains("no command 'show'; did you mean 'get'?"));
+  auto rm = table.Resolve({"cluster", "rm", "web"}, &consumed);
+  REQUIRE_FALSE(rm.ok());
+  CHECK_THAT(rm.status().message(), Catch::Contains("did you mean 'delete'?"));
+  // Where 'show' is a verb, it is that verb.
+  auto job = table.Resolve({"job", "show", "1"}, &consumed);
+  REQUIRE(job.ok());
+  CHECK((*job)->Name() == "job show");
+}
+
 }  // namespace weft::cli
