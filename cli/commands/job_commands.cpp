@@ -79,6 +79,25 @@ std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
   return line.str();
 }
 
+void PrintFailedTask(std::ostream& out, const json& t, const std::string& indent) {
+  out << indent << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
+      << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): ";
+  // A plugin's message may hold lines of its own (a command's last output): each
+  // on a line of its own, indented under the first, not joined with '?'.
+  std::istringstream message(t.value("message", ""));
+  std::string line;
+  bool first = true;
+  for (; std::getline(message, line); first = false) out << (first ? "" : indent + "    ") << Printable(line) << '\n';
+  if (first) out << '\n';
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string text = t.value(stream, "");
+    if (text.empty()) continue;
+    out << indent << "  --- " << stream << " (last lines) ---\n";
+    std::istringstream in(Tail(text, kTailLines));
+    for (std::string l; std::getline(in, l);) out << indent << "  " << Printable(l) << '\n';
+  }
+}
+
 namespace {
 
 // How long a job took, for its last line: the server's own times for a job
@@ -90,19 +109,6 @@ std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
   return finished - created;
 }
 
-// One failed task with its message and the tails of its output.
-void PrintFailedTask(std::ostream& out, const json& t, const std::string& indent) {
-  out << indent << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
-      << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): "
-      << Printable(t.value("message", "")) << '\n';
-  for (const char* stream : {"stdout", "stderr"}) {
-    const std::string text = t.value(stream, "");
-    if (text.empty()) continue;
-    out << indent << "  --- " << stream << " (last lines) ---\n";
-    std::istringstream in(Tail(text, kTailLines));
-    for (std::string l; std::getline(in, l);) out << indent << "  " << Printable(l) << '\n';
-  }
-}
 
 // Prints what failed: each failed task with its message and output tails.
 void PrintFailures(Context& ctx, const json& job) {

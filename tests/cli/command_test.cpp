@@ -132,4 +132,23 @@ TEST_CASE("cli commands: a verb from other tools gets the verb it means here, no
   CHECK((*job)->Name() == "job show");
 }
 
+TEST_CASE("cli: a failed task's message of several lines prints each on a line of its own", "[cli]") {
+  const nlohmann::json task = {{"id", 36},
+                               {"key", "demo-2/START/nginx"},
+                               {"attempt", 3},
+                               {"host_id", "h1"},
+                               {"message", "exited with status 1; last output:\n  nginx: [emerg] bind() failed\n"
+                                           "  nginx: configuration file test failed"}};
+  std::ostringstream out;
+  PrintFailedTask(out, task, "");
+  const std::string text = out.str();
+  CHECK(text.find('?') == std::string::npos);
+  CHECK_THAT(text, Catch::StartsWith("failed: task 36 demo-2/START/nginx (attempt 3 on host h1): exited with status "
+                                     "1; last output:\n"));
+  CHECK_THAT(text, Catch::Contains("\n      nginx: [emerg] bind() failed\n      nginx: configuration file test failed\n"));
+  std::ostringstream empty;
+  PrintFailedTask(empty, {{"id", 1}, {"key", "k"}, {"attempt", 1}, {"host_id", "h"}}, "");
+  CHECK(empty.str() == "failed: task 1 k (attempt 1 on host h): \n");
+}
+
 }  // namespace weft::cli

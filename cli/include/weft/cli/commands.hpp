@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,9 @@ class Context;
 Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed = false);
 // One line of the progress bar for a job.get reply's job, `elapsed_ms` watched so far.
 std::string ProgressLine(const nlohmann::json& job, std::int64_t elapsed_ms);
+// One failed task (a job.get task): its message, each of its lines on a line of
+// its own, then the tails of its output.
+void PrintFailedTask(std::ostream& out, const nlohmann::json& task, const std::string& indent);
 // "waiting for a host that runs plugin 'x': ..." for a job's `waiting_for_plugins`; "" when empty.
 std::string WaitingForHosts(const nlohmann::json& plugins);
 
