@@ -19,107 +19,28 @@
 
 #include "weft/aws/ec2.hpp"
 #include "weft/aws/ssh_keys.hpp"
+#include "weft/cloud/fields.hpp"
 #include "weft/plugin.hpp"
 
 namespace {
 
 using json = nlohmann::json;
 using weft::sdk::Error;
+using weft::cloud::BoolField;
+using weft::cloud::IntegerField;
+using weft::cloud::ListField;
+using weft::cloud::ParseTask;
+using weft::cloud::StringField;
+
+constexpr const char* kPlugin = "aws provider";  // begins its field errors
+constexpr const char* kIdList = "of ids (\"sg-0123, sg-4567\")";
+
 namespace aws = weft::aws;
 
 constexpr int kDefaultConfirmTimeoutS = 600;
 constexpr const char* kDefaultSshUser = "ec2-user";
 
 // ---- the task and the provider's fields --------------------------------------------
-
-json ParseTask(const weft::sdk::Task& task) {
-  json t = json::parse(task.Json(), nullptr, /*allow_exceptions=*/false);
-  if (!t.is_object()) throw Error(WEFT_ERR_INVALID, "the task JSON is not an object");
-  return t;
-}
-
-std::optional<json> Field(const weft::sdk::Task& task, const char* name) {
-  const std::optional<std::string> text = task.FieldJson(name);
-  if (!text) return std::nullopt;
-  json v = json::parse(*text, nullptr, false);
-  if (v.is_null() || v.is_discarded() || (v.is_string() && v.get<std::string>().empty())) return std::nullopt;
-  return v;
-}
-
-std::string StringField(const weft::sdk::Task& task, const char* name, const char* meaning, bool required) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) {
-    if (required) {
-      throw Error(WEFT_ERR_INVALID,
-                  std::string("aws provider: field '") + name + "' (" + meaning + ") is required; set it in the provider");
-    }
-    return {};
-  }
-  if (!v->is_string()) {
-    throw Error(WEFT_ERR_INVALID, std::string("aws provider: field '") + name + "' (" + meaning + ") must be a string");
-  }
-  return v->get<std::string>();
-}
-
-// "sg-1, sg-2" (Coopr's form) or ["sg-1","sg-2"].
-std::vector<std::string> ListField(const weft::sdk::Task& task, const char* name) {
-  const std::optional<json> v = Field(task, name);
-  std::vector<std::string> out;
-  if (!v) return out;
-  auto add = [&](std::string item) {
-    const auto first = item.find_first_not_of(" \t");
-    const auto last = item.find_last_not_of(" \t");
-    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
-  };
-  if (v->is_string()) {
-    std::istringstream in(v->get<std::string>());
-    for (std::string item; std::getline(in, item, ',');) add(item);
-  } else if (v->is_array()) {
-    for (const json& item : *v) {
-      if (!item.is_string()) break;
-      add(item.get<std::string>());
-    }
-    if (out.size() != v->size()) out.clear();
-  }
-  if (out.empty()) {
-    throw Error(WEFT_ERR_INVALID, std::string("aws provider: field '") + name +
-                                      "' must be a comma-separated list of ids (\"sg-0123, sg-4567\")");
-  }
-  return out;
-}
-
-std::optional<std::int64_t> IntegerField(const weft::sdk::Task& task, const char* name, std::int64_t min,
-                                         std::int64_t max) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) return std::nullopt;
-  std::int64_t n = 0;
-  if (v->is_number_integer()) {
-    n = v->get<std::int64_t>();
-  } else if (v->is_string()) {  // Coopr's catalogs write numbers as strings
-    try {
-      std::size_t used = 0;
-      n = std::stoll(v->get<std::string>(), &used);
-      if (used != v->get<std::string>().size()) throw std::invalid_argument("trailing text");
-    } catch (const std::exception&) {
-      n = min - 1;
-    }
-  } else {
-    n = min - 1;
-  }
-  if (n < min || n > max) {
-    throw Error(WEFT_ERR_INVALID, std::string("aws provider: field '") + name + "' must be a whole number from " +
-                                      std::to_string(min) + " to " + std::to_string(max));
-  }
-  return n;
-}
-
-std::optional<bool> BoolField(const weft::sdk::Task& task, const char* name) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) return std::nullopt;
-  if (v->is_boolean()) return v->get<bool>();
-  if (v->is_string() && (*v == "true" || *v == "false")) return *v == "true";
-  throw Error(WEFT_ERR_INVALID, std::string("aws provider: field '") + name + "' must be true or false");
-}
 
 // The provider's fields, checked.
 struct Settings {
@@ -140,36 +61,40 @@ struct Settings {
 
 Settings ReadSettings(const weft::sdk::Task& task) {
   Settings s;
-  s.ec2.credentials.access_key_id = StringField(task, "api_user", "the AWS access key id", true);
-  s.ec2.credentials.secret_access_key = StringField(task, "api_password", "the AWS secret access key", true);
-  s.ec2.credentials.session_token = StringField(task, "api_session_token", "a temporary credential's token", false);
-  s.ec2.region = StringField(task, "aws_region", "the EC2 region, such as us-east-1", true);
-  s.ec2.endpoint = StringField(task, "endpoint_url", "where EC2 requests go", false);
+  s.ec2.credentials.access_key_id = StringField(kPlugin, task, "api_user", "the AWS access key id", true);
+  s.ec2.credentials.secret_access_key = StringField(kPlugin, task, "api_password", "the AWS secret access key", true);
+  s.ec2.credentials.session_token =
+      StringField(kPlugin, task, "api_session_token", "a temporary credential's token", false);
+  s.ec2.region = StringField(kPlugin, task, "aws_region", "the EC2 region, such as us-east-1", true);
+  s.ec2.endpoint = StringField(kPlugin, task, "endpoint_url", "where EC2 requests go", false);
   if (!s.ec2.endpoint.empty() && !s.ec2.endpoint.starts_with("https://") && !s.ec2.endpoint.starts_with("http://")) {
     throw Error(WEFT_ERR_INVALID, "aws provider: field 'endpoint_url' must be an http:// or https:// URL");
   }
-  if (const auto n = IntegerField(task, "api_max_attempts", 1, 20)) s.ec2.max_attempts = static_cast<int>(*n);
-  if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000)) s.ec2.first_backoff = std::chrono::milliseconds(*n);
-  s.keypair = StringField(task, "ssh_keypair", "the EC2 key pair new instances get", false);
-  s.key_resource = StringField(task, "ssh_key_resource", "the resource holding the key pair's private key", false);
+  if (const auto n = IntegerField(kPlugin, task, "api_max_attempts", 1, 20)) s.ec2.max_attempts = static_cast<int>(*n);
+  if (const auto n = IntegerField(kPlugin, task, "api_backoff_ms", 1, 60000))
+    s.ec2.first_backoff = std::chrono::milliseconds(*n);
+  s.keypair = StringField(kPlugin, task, "ssh_keypair", "the EC2 key pair new instances get", false);
+  s.key_resource =
+      StringField(kPlugin, task, "ssh_key_resource", "the resource holding the key pair's private key", false);
   if (!s.keypair.empty() && s.key_resource.empty()) {
     throw Error(WEFT_ERR_INVALID,
                 "aws provider: field 'ssh_keypair' names the key pair '" + s.keypair +
                     "', so field 'ssh_key_resource' must name the resource (type 'aws') holding its private key; "
                     "or leave both empty and Weft makes a key pair per node");
   }
-  s.security_group_ids = ListField(task, "security_group_ids");
-  s.security_groups = ListField(task, "security_groups");
-  s.subnet = StringField(task, "subnet_id", "the VPC subnet new instances go into", false);
-  s.ebs_size_gb = IntegerField(task, "aws_ebs_size", 1, 16384);
-  s.ebs_delete_on_termination = BoolField(task, "aws_ebs_delete_on_term").value_or(true);
-  s.ebs_volume_type = StringField(task, "aws_ebs_volume_type", "the root volume's type, such as gp3", false);
-  s.public_ip = BoolField(task, "associate_public_ip");
-  s.availability_zone = StringField(task, "availability_zone", "the zone instances go into", false);
-  s.placement_group = StringField(task, "placement_group", "the placement group instances join", false);
-  s.iam_instance_profile = StringField(task, "iam_instance_profile", "the instances' IAM role", false);
-  s.dedicated = BoolField(task, "dedicated_instance").value_or(false);
-  if (const auto n = IntegerField(task, "confirm_timeout_s", 1, 86400)) s.confirm_timeout_s = static_cast<int>(*n);
+  s.security_group_ids = ListField(kPlugin, task, "security_group_ids", kIdList);
+  s.security_groups = ListField(kPlugin, task, "security_groups", kIdList);
+  s.subnet = StringField(kPlugin, task, "subnet_id", "the VPC subnet new instances go into", false);
+  s.ebs_size_gb = IntegerField(kPlugin, task, "aws_ebs_size", 1, 16384);
+  s.ebs_delete_on_termination = BoolField(kPlugin, task, "aws_ebs_delete_on_term").value_or(true);
+  s.ebs_volume_type = StringField(kPlugin, task, "aws_ebs_volume_type", "the root volume's type, such as gp3", false);
+  s.public_ip = BoolField(kPlugin, task, "associate_public_ip");
+  s.availability_zone = StringField(kPlugin, task, "availability_zone", "the zone instances go into", false);
+  s.placement_group = StringField(kPlugin, task, "placement_group", "the placement group instances join", false);
+  s.iam_instance_profile = StringField(kPlugin, task, "iam_instance_profile", "the instances' IAM role", false);
+  s.dedicated = BoolField(kPlugin, task, "dedicated_instance").value_or(false);
+  if (const auto n = IntegerField(kPlugin, task, "confirm_timeout_s", 1, 86400))
+    s.confirm_timeout_s = static_cast<int>(*n);
   return s;
 }
 

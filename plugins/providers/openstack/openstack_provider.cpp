@@ -19,12 +19,20 @@
 
 #include "weft/aws/ssh_keys.hpp"
 #include "weft/openstack/api.hpp"
+#include "weft/cloud/fields.hpp"
 #include "weft/plugin.hpp"
 
 namespace {
 
 using json = nlohmann::json;
 using weft::sdk::Error;
+using weft::cloud::BoolField;
+using weft::cloud::IntegerField;
+using weft::cloud::ListField;
+using weft::cloud::ParseTask;
+using weft::cloud::StringField;
+
+constexpr const char* kPlugin = "openstack provider";  // begins its field errors
 namespace os = weft::openstack;
 
 constexpr int kDefaultConfirmTimeoutS = 600;
@@ -33,94 +41,6 @@ constexpr const char* kDefaultSshUser = "root";  // Coopr's, when the image type
 constexpr std::size_t kMaxUserData = 65535;      // Nova's limit, base64 included
 
 // ---- the task and the provider's fields --------------------------------------------
-
-json ParseTask(const weft::sdk::Task& task) {
-  json t = json::parse(task.Json(), nullptr, /*allow_exceptions=*/false);
-  if (!t.is_object()) throw Error(WEFT_ERR_INVALID, "the task JSON is not an object");
-  return t;
-}
-
-std::optional<json> Field(const weft::sdk::Task& task, const char* name) {
-  const std::optional<std::string> text = task.FieldJson(name);
-  if (!text) return std::nullopt;
-  json v = json::parse(*text, nullptr, false);
-  if (v.is_null() || v.is_discarded() || (v.is_string() && v.get<std::string>().empty())) return std::nullopt;
-  return v;
-}
-
-std::string StringField(const weft::sdk::Task& task, const char* name, const char* meaning, bool required) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) {
-    if (required) {
-      throw Error(WEFT_ERR_INVALID, std::string("openstack provider: field '") + name + "' (" + meaning +
-                                        ") is required; set it in the provider");
-    }
-    return {};
-  }
-  if (!v->is_string()) {
-    throw Error(WEFT_ERR_INVALID,
-                std::string("openstack provider: field '") + name + "' (" + meaning + ") must be a string");
-  }
-  return v->get<std::string>();
-}
-
-// "a, b" (Coopr's form) or ["a","b"].
-std::vector<std::string> ListField(const weft::sdk::Task& task, const char* name, const char* example) {
-  const std::optional<json> v = Field(task, name);
-  std::vector<std::string> out;
-  if (!v) return out;
-  auto add = [&](const std::string& item) {
-    const auto first = item.find_first_not_of(" \t");
-    const auto last = item.find_last_not_of(" \t");
-    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
-  };
-  if (v->is_string()) {
-    std::istringstream in(v->get<std::string>());
-    for (std::string item; std::getline(in, item, ',');) add(item);
-  } else if (v->is_array()) {
-    for (const json& item : *v) {
-      if (!item.is_string()) break;
-      add(item.get<std::string>());
-    }
-    if (out.size() != v->size()) out.clear();
-  }
-  if (out.empty()) {
-    throw Error(WEFT_ERR_INVALID, std::string("openstack provider: field '") + name +
-                                      "' must be a comma-separated list (\"" + example + "\")");
-  }
-  return out;
-}
-
-std::optional<std::int64_t> IntegerField(const weft::sdk::Task& task, const char* name, std::int64_t min,
-                                         std::int64_t max) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) return std::nullopt;
-  std::int64_t n = min - 1;
-  if (v->is_number_integer()) {
-    n = v->get<std::int64_t>();
-  } else if (v->is_string()) {  // Coopr's catalogs write numbers as strings
-    try {
-      std::size_t used = 0;
-      n = std::stoll(v->get<std::string>(), &used);
-      if (used != v->get<std::string>().size()) n = min - 1;
-    } catch (const std::exception&) {
-      n = min - 1;
-    }
-  }
-  if (n < min || n > max) {
-    throw Error(WEFT_ERR_INVALID, std::string("openstack provider: field '") + name + "' must be a whole number from " +
-                                      std::to_string(min) + " to " + std::to_string(max));
-  }
-  return n;
-}
-
-std::optional<bool> BoolField(const weft::sdk::Task& task, const char* name) {
-  const std::optional<json> v = Field(task, name);
-  if (!v) return std::nullopt;
-  if (v->is_boolean()) return v->get<bool>();
-  if (v->is_string() && (*v == "true" || *v == "false")) return *v == "true";
-  throw Error(WEFT_ERR_INVALID, std::string("openstack provider: field '") + name + "' must be true or false");
-}
 
 // The provider's fields, checked.
 struct Settings {
@@ -140,38 +60,45 @@ struct Settings {
 Settings ReadSettings(const weft::sdk::Task& task) {
   Settings s;
   os::Credentials& c = s.credentials;
-  c.auth_url = StringField(task, "openstack_auth_url", "the Keystone URL, such as https://keystone:5000/v3", true);
+  c.auth_url =
+      StringField(kPlugin, task, "openstack_auth_url", "the Keystone URL, such as https://keystone:5000/v3", true);
   if (!c.auth_url.starts_with("https://") && !c.auth_url.starts_with("http://")) {
     throw Error(WEFT_ERR_INVALID, "openstack provider: field 'openstack_auth_url' must be an http:// or https:// URL");
   }
-  c.user = StringField(task, "api_user", "the OpenStack user name", true);
-  c.password = StringField(task, "api_password", "the OpenStack user's password", true);
-  c.project = StringField(task, "openstack_tenant", "the project (tenant) servers are made in", true);
-  c.region = StringField(task, "openstack_region", "the region of the service catalog to use", false);
-  if (std::string d = StringField(task, "openstack_user_domain", "the user's Keystone domain", false); !d.empty())
+  c.user = StringField(kPlugin, task, "api_user", "the OpenStack user name", true);
+  c.password = StringField(kPlugin, task, "api_password", "the OpenStack user's password", true);
+  c.project = StringField(kPlugin, task, "openstack_tenant", "the project (tenant) servers are made in", true);
+  c.region = StringField(kPlugin, task, "openstack_region", "the region of the service catalog to use", false);
+  if (std::string d = StringField(kPlugin, task, "openstack_user_domain", "the user's Keystone domain", false);
+      !d.empty())
     c.user_domain = d;
-  if (std::string d = StringField(task, "openstack_project_domain", "the project's Keystone domain", false); !d.empty())
+  if (std::string d = StringField(kPlugin, task, "openstack_project_domain", "the project's Keystone domain", false);
+      !d.empty())
     c.project_domain = d;
-  s.api.verify_peer = BoolField(task, "openstack_ssl_verify_peer").value_or(true);
-  if (const auto n = IntegerField(task, "api_max_attempts", 1, 20)) s.api.max_attempts = static_cast<int>(*n);
-  if (const auto n = IntegerField(task, "api_backoff_ms", 1, 60000))
+  s.api.verify_peer = BoolField(kPlugin, task, "openstack_ssl_verify_peer").value_or(true);
+  if (const auto n = IntegerField(kPlugin, task, "api_max_attempts", 1, 20)) s.api.max_attempts = static_cast<int>(*n);
+  if (const auto n = IntegerField(kPlugin, task, "api_backoff_ms", 1, 60000))
     s.api.first_backoff = std::chrono::milliseconds(*n);
-  s.keypair = StringField(task, "ssh_keypair", "the Nova key pair new servers get", false);
-  s.key_resource = StringField(task, "ssh_key_resource", "the resource holding the key pair's private key", false);
+  s.keypair = StringField(kPlugin, task, "ssh_keypair", "the Nova key pair new servers get", false);
+  s.key_resource =
+      StringField(kPlugin, task, "ssh_key_resource", "the resource holding the key pair's private key", false);
   if (!s.keypair.empty() && s.key_resource.empty()) {
     throw Error(WEFT_ERR_INVALID,
                 "openstack provider: field 'ssh_keypair' names the key pair '" + s.keypair +
                     "', so field 'ssh_key_resource' must name the resource (type 'openstack') holding its private "
                     "key; or leave both empty and Weft makes a key pair per node");
   }
-  s.user_data_resource = StringField(task, "user_data_resource", "the resource with more user data", false);
-  s.security_groups = ListField(task, "security_groups", "default, web");
-  s.network_ids = ListField(task, "network_ids", "2c1f..., 7d4e...");
-  s.availability_zone = StringField(task, "availability_zone", "the zone servers go into", false);
-  s.floating_ip = BoolField(task, "floating_ip").value_or(false);
-  s.floating_network_id = StringField(task, "floating_network_id", "the external network of floating IPs", false);
-  if (const auto n = IntegerField(task, "confirm_timeout_s", 1, 86400)) s.confirm_timeout_s = static_cast<int>(*n);
-  if (const auto n = IntegerField(task, "confirm_poll_ms", 10, 60000)) s.confirm_poll_ms = static_cast<int>(*n);
+  s.user_data_resource = StringField(kPlugin, task, "user_data_resource", "the resource with more user data", false);
+  s.security_groups = ListField(kPlugin, task, "security_groups", "(\"default, web\")");
+  s.network_ids = ListField(kPlugin, task, "network_ids", "(\"2c1f..., 7d4e...\")");
+  s.availability_zone = StringField(kPlugin, task, "availability_zone", "the zone servers go into", false);
+  s.floating_ip = BoolField(kPlugin, task, "floating_ip").value_or(false);
+  s.floating_network_id =
+      StringField(kPlugin, task, "floating_network_id", "the external network of floating IPs", false);
+  if (const auto n = IntegerField(kPlugin, task, "confirm_timeout_s", 1, 86400))
+    s.confirm_timeout_s = static_cast<int>(*n);
+  if (const auto n = IntegerField(kPlugin, task, "confirm_poll_ms", 10, 60000))
+    s.confirm_poll_ms = static_cast<int>(*n);
   return s;
 }
 
