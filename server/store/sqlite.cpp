@@ -42,6 +42,15 @@ class SqliteStatement final : public StatementBackend {
     return Error(db_, rc, "step of '" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "'");
   }
 
+  Status RunDeferred(int expected_changes, Status otherwise) override {
+    while (true) {
+      WEFT_ASSIGN_OR_RETURN(bool row, Step());
+      if (!row) break;
+    }
+    if (expected_changes >= 0 && sqlite3_changes(db_) != expected_changes) return otherwise;
+    return Status::Ok();
+  }
+
   std::int64_t Int(int column) const override { return sqlite3_column_int64(stmt_, column); }
   std::string Text(int column) const override {
     const unsigned char* p = sqlite3_column_text(stmt_, column);

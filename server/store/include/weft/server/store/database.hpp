@@ -36,6 +36,7 @@ class StatementBackend {
   virtual void Bind(int index, std::string_view value) = 0;
   virtual void BindNull(int index) = 0;
   virtual Result<bool> Step() = 0;
+  virtual Status RunDeferred(int expected_changes, Status otherwise) = 0;
   virtual std::int64_t Int(int column) const = 0;
   virtual std::string Text(int column) const = 0;
   virtual bool IsNull(int column) const = 0;
@@ -74,6 +75,17 @@ class Statement {
       WEFT_ASSIGN_OR_RETURN(bool row, Step());
       if (!row) return Status::Ok();
     }
+  }
+  // Runs a write whose outcome the caller does not need before the commit.
+  // Inside a transaction the PostgreSQL backend sends it without waiting for
+  // its reply (libpq's pipeline mode), so a batch of writes costs one round
+  // trip instead of one each; SQLite runs it at once. Its failure, or a count
+  // of changed rows other than `expected_changes` (when not negative: then
+  // `otherwise` is the error), is returned here or by the next statement of
+  // the transaction that waits for the server, or by Commit(); either way the
+  // transaction must be rolled back.
+  [[nodiscard]] Status RunDeferred(int expected_changes = -1, Status otherwise = Status::Ok()) {
+    return backend_->RunDeferred(expected_changes, std::move(otherwise));
   }
   // Steps once for the single value an `INSERT ... RETURNING id` gives, then to completion.
   [[nodiscard]] Result<std::int64_t> RunReturningId() {
