@@ -79,7 +79,7 @@ class PostgresStatement final : public StatementBackend {
         values_(static_cast<std::size_t>(params)) {}
   ~PostgresStatement() override {
     // Gone with the connection it was prepared on, else given back.
-    if (!prepared_ || prepared_->generation != db_->generation_ || !db_->conn_) return;
+    if (!prepared_ || prepared_->generation != db_->generation_ || !db_->conn_ || db_->closing_) return;
     if (PQstatus(db_->conn_) != CONNECTION_OK) return;
     const std::string deallocate = "DEALLOCATE " + name_;
     if (db_->pipelining_) {
@@ -228,6 +228,8 @@ class PostgresStatement final : public StatementBackend {
 };
 
 PostgresDatabase::~PostgresDatabase() {
+  closing_ = true;  // the statements kept need no DEALLOCATE: the connection goes with them
+  DropIdleStatements();
   if (conn_) PQfinish(conn_);
 }
 
@@ -426,10 +428,10 @@ Status PostgresDatabase::Exec(std::string_view sql) {
   return Run([&] { return PQexec(conn_, text.c_str()); }, "exec of '" + text.substr(0, 60) + "'").status();
 }
 
-Result<Statement> PostgresDatabase::Prepare(std::string_view sql) {
+Result<std::unique_ptr<StatementBackend>> PostgresDatabase::PrepareNew(std::string_view sql) {
   int params = 0;
   std::string text = ToDollarParameters(sql, &params);
-  return Statement(std::make_unique<PostgresStatement>(this, std::move(text), params));
+  return std::unique_ptr<StatementBackend>(std::make_unique<PostgresStatement>(this, std::move(text), params));
 }
 
 Status PostgresDatabase::Begin() {

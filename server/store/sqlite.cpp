@@ -73,6 +73,7 @@ class SqliteStatement final : public StatementBackend {
 }  // namespace
 
 SqliteDatabase::~SqliteDatabase() {
+  DropIdleStatements();
   for (sqlite3_stmt* s : {begin_, commit_, rollback_}) sqlite3_finalize(s);
   // sqlite3_close (not _v2) refuses while statements live: Store finalizes
   // them first, so a failure here is a bug worth no more than ignoring.
@@ -111,12 +112,12 @@ Status SqliteDatabase::Exec(std::string_view sql) {
   return Status::Ok();
 }
 
-Result<Statement> SqliteDatabase::Prepare(std::string_view sql) {
+Result<std::unique_ptr<StatementBackend>> SqliteDatabase::PrepareNew(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
                               nullptr);
   if (rc != SQLITE_OK) return Error(db_, rc, "prepare of '" + std::string(sql.substr(0, 60)) + "'");
-  return Statement(std::make_unique<SqliteStatement>(db_, stmt));
+  return std::unique_ptr<StatementBackend>(std::make_unique<SqliteStatement>(db_, stmt));
 }
 
 Status SqliteDatabase::RunCached(sqlite3_stmt* stmt, std::string_view what) {

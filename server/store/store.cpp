@@ -722,7 +722,7 @@ Status Store::ApplyMigrations() {
                           db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
     WEFT_RETURN_IF_ERROR(current.Step().status());
     schema_version_ = current.Int(0);
-  }  // finalized: an active statement would make DROP TABLE in a migration fail
+  }  // reset as it goes back: an active statement would make DROP TABLE in a migration fail
   if (schema_version_ > LatestSchemaVersion())
     return Status::Invalid("the store " + path_.string() + " has schema version " + std::to_string(schema_version_) +
                            ", newer than this weftd knows (" + std::to_string(LatestSchemaVersion()) +
@@ -900,7 +900,7 @@ Result<std::optional<TaskRecord>> Store::GetTask(std::int64_t task_id) {
 
 Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::optional<TaskState> state,
                                                  std::int64_t limit) {
-  // Rarely called (admins, tests): prepared per call, not cached.
+  // Rarely called (admins, tests): prepared per call, not a member.
   std::string text = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE tenant = ?1" +
                      (state ? " AND state = ?3" : "") + " ORDER BY id DESC LIMIT ?2";
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db->Prepare(text));

@@ -2,11 +2,13 @@
 // OpenStore: SQLite by default, PostgreSQL with WEFT_TEST_STORE=postgres) and
 // what only PostgreSQL has (a real server from tests/support/postgres.hpp).
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 #include "support/postgres.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
 #include "weft/server/store/postgres.hpp"
+#include "weft/server/store/sqlite.hpp"
 #include "weft/server/store/store.hpp"
 
 using weft::Status;
@@ -264,4 +266,53 @@ TEST_CASE("postgres store: a statement whose preparation a failed transaction sk
   Status committed = bumped.ok() ? db->Commit() : bumped;
   if (!committed.ok()) FAIL(committed.ToString());
   CHECK(server->Query("SELECT n FROM items WHERE id = 1").value() == "12");
+}
+
+TEST_CASE("postgres store: a statement prepared per call is prepared on the server once, and comes back cleared",
+          "[store][postgres]") {
+  TempDir dir("store-pg-kept");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  for (int i = 1; i <= 5; ++i) {
+    auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+    REQUIRE(insert.Bind(1, i).Bind(2, i * 10).RunDeferred().ok());
+  }
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "5");
+  auto named = Prepared(*db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO items%'");
+  REQUIRE(named.Step().value());
+  CHECK(named.Int(0) == 1);
+
+  {
+    auto echo = Prepared(*db, "SELECT CAST(?1 AS BIGINT)");
+    REQUIRE(echo.Bind(1, 7).Step().value());
+    CHECK(echo.Int(0) == 7);
+  }
+  // Kept on its row with 7 bound, it comes back with neither.
+  auto echo = Prepared(*db, "SELECT CAST(?1 AS BIGINT)");
+  REQUIRE(echo.Step().value());
+  CHECK(echo.IsNull(0));
+}
+
+TEST_CASE("sqlite store: a statement prepared per call is prepared once, and comes back reset and cleared",
+          "[store]") {
+  TempDir dir("store-sqlite-kept");
+  weft::store::sql::SqliteDatabase db;
+  REQUIRE(db.Open((dir / "kept.db").string(), 1000).ok());
+  auto statements = [&db] {
+    int n = 0;
+    for (sqlite3_stmt* s = sqlite3_next_stmt(db.handle(), nullptr); s; s = sqlite3_next_stmt(db.handle(), s)) ++n;
+    return n;
+  };
+  const int own = statements();  // BEGIN, COMMIT and ROLLBACK
+  for (int i = 1; i <= 5; ++i) {
+    auto echo = db.Prepare("SELECT ?1");
+    REQUIRE(echo.ok());
+    // The one kept from the turn before was left on its row with a value bound.
+    REQUIRE(echo->Step().value());
+    CHECK(echo->IsNull(0));
+    REQUIRE(echo->Reset().Bind(1, i).Step().value());
+    CHECK(echo->Int(0) == i);
+  }
+  CHECK(statements() == own + 1);
+  CHECK(db.idle_statements() == 1);
 }

@@ -72,7 +72,6 @@ class PostgresDatabase final : public Database {
 
   Dialect dialect() const override { return Dialect::kPostgres; }
   [[nodiscard]] Status Exec(std::string_view sql) override;
-  [[nodiscard]] Result<Statement> Prepare(std::string_view sql) override;
   [[nodiscard]] Status Begin() override;
   [[nodiscard]] Status Commit() override;
   [[nodiscard]] Status Rollback() override;
@@ -80,6 +79,7 @@ class PostgresDatabase final : public Database {
 
  private:
   friend class PostgresStatement;
+  [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
   struct ResultDeleter {
     void operator()(pg_result* r) const;
   };
@@ -127,6 +127,7 @@ class PostgresDatabase final : public Database {
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on
   std::uint64_t names_ = 0;
   bool in_transaction_ = false;
+  bool closing_ = false;  // in the destructor
   bool pipelining_ = false;
   std::deque<Awaited> awaited_;  // sent in pipeline mode, replies not read yet, oldest first
   Status pipeline_failure_;      // the first failure in this transaction's pipeline
