@@ -316,3 +316,23 @@ TEST_CASE("sqlite store: a statement prepared per call is prepared once, and com
   CHECK(statements() == own + 1);
   CHECK(db.idle_statements() == 1);
 }
+
+TEST_CASE("postgres store: the first transaction after the server restarted runs on a new connection",
+          "[store][postgres]") {
+  TempDir dir("store-pg-begin-restart");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  REQUIRE(db->Commit().ok());
+
+  // Its old connection is closed, which BEGIN finds out before the transaction's writes go out.
+  Status restarted = server->Restart();
+  if (!restarted.ok()) FAIL(restarted.ToString());
+  REQUIRE(db->Begin().ok());
+  Status sent = insert.Reset().Bind(1, 2).Bind(2, 20).RunDeferred();
+  Status committed = sent.ok() ? db->Commit() : sent;
+  if (!committed.ok()) FAIL(committed.ToString());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "2");
+}
