@@ -336,3 +336,28 @@ TEST_CASE("postgres store: the first transaction after the server restarted runs
   if (!committed.ok()) FAIL(committed.ToString());
   CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "2");
 }
+
+TEST_CASE("postgres store: a transaction of thousands of writes reads their replies as it goes", "[store][postgres]") {
+  TempDir dir("store-pg-pipeline-long");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  REQUIRE(db->Begin().ok());
+  for (int i = 1; i <= 3000; ++i) REQUIRE(insert.Reset().Bind(1, i).Bind(2, i).RunDeferred().ok());
+  REQUIRE(db->Commit().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "3000");
+
+  // One refused among them: found while later ones are still being sent, and the whole transaction goes.
+  REQUIRE(db->Begin().ok());
+  Status sent;
+  int sent_ok = 0;
+  for (int i = 3001; i <= 6000 && sent.ok(); ++i) {
+    sent = insert.Reset().Bind(1, i == 3100 ? 1 : i).Bind(2, i).RunDeferred();
+    if (sent.ok()) ++sent_ok;
+  }
+  CHECK(sent_ok < 2999);
+  CHECK_THAT(sent.message(), Catch::Contains("duplicate key value violates unique constraint"));
+  CHECK_FALSE(db->Commit().ok());
+  REQUIRE(db->Rollback().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "3000");
+}
