@@ -113,9 +113,12 @@ class Env {
   Env(std::uint16_t ssh_port, const std::string& install) : tmp_("weft-local-trial") {
     weft::testing::WeftdOptions o = ServerIn(tmp_ / "server");
     o.extra_toml = "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\n";
+    o.die_with_parent = true;  // also when a node's stop ends this process (it holds sockets on addresses)
     server_ = std::make_unique<Weftd>(o);
-    host_ = std::make_unique<Host>(HostIn(tmp_ / "host", "h1", server_->provisioner(),
-                                          {kBuild / "plugins/providers", kBuild / "plugins/automators"}, 4));
+    weft::testing::HostOptions h = HostIn(tmp_ / "host", "h1", server_->provisioner(),
+                                          {kBuild / "plugins/providers", kBuild / "plugins/automators"}, 4);
+    h.die_with_parent = true;
+    host_ = std::make_unique<Host>(h);
     REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
     const fs::path examples = fs::path(WEFT_SOURCE_DIR) / "examples" / "catalog";
     const fs::path dir = tmp_ / "catalog";
