@@ -341,8 +341,8 @@ void RegisterJobCommands(CommandTable& table) {
   table.Add({.noun = "job",
              .verb = "list",
              .summary = "List jobs, newest first.",
-             .description = "Every job of the tenant, or of one cluster with --cluster: what it did, who\n"
-                            "asked for it, how it ended and how long it took.",
+             .description = "Every job of the tenant, or of one cluster with --cluster: its cluster's name\n"
+                            "and id, what it did, who asked for it, how it ended and how long it took.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's jobs (name or id)"}},
              .args = {},
              .handler = &JobList});
