@@ -281,7 +281,11 @@ class CatalogOps {
         if (a.ok() && *a >= planner::Action::kInstall && *a <= planner::Action::kRemove) spec.actions.push_back(*a);
       }
       plan_req.services.push_back(std::move(spec));
+      // As the job's plan: service tasks wait for the addresses their fields name.
+      if (Result<json> doc = cat.GetJson(Kind::kService, s); doc.ok() && planner::NamesAddresses(*doc))
+        plan_req.wait_for_addresses = true;
     }
+    plan_req.wait_for_addresses = plan_req.wait_for_addresses || planner::NamesAddresses(config);
     Result<planner::Plan> plan = planner::MakePlan(plan_req);
     if (!plan.ok()) return Response::Error(plan.status().WithContext("template '" + template_name + "'"));
 
