@@ -221,9 +221,10 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
     if (dropped)
       return Status::Unavailable("weftd at " + silent + " closed the connection before it answered '" + req.op +
                                  "'; is the server running?");
-    const std::string found = several || options_.probe_ms <= 0
-                                  ? std::string()
-                                  : DescribePeer(ProbePeer(ctx_, options_, silent, std::min(options_.probe_ms, timeout_ms)), silent);
+    const std::string found =
+        several || options_.probe_ms <= 0
+            ? std::string()
+            : DescribePeer(ProbePeer(ctx_, options_, silent, std::min(options_.probe_ms, timeout_ms)), silent);
     return Status::Unavailable("no answer from weftd at " + silent + " within " + std::to_string(timeout_ms) +
                                " ms to '" + req.op + "'" + (found.empty() ? "; is the server running?" : ": " + found));
   } catch (const zmq::error_t& e) {

@@ -56,8 +56,8 @@ std::string FirstBytes(const std::string& endpoint, std::string_view hello, std:
     pollfd p{fd, POLLOUT, 0};
     int error = 0;
     socklen_t size = sizeof error;
-    connected = poll(&p, 1, std::max(MsLeft(deadline), 0)) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 &&
-                error == 0;
+    connected = poll(&p, 1, std::max(MsLeft(deadline), 0)) == 1 &&
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0;
   }
   if (connected && send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(hello.size())) {
     char buf[64];

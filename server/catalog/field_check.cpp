@@ -98,7 +98,8 @@ std::string Lower(std::string s) {
 bool NamesResource(const json& field) {
   if (field.value("type", std::string("string")) != "string") return false;
   const std::string name = field.value("name", std::string());
-  return name == "resource" || EndsWith(name, "_resource") || EndsWith(Lower(field.value("label", std::string())), "resource");
+  const std::string label = Lower(field.value("label", std::string()));
+  return name == "resource" || EndsWith(name, "_resource") || EndsWith(label, "resource");
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -166,13 +167,12 @@ class Checker {
     const std::string field = f["name"].get<std::string>();
     const bool set = e.fields->is_object() && e.fields->contains(field) && !(*e.fields)[field].is_null();
     if (!set) {
-      if (f.value("required", false) && !f.contains("default") && !f.value("sensitive", false))
-        Problem(e, field, "missing", "",
-                e.Where(field) + " is required by plugin '" + e.type + "' and has no default; add it");
-      // A sensitive field's default never leaves its host, so one may be there.
-      else if (f.value("required", false) && !f.contains("default"))
-        Problem(e, field, "missing", "",
-                e.Where(field) + " is required by plugin '" + e.type + "'; add it unless the plugin's hosts give it a default");
+      if (!f.value("required", false) || f.contains("default")) return Status::Ok();
+      // A sensitive field's default never leaves its host, so it may have one.
+      Problem(e, field, "missing", "",
+              e.Where(field) + " is required by plugin '" + e.type + "'" +
+                  (f.value("sensitive", false) ? "; add it unless the plugin's hosts give it a default"
+                                               : " and has no default; add it"));
       return Status::Ok();
     }
     const json& value = (*e.fields)[field];
