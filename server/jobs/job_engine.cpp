@@ -794,10 +794,14 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 
   task["task_key"] = record.task_key;
   task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
-  task["cluster"] = {{"id", run.record.cluster_id},
-                     {"name", run.cluster_name},
-                     {"owner", run.owner},
-                     {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+  // The same for every task of the job that uses this spec: built once.
+  json& cluster = &spec == &run.before.spec ? run.cluster_before : run.cluster_target;
+  if (cluster.is_null())
+    cluster = {{"id", run.record.cluster_id},
+               {"name", run.cluster_name},
+               {"owner", run.owner},
+               {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+  task["cluster"] = cluster;
   if (spec.contains("provider")) task["provider"] = spec["provider"];
   json n = layout_node ? *layout_node : json::object();
   n["id"] = node;
@@ -812,14 +816,16 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
   task["config"] = std::move(*expanded);
   if (!record.service.empty()) {
-    json service = {{"name", record.service}};
+    json service = json::object();
+    service["name"] = record.service;
     if (const json* def = ServiceAction(spec, record.service, record.action)) {
       json action = *def;
-      if (action.contains("fields")) {
-        Result<json> fields = Expand(action["fields"], macros);
-        if (!fields.ok())
-          return fields.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
-        action["fields"] = std::move(*fields);
+      // Fields without a macro are the copy already made.
+      if (auto fields = action.find("fields"); fields != action.end() && MayHaveMacros(*fields)) {
+        Result<json> expanded = planner::ExpandMacros(*fields, macros);
+        if (!expanded.ok())
+          return expanded.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
+        *fields = std::move(*expanded);
       }
       service["action"] = std::move(action);
     }

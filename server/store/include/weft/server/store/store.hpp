@@ -313,6 +313,7 @@ using WriteGuard = std::function<Status()>;
 
 namespace sql {
 class Database;
+class Statement;
 }  // namespace sql
 
 class Store {
@@ -487,6 +488,10 @@ class Store {
  private:
   void EndLeftoverReads();
   sql::Database& database();
+  // The statement of `sql`, prepared at its first use and kept, reset: for the
+  // statements of every task or cluster (a prepare costs far more than a run).
+  // A read must reset it once it has its rows, or it holds a read transaction.
+  Result<sql::Statement*> Cached(std::string_view sql);
   struct Impl;
   explicit Store(std::filesystem::path path);
   Status OpenSqlite(const StoreOptions& options);
