@@ -76,8 +76,20 @@ void Summarize(std::string_view spec_json, std::string_view layout_json, Cluster
   out->services.assign(services.begin(), services.end());
 }
 
+// The services column, a JSON array of names. A list of clusters reads one per
+// cluster: names without escapes (catalog names are letters, digits, . _ -)
+// are taken from between their quotes, without a JSON parser.
 std::vector<std::string> ServicesFrom(const std::string& text) {
   std::vector<std::string> out;
+  if (text.find('\\') == std::string::npos) {
+    for (std::size_t open = text.find('"'); open != std::string::npos; open = text.find('"', open)) {
+      const std::size_t close = text.find('"', open + 1);
+      if (close == std::string::npos) break;
+      out.emplace_back(text, open + 1, close - open - 1);
+      open = close + 1;
+    }
+    return out;
+  }
   const json list = json::parse(text, nullptr, false);
   if (!list.is_array()) return out;
   for (const json& s : list)
