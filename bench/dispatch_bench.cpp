@@ -114,6 +114,7 @@ Status Enqueue(zmq::context_t& ctx, const std::string& api, int tasks) {
 struct DispatchResult {
   double tasks_per_s = 0;
   double weftd_cpu_us_per_task = 0;  // all weftd threads, over the timed part
+  double postgres_cpu_us_per_task = 0;  // the PostgreSQL server's processes, when the store is there
 };
 
 // Scrapes weftd's /metrics about once a second, as Prometheus would, until destroyed.
@@ -174,8 +175,13 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   std::mutex end_mu;
   std::int64_t cpu_start_ns = 0;
   std::int64_t cpu_end_ns = 0;
+  // PostgreSQL's server is not weftd's child: its CPU is counted apart.
+  const pid_t postgres = weftd.postgres() ? weftd.postgres()->pid() : 0;
+  std::int64_t postgres_start_ns = 0;
+  std::int64_t postgres_end_ns = 0;
   std::barrier registered(opts.hosts, [&]() noexcept {
     cpu_start_ns = TreeCpuNs(weftd.pid());
+    if (postgres > 0) postgres_start_ns = TreeCpuNs(postgres);
     start = SteadyClock::now();
   });
   const auto deadline = SteadyClock::now() + kRunDeadline;
@@ -233,6 +239,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
         std::lock_guard<std::mutex> lock(end_mu);
         end = SteadyClock::now();
         cpu_end_ns = TreeCpuNs(weftd.pid());
+        if (postgres > 0) postgres_end_ns = TreeCpuNs(postgres);
       }
     }
   };
@@ -246,6 +253,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   DispatchResult result;
   result.tasks_per_s = seconds > 0 ? opts.tasks / seconds : 0.0;
   result.weftd_cpu_us_per_task = static_cast<double>(cpu_end_ns - cpu_start_ns) / 1000.0 / opts.tasks;
+  result.postgres_cpu_us_per_task = static_cast<double>(postgres_end_ns - postgres_start_ns) / 1000.0 / opts.tasks;
   return result;
 }
 
@@ -255,7 +263,7 @@ constexpr const char* kRawPayload =
 
 // finish+take on SQLite and on PostgreSQL, alternating which goes first.
 int CompareStores(const fs::path& weftd_bin, const Options& opts) {
-  std::vector<double> sqlite_per_s, postgres_per_s;
+  std::vector<double> sqlite_per_s, postgres_per_s, sqlite_cpu, postgres_cpu, server_cpu;
   try {
     zmq::context_t ctx(1);
     for (int r = 0; r < opts.runs; ++r) {
@@ -268,8 +276,12 @@ int CompareStores(const fs::path& weftd_bin, const Options& opts) {
           return 1;
         }
         (store == "postgres" ? postgres_per_s : sqlite_per_s).push_back(d->tasks_per_s);
-        std::fprintf(stderr, "run %d/%d finish+take on %s: %.0f tasks/s (weftd CPU %.1f us/task)\n", r + 1,
-                     opts.runs, store.c_str(), d->tasks_per_s, d->weftd_cpu_us_per_task);
+        (store == "postgres" ? postgres_cpu : sqlite_cpu).push_back(d->weftd_cpu_us_per_task);
+        if (store == "postgres") server_cpu.push_back(d->postgres_cpu_us_per_task);
+        std::fprintf(stderr, "run %d/%d finish+take on %s: %.0f tasks/s (weftd CPU %.1f us/task", r + 1, opts.runs,
+                     store.c_str(), d->tasks_per_s, d->weftd_cpu_us_per_task);
+        if (store == "postgres") std::fprintf(stderr, ", PostgreSQL CPU %.1f us/task", d->postgres_cpu_us_per_task);
+        std::fprintf(stderr, ")\n");
       }
     }
   } catch (const zmq::error_t& e) {
@@ -287,6 +299,10 @@ int CompareStores(const fs::path& weftd_bin, const Options& opts) {
   line["tasks_per_s_postgres"] = std::llround(postgres);
   line["ratio"] = sqlite > 0 ? std::round(postgres / sqlite * 1000) / 1000 : 0.0;
   line["target_ratio"] = kPostgresTargetRatio;
+  // Medians: weftd's CPU with each store, and the PostgreSQL server's own.
+  line["weftd_cpu_us_per_task_sqlite"] = std::round(Median(sqlite_cpu) * 10) / 10;
+  line["weftd_cpu_us_per_task_postgres"] = std::round(Median(postgres_cpu) * 10) / 10;
+  line["postgres_cpu_us_per_task"] = std::round(Median(server_cpu) * 10) / 10;
   std::printf("%s\n", line.dump().c_str());
   return 0;
 }

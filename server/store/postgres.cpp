@@ -1,6 +1,7 @@
 #include "weft/server/store/postgres.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,12 +75,21 @@ std::string ToDollarParameters(std::string_view sql, int* params) {
 class PostgresStatement final : public StatementBackend {
  public:
   PostgresStatement(PostgresDatabase* db, std::string text, int params)
-      : db_(db), text_(std::move(text)), values_(static_cast<std::size_t>(params)) {}
+      : db_(db), text_(std::move(text)), what_("'" + text_.substr(0, 60) + "'"),
+        values_(static_cast<std::size_t>(params)) {}
   ~PostgresStatement() override {
     // Gone with the connection it was prepared on, else given back.
-    if (name_.empty() || generation_ != db_->generation_ || !db_->conn_) return;
-    if (PQstatus(db_->conn_) != CONNECTION_OK || PQtransactionStatus(db_->conn_) == PQTRANS_INERROR) return;
-    PQclear(PQexec(db_->conn_, ("DEALLOCATE " + name_).c_str()));
+    if (!prepared_ || prepared_->generation != db_->generation_ || !db_->conn_ || db_->closing_) return;
+    if (PQstatus(db_->conn_) != CONNECTION_OK) return;
+    const std::string deallocate = "DEALLOCATE " + name_;
+    if (db_->pipelining_) {
+      // Sent with the rest; skipped, and left to the connection, if the transaction failed.
+      if (PQsendQueryParams(db_->conn_, deallocate.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0))
+        (void)db_->Await("'" + deallocate + "'");
+      return;
+    }
+    if (PQtransactionStatus(db_->conn_) == PQTRANS_INERROR) return;
+    PQclear(PQexec(db_->conn_, deallocate.c_str()));
   }
   PostgresStatement(const PostgresStatement&) = delete;
   PostgresStatement& operator=(const PostgresStatement&) = delete;
@@ -108,6 +118,17 @@ class PostgresStatement final : public StatementBackend {
     return row_ < rows_;
   }
 
+  Status RunDeferred(int expected_changes, Status otherwise) override {
+    if (!bind_error_.empty()) return Status::Internal(bind_error_);
+    if (db_->pipelining_) return Send(expected_changes, std::move(otherwise));
+    // Outside a transaction nothing waits for a commit: it runs now.
+    WEFT_ASSIGN_OR_RETURN(result_, Execute());
+    rows_ = PQntuples(result_.get());
+    row_ = rows_;
+    if (expected_changes >= 0 && db_->changes_ != expected_changes) return otherwise;
+    return Status::Ok();
+  }
+
   std::int64_t Int(int column) const override {
     if (IsNull(column)) return 0;
     return std::strtoll(PQgetvalue(result_.get(), row_, column), nullptr, 10);
@@ -126,42 +147,80 @@ class PostgresStatement final : public StatementBackend {
   bool Valid(int index) {
     if (index >= 1 && static_cast<std::size_t>(index) <= values_.size()) return true;
     if (bind_error_.empty())
-      bind_error_ = "PostgreSQL bind failed: no parameter " + std::to_string(index) + " in '" + text_.substr(0, 60) + "'";
+      bind_error_ = "PostgreSQL bind failed: no parameter " + std::to_string(index) + " in " + what_;
     return false;
   }
   void Set(int index, std::string value) {
     if (Valid(index)) values_[static_cast<std::size_t>(index - 1)] = std::move(value);
   }
 
-  Result<PostgresDatabase::ResultPtr> Execute() {
+  std::vector<const char*> Values() const {
     std::vector<const char*> values;
     values.reserve(values_.size());
     for (const auto& v : values_) values.push_back(v ? v->c_str() : nullptr);
+    return values;
+  }
+
+  // A statement run once (most of those prepared per call) is sent with its
+  // text; from its second run on it is prepared on the server.
+  bool NextRunPrepared() {
+    if (++runs_ == 1) return false;
+    if (name_.empty()) name_ = db_->NextName();
+    if (!prepared_) prepared_ = std::make_shared<PreparedMark>();
+    return true;
+  }
+
+  Result<PostgresDatabase::ResultPtr> Execute() {
+    if (db_->pipelining_) {
+      WEFT_RETURN_IF_ERROR(Send(-1, Status::Ok()));
+      return db_->ReadLast();
+    }
+    const std::vector<const char*> values = Values();
     const int n = static_cast<int>(values.size());
-    // A statement run once (most of those prepared per call) is sent with its
-    // text; from its second run on it is prepared on the server.
-    const bool prepare = ++runs_ > 1;
-    if (prepare && name_.empty()) name_ = db_->NextName();
+    const bool prepare = NextRunPrepared();
     auto send = [&]() -> PGresult* {
       PGconn* c = db_->conn_;
       if (!prepare) return PQexecParams(c, text_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
-      if (generation_ != db_->generation_) {
+      if (prepared_->generation != db_->generation_) {
         PGresult* made = PQprepare(c, name_.c_str(), text_.c_str(), n, nullptr);
         if (PQresultStatus(made) != PGRES_COMMAND_OK) return made;
         PQclear(made);
-        generation_ = db_->generation_;
+        prepared_->generation = db_->generation_;
       }
       return PQexecPrepared(c, name_.c_str(), n, values.data(), nullptr, nullptr, 0);
     };
-    return db_->Run(send, "'" + text_.substr(0, 60) + "'");
+    return db_->Run(send, what_);
+  }
+
+  // Sends it in pipeline mode (preparing it first when it must be); its reply is awaited.
+  Status Send(int expected_changes, Status otherwise) {
+    const std::vector<const char*> values = Values();
+    const int n = static_cast<int>(values.size());
+    PGconn* c = db_->conn_;
+    PostgresDatabase::Awaited awaited{.what = what_, .expected_changes = expected_changes,
+                                      .otherwise = std::move(otherwise), .prepared = nullptr};
+    if (!NextRunPrepared()) {
+      if (!PQsendQueryParams(c, text_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+        return db_->SendFailed(what_);
+      return db_->Await(std::move(awaited));
+    }
+    if (prepared_->generation != db_->generation_) {
+      if (!PQsendPrepare(c, name_.c_str(), text_.c_str(), n, nullptr)) return db_->SendFailed(what_);
+      prepared_->generation = db_->generation_;
+      WEFT_RETURN_IF_ERROR(db_->Await(
+          {.what = "prepare of " + what_, .expected_changes = -1, .otherwise = Status::Ok(), .prepared = prepared_}));
+    }
+    if (!PQsendQueryPrepared(c, name_.c_str(), n, values.data(), nullptr, nullptr, 0)) return db_->SendFailed(what_);
+    return db_->Await(std::move(awaited));
   }
 
   PostgresDatabase* db_;
   std::string text_;
+  std::string what_;  // for messages
   std::vector<std::optional<std::string>> values_;
   std::string bind_error_;
-  std::string name_;             // empty until prepared on the server
-  std::uint64_t generation_ = 0;  // the connection it was prepared on
+  std::string name_;                        // empty until prepared on the server
+  std::shared_ptr<PreparedMark> prepared_;  // made with the name
   int runs_ = 0;
   PostgresDatabase::ResultPtr result_;
   int rows_ = 0;
@@ -169,6 +228,8 @@ class PostgresStatement final : public StatementBackend {
 };
 
 PostgresDatabase::~PostgresDatabase() {
+  closing_ = true;  // the statements kept need no DEALLOCATE: the connection goes with them
+  DropIdleStatements();
   if (conn_) PQfinish(conn_);
 }
 
@@ -179,6 +240,9 @@ Status PostgresDatabase::Open(PostgresOptions options) {
 
 Status PostgresDatabase::Connect() {
   if (conn_) PQfinish(conn_);
+  // Whatever was in flight went with the old connection.
+  pipelining_ = false;
+  awaited_.clear();
   // The connection string comes last so that what it says wins; a server
   // that does not answer is given up on after 10 s unless it says otherwise.
   const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
@@ -241,19 +305,114 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::Run(Send send, std::string
       changes_ = tuples && *tuples ? std::atoi(tuples) : 0;
       return r;
     }
-    const std::string message = Trimmed(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn_));
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      NoteLost(message);
-      // Outside a transaction nothing was done: run it again on a new connection.
-      if (!in_transaction_ && tries == 0) continue;
-      return Status::Unavailable("PostgreSQL " + std::string(what) + " failed: the connection was lost (" + message +
-                                 ")");
+    // Outside a transaction nothing was done: run it again on a new connection.
+    if (PQstatus(conn_) != CONNECTION_OK && !in_transaction_ && tries == 0) {
+      NoteLost(Trimmed(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn_)));
+      continue;
     }
-    const char* state = r ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : nullptr;
-    const std::string full = "PostgreSQL " + std::string(what) + " failed: " + message;
-    if (state && Transient(state)) return Status::Unavailable(full);
-    return Status::Internal(full);
+    return Failure(r.get(), what);
   }
+}
+
+Status PostgresDatabase::Failure(const pg_result* r, std::string_view what) {
+  const std::string message = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    NoteLost(message);
+    return Status::Unavailable("PostgreSQL " + std::string(what) + " failed: the connection was lost (" + message +
+                               ")");
+  }
+  const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string full = "PostgreSQL " + std::string(what) + " failed: " + message;
+  if (state && Transient(state)) return Status::Unavailable(full);
+  return Status::Internal(full);
+}
+
+bool PostgresDatabase::Quiet() const {
+  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return false;
+  pollfd socket{.fd = PQsocket(conn_), .events = POLLIN, .revents = 0};
+  return poll(&socket, 1, 0) == 0;
+}
+
+Status PostgresDatabase::Await(Awaited awaited) {
+  awaited_.push_back(std::move(awaited));
+  // Unread replies wait in the socket; a long batch reads them as it goes
+  // rather than let them fill it.
+  constexpr std::size_t kMaxAwaited = 512;
+  if (awaited_.size() < kMaxAwaited) return Status::Ok();
+  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed(awaited_.back().what);
+  while (awaited_.size() > 1) (void)ReadAwaited();  // the last one's reply may be wanted by ReadLast()
+  return pipeline_failure_;
+}
+
+Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
+  Awaited awaited = std::move(awaited_.front());
+  awaited_.pop_front();
+  ResultPtr r(PQgetResult(conn_));
+  // A statement's replies end with a NULL.
+  if (r) {
+    while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+  }
+  const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  Status failure;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
+    const char* tuples = PQcmdTuples(r.get());
+    changes_ = tuples && *tuples ? std::atoi(tuples) : 0;
+    if (awaited.expected_changes < 0 || changes_ == awaited.expected_changes) return r;
+    failure = std::move(awaited.otherwise);
+  } else if (status == PGRES_PIPELINE_ABORTED) {
+    failure = Status::Internal("PostgreSQL " + awaited.what + " was not run: an earlier statement of its "
+                               "transaction failed");
+  } else {
+    failure = Failure(r.get(), awaited.what);
+  }
+  if (awaited.prepared) awaited.prepared->generation = 0;
+  if (pipeline_failure_.ok()) pipeline_failure_ = failure;
+  // No more replies come on a lost connection.
+  if (PQstatus(conn_) != CONNECTION_OK) awaited_.clear();
+  return failure;
+}
+
+Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadLast() {
+  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed(awaited_.back().what);
+  while (awaited_.size() > 1) (void)ReadAwaited();
+  if (awaited_.empty()) return pipeline_failure_;
+  Result<ResultPtr> last = ReadAwaited();
+  // Skipped after an earlier failure: that one is the cause.
+  if (!pipeline_failure_.ok()) return pipeline_failure_;
+  return last;
+}
+
+Status PostgresDatabase::SendFailed(std::string_view what) {
+  const std::string message = Trimmed(PQerrorMessage(conn_));
+  NoteLost(message);
+  awaited_.clear();
+  Status failure = Status::Unavailable("PostgreSQL " + std::string(what) +
+                                       " failed: the connection was lost during the transaction (" + message + ")");
+  if (pipeline_failure_.ok()) pipeline_failure_ = failure;
+  return failure;
+}
+
+Status PostgresDatabase::EndPipeline() {
+  if (PQstatus(conn_) == CONNECTION_OK && PQpipelineSync(conn_) == 1) {
+    while (!awaited_.empty()) (void)ReadAwaited();
+  } else {
+    (void)SendFailed("sync");
+  }
+  if (PQstatus(conn_) == CONNECTION_OK) {
+    ResultPtr sync(PQgetResult(conn_));
+    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(conn_) != 1) {
+      // Out of step with the server: this connection is not to be trusted again.
+      if (pipeline_failure_.ok())
+        pipeline_failure_ = Status::Internal("PostgreSQL pipeline out of step: " + Trimmed(PQerrorMessage(conn_)));
+      PQfinish(conn_);
+      conn_ = nullptr;
+    }
+  }
+  pipelining_ = false;
+  awaited_.clear();
+  Status failure = std::move(pipeline_failure_);
+  pipeline_failure_ = Status::Ok();
+  return failure;
 }
 
 std::string PostgresDatabase::Describe() const {
@@ -262,24 +421,52 @@ std::string PostgresDatabase::Describe() const {
 }
 
 Status PostgresDatabase::Exec(std::string_view sql) {
+  // A text of several statements runs only outside pipeline mode: the rest of
+  // the transaction then waits for each reply.
+  if (pipelining_) WEFT_RETURN_IF_ERROR(EndPipeline());
   const std::string text(sql);
   return Run([&] { return PQexec(conn_, text.c_str()); }, "exec of '" + text.substr(0, 60) + "'").status();
 }
 
-Result<Statement> PostgresDatabase::Prepare(std::string_view sql) {
+Result<std::unique_ptr<StatementBackend>> PostgresDatabase::PrepareNew(std::string_view sql) {
   int params = 0;
   std::string text = ToDollarParameters(sql, &params);
-  return Statement(std::make_unique<PostgresStatement>(this, std::move(text), params));
+  return std::unique_ptr<StatementBackend>(std::make_unique<PostgresStatement>(this, std::move(text), params));
 }
 
 Status PostgresDatabase::Begin() {
   if (in_transaction_) return Status::Internal("BEGIN inside a transaction");
-  WEFT_RETURN_IF_ERROR(Run([&] { return PQexec(conn_, "BEGIN"); }, "BEGIN").status());
+  if (!Quiet()) {
+    // Waits for BEGIN, which finds out (and replaces) a lost connection.
+    WEFT_RETURN_IF_ERROR(Run([&] { return PQexec(conn_, "BEGIN"); }, "BEGIN").status());
+    in_transaction_ = true;
+    pipelining_ = PQenterPipelineMode(conn_) == 1;
+    return Status::Ok();
+  }
+  if (PQenterPipelineMode(conn_) != 1)
+    return Status::Internal("PostgreSQL would not enter pipeline mode: " + Trimmed(PQerrorMessage(conn_)));
+  if (!PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0)) {
+    // No transaction began: the next Begin() finds the connection gone and replaces it.
+    Status failed = SendFailed("BEGIN");
+    pipeline_failure_ = Status::Ok();
+    return failed;
+  }
+  pipelining_ = true;
   in_transaction_ = true;
-  return Status::Ok();
+  return Await("BEGIN");
 }
 
 Status PostgresDatabase::Commit() {
+  if (pipelining_) {
+    // After a failure the transaction is aborted; its COMMIT would only roll back.
+    if (!pipeline_failure_.ok()) return pipeline_failure_;
+    if (!PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("COMMIT");
+    WEFT_RETURN_IF_ERROR(Await("COMMIT"));
+    // Still in the transaction on failure: the caller rolls back.
+    WEFT_RETURN_IF_ERROR(EndPipeline());
+    in_transaction_ = false;
+    return Status::Ok();
+  }
   // After a failed statement PostgreSQL has aborted the whole transaction;
   // its COMMIT would only roll back.
   if (conn_ && PQtransactionStatus(conn_) == PQTRANS_INERROR)
@@ -292,6 +479,8 @@ Status PostgresDatabase::Commit() {
 Status PostgresDatabase::Rollback() {
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
+  // The replies still in flight are read and forgotten: the transaction is going.
+  if (pipelining_) (void)EndPipeline();
   // A lost connection took the transaction with it: nothing to roll back.
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return Status::Ok();
   ResultPtr r(PQexec(conn_, "ROLLBACK"));

@@ -42,6 +42,15 @@ class SqliteStatement final : public StatementBackend {
     return Error(db_, rc, "step of '" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "'");
   }
 
+  Status RunDeferred(int expected_changes, Status otherwise) override {
+    while (true) {
+      WEFT_ASSIGN_OR_RETURN(bool row, Step());
+      if (!row) break;
+    }
+    if (expected_changes >= 0 && sqlite3_changes(db_) != expected_changes) return otherwise;
+    return Status::Ok();
+  }
+
   std::int64_t Int(int column) const override { return sqlite3_column_int64(stmt_, column); }
   std::string Text(int column) const override {
     const unsigned char* p = sqlite3_column_text(stmt_, column);
@@ -64,6 +73,7 @@ class SqliteStatement final : public StatementBackend {
 }  // namespace
 
 SqliteDatabase::~SqliteDatabase() {
+  DropIdleStatements();
   for (sqlite3_stmt* s : {begin_, commit_, rollback_}) sqlite3_finalize(s);
   // sqlite3_close (not _v2) refuses while statements live: Store finalizes
   // them first, so a failure here is a bug worth no more than ignoring.
@@ -102,12 +112,12 @@ Status SqliteDatabase::Exec(std::string_view sql) {
   return Status::Ok();
 }
 
-Result<Statement> SqliteDatabase::Prepare(std::string_view sql) {
+Result<std::unique_ptr<StatementBackend>> SqliteDatabase::PrepareNew(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
                               nullptr);
   if (rc != SQLITE_OK) return Error(db_, rc, "prepare of '" + std::string(sql.substr(0, 60)) + "'");
-  return Statement(std::make_unique<SqliteStatement>(db_, stmt));
+  return std::unique_ptr<StatementBackend>(std::make_unique<SqliteStatement>(db_, stmt));
 }
 
 Status SqliteDatabase::RunCached(sqlite3_stmt* stmt, std::string_view what) {

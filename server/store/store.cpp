@@ -629,6 +629,15 @@ bool ParseTaskState(std::string_view name, TaskState* out) {
   return false;
 }
 
+// The error of a task write that changed no row. The hot task writes are
+// deferred (sql::Statement::RunDeferred): on PostgreSQL the count is checked
+// when the transaction waits for the server, and then fails it.
+namespace {
+Status TaskMissing(std::int64_t task_id) {
+  return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+}
+}  // namespace
+
 // The database is declared first so that it is destroyed last: every
 // statement is finalized before the connection closes.
 struct Store::Impl {
@@ -765,7 +774,7 @@ Status Store::ApplyMigrations() {
                           db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
     WEFT_RETURN_IF_ERROR(current.Step().status());
     schema_version_ = current.Int(0);
-  }  // finalized: an active statement would make DROP TABLE in a migration fail
+  }  // reset as it goes back: an active statement would make DROP TABLE in a migration fail
   if (schema_version_ > LatestSchemaVersion())
     return Status::Invalid("the store " + path_.string() + " has schema version " + std::to_string(schema_version_) +
                            ", newer than this weftd knows (" + std::to_string(LatestSchemaVersion()) +
@@ -887,7 +896,7 @@ Status Store::UpsertHost(const HostRecord& h) {
 }
 
 Status Store::TouchHost(std::string_view host_id, std::int64_t last_seen_ms) {
-  return impl_->touch_host.Reset().Bind(1, host_id).Bind(2, last_seen_ms).Run();
+  return impl_->touch_host.Reset().Bind(1, host_id).Bind(2, last_seen_ms).RunDeferred();
 }
 
 Result<std::vector<HostRecord>> Store::ListHosts() {
@@ -943,7 +952,7 @@ Result<std::optional<TaskRecord>> Store::GetTask(std::int64_t task_id) {
 
 Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::optional<TaskState> state,
                                                  std::int64_t limit) {
-  // Rarely called (admins, tests): prepared per call, not cached.
+  // Rarely called (admins, tests): prepared per call, not a member.
   std::string text = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE tenant = ?1" +
                      (state ? " AND state = ?3" : "") + " ORDER BY id DESC LIMIT ?2";
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db->Prepare(text));
@@ -990,13 +999,12 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                            .Bind(3, host_id)
                            .Bind(4, lease_until_ms)
                            .Bind(5, now_ms)
-                           .Run());
-  if (impl_->db->Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
-  return impl_->insert_attempt.Reset().Bind(1, task_id).Bind(2, attempt).Bind(3, host_id).Bind(4, now_ms).Run();
+                           .RunDeferred(1, TaskMissing(task_id)));
+  return impl_->insert_attempt.Reset().Bind(1, task_id).Bind(2, attempt).Bind(3, host_id).Bind(4, now_ms).RunDeferred();
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
-  return impl_->renew_lease.Reset().Bind(1, task_id).Bind(2, lease_until_ms).Run();
+  return impl_->renew_lease.Reset().Bind(1, task_id).Bind(2, lease_until_ms).RunDeferred();
 }
 
 Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, AttemptStatus attempt_status,
@@ -1010,15 +1018,14 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
                            .Bind(5, result_json.empty() ? std::string_view("{}") : result_json)
                            .Bind(6, stdout_tail)
                            .Bind(7, stderr_tail)
-                           .Run());
-  if (impl_->db->Changes() != 1) return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+                           .RunDeferred(1, TaskMissing(task_id)));
   return impl_->end_attempt.Reset()
       .Bind(1, task_id)
       .Bind(2, attempt)
       .Bind(3, now_ms)
       .Bind(4, ToString(attempt_status))
       .Bind(5, message)
-      .Run();
+      .RunDeferred();
 }
 
 Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {

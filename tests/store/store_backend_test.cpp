@@ -2,11 +2,13 @@
 // OpenStore: SQLite by default, PostgreSQL with WEFT_TEST_STORE=postgres) and
 // what only PostgreSQL has (a real server from tests/support/postgres.hpp).
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 #include "support/postgres.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
 #include "weft/server/store/postgres.hpp"
+#include "weft/server/store/sqlite.hpp"
 #include "weft/server/store/store.hpp"
 
 using weft::Status;
@@ -140,4 +142,222 @@ TEST_CASE("postgres store: a server that is not there is a clear error at open",
   auto opened = Store::Open(dir / "weft.db", options);
   REQUIRE_FALSE(opened.ok());
   CHECK_THAT(opened.status().message(), Catch::StartsWith("cannot open the PostgreSQL store: cannot connect to PostgreSQL"));
+}
+
+TEST_CASE("store task writes: one that finds no task fails the transaction, and nothing of it is kept",
+          "[store]") {
+  TempDir dir("store-missing-task");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  TaskRecord t = NewTask();
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.InsertTask(&t).ok());
+  REQUIRE(store.Commit().ok());
+
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(t.id, 1, "host-a", 5000, 2000).ok());
+  // SQLite says so at once; PostgreSQL, which does not wait for the write's reply, at the commit.
+  Status missing = store.LeaseTask(t.id + 1000, 1, "host-a", 5000, 2000);
+  Status ended = missing.ok() ? store.Commit() : missing;
+  CHECK(ended.code() == weft::Code::kNotFound);
+  CHECK(ended.message() == "task " + std::to_string(t.id + 1000) + " does not exist");
+  REQUIRE(store.Rollback().ok());
+
+  auto task = store.GetTask(t.id);
+  REQUIRE(task.ok());
+  REQUIRE(task->has_value());
+  CHECK((*task)->state == weft::store::TaskState::kQueued);
+  CHECK((*task)->attempt == 0);
+  CHECK(store.ListAttempts(t.id).value().empty());
+}
+
+namespace {
+
+using weft::store::sql::PostgresDatabase;
+
+// The SQL layer alone on a fresh server, with a table of its own.
+std::unique_ptr<PostgresDatabase> OpenItems(const PostgresServer& server) {
+  auto db = std::make_unique<PostgresDatabase>();
+  Status opened = db->Open({.conninfo = server.conninfo(), .reconnect_timeout_ms = 10'000});
+  if (!opened.ok()) FAIL(opened.ToString());
+  Status made = db->Exec("CREATE TABLE items (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)");
+  if (!made.ok()) FAIL(made.ToString());
+  return db;
+}
+
+weft::store::sql::Statement Prepared(PostgresDatabase& db, std::string_view sql) {
+  auto st = db.Prepare(sql);
+  if (!st.ok()) FAIL(st.status().ToString());
+  return std::move(*st);
+}
+
+}  // namespace
+
+TEST_CASE("postgres store: a transaction's writes go out without waiting, and one refused rolls them all "
+          "back with the server's message",
+          "[store][postgres]") {
+  TempDir dir("store-pg-pipeline");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  // The same key again: the server refuses it, but nothing waited for its reply.
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 11).RunDeferred().ok());
+  CHECK(insert.Reset().Bind(1, 2).Bind(2, 12).RunDeferred().ok());
+  Status committed = db->Commit();
+  CHECK(committed.code() == weft::Code::kInternal);
+  CHECK_THAT(committed.message(), Catch::StartsWith("PostgreSQL 'INSERT INTO items (id, n) VALUES ($1, $2)' failed: "
+                                                    "ERROR:  duplicate key value violates unique constraint"));
+  REQUIRE(db->Rollback().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "0");
+
+  // The connection goes on, and a read waits for the writes before it.
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 3).Bind(2, 13).RunDeferred().ok());
+  CHECK(insert.Reset().Bind(1, 4).Bind(2, 14).RunDeferred().ok());
+  auto sum = Prepared(*db, "SELECT SUM(n) FROM items");
+  REQUIRE(sum.Step().value());
+  CHECK(sum.Int(0) == 27);
+  REQUIRE(db->Commit().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "2");
+}
+
+TEST_CASE("postgres store: a read after a refused write reports that write's failure", "[store][postgres]") {
+  TempDir dir("store-pg-pipeline-read");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  auto count = Prepared(*db, "SELECT COUNT(*) FROM items");
+
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 11).RunDeferred().ok());
+  auto row = count.Reset().Step();
+  REQUIRE_FALSE(row.ok());
+  CHECK_THAT(row.status().message(), Catch::Contains("duplicate key value violates unique constraint"));
+  CHECK_FALSE(db->Commit().ok());
+  REQUIRE(db->Rollback().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "0");
+}
+
+TEST_CASE("postgres store: a statement whose preparation a failed transaction skipped is prepared again",
+          "[store][postgres]") {
+  TempDir dir("store-pg-pipeline-prepare");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  auto bump = Prepared(*db, "UPDATE items SET n = n + 1 WHERE id = ?1");
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  CHECK(bump.Reset().Bind(1, 1).RunDeferred(1).ok());  // its first run: sent with its text
+  REQUIRE(db->Commit().ok());
+
+  // Its second run prepares it on the server, in a pipeline that a refused insert aborted before.
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 11).RunDeferred().ok());
+  CHECK(bump.Reset().Bind(1, 1).RunDeferred(1).ok());
+  CHECK_FALSE(db->Commit().ok());
+  REQUIRE(db->Rollback().ok());
+
+  REQUIRE(db->Begin().ok());
+  Status bumped = bump.Reset().Bind(1, 1).RunDeferred(1);
+  Status committed = bumped.ok() ? db->Commit() : bumped;
+  if (!committed.ok()) FAIL(committed.ToString());
+  CHECK(server->Query("SELECT n FROM items WHERE id = 1").value() == "12");
+}
+
+TEST_CASE("postgres store: a statement prepared per call is prepared on the server once, and comes back cleared",
+          "[store][postgres]") {
+  TempDir dir("store-pg-kept");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  for (int i = 1; i <= 5; ++i) {
+    auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+    REQUIRE(insert.Bind(1, i).Bind(2, i * 10).RunDeferred().ok());
+  }
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "5");
+  auto named = Prepared(*db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO items%'");
+  REQUIRE(named.Step().value());
+  CHECK(named.Int(0) == 1);
+
+  {
+    auto echo = Prepared(*db, "SELECT CAST(?1 AS BIGINT)");
+    REQUIRE(echo.Bind(1, 7).Step().value());
+    CHECK(echo.Int(0) == 7);
+  }
+  // Kept on its row with 7 bound, it comes back with neither.
+  auto echo = Prepared(*db, "SELECT CAST(?1 AS BIGINT)");
+  REQUIRE(echo.Step().value());
+  CHECK(echo.IsNull(0));
+}
+
+TEST_CASE("sqlite store: a statement prepared per call is prepared once, and comes back reset and cleared",
+          "[store]") {
+  TempDir dir("store-sqlite-kept");
+  weft::store::sql::SqliteDatabase db;
+  REQUIRE(db.Open((dir / "kept.db").string(), 1000).ok());
+  auto statements = [&db] {
+    int n = 0;
+    for (sqlite3_stmt* s = sqlite3_next_stmt(db.handle(), nullptr); s; s = sqlite3_next_stmt(db.handle(), s)) ++n;
+    return n;
+  };
+  const int own = statements();  // BEGIN, COMMIT and ROLLBACK
+  for (int i = 1; i <= 5; ++i) {
+    auto echo = db.Prepare("SELECT ?1");
+    REQUIRE(echo.ok());
+    // The one kept from the turn before was left on its row with a value bound.
+    REQUIRE(echo->Step().value());
+    CHECK(echo->IsNull(0));
+    REQUIRE(echo->Reset().Bind(1, i).Step().value());
+    CHECK(echo->Int(0) == i);
+  }
+  CHECK(statements() == own + 1);
+  CHECK(db.idle_statements() == 1);
+}
+
+TEST_CASE("postgres store: the first transaction after the server restarted runs on a new connection",
+          "[store][postgres]") {
+  TempDir dir("store-pg-begin-restart");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  REQUIRE(db->Commit().ok());
+
+  // Its old connection is closed, which BEGIN finds out before the transaction's writes go out.
+  Status restarted = server->Restart();
+  if (!restarted.ok()) FAIL(restarted.ToString());
+  REQUIRE(db->Begin().ok());
+  Status sent = insert.Reset().Bind(1, 2).Bind(2, 20).RunDeferred();
+  Status committed = sent.ok() ? db->Commit() : sent;
+  if (!committed.ok()) FAIL(committed.ToString());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "2");
+}
+
+TEST_CASE("postgres store: a transaction of thousands of writes reads their replies as it goes", "[store][postgres]") {
+  TempDir dir("store-pg-pipeline-long");
+  auto server = StartPostgres(dir);
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  REQUIRE(db->Begin().ok());
+  for (int i = 1; i <= 3000; ++i) REQUIRE(insert.Reset().Bind(1, i).Bind(2, i).RunDeferred().ok());
+  REQUIRE(db->Commit().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "3000");
+
+  // One refused among them: found while later ones are still being sent, and the whole transaction goes.
+  REQUIRE(db->Begin().ok());
+  Status sent;
+  int sent_ok = 0;
+  for (int i = 3001; i <= 6000 && sent.ok(); ++i) {
+    sent = insert.Reset().Bind(1, i == 3100 ? 1 : i).Bind(2, i).RunDeferred();
+    if (sent.ok()) ++sent_ok;
+  }
+  CHECK(sent_ok < 2999);
+  CHECK_THAT(sent.message(), Catch::Contains("duplicate key value violates unique constraint"));
+  CHECK_FALSE(db->Commit().ok());
+  REQUIRE(db->Rollback().ok());
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "3000");
 }

@@ -10,7 +10,10 @@
 //
 // A Statement must be destroyed before the Database it came from; Store keeps
 // its statements in members declared after the Database so that they go
-// first. Not thread-safe: one thread uses a Database and its statements.
+// first. A Statement that goes is kept, reset, by its Database and handed out
+// again by the next Prepare() of the same text: a statement prepared per call
+// is prepared once per connection (sqlite3_prepare was a third of weftd's CPU
+// in catalog reads; PostgreSQL prepares it on the server at its second run). Not thread-safe: one thread uses a Database and its statements.
 // Every failure becomes a Status that carries the backend's own message.
 #pragma once
 
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -36,16 +40,36 @@ class StatementBackend {
   virtual void Bind(int index, std::string_view value) = 0;
   virtual void BindNull(int index) = 0;
   virtual Result<bool> Step() = 0;
+  virtual Status RunDeferred(int expected_changes, Status otherwise) = 0;
   virtual std::int64_t Int(int column) const = 0;
   virtual std::string Text(int column) const = 0;
   virtual bool IsNull(int column) const = 0;
 };
 
+class Database;
+
 // A prepared statement, reset and cleared before each use by Reset().
 class Statement {
  public:
+  using Idle = std::vector<std::unique_ptr<StatementBackend>>;
+
   Statement() = default;
-  explicit Statement(std::unique_ptr<StatementBackend> backend) : backend_(std::move(backend)) {}
+  // `idle`: where it goes back to in `cache` when it goes (none: it is destroyed).
+  Statement(std::unique_ptr<StatementBackend> backend, Database* cache, Idle* idle)
+      : backend_(std::move(backend)), cache_(cache), idle_(idle) {}
+  ~Statement() { GiveBack(); }
+  Statement(Statement&& other) noexcept
+      : backend_(std::move(other.backend_)), cache_(other.cache_), idle_(other.idle_) {}
+  Statement& operator=(Statement&& other) noexcept {
+    if (this == &other) return *this;
+    GiveBack();
+    backend_ = std::move(other.backend_);
+    cache_ = other.cache_;
+    idle_ = other.idle_;
+    return *this;
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
 
   // Resets the statement so it can run again with fresh parameters.
   Statement& Reset() {
@@ -75,6 +99,17 @@ class Statement {
       if (!row) return Status::Ok();
     }
   }
+  // Runs a write whose outcome the caller does not need before the commit.
+  // Inside a transaction the PostgreSQL backend sends it without waiting for
+  // its reply (libpq's pipeline mode), so a batch of writes costs one round
+  // trip instead of one each; SQLite runs it at once. Its failure, or a count
+  // of changed rows other than `expected_changes` (when not negative: then
+  // `otherwise` is the error), is returned here or by the next statement of
+  // the transaction that waits for the server, or by Commit(); either way the
+  // transaction must be rolled back.
+  [[nodiscard]] Status RunDeferred(int expected_changes = -1, Status otherwise = Status::Ok()) {
+    return backend_->RunDeferred(expected_changes, std::move(otherwise));
+  }
   // Steps once for the single value an `INSERT ... RETURNING id` gives, then to completion.
   [[nodiscard]] Result<std::int64_t> RunReturningId() {
     WEFT_ASSIGN_OR_RETURN(bool row, Step());
@@ -90,7 +125,11 @@ class Statement {
   bool IsNull(int column) const { return backend_->IsNull(column); }
 
  private:
+  void GiveBack();
+
   std::unique_ptr<StatementBackend> backend_;
+  Database* cache_ = nullptr;
+  Idle* idle_ = nullptr;
 };
 
 // Steps through every row, calling read_row(statement) for each. Stops at the
@@ -111,7 +150,8 @@ class Database {
   virtual Dialect dialect() const = 0;
   // Runs one or more statements without parameters (migrations, settings).
   [[nodiscard]] virtual Status Exec(std::string_view sql) = 0;
-  [[nodiscard]] virtual Result<Statement> Prepare(std::string_view sql) = 0;
+  // Prepares `sql`, or takes back a statement of the same text that is not in use.
+  [[nodiscard]] Result<Statement> Prepare(std::string_view sql);
   // A write transaction: SQLite's BEGIN IMMEDIATE, PostgreSQL's BEGIN.
   [[nodiscard]] virtual Status Begin() = 0;
   [[nodiscard]] virtual Status Commit() = 0;
@@ -122,6 +162,60 @@ class Database {
   // a statement keeps a read transaction, and a WAL snapshot, open). None for
   // a backend that reads whole results at once.
   virtual std::vector<std::string> ResetActiveStatements() { return {}; }
+
+  // Statements kept for the next Prepare() of their text.
+  std::size_t idle_statements() const { return idle_count_; }
+
+ protected:
+  [[nodiscard]] virtual Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) = 0;
+  // A backend calls it first in its destructor: the statements kept go before its connection.
+  void DropIdleStatements() {
+    idle_.clear();
+    idle_count_ = 0;
+  }
+
+ private:
+  friend class Statement;
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  // Bounds for texts made up at run time: past them a statement is not kept.
+  static constexpr std::size_t kMaxTexts = 512;
+  static constexpr std::size_t kMaxIdlePerText = 4;
+
+  void Keep(Statement::Idle* idle, std::unique_ptr<StatementBackend> backend) {
+    if (idle->size() >= kMaxIdlePerText) return;
+    backend->Reset();
+    idle->push_back(std::move(backend));
+    ++idle_count_;
+  }
+
+  std::unordered_map<std::string, Statement::Idle, TextHash, std::equal_to<>> idle_;
+  std::size_t idle_count_ = 0;
 };
+
+inline void Statement::GiveBack() {
+  if (backend_ && cache_) cache_->Keep(idle_, std::move(backend_));
+  backend_.reset();
+}
+
+inline Result<Statement> Database::Prepare(std::string_view sql) {
+  auto it = idle_.find(sql);
+  if (it == idle_.end() && idle_.size() < kMaxTexts) it = idle_.emplace(std::string(sql), Statement::Idle()).first;
+  if (it == idle_.end()) {
+    WEFT_ASSIGN_OR_RETURN(std::unique_ptr<StatementBackend> made, PrepareNew(sql));
+    return Statement(std::move(made), nullptr, nullptr);
+  }
+  Statement::Idle& idle = it->second;
+  if (!idle.empty()) {
+    std::unique_ptr<StatementBackend> kept = std::move(idle.back());
+    idle.pop_back();
+    --idle_count_;
+    return Statement(std::move(kept), this, &idle);
+  }
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<StatementBackend> made, PrepareNew(sql));
+  return Statement(std::move(made), this, &idle);
+}
 
 }  // namespace weft::store::sql

@@ -8,6 +8,17 @@
 // after a reconnection. A result is read whole, so no statement holds the
 // connection between steps.
 //
+// Inside a transaction the connection is in libpq's pipeline mode: BEGIN and
+// the writes run with RunDeferred() go out without waiting for their replies,
+// which are read at the next statement that needs its own result (the leader
+// fence, a read) or at COMMIT, whose sync answers everything sent before it.
+// A batch of writes thus costs one round trip, not one per statement. The
+// first failure in a pipeline fails that statement and COMMIT; the caller
+// rolls back. BEGIN waits for its reply only when the connection is not known
+// to be quiet (not connected, or the server said something unasked, as one
+// shutting down does), so that a lost connection is still found, and
+// replaced, before the transaction starts.
+//
 // A lost connection: outside a transaction the statement waits for
 // PostgreSQL to come back (up to `reconnect_timeout_ms`, with one log line
 // when it is lost and one when it is back) and runs again; inside one the
@@ -16,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,6 +41,13 @@ struct pg_result;
 namespace weft::store::sql {
 
 class PostgresStatement;
+
+// Which connection a statement is prepared on (its generation; 0: none).
+// Shared with a Prepare still in flight in a pipeline, which clears it when
+// the server did not run it.
+struct PreparedMark {
+  std::uint64_t generation = 0;
+};
 
 struct PostgresOptions {
   std::string conninfo;               // a libpq connection string or URI
@@ -53,7 +72,6 @@ class PostgresDatabase final : public Database {
 
   Dialect dialect() const override { return Dialect::kPostgres; }
   [[nodiscard]] Status Exec(std::string_view sql) override;
-  [[nodiscard]] Result<Statement> Prepare(std::string_view sql) override;
   [[nodiscard]] Status Begin() override;
   [[nodiscard]] Status Commit() override;
   [[nodiscard]] Status Rollback() override;
@@ -61,6 +79,7 @@ class PostgresDatabase final : public Database {
 
  private:
   friend class PostgresStatement;
+  [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
   struct ResultDeleter {
     void operator()(pg_result* r) const;
   };
@@ -74,6 +93,33 @@ class PostgresDatabase final : public Database {
   template <typename Send>
   Result<ResultPtr> Run(Send send, std::string_view what);
   void NoteLost(const std::string& why);
+  // What a failed result (or none) means: UNAVAILABLE for a lost connection
+  // and transient errors, INTERNAL otherwise.
+  Status Failure(const pg_result* r, std::string_view what);
+
+  // Pipeline mode (see the header comment).
+  struct Awaited {
+    std::string what;                        // for messages: "'UPDATE tasks ...'"
+    int expected_changes = -1;               // checked when not negative...
+    Status otherwise;                        // ...failing with this
+    std::shared_ptr<PreparedMark> prepared;  // a Prepare: cleared unless it ran
+  };
+  // Whether nothing is known to be wrong with the connection and the server
+  // has sent nothing since its last reply.
+  bool Quiet() const;
+  // Notes a statement just sent in pipeline mode; reads the replies of those
+  // before it when many are waiting.
+  Status Await(Awaited awaited);
+  Status Await(std::string what) { return Await({std::move(what), -1, Status::Ok(), nullptr}); }
+  // Reads the reply of the oldest statement awaited; a failure is also kept
+  // as the pipeline's.
+  Result<ResultPtr> ReadAwaited();
+  // Flushes, reads every reply before the last statement sent, then its own.
+  Result<ResultPtr> ReadLast();
+  // A send or flush that failed: the connection is gone, and the transaction with it.
+  Status SendFailed(std::string_view what);
+  // Syncs, reads every reply and leaves pipeline mode; the first failure.
+  Status EndPipeline();
   std::string NextName() { return "weft_" + std::to_string(++names_); }
 
   PostgresOptions options_;
@@ -81,6 +127,10 @@ class PostgresDatabase final : public Database {
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on
   std::uint64_t names_ = 0;
   bool in_transaction_ = false;
+  bool closing_ = false;  // in the destructor
+  bool pipelining_ = false;
+  std::deque<Awaited> awaited_;  // sent in pipeline mode, replies not read yet, oldest first
+  Status pipeline_failure_;      // the first failure in this transaction's pipeline
   bool lost_ = false;             // lost and not back yet: said once
   std::int64_t lost_at_ms_ = 0;
   int changes_ = 0;

@@ -28,7 +28,6 @@ class SqliteDatabase final : public Database {
 
   Dialect dialect() const override { return Dialect::kSqlite; }
   [[nodiscard]] Status Exec(std::string_view sql) override;
-  [[nodiscard]] Result<Statement> Prepare(std::string_view sql) override;
   [[nodiscard]] Status Begin() override;
   [[nodiscard]] Status Commit() override;
   [[nodiscard]] Status Rollback() override;
@@ -38,6 +37,7 @@ class SqliteDatabase final : public Database {
   sqlite3* handle() const { return db_; }
 
  private:
+  [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
   // The transaction's own statements, prepared at Open and finalized before the connection closes.
   Status RunCached(sqlite3_stmt* stmt, std::string_view what);
 
