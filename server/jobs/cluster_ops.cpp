@@ -34,6 +34,8 @@ using catalog::Kind;
 using catalog::kMaxClusterSize;
 using catalog::kSolveTimeMs;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
+// job.list: up to this many jobs, their clusters' names are read cluster by cluster.
+constexpr std::size_t kJobsNamedOneByOne = 100;
 
 // A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
 std::string LeaseText(std::int64_t ms) {
@@ -487,10 +489,14 @@ class ClusterOps {
     }
     WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
     std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
-    if (call.principal.role == Role::kUser && cluster_id.empty()) {
+    // The names of many jobs' clusters come from one read of the tenant's
+    // cluster summaries, not one read of a whole cluster row per cluster.
+    if (cluster_id.empty() && (call.principal.role == Role::kUser || jobs.size() > kJobsNamedOneByOne)) {
       WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, true));
-      for (const store::ClusterRecord& c : clusters)
+      for (const store::ClusterRecord& c : clusters) {
+        names[c.id] = c.name;
         if (Visible(call, c)) mine.insert(c.id);
+      }
     }
     json list = json::array();
     for (const store::JobRecord& j : jobs)

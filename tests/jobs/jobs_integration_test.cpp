@@ -551,6 +551,12 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
   CHECK(check_listed("two")["size"] == 3);
   CHECK(CountRows(s, "SELECT COUNT(*) FROM clusters WHERE node_count = 3 AND template_name = 'web-fake'") == 1);
 
+  // job.list names each job's cluster.
+  const json jobs = s.Call("job.list", json::object());
+  REQUIRE(jobs["jobs"].size() == 6);
+  const json one_id = s.Cluster("one")["id"];
+  for (const json& j : jobs["jobs"]) CHECK(j["cluster_name"] == (j["cluster_id"] == one_id ? "one" : "two"));
+
   // Terminated clusters only with `all`, with the summary of what is left (no nodes).
   env.RunJob({"cluster", "delete", "one"});
   json live = s.Call("cluster.list", json::object())["clusters"];
