@@ -6,7 +6,6 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -35,6 +34,8 @@ using catalog::Kind;
 using catalog::kMaxClusterSize;
 using catalog::kSolveTimeMs;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
+// job.list: up to this many jobs, their clusters' names are read cluster by cluster.
+constexpr std::size_t kJobsNamedOneByOne = 100;
 
 // A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
 std::string LeaseText(std::int64_t ms) {
@@ -122,40 +123,22 @@ std::string TargetStatus(JobOperation op, const std::string& now, const json& bo
 
 bool Terminated(const store::ClusterRecord& c) { return ClusterStatusFrom(c.status) == ClusterStatus::kTerminated; }
 
-// What a summary needs from a cluster's spec and layout. Parsing them is the
-// cost of cluster.list, so ClusterOps keeps these per cluster version.
-struct Derived {
-  std::string template_name;
-  std::string provider;
-  std::size_t size = 0;
-  std::vector<std::string> services;
-};
-
-Derived Derive(const store::ClusterRecord& c) {
-  json spec = ParseOr(c.spec_json, json::object());
-  json layout = ParseOr(c.layout_json, json::object());
-  const std::set<std::string> services = ServicesOn(layout);
-  return {spec.contains("template") ? spec["template"].value("name", "") : "",
-          spec.contains("provider") ? spec["provider"].value("name", "") : "",
-          layout.value("nodes", json::array()).size(), std::vector<std::string>(services.begin(), services.end())};
-}
-
-json ClusterSummary(const store::ClusterRecord& c, const Derived& d) {
+// From the record's summary fields (the store keeps them beside spec and
+// layout), so that a list of clusters parses neither.
+json ClusterSummary(const store::ClusterRecord& c) {
   return {{"id", c.id},
           {"name", c.name},
           {"owner", c.owner},
           {"status", c.status},
-          {"template", d.template_name},
-          {"provider", d.provider},
-          {"size", d.size},
-          {"services", d.services},
+          {"template", c.template_name},
+          {"provider", c.provider_name},
+          {"size", c.size},
+          {"services", c.services},
           {"created_at_ms", c.created_at_ms},
           {"updated_at_ms", c.updated_at_ms},
           {"expire_at_ms", c.expire_at_ms},
           {"latest_job", c.latest_job}};
 }
-
-json ClusterSummary(const store::ClusterRecord& c) { return ClusterSummary(c, Derive(c)); }
 
 json JobSummary(const store::JobRecord& j) {
   return {{"id", j.id},
@@ -454,18 +437,10 @@ class ClusterOps {
   Response List(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
-    WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, all));
+    WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, all));
     json list = json::array();
-    for (const store::ClusterRecord& c : clusters) {
-      if (!Visible(call, c)) continue;
-      // Every change of a cluster moves updated_at_ms (two changes in one millisecond
-      // would also have to keep both texts' lengths to be missed).
-      const std::string version = std::to_string(c.updated_at_ms) + "/" + std::to_string(c.spec_json.size()) + "/" +
-                                  std::to_string(c.layout_json.size());
-      auto [it, fresh] = derived_.try_emplace(c.id);
-      if (fresh || it->second.first != version) it->second = {version, Derive(c)};
-      list.push_back(ClusterSummary(c, it->second.second));
-    }
+    for (const store::ClusterRecord& c : clusters)
+      if (Visible(call, c)) list.push_back(ClusterSummary(c));
     return Response::Ok({{"clusters", std::move(list)}});
   }
 
@@ -514,10 +489,14 @@ class ClusterOps {
     }
     WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
     std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
-    if (call.principal.role == Role::kUser && cluster_id.empty()) {
-      WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, true));
-      for (const store::ClusterRecord& c : clusters)
+    // The names of many jobs' clusters come from one read of the tenant's
+    // cluster summaries, not one read of a whole cluster row per cluster.
+    if (cluster_id.empty() && (call.principal.role == Role::kUser || jobs.size() > kJobsNamedOneByOne)) {
+      WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, true));
+      for (const store::ClusterRecord& c : clusters) {
+        names[c.id] = c.name;
         if (Visible(call, c)) mine.insert(c.id);
+      }
     }
     json list = json::array();
     for (const store::JobRecord& j : jobs)
@@ -543,15 +522,23 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(j, FindJob(call));
     WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
+    std::map<std::int64_t, std::vector<store::AttemptRecord>> attempts;  // by task id, with `details`
+    if (details) {
+      WEFT_TRY_ASSIGN(all, store_.ListJobAttempts(j.id));
+      for (store::AttemptRecord& a : all) attempts[a.task_id].push_back(std::move(a));
+    }
     // Progress: counts by state, and the stage (longest path from the roots) of
     // the earliest task not done, for reading only. Stages are counted as a dry
     // run's plan counts them: a JOIN adds no step, and empty levels are dropped.
     std::map<std::int64_t, std::size_t> index;
     for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
+    std::vector<json> after_ids(tasks.size());
     std::vector<std::vector<std::size_t>> after(tasks.size());
-    for (std::size_t i = 0; i < tasks.size(); ++i)
-      for (const json& a : ParseOr(tasks[i].after_json, json::array()))
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      after_ids[i] = ParseOr(tasks[i].after_json, json::array());
+      for (const json& a : after_ids[i])
         if (a.is_number_integer() && index.count(a.get<std::int64_t>())) after[i].push_back(index[a.get<std::int64_t>()]);
+    }
     std::vector<std::int64_t> depth(tasks.size(), -1);
     std::function<std::int64_t(std::size_t)> depth_of = [&](std::size_t i) -> std::int64_t {
       if (depth[i] >= 0) return depth[i];
@@ -586,14 +573,13 @@ class ClusterOps {
                    {"state", state},      {"attempt", t.attempt}, {"max_attempts", t.max_attempts},
                    {"host_id", t.host_id}, {"created_at_ms", t.created_at_ms},
                    {"updated_at_ms", t.updated_at_ms}, {"message", t.message},
-                   {"after", ParseOr(t.after_json, json::array())}};
+                   {"after", std::move(after_ids[i])}};
       if (details) {
         task["stdout"] = t.stdout_tail;
         task["stderr"] = t.stderr_tail;
         task["result"] = RedactResults(ParseOr(t.result_json, json::object()));
-        WEFT_TRY_ASSIGN(attempts, store_.ListAttempts(t.id));
         json a = json::array();
-        for (const store::AttemptRecord& r : attempts)
+        for (const store::AttemptRecord& r : attempts[t.id])
           a.push_back({{"attempt", r.attempt},
                        {"host_id", r.host_id},
                        {"taken_at_ms", r.taken_at_ms},
@@ -738,7 +724,8 @@ class ClusterOps {
       WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", "body"));
       id = s;
     }
-    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> j, store_.GetJob(id));
+    // Without the cluster states: no op here uses them, and they are most of a job's bytes.
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> j, store_.GetJob(id, /*with_states=*/false));
     bool visible = j.has_value() && j->tenant == call.principal.tenant;
     if (visible && call.principal.role == Role::kUser) {
       WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(j->cluster_id));
@@ -893,7 +880,6 @@ class ClusterOps {
   jobs::JobEngine& engine_;
   const Clock& clock_;
   LivePlugins live_plugins_;
-  std::unordered_map<std::string, std::pair<std::string, Derived>> derived_;  // cluster id -> (version, parts)
 };
 
 }  // namespace

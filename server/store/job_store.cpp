@@ -1,8 +1,12 @@
 // Clusters, nodes and jobs in the store (migration 4). Statements are prepared
 // per call: a job's bookkeeping is a few statements per task, far from the
 // take/finish hot path that the prepared statements of store.cpp serve.
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
@@ -11,15 +15,87 @@ namespace weft::store {
 namespace {
 
 constexpr const char* kClusterColumns =
-    "id, tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, expire_at_ms, latest_job";
+    "id, tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, expire_at_ms, latest_job, "
+    "template_name, provider_name, node_count, services";
+// The same without the three large texts, unless the row's summary was never
+// derived (node_count -1, a row written before the summary columns existed).
+constexpr const char* kClusterSummaryColumns =
+    "id, tenant, name, owner, status, CASE WHEN node_count < 0 THEN spec ELSE '' END, "
+    "CASE WHEN node_count < 0 THEN layout ELSE '' END, '', created_at_ms, updated_at_ms, expire_at_ms, latest_job, "
+    "template_name, provider_name, node_count, services";
 constexpr const char* kJobColumns =
     "id, tenant, cluster_id, operation, status, requested_by, options, before, target, message, parent_job, "
     "created_at_ms, updated_at_ms, finished_at_ms, history";
 // The same without the two cluster states, the large part of a job (megabytes for
-// a cluster of thousands of nodes): what lists of jobs read.
-constexpr const char* kJobListColumns =
+// a cluster of thousands of nodes).
+constexpr const char* kJobWithoutStatesColumns =
     "id, tenant, cluster_id, operation, status, requested_by, options, '', '', message, parent_job, "
     "created_at_ms, updated_at_ms, finished_at_ms, history";
+// What lists of jobs read: not the history either, the last column, which
+// SQLite reaches only through the overflow pages of the states before it.
+constexpr const char* kJobListColumns =
+    "id, tenant, cluster_id, operation, status, requested_by, options, '', '', message, parent_job, "
+    "created_at_ms, updated_at_ms, finished_at_ms, '[]'";
+
+using json = nlohmann::json;
+
+// The summary fields of *out from a spec and a layout text (empty names and no
+// nodes where a text does not parse). The parse keeps only what the summary
+// needs: a spec carries the cluster's copies of its template and services.
+void Summarize(std::string_view spec_json, std::string_view layout_json, ClusterRecord* out) {
+  const json spec = json::parse(
+      spec_json,
+      [](int depth, json::parse_event_t event, json& parsed) {
+        if (event != json::parse_event_t::key) return true;
+        if (depth == 1) return parsed == "template" || parsed == "provider";
+        return depth != 2 || parsed == "name";
+      },
+      false);
+  const json layout = json::parse(
+      layout_json,
+      [](int, json::parse_event_t event, json& parsed) {
+        return event != json::parse_event_t::key || parsed == "nodes" || parsed == "services";
+      },
+      false);
+  auto name_in = [&](const char* key) {
+    if (!spec.is_object() || !spec.contains(key) || !spec[key].is_object()) return std::string();
+    const json& name = spec[key].value("name", json());
+    return name.is_string() ? name.get<std::string>() : std::string();
+  };
+  out->template_name = name_in("template");
+  out->provider_name = name_in("provider");
+  out->size = 0;
+  std::set<std::string> services;
+  if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_array()) {
+    out->size = static_cast<std::int64_t>(layout["nodes"].size());
+    for (const json& n : layout["nodes"])
+      if (n.is_object() && n.contains("services") && n["services"].is_array())
+        for (const json& s : n["services"])
+          if (s.is_string()) services.insert(s.get<std::string>());
+  }
+  out->services.assign(services.begin(), services.end());
+}
+
+// The services column, a JSON array of names. A list of clusters reads one per
+// cluster: names without escapes (catalog names are letters, digits, . _ -)
+// are taken from between their quotes, without a JSON parser.
+std::vector<std::string> ServicesFrom(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.find('\\') == std::string::npos) {
+    for (std::size_t open = text.find('"'); open != std::string::npos; open = text.find('"', open)) {
+      const std::size_t close = text.find('"', open + 1);
+      if (close == std::string::npos) break;
+      out.emplace_back(text, open + 1, close - open - 1);
+      open = close + 1;
+    }
+    return out;
+  }
+  const json list = json::parse(text, nullptr, false);
+  if (!list.is_array()) return out;
+  for (const json& s : list)
+    if (s.is_string()) out.push_back(s.get<std::string>());
+  return out;
+}
 
 ClusterRecord ReadCluster(const sql::Statement& s) {
   ClusterRecord c;
@@ -35,6 +111,22 @@ ClusterRecord ReadCluster(const sql::Statement& s) {
   c.updated_at_ms = s.Int(9);
   c.expire_at_ms = s.Int(10);
   c.latest_job = s.Text(11);
+  c.size = s.Int(14);
+  if (c.size < 0) {
+    Summarize(c.spec_json, c.layout_json, &c);
+  } else {
+    c.template_name = s.Text(12);
+    c.provider_name = s.Text(13);
+    c.services = ServicesFrom(s.Text(15));
+  }
+  return c;
+}
+
+// A row of kClusterSummaryColumns.
+ClusterRecord ReadClusterSummary(const sql::Statement& s) {
+  ClusterRecord c = ReadCluster(s);
+  c.spec_json.clear();
+  c.layout_json.clear();
   return c;
 }
 
@@ -85,7 +177,9 @@ Status Store::InsertCluster(ClusterRecord* c) {
       sql::Statement st,
       database().Prepare(
           "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
-          "expire_at_ms, latest_job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9, ?10) RETURNING id"));
+          "expire_at_ms, latest_job, template_name, provider_name, node_count, services) VALUES (?1, ?2, ?3, ?4, ?5, "
+          "?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id"));
+  Summarize(c->spec_json, c->layout_json, c);
   WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, c->tenant)
                            .Bind(2, c->name)
                            .Bind(3, c->owner)
@@ -96,6 +190,10 @@ Status Store::InsertCluster(ClusterRecord* c) {
                            .Bind(8, c->created_at_ms)
                            .Bind(9, c->expire_at_ms)
                            .Bind(10, c->latest_job)
+                           .Bind(11, c->template_name)
+                           .Bind(12, c->provider_name)
+                           .Bind(13, c->size)
+                           .Bind(14, json(c->services).dump())
                            .RunReturningId());
   c->id = std::to_string(id);
   c->updated_at_ms = c->created_at_ms;
@@ -107,8 +205,11 @@ Status Store::UpdateCluster(const ClusterRecord& c) {
   if (!ParseId(c.id, &id)) return Status::NotFound("cluster '" + c.id + "' does not exist");
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         database().Prepare("UPDATE clusters SET status = ?2, spec = ?3, layout = ?4, previous = ?5, "
-                                           "updated_at_ms = ?6, expire_at_ms = ?7, "
-                                           "latest_job = ?8, owner = ?9 WHERE id = ?1"));
+                                           "updated_at_ms = ?6, expire_at_ms = ?7, latest_job = ?8, owner = ?9, "
+                                           "template_name = ?10, provider_name = ?11, node_count = ?12, "
+                                           "services = ?13 WHERE id = ?1"));
+  ClusterRecord summary;
+  Summarize(c.spec_json, c.layout_json, &summary);
   WEFT_RETURN_IF_ERROR(st.Bind(1, id)
                            .Bind(2, c.status)
                            .Bind(3, c.spec_json)
@@ -118,6 +219,10 @@ Status Store::UpdateCluster(const ClusterRecord& c) {
                            .Bind(7, c.expire_at_ms)
                            .Bind(8, c.latest_job)
                            .Bind(9, c.owner)
+                           .Bind(10, summary.template_name)
+                           .Bind(11, summary.provider_name)
+                           .Bind(12, summary.size)
+                           .Bind(13, json(summary.services).dump())
                            .Run());
   if (database().Changes() != 1) return Status::NotFound("cluster '" + c.id + "' does not exist");
   return Status::Ok();
@@ -164,6 +269,15 @@ Result<std::vector<ClusterRecord>> Store::ListClusters(std::string_view tenant, 
                          (include_terminated ? "" : " AND status != 'terminated'") + " ORDER BY id"));
   st.Bind(1, tenant);
   return Rows<ClusterRecord>(st, ReadCluster);
+}
+
+Result<std::vector<ClusterRecord>> Store::ListClusterSummaries(std::string_view tenant, bool include_terminated) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare(std::string("SELECT ") + kClusterSummaryColumns + " FROM clusters WHERE tenant = ?1" +
+                         (include_terminated ? "" : " AND status != 'terminated'") + " ORDER BY id"));
+  st.Bind(1, tenant);
+  return Rows<ClusterRecord>(st, ReadClusterSummary);
 }
 
 Result<std::vector<ClusterCount>> Store::CountClusters() {
@@ -248,11 +362,12 @@ Status Store::UpdateJob(const JobRecord& j) {
   return Status::Ok();
 }
 
-Result<std::optional<JobRecord>> Store::GetJob(std::string_view job_id) {
+Result<std::optional<JobRecord>> Store::GetJob(std::string_view job_id, bool with_states) {
   std::int64_t id = 0;
   if (!ParseId(job_id, &id)) return std::optional<JobRecord>();
-  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
-                        database().Prepare(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1"));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") +
+                                                              (with_states ? kJobColumns : kJobWithoutStatesColumns) +
+                                                              " FROM jobs WHERE id = ?1"));
   st.Bind(1, id);
   WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<JobRecord>();

@@ -514,6 +514,45 @@ CREATE TABLE api_tokens (
   revoked_at_ms BIGINT NOT NULL DEFAULT 0
 );
 )sql"},
+    // A cluster's summary (template, provider, node count, services) in columns
+    // of its own, which the store derives from spec and layout on every write:
+    // cluster.list reads them, not the large texts. SQLite rebuilds the table to
+    // put them ahead of the texts (to reach a column after a long text it walks
+    // that text's overflow pages). node_count -1: not derived yet; reading the
+    // row derives it.
+    {10, R"sql(
+CREATE TABLE clusters_v10 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  expire_at_ms INTEGER NOT NULL DEFAULT 0,
+  latest_job TEXT NOT NULL DEFAULT '',
+  template_name TEXT NOT NULL DEFAULT '',
+  provider_name TEXT NOT NULL DEFAULT '',
+  node_count INTEGER NOT NULL DEFAULT -1,
+  services TEXT NOT NULL DEFAULT '[]',
+  spec TEXT NOT NULL DEFAULT '{}',
+  layout TEXT NOT NULL DEFAULT '{}',
+  previous TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO clusters_v10 (id, tenant, name, owner, status, created_at_ms, updated_at_ms, expire_at_ms, latest_job,
+                          spec, layout, previous)
+  SELECT id, tenant, name, owner, status, created_at_ms, updated_at_ms, expire_at_ms, latest_job, spec, layout,
+         previous FROM clusters;
+DROP TABLE clusters;
+ALTER TABLE clusters_v10 RENAME TO clusters;
+CREATE INDEX clusters_by_tenant ON clusters (tenant, name);
+)sql",
+     R"sql(
+ALTER TABLE clusters ADD COLUMN template_name TEXT NOT NULL DEFAULT '',
+  ADD COLUMN provider_name TEXT NOT NULL DEFAULT '',
+  ADD COLUMN node_count BIGINT NOT NULL DEFAULT -1,
+  ADD COLUMN services TEXT NOT NULL DEFAULT '[]';
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -551,6 +590,19 @@ TaskRecord ReadTask(const sql::Statement& s, bool details) {
     t.result_json.clear();
   }
   return t;
+}
+
+// A row of task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message.
+AttemptRecord ReadAttempt(const sql::Statement& row) {
+  AttemptRecord a;
+  a.task_id = row.Int(0);
+  a.attempt = row.Int(1);
+  a.host_id = row.Text(2);
+  a.taken_at_ms = row.Int(3);
+  a.finished_at_ms = row.Int(4);
+  a.status = row.Text(5);
+  a.message = row.Text(6);
+  return a;
 }
 
 }  // namespace
@@ -991,17 +1043,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
 Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
   sql::Statement& s = impl_->list_attempts.Reset().Bind(1, task_id);
   std::vector<AttemptRecord> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) {
-    AttemptRecord a;
-    a.task_id = row.Int(0);
-    a.attempt = row.Int(1);
-    a.host_id = row.Text(2);
-    a.taken_at_ms = row.Int(3);
-    a.finished_at_ms = row.Int(4);
-    a.status = row.Text(5);
-    a.message = row.Text(6);
-    out.push_back(std::move(a));
-  }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(s, [&](sql::Statement& row) { out.push_back(ReadAttempt(row)); }));
   return out;
 }
 
@@ -1026,13 +1068,28 @@ Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
   return impl_->set_task_after.Reset().Bind(1, task_id).Bind(2, after_json).Run();
 }
 
+// `job_id != ''` lets both backends use the partial index tasks_by_job (a
+// bound id does not tell the planner that it is not ''): without it, a scan of
+// every task of every job.
 Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         impl_->db->Prepare(std::string("SELECT ") + kTaskColumns + (details ? kTaskDetailColumns : "") +
-                                          " FROM tasks WHERE job_id = ?1 ORDER BY id"));
+                                          " FROM tasks WHERE job_id = ?1 AND job_id != '' ORDER BY id"));
   st.Bind(1, job_id);
   std::vector<TaskRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadTask(row, details)); }));
+  return out;
+}
+
+Result<std::vector<AttemptRecord>> Store::ListJobAttempts(std::string_view job_id) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      impl_->db->Prepare("SELECT a.task_id, a.attempt, a.host_id, a.taken_at_ms, a.finished_at_ms, a.status, a.message "
+                         "FROM tasks t JOIN attempts a ON a.task_id = t.id WHERE t.job_id = ?1 AND t.job_id != '' "
+                         "ORDER BY t.id, a.attempt"));
+  st.Bind(1, job_id);
+  std::vector<AttemptRecord> out;
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAttempt(row)); }));
   return out;
 }
 

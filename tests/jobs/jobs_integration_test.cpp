@@ -35,6 +35,7 @@
 #include "support/catalog_dir.hpp"
 #include "support/host.hpp"
 #include "support/process.hpp"
+#include "support/store_rows.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
@@ -46,6 +47,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using testing::CatalogDir;
+using testing::CountRows;
+using testing::ExecSql;
 using testing::Host;
 using testing::Process;
 using testing::ProcessOptions;
@@ -494,6 +497,81 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
   // The statements kept prepared across requests (a job's node, cluster and
   // catalog reads) give back their rows: none holds a read open past a commit.
   CHECK_THAT(s.Log(), !Catch::Contains("left open across a commit"));
+}
+
+// cluster.list reads each cluster's template, provider, size and services from
+// columns the store writes beside the spec and layout; what cluster.get reads
+// from the layout itself must agree with them after every change.
+TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and services as its layout has them, "
+          "after every change and for a cluster stored before the store kept them apart",
+          "[jobs][integration]") {
+  Env env("weft-jobs-list", kFastJobs);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", 0);
+  env.Import(catalog);
+  Weftd& s = env.server;
+  const std::string provider = catalog.Get("clustertemplates", "web-fake")["defaults"]["provider"];
+
+  // The list entry of `name` against what cluster.get says of its nodes.
+  auto check_listed = [&](const std::string& name) {
+    const json c = s.Cluster(name);
+    const json list = s.Call("cluster.list", json::object());
+    json listed;
+    for (const json& l : list["clusters"])
+      if (l["name"] == name) listed = l;
+    INFO(name << ": " << listed.dump() << " against " << c.dump().substr(0, 4000));
+    REQUIRE(listed.is_object());
+    std::set<std::string> services;
+    for (const json& n : c["nodes"])
+      for (const json& sv : n["services"]) services.insert(sv.get<std::string>());
+    CHECK(listed["template"] == "web-fake");
+    CHECK(listed["provider"] == provider);
+    CHECK(listed["size"] == c["nodes"].size());
+    CHECK(listed["services"] == json(services));  // sorted, each once
+    for (const char* key : {"id", "owner", "status", "created_at_ms", "updated_at_ms", "expire_at_ms", "latest_job"})
+      CHECK(listed[key] == c[key]);
+    return listed;
+  };
+
+  env.RunJob({"cluster", "create", "one", "--template", "web-fake", "--size", "3"});
+  env.RunJob({"cluster", "create", "two", "--template", "web-fake", "--size", "4"});
+  check_listed("one");
+  check_listed("two");
+
+  env.RunJob({"cluster", "scale", "one", "--size", "5"});
+  CHECK(check_listed("one")["size"] == 5);
+  env.RunJob({"cluster", "add-services", "two", "fake-monitoring"});
+  CHECK(StringSet(check_listed("two")["services"]).count("fake-monitoring") == 1);
+  env.RunJob({"cluster", "remove-services", "two", "fake-monitoring"});
+  CHECK(StringSet(check_listed("two")["services"]).count("fake-monitoring") == 0);
+
+  // Rows as a store before the summary columns left them: reading derives the
+  // summary from spec and layout, and the next change of the cluster stores it.
+  REQUIRE(ExecSql(s, "UPDATE clusters SET template_name = '', provider_name = '', node_count = -1, services = '[]'") ==
+          "");
+  check_listed("one");
+  check_listed("two");
+  env.RunJob({"cluster", "scale", "two", "--size", "3"});
+  CHECK(check_listed("two")["size"] == 3);
+  CHECK(CountRows(s, "SELECT COUNT(*) FROM clusters WHERE node_count = 3 AND template_name = 'web-fake'") == 1);
+
+  // job.list names each job's cluster.
+  const json jobs = s.Call("job.list", json::object());
+  REQUIRE(jobs["jobs"].size() == 6);
+  const json one_id = s.Cluster("one")["id"];
+  for (const json& j : jobs["jobs"]) CHECK(j["cluster_name"] == (j["cluster_id"] == one_id ? "one" : "two"));
+
+  // Terminated clusters only with `all`, with the summary of what is left (no nodes).
+  env.RunJob({"cluster", "delete", "one"});
+  json live = s.Call("cluster.list", json::object())["clusters"];
+  REQUIRE(live.size() == 1);
+  CHECK(live[0]["name"] == "two");
+  json all = s.Call("cluster.list", {{"all", true}})["clusters"];
+  REQUIRE(all.size() == 2);
+  CHECK(all[0]["name"] == "one");
+  CHECK(all[0]["status"] == "terminated");
+  CHECK(all[0]["size"] == 0);
+  CHECK(all[0]["services"].empty());
+  CHECK(all[0]["template"] == "web-fake");
 }
 
 // ---- 2. results flow -------------------------------------------------------------

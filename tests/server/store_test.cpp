@@ -238,3 +238,78 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   CHECK(sqlite3_exec(raw, "UPDATE tasks SET state = 'lost'", nullptr, nullptr, nullptr) == SQLITE_CONSTRAINT);
   sqlite3_close(raw);
 }
+
+TEST_CASE("store: moving a cluster's summary into columns of its own (migration 10) keeps every cluster, and a "
+          "row from before it gets its summary when read",
+          "[store][sqlite]") {
+  weft::testing::TempDir dir;
+  const auto path = dir / "weft.db";
+  const std::string spec = R"({"template":{"name":"web","services":["x"]},"provider":{"name":"cloud","fields":{}},)"
+                           R"("services":{"db":{"name":"db"}}})";
+  const std::string layout = R"({"nodes":[{"hostname":"a","services":["web","db"]},{"hostname":"b","services":["web"]}]})";
+  { REQUIRE(weft::testing::OpenStore(path).ok()); }
+  // The clusters table as migration 4 made it, with one row, and migration 10 not run yet.
+  REQUIRE(weft::testing::ExecStore(
+              path, "DELETE FROM schema_migrations WHERE version >= 10; DROP TABLE clusters; "
+                    "CREATE TABLE clusters (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, "
+                    "name TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL, spec TEXT NOT NULL DEFAULT '{}', "
+                    "layout TEXT NOT NULL DEFAULT '{}', previous TEXT NOT NULL DEFAULT '', created_at_ms INTEGER "
+                    "NOT NULL, updated_at_ms INTEGER NOT NULL, expire_at_ms INTEGER NOT NULL DEFAULT 0, latest_job "
+                    "TEXT NOT NULL DEFAULT ''); CREATE INDEX clusters_by_tenant ON clusters (tenant, name); "
+                    "INSERT INTO clusters VALUES (7, 'default', 'old', 'alice', 'active', '" + spec + "', '" +
+                    layout + "', '{\"spec\":{}}', 100, 200, 0, '3')") == "");
+
+  auto opened = weft::testing::OpenStore(path);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  CHECK(store.schema_version() == Store::LatestSchemaVersion());
+  auto check_old = [&](const weft::store::ClusterRecord& c) {
+    CHECK(c.id == "7");
+    CHECK(c.name == "old");
+    CHECK(c.owner == "alice");
+    CHECK(c.created_at_ms == 100);
+    CHECK(c.updated_at_ms == 200);
+    CHECK(c.latest_job == "3");
+    CHECK(c.template_name == "web");
+    CHECK(c.provider_name == "cloud");
+    CHECK(c.size == 2);
+    CHECK(c.services == std::vector<std::string>{"db", "web"});
+  };
+  auto got = store.GetCluster("7");
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  check_old(**got);
+  CHECK((*got)->spec_json == spec);
+  CHECK((*got)->layout_json == layout);
+  CHECK((*got)->previous_json == R"({"spec":{}})");
+  auto listed = store.ListClusterSummaries("default", false);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  check_old(listed->front());
+  CHECK(listed->front().spec_json.empty());
+
+  // A write stores the summary; the list then reads it from its columns.
+  weft::store::ClusterRecord changed = **got;
+  changed.layout_json = R"({"nodes":[{"hostname":"a","services":["db"]}]})";
+  REQUIRE(store.UpdateCluster(changed).ok());
+  CHECK(QueryInt(path, "SELECT node_count FROM clusters WHERE id = 7") == 1);
+  listed = store.ListClusterSummaries("default", false);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  CHECK(listed->front().size == 1);
+  CHECK(listed->front().services == std::vector<std::string>{"db"});
+  CHECK(listed->front().template_name == "web");
+
+  // New clusters go on numbering after the old ones.
+  weft::store::ClusterRecord next;
+  next.tenant = "default";
+  next.name = "new";
+  next.owner = "bob";
+  next.status = "pending";
+  next.spec_json = "not json";
+  REQUIRE(store.InsertCluster(&next).ok());
+  CHECK(std::stoll(next.id) > 7);
+  CHECK(next.template_name.empty());
+  CHECK(next.size == 0);
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('clusters_by_tenant', 'clusters_v10')") == 1);
+}

@@ -121,6 +121,13 @@ struct ClusterRecord {
   std::int64_t updated_at_ms = 0;
   std::int64_t expire_at_ms = 0;  // 0: no lease
   std::string latest_job;
+  // What a list shows of spec and layout: the store derives these from the two
+  // texts on every write and keeps them in columns of their own, so that a
+  // list of clusters reads neither text.
+  std::string template_name;
+  std::string provider_name;
+  std::int64_t size = 0;              // nodes in the layout
+  std::vector<std::string> services;  // run on any node, sorted
 };
 
 // What the tasks of a node returned so far (provider id, addresses, ...), merged.
@@ -395,6 +402,9 @@ class Store {
   // is free for a new cluster, which then wins).
   [[nodiscard]] Result<std::optional<ClusterRecord>> FindCluster(std::string_view tenant, std::string_view id_or_name);
   [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusters(std::string_view tenant, bool include_terminated);
+  // The same without spec, layout and previous (empty): the summary fields only.
+  [[nodiscard]] Result<std::vector<ClusterRecord>> ListClusterSummaries(std::string_view tenant,
+                                                                        bool include_terminated);
   // Clusters and their nodes by tenant and status, every tenant.
   [[nodiscard]] Result<std::vector<ClusterCount>> CountClusters();
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
@@ -404,15 +414,20 @@ class Store {
   [[nodiscard]] Result<std::vector<NodeRecord>> ListNodes(std::string_view cluster_id);
   [[nodiscard]] Status InsertJob(JobRecord* job);
   [[nodiscard]] Status UpdateJob(const JobRecord& job);
-  [[nodiscard]] Result<std::optional<JobRecord>> GetJob(std::string_view job_id);
+  // `with_states` false: without the cluster states (before_json and target_json
+  // empty), the large part of a job, which only the job engine needs.
+  [[nodiscard]] Result<std::optional<JobRecord>> GetJob(std::string_view job_id, bool with_states = true);
   // Newest first; empty cluster_id: every job of the tenant. Without the cluster
-  // states (before_json and target_json are empty): GetJob reads those.
+  // states and the history (before_json and target_json empty, history_json
+  // "[]"): GetJob reads those.
   [[nodiscard]] Result<std::vector<JobRecord>> ListJobs(std::string_view tenant, std::string_view cluster_id,
                                                         std::int64_t limit);
   // Jobs not finished yet (running or failing), oldest first: what the engine resumes at start.
   [[nodiscard]] Result<std::vector<JobRecord>> ListUnfinishedJobs();
   // Every task of a job, in id order; `details` adds payload, result and output.
   [[nodiscard]] Result<std::vector<TaskRecord>> ListJobTasks(std::string_view job_id, bool details);
+  // The attempts of every task of a job, by task id then attempt: one query, not one per task.
+  [[nodiscard]] Result<std::vector<AttemptRecord>> ListJobAttempts(std::string_view job_id);
 
   // Security (server/store/auth_store.cpp). Puts insert or replace.
   [[nodiscard]] Status PutPrincipal(const PrincipalRecord& principal);
