@@ -304,6 +304,14 @@ std::string BatchToml(int batch) {
   return batch > 0 ? "batch_max_messages = " + std::to_string(batch) + "\n" : "";
 }
 
+// weftd as the cases run it, given a minute to start: long enough for one run
+// under a profiler (a weftd that is a script exec'ing valgrind) on a busy machine.
+testing::WeftdOptions WeftdFor(const Paths& paths, const fs::path& dir, const Options& opts) {
+  testing::WeftdOptions o = BenchWeftd(paths.weftd, dir, BatchToml(opts.weftd_batch));
+  o.start_timeout = std::chrono::seconds(60);
+  return o;
+}
+
 // A fresh weftd, H weft-host processes and the bench catalog, in one temporary
 // directory. Stops the hosts, then weftd, then removes the directory.
 class Rig {
@@ -312,7 +320,7 @@ class Rig {
       : ctx_(ctx),
         paths_(paths),
         opts_(opts),
-        weftd_(BenchWeftd(paths.weftd, dir_.path(), BatchToml(opts.weftd_batch)), testing::Weftd::Deferred{}) {}
+        weftd_(WeftdFor(paths, dir_.path(), opts), testing::Weftd::Deferred{}) {}
   Rig(const Rig&) = delete;
   Rig& operator=(const Rig&) = delete;
   ~Rig() {

@@ -1,16 +1,13 @@
 #include "weft/cli/context.hpp"
 
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 
+#include "weft/client/probe.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::cli {
@@ -39,110 +36,6 @@ Status CheckResolves(const std::string& endpoint) {
   if (rc == 0) return Status::Ok();
   return Status::Unavailable("cannot resolve host '" + host + "' of " + endpoint + " (" + gai_strerror(rc) +
                              "); check --server or WEFT_SERVER");
-}
-
-// The security mechanism a ZMTP 3 peer announces in its greeting ("NULL",
-// "CURVE", ...), read over a plain TCP connection; "" when it cannot be read.
-// A peer that drops a client without a key says nothing else about why.
-std::string PeerMechanism(const std::string& endpoint, int ms) {
-  const std::string host = TcpHost(endpoint);
-  if (host.empty()) return "";
-  const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found) return "";
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const bool connected = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-  freeaddrinfo(found);
-  std::string mechanism;
-  // Our signature; the peer answers with its whole greeting (64 bytes), the
-  // mechanism name at bytes 12 to 31, padded with zeros.
-  const unsigned char signature[10] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F};
-  if (connected && send(fd, signature, sizeof signature, MSG_NOSIGNAL) == sizeof signature) {
-    char greeting[64];
-    std::size_t have = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (have < 32) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{fd, POLLIN, 0};
-      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      const ssize_t n = recv(fd, greeting + have, sizeof greeting - have, 0);
-      if (n <= 0) break;
-      have += static_cast<std::size_t>(n);
-    }
-    if (have >= 32 && static_cast<unsigned char>(greeting[0]) == 0xFF)
-      mechanism.assign(greeting + 12, strnlen(greeting + 12, 20));
-  }
-  if (fd >= 0) close(fd);
-  return mechanism;
-}
-
-// What a fresh connection to the endpoint showed, used to explain a request that got no answer.
-enum class Peer {
-  kUnknown,            // nothing happened within the probe's time
-  kRefused,            // no listener: the connection was refused
-  kSilent,             // something accepted the connection but never spoke ZeroMQ
-  kMechanismMismatch,  // a ZeroMQ peer with other security (CurveZMQ on one side only)
-  kNotCompatible,      // a ZeroMQ peer whose handshake failed otherwise (another socket type)
-  kDropped,            // the peer closed the connection during the handshake, saying nothing
-  kAuthRefused,        // weftd's authentication refused our key
-  kHandshook,          // the handshake succeeded: a ZeroMQ socket that takes requests
-};
-
-// Connects a second socket with the same security, watches its events for up to
-// `ms`, and says what the peer is. Costs one connection, only after a failure.
-Peer Probe(zmq::context_t& zmq_ctx, const client::Options& options, int ms) {
-  static int probes = 0;
-  const std::string monitor = "inproc://weft-cli-probe-" + std::to_string(++probes);
-  try {
-    zmq::socket_t socket(zmq_ctx, zmq::socket_type::dealer);
-    socket.set(zmq::sockopt::linger, 0);
-    if (!options.server_key.empty()) curve::SetClientKeys(socket, options.server_key, options.keys);
-    if (zmq_socket_monitor(socket.handle(), monitor.c_str(), ZMQ_EVENT_ALL) != 0) return Peer::kUnknown;
-    zmq::socket_t events(zmq_ctx, zmq::socket_type::pair);
-    events.set(zmq::sockopt::linger, 0);
-    events.connect(monitor);
-    socket.connect(options.endpoint);
-    bool connected = false, dropped = false;
-    Peer seen = Peer::kUnknown;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    while (seen == Peer::kUnknown) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      zmq::pollitem_t item{events.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
-      zmq::message_t head, address;
-      if (!events.recv(head) || !head.more() || !events.recv(address) || head.size() < 6) break;
-      std::uint16_t event = 0;
-      std::uint32_t value = 0;
-      std::memcpy(&event, head.data(), sizeof event);
-      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
-      switch (event) {
-        case ZMQ_EVENT_CONNECTED: connected = true; break;
-        case ZMQ_EVENT_CONNECT_RETRIED: if (!connected) seen = Peer::kRefused; break;
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: seen = Peer::kHandshook; break;
-        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: seen = Peer::kAuthRefused; break;
-        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-          seen = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH ? Peer::kMechanismMismatch : Peer::kNotCompatible;
-          break;
-        // A drop alone says little (which side noticed first is a race): keep
-        // watching the reconnects for a handshake failure that says why.
-        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        case ZMQ_EVENT_DISCONNECTED: dropped = connected; break;
-        default: break;
-      }
-    }
-    if (seen == Peer::kUnknown && connected) seen = dropped ? Peer::kDropped : Peer::kSilent;
-    zmq_socket_monitor(socket.handle(), nullptr, 0);
-    return seen;
-  } catch (const zmq::error_t&) {
-    return Peer::kUnknown;
-  }
 }
 
 }  // namespace
@@ -201,6 +94,7 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
     copts.endpoint = options_.server;
     copts.timeout_ms = options_.timeout_ms;
     copts.tenant = options_.tenant;
+    copts.probe_ms = 0;  // NoAnswer looks at the peer itself, with the credential in mind
     // The CLI trusts its server's replies: `job show` of a 1,000-node job is several MiB of JSON.
     copts.limits.max_header_bytes = 256u << 20;
     copts.limits.max_total_bytes = 512u << 20;
@@ -233,7 +127,19 @@ Status Context::NoAnswer(int timeout_ms) {
   const std::string elsewhere = " (set --server or WEFT_SERVER)";
   const std::string need_credential =
       "pass --credentials FILE (a local weftd writes <data_dir>/credentials/superadmin.json)";
-  switch (Probe(*zmq_, client_->options(), std::min(timeout_ms, kProbeMs))) {
+  using client::Peer;
+  const int probe_ms = std::min(timeout_ms, kProbeMs);
+  const std::string api_is =
+      "; weft needs weftd's api endpoint (\"api\" in the credential file; a local weftd writes its endpoints to "
+      "<data_dir>/endpoints.json)";
+  const Peer peer = client::ProbePeer(*zmq_, client_->options(), where, probe_ms);
+  switch (peer) {
+    case Peer::kHttp:
+    case Peer::kHttps:
+      return Status::Unavailable(client::DescribePeer(peer, where) + api_is + elsewhere);
+    case Peer::kProvisioner:
+      return Status::Unavailable(where + " answered as weftd's provisioner endpoint (the one weft-host uses), not its "
+                                 "api endpoint" + api_is + elsewhere);
     case Peer::kRefused:
       return Status::Unavailable("nothing listens at " + where + " (connection refused); is weftd running?" +
                                  elsewhere);
@@ -245,7 +151,7 @@ Status Context::NoAnswer(int timeout_ms) {
       // A client without a key is cut off by a weftd with CurveZMQ on, often
       // before libzmq reports the mechanism mismatch, and which of the two
       // events libzmq reports depends on timing: ask the greeting.
-      if (!credential_ && PeerMechanism(where, std::min(timeout_ms, kProbeMs)) == "CURVE")
+      if (!credential_ && client::PeerMechanism(where, probe_ms) == "CURVE")
         return Status::Unavailable("weftd at " + where + " needs a credential: " + need_credential);
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
                                  "ZeroMQ socket there is not one weft can talk to (weftd's events or another "

@@ -288,9 +288,14 @@ Status CatalogCheck(Context& ctx, const ParsedArgs&) {
     };
     section("dangling", "dangling references");
     section("unrunnable", "plugin types no live host runs");
-    section("fields", "provider fields");
-    if (problems == 0)
-      ctx.out() << "catalog is consistent: every reference resolves and every plugin type runs on a live host\n";
+    section("fields", "plugin fields");
+    section("warnings", "warnings (not counted as problems)");
+    const bool warned = reply.contains("warnings") && reply["warnings"].is_array() && !reply["warnings"].empty();
+    if (problems == 0 && !warned)
+      ctx.out() << "catalog is consistent: every reference resolves, every plugin type runs on a live host and "
+                   "every field fits its plugin\n";
+    else if (problems == 0)
+      ctx.out() << "no problems found, but see the warnings: not everything could be checked\n";
   }
   if (problems > 0)
     return Status::Invalid("catalog check found " + Count(problems, "problem", "problems"));

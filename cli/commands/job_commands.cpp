@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
@@ -79,21 +81,57 @@ std::string ProgressLine(const json& job, std::int64_t elapsed_ms) {
   return line.str();
 }
 
+namespace {
+
+std::string Trimmed(const std::string& line) {
+  const std::size_t begin = line.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  return line.substr(begin, line.find_last_not_of(" \t\r") - begin + 1);
+}
+
+// The first line of a message; when output lines follow it (a command's last
+// output), a note that they are printed above instead: "...; last output:"
+// becomes "...; last output above".
+std::string FirstLine(const std::string& message) {
+  const std::size_t nl = message.find('\n');
+  if (nl == std::string::npos) return message;
+  std::string first = message.substr(0, nl);
+  while (!first.empty() && first.back() == ' ') first.pop_back();
+  if (!first.empty() && first.back() == ':') {
+    first.pop_back();
+    return first + " above";
+  }
+  return first + " (output above)";
+}
+
+}  // namespace
+
 void PrintFailedTask(std::ostream& out, const json& t, const std::string& indent) {
   out << indent << "failed: task " << t.value("id", 0) << " " << Printable(t.value("key", "")) << " (attempt "
       << t.value("attempt", 0) << " on host " << Printable(t.value("host_id", "")) << "): ";
-  // A plugin's message may hold lines of its own (a command's last output): each
-  // on a line of its own, indented under the first, not joined with '?'.
-  std::istringstream message(t.value("message", ""));
-  std::string line;
-  bool first = true;
-  for (; std::getline(message, line); first = false) out << (first ? "" : indent + "    ") << Printable(line) << '\n';
-  if (first) out << '\n';
+  std::vector<std::pair<std::string, std::string>> tails;  // stream, its last lines
+  std::set<std::string> shown;                             // the lines those print, trimmed
   for (const char* stream : {"stdout", "stderr"}) {
     const std::string text = t.value(stream, "");
     if (text.empty()) continue;
+    tails.emplace_back(stream, Tail(text, kTailLines));
+    std::istringstream in(tails.back().second);
+    for (std::string l; std::getline(in, l);) shown.insert(Trimmed(l));
+  }
+  // A plugin's message may hold lines of its own (a command's last output): each
+  // on a line of its own, indented under the first, not joined with '?'; but a
+  // line the output below shows is printed there only, so nothing reads twice.
+  std::istringstream message(t.value("message", ""));
+  std::string line;
+  bool first = true;
+  for (; std::getline(message, line); first = false) {
+    if (!first && shown.count(Trimmed(line))) continue;
+    out << (first ? "" : indent + "    ") << Printable(line) << '\n';
+  }
+  if (first) out << '\n';
+  for (const auto& [stream, tail] : tails) {
     out << indent << "  --- " << stream << " (last lines) ---\n";
-    std::istringstream in(Tail(text, kTailLines));
+    std::istringstream in(tail);
     for (std::string l; std::getline(in, l);) out << indent << "  " << Printable(l) << '\n';
   }
 }
@@ -141,10 +179,13 @@ Status JobList(Context& ctx, const ParsedArgs& args) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  Table table({"JOB", "CLUSTER", "OPERATION", "STATUS", "BY", "TOOK", "MESSAGE"});
+  // The cluster by the name people gave it; its id stays in a column of its own (and in -o json).
+  Table table({"JOB", "CLUSTER", "CLUSTER ID", "OPERATION", "STATUS", "BY", "TOOK", "MESSAGE"});
   for (const json& j : reply["jobs"]) {
     const std::int64_t end = j.value("finished_at_ms", std::int64_t{0});
-    table.AddRow({JobId(j["id"]), JobId(j["cluster_id"]), j.value("operation", ""), j.value("status", ""),
+    const std::string name = j.value("cluster_name", "");
+    table.AddRow({JobId(j["id"]), name.empty() ? "-" : Printable(name), JobId(j["cluster_id"]),
+                  j.value("operation", ""), j.value("status", ""),
                   Printable(j.value("requested_by", "")),
                   end ? Duration(end - j.value("created_at_ms", end)) : "-", Printable(j.value("message", ""))});
   }
@@ -277,20 +318,22 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
     Result<json> detail = ctx.Call("job.get", {{"job", id}, {"details", true}});
     if (detail.ok()) PrintFailures(ctx, (*detail)["job"]);
     const std::string message = job.value("message", "");
+    // The job's message ends with its failed task's output, which the failures just printed show.
+    const std::string summary = detail.ok() ? FirstLine(message) : message;
     // A failed job that is being undone: follow the undo job too.
     if (message.find("undoing it") != std::string::npos) {
       Result<json> jobs = ctx.Call("job.list", {{"cluster", JobId(job["cluster_id"])}, {"limit", 1}});
       if (jobs.ok() && !(*jobs)["jobs"].empty() && JobId((*jobs)["jobs"][0]["id"]) != id &&
           (*jobs)["jobs"][0].value("parent_job", "") == id) {
         const std::string undo = JobId((*jobs)["jobs"][0]["id"]);
-        ctx.err() << "job " << id << " failed: " << Printable(message) << "\nundoing it: job " << undo << '\n';
+        ctx.err() << "job " << id << " failed: " << Printable(summary) << "\nundoing it: job " << undo << '\n';
         id = undo;
         resumed = false;  // a new job: its own times count, not this one's
         start = std::chrono::steady_clock::now();
         continue;
       }
     }
-    return Status::Internal("job " + id + " " + status + (message.empty() ? "" : ": " + message));
+    return Status::Internal("job " + id + " " + status + (summary.empty() ? "" : ": " + summary));
   }
 }
 
@@ -298,8 +341,8 @@ void RegisterJobCommands(CommandTable& table) {
   table.Add({.noun = "job",
              .verb = "list",
              .summary = "List jobs, newest first.",
-             .description = "Every job of the tenant, or of one cluster with --cluster: what it did, who\n"
-                            "asked for it, how it ended and how long it took.",
+             .description = "Every job of the tenant, or of one cluster with --cluster: its cluster's name\n"
+                            "and id, what it did, who asked for it, how it ended and how long it took.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's jobs (name or id)"}},
              .args = {},
              .handler = &JobList});

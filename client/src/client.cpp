@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "weft/client/probe.hpp"
+
 namespace weft::client {
 namespace {
 
@@ -17,6 +19,8 @@ constexpr int kMaxRedirects = 4;
 constexpr int kReachMs = 1000;
 // With several endpoints and no leader known yet (a takeover under way): the pause before the next.
 constexpr int kNoLeaderPauseMs = 100;
+// A reply that is not weftd's: how long an HTTP server may take to answer the probe.
+constexpr int kHttpProbeMs = 1000;
 
 }  // namespace
 
@@ -201,7 +205,12 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
         if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::none)) continue;
       }
       Result<wire::Reply> reply = wire::DecodeReply(in, options_.limits);
-      if (!reply.ok()) return reply.status().WithContext("malformed reply from " + endpoint());
+      if (!reply.ok()) {
+        // Without CurveZMQ libzmq takes an HTTP server's answer to its greeting for a message.
+        if (AnswersHttp(endpoint(), std::min(timeout_ms, kHttpProbeMs)))
+          return Status::Unavailable(DescribePeer(Peer::kHttp, endpoint()));
+        return reply.status().WithContext("malformed reply from " + endpoint());
+      }
       if (reply->id != req.id) continue;  // a late answer to an abandoned call
       return reply;
     }
@@ -212,8 +221,12 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
     if (dropped)
       return Status::Unavailable("weftd at " + silent + " closed the connection before it answered '" + req.op +
                                  "'; is the server running?");
+    const std::string found =
+        several || options_.probe_ms <= 0
+            ? std::string()
+            : DescribePeer(ProbePeer(ctx_, options_, silent, std::min(options_.probe_ms, timeout_ms)), silent);
     return Status::Unavailable("no answer from weftd at " + silent + " within " + std::to_string(timeout_ms) +
-                               " ms to '" + req.op + "'; is the server running?");
+                               " ms to '" + req.op + "'" + (found.empty() ? "; is the server running?" : ": " + found));
   } catch (const zmq::error_t& e) {
     socket_.reset();
     return Status::Unavailable("cannot reach " + endpoint() + ": " + e.what());

@@ -282,6 +282,58 @@ bool ResealService(const SecretBox& box, const std::string& type, const std::set
   return changed;
 }
 
+// Plugin types some host has registered, live or not: weftd knows which of their fields are secrets.
+Result<std::set<std::string>> RegisteredTypes(store::Store& store) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::HostRecord> hosts, store.ListHosts());
+  std::set<std::string> types;
+  for (const store::HostRecord& h : hosts) {
+    const json list = json::parse(h.plugins_json, nullptr, false);
+    if (!list.is_array()) continue;
+    for (const json& d : list)
+      if (d.is_object() && !Str(d, "type").empty()) types.insert(Str(d, "type"));
+  }
+  return types;
+}
+
+bool HasFields(const json& entity, const char* key) {
+  auto f = entity.find(key);
+  return f != entity.end() && f->is_object() && !f->empty();
+}
+
+// The plugin types of a put entity whose fields weftd could not look at for
+// secrets: their plugin is registered by no host yet, so those fields are stored
+// as they came until one registers (ResealFor). Provider: its providertype;
+// service: each action's automator.
+std::set<std::string> UnsealableTypes(const std::string& op, const json& entity, const std::set<std::string>& known) {
+  std::set<std::string> out;
+  if (op == "provider.put") {
+    if (HasFields(entity, "provisioner") && !known.count(Str(entity, "providertype")))
+      out.insert(Str(entity, "providertype"));
+    return out;
+  }
+  const auto p = entity.find("provisioner");
+  if (p == entity.end() || !p->is_object() || !p->contains("actions") || !(*p)["actions"].is_object()) return out;
+  for (const auto& [key, action] : (*p)["actions"].items())
+    if (action.is_object() && HasFields(action, "fields") && !known.count(Str(action, "type")))
+      out.insert(Str(action, "type"));
+  return out;
+}
+
+// A put's reply says which fields could not be sealed, and when they will be.
+Status WarnUnsealed(store::Store& store, const std::string& op, const json& entity, Response& reply) {
+  WEFT_ASSIGN_OR_RETURN(std::set<std::string> known, RegisteredTypes(store));
+  const std::string what = op == "provider.put" ? "provider '" + Str(entity, "name") + "'"
+                                                : "service '" + Str(entity, "name") + "'";
+  for (const std::string& type : UnsealableTypes(op, entity, known)) {
+    if (!reply.body.contains("warnings") || !reply.body["warnings"].is_array()) reply.body["warnings"] = json::array();
+    reply.body["warnings"].push_back(
+        "no host has registered plugin '" + type + "' yet, so weftd cannot tell which fields of " + what +
+        " are secrets: they are stored unsealed until a weft-host with that plugin registers, which seals them "
+        "(register a host before putting secrets; see docs/security.md, \"Secrets\")");
+  }
+  return Status::Ok();
+}
+
 // A plugin registered after entities that use it were stored: seal what it declares sensitive, in place.
 Status ResealFor(const SecretBox& box, store::Store& store, const json& descriptor) {
   if (!descriptor.is_object() || !descriptor.contains("type") || !descriptor["type"].is_string()) return Status::Ok();
@@ -376,13 +428,16 @@ Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesyst
   using Sealer = Status (*)(const SecretBox&, const hosts::HostRegistry&, const std::string&, json&);
   for (const auto& [op, seal] : {std::pair<std::string, Sealer>{"provider.put", &SealProvider},
                                  std::pair<std::string, Sealer>{"service.put", &SealService}}) {
-    router.Wrap(op, [box, o, with_body, seal = seal](api::Handler next) -> api::Handler {
-      return [box, o, with_body, seal, next](const Call& c) {
+    router.Wrap(op, [box, o, st, op = op, with_body, seal = seal](api::Handler next) -> api::Handler {
+      return [box, o, st, op, with_body, seal, next](const Call& c) {
         if (!c.request->body.is_object()) return next(c);  // the handler says what is wrong
         json sealed = c.request->body;  // the entity itself
         Status s = seal(*box, *o, c.principal.tenant, sealed);
         if (!s.ok()) return Response::Error(s);
-        return with_body(c, std::move(sealed), next);
+        Response r = with_body(c, std::move(sealed), next);
+        if (!r.status.ok()) return r;
+        s = WarnUnsealed(*st, op, c.request->body, r);
+        return s.ok() ? r : Response::Error(s);
       };
     });
   }

@@ -13,6 +13,7 @@
 #include "weft/planner/macros.hpp"
 #include "weft/planner/planner.hpp"
 #include "weft/solver/solver.hpp"
+#include "field_check.hpp"
 
 namespace weft::catalog {
 namespace {
@@ -65,8 +66,9 @@ json EntityJson(Kind kind, const store::CatalogEntityRecord& r) {
 
 class CatalogOps {
  public:
-  CatalogOps(store::Store& store, const Clock& clock, const server::Config& config)
-      : store_(store), clock_(clock), config_(config) {}
+  CatalogOps(store::Store& store, const Clock& clock, const server::Config& config,
+             resources::ResourceStore* resources)
+      : store_(store), clock_(clock), config_(config), resources_(resources) {}
 
   Response Put(Kind kind, const Call& call) {
     const json& body = call.request->body;
@@ -194,42 +196,12 @@ class CatalogOps {
     unrun("provider", catalog::ProviderTypesInUse(cat));
     unrun("automator", catalog::AutomatorTypesInUse(cat));
 
-    json fields = json::array();
-    for (const auto& [name, provider] : cat.providers) {
-      auto d = descriptors.find(provider.providertype);
-      if (d == descriptors.end() || !d->second.contains("fields") || !d->second["fields"].is_array()) continue;
-      std::set<std::string> known;
-      for (const json& f : d->second["fields"]) {
-        if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
-        const std::string field = f["name"].get<std::string>();
-        known.insert(field);
-        const bool required = f.value("required", false) && !f.contains("default");
-        if (required && !provider.provisioner.contains(field))
-          fields.push_back({{"provider", name},
-                            {"type", provider.providertype},
-                            {"field", field},
-                            {"problem", "missing"},
-                            {"message", "provider '" + name + "': provisioner." + field + " is required by plugin '" +
-                                            provider.providertype + "' and has no default; add it"}});
-      }
-      if (!provider.provisioner.is_object()) continue;
-      for (const auto& [field, value] : provider.provisioner.items()) {
-        if (known.count(field)) continue;
-        std::string list;
-        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-        fields.push_back({{"provider", name},
-                          {"type", provider.providertype},
-                          {"field", field},
-                          {"problem", "unknown"},
-                          {"message", "provider '" + name + "': provisioner." + field + " is not a field of plugin '" +
-                                          provider.providertype + "' (it knows: " +
-                                          (list.empty() ? "none" : list) + "); remove or rename it"}});
-      }
-    }
-    const std::size_t problems = dangling.size() + unrunnable.size() + fields.size();
+    WEFT_TRY_ASSIGN(fields, CheckPluginFields(cat, descriptors, resources_, call.principal.tenant));
+    const std::size_t problems = dangling.size() + unrunnable.size() + fields.problems.size();
     return Response::Ok({{"dangling", std::move(dangling)},
                          {"unrunnable", std::move(unrunnable)},
-                         {"fields", std::move(fields)},
+                         {"fields", std::move(fields.problems)},
+                         {"warnings", std::move(fields.warnings)},
                          {"problems", problems}});
   }
 
@@ -309,7 +281,11 @@ class CatalogOps {
         if (a.ok() && *a >= planner::Action::kInstall && *a <= planner::Action::kRemove) spec.actions.push_back(*a);
       }
       plan_req.services.push_back(std::move(spec));
+      // As the job's plan: service tasks wait for the addresses their fields name.
+      if (Result<json> doc = cat.GetJson(Kind::kService, s); doc.ok() && planner::NamesAddresses(*doc))
+        plan_req.wait_for_addresses = true;
     }
+    plan_req.wait_for_addresses = plan_req.wait_for_addresses || planner::NamesAddresses(config);
     Result<planner::Plan> plan = planner::MakePlan(plan_req);
     if (!plan.ok()) return Response::Error(plan.status().WithContext("template '" + template_name + "'"));
 
@@ -322,15 +298,17 @@ class CatalogOps {
   store::Store& store_;
   const Clock& clock_;
   const server::Config& config_;
+  resources::ResourceStore* resources_;  // may be null: then no field is checked against it
 };
 
 }  // namespace
 
-void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config) {
+void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config,
+                        resources::ResourceStore* resources) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<CatalogOps>(store, clock, config);
+  auto ops = std::make_shared<CatalogOps>(store, clock, config, resources);
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
     router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });

@@ -161,7 +161,7 @@ Status Components::Wire() {
   RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
   capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
-  catalog::RegisterCatalogOps(router_, store_, clock_, config_);
+  catalog::RegisterCatalogOps(router_, store_, clock_, config_, resources_.get());
   jobs::RegisterClusterOps(router_, store_, engine_, clock_,
                            [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); });
   api::RegisterAuditOps(router_, store_);

@@ -257,6 +257,8 @@ void Transport::Send(std::vector<Pending>& replies, std::vector<queue::AttemptRe
                                                : wire::Reply::Failure(p.id, p.response.status, p.response.details);
     if (p.response.status.ok()) reply.blobs = std::move(p.response.blobs);
     wire::Frames frames = wire::EncodeReply(reply);
+    // The body is freed with `replies`, after every reply is sent, not between them.
+    if (p.response.status.ok()) p.response.body = std::move(reply.body);
     if (SendWithEnvelope(Socket(p.endpoint), p.envelope, frames)) continue;
     if (tally_.Count("replies not delivered", clock_.NowMs())) {
       WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "

@@ -506,9 +506,11 @@ class ClusterOps {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 100000, 100));
     std::string cluster_id;
+    std::map<std::string, std::string> names;  // cluster id -> name, for people reading the list
     if (body.contains("cluster") && !body["cluster"].is_null()) {
       WEFT_TRY_ASSIGN(c, FindCluster(call));
       cluster_id = c.id;
+      names[c.id] = c.name;
     }
     WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
     std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
@@ -519,9 +521,21 @@ class ClusterOps {
     }
     json list = json::array();
     for (const store::JobRecord& j : jobs)
-      if (call.principal.role != Role::kUser || !cluster_id.empty() || mine.count(j.cluster_id))
-        list.push_back(JobSummary(j));
+      if (call.principal.role != Role::kUser || !cluster_id.empty() || mine.count(j.cluster_id)) {
+        json summary = JobSummary(j);
+        WEFT_TRY_ASSIGN(name, ClusterName(j.cluster_id, names));
+        summary["cluster_name"] = std::move(name);
+        list.push_back(std::move(summary));
+      }
     return Response::Ok({{"jobs", std::move(list)}});
+  }
+
+  // A job's cluster's name, looked up once per cluster of a listing.
+  Result<std::string> ClusterName(const std::string& cluster_id, std::map<std::string, std::string>& names) {
+    auto known = names.find(cluster_id);
+    if (known != names.end()) return known->second;
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(cluster_id));
+    return names[cluster_id] = c ? c->name : std::string();
   }
 
   Response JobGet(const Call& call) {

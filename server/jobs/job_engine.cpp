@@ -76,11 +76,6 @@ std::string ProviderType(const json& spec) {
   return p != spec.end() && p->is_object() ? p->value("type", "") : "";
 }
 
-bool IsServiceAction(std::string_view action) {
-  Result<Action> a = planner::ParseAction(action);
-  return a.ok() && *a >= Action::kInstall && *a <= Action::kRemove;
-}
-
 // "job 28 has already succeeded", "job 28 was already aborted", "job 28 is running".
 std::string JobIs(const std::string& id, const std::string& status) {
   const std::optional<JobStatus> s = JobStatusFrom(status);
@@ -210,14 +205,6 @@ std::vector<std::string> ChangedServices(const ClusterState& before, const Clust
   return out;
 }
 
-// Whether the config or a service's fields name other nodes' addresses: then no
-// service task may run before every new node reported its addresses.
-bool NeedsAddresses(const ClusterState& target) {
-  const std::string text = wire::Dump(target.spec.value("config", json::object())) +
-                           wire::Dump(target.spec.value("services", json::object()));
-  return text.find("%ip.") != std::string::npos || text.find("(ip.") != std::string::npos;
-}
-
 // Whether any string in `doc` has a '%': only those can name a macro, so a
 // document without one expands to itself (the usual config, at every take).
 bool MayHaveMacros(const json& doc) {
@@ -276,6 +263,8 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
   req.services = std::move(specs);
   req.only_services = job.extras.only_services;
+  req.wait_for_addresses = planner::NamesAddresses(job.target.spec.value("config", json::object())) ||
+                           planner::NamesAddresses(job.target.spec.value("services", json::object()));
   return planner::MakePlan(req);
 }
 
@@ -390,8 +379,6 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
   const auto& planned = plan.tasks();
   const std::int64_t max_attempts = run.options.value("max_attempts", options_.max_attempts);
   std::vector<std::int64_t> ids(planned.size());
-  std::vector<std::int64_t> confirms;
-  std::vector<std::int64_t> service_tasks;
   for (std::uint32_t i = 0; i < planned.size(); ++i) {
     const planner::PlannedTask& p = planned[i];
     TaskNode t;
@@ -418,33 +405,8 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     t.id = id.front();
     ids[i] = t.id;
-    if (p.action == Action::kConfirm) confirms.push_back(t.id);
-    if (IsServiceAction(t.action) || p.action == Action::kBootstrap) service_tasks.push_back(t.id);
     task_job_[t.id] = run.record.id;
     run.tasks.emplace(t.id, std::move(t));
-  }
-  if (!confirms.empty() && !service_tasks.empty() && NeedsAddresses(run.target)) {
-    // Config macros name other nodes' addresses, known only after their CONFIRM.
-    queue::NewTask n;
-    n.action = "JOIN";
-    n.job_id = run.record.id;
-    n.cluster_id = run.record.cluster_id;
-    n.task_key = "join/CONFIRM/addresses";
-    n.after_json = AfterJson(confirms);
-    n.waiting = true;
-    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
-    TaskNode join;
-    join.id = id.front();
-    join.key = "join/CONFIRM/addresses";
-    join.action = "JOIN";
-    join.after = confirms;
-    task_job_[join.id] = run.record.id;
-    for (std::int64_t s : service_tasks) {
-      TaskNode& t = run.tasks.at(s);
-      t.after.push_back(join.id);
-      WEFT_RETURN_IF_ERROR(store_.SetTaskAfter(s, AfterJson(t.after)));
-    }
-    run.tasks.emplace(join.id, std::move(join));
   }
   for (auto& [id, t] : run.tasks) {
     t.waiting_for = static_cast<std::int64_t>(t.after.size());
@@ -832,10 +794,14 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 
   task["task_key"] = record.task_key;
   task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
-  task["cluster"] = {{"id", run.record.cluster_id},
-                     {"name", run.cluster_name},
-                     {"owner", run.owner},
-                     {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+  // The same for every task of the job that uses this spec: built once.
+  json& cluster = &spec == &run.before.spec ? run.cluster_before : run.cluster_target;
+  if (cluster.is_null())
+    cluster = {{"id", run.record.cluster_id},
+               {"name", run.cluster_name},
+               {"owner", run.owner},
+               {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+  task["cluster"] = cluster;
   if (spec.contains("provider")) task["provider"] = spec["provider"];
   json n = layout_node ? *layout_node : json::object();
   n["id"] = node;
@@ -850,14 +816,16 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
   task["config"] = std::move(*expanded);
   if (!record.service.empty()) {
-    json service = {{"name", record.service}};
+    json service = json::object();
+    service["name"] = record.service;
     if (const json* def = ServiceAction(spec, record.service, record.action)) {
       json action = *def;
-      if (action.contains("fields")) {
-        Result<json> fields = Expand(action["fields"], macros);
-        if (!fields.ok())
-          return fields.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
-        action["fields"] = std::move(*fields);
+      // Fields without a macro are the copy already made.
+      if (auto fields = action.find("fields"); fields != action.end() && MayHaveMacros(*fields)) {
+        Result<json> expanded = planner::ExpandMacros(*fields, macros);
+        if (!expanded.ok())
+          return expanded.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
+        *fields = std::move(*expanded);
       }
       service["action"] = std::move(action);
     }

@@ -7,10 +7,10 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
-#include "weft/aws/ssh_keys.hpp"
+#include "weft/cloud/ssh_keys.hpp"
 
 namespace fs = std::filesystem;
-using weft::aws::DerivedEd25519;
+using weft::cloud::DerivedEd25519;
 
 TEST_CASE("aws ssh keys: derived from secret and label, the same every time, different for another node",
           "[aws][keys]") {
@@ -41,9 +41,9 @@ TEST_CASE("aws ssh keys: ssh-keygen reads the private key and derives the same p
 }
 
 TEST_CASE("aws ssh keys: base64 as RFC 4648 spells it", "[aws][keys]") {
-  CHECK(weft::aws::Base64("") == "");
-  CHECK(weft::aws::Base64("f") == "Zg==");
-  CHECK(weft::aws::Base64("fo") == "Zm8=");
-  CHECK(weft::aws::Base64("foo") == "Zm9v");
-  CHECK(weft::aws::Base64("foobar") == "Zm9vYmFy");
+  CHECK(weft::cloud::Base64("") == "");
+  CHECK(weft::cloud::Base64("f") == "Zg==");
+  CHECK(weft::cloud::Base64("fo") == "Zm8=");
+  CHECK(weft::cloud::Base64("foo") == "Zm9v");
+  CHECK(weft::cloud::Base64("foobar") == "Zm9vYmFy");
 }

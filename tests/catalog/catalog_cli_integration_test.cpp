@@ -1,6 +1,7 @@
 // The catalog through the real `weft` CLI against the real weftd on ephemeral
 // loopback ports: import examples/catalog, export, re-import, check, plan.
-// Hosts are registered with a raw host.register call, so no weft-host is needed.
+// Hosts are mostly registered with a raw host.register call; the check of plugin
+// fields runs against a real weft-host's registration.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "support/host.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
@@ -164,6 +166,88 @@ TEST_CASE("weft catalog check: a planted dangling reference, types no live host 
   json after = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
   CHECK(after["dangling"].empty());
   CHECK(after["problems"] == 4);
+}
+
+// The problems of one kind in a catalog.check reply's list, as "name:field:problem".
+std::set<std::string> Findings(const json& list) {
+  std::set<std::string> out;
+  for (const json& f : list)
+    out.insert(f.value("name", "") + ":" + f.value("field", "") + ":" + f.value("problem", ""));
+  return out;
+}
+
+TEST_CASE("weft catalog check: fields against the schemas a real weft-host registered, and the resources they name",
+          "[catalog][cli][integration]") {
+  testing::Weftd server("weft-catalog-cli-test");
+  // Before any host: the check cannot know the aws plugin's fields, and says so.
+  testing::WriteFile(server.Path("cloud1.json"), R"({"name":"cloud1","providertype":"aws","provisioner":{
+      "api_user":"AKIAEXAMPLE","api_password":"not-a-real-secret","aws_ebs_size":"big","confirm_timeout_s":"600",
+      "security_groups":["web","ssh"],"ssh_key_resource":"absent-key"}})");
+  REQUIRE(server.Weft({"provider", "put", server.Path("cloud1.json").string()}).exit_code == 0);
+  json early = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
+  REQUIRE(early.is_object());
+  CHECK(early["fields"].empty());
+  CHECK(Findings(early["warnings"]) == std::set<std::string>{"cloud1::unchecked"});
+  RunResult early_table = server.Weft({"catalog", "check"});
+  CHECK_THAT(early_table.out, Catch::Contains("no host has registered plugin 'aws' yet"));
+
+  // A real weft-host registers the plugins that ship, with their field schemas.
+  testing::Host host(testing::HostOptions{.dir = server.dir(), .id = "h1", .server = server.provisioner()});
+  REQUIRE(testing::WaitFor([&] { return server.HostLive("h1"); }, std::chrono::seconds(30)));
+  testing::WriteFile(server.Path("db.json"), R"({"name":"db","provisioner":{"actions":{
+      "install":{"type":"ansible","fields":{"playbook":"site.yml","resource":"no-playbooks.tar.gz","timeout_ms":"soon"}},
+      "configure":{"type":"shell","fields":{"command":"true","args":{"port":1}}},
+      "start":{"type":"puppet","fields":{"modules":"no-modules.tar.gz","class":"db","install_puppet":"yes"}},
+      "stop":{"type":"no-such-automator","fields":{"x":1}}}}})");
+  REQUIRE(server.Weft({"service", "put", server.Path("db.json").string()}).exit_code == 0);
+
+  RunResult table = server.Weft({"catalog", "check"});
+  INFO(table.out << table.err << host.Log());
+  CHECK(table.exit_code == 1);
+  CHECK_THAT(table.out, Catch::Contains("provider 'cloud1': provisioner.aws_ebs_size is \"big\", but plugin 'aws' "
+                                        "expects a whole number"));
+  CHECK_THAT(table.out, Catch::Contains("provider 'cloud1': provisioner.aws_region is required by plugin 'aws'"));
+  CHECK_THAT(table.out, Catch::Contains("provisioner.ssh_key_resource names the resource 'absent-key', but tenant "
+                                        "'default' has no resource of type aws by that name"));
+  CHECK_THAT(table.out, Catch::Contains("service 'db' (action install): provisioner.actions.install.fields.timeout_ms "
+                                        "is \"soon\", but plugin 'ansible' expects a whole number"));
+
+  json body = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
+  REQUIRE(body.is_object());
+  CHECK(Findings(body["fields"]) == std::set<std::string>{
+                                        "cloud1:aws_ebs_size:type",
+                                        "cloud1:aws_region:missing",
+                                        "cloud1:ssh_key_resource:resource",
+                                        "db:resource:resource",       // ansible's archive
+                                        "db:timeout_ms:type",
+                                        "db:args:type",               // shell takes a list
+                                        "db:modules:resource",        // puppet's modules
+                                        "db:install_puppet:type",
+                                    });
+  for (const json& f : body["fields"]) {
+    if (f["field"] == "aws_ebs_size") CHECK(f["expected"] == "a whole number");
+    if (f["field"] == "args") CHECK(f["expected"] == "a list");
+  }
+  // Coopr's numbers as strings work with the cloud providers: a warning, not a problem; and
+  // a plugin no host has: its fields are unchecked (and the type is unrunnable).
+  CHECK(Findings(body["warnings"]) ==
+        std::set<std::string>{"cloud1:confirm_timeout_s:string", "db::unchecked"});
+  CHECK(body["problems"] == 9);  // the eight above and no-such-automator, which no host runs
+
+  // An uploaded resource that is not active yet is still a problem; once synced it is fine.
+  testing::WriteFile(server.Path("key.pem"), "-----BEGIN OPENSSH PRIVATE KEY-----\nfake\n");
+  REQUIRE(server.Weft({"resource", "upload", "aws", "idle-key", server.Path("key.pem").string()}).exit_code == 0);
+  testing::WriteFile(server.Path("cloud1.json"), R"({"name":"cloud1","providertype":"aws","provisioner":{
+      "api_user":"AKIAEXAMPLE","api_password":"not-a-real-secret","aws_region":"us-east-1","aws_ebs_size":20,
+      "ssh_keypair":"mine","ssh_key_resource":"idle-key"}})");
+  REQUIRE(server.Weft({"provider", "put", server.Path("cloud1.json").string()}).exit_code == 0);
+  RunResult idle = server.Weft({"catalog", "check"});
+  CHECK_THAT(idle.out, Catch::Contains("names the resource 'idle-key' (type aws), which has no active version"));
+  REQUIRE(server.Weft({"resource", "stage", "aws", "idle-key", "1"}).exit_code == 0);
+  REQUIRE(server.Weft({"resource", "sync"}).exit_code == 0);
+  json fixed = json::parse(server.Weft({"-o", "json", "catalog", "check"}).out, nullptr, false);
+  REQUIRE(fixed.is_object());
+  for (const json& f : fixed["fields"]) CHECK(f["name"] != "cloud1");
 }
 
 TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a plan whose ids all exist",

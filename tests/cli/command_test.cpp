@@ -151,4 +151,21 @@ TEST_CASE("cli: a failed task's message of several lines prints each on a line o
   CHECK(empty.str() == "failed: task 1 k (attempt 1 on host h): \n");
 }
 
+TEST_CASE("cli: a failed task's output lines that its message repeats are printed once, under the output",
+          "[cli]") {
+  const nlohmann::json task = {{"id", 4},
+                               {"key", "n1/INSTALL/x"},
+                               {"attempt", 1},
+                               {"host_id", "h1"},
+                               {"message", "exited with status 3; last output:\n  first complaint\n  last complaint"},
+                               {"stdout", "to stdout\n"},
+                               {"stderr", "first complaint\nlast complaint\n"}};
+  std::ostringstream out;
+  PrintFailedTask(out, task, "");
+  CHECK(out.str() ==
+        "failed: task 4 n1/INSTALL/x (attempt 1 on host h1): exited with status 3; last output:\n"
+        "  --- stdout (last lines) ---\n  to stdout\n"
+        "  --- stderr (last lines) ---\n  first complaint\n  last complaint\n");
+}
+
 }  // namespace weft::cli

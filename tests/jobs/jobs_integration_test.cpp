@@ -491,6 +491,9 @@ TEST_CASE("jobs: a cluster's whole life with the fake plugins, through the weft 
     CHECK(r.exit_code != 0);
     CHECK_THAT(r.err, Catch::Contains("terminated"));
   }
+  // The statements kept prepared across requests (a job's node, cluster and
+  // catalog reads) give back their rows: none holds a read open past a commit.
+  CHECK_THAT(s.Log(), !Catch::Contains("left open across a commit"));
 }
 
 // ---- 2. results flow -------------------------------------------------------------

@@ -177,6 +177,38 @@ TEST_CASE("planner: scale grows new nodes, reconfigures kept ones after the new 
   CHECK(e["n1/START/web"] == std::set<std::string>{"n1/STOP/web"});
 }
 
+TEST_CASE("planner: when macros name addresses, every BOOTSTRAP and service task waits for every CONFIRM",
+          "[planner]") {
+  CHECK(NamesAddresses(json{{"backends", "%join(map(ip.bind_v4.service.web,'$:80'),',')%"}}));
+  CHECK(NamesAddresses(json::array({json{{"a", "%ip.access_v4.self%"}}})));
+  CHECK_FALSE(NamesAddresses(json{{"a", "%host.service.web%"}, {"ip.x", "100% of it"}}));
+
+  PlanRequest r;
+  r.operation = Operation::kCreate;
+  r.after = {{"n1", {"web"}}, {"n2", {"web"}}};
+  r.services = {Svc("web")};
+  CHECK(Edges(MustPlan(r)).count("join/CONFIRM/nodes") == 0);
+  r.wait_for_addresses = true;
+  auto e = Edges(MustPlan(r));
+  CHECK(e["join/CONFIRM/nodes"] == std::set<std::string>{"n1/CONFIRM", "n2/CONFIRM"});
+  CHECK(e["n1/BOOTSTRAP"] == std::set<std::string>{"n1/CONFIRM", "join/CONFIRM/nodes"});
+  CHECK(e["n2/INSTALL/web"] == std::set<std::string>{"n2/BOOTSTRAP"});  // after its BOOTSTRAP, so after the JOIN
+
+  // Growing by one node: the kept node's service tasks wait for the new node's CONFIRM.
+  PlanRequest grow;
+  grow.operation = Operation::kScale;
+  grow.before = {{"n1", {"web"}}};
+  grow.after = {{"n1", {"web"}}, {"n2", {"web"}}};
+  grow.services = {Svc("web")};
+  grow.restart = true;
+  grow.wait_for_addresses = true;
+  auto g = Edges(MustPlan(grow));
+  CHECK(g.count("join/CONFIRM/nodes") == 0);
+  CHECK(g["n1/CONFIGURE/web"] == std::set<std::string>{"n2/CONFIRM"});
+  CHECK(g["n1/STOP/web"] == std::set<std::string>{"n1/CONFIGURE/web", "n2/CONFIRM"});
+  CHECK(g["n2/BOOTSTRAP"] == std::set<std::string>{"n2/CONFIRM"});
+}
+
 TEST_CASE("planner: scale down stops the removed node's services before deleting it", "[planner]") {
   PlanRequest r;
   r.operation = Operation::kScale;

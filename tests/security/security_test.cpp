@@ -769,6 +769,49 @@ TEST_CASE("security: a service's fields that its automator declares sensitive ar
     CHECK(text.find(secret) == std::string::npos);
 }
 
+TEST_CASE("security: a secret put before any host registered its plugin is put with a warning, and sealed when "
+          "one registers", "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  const std::string early = "EARLY-UNSEALED-5e1d", imported = "IMPORTED-UNSEALED-90c4";
+  // weftd learns which fields are secrets from the plugin a host registers: none has yet.
+  json provider = Example("providers", "fake");
+  provider["provisioner"] = {{"api_token", early}};
+  WriteFile(tmp / "fake.json", provider.dump());
+  RunResult put = s.Weft({"provider", "put", (tmp / "fake.json").string()}, root);
+  INFO(put.out << put.err);
+  REQUIRE(put.exit_code == 0);
+  CHECK_THAT(put.err, Catch::Contains("weft: warning: no host has registered plugin 'fake-provider' yet, so weftd "
+                                      "cannot tell which fields of provider 'fake' are secrets: they are stored "
+                                      "unsealed until a weft-host with that plugin registers, which seals them"));
+  // `weft catalog import` says it of every entity it puts so.
+  fs::create_directories(tmp / "catalog" / "services");
+  json service = Example("services", "fake-nginx");
+  service["provisioner"]["actions"]["install"]["fields"]["password"] = imported;
+  WriteFile(tmp / "catalog" / "services" / "fake-nginx.json", service.dump());
+  RunResult import = s.Weft({"catalog", "import", (tmp / "catalog").string()}, root);
+  INFO(import.out << import.err);
+  REQUIRE(import.exit_code == 0);
+  CHECK_THAT(import.out, Catch::Contains("imported service 'fake-nginx' (version 1)\n  warning: no host has "
+                                         "registered plugin 'fake-automator' yet"));
+  CHECK(s.WeftJson({"provider", "get", "fake"}, root).dump().find(early) != std::string::npos);  // as it warned
+
+  // The first registration of the plugins seals both in place.
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  const std::string shown_provider = s.WeftJson({"provider", "get", "fake"}, root).dump();
+  const std::string shown_service = s.WeftJson({"service", "get", "fake-nginx"}, root).dump();
+  CHECK_THAT(shown_provider, Catch::Contains("\"api_token\":\"enc:v2:"));
+  CHECK_THAT(shown_service, Catch::Contains("\"password\":\"enc:v2:"));
+  CHECK(shown_provider.find(early) == std::string::npos);
+  CHECK(shown_service.find(imported) == std::string::npos);
+  // From then on a put seals at once and warns of nothing.
+  RunResult again = s.Weft({"provider", "put", (tmp / "fake.json").string()}, root);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.err, !Catch::Contains("warning"));
+}
+
 TEST_CASE("security: a client flooding the api endpoint is rate limited, a host keeps getting tasks meanwhile",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");

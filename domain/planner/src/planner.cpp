@@ -357,24 +357,36 @@ class Builder {
         for (const auto& d : DependentsDefiningStop(service)) Connect(Action::kStop, d, Group(Action::kStop, service));
       }
     }
-    // Growing: the configuration of the nodes that stay may name the new ones,
-    // so it waits until every new node has confirmed its addresses.
-    if (req_.operation == Operation::kScale) {
-      std::vector<Index> confirms, kept_configures;
-      for (Index i = 0; i < tasks_.size(); ++i) {
-        if (tasks_[i].action == Action::kConfirm) confirms.push_back(i);
-        if (tasks_[i].action == Action::kConfigure && !NodeIsNew(tasks_[i].node)) kept_configures.push_back(i);
-      }
-      if (!confirms.empty() && !kept_configures.empty()) {
-        Index join = confirms.front();
-        if (confirms.size() > 1) {
-          join = Add({}, Action::kJoin);
-          tasks_[join].after = confirms;
-          tasks_[join].joined = Action::kConfirm;
-        }
-        for (Index c : kept_configures) Edge(join, c);
-      }
+    ConfirmEdges();
+  }
+
+  // A new node's addresses are known once its CONFIRM reported them. Growing:
+  // the configuration of the nodes that stay may name the new ones, so it
+  // waits until every new node has confirmed. When the config or a service's
+  // fields name addresses (`wait_for_addresses`), every BOOTSTRAP and every
+  // service task waits for them (a new node's service tasks already follow its
+  // BOOTSTRAP). One JOIN of every CONFIRM, in the plan, so a dry run shows
+  // exactly the tasks its job runs.
+  void ConfirmEdges() {
+    std::vector<Index> confirms, waiting;
+    for (Index i = 0; i < tasks_.size(); ++i) {
+      const PlannedTask& t = tasks_[i];
+      if (t.action == Action::kConfirm) confirms.push_back(i);
+      const bool service_task = t.action >= Action::kInstall && t.action <= Action::kRemove;
+      const bool kept_node_service = service_task && !NodeIsNew(t.node);
+      const bool kept_configure = req_.operation == Operation::kScale && t.action == Action::kConfigure;
+      if (req_.wait_for_addresses ? t.action == Action::kBootstrap || kept_node_service
+                                  : kept_node_service && kept_configure)
+        waiting.push_back(i);
     }
+    if (confirms.empty() || waiting.empty()) return;
+    Index join = confirms.front();
+    if (confirms.size() > 1) {
+      join = Add({}, Action::kJoin);
+      tasks_[join].after = confirms;
+      tasks_[join].joined = Action::kConfirm;
+    }
+    for (Index w : waiting) Edge(join, w);
   }
 
   bool NodeIsNew(const std::string& node) const {
@@ -554,6 +566,17 @@ json Plan::ToJson() const {
     stages.push_back(std::move(ids));
   }
   return {{"tasks", std::move(tasks)}, {"stages", std::move(stages)}};
+}
+
+bool NamesAddresses(const json& doc) {
+  if (doc.is_string()) {
+    const std::string& text = doc.get_ref<const std::string&>();
+    return text.find("%ip.") != std::string::npos || text.find("(ip.") != std::string::npos;
+  }
+  if (doc.is_object() || doc.is_array())
+    for (const json& v : doc)
+      if (NamesAddresses(v)) return true;
+  return false;
 }
 
 Result<Plan> MakePlan(const PlanRequest& request) {

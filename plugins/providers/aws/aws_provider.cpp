@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/aws/ec2.hpp"
-#include "weft/aws/ssh_keys.hpp"
 #include "weft/cloud/fields.hpp"
+#include "weft/cloud/ssh_keys.hpp"
 #include "weft/plugin.hpp"
 
 namespace {
@@ -36,6 +36,7 @@ constexpr const char* kPlugin = "aws provider";  // begins its field errors
 constexpr const char* kIdList = "of ids (\"sg-0123, sg-4567\")";
 
 namespace aws = weft::aws;
+namespace cloud = weft::cloud;
 
 constexpr int kDefaultConfirmTimeoutS = 600;
 constexpr const char* kDefaultSshUser = "ec2-user";
@@ -158,19 +159,19 @@ std::string NodeKeyName(const NodeTask& n) { return "weft-" + n.tenant + "-" + n
 
 // The node's login and host keys: derived from the AWS secret and the node, so
 // every attempt of every task of the node gets the same ones.
-aws::SshKeyPair LoginKey(const Settings& s, const NodeTask& n) {
-  return aws::DerivedEd25519(s.ec2.credentials.secret_access_key,
+cloud::SshKeyPair LoginKey(const Settings& s, const NodeTask& n) {
+  return cloud::DerivedEd25519(s.ec2.credentials.secret_access_key,
                              "weft aws login key\n" + n.tenant + "/" + n.cluster_id + "/" + n.node_id,
                              NodeKeyName(n));
 }
-aws::SshKeyPair HostKey(const Settings& s, const NodeTask& n) {
-  return aws::DerivedEd25519(s.ec2.credentials.secret_access_key,
+cloud::SshKeyPair HostKey(const Settings& s, const NodeTask& n) {
+  return cloud::DerivedEd25519(s.ec2.credentials.secret_access_key,
                              "weft aws host key\n" + n.tenant + "/" + n.cluster_id + "/" + n.node_id, n.hostname);
 }
 
 // cloud-init's user data: the node's SSH host key, so the host key is known
 // (and checked) from the first connection on.
-std::string UserData(const aws::SshKeyPair& host_key) {
+std::string UserData(const cloud::SshKeyPair& host_key) {
   std::string indented;
   std::istringstream in(host_key.private_key);
   for (std::string line; std::getline(in, line);) indented += "    " + line + "\n";
@@ -301,9 +302,9 @@ aws::Ec2Options Options(const Settings& s, const weft::sdk::Task& task) {
 // ---- the actions -----------------------------------------------------------------
 
 // The node's own key pair, imported once; another attempt finds it there.
-void ImportNodeKey(aws::Ec2& ec2, const Settings& s, const NodeTask& n, const aws::SshKeyPair& key,
+void ImportNodeKey(aws::Ec2& ec2, const Settings& s, const NodeTask& n, const cloud::SshKeyPair& key,
                    const weft::sdk::Task& task) {
-  aws::Reply r = ec2.Call("ImportKeyPair", {{"KeyName", NodeKeyName(n)}, {"PublicKeyMaterial", aws::Base64(key.public_line)}});
+  aws::Reply r = ec2.Call("ImportKeyPair", {{"KeyName", NodeKeyName(n)}, {"PublicKeyMaterial", cloud::Base64(key.public_line)}});
   if (r.ok()) {
     task.Info("aws provider: imported key pair " + NodeKeyName(n));
   } else if (r.error_code == "InvalidKeyPair.Duplicate") {
@@ -322,7 +323,7 @@ aws::Pairs RunParams(const Settings& s, const NodeTask& n, const std::string& ke
                   // EC2 makes one instance per token, however often the call is repeated (64 characters at most).
                   {"ClientToken", Sha256Hex(n.key)},
                   {"KeyName", key_name},
-                  {"UserData", aws::Base64(user_data)}};
+                  {"UserData", cloud::Base64(user_data)}};
   const std::vector<std::pair<std::string, std::string>> tags = {
       {"Name", n.hostname},         {"weft:tenant", n.tenant},         {"weft:cluster-id", n.cluster_id},
       {"weft:cluster", n.cluster_name}, {"weft:node", n.node_id}, {"weft:idempotency-key", n.key}};
@@ -388,11 +389,11 @@ void Create(weft::sdk::Task& task, const json& t) {
                                       "' (\"image\": \"ami-0123...\")");
   }
   aws::Ec2 ec2(Options(s, task));
-  const aws::SshKeyPair host_key = HostKey(s, n);
+  const cloud::SshKeyPair host_key = HostKey(s, n);
   std::string private_key;
   std::string key_name = s.keypair;
   if (s.keypair.empty()) {
-    const aws::SshKeyPair login = LoginKey(s, n);
+    const cloud::SshKeyPair login = LoginKey(s, n);
     ImportNodeKey(ec2, s, n, login, task);
     key_name = NodeKeyName(n);
     private_key = login.private_key;

@@ -17,11 +17,13 @@
 #include <chrono>
 #include <cstring>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -265,44 +267,224 @@ bool PortAccepts(const std::string& address, std::uint16_t port) {
   return ok;
 }
 
+// ---- what listens on this machine ----------------------------------------
+
+std::string CommOf(pid_t p) { return Trim(ReadFile("/proc/" + std::to_string(p) + "/comm")); }
+
+// A socket waiting for others on this machine (from /proc/net): a listening
+// TCP socket, or an unconnected bound UDP one.
+struct Listener {
+  std::string address;  // "127.0.2.7"; an IPv4-mapped IPv6 address as IPv4; "0.0.0.0" or "::" for every address
+  std::uint16_t port = 0;
+  std::string protocol;  // "tcp" or "udp"
+  std::string inode;     // the socket's inode, to find its process
+  bool wildcard() const { return address == "0.0.0.0" || address == "::"; }
+};
+
+// The kernel prints an address as the hex of its 32-bit words in host order.
+bool ParseProcAddress(const std::string& hex, std::string* out) {
+  char text[INET6_ADDRSTRLEN] = {};
+  auto word = [&](std::size_t at) { return static_cast<std::uint32_t>(std::stoul(hex.substr(at, 8), nullptr, 16)); };
+  try {
+    if (hex.size() == 8) {
+      in_addr a{};
+      a.s_addr = word(0);
+      if (!::inet_ntop(AF_INET, &a, text, sizeof text)) return false;
+    } else if (hex.size() == 32) {
+      in6_addr a{};
+      for (std::size_t i = 0; i < 4; ++i) {
+        const std::uint32_t w = word(8 * i);
+        std::memcpy(a.s6_addr + 4 * i, &w, 4);
+      }
+      if (IN6_IS_ADDR_V4MAPPED(&a)) {
+        if (!::inet_ntop(AF_INET, a.s6_addr + 12, text, sizeof text)) return false;
+      } else if (!::inet_ntop(AF_INET6, &a, text, sizeof text)) {
+        return false;
+      }
+    } else {
+      return false;
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  *out = text;
+  return true;
+}
+
+// Every TCP listener and bound UDP socket of this network namespace, IPv4 and IPv6.
+std::vector<Listener> Listeners() {
+  std::vector<Listener> out;
+  for (const auto& [table, protocol, state] : {std::tuple{"/proc/net/tcp", "tcp", "0A"},
+                                               std::tuple{"/proc/net/tcp6", "tcp", "0A"},
+                                               std::tuple{"/proc/net/udp", "udp", "07"},
+                                               std::tuple{"/proc/net/udp6", "udp", "07"}}) {
+    std::istringstream in(ReadFile(table));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, st, queues, timer, retrans, uid, timeout, inode;
+      f >> sl >> local >> remote >> st >> queues >> timer >> retrans >> uid >> timeout >> inode;
+      const std::size_t colon = local.find(':');
+      if (st != state || colon == std::string::npos) continue;
+      // A UDP socket with a peer is a client's, not one waiting on the address.
+      if (std::string_view(protocol) == "udp" && remote.find_first_not_of("0:") != std::string::npos) continue;
+      Listener l;
+      l.protocol = protocol;
+      l.inode = inode;
+      if (!ParseProcAddress(local.substr(0, colon), &l.address)) continue;
+      try {
+        l.port = static_cast<std::uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
+      } catch (const std::exception&) {
+        continue;
+      }
+      out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
+// "nginx (pid 812)" for each socket inode of `wanted` some process holds.
+std::map<std::string, std::string> SocketOwners(const std::set<std::string>& wanted) {
+  std::map<std::string, std::string> out;
+  if (wanted.empty()) return out;
+  for (pid_t pid : AllPids()) {
+    const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+    DIR* fds = ::opendir(fd_dir.c_str());
+    if (!fds) continue;
+    while (const dirent* e = ::readdir(fds)) {
+      if (e->d_name[0] == '.') continue;
+      char buf[64];
+      const ssize_t n = ::readlink((fd_dir + "/" + e->d_name).c_str(), buf, sizeof buf);
+      if (n <= 9) continue;
+      const std::string target(buf, static_cast<std::size_t>(n));  // "socket:[12345]"
+      if (target.rfind("socket:[", 0) != 0) continue;
+      const std::string inode = target.substr(8, target.size() - 9);
+      if (wanted.count(inode) && !out.count(inode)) out[inode] = CommOf(pid) + " (pid " + std::to_string(pid) + ")";
+    }
+    ::closedir(fds);
+  }
+  return out;
+}
+
+std::string Describe(const Listener& l, const std::map<std::string, std::string>& owners) {
+  auto owner = owners.find(l.inode);
+  const std::string at = l.address.find(':') != std::string::npos ? "[" + l.address + "]" : l.address;
+  return (owner == owners.end() ? "a process" : owner->second) + " on " + l.protocol + " " + at + ":" +
+         std::to_string(l.port);
+}
+
+// What claiming an address found besides the address.
+struct Claim {
+  std::string address;
+  std::vector<std::pair<std::string, Listener>> skipped;  // addresses in use by programs outside Weft
+  std::vector<Listener> wildcards;                        // TCP listeners on every address (0.0.0.0, ::)
+};
+
+constexpr std::size_t kMaxSkipped = 1000;  // addresses in use before CREATE gives up
+
 // Claims a free 127.0.x.y (x 2..254, y 1..254) for node_dir: an O_EXCL file
-// named after the address, written under the claims lock. A claim whose node
+// named after the address, written under the claims lock, so concurrent
+// creates (threads, hosts, tests) never get one address. A claim whose node
 // directory no longer exists is stale (its owner died) and is taken over.
-Result<std::string> ClaimAddress(const fs::path& claims_dir, const fs::path& node_dir, std::uint16_t port) {
+//
+// An address is free only if nothing else uses it either: no TCP listener and
+// no bound UDP socket on that very address (IPv4, or IPv4-mapped IPv6), from
+// /proc/net, read once under the lock. Those addresses are skipped and
+// reported. A listener on every address (0.0.0.0:P, or [::]:P, which takes
+// IPv4 too unless it is IPv6-only) holds port P on each of them alike, so no
+// choice of address avoids it: on the ssh port that fails the create, naming
+// the listener; on other ports it is reported, since the services on the node
+// cannot bind them (the catalog does not say which ports a service uses).
+Result<Claim> ClaimAddress(const fs::path& claims_dir, const fs::path& node_dir, std::uint16_t port) {
   WEFT_ASSIGN_OR_RETURN(auto lock, ClaimsLock::Take(claims_dir));
+  Claim claim;
+  std::map<std::string, std::vector<Listener>> on_address;
+  for (Listener& l : Listeners()) {
+    if (!l.wildcard()) {
+      on_address[l.address].push_back(std::move(l));
+    } else if (l.protocol == "tcp") {
+      if (l.address == "0.0.0.0" && l.port == port) {
+        return Status::Unavailable("port " + std::to_string(port) + " is taken on every address by " +
+                                   Describe(l, SocketOwners({l.inode})) +
+                                   ", so no node's sshd can listen on it; stop that or choose another ssh_port");
+      }
+      claim.wildcards.push_back(std::move(l));
+    }
+  }
   int busy_ports = 0;
   for (int x = 2; x <= 254; ++x) {
     for (int y = 1; y <= 254; ++y) {
       const std::string address = "127.0." + std::to_string(x) + "." + std::to_string(y);
-      const fs::path claim = claims_dir / address;
-      int fd = ::open(claim.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      const fs::path file = claims_dir / address;
+      int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
       if (fd < 0 && errno == EEXIST) {
-        const std::string owner = Trim(ReadFile(claim));
+        const std::string owner = Trim(ReadFile(file));
         std::error_code ec;
         if (!owner.empty() && fs::exists(owner, ec)) continue;  // in use
-        (void)::unlink(claim.c_str());                          // stale: its node is gone
-        fd = ::open(claim.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        (void)::unlink(file.c_str());                           // stale: its node is gone
+        fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
       }
       if (fd < 0) {
         return Status::Unavailable("cannot claim address " + address + " in " + claims_dir.string() + ": " +
                                    std::strerror(errno));
       }
       ::close(fd);
-      if (!PortFree(address, port)) {  // something outside Weft holds it
-        (void)::unlink(claim.c_str());
+      if (auto used = on_address.find(address); used != on_address.end()) {  // a program outside Weft uses it
+        (void)::unlink(file.c_str());
+        claim.skipped.emplace_back(address, used->second.front());
+        if (claim.skipped.size() >= kMaxSkipped) {
+          return Status::Unavailable("the first " + std::to_string(kMaxSkipped) +
+                                     " free loopback addresses are all in use by programs outside Weft (" + address +
+                                     " was the last); stop some of them");
+        }
+        continue;
+      }
+      // A socket bound since /proc was read, or one /proc does not show.
+      if (!PortFree(address, port)) {
+        (void)::unlink(file.c_str());
         if (++busy_ports >= 16) {
           return Status::Unavailable("port " + std::to_string(port) + " is taken on every loopback address tried (" +
-                                     address + " was the last); is a service listening on 0.0.0.0:" +
+                                     address + " was the last); is a service listening on [::]:" +
                                      std::to_string(port) + "? choose another ssh_port");
         }
         continue;
       }
-      WEFT_RETURN_IF_ERROR(WriteFile(claim, node_dir.string() + "\n", 0600));
-      return address;
+      WEFT_RETURN_IF_ERROR(WriteFile(file, node_dir.string() + "\n", 0600));
+      claim.address = address;
+      return claim;
     }
   }
   return Status::Unavailable("every loopback address 127.0.2.1-127.0.254.254 is claimed in " + claims_dir.string() +
-                             "; delete nodes you no longer need");
+                             " or in use; delete nodes you no longer need");
+}
+
+// Sentences for CREATE's output: the addresses skipped, the ports held on every address.
+std::vector<std::string> ClaimNotes(const Claim& claim) {
+  std::set<std::string> inodes;
+  for (const auto& [address, l] : claim.skipped) inodes.insert(l.inode);
+  for (const Listener& l : claim.wildcards) inodes.insert(l.inode);
+  const std::map<std::string, std::string> owners = SocketOwners(inodes);
+  std::vector<std::string> notes;
+  constexpr std::size_t kNamed = 5;
+  for (std::size_t i = 0; i < claim.skipped.size() && i < kNamed; ++i) {
+    notes.push_back("address " + claim.skipped[i].first + " skipped: in use by " +
+                    Describe(claim.skipped[i].second, owners));
+  }
+  if (claim.skipped.size() > kNamed) {
+    notes.push_back(std::to_string(claim.skipped.size() - kNamed) + " more addresses skipped: in use outside Weft");
+  }
+  std::set<std::uint16_t> seen;
+  std::string held;
+  for (const Listener& l : claim.wildcards) {
+    if (!seen.insert(l.port).second) continue;
+    held += (held.empty() ? "" : ", ") + Describe(l, owners);
+  }
+  if (!held.empty()) {
+    notes.push_back("listeners on every address hold their ports on " + claim.address +
+                    " too, so services on this node cannot bind those ports: " + held);
+  }
+  return notes;
 }
 
 void ReleaseAddress(const fs::path& claims_dir, const std::string& address, const fs::path& node_dir) {
@@ -317,8 +499,6 @@ bool IsSshd(pid_t p) {
   fs::path exe = fs::read_symlink("/proc/" + std::to_string(p) + "/exe", ec);
   return !ec && exe == kSshd;
 }
-
-std::string CommOf(pid_t p) { return Trim(ReadFile("/proc/" + std::to_string(p) + "/comm")); }
 
 // ---- cgroups -------------------------------------------------------------
 //
@@ -670,9 +850,10 @@ Result<Node> StartNode(const NodeOptions& o) {
     return s.WithContext("local node " + o.name);
   };
 
-  auto address = ClaimAddress(o.claims_dir, n.dir, o.port);
-  if (!address.ok()) return fail(address.status());
-  n.address = *address;
+  auto claim = ClaimAddress(o.claims_dir, n.dir, o.port);
+  if (!claim.ok()) return fail(claim.status());
+  n.address = claim->address;
+  n.address_notes = ClaimNotes(*claim);  // outside the claims lock: it reads every process's descriptors
 
   // The node's own files: others may pass through the node directory (0711:
   // a web server's workers read what the node serves) but not list it, and

@@ -153,6 +153,7 @@ class LocalProvider : public weft::sdk::Plugin {
       throw weft::sdk::Error(node.status().code() == weft::Code::kInvalid ? WEFT_ERR_INVALID : WEFT_ERR_FAILED,
                              node.status().message());
     }
+    for (const std::string& note : node->address_notes) task.Info("local provider: " + note);
     task.Info("local provider: node " + node->id + " listens on " + node->address + ":" + std::to_string(node->port) +
               " (sshd pid " + std::to_string(node->pid) + "); " + node->tracking);
     task.SetResultString("provider_id", node->id);

@@ -17,9 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "weft/aws/ssh_keys.hpp"
-#include "weft/openstack/api.hpp"
 #include "weft/cloud/fields.hpp"
+#include "weft/cloud/ssh_keys.hpp"
+#include "weft/openstack/api.hpp"
 #include "weft/plugin.hpp"
 
 namespace {
@@ -156,13 +156,13 @@ std::string NodeKeyName(const NodeTask& n) { return "weft-" + n.tenant + "-" + n
 
 // The node's login and host keys: derived from the password and the node, so
 // every attempt of every task of the node gets the same ones.
-weft::aws::SshKeyPair LoginKey(const Settings& s, const NodeTask& n) {
-  return weft::aws::DerivedEd25519(s.credentials.password,
+weft::cloud::SshKeyPair LoginKey(const Settings& s, const NodeTask& n) {
+  return weft::cloud::DerivedEd25519(s.credentials.password,
                                    "weft openstack login key\n" + n.tenant + "/" + n.cluster_id + "/" + n.node_id,
                                    NodeKeyName(n));
 }
-weft::aws::SshKeyPair HostKey(const Settings& s, const NodeTask& n) {
-  return weft::aws::DerivedEd25519(s.credentials.password,
+weft::cloud::SshKeyPair HostKey(const Settings& s, const NodeTask& n) {
+  return weft::cloud::DerivedEd25519(s.credentials.password,
                                    "weft openstack host key\n" + n.tenant + "/" + n.cluster_id + "/" + n.node_id,
                                    n.hostname);
 }
@@ -186,7 +186,7 @@ std::string ReadResource(const json& t, const std::string& name, const char* fie
 // cloud-init's user data: the node's SSH host key, so the host key is known
 // (and checked) from the first connection on; with the operator's own user
 // data as a second part of a MIME multipart message, which cloud-init runs too.
-std::string UserData(const weft::aws::SshKeyPair& host_key, const std::string& extra) {
+std::string UserData(const weft::cloud::SshKeyPair& host_key, const std::string& extra) {
   std::string indented;
   std::istringstream in(host_key.private_key);
   for (std::string line; std::getline(in, line);) indented += "    " + line + "\n";
@@ -356,7 +356,7 @@ json ServerBody(const Settings& s, const NodeTask& n, const std::string& flavor_
                  {"flavorRef", flavor_id},
                  {"imageRef", image_id},
                  {"key_name", key_name},
-                 {"user_data", weft::aws::Base64(user_data)},
+                 {"user_data", weft::cloud::Base64(user_data)},
                  // Nova limits metadata keys and values to 255 characters each.
                  {"metadata",
                   {{"weft:tenant", n.tenant},
@@ -456,7 +456,7 @@ void ReleaseFloatingIps(os::Session& api, const Settings& s, const NodeTask& n, 
 // ---- the actions -------------------------------------------------------------------
 
 // The node's own key pair, imported once; another attempt finds it there.
-void ImportNodeKey(os::Session& api, const Settings& s, const NodeTask& n, const weft::aws::SshKeyPair& key,
+void ImportNodeKey(os::Session& api, const Settings& s, const NodeTask& n, const weft::cloud::SshKeyPair& key,
                    const weft::sdk::Task& task) {
   const os::Reply r = api.Call("compute", "POST", "/os-keypairs",
                                {{"keypair", {{"name", NodeKeyName(n)}, {"public_key", key.public_line}}}});
@@ -486,7 +486,7 @@ void Create(weft::sdk::Task& task, const json& t) {
                                                          : ReadResource(t, s.user_data_resource, "user_data_resource");
   os::Session api(s.credentials, Options(s, task));
   if (const os::Reply a = api.Authenticate(); !a.ok()) Fail(a, s, &n);
-  const weft::aws::SshKeyPair host_key = HostKey(s, n);
+  const weft::cloud::SshKeyPair host_key = HostKey(s, n);
   const std::string user_data = UserData(host_key, extra);
   if ((user_data.size() + 2) / 3 * 4 > kMaxUserData) {
     throw Error(WEFT_ERR_INVALID, "openstack provider: the resource of field 'user_data_resource' ('" +
@@ -495,7 +495,7 @@ void Create(weft::sdk::Task& task, const json& t) {
   std::string private_key;
   std::string key_name = s.keypair;
   if (s.keypair.empty()) {
-    const weft::aws::SshKeyPair login = LoginKey(s, n);
+    const weft::cloud::SshKeyPair login = LoginKey(s, n);
     ImportNodeKey(api, s, n, login, task);
     key_name = NodeKeyName(n);
     private_key = login.private_key;

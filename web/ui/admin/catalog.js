@@ -125,7 +125,9 @@ function CheckPanel({ check }) {
       <p>${check.data.problems} problem${check.data.problems === 1 ? '' : 's'}:</p>
       <ul class="check-problems">
         ${[...check.data.dangling, ...check.data.unrunnable, ...check.data.fields].map((p) => html`<li>${p.message}</li>`)}
-      </ul>`}` : null}
+      </ul>`}
+    ${(check.data.warnings || []).length ? html`<p>Not checked or worth a look (not problems):</p>
+      <ul class="check-problems">${check.data.warnings.map((w) => html`<li>${w.message}</li>`)}</ul>` : null}` : null}
   </div>`;
 }
 

@@ -48,6 +48,10 @@ struct Options {
   // Sent in every request that does not carry its own (a gateway's or a
   // script's session or API token; docs/security.md).
   wire::OnBehalf on_behalf = {};
+  // With one endpoint, a call that gets no answer looks at the endpoint again
+  // for up to about twice this long (weft/client/probe.hpp) and says what it
+  // found there (an HTTP server, weftd's provisioner endpoint, ...); 0: never.
+  int probe_ms = 1000;
 };
 
 // The endpoints of a comma-separated list, without blanks and empty entries.

@@ -11,6 +11,9 @@
 //                  `provides`; a dependency that does not define the action is
 //                  walked through to its own dependencies.
 // A node's DELETE comes after every other task on that node.
+// New nodes' addresses: growing, the reconfiguration of the nodes that stay
+// waits for every new node's CONFIRM; when the config or a service's fields
+// name addresses, every BOOTSTRAP and service task does.
 //
 // When a group of tasks (every INSTALL of service D) must all precede another
 // group (every INSTALL of S) and both have more than one task, the plan holds a
@@ -101,6 +104,10 @@ struct PlanRequest {
   // undo: the services that stay on a node are reconfigured only where the job
   // being undone reconfigured them, as "node/service"; nullopt: everywhere.
   std::optional<std::set<std::string>> reconfigure_only;
+  // The config or a service's fields name nodes' addresses (NamesAddresses),
+  // known only once a new node's CONFIRM reported them: every BOOTSTRAP and
+  // service task then waits for every CONFIRM of the plan (through one JOIN).
+  bool wait_for_addresses = false;
 };
 
 struct PlannedTask {
@@ -128,6 +135,10 @@ class Plan {
   friend Result<Plan> MakePlan(const PlanRequest& request);
   std::vector<PlannedTask> tasks_;
 };
+
+// Whether `doc` (a cluster's config, or its services' definitions) names
+// nodes' addresses through a macro (`%ip.…%`, `map(ip.…)`).
+bool NamesAddresses(const nlohmann::json& doc);
 
 // Fails with INVALID when the request names an unknown service or the
 // services' dependencies form a cycle (naming the services on it).

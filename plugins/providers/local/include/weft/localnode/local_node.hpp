@@ -12,7 +12,8 @@
 //
 // Everything a node owns lives in one directory, <state_dir>/<id>/, plus one
 // claim file <claims_dir>/<address> that reserves its address among every
-// user of the same claims_dir (tests and hosts running at once), plus a cgroup
+// user of the same claims_dir (tests and hosts running at once; an address
+// with a socket of another program bound to it is skipped), plus a cgroup
 // of its own when one can be made. StopNode removes all three, and every
 // process of the node.
 //
@@ -79,6 +80,10 @@ struct Node {
   std::filesystem::path root;    // <dir>/root: the node's own files ($WEFT_NODE_ROOT in its sessions)
   std::filesystem::path cgroup;  // the node's cgroup directory; empty when none could be made
   std::string tracking;          // a sentence: the cgroup its processes are in, or why none and what stop does instead
+  // Sentences about the address claim: addresses skipped because a program
+  // outside Weft listens on them, and ports that listeners on every address
+  // (0.0.0.0, ::) hold on this node's address too.
+  std::vector<std::string> address_notes;
   pid_t pid = 0;  // the listening sshd
   std::string private_key;             // SENSITIVE: the user key, OpenSSH format. Never log it.
   std::string public_key;              // "ssh-ed25519 AAAA... comment"

@@ -12,6 +12,7 @@
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
+#include "weft/server/resources/resource_store.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/clock.hpp"
@@ -30,7 +31,9 @@ inline constexpr std::int64_t kMaxClusterSize = 100000;
 Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
 
 // Adds every catalog op to `router`: puts and deletes for admins, reads and
-// cluster.plan for users too, all on the api endpoint.
-void RegisterCatalogOps(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config);
+// cluster.plan for users too, all on the api endpoint. catalog.check looks up
+// the resources fields name in `resources` (when given; it must outlive the router).
+void RegisterCatalogOps(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config,
+                        resources::ResourceStore* resources = nullptr);
 
 }  // namespace weft::catalog

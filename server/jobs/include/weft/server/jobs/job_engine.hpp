@@ -167,6 +167,9 @@ class JobEngine {
     // built on first use and again after a node's addresses changed, not per task.
     json nodes_target;
     json nodes_before;
+    // The "cluster" object of every task, for each spec (its template may differ): built on first use.
+    json cluster_target;
+    json cluster_before;
     std::string owner;
     std::string cluster_name;
   };

@@ -1,4 +1,4 @@
-#include "weft/aws/ssh_keys.hpp"
+#include "weft/cloud/ssh_keys.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -7,7 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
-namespace weft::aws {
+namespace weft::cloud {
 namespace {
 
 void PutU32(std::string& out, std::uint32_t v) {
@@ -89,4 +89,4 @@ SshKeyPair DerivedEd25519(std::string_view secret, std::string_view label, std::
   return pair;
 }
 
-}  // namespace weft::aws
+}  // namespace weft::cloud
