@@ -552,7 +552,7 @@ Status Reactor::Loop() {
 
 void Reactor::Shutdown() {
   metrics_listener_.reset();
-  store_.SetWriteGuard({});  // it points into this reactor, which the store outlives
+  store_.SetLeaderFence({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
@@ -663,12 +663,13 @@ Status Reactor::StartElection(const json& bound) {
   o.poll_ms = c.poll_ms;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
   // The fence: no write transaction commits unless the epoch in force is the
-  // one this weftd took over with (server/leader/leadership.hpp).
-  store_.SetWriteGuard([this] {
-    Result<std::int64_t> epoch = store_.LeaderEpoch();
-    if (!epoch.ok()) return epoch.status().WithContext("cannot check that this weftd still leads");
-    return leadership_->CheckFence(*epoch);
-  });
+  // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL
+  // checks it with the COMMIT (store.hpp); a refusal loses the leadership.
+  store_.SetLeaderFence({.epoch = [this]() -> std::optional<std::int64_t> {
+                           if (!leadership_->leader()) return std::nullopt;
+                           return leadership_->epoch();
+                         },
+                         .refused = [this](std::int64_t in_force) { return leadership_->CheckFence(in_force); }});
   DaemonInfo info = components_.info();
   info.leadership = [this] { return leadership_->View(); };
   components_.set_info(std::move(info));

@@ -651,6 +651,7 @@ struct Store::Impl {
   WriteGuard write_guard;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
+  LeaderFence fence;
   // Last (SQLite only): stopped (and its connection closed) before the statements and db go.
   std::unique_ptr<Checkpointer> checkpointer;
 };
@@ -680,6 +681,32 @@ CheckpointStats Store::checkpoint_stats() const {
 }
 
 void Store::SetWriteGuard(WriteGuard guard) { impl_->write_guard = std::move(guard); }
+
+void Store::SetLeaderFence(LeaderFence fence) { impl_->fence = std::move(fence); }
+
+Status Store::SendFence() {
+  const std::optional<std::int64_t> epoch = impl_->fence.epoch();
+  if (!epoch) {
+    WEFT_ASSIGN_OR_RETURN(std::int64_t in_force, LeaderEpoch());
+    return impl_->fence.refused(in_force);
+  }
+  // A division by zero, unless the row holds this weftd's epoch: the server
+  // itself fails the transaction, and COMMIT, sent with it, does nothing.
+  WEFT_ASSIGN_OR_RETURN(sql::Statement fence,
+                        impl_->db->Prepare("SELECT 1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE id = 1 AND "
+                                           "epoch = ?1 FOR SHARE) AS INTEGER)"));
+  return fence.Bind(1, *epoch).RunDeferred();
+}
+
+Status Store::FenceVerdict(Status failed) {
+  // The epoch in force is read outside the failed transaction; the caller's
+  // Rollback() then has nothing left to do.
+  (void)impl_->db->Rollback();
+  Result<std::int64_t> in_force = LeaderEpoch();
+  if (!in_force.ok()) return failed;
+  Status refused = impl_->fence.refused(*in_force);
+  return refused.ok() ? failed : refused;
+}
 
 Result<std::int64_t> Store::LeaderEpoch() {
   if (!impl_->leader_epoch_ready) {
@@ -869,7 +896,13 @@ Status Store::Commit() {
   if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
   if (impl_->write_guard) WEFT_RETURN_IF_ERROR(impl_->write_guard());
-  WEFT_RETURN_IF_ERROR(impl_->db->Commit());
+  if (impl_->fence.epoch) {
+    Status fenced = SendFence();
+    if (fenced.ok()) fenced = impl_->db->Commit();
+    if (!fenced.ok()) return FenceVerdict(fenced);
+  } else {
+    WEFT_RETURN_IF_ERROR(impl_->db->Commit());
+  }
   in_transaction_ = false;
   EndLeftoverReads();
   return Status::Ok();

@@ -361,3 +361,56 @@ TEST_CASE("postgres store: a transaction of thousands of writes reads their repl
   REQUIRE(db->Rollback().ok());
   CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "3000");
 }
+
+TEST_CASE("postgres store: the leader's fence goes with the commit, after a takeover the commit fails, nothing "
+          "of it is kept, and the leadership hears the epoch in force",
+          "[store][postgres]") {
+  TempDir dir("store-pg-fence");
+  auto server = StartPostgres(dir);
+  weft::store::StoreOptions options;
+  options.backend = weft::store::Backend::kPostgres;
+  options.conninfo = server->conninfo();
+  auto opened = Store::Open(dir / "unused.db", options);
+  Store& store = Opened(opened);
+  // The election's table as server/leader keeps it, with epoch 1 in force.
+  REQUIRE(server->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
+                       "INSERT INTO weft_leader VALUES (1, 1)").ok());
+  std::optional<std::int64_t> ours = 1;
+  std::vector<std::int64_t> heard;
+  store.SetLeaderFence({.epoch = [&] { return ours; },
+                        .refused = [&](std::int64_t in_force) {
+                          heard.push_back(in_force);
+                          if (ours && in_force == *ours) return Status::Ok();
+                          return Status::Unavailable("another weftd took over as leader");
+                        }});
+  auto tasks = [&] { return server->Query("SELECT COUNT(*) FROM tasks").value(); };
+
+  TaskRecord kept = NewTask();
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.InsertTask(&kept).ok());
+  REQUIRE(store.Commit().ok());
+  CHECK(tasks() == "1");
+  CHECK(heard.empty());
+
+  REQUIRE(server->Exec("UPDATE weft_leader SET epoch = 2").ok());
+  TaskRecord refused = NewTask();
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.InsertTask(&refused).ok());
+  Status committed = store.Commit();
+  CHECK(committed.code() == weft::Code::kUnavailable);
+  CHECK(committed.message() == "another weftd took over as leader");
+  REQUIRE(store.Rollback().ok());
+  CHECK(heard == std::vector<std::int64_t>{2});
+  CHECK(tasks() == "1");
+
+  // One that no longer leads is refused before its COMMIT goes out.
+  ours.reset();
+  heard.clear();
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.InsertTask(&refused).ok());
+  CHECK_FALSE(store.Commit().ok());
+  REQUIRE(store.Rollback().ok());
+  CHECK_FALSE(heard.empty());
+  CHECK(tasks() == "1");
+  store.SetLeaderFence({});
+}

@@ -318,6 +318,17 @@ struct StoreOptions {
 // a leader's fencing check: it may read or write through the Store.
 using WriteGuard = std::function<Status()>;
 
+// A leader's fence (server/leader, docs/failover.md) that PostgreSQL's server
+// checks in every write transaction, sent with its COMMIT: no round trip of
+// its own. The transaction fails on the server unless weft_leader still holds
+// `epoch()` (none: this weftd does not lead), whose row it keeps locked FOR
+// SHARE until the commit, so that a takeover waits for it. After a failed
+// commit `refused` is told the epoch in force and says what to answer.
+struct LeaderFence {
+  std::function<std::optional<std::int64_t>()> epoch;
+  std::function<Status(std::int64_t in_force)> refused;
+};
+
 namespace sql {
 class Database;
 class Statement;
@@ -345,6 +356,8 @@ class Store {
 
   // Replaces the guard every Commit() runs first (none: an empty function).
   void SetWriteGuard(WriteGuard guard);
+  // Replaces the leader's fence (none: empty functions). PostgreSQL only.
+  void SetLeaderFence(LeaderFence fence);
   // Several weftd on one PostgreSQL (server/leader, docs/failover.md): the
   // leader's epoch in weft_leader, read FOR SHARE so that a takeover waits
   // for this transaction to end. For the write guard, in a transaction.
@@ -502,6 +515,9 @@ class Store {
 
  private:
   void EndLeftoverReads();
+  // The leader's fence: sent before COMMIT; after a failed one, what the leadership says.
+  Status SendFence();
+  Status FenceVerdict(Status failed);
   sql::Database& database();
   // The statement of `sql`, prepared at its first use and kept, reset: for the
   // statements of every task or cluster (a prepare costs far more than a run).
