@@ -65,31 +65,29 @@ Result<std::optional<CatalogEntityRecord>> Store::GetCatalogEntity(std::string_v
                                                                    std::string_view name,
                                                                    std::optional<std::int64_t> version) {
   const std::string cols = kColumns;
-  // Cached: every cluster.create reads the entities its cluster is made of.
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st,
-                        Cached(version ? "SELECT " + cols +
-                                             " FROM catalog_entities WHERE tenant = ?1 AND kind = ?2 AND name = ?3 "
-                                             "AND version = ?4"
-                                       : "SELECT " + cols +
-                                             " FROM catalog_entities WHERE tenant = ?1 AND kind = ?2 AND name = ?3 "
-                                             "ORDER BY version DESC LIMIT 1"));
-  st->Bind(1, tenant).Bind(2, kind).Bind(3, name);
-  if (version) st->Bind(4, *version);
-  Result<bool> row = st->Step();
-  std::optional<CatalogEntityRecord> r;
-  if (row.ok() && *row) r = ReadEntity(*st);
-  st->Reset();  // not left on its row: that would hold a read transaction
-  if (!row.ok()) return row.status();
-  if (!r || r->deleted) return std::optional<CatalogEntityRecord>();
-  return r;
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        version
+                            ? database().Prepare("SELECT " + cols +
+                                                 " FROM catalog_entities WHERE tenant = ?1 AND kind = ?2 AND name = ?3 "
+                                                 "AND version = ?4")
+                            : database().Prepare("SELECT " + cols +
+                                                 " FROM catalog_entities WHERE tenant = ?1 AND kind = ?2 AND name = ?3 "
+                                                 "ORDER BY version DESC LIMIT 1"));
+  st.Bind(1, tenant).Bind(2, kind).Bind(3, name);
+  if (version) st.Bind(4, *version);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<CatalogEntityRecord>();
+  CatalogEntityRecord r = ReadEntity(st);
+  if (r.deleted) return std::optional<CatalogEntityRecord>();
+  return std::optional<CatalogEntityRecord>(std::move(r));
 }
 
 Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_view tenant, std::string_view kind,
                                                                    std::string_view after, std::int64_t limit) {
   const std::string cols = kColumns;
   WEFT_ASSIGN_OR_RETURN(
-      sql::Statement * st,
-      Cached(
+      sql::Statement st,
+      database().Prepare(
           "SELECT " + cols +
           " FROM catalog_entities AS c WHERE tenant = ?1 AND kind = ?2 AND name > ?3 AND version = (SELECT "
           "MAX(version) "
@@ -98,9 +96,9 @@ Result<std::vector<CatalogEntityRecord>> Store::ListCatalogEntities(std::string_
   // A std::string, so an empty `after` binds '' (a null data pointer would bind NULL, which matches nothing).
   const std::string after_name(after);
   // No limit is the largest one: PostgreSQL refuses a negative LIMIT.
-  st->Bind(1, tenant).Bind(2, kind).Bind(3, after_name).Bind(4, limit < 0 ? std::numeric_limits<std::int64_t>::max() : limit);
+  st.Bind(1, tenant).Bind(2, kind).Bind(3, after_name).Bind(4, limit < 0 ? std::numeric_limits<std::int64_t>::max() : limit);
   std::vector<CatalogEntityRecord> out;
-  WEFT_RETURN_IF_ERROR(sql::ForEachRow(*st, [&](sql::Statement& row) { out.push_back(ReadEntity(row)); }));
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadEntity(row)); }));
   return out;
 }
 

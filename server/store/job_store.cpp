@@ -231,16 +231,12 @@ Status Store::UpdateCluster(const ClusterRecord& c) {
 Result<std::optional<ClusterRecord>> Store::GetCluster(std::string_view cluster_id) {
   std::int64_t id = 0;
   if (!ParseId(cluster_id, &id)) return std::optional<ClusterRecord>();
-  // Cached: a job reads its cluster a few times; reset once read.
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st,
-                        Cached(std::string("SELECT ") + kClusterColumns + " FROM clusters WHERE id = ?1"));
-  st->Bind(1, id);
-  Result<bool> row = st->Step();
-  std::optional<ClusterRecord> out;
-  if (row.ok() && *row) out = ReadCluster(*st);
-  st->Reset();
-  if (!row.ok()) return row.status();
-  return out;
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare(std::string("SELECT ") + kClusterColumns + " FROM clusters WHERE id = ?1"));
+  st.Bind(1, id);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<ClusterRecord>();
+  return std::optional<ClusterRecord>(ReadCluster(st));
 }
 
 Result<std::optional<ClusterRecord>> Store::FindCluster(std::string_view tenant, std::string_view id_or_name) {
@@ -301,44 +297,45 @@ Result<std::vector<ClusterRecord>> Store::ListExpiredClusters(std::int64_t now_m
 }
 
 Status Store::PutNode(const NodeRecord& n) {
-  // Cached: a job writes a node's results after most of its tasks.
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st,
-                        Cached("INSERT INTO nodes (cluster_id, id, results) VALUES (?1, ?2, ?3) "
-                               "ON CONFLICT (cluster_id, id) DO UPDATE SET results = ?3"));
-  return st->Bind(1, n.cluster_id).Bind(2, n.id).Bind(3, n.results_json).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("INSERT INTO nodes (cluster_id, id, results) VALUES (?1, ?2, ?3) "
+                                           "ON CONFLICT (cluster_id, id) DO UPDATE SET results = ?3"));
+  return st.Bind(1, n.cluster_id).Bind(2, n.id).Bind(3, n.results_json).Run();
 }
 
 Status Store::DeleteNode(std::string_view cluster_id, std::string_view node_id) {
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st, Cached("DELETE FROM nodes WHERE cluster_id = ?1 AND id = ?2"));
-  return st->Bind(1, cluster_id).Bind(2, node_id).Run();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("DELETE FROM nodes WHERE cluster_id = ?1 AND id = ?2"));
+  return st.Bind(1, cluster_id).Bind(2, node_id).Run();
 }
 
 Result<std::vector<NodeRecord>> Store::ListNodes(std::string_view cluster_id) {
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st,
-                        Cached("SELECT cluster_id, id, results FROM nodes WHERE cluster_id = ?1 ORDER BY id"));
-  st->Bind(1, cluster_id);
-  return Rows<NodeRecord>(*st, [](const sql::Statement& s) { return NodeRecord{s.Text(0), s.Text(1), s.Text(2)}; });
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("SELECT cluster_id, id, results FROM nodes WHERE cluster_id = ?1 ORDER BY id"));
+  st.Bind(1, cluster_id);
+  return Rows<NodeRecord>(st, [](const sql::Statement& s) { return NodeRecord{s.Text(0), s.Text(1), s.Text(2)}; });
 }
 
 Status Store::InsertJob(JobRecord* j) {
   WEFT_ASSIGN_OR_RETURN(
-      sql::Statement * st,
-      Cached("INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
-             "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-             "?11, ?11, ?12) RETURNING id"));
-  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st->Bind(1, j->tenant)
-                           .Bind(2, j->cluster_id)
-                           .Bind(3, j->operation)
-                           .Bind(4, j->status)
-                           .Bind(5, j->requested_by)
-                           .Bind(6, j->options_json)
-                           .Bind(7, j->before_json)
-                           .Bind(8, j->target_json)
-                           .Bind(9, j->message)
-                           .Bind(10, j->parent_job)
-                           .Bind(11, j->created_at_ms)
-                           .Bind(12, j->finished_at_ms)
-                           .RunReturningId());
+      sql::Statement st,
+      database().Prepare(
+          "INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
+          "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+          "?11, ?11, ?12) RETURNING id"));
+  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, j->tenant)
+                                                   .Bind(2, j->cluster_id)
+                                                   .Bind(3, j->operation)
+                                                   .Bind(4, j->status)
+                                                   .Bind(5, j->requested_by)
+                                                   .Bind(6, j->options_json)
+                                                   .Bind(7, j->before_json)
+                                                   .Bind(8, j->target_json)
+                                                   .Bind(9, j->message)
+                                                   .Bind(10, j->parent_job)
+                                                   .Bind(11, j->created_at_ms)
+                                                   .Bind(12, j->finished_at_ms)
+                                                   .RunReturningId());
   j->id = std::to_string(id);
   j->updated_at_ms = j->created_at_ms;
   return Status::Ok();
@@ -347,10 +344,11 @@ Status Store::InsertJob(JobRecord* j) {
 Status Store::UpdateJob(const JobRecord& j) {
   std::int64_t id = 0;
   if (!ParseId(j.id, &id)) return Status::NotFound("job '" + j.id + "' does not exist");
-  WEFT_ASSIGN_OR_RETURN(sql::Statement * st,
-                        Cached("UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, "
-                               "options = ?6, history = ?7 WHERE id = ?1"));
-  WEFT_RETURN_IF_ERROR(st->Bind(1, id)
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("UPDATE jobs SET status = ?2, message = ?3, updated_at_ms = ?4, finished_at_ms = ?5, "
+                         "options = ?6, history = ?7 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, id)
                            .Bind(2, j.status)
                            .Bind(3, j.message)
                            .Bind(4, j.updated_at_ms)

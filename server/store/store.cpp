@@ -647,7 +647,6 @@ struct Store::Impl {
   sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
-  std::unordered_map<std::string, sql::Statement> cached;  // Cached(), by their text
   WriteGuard write_guard;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
@@ -665,16 +664,6 @@ Store::~Store() {
 std::int64_t Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
 
 sql::Database& Store::database() { return *impl_->db; }
-
-Result<sql::Statement*> Store::Cached(std::string_view sql) {
-  std::string text(sql);
-  auto it = impl_->cached.find(text);
-  if (it == impl_->cached.end()) {
-    WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db->Prepare(text));
-    it = impl_->cached.emplace(std::move(text), std::move(st)).first;
-  }
-  return &it->second.Reset();
-}
 
 CheckpointStats Store::checkpoint_stats() const {
   return impl_->checkpointer ? impl_->checkpointer->stats() : CheckpointStats{};

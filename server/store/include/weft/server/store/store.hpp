@@ -519,10 +519,6 @@ class Store {
   Status SendFence();
   Status FenceVerdict(Status failed);
   sql::Database& database();
-  // The statement of `sql`, prepared at its first use and kept, reset: for the
-  // statements of every task or cluster (a prepare costs far more than a run).
-  // A read must reset it once it has its rows, or it holds a read transaction.
-  Result<sql::Statement*> Cached(std::string_view sql);
   struct Impl;
   explicit Store(std::filesystem::path path);
   Status OpenSqlite(const StoreOptions& options);
