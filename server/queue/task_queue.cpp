@@ -327,6 +327,12 @@ Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Co
 
 Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why) {
   Live& t = live_.at(id);
+  if (attempt_status == AttemptStatus::kUndelivered) {
+    // The host never got this attempt (it went away while its take was held):
+    // it keeps its number, for fencing, but does not use up one of the task's.
+    ++t.max_attempts;
+    WEFT_RETURN_IF_ERROR(store_.SetTaskMaxAttempts(id, t.max_attempts));
+  }
   const bool exhausted = t.attempt >= t.max_attempts;
   const std::string message =
       exhausted ? "task " + std::to_string(id) + " failed: " + why + ", and it has used all " +

@@ -186,6 +186,56 @@ TEST_CASE("provisioner: a take held by a key that a re-enrollment replaced gets 
   CHECK(taken.body["task"]["task_id"] == task_id);
 }
 
+TEST_CASE("provisioner: a task handed to a held take whose host went away does not use up one of its attempts",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  {
+    // A take held open, then its host goes away (a worker stopping) before anything is ready.
+    Peer leaving(ctx, s, key);
+    leaving.Send("task.take", {{"host_id", "h1"}, {"wait_ms", 30000}});
+    REQUIRE(leaving.Call("server.status", json::object()).ok);  // answered in order: the take is held
+  }
+  std::this_thread::sleep_for(300ms);  // weftd's socket notices the connection closed
+
+  // A task allowed one attempt: the held take gets it, and its reply finds the host gone.
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  auto enqueued = api.Call(
+      "debug.enqueue",
+      {{"tasks",
+        json::array({{{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n1"}, {"max_attempts", 1}}})}});
+  REQUIRE(enqueued.ok());
+  const json task_id = (*enqueued)["task_ids"][0];
+  json task;
+  REQUIRE(WaitFor(
+      [&] {
+        auto got = api.Call("task.get", {{"task_id", task_id}});
+        if (!got.ok()) return false;
+        task = *got;
+        return task["attempt"] == 1 && task["state"] != "leased";
+      },
+      10s));
+  INFO(task.dump());
+  // The undelivered attempt did not count: the task waits for a host that is there.
+  CHECK(task["state"] == "queued");
+  CHECK(task["max_attempts"] == 2);
+
+  Peer staying(ctx, s, key);
+  weft::wire::Reply taken = staying.Call("task.take", {{"host_id", "h1"}});
+  REQUIRE(taken.ok);
+  REQUIRE(taken.body["task"]["task_id"] == task_id);
+  CHECK(taken.body["task"]["attempt"] == 2);
+  weft::wire::Reply finished = staying.Call(
+      "task.finish",
+      {{"host_id", "h1"}, {"task_id", task_id}, {"attempt", 2}, {"status", "succeeded"}, {"result", json::object()}});
+  INFO(finished.error.message);
+  REQUIRE(finished.ok);
+  auto done = api.Call("task.get", {{"task_id", task_id}});
+  REQUIRE(done.ok());
+  CHECK((*done)["state"] == "succeeded");
+}
+
 TEST_CASE("provisioner: a token enrolls only the host it was made for, and replaces a live host only with --force",
           "[security]") {
   Secured s;
