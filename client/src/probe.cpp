@@ -74,8 +74,10 @@ std::string FirstBytes(const std::string& endpoint, std::string_view hello, std:
   return answer;
 }
 
-// ZMTP 3's signature: a ZeroMQ peer answers it with its own greeting.
-constexpr char kZmtpSignature[] = {'\xFF', 0, 0, 0, 0, 0, 0, 0, 1, '\x7F'};
+// ZMTP 3's signature and major version: a ZeroMQ peer answers them with its
+// own greeting. Without the version byte a peer sends its signature and
+// version only, and waits: the mechanism comes after it.
+constexpr char kZmtpSignature[] = {'\xFF', 0, 0, 0, 0, 0, 0, 0, 1, '\x7F', 3};
 
 // A minimal TLS 1.2 ClientHello (no extensions): any TLS server answers it
 // with a handshake record or an alert, both starting 0x16/0x15, 0x03.

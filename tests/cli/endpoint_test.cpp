@@ -11,6 +11,7 @@
 #include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
+#include "weft/client/probe.hpp"
 #include "weft/common/curve.hpp"
 
 namespace weft {
@@ -71,6 +72,19 @@ TEST_CASE("weft endpoint: weft-web's port given as --server is named an HTTP or 
                                         ", not as weftd's api endpoint, which speaks ZeroMQ"));
     CHECK_THAT(LibraryError(client::Options{}, endpoint), Catch::Contains("answered as " + what));
   }
+}
+
+}  // namespace weft
+
+namespace weft {
+
+TEST_CASE("weft endpoint: the greeting of weftd's api endpoint names its security mechanism", "[cli][integration]") {
+  // What the CLI asks when a client without a credential is cut off before
+  // libzmq reports the mismatch: the answer must not depend on that race.
+  testing::Weftd curve(testing::WeftdOptions{.name = "weft-endpoint-test", .curve = true});
+  CHECK(client::PeerMechanism(curve.api(), 2000) == "CURVE");
+  testing::Weftd plain("weft-endpoint-test");
+  CHECK(client::PeerMechanism(plain.api(), 2000) == "NULL");
 }
 
 }  // namespace weft
