@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -23,7 +24,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
-#include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -311,35 +312,56 @@ bool ParseProcAddress(const std::string& hex, std::string* out) {
   return true;
 }
 
-// Every TCP listener and bound UDP socket of this network namespace, IPv4 and IPv6.
-std::vector<Listener> Listeners() {
-  std::vector<Listener> out;
-  for (const auto& [table, protocol, state] : {std::tuple{"/proc/net/tcp", "tcp", "0A"},
-                                               std::tuple{"/proc/net/tcp6", "tcp", "0A"},
-                                               std::tuple{"/proc/net/udp", "udp", "07"},
-                                               std::tuple{"/proc/net/udp6", "udp", "07"}}) {
+// One row of /proc/net/{tcp,udp}[6], the fields read here as the kernel prints them.
+struct ProcSocket {
+  std::string protocol;  // "tcp" or "udp"
+  std::string local;     // "0100007F:0016": the address's hex, a colon, the port's hex
+  std::string remote;
+  std::string state;  // "0A": a listening TCP socket; "07": an unconnected UDP one
+  std::string inode;  // the socket's inode, to find its process
+};
+
+// Every row of the given tables, each read as the protocol paired with it.
+std::vector<ProcSocket> ProcSockets(std::initializer_list<std::pair<const char*, const char*>> tables) {
+  std::vector<ProcSocket> out;
+  for (const auto& [table, protocol] : tables) {
     std::istringstream in(ReadFile(table));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {
       std::istringstream f(line);
-      std::string sl, local, remote, st, queues, timer, retrans, uid, timeout, inode;
-      f >> sl >> local >> remote >> st >> queues >> timer >> retrans >> uid >> timeout >> inode;
-      const std::size_t colon = local.find(':');
-      if (st != state || colon == std::string::npos) continue;
-      // A UDP socket with a peer is a client's, not one waiting on the address.
-      if (std::string_view(protocol) == "udp" && remote.find_first_not_of("0:") != std::string::npos) continue;
-      Listener l;
-      l.protocol = protocol;
-      l.inode = inode;
-      if (!ParseProcAddress(local.substr(0, colon), &l.address)) continue;
-      try {
-        l.port = static_cast<std::uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
-      } catch (const std::exception&) {
-        continue;
-      }
-      out.push_back(std::move(l));
+      std::string sl, queues, timer, retrans, uid, timeout;
+      ProcSocket s;
+      s.protocol = protocol;
+      f >> sl >> s.local >> s.remote >> s.state >> queues >> timer >> retrans >> uid >> timeout >> s.inode;
+      out.push_back(std::move(s));
     }
+  }
+  return out;
+}
+
+// Every TCP listener and bound UDP socket of this network namespace, IPv4 and IPv6.
+std::vector<Listener> Listeners() {
+  std::vector<Listener> out;
+  for (const ProcSocket& s : ProcSockets({{"/proc/net/tcp", "tcp"},
+                                          {"/proc/net/tcp6", "tcp"},
+                                          {"/proc/net/udp", "udp"},
+                                          {"/proc/net/udp6", "udp"}})) {
+    const bool udp = s.protocol == "udp";
+    const std::size_t colon = s.local.find(':');
+    if (s.state != (udp ? "07" : "0A") || colon == std::string::npos) continue;
+    // A UDP socket with a peer is a client's, not one waiting on the address.
+    if (udp && s.remote.find_first_not_of("0:") != std::string::npos) continue;
+    Listener l;
+    l.protocol = s.protocol;
+    l.inode = s.inode;
+    if (!ParseProcAddress(s.local.substr(0, colon), &l.address)) continue;
+    try {
+      l.port = static_cast<std::uint16_t>(std::stoul(s.local.substr(colon + 1), nullptr, 16));
+    } catch (const std::exception&) {
+      continue;
+    }
+    out.push_back(std::move(l));
   }
   return out;
 }
@@ -637,17 +659,8 @@ std::set<std::string> SocketsOn(const std::string& address) {
   // The kernel prints the address as the hex of its 32-bit value in host order.
   char want[16];
   std::snprintf(want, sizeof want, "%08X", static_cast<unsigned>(a.s_addr));
-  for (const char* table : {"/proc/net/tcp", "/proc/net/udp"}) {
-    std::istringstream in(ReadFile(table));
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream f(line);
-      std::string sl, local, remote, st, queues, timer, retrans, uid, timeout, inode;
-      f >> sl >> local >> remote >> st >> queues >> timer >> retrans >> uid >> timeout >> inode;
-      if (local.compare(0, 8, want) == 0 && !inode.empty() && inode != "0") out.insert("socket:[" + inode + "]");
-    }
-  }
+  for (const ProcSocket& s : ProcSockets({{"/proc/net/tcp", "tcp"}, {"/proc/net/udp", "udp"}}))
+    if (s.local.compare(0, 8, want) == 0 && !s.inode.empty() && s.inode != "0") out.insert("socket:[" + s.inode + "]");
   return out;
 }
 
