@@ -647,7 +647,6 @@ struct Store::Impl {
   sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
-  WriteGuard write_guard;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
   LeaderFence fence;
@@ -669,7 +668,6 @@ CheckpointStats Store::checkpoint_stats() const {
   return impl_->checkpointer ? impl_->checkpointer->stats() : CheckpointStats{};
 }
 
-void Store::SetWriteGuard(WriteGuard guard) { impl_->write_guard = std::move(guard); }
 
 void Store::SetLeaderFence(LeaderFence fence) { impl_->fence = std::move(fence); }
 
@@ -884,7 +882,6 @@ Status Store::Begin() {
 Status Store::Commit() {
   if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
-  if (impl_->write_guard) WEFT_RETURN_IF_ERROR(impl_->write_guard());
   if (impl_->fence.epoch) {
     Status fenced = SendFence();
     if (fenced.ok()) fenced = impl_->db->Commit();

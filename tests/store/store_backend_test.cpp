@@ -55,51 +55,6 @@ TEST_CASE("store parameters: ?N becomes $N for PostgreSQL, quoted text is left a
   CHECK(params == 3);
 }
 
-TEST_CASE("store write guard: it runs before every commit, and a refusal commits nothing", "[store]") {
-  TempDir dir("store-guard");
-  auto opened = OpenStore(dir / "weft.db");
-  Store& store = Opened(opened);
-  int checks = 0;
-  bool leader = true;
-  store.SetWriteGuard([&]() -> Status {
-    ++checks;
-    if (!leader) return Status::Conflict("this weftd is no longer the leader");
-    // A guard may read and write in the transaction it guards.
-    auto hosts = store.ListHosts();
-    return hosts.status();
-  });
-
-  REQUIRE(store.Begin().ok());
-  TaskRecord kept = NewTask();
-  REQUIRE(store.InsertTask(&kept).ok());
-  REQUIRE(store.Commit().ok());
-  CHECK(checks == 1);
-
-  leader = false;
-  REQUIRE(store.Begin().ok());
-  TaskRecord refused = NewTask();
-  REQUIRE(store.InsertTask(&refused).ok());
-  const Status commit = store.Commit();
-  CHECK(commit.code() == weft::Code::kConflict);
-  CHECK(commit.message() == "this weftd is no longer the leader");
-  CHECK(store.in_transaction());
-  REQUIRE(store.Rollback().ok());
-  CHECK(checks == 2);
-
-  auto counts = store.CountTasks();
-  REQUIRE(counts.ok());
-  CHECK(counts->queued == 1);
-  auto gone = store.GetTask(refused.id);
-  REQUIRE(gone.ok());
-  CHECK_FALSE(gone->has_value());
-
-  store.SetWriteGuard({});
-  REQUIRE(store.Begin().ok());
-  REQUIRE(store.InsertTask(&refused).ok());
-  REQUIRE(store.Commit().ok());
-  CHECK(checks == 2);
-}
-
 TEST_CASE("postgres store: a new database gets every migration once, and a reopen finds its rows",
           "[store][postgres]") {
   TempDir dir("store-pg");

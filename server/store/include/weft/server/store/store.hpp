@@ -313,11 +313,6 @@ struct StoreOptions {
   int reconnect_timeout_ms = 60'000;
 };
 
-// Run inside every write transaction just before its COMMIT; an error fails
-// the commit (the caller rolls back), so no write lands once it says no. For
-// a leader's fencing check: it may read or write through the Store.
-using WriteGuard = std::function<Status()>;
-
 // A leader's fence (server/leader, docs/failover.md) that PostgreSQL's server
 // checks in every write transaction, sent with its COMMIT: no round trip of
 // its own. The transaction fails on the server unless weft_leader still holds
@@ -354,8 +349,6 @@ class Store {
   // "postgres" on PostgreSQL.
   Result<std::string> JournalMode();
 
-  // Replaces the guard every Commit() runs first (none: an empty function).
-  void SetWriteGuard(WriteGuard guard);
   // Replaces the leader's fence (none: empty functions). PostgreSQL only.
   void SetLeaderFence(LeaderFence fence);
   // Several weftd on one PostgreSQL (server/leader, docs/failover.md): the
