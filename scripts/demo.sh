@@ -246,6 +246,21 @@ show() {
 
 cluster_json() { weft -o json cluster get "$CLUSTER"; }
 
+# The playbooks and Puppet modules the catalog's web-ansible and web-puppet
+# services name, as the resources they expect, so that the catalog checks clean.
+upload_example_resources() {
+  say "Uploading the example playbooks and Puppet modules as resources"
+  tar -czf "$DEMO_DIR/web-ansible.tar.gz" -C "$ROOT/examples/ansible" --exclude README.md .
+  tar -czf "$DEMO_DIR/web-modules.tar.gz" -C "$ROOT/examples/puppet/modules" .
+  local type name
+  for type in ansible puppet; do
+    name=$([[ $type == ansible ]] && echo web-ansible.tar.gz || echo web-modules.tar.gz)
+    weft resource upload "$type" "$name" "$DEMO_DIR/$name" >/dev/null
+    weft resource stage "$type" "$name" 1 >/dev/null
+  done
+  weft resource sync >/dev/null
+}
+
 # Addresses of the nodes that run service $1, one per line.
 addresses_of() {
   cluster_json | jq -r --arg s "$1" '.cluster.nodes[] | select(.services | index($s)) | .results.access_v4'
@@ -483,9 +498,8 @@ start_server
 start_host
 show plugin list --type local
 show catalog import "$ROOT/examples/catalog"
-# The examples' ansible and puppet services name resources (their playbooks and
-# modules) this demo does not upload: the check reports them; template web needs none.
-show catalog check || echo "(those are for the templates web-ansible and web-puppet; the demo uses web)"
+upload_example_resources
+show catalog check
 explain_template
 show cluster plan "$CLUSTER" --template web --size "$SIZE"
 create_cluster
