@@ -1,7 +1,6 @@
 #include "weft/server/auth/auth_ops.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -10,6 +9,7 @@
 #include "weft/server/auth/secrets.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::auth {
 namespace {
@@ -202,11 +202,6 @@ namespace {
 // The ops whose wrappers below seal what they may and refuse any other sealed text themselves.
 const std::set<std::string> kSealingPuts = {"provider.put", "service.put"};
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // o[key] when it is a string, else "" (what clients send is not trusted to have the right types).
 std::string Str(const json& o, const char* key) {
   auto it = o.find(key);
@@ -371,7 +366,7 @@ Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& 
   if (auto s = task.find("service"); s != task.end() && s->is_object() && s->contains("action") &&
                                      (*s)["action"].is_object() && (*s)["action"].contains("fields"))
     WEFT_RETURN_IF_ERROR(box.OpenFields((*s)["action"]["fields"],
-                                        {record.tenant, "service", Str(*s, "name"), Lower(record.action)},
+                                        {record.tenant, "service", Str(*s, "name"), AsciiLower(record.action)},
                                         /*open_v1=*/false));
   const SealPlace node{record.tenant, "node", record.cluster_id + "/" + record.node_id, ""};
   if (auto r = task.find("results"); r != task.end()) WEFT_RETURN_IF_ERROR(box.OpenResult(*r, node));

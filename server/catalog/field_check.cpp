@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/common/text.hpp"
 #include "weft/common/json_fields.hpp"
 
 namespace weft::catalog {
@@ -82,15 +83,6 @@ TypeCheck CheckType(const json& field, const json& value) {
   return {};
 }
 
-bool EndsWith(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
-
 // A string field names a resource (of one of the plugin's resource types) when
 // its name is "resource" or ends in "_resource", or its label ends in "resource":
 // ssh_key_resource, user_data_resource, ansible's resource, puppet's modules
@@ -98,8 +90,8 @@ std::string Lower(std::string s) {
 bool NamesResource(const json& field) {
   if (field.value("type", std::string("string")) != "string") return false;
   const std::string name = field.value("name", std::string());
-  const std::string label = Lower(field.value("label", std::string()));
-  return name == "resource" || EndsWith(name, "_resource") || EndsWith(label, "resource");
+  const std::string label = AsciiLower(field.value("label", std::string()));
+  return name == "resource" || name.ends_with("_resource") || label.ends_with("resource");
 }
 
 std::string Join(const std::vector<std::string>& items) {

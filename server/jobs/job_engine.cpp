@@ -7,6 +7,7 @@
 
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/lifecycle.hpp"
+#include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::jobs {
@@ -30,13 +31,6 @@ std::string OutputTail(const std::string& text) {
   std::size_t cut = text.size() - kHistoryOutputBytes;
   while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;  // not mid-character
   return text.substr(cut);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
 }
 
 const json& Nodes(const json& layout) {
@@ -67,7 +61,7 @@ const json* ServiceAction(const json& spec, const std::string& service, std::str
   if (s == services->end()) return nullptr;
   const json* p = s->contains("provisioner") ? &(*s)["provisioner"] : nullptr;
   if (!p || !p->is_object() || !p->contains("actions") || !(*p)["actions"].is_object()) return nullptr;
-  auto a = (*p)["actions"].find(Lower(action));
+  auto a = (*p)["actions"].find(AsciiLower(action));
   return a == (*p)["actions"].end() || !a->is_object() ? nullptr : &*a;
 }
 
@@ -824,7 +818,7 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
       if (auto fields = action.find("fields"); fields != action.end() && MayHaveMacros(*fields)) {
         Result<json> expanded = planner::ExpandMacros(*fields, macros);
         if (!expanded.ok())
-          return expanded.status().WithContext("service '" + record.service + "' " + Lower(record.action) + " fields");
+          return expanded.status().WithContext("service '" + record.service + "' " + AsciiLower(record.action) + " fields");
         *fields = std::move(*expanded);
       }
       service["action"] = std::move(action);

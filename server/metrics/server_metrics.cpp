@@ -1,6 +1,6 @@
 #include "weft/server/metrics/server_metrics.hpp"
 
-#include <cctype>
+#include "weft/common/text.hpp"
 
 namespace weft::server {
 namespace {
@@ -12,13 +12,6 @@ constexpr auto kRefreshEvery = std::chrono::seconds(1);
 constexpr auto kScrapeWait = std::chrono::milliseconds(2500);
 
 constexpr std::string_view kEventTypes[] = {"task", "task.progress", "job", "cluster", "host", "other"};
-
-// "NOT_FOUND" -> "not_found": label values in the style of the metric names.
-std::string Lower(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -50,7 +43,7 @@ void OpMetrics::Record(Code code, double seconds_taken) const {
   if (!outcomes_[i])
     outcomes_[i] = &owner_.registry().AddCounter("weft_api_requests_total",
                                                  "Requests handled, by op and outcome (ok or the error code).",
-                                                 {{"op", op_}, {"outcome", Lower(CodeName(static_cast<Code>(i)))}});
+                                                 {{"op", op_}, {"outcome", AsciiLower(CodeName(static_cast<Code>(i)))}});
   if (!seconds_)
     seconds_ = &owner_.registry().AddHistogram(
         "weft_api_request_duration_seconds",
