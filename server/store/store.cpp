@@ -605,6 +605,13 @@ AttemptRecord ReadAttempt(const sql::Statement& row) {
   return a;
 }
 
+// The error of a task write that changed no row. The hot task writes are
+// deferred (sql::Statement::RunDeferred): on PostgreSQL the count is checked
+// when the transaction waits for the server, and then fails it.
+Status TaskMissing(std::int64_t task_id) {
+  return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
+}
+
 }  // namespace
 
 std::string_view TaskStateName(TaskState state) {
@@ -629,15 +636,6 @@ bool ParseTaskState(std::string_view name, TaskState* out) {
   }
   return false;
 }
-
-// The error of a task write that changed no row. The hot task writes are
-// deferred (sql::Statement::RunDeferred): on PostgreSQL the count is checked
-// when the transaction waits for the server, and then fails it.
-namespace {
-Status TaskMissing(std::int64_t task_id) {
-  return Status::NotFound("task " + std::to_string(task_id) + " does not exist");
-}
-}  // namespace
 
 // The database is declared first so that it is destroyed last: every
 // statement is finalized before the connection closes.
@@ -667,7 +665,6 @@ sql::Database& Store::database() { return *impl_->db; }
 CheckpointStats Store::checkpoint_stats() const {
   return impl_->checkpointer ? impl_->checkpointer->stats() : CheckpointStats{};
 }
-
 
 void Store::SetLeaderFence(LeaderFence fence) { impl_->fence = std::move(fence); }
 
