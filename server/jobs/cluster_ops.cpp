@@ -509,11 +509,12 @@ class ClusterOps {
     return Response::Ok({{"jobs", std::move(list)}});
   }
 
-  // A job's cluster's name, looked up once per cluster of a listing.
+  // A job's cluster's name, looked up once per cluster of a listing (its
+  // summary: not the spec and layout, megabytes for a big cluster).
   Result<std::string> ClusterName(const std::string& cluster_id, std::map<std::string, std::string>& names) {
     auto known = names.find(cluster_id);
     if (known != names.end()) return known->second;
-    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(cluster_id));
+    WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetClusterSummary(cluster_id));
     return names[cluster_id] = c ? c->name : std::string();
   }
 

@@ -239,6 +239,17 @@ Result<std::optional<ClusterRecord>> Store::GetCluster(std::string_view cluster_
   return std::optional<ClusterRecord>(ReadCluster(st));
 }
 
+Result<std::optional<ClusterRecord>> Store::GetClusterSummary(std::string_view cluster_id) {
+  std::int64_t id = 0;
+  if (!ParseId(cluster_id, &id)) return std::optional<ClusterRecord>();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kClusterSummaryColumns +
+                                                              " FROM clusters WHERE id = ?1"));
+  st.Bind(1, id);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<ClusterRecord>();
+  return std::optional<ClusterRecord>(ReadClusterSummary(st));
+}
+
 Result<std::optional<ClusterRecord>> Store::FindCluster(std::string_view tenant, std::string_view id_or_name) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kClusterColumns +
                                                               " FROM clusters WHERE tenant = ?1 AND name = ?2 AND "

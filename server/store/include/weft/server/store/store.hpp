@@ -403,6 +403,8 @@ class Store {
   [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
   [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
   [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
+  // The same without spec, layout and previous (empty): the summary fields only.
+  [[nodiscard]] Result<std::optional<ClusterRecord>> GetClusterSummary(std::string_view cluster_id);
   // By name among the tenant's clusters that are not terminated, else by id,
   // else the newest terminated one of that name (a terminated cluster's name
   // is free for a new cluster, which then wins).
