@@ -179,6 +179,7 @@ void Components::AddSecurityOps(const std::string& server_key) {
 
 Status Components::Load() {
   WEFT_RETURN_IF_ERROR(queue_.Load());
+  dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Load());
   WEFT_RETURN_IF_ERROR(engine_.Load());
   WEFT_RETURN_IF_ERROR(registry_.Load());
@@ -187,6 +188,7 @@ Status Components::Load() {
 
 Status Components::Reset() {
   WEFT_RETURN_IF_ERROR(queue_.Load());
+  dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Reset());
   WEFT_RETURN_IF_ERROR(engine_.Load());
   WEFT_RETURN_IF_ERROR(registry_.Load());

@@ -66,6 +66,12 @@ class Dispatcher {
   void Acknowledged(std::int64_t task_id, std::int64_t attempt);
   // The host left or started again: its runners' attempts are no longer watched.
   void ForgetHost(const std::string& host_id);
+  // The queue was rebuilt from the store (a failed commit): an attempt
+  // remembered here may not exist, and its number may go to another taker.
+  void ForgetRunners() {
+    unacknowledged_.clear();
+    runner_of_.clear();
+  }
   using RunnerListener = std::function<void(const std::string& host_id, const std::string& runner)>;
   void set_runner_listener(RunnerListener listener) { runner_listener_ = std::move(listener); }
   // Whether a take of `host_id` for `tenant` could be served now (cheap, no store access).
