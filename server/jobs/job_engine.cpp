@@ -218,6 +218,12 @@ void MergeResults(json& into, const json& result) {
 
 std::string AfterJson(const std::vector<std::int64_t>& after) { return wire::Dump(json(after)); }
 
+// wire::Dump(ClusterState::ToJson()) from the texts of its spec and layout,
+// without copying both documents into one first.
+std::string StateJson(const std::string& spec_text, const std::string& layout_text, const std::string& status) {
+  return "{\"layout\":" + layout_text + ",\"spec\":" + spec_text + ",\"status\":" + wire::Dump(json(status)) + "}";
+}
+
 }  // namespace
 
 ClusterState ClusterState::FromJson(const json& doc) {
@@ -331,8 +337,11 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   r.status = ToString(JobStatus::kRunning);
   r.requested_by = job.requested_by;
   r.options_json = wire::Dump(job.options);
-  r.before_json = wire::Dump(job.before.ToJson());
-  r.target_json = wire::Dump(job.target.ToJson());
+  // The target's spec and layout texts are the job's and the cluster's: dumped once.
+  std::string spec_text = wire::Dump(job.target.spec);
+  std::string layout_text = wire::Dump(job.target.layout);
+  r.before_json = StateJson(wire::Dump(job.before.spec), wire::Dump(job.before.layout), job.before.status);
+  r.target_json = StateJson(spec_text, layout_text, job.target.status);
   r.parent_job = job.parent_job;
   r.created_at_ms = now;
   WEFT_RETURN_IF_ERROR(store_.InsertJob(&r));
@@ -354,8 +363,8 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
     c.status = ToString(ClusterStatus::kPending);
-    c.spec_json = wire::Dump(ref.target.spec);
-    c.layout_json = wire::Dump(ref.target.layout);
+    c.spec_json = std::move(spec_text);
+    c.layout_json = std::move(layout_text);
     c.latest_job = ref.record.id;
   }));
   EmitJob(ref);

@@ -226,7 +226,14 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
   Fixture f;
   json spec = Spec();
   spec["config"] = {{"port", 80}, {"motd", "no macro here"}};  // the same text for every node
-  f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}), json::object(), spec);
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}), json::object(), spec);
+  // The job keeps both cluster states as ClusterState::ToJson() writes them.
+  auto stored = f.store->GetJob(job);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->before_json == weft::wire::Dump(ClusterState{spec, Layout({}), "pending"}.ToJson()));
+  CHECK((*stored)->target_json ==
+        weft::wire::Dump(ClusterState{spec, Layout({{"n1", {"db"}}, {"n2", {"web"}}}), "active"}.ToJson()));
   const json cluster = {{"id", f.cluster_id}, {"name", "c"}, {"owner", "alice"}, {"template", "t"}};
   const json provider = {{"name", "p"}, {"type", "fp"}, {"fields", {{"zone", "z1"}}}};
   const json config = {{"port", 80}, {"motd", "no macro here"}};
