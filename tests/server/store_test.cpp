@@ -209,12 +209,15 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   // Make the file look as if migrations 3 and 4 had not run yet; reopening runs them on a table with rows.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db,
-                       "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
-                       "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
-                       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
-                       "DROP TABLE sessions; DROP TABLE api_tokens",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  const std::string rewind =
+      "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
+      "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
+      "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
+      "DROP TABLE sessions; DROP TABLE api_tokens; "
+      // the attempt as weftd wrote it then, in a row of its own
+      "INSERT INTO attempts (task_id, attempt, host_id, taken_at_ms) VALUES (" + std::to_string(first) +
+      ", 1, 'h1', 2000)";
+  REQUIRE(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 
   auto opened = weft::testing::OpenStore(path);
@@ -255,6 +258,7 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   // The clusters table as migration 4 made it, with one row, and migration 10 not run yet.
   REQUIRE(weft::testing::ExecStore(
               path, "DELETE FROM schema_migrations WHERE version >= 10; DROP TABLE clusters; "
+                    "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
                     "CREATE TABLE clusters (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, "
                     "name TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL, spec TEXT NOT NULL DEFAULT '{}', "
                     "layout TEXT NOT NULL DEFAULT '{}', previous TEXT NOT NULL DEFAULT '', created_at_ms INTEGER "
@@ -316,4 +320,53 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   CHECK(next.template_name.empty());
   CHECK(next.size == 0);
   CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('clusters_by_tenant', 'clusters_v10')") == 1);
+}
+
+TEST_CASE("store: a cluster's summary reads the spec and layout as their parsed documents would, odd ones too",
+          "[store]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  struct Case {
+    std::string spec, layout, template_name, provider_name;
+    std::int64_t size;
+    std::vector<std::string> services;
+  };
+  const std::vector<Case> cases = {
+      // Names only from objects, and only string names; a key given twice counts with its last value.
+      {R"({"template":{"name":"t1","x":{"name":"deep"}},"provider":{"name":5},"services":{"a":{"name":"no"}}})",
+       R"({"nodes":[{"services":["b","a"]},"odd",[1],{"services":"c"},{"services":["x"],"services":["d",7]}]})",
+       "t1", "", 5, {"a", "b", "d"}},
+      {R"({"template":"t2","provider":{"name":"p","name":"q"},"template":{"name":["no"]}})",
+       R"({"nodes":{"services":["a"]},"other":{"nodes":[1,2]}})", "", "q", 0, {}},
+      {R"({"template":{"name":"gone"},"template":{"name":"t3"}})",
+       R"({"nodes":[{"services":["a"]}],"nodes":[{"services":["z"]},{},{"nodes":[1]}]})", "t3", "", 3, {"z"}},
+      // Text that is not one JSON document gives no summary at all.
+      {R"({"template":{"name":"t4"}} trailing)", R"({"nodes":[{"services":["a"]}])", "", "", 0, {}},
+      {R"([{"template":{"name":"t5"}}])", R"([{"nodes":[1]}])", "", "", 0, {}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.spec, c.layout);
+    weft::store::ClusterRecord rec;
+    rec.tenant = "default";
+    rec.name = "c" + std::to_string(&c - cases.data());
+    rec.owner = "alice";
+    rec.status = "active";
+    rec.spec_json = c.spec;
+    rec.layout_json = c.layout;
+    REQUIRE(store.InsertCluster(&rec).ok());
+    CHECK(rec.template_name == c.template_name);
+    CHECK(rec.provider_name == c.provider_name);
+    CHECK(rec.size == c.size);
+    CHECK(rec.services == c.services);
+    REQUIRE(store.UpdateCluster(rec).ok());
+    auto got = store.GetCluster(rec.id);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    CHECK((*got)->template_name == c.template_name);
+    CHECK((*got)->provider_name == c.provider_name);
+    CHECK((*got)->size == c.size);
+    CHECK((*got)->services == c.services);
+  }
 }
