@@ -61,6 +61,13 @@ constexpr std::int64_t kSignalCheckMs = 20;
 // requests left over are handled first in the next turn. Wall time, not
 // weftd's clock: it only paces the loop.
 constexpr auto kTurnBudget = std::chrono::milliseconds(4);
+// How often, at most, a turn looks at the api ROUTER for reads that arrived
+// while it works: one that did ends the turn's writes, lease expiries and held
+// takes early, so that it waits for about one request and a commit, not for
+// the budgets (about 10 ms with the commit, several times that on a busy CPU).
+constexpr auto kReadLookEvery = std::chrono::microseconds(100);
+// The most api requests one such look takes off the socket.
+constexpr std::size_t kReadLookMax = 8;
 // How long after a turn starts requests that arrive meanwhile still join its
 // commit (only those already there when the reactor looks; it never waits).
 constexpr auto kJoinWindow = std::chrono::microseconds(100);
@@ -83,6 +90,12 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// The connection a request came from: its ROUTER's routing id.
+std::string_view PeerOf(const Inbound& in) {
+  const zmq::message_t& rid = in.pending.envelope.front();
+  return {static_cast<const char*>(rid.data()), rid.size()};
 }
 
 // The reactor: composes the components (the composition root), the transport,
@@ -123,8 +136,15 @@ class Reactor {
   // 3a. Answers, ahead of the batch and before its commit, the read-only api
   //     requests in inbox_ that no earlier request of the same peer precedes.
   void AnswerReads();
-  // 3b. The writes, oldest first, for up to one budget; the rest wait for the next turn.
+  // 3b. The writes, oldest first, for up to one budget or until a read waits;
+  //     the rest wait for the next turn.
   void HandleWrites(std::vector<Pending>* batch);
+  // Between two requests of a turn: whether an api read that could be answered
+  // ahead of the writes waits (it is taken into inbox_, and answered first by
+  // the next turn). Looks at the socket at most every kReadLookEvery.
+  bool ReadWaiting();
+  // Whether inbox_[i] is an api read no earlier request of the same peer precedes.
+  bool Answerable(std::size_t i) const;
   // 3c. Lease expiries, undelivered attempts, silent hosts, then the held takes.
   Status Housekeeping(std::int64_t now, bool silence_due, std::vector<Pending>* batch);
   // 3d. Sends the replies (after the commit).
@@ -186,6 +206,9 @@ class Reactor {
   std::vector<wire::Request> handled_;
   // A turn ran out of time before serving every held take it could.
   bool serve_more_ = false;
+  // This turn took a read off the api ROUTER that waits for its commit (see ReadWaiting).
+  bool read_waiting_ = false;
+  std::chrono::steady_clock::time_point next_read_look_{};
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
   bool stop_ = false;
@@ -273,10 +296,17 @@ void Reactor::AnswerReads() {
   // uncommitted and need not wait for the writes. Requests from one peer stay
   // in order: a read behind a write of the same peer waits with the batch.
   std::vector<Pending> reads;
-  std::unordered_set<std::string_view> writers;  // routing ids with an earlier request still queued
+  std::vector<std::chrono::steady_clock::time_point> received;  // of each of `reads`
+  // Api peers with an earlier request still queued. Only the api's: hosts,
+  // whose requests fill the inbox, have no reads, and a set of them all, made
+  // every turn, cost a twentieth of the reactor's time under load.
+  std::unordered_set<std::string_view> writers;
   for (auto it = inbox_.begin(); it != inbox_.end();) {
-    const zmq::message_t& rid = it->pending.envelope.front();
-    const std::string_view peer(static_cast<const char*>(rid.data()), rid.size());
+    if (it->pending.endpoint != Endpoint::kApi) {
+      ++it;
+      continue;
+    }
+    const std::string_view peer = PeerOf(*it);
     if (!ReadOnly(*it) || writers.count(peer)) {
       writers.insert(peer);
       ++it;
@@ -285,10 +315,16 @@ void Reactor::AnswerReads() {
     Handle(it->pending, *it->request);
     handled_.push_back(std::move(*it->request));
     reads.push_back(std::move(it->pending));
+    received.push_back(it->received);
     it = inbox_.erase(it);
   }
   if (reads.empty()) return;
   transport_.Send(reads, &undelivered_);
+  if (ServerMetrics* m = components_.metrics()) {
+    const auto now = std::chrono::steady_clock::now();
+    for (const std::chrono::steady_clock::time_point at : received)
+      m->read_wait_seconds().Observe(std::chrono::duration<double>(now - at).count());
+  }
   handled_.clear();
   // Sending may consume the socket's descriptor signal: look at it again.
   pending_[1] = true;
@@ -412,6 +448,7 @@ std::size_t Reactor::Drain(std::size_t limit, bool look) {
         case Transport::Received::kDropped:
           break;
         case Transport::Received::kQueued:
+          inbox_.back().received = std::chrono::steady_clock::now();
           ++got;
           break;
       }
@@ -427,6 +464,7 @@ void Reactor::HandleWrites(std::vector<Pending>* batch) {
   std::size_t handled = 0;
   while (true) {
     for (; !inbox_.empty() && handled < batch_max; ++handled) {
+      if (handled > 0 && ReadWaiting()) return;
       Inbound in = std::move(inbox_.front());
       inbox_.pop_front();
       Receive(std::move(in), batch);
@@ -436,11 +474,50 @@ void Reactor::HandleWrites(std::vector<Pending>* batch) {
     // checksum per page): requests that arrived meanwhile join this one
     // while the turn is young. No waiting, only a look at the descriptors;
     // they are handled in order with the rest, so a read among them waits
-    // for the commit.
+    // for the commit (and ends the turn, unless a write of its peer precedes it).
     if (!inbox_.empty() || handled >= batch_max ||
         std::chrono::steady_clock::now() - turn_start >= kJoinWindow || Drain(batch_max - handled, true) == 0)
       break;
+    for (std::size_t i = 0; i < inbox_.size() && !read_waiting_; ++i) read_waiting_ = Answerable(i);
+    if (read_waiting_) return;
   }
+}
+
+bool Reactor::ReadWaiting() {
+  if (read_waiting_) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_read_look_) return false;
+  next_read_look_ = now + kReadLookEvery;
+  if (!pending_[1]) {
+    // The descriptor signals only what is new since the socket refused a receive.
+    pollfd item{fds_[1], POLLIN, 0};
+    if (::poll(&item, 1, 0) <= 0) return false;
+    pending_[1] = true;
+  }
+  const std::size_t from = inbox_.size();
+  for (std::size_t taken = 0; pending_[1] && taken < kReadLookMax;) {
+    switch (transport_.Receive(Endpoint::kApi, inbox_)) {
+      case Transport::Received::kNothing:
+        pending_[1] = false;
+        break;
+      case Transport::Received::kDropped:
+        break;
+      case Transport::Received::kQueued:
+        inbox_.back().received = now;
+        ++taken;
+        break;
+    }
+  }
+  for (std::size_t i = from; i < inbox_.size() && !read_waiting_; ++i) read_waiting_ = Answerable(i);
+  return read_waiting_;
+}
+
+bool Reactor::Answerable(std::size_t i) const {
+  if (!ReadOnly(inbox_[i])) return false;
+  const std::string_view peer = PeerOf(inbox_[i]);
+  for (std::size_t j = 0; j < i; ++j)
+    if (inbox_[j].pending.endpoint == Endpoint::kApi && PeerOf(inbox_[j]) == peer) return false;
+  return true;
 }
 
 Status Reactor::Housekeeping(std::int64_t now, bool silence_due, std::vector<Pending>* batch) {
@@ -452,18 +529,24 @@ Status Reactor::Housekeeping(std::int64_t now, bool silence_due, std::vector<Pen
   }
   undelivered_.clear();
   WEFT_RETURN_IF_ERROR(s);
-  WEFT_RETURN_IF_ERROR(queue_.ExpireDue());
+  // Past its budget, or with a read waiting, the rest of the leases that ran
+  // out expire in the next turn (which comes at once).
+  using Steady = std::chrono::steady_clock;
+  WEFT_RETURN_IF_ERROR(queue_.ExpireDue(Steady::now() + (ReadWaiting() ? Steady::duration{} : kTurnBudget)));
   if (silence_due) {
     s = components_.Janitor();
     next_silence_check_ms_ =
         now + std::max<std::int64_t>(50, std::min(config_.hosts.silent_after_ms / 4, config_.jobs.janitor_interval_ms));
     WEFT_RETURN_IF_ERROR(s);
   }
-  serve_more_ = held_.Serve(batch, serve_more_, std::chrono::steady_clock::now() + kTurnBudget);
+  // With a read waiting, one held take at most is served now, the rest next turn.
+  serve_more_ = held_.Serve(batch, serve_more_, Steady::now() + (ReadWaiting() ? Steady::duration{} : kTurnBudget));
   return Status::Ok();
 }
 
 Status Reactor::Turn(std::int64_t now, bool silence_due) {
+  const auto started = std::chrono::steady_clock::now();
+  read_waiting_ = false;
   // Before anything of the turn happens: its transitions are recorded as
   // events only if someone listens.
   subscriptions_.Check();
@@ -494,6 +577,8 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
       spin_until_ = waiting_since_ + std::chrono::microseconds(config_.server.idle_spin_us);
   }
   subscriptions_.Publish();
+  if (ServerMetrics* m = components_.metrics())
+    m->turn_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return Status::Ok();
 }
 

@@ -25,6 +25,14 @@ ServerMetrics::ServerMetrics() {
   commits_ = &registry_.AddCounter("weft_store_commits_total", "Group commits of the store (one per reactor turn).");
   commit_seconds_ = &registry_.AddHistogram("weft_store_commit_duration_seconds",
                                             "How long a group commit of the store took.", metrics::buckets::kFast);
+  turn_seconds_ = &registry_.AddHistogram(
+      "weft_reactor_turn_duration_seconds",
+      "How long a turn of weftd's reactor took: its reads, writes, housekeeping, commit, replies and events.",
+      metrics::buckets::kFast);
+  read_wait_seconds_ = &registry_.AddHistogram(
+      "weft_api_read_wait_seconds",
+      "How long an api read waited, from when weftd took it off the socket to its answer (ahead of a turn's writes).",
+      metrics::buckets::kFast);
   for (std::size_t i = 0; i < std::size(kEventTypes); ++i)
     events_[i] = &registry_.AddCounter("weft_events_published_total", "Events published on the events endpoint.",
                                        {{"type", std::string(kEventTypes[i])}});

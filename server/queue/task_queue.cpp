@@ -356,7 +356,7 @@ Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const 
   return Report(Ended{id, attempt, false, message, "{}"});
 }
 
-Status TaskQueue::ExpireDue() {
+Status TaskQueue::ExpireDue(std::chrono::steady_clock::time_point stop_at) {
   const std::int64_t now = clock_.NowMs();
   while (!delayed_.empty() && delayed_.begin()->first <= now) {
     const std::int64_t id = delayed_.begin()->second;
@@ -375,6 +375,8 @@ Status TaskQueue::ExpireDue() {
                                   "attempt " + std::to_string(t.attempt) + " on host '" + t.host_id +
                                       "' expired: no heartbeat or progress named it within " +
                                       std::to_string(options_.lease_ms) + " ms (tasks.lease_ms)"));
+    // A host that died with many tasks leased: ending each lease writes to the store.
+    if (std::chrono::steady_clock::now() >= stop_at) break;
   }
   return Status::Ok();
 }

@@ -496,6 +496,44 @@ TEST_CASE("weftd: a read keeps its place behind the same peer's write and sees i
   ExpectCleanStop(weftd);
 }
 
+TEST_CASE("weftd: reads are answered between the turns that end many leases run out at once", "[weftd]") {
+  // Leases long enough for the host to take every task first; the host is
+  // never called silent (that releases its tasks another way).
+  constexpr int kLeaseMs = 5000;
+  Weftd weftd(Config("[tasks]\nlease_ms = " + std::to_string(kLeaseMs) + "\n[hosts]\nsilent_after_ms = 600000\n"));
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  constexpr int kTasks = 2000;
+  Enqueue(api, kTasks);
+  // The host takes every task (pipelined takes on one connection) and then says nothing.
+  RawPeer host(weftd.provisioner());
+  for (int i = 0; i < kTasks; ++i)
+    host.SendJson(
+        {{"v", 1}, {"id", "t" + std::to_string(i)}, {"op", "task.take"}, {"body", {{"host_id", "h1"}, {"wait_ms", 0}}}});
+  for (int i = 0; i < kTasks; ++i) REQUIRE(host.Receive()["body"]["task"].is_object());
+  REQUIRE(Ok(api.Call("server.status", json::object()))["tasks"]["leased"] == kTasks);
+
+  // weftd sleeps through the end of every lease, so that all are due in its
+  // first turn when it wakes.
+  REQUIRE(kill(weftd.pid(), SIGSTOP) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(kLeaseMs + 500));
+  REQUIRE(kill(weftd.pid(), SIGCONT) == 0);
+
+  // Ending a lease writes to the store: ending them all in one turn kept every
+  // read waiting until the last. Over several turns, reads come between them
+  // and see some of the leases ended and not the others.
+  std::vector<std::int64_t> seen;
+  for (int i = 0; i < 100000 && (seen.empty() || seen.back() > 0); ++i)
+    seen.push_back(Ok(api.Call("server.status", json::object()))["tasks"]["leased"].get<std::int64_t>());
+  REQUIRE(seen.back() == 0);
+  std::string list;
+  for (std::int64_t n : seen) list += std::to_string(n) + " ";
+  INFO("leased tasks each read saw: " << list);
+  CHECK(std::any_of(seen.begin(), seen.end(), [](std::int64_t n) { return n > 0 && n < kTasks; }));
+  ExpectCleanStop(weftd);
+}
+
 TEST_CASE("weftd: an api request waits a turn or two, not for the hosts' traffic to stop", "[weftd]") {
   // Small batches, so that no turn takes in everything the hosts have sent (as
   // when turns run out of time under load).

@@ -2,6 +2,7 @@
 // Not thread-safe: reactor thread only.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct Inbound {
   Pending pending;                       // endpoint, envelope, id; a malformed request's error
   std::optional<wire::Request> request;  // nullopt: malformed, pending.response says why
   std::size_t bytes = 0;                 // the frames' size, for the connection's budget
+  std::chrono::steady_clock::time_point received{};  // when the reactor took it off its socket
 };
 
 }  // namespace weft::server

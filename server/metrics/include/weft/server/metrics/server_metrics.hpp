@@ -75,6 +75,9 @@ class ServerMetrics {
   metrics::Counter& leases_expired() { return *leases_expired_; }
   metrics::Counter& commits() { return *commits_; }
   metrics::Histogram& commit_seconds() { return *commit_seconds_; }
+  // The reactor's turns, and how long an api read waited from its receipt to its answer.
+  metrics::Histogram& turn_seconds() { return *turn_seconds_; }
+  metrics::Histogram& read_wait_seconds() { return *read_wait_seconds_; }
   // Events by type: task, task.progress, job, cluster, host, other.
   metrics::Counter& events(std::string_view type);
 
@@ -96,6 +99,8 @@ class ServerMetrics {
   metrics::Counter* leases_expired_;
   metrics::Counter* commits_;
   metrics::Histogram* commit_seconds_;
+  metrics::Histogram* turn_seconds_;
+  metrics::Histogram* read_wait_seconds_;
   std::array<metrics::Counter*, 6> events_{};
 
   // Snapshot freshness, shared between the reactor and the listener.

@@ -31,6 +31,7 @@
 // Clock it borrows (both must outlive it).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -159,7 +160,9 @@ class TaskQueue {
   [[nodiscard]] Result<RenewOutcome> Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight);
   [[nodiscard]] Status Progress(const std::string& host_id, const AttemptRef& ref, Conflict* conflict);
   // Ends every lease that ran out by now, and readies tasks whose not-before time came.
-  [[nodiscard]] Status ExpireDue();
+  // Past `stop_at` it ends no more leases (at least one): the rest stay due for the next call.
+  [[nodiscard]] Status ExpireDue(
+      std::chrono::steady_clock::time_point stop_at = std::chrono::steady_clock::time_point::max());
   // A waiting task becomes ready.
   [[nodiscard]] Status MakeReady(std::int64_t task_id);
   // A task that failed (for now) is queued again, to be taken no earlier than `not_before_ms`.
