@@ -389,6 +389,10 @@ std::string Dump(const json& value) {
   return out;
 }
 
+void AppendJson(std::string& out, const json& value) { AppendDump(out, value); }
+
+void AppendJsonString(std::string& out, const std::string& text) { AppendString(out, text); }
+
 Status CheckLimits(const Frames& frames, const Limits& limits) {
   if (frames.empty()) return Status::Invalid("empty message: frame 0 must hold the JSON header");
   if (frames.size() > limits.max_frames)
@@ -476,7 +480,11 @@ Frames EncodeReply(const Reply& reply) {
     std::string text;
     text.reserve(kFirstReserve);
     text += "{\"body\":";
-    AppendDump(text, reply.body);
+    if (reply.body_text.empty()) {
+      AppendDump(text, reply.body);
+    } else {
+      text += reply.body_text;
+    }
     text += ",\"id\":";
     AppendString(text, reply.id);
     text += ",\"ok\":true,\"v\":";

@@ -122,7 +122,9 @@ class PostgresStatement final : public StatementBackend {
     if (!bind_error_.empty()) return Status::Internal(bind_error_);
     if (db_->pipelining_) return Send(expected_changes, std::move(otherwise));
     // Outside a transaction nothing waits for a commit: it runs now.
-    WEFT_ASSIGN_OR_RETURN(result_, Execute());
+    Result<PostgresDatabase::ResultPtr> ran = Execute();
+    if (!ran.ok()) return expected_changes >= 0 && db_->failed_too_few_ ? otherwise : ran.status();
+    result_ = std::move(*ran);
     rows_ = PQntuples(result_.get());
     row_ = rows_;
     if (expected_changes >= 0 && db_->changes_ != expected_changes) return otherwise;
@@ -322,6 +324,7 @@ Status PostgresDatabase::Failure(const pg_result* r, std::string_view what) {
                                ")");
   }
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  failed_too_few_ = state && std::string_view(state) == "22012";  // division_by_zero
   const std::string full = "PostgreSQL " + std::string(what) + " failed: " + message;
   if (state && Transient(state)) return Status::Unavailable(full);
   return Status::Internal(full);
@@ -364,6 +367,7 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
                                "transaction failed");
   } else {
     failure = Failure(r.get(), awaited.what);
+    if (failed_too_few_ && awaited.expected_changes >= 0) failure = std::move(awaited.otherwise);
   }
   if (awaited.prepared) awaited.prepared->generation = 0;
   if (pipeline_failure_.ok()) pipeline_failure_ = failure;

@@ -553,6 +553,27 @@ ALTER TABLE clusters ADD COLUMN template_name TEXT NOT NULL DEFAULT '',
   ADD COLUMN node_count BIGINT NOT NULL DEFAULT -1,
   ADD COLUMN services TEXT NOT NULL DEFAULT '[]';
 )sql"},
+    // A task's current attempt lives in its own row: taken_at_ms and
+    // attempt_status ('' when there is none; its end is updated_at_ms, its
+    // message the task's), so a take and a finish each write one row, not two.
+    // The attempts table keeps the attempts that were superseded (a retry, an
+    // expiry, an undelivered take). The current attempt of a leased task, and
+    // of a finished one whose row still says how it ended, moves over; any
+    // other stays where it is. BIGINT and one column per ALTER: one text for both.
+    {11, R"sql(
+ALTER TABLE tasks ADD COLUMN taken_at_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN attempt_status TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET
+  taken_at_ms = (SELECT a.taken_at_ms FROM attempts a WHERE a.task_id = tasks.id AND a.attempt = tasks.attempt),
+  attempt_status = (SELECT a.status FROM attempts a WHERE a.task_id = tasks.id AND a.attempt = tasks.attempt)
+WHERE EXISTS (SELECT 1 FROM attempts a WHERE a.task_id = tasks.id AND a.attempt = tasks.attempt
+              AND a.host_id = tasks.host_id AND (
+                (tasks.state = 'leased' AND a.status = 'running') OR
+                ((tasks.state = 'succeeded' OR tasks.state = 'failed' OR tasks.state = 'cancelled') AND
+                 a.status != 'running' AND a.finished_at_ms = tasks.updated_at_ms AND a.message = tasks.message)));
+DELETE FROM attempts WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.id = attempts.task_id
+                                   AND t.attempt = attempts.attempt AND t.attempt_status != '');
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -592,6 +613,20 @@ TaskRecord ReadTask(const sql::Statement& s, bool details) {
   return t;
 }
 
+// A task's current attempt as a row of the attempts table, read from its tasks
+// row: one that is running has not finished and has no message yet.
+constexpr const char* kCurrentAttemptColumns =
+    "id, attempt, host_id, taken_at_ms, CASE WHEN attempt_status = 'running' THEN 0 ELSE updated_at_ms END, "
+    "attempt_status, CASE WHEN attempt_status = 'running' THEN '' ELSE message END";
+constexpr const char* kAttemptColumns = "task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message";
+
+// Whether a task in `state` keeps its last attempt in its row: it ended
+// there. A task that goes back to queued or waiting moves it to the attempts
+// table first, and its next take starts a new one.
+bool KeepsAttempt(TaskState state) {
+  return state == TaskState::kSucceeded || state == TaskState::kFailed || state == TaskState::kCancelled;
+}
+
 // A row of task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message.
 AttemptRecord ReadAttempt(const sql::Statement& row) {
   AttemptRecord a;
@@ -603,6 +638,15 @@ AttemptRecord ReadAttempt(const sql::Statement& row) {
   a.status = row.Text(5);
   a.message = row.Text(6);
   return a;
+}
+
+// A write that must change one row, as the Statement runs with
+// RunDeferred(1, ...): on PostgreSQL wrapped so that it fails on the server
+// (1 / 0) when it changed none, since the COMMIT after it may be on its way
+// before its count is read (database.hpp).
+std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
+  if (dialect != sql::Dialect::kPostgres) return write;
+  return "WITH changed AS (" + write + " RETURNING 1) SELECT 1 / COUNT(*) FROM changed";
 }
 
 // The error of a task write that changed no row. The hot task writes are
@@ -642,7 +686,7 @@ bool ParseTaskState(std::string_view name, TaskState* out) {
 struct Store::Impl {
   std::unique_ptr<sql::Database> db;
   sql::Statement upsert_host, touch_host, list_hosts;
-  sql::Statement insert_task, get_task, lease_task, insert_attempt, renew_lease, end_task, end_attempt;
+  sql::Statement insert_task, get_task, lease_task, renew_lease, end_task, archive_ended, archive_current;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
@@ -842,26 +886,40 @@ Status Store::PrepareAll() {
                             "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING id"));
   WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
-                            "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, lease_until_ms = ?4, "
-                            "updated_at_ms = ?5 WHERE id = ?1"));
-  WEFT_RETURN_IF_ERROR(prep(&i.insert_attempt,
-                            "INSERT INTO attempts (task_id, attempt, host_id, taken_at_ms) VALUES (?1, ?2, ?3, ?4) "
-                            "ON CONFLICT (task_id, attempt) DO UPDATE SET host_id = ?3, taken_at_ms = ?4, "
-                            "finished_at_ms = 0, status = 'running', message = ''"));
+                            OneRowWrite(db.dialect(),
+                                        "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, "
+                                        "lease_until_ms = ?4, updated_at_ms = ?5, taken_at_ms = ?5, "
+                                        "attempt_status = 'running' WHERE id = ?1")));
   WEFT_RETURN_IF_ERROR(prep(&i.renew_lease, "UPDATE tasks SET lease_until_ms = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.end_task,
-                            "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, message = ?4, "
-                            "result = ?5, stdout = ?6, stderr = ?7 WHERE id = ?1"));
-  WEFT_RETURN_IF_ERROR(prep(&i.end_attempt,
-                            "UPDATE attempts SET finished_at_ms = ?3, status = ?4, message = ?5 "
-                            "WHERE task_id = ?1 AND attempt = ?2"));
+                            OneRowWrite(db.dialect(),
+                                        "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, "
+                                        "message = ?4, result = ?5, stdout = ?6, stderr = ?7, attempt_status = ?8 "
+                                        "WHERE id = ?1")));
+  // An attempt that keeps its number (an undelivered take) may be archived
+  // twice: the later end replaces the earlier, as it replaces it in the row.
+  const std::string archive = std::string("INSERT INTO attempts (") + kAttemptColumns + ") SELECT ";
+  const std::string archive_conflict =
+      " FROM tasks WHERE id = ?1 AND attempt_status != '' ON CONFLICT (task_id, attempt) DO UPDATE SET "
+      "host_id = excluded.host_id, taken_at_ms = excluded.taken_at_ms, finished_at_ms = excluded.finished_at_ms, "
+      "status = excluded.status, message = excluded.message";
+  // Typed: PostgreSQL does not infer a parameter's type from the column an INSERT ... SELECT fills.
+  WEFT_RETURN_IF_ERROR(prep(&i.archive_ended, archive +
+                                                  "id, attempt, host_id, taken_at_ms, CAST(?2 AS BIGINT), "
+                                                  "CAST(?3 AS TEXT), CAST(?4 AS TEXT)" +
+                                                  archive_conflict));
+  WEFT_RETURN_IF_ERROR(prep(&i.archive_current, archive + kCurrentAttemptColumns + archive_conflict));
+  // The archived attempts, but one with the number of the current attempt
+  // (which replaces it), and the current attempt.
   WEFT_RETURN_IF_ERROR(prep(&i.list_attempts,
-                            "SELECT task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message "
-                            "FROM attempts WHERE task_id = ?1 ORDER BY attempt"));
+                            std::string("SELECT ") + kAttemptColumns + " FROM attempts a WHERE task_id = ?1 AND "
+                            "NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = ?1 AND t.attempt = a.attempt AND "
+                            "t.attempt_status != '') UNION ALL SELECT " + kCurrentAttemptColumns +
+                            " FROM tasks WHERE id = ?1 AND attempt_status != '' ORDER BY 2"));
   WEFT_RETURN_IF_ERROR(prep(&i.count_tasks, "SELECT state, COUNT(*) FROM tasks GROUP BY state"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_state,
-                            "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 "
-                            "WHERE id = ?1"));
+                            "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5, "
+                            "attempt_status = '' WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE tasks SET after = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE tasks SET max_attempts = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
@@ -1021,14 +1079,13 @@ Result<TaskCounts> Store::CountTasks() {
 
 Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
                         std::int64_t lease_until_ms, std::int64_t now_ms) {
-  WEFT_RETURN_IF_ERROR(impl_->lease_task.Reset()
-                           .Bind(1, task_id)
-                           .Bind(2, attempt)
-                           .Bind(3, host_id)
-                           .Bind(4, lease_until_ms)
-                           .Bind(5, now_ms)
-                           .RunDeferred(1, TaskMissing(task_id)));
-  return impl_->insert_attempt.Reset().Bind(1, task_id).Bind(2, attempt).Bind(3, host_id).Bind(4, now_ms).RunDeferred();
+  return impl_->lease_task.Reset()
+      .Bind(1, task_id)
+      .Bind(2, attempt)
+      .Bind(3, host_id)
+      .Bind(4, lease_until_ms)
+      .Bind(5, now_ms)
+      .RunDeferred(1, TaskMissing(task_id));
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
@@ -1038,22 +1095,27 @@ Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
 Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, AttemptStatus attempt_status,
                          std::string_view message, std::string_view result_json, std::string_view stdout_tail,
                          std::string_view stderr_tail, std::int64_t now_ms) {
-  WEFT_RETURN_IF_ERROR(impl_->end_task.Reset()
-                           .Bind(1, task_id)
-                           .Bind(2, TaskStateName(state))
-                           .Bind(3, now_ms)
-                           .Bind(4, message)
-                           .Bind(5, result_json.empty() ? std::string_view("{}") : result_json)
-                           .Bind(6, stdout_tail)
-                           .Bind(7, stderr_tail)
-                           .RunDeferred(1, TaskMissing(task_id)));
-  return impl_->end_attempt.Reset()
+  // The task's row holds only its current attempt: `attempt` is that one.
+  (void)attempt;
+  const bool keeps = KeepsAttempt(state);
+  if (!keeps) {
+    WEFT_RETURN_IF_ERROR(impl_->archive_ended.Reset()
+                             .Bind(1, task_id)
+                             .Bind(2, now_ms)
+                             .Bind(3, ToString(attempt_status))
+                             .Bind(4, message)
+                             .RunDeferred());
+  }
+  return impl_->end_task.Reset()
       .Bind(1, task_id)
-      .Bind(2, attempt)
+      .Bind(2, TaskStateName(state))
       .Bind(3, now_ms)
-      .Bind(4, ToString(attempt_status))
-      .Bind(5, message)
-      .RunDeferred();
+      .Bind(4, message)
+      .Bind(5, result_json.empty() ? std::string_view("{}") : result_json)
+      .Bind(6, stdout_tail)
+      .Bind(7, stderr_tail)
+      .Bind(8, keeps ? ToString(attempt_status) : std::string_view(""))
+      .RunDeferred(1, TaskMissing(task_id));
 }
 
 Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
@@ -1065,6 +1127,9 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
 
 Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
                            std::int64_t not_before_ms, std::int64_t now_ms) {
+  // The attempt the task ended with goes to the attempts table before the row
+  // changes: its end is the row's updated_at_ms and its message the row's.
+  WEFT_RETURN_IF_ERROR(impl_->archive_current.Reset().Bind(1, task_id).RunDeferred());
   WEFT_RETURN_IF_ERROR(impl_->set_task_state.Reset()
                            .Bind(1, task_id)
                            .Bind(2, TaskStateName(state))
@@ -1100,9 +1165,12 @@ Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, boo
 Result<std::vector<AttemptRecord>> Store::ListJobAttempts(std::string_view job_id) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      impl_->db->Prepare("SELECT a.task_id, a.attempt, a.host_id, a.taken_at_ms, a.finished_at_ms, a.status, a.message "
-                         "FROM tasks t JOIN attempts a ON a.task_id = t.id WHERE t.job_id = ?1 AND t.job_id != '' "
-                         "ORDER BY t.id, a.attempt"));
+      impl_->db->Prepare(std::string("SELECT a.task_id, a.attempt, a.host_id, a.taken_at_ms, a.finished_at_ms, "
+                                     "a.status, a.message FROM tasks t JOIN attempts a ON a.task_id = t.id "
+                                     "WHERE t.job_id = ?1 AND t.job_id != '' AND (t.attempt_status = '' OR "
+                                     "t.attempt != a.attempt) UNION ALL SELECT ") +
+                         kCurrentAttemptColumns +
+                         " FROM tasks WHERE job_id = ?1 AND job_id != '' AND attempt_status != '' ORDER BY 1, 2"));
   st.Bind(1, job_id);
   std::vector<AttemptRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAttempt(row)); }));

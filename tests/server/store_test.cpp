@@ -209,12 +209,15 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   // Make the file look as if migrations 3 and 4 had not run yet; reopening runs them on a table with rows.
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db,
-                       "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
-                       "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
-                       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
-                       "DROP TABLE sessions; DROP TABLE api_tokens",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  const std::string rewind =
+      "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
+      "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
+      "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
+      "DROP TABLE sessions; DROP TABLE api_tokens; "
+      // the attempt as weftd wrote it then, in a row of its own
+      "INSERT INTO attempts (task_id, attempt, host_id, taken_at_ms) VALUES (" + std::to_string(first) +
+      ", 1, 'h1', 2000)";
+  REQUIRE(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 
   auto opened = weft::testing::OpenStore(path);
@@ -255,6 +258,7 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   // The clusters table as migration 4 made it, with one row, and migration 10 not run yet.
   REQUIRE(weft::testing::ExecStore(
               path, "DELETE FROM schema_migrations WHERE version >= 10; DROP TABLE clusters; "
+                    "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
                     "CREATE TABLE clusters (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, "
                     "name TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL, spec TEXT NOT NULL DEFAULT '{}', "
                     "layout TEXT NOT NULL DEFAULT '{}', previous TEXT NOT NULL DEFAULT '', created_at_ms INTEGER "

@@ -106,7 +106,10 @@ class Statement {
   // of changed rows other than `expected_changes` (when not negative: then
   // `otherwise` is the error), is returned here or by the next statement of
   // the transaction that waits for the server, or by Commit(); either way the
-  // transaction must be rolled back.
+  // transaction must be rolled back. PostgreSQL's COMMIT may be sent before the
+  // count is read, so there a write with `expected_changes` must fail on the
+  // server itself when it changes too few rows: by dividing by zero (the Store
+  // wraps it, see OneRowWrite in store.cpp), which is reported as `otherwise`.
   [[nodiscard]] Status RunDeferred(int expected_changes = -1, Status otherwise = Status::Ok()) {
     return backend_->RunDeferred(expected_changes, std::move(otherwise));
   }

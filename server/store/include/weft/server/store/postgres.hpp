@@ -95,6 +95,8 @@ class PostgresDatabase final : public Database {
   void NoteLost(const std::string& why);
   // What a failed result (or none) means: UNAVAILABLE for a lost connection
   // and transient errors, INTERNAL otherwise.
+  // Notes in failed_too_few_ whether it was a checked write's refusal (a
+  // division by zero: see Statement::RunDeferred).
   Status Failure(const pg_result* r, std::string_view what);
 
   // Pipeline mode (see the header comment).
@@ -134,6 +136,7 @@ class PostgresDatabase final : public Database {
   bool lost_ = false;             // lost and not back yet: said once
   std::int64_t lost_at_ms_ = 0;
   int changes_ = 0;
+  bool failed_too_few_ = false;  // the last Failure() was a division by zero
 };
 
 }  // namespace weft::store::sql
