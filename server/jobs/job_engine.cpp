@@ -223,6 +223,31 @@ json Shared(const json& doc) {
   return MayHoldSealed(text) ? doc : wire::RawJson(text);
 }
 
+// The "nodes" list of a task as wire::Dump writes it: [{"access_v4", "bind_v4",
+// "hostname", "id", "services"}] per node, written straight from the macro
+// nodes (it is made again every time a node's addresses arrive).
+std::string NodesText(const std::vector<planner::MacroNode>& nodes) {
+  std::string out = "[";
+  for (const planner::MacroNode& m : nodes) {
+    if (out.size() > 1) out += ',';
+    out += "{\"access_v4\":";
+    wire::AppendJsonString(out, m.access_v4);
+    out += ",\"bind_v4\":";
+    wire::AppendJsonString(out, m.bind_v4);
+    out += ",\"hostname\":";
+    wire::AppendJsonString(out, m.hostname);
+    out += ",\"id\":";
+    wire::AppendJsonString(out, m.id);
+    out += ",\"services\":[";
+    for (std::size_t i = 0; i < m.services.size(); ++i) {
+      if (i > 0) out += ',';
+      wire::AppendJsonString(out, m.services[i]);
+    }
+    out += "]}";
+  }
+  return out + "]";
+}
+
 // Merges a task's result into its node's results: top-level keys are replaced.
 void MergeResults(json& into, const json& result) {
   if (!into.is_object()) into = json::object();
@@ -876,16 +901,7 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   const json& nodes = Nodes(run.target.layout);
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
     json& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
-    if (list.is_null()) {
-      json nodes_list = json::array();
-      for (const planner::MacroNode& m : macros.nodes)
-        nodes_list.push_back({{"id", m.id},
-                              {"hostname", m.hostname},
-                              {"access_v4", m.access_v4},
-                              {"bind_v4", m.bind_v4},
-                              {"services", m.services}});
-      list = wire::RawJson(wire::Dump(nodes_list));
-    }
+    if (list.is_null()) list = wire::RawJson(NodesText(macros.nodes));
     task["nodes"] = list;
   } else {
     task["nodes_omitted"] = nodes.size();
