@@ -210,6 +210,44 @@ bool MayHaveMacros(const json& doc) {
   return false;
 }
 
+// Whether the auth take decorator, which runs after the engine's, could open
+// a sealed value in this text: it opens only strings that begin with "enc:"
+// (server/auth/secrets.cpp), and a JSON text never escapes those characters.
+bool MayHoldSealed(const std::string& text) { return text.find("enc:") != std::string::npos; }
+
+// A part of a task that many tasks share, as they carry it: the text made
+// once (wire::RawJson), unless the auth decorator has a sealed value to open
+// in it; that one stays a tree for it.
+json Shared(const json& doc) {
+  std::string text = wire::Dump(doc);
+  return MayHoldSealed(text) ? doc : wire::RawJson(text);
+}
+
+// The "nodes" list of a task as wire::Dump writes it: [{"access_v4", "bind_v4",
+// "hostname", "id", "services"}] per node, written straight from the macro
+// nodes (it is made again every time a node's addresses arrive).
+std::string NodesText(const std::vector<planner::MacroNode>& nodes) {
+  std::string out = "[";
+  for (const planner::MacroNode& m : nodes) {
+    if (out.size() > 1) out += ',';
+    out += "{\"access_v4\":";
+    wire::AppendJsonString(out, m.access_v4);
+    out += ",\"bind_v4\":";
+    wire::AppendJsonString(out, m.bind_v4);
+    out += ",\"hostname\":";
+    wire::AppendJsonString(out, m.hostname);
+    out += ",\"id\":";
+    wire::AppendJsonString(out, m.id);
+    out += ",\"services\":[";
+    for (std::size_t i = 0; i < m.services.size(); ++i) {
+      if (i > 0) out += ',';
+      wire::AppendJsonString(out, m.services[i]);
+    }
+    out += "]}";
+  }
+  return out + "]";
+}
+
 // Merges a task's result into its node's results: top-level keys are replaced.
 void MergeResults(json& into, const json& result) {
   if (!into.is_object()) into = json::object();
@@ -456,11 +494,13 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
     if (!t.node.empty()) {
       if (t.action == "DELETE") {
         run.results.erase(t.node);
+        run.node_parts.erase(t.node);
         WEFT_RETURN_IF_ERROR(store_.DeleteNode(run.record.cluster_id, t.node));
       } else if (!ended.result_json.empty() && ended.result_json != "{}") {  // most tasks return nothing
         json result = ParseOr(ended.result_json, json::object());
         if (result.is_object() && !result.empty()) {
           MergeResults(run.results[t.node], result);
+          run.node_parts.erase(t.node);
           WEFT_RETURN_IF_ERROR(store_.PutNode({run.record.cluster_id, t.node, wire::Dump(run.results[t.node])}));
           if (result.contains("access_v4") || result.contains("bind_v4") || result.contains("hostname"))
             UpdateMacroNode(run, t.node);
@@ -802,12 +842,22 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
                                         {"owner", run.owner},
                                         {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}}));
   task["cluster"] = cluster;
-  if (spec.contains("provider")) task["provider"] = spec["provider"];
-  json n = layout_node ? *layout_node : json::object();
-  n["id"] = node;
-  n["results"] = results;
-  task["node"] = std::move(n);
-  task["results"] = results;
+  if (auto provider = spec.find("provider"); provider != spec.end()) {
+    json& shared = before ? run.provider_before : run.provider_target;
+    if (shared.is_null()) shared = Shared(*provider);
+    task["provider"] = shared;
+  }
+  // The same for every task of the node until a result changes them.
+  Run::NodeParts& parts = run.node_parts[node];
+  if (parts.node.is_null()) {
+    json n = layout_node ? *layout_node : json::object();
+    n["id"] = node;
+    n["results"] = results;
+    parts.node = Shared(n);
+    parts.results = Shared(results);
+  }
+  task["node"] = parts.node;
+  task["results"] = parts.results;
 
   const planner::MacroContext& macros = Macros(run, node);
   static const json kNoConfig = json::object();
@@ -824,34 +874,34 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
     task["config"] = same;
   }
   if (!record.service.empty()) {
-    json service = json::object();
-    service["name"] = record.service;
-    if (const json* def = ServiceAction(spec, record.service, record.action)) {
-      json action = *def;
-      // Fields without a macro are the copy already made.
-      if (auto fields = action.find("fields"); fields != action.end() && MayHaveMacros(*fields)) {
-        Result<json> expanded = planner::ExpandMacros(*fields, macros);
-        if (!expanded.ok())
-          return expanded.status().WithContext("service '" + record.service + "' " + AsciiLower(record.action) + " fields");
-        *fields = std::move(*expanded);
+    // The same for every node when its fields name no macro: made once.
+    json& cached = run.services[std::string(before ? "before/" : "target/") + record.service + "/" + record.action];
+    if (!cached.is_null()) {
+      task["service"] = cached;
+    } else {
+      json service = json::object();
+      service["name"] = record.service;
+      bool per_node = false;
+      if (const json* def = ServiceAction(spec, record.service, record.action)) {
+        json action = *def;
+        if (auto fields = action.find("fields"); fields != action.end() && MayHaveMacros(*fields)) {
+          Result<json> expanded = planner::ExpandMacros(*fields, macros);
+          if (!expanded.ok())
+            return expanded.status().WithContext("service '" + record.service + "' " + AsciiLower(record.action) +
+                                                 " fields");
+          *fields = std::move(*expanded);
+          per_node = true;
+        }
+        service["action"] = std::move(action);
       }
-      service["action"] = std::move(action);
+      if (!per_node) cached = Shared(service);
+      task["service"] = std::move(service);
     }
-    task["service"] = std::move(service);
   }
   const json& nodes = Nodes(run.target.layout);
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
     json& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
-    if (list.is_null()) {
-      json nodes_list = json::array();
-      for (const planner::MacroNode& m : macros.nodes)
-        nodes_list.push_back({{"id", m.id},
-                              {"hostname", m.hostname},
-                              {"access_v4", m.access_v4},
-                              {"bind_v4", m.bind_v4},
-                              {"services", m.services}});
-      list = wire::RawJson(wire::Dump(nodes_list));
-    }
+    if (list.is_null()) list = wire::RawJson(NodesText(macros.nodes));
     task["nodes"] = list;
   } else {
     task["nodes_omitted"] = nodes.size();

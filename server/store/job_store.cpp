@@ -301,6 +301,32 @@ Status Store::InsertCluster(ClusterRecord* c) {
 Status Store::UpdateCluster(const ClusterRecord& c) {
   std::int64_t id = 0;
   if (!ParseId(c.id, &id)) return Status::NotFound("cluster '" + c.id + "' does not exist");
+  // Most updates (a job starting or ending) write the spec and layout the row
+  // holds already: its summary stays, and reading it again from the texts (a
+  // cluster of 1,000 nodes: megabytes of JSON) is skipped.
+  bool unchanged = false;
+  {
+    WEFT_ASSIGN_OR_RETURN(sql::Statement same,
+                          database().Prepare("SELECT CASE WHEN spec = ?2 AND layout = ?3 AND node_count >= 0 THEN 1 "
+                                             "ELSE 0 END FROM clusters WHERE id = ?1"));
+    same.Bind(1, id).Bind(2, c.spec_json).Bind(3, c.layout_json);
+    WEFT_ASSIGN_OR_RETURN(bool found, same.Step());
+    if (!found) return Status::NotFound("cluster '" + c.id + "' does not exist");
+    unchanged = same.Int(0) == 1;
+  }
+  if (unchanged) {
+    WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                          database().Prepare("UPDATE clusters SET status = ?2, previous = ?3, updated_at_ms = ?4, "
+                                             "expire_at_ms = ?5, latest_job = ?6, owner = ?7 WHERE id = ?1"));
+    return st.Bind(1, id)
+        .Bind(2, c.status)
+        .Bind(3, c.previous_json)
+        .Bind(4, c.updated_at_ms)
+        .Bind(5, c.expire_at_ms)
+        .Bind(6, c.latest_job)
+        .Bind(7, c.owner)
+        .Run();
+  }
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         database().Prepare("UPDATE clusters SET status = ?2, spec = ?3, layout = ?4, previous = ?5, "
                                            "updated_at_ms = ?6, expire_at_ms = ?7, latest_job = ?8, owner = ?9, "

@@ -274,6 +274,30 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
                {{"id", "n2"}, {"hostname", "n2.example"}, {"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.3"}, {"services", {"web"}}}}}});
 }
 
+TEST_CASE("job engine: a part of a task that holds sealed text stays a tree for the auth decorator to open", "[jobs]") {
+  Fixture f;
+  json spec = Spec();
+  spec["provider"]["fields"]["token"] = "enc:v2:sealed-token";
+  f.Create(Layout({{"n1", {"db"}}}), json::object(), spec);
+  REQUIRE(f.Finish("n1/CREATE", true, {{"ssh_auth", {{"user", "root"}, {"private_key", "enc:v2:sealed-key"}}}}).ok());
+  json confirm = json::object();
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CONFIRM"), confirm).ok());
+  // The auth decorator looks into these as objects; text made once it would pass by.
+  REQUIRE(confirm["provider"].is_object());
+  CHECK(confirm["provider"]["fields"]["token"] == "enc:v2:sealed-token");
+  REQUIRE(confirm["results"].is_object());
+  CHECK(confirm["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
+  REQUIRE(confirm["node"].is_object());
+  CHECK(confirm["node"]["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
+  // Opening a task's copy leaves the next task of the node its own sealed copy.
+  confirm["results"]["ssh_auth"]["private_key"] = "opened";
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}}).ok());
+  json bootstrap = json::object();
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/BOOTSTRAP"), bootstrap).ok());
+  REQUIRE(bootstrap["results"].is_object());
+  CHECK(bootstrap["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
+}
+
 TEST_CASE("job engine: a failed attempt is retried after a growing backoff", "[jobs]") {
   Fixture f;
   const std::string job = f.Create(Layout({{"n1", {"db"}}}));

@@ -360,10 +360,15 @@ TEST_CASE("store: a cluster's summary reads the spec and layout as their parsed 
     CHECK(rec.provider_name == c.provider_name);
     CHECK(rec.size == c.size);
     CHECK(rec.services == c.services);
+    // An update that keeps the texts (a job's status change) keeps the summary and writes the rest.
+    rec.status = "pending";
+    rec.latest_job = "9";
     REQUIRE(store.UpdateCluster(rec).ok());
     auto got = store.GetCluster(rec.id);
     REQUIRE(got.ok());
     REQUIRE(got->has_value());
+    CHECK((*got)->status == "pending");
+    CHECK((*got)->latest_job == "9");
     CHECK((*got)->template_name == c.template_name);
     CHECK((*got)->provider_name == c.provider_name);
     CHECK((*got)->size == c.size);

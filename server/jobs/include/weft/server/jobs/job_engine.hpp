@@ -175,6 +175,19 @@ class JobEngine {
     // The "config" of every task, for each spec, when it names no macro: built on first use.
     json config_target;
     json config_before;
+    // The "provider" of every task, for each spec; the "service" of a service's
+    // action whose fields name no macro, by "before/" or "target/" + service +
+    // "/" + action. As text unless they hold a sealed value (see Shared).
+    json provider_target;
+    json provider_before;
+    std::unordered_map<std::string, json> services;
+    // A node's "node" and "results", the same for every task of the node until
+    // a result changes them (then erased, made again on the next take).
+    struct NodeParts {
+      json node;
+      json results;
+    };
+    std::unordered_map<std::string, NodeParts> node_parts;
     std::string owner;
     std::string cluster_name;
   };
