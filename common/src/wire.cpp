@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "weft/common/raw_json.hpp"
+
 namespace weft::wire {
 namespace {
 
@@ -322,8 +324,9 @@ void AppendString(std::string& out, const std::string& text) {
 
 // Dump() appended to `out` in place: the same bytes as nlohmann's serializer,
 // written directly for the types every message is made of (nlohmann's does
-// it through a virtual output adapter, character by character); floats,
-// binary values and strings with UTF-8 still go through nlohmann.
+// it through a virtual output adapter, character by character); RawJson
+// values are copied as they are; floats, other binary values and strings with
+// UTF-8 still go through nlohmann.
 void AppendDump(std::string& out, const json& value) {
   switch (value.type()) {
     case json::value_t::object: {
@@ -363,17 +366,32 @@ void AppendDump(std::string& out, const json& value) {
       out.append(buf, end);
       return;
     }
-    default: SlowDump(out, value); return;  // floats, binary, discarded
+    case json::value_t::binary: {
+      const json::binary_t& bytes = value.get_binary();
+      if (!bytes.has_subtype() || bytes.subtype() != kRawJsonSubtype) break;
+      out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      return;
+    }
+    default: break;
   }
+  SlowDump(out, value);  // floats, other binary values, discarded
 }
 
 }  // namespace
+
+json RawJson(const std::string& text) {
+  return json::binary(json::binary_t::container_type(text.begin(), text.end()), kRawJsonSubtype);
+}
 
 std::string Dump(const json& value) {
   std::string out;
   AppendDump(out, value);
   return out;
 }
+
+void AppendJson(std::string& out, const json& value) { AppendDump(out, value); }
+
+void AppendJsonString(std::string& out, const std::string& text) { AppendString(out, text); }
 
 Status CheckLimits(const Frames& frames, const Limits& limits) {
   if (frames.empty()) return Status::Invalid("empty message: frame 0 must hold the JSON header");
@@ -462,7 +480,11 @@ Frames EncodeReply(const Reply& reply) {
     std::string text;
     text.reserve(kFirstReserve);
     text += "{\"body\":";
-    AppendDump(text, reply.body);
+    if (reply.body_text.empty()) {
+      AppendDump(text, reply.body);
+    } else {
+      text += reply.body_text;
+    }
     text += ",\"id\":";
     AppendString(text, reply.id);
     text += ",\"ok\":true,\"v\":";

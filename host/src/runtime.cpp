@@ -333,12 +333,14 @@ void Runtime::RunnerLoop(int index) {
     // One socket per thread, for takes and for everything else (see ctx_).
     client::Client take_client(take_ctx_, ClientOptions(config_, config_.take_wait_ms + kTakeMarginMs));
     client::Client client(ctx_, ClientOptions(config_, config_.request_timeout_ms));
-    json take = TakeFields(config_.take_wait_ms);
+    // Unique among this host's live runners: the worker process and the thread.
+    const std::string runner = std::to_string(getpid()) + "." + std::to_string(index);
+    json take = TakeFields(config_.take_wait_ms, runner);
     take["host_id"] = config_.host_id;
     json next;  // a task the last finish brought: leased to this host, so it runs even when stopping
     while (true) {
       if (next.is_object()) {
-        next = RunTask(client, std::exchange(next, json()));
+        next = RunTask(client, std::exchange(next, json()), runner);
         continue;
       }
       {
@@ -374,7 +376,7 @@ void Runtime::RunnerLoop(int index) {
   cv_.notify_all();
 }
 
-json Runtime::RunTask(client::Client& client, const json& task) {
+json Runtime::RunTask(client::Client& client, const json& task, const std::string& runner) {
   const std::int64_t task_id = IntOr(task, "task_id", -1);
   const std::int64_t attempt = IntOr(task, "attempt", -1);
   if (task_id < 0 || attempt < 0) {
@@ -472,7 +474,8 @@ json Runtime::RunTask(client::Client& client, const json& task) {
                                {"message", message},
                                {"result", context->result()},
                                {"stdout", context->stdout_tail()},
-                               {"stderr", context->stderr_tail()}});
+                               {"stderr", context->stderr_tail()}},
+                     runner);
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(key);
@@ -488,7 +491,7 @@ json Runtime::RunTask(client::Client& client, const json& task) {
   return next;
 }
 
-json Runtime::Finish(client::Client& client, json body) {
+json Runtime::Finish(client::Client& client, json body, const std::string& runner) {
   bool stopping = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -499,7 +502,7 @@ json Runtime::Finish(client::Client& client, json body) {
     SendFinish(client, body);
     return json();
   }
-  body["take"] = TakeFields(0);  // never held: a finish is answered at once
+  body["take"] = TakeFields(0, runner);  // never held: a finish is answered at once
   Result<json> r = client.Call("task.finish", body);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -518,8 +521,8 @@ json Runtime::Finish(client::Client& client, json body) {
   return json();
 }
 
-json Runtime::TakeFields(int wait_ms) const {
-  json take = {{"wait_ms", wait_ms}};
+json Runtime::TakeFields(int wait_ms, const std::string& runner) const {
+  json take = {{"runner", runner}, {"wait_ms", wait_ms}};
   if (!options_.tenant.empty()) take["tenant"] = options_.tenant;
   return take;
 }

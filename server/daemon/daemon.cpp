@@ -333,11 +333,8 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   p.response = components_.router().Route(call);
   // A take (or a finish that takes the next task) hands out an attempt: if the
   // reply cannot be delivered, the attempt is released at once.
-  if ((request.op == "task.take" || request.op == "task.finish") && p.response.status.ok() && !p.response.held) {
-    auto task = p.response.body.find("task");
-    if (task != p.response.body.end() && task->is_object())
-      p.delivers = queue::AttemptRef{(*task)["task_id"].get<std::int64_t>(), (*task)["attempt"].get<std::int64_t>()};
-  }
+  if (p.response.status.ok() && p.response.hands_out_task_id > 0)
+    p.delivers = queue::AttemptRef{p.response.hands_out_task_id, p.response.hands_out_attempt};
 }
 
 void Reactor::Reply(std::vector<Pending>& replies) {

@@ -1,17 +1,48 @@
 #include "weft/server/daemon/held_takes.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "weft/common/curve.hpp"
 
 namespace weft::server {
+namespace {
 
-using json = nlohmann::json;
+std::string RunnerKey(const std::string& host_id, const std::string& runner) { return host_id + '\n' + runner; }
+
+}  // namespace
+
+HeldTakes::HeldTakes(const Config& config, const Clock& clock, queue::TaskQueue& queue, hosts::Dispatcher& dispatcher,
+                     const auth::Registry& registry)
+    : config_(config), clock_(clock), queue_(queue), dispatcher_(dispatcher), registry_(registry) {
+  dispatcher_.set_runner_listener(
+      [this](const std::string& host_id, const std::string& runner) { Supersede(host_id, runner); });
+}
 
 void HeldTakes::Hold(Pending p) {
   waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
-                            std::move(p.response.held_tenant), p.response.held_until_ms, std::move(p.key)});
+                            std::move(p.response.held_tenant), std::move(p.response.held_runner),
+                            p.response.held_until_ms, std::move(p.key)});
+  const Waiter& w = waiters_.back();
+  if (!w.runner.empty()) by_runner_[RunnerKey(w.host_id, w.runner)] = std::prev(waiters_.end());
+}
+
+std::list<HeldTakes::Waiter>::iterator HeldTakes::Erase(std::list<Waiter>::iterator it) {
+  if (!it->runner.empty()) {
+    auto indexed = by_runner_.find(RunnerKey(it->host_id, it->runner));
+    if (indexed != by_runner_.end() && indexed->second == it) by_runner_.erase(indexed);
+  }
+  return waiters_.erase(it);
+}
+
+void HeldTakes::Supersede(const std::string& host_id, const std::string& runner) {
+  auto indexed = by_runner_.find(RunnerKey(host_id, runner));
+  if (indexed == by_runner_.end()) return;
+  auto it = indexed->second;
+  by_runner_.erase(indexed);
+  superseded_.push_back(std::move(*it));
+  waiters_.erase(it);
 }
 
 std::optional<std::int64_t> HeldTakes::NextDeadlineMs() const {
@@ -31,6 +62,12 @@ Pending HeldTakes::Answer(Waiter& w, api::Response response, std::optional<queue
 bool HeldTakes::Serve(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline) {
   const std::int64_t now = clock_.NowMs();
   const bool ready = queue_.TakeReadyChanged() || force;
+  for (Waiter& w : superseded_) {
+    out->push_back(Answer(w, api::Response::Error(Status::Conflict(
+                                 "runner '" + w.runner + "' of host '" + w.host_id +
+                                 "' sent a newer task.take, which replaces this one"))));
+  }
+  superseded_.clear();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (!KeyInForce(*it)) {
       // Revoked by any path (host.revoke, a new key by enrollment or accept):
@@ -38,28 +75,25 @@ bool HeldTakes::Serve(std::vector<Pending>* out, bool force, std::chrono::steady
       out->push_back(Answer(*it, api::Response::Error(Status::Denied(
                                      "host '" + it->host_id + "': this key " + curve::ShortKey(it->key) +
                                      " was revoked while it waited for a task"))));
-      it = waiters_.erase(it);
+      it = Erase(it);
       continue;
     }
-    json task;
+    hosts::Taken task;
     if ((ready || queue_.queued() > 0) && dispatcher_.CanServe(it->host_id, it->tenant)) {
-      Result<json> taken = dispatcher_.TryTake(it->host_id, it->tenant);
+      Result<hosts::Taken> taken = dispatcher_.TryTake(it->host_id, it->tenant, it->runner);
       if (!taken.ok()) {
         out->push_back(Answer(*it, api::Response::Error(taken.status())));
-        it = waiters_.erase(it);
+        it = Erase(it);
         continue;
       }
       task = std::move(*taken);
     }
-    if (task.is_object() || it->until_ms <= now) {
-      const bool served = task.is_object();
+    if (task.task_id > 0 || it->until_ms <= now) {
+      const bool served = task.task_id > 0;
       std::optional<queue::AttemptRef> delivers;
-      if (served)
-        delivers = queue::AttemptRef{task["task_id"].get<std::int64_t>(), task["attempt"].get<std::int64_t>()};
-      json body = json::object();
-      body["task"] = std::move(task);
-      out->push_back(Answer(*it, api::Response::Ok(std::move(body)), delivers));
-      it = waiters_.erase(it);
+      if (served) delivers = queue::AttemptRef{task.task_id, task.attempt};
+      out->push_back(Answer(*it, hosts::TakeReply(std::move(task)), delivers));
+      it = Erase(it);
       // Handing out a task is the costly part: past the budget, the rest next turn (which comes at once).
       if (served && it != waiters_.end() && std::chrono::steady_clock::now() >= deadline) return true;
       continue;
@@ -72,6 +106,9 @@ bool HeldTakes::Serve(std::vector<Pending>* out, bool force, std::chrono::steady
 void HeldTakes::AnswerAll(std::vector<Pending>* out, const Status& status) {
   for (Waiter& w : waiters_) out->push_back(Answer(w, api::Response::Error(status)));
   waiters_.clear();
+  by_runner_.clear();
+  for (Waiter& w : superseded_) out->push_back(Answer(w, api::Response::Error(status)));
+  superseded_.clear();
 }
 
 bool HeldTakes::KeyInForce(const Waiter& w) const {

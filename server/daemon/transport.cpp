@@ -255,7 +255,10 @@ void Transport::Send(std::vector<Pending>& replies, std::vector<queue::AttemptRe
   for (Pending& p : replies) {
     wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
                                                : wire::Reply::Failure(p.id, p.response.status, p.response.details);
-    if (p.response.status.ok()) reply.blobs = std::move(p.response.blobs);
+    if (p.response.status.ok()) {
+      reply.blobs = std::move(p.response.blobs);
+      reply.body_text = std::move(p.response.body_text);
+    }
     wire::Frames frames = wire::EncodeReply(reply);
     // The body is freed with `replies`, after every reply is sent, not between them.
     if (p.response.status.ok()) p.response.body = std::move(reply.body);

@@ -1,5 +1,9 @@
 #include "weft/server/hosts/dispatcher.hpp"
 
+#include <string_view>
+
+#include "weft/common/wire.hpp"
+
 namespace weft::hosts {
 namespace {
 
@@ -16,44 +20,98 @@ std::string IdempotencyKey(const store::TaskRecord& t) {
   return t.cluster_id + "/" + t.node_id + "/" + std::to_string(t.id);
 }
 
+// The task as the plugin sees it, written straight out as JSON text: its own
+// members and `more`'s (the payload's and the decorators'), in key order, as
+// a json object would have them; a member of `more` under the name of one of
+// the task's own is left out. Building a json tree only to write it out cost
+// more than the rest of handing the task out, besides the store.
+std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const json& more) {
+  std::string out;
+  out.reserve(256);
+  out += '{';
+  static const json kNothing = json::object();
+  const json::object_t& extra = (more.is_object() ? more : kNothing).get_ref<const json::object_t&>();
+  auto next = extra.begin();
+  auto comma = [&out] {
+    if (out.size() > 1) out += ',';
+  };
+  // Writes the members of `more` that sort before `name`, then the key `name`.
+  auto key = [&](std::string_view name) {
+    for (; next != extra.end() && next->first < name; ++next) {
+      comma();
+      wire::AppendJsonString(out, next->first);
+      out += ':';
+      wire::AppendJson(out, next->second);
+    }
+    if (next != extra.end() && next->first == name) ++next;
+    comma();
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  key("action");
+  wire::AppendJsonString(out, t.action);
+  key("attempt");
+  out += std::to_string(t.attempt);
+  key("cluster_id");
+  wire::AppendJsonString(out, t.cluster_id);
+  key("idempotency_key");
+  wire::AppendJsonString(out, IdempotencyKey(t));
+  key("job_id");
+  wire::AppendJsonString(out, t.job_id);
+  key("lease_ms");
+  out += std::to_string(lease_ms);
+  key("node_id");
+  wire::AppendJsonString(out, t.node_id);
+  key("plugin");
+  wire::AppendJsonString(out, t.plugin);
+  key("task_id");
+  out += std::to_string(t.id);
+  key("tenant");
+  wire::AppendJsonString(out, t.tenant);
+  for (; next != extra.end(); ++next) {
+    out += ',';
+    wire::AppendJsonString(out, next->first);
+    out += ':';
+    wire::AppendJson(out, next->second);
+  }
+  out += '}';
+  return out;
+}
+
 }  // namespace
+
+api::Response TakeReply(Taken taken) {
+  api::Response r;
+  r.body_text.reserve(taken.json.size() + 10);
+  r.body_text += "{\"task\":";
+  r.body_text += taken.task_id > 0 ? taken.json : "null";
+  r.body_text += '}';
+  r.hands_out_task_id = taken.task_id;
+  r.hands_out_attempt = taken.attempt;
+  return r;
+}
 
 bool Dispatcher::CanServe(const std::string& host_id, const std::string& tenant) const {
   const Host* host = hosts_.Find(host_id);
   return host && queue_.HasReady(host->plugins, tenant);
 }
 
-Result<json> Dispatcher::TryTake(const std::string& host_id, const std::string& tenant) {
+Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string& tenant, const std::string& runner) {
   const Host* host = hosts_.Find(host_id);
-  if (!host) return json();
+  if (!host) return Taken{};
   WEFT_ASSIGN_OR_RETURN(std::optional<store::TaskRecord> taken, queue_.Take(host_id, host->plugins, tenant));
-  if (!taken) return json();
+  if (!taken) return Taken{};
   const store::TaskRecord& t = *taken;
-  // Built member by member, in the map's (sorted) order with a hint at its
-  // end: no key is compared on the way in. An initializer list would make a
-  // two-element array per member first, three times the allocations on the
-  // hottest path.
-  json task = json::object();
-  json::object_t& members = task.get_ref<json::object_t&>();
-  const auto add = [&members](const char* key, json value) { members.emplace_hint(members.end(), key, std::move(value)); };
-  add("action", t.action);
-  add("attempt", t.attempt);
-  add("cluster_id", t.cluster_id);
-  add("idempotency_key", IdempotencyKey(t));
-  add("job_id", t.job_id);
-  add("lease_ms", queue_.lease_ms());
-  add("node_id", t.node_id);
-  add("plugin", t.plugin);
-  add("task_id", t.id);
-  add("tenant", t.tenant);
+  // What the payload and the decorators give; the members every task has are
+  // written from the record as the text is made (TaskText).
+  json more = json::object();
   if (!t.payload_json.empty() && t.payload_json != "{}") {
     json payload = ParseStored(t.payload_json);
-    if (payload.is_object())
-      for (auto& [k, v] : payload.items())
-        if (!task.contains(k)) task[k] = std::move(v);
+    if (payload.is_object()) more = std::move(payload);
   }
   for (const TakeDecorator& decorate : decorators_) {
-    Status s = decorate(t, task);
+    Status s = decorate(t, more);
     if (s.ok()) continue;
     // What a decorator refuses it will refuse again: the attempt fails here
     // (and is retried or fails the task like any failed attempt).
@@ -65,9 +123,50 @@ Result<json> Dispatcher::TryTake(const std::string& host_id, const std::string& 
     f.message = "the task could not be handed out: " + s.message();
     queue::Conflict conflict;
     WEFT_RETURN_IF_ERROR(queue_.Finish(f, &conflict));
-    return json();
+    return Taken{};
   }
-  return task;
+  if (!runner.empty()) {
+    unacknowledged_[{host_id, runner}] = {t.id, t.attempt};
+    runner_of_[t.id] = {host_id, runner};
+  }
+  return Taken{t.id, t.attempt, TaskText(t, queue_.lease_ms(), more)};
+}
+
+Status Dispatcher::RunnerTakes(const std::string& host_id, const std::string& runner) {
+  if (runner_listener_) runner_listener_(host_id, runner);
+  auto it = unacknowledged_.find({host_id, runner});
+  if (it == unacknowledged_.end()) return Status::Ok();
+  const auto [task_id, attempt] = it->second;
+  ForgetTaker(task_id, it->first);
+  unacknowledged_.erase(it);
+  // Ends it only while it is still that attempt's lease (fencing): one that
+  // was finished, expired or handed out again meanwhile is left alone.
+  return queue_.Release({task_id, attempt},
+                        "attempt " + std::to_string(attempt) + " never reached runner '" + runner + "' of host '" +
+                            host_id + "': it asked for a task again without having named this one");
+}
+
+void Dispatcher::Acknowledged(std::int64_t task_id, std::int64_t attempt) {
+  auto it = runner_of_.find(task_id);
+  if (it == runner_of_.end()) return;
+  auto handed = unacknowledged_.find(it->second);
+  if (handed != unacknowledged_.end() && handed->second.second != attempt) return;
+  if (handed != unacknowledged_.end()) unacknowledged_.erase(handed);
+  runner_of_.erase(it);
+}
+
+void Dispatcher::ForgetHost(const std::string& host_id) {
+  auto it = unacknowledged_.lower_bound({host_id, std::string()});
+  while (it != unacknowledged_.end() && it->first.first == host_id) {
+    ForgetTaker(it->second.first, it->first);
+    it = unacknowledged_.erase(it);
+  }
+}
+
+void Dispatcher::ForgetTaker(std::int64_t task_id, const std::pair<std::string, std::string>& taker) {
+  // The task may have gone to another runner since (a later attempt): that one stays.
+  auto it = runner_of_.find(task_id);
+  if (it != runner_of_.end() && it->second == taker) runner_of_.erase(it);
 }
 
 }  // namespace weft::hosts

@@ -60,10 +60,11 @@ class HostOps {
   struct TakeRequest {
     std::int64_t wait_ms = 0;
     std::string tenant;
+    std::string runner;  // the host's thread that takes one task at a time; empty: not named
   };
   Result<TakeRequest> ParseTake(const json& body, const std::string& path) const;
   // The next task for `host_id`, or a held response that the reactor answers later.
-  Response TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms);
+  Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
   static Response FencingError(const Status& s, const queue::Conflict& conflict);
 
   HostOpsDeps d_;
@@ -177,6 +178,7 @@ Response HostOps::HostRegister(const Call& call) {
     }
     s = d_.queue.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
     if (!s.ok()) return Response::Error(s);
+    d_.dispatcher.ForgetHost(host_id);
   }
   const std::size_t plugin_count = h.descriptors.size();
   d_.hosts.Put(std::move(h));
@@ -204,6 +206,7 @@ Response HostOps::HostHeartbeat(const Call& call) {
       WEFT_TRY_ASSIGN(task_id, jsonf::Int(r, "task_id", path, 1, kMaxId));
       WEFT_TRY_ASSIGN(attempt, jsonf::Int(r, "attempt", path, 1, kMaxId));
       refs.push_back({task_id, attempt});
+      d_.dispatcher.Acknowledged(task_id, attempt);
     }
   }
   auto workers = body.find("workers");
@@ -229,6 +232,7 @@ Response HostOps::HostLeave(const Call& call) {
   WEFT_TRY_ASSIGN(host, d_.hosts.Known(call.request->body));
   Status s = d_.hosts.Leave(*host);
   if (!s.ok()) return Response::Error(s);
+  d_.dispatcher.ForgetHost(host->record.id);
   return Response::Ok(json::object());
 }
 
@@ -238,21 +242,22 @@ Response HostOps::TaskTake(const Call& call) {
   // Optional: a worker that serves one tenant takes only that tenant's tasks.
   WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
   d_.hosts.Seen(*host);
-  return TakeOrHold(host->record.id, take.tenant, take.wait_ms);
+  return TakeOrHold(host->record.id, take);
 }
 
-Response HostOps::TakeOrHold(const std::string& host_id, const std::string& tenant, std::int64_t wait_ms) {
-  WEFT_TRY_ASSIGN(task, d_.dispatcher.TryTake(host_id, tenant));
-  if (!task.is_null() || wait_ms == 0) {
-    json body = json::object();
-    body["task"] = std::move(task);
-    return Response::Ok(std::move(body));
+Response HostOps::TakeOrHold(const std::string& host_id, const TakeRequest& take) {
+  if (!take.runner.empty()) {
+    Status s = d_.dispatcher.RunnerTakes(host_id, take.runner);
+    if (!s.ok()) return Response::Error(s);
   }
+  WEFT_TRY_ASSIGN(taken, d_.dispatcher.TryTake(host_id, take.tenant, take.runner));
+  if (taken.task_id > 0 || take.wait_ms == 0) return TakeReply(std::move(taken));
   Response held;
   held.held = true;
   held.held_host_id = host_id;
-  held.held_tenant = tenant;
-  held.held_until_ms = d_.clock.NowMs() + wait_ms;
+  held.held_tenant = take.tenant;
+  held.held_runner = take.runner;
+  held.held_until_ms = d_.clock.NowMs() + take.wait_ms;
   return held;
 }
 
@@ -262,7 +267,12 @@ Result<HostOps::TakeRequest> HostOps::ParseTake(const json& body, const std::str
   if (tenant.empty() && body.contains("tenant"))
     return Status::Invalid(path + ".tenant must be a non-empty string (the tenant whose tasks to take), "
                                   "or left out to take tasks of any tenant");
-  return TakeRequest{std::min<std::int64_t>(wait_ms, d_.config.tasks.max_wait_ms), std::move(tenant)};
+  WEFT_ASSIGN_OR_RETURN(std::string runner, jsonf::String(body, "runner", path, ""));
+  if (!runner.empty() && !ValidHostId(runner))
+    return Status::Invalid(path + ".runner must be 1 to 128 characters of A-Z a-z 0-9 _ . - (the thread that "
+                                  "takes), or left out");
+  return TakeRequest{std::min<std::int64_t>(wait_ms, d_.config.tasks.max_wait_ms), std::move(tenant),
+                     std::move(runner)};
 }
 
 Response HostOps::FencingError(const Status& s, const queue::Conflict& conflict) {
@@ -308,8 +318,9 @@ Response HostOps::TaskFinish(const Call& call) {
   if (Host* h = d_.hosts.Find(f.host_id)) d_.hosts.Seen(*h);
   queue::Conflict conflict;
   Status s = d_.queue.Finish(f, &conflict);
+  d_.dispatcher.Acknowledged(f.task_id, f.attempt);
   if (!s.ok()) return FencingError(s, conflict);
-  if (next) return TakeOrHold(f.host_id, next->tenant, next->wait_ms);
+  if (next) return TakeOrHold(f.host_id, *next);
   return Response::Ok(json::object());
 }
 
@@ -322,6 +333,7 @@ Response HostOps::TaskProgress(const Call& call) {
   WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
   if (Host* h = d_.hosts.Find(host_id)) d_.hosts.Seen(*h);
   queue::Conflict conflict;
+  d_.dispatcher.Acknowledged(task_id, attempt);
   Status s = d_.queue.Progress(host_id, {task_id, attempt}, &conflict);
   if (!s.ok()) return FencingError(s, conflict);
   if (!d_.hosts.events_wanted()) return Response::Ok(json::object());

@@ -7,6 +7,7 @@
 
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/lifecycle.hpp"
+#include "weft/common/raw_json.hpp"
 #include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
@@ -209,12 +210,6 @@ bool MayHaveMacros(const json& doc) {
   return false;
 }
 
-// `doc` expanded for one node; a copy when it names no macro.
-Result<json> Expand(const json& doc, const planner::MacroContext& macros) {
-  if (!MayHaveMacros(doc)) return doc;
-  return planner::ExpandMacros(doc, macros);
-}
-
 // Merges a task's result into its node's results: top-level keys are replaced.
 void MergeResults(json& into, const json& result) {
   if (!into.is_object()) into = json::object();
@@ -222,6 +217,12 @@ void MergeResults(json& into, const json& result) {
 }
 
 std::string AfterJson(const std::vector<std::int64_t>& after) { return wire::Dump(json(after)); }
+
+// wire::Dump(ClusterState::ToJson()) from the texts of its spec and layout,
+// without copying both documents into one first.
+std::string StateJson(const std::string& spec_text, const std::string& layout_text, const std::string& status) {
+  return "{\"layout\":" + layout_text + ",\"spec\":" + spec_text + ",\"status\":" + wire::Dump(json(status)) + "}";
+}
 
 }  // namespace
 
@@ -336,8 +337,11 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   r.status = ToString(JobStatus::kRunning);
   r.requested_by = job.requested_by;
   r.options_json = wire::Dump(job.options);
-  r.before_json = wire::Dump(job.before.ToJson());
-  r.target_json = wire::Dump(job.target.ToJson());
+  // The target's spec and layout texts are the job's and the cluster's: dumped once.
+  std::string spec_text = wire::Dump(job.target.spec);
+  std::string layout_text = wire::Dump(job.target.layout);
+  r.before_json = StateJson(wire::Dump(job.before.spec), wire::Dump(job.before.layout), job.before.status);
+  r.target_json = StateJson(spec_text, layout_text, job.target.status);
   r.parent_job = job.parent_job;
   r.created_at_ms = now;
   WEFT_RETURN_IF_ERROR(store_.InsertJob(&r));
@@ -359,8 +363,8 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
     c.status = ToString(ClusterStatus::kPending);
-    c.spec_json = wire::Dump(ref.target.spec);
-    c.layout_json = wire::Dump(ref.target.layout);
+    c.spec_json = std::move(spec_text);
+    c.layout_json = std::move(layout_text);
     c.latest_job = ref.record.id;
   }));
   EmitJob(ref);
@@ -453,7 +457,7 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
       if (t.action == "DELETE") {
         run.results.erase(t.node);
         WEFT_RETURN_IF_ERROR(store_.DeleteNode(run.record.cluster_id, t.node));
-      } else {
+      } else if (!ended.result_json.empty() && ended.result_json != "{}") {  // most tasks return nothing
         json result = ParseOr(ended.result_json, json::object());
         if (result.is_object() && !result.empty()) {
           MergeResults(run.results[t.node], result);
@@ -788,13 +792,15 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 
   task["task_key"] = record.task_key;
   task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
-  // The same for every task of the job that uses this spec: built once.
-  json& cluster = &spec == &run.before.spec ? run.cluster_before : run.cluster_target;
+  // The same for every task of the job that uses this spec: serialized once,
+  // sent as that text (nothing after this decorator reads it).
+  const bool before = &spec == &run.before.spec;
+  json& cluster = before ? run.cluster_before : run.cluster_target;
   if (cluster.is_null())
-    cluster = {{"id", run.record.cluster_id},
-               {"name", run.cluster_name},
-               {"owner", run.owner},
-               {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}};
+    cluster = wire::RawJson(wire::Dump({{"id", run.record.cluster_id},
+                                        {"name", run.cluster_name},
+                                        {"owner", run.owner},
+                                        {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}}));
   task["cluster"] = cluster;
   if (spec.contains("provider")) task["provider"] = spec["provider"];
   json n = layout_node ? *layout_node : json::object();
@@ -805,10 +811,18 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
 
   const planner::MacroContext& macros = Macros(run, node);
   static const json kNoConfig = json::object();
-  auto config = spec.find("config");
-  Result<json> expanded = Expand(config == spec.end() ? kNoConfig : *config, macros);
-  if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
-  task["config"] = std::move(*expanded);
+  auto found_config = spec.find("config");
+  const json& config = found_config == spec.end() ? kNoConfig : *found_config;
+  if (MayHaveMacros(config)) {
+    Result<json> expanded = planner::ExpandMacros(config, macros);
+    if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
+    task["config"] = std::move(*expanded);
+  } else {
+    // The same for every node (the usual config): serialized once.
+    json& same = before ? run.config_before : run.config_target;
+    if (same.is_null()) same = wire::RawJson(wire::Dump(config));
+    task["config"] = same;
+  }
   if (!record.service.empty()) {
     json service = json::object();
     service["name"] = record.service;
@@ -829,13 +843,14 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
     json& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
     if (list.is_null()) {
-      list = json::array();
+      json nodes_list = json::array();
       for (const planner::MacroNode& m : macros.nodes)
-        list.push_back({{"id", m.id},
-                        {"hostname", m.hostname},
-                        {"access_v4", m.access_v4},
-                        {"bind_v4", m.bind_v4},
-                        {"services", m.services}});
+        nodes_list.push_back({{"id", m.id},
+                              {"hostname", m.hostname},
+                              {"access_v4", m.access_v4},
+                              {"bind_v4", m.bind_v4},
+                              {"services", m.services}});
+      list = wire::RawJson(wire::Dump(nodes_list));
     }
     task["nodes"] = list;
   } else {

@@ -39,41 +39,139 @@ constexpr const char* kJobListColumns =
 
 using json = nlohmann::json;
 
-// The summary fields of *out from a spec and a layout text (empty names and no
-// nodes where a text does not parse). The parse keeps only what the summary
-// needs: a spec carries the cluster's copies of its template and services.
-void Summarize(std::string_view spec_json, std::string_view layout_json, ClusterRecord* out) {
-  const json spec = json::parse(
-      spec_json,
-      [](int depth, json::parse_event_t event, json& parsed) {
-        if (event != json::parse_event_t::key) return true;
-        if (depth == 1) return parsed == "template" || parsed == "provider";
-        return depth != 2 || parsed == "name";
-      },
-      false);
-  const json layout = json::parse(
-      layout_json,
-      [](int, json::parse_event_t event, json& parsed) {
-        return event != json::parse_event_t::key || parsed == "nodes" || parsed == "services";
-      },
-      false);
-  auto name_in = [&](const char* key) {
-    if (!spec.is_object() || !spec.contains(key) || !spec[key].is_object()) return std::string();
-    const json& name = spec[key].value("name", json());
-    return name.is_string() ? name.get<std::string>() : std::string();
-  };
-  out->template_name = name_in("template");
-  out->provider_name = name_in("provider");
-  out->size = 0;
+// What a cluster's summary needs from its spec or its layout text, read
+// without building either as a tree: a spec carries the cluster's copies of
+// its template and services (kilobytes a summary never looks at), a layout
+// every node. The same as reading the parsed documents: spec.template.name and
+// spec.provider.name when they are strings; the number of layout.nodes and the
+// string services of each node that is an object; a key given twice counts
+// once, with its last value.
+class SummaryReader : public nlohmann::json_sax<json> {
+ public:
+  enum class Doc { kSpec, kLayout };
+  explicit SummaryReader(Doc doc) : doc_(doc) {}
+
+  // False when `text` is not one JSON document.
+  bool Read(std::string_view text) { return json::sax_parse(text, this); }
+
+  std::string template_name;
+  std::string provider_name;
+  std::int64_t size = 0;
   std::set<std::string> services;
-  if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_array()) {
-    out->size = static_cast<std::int64_t>(layout["nodes"].size());
-    for (const json& n : layout["nodes"])
-      if (n.is_object() && n.contains("services") && n["services"].is_array())
-        for (const json& s : n["services"])
-          if (s.is_string()) services.insert(s.get<std::string>());
+
+  bool null() override { return Scalar(nullptr); }
+  bool boolean(bool) override { return Scalar(nullptr); }
+  bool number_integer(number_integer_t) override { return Scalar(nullptr); }
+  bool number_unsigned(number_unsigned_t) override { return Scalar(nullptr); }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(nullptr); }
+  bool string(string_t& text) override { return Scalar(&text); }
+  bool binary(binary_t&) override { return Scalar(nullptr); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& name) override {
+    Key k = Key::kOther;
+    if (name == "template") k = Key::kTemplate;
+    else if (name == "provider") k = Key::kProvider;
+    else if (name == "name") k = Key::kName;
+    else if (name == "nodes") k = Key::kNodes;
+    else if (name == "services") k = Key::kServices;
+    frames_.back().key = k;
+    return true;
   }
-  out->services.assign(services.begin(), services.end());
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  // What a value is by where it sits.
+  enum class Role { kOther, kTop, kNamed, kName, kNodes, kNode, kServices, kService };
+  enum class Key { kOther, kTemplate, kProvider, kName, kNodes, kServices };
+  struct Frame {
+    Role role = Role::kOther;
+    bool object = false;
+    Key key = Key::kOther;
+    std::string* name = nullptr;  // kNamed: template_name or provider_name
+  };
+
+  // The role of the value that starts now; resets what it replaces (a later
+  // value of the same key wins).
+  Role Begin() {
+    if (frames_.empty()) return Role::kTop;
+    Frame& parent = frames_.back();
+    switch (parent.role) {
+      case Role::kTop:
+        if (doc_ == Doc::kSpec && (parent.key == Key::kTemplate || parent.key == Key::kProvider)) {
+          NameOf(parent.key)->clear();
+          return Role::kNamed;
+        }
+        if (doc_ == Doc::kLayout && parent.key == Key::kNodes) {
+          size = 0;
+          services.clear();
+          return Role::kNodes;
+        }
+        return Role::kOther;
+      case Role::kNamed:
+        if (parent.key != Key::kName) return Role::kOther;
+        parent.name->clear();
+        return Role::kName;
+      case Role::kNodes: ++size; return Role::kNode;
+      case Role::kNode:
+        if (parent.key != Key::kServices) return Role::kOther;
+        node_services_.clear();
+        return Role::kServices;
+      case Role::kServices: return Role::kService;
+      default: return Role::kOther;
+    }
+  }
+
+  bool Scalar(const std::string* text) {
+    const Role role = Begin();
+    if (text && role == Role::kName) *frames_.back().name = *text;
+    if (text && role == Role::kService) node_services_.push_back(*text);
+    return true;
+  }
+
+  bool Open(bool object) {
+    const Role role = Begin();
+    Frame f;
+    f.object = object;
+    // Only an object is a spec, a template, a provider, a layout or a node;
+    // only an array a list of nodes or of services.
+    const bool fits = role == Role::kTop || role == Role::kNamed || role == Role::kNode ? object
+                      : role == Role::kNodes || role == Role::kServices          ? !object
+                                                                                  : false;
+    f.role = fits ? role : Role::kOther;
+    if (f.role == Role::kNamed) f.name = NameOf(frames_.back().key);
+    if (f.role == Role::kNode) node_services_.clear();
+    frames_.push_back(f);
+    return true;
+  }
+
+  bool Close() {
+    if (frames_.back().role == Role::kNode) services.insert(node_services_.begin(), node_services_.end());
+    frames_.pop_back();
+    return true;
+  }
+
+  std::string* NameOf(Key key) { return key == Key::kTemplate ? &template_name : &provider_name; }
+
+  Doc doc_;
+  std::vector<Frame> frames_;
+  std::vector<std::string> node_services_;  // of the node being read
+};
+
+// The summary fields of *out from a spec and a layout text (empty names and no
+// nodes where a text does not parse).
+void Summarize(std::string_view spec_json, std::string_view layout_json, ClusterRecord* out) {
+  SummaryReader spec(SummaryReader::Doc::kSpec);
+  SummaryReader layout(SummaryReader::Doc::kLayout);
+  const bool spec_ok = spec.Read(spec_json);
+  const bool layout_ok = layout.Read(layout_json);
+  out->template_name = spec_ok ? std::move(spec.template_name) : std::string();
+  out->provider_name = spec_ok ? std::move(spec.provider_name) : std::string();
+  out->size = layout_ok ? layout.size : 0;
+  out->services.clear();
+  if (layout_ok) out->services.assign(layout.services.begin(), layout.services.end());
 }
 
 // The services column, a JSON array of names. A list of clusters reads one per

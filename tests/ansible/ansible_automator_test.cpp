@@ -6,7 +6,7 @@
 //
 // Without ansible-playbook every case says so in one line and exits 77, which
 // ctest reports as skipped (SKIP_RETURN_CODE), never as passed.
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,8 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,36 +22,28 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "localnodes/cluster_env.hpp"
 #include "localnodes/net.hpp"
-#include "support/fast.hpp"
-#include "support/temp_dir.hpp"
-#include "weft/localnode/local_node.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::testing::Host;
-using weft::testing::HostIn;
+using weft::testing::ClusterEnv;
+using weft::testing::ClusterEnvOptions;
 using weft::testing::HttpGet;
-using weft::testing::kBuild;
+using weft::testing::kHaproxyPort;
+using weft::testing::kNginxPort;
+using weft::testing::NodeTask;
+using weft::testing::ProbeNode;
 using weft::testing::RedisPing;
-using weft::testing::ServerIn;
-using weft::testing::TempDir;
+using weft::testing::ServedBy;
 using weft::testing::WaitFor;
-using weft::testing::Weftd;
 
 namespace {
 
-constexpr int kSkipped = 77;              // SKIP_RETURN_CODE in CMakeLists.txt
-constexpr std::uint16_t kSshPort = 2022;  // as tests/localnodes: a system sshd on port 22 cannot interfere
-constexpr std::uint16_t kNginxPort = 8080;
-constexpr std::uint16_t kHaproxyPort = 8000;
+constexpr int kSkipped = 77;  // SKIP_RETURN_CODE in CMakeLists.txt
+constexpr std::uint16_t kSshPort = weft::testing::kNodeSshPort;
 const fs::path kSource = WEFT_SOURCE_DIR;
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 void RequireAnsibleOrSkip() {
   const char* path = std::getenv("PATH");
@@ -71,80 +61,13 @@ void RequireAnsibleOrSkip() {
 }
 
 // weftd + one weft-host with every built plugin; the host's temporary files
-// (the ansible automator's private directories) go to a directory of the test.
-class Env {
- public:
-  Env() : tmp_("weft-ansible") {
-    RequireAnsibleOrSkip();
-    // nginx's workers (www-data) read the pages under the nodes' directories.
-    REQUIRE(::chmod(tmp_.path().c_str(), 0711) == 0);
-    fs::create_directories(host_tmp());
-    ::setenv("TMPDIR", host_tmp().c_str(), 1);  // weft-host and its workers inherit it
-    server_ = std::make_unique<Weftd>(ServerIn(tmp_ / "server"));
-    weft::testing::HostOptions host = HostIn(tmp_ / "host", "h1", server_->provisioner(),
-                                             {kBuild / "plugins/providers", kBuild / "plugins/automators"},
-                                             /*capacity=*/6);
-    // ansible-playbook runs keep the machine's cores busy: weft-host's own
-    // default (not the tests' 1 s), so that a slow reply is not given up and
-    // the call retried on a fresh socket, where weftd's reply cannot arrive.
-    host.request_timeout_ms = 5000;
-    host_ = std::make_unique<Host>(host);
-    ::unsetenv("TMPDIR");
-    REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
-  }
-
-  Weftd& server() { return *server_; }
-  fs::path dir() const { return tmp_.path(); }
-  fs::path nodes_dir() const { return tmp_ / "nodes"; }
-  fs::path host_tmp() const { return tmp_ / "host-tmp"; }
-  std::string Logs() const { return "---- weftd\n" + server_->Log() + "\n---- weft-host\n" + host_->Log(); }
-
-  weft::testing::RunResult Weft(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--server", server_->endpoints()["api"].get<std::string>()});
-    return weft::testing::Run(kBuild / "bin/weft", args, 300s);
-  }
-  void MustWeft(const std::vector<std::string>& args) {
-    auto r = Weft(args);
-    std::string line;
-    for (const std::string& a : args) line += " " + a;
-    INFO("weft" << line << "\nexit " << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
-    if (r.exit_code != 0) INFO(FailedTasks() << Logs());
-    REQUIRE(r.exit_code == 0);
-  }
-
-  // Uploads `file` as the ansible resource `name` and makes it active.
-  void Resource(const std::string& name, const fs::path& file) {
-    MustWeft({"resource", "upload", "ansible", name, file.string()});
-    MustWeft({"resource", "stage", "ansible", name, "1"});
-    MustWeft({"resource", "sync"});
-  }
-
-  // The failed tasks of the last jobs, with their output.
-  std::string FailedTasks() {
-    std::string out;
-    auto jobs = server_->TryCall("job.list", {{"limit", 5}});
-    if (!jobs.ok()) return "(job.list failed)\n";
-    for (const json& j : (*jobs)["jobs"]) {
-      auto d = server_->TryCall("job.get", {{"job", j["id"]}, {"details", true}});
-      if (!d.ok()) continue;
-      for (const json& t : (*d)["job"].value("tasks", json::array()))
-        if (t.value("state", "") == "failed") out += "task " + t.dump() + "\n";
-    }
-    return out;
-  }
-
- private:
-  TempDir tmp_;
-  std::unique_ptr<Weftd> server_;
-  std::unique_ptr<Host> host_;
-};
-
-std::string ServedBy(const std::string& page) {
-  const std::string open = "<h1>served by ", close = "</h1>";
-  auto a = page.find(open);
-  if (a == std::string::npos) return {};
-  auto b = page.find(close, a);
-  return b == std::string::npos ? std::string() : page.substr(a + open.size(), b - a - open.size());
+// (the ansible automator's private directories) go to env.host_tmp().
+// ansible-playbook runs keep the machine's cores busy: weft-host's own request
+// timeout (not the tests' 1 s), so that a slow reply is not given up and the
+// call retried on a fresh socket, where weftd's reply cannot arrive.
+ClusterEnvOptions AnsibleEnv() {
+  RequireAnsibleOrSkip();
+  return {.tag = "ansible", .host_tmp = true, .request_timeout_ms = 5000};
 }
 
 bool IsEmptyDir(const fs::path& dir) {
@@ -157,7 +80,7 @@ std::vector<std::string> ProcessesNaming(const fs::path& path) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
-    std::string cmdline = Slurp(e.path() / "cmdline");
+    std::string cmdline = weft::testing::ReadFile(e.path() / "cmdline");
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     if (cmdline.find(path.string()) != std::string::npos)
       found.push_back(e.path().filename().string() + ": " + cmdline);
@@ -168,39 +91,21 @@ std::vector<std::string> ProcessesNaming(const fs::path& path) {
 // A raw task for the ansible automator on a node whose results say how to reach it.
 json AnsibleTask(const weft::localnode::Node& n, const json& host_keys, const json& fields,
                  const std::string& action = "CONFIGURE") {
-  const json results = {{"provider_id", n.id},    {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
-                        {"access_v4", n.address}, {"bind_v4", n.address},
-                        {"ssh_port", n.port},     {"hostname", n.name},
-                        {"host_keys", host_keys}};
-  return {{"plugin", "ansible"},
-          {"action", action},
-          {"cluster_id", "c1"},
-          {"node_id", n.name},
-          {"job_id", "job-c1"},
-          {"max_attempts", 1},
-          {"payload",
-           {{"hostname", n.name},
-            {"node", {{"id", n.name}, {"hostname", n.name}, {"results", results}}},
-            {"results", results},
-            {"service", {{"name", "probe"}, {"action", {{"type", "ansible"}, {"fields", fields}}}}}}}};
+  return NodeTask(n, host_keys, "ansible", "probe", fields, action);
 }
 
 }  // namespace
 
 TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves through haproxy, and stops",
           "[ansible][localnodes]") {
-  Env env;
-  env.MustWeft({"catalog", "import", (kSource / "examples/catalog").string()});
-  json local = json::parse(Slurp(kSource / "examples/catalog/providers/local.json"));
-  local["provisioner"]["state_dir"] = env.nodes_dir().string();
-  local["provisioner"]["ssh_port"] = kSshPort;
-  env.server().Call("provider.put", local);
+  ClusterEnv env(AnsibleEnv());
+  env.ImportCatalog();
   // The playbooks and roles of examples/ansible/ as one archive resource, as its README says.
   const fs::path archive = env.dir() / "web-ansible.tar.gz";
   auto tar = weft::testing::Run("/bin/tar", {"-czf", archive.string(), "-C", (kSource / "examples/ansible").string(),
                                              "--exclude", "README.md", "."});
   REQUIRE(tar.exit_code == 0);
-  env.Resource("web-ansible.tar.gz", archive);
+  env.UploadResource("ansible", "web-ansible.tar.gz", archive);
 
   env.MustWeft({"cluster", "create", "web", "--template", "web-ansible", "--size", "3", "--wait"});
   const json cluster = env.server().Call("cluster.get", {{"cluster", "web"}})["cluster"];
@@ -258,19 +163,9 @@ TEST_CASE("ansible: a web cluster whose nginx and redis Ansible sets up serves t
 
 TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, and a wrong host key is refused",
           "[ansible][localnodes]") {
-  Env env;
-  weft::localnode::NodeOptions o;
-  o.state_dir = env.nodes_dir();
-  o.name = "probe";
-  o.port = kSshPort;
-  auto started = weft::localnode::StartNode(o);
-  INFO(started.status().ToString());
-  REQUIRE(started.ok());
-  const weft::localnode::Node node = *started;
-  struct StopAtEnd {
-    fs::path dir;
-    ~StopAtEnd() { (void)weft::localnode::StopNode(dir); }
-  } stop{node.dir};
+  ClusterEnv env(AnsibleEnv());
+  const ProbeNode probe(env.nodes_dir());
+  const weft::localnode::Node& node = probe.node();
 
   const fs::path playbook = env.dir() / "broken.yml";
   std::ofstream(playbook) << "- hosts: all\n  gather_facts: false\n  tasks:\n"
@@ -280,7 +175,7 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, 
                           << "/ran\n"
                              "    - name: read a file that is not there\n"
                              "      ansible.builtin.command: cat /nonexistent/weft-ansible-test\n";
-  env.Resource("broken.yml", playbook);
+  env.UploadResource("ansible", "broken.yml", playbook);
   const json fields = {{"playbook", "broken.yml"}};
 
   const json failed =

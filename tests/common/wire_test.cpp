@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "weft/common/raw_json.hpp"
 #include "weft/common/wire.hpp"
 
 using nlohmann::json;
@@ -88,6 +89,19 @@ TEST_CASE("wire: a successful reply header is the header object dumped, byte for
   // Invalid UTF-8 is replaced, as Dump does, instead of throwing.
   Frames odd = EncodeReply(Reply::Success("1", {{"s", std::string("a\xff")}}));
   CHECK(json::parse(odd[0].to_string())["body"]["s"] == "a\xef\xbf\xbd");
+}
+
+TEST_CASE("wire: a RawJson value is sent as the text it was made of, the same bytes as the tree", "[wire]") {
+  const json nodes = json::array({{{"id", "n1"}, {"services", {"db", "web"}}}, {{"id", "n\u00e9"}, {"bind_v4", ""}}});
+  json tree = {{"task", {{"task_id", 3}, {"nodes", nodes}}}};
+  json spliced = {{"task", {{"task_id", 3}, {"nodes", RawJson(Dump(nodes))}}}};
+  CHECK(Dump(spliced) == Dump(tree));
+  Frames frames = EncodeReply(Reply::Success("9", spliced));
+  REQUIRE(frames.size() == 1);
+  CHECK(frames[0].to_string() == EncodeReply(Reply::Success("9", tree))[0].to_string());
+  // Another binary value is still written as nlohmann writes binary values.
+  const json other = json::binary({1, 2}, 7);
+  CHECK(Dump(other) == other.dump());
 }
 
 TEST_CASE("wire: replies carry a body or an error with code, message and details", "[wire]") {

@@ -12,6 +12,7 @@
 #include "weft/server/jobs/job_engine.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
+#include "weft/common/wire.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
 
@@ -82,7 +83,7 @@ struct Fixture {
     REQUIRE(engine->Load().ok());
   }
 
-  std::string Create(json layout, json options = json::object()) {
+  std::string Create(json layout, json options = json::object(), json spec = Spec()) {
     weft::store::ClusterRecord c;
     c.tenant = "t1";
     c.name = "c";
@@ -97,8 +98,8 @@ struct Fixture {
     job.operation = "create";
     job.requested_by = "alice";
     job.options = std::move(options);
-    job.before = ClusterState{Spec(), Layout({}), "pending"};
-    job.target = ClusterState{Spec(), std::move(layout), "active"};
+    job.before = ClusterState{spec, Layout({}), "pending"};
+    job.target = ClusterState{std::move(spec), std::move(layout), "active"};
     auto started = engine->Start(std::move(job));
     REQUIRE(started.ok());
     return started->id;
@@ -175,6 +176,9 @@ struct Fixture {
   }
 };
 
+// A decorated task as the host gets it: the text weftd sends, parsed.
+json Sent(const json& task) { return json::parse(weft::wire::Dump(task)); }
+
 }  // namespace
 
 TEST_CASE("job engine: a task is released when its own predecessors succeed, without stage barriers", "[jobs]") {
@@ -205,8 +209,9 @@ TEST_CASE("job engine: results flow into later tasks and macros expand per node 
   REQUIRE(f.Finish("n2/CONFIRM", true, {{"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.2"}}).ok());
   REQUIRE(f.Finish("n1/BOOTSTRAP", true).ok());
   TaskRecord install = f.TakeKey("n1/INSTALL/db");
-  json task = json::object();
-  REQUIRE(f.engine->Decorate(install, task).ok());
+  json decorated = json::object();
+  REQUIRE(f.engine->Decorate(install, decorated).ok());
+  json task = Sent(decorated);
   CHECK(task["node"]["results"]["provider_id"] == "vm-1");
   CHECK(task["results"]["ssh_auth"]["user"] == "root");
   CHECK(task["provider"]["fields"]["zone"] == "z1");
@@ -215,6 +220,58 @@ TEST_CASE("job engine: results flow into later tasks and macros expand per node 
   CHECK(task["cluster"]["owner"] == "alice");
   REQUIRE(task["nodes"].size() == 2);
   CHECK(task["nodes"][1]["access_v4"] == "10.0.0.2");
+}
+
+TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, before and after results arrive", "[jobs]") {
+  Fixture f;
+  json spec = Spec();
+  spec["config"] = {{"port", 80}, {"motd", "no macro here"}};  // the same text for every node
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}), json::object(), spec);
+  // The job keeps both cluster states as ClusterState::ToJson() writes them.
+  auto stored = f.store->GetJob(job);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->before_json == weft::wire::Dump(ClusterState{spec, Layout({}), "pending"}.ToJson()));
+  CHECK((*stored)->target_json ==
+        weft::wire::Dump(ClusterState{spec, Layout({{"n1", {"db"}}, {"n2", {"web"}}}), "active"}.ToJson()));
+  const json cluster = {{"id", f.cluster_id}, {"name", "c"}, {"owner", "alice"}, {"template", "t"}};
+  const json provider = {{"name", "p"}, {"type", "fp"}, {"fields", {{"zone", "z1"}}}};
+  const json config = {{"port", 80}, {"motd", "no macro here"}};
+
+  json create = json::object();
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CREATE"), create).ok());
+  CHECK(Sent(create) == json{{"task_key", "n1/CREATE"},
+                             {"hostname", "n1"},
+                             {"cluster", cluster},
+                             {"provider", provider},
+                             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}, {"results", json::object()}}},
+                             {"results", json::object()},
+                             {"config", config},
+                             {"nodes",
+                              {{{"id", "n1"}, {"hostname", "n1"}, {"access_v4", ""}, {"bind_v4", ""}, {"services", {"db"}}},
+                               {{"id", "n2"}, {"hostname", "n2"}, {"access_v4", ""}, {"bind_v4", ""}, {"services", {"web"}}}}}});
+
+  // The nodes list made for the CREATE is made again once addresses arrive.
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}, {"ssh_auth", {{"user", "root"}}}}).ok());
+  REQUIRE(f.Finish("n2/CREATE", true, {{"provider_id", "vm-2"}}).ok());
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}}).ok());
+  REQUIRE(f.Finish("n2/CONFIRM", true, {{"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.3"}, {"hostname", "n2.example"}}).ok());
+  REQUIRE(f.Finish("n1/BOOTSTRAP", true).ok());
+  json install = json::object();
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/INSTALL/db"), install).ok());
+  const json results = {{"provider_id", "vm-1"}, {"ssh_auth", {{"user", "root"}}}, {"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}};
+  CHECK(Sent(install) ==
+        json{{"task_key", "n1/INSTALL/db"},
+             {"hostname", "n1"},
+             {"cluster", cluster},
+             {"provider", provider},
+             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}, {"results", results}}},
+             {"results", results},
+             {"config", config},
+             {"service", {{"name", "db"}, {"action", {{"type", "fa"}, {"fields", {{"me", "10.0.0.1"}}}}}}},
+             {"nodes",
+              {{{"id", "n1"}, {"hostname", "n1"}, {"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}, {"services", {"db"}}},
+               {{"id", "n2"}, {"hostname", "n2.example"}, {"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.3"}, {"services", {"web"}}}}}});
 }
 
 TEST_CASE("job engine: a failed attempt is retried after a growing backoff", "[jobs]") {

@@ -2,14 +2,9 @@
 // CLI; the local provider (an sshd per node on a 127.0.x.y of its own) and the
 // shell automator; examples/catalog's `web` template with nginx, haproxy and
 // redis from Debian (scripts/install-deps.sh installs them). Needs root.
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -18,155 +13,35 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "weft/localnode/local_node.hpp"
+#include "localnodes/cluster_env.hpp"
 #include "localnodes/net.hpp"
-#include "support/fast.hpp"
-#include "support/temp_dir.hpp"
+#include "weft/localnode/local_node.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using weft::testing::Accepts;
+using weft::testing::ClusterEnv;
 using weft::testing::Host;
 using weft::testing::HostIn;
-using weft::testing::kBuild;
-using weft::testing::ServerIn;
-using weft::testing::Weftd;
-using weft::testing::Accepts;
 using weft::testing::HttpGet;
+using weft::testing::kBuild;
+using weft::testing::kHaproxyPort;
+using weft::testing::kNginxPort;
+using weft::testing::kRedisPort;
+using weft::testing::NodeView;
+using weft::testing::ReadFile;
 using weft::testing::RedisPing;
+using weft::testing::ServedBy;
+using weft::testing::ServerIn;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
+using weft::testing::Weftd;
+using weft::testing::With;
 
 namespace {
 
-constexpr std::uint16_t kSshPort = 2022;  // as tests/ssh: a system sshd on port 22 cannot interfere
-constexpr std::uint16_t kNginxPort = 8080;
-constexpr std::uint16_t kHaproxyPort = 8000;
-constexpr std::uint16_t kRedisPort = 6379;
-const fs::path kSource = WEFT_SOURCE_DIR;
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// The programs the catalog's services run; their INSTALL would otherwise go to the network.
-void RequirePackages() {
-  for (const char* tool : {"/usr/sbin/nginx", "/usr/sbin/haproxy", "/usr/bin/redis-server", "/usr/bin/redis-cli",
-                           "/usr/bin/curl", "/usr/sbin/sshd"}) {
-    INFO(tool << " is missing: run scripts/install-deps.sh (it installs nginx, haproxy, redis-server, curl)");
-    REQUIRE(fs::exists(tool));
-  }
-}
-
-// A node of the cluster as `cluster.get` shows it.
-struct NodeView {
-  std::string id;        // layout hostname
-  std::string hostname;  // CONFIRM's hostname
-  std::string address;
-  fs::path dir;  // the local node's directory
-  std::set<std::string> services;
-};
-
-// weftd + one weft-host with every built plugin, and the example catalog with
-// its local provider pointed at this test's directories.
-class Env {
- public:
-  Env() : tmp_("weft-localnodes") {
-    RequirePackages();
-    // nginx's workers (www-data) read the pages under the nodes' directories.
-    REQUIRE(::chmod(tmp_.path().c_str(), 0711) == 0);
-    server_ = std::make_unique<Weftd>(ServerIn(tmp_ / "server"));
-    host_ = std::make_unique<Host>(HostIn(tmp_ / "host", "h1", server_->provisioner(),
-                                   std::vector<fs::path>{kBuild / "plugins/providers", kBuild / "plugins/automators"},
-                                   /*capacity=*/6));
-    REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
-  }
-
-  Weftd& server() { return *server_; }
-  fs::path nodes_dir() const { return tmp_ / "nodes"; }
-  std::string Logs() const { return "---- weftd\n" + server_->Log() + "\n---- weft-host\n" + host_->Log(); }
-
-  weft::testing::RunResult Weft(std::vector<std::string> args, std::chrono::milliseconds timeout = 240s) {
-    args.insert(args.begin(), {"--server", server_->endpoints()["api"].get<std::string>()});
-    return weft::testing::Run(kBuild / "bin/weft", args, timeout);
-  }
-  // Runs a weft command that must succeed (a `--wait` one follows its job to the end).
-  void MustWeft(const std::vector<std::string>& args) {
-    auto r = Weft(args);
-    INFO("weft " << Join(args) << "\nexit " << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
-    if (r.exit_code != 0) INFO(JobFailures());
-    REQUIRE(r.exit_code == 0);
-  }
-
-  void ImportCatalog() {
-    MustWeft({"catalog", "import", (kSource / "examples/catalog").string()});
-    json local = json::parse(Slurp(kSource / "examples/catalog/providers/local.json"));
-    local["provisioner"]["state_dir"] = nodes_dir().string();
-    local["provisioner"]["ssh_port"] = kSshPort;
-    server_->Call("provider.put", local);
-  }
-
-  json Cluster(const std::string& name) { return server_->Call("cluster.get", {{"cluster", name}})["cluster"]; }
-
-  std::vector<NodeView> Nodes(const std::string& name) {
-    std::vector<NodeView> out;
-    const json cluster = Cluster(name);
-    for (const json& n : cluster["nodes"]) {
-      NodeView v;
-      v.id = n.value("hostname", "");
-      const json r = n.value("results", json::object());
-      v.hostname = r.value("hostname", "");
-      v.address = r.value("access_v4", "");
-      v.dir = nodes_dir() / r.value("provider_id", "");
-      for (const json& s : n["services"]) v.services.insert(s.get<std::string>());
-      out.push_back(v);
-    }
-    return out;
-  }
-
-  // Every task that failed in the cluster's jobs, with its output, for a failing REQUIRE.
-  std::string JobFailures() {
-    std::string out;
-    auto jobs = server_->TryCall("job.list", {{"limit", 5}});
-    if (!jobs.ok()) return "(job.list failed)";
-    for (const json& j : (*jobs)["jobs"]) {
-      auto d = server_->TryCall("job.get", {{"job", j["id"]}, {"details", true}});
-      if (!d.ok()) continue;
-      for (const json& t : (*d)["job"].value("tasks", json::array())) {
-        if (t.value("state", "") != "failed") continue;
-        out += "task " + t.dump() + "\n";
-      }
-    }
-    return out + Logs();
-  }
-
- private:
-  static std::string Join(const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
-    return s;
-  }
-
-  TempDir tmp_;
-  std::unique_ptr<Weftd> server_;
-  std::unique_ptr<Host> host_;
-};
-
-std::vector<NodeView> With(const std::vector<NodeView>& nodes, const std::string& service) {
-  std::vector<NodeView> out;
-  for (const NodeView& n : nodes)
-    if (n.services.count(service)) out.push_back(n);
-  return out;
-}
-
-std::string ServedBy(const std::string& page) {
-  const std::string open = "<h1>served by ", close = "</h1>";
-  auto a = page.find(open);
-  if (a == std::string::npos) return {};
-  auto b = page.find(close, a);
-  return b == std::string::npos ? std::string() : page.substr(a + open.size(), b - a - open.size());
-}
+constexpr std::uint16_t kSshPort = weft::testing::kNodeSshPort;
 
 // The web servers that answer through haproxy, over enough requests for round-robin to reach each.
 std::set<std::string> ReachedThroughHaproxy(const std::string& haproxy, std::size_t backends) {
@@ -179,7 +54,7 @@ std::set<std::string> ReachedThroughHaproxy(const std::string& haproxy, std::siz
 }
 
 // Every service of the cluster answers on its own node's address, and only there.
-void CheckServing(Env& env, const std::string& name) {
+void CheckServing(ClusterEnv& env, const std::string& name) {
   const std::vector<NodeView> nodes = env.Nodes(name);
   const auto nginx = With(nodes, "nginx");
   const auto haproxy = With(nodes, "haproxy");
@@ -223,7 +98,7 @@ void CheckNoLeftovers(const std::vector<NodeView>& gone, const std::vector<pid_t
     INFO("node " << n.id << " at " << n.address << " in " << n.dir);
     CHECK_FALSE(fs::exists(n.dir));
     const fs::path claim = fs::path(weft::localnode::kDefaultClaimsDir) / n.address;
-    CHECK(Slurp(claim).find(n.dir.string()) == std::string::npos);
+    CHECK(ReadFile(claim).find(n.dir.string()) == std::string::npos);
     for (std::uint16_t port : {kSshPort, kNginxPort, kHaproxyPort, kRedisPort}) CHECK_FALSE(Accepts(n.address, port));
   }
 }
@@ -234,7 +109,7 @@ void Footprint(const std::vector<NodeView>& nodes, std::vector<pid_t>* pids, std
     const std::vector<pid_t> p = weft::localnode::NodeProcesses(n.dir);
     CHECK(p.size() >= 2);  // sshd and at least one service
     pids->insert(pids->end(), p.begin(), p.end());
-    json j = json::parse(Slurp(n.dir / "node.json"), nullptr, false);
+    json j = json::parse(ReadFile(n.dir / "node.json"), nullptr, false);
     if (j.is_object() && !j.value("cgroup", "").empty()) cgroups->push_back(j.value("cgroup", ""));
   }
 }
@@ -243,7 +118,7 @@ void Footprint(const std::vector<NodeView>& nodes, std::vector<pid_t>* pids, std
 
 TEST_CASE("localnodes: a web cluster on real nodes is created, serves, scales, stops, starts and leaves nothing",
           "[localnodes][cluster]") {
-  Env env;
+  ClusterEnv env({.tag = "localnodes"});
   env.ImportCatalog();
 
   // Create: 4 nodes, haproxy + redis + 2 nginx (each with its monitoring collector).
@@ -322,41 +197,14 @@ namespace {
 // A task as the job engine hands it out, for debug.enqueue: the shell
 // automator on a node whose earlier results say how to reach it.
 json ShellTask(const weft::localnode::Node& n, const json& host_keys, const json& fields) {
-  const json results = {{"provider_id", n.id},
-                        {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
-                        {"access_v4", n.address},
-                        {"bind_v4", n.address},
-                        {"ssh_port", n.port},
-                        {"hostname", n.name},
-                        {"host_keys", host_keys}};
-  return {{"plugin", "shell"},
-          {"action", "INSTALL"},
-          {"cluster_id", "c1"},
-          {"node_id", n.name},
-          {"job_id", "job-c1"},
-          {"max_attempts", 1},
-          {"payload",
-           {{"hostname", n.name},
-            {"node", {{"id", n.name}, {"hostname", n.name}, {"results", results}}},
-            {"results", results},
-            {"service", {{"name", "probe"}, {"action", {{"type", "shell"}, {"fields", fields}}}}}}}};
+  return weft::testing::NodeTask(n, host_keys, "shell", "probe", fields, "INSTALL");
 }
 
-// A real node for the tasks below, stopped (and checked empty) at the end.
+// A real node for the tasks below, stopped at the end.
 struct OneNode {
-  OneNode() : tmp("weft-localnodes") {
-    weft::localnode::NodeOptions o;
-    o.state_dir = tmp / "nodes";
-    o.name = "probe";
-    o.port = kSshPort;
-    auto n = weft::localnode::StartNode(o);
-    INFO(n.status().ToString());
-    REQUIRE(n.ok());
-    node = *n;
-  }
-  ~OneNode() { (void)weft::localnode::StopNode(node.dir); }
-  TempDir tmp;
-  weft::localnode::Node node;
+  TempDir tmp{"weft-localnodes"};
+  weft::testing::ProbeNode probe{tmp / "nodes"};
+  const weft::localnode::Node& node = probe.node();
 };
 
 }  // namespace

@@ -4,15 +4,11 @@
 // installs, configures and starts from the modules of examples/puppet, uploaded
 // as a `puppet` resource. Needs root and puppet (scripts/install-deps.sh);
 // without puppet the case says so and exits 77, which ctest shows as skipped.
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,38 +16,30 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "localnodes/cluster_env.hpp"
 #include "localnodes/net.hpp"
-#include "support/fast.hpp"
-#include "support/temp_dir.hpp"
-#include "weft/localnode/local_node.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using weft::testing::Host;
-using weft::testing::HostIn;
+using weft::testing::ClusterEnv;
 using weft::testing::HttpGet;
-using weft::testing::kBuild;
+using weft::testing::kHaproxyPort;
+using weft::testing::kNginxPort;
+using weft::testing::NodeTask;
+using weft::testing::NodeView;
+using weft::testing::ProbeNode;
 using weft::testing::RedisPing;
-using weft::testing::ServerIn;
-using weft::testing::TempDir;
+using weft::testing::ServedBy;
 using weft::testing::WaitFor;
-using weft::testing::Weftd;
 
 namespace {
 
 constexpr int kSkipped = 77;  // SKIP_RETURN_CODE in CMakeLists.txt
-constexpr std::uint16_t kSshPort = 2022;  // as tests/localnodes: a system sshd on port 22 cannot interfere
-constexpr std::uint16_t kNginxPort = 8080;
-constexpr std::uint16_t kHaproxyPort = 8000;
+constexpr std::uint16_t kSshPort = weft::testing::kNodeSshPort;
 const fs::path kSource = WEFT_SOURCE_DIR;
 const std::string kModules = "web-modules.tar.gz";  // the resource examples/catalog's puppet services name
 const std::string kBroken = "broken-modules.tar.gz";
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // The nodes run puppet from this machine; without it there is nothing to test.
 void PuppetOrSkip() {
@@ -59,14 +47,6 @@ void PuppetOrSkip() {
   std::printf("SKIPPED: puppet is not installed on this machine (scripts/install-deps.sh installs it)\n");
   std::fflush(stdout);
   std::exit(kSkipped);
-}
-
-void RequirePackages() {
-  for (const char* tool : {"/usr/sbin/nginx", "/usr/sbin/haproxy", "/usr/bin/redis-server", "/usr/bin/redis-cli",
-                           "/usr/sbin/sshd", "/usr/bin/curl"}) {
-    INFO(tool << " is missing: run scripts/install-deps.sh");
-    REQUIRE(fs::exists(tool));
-  }
 }
 
 // A tar.gz of the module tree in `modules` (its top-level directories are modules).
@@ -77,166 +57,30 @@ fs::path Archive(const fs::path& modules, const fs::path& out) {
   return out;
 }
 
-// A node of the cluster as `cluster.get` shows it.
-struct NodeView {
-  std::string hostname;
-  std::string address;
-  std::set<std::string> services;
-};
-
-std::string ServedBy(const std::string& page) {
-  const std::string open = "<h1>served by ", close = "</h1>";
-  auto a = page.find(open);
-  if (a == std::string::npos) return {};
-  auto b = page.find(close, a);
-  return b == std::string::npos ? std::string() : page.substr(a + open.size(), b - a - open.size());
-}
-
-// weftd + one weft-host with every built plugin, and the example catalog with
-// its local provider pointed at this test's directories.
-class Env {
- public:
-  Env() : tmp_("weft-puppet") {
-    RequirePackages();
-    // nginx's workers (www-data) read the pages under the nodes' directories.
-    REQUIRE(::chmod(tmp_.path().c_str(), 0711) == 0);
-    server_ = std::make_unique<Weftd>(ServerIn(tmp_ / "server"));
-    host_ = std::make_unique<Host>(HostIn(tmp_ / "host", "h1", server_->provisioner(),
-                                          {kBuild / "plugins/providers", kBuild / "plugins/automators"},
-                                          /*capacity=*/6));
-    REQUIRE(WaitFor([&] { return server_->HostLive("h1"); }, 20s));
-  }
-
-  Weftd& server() { return *server_; }
-  const TempDir& tmp() const { return tmp_; }
-  fs::path nodes_dir() const { return tmp_ / "nodes"; }
-
-  // Runs a weft command that must succeed (a `--wait` one follows its job to the end).
-  void MustWeft(std::vector<std::string> args) {
-    std::string line;
-    for (const auto& a : args) line += " " + a;
-    args.insert(args.begin(), {"--server", server_->api()});
-    auto r = weft::testing::Run(kBuild / "bin/weft", args, 300s);
-    INFO("weft" << line << "\nexit " << r.exit_code << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
-    if (r.exit_code != 0) INFO(Failures());
-    REQUIRE(r.exit_code == 0);
-  }
-
-  void ImportCatalog() {
-    MustWeft({"catalog", "import", (kSource / "examples/catalog").string()});
-    json local = json::parse(Slurp(kSource / "examples/catalog/providers/local.json"));
-    local["provisioner"]["state_dir"] = nodes_dir().string();
-    local["provisioner"]["ssh_port"] = kSshPort;
-    server_->Call("provider.put", local);
-  }
-
-  // Uploads `file` as the active version of the puppet resource `name`.
-  void UploadModules(const std::string& name, const fs::path& file) {
-    MustWeft({"resource", "upload", "puppet", name, file.string()});
-    MustWeft({"resource", "stage", "puppet", name, "1"});
-  }
-
-  std::vector<NodeView> Nodes(const std::string& cluster) {
-    std::vector<NodeView> out;
-    const json reply = server_->Call("cluster.get", {{"cluster", cluster}});
-    for (const json& n : reply["cluster"]["nodes"]) {
-      const json r = n.value("results", json::object());
-      NodeView v{r.value("hostname", ""), r.value("access_v4", ""), {}};
-      for (const json& s : n["services"]) v.services.insert(s.get<std::string>());
-      out.push_back(v);
-    }
-    return out;
-  }
-
-  // Every failed task of the last jobs with its output, and the logs, for a failing REQUIRE.
-  std::string Failures() {
-    std::string out;
-    if (auto jobs = server_->TryCall("job.list", {{"limit", 5}}); jobs.ok()) {
-      for (const json& j : (*jobs)["jobs"]) {
-        auto d = server_->TryCall("job.get", {{"job", j["id"]}, {"details", true}});
-        if (!d.ok()) continue;
-        for (const json& t : (*d)["job"].value("tasks", json::array()))
-          if (t.value("state", "") == "failed") out += "task " + t.dump() + "\n";
-      }
-    }
-    return out + "---- weftd\n" + server_->Log() + "\n---- weft-host\n" + host_->Log();
-  }
-
- private:
-  TempDir tmp_;
-  std::unique_ptr<Weftd> server_;
-  std::unique_ptr<Host> host_;
-};
-
-// A raw puppet task on `n`, as the job engine hands one out, for debug.enqueue.
-json PuppetTask(const weft::localnode::Node& n, const std::string& service, const json& fields) {
-  const json results = {{"provider_id", n.id},
-                        {"ssh_auth", {{"user", n.user}, {"private_key", n.private_key}}},
-                        {"access_v4", n.address},
-                        {"bind_v4", n.address},
-                        {"ssh_port", n.port},
-                        {"hostname", n.name},
-                        {"host_keys", n.host_keys}};
-  return {{"plugin", "puppet"},
-          {"action", "CONFIGURE"},
-          {"cluster_id", "c1"},
-          {"node_id", n.name},
-          {"job_id", "job-c1"},
-          {"max_attempts", 1},
-          {"payload",
-           {{"hostname", n.name},
-            {"node", {{"id", n.name}, {"hostname", n.name}, {"results", results}}},
-            {"results", results},
-            {"service", {{"name", service}, {"action", {{"type", "puppet"}, {"fields", fields}}}}}}}};
-}
-
-// A node of its own for a raw task, stopped however the case ends.
-class ProbeNode {
- public:
-  explicit ProbeNode(const fs::path& state_dir) {
-    weft::localnode::NodeOptions o;
-    o.state_dir = state_dir;
-    o.name = "probe";
-    o.port = kSshPort;
-    auto n = weft::localnode::StartNode(o);
-    INFO(n.status().ToString());
-    REQUIRE(n.ok());
-    node_ = *n;
-  }
-  ~ProbeNode() { (void)weft::localnode::StopNode(node_.dir); }
-  ProbeNode(const ProbeNode&) = delete;
-  ProbeNode& operator=(const ProbeNode&) = delete;
-  const weft::localnode::Node& node() const { return node_; }
-
- private:
-  weft::localnode::Node node_;
-};
-
 }  // namespace
 
 TEST_CASE("puppet: Puppet builds the web-puppet cluster on real nodes, and a failing manifest fails its task with "
           "Puppet's error",
           "[puppet][localnodes]") {
   PuppetOrSkip();
-  Env env;
+  ClusterEnv env({.tag = "puppet"});
   env.ImportCatalog();
 
   // The example modules, and a module whose only resource cannot be applied.
-  const fs::path broken = env.tmp() / "broken" / "weft_broken" / "manifests";
+  const fs::path broken = env.dir() / "broken" / "weft_broken" / "manifests";
   fs::create_directories(broken);
   std::ofstream(broken / "init.pp") << "class weft_broken {\n"
                                        "  file { '/nonexistent-weft-dir/x': ensure => file, content => 'x' }\n"
                                        "}\n";
-  env.UploadModules(kModules, Archive(kSource / "examples/puppet/modules", env.tmp() / kModules));
-  env.UploadModules(kBroken, Archive(env.tmp() / "broken", env.tmp() / kBroken));
-  env.MustWeft({"resource", "sync"});
+  env.UploadResource("puppet", kModules, Archive(kSource / "examples/puppet/modules", env.dir() / kModules));
+  env.UploadResource("puppet", kBroken, Archive(env.dir() / "broken", env.dir() / kBroken));
 
   // The failing manifest runs on a node of its own while the cluster is made.
-  ProbeNode probe(env.tmp() / "probe-nodes");
+  ProbeNode probe(env.dir() / "probe-nodes");
   const std::int64_t failing =
-      env.server().Enqueue(PuppetTask(probe.node(), "broken", {{"modules", kBroken}, {"class", "weft_broken"}}));
+      env.server().Enqueue(NodeTask(probe.node(), probe.node().host_keys, "puppet", "broken", {{"modules", kBroken}, {"class", "weft_broken"}}));
   const std::int64_t missing =
-      env.server().Enqueue(PuppetTask(probe.node(), "missing", {{"modules", kBroken}, {"class", "weft_missing"}}));
+      env.server().Enqueue(NodeTask(probe.node(), probe.node().host_keys, "puppet", "missing", {{"modules", kBroken}, {"class", "weft_missing"}}));
 
   // 3 nodes: haproxy (shell) on one, nginx on two, redis beside one of them.
   env.MustWeft({"cluster", "create", "web", "--template", "web-puppet", "--size", "3", "--wait"});

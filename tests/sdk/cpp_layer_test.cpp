@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/task_context.hpp"
@@ -148,4 +150,37 @@ TEST_CASE("sdk c++ layer: a throwing constructor or Describe fails init or entry
 
 TEST_CASE("sdk c++ layer: Quote escapes what JSON needs", "[sdk][cpp]") {
   CHECK(weft::sdk::Task::Quote("a\"b\\c\n\x01") == R"("a\"b\\c\n\u0001")");
+}
+
+TEST_CASE("sdk c++ layer: OutputLines logs streamed chunks as whole lines and keeps the last ones",
+          "[sdk][cpp]") {
+  weft::host::TaskContext ctx("{}", nullptr);
+  weft::sdk::Task task(weft::host::HostServices(), ctx.handle());
+  std::vector<std::string> seen;
+  weft::sdk::OutputLines err(task, WEFT_LOG_WARN, [&](const std::string& line) { seen.push_back(line); });
+  // Lines split across chunks, empty lines, and a last line with no newline.
+  for (std::string_view chunk : {"fir", "st\nsec", "ond\n\n", "thi", "rd"}) err.Add(chunk);
+  CHECK(seen == std::vector<std::string>{"first", "second"});
+  err.Flush();
+  CHECK(seen == std::vector<std::string>{"first", "second", "third"});
+  CHECK(ctx.stderr_tail() == "first\nsecond\nthird\n");
+  CHECK(ctx.stdout_tail().empty());
+
+  // A line longer than kMaxLineBytes comes in pieces of that size.
+  seen.clear();
+  const std::string long_line(weft::sdk::OutputLines::kMaxLineBytes * 2 + 10, 'x');
+  err.Add(long_line.substr(0, 5000));
+  err.Add(long_line.substr(5000) + "\n");
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].size() == weft::sdk::OutputLines::kMaxLineBytes);
+  CHECK(seen[1].size() == weft::sdk::OutputLines::kMaxLineBytes);
+  CHECK(seen[2].size() == 10);
+
+  // Only the last kKeptLines stay, oldest first.
+  weft::sdk::OutputLines out(task, WEFT_LOG_INFO);
+  for (int i = 0; i < 30; ++i) out.Add("line " + std::to_string(i) + "\n");
+  REQUIRE(out.tail().size() == weft::sdk::OutputLines::kKeptLines);
+  CHECK(out.tail().front() == "line 10");
+  CHECK(out.tail().back() == "line 29");
+  CHECK(ctx.stdout_tail().find("line 29\n") != std::string::npos);
 }

@@ -236,6 +236,117 @@ TEST_CASE("provisioner: a task handed to a held take whose host went away does n
   CHECK((*done)["state"] == "succeeded");
 }
 
+// A raw worker's runner: its takes name it, as weft-host's runner threads do.
+json RunnerTake(int wait_ms) { return {{"host_id", "h1"}, {"runner", "4711.0"}, {"wait_ms", wait_ms}}; }
+
+json EnqueueOne(weft::client::Client& api, int max_attempts) {
+  auto enqueued = api.Call(
+      "debug.enqueue", {{"tasks", json::array({{{"plugin", "fake-automator"},
+                                                {"action", "INSTALL"},
+                                                {"node_id", "n1"},
+                                                {"max_attempts", max_attempts}}})}});
+  REQUIRE(enqueued.ok());
+  return (*enqueued)["task_ids"][0];
+}
+
+TEST_CASE("provisioner: a task whose take reply the runner never got is handed out again at its next take",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  json task_id;
+  {
+    // The runner's take is held; a task comes and its reply is sent, but the
+    // runner had given up on that take (a lazy-pirate client closes its socket
+    // and asks again): the reply reaches a socket nobody reads.
+    Peer gave_up(ctx, s, key);
+    gave_up.Send("task.take", RunnerTake(30000));
+    REQUIRE(gave_up.Call("server.status", json::object()).ok);  // answered in order: the take is held
+    task_id = EnqueueOne(api, 1);
+    zmq::pollitem_t reply{static_cast<void*>(gave_up.socket()), 0, ZMQ_POLLIN, 0};
+    REQUIRE(zmq::poll(&reply, 1, 10s) == 1);  // weftd sent it, and it arrived
+  }
+  // The same runner asks again: weftd knows it never got attempt 1.
+  Peer again(ctx, s, key);
+  weft::wire::Reply taken = again.Call("task.take", RunnerTake(0));
+  INFO(taken.error.message << s.weftd().Log());
+  REQUIRE(taken.ok);
+  REQUIRE(taken.body["task"].is_object());
+  CHECK(taken.body["task"]["task_id"] == task_id);
+  CHECK(taken.body["task"]["attempt"] == 2);
+
+  auto got = api.Call("task.get", {{"task_id", task_id}});
+  REQUIRE(got.ok());
+  INFO(got->dump());
+  // The lost attempt did not count, and says why it ended.
+  CHECK((*got)["max_attempts"] == 2);
+  REQUIRE((*got)["attempts"].size() == 2);
+  CHECK((*got)["attempts"][0]["status"] == "undelivered");
+  CHECK_THAT((*got)["attempts"][0]["message"].get<std::string>(), Catch::Contains("never reached runner '4711.0'"));
+
+  // Fencing holds: the lost attempt's finish is refused, the new one's accepted.
+  weft::wire::Reply late = again.Call(
+      "task.finish", {{"host_id", "h1"}, {"task_id", task_id}, {"attempt", 1}, {"status", "succeeded"}});
+  CHECK_FALSE(late.ok);
+  CHECK(late.error.code == weft::Code::kConflict);
+  weft::wire::Reply finished = again.Call(
+      "task.finish", {{"host_id", "h1"}, {"task_id", task_id}, {"attempt", 2}, {"status", "succeeded"}});
+  INFO(finished.error.message);
+  CHECK(finished.ok);
+}
+
+TEST_CASE("provisioner: a runner's newer take replaces its held one, which gets no task", "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  // The runner gave up on its first take (weftd read it late) and asked again on a new socket.
+  Peer gave_up(ctx, s, key);
+  gave_up.Send("task.take", RunnerTake(30000));
+  REQUIRE(gave_up.Call("server.status", json::object()).ok);
+  Peer again(ctx, s, key);
+  again.Send("task.take", RunnerTake(30000));
+  REQUIRE(again.Call("server.status", json::object()).ok);
+
+  const json task_id = EnqueueOne(api, 3);
+  std::optional<weft::wire::Reply> taken = again.Receive(10s);
+  REQUIRE(taken);
+  INFO(taken->error.message << s.weftd().Log());
+  REQUIRE(taken->ok);
+  REQUIRE(taken->body["task"].is_object());
+  CHECK(taken->body["task"]["task_id"] == task_id);
+  CHECK(taken->body["task"]["attempt"] == 1);
+  std::optional<weft::wire::Reply> replaced = gave_up.Receive(10s);
+  REQUIRE(replaced);
+  CHECK_FALSE(replaced->ok);
+  CHECK_THAT(replaced->error.message, Catch::Contains("newer task.take"));
+}
+
+TEST_CASE("provisioner: an attempt the runner named stays its own when it takes again", "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  const json task_id = EnqueueOne(api, 3);
+  Peer runner(ctx, s, key);
+  weft::wire::Reply taken = runner.Call("task.take", RunnerTake(0));
+  REQUIRE(taken.ok);
+  REQUIRE(taken.body["task"]["task_id"] == task_id);
+  // Its progress shows the task reached it: a take of the same runner (one that
+  // does not follow its rules) leaves that attempt alone.
+  weft::wire::Reply progress =
+      runner.Call("task.progress", {{"host_id", "h1"}, {"task_id", task_id}, {"attempt", 1}, {"percent", 10}});
+  REQUIRE(progress.ok);
+  weft::wire::Reply again = runner.Call("task.take", RunnerTake(0));
+  REQUIRE(again.ok);
+  CHECK(again.body["task"].is_null());
+  auto got = api.Call("task.get", {{"task_id", task_id}});
+  REQUIRE(got.ok());
+  CHECK((*got)["state"] == "leased");
+  CHECK((*got)["attempt"] == 1);
+}
+
 TEST_CASE("provisioner: a token enrolls only the host it was made for, and replaces a live host only with --force",
           "[security]") {
   Secured s;

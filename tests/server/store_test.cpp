@@ -323,3 +323,52 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   CHECK(next.size == 0);
   CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('clusters_by_tenant', 'clusters_v10')") == 1);
 }
+
+TEST_CASE("store: a cluster's summary reads the spec and layout as their parsed documents would, odd ones too",
+          "[store]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  struct Case {
+    std::string spec, layout, template_name, provider_name;
+    std::int64_t size;
+    std::vector<std::string> services;
+  };
+  const std::vector<Case> cases = {
+      // Names only from objects, and only string names; a key given twice counts with its last value.
+      {R"({"template":{"name":"t1","x":{"name":"deep"}},"provider":{"name":5},"services":{"a":{"name":"no"}}})",
+       R"({"nodes":[{"services":["b","a"]},"odd",[1],{"services":"c"},{"services":["x"],"services":["d",7]}]})",
+       "t1", "", 5, {"a", "b", "d"}},
+      {R"({"template":"t2","provider":{"name":"p","name":"q"},"template":{"name":["no"]}})",
+       R"({"nodes":{"services":["a"]},"other":{"nodes":[1,2]}})", "", "q", 0, {}},
+      {R"({"template":{"name":"gone"},"template":{"name":"t3"}})",
+       R"({"nodes":[{"services":["a"]}],"nodes":[{"services":["z"]},{},{"nodes":[1]}]})", "t3", "", 3, {"z"}},
+      // Text that is not one JSON document gives no summary at all.
+      {R"({"template":{"name":"t4"}} trailing)", R"({"nodes":[{"services":["a"]}])", "", "", 0, {}},
+      {R"([{"template":{"name":"t5"}}])", R"([{"nodes":[1]}])", "", "", 0, {}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.spec, c.layout);
+    weft::store::ClusterRecord rec;
+    rec.tenant = "default";
+    rec.name = "c" + std::to_string(&c - cases.data());
+    rec.owner = "alice";
+    rec.status = "active";
+    rec.spec_json = c.spec;
+    rec.layout_json = c.layout;
+    REQUIRE(store.InsertCluster(&rec).ok());
+    CHECK(rec.template_name == c.template_name);
+    CHECK(rec.provider_name == c.provider_name);
+    CHECK(rec.size == c.size);
+    CHECK(rec.services == c.services);
+    REQUIRE(store.UpdateCluster(rec).ok());
+    auto got = store.GetCluster(rec.id);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    CHECK((*got)->template_name == c.template_name);
+    CHECK((*got)->provider_name == c.provider_name);
+    CHECK((*got)->size == c.size);
+    CHECK((*got)->services == c.services);
+  }
+}

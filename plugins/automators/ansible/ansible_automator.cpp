@@ -37,12 +37,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using weft::sdk::Error;
+using weft::sdk::OutputLines;
 using weft::sdk::Task;
 
 constexpr std::uint32_t kDefaultTimeoutMs = 30 * 60 * 1000;
 constexpr std::size_t kMaxReportBytes = 32u << 20;  // the JSON callback's whole report
-constexpr std::size_t kStderrTailLines = 20;
-constexpr std::size_t kMaxLineBytes = 4096;
 constexpr std::size_t kMaxMessageBytes = 2000;
 // Pinned host keys are written under this name, and ssh looks them up by it
 // (HostKeyAlias), whatever address and port the node has.
@@ -346,12 +345,7 @@ Child Spawn(const Task& task, const std::vector<std::string>& argv, const std::v
   }
 
   Child child;
-  std::string partial;
-  auto err_line = [&](std::string line) {
-    task.Warn(line);
-    child.err_tail.push_back(std::move(line));
-    if (child.err_tail.size() > kStderrTailLines) child.err_tail.pop_front();
-  };
+  OutputLines err_lines(task, WEFT_LOG_WARN);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool out_open = true, err_open = true;
   while (out_open || err_open) {
@@ -368,18 +362,12 @@ Child Spawn(const Task& task, const std::vector<std::string>& argv, const std::v
     }
     if (err_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       const ssize_t n = ::read(err_pipe[0], buf, sizeof buf);
-      for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] == '\n' || partial.size() >= kMaxLineBytes) {
-          if (!partial.empty()) err_line(std::move(partial));
-          partial.clear();
-          if (buf[i] == '\n') continue;
-        }
-        partial.push_back(buf[i]);
-      }
+      if (n > 0) err_lines.Add(std::string_view(buf, static_cast<std::size_t>(n)));
       if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) err_open = false;
     }
   }
-  if (!partial.empty()) err_line(std::move(partial));
+  err_lines.Flush();
+  child.err_tail = err_lines.tail();
   if (child.cancelled || child.timed_out) {
     ::kill(-pid, SIGTERM);
     for (int i = 0; i < 50 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) ::usleep(100000);

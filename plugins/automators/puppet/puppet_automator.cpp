@@ -18,13 +18,12 @@ namespace {
 
 using json = nlohmann::json;
 using weft::sdk::Error;
+using weft::sdk::OutputLines;
 using weft::sdk::Task;
 
 constexpr std::uint32_t kDefaultTimeoutMs = 10 * 60 * 1000;
 constexpr std::uint32_t kInstallTimeoutMs = 10 * 60 * 1000;
-constexpr std::size_t kTailLines = 20;
 constexpr std::size_t kMaxErrorLines = 10;
-constexpr std::size_t kMaxLineBytes = 4096;
 
 // Finds puppet on the node, or installs it with the node's package manager.
 // Its last line of output is the path of the puppet program. Nodes may share a
@@ -160,45 +159,30 @@ std::string ResourcePath(const json& t, const std::string& name) {
                                     " FILE`, then stage and sync it");
 }
 
-// Streamed output as log lines; keeps the last lines and puppet's "Error:" lines for the message.
+// Streamed output as log lines (weft::sdk::OutputLines) that also keeps
+// puppet's "Error:" lines for the message.
 class Output {
  public:
-  Output(const Task& task, bool is_stderr) : task_(task), stderr_(is_stderr) {}
-  void Add(std::string_view chunk) {
-    for (char c : chunk) {
-      if (c == '\n' || partial_.size() >= kMaxLineBytes) {
-        Flush();
-        if (c == '\n') continue;
-      }
-      partial_.push_back(c);
-    }
-  }
-  void Flush() {
-    if (partial_.empty()) return;
-    if (stderr_) {
-      task_.Warn(partial_);
-    } else {
-      task_.Info(partial_);
-    }
-    // Facter's complaints about facts it cannot read (e.g. /proc/1/environ in
-    // a container) come on every run; they explain a failure only when nothing else does.
-    if (partial_.rfind("Error:", 0) == 0) {
-      auto& list = partial_.rfind("Error: Facter:", 0) == 0 ? facter_errors_ : errors_;
-      if (list.size() < kMaxErrorLines) list.push_back(partial_);
-    }
-    tail_.push_back(std::move(partial_));
-    if (tail_.size() > kTailLines) tail_.pop_front();
-    partial_.clear();
-  }
-  const std::deque<std::string>& tail() const { return tail_; }
+  Output(const Task& task, weft_log_level level)
+      : lines_(task, level, [this](const std::string& line) { Classify(line); }) {}
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  void Add(std::string_view chunk) { lines_.Add(chunk); }
+  void Flush() { lines_.Flush(); }
+  const std::deque<std::string>& tail() const { return lines_.tail(); }
   const std::vector<std::string>& errors() const { return errors_; }
   const std::vector<std::string>& facter_errors() const { return facter_errors_; }
 
  private:
-  const Task& task_;
-  const bool stderr_;
-  std::string partial_;
-  std::deque<std::string> tail_;
+  // Facter's complaints about facts it cannot read (e.g. /proc/1/environ in
+  // a container) come on every run; they explain a failure only when nothing else does.
+  void Classify(const std::string& line) {
+    if (line.rfind("Error:", 0) != 0) return;
+    auto& list = line.rfind("Error: Facter:", 0) == 0 ? facter_errors_ : errors_;
+    if (list.size() < kMaxErrorLines) list.push_back(line);
+  }
+
+  OutputLines lines_;
   std::vector<std::string> errors_;
   std::vector<std::string> facter_errors_;
 };
@@ -319,7 +303,7 @@ class PuppetAutomator : public weft::sdk::Plugin {
     const std::string what = s.manifest.empty() ? "class " + s.class_name : "manifest " + s.manifest;
     task.Info("puppet apply of " + what + " on node " + node + " for " + ActionName(action));
     task.Progress(30, std::string(ActionName(action)) + ": puppet apply of " + what);
-    Output out(task, false), err(task, true);
+    Output out(task, WEFT_LOG_INFO), err(task, WEFT_LOG_WARN);
     const int status = task.Exec("cd " + q_dir + " && " + apply + " </dev/null", s.timeout_ms,
                                  [&](std::string_view c) { out.Add(c); }, [&](std::string_view c) { err.Add(c); });
     out.Flush();
@@ -336,7 +320,7 @@ class PuppetAutomator : public weft::sdk::Plugin {
  private:
   // Finds or installs puppet; returns the path of the program on the node.
   static std::string Bootstrap(const Task& task, const Settings& s, const std::string& node) {
-    Output out(task, false), err(task, true);
+    Output out(task, WEFT_LOG_INFO), err(task, WEFT_LOG_WARN);
     std::string stdout_text;  // its end: the last line names the program
     const std::string script =
         std::string("WEFT_INSTALL_PUPPET=") + (s.install_puppet ? "true" : "false") + "\n" + kBootstrapScript;

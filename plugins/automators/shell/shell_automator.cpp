@@ -2,7 +2,6 @@
 // the host's SSH services (ABI 1.1), with node and cluster facts in the
 // environment and the expanded cluster config in a JSON file. See README.md.
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <random>
 #include <string>
@@ -16,11 +15,10 @@ namespace {
 
 using json = nlohmann::json;
 using weft::sdk::Error;
+using weft::sdk::OutputLines;
 using weft::sdk::Task;
 
 constexpr std::uint32_t kDefaultTimeoutMs = 10 * 60 * 1000;
-constexpr std::size_t kTailLines = 20;
-constexpr std::size_t kMaxLineBytes = 4096;
 constexpr const char* kBootstrapCommand =
     "test -w /tmp || { echo \"/tmp is not writable for $(id -un)\" >&2; exit 1; }\n"
     "echo \"bootstrap: $(id -un) on $(uname -sr), in $PWD\"\n";
@@ -54,39 +52,6 @@ std::string RandomHex() {
   std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
   return buf;
 }
-
-// Turns streamed chunks into log lines and keeps the last few for the error.
-class LineSink {
- public:
-  LineSink(const Task& task, bool is_stderr) : task_(task), stderr_(is_stderr) {}
-  void Add(std::string_view chunk) {
-    for (char c : chunk) {
-      if (c == '\n' || partial_.size() >= kMaxLineBytes) {
-        Flush();
-        if (c == '\n') continue;
-      }
-      partial_.push_back(c);
-    }
-  }
-  void Flush() {
-    if (partial_.empty()) return;
-    if (stderr_) {
-      task_.Warn(partial_);
-    } else {
-      task_.Info(partial_);
-    }
-    tail_.push_back(std::move(partial_));
-    if (tail_.size() > kTailLines) tail_.pop_front();
-    partial_.clear();
-  }
-  const std::deque<std::string>& tail() const { return tail_; }
-
- private:
-  const Task& task_;
-  const bool stderr_;
-  std::string partial_;
-  std::deque<std::string> tail_;
-};
 
 class ShellAutomator : public weft::sdk::Plugin {
  public:
@@ -226,7 +191,7 @@ class ShellAutomator : public weft::sdk::Plugin {
                              q_dir + " || exit 1\n" + run + "\n";
 
     task.Progress(20, std::string(ActionName(action)) + " running");
-    LineSink out(task, false), err(task, true);
+    OutputLines out(task, WEFT_LOG_INFO), err(task, WEFT_LOG_WARN);
     int status = task.Exec(full, timeout_ms, [&](std::string_view c) { out.Add(c); },
                            [&](std::string_view c) { err.Add(c); });
     out.Flush();

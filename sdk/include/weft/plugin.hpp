@@ -26,10 +26,12 @@
 // guard any state the instance keeps between tasks.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -228,6 +230,60 @@ class Task {
 
   const weft_host_services* host_;
   weft_task* task_;
+};
+
+// Streamed output (Task::Exec's chunks, a pipe's reads) as log lines: each
+// complete line, or each kMaxLineBytes of a longer one, goes to the task's log
+// at `level` and to `on_line` when given; the last kKeptLines stay for an error
+// message. Flush() once the stream ends logs a last line that had no newline.
+//
+//   weft::sdk::OutputLines out(task, WEFT_LOG_INFO), err(task, WEFT_LOG_WARN);
+//   int status = task.Exec(cmd, 0, [&](std::string_view c) { out.Add(c); },
+//                          [&](std::string_view c) { err.Add(c); });
+//   out.Flush();
+//   err.Flush();
+class OutputLines {
+ public:
+  static constexpr std::size_t kMaxLineBytes = 4096;
+  static constexpr std::size_t kKeptLines = 20;
+  using LineFn = std::function<void(const std::string& line)>;
+
+  OutputLines(const Task& task, weft_log_level level, LineFn on_line = {})
+      : task_(task), level_(level), on_line_(std::move(on_line)) {}
+
+  void Add(std::string_view chunk) {
+    while (!chunk.empty()) {
+      const std::size_t room = kMaxLineBytes - partial_.size();
+      const std::size_t newline = chunk.substr(0, room).find('\n');
+      if (newline != std::string_view::npos) {
+        partial_.append(chunk.substr(0, newline));
+        chunk.remove_prefix(newline + 1);
+      } else {
+        const std::size_t take = std::min(room, chunk.size());
+        partial_.append(chunk.substr(0, take));
+        chunk.remove_prefix(take);
+        if (partial_.size() < kMaxLineBytes) break;
+      }
+      Flush();
+    }
+  }
+  void Flush() {
+    if (partial_.empty()) return;
+    task_.Log(level_, partial_);
+    if (on_line_) on_line_(partial_);
+    tail_.push_back(std::move(partial_));
+    if (tail_.size() > kKeptLines) tail_.pop_front();
+    partial_.clear();
+  }
+  // The last lines, oldest first.
+  const std::deque<std::string>& tail() const { return tail_; }
+
+ private:
+  const Task& task_;
+  const weft_log_level level_;
+  const LineFn on_line_;
+  std::string partial_;
+  std::deque<std::string> tail_;
 };
 
 class Plugin {

@@ -72,6 +72,9 @@ struct Reply {
   std::string id;
   bool ok = true;
   json body = json::object();
+  // When not empty, a success's body already written as JSON text: sent as it
+  // is instead of `body` (a server that builds a hot reply as text). Encoding only.
+  std::string body_text;
   Error error;
   std::vector<std::string> blobs;
 
@@ -83,6 +86,10 @@ struct Reply {
 
 // Serializes JSON without ever throwing: invalid UTF-8 is replaced.
 std::string Dump(const json& value);
+// Dump(value), appended to `out`.
+void AppendJson(std::string& out, const json& value);
+// `text` as a JSON string (quoted and escaped like Dump), appended to `out`.
+void AppendJsonString(std::string& out, const std::string& text);
 
 Frames EncodeRequest(const Request& request);
 Frames EncodeReply(const Reply& reply);

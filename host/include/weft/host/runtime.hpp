@@ -81,16 +81,18 @@ class Runtime {
   void CancelExpired();
   // Runs the task and reports it; returns the next task when the finish
   // brought one (see Finish), null otherwise.
-  nlohmann::json RunTask(client::Client& client, const nlohmann::json& task);
+  nlohmann::json RunTask(client::Client& client, const nlohmann::json& task, const std::string& runner);
   // Reports a task. While the worker takes tasks, the finish asks for the
   // next one in the same round trip (its "take", not held: wait_ms 0), so a
   // busy runner pays one round trip per task instead of two. Returns that
   // task, or null (none ready, or the worker is stopping).
-  nlohmann::json Finish(client::Client& client, nlohmann::json body);
+  nlohmann::json Finish(client::Client& client, nlohmann::json body, const std::string& runner);
   void SendFinish(client::Client& client, const nlohmann::json& body);
   // What a take asks for, in task.take and in a finish's "take": how long to
-  // hold it, and the worker's tenant if it serves one.
-  nlohmann::json TakeFields(int wait_ms) const;
+  // hold it, the worker's tenant if it serves one, and the runner thread that
+  // asks (it runs one task at a time: weftd ends an attempt handed to it that
+  // it never named, once it asks again, instead of waiting for the lease).
+  nlohmann::json TakeFields(int wait_ms, const std::string& runner) const;
   // The task a take or finish reply hands out, moved out of it; null when none
   // (or when it is not an object, which is logged).
   nlohmann::json TaskOf(nlohmann::json& reply) const;

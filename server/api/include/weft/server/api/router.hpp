@@ -68,8 +68,15 @@ struct Response {
   bool held = false;
   std::string held_host_id;       // for held takes
   std::string held_tenant;        // the take's tenant; empty: any
+  std::string held_runner;        // the take's runner; empty: none named
   std::int64_t held_until_ms = 0;
   std::vector<std::string> blobs;  // payload frames after a success reply's header (resource chunks)
+  // When not empty, the success's body already as JSON text, sent instead of
+  // `body` (a take's reply: the task is written straight out, never a json tree).
+  std::string body_text;
+  // A take's reply that hands out an attempt: which one (task 0: none).
+  std::int64_t hands_out_task_id = 0;
+  std::int64_t hands_out_attempt = 0;
 
   static Response Ok(json body) {
     Response r;

@@ -11,6 +11,7 @@
 #include <list>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/server/auth/auth.hpp"
@@ -25,8 +26,7 @@ namespace weft::server {
 class HeldTakes {
  public:
   HeldTakes(const Config& config, const Clock& clock, queue::TaskQueue& queue, hosts::Dispatcher& dispatcher,
-            const auth::Registry& registry)
-      : config_(config), clock_(clock), queue_(queue), dispatcher_(dispatcher), registry_(registry) {}
+            const auth::Registry& registry);
 
   // Keeps `p`, a take the router answered `held`, until it can be answered.
   void Hold(Pending p);
@@ -40,6 +40,9 @@ class HeldTakes {
   bool Serve(std::vector<Pending>* out, bool force, std::chrono::steady_clock::time_point deadline);
   // Answers every held take with `status` (shutdown).
   void AnswerAll(std::vector<Pending>* out, const Status& status);
+  // A newer take of `runner` of `host_id` came: the runner gave up on the one
+  // held here, which must not get a task (it would never arrive).
+  void Supersede(const std::string& host_id, const std::string& runner);
 
  private:
   struct Waiter {
@@ -47,12 +50,15 @@ class HeldTakes {
     std::string id;
     std::string host_id;
     std::string tenant;  // the take's "tenant"; empty: any tenant
+    std::string runner;  // the take's "runner"; empty: none named
     std::int64_t until_ms = 0;
     std::string key;  // the key that asked (security on): once it is revoked, the take ends
   };
   // Whether the key that asked for a held take still acts for its host.
   bool KeyInForce(const Waiter& w) const;
   static Pending Answer(Waiter& w, api::Response response, std::optional<queue::AttemptRef> delivers = {});
+  // Removes a held take (and its place in by_runner_); the next one.
+  std::list<Waiter>::iterator Erase(std::list<Waiter>::iterator it);
 
   const Config& config_;
   const Clock& clock_;
@@ -60,6 +66,9 @@ class HeldTakes {
   hosts::Dispatcher& dispatcher_;
   const auth::Registry& registry_;
   std::list<Waiter> waiters_;
+  // The held take of each runner that named itself: "host\nrunner" -> its waiter.
+  std::unordered_map<std::string, std::list<Waiter>::iterator> by_runner_;
+  std::vector<Waiter> superseded_;  // answered at the next Serve
 };
 
 }  // namespace weft::server

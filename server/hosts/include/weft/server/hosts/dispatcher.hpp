@@ -8,17 +8,31 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "weft/server/api/router.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/status.hpp"
 
 namespace weft::hosts {
+
+// A task handed out, as the plugin sees it.
+struct Taken {
+  std::int64_t task_id = 0;  // 0: no task was ready
+  std::int64_t attempt = 0;
+  std::string json;  // the task object, JSON text
+};
+
+// The reply to a take (task.take, or a finish's take): {"task":{...}} or {"task":null}.
+api::Response TakeReply(Taken taken);
 
 class Dispatcher {
  public:
@@ -27,20 +41,47 @@ class Dispatcher {
   // Something that adds to a task as it is handed out (the job engine: node facts,
   // expanded config; resources: the versions the plugin needs; auth: the sealed
   // values opened for that task). Decorators run in the order added, inside the
-  // take's transaction; an error fails the attempt.
+  // take's transaction; an error fails the attempt. `task` holds the payload's
+  // members and what earlier decorators added; the members every task has
+  // (task_id, attempt, tenant, plugin, action, job_id, cluster_id, node_id,
+  // idempotency_key, lease_ms) are written beside them, from `record`.
   using TakeDecorator = std::function<Status(const store::TaskRecord& record, json& task)>;
   void AddTakeDecorator(TakeDecorator decorator) { decorators_.push_back(std::move(decorator)); }
 
   // The task for `host_id`, leased, as the plugin sees it; null when none is ready.
   // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
-  [[nodiscard]] Result<json> TryTake(const std::string& host_id, const std::string& tenant);
+  // A non-empty `runner` (the take's "runner") is remembered as the attempt's
+  // taker until the host acknowledges the attempt (see RunnerTakes).
+  [[nodiscard]] Result<Taken> TryTake(const std::string& host_id, const std::string& tenant,
+                                      const std::string& runner = {});
+
+  // A runner is one thread of a host that runs one task at a time and names
+  // itself in its takes. Its take says it holds no task: an attempt handed to
+  // it that it never acknowledged (no heartbeat, progress or finish named it)
+  // never reached it (the reply was lost, or came after it gave up waiting),
+  // and ends now as undelivered instead of when its lease runs out. Also tells
+  // the listener, so that a take of that runner still held is let go.
+  [[nodiscard]] Status RunnerTakes(const std::string& host_id, const std::string& runner);
+  // The host named this attempt (heartbeat, progress, finish): it reached it.
+  void Acknowledged(std::int64_t task_id, std::int64_t attempt);
+  // The host left or started again: its runners' attempts are no longer watched.
+  void ForgetHost(const std::string& host_id);
+  using RunnerListener = std::function<void(const std::string& host_id, const std::string& runner)>;
+  void set_runner_listener(RunnerListener listener) { runner_listener_ = std::move(listener); }
   // Whether a take of `host_id` for `tenant` could be served now (cheap, no store access).
   bool CanServe(const std::string& host_id, const std::string& tenant) const;
 
  private:
+  void ForgetTaker(std::int64_t task_id, const std::pair<std::string, std::string>& taker);
+
   HostRegistry& hosts_;
   queue::TaskQueue& queue_;
   std::vector<TakeDecorator> decorators_;
+  // Attempts handed to a runner and not acknowledged yet: (host, runner) ->
+  // (task, attempt), and task -> (host, runner). At most one per runner.
+  std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> unacknowledged_;
+  std::unordered_map<std::int64_t, std::pair<std::string, std::string>> runner_of_;
+  RunnerListener runner_listener_;
 };
 
 }  // namespace weft::hosts

@@ -164,12 +164,17 @@ class JobEngine {
     std::unique_ptr<planner::MacroContext> macros_target;
     std::unique_ptr<planner::MacroContext> macros_before;
     // The "nodes" list every task of a small cluster gets, from each context:
-    // built on first use and again after a node's addresses changed, not per task.
+    // built on first use and again after a node's addresses changed, not per
+    // task. These per-job parts of a task are kept as the JSON text sent
+    // (wire::RawJson), not as trees copied and serialized at every take.
     json nodes_target;
     json nodes_before;
     // The "cluster" object of every task, for each spec (its template may differ): built on first use.
     json cluster_target;
     json cluster_before;
+    // The "config" of every task, for each spec, when it names no macro: built on first use.
+    json config_target;
+    json config_before;
     std::string owner;
     std::string cluster_name;
   };
