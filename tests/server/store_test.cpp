@@ -259,6 +259,8 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   REQUIRE(weft::testing::ExecStore(
               path, "DELETE FROM schema_migrations WHERE version >= 10; DROP TABLE clusters; "
                     "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
+                    "DROP INDEX tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
+                    "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased'); "
                     "CREATE TABLE clusters (id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, "
                     "name TEXT NOT NULL, owner TEXT NOT NULL, status TEXT NOT NULL, spec TEXT NOT NULL DEFAULT '{}', "
                     "layout TEXT NOT NULL DEFAULT '{}', previous TEXT NOT NULL DEFAULT '', created_at_ms INTEGER "

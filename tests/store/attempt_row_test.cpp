@@ -232,6 +232,8 @@ TEST_CASE("store attempts: opening a store from before the attempt moved into th
   REQUIRE(ExecStore(path,
                     "DELETE FROM schema_migrations WHERE version >= 11; "
                     "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
+                    "DROP INDEX tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
+                    "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased'); "
                     "INSERT INTO tasks (id, tenant, plugin, action, job_id, state, attempt, max_attempts, host_id, "
                     "created_at_ms, updated_at_ms, lease_until_ms, message) VALUES "
                     // leased mid-attempt 2, after attempt 1 expired
@@ -279,4 +281,65 @@ TEST_CASE("store attempts: opening a store from before the attempt moved into th
   std::vector<AttemptRecord> ended = Attempts(store, 1);
   REQUIRE(ended.size() == 2);
   CheckAttempt(ended[1], 2, "h2", 3000, 3500, "succeeded", "fine");
+}
+
+TEST_CASE("store unfinished tasks: the queued and leased ones, a finished task queued again among them, the same "
+          "after migration 12 from a store that had none marked",
+          "[store]") {
+  TempDir dir("unfinished");
+  const auto path = dir / "weft.db";
+  auto opened = std::make_unique<weft::Result<std::unique_ptr<Store>>>(OpenStore(path));
+  Store* store = &Opened(*opened);
+  REQUIRE(store->Begin().ok());
+  const std::int64_t queued = Insert(*store);
+  TaskRecord waiting_task;
+  waiting_task.tenant = "default";
+  waiting_task.plugin = "fake-provider";
+  waiting_task.action = "CREATE";
+  waiting_task.state = TaskState::kWaiting;
+  waiting_task.created_at_ms = 1000;
+  REQUIRE(store->InsertTask(&waiting_task).ok());
+  const std::int64_t leased = Insert(*store);
+  REQUIRE(store->LeaseTask(leased, 1, "h1", 9000, 2000).ok());
+  const std::int64_t succeeded = Insert(*store);
+  REQUIRE(store->LeaseTask(succeeded, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store->EndAttempt(succeeded, 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "", "{}", "", "", 2100)
+              .ok());
+  const std::int64_t cancelled = Insert(*store);
+  REQUIRE(store->SetTaskState(cancelled, TaskState::kCancelled, "job aborted", 0, 2200).ok());
+  const std::int64_t retried = Insert(*store);
+  REQUIRE(store->LeaseTask(retried, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store->EndAttempt(retried, 1, TaskState::kFailed, AttemptStatus::kFailed, "broke", "{}", "", "", 2300).ok());
+  REQUIRE(store->SetTaskState(retried, TaskState::kQueued, "retried with job 1", 2400, 2400).ok());
+  REQUIRE(store->Commit().ok());
+
+  auto check_unfinished = [&](Store& s) {
+    auto listed = s.ListUnfinishedTasks();
+    REQUIRE(listed.ok());
+    REQUIRE(listed->size() == 3);
+    CHECK(listed->at(0).id == queued);
+    CHECK(listed->at(0).state == TaskState::kQueued);
+    CHECK(listed->at(1).id == leased);
+    CHECK(listed->at(1).state == TaskState::kLeased);
+    CHECK(listed->at(1).host_id == "h1");
+    CHECK(listed->at(1).lease_until_ms == 9000);
+    CHECK(listed->at(2).id == retried);
+    CHECK(listed->at(2).state == TaskState::kQueued);
+  };
+  check_unfinished(*store);
+  // Only what may still run is in the index of unfinished tasks.
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM tasks WHERE finished_at_ms = 0") == 4);
+
+  // A store from before migration 12: no task marked finished, the index by state.
+  opened.reset();
+  REQUIRE(ExecStore(path,
+                    "DELETE FROM schema_migrations WHERE version >= 12; DROP INDEX tasks_unfinished; "
+                    "ALTER TABLE tasks DROP COLUMN finished_at_ms; "
+                    "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased')") == "");
+  auto reopened = OpenStore(path);
+  Store& again = Opened(reopened);
+  CHECK(again.schema_version() == Store::LatestSchemaVersion());
+  check_unfinished(again);
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM tasks WHERE finished_at_ms = 0") == 4);
+  CHECK(QueryStoreInt(path, "SELECT finished_at_ms FROM tasks WHERE id = " + std::to_string(succeeded)) == 2100);
 }
