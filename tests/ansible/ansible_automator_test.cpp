@@ -200,9 +200,11 @@ TEST_CASE("ansible: a failing playbook fails its task with Ansible's own error, 
   const json refused =
       env.server().WaitTaskState(env.server().Enqueue(AnsibleTask(node, {wrong}, fields)), "failed", 120s);
   INFO(refused.dump(2));
+  // Ansible passes on ssh's own refusal, or, when ssh has already exited by
+  // the time Ansible writes the module to it (a busy machine), a broken pipe.
   CHECK_THAT(refused["message"].get<std::string>(),
              Catch::Contains("Ansible task 'the node is marked' could not reach the node: ") &&
-                 Catch::Contains("Host key verification failed"));
+                 (Catch::Contains("Host key verification failed") || Catch::Contains("Broken pipe")));
   CHECK_FALSE(fs::exists(node.root / "ran"));
   // No run leaves its private directory (with the node's key) or an ssh master behind.
   CHECK(IsEmptyDir(env.host_tmp()));
