@@ -688,36 +688,43 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
 }
 
 // PostgreSQL: the takes and attempt ends of a transaction, gathered and sent
-// as one UPDATE over arrays (a row per task) before the next statement or the
-// commit: a commit of N finish+takes runs one statement, not 2N, and the
-// server's CPU per statement was most of its cost per task. NULL in a column
-// keeps the row's value. `fence` is the attempt an end must find (NULL for a
-// take). A task the UPDATE missed (it does not exist, or is at another
-// attempt) fails the statement on the server, which names it, so the COMMIT
-// sent after it does nothing. A task appears once per statement: a second
-// write of one already gathered sends the others first. The first array is
-// read through a subquery so that the planner does not see how long it is:
-// then the plan it made once (a nested loop over the primary key) serves
-// every batch, where a plan for each batch's length cost more than the
-// UPDATE.
+// as one UPDATE over arrays (an element per task) before the next statement or
+// the commit: a commit of N finish+takes runs one statement, not 2N. Each
+// statement costs the server more than the rows it writes (tasks' CHECK is
+// read and compiled for every statement that writes the table). NULL in an
+// array keeps the row's value; `fence` (?2) is the attempt an end must find,
+// NULL for a take. A task the UPDATE missed (it does not exist, or is at
+// another attempt) fails the statement on the server, which names it, so the
+// COMMIT sent after it does nothing. A task appears once per statement: a
+// second write of one already gathered sends the others first.
+// The rows are found through the primary key with `id = ANY(...)` (no join
+// whose plan could turn into a scan of every task), and the ids are read
+// through a subquery so that the planner does not see how many there are:
+// then it keeps one plan for every batch, where planning each one cost more
+// than the UPDATE. `array_position` finds a row's element (batches are small).
 constexpr const char* kWriteTasks = R"sql(
-WITH w AS (
-  SELECT * FROM unnest((SELECT ?1::bigint[]), ?2::bigint[], ?3::bigint[], ?4::text[], ?5::text[], ?6::bigint[], ?7::bigint[],
-                       ?8::text[], ?9::text[], ?10::text[], ?11::text[], ?12::text[], ?13::bigint[])
-    AS w(id, fence, attempt, state, host_id, lease_until_ms, now_ms, attempt_status, message, result, stdout, stderr,
-         finished_at_ms)),
-changed AS (
-  UPDATE tasks t SET state = w.state, attempt = COALESCE(w.attempt, t.attempt),
-    host_id = COALESCE(w.host_id, t.host_id), lease_until_ms = w.lease_until_ms, updated_at_ms = w.now_ms,
-    taken_at_ms = CASE WHEN w.fence IS NULL THEN w.now_ms ELSE t.taken_at_ms END,
-    attempt_status = w.attempt_status, message = COALESCE(w.message, t.message),
-    result = COALESCE(w.result, t.result), stdout = COALESCE(w.stdout, t.stdout),
-    stderr = COALESCE(w.stderr, t.stderr), finished_at_ms = COALESCE(w.finished_at_ms, t.finished_at_ms)
-  FROM w WHERE t.id = w.id AND t.attempt = COALESCE(w.fence, t.attempt) RETURNING t.id)
+WITH changed AS (
+  UPDATE tasks t SET state = (?4::text[])[array_position(?1::bigint[], t.id)],
+    attempt = COALESCE((?3::bigint[])[array_position(?1::bigint[], t.id)], t.attempt),
+    host_id = COALESCE((?5::text[])[array_position(?1::bigint[], t.id)], t.host_id),
+    lease_until_ms = (?6::bigint[])[array_position(?1::bigint[], t.id)],
+    updated_at_ms = (?7::bigint[])[array_position(?1::bigint[], t.id)],
+    taken_at_ms = CASE WHEN (?2::bigint[])[array_position(?1::bigint[], t.id)] IS NULL
+                       THEN (?7::bigint[])[array_position(?1::bigint[], t.id)] ELSE t.taken_at_ms END,
+    attempt_status = (?8::text[])[array_position(?1::bigint[], t.id)],
+    message = COALESCE((?9::text[])[array_position(?1::bigint[], t.id)], t.message),
+    result = COALESCE((?10::text[])[array_position(?1::bigint[], t.id)], t.result),
+    stdout = COALESCE((?11::text[])[array_position(?1::bigint[], t.id)], t.stdout),
+    stderr = COALESCE((?12::text[])[array_position(?1::bigint[], t.id)], t.stderr),
+    finished_at_ms = COALESCE((?13::bigint[])[array_position(?1::bigint[], t.id)], t.finished_at_ms)
+  WHERE t.id = ANY(CAST((SELECT ?1::bigint[]) AS bigint[]))
+    AND t.attempt = COALESCE((?2::bigint[])[array_position(?1::bigint[], t.id)], t.attempt)
+  RETURNING t.id)
 SELECT CASE WHEN (SELECT COUNT(*) FROM changed) = cardinality(?1::bigint[]) THEN 0 ELSE weft_refuse((
   SELECT 'task ' || w.id || CASE WHEN w.fence IS NOT NULL AND EXISTS (SELECT 1 FROM tasks x WHERE x.id = w.id)
                                  THEN ' is not at attempt ' || w.fence ELSE ' does not exist' END
-  FROM w WHERE w.id NOT IN (SELECT id FROM changed) ORDER BY w.id LIMIT 1)) END
+  FROM unnest(?1::bigint[], ?2::bigint[]) AS w(id, fence) WHERE w.id NOT IN (SELECT id FROM changed)
+  ORDER BY w.id LIMIT 1)) END
 )sql";
 
 // One array parameter of kWriteTasks, in PostgreSQL's text form: {1,NULL,"a \"b\""}.
