@@ -379,11 +379,16 @@ class Store {
   [[nodiscard]] Result<TaskCounts> CountTasks();
 
   // A take: the task becomes leased by `host_id` at `attempt`, and the attempt is recorded.
+  // On PostgreSQL, in a transaction, takes and attempt ends are sent together,
+  // as one statement, before the next statement or the commit: a task that is
+  // missing fails the transaction there.
   [[nodiscard]] Status LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
                                  std::int64_t lease_until_ms, std::int64_t now_ms);
   [[nodiscard]] Status RenewLease(std::int64_t task_id, std::int64_t lease_until_ms);
-  // The current attempt ends with `attempt_status`; the task moves to `state`
-  // (queued again, or a final state with its result and output).
+  // The current attempt, `attempt`, ends with `attempt_status`; the task moves
+  // to `state` (queued again, or a final state with its result and output).
+  // A task that is at another attempt is not written: the transaction fails
+  // (NOT_FOUND, naming the task), here or at the commit.
   [[nodiscard]] Status EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state,
                                   AttemptStatus attempt_status, std::string_view message,
                                   std::string_view result_json, std::string_view stdout_tail,
@@ -513,6 +518,12 @@ class Store {
   // The leader's fence: sent before COMMIT; after a failed one, what the leadership says.
   Status SendFence();
   Status FenceVerdict(Status failed);
+  // PostgreSQL, in a transaction: takes and attempt ends are gathered and sent
+  // as one statement (see TaskWrite in store.cpp).
+  bool GathersTaskWrites() const { return backend_ == Backend::kPostgres && in_transaction_; }
+  Status SendTaskWrites();
+  // Why a task write changed no row (SQLite, or outside a transaction).
+  Status TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt);
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
