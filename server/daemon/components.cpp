@@ -178,6 +178,8 @@ void Components::AddSecurityOps(const std::string& server_key) {
 }
 
 Status Components::Load() {
+  // At start and when this weftd takes over: another one may have written since.
+  store_.ForgetClusterSummaries();
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Load());
@@ -187,6 +189,7 @@ Status Components::Load() {
 }
 
 Status Components::Reset() {
+  store_.ForgetClusterSummaries();  // they may hold what the rollback undid
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Reset());
