@@ -178,6 +178,7 @@ void Components::AddSecurityOps(const std::string& server_key) {
 }
 
 Status Components::Load() {
+  store_.CatalogMayHaveChanged();  // rolled back, or written by the weftd that led before
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Load());
@@ -187,6 +188,7 @@ Status Components::Load() {
 }
 
 Status Components::Reset() {
+  store_.CatalogMayHaveChanged();  // rolled back, or written by the weftd that led before
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Reset());
