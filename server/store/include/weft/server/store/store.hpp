@@ -502,6 +502,11 @@ class Store {
   [[nodiscard]] Result<std::int64_t> FirstTaskSince(std::int64_t since_ms);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
+  // catalog_generation() moves whenever they may have changed: at every put,
+  // delete or rewrite, and when told (CatalogMayHaveChanged: a rollback, or
+  // another weftd led meanwhile), so a copy made at one value is good while it holds.
+  std::uint64_t catalog_generation() const { return catalog_generation_; }
+  void CatalogMayHaveChanged() { ++catalog_generation_; }
   // A put returns the new version (1 + the highest so far, tombstones included).
   [[nodiscard]] Result<std::int64_t> PutCatalogEntity(std::string_view tenant, std::string_view kind,
                                                       std::string_view name, std::string_view json,
@@ -546,6 +551,7 @@ class Store {
   Backend backend_ = Backend::kSqlite;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  std::uint64_t catalog_generation_ = 0;
   bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
   // The summaries VisitClusterSummaries keeps (job_store.cpp); null: none.
