@@ -1,8 +1,8 @@
 // A throwaway PostgreSQL server for tests and benches: its own data directory
 // (a copy of a template initdb made once per machine, under a lock), reached
 // only through a unix socket in that directory (no TCP port to collide on),
-// with fsync, synchronous_commit and full_page_writes off: a test's data need
-// not survive a power loss. As root it runs as the `postgres` user. The
+// with fsync and full_page_writes off: a test's data need not survive a power
+// loss (a commit is written, not flushed, as in weftd's SQLite store). As root it runs as the `postgres` user. The
 // server dies with the thread that started it (PR_SET_PDEATHSIG), so a
 // crashed test leaves none behind; the object stops it when it dies. Binaries
 // from WEFT_PG_BIN, else /usr/lib/postgresql/15/bin.
