@@ -139,6 +139,39 @@ json ClusterSummary(const store::ClusterRecord& c) {
           {"latest_job", c.latest_job}};
 }
 
+// ClusterSummary(c) as JSON text, the same bytes as wire::Dump of it (keys in
+// nlohmann's order), written straight out: cluster.list of a thousand
+// clusters built and freed a tree of about 25 allocations per cluster, most of
+// the 15 ms the reactor spent on it.
+void AppendClusterSummary(std::string& out, const store::ClusterRecord& c) {
+  const auto number = [&out](const char* key, std::int64_t value) {
+    out += key;
+    out += std::to_string(value);
+  };
+  const auto text = [&out](const char* key, const std::string& value) {
+    out += key;
+    wire::AppendJsonString(out, value);
+  };
+  number("{\"created_at_ms\":", c.created_at_ms);
+  number(",\"expire_at_ms\":", c.expire_at_ms);
+  text(",\"id\":", c.id);
+  text(",\"latest_job\":", c.latest_job);
+  text(",\"name\":", c.name);
+  text(",\"owner\":", c.owner);
+  text(",\"provider\":", c.provider_name);
+  out += ",\"services\":[";
+  for (std::size_t i = 0; i < c.services.size(); ++i) {
+    if (i > 0) out += ',';
+    wire::AppendJsonString(out, c.services[i]);
+  }
+  out += ']';
+  number(",\"size\":", c.size);
+  text(",\"status\":", c.status);
+  text(",\"template\":", c.template_name);
+  number(",\"updated_at_ms\":", c.updated_at_ms);
+  out += '}';
+}
+
 json JobSummary(const store::JobRecord& j) {
   return {{"id", j.id},
           {"cluster_id", j.cluster_id},
@@ -438,11 +471,19 @@ class ClusterOps {
   Response List(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
-    WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, all));
-    json list = json::array();
-    for (const store::ClusterRecord& c : clusters)
-      if (Visible(call, c)) list.push_back(ClusterSummary(c));
-    return Response::Ok({{"clusters", std::move(list)}});
+    // The body as text (see AppendClusterSummary), never a tree.
+    Response r = Response::Ok(json::object());
+    r.body_text = "{\"clusters\":[";
+    bool first = true;
+    Status s = store_.VisitClusterSummaries(call.principal.tenant, all, [&](const store::ClusterRecord& c) {
+      if (!Visible(call, c)) return;
+      if (!first) r.body_text += ',';
+      first = false;
+      AppendClusterSummary(r.body_text, c);
+    });
+    if (!s.ok()) return Response::Error(s);
+    r.body_text += "]}";
+    return r;
   }
 
   Response Get(const Call& call) {

@@ -152,6 +152,7 @@ Status Store::RewriteClusterSpecs(std::string_view containing,
                           database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1"));
     WEFT_RETURN_IF_ERROR(
         up.Bind(1, id).Bind(2, spec.dump()).Bind(3, previous_text.empty() ? std::string() : previous.dump()).Run());
+    ForgetClusterSummaries();  // a row stored before its summary columns is summarized from its spec
   }
   return Status::Ok();
 }

@@ -527,8 +527,14 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
     CHECK(listed["provider"] == provider);
     CHECK(listed["size"] == c["nodes"].size());
     CHECK(listed["services"] == json(services));  // sorted, each once
-    for (const char* key : {"id", "owner", "status", "created_at_ms", "updated_at_ms", "expire_at_ms", "latest_job"})
+    for (const char* key : {"id", "name", "owner", "status", "created_at_ms", "updated_at_ms", "expire_at_ms",
+                            "latest_job"})
       CHECK(listed[key] == c[key]);
+    // The list is written as text, cluster.get's summary as a tree: the same keys.
+    std::set<std::string> keys;
+    for (const auto& [key, value] : listed.items()) keys.insert(key);
+    CHECK(keys == std::set<std::string>{"created_at_ms", "expire_at_ms", "id", "latest_job", "name", "owner",
+                                        "provider", "services", "size", "status", "template", "updated_at_ms"});
     return listed;
   };
 
@@ -572,6 +578,10 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
   CHECK(all[0]["size"] == 0);
   CHECK(all[0]["services"].empty());
   CHECK(all[0]["template"] == "web-fake");
+
+  // weftd keeps the summaries it listed: a cluster created since is listed too.
+  env.RunJob({"cluster", "create", "three", "--template", "web-fake", "--size", "2"});
+  CHECK(check_listed("three")["size"] == 2);
 }
 
 // ---- 2. results flow -------------------------------------------------------------
