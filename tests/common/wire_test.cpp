@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "weft/common/raw_json.hpp"
 #include "weft/common/wire.hpp"
 
@@ -335,4 +338,42 @@ TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire][
                     {"k\xc3\xa9y", nullptr},
                     {"empty", {json::object(), json::array(), ""}}};
   CHECK(Dump(odd) == reference(odd));
+}
+
+TEST_CASE("wire: a request header reads the same on the fast way and the general one", "[wire]") {
+  // A member the fast reading leaves to the general one (a \u escape): the
+  // same header with it must decode to the same request.
+  const std::string general = R"("zz":"\u00e9",)";
+  const std::vector<std::string> headers = {
+      R"({"body":{"attempt":1,"host_id":"h1","result":{"a":[1,-2,true,null]},"take":{"runner":"r1"}},"id":"c-1","op":"task.finish","v":1})",
+      R"({ "v" : 1 , "op" : "server.status" , "id" : "x" })",
+      R"({"body":null,"id":"a","op":"b","tenant":null,"v":1})",
+      R"({"body":{"x":1},"body":{"y":"two\n"},"client_addr":"10.0.0.1","csrf":"c","id":"i","op":"o","session":"s","tenant":"t","token":"k","v":1})",
+      R"({"extra":{"deep":[[{}]]},"id":"i","op":"o","tenant":"t","tenant":null,"v":1})",
+  };
+  for (const std::string& h : headers) {
+    INFO(h);
+    std::string fast_id, general_id;
+    auto fast = DecodeRequest(Raw({h, "blob"}), Limits{}, &fast_id);
+    auto slow = DecodeRequest(Raw({"{" + general + h.substr(h.find('{') + 1), "blob"}), Limits{}, &general_id);
+    REQUIRE(fast.ok());
+    REQUIRE(slow.ok());
+    CHECK(fast_id == general_id);
+    CHECK(fast->id == slow->id);
+    CHECK(fast->op == slow->op);
+    CHECK(fast->tenant == slow->tenant);
+    CHECK(fast->on_behalf.session == slow->on_behalf.session);
+    CHECK(fast->on_behalf.csrf == slow->on_behalf.csrf);
+    CHECK(fast->on_behalf.token == slow->on_behalf.token);
+    CHECK(fast->on_behalf.client_addr == slow->on_behalf.client_addr);
+    CHECK(fast->body == slow->body);
+    CHECK(fast->blobs == slow->blobs);
+  }
+  // What the general reading refuses, the fast one does not let through.
+  for (const char* bad : {R"({"id":"","op":"o","v":1})", R"({"id":"i","op":"o","tenant":"","v":1})",
+                                 R"({"id":"i","op":"o","v":2})", R"({"id":"i","op":"o","v":1,"body":[]})",
+                                 R"({"id":"i","op":"o"})", R"({"id":"i","op":"o","v":1} x)"}) {
+    INFO(bad);
+    CHECK_FALSE(DecodeError(Raw({bad})).ok());
+  }
 }
