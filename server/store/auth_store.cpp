@@ -118,6 +118,7 @@ Status Store::RewriteCatalogEntities(std::string_view kind, std::string_view con
   for (Row& row : rows) {
     json entity = json::parse(row.text, nullptr, false);
     if (!entity.is_object() || !rewrite(row.tenant, entity)) continue;
+    CatalogMayHaveChanged();
     WEFT_ASSIGN_OR_RETURN(
         sql::Statement up,
         database().Prepare(
@@ -151,6 +152,7 @@ Status Store::RewriteClusterSpecs(std::string_view containing,
                           database().Prepare("UPDATE clusters SET spec = ?2, previous = ?3 WHERE id = ?1"));
     WEFT_RETURN_IF_ERROR(
         up.Bind(1, id).Bind(2, spec.dump()).Bind(3, previous_text.empty() ? std::string() : previous.dump()).Run());
+    ForgetClusterSummaries();  // a row stored before its summary columns is summarized from its spec
   }
   return Status::Ok();
 }

@@ -1,6 +1,8 @@
 // Clusters, nodes and jobs in the store (migration 4). Statements are prepared
 // per call: a job's bookkeeping is a few statements per task, far from the
 // take/finish hot path that the prepared statements of store.cpp serve.
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -295,12 +297,14 @@ Status Store::InsertCluster(ClusterRecord* c) {
                            .RunReturningId());
   c->id = std::to_string(id);
   c->updated_at_ms = c->created_at_ms;
+  ClusterWritten(id);
   return Status::Ok();
 }
 
 Status Store::UpdateCluster(const ClusterRecord& c) {
   std::int64_t id = 0;
   if (!ParseId(c.id, &id)) return Status::NotFound("cluster '" + c.id + "' does not exist");
+  ClusterWritten(id);
   // Most updates (a job starting or ending) write the spec and layout the row
   // holds already: its summary stays, and reading it again from the texts (a
   // cluster of 1,000 nodes: megabytes of JSON) is skipped.
@@ -409,6 +413,44 @@ Result<std::vector<ClusterRecord>> Store::ListClusterSummaries(std::string_view 
                          (include_terminated ? "" : " AND status != 'terminated'") + " ORDER BY id"));
   st.Bind(1, tenant);
   return Rows<ClusterRecord>(st, ReadClusterSummary);
+}
+
+struct Store::ClusterSummaries {
+  std::map<std::int64_t, ClusterRecord> by_id;  // every tenant's clusters
+  std::set<std::int64_t> written;               // read again at the next visit
+};
+
+void Store::ClusterWritten(std::int64_t id) {
+  if (cluster_summaries_) cluster_summaries_->written.insert(id);
+}
+
+void Store::ForgetClusterSummaries() { cluster_summaries_.reset(); }
+
+Status Store::VisitClusterSummaries(std::string_view tenant, bool include_terminated,
+                                    const std::function<void(const ClusterRecord&)>& visit) {
+  if (!cluster_summaries_) {
+    auto fresh = std::make_shared<ClusterSummaries>();
+    WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                          database().Prepare(std::string("SELECT ") + kClusterSummaryColumns + " FROM clusters"));
+    WEFT_ASSIGN_OR_RETURN(std::vector<ClusterRecord> all, Rows<ClusterRecord>(st, ReadClusterSummary));
+    for (ClusterRecord& c : all) {
+      std::int64_t id = 0;
+      if (ParseId(c.id, &id)) fresh->by_id[id] = std::move(c);
+    }
+    cluster_summaries_ = std::move(fresh);
+  }
+  ClusterSummaries& kept = *cluster_summaries_;
+  for (auto it = kept.written.begin(); it != kept.written.end(); it = kept.written.erase(it)) {
+    WEFT_ASSIGN_OR_RETURN(std::optional<ClusterRecord> c, GetClusterSummary(std::to_string(*it)));
+    if (c) {
+      kept.by_id[*it] = std::move(*c);
+    } else {
+      kept.by_id.erase(*it);
+    }
+  }
+  for (const auto& [id, c] : kept.by_id)
+    if (c.tenant == tenant && (include_terminated || c.status != "terminated")) visit(c);
+  return Status::Ok();
 }
 
 Result<std::vector<ClusterCount>> Store::CountClusters() {

@@ -527,8 +527,14 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
     CHECK(listed["provider"] == provider);
     CHECK(listed["size"] == c["nodes"].size());
     CHECK(listed["services"] == json(services));  // sorted, each once
-    for (const char* key : {"id", "owner", "status", "created_at_ms", "updated_at_ms", "expire_at_ms", "latest_job"})
+    for (const char* key : {"id", "name", "owner", "status", "created_at_ms", "updated_at_ms", "expire_at_ms",
+                            "latest_job"})
       CHECK(listed[key] == c[key]);
+    // The list is written as text, cluster.get's summary as a tree: the same keys.
+    std::set<std::string> keys;
+    for (const auto& [key, value] : listed.items()) keys.insert(key);
+    CHECK(keys == std::set<std::string>{"created_at_ms", "expire_at_ms", "id", "latest_job", "name", "owner",
+                                        "provider", "services", "size", "status", "template", "updated_at_ms"});
     return listed;
   };
 
@@ -572,6 +578,10 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
   CHECK(all[0]["size"] == 0);
   CHECK(all[0]["services"].empty());
   CHECK(all[0]["template"] == "web-fake");
+
+  // weftd keeps the summaries it listed: a cluster created since is listed too.
+  env.RunJob({"cluster", "create", "three", "--template", "web-fake", "--size", "2"});
+  CHECK(check_listed("three")["size"] == 2);
 }
 
 // ---- 2. results flow -------------------------------------------------------------
@@ -1377,6 +1387,41 @@ TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs
   CHECK_FALSE(s.HostLive("h1"));
   json later = s.Call("cluster.create", {{"name", "np2"}, {"template", "web-fake"}, {"size", 3}});
   CHECK(later["waiting_for_plugins"] == json::array({"fake-automator", "fake-provider"}));
+}
+
+TEST_CASE("jobs: a cluster create after a catalog put or delete uses the catalog as it is then",
+          "[jobs][integration]") {
+  // weftd keeps each tenant's catalog between creates: every put and delete
+  // must reach the very next create. No host: only the creates' plans matter.
+  Env env("weft-jobs-catalog-now", kFastJobs, /*host_count=*/0);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  env.Import(catalog);
+  Weftd& s = env.server;
+  auto create = [&](const std::string& name) {
+    return s.TryCall("cluster.create", {{"name", name}, {"template", "web-fake"}, {"size", 3}});
+  };
+  auto port_of = [&](const std::string& name) { return s.Cluster(name)["config"]["nginx"]["port"]; };
+
+  REQUIRE(create("first").ok());
+  REQUIRE(create("second").ok());
+  CHECK(port_of("second") == "8080");
+
+  json tmpl = catalog.Get("clustertemplates", "web-fake");
+  tmpl["defaults"]["config"]["nginx"]["port"] = "9090";
+  s.Call("clustertemplate.put", tmpl);
+  REQUIRE(create("third").ok());
+  CHECK(port_of("third") == "9090");
+  CHECK(port_of("first") == "8080");
+
+  s.Call("clustertemplate.delete", {{"name", "web-fake"}});
+  Result<json> gone = create("fourth");
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.status().code() == Code::kNotFound);
+
+  tmpl["defaults"]["config"]["nginx"]["port"] = "7070";
+  s.Call("clustertemplate.put", tmpl);
+  REQUIRE(create("fifth").ok());
+  CHECK(port_of("fifth") == "7070");
 }
 
 }  // namespace weft
