@@ -497,9 +497,10 @@ TEST_CASE("weftd: a read keeps its place behind the same peer's write and sees i
 }
 
 TEST_CASE("weftd: reads are answered between the turns that end many leases run out at once", "[weftd]") {
-  // Leases long enough for the host to take every task first; the host is
-  // never called silent (that releases its tasks another way).
-  constexpr int kLeaseMs = 5000;
+  // Leases long enough for the host to take every task first, with room for a
+  // sanitizer build on a loaded machine (2,000 takes took over 5 s there); the
+  // host is never called silent (that releases its tasks another way).
+  constexpr int kLeaseMs = 15000;
   Weftd weftd(Config("[tasks]\nlease_ms = " + std::to_string(kLeaseMs) + "\n[hosts]\nsilent_after_ms = 600000\n"));
   auto api = MakeClient(weftd.api());
   auto prov = MakeClient(weftd.provisioner());
