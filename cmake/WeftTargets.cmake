@@ -36,13 +36,15 @@ endfunction()
 # Precompiled headers: the standard library, nlohmann/json and cppzmq (and
 # Catch2 for the tests) are parsed once per build instead of once per
 # translation unit; in the sanitizer Debug build that is a few seconds of each of
-# ~270 compiles. Off by default under ccache (a warm cache beats them, and ccache
-# cannot cache a compile that uses one without extra sloppiness settings) and for
-# WEFT_FUZZ (its libraries carry instrumentation flags of their own). A PCH only
-# changes how fast a header is read: -DWEFT_PCH=OFF builds the same objects.
-set(weft_pch_default ON)
-if(CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache" OR WEFT_FUZZ)
-  set(weft_pch_default OFF)
+# ~270 compiles. On by default for Debug builds only: with optimization, GCC 12's
+# flow-based false positives (-Wstringop-overflow in libstdc++'s string code,
+# fatal under -Werror) come and go with what a PCH changes in inlining. Off by
+# default under ccache (a warm cache beats them, and ccache cannot cache a
+# compile that uses one without extra sloppiness settings) and for WEFT_FUZZ (its
+# libraries carry instrumentation flags of their own).
+set(weft_pch_default OFF)
+if(CMAKE_BUILD_TYPE STREQUAL "Debug" AND NOT CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache" AND NOT WEFT_FUZZ)
+  set(weft_pch_default ON)
 endif()
 option(WEFT_PCH "Precompile the common headers (the standard library, nlohmann/json, cppzmq, Catch2)"
        ${weft_pch_default})
@@ -52,36 +54,33 @@ set(WEFT_PCH_HEADERS <algorithm> <chrono> <cstdint> <filesystem> <functional> <m
     <nlohmann/json.hpp> <zmq.hpp>)
 set(WEFT_PCH_TEST_HEADERS ${WEFT_PCH_HEADERS} <random> <regex> <thread> <catch2/catch.hpp>)
 
-# One target per flag set owns a PCH; every target of that flag set reuses it
-# (REUSE_FROM), so a one-file test binary pays nothing for it.
-function(weft_pch_owner owner pic visibility headers)
+# One target per flag set owns a PCH (the tests' adds Catch2); every target of
+# that flag set reuses it (REUSE_FROM), so a one-file test binary pays nothing
+# for it.
+function(weft_pch_owner owner headers)
   file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/weft_pch/${owner}.cpp CONTENT "// ${owner}: owns a PCH\n")
   add_library(${owner} OBJECT ${CMAKE_BINARY_DIR}/weft_pch/${owner}.cpp)
   target_link_libraries(${owner} PRIVATE nlohmann_json::nlohmann_json cppzmq ${ARGN})
-  set_target_properties(${owner} PROPERTIES POSITION_INDEPENDENT_CODE ${pic})
-  if(visibility)
-    set_target_properties(${owner} PROPERTIES CXX_VISIBILITY_PRESET ${visibility} VISIBILITY_INLINES_HIDDEN ON)
-  endif()
   target_precompile_headers(${owner} PRIVATE ${headers})
   weft_target_defaults(${owner})
 endfunction()
 
 # Called once, at the end of the top-level CMakeLists.txt (every target exists and
 # has its final properties): gives each C++ target of ours the PCH of its flag set.
-# Plugins (PIC, hidden visibility) have a flag set of their own. Left out: C or
-# mixed targets, and Catch2's main (it must see catch.hpp after CATCH_CONFIG_MAIN).
-# CMake compiles with -Winvalid-pch, so under -Werror a PCH whose flags do not
-# match its user fails the build instead of being skipped in silence.
+# Left out: position-independent code (plugins and the libraries they link, ~30
+# translation units: PCHs of their own cost as much to build as they saved, and
+# loading one makes a small file slower), C or mixed targets, and Catch2's main
+# (it must see catch.hpp after CATCH_CONFIG_MAIN). CMake compiles with
+# -Winvalid-pch, so under -Werror a PCH whose flags do not match its user fails
+# the build instead of being skipped in silence.
 function(weft_precompile_headers)
   if(NOT WEFT_PCH)
     return()
   endif()
   get_property(targets GLOBAL PROPERTY WEFT_TARGETS)
-  weft_pch_owner(weft_pch OFF "" "${WEFT_PCH_HEADERS}")
-  weft_pch_owner(weft_pch_pic ON "" "${WEFT_PCH_HEADERS}")
-  weft_pch_owner(weft_pch_plugin ON hidden "${WEFT_PCH_HEADERS}")
+  weft_pch_owner(weft_pch "${WEFT_PCH_HEADERS}")
   if(TARGET Catch2::Catch2)  # WEFT_BUILD_TESTS
-    weft_pch_owner(weft_pch_test OFF "" "${WEFT_PCH_TEST_HEADERS}" Catch2::Catch2)
+    weft_pch_owner(weft_pch_test "${WEFT_PCH_TEST_HEADERS}" Catch2::Catch2)
   endif()
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
@@ -93,18 +92,11 @@ function(weft_precompile_headers)
     set(c_sources ${sources})
     list(FILTER c_sources INCLUDE REGEX "\\.c$")
     if(target MATCHES "^weft_pch" OR target STREQUAL "weft_test_main" OR NOT sources OR c_sources
-       OR type STREQUAL "INTERFACE_LIBRARY")
+       OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$" OR pic OR visibility)
       continue()
     endif()
-    if(visibility OR type MATCHES "^(MODULE|SHARED)")
-      if(NOT visibility STREQUAL "hidden")
-        continue()
-      endif()
-      set(owner weft_pch_plugin)
-    elseif("Catch2::Catch2" IN_LIST libs)
+    if("Catch2::Catch2" IN_LIST libs)
       set(owner weft_pch_test)
-    elseif(pic)
-      set(owner weft_pch_pic)
     else()
       set(owner weft_pch)
     endif()

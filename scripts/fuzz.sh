@@ -30,6 +30,9 @@ TARGETS=("$@")
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_FLAGS_DEBUG="-gline-tables-only -O1" -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1" -DWEFT_FUZZ=ON >/dev/null
 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
+# WEFT_FUZZ_BUILD_ONLY=1: build the targets and stop (test.sh builds them while
+# the tests run).
+[[ ${WEFT_FUZZ_BUILD_ONLY:-0} != 1 ]] || exit 0
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -19,7 +19,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+fuzz_build_log=$(mktemp)
+fuzz_build=
+stop_fuzz_build() { [[ -z $fuzz_build ]] || kill -- "-$fuzz_build" 2>/dev/null || true; }
+trap 'stop_fuzz_build; rm -f "$log" "$fuzz_build_log"' EXIT
+
+# The fuzz targets (clang, build-fuzz/) build while the tests run: at nice 19 the
+# build gets only the CPU the tests leave idle while they wait on real processes,
+# so the tests run as before and the fuzz step below starts with nothing to build.
+# Its own process group, so that an early exit stops all of it.
+WEFT_FUZZ_BUILD_ONLY=1 setsid nice -n 19 ./scripts/fuzz.sh >"$fuzz_build_log" 2>&1 &
+fuzz_build=$!
+
 set +e
 ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 --no-tests=error 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
@@ -34,5 +45,12 @@ if [[ $rc -ne 0 ]]; then
 fi
 
 # Every fuzz target, bounded (scripts/fuzz.sh; docs/fuzzing.md for longer runs).
+if ! wait "$fuzz_build"; then
+  fuzz_build=
+  tail -n 60 "$fuzz_build_log" >&2
+  echo "test.sh: FAILED (the fuzz targets did not build; see above)" >&2
+  exit 1
+fi
+fuzz_build=
 ./scripts/fuzz.sh || { echo "test.sh: FAILED (a fuzz target crashed; see above)" >&2; exit 1; }
 echo "test.sh: all tests passed"
