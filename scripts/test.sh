@@ -9,7 +9,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 ./scripts/install-deps.sh
-./scripts/build.sh build-asan Debug -DWEFT_SANITIZE=ON
+# -g1: function names and line tables, all that sanitizer reports and backtraces
+# print; full -g adds ~15% to each compile and size to every binary the install
+# and package tests copy. Build by hand with -g to step through a failure.
+./scripts/build.sh build-asan Debug -DWEFT_SANITIZE=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1
 
 # Leaks are bugs too; abort on the first sanitizer report so ctest sees a failure.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

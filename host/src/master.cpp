@@ -823,13 +823,14 @@ void Master::Impl::CancelStale() {
         continue;
       }
       WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
-                            << " is stale (weftd handed the task out again); cancelling it in worker " << pid;
+                            << " is no longer current at weftd (its job was aborted or the task was handed out again); "
+                            << "cancelling it in worker " << pid;
       WorkerMessage m;
       m.kind = WorkerMessage::Kind::kCancel;
       m.task_id = key.first;
       m.attempt = key.second;
       m.reason = "attempt " + std::to_string(key.second) + " of task " + std::to_string(key.first) +
-                 " is no longer current; weftd handed the task out again";
+                 " is no longer current; weftd cancelled the task or handed it out again";
       SendCommand(w, m);
     }
   }

@@ -52,6 +52,21 @@ Result<catalog::Catalog> LoadCatalog(store::Store& store, const std::string& ten
   return cat;
 }
 
+Result<std::shared_ptr<const Catalog>> CatalogCache::Get(const std::string& tenant) {
+  // Many tenants' catalogs are not kept for long: past this many, start over.
+  constexpr std::size_t kMaxTenants = 64;
+  if (generation_ != store_.catalog_generation() || tenants_.size() >= kMaxTenants) {
+    tenants_.clear();
+    generation_ = store_.catalog_generation();
+  }
+  auto it = tenants_.find(tenant);
+  if (it != tenants_.end()) return it->second;
+  WEFT_ASSIGN_OR_RETURN(Catalog loaded, LoadCatalog(store_, tenant));
+  auto shared = std::make_shared<const Catalog>(std::move(loaded));
+  tenants_.emplace(tenant, shared);
+  return shared;
+}
+
 namespace {
 
 json EntityJson(Kind kind, const store::CatalogEntityRecord& r) {

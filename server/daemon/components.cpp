@@ -180,6 +180,7 @@ void Components::AddSecurityOps(const std::string& server_key) {
 Status Components::Load() {
   // At start and when this weftd takes over: another one may have written since.
   store_.ForgetClusterSummaries();
+  store_.CatalogMayHaveChanged();
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Load());
@@ -189,7 +190,9 @@ Status Components::Load() {
 }
 
 Status Components::Reset() {
-  store_.ForgetClusterSummaries();  // they may hold what the rollback undid
+  // The rollback may have undone what they hold.
+  store_.ForgetClusterSummaries();
+  store_.CatalogMayHaveChanged();
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Reset());

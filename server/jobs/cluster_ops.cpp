@@ -23,7 +23,6 @@ namespace {
 using api::Call;
 using api::Effect;
 using api::Endpoint;
-using catalog::LoadCatalog;
 using api::Principal;
 using api::Response;
 using api::Role;
@@ -235,7 +234,8 @@ class ClusterOps {
       return Response::Error(Status::Conflict("cluster '" + name + "' already exists (id " + same_name->id + ", " +
                                               same_name->status + "); delete it first or choose another name"));
 
-    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
+    const catalog::Catalog& cat = *latest;
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
     if (!tmpl)
       return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
@@ -352,9 +352,9 @@ class ClusterOps {
       const std::int64_t size = static_cast<std::int64_t>(job.before.layout["nodes"].size());
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(want.begin(), want.end())));
       job.target.layout = catalog::LayoutToJson(layout);
-      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
       for (const std::string& s : added) {
-        WEFT_TRY_ASSIGN(doc, cat.GetJson(Kind::kService, s));
+        WEFT_TRY_ASSIGN(doc, latest->GetJson(Kind::kService, s));
         job.target.spec["services"][s] = doc;
       }
       job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
@@ -393,7 +393,8 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
       job.extras.restart = restart;
     } else if (op == JobOperation::kUpgrade) {
-      WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+      WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
+      const catalog::Catalog& cat = *latest;
       const std::string template_name = spec.contains("template") ? spec["template"].value("name", "") : "";
       const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
       if (!tmpl)
@@ -807,7 +808,8 @@ class ClusterOps {
   // A new layout for the cluster with its nodes fixed, against its frozen template.
   Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
                                   std::int64_t size, std::vector<std::string> services) {
-    WEFT_ASSIGN_OR_RETURN(catalog::Catalog cat, LoadCatalog(store_, call.principal.tenant));
+    WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const catalog::Catalog> latest, catalogs_.Get(call.principal.tenant));
+    catalog::Catalog cat = *latest;  // a copy: the cluster's frozen entities go into it
     Result<std::string> name = cat.PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
     if (!name.ok()) return name.status().WithContext("the cluster's copy of its template");
     // The frozen copies of the services it runs win over the catalog's newer versions.
@@ -922,6 +924,7 @@ class ClusterOps {
   jobs::JobEngine& engine_;
   const Clock& clock_;
   LivePlugins live_plugins_;
+  catalog::CatalogCache catalogs_{store_};
 };
 
 }  // namespace

@@ -254,7 +254,15 @@ void MergeResults(json& into, const json& result) {
   for (const auto& [k, v] : result.items()) into[k] = v;
 }
 
-std::string AfterJson(const std::vector<std::int64_t>& after) { return wire::Dump(json(after)); }
+// The predecessors' ids as wire::Dump writes the list, without making a json array first.
+std::string AfterJson(const std::vector<std::int64_t>& after) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(after[i]);
+  }
+  return out + "]";
+}
 
 // wire::Dump(ClusterState::ToJson()) from the texts of its spec and layout,
 // without copying both documents into one first.
@@ -437,7 +445,10 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     n.task_key = t.key;
     n.service = t.service;
     n.after_json = AfterJson(t.after);
-    n.waiting = true;
+    // A task with work and no predecessor is ready at once: written as queued,
+    // not as waiting and then updated to queued by Release.
+    n.waiting = !t.after.empty() || t.plugin.empty();
+    if (!n.waiting) t.state = TaskState::kQueued;
     WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
     t.id = id.front();
     ids[i] = t.id;

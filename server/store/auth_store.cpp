@@ -118,6 +118,7 @@ Status Store::RewriteCatalogEntities(std::string_view kind, std::string_view con
   for (Row& row : rows) {
     json entity = json::parse(row.text, nullptr, false);
     if (!entity.is_object() || !rewrite(row.tenant, entity)) continue;
+    CatalogMayHaveChanged();
     WEFT_ASSIGN_OR_RETURN(
         sql::Statement up,
         database().Prepare(

@@ -57,6 +57,7 @@ Result<std::int64_t> Store::PutCatalogEntity(std::string_view tenant, std::strin
                                              std::string_view json, std::int64_t now_ms) {
   WEFT_ASSIGN_OR_RETURN(std::int64_t max, MaxVersion(database(), tenant, kind, name));
   const std::int64_t version = max + 1;
+  CatalogMayHaveChanged();
   WEFT_RETURN_IF_ERROR(Insert(database(), tenant, kind, name, version, json, now_ms, false));
   return version;
 }
@@ -107,6 +108,7 @@ Result<std::optional<std::int64_t>> Store::DeleteCatalogEntity(std::string_view 
   WEFT_ASSIGN_OR_RETURN(std::optional<CatalogEntityRecord> latest, GetCatalogEntity(tenant, kind, name));
   if (!latest.has_value()) return std::optional<std::int64_t>();
   const std::int64_t version = latest->version + 1;
+  CatalogMayHaveChanged();
   WEFT_RETURN_IF_ERROR(Insert(database(), tenant, kind, name, version, "", now_ms, true));
   return std::optional<std::int64_t>(version);
 }

@@ -27,6 +27,9 @@ std::string Trimmed(const char* text) {
   return s;
 }
 
+// What weft_refuse() raises (the Store's migration 13).
+constexpr std::string_view kRefusedState = "WF001";
+
 // Connection trouble, a server shutting down, a serialization failure or
 // too many connections pass; anything else is a bug or a broken schema.
 bool Transient(std::string_view sqlstate) {
@@ -110,6 +113,7 @@ class PostgresStatement final : public StatementBackend {
   Result<bool> Step() override {
     if (!bind_error_.empty()) return Status::Internal(bind_error_);
     if (!result_) {
+      WEFT_RETURN_IF_ERROR(db_->BeforeStatement());
       WEFT_ASSIGN_OR_RETURN(result_, Execute());
       rows_ = PQntuples(result_.get());
       row_ = -1;
@@ -120,6 +124,7 @@ class PostgresStatement final : public StatementBackend {
 
   Status RunDeferred(int expected_changes, Status otherwise) override {
     if (!bind_error_.empty()) return Status::Internal(bind_error_);
+    WEFT_RETURN_IF_ERROR(db_->BeforeStatement());
     if (db_->pipelining_) return Send(expected_changes, std::move(otherwise));
     // Outside a transaction nothing waits for a commit: it runs now.
     Result<PostgresDatabase::ResultPtr> ran = Execute();
@@ -325,6 +330,11 @@ Status PostgresDatabase::Failure(const pg_result* r, std::string_view what) {
   }
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   failed_too_few_ = state && std::string_view(state) == "22012";  // division_by_zero
+  // A write the Store checks on the server (weft_refuse): its message is for the user as it is.
+  if (state && std::string_view(state) == kRefusedState) {
+    const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    return Status::NotFound(primary ? primary : message);
+  }
   const std::string full = "PostgreSQL " + std::string(what) + " failed: " + message;
   if (state && Transient(state)) return Status::Unavailable(full);
   return Status::Internal(full);
@@ -425,6 +435,7 @@ std::string PostgresDatabase::Describe() const {
 }
 
 Status PostgresDatabase::Exec(std::string_view sql) {
+  WEFT_RETURN_IF_ERROR(BeforeStatement());
   // A text of several statements runs only outside pipeline mode: the rest of
   // the transaction then waits for each reply.
   if (pipelining_) WEFT_RETURN_IF_ERROR(EndPipeline());

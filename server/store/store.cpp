@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <sqlite3.h>
@@ -595,6 +596,16 @@ DROP INDEX tasks_unfinished;
 CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0;
 ALTER TABLE tasks SET (fillfactor = 90);
 )sql"},
+    // PostgreSQL: what a statement calls to fail with a message of its own
+    // (SQLSTATE WF001): the gathered task writes say which task they missed
+    // (Store::SendTaskWrites). SQLite checks each write's count instead.
+    {13, R"sql(
+-- SQLite: nothing changes.
+)sql",
+     R"sql(
+CREATE OR REPLACE FUNCTION weft_refuse(message TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = message; END $$;
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -676,6 +687,90 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
   return "WITH changed AS (" + write + " RETURNING 1) SELECT 1 / COUNT(*) FROM changed";
 }
 
+// PostgreSQL: the takes and attempt ends of a transaction, gathered and sent
+// as one UPDATE over arrays (an element per task) before the next statement or
+// the commit: a commit of N finish+takes runs one statement, not 2N. Each
+// statement costs the server more than the rows it writes (tasks' CHECK is
+// read and compiled for every statement that writes the table). NULL in an
+// array keeps the row's value; `fence` (?2) is the attempt an end must find,
+// NULL for a take. A task the UPDATE missed (it does not exist, or is at
+// another attempt) fails the statement on the server, which names it, so the
+// COMMIT sent after it does nothing. A task appears once per statement: a
+// second write of one already gathered sends the others first.
+// The rows are found through the primary key with `id = ANY(...)` (no join
+// whose plan could turn into a scan of every task), and the ids are read
+// through a subquery so that the planner does not see how many there are:
+// then it keeps one plan for every batch, where planning each one cost more
+// than the UPDATE. `array_position` finds a row's element (batches are small).
+constexpr const char* kWriteTasks = R"sql(
+WITH changed AS (
+  UPDATE tasks t SET state = (?4::text[])[array_position(?1::bigint[], t.id)],
+    attempt = COALESCE((?3::bigint[])[array_position(?1::bigint[], t.id)], t.attempt),
+    host_id = COALESCE((?5::text[])[array_position(?1::bigint[], t.id)], t.host_id),
+    lease_until_ms = (?6::bigint[])[array_position(?1::bigint[], t.id)],
+    updated_at_ms = (?7::bigint[])[array_position(?1::bigint[], t.id)],
+    taken_at_ms = CASE WHEN (?2::bigint[])[array_position(?1::bigint[], t.id)] IS NULL
+                       THEN (?7::bigint[])[array_position(?1::bigint[], t.id)] ELSE t.taken_at_ms END,
+    attempt_status = (?8::text[])[array_position(?1::bigint[], t.id)],
+    message = COALESCE((?9::text[])[array_position(?1::bigint[], t.id)], t.message),
+    result = COALESCE((?10::text[])[array_position(?1::bigint[], t.id)], t.result),
+    stdout = COALESCE((?11::text[])[array_position(?1::bigint[], t.id)], t.stdout),
+    stderr = COALESCE((?12::text[])[array_position(?1::bigint[], t.id)], t.stderr),
+    finished_at_ms = COALESCE((?13::bigint[])[array_position(?1::bigint[], t.id)], t.finished_at_ms)
+  WHERE t.id = ANY(CAST((SELECT ?1::bigint[]) AS bigint[]))
+    AND t.attempt = COALESCE((?2::bigint[])[array_position(?1::bigint[], t.id)], t.attempt)
+  RETURNING t.id)
+SELECT CASE WHEN (SELECT COUNT(*) FROM changed) = cardinality(?1::bigint[]) THEN 0 ELSE weft_refuse((
+  SELECT 'task ' || w.id || CASE WHEN w.fence IS NOT NULL AND EXISTS (SELECT 1 FROM tasks x WHERE x.id = w.id)
+                                 THEN ' is not at attempt ' || w.fence ELSE ' does not exist' END
+  FROM unnest(?1::bigint[], ?2::bigint[]) AS w(id, fence) WHERE w.id NOT IN (SELECT id FROM changed)
+  ORDER BY w.id LIMIT 1)) END
+)sql";
+
+// One array parameter of kWriteTasks, in PostgreSQL's text form: {1,NULL,"a \"b\""}.
+class ArrayText {
+ public:
+  void Add(std::int64_t value) {
+    Next();
+    text_ += std::to_string(value);
+  }
+  void Add(std::string_view value) {
+    Next();
+    text_ += '"';
+    for (char c : value) {
+      if (c == '"' || c == '\\') text_ += '\\';
+      text_ += c;
+    }
+    text_ += '"';
+  }
+  void AddNull() {
+    Next();
+    text_ += "NULL";
+  }
+  const std::string& Done() {
+    text_ += '}';
+    return text_;
+  }
+
+ private:
+  void Next() { text_ += text_.size() == 1 ? "" : ","; }
+  std::string text_ = "{";
+};
+
+// A gathered take or attempt end: the values of one row of kWriteTasks.
+struct TaskWrite {
+  std::int64_t id = 0;
+  std::optional<std::int64_t> fence;  // an end: the attempt it ends
+  std::optional<std::int64_t> attempt;
+  std::string state;
+  std::optional<std::string> host_id;
+  std::int64_t lease_until_ms = 0;
+  std::int64_t now_ms = 0;
+  std::string attempt_status;
+  std::optional<std::string> message, result, stdout_tail, stderr_tail;
+  std::optional<std::int64_t> finished_at_ms;
+};
+
 // The error of a task write that changed no row. The hot task writes are
 // deferred (sql::Statement::RunDeferred): on PostgreSQL the count is checked
 // when the transaction waits for the server, and then fails it.
@@ -716,6 +811,9 @@ struct Store::Impl {
   sql::Statement insert_task, get_task, lease_task, renew_lease, end_task, archive_ended, archive_current;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
+  sql::Statement write_tasks;  // PostgreSQL only: kWriteTasks
+  std::vector<TaskWrite> task_writes;  // gathered, not sent yet
+  std::unordered_set<std::int64_t> task_write_ids;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
   LeaderFence fence;
@@ -830,6 +928,8 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());
   WEFT_RETURN_IF_ERROR(PrepareAll());
+  WEFT_ASSIGN_OR_RETURN(impl_->write_tasks, db.Prepare(kWriteTasks));
+  db.SetBeforeStatement([this] { return SendTaskWrites(); });
   WEFT_LOG(kInfo, "store") << "the store is " << path_.string() << ", schema version " << schema_version_;
   return Status::Ok();
 }
@@ -923,20 +1023,22 @@ Status Store::PrepareAll() {
                             OneRowWrite(db.dialect(),
                                         "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, "
                                         "message = ?4, result = ?5, stdout = ?6, stderr = ?7, attempt_status = ?8, "
-                                        "finished_at_ms = ?9 WHERE id = ?1")));
+                                        "finished_at_ms = ?9 WHERE id = ?1 AND attempt = ?10")));
   // An attempt that keeps its number (an undelivered take) may be archived
   // twice: the later end replaces the earlier, as it replaces it in the row.
   const std::string archive = std::string("INSERT INTO attempts (") + kAttemptColumns + ") SELECT ";
   const std::string archive_conflict =
-      " FROM tasks WHERE id = ?1 AND attempt_status != '' ON CONFLICT (task_id, attempt) DO UPDATE SET "
+      " AND attempt_status != '' ON CONFLICT (task_id, attempt) DO UPDATE SET "
       "host_id = excluded.host_id, taken_at_ms = excluded.taken_at_ms, finished_at_ms = excluded.finished_at_ms, "
       "status = excluded.status, message = excluded.message";
   // Typed: PostgreSQL does not infer a parameter's type from the column an INSERT ... SELECT fills.
   WEFT_RETURN_IF_ERROR(prep(&i.archive_ended, archive +
                                                   "id, attempt, host_id, taken_at_ms, CAST(?2 AS BIGINT), "
-                                                  "CAST(?3 AS TEXT), CAST(?4 AS TEXT)" +
+                                                  "CAST(?3 AS TEXT), CAST(?4 AS TEXT) FROM tasks WHERE id = ?1 "
+                                                  "AND attempt = ?5" +
                                                   archive_conflict));
-  WEFT_RETURN_IF_ERROR(prep(&i.archive_current, archive + kCurrentAttemptColumns + archive_conflict));
+  WEFT_RETURN_IF_ERROR(prep(&i.archive_current,
+                            archive + kCurrentAttemptColumns + " FROM tasks WHERE id = ?1" + archive_conflict));
   // The archived attempts, but one with the number of the current attempt
   // (which replaces it), and the current attempt.
   WEFT_RETURN_IF_ERROR(prep(&i.list_attempts,
@@ -966,6 +1068,7 @@ Status Store::Begin() {
 Status Store::Commit() {
   if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
+  WEFT_RETURN_IF_ERROR(SendTaskWrites());
   if (impl_->fence.epoch) {
     Status fenced = SendFence();
     if (fenced.ok()) fenced = impl_->db->Commit();
@@ -992,6 +1095,8 @@ void Store::EndLeftoverReads() {
 }
 
 Status Store::Rollback() {
+  impl_->task_writes.clear();
+  impl_->task_write_ids.clear();
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
   Status s = impl_->db->Rollback();
@@ -1107,8 +1212,81 @@ Result<TaskCounts> Store::CountTasks() {
   return c;
 }
 
+Status Store::SendTaskWrites() {
+  Impl& i = *impl_;
+  if (i.task_writes.empty()) return Status::Ok();
+  ArrayText ids, fences, attempts, states, hosts, leases, nows, statuses, messages, results, stdouts, stderrs,
+      finished;
+  auto add = [](ArrayText& array, const auto& value) {
+    if (value) {
+      array.Add(*value);
+    } else {
+      array.AddNull();
+    }
+  };
+  for (const TaskWrite& w : i.task_writes) {
+    ids.Add(w.id);
+    add(fences, w.fence);
+    add(attempts, w.attempt);
+    states.Add(w.state);
+    add(hosts, w.host_id);
+    leases.Add(w.lease_until_ms);
+    nows.Add(w.now_ms);
+    statuses.Add(w.attempt_status);
+    add(messages, w.message);
+    add(results, w.result);
+    add(stdouts, w.stdout_tail);
+    add(stderrs, w.stderr_tail);
+    add(finished, w.finished_at_ms);
+  }
+  i.task_writes.clear();
+  i.task_write_ids.clear();
+  return i.write_tasks.Reset()
+      .Bind(1, ids.Done())
+      .Bind(2, fences.Done())
+      .Bind(3, attempts.Done())
+      .Bind(4, states.Done())
+      .Bind(5, hosts.Done())
+      .Bind(6, leases.Done())
+      .Bind(7, nows.Done())
+      .Bind(8, statuses.Done())
+      .Bind(9, messages.Done())
+      .Bind(10, results.Done())
+      .Bind(11, stdouts.Done())
+      .Bind(12, stderrs.Done())
+      .Bind(13, finished.Done())
+      .RunDeferred();
+}
+
+Status Store::TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt) {
+  if (attempt) {
+    WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> task, GetTask(task_id));
+    if (task.has_value())
+      return Status::NotFound("task " + std::to_string(task_id) + " is not at attempt " + std::to_string(*attempt));
+  }
+  return TaskMissing(task_id);
+}
+
 Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
                         std::int64_t lease_until_ms, std::int64_t now_ms) {
+  if (GathersTaskWrites()) {
+    if (impl_->task_write_ids.contains(task_id)) WEFT_RETURN_IF_ERROR(SendTaskWrites());
+    impl_->task_write_ids.insert(task_id);
+    impl_->task_writes.push_back({.id = task_id,
+                                  .fence = std::nullopt,
+                                  .attempt = attempt,
+                                  .state = std::string(TaskStateName(TaskState::kLeased)),
+                                  .host_id = std::string(host_id),
+                                  .lease_until_ms = lease_until_ms,
+                                  .now_ms = now_ms,
+                                  .attempt_status = std::string(ToString(AttemptStatus::kRunning)),
+                                  .message = std::nullopt,
+                                  .result = std::nullopt,
+                                  .stdout_tail = std::nullopt,
+                                  .stderr_tail = std::nullopt,
+                                  .finished_at_ms = std::nullopt});
+    return Status::Ok();
+  }
   return impl_->lease_task.Reset()
       .Bind(1, task_id)
       .Bind(2, attempt)
@@ -1125,28 +1303,53 @@ Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
 Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state, AttemptStatus attempt_status,
                          std::string_view message, std::string_view result_json, std::string_view stdout_tail,
                          std::string_view stderr_tail, std::int64_t now_ms) {
-  // The task's row holds only its current attempt: `attempt` is that one.
-  (void)attempt;
+  // The task's row holds only its current attempt: a row at another one is not written.
   const bool done = Final(state);
   if (!done) {
+    // Before the row changes; on PostgreSQL it sends the writes gathered before it.
     WEFT_RETURN_IF_ERROR(impl_->archive_ended.Reset()
                              .Bind(1, task_id)
                              .Bind(2, now_ms)
                              .Bind(3, ToString(attempt_status))
                              .Bind(4, message)
+                             .Bind(5, attempt)
                              .RunDeferred());
   }
-  return impl_->end_task.Reset()
+  const std::string_view result = result_json.empty() ? std::string_view("{}") : result_json;
+  const std::string_view ended_status = done ? ToString(attempt_status) : std::string_view("");
+  if (GathersTaskWrites()) {
+    if (impl_->task_write_ids.contains(task_id)) WEFT_RETURN_IF_ERROR(SendTaskWrites());
+    impl_->task_write_ids.insert(task_id);
+    impl_->task_writes.push_back({.id = task_id,
+                                  .fence = attempt,
+                                  .attempt = std::nullopt,
+                                  .state = std::string(TaskStateName(state)),
+                                  .host_id = std::nullopt,
+                                  .lease_until_ms = 0,
+                                  .now_ms = now_ms,
+                                  .attempt_status = std::string(ended_status),
+                                  .message = std::string(message),
+                                  .result = std::string(result),
+                                  .stdout_tail = std::string(stdout_tail),
+                                  .stderr_tail = std::string(stderr_tail),
+                                  .finished_at_ms = FinishedAt(state, now_ms)});
+    return Status::Ok();
+  }
+  Status ended = impl_->end_task.Reset()
       .Bind(1, task_id)
       .Bind(2, TaskStateName(state))
       .Bind(3, now_ms)
       .Bind(4, message)
-      .Bind(5, result_json.empty() ? std::string_view("{}") : result_json)
+      .Bind(5, result)
       .Bind(6, stdout_tail)
       .Bind(7, stderr_tail)
-      .Bind(8, done ? ToString(attempt_status) : std::string_view(""))
+      .Bind(8, ended_status)
       .Bind(9, FinishedAt(state, now_ms))
+      .Bind(10, attempt)
       .RunDeferred(1, TaskMissing(task_id));
+  // Outside a PostgreSQL transaction the write ran at once: it can say whether the task is missing or moved on.
+  if (ended.code() == Code::kNotFound) return TaskWriteMissed(task_id, attempt);
+  return ended;
 }
 
 Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {

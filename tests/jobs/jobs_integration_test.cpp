@@ -1389,4 +1389,39 @@ TEST_CASE("jobs: a job whose plugins no live host runs says so at once, and runs
   CHECK(later["waiting_for_plugins"] == json::array({"fake-automator", "fake-provider"}));
 }
 
+TEST_CASE("jobs: a cluster create after a catalog put or delete uses the catalog as it is then",
+          "[jobs][integration]") {
+  // weftd keeps each tenant's catalog between creates: every put and delete
+  // must reach the very next create. No host: only the creates' plans matter.
+  Env env("weft-jobs-catalog-now", kFastJobs, /*host_count=*/0);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  env.Import(catalog);
+  Weftd& s = env.server;
+  auto create = [&](const std::string& name) {
+    return s.TryCall("cluster.create", {{"name", name}, {"template", "web-fake"}, {"size", 3}});
+  };
+  auto port_of = [&](const std::string& name) { return s.Cluster(name)["config"]["nginx"]["port"]; };
+
+  REQUIRE(create("first").ok());
+  REQUIRE(create("second").ok());
+  CHECK(port_of("second") == "8080");
+
+  json tmpl = catalog.Get("clustertemplates", "web-fake");
+  tmpl["defaults"]["config"]["nginx"]["port"] = "9090";
+  s.Call("clustertemplate.put", tmpl);
+  REQUIRE(create("third").ok());
+  CHECK(port_of("third") == "9090");
+  CHECK(port_of("first") == "8080");
+
+  s.Call("clustertemplate.delete", {{"name", "web-fake"}});
+  Result<json> gone = create("fourth");
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.status().code() == Code::kNotFound);
+
+  tmpl["defaults"]["config"]["nginx"]["port"] = "7070";
+  s.Call("clustertemplate.put", tmpl);
+  REQUIRE(create("fifth").ok());
+  CHECK(port_of("fifth") == "7070");
+}
+
 }  // namespace weft

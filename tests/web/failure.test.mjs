@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { useStack } from './support/suite.mjs';
+import { waitFor } from './support/stack.mjs';
 import { signIn, shot } from './support/ui.mjs';
 
 // fake-redis's START always fails (fake-automator's fail_actions).
@@ -60,4 +61,36 @@ s.test('a running job is aborted from its screen after a confirmation', async (p
   assert.ok(await page.$('[data-testid=retry]'), 'and may be retried');
   await page.waitForSelector('[data-testid=dag] .dag-node[data-state=cancelled]');
   await shot(page, 'job-aborted');
+});
+
+s.test('a job that ends before the screen\'s event stream opens is shown ended', async (page, stack) => {
+  // In tenant globex, installing fake-base takes 5 s: the cluster screen's
+  // first read sees the job running.
+  const file = `${stack.dir}/five-second-base.json`;
+  const base = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/services/fake-base.json`, 'utf8'));
+  base.provisioner.actions.install.fields.latency_ms = 5000;
+  fs.writeFileSync(file, JSON.stringify(base));
+  stack.weftOk(['service', 'put', file], { tenant: 'globex' });
+  // The browser's event stream is held until the job has ended, so no event
+  // about the job reaches the screen: only a read once the stream is open can
+  // show the end.
+  let open;
+  const opened = new Promise((resolve) => { open = resolve; });
+  await page.route('**/api/v1/events**', async (route) => { await opened; await route.continue(); });
+
+  await signIn(page, { tenant: 'globex', user: 'bob', password: 'bob-password-1' });
+  await page.goto('/#/create?template=web-fake');
+  await page.fill('input[name=name]', 'unseen');
+  await page.check('text=keep what was made');
+  await page.click('[data-testid=preview]');
+  await page.waitForSelector('[data-testid=plan-summary]');
+  await page.click('[data-testid=create]');
+  await page.waitForSelector('[data-testid=job-progress][data-status=running]');
+  const ended = await waitFor(() => {
+    const { cluster } = stack.weftJson(['cluster', 'get', 'unseen'], { tenant: 'globex' });
+    const { job } = stack.weftJson(['job', 'show', String(cluster.latest_job)], { tenant: 'globex' });
+    return ['succeeded', 'failed'].includes(job.status) && job.status;
+  }, 'the job of cluster unseen to end', 120000);
+  open();
+  await page.waitForSelector(`[data-testid=job-progress][data-status=${ended}]`, { timeout: 30000 });
 });

@@ -572,6 +572,11 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
     co_return;
   }
 
+  // The stream starts from the last event the ring held before the browser
+  // learns it is open: a read the browser makes once it is open then sees
+  // everything that came before, and every later event is sent.
+  std::uint64_t cursor = ring.LastId();
+
   http::response<http::empty_body> res{http::status::ok, version};
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-store");
@@ -597,7 +602,6 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
     ~Unlisten() { ring.Unlisten(id); }
   } unlisten{ring, listener};
 
-  std::uint64_t cursor = ring.LastId();
   if (!last_event_id.empty()) {
     try {
       cursor = std::stoull(last_event_id);

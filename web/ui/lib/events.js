@@ -1,6 +1,9 @@
 // Live updates from GET /api/v1/events (server-sent events). The browser's
 // EventSource reconnects by itself and sends Last-Event-ID, so the gateway can
 // replay what was missed; when it cannot (`reset`), the screen reloads its data.
+// A screen reads its data before its stream opens, so whatever happened in
+// between (a job that ended at once) came in no event: each time the stream
+// opens, the screen reads its data again too.
 import { useEffect, useRef } from './html.js';
 
 const TYPES = ['task', 'job', 'cluster', 'task.progress', 'host'];
@@ -17,6 +20,7 @@ export function subscribe(filter, onEvent, onReset) {
   };
   for (const t of TYPES) source.addEventListener(t, handle(t));
   source.addEventListener('reset', () => onReset && onReset());
+  source.addEventListener('open', () => onReset && onReset());
   return () => source.close();
 }
 

@@ -9,6 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
@@ -29,6 +32,22 @@ inline constexpr std::int64_t kMaxClusterSize = 100000;
 // The tenant's latest catalog, parsed. Entities were validated when they were put,
 // so one that no longer parses (a newer weftd wrote it) is an internal error.
 Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
+
+// The tenants' catalogs as LoadCatalog reads them, kept between requests: a
+// cluster create would otherwise read and parse every entity of its tenant. A
+// copy is used while the store's catalog generation has not moved since it
+// was read (store.hpp), so a put, delete or rollback is seen by the next read.
+// Not thread-safe: for the reactor thread.
+class CatalogCache {
+ public:
+  explicit CatalogCache(store::Store& store) : store_(store) {}
+  Result<std::shared_ptr<const Catalog>> Get(const std::string& tenant);
+
+ private:
+  store::Store& store_;
+  std::uint64_t generation_ = 0;
+  std::unordered_map<std::string, std::shared_ptr<const Catalog>> tenants_;
+};
 
 // Adds every catalog op to `router`: puts and deletes for admins, reads and
 // cluster.plan for users too, all on the api endpoint. catalog.check looks up

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -77,6 +78,12 @@ class PostgresDatabase final : public Database {
   [[nodiscard]] Status Rollback() override;
   int Changes() const override { return changes_; }
 
+  // Runs `before` ahead of every statement sent from now on (not ahead of
+  // those it sends itself): the Store sends the task writes it gathered, so
+  // that whatever reads or writes next sees them. Its failure is that
+  // statement's.
+  void SetBeforeStatement(std::function<Status()> before) { before_ = std::move(before); }
+
  private:
   friend class PostgresStatement;
   [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
@@ -123,6 +130,13 @@ class PostgresDatabase final : public Database {
   // Syncs, reads every reply and leaves pipeline mode; the first failure.
   Status EndPipeline();
   std::string NextName() { return "weft_" + std::to_string(++names_); }
+  Status BeforeStatement() {
+    if (!before_ || in_before_) return Status::Ok();
+    in_before_ = true;
+    Status s = before_();
+    in_before_ = false;
+    return s;
+  }
 
   PostgresOptions options_;
   pg_conn* conn_ = nullptr;
@@ -137,6 +151,8 @@ class PostgresDatabase final : public Database {
   std::int64_t lost_at_ms_ = 0;
   int changes_ = 0;
   bool failed_too_few_ = false;  // the last Failure() was a division by zero
+  std::function<Status()> before_;
+  bool in_before_ = false;
 };
 
 }  // namespace weft::store::sql

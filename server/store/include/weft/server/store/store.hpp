@@ -379,11 +379,16 @@ class Store {
   [[nodiscard]] Result<TaskCounts> CountTasks();
 
   // A take: the task becomes leased by `host_id` at `attempt`, and the attempt is recorded.
+  // On PostgreSQL, in a transaction, takes and attempt ends are sent together,
+  // as one statement, before the next statement or the commit: a task that is
+  // missing fails the transaction there.
   [[nodiscard]] Status LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_view host_id,
                                  std::int64_t lease_until_ms, std::int64_t now_ms);
   [[nodiscard]] Status RenewLease(std::int64_t task_id, std::int64_t lease_until_ms);
-  // The current attempt ends with `attempt_status`; the task moves to `state`
-  // (queued again, or a final state with its result and output).
+  // The current attempt, `attempt`, ends with `attempt_status`; the task moves
+  // to `state` (queued again, or a final state with its result and output).
+  // A task that is at another attempt is not written: the transaction fails
+  // (NOT_FOUND, naming the task), here or at the commit.
   [[nodiscard]] Status EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState state,
                                   AttemptStatus attempt_status, std::string_view message,
                                   std::string_view result_json, std::string_view stdout_tail,
@@ -497,6 +502,11 @@ class Store {
   [[nodiscard]] Result<std::int64_t> FirstTaskSince(std::int64_t since_ms);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
+  // catalog_generation() moves whenever they may have changed: at every put,
+  // delete or rewrite, and when told (CatalogMayHaveChanged: a rollback, or
+  // another weftd led meanwhile), so a copy made at one value is good while it holds.
+  std::uint64_t catalog_generation() const { return catalog_generation_; }
+  void CatalogMayHaveChanged() { ++catalog_generation_; }
   // A put returns the new version (1 + the highest so far, tombstones included).
   [[nodiscard]] Result<std::int64_t> PutCatalogEntity(std::string_view tenant, std::string_view kind,
                                                       std::string_view name, std::string_view json,
@@ -522,6 +532,12 @@ class Store {
   // The leader's fence: sent before COMMIT; after a failed one, what the leadership says.
   Status SendFence();
   Status FenceVerdict(Status failed);
+  // PostgreSQL, in a transaction: takes and attempt ends are gathered and sent
+  // as one statement (see TaskWrite in store.cpp).
+  bool GathersTaskWrites() const { return backend_ == Backend::kPostgres && in_transaction_; }
+  Status SendTaskWrites();
+  // Why a task write changed no row (SQLite, or outside a transaction).
+  Status TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt);
   sql::Database& database();
   struct Impl;
   explicit Store(std::filesystem::path path);
@@ -535,6 +551,7 @@ class Store {
   Backend backend_ = Backend::kSqlite;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  std::uint64_t catalog_generation_ = 0;
   bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
   // The summaries VisitClusterSummaries keeps (job_store.cpp); null: none.

@@ -1,0 +1,263 @@
+// Takes and attempt ends. On PostgreSQL, in a transaction, the Store gathers
+// them and sends them as one statement before the next statement or the
+// commit; on SQLite each runs at once. Either way a transaction sees its own
+// writes in order, a write that misses its task (missing, or at another
+// attempt) fails the whole transaction and names the task, and a deposed
+// leader commits nothing. Run on SQLite and, with WEFT_TEST_STORE=postgres,
+// on PostgreSQL; the leader cases on PostgreSQL only.
+#include <catch2/catch.hpp>
+
+#include "support/postgres.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
+#include "weft/common/lifecycle.hpp"
+#include "weft/server/store/store.hpp"
+
+using weft::AttemptStatus;
+using weft::Status;
+using weft::store::AttemptRecord;
+using weft::store::Store;
+using weft::store::TaskRecord;
+using weft::store::TaskState;
+using weft::testing::OpenStore;
+using weft::testing::PostgresServer;
+using weft::testing::TempDir;
+
+namespace {
+
+Store& Opened(weft::Result<std::unique_ptr<Store>>& opened) {
+  if (!opened.ok()) FAIL(opened.status().ToString());
+  return **opened;
+}
+
+std::int64_t Insert(Store& store) {
+  TaskRecord t;
+  t.tenant = "default";
+  t.plugin = "fake-provider";
+  t.action = "CREATE";
+  t.max_attempts = 3;
+  t.created_at_ms = 1000;
+  REQUIRE(store.InsertTask(&t).ok());
+  return t.id;
+}
+
+// Tasks made and committed, queued.
+std::vector<std::int64_t> InsertCommitted(Store& store, int n) {
+  std::vector<std::int64_t> ids;
+  REQUIRE(store.Begin().ok());
+  for (int i = 0; i < n; ++i) ids.push_back(Insert(store));
+  REQUIRE(store.Commit().ok());
+  return ids;
+}
+
+TaskRecord Task(Store& store, std::int64_t id) {
+  auto task = store.GetTask(id);
+  if (!task.ok()) FAIL(task.status().ToString());
+  if (!task->has_value()) FAIL("task " << id << " is missing");
+  return **task;
+}
+
+Status Finish(Store& store, std::int64_t id, std::int64_t attempt, std::int64_t now_ms,
+              std::string_view message = "done") {
+  return store.EndAttempt(id, attempt, TaskState::kSucceeded, AttemptStatus::kSucceeded, message,
+                          R"({"ok":true})", "out", "err", now_ms);
+}
+
+// The first failure among the steps, else the commit's: SQLite says so at the
+// write, PostgreSQL (which sends the writes later) at the commit.
+template <typename... Steps>
+Status RunThenCommit(Store& store, Steps&&... steps) {
+  Status failed;
+  ((failed = failed.ok() ? steps() : failed), ...);
+  return failed.ok() ? store.Commit() : failed;
+}
+
+}  // namespace
+
+TEST_CASE("store task writes: a finish of a stale attempt among good takes and finishes fails the whole "
+          "transaction, names the task, and nothing of it is kept",
+          "[store]") {
+  TempDir dir("task-writes-stale");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommitted(store, 4);
+  REQUIRE(store.Begin().ok());
+  for (std::int64_t id : ids) REQUIRE(store.LeaseTask(id, 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+
+  REQUIRE(store.Begin().ok());
+  Status ended = RunThenCommit(
+      store, [&] { return Finish(store, ids[0], 1, 3000); },
+      // Attempt 2 of a task at attempt 1: stale (a host that was replaced, or a bug).
+      [&] { return Finish(store, ids[1], 2, 3000); }, [&] { return Finish(store, ids[2], 1, 3000); },
+      [&] { return store.LeaseTask(ids[3], 2, "host-b", 9500, 3000); });
+  CHECK(ended.code() == weft::Code::kNotFound);
+  CHECK(ended.message() == "task " + std::to_string(ids[1]) + " is not at attempt 2");
+  REQUIRE(store.Rollback().ok());
+
+  for (std::int64_t id : ids) {
+    const TaskRecord t = Task(store, id);
+    INFO("task " << id);
+    CHECK(t.state == TaskState::kLeased);
+    CHECK(t.attempt == 1);
+    CHECK(t.host_id == "host-a");
+  }
+
+  // The same writes without the stale one commit, each as it was asked.
+  REQUIRE(store.Begin().ok());
+  Status committed = RunThenCommit(
+      store, [&] { return Finish(store, ids[0], 1, 3000); }, [&] { return Finish(store, ids[2], 1, 3000); },
+      [&] { return store.LeaseTask(ids[3], 2, "host-b", 9500, 3000); });
+  if (!committed.ok()) FAIL(committed.ToString());
+  CHECK(Task(store, ids[0]).state == TaskState::kSucceeded);
+  CHECK(Task(store, ids[1]).state == TaskState::kLeased);
+  CHECK(Task(store, ids[2]).state == TaskState::kSucceeded);
+  const TaskRecord retaken = Task(store, ids[3]);
+  CHECK(retaken.attempt == 2);
+  CHECK(retaken.host_id == "host-b");
+}
+
+TEST_CASE("store task writes: a take of a missing task among good ones fails the transaction and names it",
+          "[store]") {
+  TempDir dir("task-writes-missing");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::int64_t missing = ids[1] + 500;
+  REQUIRE(store.Begin().ok());
+  Status ended = RunThenCommit(
+      store, [&] { return store.LeaseTask(ids[0], 1, "host-a", 9000, 2000); },
+      [&] { return store.LeaseTask(missing, 1, "host-a", 9000, 2000); },
+      [&] { return store.LeaseTask(ids[1], 1, "host-a", 9000, 2000); });
+  CHECK(ended.code() == weft::Code::kNotFound);
+  CHECK(ended.message() == "task " + std::to_string(missing) + " does not exist");
+  REQUIRE(store.Rollback().ok());
+  for (std::int64_t id : ids) CHECK(Task(store, id).state == TaskState::kQueued);
+
+  // A finish of a task that does not exist says so too.
+  REQUIRE(store.Begin().ok());
+  ended = RunThenCommit(store, [&] { return Finish(store, missing, 1, 3000); });
+  CHECK(ended.message() == "task " + std::to_string(missing) + " does not exist");
+  REQUIRE(store.Rollback().ok());
+}
+
+TEST_CASE("store task writes: one task taken, failed, taken again and finished in one transaction ends as "
+          "written, in order, and reads in the transaction see each write",
+          "[store]") {
+  TempDir dir("task-writes-order");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::int64_t id = ids[0];
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(id, 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-b", 9000, 2000).ok());
+  CHECK(Task(store, id).state == TaskState::kLeased);
+  REQUIRE(store.EndAttempt(id, 1, TaskState::kQueued, AttemptStatus::kFailed, "boom", "{}", "", "", 2500).ok());
+  REQUIRE(store.LeaseTask(id, 2, "host-c", 9900, 2600).ok());
+  REQUIRE(Finish(store, id, 2, 2700).ok());
+  REQUIRE(Finish(store, ids[1], 1, 2800).ok());
+  // Read before the commit: the writes gathered so far are sent first.
+  const TaskRecord seen = Task(store, id);
+  CHECK(seen.state == TaskState::kSucceeded);
+  REQUIRE(store.Commit().ok());
+
+  const TaskRecord t = Task(store, id);
+  CHECK(t.state == TaskState::kSucceeded);
+  CHECK(t.attempt == 2);
+  CHECK(t.host_id == "host-c");
+  CHECK(t.message == "done");
+  CHECK(t.result_json == R"({"ok":true})");
+  CHECK(t.updated_at_ms == 2700);
+  auto attempts = store.ListAttempts(id);
+  REQUIRE(attempts.ok());
+  REQUIRE(attempts->size() == 2);
+  const AttemptRecord& first = (*attempts)[0];
+  CHECK(first.attempt == 1);
+  CHECK(first.host_id == "host-a");
+  CHECK(first.taken_at_ms == 2000);
+  CHECK(first.finished_at_ms == 2500);
+  CHECK(first.status == "failed");
+  CHECK(first.message == "boom");
+  const AttemptRecord& second = (*attempts)[1];
+  CHECK(second.attempt == 2);
+  CHECK(second.host_id == "host-c");
+  CHECK(second.taken_at_ms == 2600);
+  CHECK(second.finished_at_ms == 2700);
+  CHECK(second.status == "succeeded");
+  CHECK(Task(store, ids[1]).state == TaskState::kSucceeded);
+
+  // Finished tasks are no longer unfinished; nothing else is.
+  auto unfinished = store.ListUnfinishedTasks();
+  REQUIRE(unfinished.ok());
+  CHECK(unfinished->empty());
+}
+
+TEST_CASE("store task writes: a finish's message, result and output come back as they were sent, quotes, "
+          "backslashes, braces and all",
+          "[store]") {
+  TempDir dir("task-writes-text");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::string message = R"(it said "no" {a,b} \ NULL)";
+  const std::string result = R"({"path":"C:\\x","list":[1,2],"q":"\"","u":"é"})";
+  const std::string out = "line 1\nline \"2\"\t\\n,}{\n";
+  const std::string err = "NULL";
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 1, "host \"a\", b", 9000, 2000).ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-b", 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.EndAttempt(ids[0], 1, TaskState::kFailed, AttemptStatus::kFailed, message, result, out, err, 3000)
+              .ok());
+  REQUIRE(store.EndAttempt(ids[1], 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "", "", "", "", 3000).ok());
+  REQUIRE(store.Commit().ok());
+  const TaskRecord t = Task(store, ids[0]);
+  CHECK(t.host_id == "host \"a\", b");
+  CHECK(t.message == message);
+  CHECK(t.result_json == result);
+  CHECK(t.stdout_tail == out);
+  CHECK(t.stderr_tail == err);
+  const TaskRecord empty = Task(store, ids[1]);
+  CHECK(empty.message.empty());
+  CHECK(empty.result_json == "{}");
+  CHECK(empty.stdout_tail.empty());
+  CHECK(empty.stderr_tail.empty());
+}
+
+TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are not committed", "[store][postgres]") {
+  TempDir dir("task-writes-fence");
+  auto server = PostgresServer::Start(dir / "postgres");
+  if (!server.ok()) FAIL(server.status().ToString());
+  weft::store::StoreOptions options;
+  options.backend = weft::store::Backend::kPostgres;
+  options.conninfo = (*server)->conninfo();
+  auto opened = Store::Open(dir / "unused.db", options);
+  Store& store = Opened(opened);
+  REQUIRE((*server)->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
+                          "INSERT INTO weft_leader VALUES (1, 1)").ok());
+  std::optional<std::int64_t> ours = 1;
+  store.SetLeaderFence({.epoch = [&] { return ours; },
+                        .refused = [&](std::int64_t in_force) {
+                          if (ours && in_force == *ours) return Status::Ok();
+                          return Status::Unavailable("another weftd took over as leader");
+                        }});
+  const std::vector<std::int64_t> ids = InsertCommitted(store, 3);
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+
+  REQUIRE((*server)->Exec("UPDATE weft_leader SET epoch = 2").ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 1, 3000).ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-a", 9000, 3000).ok());
+  REQUIRE(store.LeaseTask(ids[2], 1, "host-b", 9000, 3000).ok());
+  Status committed = store.Commit();
+  CHECK(committed.code() == weft::Code::kUnavailable);
+  CHECK(committed.message() == "another weftd took over as leader");
+  REQUIRE(store.Rollback().ok());
+  CHECK((*server)->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value() ==
+        "leased:1,queued:0,queued:0");
+  store.SetLeaderFence({});
+}
