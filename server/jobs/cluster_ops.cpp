@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -479,7 +480,7 @@ class ClusterOps {
       if (!Visible(call, c)) return;
       if (!first) r.body_text += ',';
       first = false;
-      AppendClusterSummary(r.body_text, c);
+      r.body_text += SummaryText(c);
     });
     if (!s.ok()) return Response::Error(s);
     r.body_text += "]}";
@@ -919,6 +920,30 @@ class ClusterOps {
     reply["waiting_for_plugins"] = std::move(missing);
     return Response::Ok(std::move(reply));
   }
+
+  // A cluster's summary as AppendClusterSummary writes it, kept with the
+  // fields it was written from: escaping the same text for every list was
+  // most of what a list of a thousand clusters still cost.
+  struct WrittenSummary {
+    store::ClusterRecord of;
+    std::string text;
+  };
+  static bool SameSummary(const store::ClusterRecord& a, const store::ClusterRecord& b) {
+    return a.id == b.id && a.name == b.name && a.owner == b.owner && a.status == b.status &&
+           a.template_name == b.template_name && a.provider_name == b.provider_name && a.size == b.size &&
+           a.services == b.services && a.created_at_ms == b.created_at_ms && a.updated_at_ms == b.updated_at_ms &&
+           a.expire_at_ms == b.expire_at_ms && a.latest_job == b.latest_job;
+  }
+  const std::string& SummaryText(const store::ClusterRecord& c) {
+    WrittenSummary& kept = summary_texts_[c.id];
+    if (kept.text.empty() || !SameSummary(kept.of, c)) {
+      kept.of = c;
+      kept.text.clear();
+      AppendClusterSummary(kept.text, c);
+    }
+    return kept.text;
+  }
+  std::unordered_map<std::string, WrittenSummary> summary_texts_;  // by cluster id
 
   store::Store& store_;
   jobs::JobEngine& engine_;

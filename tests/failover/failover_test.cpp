@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -260,6 +261,43 @@ TEST_CASE("failover: a leader whose epoch was taken over cannot commit a write",
       10s));
   client::Client both(ctx, {.endpoint = pair.Apis(), .timeout_ms = 5000});
   CHECK(both.Call("tenant.create", {{"name", "later"}}).ok());
+}
+
+// cluster.list is answered from summaries the leader keeps in memory; a weftd
+// that leads again after another one led meanwhile must not list what it kept.
+TEST_CASE("failover: a weftd that leads again lists the clusters created while another one led",
+          "[failover][integration]") {
+  Pair pair("failover-list", 1000);
+  CatalogDir catalog(pair.dir.path() / "catalog");
+  testing::RunResult imported = pair.a->Weft({"catalog", "import", catalog.path().string()});
+  INFO(imported.out << imported.err);
+  REQUIRE(imported.exit_code == 0);
+  zmq::context_t ctx;
+  client::Client to_a(ctx, {.endpoint = pair.a->api(), .timeout_ms = 20000});
+  // No host runs the tasks: the clusters stay pending, which is enough to be listed.
+  REQUIRE(to_a.Call("cluster.create", {{"name", "first"}, {"template", "web-fake"}, {"size", 3}}).ok());
+  Result<json> listed = to_a.Call("cluster.list", json::object());
+  REQUIRE(listed.ok());
+  REQUIRE((*listed)["clusters"].size() == 1);
+
+  // b leads while a is paused, and creates a cluster; a comes back as a follower.
+  REQUIRE(kill(pair.a->pid(), SIGSTOP) == 0);
+  INFO(pair.Logs());
+  REQUIRE(WaitFor([&] { return Pair::Role(*pair.b) == "leader"; }, 20s));
+  client::Client to_b(ctx, {.endpoint = pair.b->api(), .timeout_ms = 5000});
+  REQUIRE(to_b.Call("cluster.create", {{"name", "second"}, {"template", "web-fake"}, {"size", 3}}).ok());
+  REQUIRE(kill(pair.a->pid(), SIGCONT) == 0);
+  REQUIRE(WaitFor([&] { return Pair::Role(*pair.a) == "follower"; }, 20s));
+
+  // b dies; a leads again and lists both clusters.
+  pair.b->Kill();
+  REQUIRE(WaitFor([&] { return Pair::Role(*pair.a) == "leader"; }, 20s));
+  client::Client again(ctx, {.endpoint = pair.a->api(), .timeout_ms = 5000});
+  listed = again.Call("cluster.list", json::object());
+  REQUIRE(listed.ok());
+  std::set<std::string> names;
+  for (const json& c : (*listed)["clusters"]) names.insert(c.value("name", std::string()));
+  CHECK(names == std::set<std::string>{"first", "second"});
 }
 
 }  // namespace

@@ -580,8 +580,8 @@ TEST_CASE("jobs: cluster.list shows each cluster's template, provider, size and 
   CHECK(all[0]["template"] == "web-fake");
 
   // weftd keeps the summaries it listed: a cluster created since is listed too.
-  env.RunJob({"cluster", "create", "three", "--template", "web-fake", "--size", "2"});
-  CHECK(check_listed("three")["size"] == 2);
+  env.RunJob({"cluster", "create", "three", "--template", "web-fake", "--size", "3"});
+  CHECK(check_listed("three")["size"] == 3);
 }
 
 // ---- 2. results flow -------------------------------------------------------------
