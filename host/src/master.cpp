@@ -823,7 +823,7 @@ void Master::Impl::CancelStale() {
         continue;
       }
       WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
-                            << " is no longer current at weftd (its job was aborted or the task was handed out again); "
+                            << " is stale (weftd cancelled the task, as when its job is aborted, or handed it out again); "
                             << "cancelling it in worker " << pid;
       WorkerMessage m;
       m.kind = WorkerMessage::Kind::kCancel;
