@@ -9,15 +9,30 @@ import { signIn, shot } from './support/ui.mjs';
 // fake-redis's START always fails (fake-automator's fail_actions).
 const s = useStack({ patch: (stack) => stack.patchService('fake-redis', 'start', { fail_actions: 'START' }) });
 const ALICE = { tenant: 'acme', user: 'alice', password: 'alice-password-1' };
+const BOB = { tenant: 'globex', user: 'bob', password: 'bob-password-1' };
 
-s.test('the failed task\'s message and output are on the job screen', async (page) => {
-  await signIn(page, ALICE);
+// In `tenant`, installing fake-base takes `ms`.
+function slowBase(stack, tenant, ms) {
+  const file = `${stack.dir}/base-${ms}ms.json`;
+  const base = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/services/fake-base.json`, 'utf8'));
+  base.provisioner.actions.install.fields.latency_ms = ms;
+  fs.writeFileSync(file, JSON.stringify(base));
+  stack.weftOk(['service', 'put', file], { tenant });
+}
+
+// Creates a web-fake cluster from the create screen, after its plan preview.
+async function createCluster(page, name, { keep = false } = {}) {
   await page.goto('/#/create?template=web-fake');
-  await page.fill('input[name=name]', 'broken');
-  await page.check('text=keep what was made');
+  await page.fill('input[name=name]', name);
+  if (keep) await page.check('text=keep what was made');
   await page.click('[data-testid=preview]');
   await page.waitForSelector('[data-testid=plan-summary]');
   await page.click('[data-testid=create]');
+}
+
+s.test('the failed task\'s message and output are on the job screen', async (page) => {
+  await signIn(page, ALICE);
+  await createCluster(page, 'broken', { keep: true });
   await page.waitForSelector('[data-testid=job-progress][data-status=failed]', { timeout: 120000 });
   assert.match(await page.textContent('[data-testid=job-message]'), /fake-redis|START/);
   await shot(page, 'cluster-failed');
@@ -40,17 +55,9 @@ s.test('the failed task\'s message and output are on the job screen', async (pag
 
 s.test('a running job is aborted from its screen after a confirmation', async (page, stack) => {
   // In tenant globex, installing fake-base takes a minute: the job is surely still running.
-  const file = `${stack.dir}/slow-base.json`;
-  const base = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/services/fake-base.json`, 'utf8'));
-  base.provisioner.actions.install.fields.latency_ms = 60000;
-  fs.writeFileSync(file, JSON.stringify(base));
-  stack.weftOk(['service', 'put', file], { tenant: 'globex' });
-  await signIn(page, { tenant: 'globex', user: 'bob', password: 'bob-password-1' });
-  await page.goto('/#/create?template=web-fake');
-  await page.fill('input[name=name]', 'slow');
-  await page.click('[data-testid=preview]');
-  await page.waitForSelector('[data-testid=plan-summary]');
-  await page.click('[data-testid=create]');
+  slowBase(stack, 'globex', 60000);
+  await signIn(page, BOB);
+  await createCluster(page, 'slow');
   await page.waitForSelector('[data-testid=job-progress][data-status=running]');
   await page.click('[data-testid=job-progress] a');
   await page.click('[data-testid=abort]');
@@ -66,11 +73,7 @@ s.test('a running job is aborted from its screen after a confirmation', async (p
 s.test('a job that ends before the screen\'s event stream opens is shown ended', async (page, stack) => {
   // In tenant globex, installing fake-base takes 5 s: the cluster screen's
   // first read sees the job running.
-  const file = `${stack.dir}/five-second-base.json`;
-  const base = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/services/fake-base.json`, 'utf8'));
-  base.provisioner.actions.install.fields.latency_ms = 5000;
-  fs.writeFileSync(file, JSON.stringify(base));
-  stack.weftOk(['service', 'put', file], { tenant: 'globex' });
+  slowBase(stack, 'globex', 5000);
   // The browser's event stream is held until the job has ended, so no event
   // about the job reaches the screen: only a read once the stream is open can
   // show the end.
@@ -78,13 +81,8 @@ s.test('a job that ends before the screen\'s event stream opens is shown ended',
   const opened = new Promise((resolve) => { open = resolve; });
   await page.route('**/api/v1/events**', async (route) => { await opened; await route.continue(); });
 
-  await signIn(page, { tenant: 'globex', user: 'bob', password: 'bob-password-1' });
-  await page.goto('/#/create?template=web-fake');
-  await page.fill('input[name=name]', 'unseen');
-  await page.check('text=keep what was made');
-  await page.click('[data-testid=preview]');
-  await page.waitForSelector('[data-testid=plan-summary]');
-  await page.click('[data-testid=create]');
+  await signIn(page, BOB);
+  await createCluster(page, 'unseen', { keep: true });
   await page.waitForSelector('[data-testid=job-progress][data-status=running]');
   const ended = await waitFor(() => {
     const { cluster } = stack.weftJson(['cluster', 'get', 'unseen'], { tenant: 'globex' });
