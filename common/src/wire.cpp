@@ -85,13 +85,7 @@ class FastParser {
     std::string key;
     json ignored;
     while (true) {
-      SkipSpace();
-      if (p_ == end_ || *p_ != '"') return false;
-      key.clear();
-      if (!String(key)) return false;
-      SkipSpace();
-      if (p_ == end_ || *p_ != ':') return false;
-      ++p_;
+      if (!MemberKey(key)) return false;
       SkipSpace();
       if (p_ == end_) return false;
       bool ok = true;
@@ -127,16 +121,9 @@ class FastParser {
       } else {
         ok = Value(ignored, 1);  // read past, as the general reading ignores it
       }
-      if (!ok) return false;
-      SkipSpace();
-      if (p_ == end_) return false;
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ != '}') return false;
-      ++p_;
-      break;
+      bool more = false;
+      if (!ok || !MemberEnd(&more)) return false;
+      if (!more) break;
     }
     SkipSpace();
     if (p_ != end_ || !version || !has_id || !has_op) return false;
@@ -154,6 +141,27 @@ class FastParser {
     out.clear();
     if (*p_ == 'n') return nullable && Literal("null");
     return *p_ == '"' && String(out);
+  }
+
+  // An object member's `"key":` into `key` (replacing it), spaces before it skipped.
+  bool MemberKey(std::string& key) {
+    SkipSpace();
+    if (p_ == end_ || *p_ != '"') return false;
+    key.clear();
+    if (!String(key)) return false;
+    SkipSpace();
+    if (p_ == end_ || *p_ != ':') return false;
+    ++p_;
+    return true;
+  }
+
+  // What follows a member's value: ',' (another member: `more`) or the closing '}'.
+  bool MemberEnd(bool* more) {
+    SkipSpace();
+    if (p_ == end_ || (*p_ != ',' && *p_ != '}')) return false;
+    *more = *p_ == ',';
+    ++p_;
+    return true;
   }
 
   void SkipSpace() {
@@ -238,27 +246,15 @@ class FastParser {
         }
         json::object_t& members = out.get_ref<json::object_t&>();
         while (true) {
-          SkipSpace();
-          if (p_ == end_ || *p_ != '"') return false;
           std::string key;
-          if (!String(key)) return false;
-          SkipSpace();
-          if (p_ == end_ || *p_ != ':') return false;
-          ++p_;
+          if (!MemberKey(key)) return false;
           // Every Weft sender writes keys in order (nlohmann's objects are
           // sorted maps), so the hint at the end saves the search. A repeated
           // key keeps the last value, as nlohmann's parser does.
           auto member = members.emplace_hint(members.end(), std::move(key), nullptr);
-          if (!Value(member->second, depth + 1)) return false;
-          SkipSpace();
-          if (p_ == end_) return false;
-          if (*p_ == ',') {
-            ++p_;
-            continue;
-          }
-          if (*p_ != '}') return false;
-          ++p_;
-          return true;
+          bool more = false;
+          if (!Value(member->second, depth + 1) || !MemberEnd(&more)) return false;
+          if (!more) return true;
         }
       }
       case '[': {

@@ -16,15 +16,11 @@ using weft::store::TaskRecord;
 using weft::store::TaskState;
 using weft::testing::ExecStore;
 using weft::testing::OpenStore;
+using weft::testing::Opened;
 using weft::testing::QueryStoreInt;
 using weft::testing::TempDir;
 
 namespace {
-
-Store& Opened(weft::Result<std::unique_ptr<Store>>& opened) {
-  if (!opened.ok()) FAIL(opened.status().ToString());
-  return **opened;
-}
 
 std::int64_t Insert(Store& store, const std::string& job_id = "", std::int64_t created_ms = 1000) {
   TaskRecord t;

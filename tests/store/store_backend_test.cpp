@@ -15,6 +15,7 @@ using weft::Status;
 using weft::store::Store;
 using weft::store::TaskRecord;
 using weft::testing::OpenStore;
+using weft::testing::Opened;
 using weft::testing::PostgresServer;
 using weft::testing::TempDir;
 
@@ -34,11 +35,6 @@ std::unique_ptr<PostgresServer> StartPostgres(const TempDir& dir) {
   auto server = PostgresServer::Start(dir / "postgres");
   if (!server.ok()) FAIL(server.status().ToString());
   return std::move(*server);
-}
-
-Store& Opened(weft::Result<std::unique_ptr<Store>>& opened) {
-  if (!opened.ok()) FAIL(opened.status().ToString());
-  return **opened;
 }
 
 }  // namespace

@@ -20,15 +20,11 @@ using weft::store::Store;
 using weft::store::TaskRecord;
 using weft::store::TaskState;
 using weft::testing::OpenStore;
+using weft::testing::Opened;
 using weft::testing::PostgresServer;
 using weft::testing::TempDir;
 
 namespace {
-
-Store& Opened(weft::Result<std::unique_ptr<Store>>& opened) {
-  if (!opened.ok()) FAIL(opened.status().ToString());
-  return **opened;
-}
 
 std::int64_t Insert(Store& store) {
   TaskRecord t;

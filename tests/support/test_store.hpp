@@ -4,10 +4,11 @@
 // (<dir>/postgres, started at the first open, stopped when the process ends)
 // and one database per file name, so reopening `path` finds what it holds.
 // ExecStore and QueryStoreInt reach the same data beside the Store, as an
-// operator's shell would. Header-only: only binaries that link
-// weft_server_store (and SQLite) include it.
+// operator's shell would. Header-only: only Catch2 test binaries that
+// link weft_server_store (and SQLite) include it.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <sqlite3.h>
 
 #include <cctype>
@@ -56,6 +57,12 @@ inline Result<std::unique_ptr<store::Store>> OpenStore(const std::filesystem::pa
   options.backend = store::Backend::kPostgres;
   options.conninfo = server->conninfo(test_store_detail::DatabaseName(path));
   return store::Store::Open(path, options);
+}
+
+// The store `opened` holds; the test fails with the error when it did not open.
+inline store::Store& Opened(Result<std::unique_ptr<store::Store>>& opened) {
+  if (!opened.ok()) FAIL(opened.status().ToString());
+  return **opened;
 }
 
 // Runs `sql` beside the Store; the error message, or "" when it worked.
