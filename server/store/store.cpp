@@ -913,6 +913,7 @@ Status Store::OpenSqlite(const StoreOptions& options) {
   WEFT_RETURN_IF_ERROR(PrepareAll());
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
+  if (options.reader) return Status::Ok();  // the writer's connection checkpoints
   WEFT_ASSIGN_OR_RETURN(impl_->checkpointer, Checkpointer::Start(db.handle(), path_.string(), options.checkpoint));
   return Status::Ok();
 }

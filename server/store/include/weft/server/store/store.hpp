@@ -311,6 +311,9 @@ struct StoreOptions {
   // how long a statement waits for a lost server to come back.
   std::string conninfo;
   int reconnect_timeout_ms = 60'000;
+  // A second connection, beside the one that writes, that only reads (weftd's
+  // api reads on their own thread): on SQLite it runs no checkpoints.
+  bool reader = false;
 };
 
 // A leader's fence (server/leader, docs/failover.md) that PostgreSQL's server
