@@ -204,12 +204,12 @@ bool ApiFront::Serve(wire::Frames& frames, const std::string& key) {
     call.principal = std::move(*principal);
   }
   // One read transaction: every statement of the reply sees the same commit.
-  if (!store_->Begin().ok()) {
-    (void)store_->Rollback();
+  if (!store_->BeginRead().ok()) {
+    store_->EndRead();
     return give_back();
   }
   p.response = reads_->Route(call);
-  (void)store_->Rollback();  // it wrote nothing
+  store_->EndRead();
   if (!SendReply(router_, p)) {
     WEFT_LOG(kDebug, kLog) << "could not deliver the reply to request '" << p.id
                            << "' on the api endpoint: the peer is gone or not reading";

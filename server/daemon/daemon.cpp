@@ -24,6 +24,7 @@
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
 #include "weft/server/daemon/api_front.hpp"
 #include "weft/server/daemon/components.hpp"
@@ -251,9 +252,10 @@ Status Reactor::Start() {
   std::optional<std::string> secret;
   if (config_.security.curve) secret = server_keys_.secret_key;
   WEFT_RETURN_IF_ERROR(transport_.Bind(secret, &endpoints));
+  // Before the front starts: the rate limits are its own from then on.
+  if (ServerMetrics* m = components_.metrics()) limits_.set_refusal_counter(&m->rate_limited());
   WEFT_RETURN_IF_ERROR(StartFront());
   if (ServerMetrics* m = components_.metrics()) {
-    limits_.set_refusal_counter(&m->rate_limited());
     WEFT_ASSIGN_OR_RETURN(metrics_listener_, StartMetrics(*m));
     endpoints["metrics"] = "http://" + metrics_listener_->address() + "/metrics";
   }
@@ -704,6 +706,7 @@ Status Reactor::StartFront() {
   ApiFront* front = &front_;
   jobs::RegisterClusterReads(*reads, **reader, clock_,
                              [front](const std::string& tenant) { return front->LivePlugins(tenant); });
+  catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
   auth::RefuseSealedRequests(*reads);
   WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
   WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));

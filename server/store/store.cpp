@@ -1105,6 +1105,20 @@ Status Store::Rollback() {
   return s;
 }
 
+Status Store::BeginRead() {
+  if (backend_ != Backend::kSqlite) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement begin, impl_->db->Prepare("BEGIN DEFERRED"));
+  return begin.Run();
+}
+
+void Store::EndRead() {
+  if (backend_ == Backend::kSqlite) {
+    Result<sql::Statement> end = impl_->db->Prepare("ROLLBACK");
+    if (end.ok()) (void)end->Run();
+  }
+  EndLeftoverReads();
+}
+
 Status Store::UpsertHost(const HostRecord& h) {
   return impl_->upsert_host.Reset()
       .Bind(1, h.id)

@@ -362,6 +362,11 @@ class Store {
   [[nodiscard]] Status Begin();
   [[nodiscard]] Status Commit();
   [[nodiscard]] Status Rollback();
+  // On a reader's connection (StoreOptions::reader): every statement from
+  // BeginRead to EndRead sees the same commit (SQLite: a deferred transaction,
+  // which takes no lock a writer waits for; PostgreSQL: each statement its own).
+  [[nodiscard]] Status BeginRead();
+  void EndRead();
   bool in_transaction() const { return in_transaction_; }
 
   // Hosts.
