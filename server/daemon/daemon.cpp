@@ -703,6 +703,8 @@ Status Reactor::StartFront() {
   Result<std::unique_ptr<store::Store>> reader = store::Store::Open(store_.path(), options);
   if (!reader.ok()) return reader.status().WithContext("cannot open the api front's store connection");
   auto reads = std::make_unique<api::Router>();
+  // Its requests count in the same series as the reactor's (OpMetrics records from either thread).
+  reads->set_metrics(components_.metrics());
   ApiFront* front = &front_;
   jobs::RegisterClusterReads(*reads, **reader, clock_,
                              [front](const std::string& tenant) { return front->LivePlugins(tenant); });

@@ -48,17 +48,23 @@ const OpMetrics* ServerMetrics::ForOp(const std::string& op) {
 void OpMetrics::Record(Code code, double seconds_taken) const {
   std::size_t i = static_cast<std::size_t>(code);
   if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
-  if (!outcomes_[i])
-    outcomes_[i] = &owner_.registry().AddCounter("weft_api_requests_total",
-                                                 "Requests handled, by op and outcome (ok or the error code).",
-                                                 {{"op", op_}, {"outcome", AsciiLower(CodeName(static_cast<Code>(i)))}});
-  if (!seconds_)
-    seconds_ = &owner_.registry().AddHistogram(
+  metrics::Counter* outcome = outcomes_[i].load(std::memory_order_acquire);
+  if (!outcome) {
+    outcome = &owner_.registry().AddCounter("weft_api_requests_total",
+                                            "Requests handled, by op and outcome (ok or the error code).",
+                                            {{"op", op_}, {"outcome", AsciiLower(CodeName(static_cast<Code>(i)))}});
+    outcomes_[i].store(outcome, std::memory_order_release);
+  }
+  metrics::Histogram* seconds = seconds_.load(std::memory_order_acquire);
+  if (!seconds) {
+    seconds = &owner_.registry().AddHistogram(
         "weft_api_request_duration_seconds",
         "How long weftd took to handle a request, by op (the handler, not the network).", metrics::buckets::kFast,
         {{"op", op_}});
-  outcomes_[i]->Inc();
-  seconds_->Observe(seconds_taken);
+    seconds_.store(seconds, std::memory_order_release);
+  }
+  outcome->Inc();
+  seconds->Observe(seconds_taken);
 }
 
 const TaskTimers* ServerMetrics::ForTask(const std::string& plugin, const std::string& action) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,8 +46,10 @@ class OpMetrics {
  private:
   ServerMetrics& owner_;
   const std::string op_;
-  mutable std::array<metrics::Counter*, static_cast<std::size_t>(Code::kInternal) + 1> outcomes_{};
-  mutable metrics::Histogram* seconds_ = nullptr;
+  // Made at their first use; atomic because weftd's api front records the reads it answers too
+  // (the registry hands both threads the same series).
+  mutable std::array<std::atomic<metrics::Counter*>, static_cast<std::size_t>(Code::kInternal) + 1> outcomes_{};
+  mutable std::atomic<metrics::Histogram*> seconds_{nullptr};
 };
 
 // The queue's timings of one plugin type and action.
