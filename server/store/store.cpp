@@ -965,6 +965,7 @@ Status Store::OpenSqlite(const StoreOptions& options) {
   WEFT_RETURN_IF_ERROR(PrepareAll());
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
+  if (options.reader) return Status::Ok();  // the writer's connection checkpoints
   WEFT_ASSIGN_OR_RETURN(impl_->checkpointer, Checkpointer::Start(db.handle(), path_.string(), options.checkpoint));
   return Status::Ok();
 }
@@ -1160,6 +1161,20 @@ Status Store::Rollback() {
   Status s = impl_->db->Rollback();
   EndLeftoverReads();
   return s;
+}
+
+Status Store::BeginRead() {
+  if (backend_ != Backend::kSqlite) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement begin, impl_->db->Prepare("BEGIN DEFERRED"));
+  return begin.Run();
+}
+
+void Store::EndRead() {
+  if (backend_ == Backend::kSqlite) {
+    Result<sql::Statement> end = impl_->db->Prepare("ROLLBACK");
+    if (end.ok()) (void)end->Run();
+  }
+  EndLeftoverReads();
 }
 
 Status Store::UpsertHost(const HostRecord& h) {
