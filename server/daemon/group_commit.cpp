@@ -37,6 +37,8 @@ Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
     Status earlier = AwaitInFlight(ready);
     if (!earlier.ok()) {
       // The server ran nothing of this turn either; it was rolled back with it.
+      WEFT_LOG(kError, "weftd") << "the " << batch.size() << " requests begun behind a failed commit are rolled back "
+                                << "with it";
       Append(ready, batch);
       WEFT_RETURN_IF_ERROR(Recover(earlier, ready));
       (void)components_.DrainEvents();
