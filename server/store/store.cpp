@@ -1140,6 +1140,30 @@ Status Store::Commit() {
   return Status::Ok();
 }
 
+Status Store::SendCommit() {
+  if (backend_ != Backend::kPostgres) return Commit();
+  if (!in_transaction_) return Status::Internal("Store::SendCommit outside a transaction");
+  // Still in the transaction on failure: the caller rolls back.
+  WEFT_RETURN_IF_ERROR(SendTaskWrites());
+  Status sent = impl_->fence.epoch ? SendFence() : Status::Ok();
+  if (sent.ok()) sent = impl_->db->SendCommit();
+  if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
+  in_transaction_ = false;
+  return Status::Ok();
+}
+
+Status Store::AwaitCommit() {
+  Status outcome = impl_->db->AwaitCommit();
+  if (outcome.ok()) return outcome;
+  // The server skipped what was sent behind the failed COMMIT.
+  if (in_transaction_) (void)Rollback();
+  return impl_->fence.epoch ? FenceVerdict(outcome) : outcome;
+}
+
+bool Store::CommitInFlight() const { return impl_->db->CommitInFlight(); }
+
+int Store::CommitSocket() const { return impl_->db->CommitSocket(); }
+
 void Store::EndLeftoverReads() {
   // After COMMIT a statement still on a row keeps the connection in a read
   // transaction at its old snapshot, so checkpoints copy nothing newer and the
