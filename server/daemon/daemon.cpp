@@ -179,6 +179,14 @@ class Reactor {
   Status Elect(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
   void StepDown();
+  // Waits for the commit in flight (GroupCommit) and sends its replies and events.
+  Status SettleCommit();
+  // While the earlier commit is in flight, requests that arrive join this
+  // turn's batch (which commits once it is confirmed): the batch grows with
+  // the store's latency instead of paying a commit per request or two.
+  void JoinWhileCommitting(std::vector<Pending>* batch);
+  // Whether a read waits in the inbox: it must not see a commit in flight.
+  bool ReadInInbox() const;
   // A follower's turn: server.status, and NOT_LEADER for everything else.
   void AnswerAsFollower();
   Status StartElection(const json& endpoints);
@@ -227,6 +235,8 @@ class Reactor {
   bool serve_more_ = false;
   // This turn took a read off the api ROUTER that waits for its commit (see ReadWaiting).
   bool read_waiting_ = false;
+  // The reply to the commit in flight has come (or Wait() found nothing else to do).
+  bool commit_ready_ = false;
   std::chrono::steady_clock::time_point next_read_look_{};
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
@@ -409,7 +419,11 @@ Result<Reactor::Woke> Reactor::Wait() {
   const bool drained = !pending_[0] && !pending_[1];
   const bool sleep = drained && inbox_.empty() && !serve_more_;
   if (!drained && now < next_signal_check_ms_) return Woke::kWork;
-  pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+  // With a commit in flight, its reply is waited for with the requests:
+  // whichever comes first is handled first.
+  const int commit_fd = sleep ? commit_.Socket() : -1;
+  pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}, {commit_fd, POLLIN, 0}};
+  const nfds_t watched = commit_fd >= 0 ? 4 : 3;
   const int timeout_ms = sleep ? static_cast<int>(PollTimeoutMs(now)) : 0;
   int rc = 0;
   if (timeout_ms > 0 && std::chrono::steady_clock::now() < spin_until_) {
@@ -417,11 +431,12 @@ Result<Reactor::Woke> Reactor::Wait() {
     // a thread that slept costs a wake-up to get going again (tens of
     // microseconds on a virtual machine): look without sleeping a while.
     do {
-      rc = ::poll(items, 3, 0);
+      rc = ::poll(items, watched, 0);
     } while (rc == 0 && std::chrono::steady_clock::now() < spin_until_);
   }
   spin_until_ = {};
-  if (rc == 0) rc = ::poll(items, drained ? 3 : 1, timeout_ms);
+  if (rc == 0) rc = ::poll(items, drained ? watched : 1, timeout_ms);
+  if (sleep && commit_.InFlight() && (rc == 0 || items[3].revents != 0)) commit_ready_ = true;
   if (rc > 0 && waiting_since_ != std::chrono::steady_clock::time_point{} &&
       (items[1].revents != 0 || items[2].revents != 0)) {
     last_wait_ = std::chrono::steady_clock::now() - waiting_since_;
@@ -572,7 +587,10 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   // events only if someone listens.
   subscriptions_.Check();
   std::vector<Pending> batch;
+  // A read is answered from what is committed, so not with a commit in flight.
+  if (commit_.InFlight() && ReadInInbox()) WEFT_RETURN_IF_ERROR(SettleCommit());
   Status s = commit_.Begin();
+  if (!s.ok()) WEFT_RETURN_IF_ERROR(SettleCommit());
   if (!s.ok() && leadership_ && !leadership_->leader()) {
     StepDown();  // another weftd leads: the inbox gets NOT_LEADER replies next
     return Status::Ok();
@@ -589,6 +607,8 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   }
   AnswerReads();
   HandleWrites(&batch);
+  JoinWhileCommitting(&batch);
+  // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
   // Before the replies: a client told its user was made may read as that user at once.
   PublishAuth();
@@ -599,7 +619,7 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
     if (last_wait_ <= std::chrono::microseconds(config_.server.idle_spin_us))
       spin_until_ = waiting_since_ + std::chrono::microseconds(config_.server.idle_spin_us);
   }
-  subscriptions_.Publish();
+  subscriptions_.Publish(commit_.TakeEvents());
   if (ServerMetrics* m = components_.metrics())
     m->turn_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return Status::Ok();
@@ -647,6 +667,9 @@ Status Reactor::Loop() {
       components_.RefreshMetrics();
       next_metrics_ms_ = now + 250;
     }
+    // Its reply came, or nothing else came: the commit in flight is settled.
+    if (commit_.InFlight() && (commit_ready_ || commit_.Socket() < 0)) WEFT_RETURN_IF_ERROR(SettleCommit());
+    commit_ready_ = false;
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_)
@@ -660,6 +683,9 @@ Status Reactor::Loop() {
 }
 
 void Reactor::Shutdown() {
+  if (Status s = SettleCommit(); !s.ok()) {
+    WEFT_LOG(kError, kLog) << "the last commit could not be settled: " << s.message();
+  }
   metrics_listener_.reset();
   store_.SetLeaderFence({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
@@ -864,6 +890,10 @@ void Reactor::StepDown() {
   leading_ = false;
   front_.SetServing(false);
   if (!was) return;
+  // The commit in flight meets the fence: its batch is answered either way.
+  if (Status s = SettleCommit(); !s.ok()) {
+    WEFT_LOG(kError, kLog) << "the last commit could not be settled: " << s.message();
+  }
   WEFT_LOG(kWarn, kLog) << "stepped down: answering as a follower from now on";
   std::vector<Pending> replies;
   held_.AnswerAll(&replies, leader::NotLeaderStatus(*leadership_, Endpoint::kProvisioner));
@@ -872,6 +902,42 @@ void Reactor::StepDown() {
   // Attempts that were never delivered stay leased in the store; the leader's lease expiry hands them out again.
   undelivered_.clear();
   serve_more_ = false;
+}
+
+Status Reactor::SettleCommit() {
+  if (!commit_.InFlight()) return Status::Ok();
+  std::vector<Pending> replies;
+  WEFT_RETURN_IF_ERROR(commit_.Settle(replies));
+  Reply(replies);
+  subscriptions_.Publish(commit_.TakeEvents());
+  return Status::Ok();
+}
+
+void Reactor::JoinWhileCommitting(std::vector<Pending>* batch) {
+  const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
+  const auto until = std::chrono::steady_clock::now() + kTurnBudget;
+  while (commit_.InFlight() && !read_waiting_ && batch->size() < batch_max &&
+         std::chrono::steady_clock::now() < until) {
+    if (!inbox_.empty() || Drain(batch_max - batch->size(), true) > 0) {
+      HandleWrites(batch);
+      continue;
+    }
+    // Both ROUTERs refused a receive: their descriptors signal what comes next.
+    const int commit_fd = commit_.Socket();
+    if (commit_fd < 0) return;
+    pollfd items[] = {{commit_fd, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (::poll(items, 3, static_cast<int>(std::max<std::int64_t>(0, left.count()))) <= 0) return;
+    if (items[0].revents != 0) return;  // its reply is there
+    pending_[0] = pending_[0] || items[1].revents != 0;
+    pending_[1] = pending_[1] || items[2].revents != 0;
+  }
+}
+
+bool Reactor::ReadInInbox() const {
+  for (const Inbound& in : inbox_)
+    if (ReadOnly(in)) return true;
+  return false;
 }
 
 void Reactor::AnswerAsFollower() {

@@ -368,6 +368,19 @@ class Store {
   [[nodiscard]] Status BeginRead();
   void EndRead();
   bool in_transaction() const { return in_transaction_; }
+  // A commit whose outcome is read later (PostgreSQL; SQLite commits in
+  // SendCommit): SendCommit() sends the transaction's writes, the leader
+  // fence and COMMIT without waiting, and ends the transaction (on failure it
+  // is still open: roll back). The next transaction may begin meanwhile.
+  // AwaitCommit() waits for the outcome; when the commit failed, a
+  // transaction begun behind it is rolled back too (the server ran none of
+  // it), and a refused leader fence is reported as Commit() reports it.
+  bool OverlapsCommits() const { return backend_ == Backend::kPostgres; }
+  [[nodiscard]] Status SendCommit();
+  [[nodiscard]] Status AwaitCommit();
+  bool CommitInFlight() const;
+  // What to poll(2) for the outcome of the commit in flight (-1: none).
+  int CommitSocket() const;
 
   // Hosts.
   [[nodiscard]] Status UpsertHost(const HostRecord& host);
