@@ -405,7 +405,8 @@ Result<Reactor::Woke> Reactor::Wait() {
   const nfds_t watched = commit_fd >= 0 ? 4 : 3;
   const int timeout_ms = sleep ? static_cast<int>(PollTimeoutMs(now)) : 0;
   int rc = 0;
-  if (timeout_ms > 0 && std::chrono::steady_clock::now() < spin_until_) {
+  // Not while a commit is in flight: PostgreSQL, working on it, needs the core.
+  if (timeout_ms > 0 && commit_fd < 0 && std::chrono::steady_clock::now() < spin_until_) {
     // Hosts send their next request within a round trip of a reply, and
     // a thread that slept costs a wake-up to get going again (tens of
     // microseconds on a virtual machine): look without sleeping a while.
