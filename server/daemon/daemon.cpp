@@ -24,6 +24,9 @@
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
+#include "weft/server/jobs/cluster_ops.hpp"
+#include "weft/server/daemon/api_front.hpp"
 #include "weft/server/daemon/components.hpp"
 #include "weft/server/daemon/group_commit.hpp"
 #include "weft/server/daemon/held_takes.hpp"
@@ -74,6 +77,8 @@ constexpr auto kJoinWindow = std::chrono::microseconds(100);
 // Requests decoded but not yet handled, at most this many batches' worth:
 // beyond it the loop stops receiving and ZeroMQ queues (and pushes back).
 constexpr std::size_t kMaxInboxBatches = 2;
+// How often the plugin types live hosts run are told to the api front (job.get's waiting_for_plugins).
+constexpr std::int64_t kLivePluginsEveryMs = 100;
 // Undelivered replies and host requests beyond the first of an interval are only counted.
 constexpr std::int64_t kTallyMs = 5000;
 
@@ -103,8 +108,10 @@ std::string_view PeerOf(const Inbound& in) {
 // and runs the loop that drives them.
 class Reactor {
  public:
-  Reactor(const Config& config, int signal_fd, store::Store& store, std::optional<std::string> election)
+  Reactor(const Config& config, int signal_fd, store::Store& store, store::StoreOptions store_options,
+          std::optional<std::string> election)
       : election_(std::move(election)),
+        store_options_(std::move(store_options)),
         config_(config),
         signal_fd_(signal_fd),
         store_(store),
@@ -113,7 +120,8 @@ class Reactor {
         queue_(components_.queue()),
         registry_(components_.registry()),
         limits_(config, clock_),
-        transport_(config, clock_, registry_, limits_, tally_),
+        transport_(config, clock_, registry_, tally_),
+        front_(config, clock_, limits_),
         commit_(store, components_),
         held_(config, clock_, queue_, components_.dispatcher(), registry_),
         subscriptions_(config, clock_, transport_.events(), store, registry_, components_) {}
@@ -156,6 +164,11 @@ class Reactor {
   // Whether an api request may be answered ahead of the batch: an op the router knows only reads.
   bool ReadOnly(const Inbound& in) const;
   Status StartSecurity();
+  // The api front's thread (api_front.hpp), with a store connection of its own.
+  Status StartFront();
+  // Tells the front what changed of the keys and tenants (after a commit, or a rollback that reloaded them).
+  void PublishAuth();
+  void PublishLivePlugins();
   Result<std::unique_ptr<metrics::HttpListener>> StartMetrics(ServerMetrics& m);
   Status WriteSuperadminCredential(const std::string& api_endpoint);
 
@@ -181,6 +194,7 @@ class Reactor {
   // The libpq connection string of the store's database when weftd elects a
   // leader among several; nullopt: it is the only one and always leads.
   std::optional<std::string> election_;
+  store::StoreOptions store_options_;  // the front opens its reader with them
   std::unique_ptr<leader::Leadership> leadership_;
   bool leading_ = false;
   std::string superadmin_key_;  // recorded in the store when this weftd leads
@@ -199,6 +213,11 @@ class Reactor {
   log::Tally tally_{log::Level::kInfo, kLog, kTallyMs};
   RateLimits limits_;
   Transport transport_;
+  // After transport_: stops before the context ends. Owns the api ROUTER once started.
+  ApiFront front_;
+  std::uint64_t auth_generation_ = 0;
+  bool auth_published_ = false;
+  std::int64_t next_live_plugins_ms_ = 0;
   std::unique_ptr<auth::ZapHandler> zap_;  // after transport_'s context: stops before the context ends
   // Serves /metrics on its own thread (null with metrics off); stops before the components end.
   std::unique_ptr<metrics::HttpListener> metrics_listener_;
@@ -243,8 +262,10 @@ Status Reactor::Start() {
   std::optional<std::string> secret;
   if (config_.security.curve) secret = server_keys_.secret_key;
   WEFT_RETURN_IF_ERROR(transport_.Bind(secret, &endpoints));
+  // Before the front starts: the rate limits are its own from then on.
+  if (ServerMetrics* m = components_.metrics()) limits_.set_refusal_counter(&m->rate_limited());
+  WEFT_RETURN_IF_ERROR(StartFront());
   if (ServerMetrics* m = components_.metrics()) {
-    limits_.set_refusal_counter(&m->rate_limited());
     WEFT_ASSIGN_OR_RETURN(metrics_listener_, StartMetrics(*m));
     endpoints["metrics"] = "http://" + metrics_listener_->address() + "/metrics";
   }
@@ -590,6 +611,8 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   JoinWhileCommitting(&batch);
   // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
+  // Before the replies: a client told its user was made may read as that user at once.
+  PublishAuth();
   Reply(batch);
   handled_.clear();
   if (!batch.empty()) {
@@ -636,6 +659,10 @@ Status Reactor::Loop() {
         continue;
       }
     }
+    if (now >= next_live_plugins_ms_) {
+      PublishLivePlugins();
+      next_live_plugins_ms_ = now + kLivePluginsEveryMs;
+    }
     if (now >= next_metrics_ms_) {
       // About once a second (the loop wakes at least that often): cheap unless someone scrapes.
       components_.RefreshMetrics();
@@ -670,6 +697,7 @@ void Reactor::Shutdown() {
   inbox_.clear();
   held_.AnswerAll(&replies, Status::Unavailable("weftd is shutting down; retry the take"));
   transport_.Send(replies, &undelivered_);
+  front_.Stop();  // after it passed those replies on
   std::error_code ec;
   std::filesystem::remove(config_.server.data_dir / "endpoints.json", ec);
 }
@@ -694,6 +722,37 @@ Result<std::unique_ptr<metrics::HttpListener>> Reactor::StartMetrics(ServerMetri
     }
   }
   return metrics::HttpListener::Start(listen, render);
+}
+
+Status Reactor::StartFront() {
+  store::StoreOptions options = store_options_;
+  options.reader = true;
+  Result<std::unique_ptr<store::Store>> reader = store::Store::Open(store_.path(), options);
+  if (!reader.ok()) return reader.status().WithContext("cannot open the api front's store connection");
+  auto reads = std::make_unique<api::Router>();
+  ApiFront* front = &front_;
+  jobs::RegisterClusterReads(*reads, **reader, clock_,
+                             [front](const std::string& tenant) { return front->LivePlugins(tenant); });
+  catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
+  auth::RefuseSealedRequests(*reads);
+  WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
+  WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));
+  return front_.Start(std::move(router), std::move(*reader), std::move(reads));
+}
+
+void Reactor::PublishAuth() {
+  if (auth_published_ && registry_.generation() == auth_generation_) return;
+  auth_generation_ = registry_.generation();
+  auth_published_ = true;
+  front_.SetAuth(registry_.View());
+}
+
+void Reactor::PublishLivePlugins() {
+  if (!leading_) return;
+  std::map<std::string, std::set<std::string>> by_tenant;
+  for (const auto& [tenant, record] : registry_.tenants())
+    by_tenant[tenant] = components_.hosts().LivePluginTypes(tenant);
+  front_.SetLivePlugins(std::move(by_tenant));
 }
 
 // The server key pair (made at first start), the ZAP handler, the security ops.
@@ -756,6 +815,10 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  auth_published_ = false;
+  PublishAuth();
+  PublishLivePlugins();
+  front_.SetServing(true);
   return Status::Ok();
 }
 
@@ -824,6 +887,7 @@ Status Reactor::Elect(std::int64_t now) {
 void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
+  front_.SetServing(false);
   if (!was) return;
   // The commit in flight meets the fence: its batch is answered either way.
   if (Status s = SettleCommit(); !s.ok()) {
@@ -937,7 +1001,7 @@ Status RunDaemon(const Config& config, int signal_fd) {
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));
-  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, ElectionConninfo(config));
+  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, options, ElectionConninfo(config));
   Status s = reactor->Start();
   if (s.ok()) s = reactor->Loop();
   reactor->Shutdown();

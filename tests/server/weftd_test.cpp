@@ -429,6 +429,17 @@ TEST_CASE("weftd: SIGTERM stops it cleanly with exit status 0", "[weftd]") {
   CHECK_FALSE(std::filesystem::exists(weftd.data() / "endpoints.json"));
 }
 
+TEST_CASE("weftd: runs on jemalloc when the build links it and on its own malloc in a sanitizer build", "[weftd]") {
+  Weftd weftd(Config());
+  // The shared objects mapped into the running weftd (a sanitizer build keeps
+  // its own malloc: WEFT_JEMALLOC leaves jemalloc out there).
+  const std::string maps = weft::testing::ReadFile("/proc/" + std::to_string(weftd.pid()) + "/maps");
+  REQUIRE(maps.find("libc.so") != std::string::npos);
+  CHECK((maps.find("libjemalloc") != std::string::npos) == (WEFT_WEFTD_JEMALLOC == 1));
+  auto api = MakeClient(weftd.api());
+  CHECK(Ok(api.Call("server.status")).contains("tasks"));
+}
+
 TEST_CASE("weftd: an unknown config key stops it with a sentence naming the key", "[weftd]") {
   TempDir dir;
   weft::testing::WriteFile(dir / "weftd.toml", "[tasks]\nleese_ms = 5\n");

@@ -311,6 +311,9 @@ struct StoreOptions {
   // how long a statement waits for a lost server to come back.
   std::string conninfo;
   int reconnect_timeout_ms = 60'000;
+  // A second connection, beside the one that writes, that only reads (weftd's
+  // api reads on their own thread): on SQLite it runs no checkpoints.
+  bool reader = false;
 };
 
 // A leader's fence (server/leader, docs/failover.md) that PostgreSQL's server
@@ -359,6 +362,11 @@ class Store {
   [[nodiscard]] Status Begin();
   [[nodiscard]] Status Commit();
   [[nodiscard]] Status Rollback();
+  // On a reader's connection (StoreOptions::reader): every statement from
+  // BeginRead to EndRead sees the same commit (SQLite: a deferred transaction,
+  // which takes no lock a writer waits for; PostgreSQL: each statement its own).
+  [[nodiscard]] Status BeginRead();
+  void EndRead();
   bool in_transaction() const { return in_transaction_; }
   // A commit whose outcome is read later (PostgreSQL; SQLite commits in
   // SendCommit): SendCommit() sends the transaction's writes, the leader
