@@ -611,6 +611,8 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   JoinWhileCommitting(&batch);
   // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
+  // The front sees only committed keys and tenants: a turn that changed them waits for its commit.
+  if (commit_.InFlight() && registry_.generation() != auth_generation_) WEFT_RETURN_IF_ERROR(commit_.Settle(batch));
   // Before the replies: a client told its user was made may read as that user at once.
   PublishAuth();
   Reply(batch);
@@ -907,6 +909,7 @@ Status Reactor::SettleCommit() {
   if (!commit_.InFlight()) return Status::Ok();
   std::vector<Pending> replies;
   WEFT_RETURN_IF_ERROR(commit_.Settle(replies));
+  PublishAuth();
   Reply(replies);
   subscriptions_.Publish(commit_.TakeEvents());
   return Status::Ok();
