@@ -1384,13 +1384,17 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                                   .finished_at_ms = std::nullopt});
     return Status::Ok();
   }
-  return impl_->lease_task.Reset()
-      .Bind(1, task_id)
-      .Bind(2, attempt)
-      .Bind(3, host_id)
-      .Bind(4, lease_until_ms)
-      .Bind(5, now_ms)
-      .RunDeferred(1, TaskMissing(task_id));
+  // Not gathered, the write runs at once (SQLite, or outside a PostgreSQL
+  // transaction): the message naming the task is made only when it is missing.
+  Status leased = impl_->lease_task.Reset()
+                      .Bind(1, task_id)
+                      .Bind(2, attempt)
+                      .Bind(3, host_id)
+                      .Bind(4, lease_until_ms)
+                      .Bind(5, now_ms)
+                      .RunDeferred(1, Status::NotFound(""));
+  if (leased.code() == Code::kNotFound) return TaskMissing(task_id);
+  return leased;
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
@@ -1443,7 +1447,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
       .Bind(8, ended_status)
       .Bind(9, FinishedAt(state, now_ms))
       .Bind(10, attempt)
-      .RunDeferred(1, TaskMissing(task_id));
+      .RunDeferred(1, Status::NotFound(""));
   // Outside a PostgreSQL transaction the write ran at once: it can say whether the task is missing or moved on.
   if (ended.code() == Code::kNotFound) return TaskWriteMissed(task_id, attempt);
   return ended;
