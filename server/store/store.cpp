@@ -976,7 +976,9 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   auto owned = std::make_unique<sql::PostgresDatabase>();
   sql::PostgresDatabase& db = *owned;
   impl_->db = std::move(owned);
-  Status s = db.Open({.conninfo = options.conninfo, .reconnect_timeout_ms = options.reconnect_timeout_ms});
+  Status s = db.Open({.conninfo = options.conninfo,
+                      .reconnect_timeout_ms = options.reconnect_timeout_ms,
+                      .name = options.reader ? "the api reads" : ""});
   if (!s.ok()) return s.WithContext("cannot open the PostgreSQL store");
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());
