@@ -426,7 +426,8 @@ Result<Reactor::Woke> Reactor::Wait() {
   const nfds_t watched = commit_fd >= 0 ? 4 : 3;
   const int timeout_ms = sleep ? static_cast<int>(PollTimeoutMs(now)) : 0;
   int rc = 0;
-  if (timeout_ms > 0 && std::chrono::steady_clock::now() < spin_until_) {
+  // Not while a commit is in flight: PostgreSQL, working on it, needs the core.
+  if (timeout_ms > 0 && commit_fd < 0 && std::chrono::steady_clock::now() < spin_until_) {
     // Hosts send their next request within a round trip of a reply, and
     // a thread that slept costs a wake-up to get going again (tens of
     // microseconds on a virtual machine): look without sleeping a while.
@@ -610,6 +611,8 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   JoinWhileCommitting(&batch);
   // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
+  // The front sees only committed keys and tenants: a turn that changed them waits for its commit.
+  if (commit_.InFlight() && registry_.generation() != auth_generation_) WEFT_RETURN_IF_ERROR(commit_.Settle(batch));
   // Before the replies: a client told its user was made may read as that user at once.
   PublishAuth();
   Reply(batch);
@@ -908,6 +911,7 @@ Status Reactor::SettleCommit() {
   if (!commit_.InFlight()) return Status::Ok();
   std::vector<Pending> replies;
   WEFT_RETURN_IF_ERROR(commit_.Settle(replies));
+  PublishAuth();
   Reply(replies);
   subscriptions_.Publish(commit_.TakeEvents());
   return Status::Ok();

@@ -278,7 +278,7 @@ Status PostgresDatabase::Reconnect() {
     if (s.ok()) {
       if (lost_) {
         lost_ = false;
-        WEFT_LOG(kInfo, "store") << "the connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
+        WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
                                  << " ms (" << Describe() << ")";
       }
       return s;
@@ -290,12 +290,20 @@ Status PostgresDatabase::Reconnect() {
   }
 }
 
+std::string PostgresDatabase::Whose() const {
+  return options_.name.empty() ? "the " : options_.name + "' ";
+}
+
 void PostgresDatabase::NoteLost(const std::string& why) {
   if (lost_) return;
   lost_ = true;
   lost_at_ms_ = SteadyMs();
   // libpq's first line says what happened; the rest guesses why.
   const std::string first = why.substr(0, why.find('\n'));
+  if (!options_.name.empty()) {
+    WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL was lost (" << first << "); waiting for it";
+    return;
+  }
   WEFT_LOG(kWarn, "store") << "lost the connection to PostgreSQL (" << first << "); waiting for it to come back, "
                            << "up to " << options_.reconnect_timeout_ms / 1000 << " s per request";
 }

@@ -976,7 +976,9 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   auto owned = std::make_unique<sql::PostgresDatabase>();
   sql::PostgresDatabase& db = *owned;
   impl_->db = std::move(owned);
-  Status s = db.Open({.conninfo = options.conninfo, .reconnect_timeout_ms = options.reconnect_timeout_ms});
+  Status s = db.Open({.conninfo = options.conninfo,
+                      .reconnect_timeout_ms = options.reconnect_timeout_ms,
+                      .name = options.reader ? "the api reads" : ""});
   if (!s.ok()) return s.WithContext("cannot open the PostgreSQL store");
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());
@@ -1384,13 +1386,17 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                                   .finished_at_ms = std::nullopt});
     return Status::Ok();
   }
-  return impl_->lease_task.Reset()
-      .Bind(1, task_id)
-      .Bind(2, attempt)
-      .Bind(3, host_id)
-      .Bind(4, lease_until_ms)
-      .Bind(5, now_ms)
-      .RunDeferred(1, TaskMissing(task_id));
+  // Not gathered, the write runs at once (SQLite, or outside a PostgreSQL
+  // transaction): the message naming the task is made only when it is missing.
+  Status leased = impl_->lease_task.Reset()
+                      .Bind(1, task_id)
+                      .Bind(2, attempt)
+                      .Bind(3, host_id)
+                      .Bind(4, lease_until_ms)
+                      .Bind(5, now_ms)
+                      .RunDeferred(1, Status::NotFound(""));
+  if (leased.code() == Code::kNotFound) return TaskMissing(task_id);
+  return leased;
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
@@ -1443,7 +1449,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
       .Bind(8, ended_status)
       .Bind(9, FinishedAt(state, now_ms))
       .Bind(10, attempt)
-      .RunDeferred(1, TaskMissing(task_id));
+      .RunDeferred(1, Status::NotFound(""));
   // Outside a PostgreSQL transaction the write ran at once: it can say whether the task is missing or moved on.
   if (ended.code() == Code::kNotFound) return TaskWriteMissed(task_id, attempt);
   return ended;

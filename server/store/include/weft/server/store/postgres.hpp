@@ -61,6 +61,10 @@ struct PreparedMark {
 struct PostgresOptions {
   std::string conninfo;               // a libpq connection string or URI
   int reconnect_timeout_ms = 60'000;  // how long a statement waits for a lost server
+  // A second connection of the same process ("api reads"): its losses and
+  // returns are logged at info under this name, so that the operator reads
+  // the store's own warning once, not once per connection.
+  std::string name;
 };
 
 // `?1`, `?2`, ... (and a bare `?`, numbered as SQLite numbers it) become `$1`,
@@ -112,6 +116,8 @@ class PostgresDatabase final : public Database {
   template <typename Send>
   Result<ResultPtr> Run(Send send, std::string_view what);
   void NoteLost(const std::string& why);
+  // "the " or "<name>' ", to start a log line about this connection.
+  std::string Whose() const;
   // What a failed result (or none) means: UNAVAILABLE for a lost connection
   // and transient errors, INTERNAL otherwise.
   // Notes in failed_too_few_ whether it was a checked write's refusal (a
