@@ -377,6 +377,21 @@ Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& 
 
 }  // namespace
 
+void RefuseSealedRequests(api::Router& router) {
+  // No client request may carry sealed text: weftd would store it where it
+  // might later be opened. (Catalog puts of sealable entities check in InstallSecrets.)
+  for (const std::string& op : router.KnownOps()) {
+    if (kSealingPuts.count(op)) continue;
+    router.Wrap(op, [op](api::Handler next) -> api::Handler {
+      return [op, next](const Call& c) {
+        if (c.endpoint != Endpoint::kApi) return next(c);
+        Status s = RefuseSealedText(c.request->body, "op '" + op + "': the request");
+        return s.ok() ? next(c) : Response::Error(s);
+      };
+    });
+  }
+}
+
 Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesystem::path& key_file) {
   Result<SecretBox> opened = SecretBox::Open(key_file);
   if (!opened.ok()) return opened.status().WithContext("cannot open the secrets key");
@@ -391,18 +406,7 @@ Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesyst
     sealed.request = &copy;
     return next(sealed);
   };
-  // No client request may carry sealed text: weftd would store it where it
-  // might later be opened. (Catalog puts of sealable entities check below.)
-  for (const std::string& op : router.KnownOps()) {
-    if (kSealingPuts.count(op)) continue;
-    router.Wrap(op, [op](api::Handler next) -> api::Handler {
-      return [op, next](const Call& c) {
-        if (c.endpoint != Endpoint::kApi) return next(c);
-        Status s = RefuseSealedText(c.request->body, "op '" + op + "': the request");
-        return s.ok() ? next(c) : Response::Error(s);
-      };
-    });
-  }
+  RefuseSealedRequests(router);
   router.Wrap("task.finish", [box, st, with_body](api::Handler next) -> api::Handler {
     return [box, st, with_body, next](const Call& c) {
       auto result = c.request->body.find("result");
@@ -479,14 +483,20 @@ api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t 
                                         "`, or give the host an enrollment token (`weft host token create`)"));
 }
 
-Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,
-                               const wire::Request& request) {
-  const KeyEntry* entry = key.empty() ? nullptr : registry.Find(key);
+namespace {
+
+// Resolve's rules over any source of keys and tenants: the Registry on the
+// reactor thread, an AuthView elsewhere.
+template <typename Find, typename Spent>
+Result<api::Principal> ResolveWith(const Find& find, const Spent& spent,
+                                   const std::map<std::string, store::TenantRecord>& tenants, Endpoint endpoint,
+                                   const std::string& key, const wire::Request& request) {
+  const KeyEntry* entry = key.empty() ? nullptr : find(key);
   api::Principal p;
   p.key = key;
-  auto quotas = [&registry](api::Principal& principal) {
-    auto t = registry.tenants().find(principal.tenant);
-    if (t == registry.tenants().end()) return;
+  auto quotas = [&tenants](api::Principal& principal) {
+    auto t = tenants.find(principal.tenant);
+    if (t == tenants.end()) return;
     principal.max_clusters = t->second.max_clusters;
     principal.max_nodes = t->second.max_nodes;
   };
@@ -518,7 +528,7 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
     return p;
   }
   p.tenant = "_system";
-  if (!entry && registry.Spent(key))
+  if (!entry && spent(key))
     return Status::Denied("op '" + request.op + "': this key " + curve::ShortKey(key) +
                           " was revoked, used up or has expired");
   if (!entry) {
@@ -541,6 +551,22 @@ Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, cons
     return Status::Denied("op '" + request.op + "' for host '" + id->get<std::string>() + "': this key belongs to host '" +
                           entry->host_id + "'");
   return p;
+}
+
+}  // namespace
+
+Result<api::Principal> Resolve(const Registry& registry, Endpoint endpoint, const std::string& key,
+                               const wire::Request& request) {
+  return ResolveWith([&](const std::string& k) { return registry.Find(k); },
+                     [&](const std::string& k) { return registry.Spent(k); }, registry.tenants(), endpoint, key,
+                     request);
+}
+
+Result<api::Principal> Resolve(const AuthView& view, std::int64_t now_ms, Endpoint endpoint, const std::string& key,
+                               const wire::Request& request) {
+  return ResolveWith([&](const std::string& k) { return view.Find(k, now_ms); },
+                     [&](const std::string& k) { return view.Spent(k, now_ms); }, view.tenants, endpoint, key,
+                     request);
 }
 
 }  // namespace weft::auth

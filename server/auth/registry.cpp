@@ -86,6 +86,7 @@ Status Registry::Load() {
 }
 
 void Registry::Publish() {
+  ++generation_;
   auto keys = std::make_shared<KeyMap>();
   std::set<std::string> hosts_in_force, hosts_revoked;
   for (const auto& [key, p] : principals_) {
@@ -97,6 +98,24 @@ void Registry::Publish() {
     if (!hosts_in_force.count(h)) revoked_hosts_.insert(h);
   in_force_ = *keys;
   snapshot_.Set(std::move(keys));
+}
+
+std::shared_ptr<const AuthView> Registry::View() const {
+  auto view = std::make_shared<AuthView>();
+  view->keys = in_force_;
+  view->tenants = tenants_;
+  return view;
+}
+
+const KeyEntry* AuthView::Find(const std::string& public_key, std::int64_t now_ms) const {
+  auto it = keys.find(public_key);
+  if (it == keys.end() || it->second.revoked) return nullptr;
+  if (it->second.expires_at_ms && it->second.expires_at_ms <= now_ms) return nullptr;
+  return &it->second;
+}
+
+bool AuthView::Spent(const std::string& public_key, std::int64_t now_ms) const {
+  return keys.count(public_key) > 0 && Find(public_key, now_ms) == nullptr;
 }
 
 const KeyEntry* Registry::Find(const std::string& public_key) const {
@@ -321,6 +340,7 @@ Status Registry::CreateTenant(const store::TenantRecord& tenant) {
   t.created_at_ms = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.PutTenant(t));
   tenants_[t.name] = t;
+  ++generation_;
   return Status::Ok();
 }
 
@@ -331,6 +351,7 @@ Status Registry::UpdateTenant(const store::TenantRecord& tenant) {
   t.created_at_ms = it->second.created_at_ms;
   WEFT_RETURN_IF_ERROR(store_.PutTenant(t));
   it->second = t;
+  ++generation_;
   return Status::Ok();
 }
 

@@ -318,6 +318,17 @@ class CatalogOps {
 
 }  // namespace
 
+void RegisterCatalogReads(Router& router, store::Store& store, const Clock& clock, const server::Config& config) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  auto ops = std::make_shared<CatalogOps>(store, clock, config, nullptr);
+  for (Kind kind : catalog::kAllKinds) {
+    const std::string k(catalog::KindName(kind));
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
+  }
+}
+
 void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock, const server::Config& config,
                         resources::ResourceStore* resources) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};

@@ -24,6 +24,9 @@
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/auth/auth_ops.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
+#include "weft/server/jobs/cluster_ops.hpp"
+#include "weft/server/daemon/api_front.hpp"
 #include "weft/server/daemon/components.hpp"
 #include "weft/server/daemon/group_commit.hpp"
 #include "weft/server/daemon/held_takes.hpp"
@@ -74,6 +77,8 @@ constexpr auto kJoinWindow = std::chrono::microseconds(100);
 // Requests decoded but not yet handled, at most this many batches' worth:
 // beyond it the loop stops receiving and ZeroMQ queues (and pushes back).
 constexpr std::size_t kMaxInboxBatches = 2;
+// How often the plugin types live hosts run are told to the api front (job.get's waiting_for_plugins).
+constexpr std::int64_t kLivePluginsEveryMs = 100;
 // Undelivered replies and host requests beyond the first of an interval are only counted.
 constexpr std::int64_t kTallyMs = 5000;
 
@@ -103,8 +108,10 @@ std::string_view PeerOf(const Inbound& in) {
 // and runs the loop that drives them.
 class Reactor {
  public:
-  Reactor(const Config& config, int signal_fd, store::Store& store, std::optional<std::string> election)
+  Reactor(const Config& config, int signal_fd, store::Store& store, store::StoreOptions store_options,
+          std::optional<std::string> election)
       : election_(std::move(election)),
+        store_options_(std::move(store_options)),
         config_(config),
         signal_fd_(signal_fd),
         store_(store),
@@ -113,7 +120,8 @@ class Reactor {
         queue_(components_.queue()),
         registry_(components_.registry()),
         limits_(config, clock_),
-        transport_(config, clock_, registry_, limits_, tally_),
+        transport_(config, clock_, registry_, tally_),
+        front_(config, clock_, limits_),
         commit_(store, components_),
         held_(config, clock_, queue_, components_.dispatcher(), registry_),
         subscriptions_(config, clock_, transport_.events(), store, registry_, components_) {}
@@ -156,6 +164,11 @@ class Reactor {
   // Whether an api request may be answered ahead of the batch: an op the router knows only reads.
   bool ReadOnly(const Inbound& in) const;
   Status StartSecurity();
+  // The api front's thread (api_front.hpp), with a store connection of its own.
+  Status StartFront();
+  // Tells the front what changed of the keys and tenants (after a commit, or a rollback that reloaded them).
+  void PublishAuth();
+  void PublishLivePlugins();
   Result<std::unique_ptr<metrics::HttpListener>> StartMetrics(ServerMetrics& m);
   Status WriteSuperadminCredential(const std::string& api_endpoint);
 
@@ -166,6 +179,14 @@ class Reactor {
   Status Elect(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
   void StepDown();
+  // Waits for the commit in flight (GroupCommit) and sends its replies and events.
+  Status SettleCommit();
+  // While the earlier commit is in flight, requests that arrive join this
+  // turn's batch (which commits once it is confirmed): the batch grows with
+  // the store's latency instead of paying a commit per request or two.
+  void JoinWhileCommitting(std::vector<Pending>* batch);
+  // Whether a read waits in the inbox: it must not see a commit in flight.
+  bool ReadInInbox() const;
   // A follower's turn: server.status, and NOT_LEADER for everything else.
   void AnswerAsFollower();
   Status StartElection(const json& endpoints);
@@ -173,6 +194,7 @@ class Reactor {
   // The libpq connection string of the store's database when weftd elects a
   // leader among several; nullopt: it is the only one and always leads.
   std::optional<std::string> election_;
+  store::StoreOptions store_options_;  // the front opens its reader with them
   std::unique_ptr<leader::Leadership> leadership_;
   bool leading_ = false;
   std::string superadmin_key_;  // recorded in the store when this weftd leads
@@ -191,6 +213,11 @@ class Reactor {
   log::Tally tally_{log::Level::kInfo, kLog, kTallyMs};
   RateLimits limits_;
   Transport transport_;
+  // After transport_: stops before the context ends. Owns the api ROUTER once started.
+  ApiFront front_;
+  std::uint64_t auth_generation_ = 0;
+  bool auth_published_ = false;
+  std::int64_t next_live_plugins_ms_ = 0;
   std::unique_ptr<auth::ZapHandler> zap_;  // after transport_'s context: stops before the context ends
   // Serves /metrics on its own thread (null with metrics off); stops before the components end.
   std::unique_ptr<metrics::HttpListener> metrics_listener_;
@@ -208,6 +235,8 @@ class Reactor {
   bool serve_more_ = false;
   // This turn took a read off the api ROUTER that waits for its commit (see ReadWaiting).
   bool read_waiting_ = false;
+  // The reply to the commit in flight has come (or Wait() found nothing else to do).
+  bool commit_ready_ = false;
   std::chrono::steady_clock::time_point next_read_look_{};
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
@@ -233,8 +262,10 @@ Status Reactor::Start() {
   std::optional<std::string> secret;
   if (config_.security.curve) secret = server_keys_.secret_key;
   WEFT_RETURN_IF_ERROR(transport_.Bind(secret, &endpoints));
+  // Before the front starts: the rate limits are its own from then on.
+  if (ServerMetrics* m = components_.metrics()) limits_.set_refusal_counter(&m->rate_limited());
+  WEFT_RETURN_IF_ERROR(StartFront());
   if (ServerMetrics* m = components_.metrics()) {
-    limits_.set_refusal_counter(&m->rate_limited());
     WEFT_ASSIGN_OR_RETURN(metrics_listener_, StartMetrics(*m));
     endpoints["metrics"] = "http://" + metrics_listener_->address() + "/metrics";
   }
@@ -388,19 +419,25 @@ Result<Reactor::Woke> Reactor::Wait() {
   const bool drained = !pending_[0] && !pending_[1];
   const bool sleep = drained && inbox_.empty() && !serve_more_;
   if (!drained && now < next_signal_check_ms_) return Woke::kWork;
-  pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+  // With a commit in flight, its reply is waited for with the requests:
+  // whichever comes first is handled first.
+  const int commit_fd = sleep ? commit_.Socket() : -1;
+  pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}, {commit_fd, POLLIN, 0}};
+  const nfds_t watched = commit_fd >= 0 ? 4 : 3;
   const int timeout_ms = sleep ? static_cast<int>(PollTimeoutMs(now)) : 0;
   int rc = 0;
-  if (timeout_ms > 0 && std::chrono::steady_clock::now() < spin_until_) {
+  // Not while a commit is in flight: PostgreSQL, working on it, needs the core.
+  if (timeout_ms > 0 && commit_fd < 0 && std::chrono::steady_clock::now() < spin_until_) {
     // Hosts send their next request within a round trip of a reply, and
     // a thread that slept costs a wake-up to get going again (tens of
     // microseconds on a virtual machine): look without sleeping a while.
     do {
-      rc = ::poll(items, 3, 0);
+      rc = ::poll(items, watched, 0);
     } while (rc == 0 && std::chrono::steady_clock::now() < spin_until_);
   }
   spin_until_ = {};
-  if (rc == 0) rc = ::poll(items, drained ? 3 : 1, timeout_ms);
+  if (rc == 0) rc = ::poll(items, drained ? watched : 1, timeout_ms);
+  if (sleep && commit_.InFlight() && (rc == 0 || items[3].revents != 0)) commit_ready_ = true;
   if (rc > 0 && waiting_since_ != std::chrono::steady_clock::time_point{} &&
       (items[1].revents != 0 || items[2].revents != 0)) {
     last_wait_ = std::chrono::steady_clock::now() - waiting_since_;
@@ -551,7 +588,10 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   // events only if someone listens.
   subscriptions_.Check();
   std::vector<Pending> batch;
+  // A read is answered from what is committed, so not with a commit in flight.
+  if (commit_.InFlight() && ReadInInbox()) WEFT_RETURN_IF_ERROR(SettleCommit());
   Status s = commit_.Begin();
+  if (!s.ok()) WEFT_RETURN_IF_ERROR(SettleCommit());
   if (!s.ok() && leadership_ && !leadership_->leader()) {
     StepDown();  // another weftd leads: the inbox gets NOT_LEADER replies next
     return Status::Ok();
@@ -568,7 +608,13 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   }
   AnswerReads();
   HandleWrites(&batch);
+  JoinWhileCommitting(&batch);
+  // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
+  // The front sees only committed keys and tenants: a turn that changed them waits for its commit.
+  if (commit_.InFlight() && registry_.generation() != auth_generation_) WEFT_RETURN_IF_ERROR(commit_.Settle(batch));
+  // Before the replies: a client told its user was made may read as that user at once.
+  PublishAuth();
   Reply(batch);
   handled_.clear();
   if (!batch.empty()) {
@@ -576,7 +622,7 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
     if (last_wait_ <= std::chrono::microseconds(config_.server.idle_spin_us))
       spin_until_ = waiting_since_ + std::chrono::microseconds(config_.server.idle_spin_us);
   }
-  subscriptions_.Publish();
+  subscriptions_.Publish(commit_.TakeEvents());
   if (ServerMetrics* m = components_.metrics())
     m->turn_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return Status::Ok();
@@ -615,11 +661,18 @@ Status Reactor::Loop() {
         continue;
       }
     }
+    if (now >= next_live_plugins_ms_) {
+      PublishLivePlugins();
+      next_live_plugins_ms_ = now + kLivePluginsEveryMs;
+    }
     if (now >= next_metrics_ms_) {
       // About once a second (the loop wakes at least that often): cheap unless someone scrapes.
       components_.RefreshMetrics();
       next_metrics_ms_ = now + 250;
     }
+    // Its reply came, or nothing else came: the commit in flight is settled.
+    if (commit_.InFlight() && (commit_ready_ || commit_.Socket() < 0)) WEFT_RETURN_IF_ERROR(SettleCommit());
+    commit_ready_ = false;
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_)
@@ -633,6 +686,9 @@ Status Reactor::Loop() {
 }
 
 void Reactor::Shutdown() {
+  if (Status s = SettleCommit(); !s.ok()) {
+    WEFT_LOG(kError, kLog) << "the last commit could not be settled: " << s.message();
+  }
   metrics_listener_.reset();
   store_.SetLeaderFence({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
@@ -643,6 +699,7 @@ void Reactor::Shutdown() {
   inbox_.clear();
   held_.AnswerAll(&replies, Status::Unavailable("weftd is shutting down; retry the take"));
   transport_.Send(replies, &undelivered_);
+  front_.Stop();  // after it passed those replies on
   std::error_code ec;
   std::filesystem::remove(config_.server.data_dir / "endpoints.json", ec);
 }
@@ -667,6 +724,37 @@ Result<std::unique_ptr<metrics::HttpListener>> Reactor::StartMetrics(ServerMetri
     }
   }
   return metrics::HttpListener::Start(listen, render);
+}
+
+Status Reactor::StartFront() {
+  store::StoreOptions options = store_options_;
+  options.reader = true;
+  Result<std::unique_ptr<store::Store>> reader = store::Store::Open(store_.path(), options);
+  if (!reader.ok()) return reader.status().WithContext("cannot open the api front's store connection");
+  auto reads = std::make_unique<api::Router>();
+  ApiFront* front = &front_;
+  jobs::RegisterClusterReads(*reads, **reader, clock_,
+                             [front](const std::string& tenant) { return front->LivePlugins(tenant); });
+  catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
+  auth::RefuseSealedRequests(*reads);
+  WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
+  WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));
+  return front_.Start(std::move(router), std::move(*reader), std::move(reads));
+}
+
+void Reactor::PublishAuth() {
+  if (auth_published_ && registry_.generation() == auth_generation_) return;
+  auth_generation_ = registry_.generation();
+  auth_published_ = true;
+  front_.SetAuth(registry_.View());
+}
+
+void Reactor::PublishLivePlugins() {
+  if (!leading_) return;
+  std::map<std::string, std::set<std::string>> by_tenant;
+  for (const auto& [tenant, record] : registry_.tenants())
+    by_tenant[tenant] = components_.hosts().LivePluginTypes(tenant);
+  front_.SetLivePlugins(std::move(by_tenant));
 }
 
 // The server key pair (made at first start), the ZAP handler, the security ops.
@@ -729,6 +817,10 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  auth_published_ = false;
+  PublishAuth();
+  PublishLivePlugins();
+  front_.SetServing(true);
   return Status::Ok();
 }
 
@@ -797,7 +889,12 @@ Status Reactor::Elect(std::int64_t now) {
 void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
+  front_.SetServing(false);
   if (!was) return;
+  // The commit in flight meets the fence: its batch is answered either way.
+  if (Status s = SettleCommit(); !s.ok()) {
+    WEFT_LOG(kError, kLog) << "the last commit could not be settled: " << s.message();
+  }
   WEFT_LOG(kWarn, kLog) << "stepped down: answering as a follower from now on";
   std::vector<Pending> replies;
   held_.AnswerAll(&replies, leader::NotLeaderStatus(*leadership_, Endpoint::kProvisioner));
@@ -806,6 +903,43 @@ void Reactor::StepDown() {
   // Attempts that were never delivered stay leased in the store; the leader's lease expiry hands them out again.
   undelivered_.clear();
   serve_more_ = false;
+}
+
+Status Reactor::SettleCommit() {
+  if (!commit_.InFlight()) return Status::Ok();
+  std::vector<Pending> replies;
+  WEFT_RETURN_IF_ERROR(commit_.Settle(replies));
+  PublishAuth();
+  Reply(replies);
+  subscriptions_.Publish(commit_.TakeEvents());
+  return Status::Ok();
+}
+
+void Reactor::JoinWhileCommitting(std::vector<Pending>* batch) {
+  const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
+  const auto until = std::chrono::steady_clock::now() + kTurnBudget;
+  while (commit_.InFlight() && !read_waiting_ && batch->size() < batch_max &&
+         std::chrono::steady_clock::now() < until) {
+    if (!inbox_.empty() || Drain(batch_max - batch->size(), true) > 0) {
+      HandleWrites(batch);
+      continue;
+    }
+    // Both ROUTERs refused a receive: their descriptors signal what comes next.
+    const int commit_fd = commit_.Socket();
+    if (commit_fd < 0) return;
+    pollfd items[] = {{commit_fd, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (::poll(items, 3, static_cast<int>(std::max<std::int64_t>(0, left.count()))) <= 0) return;
+    if (items[0].revents != 0) return;  // its reply is there
+    pending_[0] = pending_[0] || items[1].revents != 0;
+    pending_[1] = pending_[1] || items[2].revents != 0;
+  }
+}
+
+bool Reactor::ReadInInbox() const {
+  for (const Inbound& in : inbox_)
+    if (ReadOnly(in)) return true;
+  return false;
 }
 
 void Reactor::AnswerAsFollower() {
@@ -870,7 +1004,7 @@ Status RunDaemon(const Config& config, int signal_fd) {
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));
-  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, ElectionConninfo(config));
+  auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, options, ElectionConninfo(config));
   Status s = reactor->Start();
   if (s.ok()) s = reactor->Loop();
   reactor->Shutdown();

@@ -1,24 +1,93 @@
 #include "weft/server/daemon/group_commit.hpp"
 
 #include <chrono>
+#include <iterator>
 
 #include "weft/common/log.hpp"
 
 namespace weft::server {
+namespace {
+
+template <typename T>
+void Append(std::vector<T>& to, std::vector<T>& from) {
+  to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  from.clear();
+}
+
+}  // namespace
 
 Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
   // A handler's store error leaves the transaction in an unknown state: roll it all back.
   for (const Pending& p : batch)
     if (status.ok() && (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
       status = p.response.status;
-  if (status.ok()) status = Commit();
+  if (!store_.OverlapsCommits()) {
+    if (status.ok()) status = Commit();
+    if (status.ok()) {
+      components_.Committed();
+      return Status::Ok();
+    }
+    WEFT_RETURN_IF_ERROR(Recover(status, batch));
+    (void)components_.DrainEvents();  // what they report never happened
+    return Status::Ok();
+  }
+  // This turn went out behind the commit in flight: that one's outcome first.
+  std::vector<Pending> ready;
+  if (in_flight_) {
+    Status earlier = AwaitInFlight(ready);
+    if (!earlier.ok()) {
+      // The server ran nothing of this turn either; it was rolled back with it.
+      WEFT_LOG(kError, "weftd") << "the " << batch.size() << " requests begun behind a failed commit are rolled back "
+                                << "with it";
+      Append(ready, batch);
+      WEFT_RETURN_IF_ERROR(Recover(earlier, ready));
+      (void)components_.DrainEvents();
+      batch = std::move(ready);
+      return Status::Ok();
+    }
+  }
+  if (status.ok()) status = Send();
   if (status.ok()) {
-    components_.Committed();
+    in_flight_ = true;
+    flight_ = std::move(batch);
+    flight_events_ = components_.DrainEvents();
+    batch = std::move(ready);
     return Status::Ok();
   }
   WEFT_RETURN_IF_ERROR(Recover(status, batch));
-  (void)components_.DrainEvents();  // what they report never happened
+  (void)components_.DrainEvents();
+  Append(ready, batch);
+  batch = std::move(ready);
   return Status::Ok();
+}
+
+Status GroupCommit::Settle(std::vector<Pending>& replies) {
+  if (!in_flight_) return Status::Ok();
+  if (store_.in_transaction()) return Status::Internal("a commit was settled inside a transaction");
+  std::vector<Pending> ready;
+  Status outcome = AwaitInFlight(ready);
+  if (!outcome.ok()) {
+    WEFT_RETURN_IF_ERROR(Recover(outcome, ready));
+    (void)components_.DrainEvents();
+  }
+  Append(replies, ready);
+  return Status::Ok();
+}
+
+Status GroupCommit::AwaitInFlight(std::vector<Pending>& ready) {
+  in_flight_ = false;
+  ServerMetrics* m = components_.metrics();
+  const auto start = std::chrono::steady_clock::now();
+  Status outcome = store_.AwaitCommit();
+  if (m) m->commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  Append(ready, flight_);
+  if (outcome.ok()) {
+    components_.Committed();
+    Append(ready_events_, flight_events_);
+  } else {
+    flight_events_.clear();  // what they report never happened
+  }
+  return outcome;
 }
 
 Status GroupCommit::Commit() {
@@ -30,6 +99,12 @@ Status GroupCommit::Commit() {
   m->commits().Inc();
   m->commit_seconds().Observe(took.count());
   return s;
+}
+
+Status GroupCommit::Send() {
+  // Timed when its outcome is awaited (AwaitInFlight).
+  if (ServerMetrics* m = components_.metrics()) m->commits().Inc();
+  return store_.SendCommit();
 }
 
 Status GroupCommit::Recover(const Status& why, std::vector<Pending>& replies) {

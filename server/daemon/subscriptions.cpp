@@ -100,14 +100,15 @@ void Subscriptions::Check() {
   components_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
 }
 
-void Subscriptions::Publish() {
+void Subscriptions::Publish(std::vector<Event> committed) {
   Check();
   if (subscriptions_.empty() && !config_.security.curve) {
     components_.DiscardEvents();
     return;
   }
   ServerMetrics* metrics = components_.metrics();
-  for (Event& e : components_.DrainEvents()) {
+  for (Event& e : components_.DrainEvents()) committed.push_back(std::move(e));
+  for (Event& e : committed) {
     if (metrics) {
       auto type = e.payload.find("type");
       metrics->events(type != e.payload.end() && type->is_string()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "weft/server/daemon/ports.hpp"
 #include "weft/common/curve.hpp"
@@ -53,12 +54,63 @@ bool SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frame
 
 }  // namespace
 
-Transport::Transport(const Config& config, const Clock& clock, const auth::Registry& registry, RateLimits& limits,
-                     log::Tally& tally)
+zmq::message_t EncodeApiMeta(const ApiMeta& meta) {
+  std::string text(1, meta.over ? '1' : '0');
+  text += meta.key;
+  return zmq::message_t(text.data(), text.size());
+}
+
+ApiMeta DecodeApiMeta(const zmq::message_t& frame) {
+  ApiMeta meta;
+  const std::string text = frame.to_string();
+  meta.over = !text.empty() && text[0] == '1';
+  if (text.size() > 1) meta.key = text.substr(1);
+  return meta;
+}
+
+bool ReceiveWithin(zmq::socket_t& socket, const std::function<FrameBound(zmq::message_t&)>& bound_for,
+                   wire::Frames& out, std::size_t* bytes, bool* over) {
+  out.clear();
+  *bytes = 0;
+  *over = false;
+  zmq::message_t part;
+  if (!socket.recv(part, zmq::recv_flags::dontwait)) return false;
+  bool more = part.more();
+  *bytes = part.size();
+  out.push_back(std::move(part));  // the routing id, which ROUTER adds
+  std::optional<FrameBound> bound;
+  while (more) {
+    zmq::message_t next;
+    (void)socket.recv(next);  // the rest of a message is there already
+    more = next.more();
+    if (!bound) bound = bound_for(next);
+    *bytes += next.size();
+    if (*over || out.size() >= bound->frames || *bytes > bound->bytes) {
+      *over = true;  // `next` is freed here
+      continue;
+    }
+    out.push_back(std::move(next));
+  }
+  return true;
+}
+
+bool SendReply(zmq::socket_t& socket, Pending& p) {
+  wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
+                                             : wire::Reply::Failure(p.id, p.response.status, p.response.details);
+  if (p.response.status.ok()) {
+    reply.blobs = std::move(p.response.blobs);
+    reply.body_text = std::move(p.response.body_text);
+  }
+  wire::Frames frames = wire::EncodeReply(reply);
+  // The body is freed with the reply's Pending, after every reply is sent, not between them.
+  if (p.response.status.ok()) p.response.body = std::move(reply.body);
+  return SendWithEnvelope(socket, p.envelope, frames);
+}
+
+Transport::Transport(const Config& config, const Clock& clock, const auth::Registry& registry, log::Tally& tally)
     : config_(config),
       clock_(clock),
       registry_(registry),
-      limits_(limits),
       tally_(tally),
       ctx_(1),
       api_(ctx_, zmq::socket_type::router),
@@ -108,6 +160,21 @@ Status Transport::Bind(const std::optional<std::string>& server_secret_key, json
   return Status::Ok();
 }
 
+Result<zmq::socket_t> Transport::HandOverApi(const std::string& pipe) {
+  zmq::socket_t router = std::move(api_);
+  try {
+    api_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    // Replies to the front are never dropped (their requests bound them);
+    // requests from it wait in the front when the reactor falls behind.
+    api_.set(zmq::sockopt::sndhwm, 0);
+    api_.set(zmq::sockopt::linger, 0);
+    api_.connect(pipe);
+  } catch (const zmq::error_t& e) {
+    return Status::Internal(std::string("cannot connect the reactor to the api front: ") + e.what());
+  }
+  return router;
+}
+
 Status Transport::Descriptors(int fds[2]) {
   try {
     fds[0] = prov_.get(zmq::sockopt::fd);
@@ -122,15 +189,26 @@ Transport::Received Transport::Receive(Endpoint endpoint, std::deque<Inbound>& i
   wire::Frames frames;
   std::size_t bytes = 0;
   bool over = false;
+  std::optional<ApiMeta> meta;
   try {
-    if (!ReceiveBounded(endpoint, frames, &bytes, &over)) return Received::kNothing;
+    if (endpoint == api::Endpoint::kApi) {
+      // From the api front: its metadata, then the frames it kept (bounded there).
+      zmq::message_t first;
+      if (!api_.recv(first, zmq::recv_flags::dontwait)) return Received::kNothing;
+      meta = DecodeApiMeta(first);
+      over = meta->over;
+      if (first.more()) wire::RecvMultipart(api_, frames);
+      for (const zmq::message_t& f : frames) bytes += f.size();
+    } else if (!ReceiveBounded(endpoint, frames, &bytes, &over)) {
+      return Received::kNothing;
+    }
   } catch (const zmq::error_t& err) {
     WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(endpoint) << ": " << err.what();
     return Received::kNothing;
   }
   Inbound in;
   in.bytes = over ? 0 : bytes;  // (what was dropped is not kept)
-  if (!Decode(endpoint, std::move(frames), over, &in)) return Received::kDropped;
+  if (!Decode(endpoint, std::move(frames), over, meta ? &meta->key : nullptr, &in)) return Received::kDropped;
   if (!WithinPeerBudget(in, inbox)) {
     // The connection already has its share waiting: refuse this one without keeping it.
     in.request.reset();
@@ -154,29 +232,8 @@ Transport::Bound Transport::BoundFor(Endpoint endpoint, zmq::message_t& first) c
 }
 
 bool Transport::ReceiveBounded(Endpoint endpoint, wire::Frames& out, std::size_t* bytes, bool* over) {
-  zmq::socket_t& socket = Socket(endpoint);
-  out.clear();
-  *bytes = 0;
-  *over = false;
-  zmq::message_t part;
-  if (!socket.recv(part, zmq::recv_flags::dontwait)) return false;
-  bool more = part.more();
-  *bytes = part.size();
-  out.push_back(std::move(part));  // the routing id, which ROUTER adds
-  std::optional<Bound> bound;
-  while (more) {
-    zmq::message_t next;
-    (void)socket.recv(next);  // the rest of a message is there already
-    more = next.more();
-    if (!bound) bound = BoundFor(endpoint, next);
-    *bytes += next.size();
-    if (*over || out.size() >= bound->frames || *bytes > bound->bytes) {
-      *over = true;  // `next` is freed here
-      continue;
-    }
-    out.push_back(std::move(next));
-  }
-  return true;
+  return ReceiveWithin(
+      Socket(endpoint), [&](zmq::message_t& first) { return BoundFor(endpoint, first); }, out, bytes, over);
 }
 
 bool Transport::WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& inbox) const {
@@ -195,13 +252,7 @@ bool Transport::WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& i
   return waiting <= budget;
 }
 
-bool Transport::IsGateway(const std::string& key) const {
-  if (key.empty()) return false;
-  const auth::KeyEntry* entry = registry_.Find(key);
-  return entry && entry->role == "gateway";
-}
-
-bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inbound* out) {
+bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, const std::string* api_key, Inbound* out) {
   Pending& p = out->pending;
   p.endpoint = endpoint;
   wire::SplitEnvelope(frames, p.envelope);
@@ -220,25 +271,15 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inboun
         "at most " + std::to_string(kUnknownKeyBytes / 1024) + " KiB; see limits in weftd.toml for others)"));
     return true;
   }
-  if (config_.security.curve && !frames.empty()) {
+  if (api_key) {
+    p.key = *api_key;  // the front read it off the connection; its rate limit is applied there too
+  } else if (config_.security.curve && !frames.empty()) {
     // The ZAP handler's User-Id (the client's public key) rides on every frame.
     try {
       p.key = frames[0].gets("User-Id");
-      if (p.endpoint == Endpoint::kProvisioner) p.address = frames[0].gets("Peer-Address");
+      p.address = frames[0].gets("Peer-Address");
     } catch (const zmq::error_t&) {
     }
-  }
-  // A gateway's connection carries many browsers' requests, which the gateway
-  // limits per browser itself: the per-connection limit would throttle them all.
-  if (endpoint == Endpoint::kApi && !IsGateway(p.key) && !limits_.Admit(p.envelope.front().to_string())) {
-    std::string id;
-    (void)wire::DecodeRequest(frames, config_.limits, &id);
-    p.id = id;
-    // TOO_LARGE like every other limit; never UNAVAILABLE, which would roll the batch back.
-    p.response = api::Response::Error(Status::TooLarge(
-        "rate limit: this connection made more than " + std::to_string(config_.security.api_rate_per_s) +
-        " requests per second (security.api_rate_per_s); slow down and retry"));
-    return true;  // no request: Receive answers the refusal
   }
   Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {
@@ -253,16 +294,7 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, Inboun
 
 void Transport::Send(std::vector<Pending>& replies, std::vector<queue::AttemptRef>* undelivered) {
   for (Pending& p : replies) {
-    wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
-                                               : wire::Reply::Failure(p.id, p.response.status, p.response.details);
-    if (p.response.status.ok()) {
-      reply.blobs = std::move(p.response.blobs);
-      reply.body_text = std::move(p.response.body_text);
-    }
-    wire::Frames frames = wire::EncodeReply(reply);
-    // The body is freed with `replies`, after every reply is sent, not between them.
-    if (p.response.status.ok()) p.response.body = std::move(reply.body);
-    if (SendWithEnvelope(Socket(p.endpoint), p.envelope, frames)) continue;
+    if (SendReply(Socket(p.endpoint), p)) continue;
     if (tally_.Count("replies not delivered", clock_.NowMs())) {
       WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
                             << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";

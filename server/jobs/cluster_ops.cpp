@@ -196,7 +196,9 @@ std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
 
 class ClusterOps {
  public:
-  ClusterOps(store::Store& store, jobs::JobEngine& engine, const Clock& clock, LivePlugins live_plugins)
+  // `engine` null: only the reads are served (on another thread than the reactor's, from a store connection
+  // that never writes, so the summaries the Store keeps would never learn of a change: not used).
+  ClusterOps(store::Store& store, jobs::JobEngine* engine, const Clock& clock, LivePlugins live_plugins)
       : store_(store), engine_(engine), clock_(clock), live_plugins_(std::move(live_plugins)) {}
 
   Response Create(const Call& call) {
@@ -309,7 +311,7 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     if (Terminated(c))
       return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
-    if (const std::string running = engine_.ActiveJob(c.id); !running.empty())
+    if (const std::string running = engine_->ActiveJob(c.id); !running.empty())
       return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running +
                                               " running; wait for it (weft job watch " + running +
                                               ") or abort it (weft job abort " + running + ")"));
@@ -476,13 +478,19 @@ class ClusterOps {
     Response r = Response::Ok(json::object());
     r.body_text = "{\"clusters\":[";
     bool first = true;
-    Status s = store_.VisitClusterSummaries(call.principal.tenant, all, [&](const store::ClusterRecord& c) {
+    const auto add = [&](const store::ClusterRecord& c) {
       if (!Visible(call, c)) return;
       if (!first) r.body_text += ',';
       first = false;
       r.body_text += SummaryText(c);
-    });
-    if (!s.ok()) return Response::Error(s);
+    };
+    if (engine_) {
+      Status s = store_.VisitClusterSummaries(call.principal.tenant, all, add);
+      if (!s.ok()) return Response::Error(s);
+    } else {
+      WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, all));
+      for (const store::ClusterRecord& c : clusters) add(c);
+    }
     r.body_text += "]}";
     return r;
   }
@@ -653,7 +661,7 @@ class ClusterOps {
 
   Response JobAbort(const Call& call) {
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    Status s = engine_.Abort(j.id, call.principal.user);
+    Status s = engine_->Abort(j.id, call.principal.user);
     if (!s.ok()) return Response::Error(s);
     WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
     return Response::Ok({{"job", JobSummary(after ? *after : j)}});
@@ -661,7 +669,7 @@ class ClusterOps {
 
   Response JobRetry(const Call& call) {
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    Status s = engine_.Retry(j.id, call.principal.user);
+    Status s = engine_->Retry(j.id, call.principal.user);
     if (!s.ok()) return Response::Error(s);
     WEFT_TRY_ASSIGN(after, store_.GetJob(j.id));
     return Response::Ok({{"job", JobSummary(after ? *after : j)}});
@@ -942,7 +950,7 @@ class ClusterOps {
 
   Response Launch(NewJob job) {
     const std::string cluster_id = job.cluster_id;
-    Result<store::JobRecord> started = engine_.Start(std::move(job));
+    Result<store::JobRecord> started = engine_->Start(std::move(job));
     if (!started.ok()) return Response::Error(started.status());
     Result<std::optional<store::ClusterRecord>> c = store_.GetCluster(cluster_id);
     if (!c.ok()) return Response::Error(c.status());
@@ -953,7 +961,7 @@ class ClusterOps {
     // engine, not the store: a big job has tens of thousands of tasks.
     const std::set<std::string> live = live_plugins_(started->tenant);
     std::set<std::string> missing;
-    for (const std::string& plugin : engine_.PendingPlugins(started->id))
+    for (const std::string& plugin : engine_->PendingPlugins(started->id))
       if (!live.count(plugin)) missing.insert(plugin);
     reply["waiting_for_plugins"] = std::move(missing);
     return Response::Ok(std::move(reply));
@@ -984,7 +992,7 @@ class ClusterOps {
   std::unordered_map<std::string, WrittenSummary> summary_texts_;  // by cluster id
 
   store::Store& store_;
-  jobs::JobEngine& engine_;
+  jobs::JobEngine* engine_;
   const Clock& clock_;
   LivePlugins live_plugins_;
   catalog::CatalogCache catalogs_{store_};
@@ -1008,7 +1016,7 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
                         LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, engine, clock, std::move(live_plugins));
+  auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins));
   router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {
@@ -1025,6 +1033,16 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
   router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
   router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
   router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
+}
+
+void RegisterClusterReads(Router& router, store::Store& store, const Clock& clock, LivePlugins live_plugins) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  auto ops = std::make_shared<ClusterOps>(store, nullptr, clock, std::move(live_plugins));
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
 }
 
 }  // namespace weft::jobs

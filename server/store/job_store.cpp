@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "insert_id.hpp"
 #include "weft/server/store/database.hpp"
 #include "weft/server/store/store.hpp"
 
@@ -275,26 +276,28 @@ Result<std::vector<Record>> Rows(sql::Statement& st, Read read) {
 Status Store::InsertCluster(ClusterRecord* c) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare(
+      database().Prepare(sql::InsertGivingId(
+          database().dialect(),
           "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
           "expire_at_ms, latest_job, template_name, provider_name, node_count, services) VALUES (?1, ?2, ?3, ?4, ?5, "
-          "?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id"));
+          "?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")));
   Summarize(c->spec_json, c->layout_json, c);
-  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, c->tenant)
-                           .Bind(2, c->name)
-                           .Bind(3, c->owner)
-                           .Bind(4, c->status)
-                           .Bind(5, c->spec_json)
-                           .Bind(6, c->layout_json)
-                           .Bind(7, c->previous_json)
-                           .Bind(8, c->created_at_ms)
-                           .Bind(9, c->expire_at_ms)
-                           .Bind(10, c->latest_job)
-                           .Bind(11, c->template_name)
-                           .Bind(12, c->provider_name)
-                           .Bind(13, c->size)
-                           .Bind(14, json(c->services).dump())
-                           .RunReturningId());
+  const std::string services = json(c->services).dump();
+  st.Bind(1, c->tenant)
+      .Bind(2, c->name)
+      .Bind(3, c->owner)
+      .Bind(4, c->status)
+      .Bind(5, c->spec_json)
+      .Bind(6, c->layout_json)
+      .Bind(7, c->previous_json)
+      .Bind(8, c->created_at_ms)
+      .Bind(9, c->expire_at_ms)
+      .Bind(10, c->latest_job)
+      .Bind(11, c->template_name)
+      .Bind(12, c->provider_name)
+      .Bind(13, c->size)
+      .Bind(14, services);
+  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, sql::RunInsert(database(), st));
   c->id = std::to_string(id);
   c->updated_at_ms = c->created_at_ms;
   ClusterWritten(id);
@@ -496,23 +499,24 @@ Result<std::vector<NodeRecord>> Store::ListNodes(std::string_view cluster_id) {
 Status Store::InsertJob(JobRecord* j) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare(
+      database().Prepare(sql::InsertGivingId(
+          database().dialect(),
           "INSERT INTO jobs (tenant, cluster_id, operation, status, requested_by, options, before, target, message, "
           "parent_job, created_at_ms, updated_at_ms, finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-          "?11, ?11, ?12) RETURNING id"));
-  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, st.Bind(1, j->tenant)
-                                                   .Bind(2, j->cluster_id)
-                                                   .Bind(3, j->operation)
-                                                   .Bind(4, j->status)
-                                                   .Bind(5, j->requested_by)
-                                                   .Bind(6, j->options_json)
-                                                   .Bind(7, j->before_json)
-                                                   .Bind(8, j->target_json)
-                                                   .Bind(9, j->message)
-                                                   .Bind(10, j->parent_job)
-                                                   .Bind(11, j->created_at_ms)
-                                                   .Bind(12, j->finished_at_ms)
-                                                   .RunReturningId());
+          "?11, ?11, ?12)")));
+  st.Bind(1, j->tenant)
+      .Bind(2, j->cluster_id)
+      .Bind(3, j->operation)
+      .Bind(4, j->status)
+      .Bind(5, j->requested_by)
+      .Bind(6, j->options_json)
+      .Bind(7, j->before_json)
+      .Bind(8, j->target_json)
+      .Bind(9, j->message)
+      .Bind(10, j->parent_job)
+      .Bind(11, j->created_at_ms)
+      .Bind(12, j->finished_at_ms);
+  WEFT_ASSIGN_OR_RETURN(const std::int64_t id, sql::RunInsert(database(), st));
   j->id = std::to_string(id);
   j->updated_at_ms = j->created_at_ms;
   return Status::Ok();

@@ -125,6 +125,7 @@ class PostgresStatement final : public StatementBackend {
   Status RunDeferred(int expected_changes, Status otherwise) override {
     if (!bind_error_.empty()) return Status::Internal(bind_error_);
     WEFT_RETURN_IF_ERROR(db_->BeforeStatement());
+    db_->LeavePipelineOutside();
     if (db_->pipelining_) return Send(expected_changes, std::move(otherwise));
     // Outside a transaction nothing waits for a commit: it runs now.
     Result<PostgresDatabase::ResultPtr> ran = Execute();
@@ -178,6 +179,7 @@ class PostgresStatement final : public StatementBackend {
   }
 
   Result<PostgresDatabase::ResultPtr> Execute() {
+    db_->LeavePipelineOutside();
     if (db_->pipelining_) {
       WEFT_RETURN_IF_ERROR(Send(-1, Status::Ok()));
       return db_->ReadLast();
@@ -249,7 +251,7 @@ Status PostgresDatabase::Connect() {
   if (conn_) PQfinish(conn_);
   // Whatever was in flight went with the old connection.
   pipelining_ = false;
-  awaited_.clear();
+  ForgetAwaited(Status::Unavailable("the connection to PostgreSQL was lost before COMMIT was confirmed"));
   // The connection string comes last so that what it says wins; a server
   // that does not answer is given up on after 10 s unless it says otherwise.
   const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
@@ -276,7 +278,7 @@ Status PostgresDatabase::Reconnect() {
     if (s.ok()) {
       if (lost_) {
         lost_ = false;
-        WEFT_LOG(kInfo, "store") << "the connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
+        WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
                                  << " ms (" << Describe() << ")";
       }
       return s;
@@ -288,12 +290,20 @@ Status PostgresDatabase::Reconnect() {
   }
 }
 
+std::string PostgresDatabase::Whose() const {
+  return options_.name.empty() ? "the " : options_.name + "' ";
+}
+
 void PostgresDatabase::NoteLost(const std::string& why) {
   if (lost_) return;
   lost_ = true;
   lost_at_ms_ = SteadyMs();
   // libpq's first line says what happened; the rest guesses why.
   const std::string first = why.substr(0, why.find('\n'));
+  if (!options_.name.empty()) {
+    WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL was lost (" << first << "); waiting for it";
+    return;
+  }
   WEFT_LOG(kWarn, "store") << "lost the connection to PostgreSQL (" << first << "); waiting for it to come back, "
                            << "up to " << options_.reconnect_timeout_ms / 1000 << " s per request";
 }
@@ -370,8 +380,15 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
     const char* tuples = PQcmdTuples(r.get());
     changes_ = tuples && *tuples ? std::atoi(tuples) : 0;
-    if (awaited.expected_changes < 0 || changes_ == awaited.expected_changes) return r;
-    failure = std::move(awaited.otherwise);
+    const bool rolled_back = awaited.commit && std::string_view(PQcmdStatus(r.get())) != "COMMIT";
+    if (awaited.commit) {
+      commit_in_flight_ = false;
+      commit_outcome_ = rolled_back ? Status::Internal("PostgreSQL rolled the transaction back at COMMIT")
+                                    : Status::Ok();
+    }
+    if (rolled_back) failure = commit_outcome_;
+    else if (awaited.expected_changes < 0 || changes_ == awaited.expected_changes) return r;
+    else failure = std::move(awaited.otherwise);
   } else if (status == PGRES_PIPELINE_ABORTED) {
     failure = Status::Internal("PostgreSQL " + awaited.what + " was not run: an earlier statement of its "
                                "transaction failed");
@@ -381,8 +398,13 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
   }
   if (awaited.prepared) awaited.prepared->generation = 0;
   if (pipeline_failure_.ok()) pipeline_failure_ = failure;
+  if (awaited.commit) {
+    // Skipped or failed: the first failure is the cause.
+    commit_in_flight_ = false;
+    commit_outcome_ = pipeline_failure_;
+  }
   // No more replies come on a lost connection.
-  if (PQstatus(conn_) != CONNECTION_OK) awaited_.clear();
+  if (PQstatus(conn_) != CONNECTION_OK) ForgetAwaited(failure);
   return failure;
 }
 
@@ -399,11 +421,18 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadLast() {
 Status PostgresDatabase::SendFailed(std::string_view what) {
   const std::string message = Trimmed(PQerrorMessage(conn_));
   NoteLost(message);
-  awaited_.clear();
   Status failure = Status::Unavailable("PostgreSQL " + std::string(what) +
                                        " failed: the connection was lost during the transaction (" + message + ")");
+  ForgetAwaited(failure);
   if (pipeline_failure_.ok()) pipeline_failure_ = failure;
   return failure;
+}
+
+void PostgresDatabase::ForgetAwaited(const Status& why) {
+  awaited_.clear();
+  if (!commit_in_flight_) return;
+  commit_in_flight_ = false;
+  commit_outcome_ = why.ok() ? Status::Unavailable("PostgreSQL never confirmed COMMIT") : why;
 }
 
 Status PostgresDatabase::EndPipeline() {
@@ -423,9 +452,14 @@ Status PostgresDatabase::EndPipeline() {
     }
   }
   pipelining_ = false;
-  awaited_.clear();
+  ForgetAwaited(pipeline_failure_);
   Status failure = std::move(pipeline_failure_);
   pipeline_failure_ = Status::Ok();
+  // A chained commit that failed inside its transaction block leaves the block
+  // open (and aborted) after the sync: nothing else of it is wanted.
+  if (!failure.ok() && !in_transaction_ && conn_ && PQstatus(conn_) == CONNECTION_OK &&
+      PQtransactionStatus(conn_) == PQTRANS_INERROR)
+    PQclear(PQexec(conn_, "ROLLBACK"));
   return failure;
 }
 
@@ -436,6 +470,7 @@ std::string PostgresDatabase::Describe() const {
 
 Status PostgresDatabase::Exec(std::string_view sql) {
   WEFT_RETURN_IF_ERROR(BeforeStatement());
+  LeavePipelineOutside();
   // A text of several statements runs only outside pipeline mode: the rest of
   // the transaction then waits for each reply.
   if (pipelining_) WEFT_RETURN_IF_ERROR(EndPipeline());
@@ -451,6 +486,12 @@ Result<std::unique_ptr<StatementBackend>> PostgresDatabase::PrepareNew(std::stri
 
 Status PostgresDatabase::Begin() {
   if (in_transaction_) return Status::Internal("BEGIN inside a transaction");
+  if (pipelining_) {
+    // Behind a commit in flight: run only if it commits (see the header).
+    if (!PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("BEGIN");
+    in_transaction_ = true;
+    return Await("BEGIN");
+  }
   if (!Quiet()) {
     // Waits for BEGIN, which finds out (and replaces) a lost connection.
     WEFT_RETURN_IF_ERROR(Run([&] { return PQexec(conn_, "BEGIN"); }, "BEGIN").status());
@@ -490,6 +531,34 @@ Status PostgresDatabase::Commit() {
   in_transaction_ = false;
   return Status::Ok();
 }
+
+Status PostgresDatabase::SendCommit() {
+  if (!pipelining_) return Commit();
+  if (!in_transaction_) return Status::Internal("COMMIT outside a transaction");
+  // After a failure the transaction is aborted; its COMMIT would only roll back.
+  if (!pipeline_failure_.ok()) return pipeline_failure_;
+  if (!PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("COMMIT");
+  WEFT_RETURN_IF_ERROR(
+      Await({.what = "COMMIT", .expected_changes = -1, .otherwise = Status::Ok(), .prepared = nullptr, .commit = true}));
+  // The server sends its replies when asked to flush; the COMMIT's is wanted as soon as it is there.
+  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed("COMMIT");
+  in_transaction_ = false;
+  commit_in_flight_ = true;
+  commit_outcome_ = Status::Ok();
+  return Status::Ok();
+}
+
+Status PostgresDatabase::AwaitCommit() {
+  while (commit_in_flight_ && !awaited_.empty()) (void)ReadAwaited();
+  if (commit_in_flight_) ForgetAwaited(Status::Ok());
+  Status outcome = std::move(commit_outcome_);
+  commit_outcome_ = Status::Ok();
+  // Nothing behind it: the connection leaves pipeline mode (a failure was read above).
+  if (!in_transaction_ && pipelining_) (void)EndPipeline();
+  return outcome;
+}
+
+int PostgresDatabase::CommitSocket() const { return commit_in_flight_ && conn_ ? PQsocket(conn_) : -1; }
 
 Status PostgresDatabase::Rollback() {
   if (!in_transaction_) return Status::Ok();

@@ -12,6 +12,8 @@
 #include "weft/server/store/sqlite.hpp"
 #include "weft/common/log.hpp"
 
+#include "insert_id.hpp"
+
 namespace weft::store {
 namespace {
 
@@ -606,6 +608,55 @@ ALTER TABLE tasks SET (fillfactor = 90);
 CREATE OR REPLACE FUNCTION weft_refuse(message TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = message; END $$;
 )sql"},
+    // SQLite: the tasks table without AUTOINCREMENT, which read and wrote the
+    // table's row of sqlite_sequence at every insert (a tenth of a task's
+    // insert). Ids stay as they were: no task row is ever deleted, so the
+    // next id, the largest one plus 1, is the one AUTOINCREMENT would give.
+    // Rebuilt as in migrations 3 and 4 (foreign keys are off while migrating).
+    {14, R"sql(
+CREATE TABLE tasks_v14 (
+  id INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  plugin TEXT NOT NULL,
+  action TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  node_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state = 'queued' OR state = 'leased' OR state = 'succeeded' OR state = 'failed' OR
+                             state = 'waiting' OR state = 'cancelled'),
+  attempt INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL,
+  host_id TEXT NOT NULL DEFAULT '',
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0,
+  payload TEXT NOT NULL DEFAULT '{}',
+  result TEXT NOT NULL DEFAULT '{}',
+  message TEXT NOT NULL DEFAULT '',
+  stdout TEXT NOT NULL DEFAULT '',
+  stderr TEXT NOT NULL DEFAULT '',
+  task_key TEXT NOT NULL DEFAULT '',
+  service TEXT NOT NULL DEFAULT '',
+  after TEXT NOT NULL DEFAULT '[]',
+  taken_at_ms INTEGER NOT NULL DEFAULT 0,
+  attempt_status TEXT NOT NULL DEFAULT '',
+  finished_at_ms INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO tasks_v14 (id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id,
+  created_at_ms, updated_at_ms, lease_until_ms, payload, result, message, stdout, stderr, task_key, service, after,
+  taken_at_ms, attempt_status, finished_at_ms)
+  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id,
+  created_at_ms, updated_at_ms, lease_until_ms, payload, result, message, stdout, stderr, task_key, service, after,
+  taken_at_ms, attempt_status, finished_at_ms FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v14 RENAME TO tasks;
+CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0;
+CREATE INDEX tasks_by_tenant ON tasks (tenant, id);
+CREATE INDEX tasks_by_job ON tasks (job_id, id) WHERE job_id != '';
+)sql",
+     R"sql(
+-- PostgreSQL's identity column has no such cost: nothing changes.
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -811,6 +862,7 @@ struct Store::Impl {
   sql::Statement insert_task, get_task, lease_task, renew_lease, end_task, archive_ended, archive_current;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
+  sql::Statement set_open_task_state;  // SetTaskState of a task with no attempt to archive, to a state not final
   sql::Statement write_tasks;  // PostgreSQL only: kWriteTasks
   std::vector<TaskWrite> task_writes;  // gathered, not sent yet
   std::unordered_set<std::int64_t> task_write_ids;
@@ -913,6 +965,7 @@ Status Store::OpenSqlite(const StoreOptions& options) {
   WEFT_RETURN_IF_ERROR(PrepareAll());
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
+  if (options.reader) return Status::Ok();  // the writer's connection checkpoints
   WEFT_ASSIGN_OR_RETURN(impl_->checkpointer, Checkpointer::Start(db.handle(), path_.string(), options.checkpoint));
   return Status::Ok();
 }
@@ -923,7 +976,9 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   auto owned = std::make_unique<sql::PostgresDatabase>();
   sql::PostgresDatabase& db = *owned;
   impl_->db = std::move(owned);
-  Status s = db.Open({.conninfo = options.conninfo, .reconnect_timeout_ms = options.reconnect_timeout_ms});
+  Status s = db.Open({.conninfo = options.conninfo,
+                      .reconnect_timeout_ms = options.reconnect_timeout_ms,
+                      .name = options.reader ? "the api reads" : ""});
   if (!s.ok()) return s.WithContext("cannot open the PostgreSQL store");
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());
@@ -1006,12 +1061,13 @@ Status Store::PrepareAll() {
   WEFT_RETURN_IF_ERROR(prep(&i.list_hosts,
                             "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms FROM hosts "
                             "ORDER BY id"));
-  WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
-                            "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, "
-                            "max_attempts, host_id, created_at_ms, updated_at_ms, lease_until_ms, payload, task_key, "
-                            "service, after, finished_at_ms) VALUES "
-                            "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
-                            "RETURNING id"));
+  WEFT_RETURN_IF_ERROR(
+      prep(&i.insert_task, sql::InsertGivingId(db.dialect(),
+                                               "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, "
+                                               "node_id, state, attempt, max_attempts, host_id, created_at_ms, "
+                                               "updated_at_ms, lease_until_ms, payload, task_key, service, after, "
+                                               "finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                                               "?11, ?11, ?12, ?13, ?14, ?15, ?16, ?17)")));
   WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
                             OneRowWrite(db.dialect(),
@@ -1050,6 +1106,11 @@ Status Store::PrepareAll() {
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_state,
                             "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5, "
                             "attempt_status = '', finished_at_ms = ?6 WHERE id = ?1"));
+  // Names neither attempt_status nor finished_at_ms in its SET: SQLite then
+  // leaves tasks_unfinished (partial on finished_at_ms) alone.
+  WEFT_RETURN_IF_ERROR(prep(&i.set_open_task_state,
+                            "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 "
+                            "WHERE id = ?1 AND attempt_status = '' AND finished_at_ms = 0"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE tasks SET after = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE tasks SET max_attempts = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
@@ -1081,6 +1142,30 @@ Status Store::Commit() {
   return Status::Ok();
 }
 
+Status Store::SendCommit() {
+  if (backend_ != Backend::kPostgres) return Commit();
+  if (!in_transaction_) return Status::Internal("Store::SendCommit outside a transaction");
+  // Still in the transaction on failure: the caller rolls back.
+  WEFT_RETURN_IF_ERROR(SendTaskWrites());
+  Status sent = impl_->fence.epoch ? SendFence() : Status::Ok();
+  if (sent.ok()) sent = impl_->db->SendCommit();
+  if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
+  in_transaction_ = false;
+  return Status::Ok();
+}
+
+Status Store::AwaitCommit() {
+  Status outcome = impl_->db->AwaitCommit();
+  if (outcome.ok()) return outcome;
+  // The server skipped what was sent behind the failed COMMIT.
+  if (in_transaction_) (void)Rollback();
+  return impl_->fence.epoch ? FenceVerdict(outcome) : outcome;
+}
+
+bool Store::CommitInFlight() const { return impl_->db->CommitInFlight(); }
+
+int Store::CommitSocket() const { return impl_->db->CommitSocket(); }
+
 void Store::EndLeftoverReads() {
   // After COMMIT a statement still on a row keeps the connection in a read
   // transaction at its old snapshot, so checkpoints copy nothing newer and the
@@ -1102,6 +1187,20 @@ Status Store::Rollback() {
   Status s = impl_->db->Rollback();
   EndLeftoverReads();
   return s;
+}
+
+Status Store::BeginRead() {
+  if (backend_ != Backend::kSqlite) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(sql::Statement begin, impl_->db->Prepare("BEGIN DEFERRED"));
+  return begin.Run();
+}
+
+void Store::EndRead() {
+  if (backend_ == Backend::kSqlite) {
+    Result<sql::Statement> end = impl_->db->Prepare("ROLLBACK");
+    if (end.ok()) (void)end->Run();
+  }
+  EndLeftoverReads();
 }
 
 Status Store::UpsertHost(const HostRecord& h) {
@@ -1136,25 +1235,25 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
 }
 
 Status Store::InsertTask(TaskRecord* t) {
-  WEFT_ASSIGN_OR_RETURN(t->id, impl_->insert_task.Reset()
-                           .Bind(1, t->tenant)
-                           .Bind(2, t->plugin)
-                           .Bind(3, t->action)
-                           .Bind(4, t->job_id)
-                           .Bind(5, t->cluster_id)
-                           .Bind(6, t->node_id)
-                           .Bind(7, TaskStateName(t->state))
-                           .Bind(8, t->attempt)
-                           .Bind(9, t->max_attempts)
-                           .Bind(10, t->host_id)
-                           .Bind(11, t->created_at_ms)
-                           .Bind(12, t->lease_until_ms)
-                           .Bind(13, t->payload_json)
-                           .Bind(14, t->task_key)
-                           .Bind(15, t->service)
-                           .Bind(16, t->after_json)
-                           .Bind(17, FinishedAt(t->state, t->created_at_ms))
-                           .RunReturningId());
+  sql::Statement& insert = impl_->insert_task.Reset()
+                               .Bind(1, t->tenant)
+                               .Bind(2, t->plugin)
+                               .Bind(3, t->action)
+                               .Bind(4, t->job_id)
+                               .Bind(5, t->cluster_id)
+                               .Bind(6, t->node_id)
+                               .Bind(7, TaskStateName(t->state))
+                               .Bind(8, t->attempt)
+                               .Bind(9, t->max_attempts)
+                               .Bind(10, t->host_id)
+                               .Bind(11, t->created_at_ms)
+                               .Bind(12, t->lease_until_ms)
+                               .Bind(13, t->payload_json)
+                               .Bind(14, t->task_key)
+                               .Bind(15, t->service)
+                               .Bind(16, t->after_json)
+                               .Bind(17, FinishedAt(t->state, t->created_at_ms));
+  WEFT_ASSIGN_OR_RETURN(t->id, sql::RunInsert(*impl_->db, insert));
   t->updated_at_ms = t->created_at_ms;
   return Status::Ok();
 }
@@ -1287,13 +1386,17 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                                   .finished_at_ms = std::nullopt});
     return Status::Ok();
   }
-  return impl_->lease_task.Reset()
-      .Bind(1, task_id)
-      .Bind(2, attempt)
-      .Bind(3, host_id)
-      .Bind(4, lease_until_ms)
-      .Bind(5, now_ms)
-      .RunDeferred(1, TaskMissing(task_id));
+  // Not gathered, the write runs at once (SQLite, or outside a PostgreSQL
+  // transaction): the message naming the task is made only when it is missing.
+  Status leased = impl_->lease_task.Reset()
+                      .Bind(1, task_id)
+                      .Bind(2, attempt)
+                      .Bind(3, host_id)
+                      .Bind(4, lease_until_ms)
+                      .Bind(5, now_ms)
+                      .RunDeferred(1, Status::NotFound(""));
+  if (leased.code() == Code::kNotFound) return TaskMissing(task_id);
+  return leased;
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
@@ -1346,7 +1449,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
       .Bind(8, ended_status)
       .Bind(9, FinishedAt(state, now_ms))
       .Bind(10, attempt)
-      .RunDeferred(1, TaskMissing(task_id));
+      .RunDeferred(1, Status::NotFound(""));
   // Outside a PostgreSQL transaction the write ran at once: it can say whether the task is missing or moved on.
   if (ended.code() == Code::kNotFound) return TaskWriteMissed(task_id, attempt);
   return ended;
@@ -1361,6 +1464,20 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
 
 Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
                            std::int64_t not_before_ms, std::int64_t now_ms) {
+  if (!Final(state)) {
+    // Most often a waiting task that becomes ready: it has no attempt to
+    // archive and stays unfinished, so one write that changes neither does
+    // it (half the instructions of the two below). Any other task is not
+    // written here and goes the long way.
+    WEFT_RETURN_IF_ERROR(impl_->set_open_task_state.Reset()
+                             .Bind(1, task_id)
+                             .Bind(2, TaskStateName(state))
+                             .Bind(3, message)
+                             .Bind(4, not_before_ms)
+                             .Bind(5, now_ms)
+                             .Run());
+    if (impl_->db->Changes() == 1) return Status::Ok();
+  }
   // The attempt the task ended with goes to the attempts table before the row
   // changes: its end is the row's updated_at_ms and its message the row's.
   WEFT_RETURN_IF_ERROR(impl_->archive_current.Reset().Bind(1, task_id).RunDeferred());

@@ -92,3 +92,28 @@ s.test('a job that ends before the screen\'s event stream opens is shown ended',
   open();
   await page.waitForSelector(`[data-testid=job-progress][data-status=${ended}]`, { timeout: 30000 });
 });
+
+s.test('a job\'s end shows in the card, the jobs table and the cluster\'s badge as its events arrive', async (page, stack) => {
+  // In tenant acme, installing fake-base takes 3 s: the screen's first read
+  // sees the job running. After that read, every read of the cluster is held,
+  // so only the job's and the cluster's events can show the end.
+  slowBase(stack, 'acme', 3000);
+  let holding = false;
+  let release;
+  const released = new Promise((resolve) => { release = resolve; });
+  await page.route('**/api/v1/cluster.get', async (route) => {
+    if (holding) await released;
+    await route.continue();
+  });
+
+  await signIn(page, ALICE);
+  await createCluster(page, 'watched', { keep: true });
+  await page.waitForSelector('[data-testid=job-progress][data-status=running]');
+  holding = true;
+  await page.waitForSelector('[data-testid=job-progress][data-status=failed]', { timeout: 120000 });
+  await page.waitForSelector('[data-testid=jobs] .badge[data-status=failed]', { timeout: 10000 });
+  const { cluster } = stack.weftJson(['cluster', 'get', 'watched'], { tenant: 'acme' });
+  assert.notEqual(cluster.status, 'pending', 'the failed create moved the cluster on');
+  await page.waitForSelector(`[data-testid=cluster-name] ~ .badge[data-status=${cluster.status}]`, { timeout: 10000 });
+  release();
+});

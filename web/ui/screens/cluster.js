@@ -129,22 +129,29 @@ export function ClusterScreen({ params }) {
     return { ...d, template, loadedAt };
   }, [id]);
   const [job, setJob] = useState(null);
+  const [clusterEvent, setClusterEvent] = useState(null);
   const [dialog, setDialog] = useState(null);
   const [confirmDelete, setConfirmDelete] = useState(false);
   const later = useThrottle(reload, 700);
 
-  // An event newer than the last read wins over it until the next read.
-  const shownJob = job && data && data.job && String(job.id) === String(data.job.id) && job.seq > data.loadedAt ? job : data?.job;
+  // An event newer than the last read wins over it until the next read, in
+  // every place the screen shows what it says: the next read comes up to
+  // 700 ms later.
+  const fresh = (e) => e && data && e.seq > data.loadedAt;
+  const shownJob = fresh(job) && data.job && String(job.id) === String(data.job.id) ? job : data?.job;
   const clusterId = data?.cluster?.id;
   useEvents(clusterId ? { cluster: clusterId } : null, (e) => {
     if (String(e.data.cluster_id) !== String(clusterId)) return;
     if (e.type === 'job' && data?.job) setJob({ ...withJobEvent(shownJob || data.job, e.data), seq: Date.now() });
+    if (e.type === 'cluster') setClusterEvent({ status: e.data.status, seq: Date.now() });
     later();
   }, reload);
 
   if (!data && error) return html`<${Page} title="Cluster"><${ErrorNote} error=${error} /><//>`;
   if (!data) return html`<${Page} title="Cluster"><${Loading} /><//>`;
-  const c = data.cluster;
+  const c = fresh(clusterEvent) ? { ...data.cluster, status: clusterEvent.status } : data.cluster;
+  const jobs = (c.jobs || []).map((j) => (shownJob && String(j.id) === String(shownJob.id)
+    ? { ...j, status: shownJob.status, message: shownJob.message, finished_at_ms: shownJob.finished_at_ms } : j));
   const terminated = c.status === 'terminated';
   const services = serviceSummary(c.nodes || []);
 
@@ -189,7 +196,7 @@ export function ClusterScreen({ params }) {
         ]} />
     <//>
     <${Card} title="Jobs">
-      <${Table} testid="jobs" rows=${c.jobs || []} onRow=${(j) => navigate('/jobs/' + j.id)}
+      <${Table} testid="jobs" rows=${jobs} onRow=${(j) => navigate('/jobs/' + j.id)}
         columns=${[
           { title: 'Job', render: (j) => html`<a href=${href('/jobs/' + j.id)}>#${j.id}</a>` },
           { title: 'Operation', key: 'operation' },

@@ -61,6 +61,17 @@ class KeySnapshot {
   std::shared_ptr<const KeyMap> keys_ = std::make_shared<KeyMap>();
 };
 
+// What a thread other than the reactor needs to resolve an api request's
+// principal exactly as the reactor does (auth_ops.hpp Resolve): the keys in
+// force and the tenants, as of the reactor's last commit. Immutable once made.
+struct AuthView {
+  KeyMap keys;
+  std::map<std::string, store::TenantRecord> tenants;
+  // As Registry::Find and Registry::Spent, at `now_ms`.
+  const KeyEntry* Find(const std::string& public_key, std::int64_t now_ms) const;
+  bool Spent(const std::string& public_key, std::int64_t now_ms) const;
+};
+
 // Valid names of tenants and users: 1-64 of [a-z0-9_-], starting with a letter or digit.
 bool ValidName(std::string_view name);
 
@@ -127,6 +138,9 @@ class Registry {
   const std::map<std::string, store::HostRequestRecord>& requests() const { return requests_; }
   // Principals in force of a kind.
   std::vector<store::PrincipalRecord> Principals(Kind kind) const;
+  // Moves whenever the keys or the tenants change (View() would differ).
+  std::uint64_t generation() const { return generation_; }
+  std::shared_ptr<const AuthView> View() const;
 
  private:
   void Publish();
@@ -147,6 +161,7 @@ class Registry {
   std::map<std::string, store::HostRequestRecord> requests_;  // by key
   std::set<std::string> revoked_hosts_;  // hosts with a revoked key and none in force
   KeyMap in_force_;
+  std::uint64_t generation_ = 0;
 };
 
 // The ZAP handler (RFC 27) on inproc://zeromq.zap.01 of `ctx`. Start it before

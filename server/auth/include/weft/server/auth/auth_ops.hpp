@@ -48,6 +48,8 @@ struct SecretsDeps {
 // decorator (added last) opens them in the task handed to the host. Wraps the
 // ops `router` knows when it is called: register every op group but the
 // CurveZMQ ones (which take no sealable input) before.
+// The first part of InstallSecrets: every api op `router` knows refuses a request that carries sealed text.
+void RefuseSealedRequests(api::Router& router);
 [[nodiscard]] Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesystem::path& key_file);
 
 // The principal of a request that arrived with `key` (the connection's
@@ -55,6 +57,9 @@ struct SecretsDeps {
 // the request asks (unknown or revoked key, another tenant, another host).
 [[nodiscard]] Result<api::Principal> Resolve(const Registry& registry, api::Endpoint endpoint, const std::string& key,
                                              const wire::Request& request);
+// The same from a view of the keys and tenants (another thread than the reactor's), at `now_ms`.
+[[nodiscard]] Result<api::Principal> Resolve(const AuthView& view, std::int64_t now_ms, api::Endpoint endpoint,
+                                             const std::string& key, const wire::Request& request);
 
 // What a key weftd does not know may do on the provisioner endpoint (role
 // pending): its host.register files a request an admin may accept, logged

@@ -54,5 +54,8 @@ class CatalogCache {
 // the resources fields name in `resources` (when given; it must outlive the router).
 void RegisterCatalogOps(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config,
                         resources::ResourceStore* resources = nullptr);
+// Only `<kind>.get` and `<kind>.list`, which read nothing but the store: for a
+// router of another thread than the reactor's, on a connection that only reads.
+void RegisterCatalogReads(api::Router& router, store::Store& store, const Clock& clock, const server::Config& config);
 
 }  // namespace weft::catalog

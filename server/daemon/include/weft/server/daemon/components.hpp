@@ -81,6 +81,7 @@ class Components {
   queue::TaskQueue& queue() { return queue_; }
   const queue::TaskQueue& queue() const { return queue_; }
   hosts::Dispatcher& dispatcher() { return dispatcher_; }
+  const hosts::HostRegistry& hosts() const { return hosts_; }
   auth::Registry& registry() { return registry_; }
   const auth::Registry& registry() const { return registry_; }
   auth::KeySnapshot& keys() { return keys_; }

@@ -31,8 +31,9 @@ class Subscriptions {
 
   // Reads new subscriptions now and then and tells the components whether events are wanted.
   void Check();
-  // Sends the events the components piled up since the last commit (or forgets them: nobody listens).
-  void Publish();
+  // Sends `committed` (events of commits confirmed late: GroupCommit::TakeEvents) and the events the
+  // components piled up since the last commit (or forgets them: nobody listens).
+  void Publish(std::vector<Event> committed = {});
 
  private:
   void Read();

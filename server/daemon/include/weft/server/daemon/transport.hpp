@@ -13,11 +13,17 @@
 // a key it does not know, a request of one frame of at most 64 KiB, and twice
 // that waiting per connection. More is read and dropped frame by frame.
 //
+// The api ROUTER itself is served by the api front's thread (api_front.hpp),
+// which passes on to the reactor what it does not answer itself over an
+// inproc PAIR that takes the ROUTER's place here: each message there is a
+// frame of ApiMeta and then the ROUTER's frames, kept within the same bounds.
+//
 // Not thread-safe: runs on the reactor thread.
 #pragma once
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,10 +41,32 @@
 
 namespace weft::server {
 
+// What the api front says of a message it passes on: whether part of it was
+// dropped (over its bounds) and the connection's CurveZMQ key (its User-Id).
+struct ApiMeta {
+  bool over = false;
+  std::string key;
+};
+zmq::message_t EncodeApiMeta(const ApiMeta& meta);
+ApiMeta DecodeApiMeta(const zmq::message_t& frame);
+
+// How much of one message weftd keeps (frames include the routing envelope).
+struct FrameBound {
+  std::size_t frames = 0;
+  std::size_t bytes = 0;
+};
+// Receives one message frame by frame, keeping what `bound_for(first frame
+// after the routing id)` allows and dropping the rest as it comes; false when
+// nothing was ready. `*over`: something was dropped.
+bool ReceiveWithin(zmq::socket_t& socket, const std::function<FrameBound(zmq::message_t&)>& bound_for,
+                   wire::Frames& out, std::size_t* bytes, bool* over);
+// Sends `p`'s reply on `socket` (a ROUTER or the api front's PAIR) after its
+// envelope; false when the socket refused it.
+bool SendReply(zmq::socket_t& socket, Pending& p);
+
 class Transport {
  public:
-  Transport(const Config& config, const Clock& clock, const auth::Registry& registry, RateLimits& limits,
-            log::Tally& tally);
+  Transport(const Config& config, const Clock& clock, const auth::Registry& registry, log::Tally& tally);
 
   zmq::context_t& context() { return ctx_; }
   zmq::socket_t& events() { return events_; }
@@ -47,7 +75,10 @@ class Transport {
   // addresses; with port `*`, the last run's port first). With security on,
   // `server_secret_key` is weftd's CURVE secret key. `endpoints`: what was bound.
   [[nodiscard]] Status Bind(const std::optional<std::string>& server_secret_key, nlohmann::json* endpoints);
-  // The ROUTERs' descriptors (ZMQ_FD): provisioner, then api.
+  // Once bound: hands the api ROUTER over (to the api front) and takes its
+  // place with a PAIR connected to `pipe`, where the front passes requests on.
+  [[nodiscard]] Result<zmq::socket_t> HandOverApi(const std::string& pipe);
+  // The ROUTERs' descriptors (ZMQ_FD): provisioner, then api (the front's PAIR).
   [[nodiscard]] Status Descriptors(int fds[2]);
 
   enum class Received { kNothing, kDropped, kQueued };
@@ -60,11 +91,7 @@ class Transport {
   void Send(std::vector<Pending>& replies, std::vector<queue::AttemptRef>* undelivered);
 
  private:
-  // How much of one message weftd keeps (frames include the routing envelope).
-  struct Bound {
-    std::size_t frames = 0;
-    std::size_t bytes = 0;
-  };
+  using Bound = FrameBound;
   zmq::socket_t& Socket(api::Endpoint e) { return e == api::Endpoint::kApi ? api_ : prov_; }
   // Receives one message frame by frame, keeping what its sender's Bound
   // allows and dropping the rest as it comes; false when nothing was ready.
@@ -74,15 +101,13 @@ class Transport {
   // Whether the connection of `in` may have it waiting too (its budget of bytes in `inbox`).
   bool WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& inbox) const;
   // Splits the envelope and decodes; false when the message cannot be answered (no envelope).
-  // `over`: ReceiveBounded dropped part of it, which is answered TOO_LARGE.
-  bool Decode(api::Endpoint endpoint, wire::Frames frames, bool over, Inbound* out);
-  // Whether `key` is a gateway's (exempt from the per-connection api rate limit).
-  bool IsGateway(const std::string& key) const;
+  // `over`: part of it was dropped, which is answered TOO_LARGE. `api_key`:
+  // the key the api front read off the connection (null on the provisioner).
+  bool Decode(api::Endpoint endpoint, wire::Frames frames, bool over, const std::string* api_key, Inbound* out);
 
   const Config& config_;
   const Clock& clock_;
   const auth::Registry& registry_;
-  RateLimits& limits_;
   log::Tally& tally_;
   zmq::context_t ctx_;
   zmq::socket_t api_;

@@ -28,6 +28,10 @@ using LivePlugins = std::function<std::set<std::string>(const std::string& tenan
 
 void RegisterClusterOps(api::Router& router, store::Store& store, JobEngine& engine, const Clock& clock,
                         LivePlugins live_plugins);
+// Only cluster.list, cluster.get, job.list and job.get, for a router of
+// another thread than the reactor's, on a store connection of its own that
+// only reads (committed state); `live_plugins` must be safe to call there.
+void RegisterClusterReads(api::Router& router, store::Store& store, const Clock& clock, LivePlugins live_plugins);
 
 // A copy of a node's task results fit to show: ssh_auth's private key and
 // passphrase are replaced by "<redacted>".

@@ -159,6 +159,17 @@ class Database {
   [[nodiscard]] virtual Status Begin() = 0;
   [[nodiscard]] virtual Status Commit() = 0;
   [[nodiscard]] virtual Status Rollback() = 0;
+  // A commit whose outcome is read later: SendCommit() ends the transaction
+  // (a failure here is the transaction's, which the caller rolls back) and
+  // AwaitCommit() says whether it committed. Meanwhile the next transaction
+  // may begin; it goes out behind the COMMIT and, if the COMMIT fails, is not
+  // run by the server (PostgreSQL's pipeline). A backend that waits commits in
+  // SendCommit(), and AwaitCommit() has nothing to say.
+  [[nodiscard]] virtual Status SendCommit() { return Commit(); }
+  [[nodiscard]] virtual Status AwaitCommit() { return Status::Ok(); }
+  virtual bool CommitInFlight() const { return false; }
+  // What to poll(2) for the reply to the commit in flight (-1: none).
+  virtual int CommitSocket() const { return -1; }
   // Rows changed by the last INSERT, UPDATE or DELETE.
   virtual int Changes() const = 0;
   // Resets every statement still on a row and returns their SQL (SQLite: such

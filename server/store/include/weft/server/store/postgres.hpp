@@ -19,6 +19,14 @@
 // shutting down does), so that a lost connection is still found, and
 // replaced, before the transaction starts.
 //
+// SendCommit() sends COMMIT and a flush, and returns: the transaction that
+// begins next goes out behind it in the same pipeline, with no sync between
+// them, so that when the COMMIT (or anything before it) fails, the server
+// skips everything after it up to the sync, and the later transaction never
+// commits. AwaitCommit() reads the replies up to the COMMIT's and says how it
+// ended; a statement that needs its own result reads them too, and fails if
+// the COMMIT did. A statement outside a transaction first ends the pipeline.
+//
 // A lost connection: outside a transaction the statement waits for
 // PostgreSQL to come back (up to `reconnect_timeout_ms`, with one log line
 // when it is lost and one when it is back) and runs again; inside one the
@@ -53,6 +61,10 @@ struct PreparedMark {
 struct PostgresOptions {
   std::string conninfo;               // a libpq connection string or URI
   int reconnect_timeout_ms = 60'000;  // how long a statement waits for a lost server
+  // A second connection of the same process ("api reads"): its losses and
+  // returns are logged at info under this name, so that the operator reads
+  // the store's own warning once, not once per connection.
+  std::string name;
 };
 
 // `?1`, `?2`, ... (and a bare `?`, numbered as SQLite numbers it) become `$1`,
@@ -76,6 +88,10 @@ class PostgresDatabase final : public Database {
   [[nodiscard]] Status Begin() override;
   [[nodiscard]] Status Commit() override;
   [[nodiscard]] Status Rollback() override;
+  [[nodiscard]] Status SendCommit() override;
+  [[nodiscard]] Status AwaitCommit() override;
+  bool CommitInFlight() const override { return commit_in_flight_; }
+  int CommitSocket() const override;
   int Changes() const override { return changes_; }
 
   // Runs `before` ahead of every statement sent from now on (not ahead of
@@ -100,6 +116,8 @@ class PostgresDatabase final : public Database {
   template <typename Send>
   Result<ResultPtr> Run(Send send, std::string_view what);
   void NoteLost(const std::string& why);
+  // "the " or "<name>' ", to start a log line about this connection.
+  std::string Whose() const;
   // What a failed result (or none) means: UNAVAILABLE for a lost connection
   // and transient errors, INTERNAL otherwise.
   // Notes in failed_too_few_ whether it was a checked write's refusal (a
@@ -112,6 +130,7 @@ class PostgresDatabase final : public Database {
     int expected_changes = -1;               // checked when not negative...
     Status otherwise;                        // ...failing with this
     std::shared_ptr<PreparedMark> prepared;  // a Prepare: cleared unless it ran
+    bool commit = false;                     // the COMMIT sent by SendCommit()
   };
   // Whether nothing is known to be wrong with the connection and the server
   // has sent nothing since its last reply.
@@ -128,7 +147,16 @@ class PostgresDatabase final : public Database {
   // A send or flush that failed: the connection is gone, and the transaction with it.
   Status SendFailed(std::string_view what);
   // Syncs, reads every reply and leaves pipeline mode; the first failure.
+  // Outside a transaction, a transaction block the failure left open is rolled back.
   Status EndPipeline();
+  // The replies awaited will never be read (the connection is gone, or out of
+  // step): a commit among them failed with `why`.
+  void ForgetAwaited(const Status& why);
+  // A statement outside a transaction runs on its own, not in the pipeline
+  // behind a commit in flight.
+  void LeavePipelineOutside() {
+    if (pipelining_ && !in_transaction_) (void)EndPipeline();
+  }
   std::string NextName() { return "weft_" + std::to_string(++names_); }
   Status BeforeStatement() {
     if (!before_ || in_before_) return Status::Ok();
@@ -147,6 +175,8 @@ class PostgresDatabase final : public Database {
   bool pipelining_ = false;
   std::deque<Awaited> awaited_;  // sent in pipeline mode, replies not read yet, oldest first
   Status pipeline_failure_;      // the first failure in this transaction's pipeline
+  bool commit_in_flight_ = false;  // sent by SendCommit(), its reply not read yet
+  Status commit_outcome_;          // how the last commit sent by SendCommit() ended, once read
   bool lost_ = false;             // lost and not back yet: said once
   std::int64_t lost_at_ms_ = 0;
   int changes_ = 0;

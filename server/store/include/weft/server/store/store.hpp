@@ -311,6 +311,9 @@ struct StoreOptions {
   // how long a statement waits for a lost server to come back.
   std::string conninfo;
   int reconnect_timeout_ms = 60'000;
+  // A second connection, beside the one that writes, that only reads (weftd's
+  // api reads on their own thread): on SQLite it runs no checkpoints.
+  bool reader = false;
 };
 
 // A leader's fence (server/leader, docs/failover.md) that PostgreSQL's server
@@ -359,7 +362,25 @@ class Store {
   [[nodiscard]] Status Begin();
   [[nodiscard]] Status Commit();
   [[nodiscard]] Status Rollback();
+  // On a reader's connection (StoreOptions::reader): every statement from
+  // BeginRead to EndRead sees the same commit (SQLite: a deferred transaction,
+  // which takes no lock a writer waits for; PostgreSQL: each statement its own).
+  [[nodiscard]] Status BeginRead();
+  void EndRead();
   bool in_transaction() const { return in_transaction_; }
+  // A commit whose outcome is read later (PostgreSQL; SQLite commits in
+  // SendCommit): SendCommit() sends the transaction's writes, the leader
+  // fence and COMMIT without waiting, and ends the transaction (on failure it
+  // is still open: roll back). The next transaction may begin meanwhile.
+  // AwaitCommit() waits for the outcome; when the commit failed, a
+  // transaction begun behind it is rolled back too (the server ran none of
+  // it), and a refused leader fence is reported as Commit() reports it.
+  bool OverlapsCommits() const { return backend_ == Backend::kPostgres; }
+  [[nodiscard]] Status SendCommit();
+  [[nodiscard]] Status AwaitCommit();
+  bool CommitInFlight() const;
+  // What to poll(2) for the outcome of the commit in flight (-1: none).
+  int CommitSocket() const;
 
   // Hosts.
   [[nodiscard]] Status UpsertHost(const HostRecord& host);

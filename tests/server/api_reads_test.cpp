@@ -1,0 +1,115 @@
+// api reads answered on weftd's api front thread while its reactor is stuck
+// in a write turn: the real weftd, real CurveZMQ clients, the real SQLite file.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/weftd.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/curve.hpp"
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using weft::testing::Weftd;
+
+namespace {
+
+zmq::context_t& Ctx() {
+  static zmq::context_t ctx(1);
+  return ctx;
+}
+
+// A client of its own with the superadmin's credential, acting in `tenant`.
+std::unique_ptr<weft::client::Client> Superadmin(const Weftd& weftd, const std::string& tenant = "") {
+  weft::Result<weft::curve::Credential> c = weft::curve::LoadCredential(weftd.superadmin());
+  REQUIRE(c.ok());
+  weft::client::Options o = weft::client::FromCredential(*c, 30000);
+  o.endpoint = weftd.api();
+  o.tenant = tenant;
+  o.probe_ms = 0;
+  return std::make_unique<weft::client::Client>(Ctx(), o);
+}
+
+// Holds SQLite's write lock on weftd's store, as another writer would, until Release().
+class WriteLock {
+ public:
+  explicit WriteLock(const std::filesystem::path& db_file) {
+    REQUIRE(sqlite3_open_v2(db_file.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
+    sqlite3_busy_timeout(db_, 10000);
+    REQUIRE(sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  }
+  ~WriteLock() { Release(); }
+  void Release() {
+    if (!db_) return;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("api reads are answered while the reactor waits in a write turn", "[reads]") {
+  weft::testing::WeftdOptions o;
+  o.name = "api-reads";
+  o.curve = true;
+  o.stop_on_destroy = true;
+  // The reactor's write waits this long for the lock the test holds.
+  o.extra_toml = "[store]\nbusy_timeout_ms = 120000\n";
+  Weftd weftd(o);
+
+  std::optional<WriteLock> lock;
+  lock.emplace(weftd.db());
+  // A write: the reactor's turn waits for the store's write lock.
+  weft::Result<json> created = weft::Status::Internal("not answered");
+  std::thread writer([&] { created = Superadmin(weftd)->Call("tenant.create", {{"name", "later"}}, 240000); });
+  struct Join {
+    std::thread& t;
+    std::optional<WriteLock>& lock;
+    ~Join() {
+      lock.reset();
+      if (t.joinable()) t.join();
+    }
+  } join{writer, lock};
+
+  // The reactor is stuck once it no longer answers what only it answers
+  // (server.status): each try that times out is a request it has not taken yet.
+  bool stuck = false;
+  for (int i = 0; i < 100 && !stuck; ++i) {
+    weft::Result<json> status = Superadmin(weftd)->Call("server.status", json::object(), 500);
+    stuck = !status.ok();
+  }
+  INFO(weftd.Log());
+  REQUIRE(stuck);
+
+  // Reads are answered all the same, from what is committed: no tenant "later" yet.
+  std::unique_ptr<weft::client::Client> reader = Superadmin(weftd);
+  weft::Result<json> clusters = reader->Call("cluster.list", json::object());
+  REQUIRE(clusters.ok());
+  CHECK((*clusters)["clusters"] == json::array());
+  weft::Result<json> job = reader->Call("job.get", {{"job", "12345"}});
+  REQUIRE_FALSE(job.ok());
+  CHECK(job.status().code() == weft::Code::kNotFound);
+  // The tenant check applies on the front too.
+  weft::Result<json> nowhere = Superadmin(weftd, "later")->Call("cluster.list", json::object());
+  REQUIRE_FALSE(nowhere.ok());
+  CHECK(nowhere.status().code() == weft::Code::kNotFound);
+  CHECK_THAT(nowhere.status().message(), Catch::Contains("tenant 'later' does not exist"));
+
+  // The write commits once the lock is gone; its tenant is there for the next read at once.
+  lock.reset();
+  writer.join();
+  REQUIRE(created.ok());
+  weft::Result<json> there = Superadmin(weftd, "later")->Call("cluster.list", json::object());
+  REQUIRE(there.ok());
+  CHECK((*there)["clusters"] == json::array());
+}
