@@ -368,7 +368,7 @@ void SlowDump(std::string& out, const json& value) {
 
 // A string as nlohmann writes it (ensure_ascii off, invalid UTF-8 replaced);
 // text with bytes >= 0x80 is left to nlohmann, which checks the UTF-8.
-void AppendString(std::string& out, const std::string& text) {
+void AppendString(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   const std::size_t plain = PlainRun(text.data(), text.data() + text.size());
   const std::size_t start = out.size();
@@ -378,7 +378,7 @@ void AppendString(std::string& out, const std::string& text) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       out.resize(start);  // what this string wrote so far
-      SlowDump(out, json(text));
+      SlowDump(out, json(std::string(text)));
       return;
     }
     switch (c) {
@@ -471,7 +471,7 @@ std::string Dump(const json& value) {
 
 void AppendJson(std::string& out, const json& value) { AppendDump(out, value); }
 
-void AppendJsonString(std::string& out, const std::string& text) { AppendString(out, text); }
+void AppendJsonString(std::string& out, std::string_view text) { AppendString(out, text); }
 
 Status CheckLimits(const Frames& frames, const Limits& limits) {
   if (frames.empty()) return Status::Invalid("empty message: frame 0 must hold the JSON header");

@@ -156,7 +156,9 @@ Status Components::Wire() {
       [this](const api::Call& c, const api::Response& r) { return api::RecordAudit(store_, clock_, c, r); });
   // The take decorators run in this order: the job engine's node facts and
   // config, the resource versions, then (last) auth opens the sealed values.
-  dispatcher_.AddTakeDecorator([this](const store::TaskRecord& r, json& task) { return engine_.Decorate(r, task); });
+  dispatcher_.AddTakeDecorator([this](const store::TaskRecord& r, json& task, hosts::TaskTexts& texts) {
+    return engine_.Decorate(r, task, texts);
+  });
 
   RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});

@@ -1,6 +1,8 @@
 #include "weft/server/hosts/dispatcher.hpp"
 
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "weft/common/wire.hpp"
 
@@ -20,18 +22,50 @@ std::string IdempotencyKey(const store::TaskRecord& t) {
   return t.cluster_id + "/" + t.node_id + "/" + std::to_string(t.id);
 }
 
+// A member of `more`: from the tree, or text a decorator made (TaskTexts).
+struct More {
+  std::string_view name;
+  const json* value = nullptr;
+  const std::string* text = nullptr;
+};
+
+// The members of `more` and `texts` in key order, as a json object would
+// have them; a name in both is the tree's.
+std::vector<More> MoreMembers(const json& more, const TaskTexts& texts) {
+  static const json kNothing = json::object();
+  const json::object_t& tree = (more.is_object() ? more : kNothing).get_ref<const json::object_t&>();
+  // A decorator gives a few texts: sorted by name in place, then merged with the tree's (sorted) members.
+  std::vector<More> text;
+  text.reserve(texts.members.size());
+  for (const TaskTexts::Member& m : texts.members)
+    if (m.text) text.push_back({m.name, nullptr, m.text.get()});
+  for (std::size_t i = 1; i < text.size(); ++i)  // insertion sort: stable, and no buffer for so few
+    for (std::size_t j = i; j > 0 && text[j].name < text[j - 1].name; --j) std::swap(text[j], text[j - 1]);
+  std::vector<More> out;
+  out.reserve(tree.size() + text.size());
+  auto t = text.begin();
+  for (const auto& [name, value] : tree) {
+    for (; t != text.end() && t->name <= name; ++t)
+      if (t->name < name && (out.empty() || out.back().name != t->name)) out.push_back(*t);
+    out.push_back({name, &value, nullptr});
+  }
+  for (; t != text.end(); ++t)
+    if (out.empty() || out.back().name != t->name) out.push_back(*t);
+  return out;
+}
+
 // The task as the plugin sees it, written straight out as JSON text: its own
 // members and `more`'s (the payload's and the decorators'), in key order, as
 // a json object would have them; a member of `more` under the name of one of
 // the task's own is left out. Building a json tree only to write it out cost
 // more than the rest of handing the task out, besides the store.
-std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const json& more) {
-  static const json kNothing = json::object();
-  const json::object_t& extra = (more.is_object() ? more : kNothing).get_ref<const json::object_t&>();
+std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const json& more, const TaskTexts& texts) {
+  const std::vector<More> extra = MoreMembers(more, texts);
   // Room for all of it at once: the shared parts (JSON text already) are most
   // of a task, and growing the text as it is written copied it several times.
   std::size_t size = 256;
-  for (const auto& [name, value] : extra) size += name.size() + (value.is_binary() ? value.get_binary().size() : 64);
+  for (const More& m : extra)
+    size += m.name.size() + (m.text ? m.text->size() : m.value->is_binary() ? m.value->get_binary().size() : 64);
   std::string out;
   out.reserve(size);
   out += '{';
@@ -42,15 +76,19 @@ std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const js
   // Writes the next member of `more`.
   auto write_next = [&] {
     comma();
-    wire::AppendJsonString(out, next->first);
+    wire::AppendJsonString(out, next->name);
     out += ':';
-    wire::AppendJson(out, next->second);
+    if (next->text) {
+      out += *next->text;
+    } else {
+      wire::AppendJson(out, *next->value);
+    }
     ++next;
   };
   // Writes the members of `more` that sort before `name`, then the key `name`.
   auto key = [&](std::string_view name) {
-    while (next != extra.end() && next->first < name) write_next();
-    if (next != extra.end() && next->first == name) ++next;
+    while (next != extra.end() && next->name < name) write_next();
+    if (next != extra.end() && next->name == name) ++next;
     comma();
     out += '"';
     out += name;
@@ -94,6 +132,12 @@ api::Response TakeReply(Taken taken) {
   return r;
 }
 
+void Dispatcher::AddTakeDecorator(TakeDecorator decorator) {
+  decorators_.push_back([decorator = std::move(decorator)](const store::TaskRecord& record, json& task, TaskTexts&) {
+    return decorator(record, task);
+  });
+}
+
 bool Dispatcher::CanServe(const std::string& host_id, const std::string& tenant) const {
   // Asked for every held take each time the reactor serves them: with a
   // thousand takes held and the queue just emptied, most asks find nothing
@@ -116,8 +160,10 @@ Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string&
     json payload = ParseStored(t.payload_json);
     if (payload.is_object()) more = std::move(payload);
   }
-  for (const TakeDecorator& decorate : decorators_) {
-    Status s = decorate(t, more);
+  TaskTexts texts;
+  texts.members.reserve(8);  // the job engine gives up to 7
+  for (const TextDecorator& decorate : decorators_) {
+    Status s = decorate(t, more, texts);
     if (s.ok()) continue;
     // What a decorator refuses it will refuse again: the attempt fails here
     // (and is retried or fails the task like any failed attempt).
@@ -135,7 +181,7 @@ Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string&
     unacknowledged_[{host_id, runner}] = {t.id, t.attempt};
     runner_of_[t.id] = {host_id, runner};
   }
-  return Taken{t.id, t.attempt, TaskText(t, queue_.lease_ms(), more)};
+  return Taken{t.id, t.attempt, TaskText(t, queue_.lease_ms(), more, texts)};
 }
 
 Status Dispatcher::RunnerTakes(const std::string& host_id, const std::string& runner) {

@@ -262,7 +262,7 @@ class ClusterOps {
     req.size = size;
     req.overrides = overrides;
     WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
-    WEFT_TRY_ASSIGN(spec, BuildSpec(cat, call.principal.tenant, *tmpl, overrides, layout, config));
+    WEFT_TRY_ASSIGN(spec, BuildSpec(latest, call.principal.tenant, *tmpl, overrides, layout, config));
     spec["overrides"] = overrides_json;
 
     std::vector<store::ClusterRecord> clusters;  // read only when a quota needs them
@@ -409,7 +409,7 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(layout, Solve(cat, *tmpl, req));
       json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
       config.merge_patch(spec.value("config", json::object()));
-      WEFT_TRY_ASSIGN(fresh, BuildSpec(cat, call.principal.tenant, *tmpl, req.overrides, layout, config));
+      WEFT_TRY_ASSIGN(fresh, BuildSpec(latest, call.principal.tenant, *tmpl, req.overrides, layout, config));
       fresh["overrides"] = spec.value("overrides", json::object());
       std::vector<std::string> changed;
       for (const std::string& s : on) {
@@ -830,37 +830,75 @@ class ClusterOps {
     return Solve(cat, *cat.FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
   }
 
-  Result<json> BuildSpec(const catalog::Catalog& cat, const std::string& tenant, const catalog::ClusterTemplate& tmpl,
-                         const solver::Overrides& overrides, const catalog::Layout& layout, const json& config) {
+  // An entity of a catalog snapshot as a cluster's spec copies it: its JSON,
+  // the version it was put as, and (a service) whether its fields' macros
+  // check. GetJson writes the whole entity out and the version is a store
+  // read, while every create of a template asks for the same few: made once
+  // per snapshot.
+  struct SpecEntity {
+    json doc;
+    std::int64_t version = 0;
+    Status macros = Status::Ok();
+  };
+  struct SpecEntities {
+    std::shared_ptr<const catalog::Catalog> catalog;  // held, so that its address names only it
+    std::map<std::pair<Kind, std::string>, SpecEntity> entities;
+  };
+
+  Result<const SpecEntity*> EntityOf(const std::shared_ptr<const catalog::Catalog>& cat, const std::string& tenant,
+                                     Kind kind, const std::string& name) {
+    // Snapshots of a catalog generation that moved on are never handed out again.
+    if (spec_generation_ != store_.catalog_generation()) {
+      spec_entities_.clear();
+      spec_generation_ = store_.catalog_generation();
+    }
+    auto found = spec_entities_.find(cat.get());
+    if (found == spec_entities_.end()) {
+      constexpr std::size_t kMaxSnapshots = 64;  // as many tenants' as the catalog cache keeps
+      if (spec_entities_.size() >= kMaxSnapshots) spec_entities_.clear();
+      found = spec_entities_.emplace(cat.get(), SpecEntities{cat, {}}).first;
+    }
+    SpecEntities& snapshot = found->second;
+    auto [it, fresh] = snapshot.entities.try_emplace({kind, name});
+    if (!fresh) return &it->second;
+    Result<json> doc = cat->GetJson(kind, name);
+    if (!doc.ok()) {
+      snapshot.entities.erase(it);
+      return doc.status();
+    }
+    SpecEntity& e = it->second;
+    e.doc = std::move(*doc);
+    Result<std::optional<store::CatalogEntityRecord>> r = store_.GetCatalogEntity(tenant, catalog::KindName(kind), name);
+    e.version = r.ok() && r->has_value() ? (**r).version : 0;
+    if (kind == Kind::kService && e.doc.contains("provisioner")) e.macros = planner::CheckMacros(e.doc["provisioner"]);
+    return &e;
+  }
+
+  Result<json> BuildSpec(const std::shared_ptr<const catalog::Catalog>& cat, const std::string& tenant,
+                         const catalog::ClusterTemplate& tmpl, const solver::Overrides& overrides,
+                         const catalog::Layout& layout, const json& config) {
     Status macros = planner::CheckMacros(config);
     if (!macros.ok()) return macros.WithContext("cluster config");
     const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
-    const catalog::Provider* provider = cat.FindProvider(provider_name);
+    const catalog::Provider* provider = cat->FindProvider(provider_name);
     if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");
-    WEFT_ASSIGN_OR_RETURN(json tmpl_doc, cat.GetJson(Kind::kClusterTemplate, tmpl.name));
-    json spec = {{"template", tmpl_doc},
+    WEFT_ASSIGN_OR_RETURN(const SpecEntity* tmpl_entity, EntityOf(cat, tenant, Kind::kClusterTemplate, tmpl.name));
+    json spec = {{"template", tmpl_entity->doc},
                  {"provider", {{"name", provider->name}, {"type", provider->providertype}, {"fields", provider->provisioner}}},
                  {"services", json::object()},
                  {"config", config},
                  {"size", layout.nodes.size()}};
     json versions = json::object();
-    auto version_of = [&](Kind kind, const std::string& name) -> std::int64_t {
-      Result<std::optional<store::CatalogEntityRecord>> r =
-          store_.GetCatalogEntity(tenant, catalog::KindName(kind), name);
-      return r.ok() && r->has_value() ? (**r).version : 0;
-    };
-    versions["clustertemplate/" + tmpl.name] = version_of(Kind::kClusterTemplate, tmpl.name);
-    versions["provider/" + provider->name] = version_of(Kind::kProvider, provider->name);
+    versions["clustertemplate/" + tmpl.name] = tmpl_entity->version;
+    WEFT_ASSIGN_OR_RETURN(const SpecEntity* provider_entity, EntityOf(cat, tenant, Kind::kProvider, provider->name));
+    versions["provider/" + provider->name] = provider_entity->version;
     std::set<std::string> on;
     for (const catalog::LayoutNode& n : layout.nodes) on.insert(n.services.begin(), n.services.end());
     for (const std::string& s : on) {
-      WEFT_ASSIGN_OR_RETURN(json doc, cat.GetJson(Kind::kService, s));
-      if (doc.contains("provisioner")) {
-        Status fields = planner::CheckMacros(doc["provisioner"]);
-        if (!fields.ok()) return fields.WithContext("service '" + s + "'");
-      }
-      spec["services"][s] = std::move(doc);
-      versions["service/" + s] = version_of(Kind::kService, s);
+      WEFT_ASSIGN_OR_RETURN(const SpecEntity* service, EntityOf(cat, tenant, Kind::kService, s));
+      if (!service->macros.ok()) return service->macros.WithContext("service '" + s + "'");
+      spec["services"][s] = service->doc;
+      versions["service/" + s] = service->version;
     }
     spec["versions"] = std::move(versions);
     return spec;
@@ -958,6 +996,9 @@ class ClusterOps {
   const Clock& clock_;
   LivePlugins live_plugins_;
   catalog::CatalogCache catalogs_{store_};
+  // BuildSpec's entities, by catalog snapshot, while the catalog generation is spec_generation_.
+  std::unordered_map<const catalog::Catalog*, SpecEntities> spec_entities_;
+  std::uint64_t spec_generation_ = 0;
 };
 
 }  // namespace

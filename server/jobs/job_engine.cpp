@@ -7,7 +7,6 @@
 
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/lifecycle.hpp"
-#include "weft/common/raw_json.hpp"
 #include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
@@ -214,14 +213,6 @@ bool MayHaveMacros(const json& doc) {
 // a sealed value in this text: it opens only strings that begin with "enc:"
 // (server/auth/secrets.cpp), and a JSON text never escapes those characters.
 bool MayHoldSealed(const std::string& text) { return text.find("enc:") != std::string::npos; }
-
-// A part of a task that many tasks share, as they carry it: the text made
-// once (wire::RawJson), unless the auth decorator has a sealed value to open
-// in it; that one stays a tree for it.
-json Shared(const json& doc) {
-  std::string text = wire::Dump(doc);
-  return MayHoldSealed(text) ? doc : wire::RawJson(text);
-}
 
 // The "nodes" list of a task as wire::Dump writes it: [{"access_v4", "bind_v4",
 // "hostname", "id", "services"}] per node, written straight from the macro
@@ -805,8 +796,8 @@ void JobEngine::UpdateMacroNode(Run& run, const std::string& node) {
     auto it = pos->find(node);
     if (it != pos->end()) FillMacroNode(slot->nodes[it->second], results);
   }
-  run.nodes_target = nullptr;
-  run.nodes_before = nullptr;
+  run.nodes_target = Part{};
+  run.nodes_before = Part{};
 }
 
 const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node) {
@@ -828,7 +819,35 @@ const planner::MacroContext& JobEngine::Macros(Run& run, const std::string& node
   return *slot;
 }
 
-Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
+namespace {
+
+// JSON text as a part many tasks share.
+std::shared_ptr<const std::string> Text(std::string text) {
+  return std::make_shared<const std::string>(std::move(text));
+}
+
+}  // namespace
+
+JobEngine::Part JobEngine::MakePart(const json& doc) {
+  Part part;
+  std::string text = wire::Dump(doc);
+  if (MayHoldSealed(text)) {
+    part.tree = doc;
+  } else {
+    part.text = Text(std::move(text));
+  }
+  return part;
+}
+
+void JobEngine::Put(json& task, queue::TaskTexts& texts, const char* name, const Part& part) {
+  if (part.text) {
+    texts.Add(name, part.text);
+  } else {
+    task[name] = part.tree;
+  }
+}
+
+Status JobEngine::Decorate(const store::TaskRecord& record, json& task, queue::TaskTexts& texts) {
   if (record.job_id.empty()) return Status::Ok();
   auto r = runs_.find(record.job_id);
   // A task of another tenant that names this job (debug.enqueue) gets nothing from it.
@@ -836,59 +855,61 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
   Run& run = *r->second;
   const std::string& node = record.node_id;
   const json& spec = SpecFor(run.before, run.target, record.action);
-  const json* layout_node = LayoutNode(run, node);
   static const json kNone = json::object();
   auto found = run.results.find(node);
   const json& results = found == run.results.end() ? kNone : found->second;
 
   task["task_key"] = record.task_key;
-  task["hostname"] = results.is_object() && results.contains("hostname") ? results["hostname"] : json(node);
-  // The same for every task of the job that uses this spec: serialized once,
-  // sent as that text (nothing after this decorator reads it).
+  auto hostname = results.is_object() ? results.find("hostname") : results.end();
+  task["hostname"] = hostname != results.end() ? *hostname : json(node);
+  // The same for every task of the job that uses this spec.
   const bool before = &spec == &run.before.spec;
-  json& cluster = before ? run.cluster_before : run.cluster_target;
-  if (cluster.is_null())
-    cluster = wire::RawJson(wire::Dump({{"id", run.record.cluster_id},
-                                        {"name", run.cluster_name},
-                                        {"owner", run.owner},
-                                        {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}}));
-  task["cluster"] = cluster;
+  Part& cluster = before ? run.cluster_before : run.cluster_target;
+  if (!cluster.made())
+    cluster.text = Text(wire::Dump({{"id", run.record.cluster_id},
+                                    {"name", run.cluster_name},
+                                    {"owner", run.owner},
+                                    {"template", spec.contains("template") ? spec["template"].value("name", "") : ""}}));
+  Put(task, texts, "cluster", cluster);
   if (auto provider = spec.find("provider"); provider != spec.end()) {
-    json& shared = before ? run.provider_before : run.provider_target;
-    if (shared.is_null()) shared = Shared(*provider);
-    task["provider"] = shared;
+    Part& shared = before ? run.provider_before : run.provider_target;
+    if (!shared.made()) shared = MakePart(*provider);
+    Put(task, texts, "provider", shared);
   }
   // The same for every task of the node until a result changes them.
   Run::NodeParts& parts = run.node_parts[node];
-  if (parts.node.is_null()) {
+  if (!parts.node.made()) {
+    const json* layout_node = LayoutNode(run, node);
     json n = layout_node ? *layout_node : json::object();
     n["id"] = node;
     n["results"] = results;
-    parts.node = Shared(n);
-    parts.results = Shared(results);
+    parts.node = MakePart(n);
+    parts.results = MakePart(results);
   }
-  task["node"] = parts.node;
-  task["results"] = parts.results;
+  Put(task, texts, "node", parts.node);
+  Put(task, texts, "results", parts.results);
 
   const planner::MacroContext& macros = Macros(run, node);
   static const json kNoConfig = json::object();
   auto found_config = spec.find("config");
   const json& config = found_config == spec.end() ? kNoConfig : *found_config;
-  if (MayHaveMacros(config)) {
+  std::optional<bool>& config_macros = before ? run.config_macros_before : run.config_macros_target;
+  if (!config_macros) config_macros = MayHaveMacros(config);
+  if (*config_macros) {
     Result<json> expanded = planner::ExpandMacros(config, macros);
     if (!expanded.ok()) return expanded.status().WithContext("cluster config for node " + node);
     task["config"] = std::move(*expanded);
   } else {
-    // The same for every node (the usual config): serialized once.
-    json& same = before ? run.config_before : run.config_target;
-    if (same.is_null()) same = wire::RawJson(wire::Dump(config));
-    task["config"] = same;
+    // The same for every node (the usual config).
+    Part& same = before ? run.config_before : run.config_target;
+    if (!same.made()) same.text = Text(wire::Dump(config));
+    Put(task, texts, "config", same);
   }
   if (!record.service.empty()) {
     // The same for every node when its fields name no macro: made once.
-    json& cached = run.services[std::string(before ? "before/" : "target/") + record.service + "/" + record.action];
-    if (!cached.is_null()) {
-      task["service"] = cached;
+    Part& cached = (before ? run.services_before : run.services_target)[{record.service, record.action}];
+    if (cached.made() && !cached.per_node) {
+      Put(task, texts, "service", cached);
     } else {
       json service = json::object();
       service["name"] = record.service;
@@ -905,15 +926,20 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task) {
         }
         service["action"] = std::move(action);
       }
-      if (!per_node) cached = Shared(service);
-      task["service"] = std::move(service);
+      if (per_node) {
+        cached.per_node = true;
+        task["service"] = std::move(service);
+      } else {
+        cached = MakePart(service);
+        Put(task, texts, "service", cached);
+      }
     }
   }
   const json& nodes = Nodes(run.target.layout);
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
-    json& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
-    if (list.is_null()) list = wire::RawJson(NodesText(macros.nodes));
-    task["nodes"] = list;
+    Part& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
+    if (!list.made()) list.text = Text(NodesText(macros.nodes));
+    Put(task, texts, "nodes", list);
   } else {
     task["nodes_omitted"] = nodes.size();
   }

@@ -176,8 +176,21 @@ struct Fixture {
   }
 };
 
-// A decorated task as the host gets it: the text weftd sends, parsed.
-json Sent(const json& task) { return json::parse(weft::wire::Dump(task)); }
+// A decorated task as the host gets it: the tree and the members given as
+// text, as weftd sends them, parsed.
+json Sent(const json& task, const weft::queue::TaskTexts& texts) {
+  json out = json::parse(weft::wire::Dump(task));
+  for (const weft::queue::TaskTexts::Member& m : texts.members)
+    if (!out.contains(m.name)) out[m.name] = json::parse(*m.text);
+  return out;
+}
+
+// Whether `name` was given as text.
+bool AsText(const weft::queue::TaskTexts& texts, const std::string& name) {
+  for (const weft::queue::TaskTexts::Member& m : texts.members)
+    if (m.name == name) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -210,8 +223,9 @@ TEST_CASE("job engine: results flow into later tasks and macros expand per node 
   REQUIRE(f.Finish("n1/BOOTSTRAP", true).ok());
   TaskRecord install = f.TakeKey("n1/INSTALL/db");
   json decorated = json::object();
-  REQUIRE(f.engine->Decorate(install, decorated).ok());
-  json task = Sent(decorated);
+  weft::queue::TaskTexts decorated_texts;
+  REQUIRE(f.engine->Decorate(install, decorated, decorated_texts).ok());
+  json task = Sent(decorated, decorated_texts);
   CHECK(task["node"]["results"]["provider_id"] == "vm-1");
   CHECK(task["results"]["ssh_auth"]["user"] == "root");
   CHECK(task["provider"]["fields"]["zone"] == "z1");
@@ -239,8 +253,9 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
   const json config = {{"port", 80}, {"motd", "no macro here"}};
 
   json create = json::object();
-  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CREATE"), create).ok());
-  CHECK(Sent(create) == json{{"task_key", "n1/CREATE"},
+  weft::queue::TaskTexts create_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CREATE"), create, create_texts).ok());
+  CHECK(Sent(create, create_texts) == json{{"task_key", "n1/CREATE"},
                              {"hostname", "n1"},
                              {"cluster", cluster},
                              {"provider", provider},
@@ -258,9 +273,10 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
   REQUIRE(f.Finish("n2/CONFIRM", true, {{"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.3"}, {"hostname", "n2.example"}}).ok());
   REQUIRE(f.Finish("n1/BOOTSTRAP", true).ok());
   json install = json::object();
-  REQUIRE(f.engine->Decorate(f.TakeKey("n1/INSTALL/db"), install).ok());
+  weft::queue::TaskTexts install_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/INSTALL/db"), install, install_texts).ok());
   const json results = {{"provider_id", "vm-1"}, {"ssh_auth", {{"user", "root"}}}, {"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}};
-  CHECK(Sent(install) ==
+  CHECK(Sent(install, install_texts) ==
         json{{"task_key", "n1/INSTALL/db"},
              {"hostname", "n1"},
              {"cluster", cluster},
@@ -281,8 +297,13 @@ TEST_CASE("job engine: a part of a task that holds sealed text stays a tree for 
   f.Create(Layout({{"n1", {"db"}}}), json::object(), spec);
   REQUIRE(f.Finish("n1/CREATE", true, {{"ssh_auth", {{"user", "root"}, {"private_key", "enc:v2:sealed-key"}}}}).ok());
   json confirm = json::object();
-  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CONFIRM"), confirm).ok());
+  weft::queue::TaskTexts confirm_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CONFIRM"), confirm, confirm_texts).ok());
   // The auth decorator looks into these as objects; text made once it would pass by.
+  CHECK_FALSE(AsText(confirm_texts, "provider"));
+  CHECK_FALSE(AsText(confirm_texts, "results"));
+  CHECK_FALSE(AsText(confirm_texts, "node"));
+  CHECK(AsText(confirm_texts, "cluster"));
   REQUIRE(confirm["provider"].is_object());
   CHECK(confirm["provider"]["fields"]["token"] == "enc:v2:sealed-token");
   REQUIRE(confirm["results"].is_object());
@@ -293,7 +314,8 @@ TEST_CASE("job engine: a part of a task that holds sealed text stays a tree for 
   confirm["results"]["ssh_auth"]["private_key"] = "opened";
   REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}}).ok());
   json bootstrap = json::object();
-  REQUIRE(f.engine->Decorate(f.TakeKey("n1/BOOTSTRAP"), bootstrap).ok());
+  weft::queue::TaskTexts bootstrap_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/BOOTSTRAP"), bootstrap, bootstrap_texts).ok());
   REQUIRE(bootstrap["results"].is_object());
   CHECK(bootstrap["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
 }

@@ -1,5 +1,4 @@
-// weft::wire::RawJson: JSON text made once and sent many times (the parts of
-// a task that are the same for every task of a job), as a json value that
+// weft::wire::RawJson: JSON text made once and sent many times, as a json value that
 // wire::Dump, and so EncodeRequest and EncodeReply, copy verbatim instead of
 // serializing a tree again.
 //

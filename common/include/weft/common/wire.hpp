@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,7 +90,7 @@ std::string Dump(const json& value);
 // Dump(value), appended to `out`.
 void AppendJson(std::string& out, const json& value);
 // `text` as a JSON string (quoted and escaped like Dump), appended to `out`.
-void AppendJsonString(std::string& out, const std::string& text);
+void AppendJsonString(std::string& out, std::string_view text);
 
 Frames EncodeRequest(const Request& request);
 Frames EncodeReply(const Reply& reply);

@@ -19,6 +19,7 @@
 #include "weft/server/api/router.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/queue/task_queue.hpp"
+#include "weft/server/queue/task_texts.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/status.hpp"
 
@@ -30,6 +31,10 @@ struct Taken {
   std::int64_t attempt = 0;
   std::string json;  // the task object, JSON text
 };
+
+// Members a take decorator gives as JSON text (see task_texts.hpp). A name
+// in the tree too is written from the tree.
+using TaskTexts = queue::TaskTexts;
 
 // The reply to a take (task.take, or a finish's take): {"task":{...}} or {"task":null}.
 api::Response TakeReply(Taken taken);
@@ -46,7 +51,11 @@ class Dispatcher {
   // (task_id, attempt, tenant, plugin, action, job_id, cluster_id, node_id,
   // idempotency_key, lease_ms) are written beside them, from `record`.
   using TakeDecorator = std::function<Status(const store::TaskRecord& record, json& task)>;
-  void AddTakeDecorator(TakeDecorator decorator) { decorators_.push_back(std::move(decorator)); }
+  void AddTakeDecorator(TakeDecorator decorator);
+  // A decorator that may also hand over members as JSON text it made once
+  // and shares between many tasks (`texts`, see TaskTexts): the job engine's.
+  using TextDecorator = std::function<Status(const store::TaskRecord& record, json& task, TaskTexts& texts)>;
+  void AddTakeDecorator(TextDecorator decorator) { decorators_.push_back(std::move(decorator)); }
 
   // The task for `host_id`, leased, as the plugin sees it; null when none is ready.
   // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
@@ -82,7 +91,7 @@ class Dispatcher {
 
   HostRegistry& hosts_;
   queue::TaskQueue& queue_;
-  std::vector<TakeDecorator> decorators_;
+  std::vector<TextDecorator> decorators_;
   // Attempts handed to a runner and not acknowledged yet: (host, runner) ->
   // (task, attempt), and task -> (host, runner). At most one per runner.
   std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> unacknowledged_;

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/server/queue/task_queue.hpp"
+#include "weft/server/queue/task_texts.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/event.hpp"
@@ -110,7 +111,8 @@ class JobEngine {
   // The queue's end observer.
   [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);
   // The take decorator: node facts, earlier results, expanded config and fields.
-  [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task);
+  // Parts many tasks share go into `texts` as JSON text made once.
+  [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task, queue::TaskTexts& texts);
   // Starts a delete job for every cluster whose lease ran out.
   [[nodiscard]] Status ExpireLeases();
 
@@ -146,6 +148,15 @@ class JobEngine {
     std::vector<std::int64_t> before;  // successors
     std::int64_t waiting_for = 0;      // predecessors not yet succeeded
   };
+  // A part that many tasks carry: the JSON text made once, or the tree when
+  // the auth decorator, which runs after the engine's, has a sealed value to
+  // open in it. Nothing made yet: neither.
+  struct Part {
+    std::shared_ptr<const std::string> text;
+    json tree;
+    bool per_node = false;  // a service part that is expanded for each node instead
+    bool made() const { return text != nullptr || !tree.is_null() || per_node; }
+  };
   struct Run {
     store::JobRecord record;
     json options = json::object();
@@ -163,29 +174,35 @@ class JobEngine {
     // updated when its addresses arrive.
     std::unique_ptr<planner::MacroContext> macros_target;
     std::unique_ptr<planner::MacroContext> macros_before;
+    // The per-job parts of a task are made once and handed to every take as
+    // the JSON text sent (queue::TaskTexts), not as trees copied and
+    // serialized at every take; see Part.
     // The "nodes" list every task of a small cluster gets, from each context:
-    // built on first use and again after a node's addresses changed, not per
-    // task. These per-job parts of a task are kept as the JSON text sent
-    // (wire::RawJson), not as trees copied and serialized at every take.
-    json nodes_target;
-    json nodes_before;
-    // The "cluster" object of every task, for each spec (its template may differ): built on first use.
-    json cluster_target;
-    json cluster_before;
-    // The "config" of every task, for each spec, when it names no macro: built on first use.
-    json config_target;
-    json config_before;
-    // The "provider" of every task, for each spec; the "service" of a service's
-    // action whose fields name no macro, by "before/" or "target/" + service +
-    // "/" + action. As text unless they hold a sealed value (see Shared).
-    json provider_target;
-    json provider_before;
-    std::unordered_map<std::string, json> services;
+    // made again after a node's addresses changed.
+    Part nodes_target;
+    Part nodes_before;
+    // The "cluster" object of every task, for each spec (its template may differ).
+    Part cluster_target;
+    Part cluster_before;
+    // The "config" of every task, for each spec, when it names no macro;
+    // whether it names one is found once per spec.
+    Part config_target;
+    Part config_before;
+    std::optional<bool> config_macros_target;
+    std::optional<bool> config_macros_before;
+    // The "provider" of every task, for each spec.
+    Part provider_target;
+    Part provider_before;
+    // The "service" of a service's action whose fields name no macro, for
+    // each spec, by (service, action); a service whose fields name one is
+    // expanded per node (per_node).
+    std::map<std::pair<std::string, std::string>, Part> services_target;
+    std::map<std::pair<std::string, std::string>, Part> services_before;
     // A node's "node" and "results", the same for every task of the node until
     // a result changes them (then erased, made again on the next take).
     struct NodeParts {
-      json node;
-      json results;
+      Part node;
+      Part results;
     };
     std::unordered_map<std::string, NodeParts> node_parts;
     std::string owner;
@@ -213,6 +230,10 @@ class JobEngine {
   static void Index(Run& run);
   static void UpdateMacroNode(Run& run, const std::string& node);
   static const json* LayoutNode(const Run& run, const std::string& node);
+  // `doc` as a part: its text, or the tree when it may hold a sealed value.
+  static Part MakePart(const json& doc);
+  // Puts a part in the task: its text in `texts`, or its tree under `name`.
+  static void Put(json& task, queue::TaskTexts& texts, const char* name, const Part& part);
   std::int64_t Backoff(std::int64_t attempt) const;
 
   store::Store& store_;

@@ -1,0 +1,79 @@
+// The dispatcher's take over a real SQLite store and task queue: what a host
+// gets is the task's own members, the payload's and the decorators' (tree or
+// text), written as one JSON object in key order.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/server/config/config.hpp"
+#include "weft/server/hosts/dispatcher.hpp"
+#include "weft/server/hosts/host_registry.hpp"
+#include "weft/server/queue/task_queue.hpp"
+#include "weft/common/wire.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
+
+using json = nlohmann::json;
+using weft::hosts::TaskTexts;
+
+namespace {
+
+std::shared_ptr<const std::string> Text(std::string text) {
+  return std::make_shared<const std::string>(std::move(text));
+}
+
+}  // namespace
+
+TEST_CASE("dispatcher: a decorator's text members are written in key order beside the tree's and the task's own",
+          "[dispatcher]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
+  weft::ManualClock clock;
+  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
+  REQUIRE(queue.Load().ok());
+  weft::server::Config config;
+  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  weft::hosts::Dispatcher dispatcher(hosts, queue);
+  weft::hosts::Host host;
+  host.record.id = "h1";
+  host.record.capacity = 1;
+  host.plugins.shared = {"fp"};
+  hosts.Put(host);
+  weft::queue::NewTask task;
+  task.plugin = "fp";
+  task.action = "CREATE";
+  task.payload_json = R"({"zeta":1})";
+  REQUIRE(queue.Enqueue("acme", {task}).ok());
+
+  dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree, TaskTexts& texts) {
+    tree["beta"] = "from the tree";
+    texts.Add("alpha", Text("[1,2]"));
+    texts.Add("beta", Text(R"("from a text")"));   // the tree's member wins
+    texts.Add("attempt", Text("99"));              // the task's own member wins
+    texts.Add("cluster_x", Text(R"({"k":"v"})"));  // between cluster_id and idempotency_key
+    return weft::Status::Ok();
+  });
+  dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree) {
+    tree["omega"] = true;
+    return weft::Status::Ok();
+  });
+  auto taken = dispatcher.TryTake("h1", "");
+  REQUIRE(taken.ok());
+  REQUIRE(taken->task_id > 0);
+  const json sent = json::parse(taken->json);
+  // One object, each key once, in the order a json object writes them.
+  CHECK(taken->json == weft::wire::Dump(sent));
+  CHECK(sent["alpha"] == json{1, 2});
+  CHECK(sent["beta"] == "from the tree");
+  CHECK(sent["attempt"] == 1);
+  CHECK(sent["cluster_x"] == json{{"k", "v"}});
+  CHECK(sent["zeta"] == 1);
+  CHECK(sent["omega"] == true);
+  CHECK(sent["tenant"] == "acme");
+  CHECK(sent["action"] == "CREATE");
+}
