@@ -39,7 +39,13 @@ std::string_view RoleName(Role role) {
 void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
                  Effect effect) {
   const server::OpMetrics* metrics = metrics_ ? metrics_->ForOp(op) : nullptr;
-  ops_[std::move(op)] = Entry{std::move(roles), std::move(endpoints), std::move(handler), effect, 0, metrics};
+  Entry& e = ops_[std::move(op)];
+  e = Entry{};
+  e.roles = std::move(roles);
+  e.endpoints = std::move(endpoints);
+  e.handler = std::move(handler);
+  e.effect = effect;
+  e.metrics = metrics;
 }
 
 void Router::set_metrics(server::ServerMetrics* metrics) {
@@ -56,7 +62,7 @@ void Router::Wrap(const std::string& op, const std::function<Handler(Handler)>& 
 std::map<std::string, std::int64_t> Router::Served() const {
   std::map<std::string, std::int64_t> out;
   for (const auto& [name, entry] : ops_)
-    if (entry.served > 0) out.emplace(name, entry.served);
+    if (const std::int64_t n = entry.served->load(std::memory_order_relaxed); n > 0) out.emplace(name, n);
   return out;
 }
 
@@ -118,7 +124,7 @@ Response Router::Dispatch(const Call& call, const Entry* entry) const {
     return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
                                             " does not exist (weft tenant list shows the tenants)"),
                            json{{"tenant", call.principal.tenant}});
-  ++e.served;
+  e.served->fetch_add(1, std::memory_order_relaxed);
   Response response = Invoke(e.handler, call);
   if (e.effect != Effect::kChanges || !recorder_ || !response.status.ok() || response.held) return response;
   return Record(call, std::move(response));

@@ -215,6 +215,8 @@ class Reactor {
   Transport transport_;
   // After transport_: stops before the context ends. Owns the api ROUTER once started.
   ApiFront front_;
+  // server.status's task and host counts for the front, taken after every turn.
+  StatusCounts status_counts_;
   std::uint64_t auth_generation_ = 0;
   bool auth_published_ = false;
   std::int64_t next_live_plugins_ms_ = 0;
@@ -613,8 +615,10 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   WEFT_RETURN_IF_ERROR(commit_.End(Housekeeping(now, silence_due, &batch), batch));
   // The front sees only committed keys and tenants: a turn that changed them waits for its commit.
   if (commit_.InFlight() && registry_.generation() != auth_generation_) WEFT_RETURN_IF_ERROR(commit_.Settle(batch));
-  // Before the replies: a client told its user was made may read as that user at once.
+  // Before the replies: a client told its user was made may read as that user
+  // at once, and server.status on the front counts what the replies report.
   PublishAuth();
+  status_counts_.Take(queue_, components_.hosts());
   Reply(batch);
   handled_.clear();
   if (!batch.empty()) {
@@ -738,6 +742,7 @@ Status Reactor::StartFront() {
   jobs::RegisterClusterReads(*reads, **reader, clock_,
                              [front](const std::string& tenant) { return front->LivePlugins(tenant); });
   catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
+  RegisterStatusRead(*reads, components_.router(), status_counts_, store_, clock_, components_.info());
   auth::RefuseSealedRequests(*reads);
   WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
   WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));
@@ -753,6 +758,7 @@ void Reactor::PublishAuth() {
 
 void Reactor::PublishLivePlugins() {
   if (!leading_) return;
+  status_counts_.Take(queue_, components_.hosts());  // hosts fall silent between turns too
   std::map<std::string, std::set<std::string>> by_tenant;
   for (const auto& [tenant, record] : registry_.tenants())
     by_tenant[tenant] = components_.hosts().LivePluginTypes(tenant);

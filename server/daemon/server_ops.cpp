@@ -1,6 +1,8 @@
 #include "weft/server/daemon/server_ops.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -66,6 +68,49 @@ json TaskJson(const store::TaskRecord& t, bool details) {
   return j;
 }
 
+// server.status's reply, from whichever thread answers it.
+Response StatusReply(const Call& call, const DaemonInfo& info, const store::Store& store,
+                     const std::map<std::string, std::int64_t>& requests, std::int64_t now, json hosts, json tasks) {
+  const store::CheckpointStats c = store.checkpoint_stats();
+  json status = {{"version", "0.1.0"},
+                 {"protocol", wire::kProtocolVersion},
+                 {"pid", info.pid},
+                 {"started_at_ms", info.started_at_ms},
+                 {"uptime_ms", now - info.started_at_ms},
+                 {"data_dir", info.data_dir},
+                 {"endpoints", info.endpoints},
+                 {"store",
+                  {{"path", store.path().string()},
+                   {"schema_version", store.schema_version()},
+                   {"wal_pages", c.wal_pages},
+                   {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}}},
+                 {"hosts", std::move(hosts)},
+                 {"tasks", std::move(tasks)},
+                 {"requests", requests}};
+  if (info.leadership) {
+    WEFT_TRY_ASSIGN(leadership, info.leadership());
+    status["leadership"] = std::move(leadership);
+  }
+  // Where the server keeps its files is for the superadmin only.
+  if (call.principal.role != Role::kSuperadmin) {
+    status.erase("data_dir");
+    status["store"].erase("path");
+  }
+  return Response::Ok(std::move(status));
+}
+
+json HostsJson(std::int64_t registered, std::int64_t live) { return {{"registered", registered}, {"live", live}}; }
+
+json TasksJson(std::int64_t queued, std::int64_t leased, std::int64_t succeeded, std::int64_t failed) {
+  return {{"queued", queued}, {"leased", leased}, {"succeeded", succeeded}, {"failed", failed}};
+}
+
+std::int64_t LiveHosts(const hosts::HostRegistry& hosts) {
+  std::int64_t live = 0;
+  for (const auto& [id, h] : hosts.all()) live += hosts.Live(h) ? 1 : 0;
+  return live;
+}
+
 class ServerOps {
  public:
   ServerOps(const api::Router& router, ServerOpsDeps deps) : router_(router), d_(deps) {}
@@ -77,51 +122,17 @@ class ServerOps {
   Response OpList(const Call& call);
 
  private:
-  json StoreStatus() const;
-
   const api::Router& router_;
   ServerOpsDeps d_;
 };
 
-json ServerOps::StoreStatus() const {
-  const store::CheckpointStats c = d_.store.checkpoint_stats();
-  return {{"path", d_.store.path().string()},
-          {"schema_version", d_.store.schema_version()},
-          {"wal_pages", c.wal_pages},
-          {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}};
+Response ServerOps::ServerStatus(const Call& call) {
+  const queue::TaskQueue& q = d_.queue;
+  return StatusReply(call, d_.info, d_.store, router_.Served(), d_.clock.NowMs(),
+                     HostsJson(static_cast<std::int64_t>(d_.hosts.all().size()), LiveHosts(d_.hosts)),
+                     TasksJson(q.queued(), q.leased(), q.succeeded(), q.failed()));
 }
 
-Response ServerOps::ServerStatus(const Call& call) {
-  std::int64_t live = 0;
-  for (const auto& [id, h] : d_.hosts.all()) live += d_.hosts.Live(h) ? 1 : 0;
-  const std::int64_t now = d_.clock.NowMs();
-  json store = StoreStatus();
-  json status = {{"version", "0.1.0"},
-                 {"protocol", wire::kProtocolVersion},
-                 {"pid", d_.info.pid},
-                 {"started_at_ms", d_.info.started_at_ms},
-                 {"uptime_ms", now - d_.info.started_at_ms},
-                 {"data_dir", d_.info.data_dir},
-                 {"endpoints", d_.info.endpoints},
-                 {"store", std::move(store)},
-                 {"hosts", {{"registered", d_.hosts.all().size()}, {"live", live}}},
-                 {"tasks",
-                  {{"queued", d_.queue.queued()},
-                   {"leased", d_.queue.leased()},
-                   {"succeeded", d_.queue.succeeded()},
-                   {"failed", d_.queue.failed()}}},
-                 {"requests", router_.Served()}};
-  if (d_.info.leadership) {
-    WEFT_TRY_ASSIGN(leadership, d_.info.leadership());
-    status["leadership"] = std::move(leadership);
-  }
-  // Where the server keeps its files is for the superadmin only.
-  if (call.principal.role != Role::kSuperadmin) {
-    status.erase("data_dir");
-    status["store"].erase("path");
-  }
-  return Response::Ok(std::move(status));
-}
 Response ServerOps::TaskGet(const Call& call) {
   const json& body = call.request->body;
   WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
@@ -213,6 +224,33 @@ Response ServerOps::OpList(const Call&) {
 }
 
 }  // namespace
+
+void StatusCounts::Take(const queue::TaskQueue& queue, const hosts::HostRegistry& hosts) {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  hosts_registered.store(static_cast<std::int64_t>(hosts.all().size()), kRelaxed);
+  hosts_live.store(LiveHosts(hosts), kRelaxed);
+  queued.store(queue.queued(), kRelaxed);
+  leased.store(queue.leased(), kRelaxed);
+  succeeded.store(queue.succeeded(), kRelaxed);
+  failed.store(queue.failed(), kRelaxed);
+}
+
+void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
+                        const store::Store& store, const Clock& clock, const DaemonInfo& info) {
+  const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  router.Add(
+      "server.status", anyone, {Endpoint::kApi},
+      [&router, &reactor_router, &counts, &store, &clock, &info](const Call& call) {
+        constexpr auto kRelaxed = std::memory_order_relaxed;
+        std::map<std::string, std::int64_t> requests = reactor_router.Served();
+        for (const auto& [op, n] : router.Served()) requests[op] += n;
+        return StatusReply(call, info, store, requests, clock.NowMs(),
+                           HostsJson(counts.hosts_registered.load(kRelaxed), counts.hosts_live.load(kRelaxed)),
+                           TasksJson(counts.queued.load(kRelaxed), counts.leased.load(kRelaxed),
+                                     counts.succeeded.load(kRelaxed), counts.failed.load(kRelaxed)));
+      },
+      api::Effect::kReads);
+}
 
 void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
   // Owned by the handlers, which share it; it lives as long as the router.

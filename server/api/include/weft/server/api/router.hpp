@@ -11,9 +11,11 @@
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -131,6 +133,8 @@ class Router {
   // a misspelt --tenant never creates a phantom tenant.
   void SetTenantExists(std::function<bool(const std::string&)> exists) { tenant_exists_ = std::move(exists); }
   // How many requests of each op reached its handler since start (ops with none left out).
+  // Thread-safe once the ops are added: another thread may read the counts
+  // while this router's thread routes (server.status on weftd's api front).
   std::map<std::string, std::int64_t> Served() const;
   // Counts every routed request by op and outcome, and times it (null: nothing is measured).
   // Requests for ops the router does not know count as op "unknown".
@@ -142,7 +146,7 @@ class Router {
     std::set<Endpoint> endpoints;
     Handler handler;
     Effect effect = Effect::kChanges;
-    mutable std::int64_t served = 0;
+    mutable std::shared_ptr<std::atomic<std::int64_t>> served = std::make_shared<std::atomic<std::int64_t>>(0);
     const server::OpMetrics* metrics = nullptr;
   };
   Response Dispatch(const Call& call, const Entry* entry) const;

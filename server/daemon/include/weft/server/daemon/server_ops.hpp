@@ -5,6 +5,7 @@
 // never open a transaction, and run on the reactor thread. Not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,6 +31,21 @@ struct DaemonInfo {
   std::function<Result<nlohmann::json>()> leadership = {};
 };
 
+// The task and host counts server.status reports, as the reactor copies them
+// after every turn (Take), for a thread that answers server.status without
+// touching the queue or the host registry (weftd's api front).
+struct StatusCounts {
+  std::atomic<std::int64_t> hosts_registered{0};
+  std::atomic<std::int64_t> hosts_live{0};
+  std::atomic<std::int64_t> queued{0};
+  std::atomic<std::int64_t> leased{0};
+  std::atomic<std::int64_t> succeeded{0};
+  std::atomic<std::int64_t> failed{0};
+
+  // On the reactor thread.
+  void Take(const queue::TaskQueue& queue, const hosts::HostRegistry& hosts);
+};
+
 struct ServerOpsDeps {
   store::Store& store;
   queue::TaskQueue& queue;
@@ -41,5 +57,11 @@ struct ServerOpsDeps {
 
 // Adds server.status (its request counts are `router`'s), task.get, task.list and debug.enqueue.
 void RegisterServerOps(api::Router& router, ServerOpsDeps deps);
+
+// Adds server.status to `router`, a router of another thread than the
+// reactor's: its counts are `counts`, and its request counts those of
+// `reactor_router` and `router` together. Only on the api endpoint.
+void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
+                        const store::Store& store, const Clock& clock, const DaemonInfo& info);
 
 }  // namespace weft::server
