@@ -14,8 +14,8 @@
 using weft::AttemptStatus;
 using weft::Status;
 using weft::store::Store;
-using weft::store::TaskRecord;
 using weft::store::TaskState;
+using weft::testing::InsertCommittedTasks;
 using weft::testing::Opened;
 using weft::testing::PostgresServer;
 using weft::testing::TempDir;
@@ -38,23 +38,6 @@ PostgresStore Open(TempDir& dir) {
   return {std::move(*server), std::move(*opened)};
 }
 
-std::vector<std::int64_t> InsertCommitted(Store& store, int n) {
-  std::vector<std::int64_t> ids;
-  REQUIRE(store.Begin().ok());
-  for (int i = 0; i < n; ++i) {
-    TaskRecord t;
-    t.tenant = "default";
-    t.plugin = "fake-provider";
-    t.action = "CREATE";
-    t.max_attempts = 3;
-    t.created_at_ms = 1000;
-    REQUIRE(store.InsertTask(&t).ok());
-    ids.push_back(t.id);
-  }
-  REQUIRE(store.Commit().ok());
-  return ids;
-}
-
 Status Finish(Store& store, std::int64_t id, std::int64_t attempt) {
   return store.EndAttempt(id, attempt, TaskState::kSucceeded, AttemptStatus::kSucceeded, "done", "{}", "", "", 3000);
 }
@@ -73,7 +56,7 @@ TEST_CASE("postgres store: when a commit in flight fails, the transaction begun 
   TempDir dir("commit-in-flight-fails");
   PostgresStore pg = Open(dir);
   Store& store = *pg.store;
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 3);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
   REQUIRE(store.Begin().ok());
   REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
   REQUIRE(store.Commit().ok());
@@ -136,7 +119,7 @@ TEST_CASE("postgres store: the transaction begun behind a commit in flight sees 
   TempDir dir("commit-in-flight-commits");
   PostgresStore pg = Open(dir);
   Store& store = *pg.store;
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 3);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
   REQUIRE(store.Begin().ok());
   REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
   REQUIRE(store.LeaseTask(ids[1], 1, "host-a", 9000, 2000).ok());

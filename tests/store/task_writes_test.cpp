@@ -19,32 +19,13 @@ using weft::store::AttemptRecord;
 using weft::store::Store;
 using weft::store::TaskRecord;
 using weft::store::TaskState;
+using weft::testing::InsertCommittedTasks;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
 using weft::testing::PostgresServer;
 using weft::testing::TempDir;
 
 namespace {
-
-std::int64_t Insert(Store& store) {
-  TaskRecord t;
-  t.tenant = "default";
-  t.plugin = "fake-provider";
-  t.action = "CREATE";
-  t.max_attempts = 3;
-  t.created_at_ms = 1000;
-  REQUIRE(store.InsertTask(&t).ok());
-  return t.id;
-}
-
-// Tasks made and committed, queued.
-std::vector<std::int64_t> InsertCommitted(Store& store, int n) {
-  std::vector<std::int64_t> ids;
-  REQUIRE(store.Begin().ok());
-  for (int i = 0; i < n; ++i) ids.push_back(Insert(store));
-  REQUIRE(store.Commit().ok());
-  return ids;
-}
 
 TaskRecord Task(Store& store, std::int64_t id) {
   auto task = store.GetTask(id);
@@ -76,7 +57,7 @@ TEST_CASE("store task writes: a finish of a stale attempt among good takes and f
   TempDir dir("task-writes-stale");
   auto opened = OpenStore(dir / "weft.db");
   Store& store = Opened(opened);
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 4);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 4);
   REQUIRE(store.Begin().ok());
   for (std::int64_t id : ids) REQUIRE(store.LeaseTask(id, 1, "host-a", 9000, 2000).ok());
   REQUIRE(store.Commit().ok());
@@ -118,7 +99,7 @@ TEST_CASE("store task writes: a take of a missing task among good ones fails the
   TempDir dir("task-writes-missing");
   auto opened = OpenStore(dir / "weft.db");
   Store& store = Opened(opened);
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 2);
   const std::int64_t missing = ids[1] + 500;
   REQUIRE(store.Begin().ok());
   Status ended = RunThenCommit(
@@ -143,7 +124,7 @@ TEST_CASE("store task writes: one task taken, failed, taken again and finished i
   TempDir dir("task-writes-order");
   auto opened = OpenStore(dir / "weft.db");
   Store& store = Opened(opened);
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 2);
   const std::int64_t id = ids[0];
   REQUIRE(store.Begin().ok());
   REQUIRE(store.LeaseTask(id, 1, "host-a", 9000, 2000).ok());
@@ -195,7 +176,7 @@ TEST_CASE("store task writes: a finish's message, result and output come back as
   TempDir dir("task-writes-text");
   auto opened = OpenStore(dir / "weft.db");
   Store& store = Opened(opened);
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 2);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 2);
   const std::string message = R"(it said "no" {a,b} \ NULL)";
   const std::string result = R"({"path":"C:\\x","list":[1,2],"q":"\"","u":"é"})";
   const std::string out = "line 1\nline \"2\"\t\\n,}{\n";
@@ -239,7 +220,7 @@ TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are no
                           if (ours && in_force == *ours) return Status::Ok();
                           return Status::Unavailable("another weftd took over as leader");
                         }});
-  const std::vector<std::int64_t> ids = InsertCommitted(store, 3);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
   REQUIRE(store.Begin().ok());
   REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
   REQUIRE(store.Commit().ok());

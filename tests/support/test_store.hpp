@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "support/postgres.hpp"
 #include "weft/server/store/store.hpp"
@@ -101,6 +102,25 @@ inline std::int64_t QueryStoreInt(const std::filesystem::path& path, const std::
   sqlite3_finalize(st);
   sqlite3_close(db);
   return v;
+}
+
+// n queued tasks of tenant "default" (fake-provider CREATE, 3 attempts), made
+// and committed in one transaction; their ids in order.
+inline std::vector<std::int64_t> InsertCommittedTasks(store::Store& store, int n) {
+  std::vector<std::int64_t> ids;
+  REQUIRE(store.Begin().ok());
+  for (int i = 0; i < n; ++i) {
+    store::TaskRecord t;
+    t.tenant = "default";
+    t.plugin = "fake-provider";
+    t.action = "CREATE";
+    t.max_attempts = 3;
+    t.created_at_ms = 1000;
+    REQUIRE(store.InsertTask(&t).ok());
+    ids.push_back(t.id);
+  }
+  REQUIRE(store.Commit().ok());
+  return ids;
 }
 
 }  // namespace weft::testing
