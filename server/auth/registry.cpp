@@ -35,6 +35,17 @@ Kind KindOf(const std::string& name) {
 
 }  // namespace
 
+const KeyEntry* FindInForce(const KeyMap& keys, const std::string& public_key, std::int64_t now_ms) {
+  auto it = keys.find(public_key);
+  if (it == keys.end() || it->second.revoked) return nullptr;
+  if (it->second.expires_at_ms && it->second.expires_at_ms <= now_ms) return nullptr;
+  return &it->second;
+}
+
+bool SpentIn(const KeyMap& keys, const std::string& public_key, std::int64_t now_ms) {
+  return keys.count(public_key) > 0 && FindInForce(keys, public_key, now_ms) == nullptr;
+}
+
 void KeySnapshot::Set(std::shared_ptr<const KeyMap> keys) {
   std::lock_guard<std::mutex> lock(mu_);
   keys_ = std::move(keys);
@@ -108,27 +119,18 @@ std::shared_ptr<const AuthView> Registry::View() const {
 }
 
 const KeyEntry* AuthView::Find(const std::string& public_key, std::int64_t now_ms) const {
-  auto it = keys.find(public_key);
-  if (it == keys.end() || it->second.revoked) return nullptr;
-  if (it->second.expires_at_ms && it->second.expires_at_ms <= now_ms) return nullptr;
-  return &it->second;
+  return FindInForce(keys, public_key, now_ms);
 }
 
 bool AuthView::Spent(const std::string& public_key, std::int64_t now_ms) const {
-  return keys.count(public_key) > 0 && Find(public_key, now_ms) == nullptr;
+  return SpentIn(keys, public_key, now_ms);
 }
 
 const KeyEntry* Registry::Find(const std::string& public_key) const {
-  auto it = in_force_.find(public_key);
-  if (it == in_force_.end() || it->second.revoked) return nullptr;
-  if (it->second.expires_at_ms && it->second.expires_at_ms <= clock_.NowMs()) return nullptr;
-  return &it->second;
+  return FindInForce(in_force_, public_key, clock_.NowMs());
 }
 
-bool Registry::Spent(const std::string& public_key) const {
-  auto it = in_force_.find(public_key);
-  return it != in_force_.end() && Find(public_key) == nullptr;
-}
+bool Registry::Spent(const std::string& public_key) const { return SpentIn(in_force_, public_key, clock_.NowMs()); }
 
 Status Registry::EnsureSuperadmin(const std::string& public_key) {
   auto it = principals_.find(public_key);

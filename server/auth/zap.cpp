@@ -69,11 +69,9 @@ void ZapHandler::Run() {
     } else {
       const std::string key = curve::Z85FromBinary(frames[6].to_string_view());
       const std::shared_ptr<const KeyMap> keys = keys_.Get();
-      auto it = keys->find(key);
-      const KeyEntry* entry = it == keys->end() ? nullptr : &it->second;
-      const bool spent =
-          entry && (entry->revoked || (entry->expires_at_ms && entry->expires_at_ms <= clock_.NowMs()));
-      if (spent) entry = nullptr;
+      const std::int64_t now = clock_.NowMs();
+      const KeyEntry* entry = FindInForce(*keys, key, now);
+      const bool spent = SpentIn(*keys, key, now);
       bool ok = false;
       if (domain == "provisioner") {
         ok = (entry && (entry->kind == Kind::kHost || entry->kind == Kind::kToken)) ||

@@ -49,6 +49,11 @@ struct KeyEntry {
 };
 
 using KeyMap = std::map<std::string, KeyEntry>;
+// The entry of a key of `keys` that may be used at `now_ms` (not revoked, not
+// expired); null otherwise.
+const KeyEntry* FindInForce(const KeyMap& keys, const std::string& public_key, std::int64_t now_ms);
+// Whether `keys` knows the key but it may no longer be used (revoked, used up or expired).
+bool SpentIn(const KeyMap& keys, const std::string& public_key, std::int64_t now_ms);
 
 // The keys in force, shared between the reactor (writer) and the ZAP thread.
 class KeySnapshot {
