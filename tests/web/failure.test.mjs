@@ -112,6 +112,8 @@ s.test('a job\'s end shows in the card, the jobs table and the cluster\'s badge 
   holding = true;
   await page.waitForSelector('[data-testid=job-progress][data-status=failed]', { timeout: 120000 });
   await page.waitForSelector('[data-testid=jobs] .badge[data-status=failed]', { timeout: 10000 });
+  const took = await page.textContent('[data-testid=jobs] tbody tr td:nth-child(6)');
+  assert.notEqual(took.trim(), '—', 'the ended job\'s row says how long it took');
   const { cluster } = stack.weftJson(['cluster', 'get', 'watched'], { tenant: 'acme' });
   assert.notEqual(cluster.status, 'pending', 'the failed create moved the cluster on');
   await page.waitForSelector(`[data-testid=cluster-name] ~ .badge[data-status=${cluster.status}]`, { timeout: 10000 });

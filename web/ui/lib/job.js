@@ -15,7 +15,8 @@ export function withJobEvent(job, event) {
   for (const k of ['total', 'succeeded', 'failed', 'cancelled']) if (event[k] != null) progress[k] = event[k];
   // An ended job runs nothing more; the next read gives the exact counts.
   if (jobEnded(event.status)) Object.assign(progress, { running: 0, queued: 0, retrying: 0 });
-  const finished = jobEnded(event.status) ? job.finished_at_ms ?? event.at_ms : job.finished_at_ms;
+  // A running job's finished_at_ms is 0.
+  const finished = jobEnded(event.status) ? job.finished_at_ms || event.at_ms : job.finished_at_ms;
   return { ...job, status: event.status || job.status, message: event.message ?? job.message, progress, finished_at_ms: finished };
 }
 
