@@ -23,8 +23,12 @@ Status Error(sqlite3* db, int rc, std::string_view what) {
 // of the instructions of a task's insert.
 class SqliteStatement final : public StatementBackend {
  public:
-  SqliteStatement(sqlite3* db, sqlite3_stmt* stmt)
-      : db_(db), stmt_(stmt), texts_(static_cast<std::size_t>(sqlite3_bind_parameter_count(stmt))) {}
+  SqliteStatement(SqliteDatabase* owner, sqlite3* db, sqlite3_stmt* stmt, bool names_tasks)
+      : owner_(owner),
+        db_(db),
+        stmt_(stmt),
+        texts_(static_cast<std::size_t>(sqlite3_bind_parameter_count(stmt))),
+        names_tasks_(names_tasks) {}
   ~SqliteStatement() override { sqlite3_finalize(stmt_); }
   SqliteStatement(const SqliteStatement&) = delete;
   SqliteStatement& operator=(const SqliteStatement&) = delete;
@@ -53,6 +57,7 @@ class SqliteStatement final : public StatementBackend {
 
   Result<bool> Step() override {
     if (bind_rc_ != SQLITE_OK) return Error(db_, bind_rc_, "bind");
+    if (names_tasks_ && !sqlite3_stmt_busy(stmt_)) WEFT_RETURN_IF_ERROR(owner_->BeforeStatement());  // not between two rows
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -84,13 +89,17 @@ class SqliteStatement final : public StatementBackend {
 
   static constexpr std::size_t kKeptTextBytes = 64 * 1024;
 
+  SqliteDatabase* owner_;
   sqlite3* db_;
   sqlite3_stmt* stmt_;
   // The text bound to parameter i + 1; its buffer stays put while SQLite
   // points at it, until that parameter is bound again after a Reset().
   std::vector<std::string> texts_;
   int bind_rc_ = SQLITE_OK;
+  const bool names_tasks_;  // SqliteDatabase::SetBeforeStatement
 };
+
+bool NamesTasks(std::string_view sql) { return sql.find("tasks") != std::string_view::npos; }
 
 }  // namespace
 
@@ -122,6 +131,7 @@ Status SqliteDatabase::Open(const std::string& path, int busy_timeout_ms) {
 }
 
 Status SqliteDatabase::Exec(std::string_view sql) {
+  if (NamesTasks(sql)) WEFT_RETURN_IF_ERROR(BeforeStatement());
   char* err = nullptr;
   std::string text(sql);
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
@@ -139,7 +149,7 @@ Result<std::unique_ptr<StatementBackend>> SqliteDatabase::PrepareNew(std::string
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
                               nullptr);
   if (rc != SQLITE_OK) return Error(db_, rc, "prepare of '" + std::string(sql.substr(0, 60)) + "'");
-  return std::unique_ptr<StatementBackend>(std::make_unique<SqliteStatement>(db_, stmt));
+  return std::unique_ptr<StatementBackend>(std::make_unique<SqliteStatement>(this, db_, stmt, NamesTasks(sql)));
 }
 
 Status SqliteDatabase::RunCached(sqlite3_stmt* stmt, std::string_view what) {

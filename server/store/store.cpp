@@ -1,6 +1,7 @@
 #include "weft/server/store/store.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -854,6 +855,22 @@ bool ParseTaskState(std::string_view name, TaskState* out) {
   return false;
 }
 
+namespace {
+
+// Sets a flag for as long as it lives.
+class FlagSet {
+ public:
+  explicit FlagSet(bool& flag) : flag_(flag) { flag_ = true; }
+  ~FlagSet() { flag_ = false; }
+  FlagSet(const FlagSet&) = delete;
+  FlagSet& operator=(const FlagSet&) = delete;
+
+ private:
+  bool& flag_;
+};
+
+}  // namespace
+
 // The database is declared first so that it is destroyed last: every
 // statement is finalized before the connection closes.
 struct Store::Impl {
@@ -866,6 +883,15 @@ struct Store::Impl {
   sql::Statement write_tasks;  // PostgreSQL only: kWriteTasks
   std::vector<TaskWrite> task_writes;  // gathered, not sent yet
   std::unordered_set<std::int64_t> task_write_ids;
+  // SQLite, in a transaction: waiting tasks made ready, not written yet
+  // (task id -> when), see SetTaskState; write_held_ready writes them.
+  std::unordered_map<std::int64_t, std::int64_t> held_ready;
+  std::function<Status()> write_held_ready;
+  bool writing_held_ready = false;
+  // Set while a statement runs that names only rows no held ready task can
+  // be (a new one, or one with an attempt): the rows held wait on.
+  bool leaves_held_ready = false;
+  sql::Statement lease_ready_task;  // SQLite: LeaseTask of a held ready task
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
   LeaderFence fence;
@@ -963,6 +989,20 @@ Status Store::OpenSqlite(const StoreOptions& options) {
   WEFT_RETURN_IF_ERROR(Migrate());
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   WEFT_RETURN_IF_ERROR(PrepareAll());
+  impl_->write_held_ready = [this]() -> Status {
+    Impl& i = *impl_;
+    if (i.held_ready.empty() || i.writing_held_ready || i.leaves_held_ready) return Status::Ok();
+    i.writing_held_ready = true;
+    Status s = Status::Ok();
+    for (const auto& [id, now] : i.held_ready) {
+      s = SetTaskState(id, TaskState::kQueued, "", 0, now);
+      if (!s.ok()) break;
+    }
+    i.held_ready.clear();
+    i.writing_held_ready = false;
+    return s;
+  };
+  db.SetBeforeStatement(impl_->write_held_ready);
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
   if (options.reader) return Status::Ok();  // the writer's connection checkpoints
@@ -1074,6 +1114,11 @@ Status Store::PrepareAll() {
                                         "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, "
                                         "lease_until_ms = ?4, updated_at_ms = ?5, taken_at_ms = ?5, "
                                         "attempt_status = 'running' WHERE id = ?1")));
+  WEFT_RETURN_IF_ERROR(prep(&i.lease_ready_task,
+                            OneRowWrite(db.dialect(),
+                                        "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, "
+                                        "lease_until_ms = ?4, updated_at_ms = ?5, taken_at_ms = ?5, "
+                                        "attempt_status = 'running', message = '' WHERE id = ?1")));
   WEFT_RETURN_IF_ERROR(prep(&i.renew_lease, "UPDATE tasks SET lease_until_ms = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.end_task,
                             OneRowWrite(db.dialect(),
@@ -1130,6 +1175,7 @@ Status Store::Commit() {
   if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
   WEFT_RETURN_IF_ERROR(SendTaskWrites());
+  if (impl_->write_held_ready) WEFT_RETURN_IF_ERROR(impl_->write_held_ready());
   if (impl_->fence.epoch) {
     Status fenced = SendFence();
     if (fenced.ok()) fenced = impl_->db->Commit();
@@ -1182,6 +1228,7 @@ void Store::EndLeftoverReads() {
 Status Store::Rollback() {
   impl_->task_writes.clear();
   impl_->task_write_ids.clear();
+  impl_->held_ready.clear();
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
   Status s = impl_->db->Rollback();
@@ -1235,6 +1282,7 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
 }
 
 Status Store::InsertTask(TaskRecord* t) {
+  const FlagSet new_row(impl_->leaves_held_ready);
   sql::Statement& insert = impl_->insert_task.Reset()
                                .Bind(1, t->tenant)
                                .Bind(2, t->plugin)
@@ -1386,9 +1434,14 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                                   .finished_at_ms = std::nullopt});
     return Status::Ok();
   }
+  // A task made ready in this transaction and not written yet: this write
+  // is the ready one's too, which leaves only an empty message of its own.
+  const bool held = !impl_->held_ready.empty() && impl_->held_ready.erase(task_id) == 1;
+  const FlagSet own_row(impl_->leaves_held_ready);
   // Not gathered, the write runs at once (SQLite, or outside a PostgreSQL
   // transaction): the message naming the task is made only when it is missing.
-  Status leased = impl_->lease_task.Reset()
+  Status leased = (held ? impl_->lease_ready_task : impl_->lease_task)
+                      .Reset()
                       .Bind(1, task_id)
                       .Bind(2, attempt)
                       .Bind(3, host_id)
@@ -1400,6 +1453,7 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
 }
 
 Status Store::RenewLease(std::int64_t task_id, std::int64_t lease_until_ms) {
+  const FlagSet leased_row(impl_->leaves_held_ready);
   return impl_->renew_lease.Reset().Bind(1, task_id).Bind(2, lease_until_ms).RunDeferred();
 }
 
@@ -1407,6 +1461,8 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
                          std::string_view message, std::string_view result_json, std::string_view stdout_tail,
                          std::string_view stderr_tail, std::int64_t now_ms) {
   // The task's row holds only its current attempt: a row at another one is not written.
+  // An attempt that ends is one a take began: not a task made ready since.
+  const FlagSet taken_row(impl_->leaves_held_ready);
   const bool done = Final(state);
   if (!done) {
     // Before the row changes; on PostgreSQL it sends the writes gathered before it.
@@ -1464,6 +1520,17 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
 
 Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
                            std::int64_t not_before_ms, std::int64_t now_ms) {
+  if (state == TaskState::kQueued && message.empty() && not_before_ms == 0 && in_transaction_ &&
+      impl_->write_held_ready && !impl_->writing_held_ready) {
+    // A waiting task made ready (nothing else is queued with no message and
+    // no delay; every waiting row has no attempt to archive and is not
+    // finished). SQLite: the write is held back until the next statement
+    // that names the tasks table, or the commit, so none reads the row
+    // unwritten; a take of the task before then writes the row once for
+    // both (LeaseTask), as most ready tasks are taken in the turn that made them ready.
+    impl_->held_ready.emplace(task_id, now_ms);
+    return Status::Ok();
+  }
   if (!Final(state)) {
     // Most often a waiting task that becomes ready: it has no attempt to
     // archive and stays unfinished, so one write that changes neither does

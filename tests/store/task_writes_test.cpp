@@ -19,10 +19,12 @@ using weft::store::AttemptRecord;
 using weft::store::Store;
 using weft::store::TaskRecord;
 using weft::store::TaskState;
+using weft::testing::ExecStore;
 using weft::testing::InsertCommittedTasks;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
 using weft::testing::PostgresServer;
+using weft::testing::QueryStoreInt;
 using weft::testing::TempDir;
 
 namespace {
@@ -201,6 +203,74 @@ TEST_CASE("store task writes: a finish's message, result and output come back as
   CHECK(empty.result_json == "{}");
   CHECK(empty.stdout_tail.empty());
   CHECK(empty.stderr_tail.empty());
+}
+
+TEST_CASE("store task writes: a waiting task made ready and taken in one transaction is written once; one "
+          "made ready and not taken is queued for every read and at the commit",
+          "[store]") {
+  TempDir dir("task-writes-ready");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  std::vector<std::int64_t> ids;
+  REQUIRE(store.Begin().ok());
+  for (int i = 0; i < 4; ++i) {
+    TaskRecord t;
+    t.tenant = "default";
+    t.plugin = "fake-provider";
+    t.action = "CREATE";
+    t.state = TaskState::kWaiting;
+    t.max_attempts = 3;
+    t.created_at_ms = 1000;
+    REQUIRE(store.InsertTask(&t).ok());
+    ids.push_back(t.id);
+  }
+  REQUIRE(store.Commit().ok());
+  const std::int64_t taken = ids[0], later = ids[1], read = ids[2], undone = ids[3];
+  // Every write that makes a task queued, counted beside the Store.
+  const bool sqlite = !weft::testing::TestStoreIsPostgres();
+  REQUIRE(ExecStore(dir / "weft.db",
+                    sqlite ? "CREATE TABLE queued_writes (id BIGINT); CREATE TRIGGER count_queued AFTER UPDATE OF "
+                             "state ON tasks WHEN new.state = 'queued' BEGIN INSERT INTO queued_writes VALUES "
+                             "(new.id); END;"
+                           : "CREATE TABLE queued_writes (id BIGINT); CREATE FUNCTION count_queued() RETURNS "
+                             "trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO queued_writes VALUES (NEW.id); "
+                             "RETURN NEW; END $$; CREATE TRIGGER count_queued AFTER UPDATE OF state ON tasks FOR "
+                             "EACH ROW WHEN (NEW.state = 'queued') EXECUTE FUNCTION count_queued();") == "");
+
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.SetTaskState(taken, TaskState::kQueued, "", 0, 2000).ok());
+  REQUIRE(store.SetTaskState(later, TaskState::kQueued, "", 0, 2000).ok());
+  REQUIRE(store.LeaseTask(taken, 1, "h1", 9000, 2001).ok());
+  REQUIRE(store.Commit().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.SetTaskState(read, TaskState::kQueued, "", 0, 3000).ok());
+  CHECK(Task(store, read).state == TaskState::kQueued);  // a read in the transaction sees it ready
+  REQUIRE(store.Commit().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.SetTaskState(undone, TaskState::kQueued, "", 0, 4000).ok());
+  REQUIRE(store.Rollback().ok());
+
+  const TaskRecord t = Task(store, taken);
+  CHECK(t.state == TaskState::kLeased);
+  CHECK(t.attempt == 1);
+  CHECK(t.host_id == "h1");
+  CHECK(t.lease_until_ms == 9000);
+  CHECK(t.updated_at_ms == 2001);
+  CHECK(t.message.empty());
+  const TaskRecord l = Task(store, later);
+  CHECK(l.state == TaskState::kQueued);
+  CHECK(l.updated_at_ms == 2000);
+  CHECK(l.lease_until_ms == 0);
+  CHECK(Task(store, read).updated_at_ms == 3000);
+  CHECK(Task(store, undone).state == TaskState::kWaiting);
+  auto unfinished = store.ListUnfinishedTasks();
+  REQUIRE(unfinished.ok());
+  CHECK(unfinished->size() == 3);  // taken, later and read; not the one rolled back
+  // SQLite holds the write of a ready task back, and the take of it writes the
+  // row once; PostgreSQL writes it at once.
+  CHECK(QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM queued_writes") == (sqlite ? 2 : 3));
+  CHECK(QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM queued_writes WHERE id = " + std::to_string(taken)) ==
+        (sqlite ? 0 : 1));
 }
 
 TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are not committed", "[store][postgres]") {
