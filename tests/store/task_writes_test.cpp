@@ -205,7 +205,7 @@ TEST_CASE("store task writes: a finish's message, result and output come back as
   CHECK(empty.stderr_tail.empty());
 }
 
-TEST_CASE("store task writes: a waiting task made ready and taken in one transaction is written once; one "
+TEST_CASE("store task writes: a waiting task made ready and taken in one transaction is written once, one "
           "made ready and not taken is queued for every read and at the commit",
           "[store]") {
   TempDir dir("task-writes-ready");
