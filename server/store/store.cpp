@@ -657,6 +657,26 @@ CREATE INDEX tasks_by_job ON tasks (job_id, id) WHERE job_id != '';
      R"sql(
 -- PostgreSQL's identity column has no such cost: nothing changes.
 )sql"},
+    // PostgreSQL: a task's state as an ENUM of the six states instead of
+    // TEXT with a CHECK. PostgreSQL compiles a table's CHECKs again for every
+    // statement that writes it (6% of the server's instructions for a commit
+    // of two finish+takes); an ENUM refuses any other value as the value is
+    // read in, at no cost per statement. The column changes type in place: every task keeps
+    // its id, and the identity goes on from where it was. Written to run
+    // again on a table whose state is the ENUM already (a store whose
+    // schema_migrations was rewound). SQLite keeps its CHECK (cheap there).
+    {15, R"sql(
+-- SQLite: nothing changes.
+)sql",
+     R"sql(
+DO $$ BEGIN
+  IF to_regtype('task_state') IS NULL THEN
+    CREATE TYPE task_state AS ENUM ('queued', 'leased', 'succeeded', 'failed', 'waiting', 'cancelled');
+  END IF;
+END $$;
+ALTER TABLE tasks DROP CONSTRAINT IF EXISTS tasks_state;
+ALTER TABLE tasks ALTER COLUMN state TYPE task_state USING CAST(CAST(state AS TEXT) AS task_state);
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -741,8 +761,8 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
 // PostgreSQL: the takes and attempt ends of a transaction, gathered and sent
 // as one UPDATE over arrays (an element per task) before the next statement or
 // the commit: a commit of N finish+takes runs one statement, not 2N. Each
-// statement costs the server more than the rows it writes (tasks' CHECK is
-// read and compiled for every statement that writes the table). NULL in an
+// statement costs the server more than the rows it writes (the executor's
+// start, a round of protocol messages). NULL in an
 // array keeps the row's value; `fence` (?2) is the attempt an end must find,
 // NULL for a take. A task the UPDATE missed (it does not exist, or is at
 // another attempt) fails the statement on the server, which names it, so the
@@ -755,7 +775,7 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
 // than the UPDATE. `array_position` finds a row's element (batches are small).
 constexpr const char* kWriteTasks = R"sql(
 WITH changed AS (
-  UPDATE tasks t SET state = (?4::text[])[array_position(?1::bigint[], t.id)],
+  UPDATE tasks t SET state = (?4::task_state[])[array_position(?1::bigint[], t.id)],
     attempt = COALESCE((?3::bigint[])[array_position(?1::bigint[], t.id)], t.attempt),
     host_id = COALESCE((?5::text[])[array_position(?1::bigint[], t.id)], t.host_id),
     lease_until_ms = (?6::bigint[])[array_position(?1::bigint[], t.id)],
