@@ -65,6 +65,7 @@ using json = nlohmann::json;
 constexpr int kBackoffMs = 500;
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
+constexpr int kProgressDelayMs = 25;  // how long a progress report waits before the control thread sends it
 // Sockets a worker's context may hold beyond one per runner thread: the control
 // thread's, and resource fetches.
 constexpr int kSpareSockets = 64;
@@ -292,6 +293,11 @@ void Runtime::ControlLoop() {
     CancelExpired();
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return control_stop_ || !progress_.empty(); });
+    // A report waits a moment before it goes: the plugin that made it has
+    // often returned by then (one that reports 100 % as it returns, at every
+    // task), and its report is dropped instead of reaching weftd after the finish.
+    if (!control_stop_ && !progress_.empty())
+      cv_.wait_for(lock, std::chrono::milliseconds(kProgressDelayMs), [this] { return control_stop_; });
   }
 }
 
