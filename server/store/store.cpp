@@ -1595,6 +1595,9 @@ Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_vi
     impl_->held_ready.emplace(task_id, now_ms);
     return Status::Ok();
   }
+  // The held writes use this function's statements: written first, not from
+  // the hook in the middle of this write's binds.
+  if (impl_->write_held_ready) WEFT_RETURN_IF_ERROR(impl_->write_held_ready());
   if (!Final(state)) {
     // Most often a waiting task that becomes ready: it has no attempt to
     // archive and stays unfinished, so one write that changes neither does
