@@ -196,8 +196,8 @@ std::optional<catalog::LeaseDuration> LeaseOf(const json& spec) {
 
 class ClusterOps {
  public:
-  // `engine` null: only the reads are served (on another thread than the reactor's, from a store connection
-  // that never writes, so the summaries the Store keeps would never learn of a change: not used).
+  // `engine` null: only the reads are served (on the api front's thread, from a store connection that never
+  // writes, whose cluster summaries learn of the reactor's writes from the front: ClustersWrittenElsewhere).
   ClusterOps(store::Store& store, jobs::JobEngine* engine, const Clock& clock, LivePlugins live_plugins)
       : store_(store), engine_(engine), clock_(clock), live_plugins_(std::move(live_plugins)) {}
 
@@ -484,13 +484,8 @@ class ClusterOps {
       first = false;
       r.body_text += SummaryText(c);
     };
-    if (engine_) {
-      Status s = store_.VisitClusterSummaries(call.principal.tenant, all, add);
-      if (!s.ok()) return Response::Error(s);
-    } else {
-      WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, all));
-      for (const store::ClusterRecord& c : clusters) add(c);
-    }
+    Status s = store_.VisitClusterSummaries(call.principal.tenant, all, add);
+    if (!s.ok()) return Response::Error(s);
     r.body_text += "]}";
     return r;
   }
@@ -543,11 +538,11 @@ class ClusterOps {
     // The names of many jobs' clusters come from one read of the tenant's
     // cluster summaries, not one read of a whole cluster row per cluster.
     if (cluster_id.empty() && (call.principal.role == Role::kUser || jobs.size() > kJobsNamedOneByOne)) {
-      WEFT_TRY_ASSIGN(clusters, store_.ListClusterSummaries(call.principal.tenant, true));
-      for (const store::ClusterRecord& c : clusters) {
+      Status s = store_.VisitClusterSummaries(call.principal.tenant, true, [&](const store::ClusterRecord& c) {
         names[c.id] = c.name;
         if (Visible(call, c)) mine.insert(c.id);
-      }
+      });
+      if (!s.ok()) return Response::Error(s);
     }
     json list = json::array();
     for (const store::JobRecord& j : jobs)

@@ -1138,6 +1138,7 @@ Status Store::Commit() {
     WEFT_RETURN_IF_ERROR(impl_->db->Commit());
   }
   in_transaction_ = false;
+  done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   EndLeftoverReads();
   return Status::Ok();
 }
@@ -1151,11 +1152,14 @@ Status Store::SendCommit() {
   if (sent.ok()) sent = impl_->db->SendCommit();
   if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
   in_transaction_ = false;
+  flight_cluster_writes_.Merge(std::move(open_cluster_writes_));
   return Status::Ok();
 }
 
 Status Store::AwaitCommit() {
   Status outcome = impl_->db->AwaitCommit();
+  // Committed or not, its clusters are read again: a rolled back one reads as it was.
+  done_cluster_writes_.Merge(std::move(flight_cluster_writes_));
   if (outcome.ok()) return outcome;
   // The server skipped what was sent behind the failed COMMIT.
   if (in_transaction_) (void)Rollback();
@@ -1182,6 +1186,7 @@ void Store::EndLeftoverReads() {
 Status Store::Rollback() {
   impl_->task_writes.clear();
   impl_->task_write_ids.clear();
+  done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
   Status s = impl_->db->Rollback();
