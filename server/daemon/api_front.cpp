@@ -69,8 +69,10 @@ void ApiFront::Stop() {
 
 void ApiFront::SetServing(bool serving) {
   if (serving) {
+    store::Store::ClusterWrites all;
+    all.all = true;
     std::lock_guard<std::mutex> lock(mu_);
-    cluster_writes_.all = true;
+    cluster_writes_.Merge(std::move(all));
   }
   serving_.store(serving, std::memory_order_release);
 }

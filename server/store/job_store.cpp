@@ -430,7 +430,9 @@ void Store::ClusterWritten(std::int64_t id) {
 
 void Store::ForgetClusterSummaries() {
   cluster_summaries_.reset();
-  (in_transaction_ ? open_cluster_writes_ : done_cluster_writes_).all = true;
+  ClusterWrites all;
+  all.all = true;
+  (in_transaction_ ? open_cluster_writes_ : done_cluster_writes_).Merge(std::move(all));
 }
 
 void Store::ClusterWrites::Merge(ClusterWrites&& other) {
