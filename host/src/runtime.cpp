@@ -65,6 +65,7 @@ using json = nlohmann::json;
 constexpr int kBackoffMs = 500;
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
+constexpr int kProgressDelayMs = 25;  // how long a progress report waits before the control thread sends it
 // Sockets a worker's context may hold beyond one per runner thread: the control
 // thread's, and resource fetches.
 constexpr int kSpareSockets = 64;
@@ -292,6 +293,11 @@ void Runtime::ControlLoop() {
     CancelExpired();
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return control_stop_ || !progress_.empty(); });
+    // A report waits a moment before it goes: the plugin that made it has
+    // often returned by then (one that reports 100 % as it returns, at every
+    // task), and its report is dropped instead of reaching weftd after the finish.
+    if (!control_stop_ && !progress_.empty())
+      cv_.wait_for(lock, std::chrono::milliseconds(kProgressDelayMs), [this] { return control_stop_; });
   }
 }
 
@@ -305,12 +311,20 @@ void Runtime::SendProgress(client::Client& client) {
   // is dropped rather than delaying the timeout checks further.
   int timeout_ms = std::min(config_.request_timeout_ms, 2000);
   for (json& body : batch) {
+    if (!Reportable(body)) continue;
     Result<json> r = client.Call("task.progress", std::move(body), timeout_ms);
     if (!r.ok() && r.status().code() == Code::kUnavailable) {
       WEFT_LOG(kDebug, component_) << "dropping progress reports: " << r.status().ToString();
       return;
     }
   }
+}
+
+bool Runtime::Reportable(const json& body) {
+  const TaskKey key{IntOr(body, "task_id", -1), IntOr(body, "attempt", -1)};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(key);
+  return it != in_flight_.end() && !it->second.ran;
 }
 
 void Runtime::CancelExpired() {
@@ -451,6 +465,16 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
         RunAction(plugin->descriptor, plugin->instance, HostServices(), *context, bit, type, action);
     if (outcome.succeeded) status = "succeeded";
     message = outcome.message;
+  }
+  {
+    // The finish says how it ended: a report still queued would reach weftd
+    // after it, only to be refused as stale (a plugin that says 100 % as it
+    // returns, at every task).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) it->second.ran = true;
+    std::erase_if(progress_, [task_id, attempt](const json& body) {
+      return IntOr(body, "task_id", -1) == task_id && IntOr(body, "attempt", -1) == attempt;
+    });
   }
   {
     WorkerMessage m;

@@ -159,7 +159,8 @@ class Reactor {
   void Reply(std::vector<Pending>& replies);
 
   std::int64_t PollTimeoutMs(std::int64_t now) const;
-  void Receive(Inbound in, std::vector<Pending>* batch);
+  // Handles `in` (the inbox's front) in place; the caller pops it.
+  void Receive(Inbound& in, std::vector<Pending>* batch);
   void Handle(Pending& p, const wire::Request& request);
   // Whether an api request may be answered ahead of the batch: an op the router knows only reads.
   bool ReadOnly(const Inbound& in) const;
@@ -305,7 +306,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   return std::max<std::int64_t>(0, due - now);
 }
 
-void Reactor::Receive(Inbound in, std::vector<Pending>* batch) {
+void Reactor::Receive(Inbound& in, std::vector<Pending>* batch) {
   Pending& p = in.pending;
   if (!in.request) {
     batch->push_back(std::move(p));
@@ -505,9 +506,11 @@ void Reactor::HandleWrites(std::vector<Pending>* batch) {
   while (true) {
     for (; !inbox_.empty() && handled < batch_max; ++handled) {
       if (handled > 0 && ReadWaiting()) return;
-      Inbound in = std::move(inbox_.front());
+      // Handled where it lies (a new request only joins the back of the inbox
+      // meanwhile, which moves no other): moving it out first, and into
+      // Receive, cost two moves of its Pending and Request.
+      Receive(inbox_.front(), batch);
       inbox_.pop_front();
-      Receive(std::move(in), batch);
       if (std::chrono::steady_clock::now() >= writes_until) break;
     }
     // A commit costs more than a few requests (a dozen system calls and a
@@ -610,6 +613,9 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
     return Status::Ok();
   }
   AnswerReads();
+  // Room for the inbox and a few that join it: growing the batch moved every
+  // Pending already in it (about a thousand instructions per request).
+  batch.reserve(inbox_.size() + 8);
   HandleWrites(&batch);
   JoinWhileCommitting(&batch);
   // On PostgreSQL `batch` then holds the replies of the turn before, whose commit this one waited for.

@@ -212,9 +212,13 @@ Transport::Received Transport::Receive(Endpoint endpoint, std::deque<Inbound>& i
     WEFT_LOG(kWarn, kLog) << "receive failed on " << api::EndpointName(endpoint) << ": " << err.what();
     return Received::kNothing;
   }
-  Inbound in;
+  // Decoded where it is kept: a request decoded aside cost a move of its Pending and Request into the inbox.
+  Inbound& in = inbox.emplace_back();
   in.bytes = over ? 0 : bytes;  // (what was dropped is not kept)
-  if (!Decode(endpoint, std::move(frames), over, meta ? &meta->key : nullptr, &in)) return Received::kDropped;
+  if (!Decode(endpoint, std::move(frames), over, meta ? &meta->key : nullptr, &in)) {
+    inbox.pop_back();
+    return Received::kDropped;
+  }
   if (!WithinPeerBudget(in, inbox)) {
     // The connection already has its share waiting: refuse this one without keeping it.
     in.request.reset();
@@ -222,7 +226,6 @@ Transport::Received Transport::Receive(Endpoint endpoint, std::deque<Inbound>& i
     in.pending.response = api::Response::Error(Status::TooLarge(
         "this connection has too much waiting to be handled; wait for replies before sending more"));
   }
-  inbox.push_back(std::move(in));
   return Received::kQueued;
 }
 
@@ -250,6 +253,7 @@ bool Transport::WithinPeerBudget(const Inbound& in, const std::deque<Inbound>& i
   const zmq::message_t& rid = in.pending.envelope.front();
   std::size_t waiting = in.bytes;
   for (const Inbound& other : inbox) {
+    if (&other == &in) continue;  // `in` may be in the inbox already
     const zmq::message_t& o = other.pending.envelope.front();
     if (other.pending.endpoint == in.pending.endpoint && o.size() == rid.size() &&
         std::memcmp(o.data(), rid.data(), rid.size()) == 0)

@@ -150,9 +150,11 @@ bool Dispatcher::CanServe(const std::string& host_id, const std::string& tenant)
 Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string& tenant, const std::string& runner) {
   const Host* host = hosts_.Find(host_id);
   if (!host) return Taken{};
-  WEFT_ASSIGN_OR_RETURN(std::optional<store::TaskRecord> taken, queue_.Take(host_id, host->plugins, tenant));
-  if (!taken) return Taken{};
-  const store::TaskRecord& t = *taken;
+  // Read where the queue left it: moving the record out cost a move of each of its strings.
+  Result<std::optional<store::TaskRecord>> taken = queue_.Take(host_id, host->plugins, tenant);
+  if (!taken.ok()) return taken.status();
+  if (!taken->has_value()) return Taken{};
+  const store::TaskRecord& t = **taken;
   // What the payload and the decorators give; the members every task has are
   // written from the record as the text is made (TaskText).
   json more = json::object();

@@ -251,24 +251,25 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
 }
 
 Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
-  const std::string name = "task " + std::to_string(f.task_id);
+  // The task's name, made only for an error message, not on every finish.
+  auto name = [&f] { return "task " + std::to_string(f.task_id); };
   auto it = live_.find(f.task_id);
   if (it == live_.end()) {
     // Not queued or leased: finished already, or unknown.
     WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> r, store_.GetTask(f.task_id));
-    if (!r.has_value()) return Status::NotFound(name + " does not exist");
+    if (!r.has_value()) return Status::NotFound(name() + " does not exist");
     const TaskRecord& rec = *r;
     const TaskState wanted = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
     if (rec.attempt == f.attempt && rec.host_id == f.host_id && rec.state == wanted) return Status::Ok();
     *conflict = Conflict{rec.attempt, rec.state, rec.host_id};
-    return Status::Conflict(name + " is already " + std::string(store::TaskStateName(rec.state)) + " (attempt " +
+    return Status::Conflict(name() + " is already " + std::string(store::TaskStateName(rec.state)) + " (attempt " +
                             std::to_string(rec.attempt) + " on host '" + rec.host_id + "'); attempt " +
                             std::to_string(f.attempt) + " from host '" + f.host_id + "' cannot finish it");
   }
   Live& t = it->second;
   if (t.state != TaskState::kLeased || t.attempt != f.attempt || t.host_id != f.host_id) {
     *conflict = Conflict{t.attempt, t.state, t.host_id};
-    return Status::Conflict(name + " attempt " + std::to_string(f.attempt) + " from host '" + f.host_id +
+    return Status::Conflict(name() + " attempt " + std::to_string(f.attempt) + " from host '" + f.host_id +
                             "' is not current: the task is " + Describe(t) + " at attempt " +
                             std::to_string(t.attempt) + "; stop working on it");
   }

@@ -27,7 +27,7 @@ std::string Trimmed(const char* text) {
   return s;
 }
 
-// What weft_refuse() raises (the Store's migration 13).
+// What the Store's checks on the server raise (weft_task_writes_missed(), migration 16).
 constexpr std::string_view kRefusedState = "WF001";
 
 // Connection trouble, a server shutting down, a serialization failure or
@@ -340,7 +340,7 @@ Status PostgresDatabase::Failure(const pg_result* r, std::string_view what) {
   }
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   failed_too_few_ = state && std::string_view(state) == "22012";  // division_by_zero
-  // A write the Store checks on the server (weft_refuse): its message is for the user as it is.
+  // A write the Store checks on the server (weft_task_writes_missed): its message is for the user as it is.
   if (state && std::string_view(state) == kRefusedState) {
     const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
     return Status::NotFound(primary ? primary : message);

@@ -157,6 +157,9 @@ int SqliteDatabase::Changes() const { return sqlite3_changes(db_); }
 
 std::vector<std::string> SqliteDatabase::ResetActiveStatements() {
   std::vector<std::string> reset;
+  // A statement left on a row keeps its read transaction open: with none open,
+  // none is, and the walk over every prepared statement (after each commit) is skipped.
+  if (sqlite3_txn_state(db_, nullptr) == SQLITE_TXN_NONE) return reset;
   for (sqlite3_stmt* s = sqlite3_next_stmt(db_, nullptr); s; s = sqlite3_next_stmt(db_, s)) {
     if (!sqlite3_stmt_busy(s)) continue;
     reset.emplace_back(sqlite3_sql(s));

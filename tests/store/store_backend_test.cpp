@@ -268,6 +268,37 @@ TEST_CASE("sqlite store: a statement prepared per call is prepared once, and com
   CHECK(db.idle_statements() == 1);
 }
 
+TEST_CASE("sqlite store: a read left on a row across a commit is found and reset, and none is found when none is",
+          "[store]") {
+  TempDir dir("store-sqlite-leftover");
+  weft::store::sql::SqliteDatabase db;
+  REQUIRE(db.Open((dir / "leftover.db").string(), 1000).ok());
+  REQUIRE(db.Exec("CREATE TABLE t (a INTEGER)").ok());
+  REQUIRE(db.Exec("INSERT INTO t VALUES (1), (2)").ok());
+  // A commit with no read open: nothing to reset.
+  REQUIRE(db.Begin().ok());
+  REQUIRE(db.Exec("INSERT INTO t VALUES (3)").ok());
+  REQUIRE(db.Commit().ok());
+  CHECK(db.ResetActiveStatements().empty());
+  auto rows = db.Prepare("SELECT a FROM t ORDER BY a");
+  REQUIRE(rows.ok());
+  // A read stepped inside the transaction and left on its row keeps a read
+  // transaction open after the commit: it is found and reset.
+  REQUIRE(db.Begin().ok());
+  REQUIRE(rows->Step().value());
+  REQUIRE(db.Exec("INSERT INTO t VALUES (4)").ok());
+  REQUIRE(db.Commit().ok());
+  CHECK(sqlite3_txn_state(db.handle(), nullptr) == SQLITE_TXN_READ);
+  const std::vector<std::string> reset = db.ResetActiveStatements();
+  REQUIRE(reset.size() == 1);
+  CHECK(reset[0] == "SELECT a FROM t ORDER BY a");
+  CHECK(sqlite3_txn_state(db.handle(), nullptr) == SQLITE_TXN_NONE);
+  CHECK(db.ResetActiveStatements().empty());
+  // So is one left on its row outside any transaction.
+  REQUIRE(rows->Reset().Step().value());
+  CHECK(db.ResetActiveStatements().size() == 1);
+}
+
 TEST_CASE("postgres store: the first transaction after the server restarted runs on a new connection",
           "[store][postgres]") {
   TempDir dir("store-pg-begin-restart");

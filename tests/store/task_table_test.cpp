@@ -206,3 +206,91 @@ TEST_CASE("store tasks: a task moved to queued or waiting keeps its attempts and
   CHECK((*kept)[0].status == "succeeded");
   CHECK(Unfinished(store, again));
 }
+
+TEST_CASE("store tasks: a store from before the state became an ENUM on PostgreSQL (migration 15) keeps every task, "
+          "attempt and id, still refuses an unknown state, and takes and finishes as before",
+          "[store]") {
+  TempDir dir("task-state-enum");
+  const auto path = dir / "weft.db";
+  const bool postgres = weft::testing::TestStoreIsPostgres();
+  std::int64_t leased = 0, failed = 0, waiting = 0, queued = 0;
+  {
+    auto opened = OpenStore(path);
+    Store& store = Opened(opened);
+    REQUIRE(store.Begin().ok());
+    leased = Insert(store, TaskState::kQueued, "7");
+    failed = Insert(store, TaskState::kQueued, "7");
+    waiting = Insert(store, TaskState::kWaiting, "7");
+    queued = Insert(store, TaskState::kQueued, "7");
+    REQUIRE(store.LeaseTask(leased, 1, "h1", 9000, 2000).ok());
+    REQUIRE(store.LeaseTask(failed, 1, "h1", 9000, 2000).ok());
+    REQUIRE(store.EndAttempt(failed, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
+    REQUIRE(store.LeaseTask(failed, 2, "h2", 9000, 2600).ok());
+    REQUIRE(
+        store.EndAttempt(failed, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
+            .ok());
+    REQUIRE(store.Commit().ok());
+  }
+  // The store as weftd left it before migration 15 (and 16, the function that
+  // names a missed task write): on PostgreSQL the state a TEXT with a CHECK.
+  REQUIRE(ExecStore(path, postgres ? "DELETE FROM schema_migrations WHERE version >= 15; "
+                                     "DROP FUNCTION weft_task_writes_missed(BIGINT[], BIGINT[], BIGINT[]); "
+                                     "ALTER TABLE tasks ALTER COLUMN state TYPE TEXT; DROP TYPE task_state; "
+                                     "ALTER TABLE tasks ADD CONSTRAINT tasks_state CHECK (state IN ('queued', "
+                                     "'leased', 'succeeded', 'failed', 'waiting', 'cancelled'))"
+                                   : "DELETE FROM schema_migrations WHERE version >= 15") == "");
+  if (postgres) {
+    REQUIRE(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_constraint WHERE conname = 'tasks_state'") == 1);
+    REQUIRE(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_type WHERE typname = 'task_state'") == 0);
+  }
+
+  auto opened = OpenStore(path);
+  Store& store = Opened(opened);
+  CHECK(store.schema_version() == Store::LatestSchemaVersion());
+  if (postgres) {
+    // The state is checked as it is read in, by its type; no CHECK is left to compile per statement.
+    CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'tasks' AND "
+                              "column_name = 'state' AND udt_name = 'task_state'") == 1);
+    CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_constraint WHERE conname = 'tasks_state'") == 0);
+  }
+  const TaskRecord l = Get(store, leased);
+  CHECK(l.state == TaskState::kLeased);
+  CHECK(l.host_id == "h1");
+  CHECK(l.lease_until_ms == 9000);
+  const TaskRecord f = Get(store, failed);
+  CHECK(f.state == TaskState::kFailed);
+  CHECK(f.attempt == 2);
+  CHECK(f.message == "broke again");
+  auto attempts = store.ListAttempts(failed);
+  REQUIRE(attempts.ok());
+  REQUIRE(attempts->size() == 2);
+  CHECK((*attempts)[0].message == "broke");
+  CHECK((*attempts)[1].status == "failed");
+  CHECK(Get(store, waiting).state == TaskState::kWaiting);
+  CHECK(Get(store, queued).state == TaskState::kQueued);
+  auto counts = store.CountTasks();
+  REQUIRE(counts.ok());
+  CHECK(counts->queued == 1);
+  CHECK(counts->leased == 1);
+  CHECK(counts->failed == 1);
+  CHECK(counts->waiting == 1);
+
+  // Takes and finishes (one statement of them on PostgreSQL), a state set on its own, new ids after the old ones.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.EndAttempt(leased, 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "ok", "{}", "", "", 3000).ok());
+  REQUIRE(store.LeaseTask(queued, 1, "h2", 9000, 3000).ok());
+  REQUIRE(store.SetTaskState(waiting, TaskState::kCancelled, "job cancelled", 0, 3000).ok());
+  CHECK(Insert(store, TaskState::kQueued) == queued + 1);
+  REQUIRE(store.Commit().ok());
+  CHECK(Get(store, leased).state == TaskState::kSucceeded);
+  CHECK(Get(store, queued).state == TaskState::kLeased);
+  CHECK(Get(store, waiting).state == TaskState::kCancelled);
+  auto listed = store.ListTasks("default", TaskState::kLeased, 10);
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  CHECK(listed->front().id == queued);
+
+  // The state check still holds.
+  CHECK(ExecStore(path, "UPDATE tasks SET state = 'lost'") != "");
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'") == 1);
+}

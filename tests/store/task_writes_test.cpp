@@ -238,3 +238,63 @@ TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are no
         "leased:1,queued:0,queued:0");
   store.SetLeaderFence({});
 }
+
+TEST_CASE("postgres store: a leader's gathered writes carry the fence: they commit while its epoch is in force, a "
+          "missed task is named, and after a takeover the takeover is what the commit reports",
+          "[store][postgres]") {
+  TempDir dir("task-writes-fenced");
+  auto server = PostgresServer::Start(dir / "postgres");
+  if (!server.ok()) FAIL(server.status().ToString());
+  weft::store::StoreOptions options;
+  options.backend = weft::store::Backend::kPostgres;
+  options.conninfo = (*server)->conninfo();
+  auto opened = Store::Open(dir / "unused.db", options);
+  Store& store = Opened(opened);
+  REQUIRE((*server)->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
+                          "INSERT INTO weft_leader VALUES (1, 1)").ok());
+  std::vector<std::int64_t> heard;
+  store.SetLeaderFence({.epoch = [] { return std::optional<std::int64_t>(1); },
+                        .refused = [&](std::int64_t in_force) {
+                          heard.push_back(in_force);
+                          if (in_force == 1) return Status::Ok();
+                          return Status::Unavailable("another weftd took over as leader");
+                        }});
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
+  auto rows = [&] {
+    return (*server)->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value();
+  };
+
+  // In force: the writes and the fence commit together, the epoch's row locked until then.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.SendCommit().ok());
+  REQUIRE(store.AwaitCommit().ok());
+  CHECK(rows() == "leased:1,leased:1,queued:0");
+  CHECK(heard.empty());
+
+  // In force, a stale finish among good writes: the task is named, the leadership kept.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 1, 3000).ok());
+  REQUIRE(Finish(store, ids[1], 2, 3000).ok());
+  Status stale = store.Commit();
+  CHECK(stale.code() == weft::Code::kNotFound);
+  CHECK(stale.message() == "task " + std::to_string(ids[1]) + " is not at attempt 2");
+  REQUIRE(store.Rollback().ok());
+  CHECK(heard == std::vector<std::int64_t>{1});
+  CHECK(rows() == "leased:1,leased:1,queued:0");
+
+  // Deposed, with a stale finish too: the takeover is reported, nothing is kept.
+  heard.clear();
+  REQUIRE((*server)->Exec("UPDATE weft_leader SET epoch = 2").ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 1, 3000).ok());
+  REQUIRE(Finish(store, ids[1], 2, 3000).ok());
+  Status deposed = store.Commit();
+  CHECK(deposed.code() == weft::Code::kUnavailable);
+  CHECK(deposed.message() == "another weftd took over as leader");
+  REQUIRE(store.Rollback().ok());
+  CHECK(heard == std::vector<std::int64_t>{2});
+  CHECK(rows() == "leased:1,leased:1,queued:0");
+  store.SetLeaderFence({});
+}

@@ -70,6 +70,9 @@ class Runtime {
   struct InFlight {
     std::shared_ptr<TaskContext> context;
     Clock::time_point deadline;
+    // The plugin returned: the finish goes next, and progress reports of the
+    // attempt are dropped (weftd would refuse them once the finish is in).
+    bool ran = false;
   };
 
   void ControlLoop();
@@ -78,6 +81,8 @@ class Runtime {
   void Send(const WorkerMessage& message);
   void RunnerLoop(int index);
   void SendProgress(client::Client& client);
+  // Whether a queued progress report is still worth sending: its attempt runs.
+  bool Reportable(const nlohmann::json& body);
   void CancelExpired();
   // Runs the task and reports it; returns the next task when the finish
   // brought one (see Finish), null otherwise.
