@@ -67,6 +67,22 @@ void ApiFront::Stop() {
   thread_.join();
 }
 
+void ApiFront::SetServing(bool serving) {
+  if (serving) {
+    store::Store::ClusterWrites all;
+    all.all = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    cluster_writes_.Merge(std::move(all));
+  }
+  serving_.store(serving, std::memory_order_release);
+}
+
+void ApiFront::ClustersWritten(store::Store::ClusterWrites writes) {
+  if (writes.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  cluster_writes_.Merge(std::move(writes));
+}
+
 void ApiFront::SetAuth(std::shared_ptr<const auth::AuthView> view) {
   std::lock_guard<std::mutex> lock(mu_);
   auth_ = std::move(view);
@@ -208,6 +224,13 @@ bool ApiFront::Serve(wire::Frames& frames, const std::string& key) {
     store_->EndRead();
     return give_back();
   }
+  // Taken before the transaction's first read, whose snapshot then holds their commits.
+  store::Store::ClusterWrites written;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written = std::exchange(cluster_writes_, store::Store::ClusterWrites());
+  }
+  if (!written.empty()) store_->ClustersWrittenElsewhere(written);
   p.response = reads_->Route(call);
   store_->EndRead();
   if (!SendReply(router_, p)) {

@@ -169,6 +169,7 @@ class Reactor {
   Status StartFront();
   // Tells the front what changed of the keys and tenants (after a commit, or a rollback that reloaded them).
   void PublishAuth();
+  void PublishClusterWrites();
   void PublishLivePlugins();
   Result<std::unique_ptr<metrics::HttpListener>> StartMetrics(ServerMetrics& m);
   Status WriteSuperadminCredential(const std::string& api_endpoint);
@@ -624,6 +625,7 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   // Before the replies: a client told its user was made may read as that user
   // at once, and server.status on the front counts what the replies report.
   PublishAuth();
+  PublishClusterWrites();
   status_counts_.Take(queue_, components_.hosts());
   Reply(batch);
   handled_.clear();
@@ -761,6 +763,8 @@ void Reactor::PublishAuth() {
   auth_published_ = true;
   front_.SetAuth(registry_.View());
 }
+
+void Reactor::PublishClusterWrites() { front_.ClustersWritten(store_.TakeCommittedClusterWrites()); }
 
 void Reactor::PublishLivePlugins() {
   if (!leading_) return;
@@ -924,6 +928,7 @@ Status Reactor::SettleCommit() {
   std::vector<Pending> replies;
   WEFT_RETURN_IF_ERROR(commit_.Settle(replies));
   PublishAuth();
+  PublishClusterWrites();
   Reply(replies);
   subscriptions_.Publish(commit_.TakeEvents());
   return Status::Ok();

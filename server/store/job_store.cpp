@@ -425,9 +425,37 @@ struct Store::ClusterSummaries {
 
 void Store::ClusterWritten(std::int64_t id) {
   if (cluster_summaries_) cluster_summaries_->written.insert(id);
+  (in_transaction_ ? open_cluster_writes_ : done_cluster_writes_).ids.insert(id);
 }
 
-void Store::ForgetClusterSummaries() { cluster_summaries_.reset(); }
+void Store::ForgetClusterSummaries() {
+  cluster_summaries_.reset();
+  ClusterWrites all;
+  all.all = true;
+  (in_transaction_ ? open_cluster_writes_ : done_cluster_writes_).Merge(std::move(all));
+}
+
+void Store::ClusterWrites::Merge(ClusterWrites&& other) {
+  all = all || other.all;
+  if (all) {
+    ids.clear();
+  } else if (ids.empty()) {
+    ids = std::move(other.ids);
+  } else {
+    ids.merge(other.ids);
+  }
+  other = ClusterWrites();
+}
+
+Store::ClusterWrites Store::TakeCommittedClusterWrites() { return std::exchange(done_cluster_writes_, ClusterWrites()); }
+
+void Store::ClustersWrittenElsewhere(const ClusterWrites& writes) {
+  if (writes.all) {
+    cluster_summaries_.reset();
+  } else if (cluster_summaries_) {
+    cluster_summaries_->written.insert(writes.ids.begin(), writes.ids.end());
+  }
+}
 
 Status Store::VisitClusterSummaries(std::string_view tenant, bool include_terminated,
                                     const std::function<void(const ClusterRecord&)>& visit) {

@@ -1245,6 +1245,7 @@ Status Store::Commit() {
   if (committed.ok()) committed = impl_->db->Commit();
   if (!committed.ok()) return impl_->fence.epoch ? FenceVerdict(committed) : committed;
   in_transaction_ = false;
+  done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   EndLeftoverReads();
   return Status::Ok();
 }
@@ -1257,11 +1258,14 @@ Status Store::SendCommit() {
   if (sent.ok()) sent = impl_->db->SendCommit();
   if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
   in_transaction_ = false;
+  flight_cluster_writes_.Merge(std::move(open_cluster_writes_));
   return Status::Ok();
 }
 
 Status Store::AwaitCommit() {
   Status outcome = impl_->db->AwaitCommit();
+  // Committed or not, its clusters are read again: a rolled back one reads as it was.
+  done_cluster_writes_.Merge(std::move(flight_cluster_writes_));
   if (outcome.ok()) return outcome;
   // The server skipped what was sent behind the failed COMMIT.
   if (in_transaction_) (void)Rollback();
@@ -1290,6 +1294,7 @@ Status Store::Rollback() {
   impl_->task_write_ids.clear();
   impl_->held_ready.clear();
   impl_->inserted_waiting.clear();  // some may be gone with the rollback: held no more
+  done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
   Status s = impl_->db->Rollback();

@@ -65,7 +65,12 @@ class ApiFront {
   void Stop();
 
   // Thread-safe, from the reactor. Whether it answers reads (this weftd leads).
-  void SetServing(bool serving) { serving_.store(serving, std::memory_order_release); }
+  // Serving again, it forgets what it kept of the clusters: another weftd may have changed them.
+  void SetServing(bool serving);
+  // The clusters the reactor's commits wrote, once those commits succeeded and
+  // before their replies are passed on: the front's cluster summaries read them
+  // again at its next read (store::Store::ClustersWrittenElsewhere).
+  void ClustersWritten(store::Store::ClusterWrites writes);
   // The keys and tenants as the reactor's last commit left them.
   void SetAuth(std::shared_ptr<const auth::AuthView> view);
   // The plugin types live hosts run for each tenant (job.get's waiting_for_plugins).
@@ -97,9 +102,10 @@ class ApiFront {
   int stop_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> serving_{false};
-  mutable std::mutex mu_;  // guards auth_ and live_plugins_
+  mutable std::mutex mu_;  // guards auth_, live_plugins_ and cluster_writes_
   std::shared_ptr<const auth::AuthView> auth_;
   std::map<std::string, std::set<std::string>> live_plugins_;
+  store::Store::ClusterWrites cluster_writes_;  // not yet handed to store_
 };
 
 }  // namespace weft::server

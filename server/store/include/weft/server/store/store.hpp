@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -442,12 +443,29 @@ class Store {
   // ListClusterSummaries without reading every row: visits them in id order
   // from summaries kept in memory, which only the clusters written since the
   // last call are read again for (a list of a thousand clusters read every
-  // row, a third of its cost). Clusters change only through this Store.
+  // row, a third of its cost). Clusters change only through this Store, or
+  // through another whose writes it is told of (ClustersWrittenElsewhere).
   [[nodiscard]] Status VisitClusterSummaries(std::string_view tenant, bool include_terminated,
                                              const std::function<void(const ClusterRecord&)>& visit);
   // Forgets the summaries kept: after a rollback (they may hold what it undid)
   // and when this weftd takes over from another one on the same database.
   void ForgetClusterSummaries();
+  // Which clusters a commit wrote (`all`: any may have changed), for a reader
+  // of the same database that keeps summaries (the api front's Store).
+  struct ClusterWrites {
+    std::set<std::int64_t> ids;
+    bool all = false;
+    bool empty() const { return ids.empty() && !all; }
+    void Merge(ClusterWrites&& other);
+  };
+  // The clusters written by the transactions whose commit succeeded since the
+  // last call, and by those rolled back (reading one again costs a read, a
+  // rollback is rare). Never those of a transaction open or in flight: its
+  // clusters come with its own commit.
+  ClusterWrites TakeCommittedClusterWrites();
+  // On a reader's Store: clusters another connection wrote and committed. The
+  // summaries kept read them again at the next visit (`all`: forgets them all).
+  void ClustersWrittenElsewhere(const ClusterWrites& writes);
   // Clusters and their nodes by tenant and status, every tenant.
   [[nodiscard]] Result<std::vector<ClusterCount>> CountClusters();
   // Clusters (any tenant) whose lease ran out by `now_ms` and that are not terminated.
@@ -580,6 +598,11 @@ class Store {
   std::shared_ptr<ClusterSummaries> cluster_summaries_;
   // A cluster was inserted or changed: its summary is read again when next visited.
   void ClusterWritten(std::int64_t id);
+  // TakeCommittedClusterWrites's: of the open transaction, of the commit in
+  // flight (PostgreSQL), and committed (or rolled back) not yet taken.
+  ClusterWrites open_cluster_writes_;
+  ClusterWrites flight_cluster_writes_;
+  ClusterWrites done_cluster_writes_;
 };
 
 }  // namespace weft::store
