@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -19,6 +20,7 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
+#include "support/write_lock.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/wire.hpp"
@@ -574,6 +576,58 @@ TEST_CASE("provisioner: a key weftd does not know gets one small frame per reque
   // The plain request is filed.
   CHECK_FALSE(stranger.Call("host.register", Register("h1")).ok);
   CHECK(s.WeftJson({"host", "requests"})["requests"].size() == 1);
+}
+
+TEST_CASE("provisioner: one connection cannot queue more than twice the message limit while weftd is busy: the "
+          "excess is refused at once, the rest answered",
+          "[security][sqlite]") {
+  // A message may be 128 KiB, so one connection may have 256 KiB waiting.
+  Secured s("[limits]\nmax_message_bytes = 131072\nmax_header_bytes = 131072\n"
+            "[store]\nbusy_timeout_ms = 120000\n");
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  Peer host(ctx, s, key);
+  REQUIRE(host.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
+
+  // weftd's reactor waits in a write turn for the store's lock, so what comes
+  // meanwhile waits in its socket and is read all at once when the lock goes.
+  std::optional<weft::testing::WriteLock> lock;
+  lock.emplace(s.weftd().db());
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 240'000));
+  std::thread writer([&api] { (void)api.Call("tenant.create", {{"name", "later"}}); });
+  struct Join {
+    std::thread& t;
+    std::optional<weft::testing::WriteLock>& lock;
+    ~Join() {
+      lock.reset();
+      t.join();
+    }
+  } join{writer, lock};
+  std::this_thread::sleep_for(300ms);  // the write reached the reactor
+
+  // Five heartbeats of about 100 KB each: two fit in 256 KiB, the third does not.
+  for (int i = 0; i < 5; ++i) host.Send("host.heartbeat", {{"host_id", "h1"}, {"padding", std::string(100'000, 'p')}});
+  std::this_thread::sleep_for(500ms);  // all five are in weftd's socket
+  lock.reset();
+
+  std::map<int, weft::wire::Reply> replies;  // by request id, in the order they were sent
+  for (int i = 0; i < 5; ++i) {
+    std::optional<weft::wire::Reply> r = host.Receive(30s);
+    REQUIRE(r);
+    replies[std::stoi(r->id)] = *r;
+  }
+  REQUIRE(replies.size() == 5);
+  std::string all;
+  for (const auto& [id, r] : replies) all += std::to_string(id) + ": " + (r.ok ? "ok" : r.error.message) + "\n";
+  INFO(all);
+  int sent = 0;
+  for (const auto& [id, r] : replies) {
+    const bool refused = !r.ok && r.error.code == weft::Code::kTooLarge &&
+                         r.error.message.find("too much waiting") != std::string::npos;
+    CHECK(refused == (++sent > 2));
+  }
+  // Once its replies are read, the connection is served as before.
+  CHECK(host.Call("host.heartbeat", {{"host_id", "h1"}}).ok);
 }
 
 namespace {

@@ -1,7 +1,5 @@
 // api reads answered on weftd's api front thread while its reactor is stuck
 // in a write turn: the real weftd, real CurveZMQ clients, the real SQLite file.
-#include <sqlite3.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
@@ -14,12 +12,14 @@
 #include <zmq.hpp>
 
 #include "support/weftd.hpp"
+#include "support/write_lock.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using weft::testing::Weftd;
+using weft::testing::WriteLock;
 
 namespace {
 
@@ -38,26 +38,6 @@ std::unique_ptr<weft::client::Client> Superadmin(const Weftd& weftd, const std::
   o.probe_ms = 0;
   return std::make_unique<weft::client::Client>(Ctx(), o);
 }
-
-// Holds SQLite's write lock on weftd's store, as another writer would, until Release().
-class WriteLock {
- public:
-  explicit WriteLock(const std::filesystem::path& db_file) {
-    REQUIRE(sqlite3_open_v2(db_file.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK);
-    sqlite3_busy_timeout(db_, 10000);
-    REQUIRE(sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
-  }
-  ~WriteLock() { Release(); }
-  void Release() {
-    if (!db_) return;
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    sqlite3_close(db_);
-    db_ = nullptr;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 }  // namespace
 
