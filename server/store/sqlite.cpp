@@ -96,7 +96,7 @@ class SqliteStatement final : public StatementBackend {
   // points at it, until that parameter is bound again after a Reset().
   std::vector<std::string> texts_;
   int bind_rc_ = SQLITE_OK;
-  const bool names_tasks_;  // SqliteDatabase::SetBeforeStatement
+  const bool names_tasks_;  // Database::SetBeforeStatement
 };
 
 bool NamesTasks(std::string_view sql) { return sql.find("tasks") != std::string_view::npos; }

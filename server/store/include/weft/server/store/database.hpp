@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -180,6 +181,21 @@ class Database {
   // Statements kept for the next Prepare() of their text.
   std::size_t idle_statements() const { return idle_count_; }
 
+  // Runs `before` ahead of the statements the backend says need it (PostgreSQL:
+  // every statement it sends; SQLite: those whose text names the tasks table),
+  // never ahead of those `before` runs itself: the Store writes there what it
+  // held back (gathered task writes, tasks made ready), so that whatever reads
+  // or writes next sees them. Its failure is that statement's.
+  void SetBeforeStatement(std::function<Status()> before) { before_ = std::move(before); }
+  // Called by a backend's statements before they run.
+  [[nodiscard]] Status BeforeStatement() {
+    if (!before_ || in_before_) return Status::Ok();
+    in_before_ = true;
+    Status s = before_();
+    in_before_ = false;
+    return s;
+  }
+
  protected:
   [[nodiscard]] virtual Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) = 0;
   // A backend calls it first in its destructor: the statements kept go before its connection.
@@ -197,6 +213,8 @@ class Database {
   // Bounds for texts made up at run time: past them a statement is not kept.
   static constexpr std::size_t kMaxTexts = 512;
   static constexpr std::size_t kMaxIdlePerText = 4;
+  std::function<Status()> before_;  // SetBeforeStatement
+  bool in_before_ = false;
 
   void Keep(Statement::Idle* idle, std::unique_ptr<StatementBackend> backend) {
     if (idle->size() >= kMaxIdlePerText) return;

@@ -94,12 +94,6 @@ class PostgresDatabase final : public Database {
   int CommitSocket() const override;
   int Changes() const override { return changes_; }
 
-  // Runs `before` ahead of every statement sent from now on (not ahead of
-  // those it sends itself): the Store sends the task writes it gathered, so
-  // that whatever reads or writes next sees them. Its failure is that
-  // statement's.
-  void SetBeforeStatement(std::function<Status()> before) { before_ = std::move(before); }
-
  private:
   friend class PostgresStatement;
   [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
@@ -158,13 +152,6 @@ class PostgresDatabase final : public Database {
     if (pipelining_ && !in_transaction_) (void)EndPipeline();
   }
   std::string NextName() { return "weft_" + std::to_string(++names_); }
-  Status BeforeStatement() {
-    if (!before_ || in_before_) return Status::Ok();
-    in_before_ = true;
-    Status s = before_();
-    in_before_ = false;
-    return s;
-  }
 
   PostgresOptions options_;
   pg_conn* conn_ = nullptr;
@@ -181,8 +168,6 @@ class PostgresDatabase final : public Database {
   std::int64_t lost_at_ms_ = 0;
   int changes_ = 0;
   bool failed_too_few_ = false;  // the last Failure() was a division by zero
-  std::function<Status()> before_;
-  bool in_before_ = false;
 };
 
 }  // namespace weft::store::sql

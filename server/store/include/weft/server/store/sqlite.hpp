@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,18 +36,6 @@ class SqliteDatabase final : public Database {
 
   sqlite3* handle() const { return db_; }
 
-  // Runs before the first step of every statement whose text names the
-  // tasks table: the Store writes there the task rows it held back
-  // (Store::SetTaskReady). A statement the hook itself runs does not call it again.
-  void SetBeforeStatement(std::function<Status()> before) { before_ = std::move(before); }
-  Status BeforeStatement() {
-    if (!before_ || in_before_) return Status::Ok();
-    in_before_ = true;
-    Status s = before_();
-    in_before_ = false;
-    return s;
-  }
-
  private:
   [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
   // The transaction's own statements, prepared at Open and finalized before the connection closes.
@@ -58,8 +45,6 @@ class SqliteDatabase final : public Database {
   sqlite3_stmt* begin_ = nullptr;
   sqlite3_stmt* commit_ = nullptr;
   sqlite3_stmt* rollback_ = nullptr;
-  std::function<Status()> before_;
-  bool in_before_ = false;
 };
 
 }  // namespace weft::store::sql
