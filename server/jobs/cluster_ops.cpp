@@ -140,36 +140,39 @@ json ClusterSummary(const store::ClusterRecord& c) {
           {"latest_job", c.latest_job}};
 }
 
+// `key` (the text before a value: punctuation and the quoted name) and a value,
+// appended to JSON text written straight out.
+void AppendNumber(std::string& out, const char* key, std::int64_t value) {
+  out += key;
+  out += std::to_string(value);
+}
+void AppendText(std::string& out, const char* key, std::string_view value) {
+  out += key;
+  wire::AppendJsonString(out, value);
+}
+
 // ClusterSummary(c) as JSON text, the same bytes as wire::Dump of it (keys in
 // nlohmann's order), written straight out: cluster.list of a thousand
 // clusters built and freed a tree of about 25 allocations per cluster, most of
 // the 15 ms the reactor spent on it.
 void AppendClusterSummary(std::string& out, const store::ClusterRecord& c) {
-  const auto number = [&out](const char* key, std::int64_t value) {
-    out += key;
-    out += std::to_string(value);
-  };
-  const auto text = [&out](const char* key, const std::string& value) {
-    out += key;
-    wire::AppendJsonString(out, value);
-  };
-  number("{\"created_at_ms\":", c.created_at_ms);
-  number(",\"expire_at_ms\":", c.expire_at_ms);
-  text(",\"id\":", c.id);
-  text(",\"latest_job\":", c.latest_job);
-  text(",\"name\":", c.name);
-  text(",\"owner\":", c.owner);
-  text(",\"provider\":", c.provider_name);
+  AppendNumber(out, "{\"created_at_ms\":", c.created_at_ms);
+  AppendNumber(out, ",\"expire_at_ms\":", c.expire_at_ms);
+  AppendText(out, ",\"id\":", c.id);
+  AppendText(out, ",\"latest_job\":", c.latest_job);
+  AppendText(out, ",\"name\":", c.name);
+  AppendText(out, ",\"owner\":", c.owner);
+  AppendText(out, ",\"provider\":", c.provider_name);
   out += ",\"services\":[";
   for (std::size_t i = 0; i < c.services.size(); ++i) {
     if (i > 0) out += ',';
     wire::AppendJsonString(out, c.services[i]);
   }
   out += ']';
-  number(",\"size\":", c.size);
-  text(",\"status\":", c.status);
-  text(",\"template\":", c.template_name);
-  number(",\"updated_at_ms\":", c.updated_at_ms);
+  AppendNumber(out, ",\"size\":", c.size);
+  AppendText(out, ",\"status\":", c.status);
+  AppendText(out, ",\"template\":", c.template_name);
+  AppendNumber(out, ",\"updated_at_ms\":", c.updated_at_ms);
   out += '}';
 }
 
@@ -607,14 +610,6 @@ class ClusterOps {
     // and freed a tree of some thirty allocations per task.
     Response r = Response::Ok(json::object());
     std::string& out = r.body_text;
-    const auto number = [&out](const char* key, std::int64_t value) {
-      out += key;
-      out += std::to_string(value);
-    };
-    const auto text = [&out](const char* key, std::string_view value) {
-      out += key;
-      wire::AppendJsonString(out, value);
-    };
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       ++counts[t.state];
@@ -631,73 +626,73 @@ class ClusterOps {
       auto it = counts.find(state);
       return it == counts.end() ? std::int64_t{0} : it->second;
     };
-    text("{\"job\":{\"cluster_id\":", j.cluster_id);
-    number(",\"created_at_ms\":", j.created_at_ms);
-    number(",\"finished_at_ms\":", j.finished_at_ms);
+    AppendText(out, "{\"job\":{\"cluster_id\":", j.cluster_id);
+    AppendNumber(out, ",\"created_at_ms\":", j.created_at_ms);
+    AppendNumber(out, ",\"finished_at_ms\":", j.finished_at_ms);
     out += ",\"history\":";
     wire::AppendJson(out, ParseOr(j.history_json, json::array()));
-    text(",\"id\":", j.id);
-    text(",\"message\":", j.message);
-    text(",\"operation\":", j.operation);
-    text(",\"parent_job\":", j.parent_job);
-    number(",\"progress\":{\"cancelled\":", count(store::TaskState::kCancelled));
-    number(",\"failed\":", count(store::TaskState::kFailed));
-    number(",\"queued\":", count(store::TaskState::kQueued));
-    number(",\"retrying\":", retrying);
-    number(",\"running\":", count(store::TaskState::kLeased));
-    number(",\"stage\":", stage < 0 ? stages : stage + 1);
-    number(",\"stages\":", stages);
-    number(",\"succeeded\":", count(store::TaskState::kSucceeded));
-    number(",\"total\":", static_cast<std::int64_t>(tasks.size()));
-    number(",\"waiting\":", count(store::TaskState::kWaiting));
-    text("},\"requested_by\":", j.requested_by);
-    text(",\"status\":", j.status);
+    AppendText(out, ",\"id\":", j.id);
+    AppendText(out, ",\"message\":", j.message);
+    AppendText(out, ",\"operation\":", j.operation);
+    AppendText(out, ",\"parent_job\":", j.parent_job);
+    AppendNumber(out, ",\"progress\":{\"cancelled\":", count(store::TaskState::kCancelled));
+    AppendNumber(out, ",\"failed\":", count(store::TaskState::kFailed));
+    AppendNumber(out, ",\"queued\":", count(store::TaskState::kQueued));
+    AppendNumber(out, ",\"retrying\":", retrying);
+    AppendNumber(out, ",\"running\":", count(store::TaskState::kLeased));
+    AppendNumber(out, ",\"stage\":", stage < 0 ? stages : stage + 1);
+    AppendNumber(out, ",\"stages\":", stages);
+    AppendNumber(out, ",\"succeeded\":", count(store::TaskState::kSucceeded));
+    AppendNumber(out, ",\"total\":", static_cast<std::int64_t>(tasks.size()));
+    AppendNumber(out, ",\"waiting\":", count(store::TaskState::kWaiting));
+    AppendText(out, "},\"requested_by\":", j.requested_by);
+    AppendText(out, ",\"status\":", j.status);
     out += ",\"tasks\":[";
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       if (i > 0) out += ',';
-      text("{\"action\":", t.action);
+      AppendText(out, "{\"action\":", t.action);
       out += ",\"after\":";
       wire::AppendJson(out, after_ids[i]);
-      number(",\"attempt\":", t.attempt);
+      AppendNumber(out, ",\"attempt\":", t.attempt);
       if (details) {
         out += ",\"attempts\":[";
         bool first = true;
         for (const store::AttemptRecord& a : attempts[t.id]) {
           if (!first) out += ',';
           first = false;
-          number("{\"attempt\":", a.attempt);
-          number(",\"finished_at_ms\":", a.finished_at_ms);
-          text(",\"host_id\":", a.host_id);
-          text(",\"message\":", a.message);
-          text(",\"status\":", a.status);
-          number(",\"taken_at_ms\":", a.taken_at_ms);
+          AppendNumber(out, "{\"attempt\":", a.attempt);
+          AppendNumber(out, ",\"finished_at_ms\":", a.finished_at_ms);
+          AppendText(out, ",\"host_id\":", a.host_id);
+          AppendText(out, ",\"message\":", a.message);
+          AppendText(out, ",\"status\":", a.status);
+          AppendNumber(out, ",\"taken_at_ms\":", a.taken_at_ms);
           out += '}';
         }
         out += ']';
       }
-      number(",\"created_at_ms\":", t.created_at_ms);
-      text(",\"host_id\":", t.host_id);
-      number(",\"id\":", t.id);
-      text(",\"key\":", t.task_key);
-      number(",\"max_attempts\":", t.max_attempts);
-      text(",\"message\":", t.message);
-      text(",\"node\":", t.node_id);
-      text(",\"plugin\":", t.plugin);
+      AppendNumber(out, ",\"created_at_ms\":", t.created_at_ms);
+      AppendText(out, ",\"host_id\":", t.host_id);
+      AppendNumber(out, ",\"id\":", t.id);
+      AppendText(out, ",\"key\":", t.task_key);
+      AppendNumber(out, ",\"max_attempts\":", t.max_attempts);
+      AppendText(out, ",\"message\":", t.message);
+      AppendText(out, ",\"node\":", t.node_id);
+      AppendText(out, ",\"plugin\":", t.plugin);
       if (details) {
         out += ",\"result\":";
         wire::AppendJson(out, RedactResults(ParseOr(t.result_json, json::object())));
       }
-      text(",\"service\":", t.service);
-      text(",\"state\":", store::TaskStateName(t.state));
+      AppendText(out, ",\"service\":", t.service);
+      AppendText(out, ",\"state\":", store::TaskStateName(t.state));
       if (details) {
-        text(",\"stderr\":", t.stderr_tail);
-        text(",\"stdout\":", t.stdout_tail);
+        AppendText(out, ",\"stderr\":", t.stderr_tail);
+        AppendText(out, ",\"stdout\":", t.stdout_tail);
       }
-      number(",\"updated_at_ms\":", t.updated_at_ms);
+      AppendNumber(out, ",\"updated_at_ms\":", t.updated_at_ms);
       out += '}';
     }
-    number("],\"updated_at_ms\":", j.updated_at_ms);
+    AppendNumber(out, "],\"updated_at_ms\":", j.updated_at_ms);
     out += ",\"waiting_for_plugins\":[";
     bool first = true;
     for (const std::string& plugin : PluginsWithoutHost(tasks, /*ready_only=*/true)) {
