@@ -17,6 +17,8 @@ using weft::store::ClusterRecord;
 using weft::store::Store;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
+using weft::testing::PostgresStoreOptions;
+using weft::testing::StartPostgres;
 using weft::testing::TempDir;
 
 namespace {
@@ -111,11 +113,8 @@ TEST_CASE("cluster writes: a reader's summaries learn of a cluster from the comm
 
 TEST_CASE("postgres store: a commit in flight hands over its clusters once it succeeded", "[store][postgres]") {
   TempDir dir("cluster-writes-pg");
-  auto server = weft::testing::PostgresServer::Start(dir / "postgres");
-  if (!server.ok()) FAIL(server.status().ToString());
-  weft::store::StoreOptions options;
-  options.backend = weft::store::Backend::kPostgres;
-  options.conninfo = (*server)->conninfo();
+  auto server = StartPostgres(dir.path());
+  weft::store::StoreOptions options = PostgresStoreOptions(*server);
   auto w = Store::Open(dir / "unused.db", options);
   Store& writer = Opened(w);
   options.reader = true;

@@ -18,6 +18,8 @@ using weft::store::TaskState;
 using weft::testing::InsertCommittedTasks;
 using weft::testing::Opened;
 using weft::testing::PostgresServer;
+using weft::testing::PostgresStoreOptions;
+using weft::testing::StartPostgres;
 using weft::testing::TempDir;
 
 namespace {
@@ -28,14 +30,11 @@ struct PostgresStore {
 };
 
 PostgresStore Open(TempDir& dir) {
-  auto server = PostgresServer::Start(dir / "postgres");
-  if (!server.ok()) FAIL(server.status().ToString());
-  weft::store::StoreOptions options;
-  options.backend = weft::store::Backend::kPostgres;
-  options.conninfo = (*server)->conninfo();
+  auto server = StartPostgres(dir.path());
+  weft::store::StoreOptions options = PostgresStoreOptions(*server);
   auto opened = Store::Open(dir / "unused.db", options);
   Opened(opened);
-  return {std::move(*server), std::move(*opened)};
+  return {std::move(server), std::move(*opened)};
 }
 
 Status Finish(Store& store, std::int64_t id, std::int64_t attempt) {

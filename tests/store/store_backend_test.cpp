@@ -17,6 +17,7 @@ using weft::store::TaskRecord;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
 using weft::testing::PostgresServer;
+using weft::testing::StartPostgres;
 using weft::testing::TempDir;
 
 namespace {
@@ -29,12 +30,6 @@ TaskRecord NewTask() {
   t.max_attempts = 3;
   t.created_at_ms = 1000;
   return t;
-}
-
-std::unique_ptr<PostgresServer> StartPostgres(const TempDir& dir) {
-  auto server = PostgresServer::Start(dir / "postgres");
-  if (!server.ok()) FAIL(server.status().ToString());
-  return std::move(*server);
 }
 
 }  // namespace
@@ -54,7 +49,7 @@ TEST_CASE("store parameters: ?N becomes $N for PostgreSQL, quoted text is left a
 TEST_CASE("postgres store: a new database gets every migration once, and a reopen finds its rows",
           "[store][postgres]") {
   TempDir dir("store-pg");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   weft::store::StoreOptions options;
   options.backend = weft::store::Backend::kPostgres;
   options.conninfo = server->conninfo();
@@ -148,7 +143,7 @@ TEST_CASE("postgres store: a transaction's writes go out without waiting, and on
           "back with the server's message",
           "[store][postgres]") {
   TempDir dir("store-pg-pipeline");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
 
@@ -177,7 +172,7 @@ TEST_CASE("postgres store: a transaction's writes go out without waiting, and on
 
 TEST_CASE("postgres store: a read after a refused write reports that write's failure", "[store][postgres]") {
   TempDir dir("store-pg-pipeline-read");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
   auto count = Prepared(*db, "SELECT COUNT(*) FROM items");
@@ -196,7 +191,7 @@ TEST_CASE("postgres store: a read after a refused write reports that write's fai
 TEST_CASE("postgres store: a statement whose preparation a failed transaction skipped is prepared again",
           "[store][postgres]") {
   TempDir dir("store-pg-pipeline-prepare");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
   auto bump = Prepared(*db, "UPDATE items SET n = n + 1 WHERE id = ?1");
@@ -222,7 +217,7 @@ TEST_CASE("postgres store: a statement whose preparation a failed transaction sk
 TEST_CASE("postgres store: a statement prepared per call is prepared on the server once, and comes back cleared",
           "[store][postgres]") {
   TempDir dir("store-pg-kept");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   for (int i = 1; i <= 5; ++i) {
     auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
@@ -302,7 +297,7 @@ TEST_CASE("sqlite store: a read left on a row across a commit is found and reset
 TEST_CASE("postgres store: the first transaction after the server restarted runs on a new connection",
           "[store][postgres]") {
   TempDir dir("store-pg-begin-restart");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
   REQUIRE(db->Begin().ok());
@@ -321,7 +316,7 @@ TEST_CASE("postgres store: the first transaction after the server restarted runs
 
 TEST_CASE("postgres store: a transaction of thousands of writes reads their replies as it goes", "[store][postgres]") {
   TempDir dir("store-pg-pipeline-long");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   auto db = OpenItems(*server);
   auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
   REQUIRE(db->Begin().ok());
@@ -348,7 +343,7 @@ TEST_CASE("postgres store: the leader's fence goes with the commit, after a take
           "of it is kept, and the leadership hears the epoch in force",
           "[store][postgres]") {
   TempDir dir("store-pg-fence");
-  auto server = StartPostgres(dir);
+  auto server = StartPostgres(dir.path());
   weft::store::StoreOptions options;
   options.backend = weft::store::Backend::kPostgres;
   options.conninfo = server->conninfo();

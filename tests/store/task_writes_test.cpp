@@ -23,6 +23,8 @@ using weft::testing::ExecStore;
 using weft::testing::InsertCommittedTasks;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
+using weft::testing::PostgresStoreOptions;
+using weft::testing::StartPostgres;
 using weft::testing::PostgresServer;
 using weft::testing::QueryStoreInt;
 using weft::testing::TempDir;
@@ -275,14 +277,11 @@ TEST_CASE("store task writes: a waiting task made ready and taken in one transac
 
 TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are not committed", "[store][postgres]") {
   TempDir dir("task-writes-fence");
-  auto server = PostgresServer::Start(dir / "postgres");
-  if (!server.ok()) FAIL(server.status().ToString());
-  weft::store::StoreOptions options;
-  options.backend = weft::store::Backend::kPostgres;
-  options.conninfo = (*server)->conninfo();
+  auto server = StartPostgres(dir.path());
+  weft::store::StoreOptions options = PostgresStoreOptions(*server);
   auto opened = Store::Open(dir / "unused.db", options);
   Store& store = Opened(opened);
-  REQUIRE((*server)->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
+  REQUIRE(server->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
                           "INSERT INTO weft_leader VALUES (1, 1)").ok());
   std::optional<std::int64_t> ours = 1;
   store.SetLeaderFence({.epoch = [&] { return ours; },
@@ -295,7 +294,7 @@ TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are no
   REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
   REQUIRE(store.Commit().ok());
 
-  REQUIRE((*server)->Exec("UPDATE weft_leader SET epoch = 2").ok());
+  REQUIRE(server->Exec("UPDATE weft_leader SET epoch = 2").ok());
   REQUIRE(store.Begin().ok());
   REQUIRE(Finish(store, ids[0], 1, 3000).ok());
   REQUIRE(store.LeaseTask(ids[1], 1, "host-a", 9000, 3000).ok());
@@ -304,7 +303,7 @@ TEST_CASE("postgres store: a deposed leader's gathered takes and finishes are no
   CHECK(committed.code() == weft::Code::kUnavailable);
   CHECK(committed.message() == "another weftd took over as leader");
   REQUIRE(store.Rollback().ok());
-  CHECK((*server)->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value() ==
+  CHECK(server->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value() ==
         "leased:1,queued:0,queued:0");
   store.SetLeaderFence({});
 }
@@ -313,14 +312,11 @@ TEST_CASE("postgres store: a leader's gathered writes carry the fence: they comm
           "missed task is named, and after a takeover the takeover is what the commit reports",
           "[store][postgres]") {
   TempDir dir("task-writes-fenced");
-  auto server = PostgresServer::Start(dir / "postgres");
-  if (!server.ok()) FAIL(server.status().ToString());
-  weft::store::StoreOptions options;
-  options.backend = weft::store::Backend::kPostgres;
-  options.conninfo = (*server)->conninfo();
+  auto server = StartPostgres(dir.path());
+  weft::store::StoreOptions options = PostgresStoreOptions(*server);
   auto opened = Store::Open(dir / "unused.db", options);
   Store& store = Opened(opened);
-  REQUIRE((*server)->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
+  REQUIRE(server->Exec("CREATE TABLE weft_leader (id integer PRIMARY KEY, epoch bigint NOT NULL); "
                           "INSERT INTO weft_leader VALUES (1, 1)").ok());
   std::vector<std::int64_t> heard;
   store.SetLeaderFence({.epoch = [] { return std::optional<std::int64_t>(1); },
@@ -331,7 +327,7 @@ TEST_CASE("postgres store: a leader's gathered writes carry the fence: they comm
                         }});
   const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
   auto rows = [&] {
-    return (*server)->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value();
+    return server->Query("SELECT string_agg(state || ':' || attempt, ',' ORDER BY id) FROM tasks").value();
   };
 
   // In force: the writes and the fence commit together, the epoch's row locked until then.
@@ -356,7 +352,7 @@ TEST_CASE("postgres store: a leader's gathered writes carry the fence: they comm
 
   // Deposed, with a stale finish too: the takeover is reported, nothing is kept.
   heard.clear();
-  REQUIRE((*server)->Exec("UPDATE weft_leader SET epoch = 2").ok());
+  REQUIRE(server->Exec("UPDATE weft_leader SET epoch = 2").ok());
   REQUIRE(store.Begin().ok());
   REQUIRE(Finish(store, ids[0], 1, 3000).ok());
   REQUIRE(Finish(store, ids[1], 2, 3000).ok());

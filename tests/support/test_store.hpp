@@ -60,6 +60,22 @@ inline Result<std::unique_ptr<store::Store>> OpenStore(const std::filesystem::pa
   return store::Store::Open(path, options);
 }
 
+// A PostgreSQL server of its own in `dir`, for a case that needs PostgreSQL
+// whichever backend the suite runs on; the test fails when it does not start.
+inline std::unique_ptr<PostgresServer> StartPostgres(const std::filesystem::path& dir) {
+  auto server = PostgresServer::Start(dir / "postgres");
+  if (!server.ok()) FAIL(server.status().ToString());
+  return std::move(*server);
+}
+
+// Options that open a Store on `server`'s own database.
+inline store::StoreOptions PostgresStoreOptions(const PostgresServer& server) {
+  store::StoreOptions options;
+  options.backend = store::Backend::kPostgres;
+  options.conninfo = server.conninfo();
+  return options;
+}
+
 // The store `opened` holds; the test fails with the error when it did not open.
 inline store::Store& Opened(Result<std::unique_ptr<store::Store>>& opened) {
   if (!opened.ok()) FAIL(opened.status().ToString());
