@@ -75,17 +75,20 @@ struct Options {
   int runs = 5;
   int raw_ms = 1000;  // length of one raw round-trip run
   std::string store;  // "postgres": compare the store backends instead
+  int idle_spin_us = -1;  // weftd's [server] idle_spin_us; -1 leaves its default
 };
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "weft-bench dispatch: %s\n"
                "usage: weft-bench dispatch [--hosts N] [--tasks M] [--runs R] [--raw-ms MS] [--store postgres]\n"
+               "                           [--idle-spin-us US]\n"
                "  --hosts N    simulated hosts, one thread each (default 4)\n"
                "  --tasks M    tasks dispatched per run (default 10000)\n"
                "  --runs R     repetitions; medians are reported (default 5)\n"
                "  --raw-ms MS  length of each raw ZeroMQ round-trip run (default 1000)\n"
-               "  --store postgres  finish+take with the store on PostgreSQL against SQLite\n",
+               "  --store postgres  finish+take with the store on PostgreSQL against SQLite\n"
+               "  --idle-spin-us US  weftd's [server] idle_spin_us (default: weftd's own)\n",
                problem.c_str());
   return 2;
 }
@@ -237,7 +240,8 @@ class Scraper {
 Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bin, const Options& opts,
                                    bool combined, bool metrics = true, const std::string& store = "sqlite") {
   ScratchDir dir("weft-bench");
-  testing::WeftdOptions options = BenchWeftd(weftd_bin, dir.path());
+  testing::WeftdOptions options = BenchWeftd(
+      weftd_bin, dir.path(), opts.idle_spin_us < 0 ? "" : "idle_spin_us = " + std::to_string(opts.idle_spin_us) + "\n");
   if (!metrics) options.extra_toml = "[metrics]\nenabled = false\n";
   options.store = store;
   testing::Weftd weftd(options, testing::Weftd::Deferred{});
@@ -397,6 +401,8 @@ int Dispatch(const std::vector<std::string>& args) {
     } else if (a == "--store") {
       if (i + 1 >= args.size() || args[++i] != "postgres") return Usage("--store takes postgres");
       opts.store = args[i];
+    } else if (a == "--idle-spin-us") {
+      if (!value(0, 10'000, &opts.idle_spin_us)) return Usage("--idle-spin-us needs a number from 0 to 10000");
     } else if (a == "--help" || a == "-h") {
       Usage("measures weftd's task dispatch against raw ZeroMQ round trips");
       return 0;
