@@ -74,12 +74,12 @@ std::string ToDollarParameters(std::string_view sql, int* params) {
 }
 
 // A statement of the PostgreSQL backend: its text with $N parameters, the
-// values bound as text, and the whole result of its last run.
+// values bound (as text, or in binary form), and the whole result of its last run.
 class PostgresStatement final : public StatementBackend {
  public:
   PostgresStatement(PostgresDatabase* db, std::string text, int params)
       : db_(db), text_(std::move(text)), what_("'" + text_.substr(0, 60) + "'"),
-        values_(static_cast<std::size_t>(params)) {}
+        values_(static_cast<std::size_t>(params)), formats_(static_cast<std::size_t>(params), 0) {}
   ~PostgresStatement() override {
     // Gone with the connection it was prepared on, else given back.
     if (!prepared_ || prepared_->generation != db_->generation_ || !db_->conn_ || db_->closing_) return;
@@ -102,10 +102,18 @@ class PostgresStatement final : public StatementBackend {
     row_ = -1;
     rows_ = 0;
     for (auto& v : values_) v.reset();
+    if (binary_) std::fill(formats_.begin(), formats_.end(), 0);
+    binary_ = false;
     bind_error_.clear();
   }
   void Bind(int index, std::int64_t value) override { Set(index, std::to_string(value)); }
   void Bind(int index, std::string_view value) override { Set(index, std::string(value)); }
+  void BindBinary(int index, std::string_view bytes) override {
+    if (!Valid(index)) return;
+    Set(index, std::string(bytes));
+    formats_[static_cast<std::size_t>(index - 1)] = 1;
+    binary_ = true;
+  }
   void BindNull(int index) override {
     if (Valid(index)) values_[static_cast<std::size_t>(index - 1)].reset();
   }
@@ -159,7 +167,9 @@ class PostgresStatement final : public StatementBackend {
     return false;
   }
   void Set(int index, std::string value) {
-    if (Valid(index)) values_[static_cast<std::size_t>(index - 1)] = std::move(value);
+    if (!Valid(index)) return;
+    values_[static_cast<std::size_t>(index - 1)] = std::move(value);
+    formats_[static_cast<std::size_t>(index - 1)] = 0;
   }
 
   std::vector<const char*> Values() const {
@@ -168,6 +178,15 @@ class PostgresStatement final : public StatementBackend {
     for (const auto& v : values_) values.push_back(v ? v->c_str() : nullptr);
     return values;
   }
+  // Only with a value in binary form (libpq needs the length of those; text ends at its NUL).
+  std::vector<int> Lengths() const {
+    std::vector<int> lengths;
+    if (!binary_) return lengths;
+    lengths.reserve(values_.size());
+    for (const auto& v : values_) lengths.push_back(v ? static_cast<int>(v->size()) : 0);
+    return lengths;
+  }
+  const int* Formats() const { return binary_ ? formats_.data() : nullptr; }
 
   // A statement run once (most of those prepared per call) is sent with its
   // text; from its second run on it is prepared on the server.
@@ -185,18 +204,19 @@ class PostgresStatement final : public StatementBackend {
       return db_->ReadLast();
     }
     const std::vector<const char*> values = Values();
+    const std::vector<int> lengths = Lengths();
     const int n = static_cast<int>(values.size());
     const bool prepare = NextRunPrepared();
     auto send = [&]() -> PGresult* {
       PGconn* c = db_->conn_;
-      if (!prepare) return PQexecParams(c, text_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+      if (!prepare) return PQexecParams(c, text_.c_str(), n, nullptr, values.data(), lengths.data(), Formats(), 0);
       if (prepared_->generation != db_->generation_) {
         PGresult* made = PQprepare(c, name_.c_str(), text_.c_str(), n, nullptr);
         if (PQresultStatus(made) != PGRES_COMMAND_OK) return made;
         PQclear(made);
         prepared_->generation = db_->generation_;
       }
-      return PQexecPrepared(c, name_.c_str(), n, values.data(), nullptr, nullptr, 0);
+      return PQexecPrepared(c, name_.c_str(), n, values.data(), lengths.data(), Formats(), 0);
     };
     return db_->Run(send, what_);
   }
@@ -204,12 +224,13 @@ class PostgresStatement final : public StatementBackend {
   // Sends it in pipeline mode (preparing it first when it must be); its reply is awaited.
   Status Send(int expected_changes, Status otherwise) {
     const std::vector<const char*> values = Values();
+    const std::vector<int> lengths = Lengths();
     const int n = static_cast<int>(values.size());
     PGconn* c = db_->conn_;
     PostgresDatabase::Awaited awaited{.what = what_, .expected_changes = expected_changes,
                                       .otherwise = std::move(otherwise), .prepared = nullptr};
     if (!NextRunPrepared()) {
-      if (!PQsendQueryParams(c, text_.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+      if (!PQsendQueryParams(c, text_.c_str(), n, nullptr, values.data(), lengths.data(), Formats(), 0))
         return db_->SendFailed(what_);
       return db_->Await(std::move(awaited));
     }
@@ -219,7 +240,8 @@ class PostgresStatement final : public StatementBackend {
       WEFT_RETURN_IF_ERROR(db_->Await(
           {.what = "prepare of " + what_, .expected_changes = -1, .otherwise = Status::Ok(), .prepared = prepared_}));
     }
-    if (!PQsendQueryPrepared(c, name_.c_str(), n, values.data(), nullptr, nullptr, 0)) return db_->SendFailed(what_);
+    if (!PQsendQueryPrepared(c, name_.c_str(), n, values.data(), lengths.data(), Formats(), 0))
+      return db_->SendFailed(what_);
     return db_->Await(std::move(awaited));
   }
 
@@ -227,6 +249,8 @@ class PostgresStatement final : public StatementBackend {
   std::string text_;
   std::string what_;  // for messages
   std::vector<std::optional<std::string>> values_;
+  std::vector<int> formats_;  // per value: 0 text, 1 binary
+  bool binary_ = false;       // some value is in binary form
   std::string bind_error_;
   std::string name_;                        // empty until prepared on the server
   std::shared_ptr<PreparedMark> prepared_;  // made with the name

@@ -53,6 +53,9 @@ class SqliteStatement final : public StatementBackend {
     text.assign(value);
     Check(sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_STATIC, SQLITE_UTF8));
   }
+  void BindBinary(int index, std::string_view bytes) override {
+    Check(sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  }
   void BindNull(int index) override { Check(sqlite3_bind_null(stmt_, index)); }
 
   Result<bool> Step() override {

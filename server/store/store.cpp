@@ -797,65 +797,141 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
 // whose plan could turn into a scan of every task), and the ids are read
 // through a subquery so that the planner does not see how many there are:
 // then it keeps one plan for every batch, where planning each one cost more
-// than the UPDATE. `array_position` finds a row's element (batches are small).
-// With `fenced`, the statement also checks the leader's fence (?14, the
+// than the UPDATE.
+// A row finds its element of the arrays in one of two ways. `by_id`: the
+// arrays' subscripts are the task ids themselves (an array's lower bound is
+// the smallest id of the batch; ids not written are NULL), so each value is
+// read as `(?N)[t.id]`; the ids of a batch are mostly close together (the
+// tasks just taken and those being taken). Else, when they are far apart,
+// `array_position` finds it. The arrays but ?4 go in binary form (ArrayBinary):
+// the server reads them without parsing text. ?14, the fences in the order of
+// the ids (?2 may have gaps), is what weft_task_writes_missed reads. The rows
+// written are counted as an array (ARRAY(SELECT ...)), not with an aggregate:
+// the executor sets that up for less at every run.
+// With `fenced`, the statement also checks the leader's fence (?15, the
 // epoch this weftd leads with; see SendFence) once every write found its
 // task: the last statement before COMMIT is then the only one.
-std::string WriteTasksSql(bool fenced) {
-  return std::string(R"sql(
+std::string WriteTasksSql(bool fenced, bool by_id) {
+  // @ stands for a row's subscript in the arrays, FENCE for the leader's fence.
+  std::string sql = R"sql(
 WITH changed AS (
-  UPDATE tasks t SET state = (?4::task_state[])[array_position(?1::bigint[], t.id)],
-    attempt = COALESCE((?3::bigint[])[array_position(?1::bigint[], t.id)], t.attempt),
-    host_id = COALESCE((?5::text[])[array_position(?1::bigint[], t.id)], t.host_id),
-    lease_until_ms = (?6::bigint[])[array_position(?1::bigint[], t.id)],
-    updated_at_ms = (?7::bigint[])[array_position(?1::bigint[], t.id)],
-    taken_at_ms = CASE WHEN (?2::bigint[])[array_position(?1::bigint[], t.id)] IS NULL
-                       THEN (?7::bigint[])[array_position(?1::bigint[], t.id)] ELSE t.taken_at_ms END,
-    attempt_status = (?8::text[])[array_position(?1::bigint[], t.id)],
-    message = COALESCE((?9::text[])[array_position(?1::bigint[], t.id)], t.message),
-    result = COALESCE((?10::text[])[array_position(?1::bigint[], t.id)], t.result),
-    stdout = COALESCE((?11::text[])[array_position(?1::bigint[], t.id)], t.stdout),
-    stderr = COALESCE((?12::text[])[array_position(?1::bigint[], t.id)], t.stderr),
-    finished_at_ms = COALESCE((?13::bigint[])[array_position(?1::bigint[], t.id)], t.finished_at_ms)
+  UPDATE tasks t SET state = (?4::task_state[])[@],
+    attempt = COALESCE((?3::bigint[])[@], t.attempt),
+    host_id = COALESCE((?5::text[])[@], t.host_id),
+    lease_until_ms = (?6::bigint[])[@],
+    updated_at_ms = (?7::bigint[])[@],
+    taken_at_ms = CASE WHEN (?2::bigint[])[@] IS NULL THEN (?7::bigint[])[@] ELSE t.taken_at_ms END,
+    attempt_status = (?8::text[])[@],
+    message = COALESCE((?9::text[])[@], t.message),
+    result = COALESCE((?10::text[])[@], t.result),
+    stdout = COALESCE((?11::text[])[@], t.stdout),
+    stderr = COALESCE((?12::text[])[@], t.stderr),
+    finished_at_ms = COALESCE((?13::bigint[])[@], t.finished_at_ms)
   WHERE t.id = ANY(CAST((SELECT ?1::bigint[]) AS bigint[]))
-    AND t.attempt = COALESCE((?2::bigint[])[array_position(?1::bigint[], t.id)], t.attempt)
+    AND t.attempt = COALESCE((?2::bigint[])[@], t.attempt)
   RETURNING t.id)
-SELECT CASE WHEN COUNT(*) = cardinality(?1::bigint[]) THEN )sql") +
-         (fenced ? "1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE id = 1 AND epoch = ?14 FOR SHARE) AS INTEGER)"
-                 : "0") +
-         R"sql(
-  ELSE weft_task_writes_missed(?1::bigint[], ?2::bigint[], array_agg(id)) END FROM changed
+SELECT CASE WHEN cardinality(ARRAY(SELECT id FROM changed)) = cardinality(?1::bigint[]) THEN FENCE
+  ELSE weft_task_writes_missed(?1::bigint[], ?14::bigint[], ARRAY(SELECT id FROM changed)) END
 )sql";
+  auto replace = [&sql](std::string_view what, std::string_view with) {
+    for (std::size_t at = sql.find(what); at != std::string::npos; at = sql.find(what, at + with.size()))
+      sql.replace(at, what.size(), with);
+  };
+  replace("@", by_id ? "t.id" : "array_position(?1::bigint[], t.id)");
+  replace("FENCE", fenced ? "1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE id = 1 AND epoch = ?15 FOR SHARE) "
+                            "AS INTEGER)"
+                          : "0");
+  return sql;
 }
 
-// One array parameter of WriteTasksSql, in PostgreSQL's text form: {1,NULL,"a \"b\""}.
+// Whether a batch of task writes with these ids (ascending) goes by id (see
+// WriteTasksSql): when its arrays would hold few ids not written (each is a
+// NULL the server reads), and the ids fit an array's subscripts (32 bits).
+bool WritesById(std::int64_t lowest, std::int64_t highest, std::size_t count) {
+  constexpr std::int64_t kMaxSubscript = 2147483647;
+  return lowest >= 1 && highest <= kMaxSubscript &&
+         highest - lowest < 4 * static_cast<std::int64_t>(count) + 32;
+}
+
+// One array parameter of WriteTasksSql, in PostgreSQL's text form: {"a","b \"c\"",NULL},
+// or [5:7]={...} for one whose subscripts start at 5.
 class ArrayText {
  public:
-  void Add(std::int64_t value) {
-    Next();
-    text_ += std::to_string(value);
-  }
+  explicit ArrayText(std::int64_t lower = 1) : lower_(lower) {}
   void Add(std::string_view value) {
     Next();
-    text_ += '"';
+    body_ += '"';
     for (char c : value) {
-      if (c == '"' || c == '\\') text_ += '\\';
-      text_ += c;
+      if (c == '"' || c == '\\') body_ += '\\';
+      body_ += c;
     }
-    text_ += '"';
+    body_ += '"';
   }
   void AddNull() {
     Next();
-    text_ += "NULL";
+    body_ += "NULL";
   }
-  const std::string& Done() {
-    text_ += '}';
-    return text_;
+  std::string Done() const {
+    const std::string bounds =
+        lower_ == 1 ? "" : "[" + std::to_string(lower_) + ":" + std::to_string(lower_ + count_ - 1) + "]=";
+    return bounds + "{" + body_ + "}";
   }
 
  private:
-  void Next() { text_ += text_.size() == 1 ? "" : ","; }
-  std::string text_ = "{";
+  void Next() {
+    if (count_++ > 0) body_ += ',';
+  }
+  std::int64_t lower_;
+  std::int64_t count_ = 0;
+  std::string body_;
+};
+
+// One array parameter of WriteTasksSql in PostgreSQL's binary form, the one
+// its array_recv reads: one dimension (its length and lower bound), then each
+// element as its length in bytes (-1: NULL) and its bytes; integers are
+// big-endian. The server reads it without parsing text.
+class ArrayBinary {
+ public:
+  static constexpr std::uint32_t kInt8 = 20;  // the OIDs of the element types (fixed in PostgreSQL)
+  static constexpr std::uint32_t kText = 25;
+  explicit ArrayBinary(std::uint32_t element_type, std::int64_t lower = 1)
+      : element_type_(element_type), lower_(lower) {}
+  void Add(std::int64_t value) {
+    Put(body_, 8);
+    const auto bits = static_cast<std::uint64_t>(value);
+    for (int shift = 56; shift >= 0; shift -= 8) body_ += static_cast<char>((bits >> shift) & 0xff);
+    ++count_;
+  }
+  void Add(std::string_view value) {
+    Put(body_, static_cast<std::uint32_t>(value.size()));
+    body_ += value;
+    ++count_;
+  }
+  void AddNull() {
+    Put(body_, 0xffffffffU);  // -1
+    has_null_ = true;
+    ++count_;
+  }
+  std::string Done() const {
+    std::string out;
+    out.reserve(20 + body_.size());
+    Put(out, 1);  // dimensions
+    Put(out, has_null_ ? 1 : 0);
+    Put(out, element_type_);
+    Put(out, static_cast<std::uint32_t>(count_));
+    Put(out, static_cast<std::uint32_t>(lower_));
+    return out + body_;
+  }
+
+ private:
+  static void Put(std::string& to, std::uint32_t value) {
+    for (int shift = 24; shift >= 0; shift -= 8) to += static_cast<char>((value >> shift) & 0xff);
+  }
+  std::uint32_t element_type_;
+  std::int64_t lower_;
+  std::int64_t count_ = 0;
+  bool has_null_ = false;
+  std::string body_;
 };
 
 // A gathered take or attempt end: the values of one row of WriteTasksSql.
@@ -929,7 +1005,8 @@ struct Store::Impl {
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
   sql::Statement set_open_task_state;  // SetTaskState of a task with no attempt to archive, to a state not final
-  sql::Statement write_tasks, write_tasks_fenced;  // PostgreSQL only: WriteTasksSql
+  // PostgreSQL only: WriteTasksSql, [by_id][fenced].
+  sql::Statement write_tasks[2][2];
   std::vector<TaskWrite> task_writes;  // gathered, not sent yet
   std::optional<std::int64_t> write_fence_epoch;  // set by SendFence: the fence goes with the writes
   std::unordered_set<std::int64_t> task_write_ids;
@@ -1087,9 +1164,12 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());
   WEFT_RETURN_IF_ERROR(PrepareAll());
-  WEFT_ASSIGN_OR_RETURN(impl_->write_tasks, db.Prepare(WriteTasksSql(false)));
-  // Sent to the server at its first run: weft_leader is server/leader's, made when it starts.
-  WEFT_ASSIGN_OR_RETURN(impl_->write_tasks_fenced, db.Prepare(WriteTasksSql(true)));
+  // Sent to the server at their first run: weft_leader is server/leader's, made when it starts.
+  for (const bool by_id : {false, true}) {
+    for (const bool fenced : {false, true}) {
+      WEFT_ASSIGN_OR_RETURN(impl_->write_tasks[by_id][fenced], db.Prepare(WriteTasksSql(fenced, by_id)));
+    }
+  }
   db.SetBeforeStatement([this] { return SendTaskWrites(); });
   WEFT_LOG(kInfo, "store") << "the store is " << path_.string() << ", schema version " << schema_version_;
   return Status::Ok();
@@ -1429,47 +1509,65 @@ Result<TaskCounts> Store::CountTasks() {
 Status Store::SendTaskWrites() {
   Impl& i = *impl_;
   if (i.task_writes.empty()) return Status::Ok();
-  ArrayText ids, fences, attempts, states, hosts, leases, nows, statuses, messages, results, stdouts, stderrs,
-      finished;
-  auto add = [](ArrayText& array, const auto& value) {
+  std::vector<TaskWrite> writes = std::move(i.task_writes);
+  i.task_writes.clear();
+  i.task_write_ids.clear();
+  std::sort(writes.begin(), writes.end(), [](const TaskWrite& a, const TaskWrite& b) { return a.id < b.id; });
+  const bool by_id = WritesById(writes.front().id, writes.back().id, writes.size());
+  const std::int64_t lower = by_id ? writes.front().id : 1;
+  using B = ArrayBinary;
+  B ids(B::kInt8), fences_in_order(B::kInt8);
+  B fences(B::kInt8, lower), attempts(B::kInt8, lower), hosts(B::kText, lower), leases(B::kInt8, lower),
+      nows(B::kInt8, lower), statuses(B::kText, lower), messages(B::kText, lower), results(B::kText, lower),
+      stdouts(B::kText, lower), stderrs(B::kText, lower), finished(B::kInt8, lower);
+  ArrayText states(lower);  // task_state's OID is the database's own: sent as text
+  auto add = [](ArrayBinary& array, const auto& value) {
     if (value) {
       array.Add(*value);
     } else {
       array.AddNull();
     }
   };
-  for (const TaskWrite& w : i.task_writes) {
+  std::int64_t next = lower;  // by id: the subscript of the next element
+  for (const TaskWrite& w : writes) {
+    for (; by_id && next < w.id; ++next) {
+      for (B* a : {&fences, &attempts, &hosts, &leases, &nows, &statuses, &messages, &results, &stdouts, &stderrs,
+                   &finished})
+        a->AddNull();
+      states.AddNull();
+    }
+    ++next;
     ids.Add(w.id);
+    add(fences_in_order, w.fence);
     add(fences, w.fence);
     add(attempts, w.attempt);
     states.Add(w.state);
     add(hosts, w.host_id);
     leases.Add(w.lease_until_ms);
     nows.Add(w.now_ms);
-    statuses.Add(w.attempt_status);
+    statuses.Add(std::string_view(w.attempt_status));
     add(messages, w.message);
     add(results, w.result);
     add(stdouts, w.stdout_tail);
     add(stderrs, w.stderr_tail);
     add(finished, w.finished_at_ms);
   }
-  i.task_writes.clear();
-  i.task_write_ids.clear();
-  sql::Statement& write =
-      i.write_fence_epoch ? i.write_tasks_fenced.Reset().Bind(14, *i.write_fence_epoch) : i.write_tasks.Reset();
-  return write.Bind(1, ids.Done())
-      .Bind(2, fences.Done())
-      .Bind(3, attempts.Done())
+  sql::Statement& write = i.write_tasks[by_id][i.write_fence_epoch.has_value()].Reset();
+  if (i.write_fence_epoch) write.Bind(15, *i.write_fence_epoch);
+  return write.BindBinary(1, ids.Done())
+      .BindBinary(2, fences.Done())
+      .BindBinary(3, attempts.Done())
       .Bind(4, states.Done())
-      .Bind(5, hosts.Done())
-      .Bind(6, leases.Done())
-      .Bind(7, nows.Done())
-      .Bind(8, statuses.Done())
-      .Bind(9, messages.Done())
-      .Bind(10, results.Done())
-      .Bind(11, stdouts.Done())
-      .Bind(12, stderrs.Done())
-      .Bind(13, finished.Done())
+      .BindBinary(5, hosts.Done())
+      .BindBinary(6, leases.Done())
+      .BindBinary(7, nows.Done())
+      .BindBinary(8, statuses.Done())
+      .BindBinary(9, messages.Done())
+      .BindBinary(10, results.Done())
+      .BindBinary(11, stdouts.Done())
+      .BindBinary(12, stderrs.Done())
+      .BindBinary(13, finished.Done())
+      .BindBinary(14, fences_in_order.Done())
       .RunDeferred();
 }
 

@@ -391,3 +391,50 @@ TEST_CASE("postgres store: the leader's fence goes with the commit, after a take
   CHECK(tasks() == "1");
   store.SetLeaderFence({});
 }
+
+TEST_CASE("postgres store: a value bound in binary form reaches the server as it is, beside text ones, and the "
+          "next run of the statement binds text again",
+          "[store][postgres]") {
+  TempDir dir("store-pg-binary");
+  auto server = StartPostgres(dir.path());
+  auto db = OpenItems(*server);
+  // bigint[] {7, NULL, -2} with subscripts from 5, in array_recv's form: one
+  // dimension, has NULLs, element type int8 (OID 20), 3 elements from 5; each
+  // element its length (-1: NULL) and its bytes, all big-endian.
+  const std::string array("\0\0\0\1" "\0\0\0\1" "\0\0\0\x14" "\0\0\0\3" "\0\0\0\5"
+                          "\0\0\0\x08" "\0\0\0\0\0\0\0\x07"
+                          "\xff\xff\xff\xff"
+                          "\0\0\0\x08" "\xff\xff\xff\xff\xff\xff\xff\xfe",
+                          20 + 12 + 4 + 12);
+  const std::string text = R"(say "hi", {x} \)";  // as it is: no quotes or escapes as in an array's text
+  auto read = Prepared(*db,
+                       "SELECT array_lower(?1::bigint[], 1) || ':' || array_upper(?1::bigint[], 1) || ' ' || "
+                       "array_to_string(?1::bigint[], ',', 'null') || ' ' || ?2::text || ' ' || ?3::bigint");
+  for (int run = 0; run < 3; ++run) {  // the first run is sent with its text, the next ones prepared
+    INFO("run " << run);
+    REQUIRE(read.Reset().BindBinary(1, array).BindBinary(2, text).Bind(3, 42).Step().value());
+    CHECK(read.Text(0) == "5:7 7,null,-2 " + text + " 42");
+  }
+  // Bound as text again after a reset: '{1,2}' is parsed, not read as bytes.
+  REQUIRE(read.Reset().Bind(1, "{1,2}").Bind(2, "b").Bind(3, 1).Step().value());
+  CHECK(read.Text(0) == "1:2 1,2 b 1");
+  // In a transaction (pipeline mode) too.
+  REQUIRE(db->Begin().ok());
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) SELECT i, i * 10 FROM unnest(?1::bigint[]) AS i "
+                              "WHERE i IS NOT NULL");
+  REQUIRE(insert.BindBinary(1, array).RunDeferred().ok());
+  REQUIRE(db->Commit().ok());
+  CHECK(server->Query("SELECT string_agg(id || '=' || n, ',' ORDER BY id) FROM items").value() == "-2=-20,7=70");
+}
+
+TEST_CASE("sqlite store: a value bound in binary form is a blob of its bytes", "[store]") {
+  TempDir dir("store-sqlite-binary");
+  weft::store::sql::SqliteDatabase db;
+  REQUIRE(db.Open((dir / "binary.db").string(), 1000).ok());
+  auto read = db.Prepare("SELECT typeof(?1), hex(?1), length(?1)");
+  REQUIRE(read.ok());
+  REQUIRE(read->BindBinary(1, std::string("\0\x01\xff", 3)).Step().value());
+  CHECK(read->Text(0) == "blob");
+  CHECK(read->Text(1) == "0001FF");
+  CHECK(read->Int(2) == 3);
+}

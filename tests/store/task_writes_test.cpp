@@ -364,3 +364,91 @@ TEST_CASE("postgres store: a leader's gathered writes carry the fence: they comm
   CHECK(rows() == "leased:1,leased:1,queued:0");
   store.SetLeaderFence({});
 }
+
+TEST_CASE("store task writes: takes and finishes of tasks close together, with others between them, and far apart "
+          "each write their own task's values and no other task's",
+          "[store]") {
+  TempDir dir("task-writes-spread");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  // On PostgreSQL a batch whose ids are close goes by id, one whose ids are far apart finds each by its position.
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 100);
+  const std::vector<int> close = {0, 2, 3, 7};
+  REQUIRE(store.Begin().ok());
+  for (int k : close)
+    REQUIRE(store.LeaseTask(ids[k], 1, "host-" + std::to_string(k), 9000 + k, 2000 + k).ok());
+  REQUIRE(store.Commit().ok());
+  for (int k : close) {
+    INFO("task " << k);
+    const TaskRecord t = Task(store, ids[k]);
+    CHECK(t.state == TaskState::kLeased);
+    CHECK(t.host_id == "host-" + std::to_string(k));
+    CHECK(t.lease_until_ms == 9000 + k);
+    CHECK(t.updated_at_ms == 2000 + k);
+  }
+
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[7], 1, 3007, "seven").ok());
+  REQUIRE(store.LeaseTask(ids[99], 1, "host-99", 9099, 3099).ok());
+  REQUIRE(Finish(store, ids[2], 1, 3002, "two").ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-1", 9001, 3001).ok());
+  REQUIRE(store.Commit().ok());
+  const TaskRecord seven = Task(store, ids[7]);
+  CHECK(seven.state == TaskState::kSucceeded);
+  CHECK(seven.message == "seven");
+  CHECK(seven.updated_at_ms == 3007);
+  CHECK(seven.host_id == "host-7");
+  const TaskRecord two = Task(store, ids[2]);
+  CHECK(two.state == TaskState::kSucceeded);
+  CHECK(two.message == "two");
+  CHECK(two.updated_at_ms == 3002);
+  CHECK(Task(store, ids[99]).host_id == "host-99");
+  CHECK(Task(store, ids[99]).lease_until_ms == 9099);
+  CHECK(Task(store, ids[1]).host_id == "host-1");
+  CHECK(Task(store, ids[1]).updated_at_ms == 3001);
+  for (int k : {4, 5, 6, 98}) {
+    INFO("untouched task " << k);
+    const TaskRecord t = Task(store, ids[k]);
+    CHECK(t.state == TaskState::kQueued);
+    CHECK(t.attempt == 0);
+    CHECK(t.host_id.empty());
+  }
+
+  // A stale finish among close ones, with others between them, is the one named.
+  REQUIRE(store.Begin().ok());
+  Status ended = RunThenCommit(
+      store, [&] { return Finish(store, ids[3], 1, 4000); }, [&] { return Finish(store, ids[0], 2, 4000); },
+      [&] { return store.LeaseTask(ids[5], 1, "host-5", 9005, 4000); });
+  CHECK(ended.code() == weft::Code::kNotFound);
+  CHECK(ended.message() == "task " + std::to_string(ids[0]) + " is not at attempt 2");
+  REQUIRE(store.Rollback().ok());
+  CHECK(Task(store, ids[3]).state == TaskState::kLeased);
+}
+
+TEST_CASE("postgres store: gathered writes of tasks whose ids pass 2^31 commit, and a missed one is named",
+          "[store][postgres]") {
+  TempDir dir("task-writes-big-ids");
+  auto server = StartPostgres(dir.path());
+  auto opened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& store = Opened(opened);
+  // An array's subscripts are 32-bit: these ids cannot be its subscripts.
+  REQUIRE(server->Exec("ALTER TABLE tasks ALTER COLUMN id RESTART WITH 2147483646").ok());
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
+  REQUIRE(ids.back() == 2147483648);
+  REQUIRE(store.Begin().ok());
+  for (std::int64_t id : ids) REQUIRE(store.LeaseTask(id, 1, "host-" + std::to_string(id), 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+  for (std::int64_t id : ids) CHECK(Task(store, id).host_id == "host-" + std::to_string(id));
+
+  REQUIRE(store.Begin().ok());
+  Status ended = RunThenCommit(
+      store, [&] { return Finish(store, ids[0], 1, 3000); }, [&] { return Finish(store, ids[2], 3, 3000); });
+  CHECK(ended.message() == "task " + std::to_string(ids[2]) + " is not at attempt 3");
+  REQUIRE(store.Rollback().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[2], 1, 3000).ok());
+  REQUIRE(Finish(store, ids[1], 1, 3000).ok());
+  REQUIRE(store.Commit().ok());
+  CHECK(server->Query("SELECT string_agg(state::text, ',' ORDER BY id) FROM tasks").value() ==
+        "leased,succeeded,succeeded");
+}

@@ -39,6 +39,7 @@ class StatementBackend {
   virtual void Reset() = 0;
   virtual void Bind(int index, std::int64_t value) = 0;
   virtual void Bind(int index, std::string_view value) = 0;
+  virtual void BindBinary(int index, std::string_view bytes) = 0;
   virtual void BindNull(int index) = 0;
   virtual Result<bool> Step() = 0;
   virtual Status RunDeferred(int expected_changes, Status otherwise) = 0;
@@ -84,6 +85,12 @@ class Statement {
   }
   Statement& Bind(int index, std::string_view value) {
     backend_->Bind(index, value);
+    return *this;
+  }
+  // A value in the backend's binary form: on PostgreSQL the one its type's
+  // receive function reads (no text to parse on the server), on SQLite a blob.
+  Statement& BindBinary(int index, std::string_view bytes) {
+    backend_->BindBinary(index, bytes);
     return *this;
   }
   Statement& BindNull(int index) {
