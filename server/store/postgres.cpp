@@ -508,11 +508,24 @@ Result<std::unique_ptr<StatementBackend>> PostgresDatabase::PrepareNew(std::stri
   return std::unique_ptr<StatementBackend>(std::make_unique<PostgresStatement>(this, std::move(text), params));
 }
 
+bool PostgresDatabase::SendControl(Control& control) {
+  if (control.prepared->generation != generation_) {
+    if (!PQsendPrepare(conn_, control.name, control.text, 0, nullptr)) return false;
+    control.prepared->generation = generation_;
+    // Not run (an earlier statement of the pipeline failed): the mark is
+    // cleared, and the next one prepares it again. A failure read here is
+    // the pipeline's, which the statement itself reports.
+    (void)Await({.what = std::string("prepare of ") + control.text, .expected_changes = -1,
+                 .otherwise = Status::Ok(), .prepared = control.prepared});
+  }
+  return PQsendQueryPrepared(conn_, control.name, 0, nullptr, nullptr, nullptr, 0) == 1;
+}
+
 Status PostgresDatabase::Begin() {
   if (in_transaction_) return Status::Internal("BEGIN inside a transaction");
   if (pipelining_) {
     // Behind a commit in flight: run only if it commits (see the header).
-    if (!PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("BEGIN");
+    if (!SendControl(begin_)) return SendFailed("BEGIN");
     in_transaction_ = true;
     return Await("BEGIN");
   }
@@ -525,7 +538,7 @@ Status PostgresDatabase::Begin() {
   }
   if (PQenterPipelineMode(conn_) != 1)
     return Status::Internal("PostgreSQL would not enter pipeline mode: " + Trimmed(PQerrorMessage(conn_)));
-  if (!PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0)) {
+  if (!SendControl(begin_)) {
     // No transaction began: the next Begin() finds the connection gone and replaces it.
     Status failed = SendFailed("BEGIN");
     pipeline_failure_ = Status::Ok();
@@ -540,7 +553,7 @@ Status PostgresDatabase::Commit() {
   if (pipelining_) {
     // After a failure the transaction is aborted; its COMMIT would only roll back.
     if (!pipeline_failure_.ok()) return pipeline_failure_;
-    if (!PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("COMMIT");
+    if (!SendControl(commit_)) return SendFailed("COMMIT");
     WEFT_RETURN_IF_ERROR(Await("COMMIT"));
     // Still in the transaction on failure: the caller rolls back.
     WEFT_RETURN_IF_ERROR(EndPipeline());
@@ -561,7 +574,7 @@ Status PostgresDatabase::SendCommit() {
   if (!in_transaction_) return Status::Internal("COMMIT outside a transaction");
   // After a failure the transaction is aborted; its COMMIT would only roll back.
   if (!pipeline_failure_.ok()) return pipeline_failure_;
-  if (!PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0)) return SendFailed("COMMIT");
+  if (!SendControl(commit_)) return SendFailed("COMMIT");
   WEFT_RETURN_IF_ERROR(
       Await({.what = "COMMIT", .expected_changes = -1, .otherwise = Status::Ok(), .prepared = nullptr, .commit = true}));
   // The server sends its replies when asked to flush; the COMMIT's is wanted as soon as it is there.

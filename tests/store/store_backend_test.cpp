@@ -294,6 +294,56 @@ TEST_CASE("sqlite store: a read left on a row across a commit is found and reset
   CHECK(db.ResetActiveStatements().size() == 1);
 }
 
+namespace {
+
+// BEGIN and COMMIT as prepared on the server for `db`'s connection, "name=text,...".
+std::string Controls(PostgresDatabase& db) {
+  auto read = Prepared(db, "SELECT COALESCE(string_agg(name || '=' || statement, ',' ORDER BY name), '') "
+                           "FROM pg_prepared_statements WHERE name IN ('weft_begin', 'weft_commit')");
+  auto row = read.Step();
+  if (!row.ok() || !*row) FAIL(row.status().ToString());
+  return read.Text(0);
+}
+
+}  // namespace
+
+TEST_CASE("postgres store: BEGIN and COMMIT are prepared on the server once per connection, again when a failed "
+          "transaction skipped the preparation, and on a new connection",
+          "[store][postgres]") {
+  TempDir dir("store-pg-control");
+  auto server = StartPostgres(dir.path());
+  auto db = OpenItems(*server);
+  auto insert = Prepared(*db, "INSERT INTO items (id, n) VALUES (?1, ?2)");
+  // A refused insert aborts the pipeline after BEGIN, before COMMIT's preparation.
+  REQUIRE(db->Begin().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 10).RunDeferred().ok());
+  CHECK(insert.Reset().Bind(1, 1).Bind(2, 11).RunDeferred().ok());
+  CHECK_FALSE(db->Commit().ok());
+  REQUIRE(db->Rollback().ok());
+  CHECK(Controls(*db) == "weft_begin=BEGIN");
+
+  // The next commit prepares COMMIT; the ones after it run both as prepared.
+  for (int i = 2; i <= 4; ++i) {
+    REQUIRE(db->Begin().ok());
+    Status sent = insert.Reset().Bind(1, i).Bind(2, i * 10).RunDeferred();
+    Status committed = sent.ok() ? db->Commit() : sent;
+    if (!committed.ok()) FAIL(committed.ToString());
+  }
+  CHECK(Controls(*db) == "weft_begin=BEGIN,weft_commit=COMMIT");
+  CHECK(server->Query("SELECT string_agg(id::text, ',' ORDER BY id) FROM items").value() == "2,3,4");
+
+  Status restarted = server->Restart();
+  if (!restarted.ok()) FAIL(restarted.ToString());
+  for (int i = 5; i <= 6; ++i) {
+    REQUIRE(db->Begin().ok());
+    Status sent = insert.Reset().Bind(1, i).Bind(2, i * 10).RunDeferred();
+    Status committed = sent.ok() ? db->Commit() : sent;
+    if (!committed.ok()) FAIL(committed.ToString());
+  }
+  CHECK(Controls(*db) == "weft_begin=BEGIN,weft_commit=COMMIT");
+  CHECK(server->Query("SELECT COUNT(*) FROM items").value() == "5");
+}
+
 TEST_CASE("postgres store: the first transaction after the server restarted runs on a new connection",
           "[store][postgres]") {
   TempDir dir("store-pg-begin-restart");

@@ -152,11 +152,24 @@ class PostgresDatabase final : public Database {
     if (pipelining_ && !in_transaction_) (void)EndPipeline();
   }
   std::string NextName() { return "weft_" + std::to_string(++names_); }
+  // BEGIN or COMMIT in pipeline mode: prepared on the server once per
+  // connection, then only bound and run (sent as text, each was parsed and
+  // analyzed again at every transaction).
+  struct Control {
+    Control(const char* name, const char* text) : name(name), text(text) {}
+    const char* name;
+    const char* text;
+    std::shared_ptr<PreparedMark> prepared = std::make_shared<PreparedMark>();
+  };
+  // Sends it (its preparation first when this connection has none); false when libpq could not.
+  bool SendControl(Control& control);
 
   PostgresOptions options_;
   pg_conn* conn_ = nullptr;
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on
   std::uint64_t names_ = 0;
+  Control begin_{"weft_begin", "BEGIN"};
+  Control commit_{"weft_commit", "COMMIT"};
   bool in_transaction_ = false;
   bool closing_ = false;  // in the destructor
   bool pipelining_ = false;
