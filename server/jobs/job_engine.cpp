@@ -7,6 +7,7 @@
 
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/lifecycle.hpp"
+#include "weft/common/log.hpp"
 #include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
@@ -291,8 +292,24 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
   }
   req.before = NodeSpecs(job.before.layout);
   req.after = NodeSpecs(job.target.layout);
-  if (req.operation == planner::Operation::kDelete) req.after.clear();
+  if (req.operation == planner::Operation::kDelete) {
+    // A delete runs one DELETE per node, whatever the node runs: it plans even
+    // when a service on a node has no definition left.
+    req.after.clear();
+    for (planner::NodeSpec& n : req.before) n.services.clear();
+  }
   WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
+  // A service on a node that neither spec defines cannot be planned; say how to
+  // get out of it (a cluster stored that way by an older weftd's failed undo).
+  std::set<std::string_view> defined;
+  for (const planner::ServiceSpec& s : specs) defined.insert(s.name);
+  for (const auto* nodes : {&req.before, &req.after})
+    for (const planner::NodeSpec& n : *nodes)
+      for (const std::string& s : n.services)
+        if (!defined.count(s))
+          return Status::Invalid("node '" + n.id + "' runs service '" + s +
+                                 "', which the cluster's spec does not define; `weft cluster upgrade` puts the "
+                                 "catalog's definition of it back (`weft cluster delete` needs none)");
   req.services = std::move(specs);
   req.only_services = job.extras.only_services;
   req.wait_for_addresses = planner::NamesAddresses(job.target.spec.value("config", json::object())) ||
@@ -649,8 +666,14 @@ Status JobEngine::Finish(Run& run) {
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
       c.status = status;
       // The cluster lists what a failed undo could not remove, so that `cluster
-      // delete` removes it rather than finding nothing to do while machines live on.
-      if (operation == JobOperation::kUndo) c.layout_json = wire::Dump(LeftBehind(run));
+      // delete` removes it rather than finding nothing to do while machines live
+      // on, and its spec keeps the definition of every service left on a node,
+      // so that every later job (delete, remove-services, scale...) can plan it.
+      if (operation == JobOperation::kUndo) {
+        json left = LeftBehind(run);
+        c.spec_json = wire::Dump(LeftBehindSpec(run, left));
+        c.layout_json = wire::Dump(left);
+      }
     }));
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
@@ -760,6 +783,32 @@ json JobEngine::LeftBehind(const Run& run) {
   json layout = run.before.layout.is_object() ? run.before.layout : json::object();
   layout["nodes"] = std::move(nodes);
   return layout;
+}
+
+json JobEngine::LeftBehindSpec(const Run& run, const json& left) {
+  // The spec the undo went back to, with the services it was to remove and
+  // could not: their definitions come from the spec it started from.
+  json spec = run.target.spec.is_object() ? run.target.spec : json::object();
+  if (!spec.contains("services") || !spec["services"].is_object()) spec["services"] = json::object();
+  const json* had = nullptr;
+  if (auto it = run.before.spec.find("services"); it != run.before.spec.end() && it->is_object()) had = &*it;
+  std::set<std::string> kept;
+  for (const json& n : Nodes(left))
+    for (const std::string& s : NodeServices(n)) {
+      if (spec["services"].contains(s) || !had || !had->contains(s)) continue;
+      spec["services"][s] = (*had)[s];
+      kept.insert(s);
+    }
+  if (kept.empty()) return spec;
+  if (spec.contains("overrides") && spec["overrides"].is_object() && spec["overrides"].contains("services") &&
+      spec["overrides"]["services"].is_array()) {
+    std::set<std::string> listed;
+    for (const json& s : spec["overrides"]["services"])
+      if (s.is_string()) listed.insert(s.get<std::string>());
+    listed.insert(kept.begin(), kept.end());
+    spec["overrides"]["services"] = std::vector<std::string>(listed.begin(), listed.end());
+  }
+  return spec;
 }
 
 void JobEngine::Index(Run& run) {
@@ -1063,8 +1112,12 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
 
 Status JobEngine::ExpireLeases() {
   WEFT_ASSIGN_OR_RETURN(std::vector<store::ClusterRecord> expired, store_.ListExpiredClusters(clock_.NowMs()));
-  for (store::ClusterRecord& c : expired) {
-    if (!ActiveJob(c.id).empty()) continue;  // expired again once its job is done
+  std::map<std::string, std::string> blocked;  // this pass's lease_blocked_
+  for (const store::ClusterRecord& c : expired) {
+    if (!ActiveJob(c.id).empty()) {  // expired again once its job is done
+      if (auto it = lease_blocked_.find(c.id); it != lease_blocked_.end()) blocked.insert(*it);
+      continue;
+    }
     NewJob job;
     job.tenant = c.tenant;
     job.cluster_id = c.id;
@@ -1075,13 +1128,25 @@ Status JobEngine::ExpireLeases() {
     job.before.status = c.status;
     job.target.spec = job.before.spec;
     job.target.status = ToString(ClusterStatus::kTerminated);
+    // A delete that cannot be planned keeps the lease (still due): it is tried
+    // again on every pass, and said once, until its cause is fixed or the
+    // lease is extended.
+    if (Result<planner::Plan> plan = PlanJob(job); !plan.ok()) {
+      const std::string why = plan.status().message();
+      auto said = lease_blocked_.find(c.id);
+      if (said == lease_blocked_.end() || said->second != why) {
+        WEFT_LOG(kWarn, "jobs") << "the lease of cluster '" << c.name << "' (id " << c.id << ", tenant " << c.tenant
+                                << ") ran out but it cannot be deleted: " << why
+                                << "; it is deleted once that is fixed (or `weft cluster extend-lease` keeps it)";
+      }
+      blocked[c.id] = why;
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(Start(std::move(job)).status());
     // The lease is over whatever the delete does: never start a second one.
-    c.expire_at_ms = 0;
-    c.updated_at_ms = clock_.NowMs();
-    WEFT_RETURN_IF_ERROR(store_.UpdateCluster(c));
-    Result<store::JobRecord> started = Start(std::move(job));
-    if (!started.ok() && started.status().code() != Code::kInvalid) return started.status();
+    WEFT_RETURN_IF_ERROR(SetCluster(c.id, [](store::ClusterRecord& r) { r.expire_at_ms = 0; }));
   }
+  lease_blocked_ = std::move(blocked);
   return Status::Ok();
 }
 

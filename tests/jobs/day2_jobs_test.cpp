@@ -469,3 +469,59 @@ TEST_CASE("day2: a create whose undo fails leaves an inconsistent cluster that l
 }
 
 }  // namespace weft
+
+// ---- 7. a failed undo of add-services leaves a cluster every later job can plan ------
+
+namespace weft {
+
+TEST_CASE("day2: after an add-services whose undo fails, the cluster keeps the service's definition: stop, "
+          "scale and remove-services plan, and delete removes every node",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-undo-add-fails", "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"latency_ms", 5}});
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
+  // Monitoring never installs, and the undo cannot stop it either.
+  catalog.PatchActions("fake-monitoring", "", {{"fail_actions", "INSTALL,STOP"}});
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "ad", "--template", "web-fake", "--size", "3"});
+
+  RunResult r = env.Weft({"cluster", "add-services", "ad", "fake-monitoring", "--wait"});
+  INFO(r.out << r.err << Tail(env.ServerLog()) << env.Logs());
+  CHECK(r.exit_code != 0);
+  std::vector<json> jobs = JobsOf(env, "ad");
+  REQUIRE(jobs.size() == 3);
+  json undo = env.WaitJob(jobs[0]["id"]);
+  INFO(undo.dump(1).substr(0, 6000));
+  REQUIRE(undo["operation"] == "undo");
+  REQUIRE(undo["status"] == "failed");
+  CHECK(!TasksOf(undo, "STOP", "fake-monitoring").empty());
+
+  // The nodes still list the service the undo could not take off.
+  json cluster = env.Call("cluster.get", {{"cluster", "ad"}})["cluster"];
+  CHECK(cluster["status"] == "inconsistent");
+  const std::set<std::string> left = NodesRunning(cluster, "fake-monitoring");
+  CHECK(!left.empty());
+
+  // Every later operation plans (a dry run shows the plan, nothing runs).
+  for (std::vector<std::string> args : {std::vector<std::string>{"cluster", "stop", "ad"},
+                                        std::vector<std::string>{"cluster", "restart", "ad"},
+                                        std::vector<std::string>{"cluster", "reconfigure", "ad"},
+                                        std::vector<std::string>{"cluster", "scale", "ad", "--size", "4"},
+                                        std::vector<std::string>{"cluster", "remove-services", "ad", "fake-monitoring"},
+                                        std::vector<std::string>{"cluster", "delete", "ad"}}) {
+    args.push_back("--dry-run");
+    RunResult dry = env.Weft(args);
+    INFO("weft " << args[1] << ": " << dry.out << dry.err);
+    CHECK(dry.exit_code == 0);
+    CHECK_THAT(dry.err, !Catch::Contains("does not describe"));
+  }
+
+  // And the delete removes every node, those left with monitoring included.
+  json deleted = env.RunJob({"cluster", "delete", "ad"});
+  CHECK(NodesOf(TasksOf(deleted, "DELETE")) == NodeNames(cluster));
+  for (const std::string& n : left) CHECK(NodeNames(cluster).count(n));
+  CHECK(env.Call("cluster.get", {{"cluster", "ad"}})["cluster"]["status"] == "terminated");
+}
+
+}  // namespace weft

@@ -3,7 +3,13 @@
 // retries, cancels and undoes, and what survives a restart.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -576,4 +582,221 @@ TEST_CASE("job engine: a failed shrink is not undone, the cluster is inconsisten
   REQUIRE(nodes.ok());
   REQUIRE(nodes->size() == 1);
   CHECK(nodes->front().id == "n1");
+}
+
+namespace {
+
+// A service that defines STOP and REMOVE too, so that taking it off runs tasks.
+json StoppableService(const std::string& name) {
+  json s = Service(name);
+  s["provisioner"]["actions"]["stop"] = {{"type", "fa"}};
+  s["provisioner"]["actions"]["remove"] = {{"type", "fa"}};
+  return s;
+}
+
+// The delete job of the cluster as it is stored.
+NewJob DeleteOf(const weft::store::ClusterRecord& c) {
+  NewJob job;
+  job.tenant = c.tenant;
+  job.cluster_id = c.id;
+  job.operation = "delete";
+  job.before = ClusterState{json::parse(c.spec_json), json::parse(c.layout_json), c.status};
+  job.target = ClusterState{job.before.spec, Layout({}), "terminated"};
+  return job;
+}
+
+// Everything written to stderr (the log) while `run` runs.
+template <typename F>
+std::string Stderr(F&& run) {
+  weft::testing::TempDir dir{"weft-stderr"};
+  const std::string path = (dir / "stderr").string();
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  REQUIRE(saved >= 0);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, 2);
+  ::close(fd);
+  run();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::size_t Count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("job engine: an add-services whose undo fails leaves the service on the nodes with its definition, "
+          "so a delete of the cluster plans",
+          "[jobs]") {
+  Fixture f;
+  json plain = Spec();
+  plain["services"].erase("web");
+  const std::string create = f.Create(Layout({{"n1", {"db"}}, {"n2", {"db"}}}), json::object(), plain);
+  f.Drain();
+  REQUIRE(f.JobStatus(create) == "succeeded");
+  json more = plain;
+  more["services"]["mon"] = StoppableService("mon");
+  NewJob add;
+  add.tenant = "t1";
+  add.cluster_id = f.cluster_id;
+  add.operation = "add-services";
+  add.before = ClusterState{plain, Layout({{"n1", {"db"}}, {"n2", {"db"}}}), "active"};
+  add.target = ClusterState{more, Layout({{"n1", {"db", "mon"}}, {"n2", {"db", "mon"}}}), "active"};
+  auto started = f.engine->Start(add);
+  REQUIRE(started.ok());
+  const std::string job = started->id;
+  // mon installs on n2 and never on n1; then STOP fails for good, so the undo fails.
+  REQUIRE(f.Finish("n2/INSTALL/mon", true).ok());
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(f.Finish("n1/INSTALL/mon", false).ok());
+    f.clock.AdvanceMs(10 * kBackoffMs);
+    REQUIRE(f.queue->ExpireDue().ok());
+  }
+  REQUIRE(f.JobStatus(job) == "failed");
+  const std::string undo = f.CurrentJob();
+  REQUIRE(undo != job);
+  REQUIRE(f.Tasks(undo).count("n1/STOP/mon"));
+  for (const std::string node : {"n1", "n2"})
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      if (!f.Ready(node + "/STOP/mon")) break;
+      REQUIRE(f.Finish(node + "/STOP/mon", false).ok());
+      f.clock.AdvanceMs(10 * kBackoffMs);
+      REQUIRE(f.queue->ExpireDue().ok());
+    }
+  REQUIRE(f.JobStatus(undo) == "failed");
+  CHECK(f.ClusterStatus() == "inconsistent");
+
+  auto c = f.store->GetCluster(f.cluster_id);
+  REQUIRE(c.ok());
+  const json layout = json::parse((**c).layout_json);
+  const json spec = json::parse((**c).spec_json);
+  INFO(layout.dump() << "\n" << spec.dump());
+  bool left = false;
+  for (const json& n : layout["nodes"])
+    for (const json& s : n["services"]) left = left || s == "mon";
+  CHECK(left);
+  CHECK(spec["services"].contains("mon"));
+  CHECK(spec["services"]["mon"] == more["services"]["mon"]);
+  CHECK(spec["services"].contains("db"));
+
+  // The delete (as cluster delete and the lease janitor make it) plans a DELETE per node.
+  auto plan = weft::jobs::PlanJob(DeleteOf(**c));
+  INFO(plan.status().message());
+  REQUIRE(plan.ok());
+  std::size_t deletes = 0;
+  for (const auto& t : plan->tasks()) deletes += t.action == weft::planner::Action::kDelete;
+  CHECK(deletes == 2);
+  // So does any other job, a stop for one.
+  NewJob stop = DeleteOf(**c);
+  stop.operation = "stop";
+  stop.target = stop.before;
+  auto stopping = weft::jobs::PlanJob(stop);
+  INFO(stopping.status().message());
+  CHECK(stopping.ok());
+  auto deleting = f.engine->Start(DeleteOf(**c));
+  REQUIRE(deleting.ok());
+  f.Drain();
+  CHECK(f.JobStatus(deleting->id) == "succeeded");
+  CHECK(f.ClusterStatus() == "terminated");
+}
+
+TEST_CASE("job engine: a lease that runs out on a cluster whose delete cannot be planned is kept, said once, "
+          "and the cluster is deleted once the cause is fixed",
+          "[jobs]") {
+  Fixture f;
+  const std::string create = f.Create(Layout({{"n1", {"db"}}}));
+  f.Drain();
+  REQUIRE(f.JobStatus(create) == "succeeded");
+  auto got = f.store->GetCluster(f.cluster_id);
+  REQUIRE(got.ok());
+  weft::store::ClusterRecord c = **got;
+  const std::string good_spec = c.spec_json;
+  // The spec's copy of the service the node runs is damaged: no plan can be made.
+  json broken = json::parse(good_spec);
+  broken["services"]["db"]["name"] = 42;
+  c.spec_json = broken.dump();
+  c.expire_at_ms = f.clock.NowMs() + 1000;
+  REQUIRE(f.store->UpdateCluster(c).ok());
+  const std::int64_t due = c.expire_at_ms;
+
+  REQUIRE(f.engine->ExpireLeases().ok());
+  CHECK(f.engine->ActiveJob(f.cluster_id).empty());  // not due yet
+
+  f.clock.AdvanceMs(2000);
+  const std::string logged = Stderr([&] {
+    for (int pass = 0; pass < 3; ++pass) {
+      REQUIRE(f.engine->ExpireLeases().ok());
+      f.clock.AdvanceMs(100);
+    }
+  });
+  INFO(logged);
+  CHECK(f.engine->ActiveJob(f.cluster_id).empty());
+  CHECK(f.CurrentJob() == create);
+  // Said once for the three passes, naming the cluster and why.
+  CHECK(Count(logged, "cannot be deleted") == 1);
+  CHECK(Count(logged, "cluster 'c' (id " + f.cluster_id + ",") == 1);
+  CHECK(Count(logged, "the cluster's copy of service 'db'") == 1);
+  // The lease is still there, and due.
+  got = f.store->GetCluster(f.cluster_id);
+  REQUIRE(got.ok());
+  CHECK((**got).expire_at_ms == due);
+  CHECK((**got).status == "active");
+
+  // Fixed: the next pass deletes it, and the lease is over.
+  c = **got;
+  c.spec_json = good_spec;
+  REQUIRE(f.store->UpdateCluster(c).ok());
+  REQUIRE(f.engine->ExpireLeases().ok());
+  const std::string deleting = f.engine->ActiveJob(f.cluster_id);
+  REQUIRE(!deleting.empty());
+  auto j = f.store->GetJob(deleting);
+  REQUIRE(j.ok());
+  CHECK((**j).operation == "delete");
+  got = f.store->GetCluster(f.cluster_id);
+  REQUIRE(got.ok());
+  CHECK((**got).expire_at_ms == 0);
+  // A pass while it runs starts nothing more.
+  REQUIRE(f.engine->ExpireLeases().ok());
+  CHECK(f.engine->ActiveJob(f.cluster_id) == deleting);
+  f.Drain();
+  CHECK(f.JobStatus(deleting) == "succeeded");
+  CHECK(f.ClusterStatus() == "terminated");
+}
+
+TEST_CASE("job engine: a node's service without a definition in the cluster's spec fails a change with what to "
+          "do, and does not stop a delete",
+          "[jobs]") {
+  NewJob job;
+  job.tenant = "t1";
+  job.cluster_id = "c1";
+  job.operation = "stop";
+  json spec = Spec();
+  spec["services"].erase("web");
+  job.before = ClusterState{spec, Layout({{"n1", {"db", "web"}}, {"n2", {"db"}}}), "inconsistent"};
+  job.target = job.before;
+  auto stop = weft::jobs::PlanJob(job);
+  REQUIRE_FALSE(stop.ok());
+  CHECK(stop.status().code() == Code::kInvalid);
+  CHECK(stop.status().message() ==
+        "node 'n1' runs service 'web', which the cluster's spec does not define; `weft cluster upgrade` puts the "
+        "catalog's definition of it back (`weft cluster delete` needs none)");
+  job.operation = "delete";
+  job.target = ClusterState{spec, Layout({}), "terminated"};
+  auto del = weft::jobs::PlanJob(job);
+  INFO(del.status().message());
+  REQUIRE(del.ok());
+  std::set<std::string> deleted;
+  for (const auto& t : del->tasks()) {
+    CHECK(t.action == weft::planner::Action::kDelete);
+    deleted.insert(t.node);
+  }
+  CHECK(deleted == std::set<std::string>{"n1", "n2"});
 }

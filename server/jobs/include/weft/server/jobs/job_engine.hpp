@@ -113,7 +113,9 @@ class JobEngine {
   // The take decorator: node facts, earlier results, expanded config and fields.
   // Parts many tasks share go into `texts` as JSON text made once.
   [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task, queue::TaskTexts& texts);
-  // Starts a delete job for every cluster whose lease ran out.
+  // Starts a delete job for every cluster whose lease ran out. A cluster whose
+  // delete cannot be planned keeps its (due) lease and is tried again on the
+  // next call; a warning says so once per cluster and reason.
   [[nodiscard]] Status ExpireLeases();
 
   // The plugins that tasks of running job `job_id` wait or are queued for; empty
@@ -220,6 +222,9 @@ class JobEngine {
   // The layout a failed undo leaves: the nodes (and services) it was to remove
   // whose DELETE (REMOVE) did not succeed.
   static json LeftBehind(const Run& run);
+  // The spec that goes with `left` (LeftBehind): the one the undo went back to,
+  // plus the definition of each service still on a node of `left`.
+  static json LeftBehindSpec(const Run& run, const json& left);
   Status LoadRun(const store::JobRecord& record);
   // How the last run of a failed or aborted job ended, for its history.
   Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
@@ -245,6 +250,9 @@ class JobEngine {
   std::map<std::string, std::string> cluster_job_;          // cluster id -> running job id
   std::vector<Event> events_;
   std::vector<Ended> ended_;
+  // Clusters whose lease ran out but whose delete could not be planned, with
+  // why (the warning is logged when that is new).
+  std::map<std::string, std::string> lease_blocked_;
 };
 
 }  // namespace weft::jobs
