@@ -603,6 +603,7 @@ class ClusterOps {
       if (tasks[i].action != "JOIN") levels.insert(depth_of(i));
     std::map<store::TaskState, std::int64_t> counts;
     std::int64_t retrying = 0;
+    const std::int64_t now = clock_.NowMs();
     const std::int64_t stages = static_cast<std::int64_t>(levels.size());
     std::int64_t stage = -1;
     // The body as text, keys in nlohmann's order (the same bytes as wire::Dump
@@ -613,8 +614,9 @@ class ClusterOps {
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       ++counts[t.state];
-      // Queued again after a failed attempt: in its backoff, or waiting for a host.
-      if (t.state == store::TaskState::kQueued && t.attempt > 0) ++retrying;
+      // Queued again after a failed attempt and still in its backoff (a queued
+      // task's lease_until_ms is when it may be taken); past it, it is queued.
+      if (t.state == store::TaskState::kQueued && t.attempt > 0 && t.lease_until_ms > now) ++retrying;
       // The earliest task not done is where the job is, or where it stopped (an
       // aborted job's cancelled tasks are not done).
       if (t.action != "JOIN" && t.state != store::TaskState::kSucceeded) {

@@ -525,3 +525,52 @@ TEST_CASE("day2: after an add-services whose undo fails, the cluster keeps the s
 }
 
 }  // namespace weft
+
+// ---- 8. a task counts as waiting to retry only while its backoff lasts ---------------
+
+namespace weft {
+
+TEST_CASE("day2: job progress counts a task as waiting to retry during its backoff and as queued after it, and "
+          "its message names the backoff",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-retrying",
+          "[jobs]\nretry_backoff_ms = 1500\nretry_backoff_max_ms = 1500\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"latency_ms", 5}});
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
+  // Every nginx INSTALL fails its first attempt.
+  catalog.PatchActions("fake-nginx", "install", {{"fail_actions", "INSTALL"}, {"fail_attempts", 1}});
+  env.Import(catalog);
+  env.WaitHosts();
+  json started = env.WeftJson({"cluster", "create", "rt", "--template", "web-fake", "--size", "3"});
+  const std::string id = started["job"]["id"].get<std::string>();
+
+  // In its backoff: waiting to retry, and the message says when the next attempt comes.
+  json job;
+  REQUIRE(WaitFor(
+      [&] {
+        job = env.Job(id);
+        return job["progress"]["retrying"].get<int>() >= 1;
+      },
+      60s));
+  bool named = false;
+  for (const json& t : TasksOf(job, "INSTALL", "fake-nginx"))
+    named = named || t.value("message", "").find("attempt 2 after a 1500 ms backoff") != std::string::npos;
+  INFO(job.dump(1).substr(0, 6000));
+  CHECK(named);
+
+  // The only host leaves: past the backoff nobody takes the retry, and it shows as queued, not waiting to retry.
+  env.host(0).Stop();
+  const bool settled = WaitFor(
+      [&] {
+        job = env.Job(id);
+        return job["progress"]["retrying"].get<int>() == 0;
+      },
+      15s);
+  INFO(job["progress"].dump());
+  CHECK(settled);
+  CHECK(job["progress"]["queued"].get<int>() >= 1);
+  CHECK(job["status"] == "running");
+}
+
+}  // namespace weft
