@@ -323,8 +323,8 @@ void RegisterCatalogCommands(CommandTable& table) {
              .description = "Reads DIR/providers, hardwaretypes, imagetypes, services and clustertemplates\n"
                             "(one <name>.json per entity), puts each entity that differs from the tenant's\n"
                             "latest version as a new version (the same one stays as it is, \"unchanged\"),\n"
-                            "and reports what was imported, unchanged, skipped and refused, and why. Exits 1\n"
-                            "if anything was refused.",
+                            "and reports what was imported, unchanged, skipped (other files and folders) and\n"
+                            "refused, and why. Exits 1 if anything was refused, or if DIR holds no kind folder.",
              .flags = {},
              .args = {{.name = "DIR", .required = true, .help = "a catalog directory"}},
              .handler = &CatalogImport});

@@ -521,4 +521,27 @@ TEST_CASE("weft cli edges: re-importing entities with secrets keeps their versio
   CHECK(puts() == 4);
 }
 
+TEST_CASE("weft cli edges: importing the wrong folder is an error, and a misspelled folder is skipped",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-folders");
+  RunResult high = server.Weft({"catalog", "import", kExamples.parent_path().string()});
+  INFO(high.out << high.err);
+  CHECK(high.exit_code != 0);
+  CHECK_THAT(high.err, Catch::Contains("holds none of the catalog folders providers/, hardwaretypes/"));
+  CHECK_THAT(high.err, Catch::Contains("did you mean '" + kExamples.string() + "'?"));
+  CHECK(server.WeftJson({"provider", "list"})["entities"].empty());
+
+  TempDir dir("weft-cli-edges-folders-catalog");
+  fs::create_directories(dir.path() / "providers");
+  fs::create_directories(dir.path() / "servics");
+  fs::copy(kExamples / "providers" / "fake.json", dir.path() / "providers" / "fake.json");
+  fs::copy(kExamples / "services" / "fake-base.json", dir.path() / "servics" / "fake-base.json");
+  RunResult typo = server.Weft({"catalog", "import", dir.path().string()});
+  INFO(typo.out << typo.err);
+  CHECK(typo.exit_code == 0);
+  CHECK_THAT(typo.out, Catch::Contains("imported provider 'fake' (version 1)"));
+  CHECK_THAT(typo.out, Catch::Contains("skipped servics/: not a catalog folder"));
+  CHECK_THAT(typo.out, Catch::Contains("1 entity imported, 0 unchanged, 1 file skipped"));
+}
+
 }  // namespace weft
