@@ -347,7 +347,7 @@ void RegisterClusterCommands(CommandTable& table) {
                        {.name = "--imagetype", .value_name = "I", .help = "every node uses this image type"},
                        {.name = "--services", .value_name = "a,b", .help = "instead of the template's services"},
                        {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"},
-                       {.name = "--lease", .value_name = "DURATION", .help = "lease length (default: the template's)"},
+                       {.name = "--lease", .value_name = "DURATION", .help = "lease length (default: the template's; 0: never expires)"},
                        keep, wait, dry},
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterCreate});

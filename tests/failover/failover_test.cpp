@@ -247,7 +247,11 @@ TEST_CASE("failover: a leader whose epoch was taken over cannot commit a write",
   Result<json> refused = leader.Call("tenant.create", {{"name", "fenced"}});
   INFO(pair.Logs());
   REQUIRE(!refused.ok());
-  CHECK(refused.status().message().find("took over") != std::string::npos);
+  // The write meets the fence and says so, unless a commit of weftd's own
+  // (its housekeeping) met it first: then weftd has stepped down already and
+  // answers as a follower. Either way nothing is written.
+  const std::string& why = refused.status().message();
+  CHECK((why.find("took over") != std::string::npos || why.find("is a follower") != std::string::npos));
   Result<std::string> fenced = pair.pg->Query("SELECT count(*) FROM tenants WHERE name = 'fenced'", "postgres");
   REQUIRE(fenced.ok());
   CHECK(*fenced == "0");
