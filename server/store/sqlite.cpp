@@ -132,8 +132,8 @@ Status SqliteDatabase::Open(const std::string& path, int busy_timeout_ms) {
     return Status::Internal(
         std::string(rc == SQLITE_NOTADB ? "it is not a SQLite database (a damaged file, or another file put there)"
                                         : "it is damaged (SQLite: " + std::string(sqlite3_errstr(rc)) + ")") +
-        "; weftd left it as it is. Stop here: restore " + path + " from a backup (docs/configuration.md, \"Backup "
-        "and restore\"), or move it aside (with its -wal and -shm files) to start with an empty store");
+        "; weftd left it as it is. Restore " + path + " from a backup (docs/configuration.md, \"Backup and "
+        "restore\"), or move it aside (with any -wal and -shm files next to it) to start with an empty store");
   if (rc != SQLITE_OK) return Error(db_, rc, "read of " + path);
   (void)sqlite3_extended_result_codes(db_, 0);
   for (auto [out, text] : {std::pair{&begin_, "BEGIN IMMEDIATE"}, {&commit_, "COMMIT"}, {&rollback_, "ROLLBACK"}}) {

@@ -460,7 +460,7 @@ TEST_CASE("weftd: a store file that is not a database stops it with the path and
   CHECK(r.exit_code == 1);
   const std::string path = (dir / "d" / "weft.db").string();
   CHECK_THAT(r.err, Catch::Contains("cannot open the store " + path + ": it is not a SQLite database"));
-  CHECK_THAT(r.err, Catch::Contains("restore " + path + " from a backup") && Catch::Contains("move it aside"));
+  CHECK_THAT(r.err, Catch::Contains("Restore " + path + " from a backup") && Catch::Contains("move it aside"));
   // Said once, not three times.
   const std::string notadb = "not a database";
   std::size_t count = 0;
