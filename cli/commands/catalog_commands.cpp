@@ -92,8 +92,12 @@ Status PutEntity(Context& ctx, const ParsedArgs& args, Kind kind) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(reply, "name")) << "' saved as version "
-            << Text(reply, "version") << '\n';
+  if (reply.value("unchanged", false))
+    ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(reply, "name")) << "' unchanged: equal to version "
+              << Text(reply, "version") << ", its latest\n";
+  else
+    ctx.out() << catalog::KindName(kind) << " '" << Printable(Text(reply, "name")) << "' saved as version "
+              << Text(reply, "version") << '\n';
   PrintWarnings(ctx, reply);
   return Status::Ok();
 }
@@ -149,10 +153,11 @@ void RegisterKind(CommandTable& table) {
              .handler = &KindGet<K>});
   table.Add({.noun = noun,
              .verb = "put",
-             .summary = "Add or update " + a_noun + " from a JSON file (a new version every time).",
+             .summary = "Add or update " + a_noun + " from a JSON file (a new version when it differs).",
              .description = "Validates the file on the server; an invalid " + noun +
                             " is refused with every problem named\n"
-                            "by its JSON path. Unknown fields are kept and shown as warnings.",
+                            "by its JSON path. Unknown fields are kept and shown as warnings. A file equal to\n"
+                            "the latest version (secrets compared in the clear) keeps that version.",
              .flags = {},
              .args = {{.name = "FILE", .required = true, .help = "a JSON file in the Coopr format"}},
              .handler = &KindPut<K>});
@@ -182,7 +187,9 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
   }
   for (const catalog::ImportedEntity& e : read.report.imported) {
     Result<json> doc = read.catalog.GetJson(e.kind, e.name);
-    // An entity the tenant already has as it is keeps its version: a put would add an identical one.
+    // An entity the tenant already has as it is keeps its version. Equal text
+    // saves a put; one with secrets differs in its sealed text, and the put
+    // (which compares with those opened) says whether it changed anything.
     if (doc.ok()) {
       Result<json> current = ctx.Call(Op(e.kind, "get"), json{{"name", e.name}});
       if (!current.ok() && current.status().code() == Code::kUnavailable) return current.status();
@@ -201,6 +208,11 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
       if (reply.status().code() == Code::kUnavailable || reply.status().code() == Code::kNotFound)
         return reply.status();
       refused.push_back({{"file", e.file}, {"reason", reply.status().message()}});
+      continue;
+    }
+    if (reply->value("unchanged", false)) {
+      unchanged.push_back(
+          {{"kind", catalog::KindName(e.kind)}, {"name", e.name}, {"file", e.file}, {"version", (*reply)["version"]}});
       continue;
     }
     imported.push_back({{"kind", catalog::KindName(e.kind)},
@@ -311,8 +323,8 @@ void RegisterCatalogCommands(CommandTable& table) {
              .description = "Reads DIR/providers, hardwaretypes, imagetypes, services and clustertemplates\n"
                             "(one <name>.json per entity), puts each entity that differs from the tenant's\n"
                             "latest version as a new version (the same one stays as it is, \"unchanged\"),\n"
-                            "and reports what was imported, unchanged, skipped and refused, and why. Exits 1\n"
-                            "if anything was refused.",
+                            "and reports what was imported, unchanged, skipped (other files and folders) and\n"
+                            "refused, and why. Exits 1 if anything was refused, or if DIR holds no kind folder.",
              .flags = {},
              .args = {{.name = "DIR", .required = true, .help = "a catalog directory"}},
              .handler = &CatalogImport});

@@ -3,14 +3,22 @@
 #include <algorithm>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace weft {
 namespace {
 
+// A value as the error shows it: a string in double quotes (once), as in the
+// JSON checks' errors; anything else as TOML writes it.
 std::string Render(const toml::node& node) {
-  std::ostringstream out;
-  node.visit([&](auto&& n) { out << n; });
-  std::string s = out.str();
-  if (node.is_string()) s = "\"" + s + "\"";
+  std::string s;
+  if (const auto* text = node.as_string()) {
+    s = nlohmann::json(text->get()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    std::ostringstream out;
+    node.visit([&](auto&& n) { out << n; });
+    s = out.str();
+  }
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }

@@ -1,10 +1,12 @@
 #include "weft/host/enrollment.hpp"
 
+#include <algorithm>
 #include <ctime>
 
 #include <zmq.hpp>
 
 #include "weft/client/client.hpp"
+#include "weft/client/probe.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::host {
@@ -32,6 +34,41 @@ Status Save(HostConfig& config, const std::string& server_key, const curve::KeyP
 bool Stopped(const sigset_t& signals) {
   timespec wait{1, 0};
   return sigtimedwait(&signals, nullptr, &wait) > 0;
+}
+
+// Why an enrollment got no answer, from a second look at the endpoint: weftd
+// refuses a key it does not take at the handshake, and says nothing.
+std::string WhyNoAnswer(zmq::context_t& ctx, const client::Options& options) {
+  constexpr int kProbeMs = 3000;
+  const std::string& at = options.endpoint;
+  const std::string needs = "weft-host needs weftd's provisioner endpoint (\"provisioner\" in weftd's "
+                            "<data_dir>/endpoints.json), set as `server` in its configuration";
+  using client::Peer;
+  const Peer peer = client::ProbePeer(ctx, options, at, std::min(options.timeout_ms, kProbeMs));
+  switch (peer) {
+    case Peer::kProvisioner:
+      return "weftd's provisioner endpoint refused the token's key: the token is unknown, expired or used up; make "
+             "a new one with `weft host token create`";
+    case Peer::kAuthRefused:
+      // The provisioner endpoint takes a key it does not know (a host asking
+      // to be accepted) unless host_requests is off; the api endpoint never does.
+      return "weftd refused the token's key and a new key alike, so " + at +
+             " is most likely weftd's api endpoint, not its provisioner endpoint; " + needs +
+             " (or, on a weftd with security.host_requests = false, the token is unknown, expired or used up)";
+    case Peer::kRefused:
+      return "nothing listens there (connection refused); is weftd running?";
+    case Peer::kHttp:
+    case Peer::kHttps:
+    case Peer::kSilent:
+    case Peer::kNotCompatible:
+    case Peer::kDropped:
+    case Peer::kMechanismMismatch:
+      return client::DescribePeer(peer, at) + "; " + needs;
+    case Peer::kHandshook:
+    case Peer::kUnknown:
+      break;
+  }
+  return "it is unreachable, or the token is unknown, expired or used up (weftd then refuses the connection)";
 }
 
 }  // namespace
@@ -73,9 +110,8 @@ Status EnsureCredential(HostConfig& config, const sigset_t& stop_signals) {
     if (code != Code::kUnavailable && code != Code::kTimeout)
       return r.status().WithContext("weftd refused the enrollment of host '" + config.host_id + "'");
     if (attempt % 10 == 0) {
-      WEFT_LOG(kWarn, kLog) << "no answer from weftd at " << config.server
-                            << " to the enrollment: it is unreachable, or the token is unknown, expired or used up "
-                               "(weftd then refuses the connection); retrying";
+      WEFT_LOG(kWarn, kLog) << "no answer from weftd at " << config.server << " to the enrollment: "
+                            << WhyNoAnswer(ctx, options) << "; retrying";
     }
     if (Stopped(stop_signals)) return Status::Unavailable("stopped before the host could enroll");
   }

@@ -169,7 +169,8 @@ Response List(store::Store& store, const Call& call) {
 std::optional<store::AuditRecord> AuditEntryOf(const Call& call, const Response& response) {
   const json& body = call.request->body;
   const json& reply = response.body;
-  if (reply.is_object() && reply.value("dry_run", false)) return std::nullopt;
+  // Neither a dry run nor a put of an entity equal to its latest version changed anything.
+  if (reply.is_object() && (reply.value("dry_run", false) || reply.value("unchanged", false))) return std::nullopt;
   const Principal& p = call.principal;
   store::AuditRecord e;
   e.actor = p.user;

@@ -227,14 +227,17 @@ Status RefuseSealedText(const json& value, const std::string& what) {
 }
 
 // A provider entity: its sensitive fields sealed for it; no other sealed text.
-Status SealProvider(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity) {
+// A value equal to the one `previous` (its latest stored version, or null) holds keeps its sealed text.
+Status SealProvider(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity,
+                    const json& previous) {
   json rest = entity;
   rest.erase("provisioner");
   WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "provider '" + Str(entity, "name") + "'"));
   auto fields = entity.find("provisioner");
   if (fields == entity.end() || !fields->is_object()) return Status::Ok();
+  const json* before = previous.is_object() && previous.contains("provisioner") ? &previous["provisioner"] : nullptr;
   return box.SealFields(*fields, hosts.SensitiveFields(Str(entity, "providertype")),
-                        {tenant, "provider", Str(entity, "name"), ""});
+                        {tenant, "provider", Str(entity, "name"), ""}, before);
 }
 
 // The actions of a service entity ({"install": {"type", "fields"}, ...}), or nullptr.
@@ -246,7 +249,9 @@ json* Actions(json& service) {
 }
 
 // A service entity: each action's fields its automator declares sensitive sealed for it; no other sealed text.
-Status SealService(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity) {
+// A value equal to the one `previous` (its latest stored version, or null) holds keeps its sealed text.
+Status SealService(const SecretBox& box, const hosts::HostRegistry& hosts, const std::string& tenant, json& entity,
+                   const json& previous) {
   const std::string name = Str(entity, "name");
   json rest = entity;
   if (json* actions = Actions(rest))
@@ -255,10 +260,16 @@ Status SealService(const SecretBox& box, const hosts::HostRegistry& hosts, const
   WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "service '" + name + "'"));
   json* actions = Actions(entity);
   if (!actions) return Status::Ok();
+  json before_copy = previous;
+  const json* before_actions = Actions(before_copy);
   for (auto& [key, action] : actions->items()) {
     if (!action.is_object() || !action.contains("fields")) continue;
-    WEFT_RETURN_IF_ERROR(
-        box.SealFields(action["fields"], hosts.SensitiveFields(Str(action, "type")), {tenant, "service", name, key}));
+    const json* before = nullptr;
+    if (before_actions && before_actions->contains(key) && (*before_actions)[key].is_object() &&
+        Str((*before_actions)[key], "type") == Str(action, "type") && (*before_actions)[key].contains("fields"))
+      before = &(*before_actions)[key]["fields"];
+    WEFT_RETURN_IF_ERROR(box.SealFields(action["fields"], hosts.SensitiveFields(Str(action, "type")),
+                                        {tenant, "service", name, key}, before));
   }
   return Status::Ok();
 }
@@ -424,14 +435,24 @@ Status InstallSecrets(api::Router& router, SecretsDeps deps, const std::filesyst
       return with_body(c, std::move(body), next);
     };
   });
-  using Sealer = Status (*)(const SecretBox&, const hosts::HostRegistry&, const std::string&, json&);
+  using Sealer = Status (*)(const SecretBox&, const hosts::HostRegistry&, const std::string&, json&, const json&);
   for (const auto& [op, seal] : {std::pair<std::string, Sealer>{"provider.put", &SealProvider},
                                  std::pair<std::string, Sealer>{"service.put", &SealService}}) {
     router.Wrap(op, [box, o, st, op = op, with_body, seal = seal](api::Handler next) -> api::Handler {
       return [box, o, st, op, with_body, seal, next](const Call& c) {
         if (!c.request->body.is_object()) return next(c);  // the handler says what is wrong
         json sealed = c.request->body;  // the entity itself
-        Status s = seal(*box, *o, c.principal.tenant, sealed);
+        // Its latest stored version: a secret put again as it was keeps its sealed
+        // text, so an entity put again unchanged stays equal to it (and keeps its version).
+        json previous;
+        const std::string kind = op.substr(0, op.find('.'));
+        if (const std::string name = Str(c.request->body, "name"); !name.empty()) {
+          Result<std::optional<store::CatalogEntityRecord>> latest =
+              st->GetCatalogEntity(c.principal.tenant, kind, name);
+          if (!latest.ok()) return Response::Error(latest.status());
+          if (latest->has_value()) previous = json::parse((**latest).json, nullptr, false);
+        }
+        Status s = seal(*box, *o, c.principal.tenant, sealed, previous);
         if (!s.ok()) return Response::Error(s);
         Response r = with_body(c, std::move(sealed), next);
         if (!r.status.ok()) return r;

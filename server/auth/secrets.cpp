@@ -173,7 +173,8 @@ Status SecretBox::OpenResult(json& results, const SealPlace& node) const {
   return Status::Ok();
 }
 
-Status SecretBox::SealFields(json& fields, const std::set<std::string>& sensitive, const SealPlace& base) const {
+Status SecretBox::SealFields(json& fields, const std::set<std::string>& sensitive, const SealPlace& base,
+                             const json* previous) const {
   if (!fields.is_object()) return Status::Ok();
   for (auto& [name, value] : fields.items()) {
     const SealPlace place = base.At(name);
@@ -189,7 +190,19 @@ Status SecretBox::SealFields(json& fields, const std::set<std::string>& sensitiv
       return Status::Invalid(base.At(*at).Describe() +
                              " holds sealed text (enc:...); weftd takes no sealed text from clients, put the clear "
                              "value instead");
-    if (sensitive.count(name) && !value.is_null()) value = Seal(value, place);
+    if (!sensitive.count(name) || value.is_null()) continue;
+    if (previous && previous->is_object()) {
+      auto before = previous->find(name);
+      if (before != previous->end() && before->is_string() &&
+          before->get_ref<const std::string&>().substr(0, kV2.size()) == kV2) {
+        Result<json> plain = Open(before->get_ref<const std::string&>(), place);
+        if (plain.ok() && *plain == value) {
+          value = *before;
+          continue;
+        }
+      }
+    }
+    value = Seal(value, place);
   }
   return Status::Ok();
 }

@@ -94,9 +94,18 @@ class CatalogOps {
     if (!name.ok()) return Response::Error(name.status(), {{"kind", catalog::KindName(kind)}});
     // Stored as the library writes it back: unknown fields kept, keys sorted.
     WEFT_TRY_ASSIGN(doc, scratch.GetJson(kind, *name));
+    // An entity equal to the latest version keeps it: no new version, nothing written.
+    WEFT_TRY_ASSIGN(latest, store_.GetCatalogEntity(call.principal.tenant, catalog::KindName(kind), *name));
+    if (latest && json::parse(latest->json, nullptr, false) == doc)
+      return Response::Ok({{"kind", catalog::KindName(kind)},
+                           {"name", *name},
+                           {"version", latest->version},
+                           {"unchanged", true},
+                           {"warnings", warnings}});
     WEFT_TRY_ASSIGN(version, store_.PutCatalogEntity(call.principal.tenant, catalog::KindName(kind), *name,
                                                      wire::Dump(doc), clock_.NowMs()));
-    return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", *name}, {"version", version}, {"warnings", warnings}});
+    return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", *name}, {"version", version}, {"unchanged", false},
+                         {"warnings", warnings}});
   }
 
   Response Get(Kind kind, const Call& call) {

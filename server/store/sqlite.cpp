@@ -125,6 +125,16 @@ Status SqliteDatabase::Open(const std::string& path, int busy_timeout_ms) {
   }
   rc = sqlite3_busy_timeout(db_, busy_timeout_ms);
   if (rc != SQLITE_OK) return Error(db_, rc, "busy_timeout");
+  // SQLite reads the file only at the first statement: read its header now, so
+  // a file that is not a store is named as such, before anything writes to it.
+  rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+    return Status::Internal(
+        std::string(rc == SQLITE_NOTADB ? "it is not a SQLite database (a damaged file, or another file put there)"
+                                        : "it is damaged (SQLite: " + std::string(sqlite3_errstr(rc)) + ")") +
+        "; weftd left it as it is. Restore " + path + " from a backup (docs/configuration.md, \"Backup and "
+        "restore\"), or move it aside (with any -wal and -shm files next to it) to start with an empty store");
+  if (rc != SQLITE_OK) return Error(db_, rc, "read of " + path);
   (void)sqlite3_extended_result_codes(db_, 0);
   for (auto [out, text] : {std::pair{&begin_, "BEGIN IMMEDIATE"}, {&commit_, "COMMIT"}, {&rollback_, "ROLLBACK"}}) {
     rc = sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr);

@@ -86,6 +86,33 @@ TEST_CASE("catalog dir: import reports skipped files and why", "[catalog][dir]")
   CHECK(ImportDirectory(tmp / "missing").status().code() == weft::Code::kNotFound);
 }
 
+TEST_CASE("catalog dir: a folder with no kind folder is refused, and other folders are skipped", "[catalog][dir]") {
+  weft::testing::TempDir tmp("weft-catalog");
+  fs::create_directories(tmp / "catalog" / "services");
+  fs::create_directories(tmp / "notes");
+  auto high = ImportDirectory(tmp.path());
+  REQUIRE_FALSE(high.ok());
+  CHECK(high.status().code() == weft::Code::kNotFound);
+  CHECK_THAT(high.status().message(),
+             Catch::Contains("holds none of the catalog folders providers/, hardwaretypes/, imagetypes/, services/ "
+                             "or clustertemplates/") &&
+                 Catch::Contains("did you mean '" + (tmp / "catalog").string() + "'?"));
+  auto empty = ImportDirectory(tmp / "notes");
+  REQUIRE_FALSE(empty.ok());
+  CHECK_THAT(empty.status().message(), Catch::Contains("give the folder that holds them"));
+
+  weft::testing::WriteFile(tmp / "catalog" / "services" / "good.json", R"({"name": "good"})");
+  fs::create_directories(tmp / "catalog" / "servics");
+  weft::testing::WriteFile(tmp / "catalog" / "servics" / "typo.json", R"({"name": "typo"})");
+  fs::create_directories(tmp / "catalog" / ".git");
+  auto r = ImportDirectory(tmp / "catalog");
+  REQUIRE(r.ok());
+  REQUIRE(r->report.imported.size() == 1);
+  REQUIRE(r->report.skipped.size() == 1);
+  CHECK(r->report.skipped[0].file == "servics/");
+  CHECK_THAT(r->report.skipped[0].reason, Catch::Contains("not a catalog folder"));
+}
+
 TEST_CASE("catalog dir: unknown fields anywhere in the examples survive parse and ToJson", "[catalog][dir]") {
   auto r = ImportDirectory(kExamples);
   REQUIRE(r.ok());

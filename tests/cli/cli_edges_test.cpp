@@ -456,4 +456,92 @@ TEST_CASE("weft cli edges: re-importing an unchanged catalog keeps every version
   CHECK(report["unchanged"].size() > 5);
 }
 
+TEST_CASE("weft cli edges: re-importing entities with secrets keeps their versions, and the secrets sealed",
+          "[cli][integration]") {
+  // A live host registers the fake plugins, so weftd seals their sensitive fields.
+  testing::Weftd server("weft-cli-edges-sealed", "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 3000\n");
+  TempDir dir("weft-cli-edges-sealed-files");
+  testing::Host host(EdgeHost(server, dir.path()));
+  REQUIRE(WaitFor(
+      [&] {
+        RunResult r = server.Weft({"-o", "json", "host", "list"});
+        return r.exit_code == 0 && r.out.find("\"live\": true") != std::string::npos;
+      },
+      30s));
+  const fs::path catalog = dir.path() / "catalog";
+  fs::create_directories(catalog / "providers");
+  fs::create_directories(catalog / "services");
+  json provider = {{"name", "vault"},
+                   {"providertype", "fake-provider"},
+                   {"provisioner", {{"api_token", "s3cret"}, {"credentials", {{"user", "u"}, {"key", 7}}}}}};
+  json service = {{"name", "db"},
+                  {"dependencies", json::object()},
+                  {"provisioner",
+                   {{"actions",
+                     {{"install", {{"type", "fake-automator"}, {"fields", {{"password", "pw"}, {"echo", false}}}}}}}}}};
+  testing::WriteFile(catalog / "providers" / "vault.json", provider.dump(2));
+  testing::WriteFile(catalog / "services" / "db.json", service.dump(2));
+  Import(server, catalog);
+  const json stored = server.WeftJson({"provider", "get", "vault"});
+  REQUIRE(stored["entity"]["provisioner"]["api_token"].is_string());
+  CHECK(stored["entity"]["provisioner"]["api_token"].get<std::string>().rfind("enc:v2:", 0) == 0);
+  auto puts = [&] {
+    std::size_t n = 0;
+    const json audit = server.WeftJson({"audit"});
+    for (const json& e : audit["entries"])
+      if (e["op"] == "provider.put" || e["op"] == "service.put") ++n;
+    return n;
+  };
+  CHECK(puts() == 2);
+
+  for (int run = 0; run < 2; ++run) {
+    RunResult again = server.Weft({"catalog", "import", catalog.string()});
+    INFO(again.out << again.err);
+    REQUIRE(again.exit_code == 0);
+    CHECK_THAT(again.out, Catch::Contains("unchanged provider 'vault' (version 1)"));
+    CHECK_THAT(again.out, Catch::Contains("unchanged service 'db' (version 1)"));
+    CHECK_THAT(again.out, Catch::Contains("0 entities imported, 2 unchanged"));
+  }
+  CHECK(puts() == 2);  // nothing changed, nothing recorded
+  RunResult put = server.Weft({"provider", "put", (catalog / "providers" / "vault.json").string()});
+  CHECK(put.exit_code == 0);
+  CHECK_THAT(put.out, Catch::Contains("provider 'vault' unchanged: equal to version 1"));
+  CHECK(server.WeftJson({"provider", "get", "vault"})["entity"] == stored["entity"]);
+
+  // A changed secret, and only that, is a new version.
+  provider["provisioner"]["api_token"] = "s3cret2";
+  testing::WriteFile(catalog / "providers" / "vault.json", provider.dump(2));
+  service["provisioner"]["actions"]["install"]["fields"]["password"] = "pw2";
+  testing::WriteFile(catalog / "services" / "db.json", service.dump(2));
+  json report = server.WeftJson({"catalog", "import", catalog.string()});
+  REQUIRE(report["imported"].size() == 2);
+  CHECK(report["imported"][0]["version"] == 2);
+  CHECK(report["imported"][1]["version"] == 2);
+  CHECK(report["unchanged"].empty());
+  CHECK(puts() == 4);
+}
+
+TEST_CASE("weft cli edges: importing the wrong folder is an error, and a misspelled folder is skipped",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-folders");
+  RunResult high = server.Weft({"catalog", "import", kExamples.parent_path().string()});
+  INFO(high.out << high.err);
+  CHECK(high.exit_code != 0);
+  CHECK_THAT(high.err, Catch::Contains("holds none of the catalog folders providers/, hardwaretypes/"));
+  CHECK_THAT(high.err, Catch::Contains("did you mean '" + kExamples.string() + "'?"));
+  CHECK(server.WeftJson({"provider", "list"})["entities"].empty());
+
+  TempDir dir("weft-cli-edges-folders-catalog");
+  fs::create_directories(dir.path() / "providers");
+  fs::create_directories(dir.path() / "servics");
+  fs::copy(kExamples / "providers" / "fake.json", dir.path() / "providers" / "fake.json");
+  fs::copy(kExamples / "services" / "fake-base.json", dir.path() / "servics" / "fake-base.json");
+  RunResult typo = server.Weft({"catalog", "import", dir.path().string()});
+  INFO(typo.out << typo.err);
+  CHECK(typo.exit_code == 0);
+  CHECK_THAT(typo.out, Catch::Contains("imported provider 'fake' (version 1)"));
+  CHECK_THAT(typo.out, Catch::Contains("skipped servics/: not a catalog folder"));
+  CHECK_THAT(typo.out, Catch::Contains("1 entity imported, 0 unchanged, 1 file skipped"));
+}
+
 }  // namespace weft

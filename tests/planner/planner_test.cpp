@@ -263,6 +263,36 @@ TEST_CASE("planner: a dependency cycle is an error naming the services", "[plann
   CHECK(plan.status().message().find("'b'") != std::string::npos);
 }
 
+TEST_CASE("planner: a cycle's message names each step once, a join as the step it joins", "[planner]") {
+  const std::vector<std::vector<NodeSpec>> layouts = {
+      {{"n1", {"a"}}, {"n2", {"b"}}}, {{"n1", {"a", "b"}}, {"n2", {"a", "b"}}}, {{"n1", {"a", "b"}}}};
+  for (const auto& layout : layouts) {
+    PlanRequest r;
+    r.operation = Operation::kCreate;
+    r.after = layout;
+    r.services = {Svc("a", {"b"}), Svc("b", {"a"})};
+    auto plan = MakePlan(r);
+    REQUIRE_FALSE(plan.ok());
+    const std::string message = plan.status().message();
+    INFO(message);
+    const std::size_t open = message.find("cycle (");
+    REQUIRE(open != std::string::npos);
+    const std::size_t close = message.find(')', open);
+    REQUIRE(close != std::string::npos);
+    const std::string steps = message.substr(open + 7, close - open - 7);
+    std::vector<std::string> named;
+    for (std::size_t at = 0;;) {
+      const std::size_t next = steps.find(" ← ", at);
+      named.push_back(steps.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      if (next == std::string::npos) break;
+      at = next + std::string(" ← ").size();
+    }
+    CHECK(std::set<std::string>(named.begin(), named.end()).size() == named.size());
+    CHECK(std::set<std::string>(named.begin(), named.end()) ==
+          std::set<std::string>{"INSTALL of 'a'", "INSTALL of 'b'"});
+  }
+}
+
 TEST_CASE("planner: unknown services and operations are refused with a sentence", "[planner]") {
   PlanRequest r;
   r.after = {{"n1", {"ghost"}}};

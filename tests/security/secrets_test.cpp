@@ -89,6 +89,45 @@ TEST_CASE("secrets: fields are sealed for their place, sealed text from elsewher
   CHECK_FALSE(box->OpenFields(elsewhere, {"acme", "provider", "gcp", ""}).ok());
 }
 
+TEST_CASE("secrets: a clear value equal to the one stored keeps its sealed text, any other is sealed anew",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-secrets");
+  auto box = SecretBox::Open(tmp.path() / "secrets.key");
+  REQUIRE(box.ok());
+  const SealPlace aws{"acme", "provider", "aws", ""};
+  const json clear = {{"api_token", "T0KEN"}, {"credentials", {{"k", 1}}}, {"region", "eu"}};
+  json stored = clear;
+  REQUIRE(box->SealFields(stored, {"api_token", "credentials"}, aws).ok());
+
+  // The same clear values again: the stored sealed text, so the entity is equal to the stored one.
+  json same = clear;
+  REQUIRE(box->SealFields(same, {"api_token", "credentials"}, aws, &stored).ok());
+  CHECK(same == stored);
+  // Without the stored fields, sealing draws a new nonce: not equal text.
+  json fresh = clear;
+  REQUIRE(box->SealFields(fresh, {"api_token", "credentials"}, aws).ok());
+  CHECK(fresh["api_token"] != stored["api_token"]);
+
+  // A changed value is sealed anew (and opens to the new value); the unchanged one is kept.
+  json changed = clear;
+  changed["api_token"] = "N3W";
+  REQUIRE(box->SealFields(changed, {"api_token", "credentials"}, aws, &stored).ok());
+  CHECK(changed["api_token"] != stored["api_token"]);
+  CHECK(changed["credentials"] == stored["credentials"]);
+  json opened = changed;
+  REQUIRE(box->OpenFields(opened, aws).ok());
+  CHECK(opened["api_token"] == "N3W");
+
+  // Stored text sealed for another entity is not taken over, even for an equal value.
+  const SealPlace gcp{"acme", "provider", "gcp", ""};
+  json other = clear;
+  REQUIRE(box->SealFields(other, {"api_token", "credentials"}, gcp, &stored).ok());
+  CHECK(other["api_token"] != stored["api_token"]);
+  json other_opened = other;
+  REQUIRE(box->OpenFields(other_opened, gcp).ok());
+  CHECK(other_opened["api_token"] == "T0KEN");
+}
+
 TEST_CASE("secrets: SSH secrets a plugin reports are sealed anew, even when they look sealed", "[security]") {
   weft::testing::TempDir tmp("weft-secrets");
   auto box = SecretBox::Open(tmp.path() / "secrets.key");

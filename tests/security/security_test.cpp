@@ -151,6 +151,19 @@ TEST_CASE("security: unknown and missing keys are refused at the handshake and l
   CHECK_THAT(bare.err, Catch::Contains("--credentials"));
 }
 
+TEST_CASE("security: a host given weftd's api endpoint to enroll says it is the api endpoint",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  Host wrong(HostIn(tmp.path(), "h1", s.api(), "enroll_token = \"" + Token(s) + "\"\n"));
+  REQUIRE(WaitFor([&] { return wrong.Log().find("no answer from weftd") != std::string::npos; }, 20s));
+  INFO(wrong.Log());
+  CHECK_THAT(wrong.Log(), Catch::Contains("is most likely weftd's api endpoint, not its provisioner endpoint") &&
+                              Catch::Contains("weft-host needs weftd's provisioner endpoint"));
+  CHECK_THAT(wrong.Log(), !Catch::Contains("it is unreachable"));
+  CHECK_FALSE(s.HostLive("h1"));
+}
+
 TEST_CASE("security: a host enrolls with a one-time token, a used or expired token is refused", "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
@@ -180,6 +193,9 @@ TEST_CASE("security: a host enrolls with a one-time token, a used or expired tok
                   15s));
   CHECK_FALSE(s.HostLive("h2"));
   CHECK_FALSE(s.HostLive("h3"));
+  // The host looked again and says which it is: the provisioner endpoint refused the token.
+  CHECK_THAT(h2.Log(), Catch::Contains("weftd's provisioner endpoint refused the token's key: the token is unknown, "
+                                       "expired or used up"));
   CHECK_THAT(s.Log(), Catch::Contains("revoked, used up or expired"));
   CHECK(h1.process().running());
 

@@ -59,6 +59,18 @@ TEST_CASE("config: an unknown table is named with the known tables", "[config]")
   CHECK_THAT(cfg.status().message(), Catch::Contains("'taks'") && Catch::Contains("tasks"));
 }
 
+TEST_CASE("config: a quoted value in the wrong place is shown quoted once", "[config]") {
+  auto quoted = ParseConfig("[tasks]\nlease_ms = \"300\"\n", "w.toml");
+  REQUIRE_FALSE(quoted.ok());
+  INFO(quoted.status().message());
+  CHECK_THAT(quoted.status().message(), Catch::Contains("tasks.lease_ms must be an integer from") &&
+                                            Catch::Contains(", got \"300\";"));
+  CHECK_THAT(quoted.status().message(), !Catch::Contains("'"));
+  auto escaped = ParseConfig("[tasks]\nlease_ms = 'a\"b'\n", "w.toml");
+  REQUIRE_FALSE(escaped.ok());
+  CHECK_THAT(escaped.status().message(), Catch::Contains(R"(, got "a\"b";)"));
+}
+
 TEST_CASE("config: a bad value names the key and what is accepted", "[config]") {
   auto negative = ParseConfig("[tasks]\nlease_ms = -5\n", "w.toml");
   REQUIRE_FALSE(negative.ok());

@@ -449,6 +449,28 @@ TEST_CASE("weftd: an unknown config key stops it with a sentence naming the key"
   CHECK_THAT(r.err, Catch::Contains("leese_ms") && Catch::Contains("lease_ms"));
 }
 
+TEST_CASE("weftd: a store file that is not a database stops it with the path and what to do, untouched",
+          "[weftd]") {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "d");
+  const std::string garbage = "garbage, not a database\n";
+  weft::testing::WriteFile(dir / "d" / "weft.db", garbage);
+  auto r = weft::testing::Run(weft::testing::BuildPath("bin/weftd"), {"--data-dir", (dir / "d").string()});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  const std::string path = (dir / "d" / "weft.db").string();
+  CHECK_THAT(r.err, Catch::Contains("cannot open the store " + path + ": it is not a SQLite database"));
+  CHECK_THAT(r.err, Catch::Contains("Restore " + path + " from a backup") && Catch::Contains("move it aside"));
+  // Said once, not three times.
+  CHECK_THAT(r.err, !Catch::Contains("file is not a database"));  // SQLite's words, which said it three times
+  const std::string notadb = "not a SQLite database";
+  std::size_t count = 0;
+  for (std::size_t at = r.err.find(notadb); at != std::string::npos; at = r.err.find(notadb, at + 1)) ++count;
+  CHECK(count == 1);
+  CHECK(weft::testing::ReadFile(dir / "d" / "weft.db") == garbage);
+  CHECK_FALSE(std::filesystem::exists(dir / "d" / "weft.db-wal"));
+}
+
 TEST_CASE("weftd: task transitions are published on the events endpoint", "[weftd]") {
   Weftd weftd(Config());
   zmq::socket_t sub(Ctx(), zmq::socket_type::sub);

@@ -11,6 +11,8 @@
 
 #include "stream.hpp"
 #include "support/catalog_dir.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
 #include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/common/digest.hpp"
@@ -30,6 +32,20 @@ WebOptions Open(const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("weft-web refuses to start when server.static_dir is not the UI's folder, naming the key and path") {
+  TempDir dir("web-static-dir");
+  std::filesystem::create_directories(dir / "empty");
+  for (const std::string& ui : {(dir / "nope").string(), (dir / "empty").string()}) {
+    WriteFile(dir / "weft-web.toml", "[server]\nlisten = \"127.0.0.1:0\"\nstatic_dir = \"" + ui + "\"\n");
+    RunResult r = Run(BuildPath("bin/weft-web"), {"--config", (dir / "weft-web.toml").string()}, 10s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("server.static_dir is \"" + ui + "\""));
+    CHECK_THAT(r.err, Catch::Contains(ui == (dir / "nope").string() ? "not a folder" : "no index.html"));
+    CHECK_THAT(r.err, !Catch::Contains("serving"));
+  }
+}
 
 TEST_CASE("the UI's files are served with the security headers, and nothing outside their directory") {
   Weftd weftd("web-static");

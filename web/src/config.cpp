@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -138,7 +139,19 @@ Result<Config> LoadConfigFile(const std::filesystem::path& path) {
   if (!in) return Status::NotFound("cannot read the configuration file " + path.string());
   std::ostringstream text;
   text << in.rdbuf();
-  return ParseConfig(text.str(), path.string());
+  WEFT_ASSIGN_OR_RETURN(Config cfg, ParseConfig(text.str(), path.string()));
+  // A UI folder that is not there would answer every page with 404: say so now.
+  std::error_code ec;
+  const std::string dir = "server.static_dir is \"" + cfg.server.static_dir.string() + "\"";
+  if (!std::filesystem::is_directory(cfg.server.static_dir, ec))
+    return Status::Invalid(path.string() + ": " + dir +
+                           ", which is not a folder (missing?); point it at the UI's files (web/ui of the "
+                           "source tree, installed as /usr/share/weft/web)");
+  if (!std::filesystem::is_regular_file(cfg.server.static_dir / "index.html", ec))
+    return Status::Invalid(path.string() + ": " + dir +
+                           ", which has no index.html, so it is not the UI's folder; point it at the UI's files "
+                           "(web/ui of the source tree, installed as /usr/share/weft/web)");
+  return cfg;
 }
 
 }  // namespace weft::web

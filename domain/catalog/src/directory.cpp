@@ -16,7 +16,37 @@ Result<ImportResult> ImportDirectory(const fs::path& dir) {
                             "' does not exist or is not a directory; give the folder that holds providers/, "
                             "hardwaretypes/, imagetypes/, services/ and clustertemplates/");
   }
+  // The kind folders there are, and the other folders (a misspelled one
+  // would otherwise be passed over in silence). Hidden ones (.git) are not named.
+  std::set<std::string> kinds;
+  for (Kind kind : kAllKinds) kinds.insert(std::string(KindDirectory(kind)));
+  std::vector<std::string> found;
+  std::vector<std::string> other_folders;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_directory(type_ec)) continue;
+    const std::string name = it->path().filename().string();
+    if (kinds.count(name)) found.push_back(name);
+    else if (name.empty() || name[0] != '.') other_folders.push_back(name);
+  }
+  if (ec) return Status::Unavailable("cannot list '" + dir.string() + "': " + ec.message() + "; check its permissions");
+  const std::string looked_for = "providers/, hardwaretypes/, imagetypes/, services/ or clustertemplates/";
+  if (found.empty()) {
+    // One level too high (the folder that holds the catalog folder) is the usual slip.
+    std::string hint;
+    std::sort(other_folders.begin(), other_folders.end());
+    for (const std::string& name : other_folders)
+      for (const std::string& k : kinds)
+        if (hint.empty() && fs::is_directory(dir / name / k, ec)) hint = "; did you mean '" + (dir / name).string() + "'?";
+    return Status::NotFound("'" + dir.string() + "' holds none of the catalog folders " + looked_for +
+                            ", so there is nothing to import" +
+                            (hint.empty() ? "; give the folder that holds them" : hint));
+  }
   ImportResult result;
+  std::sort(other_folders.begin(), other_folders.end());
+  for (const std::string& name : other_folders)
+    result.report.skipped.push_back(
+        {name + "/", "not a catalog folder; only " + looked_for + " are read (a misspelled name?)"});
   for (Kind kind : kAllKinds) {
     const std::string sub(KindDirectory(kind));
     fs::path kdir = dir / sub;

@@ -455,10 +455,12 @@ class Builder {
     std::set<std::string> named;
     for (std::size_t k = seen[at]; k < path.size(); ++k) {
       const PlannedTask& t = tasks_[path[k]];
-      if (t.service.empty() || !named.insert(std::string(ActionName(t.action)) + t.service).second) continue;
+      // A join stands for the step it joins: named, and counted once, as that step.
+      const std::string step =
+          std::string(ActionName(t.action == Action::kJoin ? t.joined : t.action)) + " of '" + t.service + "'";
+      if (t.service.empty() || !named.insert(step).second) continue;
       if (!cycle.empty()) cycle += " ← ";
-      cycle += std::string(ActionName(t.action == Action::kJoin ? t.joined : t.action)) + " of '" +
-               t.service + "'";
+      cycle += step;
     }
     return Status::Invalid("service dependencies form a cycle (" + cycle +
                            "); remove one of these requires/uses so the services can be ordered");

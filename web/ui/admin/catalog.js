@@ -77,6 +77,8 @@ async function importEntities(entities) {
     }
     try {
       const reply = await call(`${kind}.put`, entity);
+      // weftd compares secrets in the clear: an entity equal to its latest version keeps it.
+      if (reply.unchanged) { result.unchanged.push({ kind, name: reply.name, version: reply.version }); continue; }
       result.imported.push({ kind, name: reply.name, version: reply.version, warnings: reply.warnings || [] });
     } catch (e) {
       if (e.code === 'UNAVAILABLE') throw e;

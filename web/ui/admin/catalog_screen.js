@@ -29,7 +29,9 @@ export function CatalogScreen({ kind, title, intro, Form, blank }) {
             <td><button type="button" class="entity-link" data-entity=${e.name} onClick=${() => open(e.name)}>${e.name}</button></td>
             <td>${e.version}</td><td>${formatTime(e.created_at_ms)}</td></tr>`)}
       </tbody></table></div>` : null}
-    ${saved ? html`<div class="info-note saved" role="status">Saved ${kind} '${saved.name}' as version ${saved.version}.
+    ${saved ? html`<div class="info-note saved" role="status">${saved.unchanged
+      ? `No change: ${kind} '${saved.name}' stays version ${saved.version}.`
+      : `Saved ${kind} '${saved.name}' as version ${saved.version}.`}
       ${(saved.warnings || []).map((w) => html`<div class="warning">warning: ${w}</div>`)}</div>` : null}
     ${selected ? html`<${EntityEditor} key=${selected.isNew ? '(new)' : `${selected.name}@${saved?.version ?? ''}`} kind=${kind} Form=${Form}
       name=${selected.name} blank=${blank} onSaved=${afterSave} onDeleted=${afterDelete}

@@ -85,6 +85,7 @@ struct Config {
 
 // Parses TOML text; `origin` names it in errors (a file path).
 Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin);
+// ParseConfig of the file, and server.static_dir must be a folder with index.html.
 Result<Config> LoadConfigFile(const std::filesystem::path& path);
 
 // "host:port" split; INVALID naming the key when it is not one.

@@ -36,8 +36,9 @@ struct ImportResult {
 
 // Reads every <kind dir>/*.json. A file that does not parse or validate, whose entity
 // name differs from its file name, or that repeats a name, is skipped with its reason;
-// other files in the kind folders are skipped too. Missing kind folders are fine.
-// Fails only when `dir` is not a readable directory.
+// other files in the kind folders are skipped too, and so are folders that are not
+// kind folders. Missing kind folders are fine, but not all of them: fails when
+// `dir` is not a readable directory or holds no kind folder at all.
 Result<ImportResult> ImportDirectory(const std::filesystem::path& dir);
 
 // Writes every entity as <dir>/<kind dir>/<name>.json (2-space indented, sorted keys,

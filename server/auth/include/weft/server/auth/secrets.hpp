@@ -66,9 +66,11 @@ class SecretBox {
   // Seals the values of `fields` named in `sensitive` for `base`.At(name).
   // A value the client sent already sealed is kept only if it was sealed for
   // exactly that place (a catalog export put back); any other sealed text in
-  // `fields` is refused.
+  // `fields` is refused. A clear value equal to what `previous` (the same
+  // fields as stored last, sealed for the same places; may be null) holds at
+  // its name keeps that sealed text, so a put of an equal entity stores equal text.
   [[nodiscard]] Status SealFields(nlohmann::json& fields, const std::set<std::string>& sensitive,
-                                  const SealPlace& base) const;
+                                  const SealPlace& base, const nlohmann::json* previous = nullptr) const;
   // For a plugin registered after its entities were stored: seals `sensitive`
   // values still in the clear and re-seals v1 ones as v2, in place. Whether it changed anything.
   bool ResealFields(nlohmann::json& fields, const std::set<std::string>& sensitive, const SealPlace& base) const;
