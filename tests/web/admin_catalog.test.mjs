@@ -43,6 +43,24 @@ ctx.test('a provider form comes from the plugin schema and a sensitive field sta
   assert.equal(v3.entity.description, 'fake nodes, with a token');
   assert.equal(v3.entity.provisioner.api_token, sealed);
   assert.equal(v3.entity.provisioner.latency_ms, 7);
+
+  // Saving with nothing changed keeps the version: weftd finds the entity equal to it.
+  await page.click('.entity-editor button.primary');
+  await page.getByText("No change: provider 'fake' stays version 3.").waitFor();
+  assert.equal(stack.weftJson(['provider', 'get', 'fake'], { tenant: 'acme' }).version, 3);
+
+  // So does an import that gives the secret in the clear, equal to the sealed one.
+  const clear = structuredClone(v3.entity);
+  clear.provisioner.api_token = 'tok-s3cret-value';
+  await page.goto('/#/admin/catalog');
+  await page.setInputFiles('#catalog-files', { name: 'fake.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify({ providers: [clear] })) });
+  await page.click('text=Import 1 file');
+  const report = page.locator('.import-report');
+  await report.waitFor();
+  assert.match(await report.innerText(), /^0 imported, 1 unchanged, 0 skipped, 0 refused\./);
+  const kept = stack.weftJson(['provider', 'get', 'fake'], { tenant: 'acme' });
+  assert.equal(kept.version, 3);
+  assert.equal(kept.entity.provisioner.api_token, sealed);
 });
 
 ctx.test('the catalog is exported as one file and imported back; only changed entities get a version', async (page, stack) => {
