@@ -241,7 +241,8 @@ Status SealProvider(const SecretBox& box, const hosts::HostRegistry& hosts, cons
 }
 
 // The actions of a service entity ({"install": {"type", "fields"}, ...}), or nullptr.
-json* Actions(json& service) {
+template <typename Json>  // json, or const json for a read-only look
+Json* Actions(Json& service) {
   auto p = service.find("provisioner");
   if (p == service.end() || !p->is_object()) return nullptr;
   auto a = p->find("actions");
@@ -260,14 +261,16 @@ Status SealService(const SecretBox& box, const hosts::HostRegistry& hosts, const
   WEFT_RETURN_IF_ERROR(RefuseSealedText(rest, "service '" + name + "'"));
   json* actions = Actions(entity);
   if (!actions) return Status::Ok();
-  json before_copy = previous;
-  const json* before_actions = Actions(before_copy);
+  const json* before_actions = Actions(previous);
   for (auto& [key, action] : actions->items()) {
     if (!action.is_object() || !action.contains("fields")) continue;
+    // The same action's fields in the latest version, when the same automator runs it.
     const json* before = nullptr;
-    if (before_actions && before_actions->contains(key) && (*before_actions)[key].is_object() &&
-        Str((*before_actions)[key], "type") == Str(action, "type") && (*before_actions)[key].contains("fields"))
-      before = &(*before_actions)[key]["fields"];
+    if (before_actions) {
+      auto b = before_actions->find(key);
+      if (b != before_actions->end() && b->is_object() && Str(*b, "type") == Str(action, "type"))
+        if (auto f = b->find("fields"); f != b->end()) before = &*f;
+    }
     WEFT_RETURN_IF_ERROR(box.SealFields(action["fields"], hosts.SensitiveFields(Str(action, "type")),
                                         {tenant, "service", name, key}, before));
   }

@@ -181,7 +181,7 @@ Status SecretBox::SealFields(json& fields, const std::set<std::string>& sensitiv
     if (value.is_string() && LooksSealed(value.get_ref<const std::string&>())) {
       // Only a v2 value sealed for exactly this place: putting back what weftd showed reveals nothing.
       const std::string& text = value.get_ref<const std::string&>();
-      if (text.substr(0, kV2.size()) == kV2 && Open(text, place).ok()) continue;
+      if (text.starts_with(kV2) && Open(text, place).ok()) continue;
       return Status::Invalid(place.Describe() +
                              " holds sealed text (enc:...) that was not sealed for it by this weftd; put the clear "
                              "value instead, weftd seals it");
@@ -193,8 +193,7 @@ Status SecretBox::SealFields(json& fields, const std::set<std::string>& sensitiv
     if (!sensitive.count(name) || value.is_null()) continue;
     if (previous && previous->is_object()) {
       auto before = previous->find(name);
-      if (before != previous->end() && before->is_string() &&
-          before->get_ref<const std::string&>().substr(0, kV2.size()) == kV2) {
+      if (before != previous->end() && before->is_string() && before->get_ref<const std::string&>().starts_with(kV2)) {
         Result<json> plain = Open(before->get_ref<const std::string&>(), place);
         if (plain.ok() && *plain == value) {
           value = *before;

@@ -1128,23 +1128,24 @@ Status JobEngine::ExpireLeases() {
     job.before.status = c.status;
     job.target.spec = job.before.spec;
     job.target.status = ToString(ClusterStatus::kTerminated);
-    // A delete that cannot be planned keeps the lease (still due): it is tried
-    // again on every pass, and said once, until its cause is fixed or the
-    // lease is extended.
-    if (Result<planner::Plan> plan = PlanJob(job); !plan.ok()) {
-      const std::string why = plan.status().message();
-      auto said = lease_blocked_.find(c.id);
-      if (said == lease_blocked_.end() || said->second != why) {
-        WEFT_LOG(kWarn, "jobs") << "the lease of cluster '" << c.name << "' (id " << c.id << ", tenant " << c.tenant
-                                << ") ran out but it cannot be deleted: " << why
-                                << "; it is deleted once that is fixed (or `weft cluster extend-lease` keeps it)";
-      }
-      blocked[c.id] = why;
+    Result<store::JobRecord> started = Start(std::move(job));
+    if (started.ok()) {
+      // The lease is over whatever the delete does: never start a second one.
+      WEFT_RETURN_IF_ERROR(SetCluster(c.id, [](store::ClusterRecord& r) { r.expire_at_ms = 0; }));
       continue;
     }
-    WEFT_RETURN_IF_ERROR(Start(std::move(job)).status());
-    // The lease is over whatever the delete does: never start a second one.
-    WEFT_RETURN_IF_ERROR(SetCluster(c.id, [](store::ClusterRecord& r) { r.expire_at_ms = 0; }));
+    if (started.status().code() != Code::kInvalid) return started.status();
+    // A delete that cannot be planned (Start writes nothing then) keeps the
+    // lease, still due: it is tried again on every pass, and said once, until
+    // its cause is fixed or the lease is extended.
+    const std::string why = started.status().message();
+    auto said = lease_blocked_.find(c.id);
+    if (said == lease_blocked_.end() || said->second != why) {
+      WEFT_LOG(kWarn, "jobs") << "the lease of cluster '" << c.name << "' (id " << c.id << ", tenant " << c.tenant
+                              << ") ran out but it cannot be deleted: " << why
+                              << "; it is deleted once that is fixed (or `weft cluster extend-lease` keeps it)";
+    }
+    blocked[c.id] = why;
   }
   lease_blocked_ = std::move(blocked);
   return Status::Ok();
