@@ -47,6 +47,7 @@ ctx.test('a provider form comes from the plugin schema and a sensitive field sta
   // Saving with nothing changed keeps the version: weftd finds the entity equal to it.
   await page.click('.entity-editor button.primary');
   await page.getByText("No change: provider 'fake' stays version 3.").waitFor();
+  await shot(page, 'admin-provider-unchanged');
   assert.equal(stack.weftJson(['provider', 'get', 'fake'], { tenant: 'acme' }).version, 3);
 
   // So does an import that gives the secret in the clear, equal to the sealed one.
