@@ -64,6 +64,9 @@ constexpr int kBackoffMs = 500;
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr auto kDeathWindow = std::chrono::seconds(60);
+// Tasks whose attempts all ended that the master still remembers, to refuse a
+// late-read older attempt of one of them (about 60 bytes each).
+constexpr std::size_t kRememberEndedTasks = 65'536;
 constexpr int kMaxNotFoundReports = 5;  // weftd does not know the task: re-registering did not help
 
 std::int64_t IntOr(const json& obj, const char* key, std::int64_t fallback) {
@@ -213,6 +216,8 @@ struct Master::Impl {
   bool stopping = false;
   Clock::time_point stop_deadline;
   bool workers_started = false;
+  // The newest attempt of each task the workers started (see OnMessage).
+  AttemptGuard attempts{kRememberEndedTasks};
 
   // ---- shared with the control thread (mu) ----
   std::mutex mu;
@@ -617,10 +622,31 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       w.ready = true;
       WEFT_LOG(kDebug, kLog) << "worker " << w.pid << " is ready with " << m.plugins << " plugin(s)";
       return;
-    case WorkerMessage::Kind::kStart:
+    case WorkerMessage::Kind::kStart: {
+      WorkerMessage answer;
+      answer.task_id = m.task_id;
+      answer.attempt = m.attempt;
+      std::int64_t newest = 0;
+      if (!attempts.Start(m.task_id, m.attempt, &newest)) {
+        const bool same = newest == m.attempt;
+        WEFT_LOG(kWarn, kLog) << "task " << m.task_id << " attempt " << m.attempt << ": not starting it in worker "
+                              << w.pid << ": "
+                              << (same ? std::string("that attempt already runs on this host")
+                                       : "this host already started attempt " + std::to_string(newest) +
+                                             " of the task (the take was read late, after weftd handed the task "
+                                             "out again)");
+        answer.kind = WorkerMessage::Kind::kSkip;
+        answer.reason = same ? "attempt " + std::to_string(m.attempt) + " already runs on this host"
+                             : "this host started attempt " + std::to_string(newest) + " of the task already";
+        SendCommand(w, answer);
+        return;
+      }
       w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, Clock::now(), false};
+      answer.kind = WorkerMessage::Kind::kRun;
+      SendCommand(w, answer);
       PublishInFlight();
       return;
+    }
     case WorkerMessage::Kind::kRan:
       CountCache(m.cache_hits, m.cache_misses, m.cache_fetched_bytes);
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
@@ -629,7 +655,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       }
       return;
     case WorkerMessage::Kind::kEnd:
-      w.tasks.erase(key);
+      if (w.tasks.erase(key)) attempts.End(key.first, key.second);
       PublishInFlight();
       return;
     case WorkerMessage::Kind::kDrained:
@@ -679,8 +705,10 @@ void Master::Impl::OnDeath(Worker& w, int status) {
                           << (w.tasks.empty() ? "" : "; reporting them as failed");
     if (!stopping) CountCrash(w, status);
   }
-  for (const auto& [key, t] : w.tasks)
+  for (const auto& [key, t] : w.tasks) {
+    attempts.End(key.first, key.second);
     if (!t.ran) CountTask(t.plugin, kCrashed);
+  }
   // The message of each task it held.
   std::string culprit_message;
   if (w.kill_reason == KillReason::kHung) {

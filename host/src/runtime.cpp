@@ -66,6 +66,7 @@ constexpr int kBackoffMs = 500;
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
 constexpr int kProgressDelayMs = 25;  // how long a progress report waits before the control thread sends it
+constexpr int kStartAnswerWaitS = 30;  // how long a runner waits for the master's answer to its "start"
 // Sockets a worker's context may hold beyond one per runner thread: the control
 // thread's, and resource fetches.
 constexpr int kSpareSockets = 64;
@@ -264,6 +265,17 @@ void Runtime::HandleCommand(const WorkerMessage& m) {
       }
       return;
     }
+    case WorkerMessage::Kind::kRun:
+    case WorkerMessage::Kind::kSkip: {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = start_answers_.find({m.task_id, m.attempt});
+      if (it == start_answers_.end()) return;  // the runner gave up waiting
+      it->second.set_value(m.kind == WorkerMessage::Kind::kRun ? std::string()
+                           : m.reason.empty()                  ? std::string("refused by the master")
+                                                               : m.reason);
+      start_answers_.erase(it);
+      return;
+    }
     case WorkerMessage::Kind::kDrain: {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -418,7 +430,6 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
     in_flight_[key] = {context, Clock::now() + std::chrono::milliseconds(config_.task_timeout_ms)};
     if (hard_stop_) context->Cancel("host shutting down");
   }
-  WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << ": " << type << " " << action;
   {
     WorkerMessage m;
     m.kind = WorkerMessage::Kind::kStart;
@@ -427,8 +438,17 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
     m.plugin = type;
     m.action = action;
     m.tenant = StringOr(task, "tenant");
-    Send(m);
+    if (std::string refused = AskToStart(m); !refused.empty()) {
+      // The master logged why. Nothing to report: this attempt is not the
+      // task's current one, and this runner's next take tells weftd that it
+      // holds nothing (the protocol's way to drop a take).
+      WEFT_LOG(kDebug, component_) << "task " << task_id << " attempt " << attempt << ": not run: " << refused;
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_.erase(key);
+      return json();
+    }
   }
+  WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << ": " << type << " " << action;
   const auto started = Clock::now();
 
   std::string status = "failed";
@@ -513,6 +533,26 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
   }
   cv_.notify_all();
   return next;
+}
+
+std::string Runtime::AskToStart(const WorkerMessage& start) {
+  if (options_.channel_fd < 0) return "";  // no master (a worker run on its own)
+  const TaskKey key{start.task_id, start.attempt};
+  std::future<std::string> answer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer = start_answers_[key].get_future();
+  }
+  Send(start);
+  // The master answers from its main loop at once; it may be busy for a
+  // moment (probing a new plugin file). A master that is gone ends this
+  // process (ChannelLoop).
+  if (answer.wait_for(std::chrono::seconds(kStartAnswerWaitS)) == std::future_status::ready) return answer.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  start_answers_.erase(key);
+  WEFT_LOG(kError, component_) << "the master did not answer the start of task " << start.task_id << " attempt "
+                               << start.attempt << " within " << kStartAnswerWaitS << " s; not running it";
+  return "the master did not answer";
 }
 
 json Runtime::Finish(client::Client& client, json body, const std::string& runner) {

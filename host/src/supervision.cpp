@@ -95,6 +95,36 @@ std::optional<std::uint64_t> ReadRssBytes(pid_t pid) {
   return ParseStatmRssBytes(text, sysconf(_SC_PAGESIZE));
 }
 
+bool AttemptGuard::Start(std::int64_t task_id, std::int64_t attempt, std::int64_t* newest) {
+  auto [it, fresh] = tasks_.try_emplace(task_id);
+  Task& t = it->second;
+  if (!fresh && (attempt < t.newest || (attempt == t.newest && t.newest_running))) {
+    *newest = t.newest;
+    return false;
+  }
+  t.newest = attempt;
+  t.newest_running = true;
+  ++t.running;
+  return true;
+}
+
+void AttemptGuard::End(std::int64_t task_id, std::int64_t attempt) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second.running == 0) return;
+  Task& t = it->second;
+  if (attempt == t.newest) t.newest_running = false;
+  if (--t.running > 0) return;
+  t.ended = ++ends_;
+  ended_.emplace_back(task_id, t.ended);
+  while (ended_.size() > remember_ended_) {
+    const auto [oldest, when] = ended_.front();
+    ended_.pop_front();
+    // A task started again since is in the queue again, further back.
+    if (auto o = tasks_.find(oldest); o != tasks_.end() && o->second.running == 0 && o->second.ended == when)
+      tasks_.erase(o);
+  }
+}
+
 Result<pid_t> SpawnChild(const ChildSpec& spec) {
   // Everything the child needs is built before fork: between fork and exec a
   // child of a threaded process may only make async-signal-safe calls.

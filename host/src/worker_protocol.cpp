@@ -16,11 +16,13 @@ constexpr struct {
     {WorkerMessage::Kind::kRan, "ev", "ran"},         {WorkerMessage::Kind::kEnd, "ev", "end"},
     {WorkerMessage::Kind::kDrained, "ev", "drained"}, {WorkerMessage::Kind::kCancel, "cmd", "cancel"},
     {WorkerMessage::Kind::kDrain, "cmd", "drain"},    {WorkerMessage::Kind::kStop, "cmd", "stop"},
+    {WorkerMessage::Kind::kRun, "cmd", "run"},        {WorkerMessage::Kind::kSkip, "cmd", "skip"},
 };
 
 bool HasTask(WorkerMessage::Kind kind) {
   return kind == WorkerMessage::Kind::kStart || kind == WorkerMessage::Kind::kRan ||
-         kind == WorkerMessage::Kind::kEnd || kind == WorkerMessage::Kind::kCancel;
+         kind == WorkerMessage::Kind::kEnd || kind == WorkerMessage::Kind::kCancel ||
+         kind == WorkerMessage::Kind::kRun || kind == WorkerMessage::Kind::kSkip;
 }
 
 }  // namespace
@@ -43,7 +45,7 @@ std::string EncodeWorkerMessage(const WorkerMessage& m) {
     j["outcome"] = m.outcome;
     j["cache"] = {m.cache_hits, m.cache_misses, m.cache_fetched_bytes};
   }
-  if (m.kind == WorkerMessage::Kind::kCancel) j["reason"] = m.reason;
+  if (m.kind == WorkerMessage::Kind::kCancel || m.kind == WorkerMessage::Kind::kSkip) j["reason"] = m.reason;
   if (m.kind == WorkerMessage::Kind::kReady) j["plugins"] = m.plugins;
   // dump() escapes control characters, so the line never holds a raw '\n'.
   return j.dump(-1, ' ', false, json::error_handler_t::replace);

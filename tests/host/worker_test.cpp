@@ -66,6 +66,27 @@ TEST_CASE("worker protocol: every message survives encode and parse", "[host][wo
   CHECK(parsed->kind == WorkerMessage::Kind::kCancel);
   CHECK(parsed->reason == "stale\nwith a newline");
 
+  WorkerMessage skip;
+  skip.kind = WorkerMessage::Kind::kSkip;
+  skip.task_id = 9;
+  skip.attempt = 1;
+  skip.reason = "this host started attempt 2 of the task already";
+  parsed = weft::host::ParseWorkerMessage(weft::host::EncodeWorkerMessage(skip));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == WorkerMessage::Kind::kSkip);
+  CHECK(parsed->task_id == 9);
+  CHECK(parsed->attempt == 1);
+  CHECK(parsed->reason == skip.reason);
+  WorkerMessage run;
+  run.kind = WorkerMessage::Kind::kRun;
+  run.task_id = 9;
+  run.attempt = 2;
+  parsed = weft::host::ParseWorkerMessage(weft::host::EncodeWorkerMessage(run));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->kind == WorkerMessage::Kind::kRun);
+  CHECK(parsed->attempt == 2);
+  CHECK_FALSE(weft::host::ParseWorkerMessage(R"({"cmd":"run","attempt":1})").ok());
+
   for (auto kind : {WorkerMessage::Kind::kReady, WorkerMessage::Kind::kDrained, WorkerMessage::Kind::kDrain,
                     WorkerMessage::Kind::kStop}) {
     WorkerMessage m;
@@ -245,4 +266,62 @@ TEST_CASE("supervision: workers dying in a loop are restarted with a growing del
   CHECK(weft::host::RestartDelayMs(4) == 2000);
   CHECK(weft::host::RestartDelayMs(8) == 30'000);
   CHECK(weft::host::RestartDelayMs(1000) == 30'000);
+}
+
+TEST_CASE("attempt guard: an older attempt never starts after a newer one", "[host][worker]") {
+  weft::host::AttemptGuard guard(100);
+  std::int64_t newest = 0;
+  REQUIRE(guard.Start(7, 1, &newest));
+  // The lease ran out; weftd handed attempt 2 to another runner of this host.
+  REQUIRE(guard.Start(7, 2, &newest));
+  // A runner that read its take of attempt 1 only now.
+  CHECK_FALSE(guard.Start(7, 1, &newest));
+  CHECK(newest == 2);
+  // The same attempt twice at once neither.
+  CHECK_FALSE(guard.Start(7, 2, &newest));
+  CHECK(newest == 2);
+  guard.End(7, 1);
+  guard.End(7, 2);
+  // Attempt 2 ended: a late attempt 1 is still refused.
+  CHECK_FALSE(guard.Start(7, 1, &newest));
+  CHECK(newest == 2);
+  // A newer attempt (weftd retried the task) starts.
+  CHECK(guard.Start(7, 3, &newest));
+  // Other tasks are not affected.
+  CHECK(guard.Start(8, 1, &newest));
+  guard.End(7, 3);
+  guard.End(8, 1);
+  // Ending what never started changes nothing.
+  guard.End(99, 1);
+  CHECK(guard.size() == 2);
+}
+
+TEST_CASE("attempt guard: ended tasks are forgotten oldest first past the window, running ones never",
+          "[host][worker]") {
+  weft::host::AttemptGuard guard(3);
+  std::int64_t newest = 0;
+  REQUIRE(guard.Start(1, 5, &newest));  // runs throughout
+  for (std::int64_t task = 10; task < 1010; ++task) {
+    REQUIRE(guard.Start(task, 2, &newest));
+    guard.End(task, 2);
+  }
+  CHECK(guard.size() == 4);  // task 1 and the last 3 ended ones
+  CHECK_FALSE(guard.Start(1, 4, &newest));
+  CHECK(newest == 5);
+  CHECK_FALSE(guard.Start(1009, 1, &newest));
+  CHECK_FALSE(guard.Start(1007, 1, &newest));
+  // Forgotten: the guard cannot tell any more.
+  CHECK(guard.Start(1006, 1, &newest));
+  guard.End(1006, 1);
+
+  // A task that ended, started again and ended again counts from its last end.
+  weft::host::AttemptGuard again(2);
+  REQUIRE(again.Start(1, 1, &newest));
+  again.End(1, 1);
+  REQUIRE(again.Start(1, 2, &newest));
+  again.End(1, 2);
+  REQUIRE(again.Start(2, 1, &newest));
+  again.End(2, 1);  // the first end of task 1 leaves the window, its last one not
+  CHECK_FALSE(again.Start(1, 1, &newest));
+  CHECK(newest == 2);
 }

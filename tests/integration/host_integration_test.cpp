@@ -357,3 +357,93 @@ TEST_CASE("integration: a host frozen past its lease cancels the stale attempt a
   CHECK(t["host_id"] == "h2");
   CHECK(first.process().running());
 }
+
+namespace {
+
+// The pids of the workers the master started, from its log ("started worker 1234 (slot ...").
+std::vector<pid_t> StartedWorkerPids(const std::string& log) {
+  std::vector<pid_t> out;
+  const std::string marker = "started worker ";
+  for (auto at = log.find(marker); at != std::string::npos; at = log.find(marker, at + 1))
+    out.push_back(static_cast<pid_t>(std::stol(log.substr(at + marker.size()))));
+  return out;
+}
+
+// The line of `text` that holds `what` (its first), without the newline.
+std::string LineWith(const std::string& text, const std::string& what) {
+  const auto at = text.find(what);
+  if (at == std::string::npos) return "";
+  const auto begin = text.rfind('\n', at);
+  const auto end = text.find('\n', at);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1,
+                     (end == std::string::npos ? text.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("integration: a take read late never starts an older attempt after the host started a newer one",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));  // 1.5 s leases
+  // Two workers of one thread each. Takes are held long, so the take of a
+  // frozen worker is still waited for when it thaws.
+  weft::testing::HostOptions options = HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "workers = 2\n");
+  options.take_wait_ms = 30000;
+  Host host(options);
+  REQUIRE(WaitFor([&] { return Occurrences(host.Log(), "serving any tenant with 1 thread(s)") == 2; }, 20s));
+  const std::vector<pid_t> workers = StartedWorkerPids(host.Log());
+  REQUIRE(workers.size() == 2);
+  std::this_thread::sleep_for(500ms);  // both runners' takes are held by weftd
+  auto task = [](const char* node, int latency_ms) {
+    return json{{"plugin", "fake-provider"},
+                {"action", "CREATE"},
+                {"node_id", node},
+                {"max_attempts", 3},
+                {"payload", {{"provider", {{"fields", {{"latency_ms", latency_ms}}}}}}}};
+  };
+
+  // One worker (busy) runs a long task; the other (late) is frozen holding its take.
+  const std::int64_t long_id = server.Enqueue(task("long", 5000));
+  REQUIRE(WaitFor([&] { return host.Log().find("task " + std::to_string(long_id) + " attempt 1: ") != std::string::npos; },
+                  10s));
+  const std::string line = LineWith(host.Log(), "task " + std::to_string(long_id) + " attempt 1: ");
+  const pid_t busy = line.find("worker " + std::to_string(workers[0]) + ":") != std::string::npos ? workers[0]
+                                                                                                  : workers[1];
+  REQUIRE(line.find("worker " + std::to_string(busy) + ":") != std::string::npos);
+  const pid_t late = busy == workers[0] ? workers[1] : workers[0];
+  REQUIRE(kill(late, SIGSTOP) == 0);
+
+  // Attempt 1 goes to the frozen worker's held take; its lease runs out (the
+  // host never names it), and attempt 2 goes to the busy worker once it is free.
+  const std::int64_t id = server.Enqueue(task("t", 3000));
+  const std::string second = "task " + std::to_string(id) + " attempt 2: fake-provider CREATE";
+  const bool handed_again = WaitFor([&] { return host.Log().find(second) != std::string::npos; }, 30s);
+  kill(late, SIGCONT);
+  INFO(host.Log());
+  REQUIRE(handed_again);
+  CHECK(host.Log().find("worker " + std::to_string(busy) + ": " + second) != std::string::npos);
+
+  // The thawed worker reads attempt 1 now: the master refuses to start it.
+  const std::string refused = "task " + std::to_string(id) + " attempt 1: not starting it in worker " +
+                              std::to_string(late) + ": this host already started attempt 2 of the task";
+  const std::string first = "task " + std::to_string(id) + " attempt 1: fake-provider CREATE";
+  CHECK(WaitFor(
+      [&] { return host.Log().find(refused) != std::string::npos || host.Log().find(first) != std::string::npos; },
+      20s));
+  json t = server.WaitTaskState(id, "succeeded", 20s);
+  CHECK(t["attempt"] == 2);
+  CHECK(t["attempts"][0]["status"] == "expired");
+  CHECK(t["attempts"][1]["status"] == "succeeded");
+  CHECK(Occurrences(host.Log(), refused) == 1);
+  CHECK(host.Log().find(first) == std::string::npos);
+  // The refused runner takes again, and its worker still serves.
+  const std::int64_t after = server.Enqueue(task("after", 0));
+  server.WaitTaskState(after, "succeeded", 20s);
+  CHECK(kill(late, 0) == 0);
+}

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -84,6 +85,9 @@ class Runtime {
   // Whether a queued progress report is still worth sending: its attempt runs.
   bool Reportable(const nlohmann::json& body);
   void CancelExpired();
+  // Tells the master a task was taken and waits for its answer: "" when the
+  // task may run, else why not (the master started a newer attempt of it).
+  std::string AskToStart(const WorkerMessage& start);
   // Runs the task and reports it; returns the next task when the finish
   // brought one (see Finish), null otherwise.
   nlohmann::json RunTask(client::Client& client, const nlohmann::json& task, const std::string& runner);
@@ -134,6 +138,8 @@ class Runtime {
   int taking_ = 0;               // runners inside task.take
   int runners_alive_ = 0;
   std::map<TaskKey, InFlight> in_flight_;
+  // Runners waiting for the master's answer to their "start": "" run, else why not.
+  std::map<TaskKey, std::promise<std::string>> start_answers_;
   std::deque<nlohmann::json> progress_;
 
   std::thread control_;

@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/common/status.hpp"
@@ -50,6 +52,41 @@ std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& statm_text, l
 // the first, then 0.5 s, 1 s, 2 s ... capped at 30 s, so a plugin that kills
 // every worker at once does not make the master fork in a tight loop.
 int RestartDelayMs(std::size_t recent_deaths);
+
+// The newest attempt of each task that this host's workers started, so the
+// master never starts an older attempt after a newer one. A runner may read
+// its take reply late (a busy machine, a weftd restart in between): by then
+// the lease ran out and weftd handed the task to another runner, maybe in
+// another worker process. Only the master sees every runner's starts.
+// Bounded: a task is remembered while one of its attempts runs, and for the
+// last `remember_ended` tasks whose attempts all ended (older ones are
+// forgotten first). Not thread-safe (the master's main thread owns it).
+class AttemptGuard {
+ public:
+  explicit AttemptGuard(std::size_t remember_ended) : remember_ended_(remember_ended) {}
+
+  // Whether `attempt` of `task_id` may start. No when this host started a
+  // newer attempt of the task, or the same attempt runs already; `newest` is
+  // then that attempt. When yes, the attempt counts as running until End.
+  bool Start(std::int64_t task_id, std::int64_t attempt, std::int64_t* newest);
+  // An attempt that Start let run ended (finished, given up, or its worker died).
+  void End(std::int64_t task_id, std::int64_t attempt);
+  // Tasks remembered now (running or ended recently).
+  std::size_t size() const { return tasks_.size(); }
+
+ private:
+  struct Task {
+    std::int64_t newest = 0;    // the newest attempt started
+    bool newest_running = false;
+    int running = 0;            // attempts started and not ended
+    std::uint64_t ended = 0;    // when its attempts last all ended (an End count)
+  };
+  const std::size_t remember_ended_;
+  std::uint64_t ends_ = 0;
+  std::unordered_map<std::int64_t, Task> tasks_;
+  // Tasks whose attempts all ended, oldest first, with the End count of that moment.
+  std::deque<std::pair<std::int64_t, std::uint64_t>> ended_;
+};
 
 struct ChildSpec {
   std::string program;             // usually /proc/self/exe

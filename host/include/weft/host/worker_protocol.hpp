@@ -3,6 +3,8 @@
 //
 //   worker → master  {"ev":"ready","plugins":N}
 //                    {"ev":"start","task_id":..,"attempt":..,"plugin":..,"action":..,"tenant":..}
+//                                                               a task was taken; the runner waits for
+//                                                               "run" or "skip" before its plugin runs
 //                    {"ev":"ran","task_id":..,"attempt":..,"outcome":..,"cache":[hits,misses,bytes]}
 //                                                               the plugin returned (succeeded or failed);
 //                                                               the resource cache's use since the last ran
@@ -11,6 +13,10 @@
 //   master → worker  {"cmd":"cancel","task_id":..,"attempt":..,"reason":..}
 //                    {"cmd":"drain"}   stop taking, finish running tasks, exit
 //                    {"cmd":"stop"}    graceful stop, as on SIGTERM
+//                    {"cmd":"run","task_id":..,"attempt":..}    the answer to "start": run it
+//                    {"cmd":"skip","task_id":..,"attempt":..,"reason":..}
+//                                      the answer to "start": do not run it (this host started
+//                                      a newer attempt of the task); no "ran" or "end" follows
 //
 // Plain values and free functions; LineBuffer is thread-compatible.
 #pragma once
@@ -35,6 +41,8 @@ struct WorkerMessage {
     kCancel,     // master: cancel one task
     kDrain,      // master: roll this worker out
     kStop,       // master: graceful stop
+    kRun,        // master: the task of a kStart may run
+    kSkip,       // master: the task of a kStart must not run (reason says why)
   };
   Kind kind = Kind::kReady;
   std::int64_t task_id = 0;
@@ -42,7 +50,7 @@ struct WorkerMessage {
   std::string plugin;
   std::string action;
   std::string tenant;
-  std::string reason;  // kCancel
+  std::string reason;  // kCancel, kSkip
   int plugins = 0;     // kReady
   // kRan: "succeeded" or "failed", and the worker's resource cache hits,
   // misses and bytes fetched since its previous kRan (for the master's metrics).
