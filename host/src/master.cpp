@@ -68,6 +68,7 @@ constexpr auto kDeathWindow = std::chrono::seconds(60);
 // late-read older attempt of one of them (about 60 bytes each).
 constexpr std::size_t kRememberEndedTasks = 65'536;
 constexpr int kMaxNotFoundReports = 5;  // weftd does not know the task: re-registering did not help
+constexpr int kLeaveWaitMs = 1000;       // how long a stopping host waits for weftd to answer host.leave
 
 std::int64_t IntOr(const json& obj, const char* key, std::int64_t fallback) {
   auto it = obj.find(key);
@@ -227,7 +228,6 @@ struct Master::Impl {
   bool registered = false;
   bool reregister = false;
   bool control_stop = false;
-  bool leave_on_stop = false;  // a clean stop: tell weftd this host is gone
   std::int64_t heartbeat_ms = 2000;
   std::vector<TaskKey> in_flight;   // every worker's tasks, for heartbeats
   struct Report {
@@ -295,7 +295,7 @@ struct Master::Impl {
   bool Register(client::Client& client);
   void Heartbeat(client::Client& client);
   void SendReports(client::Client& client);
-  void Leave(client::Client& client);
+  void Leave();
   void TakeSplit(const json& reply);
 };
 
@@ -1021,11 +1021,22 @@ void Master::Impl::SendReports(client::Client& client) {
 }
 
 // The last word of a clean stop: weftd shows the host as not live at once
-// instead of after hosts.silent_after_ms. One try; silence does the rest.
-void Master::Impl::Leave(client::Client& client) {
-  Result<json> r = client.Call("host.leave", {{"host_id", config.host_id}}, config.request_timeout_ms);
-  if (!r.ok()) {
-    WEFT_LOG(kDebug, kLog) << "cannot tell weftd that this host stops: " << r.status().ToString();
+// instead of after hosts.silent_after_ms. One short try on a socket of its
+// own (the control thread's is gone); silence does the rest.
+void Master::Impl::Leave() {
+  const int wait_ms = std::min(config.request_timeout_ms, kLeaveWaitMs);
+  zmq::context_t leave_ctx(1);
+  client::Options options = ClientOptions(config, wait_ms);
+  options.probe_ms = 0;  // no second wait to say what answers instead
+  client::Client client(leave_ctx, options);
+  Result<json> r = client.Call("host.leave", {{"host_id", config.host_id}}, wait_ms);
+  if (r.ok()) {
+    WEFT_LOG(kInfo, kLog) << "told weftd that this host leaves";
+  } else if (r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout) {
+    WEFT_LOG(kWarn, kLog) << "weftd did not answer host.leave within " << wait_ms << " ms (" << r.status().message()
+                          << "); it shows this host as live until hosts.silent_after_ms passes";
+  } else {
+    WEFT_LOG(kWarn, kLog) << "weftd refused host.leave: " << r.status().ToString();
   }
 }
 
@@ -1036,12 +1047,7 @@ void Master::Impl::ControlLoop() {
     bool need_register;
     {
       std::unique_lock<std::mutex> lock(mu);
-      if (control_stop) {
-        const bool leave = leave_on_stop && registered;
-        lock.unlock();
-        if (leave) Leave(client);
-        return;
-      }
+      if (control_stop) return;  // Shutdown says host.leave
       need_register = !registered || reregister;
     }
     if (need_register) {
@@ -1336,17 +1342,22 @@ void Master::Impl::ReadPluginDirEvents() {
   if (relevant) rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
 }
 
-// Stops resource sync, then the control thread, which says host.leave on its way out.
+// Stops resource sync and the control thread, then says host.leave. When
+// weftd is down their calls wait request_timeout_ms each (a heartbeat is
+// under way most of the time): shutting their context down ends them at once.
 void Master::Impl::Shutdown() {
   metrics_listener.reset();
-  resources->Stop();
+  bool leave;
   {
     std::lock_guard<std::mutex> lock(mu);
     control_stop = true;
-    leave_on_stop = true;
+    leave = registered;
   }
   cv.notify_all();
+  ctx.shutdown();
+  resources->Stop();
   control.join();
+  if (leave) Leave();
   WEFT_LOG(kInfo, kLog) << "stopped";
 }
 

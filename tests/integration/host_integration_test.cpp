@@ -447,3 +447,25 @@ TEST_CASE("integration: a take read late never starts an older attempt after the
   server.WaitTaskState(after, "succeeded", 20s);
   CHECK(kill(late, 0) == 0);
 }
+
+TEST_CASE("integration: with weftd down a host stops about as fast as its workers: host.leave waits at most 1 s",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  // Calls to a weftd that is down wait this long: far more than a stop may take.
+  weft::testing::HostOptions options = HostIn(tmp / "host", "h1", server.provisioner());
+  options.request_timeout_ms = 20000;
+  Host host(options);
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
+  server.Kill();
+  std::this_thread::sleep_for(1s);  // a heartbeat is under way, unanswered
+
+  const auto stop_started = std::chrono::steady_clock::now();
+  CHECK(ExitCode(host.process().Stop(60s)) == 0);
+  const auto took = std::chrono::steady_clock::now() - stop_started;
+  INFO(host.Log());
+  // Before: the heartbeat under way, then host.leave, each waited request_timeout_ms.
+  CHECK(took < 10s);
+  CHECK_THAT(host.Log(), Catch::Contains("weftd did not answer host.leave within 1000 ms"));
+  CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
+}
