@@ -86,6 +86,25 @@ std::string StringOr(const json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// Why weftd refused an attempt's finish, from the refusal's details
+// ({"current_attempt","state","host_id"}): the task was cancelled, or weftd
+// handed it out again.
+std::string WhyNotCurrent(std::int64_t attempt, const json& details) {
+  const std::string state = details.is_object() ? StringOr(details, "state") : "";
+  const std::int64_t current = details.is_object() ? IntOr(details, "current_attempt", 0) : 0;
+  if (state == "cancelled")
+    return "the task was cancelled by its job (the job was aborted, or failed)";
+  if (current > attempt) {
+    const std::string holder = StringOr(details, "host_id");
+    return "attempt " + std::to_string(attempt) + " was superseded: weftd handed the task out again as attempt " +
+           std::to_string(current) + (holder.empty() ? std::string() : " (to host '" + holder + "')");
+  }
+  if (!state.empty())
+    return "attempt " + std::to_string(attempt) + " is no longer current (the task is " + state + " at attempt " +
+           std::to_string(current) + ")";
+  return "attempt " + std::to_string(attempt) + " is no longer current";
+}
+
 }  // namespace
 
 Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions options)
@@ -602,18 +621,24 @@ json Runtime::TaskOf(json& reply) const {
 void Runtime::SendFinish(client::Client& client, const json& body) {
   const std::string what = "task " + std::to_string(body["task_id"].get<std::int64_t>()) + " attempt " +
                            std::to_string(body["attempt"].get<std::int64_t>());
+  const std::int64_t attempt = body["attempt"].get<std::int64_t>();
+  wire::Request request;
+  request.op = "task.finish";
+  request.body = body;
   int not_found = 0;
   while (true) {
-    Result<json> r = client.Call("task.finish", body);
-    if (r.ok()) {
+    // Raw, for the details of a refusal: what became of the task.
+    Result<wire::Reply> reply = client.CallRaw(request);
+    const Status s = reply.ok() ? reply->ToStatus() : reply.status();
+    if (s.ok()) {
       finish_outage_->Success();
       return;
     }
-    const Status& s = r.status();
     switch (s.code()) {
       case Code::kConflict:
         WEFT_LOG(kWarn, component_) << "weftd refused the finish of " << what << " (" << s.message()
-                                << "); dropping it: a newer attempt owns the task";
+                                    << "); dropping it: "
+                                    << WhyNotCurrent(attempt, reply.ok() ? reply->error.details : json());
         return;
       case Code::kInvalid:
       case Code::kDenied:

@@ -351,6 +351,8 @@ TEST_CASE("integration: a host frozen past its lease cancels the stale attempt a
   // plugin, reports, and weftd refuses that late finish. h2 keeps the task.
   REQUIRE(WaitFor([&] { return first.Log().find("weftd refused the finish of task") != std::string::npos; }, 10s));
   CHECK_THAT(first.Log(), Catch::Contains("attempt 1 is stale"));
+  CHECK_THAT(first.Log(), Catch::Contains("dropping it: attempt 1 was superseded: weftd handed the task out again as "
+                                          "attempt 2 (to host 'h2')"));
   json t = server.Task(id);
   CHECK(t["attempt"] == 2);
   CHECK(t["state"] == "leased");

@@ -888,6 +888,29 @@ TEST_CASE("jobs: a failed scale-down is not undone (that would create its node a
   CHECK(JobsOf(s, "sh").size() == 3);
 }
 
+TEST_CASE("jobs: the finish of a task its job's abort cancelled is refused, and the host's log says so",
+          "[jobs][integration]") {
+  Env env("weft-jobs-abort-log", kFastJobs);
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", 3000);
+  env.Import(catalog);
+  Weftd& s = env.server;
+  Host& host = *env.hosts[0];
+
+  json started = s.Call("cluster.create", {{"name", "ab"}, {"template", "web-fake"}, {"size", 3}});
+  const std::string id = started["job"]["id"];
+  REQUIRE(WaitFor([&] { return host.Log().find(": fake-provider CREATE") != std::string::npos; }, 30s));
+  RunResult r = s.Weft({"job", "abort", id});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // The host learns it from a heartbeat, cancels the plugin, and its finish is refused.
+  REQUIRE(WaitFor([&] { return host.Log().find("weftd refused the finish of task") != std::string::npos; }, 20s));
+  INFO(host.Log());
+  CHECK_THAT(host.Log(), Catch::Contains("dropping it: the task was cancelled by its job (the job was aborted, or "
+                                         "failed)"));
+  CHECK_THAT(host.Log(), !Catch::Contains("superseded"));
+  CHECK_THAT(host.Log(), !Catch::Contains("a newer attempt owns the task"));
+}
+
 TEST_CASE("jobs: abort stops a running job at once and undoes nothing, retry resumes it, a busy cluster "
           "refuses a second operation",
           "[jobs][integration]") {
