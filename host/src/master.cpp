@@ -698,11 +698,20 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   std::string how = w.kill_reason == KillReason::kHung     ? "was killed (a task hung)"
                     : w.kill_reason == KillReason::kMemory ? "was killed (memory limit)"
                                                            : DescribeExit(status);
+  // While stopping, a worker that we killed after the grace, or that gave up
+  // on a task ignoring its cancel and exited, leaves its tasks here: given up
+  // by the stop, not failed. Unreported, they stay leased to this host until
+  // host.leave, and weftd queues them again without counting the attempt.
+  const bool gave_up = stopping && w.kill_reason == KillReason::kNone &&
+                       ((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && w.stop_killed) ||
+                        (WIFEXITED(status) && WEXITSTATUS(status) == 0));
   if (clean && w.tasks.empty()) {
     WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " exited";
   } else {
     WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)"
-                          << (w.tasks.empty() ? "" : "; reporting them as failed");
+                          << (w.tasks.empty() ? ""
+                              : gave_up       ? "; the host stops: giving them up"
+                                              : "; reporting them as failed");
     if (!stopping) CountCrash(w, status);
   }
   for (const auto& [key, t] : w.tasks) {
@@ -722,6 +731,15 @@ void Master::Impl::OnDeath(Worker& w, int status) {
     }
   }
   for (const auto& [key, t] : w.tasks) {
+    if (gave_up) {
+      WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second << " given up: the host stops and "
+                            << (t.ran ? "the result of plugin '" + t.plugin + "' " + t.action +
+                                            " could not be reported before its worker ended"
+                                      : "plugin '" + t.plugin + "' ignored cancellation during " + t.action)
+                            << "; not reported (weftd queues it again when this host leaves, without counting the "
+                               "attempt)";
+      continue;
+    }
     std::string message;
     if (w.kill_reason == KillReason::kHung && key != w.kill_task) {
       message = "plugin '" + t.plugin + "' " + t.action + " was lost when its worker was killed: " + culprit_message;
@@ -739,16 +757,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
           if (other_key != key) r.others.push_back("plugin '" + o.plugin + "' (" + o.action + ")");
         }
       }
-      // While stopping, a worker that we killed after the grace, or that gave
-      // up on a task ignoring its cancel and exited, leaves its tasks here.
-      const bool gave_up = (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && w.stop_killed) ||
-                           (WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (stopping && w.kill_reason == KillReason::kNone && gave_up) {
-        message = "host shutting down: plugin '" + t.plugin + "' ignored cancellation during " + t.action +
-                  "; its worker was killed";
-      } else {
-        message = TaskFailureMessage(r);
-      }
+      message = TaskFailureMessage(r);
     }
     WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second << " failed: " << message;
     std::lock_guard<std::mutex> lock(mu);

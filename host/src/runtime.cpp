@@ -67,6 +67,8 @@ constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow f
 constexpr std::size_t kMaxQueuedProgress = 1000;
 constexpr int kProgressDelayMs = 25;  // how long a progress report waits before the control thread sends it
 constexpr int kStartAnswerWaitS = 30;  // how long a runner waits for the master's answer to its "start"
+// Why the tasks still running when the grace period of a stop is over are cancelled.
+constexpr const char* kStopReason = "host shutting down";
 // Sockets a worker's context may hold beyond one per runner thread: the control
 // thread's, and resource fetches.
 constexpr int kSpareSockets = 64;
@@ -184,9 +186,10 @@ int Runtime::Run() {
     auto grace_end = Clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
     if (!cv_.wait_until(lock, grace_end, [this] { return in_flight_.empty(); })) {
       WEFT_LOG(kWarn, component_) << "grace period over: cancelling " << in_flight_.size()
-                                  << " running task(s); they are reported as failed";
+                                  << " running task(s); they are given up, not reported: weftd queues them again "
+                                     "when this host leaves, without counting the attempt";
       hard_stop_ = true;
-      for (auto& [key, f] : in_flight_) f.context->Cancel("host shutting down");
+      for (auto& [key, f] : in_flight_) f.context->Cancel(kStopReason);
     }
   }
   // A cancelled plugin should return promptly; the finishes then get a bounded
@@ -195,8 +198,8 @@ int Runtime::Run() {
   if (!cv_.wait_until(lock, runners_end, [this] { return runners_alive_ == 0; })) {
     hard_stop_ = true;
     WEFT_LOG(kError, component_) << runners_alive_
-                                 << " task(s) ignored cancellation; exiting without reporting them (the master "
-                                    "reports them as failed)";
+                                 << " task(s) ignored cancellation; exiting without reporting them (given up: "
+                                    "weftd queues them again when this host leaves)";
     std::fflush(nullptr);
     std::_Exit(0);
   }
@@ -447,7 +450,7 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_[key] = {context, Clock::now() + std::chrono::milliseconds(config_.task_timeout_ms)};
-    if (hard_stop_) context->Cancel("host shutting down");
+    if (hard_stop_) context->Cancel(kStopReason);
   }
   {
     WorkerMessage m;
@@ -528,17 +531,35 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
     Send(m);
   }
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-  WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
-                          << " ms" << (message.empty() ? "" : ": " + message);
-  json next = Finish(client, {{"host_id", config_.host_id},
-                               {"task_id", task_id},
-                               {"attempt", attempt},
-                               {"status", status},
-                               {"message", message},
-                               {"result", context->result()},
-                               {"stdout", context->stdout_tail()},
-                               {"stderr", context->stderr_tail()}},
-                     runner);
+  bool given_up = false;
+  if (status != "succeeded") {
+    // Cancelled because the host stops and the grace period is over: not the
+    // task's failure. Unreported, it stays leased to this host until the
+    // master's host.leave, and weftd queues it again without counting the attempt.
+    std::lock_guard<std::mutex> lock(mu_);
+    given_up = hard_stop_ && context->cancelled() && context->cancel_reason() == kStopReason;
+  }
+  if (given_up) {
+    WEFT_LOG(kWarn, component_) << "task " << task_id << " attempt " << attempt << " given up after " << took_ms
+                                << " ms: the host stops and shutdown_grace_ms is over; not reported (weftd queues "
+                                   "it again when this host leaves, without counting the attempt)";
+  } else {
+    WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
+                                << " ms" << (message.empty() ? "" : ": " + message);
+  }
+  json next;
+  if (!given_up) {
+    next = Finish(client,
+                  {{"host_id", config_.host_id},
+                   {"task_id", task_id},
+                   {"attempt", attempt},
+                   {"status", status},
+                   {"message", message},
+                   {"result", context->result()},
+                   {"stdout", context->stdout_tail()},
+                   {"stderr", context->stderr_tail()}},
+                  runner);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(key);

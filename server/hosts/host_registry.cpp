@@ -96,9 +96,14 @@ void HostRegistry::Seen(Host& host) {
 }
 
 Status HostRegistry::Leave(Host& host) {
-  // A host stopping cleanly finished or reported its tasks first; anything
-  // still leased to it would never be finished by it.
-  WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host.record.id, "host '" + host.record.id + "' stopped"));
+  // A host stopping cleanly finished or reported its tasks first; what is
+  // still leased to it it gave up (shutdown_grace_ms ran out): that is the
+  // operator's stop, not the task's doing, so it does not use up an attempt.
+  WEFT_RETURN_IF_ERROR(queue_.ReleaseHost(host.record.id,
+                                          "host '" + host.record.id +
+                                              "' stopped (host.leave); this attempt does not count against "
+                                              "max_attempts",
+                                          /*counts=*/false));
   if (!host.left) {
     host.left = true;
     host.silent = true;

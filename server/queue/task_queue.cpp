@@ -326,11 +326,12 @@ Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Co
                           std::string(store::TaskStateName(conflict->state)) + "); stop working on it");
 }
 
-Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why) {
+Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why, bool counts) {
   Live& t = live_.at(id);
-  if (attempt_status == AttemptStatus::kUndelivered) {
-    // The host never got this attempt (it went away while its take was held):
-    // it keeps its number, for fencing, but does not use up one of the task's.
+  if (attempt_status == AttemptStatus::kUndelivered || !counts) {
+    // The host never got this attempt (it went away while its take was held),
+    // or gave it up as it left on purpose: it keeps its number, for fencing,
+    // but does not use up one of the task's.
     ++t.max_attempts;
     WEFT_RETURN_IF_ERROR(store_.SetTaskMaxAttempts(id, t.max_attempts));
   }
@@ -462,7 +463,7 @@ Status TaskQueue::Cancel(std::int64_t task_id, const std::string& message) {
   return store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs());
 }
 
-Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& reason) {
+Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& reason, bool counts) {
   if (!in_flight_.count(host_id)) return Status::Ok();
   std::vector<std::int64_t> held;
   for (const auto& [until, id] : leases_)
@@ -470,8 +471,10 @@ Status TaskQueue::ReleaseHost(const std::string& host_id, const std::string& rea
   for (std::int64_t id : held) {
     const Live& t = live_.at(id);
     if (metrics_) metrics_->leases_expired().Inc();
-    WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired, "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
-                                                     "' was given up: " + reason));
+    WEFT_RETURN_IF_ERROR(EndLease(id, AttemptStatus::kExpired,
+                                  "attempt " + std::to_string(t.attempt) + " on host '" + host_id +
+                                      "' was given up: " + reason,
+                                  counts));
   }
   return Status::Ok();
 }

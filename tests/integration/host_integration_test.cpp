@@ -283,7 +283,9 @@ TEST_CASE("integration: a task running while weftd is down keeps its attempt, it
   CHECK_THAT(host.Log(), !Catch::Contains("attempt 2"));
 }
 
-TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one after the grace", "[integration][host]") {
+TEST_CASE("integration: SIGTERM lets a short task finish, gives up a long one after the grace without using up "
+          "its attempt",
+          "[integration][host]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 1000\n"));
@@ -306,8 +308,22 @@ TEST_CASE("integration: SIGTERM lets a short task finish, cancels a long one aft
 
   json q = server.WaitTaskState(quick, "succeeded", 5s);
   CHECK(q["result"]["provider_id"] == "fake-quick");
-  json s = server.WaitTaskState(slow, "failed", 5s);
-  CHECK_THAT(s["message"].get<std::string>(), Catch::Contains("host shutting down"));
+  // The long one is given up by the stop, not failed: host.leave queues it
+  // again, and that attempt does not count against its max_attempts of 1.
+  json s = server.WaitTaskState(slow, "queued", 5s);
+  CHECK(s["max_attempts"] == 2);
+  REQUIRE(s["attempts"].size() == 1);
+  CHECK(s["attempts"][0]["status"] == "expired");
+  CHECK_THAT(s["attempts"][0]["message"].get<std::string>(),
+             Catch::Contains("attempt 1 on host 'h1' was given up: host 'h1' stopped (host.leave); this attempt does "
+                             "not count against max_attempts"));
+  CHECK_THAT(host.Log(), Catch::Contains("task " + std::to_string(slow) + " attempt 1 given up after"));
+  CHECK_THAT(host.Log(), Catch::Contains("told weftd that this host leaves"));
+
+  // A host that comes back runs it.
+  Host again(HostIn(tmp / "again", "h2", server.provisioner(), {}, 1));
+  json done = server.WaitTaskState(slow, "leased", 15s);
+  CHECK(done["attempt"] == 2);
 }
 
 TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled and fails", "[integration][host]") {

@@ -171,7 +171,9 @@ class TaskQueue {
   // aborted); a leased one's late finish is then refused. Waiting tasks are only marked.
   [[nodiscard]] Status Cancel(std::int64_t task_id, const std::string& message);
   // Ends every attempt `host_id` holds, as if its lease had expired (the host went silent).
-  [[nodiscard]] Status ReleaseHost(const std::string& host_id, const std::string& reason);
+  // With `counts` false (the host left on purpose and gave them up) the attempts do
+  // not use up one of their tasks' max_attempts.
+  [[nodiscard]] Status ReleaseHost(const std::string& host_id, const std::string& reason, bool counts = true);
   bool IsLeased(std::int64_t task_id) const {
     auto it = live_.find(task_id);
     return it != live_.end() && it->second.state == TaskState::kLeased;
@@ -257,7 +259,9 @@ class TaskQueue {
   Status Report(const Ended& ended) { return observer_ ? observer_(ended) : Status::Ok(); }
   void RemoveReady(std::int64_t id, const Live& t);
   void DropLease(std::int64_t id, Live& t);
-  Status EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why);
+  // Ends the current attempt and queues the task again while it has attempts
+  // left; one that does not `count` (an undelivered one) gives its task one more.
+  Status EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why, bool counts = true);
   void Emit(std::int64_t id, const Live& t, std::string message = "");
   static std::string Describe(const Live& t);
   // The oldest ready task of one tenant among `plugins`; 0 when there is none.
