@@ -133,7 +133,8 @@ std::string TooLargeToHandOut(const store::TaskRecord& t, std::size_t size, std:
     largest += (i ? ", " : "") + parts[i].second + " " + std::to_string(parts[i].first) + " bytes";
   return "task " + std::to_string(t.id) + " attempt " + std::to_string(t.attempt) + " could not be handed out: it is " +
          std::to_string(size) + " bytes as JSON, over the " + std::to_string(limit) +
-         " bytes a reply may carry (limits.max_header_bytes, less room for the reply's envelope); its largest parts: " +
+         " bytes a reply may carry (what weft-host reads, 1 MiB, or limits.max_header_bytes if smaller, "
+         "less room for the envelope); its largest parts: " +
          largest + "; the task failed, since every attempt would be as large";
 }
 

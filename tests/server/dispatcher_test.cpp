@@ -122,7 +122,7 @@ TEST_CASE("dispatcher: a task too large to hand out fails for good, saying its s
   CHECK_THAT(ended[0].message, Catch::Contains("task " + std::to_string(ids->at(0)) +
                                                " attempt 1 could not be handed out: it is ") &&
                                    Catch::Contains("over the 65536 bytes a reply may carry") &&
-                                   Catch::Contains("largest parts: results 81930 bytes"));
+                                   Catch::Contains("largest parts: results 81931 bytes"));
   auto stored = store->GetTask(ids->at(0));
   REQUIRE(stored.ok());
   CHECK((*stored)->state == weft::store::TaskState::kFailed);
