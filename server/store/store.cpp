@@ -701,6 +701,25 @@ BEGIN
   RAISE EXCEPTION USING ERRCODE = 'WF001', MESSAGE = 'task ' || missed || ' does not exist';
 END $$;
 )sql"},
+    // PostgreSQL: the unfinished tasks are the rows of open_tasks (the same
+    // statement that changes a task's finished_at_ms adds or removes its id,
+    // OpenTasksKept), not the partial index tasks_unfinished. An index whose
+    // predicate names finished_at_ms made every finish a non-HOT update: a
+    // new entry in each of the table's indexes (about a fifth of the server's
+    // instructions for a commit of two finish+takes); now a finish changes no
+    // indexed column and PostgreSQL updates the row in place. Written to run
+    // again (a store whose schema_migrations was rewound): the table is
+    // filled anew from the tasks. SQLite keeps its index (a finish rewrites
+    // the row there either way).
+    {17, R"sql(
+-- SQLite: nothing changes.
+)sql",
+     R"sql(
+CREATE TABLE IF NOT EXISTS open_tasks (id BIGINT PRIMARY KEY);
+DELETE FROM open_tasks;
+INSERT INTO open_tasks (id) SELECT id FROM tasks WHERE finished_at_ms = 0;
+DROP INDEX IF EXISTS tasks_unfinished;
+)sql"},
 };
 
 constexpr const char* kTaskColumns =
@@ -782,6 +801,21 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
   return "WITH changed AS (" + write + " RETURNING 1) SELECT 1 / COUNT(*) FROM changed";
 }
 
+// A write that may change tasks' finished_at_ms. On PostgreSQL it keeps
+// open_tasks (migration 17) in step in the same statement: the ids of the
+// rows it left unfinished are there, those it finished are not. `one_row`:
+// it fails on the server when it changed no row, as OneRowWrite; else it
+// returns a row per row changed (the count Database::Changes() reads).
+std::string OpenTasksKept(sql::Dialect dialect, const std::string& write, bool one_row) {
+  if (dialect != sql::Dialect::kPostgres) return write;
+  return "WITH changed AS (" + write +
+         " RETURNING id, finished_at_ms), "
+         "closed AS (DELETE FROM open_tasks WHERE id IN (SELECT id FROM changed WHERE finished_at_ms <> 0)), "
+         "opened AS (INSERT INTO open_tasks (id) SELECT id FROM changed WHERE finished_at_ms = 0 "
+         "ON CONFLICT (id) DO NOTHING) " +
+         (one_row ? "SELECT 1 / COUNT(*) FROM changed" : "SELECT 1 FROM changed");
+}
+
 // PostgreSQL: the takes and attempt ends of a transaction, gathered and sent
 // as one UPDATE over arrays (an element per task) before the next statement or
 // the commit: a commit of N finish+takes runs one statement, not 2N. Each
@@ -811,10 +845,21 @@ std::string OneRowWrite(sql::Dialect dialect, const std::string& write) {
 // With `fenced`, the statement also checks the leader's fence (?15, the
 // epoch this weftd leads with; see SendFence) once every write found its
 // task: the last statement before COMMIT is then the only one.
-std::string WriteTasksSql(bool fenced, bool by_id) {
+// With `reopens` (some write leaves its task unfinished by writing
+// finished_at_ms 0), it also makes sure those tasks are in open_tasks
+// (migration 17), whose ids are the last parameter (a task finished since
+// may have left it). The ids of the tasks it finishes leave open_tasks later, a batch at a
+// time (Store::PruneOpenTasks).
+std::string WriteTasksSql(bool fenced, bool by_id, bool reopens);
+
+// WriteTasksSql's array of the ids left unfinished: after the fence's ?15
+// (PostgreSQL refuses a statement that skips a parameter's number).
+int ReopenedParameter(bool fenced) { return fenced ? 16 : 15; }
+
+std::string WriteTasksSql(bool fenced, bool by_id, bool reopens) {
   // @ stands for a row's subscript in the arrays, FENCE for the leader's fence.
   std::string sql = R"sql(
-WITH changed AS (
+WITH REOPENED changed AS (
   UPDATE tasks t SET state = (?4::task_state[])[@],
     attempt = COALESCE((?3::bigint[])[@], t.attempt),
     host_id = COALESCE((?5::text[])[@], t.host_id),
@@ -837,6 +882,12 @@ SELECT CASE WHEN cardinality(ARRAY(SELECT id FROM changed)) = cardinality(?1::bi
     for (std::size_t at = sql.find(what); at != std::string::npos; at = sql.find(what, at + with.size()))
       sql.replace(at, what.size(), with);
   };
+  // Only when needed: a part of the statement is one more for the executor
+  // to start. A write that misses its row fails the whole statement, so the
+  // ids are of rows it did change.
+  replace("REOPENED", reopens ? "reopened AS (INSERT INTO open_tasks (id) SELECT unnest(?" +
+                                    std::to_string(ReopenedParameter(fenced)) + "::bigint[]) ON CONFLICT (id) DO NOTHING),"
+                              : "");
   replace("@", by_id ? "t.id" : "array_position(?1::bigint[], t.id)");
   replace("FENCE", fenced ? "1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE id = 1 AND epoch = ?15 FOR SHARE) "
                             "AS INTEGER)"
@@ -1005,8 +1056,12 @@ struct Store::Impl {
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
   sql::Statement set_open_task_state;  // SetTaskState of a task with no attempt to archive, to a state not final
-  // PostgreSQL only: WriteTasksSql, [by_id][fenced].
-  sql::Statement write_tasks[2][2];
+  // PostgreSQL only: WriteTasksSql, [by_id][fenced][reopens].
+  sql::Statement write_tasks[2][2][2];
+  // PostgreSQL: tasks the gathered writes finished, whose ids are still in
+  // open_tasks (PruneOpenTasks), and the statement that removes them.
+  std::vector<std::int64_t> finished_open;
+  sql::Statement prune_open_tasks;
   std::vector<TaskWrite> task_writes;  // gathered, not sent yet
   std::optional<std::int64_t> write_fence_epoch;  // set by SendFence: the fence goes with the writes
   std::unordered_set<std::int64_t> task_write_ids;
@@ -1167,9 +1222,17 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   // Sent to the server at their first run: weft_leader is server/leader's, made when it starts.
   for (const bool by_id : {false, true}) {
     for (const bool fenced : {false, true}) {
-      WEFT_ASSIGN_OR_RETURN(impl_->write_tasks[by_id][fenced], db.Prepare(WriteTasksSql(fenced, by_id)));
+      for (const bool reopens : {false, true}) {
+        WEFT_ASSIGN_OR_RETURN(impl_->write_tasks[by_id][fenced][reopens],
+                              db.Prepare(WriteTasksSql(fenced, by_id, reopens)));
+      }
     }
   }
+  // Only the ids of tasks finished when it runs leave: one may have been
+  // made unfinished again since (SetTaskState), and then stays.
+  WEFT_ASSIGN_OR_RETURN(impl_->prune_open_tasks,
+                        db.Prepare("DELETE FROM open_tasks o USING tasks t WHERE o.id = ANY(CAST((SELECT "
+                                   "?1::bigint[]) AS bigint[])) AND t.id = o.id AND t.finished_at_ms <> 0"));
   db.SetBeforeStatement([this] { return SendTaskWrites(); });
   WEFT_LOG(kInfo, "store") << "the store is " << path_.string() << ", schema version " << schema_version_;
   return Status::Ok();
@@ -1247,13 +1310,17 @@ Status Store::PrepareAll() {
   WEFT_RETURN_IF_ERROR(prep(&i.list_hosts,
                             "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms FROM hosts "
                             "ORDER BY id"));
-  WEFT_RETURN_IF_ERROR(
-      prep(&i.insert_task, sql::InsertGivingId(db.dialect(),
-                                               "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, "
-                                               "node_id, state, attempt, max_attempts, host_id, created_at_ms, "
-                                               "updated_at_ms, lease_until_ms, payload, task_key, service, after, "
-                                               "finished_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                                               "?11, ?11, ?12, ?13, ?14, ?15, ?16, ?17)")));
+  const std::string insert_task =
+      "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id, "
+      "created_at_ms, updated_at_ms, lease_until_ms, payload, task_key, service, after, finished_at_ms) VALUES "
+      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+  // PostgreSQL: a task made unfinished is in open_tasks (migration 17) from the start.
+  WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
+                            db.dialect() == sql::Dialect::kPostgres
+                                ? "WITH t AS (" + insert_task +
+                                      " RETURNING id, finished_at_ms), o AS (INSERT INTO open_tasks (id) SELECT id "
+                                      "FROM t WHERE finished_at_ms = 0) SELECT id FROM t"
+                                : sql::InsertGivingId(db.dialect(), insert_task)));
   WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
                             OneRowWrite(db.dialect(),
@@ -1267,10 +1334,11 @@ Status Store::PrepareAll() {
                                         "attempt_status = 'running', message = '' WHERE id = ?1")));
   WEFT_RETURN_IF_ERROR(prep(&i.renew_lease, "UPDATE tasks SET lease_until_ms = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.end_task,
-                            OneRowWrite(db.dialect(),
-                                        "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, "
-                                        "message = ?4, result = ?5, stdout = ?6, stderr = ?7, attempt_status = ?8, "
-                                        "finished_at_ms = ?9 WHERE id = ?1 AND attempt = ?10")));
+                            OpenTasksKept(db.dialect(),
+                                          "UPDATE tasks SET state = ?2, lease_until_ms = 0, updated_at_ms = ?3, "
+                                          "message = ?4, result = ?5, stdout = ?6, stderr = ?7, attempt_status = ?8, "
+                                          "finished_at_ms = ?9 WHERE id = ?1 AND attempt = ?10",
+                                          true)));
   // An attempt that keeps its number (an undelivered take) may be archived
   // twice: the later end replaces the earlier, as it replaces it in the row.
   const std::string archive = std::string("INSERT INTO attempts (") + kAttemptColumns + ") SELECT ";
@@ -1295,8 +1363,10 @@ Status Store::PrepareAll() {
                             " FROM tasks WHERE id = ?1 AND attempt_status != '' ORDER BY 2"));
   WEFT_RETURN_IF_ERROR(prep(&i.count_tasks, "SELECT state, COUNT(*) FROM tasks GROUP BY state"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_state,
-                            "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5, "
-                            "attempt_status = '', finished_at_ms = ?6 WHERE id = ?1"));
+                            OpenTasksKept(db.dialect(),
+                                          "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, "
+                                          "updated_at_ms = ?5, attempt_status = '', finished_at_ms = ?6 WHERE id = ?1",
+                                          false)));
   // Names neither attempt_status nor finished_at_ms in its SET: SQLite then
   // leaves tasks_unfinished (partial on finished_at_ms) alone.
   WEFT_RETURN_IF_ERROR(prep(&i.set_open_task_state,
@@ -1304,9 +1374,16 @@ Status Store::PrepareAll() {
                             "WHERE id = ?1 AND attempt_status = '' AND finished_at_ms = 0"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE tasks SET after = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE tasks SET max_attempts = ?2 WHERE id = ?1"));
+  // SQLite: through the partial index tasks_unfinished. PostgreSQL: each task
+  // of open_tasks (migration 17) by its primary key; OFFSET 0 keeps the
+  // subquery apart, so that the plan, kept for every later run, stays a loop
+  // over open_tasks whatever the sizes of the tables when it was made.
+  const std::string unfinished = " FROM tasks WHERE finished_at_ms = 0 AND state IN ('queued', 'leased')";
   WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
-                            "SELECT " + cols +
-                                " FROM tasks WHERE finished_at_ms = 0 AND state IN ('queued', 'leased') ORDER BY id"));
+                            db.dialect() == sql::Dialect::kPostgres
+                                ? "SELECT t.* FROM open_tasks o, LATERAL (SELECT " + cols + unfinished +
+                                      " AND id = o.id OFFSET 0) t ORDER BY o.id"
+                                : "SELECT " + cols + unfinished + " ORDER BY id"));
   return Status::Ok();
 }
 
@@ -1521,6 +1598,11 @@ Status Store::SendTaskWrites() {
       nows(B::kInt8, lower), statuses(B::kText, lower), messages(B::kText, lower), results(B::kText, lower),
       stdouts(B::kText, lower), stderrs(B::kText, lower), finished(B::kInt8, lower);
   ArrayText states(lower);  // task_state's OID is the database's own: sent as text
+  B reopened(B::kInt8);  // the ids of the tasks left unfinished (finished_at_ms 0)
+  bool reopens = false;
+  // open_tasks: the tasks finished by the statements before leave it now and
+  // then, a batch at a time, and those this one finishes join the next batch.
+  WEFT_RETURN_IF_ERROR(PruneOpenTasks());
   auto add = [](ArrayBinary& array, const auto& value) {
     if (value) {
       array.Add(*value);
@@ -1551,9 +1633,16 @@ Status Store::SendTaskWrites() {
     add(stdouts, w.stdout_tail);
     add(stderrs, w.stderr_tail);
     add(finished, w.finished_at_ms);
+    if (w.finished_at_ms && *w.finished_at_ms != 0) i.finished_open.push_back(w.id);
+    if (w.finished_at_ms && *w.finished_at_ms == 0) {
+      reopens = true;
+      reopened.Add(w.id);
+    }
   }
-  sql::Statement& write = i.write_tasks[by_id][i.write_fence_epoch.has_value()].Reset();
-  if (i.write_fence_epoch) write.Bind(15, *i.write_fence_epoch);
+  const bool fenced = i.write_fence_epoch.has_value();
+  sql::Statement& write = i.write_tasks[by_id][fenced][reopens].Reset();
+  if (fenced) write.Bind(15, *i.write_fence_epoch);
+  if (reopens) write.BindBinary(ReopenedParameter(fenced), reopened.Done());
   return write.BindBinary(1, ids.Done())
       .BindBinary(2, fences.Done())
       .BindBinary(3, attempts.Done())
@@ -1569,6 +1658,20 @@ Status Store::SendTaskWrites() {
       .BindBinary(13, finished.Done())
       .BindBinary(14, fences_in_order.Done())
       .RunDeferred();
+}
+
+Status Store::PruneOpenTasks() {
+  // A batch costs the server one statement and a delete per id: hundreds at
+  // once cost a finish far less than a delete in its own statement would.
+  // Lost with a transaction that fails, they stay in open_tasks: the reads
+  // of it skip a finished task.
+  constexpr std::size_t kBatch = 256;
+  Impl& i = *impl_;
+  if (i.finished_open.size() < kBatch) return Status::Ok();
+  ArrayBinary ids(ArrayBinary::kInt8);
+  for (std::int64_t id : i.finished_open) ids.Add(id);
+  i.finished_open.clear();
+  return i.prune_open_tasks.Reset().BindBinary(1, ids.Done()).RunDeferred();
 }
 
 Status Store::TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt) {

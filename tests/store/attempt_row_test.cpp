@@ -228,7 +228,7 @@ TEST_CASE("store attempts: opening a store from before the attempt moved into th
   REQUIRE(ExecStore(path,
                     "DELETE FROM schema_migrations WHERE version >= 11; "
                     "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
-                    "DROP INDEX tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
+                    "DROP INDEX IF EXISTS tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
                     "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased'); "
                     "INSERT INTO tasks (id, tenant, plugin, action, job_id, state, attempt, max_attempts, host_id, "
                     "created_at_ms, updated_at_ms, lease_until_ms, message) VALUES "
@@ -329,7 +329,7 @@ TEST_CASE("store unfinished tasks: the queued and leased ones, a finished task q
   // A store from before migration 12: no task marked finished, the index by state.
   opened.reset();
   REQUIRE(ExecStore(path,
-                    "DELETE FROM schema_migrations WHERE version >= 12; DROP INDEX tasks_unfinished; "
+                    "DELETE FROM schema_migrations WHERE version >= 12; DROP INDEX IF EXISTS tasks_unfinished; "
                     "ALTER TABLE tasks DROP COLUMN finished_at_ms; "
                     "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased')") == "");
   auto reopened = OpenStore(path);

@@ -7,6 +7,9 @@
 // on PostgreSQL; the leader cases on PostgreSQL only.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "support/postgres.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
@@ -451,4 +454,102 @@ TEST_CASE("postgres store: gathered writes of tasks whose ids pass 2^31 commit, 
   REQUIRE(store.Commit().ok());
   CHECK(server->Query("SELECT string_agg(state::text, ',' ORDER BY id) FROM tasks").value() ==
         "leased,succeeded,succeeded");
+}
+
+TEST_CASE("postgres store: a finish updates its task's row in place, and open_tasks holds exactly the unfinished "
+          "tasks through takes, finishes, retries, requeues and a store from before it",
+          "[store][postgres]") {
+  TempDir dir("task-writes-open-tasks");
+  auto server = StartPostgres(dir.path());
+  auto opened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 4);
+  auto open_ids = [&] {
+    return server->Query("SELECT COALESCE(string_agg(id::text, ',' ORDER BY id), '') FROM open_tasks").value();
+  };
+  auto unfinished_ids = [&] {
+    return server->Query("SELECT COALESCE(string_agg(id::text, ',' ORDER BY id), '') FROM tasks "
+                         "WHERE finished_at_ms = 0").value();
+  };
+  auto listed_ids = [](Store& s) {
+    auto listed = s.ListUnfinishedTasks();
+    REQUIRE(listed.ok());
+    std::string out;
+    for (const TaskRecord& t : *listed) out += (out.empty() ? "" : ",") + std::to_string(t.id);
+    return out;
+  };
+  auto QueryInt = [](const PostgresServer& pg, const std::string& query) {
+    return std::stoll(pg.Query(query).value());
+  };
+  auto csv = [](std::initializer_list<std::int64_t> list) {
+    std::string out;
+    for (std::int64_t id : list) out += (out.empty() ? "" : ",") + std::to_string(id);
+    return out;
+  };
+  CHECK(open_ids() == csv({ids[0], ids[1], ids[2], ids[3]}));
+
+  // Gathered (in a transaction): two takes, then a finish and a retry.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.LeaseTask(ids[1], 1, "host-b", 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 1, 3000).ok());
+  REQUIRE(store.EndAttempt(ids[1], 1, TaskState::kQueued, AttemptStatus::kFailed, "retry", "{}", "", "", 3000).ok());
+  REQUIRE(store.LeaseTask(ids[2], 1, "host-c", 9000, 3000).ok());
+  REQUIRE(store.Commit().ok());
+  // A task the gathered writes finished leaves open_tasks later, with a batch of others.
+  CHECK(open_ids() == csv({ids[0], ids[1], ids[2], ids[3]}));
+  CHECK(unfinished_ids() == csv({ids[1], ids[2], ids[3]}));
+  CHECK(listed_ids(store) == csv({ids[1], ids[2], ids[3]}));
+  // One at a time (outside a transaction), and by a state set from outside.
+  REQUIRE(Finish(store, ids[2], 1, 4000).ok());
+  REQUIRE(store.SetTaskState(ids[0], TaskState::kQueued, "again", 0, 5000).ok());
+  REQUIRE(store.SetTaskState(ids[3], TaskState::kCancelled, "no", 0, 5000).ok());
+  CHECK(open_ids() == csv({ids[0], ids[1]}));
+  CHECK(unfinished_ids() == open_ids());
+  CHECK(listed_ids(store) == csv({ids[0], ids[1]}));
+  // A failed transaction leaves open_tasks as it was.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 7, 6000).ok());  // stale: fails at the commit
+  CHECK(!store.Commit().ok());
+  REQUIRE(store.Rollback().ok());
+  CHECK(open_ids() == csv({ids[0], ids[1]}));
+
+  // Every update of a task was in place (HOT): none changed a column an
+  // index names. The server counts them once the store's connection ends.
+  opened->reset();
+  const std::string updates = "SELECT n_tup_upd || ':' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tasks'";
+  std::string counted;
+  for (int i = 0; i < 100 && (counted = server->Query(updates).value()) != "8:8"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(counted == "8:8");  // 3 takes, 3 ends, 2 states set; the failed finish updated nothing
+
+  // A store from before open_tasks (migration 17): the index on finished_at_ms, no table.
+  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 17; DROP TABLE open_tasks; "
+                       "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0", "postgres").ok());
+  auto reopened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& again = Opened(reopened);
+  CHECK(again.schema_version() == Store::LatestSchemaVersion());
+  CHECK(open_ids() == csv({ids[0], ids[1]}));
+  CHECK(listed_ids(again) == csv({ids[0], ids[1]}));
+  CHECK(server->Query("SELECT COALESCE(to_regclass('tasks_unfinished')::text, 'none')").value() == "none");
+
+  // Hundreds of tasks finished by gathered writes leave open_tasks in one
+  // batch, with a later transaction's writes; a task queued again stays.
+  const std::vector<std::int64_t> many = InsertCommittedTasks(again, 300);
+  REQUIRE(again.Begin().ok());
+  for (std::int64_t id : many) REQUIRE(again.LeaseTask(id, 1, "host-m", 9000, 7000).ok());
+  REQUIRE(again.Commit().ok());
+  REQUIRE(again.Begin().ok());
+  for (std::int64_t id : many) REQUIRE(Finish(again, id, 1, 8000).ok());
+  REQUIRE(again.Commit().ok());
+  REQUIRE(again.SetTaskState(many[5], TaskState::kQueued, "again", 0, 8500).ok());
+  CHECK(QueryInt(*server, "SELECT COUNT(*) FROM open_tasks") == 302);
+  REQUIRE(again.Begin().ok());
+  REQUIRE(again.LeaseTask(ids[1], 2, "host-a", 9000, 9000).ok());
+  REQUIRE(again.Commit().ok());
+  CHECK(open_ids() == csv({ids[0], ids[1], many[5]}));
+  CHECK(unfinished_ids() == open_ids());
+  CHECK(listed_ids(again) == csv({ids[0], ids[1], many[5]}));
 }

@@ -575,6 +575,9 @@ class Store {
   // as one statement (see TaskWrite in store.cpp).
   bool GathersTaskWrites() const { return backend_ == Backend::kPostgres && in_transaction_; }
   Status SendTaskWrites();
+  // PostgreSQL, in a transaction: removes from open_tasks the tasks the
+  // gathered writes finished, once there are a batch of them.
+  Status PruneOpenTasks();
   // Why a task write changed no row (SQLite, or outside a transaction).
   Status TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt);
   sql::Database& database();
