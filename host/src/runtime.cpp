@@ -533,9 +533,10 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
                  {"stderr", context->stderr_tail()}};
   if (!code.empty()) finish["code"] = code;
   FitFinish(finish);
-  if (finish["status"] != status)
+  if (finish["status"] != status) {
     WEFT_LOG(kWarn, component_) << "task " << task_id << " attempt " << attempt << ": "
                                 << finish["message"].get<std::string>();
+  }
   json next = Finish(client, std::move(finish), runner);
   {
     std::lock_guard<std::mutex> lock(mu_);
