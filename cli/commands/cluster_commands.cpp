@@ -305,6 +305,21 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
   for (const std::string& line : catalog::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
   ctx.out() << "plan: " << Count(tasks, "task", "tasks") << " in " << Count(stages, "stage", "stages")
             << " (nothing runs; -o json shows every node and task)\n";
+  std::map<std::string, std::int64_t> bootstraps;  // plugin -> nodes it prepares
+  for (const json& t : reply.value("tasks", json::array()))
+    if (t.value("action", "") == "BOOTSTRAP") ++bootstraps[t.value("plugin", "")];
+  const std::int64_t unprepared = static_cast<std::int64_t>(layout->nodes.size()) - [&] {
+    std::int64_t n = 0;
+    for (const auto& [plugin, count] : bootstraps) n += count;
+    return n;
+  }();
+  for (const auto& [plugin, count] : bootstraps)
+    ctx.out() << "  BOOTSTRAP of " << Count(count, "node", "nodes") << " by '" << Printable(plugin) << "'\n";
+  if (unprepared > 0)
+    ctx.out() << "  no BOOTSTRAP on " << Count(unprepared, "node", "nodes")
+              << " (no automator of theirs declares it)\n";
+  for (const json& w : reply.value("warnings", json::array()))
+    if (w.is_string()) ctx.out() << "warning: " << Printable(w.get<std::string>()) << '\n';
   return Status::Ok();
 }
 
@@ -317,7 +332,10 @@ void RegisterClusterCommands(CommandTable& table) {
              .description = "Solves the template's constraints for SIZE nodes against the tenant's latest\n"
                             "catalog and plans the create. The table groups identical nodes\n"
                             "(\"3 × small debian12 [base, nginx]\") and counts tasks and stages; -o json\n"
-                            "prints the reply: layout.nodes, tasks (with their `after` ids) and stages.\n"
+                            "prints the reply: layout.nodes, tasks (with their `after` ids and the plugin\n"
+                            "that runs each) and stages. A node's BOOTSTRAP goes to the first automator of\n"
+                            "its services that declares BOOTSTRAP; a node with none gets no BOOTSTRAP.\n"
+                            "Warns of every task whose plugin does not declare its action.\n"
                             "A request no layout can satisfy fails with the constraint that cannot be met.",
              .flags = {{.name = "--template", .value_name = "T", .help = "the cluster template (required)"},
                        {.name = "--size", .value_name = "N", .help = "number of nodes (required)"},

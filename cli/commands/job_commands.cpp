@@ -348,9 +348,10 @@ void RegisterJobCommands(CommandTable& table) {
              .handler = &JobList});
   table.Add({.noun = "job",
              .verb = "show",
-             .summary = "Show a job: every task with its attempts, host, timing and output.",
+             .summary = "Show a job: every task with its plugin, state, attempts, host and timing.",
              .description = "The audit view of one job. Failed tasks are followed by the last lines of\n"
-                            "their stdout and stderr.",
+                            "their stdout and stderr; -o json has every task's output tails (stdout,\n"
+                            "stderr) and result (secrets redacted).",
              .flags = {},
              .args = {{.name = "JOB", .required = true, .help = "the job id"}},
              .handler = &JobShow});

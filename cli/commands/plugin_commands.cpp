@@ -21,8 +21,10 @@ void PrintPlugin(Context& ctx, const json& p) {
   std::ostream& out = ctx.out();
   std::size_t live = p.contains("live_hosts") && p["live_hosts"].is_array() ? p["live_hosts"].size() : 0;
   std::size_t all = p.contains("hosts") && p["hosts"].is_array() ? p["hosts"].size() : 0;
-  out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind")) << ", version "
-      << Printable(Text(p, "version")) << ")\n";
+  // A plugin need not declare a version: then none is printed ("(automator)").
+  const std::string version = Text(p, "version");
+  out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind"))
+      << (version.empty() ? std::string() : ", version " + Printable(version)) << ")\n";
   KeyValues kv;
   if (p.contains("description") && p["description"].is_string() && !p["description"].get<std::string>().empty()) {
     kv.Add("description", Text(p, "description"));

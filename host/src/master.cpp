@@ -366,9 +366,10 @@ void Master::Impl::Scan(bool initial) {
         type_names.push_back(type);
         fresh_good = fresh_good || fresh;
         if (fresh) {
+          const std::string version = v.probe.info.value("version", std::string());
           WEFT_LOG(kInfo, kLog) << "loaded plugin '" << type << "' (" << v.probe.info.value("kind", std::string())
-                                << ", version " << v.probe.info.value("version", std::string()) << ") from "
-                                << file.string() << (initial ? "" : " (new or changed)");
+                                << (version.empty() ? "" : ", version " + version) << ") from " << file.string()
+                                << (initial ? "" : " (new or changed)");
         }
       }
     } else if (fresh) {

@@ -257,8 +257,9 @@ class Printer {
     const std::string kind = e.value("event", "");
     if (kind == "loaded") {
       report.plugin = e.value("type", "");
-      Say("loaded plugin '" + report.plugin + "' " + e.value("version", "") + " (" + e.value("kind", "") + ") from " +
-          e.value("file", ""));
+      const std::string version = e.value("version", "");
+      Say("loaded plugin '" + report.plugin + "' " + (version.empty() ? "" : version + " ") + "(" +
+          e.value("kind", "") + ") from " + e.value("file", ""));
     } else if (kind == "refused") {
       report.finished = true;
       report.finish = {{"status", "failed"}, {"message", "refused: " + e.value("reason", "")}};

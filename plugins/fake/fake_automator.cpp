@@ -27,6 +27,13 @@ class FakeAutomator : public weft::sdk::Plugin {
                            .description =
                                "return what the task said (expanded config and fields, hostname, the node's earlier "
                                "results without secrets) as the result field `echo`, so tests can see it"});
+    // The example catalog tags each action with its service and action name.
+    for (const char* tag : {"service", "action"})
+      info.fields.push_back({.name = tag,
+                             .label = std::string("The ") + tag + " (a tag)",
+                             .type = WEFT_FIELD_STRING,
+                             .default_json = "\"\"",
+                             .description = "a label the task's fields carry; the plugin does nothing with it"});
     info.fields.push_back({.name = "password",
                            .label = "Password",
                            .type = WEFT_FIELD_STRING,

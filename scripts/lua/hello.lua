@@ -2,8 +2,14 @@
 --
 -- It greets the node it runs on: every action logs what it does, reports
 -- progress and leaves a result that later tasks on the same node can read.
--- Once the SSH issue lands it will run its greeting on the node with
--- task:exec("echo ...", { timeout_ms = 10000 }).
+-- It runs nothing on the node, so it needs no SSH access and runs as is under
+-- `weft-host run`; to run a command there, call
+-- task:exec("echo ...", { timeout_ms = 10000 }), as shell.lua does
+-- (docs/lua-plugins.md, "SSH to the node").
+--
+-- It declares no `bootstrap`: BOOTSTRAP is optional. A node gets a BOOTSTRAP
+-- task only when one of its services' automators declares it; a node whose
+-- automators are all like this one gets none.
 
 -- The node's name as the task names it.
 local function node_name(task)

@@ -67,6 +67,20 @@ Result<std::shared_ptr<const Catalog>> CatalogCache::Get(const std::string& tena
   return shared;
 }
 
+void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
+  if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) return;
+  const std::string owner = d.value("tenant", std::string());
+  if (!owner.empty() && owner != tenant) return;
+  std::uint32_t& bits = into[d["type"].get<std::string>()];
+  auto actions = d.find("actions");
+  if (actions == d.end() || !actions->is_array()) return;
+  for (const json& a : *actions) {
+    if (!a.is_string()) continue;
+    Result<planner::Action> action = planner::ParseAction(a.get<std::string>());
+    if (action.ok() && *action != planner::Action::kJoin) bits |= 1u << (static_cast<int>(*action) - 1);
+  }
+}
+
 namespace {
 
 json EntityJson(Kind kind, const store::CatalogEntityRecord& r) {
@@ -281,12 +295,34 @@ class CatalogOps {
     Result<catalog::Layout> layout = solver::Solve(cat, *tmpl, req, options);
     if (!layout.ok()) return Response::Error(layout.status(), {{"template", template_name}, {"size", size}});
 
+    // What the registered plugins declare decides each node's BOOTSTRAP, as for the job.
+    WEFT_TRY_ASSIGN(hosts, store_.ListHosts());
+    planner::DeclaredActions declared;
+    for (const store::HostRecord& h : hosts) {
+      json list = json::parse(h.plugins_json, nullptr, false);
+      if (list.is_array())
+        for (const json& d : list) AddDeclaredActions(declared, d, call.principal.tenant);
+    }
+    // The automators of a node's services, in the order the job engine looks at them.
+    auto automators = [&](const catalog::LayoutNode& n) {
+      std::vector<std::string> out;
+      for (const std::string& s : std::set<std::string>(n.services.begin(), n.services.end()))
+        if (const catalog::Service* svc = cat.FindService(s))
+          for (const char* a : {"install", "configure", "initialize", "start"})
+            if (auto it = svc->actions.find(a); it != svc->actions.end()) out.push_back(it->second.type);
+      return out;
+    };
+    std::map<std::string, std::string> bootstrap;  // node -> the automator that runs its BOOTSTRAP
+
     planner::PlanRequest plan_req;
     plan_req.operation = planner::Operation::kCreate;
     std::set<std::string> on_cluster;
     for (const catalog::LayoutNode& n : layout->nodes) {
       plan_req.after.push_back(planner::NodeSpec{n.hostname, n.services});
       on_cluster.insert(n.services.begin(), n.services.end());
+      std::string b = planner::BootstrapPlugin(automators(n), &declared);
+      if (b.empty()) plan_req.without_bootstrap.insert(n.hostname);
+      bootstrap.emplace(n.hostname, std::move(b));
     }
     for (const std::string& s : on_cluster) {
       const catalog::Service* svc = cat.FindService(s);
@@ -314,7 +350,40 @@ class CatalogOps {
     if (!plan.ok()) return Response::Error(plan.status().WithContext("template '" + template_name + "'"));
 
     json reply = plan->ToJson();
+    // Each task's plugin ("" for a JOIN, which runs none), and a warning for
+    // each plugin that would be sent an action it does not declare.
+    const catalog::Provider* provider =
+        cat.FindProvider(req.overrides.provider ? *req.overrides.provider : tmpl->defaults.provider);
+    const std::string provider_type = provider ? provider->providertype : "";
+    std::set<std::string> warned;
+    json warnings = json::array();
+    json& tasks = reply["tasks"];
+    for (std::size_t i = 0; i < plan->tasks().size() && i < tasks.size(); ++i) {
+      const planner::PlannedTask& t = plan->tasks()[i];
+      std::string plugin;
+      if (t.action == planner::Action::kCreate || t.action == planner::Action::kConfirm ||
+          t.action == planner::Action::kDelete) {
+        plugin = provider_type;
+      } else if (t.action == planner::Action::kBootstrap) {
+        plugin = bootstrap[t.node];
+      } else if (const catalog::Service* svc = t.service.empty() ? nullptr : cat.FindService(t.service)) {
+        std::string lower;
+        for (char c : planner::ActionName(t.action)) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        if (auto it = svc->actions.find(lower); it != svc->actions.end()) plugin = it->second.type;
+      }
+      tasks[i]["plugin"] = plugin;
+      auto d = declared.find(plugin);
+      if (plugin.empty() || d == declared.end() || t.action == planner::Action::kJoin) continue;
+      const std::uint32_t bit = 1u << (static_cast<int>(t.action) - 1);
+      const std::string action(planner::ActionName(t.action));
+      if (!(d->second & bit) && warned.insert(plugin + "/" + action).second)
+        warnings.push_back("plugin '" + plugin + "' does not declare action " + action + " (task " +
+                           plan->TaskId(static_cast<std::uint32_t>(i)) +
+                           (t.service.empty() ? std::string() : ", service '" + t.service + "'") +
+                           "): that task would fail; see `weft plugin list`");
+    }
     reply["layout"] = catalog::LayoutToJson(*layout);
+    reply["warnings"] = std::move(warnings);
     return Response::Ok(std::move(reply));
   }
 

@@ -140,9 +140,11 @@ class Checker {
       known.push_back(f["name"].get<std::string>());
       WEFT_RETURN_IF_ERROR(CheckField(e, d->second, f));
     }
-    // Only a provider's keys must all be the plugin's: a service action's fields
-    // may carry more (the examples tag each action with its service and action).
-    if (e.kind != Kind::kProvider || !e.fields->is_object()) return Status::Ok();
+    // Every key must be one of the plugin's fields, a provider's and a service
+    // action's alike: a misspelt field would silently do nothing. An automator
+    // that declares no field at all may read fields it never declared (the
+    // SDK does not make it declare them), so its keys are not judged.
+    if (!e.fields->is_object() || (e.kind != Kind::kProvider && known.empty())) return Status::Ok();
     for (const auto& [field, value] : e.fields->items()) {
       if (std::find(known.begin(), known.end(), field) != known.end()) continue;
       Problem(e, field, "unknown", "",

@@ -150,6 +150,13 @@ Status Components::Wire() {
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
   queue_.set_result_check(
       [this](std::int64_t task_id, const std::string& result) { return engine_.CheckResult(task_id, result); });
+  // What each plugin type a tenant may use declares, as the hosts registered it.
+  engine_.set_declared_actions([this](const std::string& tenant) {
+    planner::DeclaredActions out;
+    for (const auto& [id, h] : hosts_.all())
+      for (const json& d : h.descriptors) catalog::AddDeclaredActions(out, d, tenant);
+    return out;
+  });
   hosts_.set_worker_caps([this] {
     std::map<std::string, std::int64_t> caps;
     for (const auto& [name, t] : registry_.tenants())

@@ -461,6 +461,8 @@ Result<Reactor::Woke> Reactor::Wait() {
   if (drained) {
     pending_[0] = items[1].revents != 0;
     pending_[1] = items[2].revents != 0;
+    // Both descriptors were just looked at: the api's need not be again for a while (Drain, ReadWaiting).
+    next_read_look_ = std::chrono::steady_clock::now() + kReadLookEvery;
   }
   next_signal_check_ms_ = now + kSignalCheckMs;
   return Woke::kWork;
@@ -470,13 +472,20 @@ std::size_t Reactor::Drain(std::size_t limit, bool look) {
   // `look`: first ask the descriptors (one poll(2), no waiting) whether a
   // socket that refused a receive has something new, which is cheaper than
   // an empty receive on each (a poll(2) and a getpid(2) apiece in libzmq).
+  // When only the api's is in doubt (the hosts' socket has work), at most
+  // every kReadLookEvery, as between requests (ReadWaiting): looking at it
+  // before and after every turn cost a poll(2) or two per turn.
   static constexpr Endpoint kOrder[] = {Endpoint::kProvisioner, Endpoint::kApi};
   std::size_t got = 0;
   if (look && (!pending_[0] || !pending_[1])) {
-    pollfd items[] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
-    if (::poll(items, 2, 0) > 0) {
-      pending_[0] = pending_[0] || items[0].revents != 0;
-      pending_[1] = pending_[1] || items[1].revents != 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (!pending_[0] || now >= next_read_look_) {
+      next_read_look_ = now + kReadLookEvery;
+      pollfd items[] = {{fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+      if (::poll(items, 2, 0) > 0) {
+        pending_[0] = pending_[0] || items[0].revents != 0;
+        pending_[1] = pending_[1] || items[1].revents != 0;
+      }
     }
   }
   while (inbox_.size() < limit && (pending_[0] || pending_[1])) {

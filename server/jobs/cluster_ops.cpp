@@ -972,9 +972,12 @@ class ClusterOps {
   }
 
   Response DryRun(const NewJob& job) {
-    Result<planner::Plan> plan = jobs::PlanJob(job);
+    const std::optional<planner::DeclaredActions> declared =
+        engine_ ? engine_->DeclaredActions(job.tenant) : std::nullopt;
+    const planner::DeclaredActions* known = declared ? &*declared : nullptr;
+    Result<planner::Plan> plan = jobs::PlanJob(job, known);
     if (!plan.ok()) return Response::Error(plan.status());
-    json out = plan->ToJson();
+    json out = jobs::PlanJson(job, *plan, known);
     out["dry_run"] = true;
     out["operation"] = job.operation;
     out["layout"] = job.target.layout;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -87,12 +88,24 @@ const json& SpecFor(const ClusterState& before, const ClusterState& target, std:
   return prefer_before || target.spec.empty() ? before.spec : target.spec;
 }
 
+// The automators of a node's services, for planner::BootstrapPlugin: in the
+// node's order of services, each one's install, configure, initialize, start.
+std::vector<std::string> NodeAutomators(const json& spec, const json& node) {
+  std::vector<std::string> out;
+  for (const std::string& s : NodeServices(node))
+    for (const char* a : {"install", "configure", "initialize", "start"})
+      if (const json* def = ServiceAction(spec, s, a); def && def->contains("type") && (*def)["type"].is_string())
+        out.push_back((*def)["type"].get<std::string>());
+  return out;
+}
+
 // The plugin that runs a planned task; empty when no plugin has work to do.
 // `node` is the task's node in the target layout (nullptr when it has none):
 // looked up by the caller's index, as a search of the layout per task would
-// cost a 10,000-node create seconds.
+// cost a 10,000-node create seconds. `declared`: what the registered plugins
+// declare (nullptr: not known), for BOOTSTRAP.
 std::string PluginFor(const ClusterState& before, const ClusterState& target, const planner::PlannedTask& t,
-                      const json* node) {
+                      const json* node, const planner::DeclaredActions* declared) {
   const std::string action(planner::ActionName(t.action));
   const json& spec = SpecFor(before, target, action);
   switch (t.action) {
@@ -100,15 +113,9 @@ std::string PluginFor(const ClusterState& before, const ClusterState& target, co
     case Action::kCreate:
     case Action::kConfirm:
     case Action::kDelete: return ProviderType(spec);
-    case Action::kBootstrap: {
-      // The automator of the node's first service that has one prepares the node.
-      if (!node) return "";
-      for (const std::string& s : NodeServices(*node))
-        for (const char* a : {"install", "configure", "initialize", "start"})
-          if (const json* def = ServiceAction(spec, s, a); def && def->contains("type"))
-            return def->value("type", "");
-      return "";
-    }
+    case Action::kBootstrap:
+      // An automator of the node's services that runs BOOTSTRAP prepares the node.
+      return node ? planner::BootstrapPlugin(NodeAutomators(spec, *node), declared) : "";
     default: {
       const json* def = ServiceAction(spec, t.service, action);
       if (!def) def = ServiceAction(&spec == &before.spec ? target.spec : before.spec, t.service, action);
@@ -273,7 +280,7 @@ ClusterState ClusterState::FromJson(const json& doc) {
   return s;
 }
 
-Result<planner::Plan> PlanJob(const NewJob& job) {
+Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared) {
   planner::PlanRequest req;
   const std::optional<JobOperation> operation = JobOperationFrom(job.operation);
   if (operation == JobOperation::kRollback || operation == JobOperation::kUndo) {
@@ -312,9 +319,31 @@ Result<planner::Plan> PlanJob(const NewJob& job) {
                                  "catalog's definition of it back (`weft cluster delete` needs none)");
   req.services = std::move(specs);
   req.only_services = job.extras.only_services;
+  // A new node whose automators all say they do not run BOOTSTRAP gets none.
+  std::set<std::string> existing;
+  for (const planner::NodeSpec& n : req.before) existing.insert(n.id);
+  const json& bootstrap_spec = SpecFor(job.before, job.target, "BOOTSTRAP");
+  for (const json& n : Nodes(job.target.layout)) {
+    const std::string id = n.value("hostname", "");
+    if (!existing.count(id) && planner::BootstrapPlugin(NodeAutomators(bootstrap_spec, n), declared).empty())
+      req.without_bootstrap.insert(id);
+  }
   req.wait_for_addresses = planner::NamesAddresses(job.target.spec.value("config", json::object())) ||
                            planner::NamesAddresses(job.target.spec.value("services", json::object()));
   return planner::MakePlan(req);
+}
+
+json PlanJson(const NewJob& job, const planner::Plan& plan, const planner::DeclaredActions* declared) {
+  json out = plan.ToJson();
+  std::unordered_map<std::string, const json*> nodes;
+  for (const json& n : Nodes(job.target.layout)) nodes.emplace(n.value("hostname", ""), &n);
+  json& tasks = out["tasks"];
+  for (std::size_t i = 0; i < plan.tasks().size() && i < tasks.size(); ++i) {
+    const planner::PlannedTask& t = plan.tasks()[i];
+    auto n = nodes.find(t.node);
+    tasks[i]["plugin"] = PluginFor(job.before, job.target, t, n == nodes.end() ? nullptr : n->second, declared);
+  }
+  return out;
 }
 
 JobEngine::JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options)
@@ -380,7 +409,8 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
     return Status::Conflict("cluster " + job.cluster_id + " already has job " + ActiveJob(job.cluster_id) +
                             " running; wait for it (weft job watch " + ActiveJob(job.cluster_id) +
                             ") or abort it (weft job abort)");
-  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job));
+  const std::optional<planner::DeclaredActions> declared = DeclaredActions(job.tenant);
+  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job, declared ? &*declared : nullptr));
   const std::int64_t now = clock_.NowMs();
 
   auto run = std::make_unique<Run>();
@@ -414,7 +444,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   Run& ref = *run;
   runs_[r.id] = std::move(run);
   cluster_job_[ref.record.cluster_id] = ref.record.id;
-  WEFT_RETURN_IF_ERROR(AddTasks(ref, plan));
+  WEFT_RETURN_IF_ERROR(AddTasks(ref, plan, declared ? &*declared : nullptr));
   WEFT_RETURN_IF_ERROR(SetCluster(ref.record.cluster_id, [&](store::ClusterRecord& c) {
     c.status = ToString(ClusterStatus::kPending);
     c.spec_json = std::move(spec_text);
@@ -427,7 +457,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   return out;
 }
 
-Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
+Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::DeclaredActions* declared) {
   const auto& planned = plan.tasks();
   const std::int64_t max_attempts = run.options.value("max_attempts", options_.max_attempts);
   std::vector<std::int64_t> ids(planned.size());
@@ -440,7 +470,8 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan) {
     t.service = p.service;
     auto in_target = run.target_pos.find(p.node);
     t.plugin = PluginFor(run.before, run.target, p,
-                         in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second]);
+                         in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second],
+                         declared);
     t.max_attempts = max_attempts;
     for (std::uint32_t a : p.after) t.after.push_back(ids[a]);
     queue::NewTask n;

@@ -147,6 +147,16 @@ TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensit
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::StartsWith("cli-test-provider  (provider, version 1.2)"));
   CHECK_THAT(table.out, Catch::Contains("CREATE DELETE"));
+  {
+    // A plugin without a version: no empty "version " in its line.
+    testing::Weftd other("weft-cli-test");
+    json plugin = TestPlugin();
+    plugin.erase("version");
+    other.RegisterHost("cli-host-3", json::array({plugin}), 1);
+    RunResult unversioned = other.Weft({"plugin", "list"});
+    INFO(unversioned.out << unversioned.err);
+    CHECK_THAT(unversioned.out, Catch::StartsWith("cli-test-provider  (provider)\n"));
+  }
   CHECK_THAT(table.out, Catch::Contains("cli-host-2 (1 of 1 live)"));
   CHECK_THAT(table.out, Catch::Contains("NAME        TYPE     REQUIRED  SENSITIVE  DEFAULT    LABEL"));
   CHECK_THAT(table.out, Catch::Contains("region      string   yes       no         \"eu-west\"  Region"));

@@ -88,6 +88,15 @@ TEST_CASE("cli: COMMAND --help and help COMMAND show that command's usage", "[cl
   CHECK_THAT(status.out, Catch::StartsWith("usage: weft [global options] status"));
 }
 
+TEST_CASE("cli: job show --help promises output only where the table shows it", "[cli]") {
+  Ran r = RunIt({"job", "show", "--help"});
+  CHECK(r.code == 0);
+  // The table has no output column: only failed tasks' output follows it; -o json has everyone's.
+  CHECK_THAT(r.out, !Catch::Contains("timing and output"));
+  CHECK_THAT(r.out, Catch::Contains("Failed tasks are followed by the last lines") &&
+                        Catch::Contains("-o json has every task's output"));
+}
+
 TEST_CASE("cli: --version prints the version and exits 0", "[cli]") {
   Ran r = RunIt({"--version"});
   CHECK(r.code == 0);

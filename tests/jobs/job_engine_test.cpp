@@ -36,7 +36,7 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::set<std::string> kPlugins = {"fp", "fa"};
+const std::set<std::string> kPlugins = {"fp", "fa", "fb"};
 constexpr std::int64_t kBackoffMs = 100;
 
 json Service(const std::string& name, json deps = json::object()) {
@@ -878,4 +878,51 @@ TEST_CASE("job engine: a failure coded INVALID or UNSUPPORTED fails the job at o
   REQUIRE(f.queue->Finish(fin, &conflict).ok());
   CHECK(f.Tasks(job)["n1/CREATE"].state == TaskState::kQueued);
   CHECK(f.JobStatus(job) == "running");
+}
+
+TEST_CASE("job engine: a node's BOOTSTRAP goes only to an automator of the node that declares it", "[jobs]") {
+  Fixture f;
+  using weft::planner::Action;
+  auto bit = [](Action a) { return 1u << (static_cast<int>(a) - 1); };  // weft_action's bits
+  // As the hosts registered them: fa declares no BOOTSTRAP (as hello.lua), fb does.
+  const std::uint32_t install_start = bit(Action::kInstall) | bit(Action::kStart);
+  f.engine->set_declared_actions([&](const std::string& tenant) {
+    CHECK(tenant == "t1");
+    return weft::planner::DeclaredActions{
+        {"fp", bit(Action::kCreate) | bit(Action::kConfirm) | bit(Action::kDelete)},
+        {"fa", install_start},
+        {"fb", bit(Action::kBootstrap) | install_start}};
+  });
+  json spec = Spec();
+  json cache = Service("cache");  // installed by fa, started by fb
+  cache["provisioner"]["actions"]["start"]["type"] = "fb";
+  spec["services"]["cache"] = cache;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"cache", "db"}}}), json::object(), spec);
+  auto tasks = f.Tasks(job);
+  CHECK(tasks.count("n1/BOOTSTRAP") == 0);  // fa alone: no BOOTSTRAP, its INSTALL follows the CONFIRMs
+  REQUIRE(tasks.count("n2/BOOTSTRAP") == 1);
+  CHECK(tasks["n2/BOOTSTRAP"].plugin == "fb");  // not fa, the first automator of n2's services
+  // The job runs to the end without a BOOTSTRAP on n1.
+  f.Drain({{"n1/CONFIRM", {{"access_v4", "10.0.0.1"}, {"bind_v4", "10.0.0.1"}}},
+           {"n2/CONFIRM", {{"access_v4", "10.0.0.2"}, {"bind_v4", "10.0.0.2"}}}});
+  CHECK(f.JobStatus(job) == "succeeded");
+
+  // The dry run's JSON names each task's plugin.
+  NewJob dry;
+  dry.tenant = "t1";
+  dry.operation = "create";
+  dry.before = ClusterState{spec, Layout({}), "pending"};
+  dry.target = ClusterState{spec, Layout({{"n1", {"db"}}}), "active"};
+  const auto declared = f.engine->DeclaredActions("t1");
+  REQUIRE(declared.has_value());
+  auto plan = weft::jobs::PlanJob(dry, &*declared);
+  REQUIRE(plan.ok());
+  std::map<std::string, std::string> plugin;
+  const json plan_json = weft::jobs::PlanJson(dry, *plan, &*declared);
+  for (const json& t : plan_json["tasks"])
+    plugin[t["id"].get<std::string>()] = t["plugin"].get<std::string>();
+  CHECK(plugin == std::map<std::string, std::string>{{"n1/CREATE", "fp"},
+                                                     {"n1/CONFIRM", "fp"},
+                                                     {"n1/INSTALL/db", "fa"},
+                                                     {"n1/START/db", "fa"}});
 }

@@ -225,7 +225,7 @@ TEST_CASE("lua: bad declarations are refused with a sentence", "[lua]") {
              Contains("fields.n.type 'float' is not a field type"));
   CHECK_THAT(LoadError("return { type = 'x', kind = 'automator', fields = { n = { type = 'integer', default = 'a' } }, " +
                        actions + " }"),
-             Contains("fields.n.default \"a\" is not a integer"));
+             Contains("fields.n.default \"a\" is not an integer"));
   CHECK_THAT(LoadError("return { type = 'x', kind = 'automator', fields = { n = { lable = 'N' } }, " + actions + " }"),
              Contains("fields.n has an unknown key 'lable'"));
   CHECK_THAT(LoadError("return { type = 'x', kind = 'automator', fields = { n = { required = 'yes' } }, " + actions +

@@ -3,9 +3,11 @@
 // process) and the plugin keep working afterwards.
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "lua_test_util.hpp"
+#include "weft/host/config.hpp"
 
 using namespace weft::lua_test;
 using Catch::Contains;
@@ -367,4 +369,24 @@ TEST_CASE("lua: per-task overhead of a trivial action", "[.lua-overhead]") {
   WARN("Lua plugin overhead: " << us << " us per task (including the test's TaskContext)");
   CHECK(ok == kRuns);
   CHECK(us < 1000.0);
+}
+
+TEST_CASE("lua: weft-host's task timeout, not a shorter Lua budget, bounds a run's wall clock, and no message "
+          "asks to raise a limit no one can set",
+          "[lua]") {
+  // task_timeout_ms (default 3600000, at most INT_MAX in weft-host.toml) cancels the run.
+  CHECK(LuaLimits{}.time_budget_ms >= weft::host::HostConfig{}.task_timeout_ms);
+  CHECK(LuaLimits{}.time_budget_ms >= std::numeric_limits<int>::max());
+
+  Plugin p(Automator("while true do end"));
+  RunResult r = p.Run(WEFT_ACTION_INSTALL);
+  CHECK(r.rc == WEFT_ERR_TIMEOUT);
+  CHECK_THAT(r.err, Contains("exceeded its time budget") && !Contains("raise"));
+  LuaLimits wall = TestLimits();
+  wall.instruction_budget = 1'000'000'000'000ull;
+  wall.time_budget_ms = 100;
+  Plugin q(Automator("while true do pcall(string.rep, 'x', 10) end"), wall);
+  RunResult w = q.Run(WEFT_ACTION_INSTALL);
+  CHECK(w.rc == WEFT_ERR_TIMEOUT);
+  CHECK_THAT(w.err, Contains("exceeded its time budget of 100 ms") && !Contains("raise"));
 }

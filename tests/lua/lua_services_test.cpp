@@ -28,6 +28,7 @@ TEST_CASE("lua services: SSH arguments are checked before connecting", "[lua]") 
   CHECK_THAT(ErrorOf("task:write('x', '/tmp/f', '0644', { timeout = 5 })"),
              Contains("task:write: unknown option 'timeout'; the option is timeout_ms"));
   CHECK_THAT(ErrorOf("task:write({}, '/tmp/f')"), Contains("task:write: the text must be a string, not a table"));
+  CHECK_THAT(ErrorOf("task:write(nil, '/tmp/f')"), Contains("task:write: the text must be a string, not nil"));
   CHECK_THAT(ErrorOf("task:exec('true', { timeout = 5 })"),
              Contains("task:exec: unknown option 'timeout'; the options are timeout_ms, on_stdout, on_stderr, "
                       "max_output_bytes"));

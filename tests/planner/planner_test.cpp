@@ -425,3 +425,33 @@ TEST_CASE("planner: a changed service that stays is installed again in any opera
   CHECK(e.count("n1/INSTALL/cache") == 0);
   CHECK(e.count("n1/START/cache") == 1);  // a rollback restarts what it reconfigures
 }
+
+TEST_CASE("planner: a node without an automator that runs BOOTSTRAP gets none", "[planner]") {
+  // Which automator runs a node's BOOTSTRAP: the first that declares it; else
+  // the first no host registered (it may); else none.
+  auto bit = [](Action a) { return 1u << (static_cast<int>(a) - 1); };  // weft_action's bits
+  const DeclaredActions declared = {{"hello", bit(Action::kInstall) | bit(Action::kStart)},
+                                    {"shell", bit(Action::kBootstrap) | bit(Action::kInstall)}};
+  CHECK(BootstrapPlugin({"hello", "shell"}, &declared) == "shell");
+  CHECK(BootstrapPlugin({"hello"}, &declared).empty());
+  CHECK(BootstrapPlugin({"hello", "unregistered", "shell"}, &declared) == "shell");
+  CHECK(BootstrapPlugin({"hello", "unregistered"}, &declared) == "unregistered");
+  CHECK(BootstrapPlugin({"hello"}, nullptr) == "hello");  // nothing known: as before
+  CHECK(BootstrapPlugin({}, nullptr).empty());
+
+  PlanRequest r;
+  r.operation = Operation::kCreate;
+  r.after = {{"n1", {"web"}}, {"n2", {"web"}}};
+  r.services = {Svc("web")};
+  r.without_bootstrap = {"n2"};
+  auto e = Edges(MustPlan(r));
+  CHECK(e.count("n1/BOOTSTRAP") == 1);
+  CHECK(e.count("n2/BOOTSTRAP") == 0);
+  CHECK(e["n2/INSTALL/web"] == std::set<std::string>{"n2/CONFIRM"});
+
+  // Addresses named: the node's service tasks wait for every CONFIRM themselves.
+  r.wait_for_addresses = true;
+  e = Edges(MustPlan(r));
+  CHECK(e["n2/INSTALL/web"] == std::set<std::string>{"n2/CONFIRM", "join/CONFIRM/nodes"});
+  CHECK(e["n1/INSTALL/web"] == std::set<std::string>{"n1/BOOTSTRAP"});
+}

@@ -2,6 +2,9 @@
 // roles, tenants, error codes and host liveness in catalog.check.
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <set>
+
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
@@ -169,4 +172,82 @@ TEST_CASE("catalog ops: cluster.plan solves and plans, and says CONFLICT with th
   CHECK(f.Call("cluster.plan", {{"name", "c"}, {"template", "t"}, {"size", 0}}).status.code() == Code::kInvalid);
   CHECK(f.Call("cluster.plan", {{"name", "c"}, {"template", "t"}, {"size", 2}, {"config", {{"x", "%nope.macro%"}}}})
             .status.code() == Code::kInvalid);
+}
+
+TEST_CASE("catalog ops: cluster.plan names each task's plugin, and BOOTSTRAP only goes to an automator that declares it",
+          "[api][catalog]") {
+  Fixture f;
+  f.PutSmallCatalog();
+  auto plan_with = [&](const char* automator_actions) {
+    weft::store::HostRecord h;
+    h.id = "h1";
+    h.plugins_json = std::string(R"([{"type":"fake-provider","kind":"provider","actions":["CREATE","CONFIRM","DELETE"]},)") +
+                     R"({"type":"fake-automator","kind":"automator","actions":)" + automator_actions + "}]";
+    h.registered_at_ms = h.last_seen_ms = f.clock.NowMs();
+    REQUIRE(f.store->UpsertHost(h).ok());
+    Response plan = f.Call("cluster.plan", {{"name", "c"}, {"template", "t"}, {"size", 2}}, Role::kUser);
+    INFO(plan.status.ToString());
+    REQUIRE(plan.status.ok());
+    return plan.body;
+  };
+
+  // The automator declares only INSTALL and START (as hello.lua): no node gets a BOOTSTRAP.
+  json plan = plan_with(R"(["INSTALL","START"])");
+  REQUIRE(plan["layout"]["nodes"].size() == 2);
+  const std::string n1 = plan["layout"]["nodes"][0]["hostname"].get<std::string>();
+  const std::string n2 = plan["layout"]["nodes"][1]["hostname"].get<std::string>();
+  std::map<std::string, std::string> plugin;  // task id -> plugin
+  for (const json& t : plan["tasks"]) plugin[t["id"].get<std::string>()] = t["plugin"].get<std::string>();
+  CHECK(plugin.count(n1 + "/BOOTSTRAP") == 0);
+  CHECK(plugin.count(n2 + "/BOOTSTRAP") == 0);
+  CHECK(plugin[n1 + "/CREATE"] == "fake-provider");
+  CHECK(plugin[n1 + "/CONFIRM"] == "fake-provider");
+  CHECK(plugin[n1 + "/INSTALL/base"] == "fake-automator");
+  for (const json& t : plan["tasks"])
+    if (t["id"] == n1 + "/INSTALL/base") CHECK(t["after"] == json::array({n1 + "/CONFIRM"}));
+  CHECK(plan["warnings"].empty());
+
+  // Declared: every node gets its BOOTSTRAP, run by that automator.
+  plan = plan_with(R"(["BOOTSTRAP","INSTALL","START"])");
+  plugin.clear();
+  for (const json& t : plan["tasks"]) plugin[t["id"].get<std::string>()] = t["plugin"].get<std::string>();
+  CHECK(plugin[n1 + "/BOOTSTRAP"] == "fake-automator");
+  CHECK(plugin[n2 + "/BOOTSTRAP"] == "fake-automator");
+
+  // A service action the plugin does not declare is a task that would fail: the plan warns.
+  plan = plan_with(R"(["INSTALL"])");
+  REQUIRE(plan["warnings"].size() == 1);
+  CHECK_THAT(plan["warnings"][0].get<std::string>(),
+             Catch::Contains("'fake-automator' does not declare action START") && Catch::Contains("service 'db'"));
+}
+
+TEST_CASE("catalog ops: catalog.check reports a service action's unknown fields, as a provider's", "[api][catalog]") {
+  Fixture f;
+  weft::store::HostRecord h;
+  h.id = "h1";
+  h.plugins_json =
+      R"([{"type":"greeter","kind":"automator","actions":["INSTALL","START"],"fields":[{"name":"n","type":"integer"}]},)"
+      R"({"type":"trial-auto","kind":"automator","fields":[{"name":"mode","type":"string"}]},)"
+      R"({"type":"quiet","kind":"automator","fields":[]}])";
+  h.registered_at_ms = h.last_seen_ms = f.clock.NowMs();
+  REQUIRE(f.store->UpsertHost(h).ok());
+  f.MustPut("service", {{"name", "s"},
+                        {"provisioner",
+                         {{"actions",
+                           {{"install", {{"type", "greeter"}, {"fields", {{"n", "three"}, {"greting", "typo"}}}}},
+                            {"start", {{"type", "trial-auto"}, {"fields", {{"modee", "crash"}}}}},
+                            {"stop", {{"type", "quiet"}, {"fields", {{"anything", 1}}}}}}}}}});
+  Response check = f.Call("catalog.check", json::object(), Role::kUser);
+  REQUIRE(check.status.ok());
+  std::set<std::string> found;
+  for (const json& p : check.body["fields"])
+    found.insert(p["action"].get<std::string>() + ":" + p["field"].get<std::string>() + ":" +
+                 p["problem"].get<std::string>());
+  // quiet declares no field at all: what it is given is not judged.
+  CHECK(found == std::set<std::string>{"install:n:type", "install:greting:unknown", "start:modee:unknown"});
+  for (const json& p : check.body["fields"])
+    if (p["field"] == "greting")
+      CHECK_THAT(p["message"].get<std::string>(),
+                 Catch::Contains("service 's' (action install): provisioner.actions.install.fields.greting is not a "
+                                 "field of plugin 'greeter' (it knows: n)"));
 }

@@ -117,7 +117,7 @@ class Builder {
   void AddNewNode(const std::string& node, const std::set<std::string>& services) {
     Add(node, Action::kCreate);
     Add(node, Action::kConfirm);
-    Add(node, Action::kBootstrap);
+    if (!req_.without_bootstrap.count(node)) Add(node, Action::kBootstrap);
     for (const auto& s : services)
       for (Action a : kBringUp)
         if (Defines(s, a)) Add(node, a, s);
@@ -365,7 +365,7 @@ class Builder {
   // waits until every new node has confirmed. When the config or a service's
   // fields name addresses (`wait_for_addresses`), every BOOTSTRAP and every
   // service task waits for them (a new node's service tasks already follow its
-  // BOOTSTRAP). One JOIN of every CONFIRM, in the plan, so a dry run shows
+  // BOOTSTRAP; on a new node without one, they wait themselves). One JOIN of every CONFIRM, in the plan, so a dry run shows
   // exactly the tasks its job runs.
   void ConfirmEdges() {
     std::vector<Index> confirms, waiting;
@@ -374,9 +374,11 @@ class Builder {
       if (t.action == Action::kConfirm) confirms.push_back(i);
       const bool service_task = t.action >= Action::kInstall && t.action <= Action::kRemove;
       const bool kept_node_service = service_task && !NodeIsNew(t.node);
+      const bool unprepared_node_service = service_task && req_.without_bootstrap.count(t.node) > 0;
       const bool kept_configure = req_.operation == Operation::kScale && t.action == Action::kConfigure;
-      if (req_.wait_for_addresses ? t.action == Action::kBootstrap || kept_node_service
-                                  : kept_node_service && kept_configure)
+      if (req_.wait_for_addresses
+              ? t.action == Action::kBootstrap || kept_node_service || unprepared_node_service
+              : kept_node_service && kept_configure)
         waiting.push_back(i);
     }
     if (confirms.empty() || waiting.empty()) return;
@@ -568,6 +570,20 @@ json Plan::ToJson() const {
     stages.push_back(std::move(ids));
   }
   return {{"tasks", std::move(tasks)}, {"stages", std::move(stages)}};
+}
+
+std::string BootstrapPlugin(const std::vector<std::string>& automators, const DeclaredActions* declared) {
+  if (!declared) return automators.empty() ? std::string() : automators.front();
+  const std::string* unknown = nullptr;
+  for (const std::string& type : automators) {
+    auto it = declared->find(type);
+    if (it == declared->end()) {
+      if (!unknown) unknown = &type;
+    } else if (it->second & WEFT_ACTION_BOOTSTRAP) {
+      return type;
+    }
+  }
+  return unknown ? *unknown : std::string();
 }
 
 bool NamesAddresses(const json& doc) {

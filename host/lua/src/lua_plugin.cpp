@@ -69,17 +69,21 @@ class DeclarationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string TypeOf(lua_State* L, int i) { return lua_typename(L, lua_type(L, i)); }
+// "a string", "a table", "nil": a Lua value's type as a message says it.
+std::string TypeOf(lua_State* L, int i) {
+  if (lua_isnoneornil(L, i)) return "nil";
+  return std::string("a ") + lua_typename(L, lua_type(L, i));
+}
 
 std::string StringValue(lua_State* L, int i, const std::string& what) {
-  if (lua_type(L, i) != LUA_TSTRING) throw DeclarationError(what + " must be a string, not a " + TypeOf(L, i));
+  if (lua_type(L, i) != LUA_TSTRING) throw DeclarationError(what + " must be a string, not " + TypeOf(L, i));
   std::size_t n = 0;
   const char* s = lua_tolstring(L, i, &n);
   return std::string(s, n);
 }
 
 bool BoolValue(lua_State* L, int i, const std::string& what) {
-  if (lua_type(L, i) != LUA_TBOOLEAN) throw DeclarationError(what + " must be true or false, not a " + TypeOf(L, i));
+  if (lua_type(L, i) != LUA_TBOOLEAN) throw DeclarationError(what + " must be true or false, not " + TypeOf(L, i));
   return lua_toboolean(L, i) != 0;
 }
 
@@ -91,7 +95,7 @@ void ForEachKey(lua_State* L, int t, const std::string& what, Fn fn) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     if (lua_type(L, -2) != LUA_TSTRING) {
-      std::string key = lua_type(L, -2) == LUA_TNUMBER ? "a number" : "a " + TypeOf(L, -2);
+      std::string key = lua_type(L, -2) == LUA_TNUMBER ? "a number" : TypeOf(L, -2);
       throw DeclarationError(what + " has " + key + " as a key; its keys must be names (strings)");
     }
     std::size_t n = 0;
@@ -133,7 +137,7 @@ bool DefaultMatches(std::uint32_t type, const json& v) {
 FieldDecl ReadField(lua_State* L, int t, const std::string& name) {
   const std::string at = "fields." + name;
   if (lua_type(L, t) != LUA_TTABLE) {
-    throw DeclarationError(at + " must be a table like { label = \"...\", type = \"string\" }, not a " + TypeOf(L, t));
+    throw DeclarationError(at + " must be a table like { label = \"...\", type = \"string\" }, not " + TypeOf(L, t));
   }
   FieldDecl f;
   f.name = name;
@@ -169,8 +173,8 @@ FieldDecl ReadField(lua_State* L, int t, const std::string& name) {
   }
   if (f.has_default) {
     if (!DefaultMatches(f.type, f.default_value)) {
-      throw DeclarationError(at + ".default " + f.default_value.dump() + " is not a " + type_name +
-                             " (the field's type)");
+      throw DeclarationError(at + ".default " + f.default_value.dump() + " is not " +
+                             (type_name == "integer" ? "an " : "a ") + type_name + " (the field's type)");
     }
     f.default_json = f.default_value.dump();
   }
@@ -180,7 +184,7 @@ FieldDecl ReadField(lua_State* L, int t, const std::string& name) {
 void ReadDeclaration(lua_State* L, int t, Definition* def) {
   t = lua_absindex(L, t);
   if (lua_type(L, t) != LUA_TTABLE) {
-    throw DeclarationError("must return a table describing the plugin, not a " + TypeOf(L, t) +
+    throw DeclarationError("must return a table describing the plugin, not " + TypeOf(L, t) +
                            "; end the file with return { type = \"...\", kind = \"automator\", actions = { ... } }");
   }
   bool has_type = false;
@@ -205,14 +209,14 @@ void ReadDeclaration(lua_State* L, int t, Definition* def) {
     } else if (key == "description") {
       def->description = StringValue(L, -1, "description");
     } else if (key == "fields") {
-      if (lua_type(L, -1) != LUA_TTABLE) throw DeclarationError("fields must be a table, not a " + TypeOf(L, -1));
+      if (lua_type(L, -1) != LUA_TTABLE) throw DeclarationError("fields must be a table, not " + TypeOf(L, -1));
       ForEachKey(L, -1, "fields", [&](const std::string& name) {
         if (name.empty()) throw DeclarationError("fields has an empty name");
         def->fields.push_back(ReadField(L, -1, name));
       });
     } else if (key == "resource_types") {
       if (lua_type(L, -1) != LUA_TTABLE) {
-        throw DeclarationError("resource_types must be a list of strings, not a " + TypeOf(L, -1));
+        throw DeclarationError("resource_types must be a list of strings, not " + TypeOf(L, -1));
       }
       lua_Unsigned n = lua_rawlen(L, -1);
       std::size_t count = 0;
@@ -230,7 +234,7 @@ void ReadDeclaration(lua_State* L, int t, Definition* def) {
         lua_pop(L, 1);
       }
     } else if (key == "actions") {
-      if (lua_type(L, -1) != LUA_TTABLE) throw DeclarationError("actions must be a table, not a " + TypeOf(L, -1));
+      if (lua_type(L, -1) != LUA_TTABLE) throw DeclarationError("actions must be a table, not " + TypeOf(L, -1));
       has_actions = true;
       ForEachKey(L, -1, "actions", [&](const std::string& name) {
         std::uint32_t found = 0;
@@ -242,7 +246,7 @@ void ReadDeclaration(lua_State* L, int t, Definition* def) {
                                  "install, configure, initialize, start, stop, remove, delete (lower case)");
         }
         if (lua_type(L, -1) != LUA_TFUNCTION) {
-          throw DeclarationError("actions." + name + " must be a function(task), not a " + TypeOf(L, -1));
+          throw DeclarationError("actions." + name + " must be a function(task), not " + TypeOf(L, -1));
         }
         def->actions |= found;
       });

@@ -261,8 +261,8 @@ Reply JsonEncode(lua_State* L) { return {0, {json(ToJson(L, 1, "weft.json_encode
 // weft.json_decode(text): Lua values, by the rules of task.json.
 Reply JsonDecode(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) {
-    throw ScriptError(std::string("weft.json_decode: the argument must be a string of JSON text, not a ") +
-                      lua_typename(L, lua_type(L, 1)));
+    throw ScriptError(std::string("weft.json_decode: the argument must be a string of JSON text, not ") +
+                      (lua_isnoneornil(L, 1) ? "nil" : std::string("a ") + lua_typename(L, lua_type(L, 1))));
   }
   std::size_t n = 0;
   const char* text = lua_tolstring(L, 1, &n);
@@ -475,7 +475,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::Create(const SandboxSpec& spec, const 
   box->L_ = lua_newstate(&Allocate, &box->control_);
   if (!box->L_) {
     return Status::TooLarge(label + " exceeded its memory cap of " + FormatBytes(spec.limits.memory_bytes) + " " +
-                            when + " (a bare Lua state does not fit); raise the cap");
+                            when + " (a bare Lua state does not fit)");
   }
   lua_State* L = box->L_;
   box->control_.L = L;
@@ -586,12 +586,12 @@ Outcome Sandbox::Describe(int status, const std::string& error, const std::strin
       case Kill::kInstructions:
         o.code = WEFT_ERR_TIMEOUT;
         o.message = label + " exceeded its time budget of " + std::to_string(limits_.instruction_budget) +
-                    " Lua instructions " + when + "; make it do less per action, or raise the plugin's limit";
+                    " Lua instructions " + when + "; make it do less per action (the budget is fixed)";
         break;
       case Kill::kTime:
         o.code = WEFT_ERR_TIMEOUT;
         o.message = label + " exceeded its time budget of " + std::to_string(limits_.time_budget_ms) + " ms " +
-                    when + "; make it do less per action, or raise the plugin's limit";
+                    when + "; make it do less per action";
         break;
       case Kill::kMemory:
         o.code = WEFT_ERR_FAILED;

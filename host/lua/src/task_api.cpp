@@ -48,7 +48,7 @@ Reply Log(lua_State* L) {
 Reply Progress(lua_State* L) {
   RunScope& scope = TaskScope(L, "progress");
   if (lua_type(L, 2) != LUA_TNUMBER) {
-    throw ScriptError("task:progress: the percent must be a number from 0 to 100, not a " + TypeOf(L, 2));
+    throw ScriptError("task:progress: the percent must be a number from 0 to 100, not " + TypeOf(L, 2));
   }
   double pct = lua_tonumberx(L, 2, nullptr);
   if (!std::isfinite(pct)) throw ScriptError("task:progress: the percent must be a number from 0 to 100");
@@ -64,7 +64,7 @@ Reply Progress(lua_State* L) {
 Reply SetResult(lua_State* L) {
   RunScope& scope = TaskScope(L, "set_result");
   if (lua_type(L, 2) != LUA_TSTRING) {
-    throw ScriptError("task:set_result: the key must be a string, not a " + TypeOf(L, 2));
+    throw ScriptError("task:set_result: the key must be a string, not " + TypeOf(L, 2));
   }
   std::string key = ArgText(L, 2, "task:set_result: the key");
   if (key.empty()) throw ScriptError("task:set_result: the key must not be empty");
@@ -96,7 +96,10 @@ RunScope& TaskScope(lua_State* L, const char* method) {
   return *scope;
 }
 
-std::string TypeOf(lua_State* L, int i) { return lua_typename(L, lua_type(L, i)); }
+std::string TypeOf(lua_State* L, int i) {
+  if (lua_isnoneornil(L, i)) return "nil";
+  return std::string("a ") + lua_typename(L, lua_type(L, i));
+}
 
 std::string ArgText(lua_State* L, int i, const char* what) {
   if (lua_type(L, i) == LUA_TSTRING) {
@@ -110,7 +113,7 @@ std::string ArgText(lua_State* L, int i, const char* what) {
     std::snprintf(buf, sizeof buf, "%.14g", lua_tonumberx(L, i, nullptr));
     return buf;
   }
-  throw ScriptError(std::string(what) + " must be a string, not a " + TypeOf(L, i));
+  throw ScriptError(std::string(what) + " must be a string, not " + TypeOf(L, i));
 }
 
 const std::vector<LuaMethod>& TaskMethods() {

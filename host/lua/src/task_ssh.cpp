@@ -95,8 +95,8 @@ RunScope& SshScope(lua_State* L, const char* method) {
 
 std::int64_t TimeoutOption(lua_State* L, int i, const std::string& what) {
   if (lua_type(L, i) != LUA_TNUMBER || !lua_isinteger(L, i)) {
-    throw ScriptError(what + ": timeout_ms must be a whole number of milliseconds such as 60000, not a " +
-                      (lua_type(L, i) == LUA_TNUMBER ? std::string("float") : TypeOf(L, i)));
+    throw ScriptError(what + ": timeout_ms must be a whole number of milliseconds such as 60000, not " +
+                      (lua_type(L, i) == LUA_TNUMBER ? std::string("a float") : TypeOf(L, i)));
   }
   lua_Integer v = lua_tointegerx(L, i, nullptr);
   if (v < 1 || v > kMaxTimeoutMs) {
@@ -112,13 +112,13 @@ template <typename Fn>
 void ForEachOption(lua_State* L, int i, const std::string& what, Fn fn) {
   if (lua_isnoneornil(L, i)) return;
   if (lua_type(L, i) != LUA_TTABLE) {
-    throw ScriptError(what + ": the options must be a table like { timeout_ms = 60000 }, not a " + TypeOf(L, i));
+    throw ScriptError(what + ": the options must be a table like { timeout_ms = 60000 }, not " + TypeOf(L, i));
   }
   if (!lua_checkstack(L, 4)) throw ScriptError(what + ": the Lua stack is full");
   lua_pushnil(L);
   while (lua_next(L, i)) {
     if (lua_type(L, -2) != LUA_TSTRING) {
-      throw ScriptError(what + ": the options table has a " + TypeOf(L, -2) + " key; its keys are option names");
+      throw ScriptError(what + ": the options table has " + TypeOf(L, -2) + " key; its keys are option names");
     }
     std::size_t n = 0;
     const char* s = lua_tolstring(L, -2, &n);
@@ -136,7 +136,7 @@ std::uint32_t ModeArg(lua_State* L, int i, const std::string& what) {
                       "forty-four)");
   }
   if (lua_type(L, i) != LUA_TSTRING) {
-    throw ScriptError(what + ": the mode must be an octal string such as \"0644\", not a " + TypeOf(L, i));
+    throw ScriptError(what + ": the mode must be an octal string such as \"0644\", not " + TypeOf(L, i));
   }
   std::string text = ArgText(L, i, "the mode");
   bool digits = text.size() >= 3 && text.size() <= 4 &&
@@ -301,7 +301,7 @@ Reply TaskExec(lua_State* L) {
       timeout_ms = TimeoutOption(L, -1, "task:exec");
     } else if (key == "on_stdout" || key == "on_stderr") {
       if (lua_type(L, -1) != LUA_TFUNCTION) {
-        throw ScriptError("task:exec: " + key + " must be a function(chunk), not a " + TypeOf(L, -1));
+        throw ScriptError("task:exec: " + key + " must be a function(chunk), not " + TypeOf(L, -1));
       }
       int slot = key == "on_stdout" ? 4 : 5;
       lua_copy(L, -1, slot);
@@ -341,7 +341,7 @@ Reply TaskExec(lua_State* L) {
 Reply TaskWrite(lua_State* L) {
   RunScope& scope = SshScope(L, "write");
   if (lua_type(L, 2) != LUA_TSTRING) {
-    throw ScriptError("task:write: the text must be a string, not a " + TypeOf(L, 2));
+    throw ScriptError("task:write: the text must be a string, not " + TypeOf(L, 2));
   }
   const std::string text = ArgText(L, 2, "task:write: the text");
   const std::string remote = ArgText(L, 3, "task:write: the remote path");

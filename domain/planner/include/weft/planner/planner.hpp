@@ -1,7 +1,9 @@
 // The planner: an operation on a cluster, its layout before and after, and the
 // services involved become a DAG of node tasks.
 //
-// Per node:        CREATE → CONFIRM → BOOTSTRAP → every service task on it.
+// Per node:        CREATE → CONFIRM → BOOTSTRAP → every service task on it
+//                  (no BOOTSTRAP where no automator of the node runs one:
+//                  see BootstrapPlugin).
 // Per service:     INSTALL → CONFIGURE → STOP → REMOVE → INITIALIZE → START
 //                  (whichever of them the operation needs and the service defines).
 // Across nodes:    a dependency's INSTALL precedes its dependent's INSTALL
@@ -25,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -108,6 +111,9 @@ struct PlanRequest {
   // known only once a new node's CONFIRM reported them: every BOOTSTRAP and
   // service task then waits for every CONFIRM of the plan (through one JOIN).
   bool wait_for_addresses = false;
+  // New nodes that get no BOOTSTRAP task: no automator on them runs it
+  // (BootstrapPlugin is empty). Their service tasks follow their CONFIRM.
+  std::set<std::string> without_bootstrap;
 };
 
 struct PlannedTask {
@@ -139,6 +145,20 @@ class Plan {
 // Whether `doc` (a cluster's config, or its services' definitions) names
 // nodes' addresses through a macro (`%ip.…%`, `map(ip.…)`).
 bool NamesAddresses(const nlohmann::json& doc);
+
+// The actions each registered plugin type declares (weft_action bits, the
+// union over the hosts that registered it), by type.
+using DeclaredActions = std::map<std::string, std::uint32_t>;
+
+// The automator that runs a new node's BOOTSTRAP (which names no service).
+// `automators` are the plugin types of the node's services' actions in the
+// order the node lists its services, each service's INSTALL, CONFIGURE,
+// INITIALIZE, START. BOOTSTRAP is optional for an automator: the first of
+// them that declares it runs it; failing that, the first that no host has
+// registered yet (it may declare it; nothing can tell before it registers);
+// failing that, none: "" (the node gets no BOOTSTRAP). Without `declared`
+// (nothing known of any plugin), the first of `automators`.
+std::string BootstrapPlugin(const std::vector<std::string>& automators, const DeclaredActions* declared);
 
 // Fails with INVALID when the request names an unknown service or the
 // services' dependencies form a cycle (naming the services on it).

@@ -33,11 +33,15 @@
 namespace weft::host::lua {
 
 // Limits of one plugin's lua_States. The same limits apply while the file is
-// loaded (its top level runs once per state) and to every run.
+// loaded (its top level runs once per state) and to every run. weft-host uses
+// the defaults (no configuration key sets them).
 struct LuaLimits {
   std::size_t memory_bytes = 64u << 20;              // per lua_State, everything Lua allocates
   std::uint64_t instruction_budget = 2'000'000'000;  // Lua VM instructions per run call
-  std::int64_t time_budget_ms = 600'000;             // wall clock per run call (checked by the hook)
+  // Wall clock per run call (checked by the hook). By default no shorter than
+  // any task_timeout_ms weft-host accepts (at most INT_MAX ms): the host's task
+  // timeout, which cancels the run, is what bounds a Lua run's wall clock.
+  std::int64_t time_budget_ms = 2'147'483'647;
 };
 
 // How many Lua plugins one process can load (each load takes one init slot for good).

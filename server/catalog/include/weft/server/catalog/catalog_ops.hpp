@@ -19,6 +19,7 @@
 #include "weft/server/store/store.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/clock.hpp"
+#include "weft/planner/planner.hpp"
 
 namespace weft::catalog {
 
@@ -48,6 +49,10 @@ class CatalogCache {
   std::uint64_t generation_ = 0;
   std::unordered_map<std::string, std::shared_ptr<const Catalog>> tenants_;
 };
+
+// Adds the actions a plugin descriptor (as a host registered it) declares to
+// `into` (OR of weft_action bits by type), unless it is another tenant's own.
+void AddDeclaredActions(planner::DeclaredActions& into, const nlohmann::json& descriptor, const std::string& tenant);
 
 // Adds every catalog op to `router`: puts and deletes for admins, reads and
 // cluster.plan for users too, all on the api endpoint. catalog.check looks up

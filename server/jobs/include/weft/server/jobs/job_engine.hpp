@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,8 +87,12 @@ struct NewJob {
   PlanExtras extras;
 };
 
-// The plan a job would run, for dry runs and for Start.
-Result<planner::Plan> PlanJob(const NewJob& job);
+// The plan a job would run, for dry runs and for Start. `declared`: what the
+// registered plugins declare (nullptr: not known), which decides the nodes'
+// BOOTSTRAP (planner::BootstrapPlugin).
+Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared = nullptr);
+// The plan's JSON (Plan::ToJson) with each task's "plugin" ("" for no work).
+json PlanJson(const NewJob& job, const planner::Plan& plan, const planner::DeclaredActions* declared);
 
 // The most a node's merged results may be, as JSON text: with the node's
 // record, the config and the node list it leaves room in a task handed out
@@ -133,6 +138,15 @@ class JobEngine {
   // The running (or failing) job of a cluster; empty when none.
   std::string ActiveJob(const std::string& cluster_id) const;
   std::size_t running() const { return runs_.size(); }
+
+  // What the registered plugins a tenant's tasks may use declare (the
+  // composition root hands in the host registry's view). Unset: not known.
+  using DeclaredActionsFor = std::function<planner::DeclaredActions(const std::string& tenant)>;
+  void set_declared_actions(DeclaredActionsFor f) { declared_actions_ = std::move(f); }
+  std::optional<planner::DeclaredActions> DeclaredActions(const std::string& tenant) const {
+    if (!declared_actions_) return std::nullopt;
+    return declared_actions_(tenant);
+  }
   // Running jobs by operation.
   std::map<std::string, std::int64_t> RunningByOperation() const;
   std::vector<Event> TakeEvents() { return std::exchange(events_, {}); }
@@ -220,7 +234,7 @@ class JobEngine {
     std::string cluster_name;
   };
 
-  Status AddTasks(Run& run, const planner::Plan& plan);
+  Status AddTasks(Run& run, const planner::Plan& plan, const planner::DeclaredActions* declared);
   Status Release(Run& run, std::int64_t task_id);
   Status Retry(Run& run, TaskNode& task, const std::string& message);
   Status Recreate(Run& run, TaskNode& confirm, const std::string& message);
@@ -254,6 +268,7 @@ class JobEngine {
   queue::TaskQueue& queue_;
   const Clock& clock_;
   EngineOptions options_;
+  DeclaredActionsFor declared_actions_;
   std::map<std::string, std::unique_ptr<Run>> runs_;         // job id -> running job
   std::unordered_map<std::int64_t, std::string> task_job_;  // task id -> job id, running jobs only
   std::map<std::string, std::string> cluster_job_;          // cluster id -> running job id
