@@ -305,8 +305,8 @@ class FastParser {
   std::size_t max_depth_;
 };
 
-// Parses and checks frame 0 as a JSON object with v == 1.
-Result<json> ParseHeader(const Frames& frames, const Limits& limits) {
+// Parses frame 0 as a JSON object (its version is not checked yet).
+Result<json> ParseHeaderObject(const Frames& frames, const Limits& limits) {
   WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
   json header;
   if (!FastParser(View(frames[0]), limits.max_depth).Parse(header)) {
@@ -317,10 +317,21 @@ Result<json> ParseHeader(const Frames& frames, const Limits& limits) {
   }
   if (header.is_discarded()) return Status::Invalid("frame 0 is not valid JSON");
   if (!header.is_object()) return Status::Invalid("frame 0 must be a JSON object");
+  return header;
+}
+
+Status CheckVersion(const json& header) {
   auto v = header.find("v");
   if (v == header.end()) return Status::Invalid("header lacks \"v\" (the protocol version, 1)");
   if (!v->is_number_integer() || v->get<long long>() != kProtocolVersion)
     return Status::Invalid("header \"v\" is " + Dump(*v) + "; this server speaks protocol version 1");
+  return Status::Ok();
+}
+
+// Parses and checks frame 0 as a JSON object with v == 1.
+Result<json> ParseHeader(const Frames& frames, const Limits& limits) {
+  WEFT_ASSIGN_OR_RETURN(json header, ParseHeaderObject(frames, limits));
+  WEFT_RETURN_IF_ERROR(CheckVersion(header));
   return header;
 }
 
@@ -594,11 +605,16 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
       return req;
     }
   }
-  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeader(frames, limits));
+  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeaderObject(frames, limits));
   json& header = parsed;
 
   Request req;
   auto id = header.find("id");
+  // Any other error is answered with the id, when there is one to echo.
+  if (id != header.end() && id->is_string() && !id->get_ref<const std::string&>().empty() &&
+      id->get_ref<const std::string&>().size() <= limits.max_id_bytes && id_out)
+    *id_out = id->get<std::string>();
+  WEFT_RETURN_IF_ERROR(CheckVersion(header));
   if (id == header.end()) return Status::Invalid("header lacks \"id\" (a string the reply will echo)");
   if (!id->is_string()) return Status::Invalid("header \"id\" must be a string, got " + std::string(id->type_name()));
   req.id = id->get<std::string>();
@@ -606,7 +622,6 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
   if (req.id.size() > limits.max_id_bytes)
     return Status::TooLarge("header \"id\" is " + std::to_string(req.id.size()) + " bytes; the limit is " +
                             std::to_string(limits.max_id_bytes));
-  if (id_out) *id_out = req.id;
 
   auto op = header.find("op");
   if (op == header.end()) return Status::Invalid("header lacks \"op\" (for example \"server.status\")");

@@ -702,6 +702,7 @@ Status JobEngine::Finish(Run& run) {
   r.finished_at_ms = now;
   const std::string job_id = r.id;
   const std::string cluster_id = r.cluster_id;
+  const std::string cluster_name = run.cluster_name;
 
   const std::optional<JobOperation> operation = JobOperationFrom(r.operation);
   std::optional<NewJob> undo;
@@ -755,7 +756,8 @@ Status JobEngine::Finish(Run& run) {
         cluster_id, [&](store::ClusterRecord& c) { c.status = ToString(ClusterStatus::kInconsistent); }));
     return Status::Ok();
   }
-  return Status::Ok();
+  return AuditOwnJob(*started, cluster_name, "cluster.undo",
+                     {{"operation", "undo"}, {"reason", "job " + job_id + " failed"}, {"failed_job", job_id}});
 }
 
 std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
@@ -1198,6 +1200,10 @@ Status JobEngine::ExpireLeases() {
     if (started.ok()) {
       // The lease is over whatever the delete does: never start a second one.
       WEFT_RETURN_IF_ERROR(SetCluster(c.id, [](store::ClusterRecord& r) { r.expire_at_ms = 0; }));
+      WEFT_RETURN_IF_ERROR(AuditOwnJob(*started, c.name, "cluster.delete",
+                                       {{"operation", "delete"},
+                                        {"reason", "the cluster's lease ran out"},
+                                        {"expired_at_ms", c.expire_at_ms}}));
       continue;
     }
     if (started.status().code() != Code::kInvalid) return started.status();
@@ -1215,6 +1221,24 @@ Status JobEngine::ExpireLeases() {
   }
   lease_blocked_ = std::move(blocked);
   return Status::Ok();
+}
+
+Status JobEngine::AuditOwnJob(const store::JobRecord& job, const std::string& cluster, const char* op, json detail) {
+  store::AuditRecord e;
+  e.at_ms = clock_.NowMs();
+  e.actor = "weftd";
+  e.actor_tenant = "_system";
+  e.actor_role = "system";
+  e.op = op;
+  e.tenant = job.tenant;
+  e.target = "cluster " + cluster;
+  e.cluster_id = job.cluster_id;
+  e.cluster = cluster;
+  e.job_id = job.id;
+  e.outcome = "ok";
+  detail["job_status"] = job.status;
+  e.detail_json = wire::Dump(detail);
+  return store_.AppendAudit(e);
 }
 
 Status JobEngine::LoadRun(const store::JobRecord& record) {

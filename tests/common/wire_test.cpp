@@ -137,6 +137,15 @@ TEST_CASE("wire: malformed requests are refused with a reason, keeping the id wh
   auto no_op = DecodeError(Raw({R"({"v":1,"id":"r9"})"}), &id);
   CHECK(no_op.message().find("lacks \"op\"") != std::string::npos);
   CHECK(id == "r9");
+  // A wrong or missing version is answered with the id too.
+  id.clear();
+  CHECK(DecodeError(Raw({R"({"v":2,"id":"a","op":"x"})"}), &id).message().find("version 1") != std::string::npos);
+  CHECK(id == "a");
+  id.clear();
+  CHECK(DecodeError(Raw({R"({"id":"b","op":"x"})"}), &id).message().find("lacks \"v\"") != std::string::npos);
+  CHECK(id == "b");
+  CHECK(DecodeError(Raw({R"({"v":2,"id":5,"op":"x"})"}), &id).message().find("version 1") != std::string::npos);
+  CHECK(id.empty());  // not a string: nothing to echo
   CHECK(DecodeError(Raw({R"({"v":1,"id":"a","op":"x","body":[1]})"})).message().find("\"body\" must be a JSON object") !=
         std::string::npos);
   CHECK(DecodeError(Raw({R"({"v":1,"id":"a","op":"x","tenant":7})"})).message().find("\"tenant\"") !=

@@ -182,6 +182,15 @@ struct Fixture {
     REQUIRE(j.ok());
     return (**j).status;
   }
+  // The audit log's entries with `op`.
+  std::vector<weft::store::AuditRecord> Audited(const std::string& op) {
+    auto all = store->ListAudit(weft::store::AuditQuery{});
+    REQUIRE(all.ok());
+    std::vector<weft::store::AuditRecord> out;
+    for (auto& a : *all)
+      if (a.op == op) out.push_back(a);
+    return out;
+  }
 };
 
 // A decorated task as the host gets it: the tree and the members given as
@@ -399,6 +408,16 @@ TEST_CASE("job engine: a task that fails for good fails the job and the undo job
   REQUIRE(j.ok());
   CHECK((**j).operation == "undo");
   CHECK((**j).parent_job == job);
+  // weftd started it: the audit log says so, on the cluster, naming both jobs.
+  auto audited = f.Audited("cluster.undo");
+  REQUIRE(audited.size() == 1);
+  CHECK(audited[0].actor == "weftd");
+  CHECK(audited[0].actor_role == "system");
+  CHECK(audited[0].tenant == "t1");
+  CHECK(audited[0].target == "cluster c");
+  CHECK(audited[0].cluster_id == f.cluster_id);
+  CHECK(audited[0].job_id == undo);
+  CHECK(json::parse(audited[0].detail_json)["failed_job"] == job);
   auto undo_tasks = f.Tasks(undo);
   // Both nodes had a CREATE attempt, so both are deleted (a DELETE of a node never made is the plugin's no-op).
   REQUIRE(undo_tasks.size() == 2);
@@ -751,6 +770,7 @@ TEST_CASE("job engine: a lease that runs out on a cluster whose delete cannot be
   REQUIRE(got.ok());
   CHECK((**got).expire_at_ms == due);
   CHECK((**got).status == "active");
+  CHECK(f.Audited("cluster.delete").empty());  // nothing started, nothing audited
 
   // Fixed: the next pass deletes it, and the lease is over.
   c = **got;
@@ -762,12 +782,21 @@ TEST_CASE("job engine: a lease that runs out on a cluster whose delete cannot be
   auto j = f.store->GetJob(deleting);
   REQUIRE(j.ok());
   CHECK((**j).operation == "delete");
+  auto audited = f.Audited("cluster.delete");
+  REQUIRE(audited.size() == 1);
+  CHECK(audited[0].actor == "weftd");
+  CHECK(audited[0].target == "cluster c");
+  CHECK(audited[0].job_id == deleting);
+  const json detail = json::parse(audited[0].detail_json);
+  CHECK(detail["reason"] == "the cluster's lease ran out");
+  CHECK(detail["expired_at_ms"] == due);
   got = f.store->GetCluster(f.cluster_id);
   REQUIRE(got.ok());
   CHECK((**got).expire_at_ms == 0);
   // A pass while it runs starts nothing more.
   REQUIRE(f.engine->ExpireLeases().ok());
   CHECK(f.engine->ActiveJob(f.cluster_id) == deleting);
+  CHECK(f.Audited("cluster.delete").size() == 1);
   f.Drain();
   CHECK(f.JobStatus(deleting) == "succeeded");
   CHECK(f.ClusterStatus() == "terminated");

@@ -129,7 +129,8 @@ class JobEngine {
   [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task, queue::TaskTexts& texts);
   // Starts a delete job for every cluster whose lease ran out. A cluster whose
   // delete cannot be planned keeps its (due) lease and is tried again on the
-  // next call; a warning says so once per cluster and reason.
+  // next call; a warning says so once per cluster and reason. Each delete
+  // started leaves an audit entry by weftd, as an undo after a failure does.
   [[nodiscard]] Status ExpireLeases();
 
   // The plugins that tasks of running job `job_id` wait or are queued for; empty
@@ -253,6 +254,10 @@ class JobEngine {
   Result<json> EndedRun(const store::JobRecord& record, const std::string& retried_by);
   Status SetCluster(const std::string& cluster_id, const std::function<void(store::ClusterRecord&)>& change);
   void EmitJob(const Run& run);
+  // The audit entry of a job weftd started by itself (an undo, a lease's
+  // delete): actor "weftd", role "system", `op` on the job's cluster, in the
+  // same transaction as the job.
+  Status AuditOwnJob(const store::JobRecord& job, const std::string& cluster, const char* op, json detail);
   void EmitCluster(const store::ClusterRecord& cluster);
   const planner::MacroContext& Macros(Run& run, const std::string& node);
   static void Index(Run& run);
