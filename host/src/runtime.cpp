@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
 
 namespace weft::host {
 
@@ -424,7 +425,30 @@ void Runtime::RunnerLoop(int index) {
   cv_.notify_all();
 }
 
-json Runtime::RunTask(client::Client& client, const json& task, const std::string& runner) {
+namespace {
+
+// A finish whose result would make its request larger than weftd reads on its
+// provisioner endpoint (limits.max_header_bytes, the same default here) would
+// be dropped unread, and resent without end: it reports the attempt failed instead.
+void FitFinish(json& body) {
+  auto result = body.find("result");
+  if (result == body.end() || !result->is_object() || result->empty()) return;
+  constexpr std::size_t kEnvelopeBytes = 4096;  // the request's id, op, tenant and take
+  const std::size_t limit = wire::Limits{}.max_header_bytes - kEnvelopeBytes;
+  const std::size_t size = wire::Dump(body).size();
+  if (size <= limit) return;
+  const std::size_t result_bytes = wire::Dump(*result).size();
+  body["status"] = "failed";
+  body["code"] = "TOO_LARGE";
+  body["message"] = "the result was " + std::to_string(result_bytes) + " bytes as JSON, which makes the finish " +
+                    std::to_string(size) + " bytes, over the " + std::to_string(limit) +
+                    " bytes weft-host sends in one (limits.max_header_bytes); it was not sent";
+  *result = json::object();
+}
+
+}  // namespace
+
+json Runtime::RunTask(client::Client& client, json task, const std::string& runner) {
   const std::int64_t task_id = IntOr(task, "task_id", -1);
   const std::int64_t attempt = IntOr(task, "attempt", -1);
   if (task_id < 0 || attempt < 0) {
@@ -434,6 +458,10 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
   const std::string type = StringOr(task, "plugin");
   const std::string action = StringOr(task, "action");
   const TaskKey key{task_id, attempt};
+  // weftd sends the node's results once, as "results"; plugins also find them as "node.results".
+  if (auto n = task.find("node"), r = task.find("results");
+      n != task.end() && n->is_object() && r != task.end() && !n->contains("results"))
+    (*n)["results"] = *r;
   auto context = std::make_shared<TaskContext>(
       wire::Dump(task), [this, task_id, attempt](int percent, const std::string& message) {
         {
@@ -475,6 +503,7 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
 
   std::string status = "failed";
   std::string message;
+  std::string code;  // a failure's code, when it says that another attempt cannot help
   // A tenant's own Lua plugin runs only that tenant's tasks (docs/host.md).
   const LoadedPlugin* plugin = plugins_.Find(type, StringOr(task, "tenant"));
   const std::uint32_t bit = ActionFromName(action);
@@ -500,13 +529,16 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
               (loaded.empty() ? "none" : loaded) + ")";
   } else if (bit == 0) {
     message = "unknown action '" + action + "'";
+    code = "INVALID";
   } else if (!(plugin->descriptor->actions & bit)) {
     message = "plugin '" + type + "' does not implement action " + action;
+    code = "UNSUPPORTED";
   } else {
     const ActionOutcome outcome =
         RunAction(plugin->descriptor, plugin->instance, HostServices(), *context, bit, type, action);
     if (outcome.succeeded) status = "succeeded";
     message = outcome.message;
+    code = outcome.code;
   }
   {
     // The finish says how it ended: a report still queued would reach weftd
@@ -539,6 +571,7 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
     std::lock_guard<std::mutex> lock(mu_);
     given_up = hard_stop_ && context->cancelled() && context->cancel_reason() == kStopReason;
   }
+  json next;
   if (given_up) {
     WEFT_LOG(kWarn, component_) << "task " << task_id << " attempt " << attempt << " given up after " << took_ms
                                 << " ms: the host stops and shutdown_grace_ms is over; not reported (weftd queues "
@@ -546,19 +579,21 @@ json Runtime::RunTask(client::Client& client, const json& task, const std::strin
   } else {
     WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << " " << status << " in " << took_ms
                                 << " ms" << (message.empty() ? "" : ": " + message);
-  }
-  json next;
-  if (!given_up) {
-    next = Finish(client,
-                  {{"host_id", config_.host_id},
+    json finish = {{"host_id", config_.host_id},
                    {"task_id", task_id},
                    {"attempt", attempt},
                    {"status", status},
                    {"message", message},
                    {"result", context->result()},
                    {"stdout", context->stdout_tail()},
-                   {"stderr", context->stderr_tail()}},
-                  runner);
+                   {"stderr", context->stderr_tail()}};
+    if (!code.empty()) finish["code"] = code;
+    FitFinish(finish);
+    if (finish["status"] != status) {
+      WEFT_LOG(kWarn, component_) << "task " << task_id << " attempt " << attempt << ": "
+                                  << finish["message"].get<std::string>();
+    }
+    next = Finish(client, std::move(finish), runner);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -253,6 +253,18 @@ const char* CodeName(int rc) {
   }
 }
 
+// The code's name in task.finish's "code" (weftd does not retry INVALID or UNSUPPORTED).
+const char* WireCodeName(int rc) {
+  switch (rc) {
+    case WEFT_ERR_FAILED: return "FAILED";
+    case WEFT_ERR_INVALID: return "INVALID";
+    case WEFT_ERR_UNSUPPORTED: return "UNSUPPORTED";
+    case WEFT_ERR_CANCELLED: return "CANCELLED";
+    case WEFT_ERR_TIMEOUT: return "TIMEOUT";
+    default: return "INTERNAL";
+  }
+}
+
 }  // namespace
 
 ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance, const weft_host_services* services,
@@ -266,10 +278,10 @@ ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance
     std::snprintf(err, sizeof err, "%s", "run threw a C++ exception; exceptions must not cross the plugin ABI");
   }
   err[sizeof err - 1] = '\0';
-  if (rc == WEFT_OK) return {true, ""};
+  if (rc == WEFT_OK) return {true, "", ""};
   std::string why = err[0] ? err : CodeName(rc);
   if (rc == WEFT_ERR_CANCELLED && !context.cancel_reason().empty()) why = context.cancel_reason();
-  return {false, type + " " + action + " " + CodeName(rc) + ": " + why};
+  return {false, type + " " + action + " " + CodeName(rc) + ": " + why, WireCodeName(rc)};
 }
 
 }  // namespace weft::host

@@ -29,6 +29,9 @@ struct Knobs {
   std::int64_t fail_attempts = 0;  // fail_actions fail attempts 1..N only; 0: every attempt
   bool jitter_by_key = false;  // jitter_by = "task_key": the jitter follows the task's key, not its id
   std::string effects_file;    // each action that succeeds appends a line here (tests count effects)
+  std::int64_t result_kb = 0;  // each action that succeeds returns this many KiB as result_field
+  std::string result_field = "blob";
+  int fail_code = WEFT_ERR_FAILED;  // what fail_actions fail with
 };
 
 inline std::vector<weft::sdk::Field> KnobFields() {
@@ -70,6 +73,21 @@ inline std::vector<weft::sdk::Field> KnobFields() {
        .type = WEFT_FIELD_STRING,
        .default_json = "\"\"",
        .description = "each action that succeeds appends \"<task_id> <attempt> <action> <task_key>\" to this file"},
+      {.name = "result_kb",
+       .label = "Result size (KiB)",
+       .type = WEFT_FIELD_INTEGER,
+       .default_json = "0",
+       .description = "each action that succeeds returns a string of this many KiB as the result field result_field"},
+      {.name = "result_field",
+       .label = "Result field",
+       .type = WEFT_FIELD_STRING,
+       .default_json = "\"blob\"",
+       .description = "the result field that result_kb fills"},
+      {.name = "fail_code",
+       .label = "Failure code",
+       .type = WEFT_FIELD_STRING,
+       .default_json = "\"FAILED\"",
+       .description = "the code fail_actions fail with: FAILED, INVALID, UNSUPPORTED, TIMEOUT or INTERNAL"},
   };
 }
 
@@ -144,6 +162,24 @@ inline Knobs ReadKnobs(const json& fields) {
     k.jitter_by_key = *it == "task_key";
   }
   if (auto it = fields.find("effects_file"); it != fields.end() && it->is_string()) k.effects_file = it->get<std::string>();
+  integer("result_kb", &k.result_kb);
+  if (auto it = fields.find("result_field"); it != fields.end() && it->is_string()) k.result_field = it->get<std::string>();
+  if (auto it = fields.find("fail_code"); it != fields.end() && !it->is_null()) {
+    static const std::pair<const char*, int> kCodes[] = {{"FAILED", WEFT_ERR_FAILED},
+                                                         {"INVALID", WEFT_ERR_INVALID},
+                                                         {"UNSUPPORTED", WEFT_ERR_UNSUPPORTED},
+                                                         {"TIMEOUT", WEFT_ERR_TIMEOUT},
+                                                         {"INTERNAL", WEFT_ERR_INTERNAL}};
+    bool known = false;
+    for (const auto& [name, code] : kCodes)
+      if (it->is_string() && *it == name) {
+        k.fail_code = code;
+        known = true;
+      }
+    if (!known)
+      throw weft::sdk::Error(WEFT_ERR_INVALID, "field 'fail_code' must be one of FAILED, INVALID, UNSUPPORTED, "
+                                               "TIMEOUT, INTERNAL, got " + it->dump());
+  }
   return k;
 }
 
@@ -199,7 +235,7 @@ inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k,
   }
   if (task.Cancelled()) throw weft::sdk::Error(WEFT_ERR_CANCELLED, action + " cancelled by the host");
   if (ListsAction(k.fail_actions, action) && (k.fail_attempts == 0 || attempt <= k.fail_attempts)) {
-    throw weft::sdk::Error(WEFT_ERR_FAILED, action + " fails because fail_actions lists it (attempt " +
+    throw weft::sdk::Error(k.fail_code, action + " fails because fail_actions lists it (attempt " +
                                                 std::to_string(attempt) + ", fake plugin)");
   }
   if (k.failure_rate > 0) {
@@ -211,6 +247,7 @@ inline void Simulate(const weft::sdk::Task& task, const json& t, const Knobs& k,
     }
   }
   if (!k.effects_file.empty()) RecordEffect(k.effects_file, t, action);
+  if (k.result_kb > 0) task.SetResultString(k.result_field, std::string(static_cast<std::size_t>(k.result_kb) * 1024, 'b'));
 }
 
 inline std::string ActionName(weft_action action) {

@@ -1,5 +1,6 @@
 #include "weft/server/daemon/components.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "weft/server/api/audit.hpp"
@@ -9,6 +10,7 @@
 #include "weft/server/hosts/host_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
 #include "weft/server/resources/resource_ops.hpp"
+#include "weft/common/wire.hpp"
 
 namespace weft::server {
 
@@ -146,6 +148,8 @@ Status Components::Wire() {
   queue_.set_metrics(metrics_.get());
   // A task that ends tells the job engine, in the same transaction.
   queue_.set_end_observer([this](const queue::Ended& e) { return engine_.OnTaskEnded(e); });
+  queue_.set_result_check(
+      [this](std::int64_t task_id, const std::string& result) { return engine_.CheckResult(task_id, result); });
   // What each plugin type a tenant may use declares, as the hosts registered it.
   engine_.set_declared_actions([this](const std::string& tenant) {
     planner::DeclaredActions out;
@@ -163,6 +167,11 @@ Status Components::Wire() {
       [this](const api::Call& c, const api::Response& r) { return api::RecordAudit(store_, clock_, c, r); });
   // The take decorators run in this order: the job engine's node facts and
   // config, the resource versions, then (last) auth opens the sealed values.
+  // A reply's header frame holds the task and an envelope of a few dozen bytes
+  // (the request's id is at most 128), and weft-host reads replies under the
+  // default limit whatever weftd's is.
+  const std::size_t reply_bytes = std::min(config_.limits.max_header_bytes, wire::Limits{}.max_header_bytes);
+  dispatcher_.set_max_task_bytes(reply_bytes > 4096 ? reply_bytes - 4096 : 0);
   dispatcher_.AddTakeDecorator([this](const store::TaskRecord& r, json& task, hosts::TaskTexts& texts) {
     return engine_.Decorate(r, task, texts);
   });

@@ -1,5 +1,7 @@
 #include "weft/server/hosts/dispatcher.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -119,6 +121,23 @@ std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const js
   return out;
 }
 
+// Why a task was not handed out: its size, the limit, and its largest members.
+std::string TooLargeToHandOut(const store::TaskRecord& t, std::size_t size, std::size_t limit, const json& more,
+                              const TaskTexts& texts) {
+  std::vector<std::pair<std::size_t, std::string>> parts;
+  for (const More& m : MoreMembers(more, texts))
+    parts.emplace_back(m.text ? m.text->size() : wire::Dump(*m.value).size(), std::string(m.name));
+  std::sort(parts.begin(), parts.end(), std::greater<>());
+  std::string largest;
+  for (std::size_t i = 0; i < parts.size() && i < 3; ++i)
+    largest += (i ? ", " : "") + parts[i].second + " " + std::to_string(parts[i].first) + " bytes";
+  return "task " + std::to_string(t.id) + " attempt " + std::to_string(t.attempt) + " could not be handed out: it is " +
+         std::to_string(size) + " bytes as JSON, over the " + std::to_string(limit) +
+         " bytes a reply may carry (what weft-host reads, 1 MiB, or limits.max_header_bytes if smaller, "
+         "less room for the envelope); its largest parts: " +
+         largest + "; the task failed, since every attempt would be as large";
+}
+
 }  // namespace
 
 api::Response TakeReply(Taken taken) {
@@ -179,11 +198,26 @@ Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string&
     WEFT_RETURN_IF_ERROR(queue_.Finish(f, &conflict));
     return Taken{};
   }
+  std::string text = TaskText(t, queue_.lease_ms(), more, texts);
+  if (max_task_bytes_ > 0 && text.size() > max_task_bytes_) {
+    // The host would drop a reply this large unread and ask again, without end:
+    // the task fails instead, for good (its next attempt would be as large).
+    queue::FinishRequest f;
+    f.host_id = host_id;
+    f.task_id = t.id;
+    f.attempt = t.attempt;
+    f.succeeded = false;
+    f.final = true;
+    f.message = TooLargeToHandOut(t, text.size(), max_task_bytes_, more, texts);
+    queue::Conflict conflict;
+    WEFT_RETURN_IF_ERROR(queue_.Finish(f, &conflict));
+    return Taken{};
+  }
   if (!runner.empty()) {
     unacknowledged_[{host_id, runner}] = {t.id, t.attempt};
     runner_of_[t.id] = {host_id, runner};
   }
-  return Taken{t.id, t.attempt, TaskText(t, queue_.lease_ms(), more, texts)};
+  return Taken{t.id, t.attempt, std::move(text)};
 }
 
 Status Dispatcher::RunnerTakes(const std::string& host_id, const std::string& runner) {

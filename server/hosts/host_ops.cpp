@@ -296,6 +296,7 @@ Response HostOps::TaskFinish(const Call& call) {
   WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
   WEFT_TRY_ASSIGN(out, jsonf::String(body, "stdout", "body", ""));
   WEFT_TRY_ASSIGN(err, jsonf::String(body, "stderr", "body", ""));
+  WEFT_TRY_ASSIGN(code, jsonf::String(body, "code", "body", ""));
   auto result = body.find("result");
   if (result != body.end() && !result->is_null() && !result->is_object())
     return Response::Error(jsonf::RequireObject(*result, "body.result"));
@@ -315,6 +316,7 @@ Response HostOps::TaskFinish(const Call& call) {
   f.result_json = result != body.end() && result->is_object() ? wire::Dump(*result) : "{}";
   f.stdout_tail = Tail(std::move(out));
   f.stderr_tail = Tail(std::move(err));
+  f.code = std::move(code);
   if (Host* h = d_.hosts.Find(f.host_id)) d_.hosts.Seen(*h);
   queue::Conflict conflict;
   Status s = d_.queue.Finish(f, &conflict);

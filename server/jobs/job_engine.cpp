@@ -569,6 +569,13 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
   }
 
   const std::string what = "task " + std::to_string(t.id) + " (" + t.key + ")";
+  if (ended.final) {
+    // INVALID, UNSUPPORTED, a result over a limit: the next attempt would end the same.
+    t.state = TaskState::kFailed;
+    if (run.failing) return run.in_flight.empty() ? Finish(run) : Status::Ok();
+    return Fail(run, what + " failed at attempt " + std::to_string(t.attempt) +
+                         ", and another attempt cannot change that, so it is not retried: " + ended.message);
+  }
   if (!run.failing && t.attempt < t.max_attempts) {
     if (t.action == "CONFIRM") return Recreate(run, t, ended.message);
     return Retry(run, t, ended.message);
@@ -576,6 +583,33 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
   t.state = TaskState::kFailed;
   if (run.failing) return run.in_flight.empty() ? Finish(run) : Status::Ok();
   return Fail(run, what + " failed after " + std::to_string(t.attempt) + " attempt(s): " + ended.message);
+}
+
+Status JobEngine::CheckResult(std::int64_t task_id, const std::string& result_json) const {
+  auto j = task_job_.find(task_id);
+  if (j == task_job_.end()) return Status::Ok();  // a raw task: only the queue's bound applies
+  auto r = runs_.find(j->second);
+  if (r == runs_.end()) return Status::Ok();
+  const Run& run = *r->second;
+  auto t = run.tasks.find(task_id);
+  if (t == run.tasks.end() || t->second.node.empty() || t->second.action == "DELETE") return Status::Ok();
+  const std::string& node = t->second.node;
+  auto found = run.results.find(node);
+  // Merging replaces top-level keys, so the merged text is at most both texts:
+  // only a result that might pass the bound is merged to be measured.
+  const std::size_t now = found == run.results.end() ? 2 : wire::Dump(found->second).size();
+  if (now + result_json.size() <= kMaxNodeResultsBytes) return Status::Ok();
+  json merged = found == run.results.end() ? json::object() : found->second;
+  json result = ParseOr(result_json, json::object());
+  if (!result.is_object()) return Status::Ok();
+  MergeResults(merged, result);
+  const std::size_t after = wire::Dump(merged).size();
+  if (after <= kMaxNodeResultsBytes) return Status::Ok();
+  return Status::TooLarge("task " + std::to_string(task_id) + " (" + t->second.key + ") returned a result of " +
+                          std::to_string(result_json.size()) + " bytes that would make node " + node +
+                          "'s results " + std::to_string(after) + " bytes (as JSON), over the limit of " +
+                          std::to_string(kMaxNodeResultsBytes) +
+                          " bytes for a node's results, which every later task of the node carries");
 }
 
 Status JobEngine::Retry(Run& run, TaskNode& t, const std::string& message) {
@@ -964,7 +998,8 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task, queue::T
     const json* layout_node = LayoutNode(run, node);
     json n = layout_node ? *layout_node : json::object();
     n["id"] = node;
-    n["results"] = results;
+    // The results go once, as "results": weft-host gives the plugin "node.results"
+    // as a copy of them. Sent twice, they halved what a node may return.
     parts.node = MakePart(n);
     parts.results = MakePart(results);
   }

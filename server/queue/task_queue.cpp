@@ -4,6 +4,10 @@
 
 namespace weft::queue {
 
+bool RetryCannotHelp(const std::string& code) {
+  return code == "INVALID" || code == "UNSUPPORTED" || code == "TOO_LARGE";
+}
+
 TaskQueue::TaskQueue(store::Store& store, const Clock& clock, QueueOptions options)
     : store_(store), clock_(clock), options_(options) {}
 
@@ -273,6 +277,24 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
                             "' is not current: the task is " + Describe(t) + " at attempt " +
                             std::to_string(t.attempt) + "; stop working on it");
   }
+  if (f.succeeded && f.result_json.size() > 2) {  // most tasks return nothing ("{}")
+    Status kept = f.result_json.size() > kMaxResultBytes
+                      ? Status::TooLarge(name() + " attempt " + std::to_string(f.attempt) + " returned a result of " +
+                                         std::to_string(f.result_json.size()) + " bytes (as JSON), over the limit of " +
+                                         std::to_string(kMaxResultBytes) + " bytes that one task may return")
+                  : result_check_ ? result_check_(f.task_id, f.result_json)
+                                  : Status::Ok();
+    if (!kept.ok()) {
+      // Never kept in part, never dropped unsaid: the attempt fails, and the
+      // same run would return the same result, so it is not tried again.
+      FinishRequest failed = f;
+      failed.succeeded = false;
+      failed.final = true;
+      failed.result_json = "{}";
+      failed.message = kept.message() + "; the result was not kept and the task failed";
+      return Finish(failed, conflict);
+    }
+  }
   const TaskState final_state = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
   const std::int64_t now = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? AttemptStatus::kSucceeded : AttemptStatus::kFailed,
@@ -286,7 +308,8 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
   ++(f.succeeded ? succeeded_ : failed_);
   Emit(f.task_id, t, f.message);
   live_.erase(it);
-  return Report(Ended{f.task_id, f.attempt, f.succeeded, f.message, f.result_json});
+  return Report(Ended{f.task_id, f.attempt, f.succeeded, f.message, f.result_json,
+                      !f.succeeded && (f.final || RetryCannotHelp(f.code))});
 }
 
 Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight) {
@@ -355,7 +378,7 @@ Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const 
   ++failed_;
   const std::int64_t attempt = t.attempt;
   live_.erase(id);
-  return Report(Ended{id, attempt, false, message, "{}"});
+  return Report(Ended{id, attempt, false, message, "{}", false});
 }
 
 Status TaskQueue::ExpireDue(std::chrono::steady_clock::time_point stop_at) {

@@ -85,6 +85,8 @@ struct Fixture {
     options.retry_backoff_ms = kBackoffMs;
     engine = std::make_unique<JobEngine>(*store, *queue, clock, options);
     queue->set_end_observer([this](const weft::queue::Ended& e) { return engine->OnTaskEnded(e); });
+    queue->set_result_check(
+        [this](std::int64_t task_id, const std::string& result) { return engine->CheckResult(task_id, result); });
     REQUIRE(queue->Load().ok());
     REQUIRE(engine->Load().ok());
   }
@@ -241,7 +243,8 @@ TEST_CASE("job engine: results flow into later tasks and macros expand per node 
   weft::queue::TaskTexts decorated_texts;
   REQUIRE(f.engine->Decorate(install, decorated, decorated_texts).ok());
   json task = Sent(decorated, decorated_texts);
-  CHECK(task["node"]["results"]["provider_id"] == "vm-1");
+  CHECK(task["results"]["provider_id"] == "vm-1");
+  CHECK_FALSE(task["node"].contains("results"));  // sent once; weft-host copies them there
   CHECK(task["results"]["ssh_auth"]["user"] == "root");
   CHECK(task["provider"]["fields"]["zone"] == "z1");
   CHECK(task["config"]["db_at"] == "10.0.0.1");
@@ -274,7 +277,7 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
                              {"hostname", "n1"},
                              {"cluster", cluster},
                              {"provider", provider},
-                             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}, {"results", json::object()}}},
+                             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}}},
                              {"results", json::object()},
                              {"config", config},
                              {"nodes",
@@ -296,7 +299,7 @@ TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, befor
              {"hostname", "n1"},
              {"cluster", cluster},
              {"provider", provider},
-             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}, {"results", results}}},
+             {"node", {{"hostname", "n1"}, {"services", {"db"}}, {"id", "n1"}}},  // results once: weft-host copies them
              {"results", results},
              {"config", config},
              {"service", {{"name", "db"}, {"action", {{"type", "fa"}, {"fields", {{"me", "10.0.0.1"}}}}}}},
@@ -317,14 +320,13 @@ TEST_CASE("job engine: a part of a task that holds sealed text stays a tree for 
   // The auth decorator looks into these as objects; text made once it would pass by.
   CHECK_FALSE(AsText(confirm_texts, "provider"));
   CHECK_FALSE(AsText(confirm_texts, "results"));
-  CHECK_FALSE(AsText(confirm_texts, "node"));
+  CHECK(AsText(confirm_texts, "node"));  // without the results (sent once), it holds nothing sealed
   CHECK(AsText(confirm_texts, "cluster"));
   REQUIRE(confirm["provider"].is_object());
   CHECK(confirm["provider"]["fields"]["token"] == "enc:v2:sealed-token");
   REQUIRE(confirm["results"].is_object());
   CHECK(confirm["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
-  REQUIRE(confirm["node"].is_object());
-  CHECK(confirm["node"]["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
+  CHECK_FALSE(Sent(confirm, confirm_texts)["node"].contains("results"));  // sent once, as "results" 
   // Opening a task's copy leaves the next task of the node its own sealed copy.
   confirm["results"]["ssh_auth"]["private_key"] = "opened";
   REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}}).ok());
@@ -828,6 +830,83 @@ TEST_CASE("job engine: a node's service without a definition in the cluster's sp
     deleted.insert(t.node);
   }
   CHECK(deleted == std::set<std::string>{"n1", "n2"});
+}
+
+TEST_CASE("job engine: a result that would make its node's results too large fails the task at once, "
+          "saying the node, sizes and limit", "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  const std::string blob(200 * 1024, 'b');
+  REQUIRE(f.Finish("n1/CREATE", true, {{"a", blob}}).ok());
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"b", blob}}).ok());
+  CHECK(f.Tasks(job)["n1/CONFIRM"].state == TaskState::kSucceeded);
+  // The same key again replaces it: the node's results stay within the limit.
+  REQUIRE(f.Finish("n1/BOOTSTRAP", true, {{"a", blob}}).ok());
+  CHECK(f.Tasks(job)["n1/BOOTSTRAP"].state == TaskState::kSucceeded);
+  // A third 200 KiB would make them about 600 KiB, over 512 KiB.
+  REQUIRE(f.Finish("n1/INSTALL/db", true, {{"c", blob}}).ok());
+  const TaskRecord bootstrap = f.Tasks(job)["n1/INSTALL/db"];
+  CHECK(bootstrap.state == TaskState::kFailed);
+  CHECK(bootstrap.attempt == 1);  // not retried: the same run returns the same result
+  CHECK(bootstrap.result_json == "{}");
+  CHECK_THAT(bootstrap.message, Catch::Contains("returned a result of 204808 bytes that would make node n1's results") &&
+                                    Catch::Contains("over the limit of 524288 bytes"));
+  auto stored = f.store->GetJob(job);
+  REQUIRE(stored.ok());
+  CHECK_THAT((*stored)->message, Catch::Contains("another attempt cannot change that, so it is not retried"));
+  CHECK(f.JobStatus(job) != "running");
+  // The node's stored results are those of before: the refused result was not merged.
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  bool seen = false;
+  for (const auto& n : *nodes)
+    if (n.id == "n1") {
+      seen = true;
+      const json r = json::parse(n.results_json);
+      CHECK(r.contains("a"));
+      CHECK(r.contains("b"));
+      CHECK_FALSE(r.contains("c"));
+    }
+  CHECK(seen);
+}
+
+TEST_CASE("job engine: a failure coded INVALID or UNSUPPORTED fails the job at once, FAILED is retried", "[jobs]") {
+  for (const char* code : {"INVALID", "UNSUPPORTED"}) {
+    Fixture f;
+    const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+    TaskRecord t = f.TakeKey("n1/CREATE");
+    weft::queue::FinishRequest fin;
+    fin.host_id = "h1";
+    fin.task_id = t.id;
+    fin.attempt = t.attempt;
+    fin.succeeded = false;
+    fin.code = code;
+    fin.message = std::string("fp CREATE ") + code + ": required field 'zone' is missing";
+    weft::queue::Conflict conflict;
+    REQUIRE(f.queue->Finish(fin, &conflict).ok());
+    const TaskRecord after = f.Tasks(job)["n1/CREATE"];
+    CHECK(after.state == TaskState::kFailed);
+    CHECK(after.attempt == 1);
+    auto stored = f.store->GetJob(job);
+    REQUIRE(stored.ok());
+    CHECK_THAT((*stored)->message,
+               Catch::Contains("failed at attempt 1, and another attempt cannot change that, so it is not retried") &&
+                   Catch::Contains("required field 'zone' is missing"));
+    CHECK(f.JobStatus(job) != "running");
+  }
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  TaskRecord t = f.TakeKey("n1/CREATE");
+  weft::queue::FinishRequest fin;
+  fin.host_id = "h1";
+  fin.task_id = t.id;
+  fin.attempt = t.attempt;
+  fin.succeeded = false;
+  fin.code = "FAILED";
+  weft::queue::Conflict conflict;
+  REQUIRE(f.queue->Finish(fin, &conflict).ok());
+  CHECK(f.Tasks(job)["n1/CREATE"].state == TaskState::kQueued);
+  CHECK(f.JobStatus(job) == "running");
 }
 
 TEST_CASE("job engine: a node's BOOTSTRAP goes only to an automator of the node that declares it", "[jobs]") {

@@ -77,3 +77,58 @@ TEST_CASE("dispatcher: a decorator's text members are written in key order besid
   CHECK(sent["tenant"] == "acme");
   CHECK(sent["action"] == "CREATE");
 }
+
+TEST_CASE("dispatcher: a task too large to hand out fails for good, saying its size, the limit and its largest parts",
+          "[dispatcher]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
+  weft::ManualClock clock;
+  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
+  REQUIRE(queue.Load().ok());
+  std::vector<weft::queue::Ended> ended;
+  queue.set_end_observer([&](const weft::queue::Ended& e) {
+    ended.push_back(e);
+    return weft::Status::Ok();
+  });
+  weft::server::Config config;
+  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  weft::hosts::Dispatcher dispatcher(hosts, queue);
+  dispatcher.set_max_task_bytes(64 * 1024);
+  weft::hosts::Host host;
+  host.record.id = "h1";
+  host.record.capacity = 1;
+  host.plugins.shared = {"fp"};
+  hosts.Put(host);
+  weft::queue::NewTask task;
+  task.plugin = "fp";
+  task.action = "CREATE";
+  task.max_attempts = 3;
+  auto ids = queue.Enqueue("acme", {task});
+  REQUIRE(ids.ok());
+  const std::string big(80 * 1024, 'r');
+  dispatcher.AddTakeDecorator([&big](const weft::store::TaskRecord&, json&, TaskTexts& texts) {
+    texts.Add("results", Text("{\"blob\":\"" + big + "\"}"));
+    texts.Add("config", Text("{}"));
+    return weft::Status::Ok();
+  });
+  auto taken = dispatcher.TryTake("h1", "", "7.1");
+  REQUIRE(taken.ok());
+  CHECK(taken->task_id == 0);  // nothing handed out: the host would drop it unread and ask again
+  REQUIRE(ended.size() == 1);
+  CHECK_FALSE(ended[0].succeeded);
+  CHECK(ended[0].final);  // no second attempt: it would be as large
+  CHECK_THAT(ended[0].message, Catch::Contains("task " + std::to_string(ids->at(0)) +
+                                               " attempt 1 could not be handed out: it is ") &&
+                                   Catch::Contains("over the 65536 bytes a reply may carry") &&
+                                   Catch::Contains("largest parts: results 81931 bytes"));
+  auto stored = store->GetTask(ids->at(0));
+  REQUIRE(stored.ok());
+  CHECK((*stored)->state == weft::store::TaskState::kFailed);
+  CHECK((*stored)->attempt == 1);
+  // Nothing is left to take, and the runner's next take releases nothing.
+  CHECK_FALSE(dispatcher.CanServe("h1", ""));
+  REQUIRE(dispatcher.RunnerTakes("h1", "7.1").ok());
+  CHECK((*store->GetTask(ids->at(0)))->state == weft::store::TaskState::kFailed);
+}

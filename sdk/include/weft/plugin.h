@@ -42,8 +42,8 @@ extern "C" {
 enum {
   WEFT_OK = 0,
   WEFT_ERR_FAILED = 1,      /* the action ran and failed; the message says why */
-  WEFT_ERR_INVALID = 2,     /* the task or its fields are not acceptable */
-  WEFT_ERR_UNSUPPORTED = 3, /* the plugin does not implement this action */
+  WEFT_ERR_INVALID = 2,     /* the task or its fields are not acceptable (not retried) */
+  WEFT_ERR_UNSUPPORTED = 3, /* the plugin does not implement this action (not retried) */
   WEFT_ERR_CANCELLED = 4,   /* stopped because the host asked (see cancelled) */
   WEFT_ERR_TIMEOUT = 5,     /* a deadline inside the plugin passed */
   WEFT_ERR_INTERNAL = 6     /* a bug or an unexpected failure */

@@ -90,7 +90,7 @@ class Runtime {
   std::string AskToStart(const WorkerMessage& start);
   // Runs the task and reports it; returns the next task when the finish
   // brought one (see Finish), null otherwise.
-  nlohmann::json RunTask(client::Client& client, const nlohmann::json& task, const std::string& runner);
+  nlohmann::json RunTask(client::Client& client, nlohmann::json task, const std::string& runner);
   // Reports a task. While the worker takes tasks, the finish asks for the
   // next one in the same round trip (its "take", not held: wait_ms 0), so a
   // busy runner pays one round trip per task instead of two. Returns that

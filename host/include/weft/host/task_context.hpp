@@ -91,6 +91,7 @@ class TaskContext {
 struct ActionOutcome {
   bool succeeded = false;
   std::string message;
+  std::string code;  // a failure's code as task.finish names it: FAILED, INVALID, UNSUPPORTED, ...
 };
 
 // Runs `action` (its bit) of a loaded plugin on the context's task, through

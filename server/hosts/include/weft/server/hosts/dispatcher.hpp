@@ -83,6 +83,9 @@ class Dispatcher {
   }
   using RunnerListener = std::function<void(const std::string& host_id, const std::string& runner)>;
   void set_runner_listener(RunnerListener listener) { runner_listener_ = std::move(listener); }
+  // The most a task handed out may be as JSON text (0: no bound): a larger one
+  // could not reach its host, so its attempt fails, for good, instead.
+  void set_max_task_bytes(std::size_t bytes) { max_task_bytes_ = bytes; }
   // Whether a take of `host_id` for `tenant` could be served now (cheap, no store access).
   bool CanServe(const std::string& host_id, const std::string& tenant) const;
 
@@ -97,6 +100,7 @@ class Dispatcher {
   std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> unacknowledged_;
   std::unordered_map<std::int64_t, std::pair<std::string, std::string>> runner_of_;
   RunnerListener runner_listener_;
+  std::size_t max_task_bytes_ = 0;
 };
 
 }  // namespace weft::hosts

@@ -94,6 +94,11 @@ Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions*
 // The plan's JSON (Plan::ToJson) with each task's "plugin" ("" for no work).
 json PlanJson(const NewJob& job, const planner::Plan& plan, const planner::DeclaredActions* declared);
 
+// The most a node's merged results may be, as JSON text: with the node's
+// record, the config and the node list it leaves room in a task handed out
+// under the default 1 MiB frame (limits.max_header_bytes).
+inline constexpr std::size_t kMaxNodeResultsBytes = 512 * 1024;
+
 class JobEngine {
  public:
   JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options);
@@ -115,6 +120,10 @@ class JobEngine {
 
   // The queue's end observer.
   [[nodiscard]] Status OnTaskEnded(const queue::Ended& ended);
+  // The queue's result check: a task's result must leave its node's merged
+  // results within kMaxNodeResultsBytes, since every later task of the node
+  // carries them (once) in the reply that hands it out.
+  [[nodiscard]] Status CheckResult(std::int64_t task_id, const std::string& result_json) const;
   // The take decorator: node facts, earlier results, expanded config and fields.
   // Parts many tasks share go into `texts` as JSON text made once.
   [[nodiscard]] Status Decorate(const store::TaskRecord& record, json& task, queue::TaskTexts& texts);

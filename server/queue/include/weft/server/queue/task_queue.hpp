@@ -83,6 +83,17 @@ struct NewTask {
   bool waiting = false;  // held back until MakeReady(); not in the index
 };
 
+// The most a finish's result may be, as JSON text: a result over it fails the
+// attempt (for good: the same run returns the same result). A node's merged
+// results have their own bound (the job engine's ResultCheck), so that a task
+// of the node, which carries them once, fits in the reply that hands it out.
+inline constexpr std::size_t kMaxResultBytes = 256 * 1024;
+
+// A finish's codes that say another attempt cannot help: the task or its
+// fields are not acceptable (INVALID), the plugin lacks the action
+// (UNSUPPORTED), the result was too large to send (TOO_LARGE, from weft-host).
+bool RetryCannotHelp(const std::string& code);
+
 // A task that ended: succeeded, or failed with no attempt left.
 struct Ended {
   std::int64_t task_id = 0;
@@ -90,8 +101,14 @@ struct Ended {
   bool succeeded = false;
   std::string message;
   std::string result_json;  // "{}" unless a finish sent one
+  // A failure another attempt cannot change (RetryCannotHelp, a result over
+  // a limit, a task too large to hand out): its job fails it at once.
+  bool final = false;
 };
 using EndObserver = std::function<Status(const Ended&)>;
+// Whether a succeeded finish's result may be kept: an error (whose message
+// names the task, the size and the limit) fails the attempt for good instead.
+using ResultCheck = std::function<Status(std::int64_t task_id, const std::string& result_json)>;
 
 // A transition worth publishing on the events endpoint.
 struct TaskEvent {
@@ -133,6 +150,8 @@ struct FinishRequest {
   std::string result_json = "{}";
   std::string stdout_tail;
   std::string stderr_tail;
+  std::string code;  // a failure's plugin error code (INVALID, ...), when the host sent one
+  bool final = false;  // a failure another attempt cannot change, whatever its code
 };
 
 class TaskQueue {
@@ -179,6 +198,7 @@ class TaskQueue {
     return it != live_.end() && it->second.state == TaskState::kLeased;
   }
   void set_end_observer(EndObserver observer) { observer_ = std::move(observer); }
+  void set_result_check(ResultCheck check) { result_check_ = std::move(check); }
   // Ends an attempt whose task never reached its host (the reply could not be
   // sent), as if its lease had expired.
   [[nodiscard]] Status Release(const AttemptRef& ref, const std::string& reason);
@@ -285,6 +305,7 @@ class TaskQueue {
   std::set<std::pair<std::int64_t, std::int64_t>> leases_;  // (lease_until_ms, task id)
   std::set<std::pair<std::int64_t, std::int64_t>> delayed_;  // (not_before_ms, task id), queued
   EndObserver observer_;
+  ResultCheck result_check_;
   std::unordered_map<std::string, std::int64_t> in_flight_;  // host -> leased tasks
   std::int64_t queued_ = 0;
   std::int64_t succeeded_ = 0;  // counted at Load, then kept up to date
