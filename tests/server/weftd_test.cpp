@@ -133,7 +133,7 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
       {"garbage bytes", {std::string("\xff\xfe\x00garbage", 10)}, "INVALID", ""},
       {"not JSON", {"hello there"}, "INVALID", ""},
       {"JSON that is not an object", {"[1,2,3]"}, "INVALID", ""},
-      {"wrong protocol version", {R"({"v":2,"id":"a","op":"server.status"})"}, "INVALID", ""},
+      {"wrong protocol version", {R"({"v":2,"id":"a","op":"server.status"})"}, "INVALID", "a"},
       {"missing id", {R"({"v":1,"op":"server.status"})"}, "INVALID", ""},
       {"id of the wrong type", {R"({"v":1,"id":7,"op":"server.status"})"}, "INVALID", ""},
       {"missing op", {R"({"v":1,"id":"b"})"}, "INVALID", "b"},
