@@ -172,8 +172,11 @@ Result<Flags> ParseFlags(int argc, const char* const* argv) {
       flags.help = true;
     } else if (arg == "--version") {
       flags.version = true;
+    } else if (arg == "--new-keys") {
+      flags.new_keys = true;
     } else {
-      return Status::Invalid("unknown argument '" + std::string(arg) + "'; weftd takes --config FILE and --data-dir DIR");
+      return Status::Invalid("unknown argument '" + std::string(arg) +
+                             "'; weftd takes --config FILE, --data-dir DIR and --new-keys");
     }
   }
   return flags;

@@ -985,6 +985,57 @@ void Reactor::AnswerAsFollower() {
   Reply(replies);
 }
 
+// What of `store` was made with the key files: keys (principals), hosts,
+// clusters, providers and services (sealed fields). Empty: a new store.
+Result<std::string> StoreInUse(store::Store& store) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::PrincipalRecord> principals, store.ListPrincipals());
+  if (!principals.empty()) return std::to_string(principals.size()) + " keys of users, hosts or tokens";
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::HostRecord> hosts, store.ListHosts());
+  if (!hosts.empty()) return std::to_string(hosts.size()) + " hosts";
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::ClusterCount> clusters, store.CountClusters());
+  if (!clusters.empty()) return std::string("clusters");
+  WEFT_ASSIGN_OR_RETURN(std::vector<store::TenantRecord> tenants, store.ListTenants());
+  for (const store::TenantRecord& t : tenants) {
+    for (const char* kind : {"provider", "service"}) {
+      WEFT_ASSIGN_OR_RETURN(std::vector<store::CatalogEntityRecord> some,
+                            store.ListCatalogEntities(t.name, kind, {}, 1));
+      if (!some.empty()) return std::string(kind) + "s (whose sealed fields only keys/secrets.key opens)";
+    }
+  }
+  return std::string();
+}
+
+// A store restored without <data_dir>/keys/ (or a second weftd on a shared
+// PostgreSQL store given none): new keys would leave every sealed secret
+// unopenable and every credential pointing at a key weftd no longer has, so
+// weftd stops instead, unless told to start with new keys.
+Status CheckKeyFiles(const Config& config, store::Store& store, bool new_keys) {
+  const std::filesystem::path keys = config.server.data_dir / "keys";
+  std::vector<std::string> missing;
+  std::error_code ec;
+  if (!std::filesystem::exists(keys / "secrets.key", ec)) missing.push_back((keys / "secrets.key").string());
+  if (config.security.curve && !std::filesystem::exists(keys / "server.json", ec))
+    missing.push_back((keys / "server.json").string());
+  if (missing.empty()) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(std::string in_use, StoreInUse(store));
+  if (in_use.empty()) return Status::Ok();  // a new store: its keys are made now
+  std::string files;
+  for (const std::string& f : missing) files += (files.empty() ? "" : " and ") + f;
+  if (new_keys) {
+    WEFT_LOG(kWarn, kLog) << "starting with new keys (--new-keys) although the store holds " << in_use << " and "
+                          << files << (missing.size() == 1 ? " is" : " are")
+                          << " missing: sealed secrets no longer open (put them again), and every credential and "
+                             "host must be made or enrolled again";
+    return Status::Ok();
+  }
+  return Status::Conflict(
+      files + (missing.size() == 1 ? " is" : " are") + " missing, but the store holds " + in_use +
+      ", made with the keys of <data_dir>/keys/; a restored store needs the keys/ directory it was backed up with "
+      "(with several weftd on one database: a copy of the first weftd's keys/). Restore " + keys.string() +
+      " and start again, or start once with --new-keys to make new keys (sealed secrets then no longer open, and "
+      "every credential and host needs to be made or enrolled again)");
+}
+
 }  // namespace
 
 Status LockDataDir(const std::filesystem::path& data_dir) {
@@ -1022,7 +1073,7 @@ std::optional<std::string> ElectionConninfo(const Config& config) {
   return config.store.conninfo;
 }
 
-Status RunDaemon(const Config& config, int signal_fd) {
+Status RunDaemon(const Config& config, int signal_fd, bool new_keys) {
   store::StoreOptions options;
   options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
   if (config.store.backend == "postgres") {
@@ -1032,6 +1083,7 @@ Status RunDaemon(const Config& config, int signal_fd) {
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));
+  WEFT_RETURN_IF_ERROR(CheckKeyFiles(config, *store, new_keys));
   auto reactor = std::make_unique<Reactor>(config, signal_fd, *store, options, ElectionConninfo(config));
   Status s = reactor->Start();
   if (s.ok()) s = reactor->Loop();

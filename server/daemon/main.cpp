@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
 
   Status s = server::LockDataDir(config->server.data_dir);
-  if (s.ok()) s = server::RunDaemon(*config, sfd);
+  if (s.ok()) s = server::RunDaemon(*config, sfd, flags->new_keys);
   close(sfd);
   if (!s.ok()) {
     WEFT_LOG(kError, "weftd") << s.message();

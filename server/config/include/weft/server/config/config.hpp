@@ -128,11 +128,15 @@ struct Flags {
   std::filesystem::path data_dir;     // empty: the config's server.data_dir
   bool help = false;
   bool version = false;
+  bool new_keys = false;  // --new-keys: start a store whose keys/ is missing with new keys
 };
 Result<Flags> ParseFlags(int argc, const char* const* argv);
 inline constexpr std::string_view kUsage =
-    "usage: weftd [--config FILE] [--data-dir DIR]\n"
+    "usage: weftd [--config FILE] [--data-dir DIR] [--new-keys]\n"
     "  --config FILE    weftd.toml to read (default: built-in defaults)\n"
-    "  --data-dir DIR   overrides server.data_dir (default /var/lib/weft)\n";
+    "  --data-dir DIR   overrides server.data_dir (default /var/lib/weft)\n"
+    "  --new-keys       start even though <data_dir>/keys/ is missing for a store that is not new,\n"
+    "                   with new keys (its sealed secrets then no longer open; credentials and\n"
+    "                   hosts must be made or enrolled again)\n";
 
 }  // namespace weft::server

@@ -34,6 +34,8 @@ namespace weft::server {
 [[nodiscard]] Status LockDataDir(const std::filesystem::path& data_dir);
 
 // Runs weftd until a signal arrives on `signal_fd`. Returns ok on a clean shutdown.
-[[nodiscard]] Status RunDaemon(const Config& config, int signal_fd);
+// A store that is not new whose key files (<data_dir>/keys/) are missing stops
+// it at start, unless `new_keys` (--new-keys) says to make new ones.
+[[nodiscard]] Status RunDaemon(const Config& config, int signal_fd, bool new_keys = false);
 
 }  // namespace weft::server
