@@ -360,6 +360,19 @@ Status Registry::UpdateTenant(const store::TenantRecord& tenant) {
 Status Registry::DeleteTenant(const std::string& name, const std::string& by) {
   if (name == "default") return Status::Invalid("the tenant 'default' cannot be deleted");
   if (!tenants_.count(name)) return Status::NotFound("no tenant '" + name + "'");
+  // Its clusters would be left with no tenant to act in (every op on them refused).
+  Result<std::vector<store::ClusterRecord>> live = store_.ListClusterSummaries(name, /*include_terminated=*/false);
+  if (!live.ok()) return live.status().WithContext("cannot list the clusters of tenant '" + name + "'");
+  if (!live->empty()) {
+    constexpr std::size_t kNamed = 5;
+    std::string names;
+    for (std::size_t i = 0; i < live->size() && i < kNamed; ++i)
+      names += (i ? ", " : "") + (*live)[i].name;
+    if (live->size() > kNamed) names += " and " + std::to_string(live->size() - kNamed) + " more";
+    return Status::Conflict("tenant '" + name + "' still has " + std::to_string(live->size()) + " live cluster" +
+                            (live->size() == 1 ? "" : "s") + " (" + names +
+                            "); delete them first (weft --tenant " + name + " cluster delete NAME)");
+  }
   for (auto& [key, p] : principals_) {
     if (p.kind == "user" && p.tenant == name && !p.revoked_at_ms)
       WEFT_RETURN_IF_ERROR(Revoke(p, by + " (tenant deleted)"));
