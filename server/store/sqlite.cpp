@@ -174,7 +174,12 @@ Status SqliteDatabase::RunCached(sqlite3_stmt* stmt, std::string_view what) {
 
 Status SqliteDatabase::Begin() { return RunCached(begin_, "BEGIN IMMEDIATE"); }
 Status SqliteDatabase::Commit() { return RunCached(commit_, "COMMIT"); }
-Status SqliteDatabase::Rollback() { return RunCached(rollback_, "ROLLBACK"); }
+Status SqliteDatabase::Rollback() {
+  // A statement that failed for a full disk (or I/O, or memory) may have rolled
+  // the transaction back already: then there is nothing left to undo.
+  if (sqlite3_get_autocommit(db_)) return Status::Ok();
+  return RunCached(rollback_, "ROLLBACK");
+}
 
 int SqliteDatabase::Changes() const { return sqlite3_changes(db_); }
 
