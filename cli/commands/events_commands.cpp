@@ -2,13 +2,17 @@
 // one line per event, until interrupted. A restart of weftd is survived: the
 // SUB socket reconnects by itself (ZeroMQ sends the subscriptions again), and
 // while weftd is away the command says so, and asks it again where its events
-// endpoint is, in case it came back on another port.
+// endpoint is, in case it came back on another port. A handshake that failed
+// (a key refused, a server key that does not match) ends ZeroMQ's own
+// reconnecting for good, so then the command opens a new socket itself, and
+// keeps doing so until a handshake succeeds.
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
@@ -146,7 +150,10 @@ class Subscriber {
       if (ctx_.credential()) curve::SetClientKeys(*sub_, ctx_.credential()->server_key, ctx_.credential()->keys);
       // Disconnects and reconnects are read from a monitor, to tell the user.
       const std::string address = "inproc://weft-events-monitor-" + std::to_string(++opened_);
-      if (zmq_socket_monitor(sub_->handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+      if (zmq_socket_monitor(sub_->handle(), address.c_str(),
+                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
         return Status::Internal("cannot watch the events connection: " + std::string(zmq_strerror(zmq_errno())));
       monitor_ = std::make_unique<zmq::socket_t>(zmq_, zmq::socket_type::pair);
       monitor_->set(zmq::sockopt::linger, 0);
@@ -157,26 +164,61 @@ class Subscriber {
       return Status::Invalid("cannot follow weftd's events at " + endpoint + ": " + e.what());
     }
     endpoint_ = endpoint;
+    opened_at_ = std::chrono::steady_clock::now();
+    tcp_ = false;
     return Status::Ok();
   }
 
   zmq::socket_t& sub() { return *sub_; }
   zmq::socket_t& monitor() { return *monitor_; }
   const std::string& endpoint() const { return endpoint_; }
+  std::chrono::steady_clock::time_point opened_at() const { return opened_at_; }
 
-  // The connection events waiting on the monitor: true when connected, false when not, nullopt when none came.
-  std::optional<bool> ReadMonitor() {
-    std::optional<bool> state;
+  // What the monitor said since the last look.
+  struct Seen {
+    std::optional<bool> connected;  // true: a handshake succeeded; false: the connection went away
+    std::optional<std::string> failed;  // a handshake failed (why): this socket will not try again
+    bool tcp = false;                   // a TCP connection is up (its handshake may still be waiting)
+  };
+  Seen ReadMonitor() {
+    Seen seen;
+    seen.tcp = tcp_;
     while (true) {
       zmq::message_t head, address;
-      if (!monitor_->recv(head, zmq::recv_flags::dontwait)) return state;
+      if (!monitor_->recv(head, zmq::recv_flags::dontwait)) break;
       if (head.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
-      if (head.size() < sizeof(std::uint16_t)) continue;
+      if (head.size() < sizeof(std::uint16_t) + sizeof(std::uint32_t)) continue;
       std::uint16_t event = 0;
+      std::uint32_t value = 0;
       std::memcpy(&event, head.data(), sizeof event);
-      if (event == ZMQ_EVENT_CONNECTED) state = true;
-      if (event == ZMQ_EVENT_DISCONNECTED) state = false;
+      std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+      switch (event) {
+        case ZMQ_EVENT_CONNECTED:
+          seen.tcp = true;
+          break;
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+          seen.connected = true;
+          seen.failed.reset();
+          break;
+        case ZMQ_EVENT_DISCONNECTED:
+          seen.tcp = false;
+          seen.connected = false;
+          break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+          seen.tcp = false;
+          seen.failed = "weftd refused the key (ZAP status " + std::to_string(value) + ")";
+          break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+          seen.tcp = false;
+          seen.failed = "the handshake failed (weftd's key not the one in the credential?)";
+          break;
+        default:
+          break;
+      }
     }
+    tcp_ = seen.tcp;
+    return seen;
   }
 
  private:
@@ -187,6 +229,8 @@ class Subscriber {
   std::unique_ptr<zmq::socket_t> monitor_;
   std::unique_ptr<zmq::socket_t> sub_;
   std::string endpoint_;
+  std::chrono::steady_clock::time_point opened_at_{};
+  bool tcp_ = false;
   int opened_ = 0;
 };
 
@@ -196,28 +240,56 @@ Status Events(Context& ctx, const ParsedArgs& args) {
   zmq::context_t zmq(1);
   Subscriber subscriber(zmq, ctx, filter);
   WEFT_RETURN_IF_ERROR(subscriber.Open(endpoint));
-  bool connected = false, ever = false;
+  bool connected = false, ever = false, away_said = false;
+  // The socket gave up (a failed handshake): open a new one at the next try.
+  bool dead = false;
   auto asked = std::chrono::steady_clock::now();
+  auto went_away = [&](const std::string& why) {
+    if (away_said) return;  // once per outage, not once per try
+    away_said = true;
+    ctx.err() << "weftd's events endpoint went away" << (why.empty() ? "" : " (" + why + ")")
+              << "; reconnecting (events meanwhile are missed)\n"
+              << std::flush;
+  };
   while (true) {
     zmq::pollitem_t items[] = {{subscriber.sub().handle(), 0, ZMQ_POLLIN, 0},
                                {subscriber.monitor().handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, std::chrono::milliseconds(kPollMs));
-    if (std::optional<bool> now = subscriber.ReadMonitor(); now && *now != connected) {
-      connected = *now;
+    const Subscriber::Seen seen = subscriber.ReadMonitor();
+    if (seen.connected && *seen.connected != connected) {
+      connected = *seen.connected;
       if (connected) {
         ctx.err() << (ever ? "reconnected to weftd's events at " : "following weftd's events at ")
                   << subscriber.endpoint() << '\n' << std::flush;
         ever = true;
+        away_said = false;
+        dead = false;
       } else {
-        ctx.err() << "weftd's events endpoint went away; reconnecting (events meanwhile are missed)\n" << std::flush;
+        went_away("");
         asked = std::chrono::steady_clock::now();
       }
     }
-    if (!connected && ever && std::chrono::steady_clock::now() - asked >= std::chrono::milliseconds(kAskAgainMs)) {
+    if (seen.failed && !connected) {
+      dead = true;
+      if (ever) went_away(*seen.failed);
+      else if (!away_said) {
+        away_said = true;
+        ctx.err() << "cannot follow weftd's events yet: " << *seen.failed << "; trying again\n" << std::flush;
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!connected && now - asked >= std::chrono::milliseconds(kAskAgainMs)) {
       // weftd may be back with its events on another port (an endpoint configured with port `*`).
-      asked = std::chrono::steady_clock::now();
-      Result<std::string> now = EventsEndpoint(ctx, 1000);
-      if (now.ok() && *now != subscriber.endpoint()) WEFT_RETURN_IF_ERROR(subscriber.Open(*now));
+      asked = now;
+      Result<std::string> where = EventsEndpoint(ctx, 1000);
+      const bool moved = where.ok() && *where != subscriber.endpoint();
+      // A socket whose handshake failed never tries again by itself; one with no
+      // connection up after a while is opened again too, whatever went wrong.
+      const bool stuck = !seen.tcp && now - subscriber.opened_at() >= std::chrono::milliseconds(kAskAgainMs);
+      if (moved || dead || stuck) {
+        WEFT_RETURN_IF_ERROR(subscriber.Open(where.ok() ? *where : subscriber.endpoint()));
+        dead = false;
+      }
     }
     while (true) {
       zmq::message_t topic, body;

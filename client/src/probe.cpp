@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "weft/common/curve.hpp"
+#include "weft/common/probe_key.hpp"
 
 namespace weft::client {
 namespace {
@@ -158,10 +159,11 @@ Peer ProbePeer(zmq::context_t& ctx, const Options& options, const std::string& e
   switch (seen) {
     case Peer::kAuthRefused: {
       // weftd's provisioner endpoint refuses a user's key but lets an unknown
-      // key in (a new host asking to be accepted; it sends nothing here).
-      Result<curve::KeyPair> stranger = curve::Generate();
-      if (stranger.ok() && Handshake(ctx, options.server_key, *stranger, endpoint, ms) == Peer::kHandshook)
-        return Peer::kProvisioner;
+      // key in (a new host asking to be accepted; it sends nothing here). The
+      // probe's own key, which weftd knows for one (so it does not log it as a
+      // stranger's).
+      const curve::KeyPair probe{std::string(curve::kProbePublicKey), std::string(curve::kProbeSecretKey)};
+      if (Handshake(ctx, options.server_key, probe, endpoint, ms) == Peer::kHandshook) return Peer::kProvisioner;
       return seen;
     }
     case Peer::kSilent:

@@ -1,9 +1,12 @@
 // The ZAP handler: libzmq sends it one request per CURVE handshake on a
 // socket of the context, and waits for the answer before it lets the peer in.
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "weft/server/auth/auth.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/probe_key.hpp"
 
 namespace weft::auth {
 namespace {
@@ -41,6 +44,11 @@ void ZapHandler::Stop() {
 
 void ZapHandler::Run() {
   while (!stop_) {
+    if (!open_) {
+      // Not reading leaves each handshake waiting for its answer, not refused.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
     tally_.Flush(clock_.NowMs());
     std::vector<zmq::message_t> frames;
     try {
@@ -83,6 +91,13 @@ void ZapHandler::Run() {
         code = "200";
         text = "OK";
         user_id = key;
+      } else if (!entry && key == curve::kProbePublicKey) {
+        // A client checking what this endpoint is after its own key got no answer: no intrusion.
+        if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second) {
+          WEFT_LOG(kInfo, kLog) << "a client at " << address << " checked what the " << domain
+                                << " endpoint is, with weft's probe key (a client does so when its own key gets "
+                                   "no answer; logged once)";
+        }
       } else if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second &&
                  tally_.Count("keys refused at the handshake", clock_.NowMs())) {
         WEFT_LOG(kWarn, kLog) << "refused key " << curve::ShortKey(key) << " from " << address << " on the " << domain

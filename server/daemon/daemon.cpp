@@ -177,6 +177,7 @@ class Reactor {
   // Several weftd on one database (docs/failover.md). Lead: this weftd took
   // over (or is the only one): load the state a restart would, then serve.
   Status Lead();
+  void OpenHandshakes();
   // Renews or tries to take over when due; steps down when leadership is lost.
   Status Elect(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
@@ -848,7 +849,15 @@ Status Reactor::Lead() {
   PublishAuth();
   PublishLivePlugins();
   front_.SetServing(true);
+  OpenHandshakes();
   return Status::Ok();
+}
+
+// The endpoints are bound before the keys are loaded (Lead, or a follower's
+// StartElection): until then the ZAP handler holds every handshake, which
+// would otherwise be refused as an unknown key.
+void Reactor::OpenHandshakes() {
+  if (zap_) zap_->Open();
 }
 
 Status Reactor::StartElection(const json& bound) {
@@ -876,6 +885,7 @@ Status Reactor::StartElection(const json& bound) {
   components_.set_info(std::move(info));
   // A follower still admits the keys the store knows (to tell them where the leader is).
   WEFT_RETURN_IF_ERROR(registry_.Load());
+  OpenHandshakes();
   return Elect(clock_.NowMs());
 }
 

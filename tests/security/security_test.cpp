@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -38,6 +39,7 @@ using weft::testing::Process;
 using weft::testing::ReadFile;
 using weft::testing::Run;
 using weft::testing::RunResult;
+using weft::testing::Tail;
 using weft::testing::WaitFor;
 using weft::testing::Weftd;
 using weft::testing::WeftdOptions;
@@ -915,4 +917,304 @@ TEST_CASE("security: the superadmin cannot act in a tenant that does not exist, 
   REQUIRE(s.Weft({"--tenant", "acme", "credentials", "bob", "-f", (tmp / "bob.json").string()}, root).exit_code == 0);
   CHECK(s.Weft({"provider", "put", provider.string()}, tmp / "bob.json").exit_code == 0);
   CHECK(s.WeftJson({"provider", "list"}, tmp / "bob.json")["entities"].size() == 1);
+}
+
+namespace {
+
+// Opens one connection after another to `endpoint` with `credential`'s keys
+// (each as soon as weftd listens: reconnecting every millisecond) and counts
+// how each handshake ended, until stopped.
+class Hammer {
+ public:
+  Hammer(const std::string& endpoint, const weft::curve::Credential& credential, zmq::socket_type type)
+      : thread_([this, endpoint, credential, type] { Run(endpoint, credential, type); }) {}
+  ~Hammer() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int accepted() const { return accepted_; }
+  int refused() const { return refused_; }
+
+ private:
+  void Run(const std::string& endpoint, const weft::curve::Credential& credential, zmq::socket_type type) {
+    zmq::context_t ctx(1);
+    for (int n = 0; !stop_; ++n) {
+      const std::string address = "inproc://hammer-" + std::to_string(n);
+      zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+      monitor.set(zmq::sockopt::linger, 0);
+      {
+        zmq::socket_t socket(ctx, type);
+        socket.set(zmq::sockopt::linger, 0);
+        socket.set(zmq::sockopt::reconnect_ivl, 1);
+        weft::curve::SetClientKeys(socket, credential.server_key, credential.keys);
+        if (zmq_socket_monitor(socket.handle(), address.c_str(),
+                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                   ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+          ++refused_;  // (not on the test's thread: no REQUIRE) the case fails on it
+          return;
+        }
+        monitor.connect(address);
+        if (type == zmq::socket_type::sub) socket.set(zmq::sockopt::subscribe, "");
+        socket.connect(endpoint);
+        while (!stop_) {
+          zmq::message_t head;
+          if (!monitor.recv(head, zmq::recv_flags::dontwait)) {
+            std::this_thread::sleep_for(1ms);
+            continue;
+          }
+          zmq::message_t address_frame;
+          if (head.more()) (void)monitor.recv(address_frame);
+          std::uint16_t event = 0;
+          std::memcpy(&event, head.data(), sizeof event);
+          (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? accepted_ : refused_)++;
+          break;
+        }
+      }
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0}, refused_{0};
+  std::thread thread_;
+};
+
+// A stand-in on weftd's events endpoint while weftd is down: weftd's own key
+// pair, and a ZAP handler that refuses every key (what weftd's handler does to
+// a key it does not know).
+class RefusingEndpoint {
+ public:
+  RefusingEndpoint(const std::string& endpoint, const fs::path& server_keys) : ctx_(1) {
+    auto keys = weft::curve::LoadKeyFile(server_keys);
+    REQUIRE(keys.ok());
+    zap_ = zmq::socket_t(ctx_, zmq::socket_type::rep);
+    zap_.set(zmq::sockopt::linger, 0);
+    zap_.bind("inproc://zeromq.zap.01");
+    pub_ = zmq::socket_t(ctx_, zmq::socket_type::pub);
+    pub_.set(zmq::sockopt::linger, 0);
+    weft::curve::SetServerKey(pub_, keys->secret_key, "events");
+    pub_.bind(endpoint);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RefusingEndpoint() {
+    stop_ = true;
+    thread_.join();
+    pub_.close();
+    zap_.close();
+  }
+  int refused() const { return refused_; }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      zmq::pollitem_t item{zap_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) <= 0) continue;
+      std::vector<zmq::message_t> frames;
+      do {
+        zmq::message_t part;
+        (void)zap_.recv(part);
+        frames.push_back(std::move(part));
+      } while (frames.back().more());
+      const std::vector<std::string> reply = {"1.0", frames.size() > 1 ? frames[1].to_string() : "", "400",
+                                              "refused by the test", "", ""};
+      for (std::size_t i = 0; i < reply.size(); ++i)
+        (void)zap_.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      ++refused_;
+    }
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t zap_, pub_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> refused_{0};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("security: while weftd starts, a known key's handshake waits for the keys to load, never refused as "
+          "unknown",
+          "[security][restart]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path alice = MakeUser(s, tmp.path(), "default", "alice", "user");
+  auto credential = weft::curve::LoadCredential(alice);
+  REQUIRE(credential.ok());
+  for (int round = 1; round <= 3; ++round) {
+    INFO("restart " << round);
+    s.Stop();
+    // Connecting before weftd is up: each handshake starts the moment weftd listens.
+    Hammer api(s.api(), *credential, zmq::socket_type::dealer);
+    Hammer events(s.events(), *credential, zmq::socket_type::sub);
+    REQUIRE(s.Start().ok());
+    REQUIRE(WaitFor([&] { return api.accepted() > 0 && events.accepted() > 0; }, 10s));
+    std::this_thread::sleep_for(100ms);
+    api.Stop();
+    events.Stop();
+    INFO(Tail(s.Log(), 3000));
+    CHECK(api.refused() == 0);
+    CHECK(events.refused() == 0);
+    CHECK(s.Log().find("refused key") == std::string::npos);
+  }
+}
+
+TEST_CASE("security: weft events goes on after each restart of weftd, also after a handshake was refused meanwhile",
+          "[security][restart]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
+          0);
+  Process events = s.Background("events", {"-o", "json", "events"}, root);
+  REQUIRE(WaitFor([&] { return s.Err("events").find("following weftd's events") != std::string::npos; }, 20s));
+  // A job's events reach `weft events`: its create job, aborted.
+  auto job_seen = [&](const std::string& name) {
+    const json created = s.WeftJson({"cluster", "create", name, "--template", "web-fake", "--size", "1"}, root);
+    const std::string job = created["job"]["id"];
+    REQUIRE(s.Weft({"job", "abort", job}, root).exit_code == 0);
+    const bool seen = WaitFor(
+        [&] { return s.Out("events").find("\"job_id\":\"" + job + "\"") != std::string::npos; }, 20s);
+    INFO(s.Out("events") << s.Err("events") << Tail(s.Log(), 3000));
+    CHECK(seen);
+  };
+  job_seen("r0");
+  for (int round = 1; round <= 3; ++round) {
+    INFO("restart " << round);
+    s.Stop();
+    REQUIRE(WaitFor([&] { return Count(s.Err("events"), "went away") == round; }, 20s));
+    if (round != 2) {
+      // weftd's events endpoint refuses the key for a while (as an empty key set at start did).
+      RefusingEndpoint refusing(s.events(), s.data() / "keys" / "server.json");
+      REQUIRE(WaitFor([&] { return refusing.refused() >= 2; }, 20s));
+    }
+    REQUIRE(s.Start().ok());
+    const bool back = WaitFor([&] { return Count(s.Err("events"), "reconnected") == round; }, 30s);
+    INFO(s.Err("events"));
+    REQUIRE(back);
+    REQUIRE(events.running());
+    job_seen("r" + std::to_string(round));
+  }
+  CHECK(Count(s.Err("events"), "went away") == 3);  // once per outage, not once per try
+}
+
+TEST_CASE("security: a store restored without keys/ stops weftd at start, naming the file and the ways out; "
+          "with keys/ it starts, with --new-keys it starts with new keys",
+          "[security][keys][sqlite]") {
+  weft::testing::TempDir tmp("weft-sec");
+  fs::path backup;
+  {
+    Weftd s(ServerIn(tmp / "server"));
+    const fs::path provider = fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json";
+    REQUIRE(s.Weft({"provider", "put", provider.string()}, s.superadmin()).exit_code == 0);
+    REQUIRE(s.Stop() == 0);
+    backup = tmp / "weft.db";
+    fs::copy_file(s.db(), backup);  // a clean stop leaves everything in weft.db
+    fs::copy(s.data() / "keys", tmp / "keys-backup", fs::copy_options::recursive);
+  }
+  // Only the store file, into an empty data directory.
+  Weftd restored(ServerIn(tmp / "restored"), Weftd::Deferred{});
+  fs::create_directories(restored.data());
+  fs::copy_file(backup, restored.db());
+  weft::Status started = restored.Start();
+  INFO(restored.Log());
+  REQUIRE_FALSE(started.ok());
+  CHECK_THAT(restored.Log(), Catch::Contains((restored.data() / "keys" / "secrets.key").string() + " and " +
+                                             (restored.data() / "keys" / "server.json").string() + " are missing") &&
+                                 Catch::Contains("Restore " + (restored.data() / "keys").string()) &&
+                                 Catch::Contains("--new-keys"));
+  // Nothing was made in their place.
+  CHECK_FALSE(fs::exists(restored.data() / "keys" / "secrets.key"));
+  CHECK_FALSE(fs::exists(restored.data() / "keys" / "server.json"));
+  CHECK_FALSE(fs::exists(restored.superadmin()));
+
+  // --new-keys: it starts, and says what that costs.
+  {
+    Process forced(BuildPath("bin/weftd"), {"--config", restored.Path("weftd.toml").string(), "--new-keys"},
+                   {.env = {}, .stdout_path = tmp / "forced.log", .stderr_path = tmp / "forced.log", .cwd = {},
+                    .die_with_parent = false, .own_process_group = false});
+    const bool up = WaitFor([&] { return fs::exists(restored.data() / "endpoints.json"); }, 30s);
+    INFO(ReadFile(tmp / "forced.log"));
+    CHECK(up);
+    CHECK_THAT(ReadFile(tmp / "forced.log"), Catch::Contains("starting with new keys (--new-keys)"));
+    CHECK(forced.Stop() == 0);
+    CHECK(fs::exists(restored.data() / "keys" / "secrets.key"));
+  }
+
+  // The keys restored with the store: it starts, and the sealed values open as before.
+  Weftd again(ServerIn(tmp / "again"), Weftd::Deferred{});
+  fs::create_directories(again.data());
+  fs::copy_file(backup, again.db());
+  fs::copy(tmp / "keys-backup", again.data() / "keys", fs::copy_options::recursive);
+  weft::Status ok = again.Start();
+  INFO(again.Log());
+  REQUIRE(ok.ok());
+  CHECK(again.WeftJson({"provider", "list"}, again.superadmin())["entities"].size() == 1);
+}
+
+TEST_CASE("security: a tenant with clusters that are not deleted cannot be deleted; once they are, it can",
+          "[security][tenant]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
+                 root)
+              .exit_code == 0);
+  Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  for (const std::string name : {"c1", "c2"}) {
+    RunResult created = s.Weft({"--timeout", "20000", "--tenant", "acme", "cluster", "create", name, "--template",
+                                "web-fake", "--size", "1", "--wait"},
+                               root);
+    INFO(created.out << created.err << host.Log());
+    REQUIRE(created.exit_code == 0);
+  }
+  RunResult r = s.Weft({"tenant", "delete", "acme"}, root);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("tenant 'acme' still has 2 live clusters (c1, c2)"));
+  // Nothing was deleted: the clusters still answer in their tenant.
+  CHECK(s.WeftJson({"--tenant", "acme", "cluster", "get", "c1"}, root)["cluster"]["status"] == "active");
+  CHECK(s.WeftJson({"tenant", "list"}, root)["tenants"].size() == 2);
+
+  RunResult deleted = s.Weft({"--timeout", "20000", "--tenant", "acme", "cluster", "delete", "c1", "--wait"}, root);
+  INFO(deleted.out << deleted.err);
+  REQUIRE(deleted.exit_code == 0);
+  r = s.Weft({"tenant", "delete", "acme"}, root);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("still has 1 live cluster (c2)"));
+  deleted = s.Weft({"--timeout", "20000", "--tenant", "acme", "cluster", "delete", "c2", "--wait"}, root);
+  REQUIRE(deleted.exit_code == 0);
+  r = s.Weft({"tenant", "delete", "acme"}, root);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(s.WeftJson({"tenant", "list"}, root)["tenants"].size() == 1);
+}
+
+TEST_CASE("security: the check a client makes of an endpoint after its key got no answer is logged as what it is, "
+          "not as a stranger's key",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  auto base = weft::curve::LoadCredential(s.superadmin());
+  REQUIRE(base.ok());
+  weft::curve::Credential stranger = *base;
+  stranger.keys = *weft::curve::Generate();
+  REQUIRE(weft::curve::SaveCredential(tmp / "stranger.json", stranger).ok());
+  RunResult r = s.Weft({"--timeout", "800", "status"}, tmp / "stranger.json");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("may not know the key"));
+  const bool said = WaitFor(
+      [&] { return s.Log().find("checked what the api endpoint is, with weft's probe key") != std::string::npos; }, 5s);
+  // Past the 5 s in which other refused keys would be counted in one line.
+  std::this_thread::sleep_for(5500ms);
+  INFO(s.Log());
+  CHECK(said);
+  CHECK(Count(s.Log(), "refused key ") == 1);  // the stranger's own key only
+  CHECK(Count(s.Log(), "refused key " + weft::curve::ShortKey(stranger.keys.public_key)) == 1);
+  CHECK(s.Log().find("keys refused at the handshake") == std::string::npos);
+
+  // The same check still tells the provisioner endpoint for what it is.
+  RunResult wrong = s.Weft({"--server", s.provisioner(), "--timeout", "800", "status"}, s.superadmin());
+  CHECK(wrong.exit_code == 1);
+  CHECK_THAT(wrong.err, Catch::Contains("provisioner"));
 }

@@ -170,10 +170,14 @@ class Registry {
 };
 
 // The ZAP handler (RFC 27) on inproc://zeromq.zap.01 of `ctx`. Start it before
-// binding any CURVE server socket of that context. Domains: "api" and
-// "events" accept user keys; "provisioner" accepts host and token keys, and,
-// with `host_requests`, any other key too (that principal may only ask to be
-// accepted). A refused key is logged once.
+// binding any CURVE server socket of that context (without a handler libzmq
+// lets every key in). Domains: "api" and "events" accept user keys;
+// "provisioner" accepts host and token keys, and, with `host_requests`, any
+// other key too (that principal may only ask to be accepted). A refused key is
+// logged once.
+// It answers no handshake until Open(): until weftd loaded the keys from the
+// store, an empty snapshot would refuse every key as unknown. Handshakes that
+// arrive meanwhile wait (libzmq holds them until the answer comes).
 class ZapHandler {
  public:
   ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests);
@@ -182,6 +186,8 @@ class ZapHandler {
   ZapHandler& operator=(const ZapHandler&) = delete;
 
   [[nodiscard]] Status Start();
+  // The keys are loaded: answer handshakes from now on (idempotent).
+  void Open() { open_ = true; }
   void Stop();
 
  private:
@@ -193,6 +199,7 @@ class ZapHandler {
   const bool host_requests_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> open_{false};
   std::thread thread_;
   std::set<std::string> logged_;
   log::Tally tally_;
