@@ -1246,10 +1246,11 @@ TEST_CASE("jobs: a cluster whose lease runs out is deleted by the janitor, exten
 // ---- 8. events --------------------------------------------------------------------
 
 TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<cluster> and "
-          "<tenant>/cluster/<cluster>",
+          "<tenant>/cluster/<cluster>, a job task's progress under <tenant>/task/<cluster>/progress",
           "[jobs][integration]") {
   Env env("weft-jobs-events", kFastJobs);
-  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  // Long enough for the fake plugins to report progress (at 25 %, 50 %, 75 %).
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", /*latency_ms=*/60);
   env.Import(catalog);
   Weftd& s = env.server;
 
@@ -1258,6 +1259,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   sub.set(zmq::sockopt::rcvtimeo, 200);
   sub.set(zmq::sockopt::subscribe, "default/job/");
   sub.set(zmq::sockopt::subscribe, "default/cluster/");
+  sub.set(zmq::sockopt::subscribe, "default/task/");
   sub.connect(s.events());
   // Let the subscriptions reach weftd (it reads them as its loop turns).
   for (int i = 0; i < 10; ++i) {
@@ -1290,8 +1292,16 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   CHECK(job_done);
   CHECK(cluster_active);
   std::vector<std::string> job_statuses, cluster_statuses;
+  int progress = 0;
   for (const auto& [topic, p] : events) {
-    if (p["type"] == "job") {
+    if (p["type"] == "task") {
+      CHECK(topic == "default/task/" + cluster_id + "/");
+    } else if (p["type"] == "task.progress") {
+      // Its cluster in the topic and the payload, as for the task's other events.
+      CHECK(topic == "default/task/" + cluster_id + "/progress");
+      CHECK(p.value("cluster_id", "") == cluster_id);
+      ++progress;
+    } else if (p["type"] == "job") {
       CHECK(topic == "default/job/" + cluster_id + "/");
       CHECK(p["cluster_id"] == cluster_id);
       CHECK(p["operation"] == "create");
@@ -1303,6 +1313,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
       cluster_statuses.push_back(p["status"]);
     }
   }
+  CHECK(progress > 0);
   REQUIRE(!job_statuses.empty());
   CHECK(job_statuses.front() == "running");
   CHECK(job_statuses.back() == "succeeded");
@@ -1317,8 +1328,6 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
     break;
   }
 }
-
-
 
 // ---- day 2: restarts and hosts that come and go ------------------------------------
 
