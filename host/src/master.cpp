@@ -55,12 +55,20 @@ std::string NewIncarnation() {
   return text;
 }
 
+// This machine's name, for weftd's message when another process registers under our host id.
+std::string MachineName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using TaskKey = std::pair<std::int64_t, std::int64_t>;  // task_id, attempt
 constexpr const char* kLog = "host";
 
 constexpr int kBackoffMs = 500;
+constexpr int kRefusedRetryMs = 1000;  // register again while another process holds the host id
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr auto kDeathWindow = std::chrono::seconds(60);
@@ -244,6 +252,10 @@ struct Master::Impl {
   // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
   const std::string incarnation = NewIncarnation();
   std::int64_t register_failures = 0;  // control thread only
+  // Since when weftd refuses the registration because another live process has
+  // this host id, and when that was last logged (control thread only).
+  std::optional<Clock::time_point> refused_since;
+  Clock::time_point last_refusal_log;
   std::string last_denial;             // control thread only
 
   // ---- metrics (docs/metrics.md): updated by the main thread, rendered by the listener's ----
@@ -913,7 +925,23 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"capacity", config.capacity},
                                                  {"version", WEFT_VERSION},
                                                  {"incarnation", incarnation},
+                                                 {"machine", MachineName()},
+                                                 {"pid", static_cast<std::int64_t>(getpid())},
                                                  {"plugins", plugins}});
+  if (!r.ok() && r.status().code() == Code::kConflict) {
+    // Another weft-host process holds this host id and is live. Retry: a host
+    // restarted after a crash gets in once weftd stops hearing the dead one
+    // (hosts.silent_after_ms); a second live process stays out, with no workers.
+    const auto now = Clock::now();
+    if (!refused_since || now - last_refusal_log >= std::chrono::seconds(30)) {
+      WEFT_LOG(kError, kLog) << "weftd refuses to register this host: " << r.status().message()
+                             << (refused_since ? " (refused for " + Ms(now - *refused_since) + ")" : std::string())
+                             << "; this host runs no task and retries every " << kRefusedRetryMs << " ms";
+      last_refusal_log = now;
+    }
+    if (!refused_since) refused_since = now;
+    return false;
+  }
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
       const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
@@ -932,7 +960,11 @@ bool Master::Impl::Register(client::Client& client) {
   for (const auto& t : types) list += (list.empty() ? "" : ", ") + t;
   WEFT_LOG(kInfo, kLog) << "registered with weftd at " << config.server << " as '" << config.host_id << "', capacity "
                         << config.capacity << ", " << EffectiveWorkers(config) << " worker(s), plugins [" << list
-                        << "], heartbeat every " << hb << " ms";
+                        << "], heartbeat every " << hb << " ms"
+                        << (refused_since ? " (after " + Ms(Clock::now() - *refused_since) +
+                                                " refused: the other process with this host id is gone)"
+                                          : std::string());
+  refused_since.reset();
   {
     std::lock_guard<std::mutex> lock(mu);
     heartbeat_ms = hb;
@@ -1063,7 +1095,8 @@ void Master::Impl::ControlLoop() {
     if (need_register) {
       if (!Register(client)) {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(kBackoffMs), [this] { return control_stop; });
+        cv.wait_for(lock, std::chrono::milliseconds(refused_since ? kRefusedRetryMs : kBackoffMs),
+                    [this] { return control_stop; });
         continue;
       }
       next_heartbeat = Clock::now();
