@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "weft/server/daemon/ports.hpp"
+#include "weft/server/hosts/host_ops.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
@@ -291,7 +292,11 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, const 
     } catch (const zmq::error_t&) {
     }
   }
-  Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
+  // A host's task.take and task.finish keep their bodies as text, which their handlers read lean.
+  Result<wire::Request> request =
+      endpoint == api::Endpoint::kProvisioner
+          ? wire::DecodeRequest(frames, config_.limits, &p.id, hosts::kTextBodyOps)
+          : wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {
     WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
                            << request.status().message();
