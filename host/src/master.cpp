@@ -237,6 +237,7 @@ struct Master::Impl {
   std::mutex mu;
   std::condition_variable cv;
   json plugins_json = json::array();
+  json refused_json = json::array();  // the plugin files Scan refused, with why
   std::vector<std::string> plugin_types;
   bool registered = false;
   bool reregister = false;
@@ -348,6 +349,24 @@ std::string PluginFileProblem(const std::filesystem::path& file, const std::stri
   return "";
 }
 
+// A refused plugin file as weftd shows it (plugin.list, host.list): the file,
+// the tenant a file of the resource plugin directory belongs to (by its name),
+// the type when known, and why.
+json RefusalJson(const std::filesystem::path& file, const std::filesystem::path& resource_dir,
+                 const std::string& type, const std::string& reason) {
+  json out = {{"file", file.string()}, {"reason", reason}};
+  std::string shown = type;  // what the file declares, when it loaded that far
+  if (file.parent_path() == resource_dir) {
+    // A tenant's file goes by the type it was uploaded as (its name); the reason says what it declares.
+    if (std::optional<TenantPluginFile> owner = ParseTenantPluginFile(file)) {
+      out["tenant"] = owner->tenant;
+      shown = owner->type;
+    }
+  }
+  if (!shown.empty()) out["type"] = shown;
+  return out;
+}
+
 }  // namespace
 
 void Master::Impl::Scan(bool initial) {
@@ -357,6 +376,7 @@ void Master::Impl::Scan(bool initial) {
   const std::filesystem::path resource_dir = ResourcePluginDir(config);
   std::map<std::string, std::filesystem::path> types;
   json infos = json::array();
+  json refusals = json::array();  // what weftd is told this host refused (host.register, host.heartbeat)
   std::vector<std::string> type_names;
   bool fresh_good = false;
   for (const auto& file : files) {
@@ -382,6 +402,7 @@ void Master::Impl::Scan(bool initial) {
         if (fresh) {
           WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << problem;
         }
+        refusals.push_back(RefusalJson(file, resource_dir, type, problem));
       } else {
         types[tenant.empty() ? type : tenant + "@" + type] = file;
         good.push_back({file, tenant});
@@ -397,8 +418,11 @@ void Master::Impl::Scan(bool initial) {
                                 << (initial ? "" : " (new or changed)");
         }
       }
-    } else if (fresh) {
-      WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << v.probe.reason;
+    } else {
+      if (fresh) {
+        WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << v.probe.reason;
+      }
+      refusals.push_back(RefusalJson(file, resource_dir, "", v.probe.reason));
     }
     next[file] = std::move(v);
   }
@@ -416,6 +440,7 @@ void Master::Impl::Scan(bool initial) {
       plugins_json = infos;
       plugin_types = type_names;
     }
+    refused_json = std::move(refusals);  // the next heartbeat carries it
   }
   if (initial) {
     plugin_files = good;
@@ -970,10 +995,12 @@ void Master::Impl::WakeMain() {
 
 bool Master::Impl::Register(client::Client& client) {
   json plugins;
+  json refused;
   std::vector<std::string> types;
   {
     std::lock_guard<std::mutex> lock(mu);
     plugins = plugins_json;
+    refused = refused_json;
     types = plugin_types;
     reregister = false;
   }
@@ -983,7 +1010,8 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"incarnation", incarnation},
                                                  {"machine", MachineName()},
                                                  {"pid", static_cast<std::int64_t>(getpid())},
-                                                 {"plugins", plugins}});
+                                                 {"plugins", plugins},
+                                                 {"refused", refused}});
   if (!r.ok() && r.status().code() == Code::kConflict) {
     // Another weft-host process holds this host id and is live. Retry: a host
     // restarted after a crash gets in once weftd stops hearing the dead one
@@ -1033,15 +1061,18 @@ bool Master::Impl::Register(client::Client& client) {
 void Master::Impl::Heartbeat(client::Client& client) {
   json in = json::array();
   json running;
+  json refused;
   {
     std::lock_guard<std::mutex> lock(mu);
     running = reported_workers;
+    refused = refused_json;
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
   Result<json> r =
-      client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}});
+      client.Call("host.heartbeat",
+                  {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}});
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
