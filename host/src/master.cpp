@@ -96,9 +96,17 @@ struct HeldTask {
   std::string plugin;
   std::string action;
   std::string tenant;
+  std::string node;  // the task's node_id ("" none)
   Clock::time_point started;
   bool ran = false;  // the plugin returned; the worker is reporting
 };
+
+// "task 42 (plugin 'x' INSTALL, node n1)": names one task of a worker, so that
+// messages about a worker's death tell apart tasks of the same plugin type.
+std::string TaskLabel(std::int64_t task_id, const HeldTask& t) {
+  return "task " + std::to_string(task_id) + " (plugin '" + t.plugin + "' " + t.action +
+         (t.node.empty() ? std::string() : ", node " + t.node) + ")";
+}
 
 struct Worker {
   pid_t pid = -1;
@@ -734,7 +742,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
         SendCommand(w, answer);
         return;
       }
-      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, Clock::now(), false};
+      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false};
       answer.kind = WorkerMessage::Kind::kRun;
       SendCommand(w, answer);
       PublishInFlight();
@@ -801,7 +809,9 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   if (clean && w.tasks.empty()) {
     WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " exited";
   } else {
-    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)"
+    std::string held;
+    for (const auto& [key, t] : w.tasks) held += (held.empty() ? ": " : ", ") + TaskLabel(key.first, t);
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)" << held
                           << (w.tasks.empty() ? ""
                               : gave_up       ? "; the host stops: giving them up"
                                               : "; reporting them as failed");
@@ -820,7 +830,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
       r.action = c->second.action;
       r.reason = KillReason::kHung;
       r.task_timeout_ms = config.task_timeout_ms;
-      culprit_message = TaskFailureMessage(r);
+      culprit_message = TaskLabel(c->first.first, c->second) + ": " + TaskFailureMessage(r);
     }
   }
   for (const auto& [key, t] : w.tasks) {
@@ -847,7 +857,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
       r.plugin_returned = t.ran;
       if (w.kill_reason != KillReason::kHung) {
         for (const auto& [other_key, o] : w.tasks) {
-          if (other_key != key) r.others.push_back("plugin '" + o.plugin + "' (" + o.action + ")");
+          if (other_key != key) r.others.push_back(TaskLabel(other_key.first, o));
         }
       }
       message = TaskFailureMessage(r);

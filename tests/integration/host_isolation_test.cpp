@@ -148,7 +148,8 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
   CHECK(host.process().running());
   CHECK(server.HostLive("h1"));
   const std::string log = host.Log();
-  CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s); reporting them as failed"));
+  CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s): task ") &&
+                     Catch::Contains(" (plugin 'crash-segv' INSTALL, node n1); reporting them as failed"));
   CHECK_THAT(log, Catch::Contains("starting a new worker for slot"));
 
   // SIGTERM still stops the master and its workers cleanly.
@@ -294,25 +295,42 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
 }
 #endif
 
-TEST_CASE("isolation: a crash costs every task of its worker, and says which plugin ran beside them",
+TEST_CASE("isolation: a crash costs every task of its worker, and says which tasks ran beside them",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
-  // One worker with two threads: the fake task shares the crasher's process.
+  // One worker with three threads: two tasks of the same plugin type share the crasher's process.
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
-            2, "workers = 1\n"));
+            3, "workers = 1\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
-  const std::int64_t fake = server.Enqueue(FakeTask("START", 20000));
-  server.WaitTaskState(fake, "leased", 15s);
+  json on_a = FakeTask("START", 20000), on_b = FakeTask("START", 20000);
+  on_a["node_id"] = "node-a";
+  on_b["node_id"] = "node-b";
+  const std::int64_t a = server.Enqueue(on_a);
+  const std::int64_t b = server.Enqueue(on_b);
+  server.WaitTaskState(a, "leased", 15s);
+  server.WaitTaskState(b, "leased", 15s);
   const std::int64_t crash = server.Enqueue({{"plugin", "crash-abort"}, {"action", "INSTALL"}, {"max_attempts", 1}});
   json c = server.WaitTaskState(crash, "failed", 20s);
+  const std::string label_a = "task " + std::to_string(a) + " (plugin 'fake-automator' START, node node-a)";
+  const std::string label_b = "task " + std::to_string(b) + " (plugin 'fake-automator' START, node node-b)";
+  const std::string label_crash = "task " + std::to_string(crash) + " (plugin 'crash-abort' INSTALL)";
+  INFO(host.Log());
   CHECK_THAT(c["message"].get<std::string>(),
-             Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "
-                               "plugin 'fake-automator' (START) at the time"));
-  json f = server.WaitTaskState(fake, "failed", 20s);
-  CHECK_THAT(f["message"].get<std::string>(),
-             Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "
-                               "plugin 'crash-abort' (INSTALL) at the time, so the fault may be theirs"));
+             Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "));
+  CHECK_THAT(c["message"].get<std::string>(), Catch::Contains(label_a) && Catch::Contains(label_b));
+  // Each task of the same plugin names the other one by task and node.
+  json fa = server.WaitTaskState(a, "failed", 20s);
+  json fb = server.WaitTaskState(b, "failed", 20s);
+  CHECK_THAT(fa["message"].get<std::string>(),
+             Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "));
+  CHECK_THAT(fa["message"].get<std::string>(), Catch::Contains(label_b) && Catch::Contains(label_crash) &&
+                                                   Catch::Contains("at the time, so the fault may be theirs"));
+  CHECK_THAT(fa["message"].get<std::string>(), !Catch::Contains(label_a));
+  CHECK_THAT(fb["message"].get<std::string>(), Catch::Contains(label_a) && Catch::Contains(label_crash));
+  // The host's log names every task the worker held.
+  CHECK_THAT(host.Log(), Catch::Contains("holding 3 task(s): ") && Catch::Contains(label_a) &&
+                             Catch::Contains(label_b) && Catch::Contains(label_crash));
   // The replacement worker serves.
   const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
   server.WaitTaskState(after, "succeeded", 15s);
