@@ -72,6 +72,12 @@ constexpr int kRefusedRetryMs = 1000;  // register again while another process h
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr int kWatchRetryMs = 1000;        // how often an absent plugin directory is looked for
+// What plugins print to stdout goes to the host's log, each line labelled with
+// its task; at most this much per task attempt (and per worker while no task
+// runs), then one line says how much was dropped.
+constexpr std::uint64_t kPluginOutputBytes = 64 * 1024;
+constexpr std::size_t kOutputLineBytes = 4096;           // a longer line is logged in pieces
+constexpr std::size_t kOutputReadBytes = 1024 * 1024;    // per worker and poll round, so one cannot starve the rest
 constexpr auto kDeathWindow = std::chrono::seconds(60);
 // Tasks whose attempts all ended that the master still remembers, to refuse a
 // late-read older attempt of one of them (about 60 bytes each).
@@ -99,6 +105,8 @@ struct HeldTask {
   std::string node;  // the task's node_id ("" none)
   Clock::time_point started;
   bool ran = false;  // the plugin returned; the worker is reporting
+  std::uint64_t out_bytes = 0;    // the worker's stdout while this task ran (see EmitOutput)
+  std::uint64_t out_dropped = 0;  // of which not logged: past kPluginOutputBytes
 };
 
 // "task 42 (plugin 'x' INSTALL, node n1)": names one task of a worker, so that
@@ -125,6 +133,13 @@ struct Worker {
   TaskKey kill_task{0, 0};
   std::map<TaskKey, HeldTask> tasks;
   LineBuffer buffer;
+  // The worker's stdout (what plugins print), read by the master and logged
+  // line by line with the task that ran, at most kPluginOutputBytes per task.
+  int out_fd = -1;
+  bool out_eof = false;
+  std::string out_partial;        // an unfinished line
+  std::uint64_t idle_bytes = 0;    // printed while no task ran
+  std::uint64_t idle_dropped = 0;
 };
 
 // What a worker slot runs: the tenant it serves ("" any) and its threads.
@@ -305,6 +320,9 @@ struct Master::Impl {
   void Reap();
   void OnDeath(Worker& w, int status);
   void ReadChannel(Worker& w);
+  void ReadOutput(Worker& w, bool final);
+  void EmitOutput(Worker& w, std::string_view line);
+  void ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t);
   void OnMessage(Worker& w, const WorkerMessage& m);
   void SendCommand(Worker& w, const WorkerMessage& m);
   void Tick();
@@ -562,6 +580,14 @@ void Master::Impl::StartWorker(int slot) {
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
   }
+  // The worker's stdout: what plugins print, for ReadOutput. Without the pipe
+  // the worker writes to the master's own stdout, unlabelled and unbounded.
+  int out[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    WEFT_LOG(kWarn, kLog) << "cannot make a pipe for a worker's stdout (" << std::strerror(errno)
+                          << "); what its plugins print goes to this log unlabelled";
+    out[0] = out[1] = -1;
+  }
   const std::string tenant = slots[static_cast<std::size_t>(slot)].spec.tenant;
   const int threads = slots[static_cast<std::size_t>(slot)].spec.threads;
   ChildSpec spec;
@@ -578,10 +604,13 @@ void Master::Impl::StartWorker(int slot) {
   }
   spec.env = ChildEnvironment();
   spec.keep_fd = fds[1];
+  spec.stdout_fd = out[1];
   Result<pid_t> pid = SpawnChild(spec);
   close(fds[1]);
+  if (out[1] >= 0) close(out[1]);
   if (!pid.ok()) {
     close(fds[0]);
+    if (out[0] >= 0) close(out[0]);
     WEFT_LOG(kError, kLog) << "cannot start a worker: " << pid.status().message() << "; retrying";
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
@@ -590,6 +619,9 @@ void Master::Impl::StartWorker(int slot) {
   Worker w;
   w.pid = *pid;
   w.fd = fds[0];
+  w.out_fd = out[0];
+  if (w.out_fd >= 0) fcntl(w.out_fd, F_SETFL, fcntl(w.out_fd, F_GETFL) | O_NONBLOCK);
+  else w.out_eof = true;
   w.slot = slot;
   w.generation = generation;
   w.tenant = tenant;
@@ -716,6 +748,69 @@ void Master::Impl::ReadChannel(Worker& w) {
   }
 }
 
+void Master::Impl::ReadOutput(Worker& w, bool final) {
+  char buf[16384];
+  std::size_t total = 0;
+  while (!w.out_eof && (final || total < kOutputReadBytes)) {
+    const ssize_t n = read(w.out_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) w.out_eof = true;  // the worker is gone (its children too)
+    if (n <= 0) break;             // EAGAIN or EOF
+    total += static_cast<std::size_t>(n);
+    w.out_partial.append(buf, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = w.out_partial.find('\n', start)) != std::string::npos; start = nl + 1)
+      EmitOutput(w, std::string_view(w.out_partial).substr(start, nl - start));
+    w.out_partial.erase(0, start);
+    while (w.out_partial.size() >= kOutputLineBytes) {
+      EmitOutput(w, std::string_view(w.out_partial).substr(0, kOutputLineBytes));
+      w.out_partial.erase(0, kOutputLineBytes);
+    }
+  }
+  if ((final || w.out_eof) && !w.out_partial.empty()) {
+    EmitOutput(w, w.out_partial);
+    w.out_partial.clear();
+  }
+}
+
+// One line a plugin printed: logged with the task that ran (every task when
+// the worker runs several: a line cannot be pinned on one thread) while one of
+// them has budget left; counted as dropped otherwise.
+void Master::Impl::EmitOutput(Worker& w, std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const std::uint64_t bytes = line.size() + 1;
+  std::string label;
+  bool within = false;
+  for (auto& [key, t] : w.tasks) {
+    if (t.ran) continue;
+    label += (label.empty() ? "" : " or ") + TaskLabel(key.first, t);
+    within = within || t.out_bytes < kPluginOutputBytes;
+  }
+  if (label.empty()) {
+    within = w.idle_bytes < kPluginOutputBytes;
+    w.idle_bytes += bytes;
+    if (!within) w.idle_dropped += bytes;
+  } else {
+    for (auto& [key, t] : w.tasks) {
+      if (t.ran) continue;
+      t.out_bytes += bytes;
+      if (!within) t.out_dropped += bytes;
+    }
+  }
+  if (!within) return;
+  std::string text(line);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
+  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " stdout, "
+                        << (label.empty() ? std::string("no task running") : label) << ": " << text;
+}
+
+void Master::Impl::ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t) {
+  if (t.out_dropped == 0) return;
+  WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout, " << TaskLabel(key.first, t) << ": ... " << t.out_dropped
+                        << " more bytes dropped (at most " << kPluginOutputBytes << " per task are logged)";
+}
+
 void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
   const TaskKey key{m.task_id, m.attempt};
   switch (m.kind) {
@@ -742,7 +837,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
         SendCommand(w, answer);
         return;
       }
-      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false};
+      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false, 0, 0};
       answer.kind = WorkerMessage::Kind::kRun;
       SendCommand(w, answer);
       PublishInFlight();
@@ -750,13 +845,19 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
     }
     case WorkerMessage::Kind::kRan:
       CountCache(m.cache_hits, m.cache_misses, m.cache_fetched_bytes);
+      if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // printed before it returned: its own
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
         it->second.ran = true;
         CountTask(it->second.plugin, m.outcome == "succeeded" ? kSucceeded : kFailed);
       }
       return;
     case WorkerMessage::Kind::kEnd:
-      if (w.tasks.erase(key)) attempts.End(key.first, key.second);
+      if (auto it = w.tasks.find(key); it != w.tasks.end()) {
+        if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // what it printed last is its own
+        ReportDroppedOutput(w, key, it->second);
+        w.tasks.erase(it);
+        attempts.End(key.first, key.second);
+      }
       PublishInFlight();
       return;
     case WorkerMessage::Kind::kDrained:
@@ -786,8 +887,10 @@ void Master::Impl::Reap() {
     auto it = workers.find(pid);
     if (it == workers.end()) continue;  // a probe reaped elsewhere, or not ours
     ReadChannel(it->second);            // events it sent just before dying
+    if (it->second.out_fd >= 0) ReadOutput(it->second, true);
     OnDeath(it->second, status);
     close(it->second.fd);
+    if (it->second.out_fd >= 0) close(it->second.out_fd);
     workers.erase(it);
     PublishInFlight();
     PublishWorkers();
@@ -820,6 +923,11 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   for (const auto& [key, t] : w.tasks) {
     attempts.End(key.first, key.second);
     if (!t.ran) CountTask(t.plugin, kCrashed);
+    ReportDroppedOutput(w, key, t);
+  }
+  if (w.idle_dropped > 0) {
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout while no task ran: ... " << w.idle_dropped
+                          << " more bytes dropped (at most " << kPluginOutputBytes << " are logged)";
   }
   // The message of each task it held.
   std::string culprit_message;
@@ -1428,6 +1536,12 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
     fds.push_back({w.fd, POLLIN, 0});
     order.push_back(pid);
   }
+  std::vector<pid_t> printing;  // workers whose stdout is open
+  for (auto& [pid, w] : workers) {
+    if (w.out_fd < 0 || w.out_eof) continue;
+    fds.push_back({w.out_fd, POLLIN, 0});
+    printing.push_back(pid);
+  }
   int wait_ms = static_cast<int>(std::max<std::int64_t>(
       0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
   int n = poll(fds.data(), fds.size(), wait_ms);
@@ -1450,6 +1564,12 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
     if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto it = workers.find(order[i]);
     if (it != workers.end()) ReadChannel(it->second);
+  }
+  next += order.size();
+  for (std::size_t i = 0; i < printing.size(); ++i) {
+    if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto it = workers.find(printing[i]);
+    if (it != workers.end() && !it->second.out_eof) ReadOutput(it->second, false);
   }
   return true;
 }

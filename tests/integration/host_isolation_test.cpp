@@ -337,6 +337,42 @@ TEST_CASE("isolation: a crash costs every task of its worker, and says which tas
   CheckNoSanitizerReport(host.Log());
 }
 
+TEST_CASE("isolation: what a plugin prints to stdout is logged with its task, and only up to a limit per task",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  const std::size_t before = host.Log().size();
+  // crash_noisy prints 40,000 lines (about 2.4 MB) and succeeds.
+  const std::int64_t id =
+      server.Enqueue({{"plugin", "noisy-stdout"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "web-1"}});
+  server.WaitTaskState(id, "succeeded", 60s);
+  const std::string label = "stdout, task " + std::to_string(id) + " (plugin 'noisy-stdout' INSTALL, node web-1): ";
+  REQUIRE(WaitFor([&] { return host.Log().find(label + "... ") != std::string::npos; }, 15s));
+  const std::string log = host.Log().substr(before);
+  // Every printed line in the log carries the task; the first ones are there, the last ones are not.
+  CHECK_THAT(log, Catch::Contains(label + "noisy-stdout line 0: the quick brown fox"));
+  CHECK_THAT(log, !Catch::Contains("noisy-stdout line 39999"));
+  std::size_t printed = 0, unlabelled = 0;
+  for (std::size_t at = log.find("noisy-stdout line "); at != std::string::npos;
+       at = log.find("noisy-stdout line ", at + 1)) {
+    ++printed;
+    if (at < label.size() || log.compare(at - label.size(), label.size(), label) != 0) ++unlabelled;
+  }
+  CHECK(printed > 100);
+  CHECK(unlabelled == 0);
+  // 64 KiB of it at most (with the labels, under 512 KiB of log), then one line says how much more was dropped.
+  CHECK(log.size() < 512 * 1024);
+  static const std::regex dropped("task [0-9]+ \\(plugin 'noisy-stdout' INSTALL, node web-1\\): \\.\\.\\. ([0-9]+) more "
+                                  "bytes dropped \\(at most 65536 per task are logged\\)");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, dropped));
+  CHECK(std::stoll(m[1].str()) > 2'000'000);
+  CheckNoSanitizerReport(log);
+}
+
 TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worker is killed, its task given up, the "
           "master exits 0",
           "[integration][host][isolation]") {
