@@ -50,13 +50,15 @@ json RunJob(Weftd& s, std::vector<std::string> args) {
 // Every cluster of the tenant, terminated ones too, by id -> name.
 std::map<std::string, std::string> AllClusters(Weftd& s) {
   std::map<std::string, std::string> out;
-  for (const json& c : s.Call("cluster.list", {{"all", true}})["clusters"]) out[c["id"]] = c["name"];
+  const json list = s.Call("cluster.list", {{"all", true}});
+  for (const json& c : list["clusters"]) out[c["id"]] = c["name"];
   return out;
 }
 
 std::vector<std::string> JobIdsOf(Weftd& s, const std::string& cluster_id) {
   std::vector<std::string> out;
-  for (const json& j : s.Call("job.list", {{"limit", 1000}})["jobs"])
+  const json list = s.Call("job.list", {{"limit", 1000}});
+  for (const json& j : list["jobs"])
     if (j["cluster_id"] == cluster_id) out.push_back(j["id"]);
   return out;
 }
@@ -83,12 +85,12 @@ TEST_CASE("retention: weftd removes a deleted cluster and its jobs once its dele
   const json status = s.Call("server.status", json::object());
   CHECK(status["retention"]["ended_after_ms"] == 1500);
 
-  const json created = RunJob(s, {"cluster", "create", "gone", "--template", "web-fake", "--size", "2"});
+  const json created = RunJob(s, {"cluster", "create", "gone", "--template", "web-fake", "--size", "3"});
   const std::string gone_id = created["cluster_id"];
   const json deleted = RunJob(s, {"cluster", "delete", "gone"});
   CHECK(JobIdsOf(s, gone_id).size() == 2);
   // A newer cluster, live: what it ran keeps the job of the newest task off the deleted cluster.
-  const json kept = RunJob(s, {"cluster", "create", "kept", "--template", "web-fake", "--size", "1"});
+  const json kept = RunJob(s, {"cluster", "create", "kept", "--template", "web-fake", "--size", "3"});
   const std::string kept_id = kept["cluster_id"];
   const std::int64_t deleted_at = deleted["finished_at_ms"];
 
@@ -103,7 +105,8 @@ TEST_CASE("retention: weftd removes a deleted cluster and its jobs once its dele
 
   // The audit log still says who created and deleted it.
   std::vector<std::string> ops;
-  for (const json& e : s.Call("audit.list", {{"cluster", gone_id}})["entries"]) ops.push_back(e["op"]);
+  const json audit = s.Call("audit.list", {{"cluster", gone_id}});
+  for (const json& e : audit["entries"]) ops.push_back(e["op"]);
   CHECK(std::count(ops.begin(), ops.end(), "cluster.create") == 1);
   CHECK(std::count(ops.begin(), ops.end(), "cluster.delete") == 1);
 
