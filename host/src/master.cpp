@@ -55,14 +55,23 @@ std::string NewIncarnation() {
   return text;
 }
 
+// This machine's name, for weftd's message when another process registers under our host id.
+std::string MachineName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using TaskKey = std::pair<std::int64_t, std::int64_t>;  // task_id, attempt
 constexpr const char* kLog = "host";
 
 constexpr int kBackoffMs = 500;
+constexpr int kRefusedRetryMs = 1000;  // register again while another process holds the host id
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
+constexpr int kWatchRetryMs = 1000;        // how often an absent plugin directory is looked for
 constexpr auto kDeathWindow = std::chrono::seconds(60);
 // Tasks whose attempts all ended that the master still remembers, to refuse a
 // late-read older attempt of one of them (about 60 bytes each).
@@ -211,7 +220,11 @@ struct Master::Impl {
   int signal_fd = -1;
   int inotify_fd = -1;
   int wake_fd = -1;  // eventfd: the control thread wakes the main loop
-  std::map<int, std::filesystem::path> watches;
+  std::map<int, std::filesystem::path> watches;  // inotify watch -> plugin directory
+  // Plugin directories without a watch: absent (not created yet, removed, moved
+  // away) or not watchable. Tried again every kWatchRetryMs (see Tick).
+  std::set<std::filesystem::path> unwatched;
+  Clock::time_point watch_retry_at;
   std::optional<Clock::time_point> rescan_at;
   std::optional<Clock::time_point> register_after_drain_deadline;
   bool stopping = false;
@@ -244,6 +257,10 @@ struct Master::Impl {
   // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
   const std::string incarnation = NewIncarnation();
   std::int64_t register_failures = 0;  // control thread only
+  // Since when weftd refuses the registration because another live process has
+  // this host id, and when that was last logged (control thread only).
+  std::optional<Clock::time_point> refused_since;
+  Clock::time_point last_refusal_log;
   std::string last_denial;             // control thread only
 
   // ---- metrics (docs/metrics.md): updated by the main thread, rendered by the listener's ----
@@ -270,6 +287,9 @@ struct Master::Impl {
 
   void Scan(bool initial);
   void Watch();
+  bool WatchDir(const std::filesystem::path& dir, std::string* error);
+  void RetryWatches();
+  void LostWatch(int wd, std::uint32_t mask);
   void StartWorker(int slot);
   void ApplySplit();
   void PublishWorkers();
@@ -417,13 +437,60 @@ void Master::Impl::Watch() {
     return;
   }
   for (const auto& dir : config.plugin_dirs) {
-    int wd = inotify_add_watch(inotify_fd, dir.c_str(),
-                               IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_ATTRIB);
-    if (wd < 0) {
-      WEFT_LOG(kWarn, kLog) << "cannot watch plugin directory " << dir.string() << ": " << std::strerror(errno);
+    std::string error;
+    if (WatchDir(dir, &error)) continue;
+    WEFT_LOG(kWarn, kLog) << "cannot watch plugin directory " << dir.string() << ": " << error
+                          << "; watching for it to appear (plugins put there are loaded then)";
+    unwatched.insert(dir);
+  }
+  watch_retry_at = Clock::now() + std::chrono::milliseconds(kWatchRetryMs);
+}
+
+// Watches `dir` itself (not what its path names later: see LostWatch).
+bool Master::Impl::WatchDir(const std::filesystem::path& dir, std::string* error) {
+  const int wd = inotify_add_watch(inotify_fd, dir.c_str(),
+                                   IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_ATTRIB |
+                                       IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
+  if (wd < 0) {
+    *error = errno == ENOENT ? std::string("it does not exist") : std::strerror(errno);
+    return false;
+  }
+  watches[wd] = dir;
+  return true;
+}
+
+// A watched plugin directory was removed or moved away: the watch followed the
+// old directory, so nothing put at the path afterwards would be seen. Drop it
+// and watch the path again once a directory is there (RetryWatches); rescan, as
+// its plugins are gone.
+void Master::Impl::LostWatch(int wd, std::uint32_t mask) {
+  auto it = watches.find(wd);
+  if (it == watches.end()) return;  // the IN_IGNORED after a removal we handled already
+  const std::filesystem::path dir = it->second;
+  watches.erase(it);
+  if (!(mask & IN_IGNORED)) (void)inotify_rm_watch(inotify_fd, wd);
+  WEFT_LOG(kWarn, kLog) << "plugin directory " << dir.string() << " was "
+                        << ((mask & IN_MOVE_SELF) ? "moved away" : "removed")
+                        << "; its plugins are gone, and it is watched again once a directory is at that path";
+  unwatched.insert(dir);
+  watch_retry_at = Clock::now();
+  rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
+}
+
+// Plugin directories that were absent: watch each one that is there now and
+// rescan (files may have been put in before the watch).
+void Master::Impl::RetryWatches() {
+  if (unwatched.empty() || inotify_fd < 0 || Clock::now() < watch_retry_at) return;
+  watch_retry_at = Clock::now() + std::chrono::milliseconds(kWatchRetryMs);
+  for (auto it = unwatched.begin(); it != unwatched.end();) {
+    std::string error;
+    if (!WatchDir(*it, &error)) {
+      ++it;
       continue;
     }
-    watches[wd] = dir;
+    WEFT_LOG(kInfo, kLog) << "plugin directory " << it->string() << " is there; watching it";
+    rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);
+    it = unwatched.erase(it);
   }
 }
 
@@ -818,6 +885,7 @@ void Master::Impl::Tick() {
       if (!slots[i].pid && now >= slots[i].start_at) StartWorker(static_cast<int>(i));
     }
   }
+  RetryWatches();
   if (rescan_at && now >= *rescan_at && !stopping) {
     rescan_at.reset();
     Scan(false);
@@ -913,7 +981,23 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"capacity", config.capacity},
                                                  {"version", WEFT_VERSION},
                                                  {"incarnation", incarnation},
+                                                 {"machine", MachineName()},
+                                                 {"pid", static_cast<std::int64_t>(getpid())},
                                                  {"plugins", plugins}});
+  if (!r.ok() && r.status().code() == Code::kConflict) {
+    // Another weft-host process holds this host id and is live. Retry: a host
+    // restarted after a crash gets in once weftd stops hearing the dead one
+    // (hosts.silent_after_ms); a second live process stays out, with no workers.
+    const auto now = Clock::now();
+    if (!refused_since || now - last_refusal_log >= std::chrono::seconds(30)) {
+      WEFT_LOG(kError, kLog) << "weftd refuses to register this host: " << r.status().message()
+                             << (refused_since ? " (refused for " + Ms(now - *refused_since) + ")" : std::string())
+                             << "; this host runs no task and retries every " << kRefusedRetryMs << " ms";
+      last_refusal_log = now;
+    }
+    if (!refused_since) refused_since = now;
+    return false;
+  }
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
       const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
@@ -932,7 +1016,11 @@ bool Master::Impl::Register(client::Client& client) {
   for (const auto& t : types) list += (list.empty() ? "" : ", ") + t;
   WEFT_LOG(kInfo, kLog) << "registered with weftd at " << config.server << " as '" << config.host_id << "', capacity "
                         << config.capacity << ", " << EffectiveWorkers(config) << " worker(s), plugins [" << list
-                        << "], heartbeat every " << hb << " ms";
+                        << "], heartbeat every " << hb << " ms"
+                        << (refused_since ? " (after " + Ms(Clock::now() - *refused_since) +
+                                                " refused: the other process with this host id is gone)"
+                                          : std::string());
+  refused_since.reset();
   {
     std::lock_guard<std::mutex> lock(mu);
     heartbeat_ms = hb;
@@ -1063,7 +1151,8 @@ void Master::Impl::ControlLoop() {
     if (need_register) {
       if (!Register(client)) {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(kBackoffMs), [this] { return control_stop; });
+        cv.wait_for(lock, std::chrono::milliseconds(refused_since ? kRefusedRetryMs : kBackoffMs),
+                    [this] { return control_stop; });
         continue;
       }
       next_heartbeat = Clock::now();
@@ -1343,10 +1432,14 @@ void Master::Impl::ReadPluginDirEvents() {
   while ((r = read(inotify_fd, buf, sizeof buf)) > 0) {
     for (char* p = buf; p < buf + r;) {
       auto* ev = reinterpret_cast<inotify_event*>(p);
+      p += sizeof(inotify_event) + ev->len;
+      if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+        LostWatch(ev->wd, ev->mask);
+        continue;
+      }
       std::filesystem::path name = ev->len ? std::filesystem::path(ev->name) : std::filesystem::path();
       const auto ext = name.extension();
       if (ext == ".so" || ext == ".lua") relevant = true;
-      p += sizeof(inotify_event) + ev->len;
     }
   }
   if (relevant) rescan_at = Clock::now() + std::chrono::milliseconds(kRescanDebounceMs);

@@ -160,12 +160,27 @@ Response HostOps::HostRegister(const Call& call) {
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
   if (incarnation.size() > 128)
     return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
+  WEFT_TRY_ASSIGN(machine, jsonf::String(body, "machine", "body", ""));
+  if (machine.size() > 256) return Response::Error(Status::Invalid("body.machine must be at most 256 characters"));
+  WEFT_TRY_ASSIGN(pid, jsonf::Int(body, "pid", "body", 0, INT32_MAX, 0));
+  // A second process under a live host's id: refused, the first one keeps it.
+  bool first_refusal = false;
+  if (Status busy = d_.hosts.CheckNewProcess(host_id, incarnation, call.principal.key, &first_refusal); !busy.ok()) {
+    if (first_refusal) {
+      WEFT_LOG(kWarn, "weftd") << "refused host.register of a second process: " << busy.message()
+                               << (machine.empty() ? std::string() : " (the refused one runs on " + machine + ")");
+    }
+    return Response::Error(busy);
+  }
   const std::int64_t now = d_.clock.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
   h.incarnation = incarnation;
+  h.machine = machine;
+  h.pid = pid;
+  h.key = call.principal.key;
   Status s = d_.store.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
   if (const Host* old = d_.hosts.Find(host_id);
@@ -339,15 +354,23 @@ Response HostOps::TaskProgress(const Call& call) {
   Status s = d_.queue.Progress(host_id, {task_id, attempt}, &conflict);
   if (!s.ok()) return FencingError(s, conflict);
   if (!d_.hosts.events_wanted()) return Response::Ok(json::object());
+  // A job's task reports under its cluster's task topic (which a user's
+  // subscription to their cluster covers), a raw task under <tenant>/task/progress.
   const std::string* tenant = d_.queue.TenantOf(task_id);
-  d_.hosts.AddEvent(Event{(tenant ? *tenant : std::string("default")) + "/task/progress",
-                          {{"type", "task.progress"},
-                           {"task_id", task_id},
-                           {"attempt", attempt},
-                           {"host_id", host_id},
-                           {"percent", percent},
-                           {"message", message},
-                           {"at_ms", d_.clock.NowMs()}}});
+  const std::string* cluster = d_.queue.ClusterOf(task_id);
+  json payload = {{"type", "task.progress"},
+                  {"task_id", task_id},
+                  {"attempt", attempt},
+                  {"host_id", host_id},
+                  {"percent", percent},
+                  {"message", message},
+                  {"at_ms", d_.clock.NowMs()}};
+  std::string topic = (tenant ? *tenant : std::string("default")) + "/task/";
+  if (cluster && !cluster->empty()) {
+    payload["cluster_id"] = *cluster;
+    topic += *cluster + "/";
+  }
+  d_.hosts.AddEvent(Event{topic + "progress", std::move(payload)});
   return Response::Ok(json::object());
 }
 

@@ -77,6 +77,24 @@ void HostRegistry::Put(Host host) {
   HostEvent(id, "registered");
 }
 
+Status HostRegistry::CheckNewProcess(const std::string& host_id, const std::string& incarnation,
+                                     const std::string& key, bool* first) {
+  *first = false;
+  Host* old = Find(host_id);
+  if (!old || !Live(*old) || old->incarnation.empty() || incarnation.empty() || old->incarnation == incarnation)
+    return Status::Ok();
+  if (!key.empty() && !old->key.empty() && key != old->key) return Status::Ok();
+  *first = old->refused_incarnation != incarnation;
+  old->refused_incarnation = incarnation;
+  std::string from = old->machine.empty() ? std::string("another process") : old->machine;
+  if (old->pid > 0) from += " (pid " + std::to_string(old->pid) + ")";
+  return Status::Conflict("host '" + host_id + "' is already connected from " + from + ", heard " +
+                          std::to_string(std::max<std::int64_t>(0, clock_.NowMs() - old->record.last_seen_ms)) +
+                          " ms ago; stop it first or give this host another id (a host that died is let in once "
+                          "it was not heard from for hosts.silent_after_ms, " +
+                          std::to_string(config_.hosts.silent_after_ms) + " ms)");
+}
+
 bool HostRegistry::Live(const Host& host) const {
   return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
 }

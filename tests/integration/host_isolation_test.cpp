@@ -205,6 +205,35 @@ TEST_CASE("isolation: a plugin dropped into a watched directory becomes usable, 
   CheckNoSanitizerReport(host.Log());
 }
 
+TEST_CASE("isolation: a plugin directory absent at start, or removed and made again, is watched once it is there",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  const std::filesystem::path later = tmp / "later";  // not there when the host starts
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/automators", later}, 2));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  CHECK_THAT(host.Log(), Catch::Contains("cannot watch plugin directory " + later.string() +
+                                         ": it does not exist; watching for it to appear"));
+  std::filesystem::create_directories(later);
+  REQUIRE(WaitFor([&] { return host.Log().find("plugin directory " + later.string() + " is there") != std::string::npos; },
+                  20s));
+  std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", later / "fixture_good.so");
+  REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "fixture-good"); }, 20s));
+
+  // rm -rf and mkdir again: the plugin goes away, and one dropped into the new directory is loaded.
+  std::filesystem::remove_all(later);
+  std::filesystem::create_directories(later);
+  REQUIRE(WaitFor([&] { return !Has(PluginTypes(server), "fixture-good"); }, 20s));
+  CHECK_THAT(host.Log(), Catch::Contains("plugin directory " + later.string() + " was removed"));
+  std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", later / "fixture_good.so");
+  const bool back = WaitFor([&] { return Has(PluginTypes(server), "fixture-good"); }, 20s);
+  INFO(host.Log());
+  REQUIRE(back);
+  const std::int64_t id = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  CHECK(server.WaitTaskState(id, "succeeded", 15s)["result"]["ran"] == true);
+  CheckNoSanitizerReport(host.Log());
+}
+
 TEST_CASE("isolation: SIGKILL of the master leaves no worker behind", "[integration][host][isolation]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
