@@ -66,7 +66,7 @@ std::vector<std::string> JobIdsOf(Weftd& s, const std::string& cluster_id) {
 }  // namespace
 
 TEST_CASE("retention: weftd removes a deleted cluster and its jobs once its deletion is older than "
-          "ended_after_ms; a live cluster and the audit log stay",
+          "ended_after_ms, a live cluster and the audit log stay",
           "[retention][integration]") {
   TempDir dir("weft-retention");
   Weftd s(testing::WeftdOptions{.dir = dir.path(),

@@ -128,7 +128,7 @@ std::vector<std::string> Listed(Store& s) {
 
 }  // namespace
 
-TEST_CASE("retention: a deleted cluster that ended before the cutoff goes with everything under it; "
+TEST_CASE("retention: a deleted cluster that ended before the cutoff goes with everything under it, "
           "what is live, recent or unfinished stays",
           "[store][retention]") {
   TempDir dir("retention");
