@@ -120,7 +120,7 @@ bool Shown(Context& ctx, Filter& f, const json& e) {
   if (f.job_id.empty()) return true;
   const std::string type = e.value("type", "");
   if (type == "job") return IdText(e["job_id"]) == f.job_id;
-  if (type != "task") return true;  // the cluster's own transitions
+  if (type != "task" && type != "task.progress") return true;  // the cluster's own transitions
   const std::int64_t id = e.value("task_id", std::int64_t{0});
   if (!f.task_ids.count(id) && !f.others.count(id)) {
     // A task the job added since (a node created again): ask once more.

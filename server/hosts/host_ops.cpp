@@ -339,15 +339,23 @@ Response HostOps::TaskProgress(const Call& call) {
   Status s = d_.queue.Progress(host_id, {task_id, attempt}, &conflict);
   if (!s.ok()) return FencingError(s, conflict);
   if (!d_.hosts.events_wanted()) return Response::Ok(json::object());
+  // A job's task reports under its cluster's task topic (which a user's
+  // subscription to their cluster covers), a raw task under <tenant>/task/progress.
   const std::string* tenant = d_.queue.TenantOf(task_id);
-  d_.hosts.AddEvent(Event{(tenant ? *tenant : std::string("default")) + "/task/progress",
-                          {{"type", "task.progress"},
-                           {"task_id", task_id},
-                           {"attempt", attempt},
-                           {"host_id", host_id},
-                           {"percent", percent},
-                           {"message", message},
-                           {"at_ms", d_.clock.NowMs()}}});
+  const std::string* cluster = d_.queue.ClusterOf(task_id);
+  json payload = {{"type", "task.progress"},
+                  {"task_id", task_id},
+                  {"attempt", attempt},
+                  {"host_id", host_id},
+                  {"percent", percent},
+                  {"message", message},
+                  {"at_ms", d_.clock.NowMs()}};
+  std::string topic = (tenant ? *tenant : std::string("default")) + "/task/";
+  if (cluster && !cluster->empty()) {
+    payload["cluster_id"] = *cluster;
+    topic += *cluster + "/";
+  }
+  d_.hosts.AddEvent(Event{topic + "progress", std::move(payload)});
   return Response::Ok(json::object());
 }
 

@@ -160,11 +160,15 @@ TEST_CASE("follow: weft events --job shows that job's events and its tasks', not
   for (const json& e : Lines(s.Out("job"))) {
     INFO(e.dump());
     if (e["type"] == "job") CHECK(e["job_id"] == job);
-    if (e["type"] != "task") continue;
+    if (e["type"] != "task" && e["type"] != "task.progress") continue;
     ++task_events;
-    CHECK(tasks.count(e["task_id"].get<std::int64_t>()) == 1);
+    CHECK(tasks.count(e["task_id"].get<std::int64_t>()) == 1);  // the next job's progress included
   }
   CHECK(task_events > 0);
+  // The cluster's stream has its tasks' progress (the next job's too).
+  int progress = 0;
+  for (const json& e : Lines(s.Out("cluster"))) progress += e["type"] == "task.progress";
+  CHECK(progress > 0);
   CHECK(!HasJobEvent(s.Out("job"), next, "succeeded"));
 }
 

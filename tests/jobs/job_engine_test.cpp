@@ -146,7 +146,10 @@ struct Fixture {
     return (**c).latest_job;
   }
 
-  weft::Status Finish(const std::string& key, bool ok, json result = json::object()) {
+  // Takes the task `key` (if not taken yet) and finishes it; a failure has
+  // `code` (as weft-host sends it; "" for none) and `message` ("boom" if "").
+  weft::Status Finish(const std::string& key, bool ok, json result = json::object(), std::string code = "",
+                      std::string message = "") {
     TaskRecord t = TakeKey(key);
     taken.erase(key);
     weft::queue::FinishRequest f;
@@ -154,7 +157,8 @@ struct Fixture {
     f.task_id = t.id;
     f.attempt = t.attempt;
     f.succeeded = ok;
-    f.message = ok ? "" : "boom";
+    f.message = ok || !message.empty() ? std::move(message) : "boom";
+    f.code = std::move(code);
     f.result_json = result.dump();
     weft::queue::Conflict conflict;
     return queue->Finish(f, &conflict);
@@ -874,16 +878,9 @@ TEST_CASE("job engine: a failure coded INVALID or UNSUPPORTED fails the job at o
   for (const char* code : {"INVALID", "UNSUPPORTED"}) {
     Fixture f;
     const std::string job = f.Create(Layout({{"n1", {"db"}}}));
-    TaskRecord t = f.TakeKey("n1/CREATE");
-    weft::queue::FinishRequest fin;
-    fin.host_id = "h1";
-    fin.task_id = t.id;
-    fin.attempt = t.attempt;
-    fin.succeeded = false;
-    fin.code = code;
-    fin.message = std::string("fp CREATE ") + code + ": required field 'zone' is missing";
-    weft::queue::Conflict conflict;
-    REQUIRE(f.queue->Finish(fin, &conflict).ok());
+    REQUIRE(f.Finish("n1/CREATE", false, json::object(), code,
+                     std::string("fp CREATE ") + code + ": required field 'zone' is missing")
+                .ok());
     const TaskRecord after = f.Tasks(job)["n1/CREATE"];
     CHECK(after.state == TaskState::kFailed);
     CHECK(after.attempt == 1);
@@ -896,15 +893,7 @@ TEST_CASE("job engine: a failure coded INVALID or UNSUPPORTED fails the job at o
   }
   Fixture f;
   const std::string job = f.Create(Layout({{"n1", {"db"}}}));
-  TaskRecord t = f.TakeKey("n1/CREATE");
-  weft::queue::FinishRequest fin;
-  fin.host_id = "h1";
-  fin.task_id = t.id;
-  fin.attempt = t.attempt;
-  fin.succeeded = false;
-  fin.code = "FAILED";
-  weft::queue::Conflict conflict;
-  REQUIRE(f.queue->Finish(fin, &conflict).ok());
+  REQUIRE(f.Finish("n1/CREATE", false, json::object(), "FAILED").ok());
   CHECK(f.Tasks(job)["n1/CREATE"].state == TaskState::kQueued);
   CHECK(f.JobStatus(job) == "running");
 }

@@ -1246,10 +1246,11 @@ TEST_CASE("jobs: a cluster whose lease runs out is deleted by the janitor, exten
 // ---- 8. events --------------------------------------------------------------------
 
 TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<cluster> and "
-          "<tenant>/cluster/<cluster>",
+          "<tenant>/cluster/<cluster>, a job task's progress under <tenant>/task/<cluster>/progress",
           "[jobs][integration]") {
   Env env("weft-jobs-events", kFastJobs);
-  CatalogDir catalog = BaseCatalog(env.dir / "catalog");
+  // Long enough for the fake plugins to report progress (at 25 %, 50 %, 75 %).
+  CatalogDir catalog = BaseCatalog(env.dir / "catalog", /*latency_ms=*/60);
   env.Import(catalog);
   Weftd& s = env.server;
 
@@ -1258,6 +1259,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   sub.set(zmq::sockopt::rcvtimeo, 200);
   sub.set(zmq::sockopt::subscribe, "default/job/");
   sub.set(zmq::sockopt::subscribe, "default/cluster/");
+  sub.set(zmq::sockopt::subscribe, "default/task/");
   sub.connect(s.events());
   // Let the subscriptions reach weftd (it reads them as its loop turns).
   for (int i = 0; i < 10; ++i) {
@@ -1290,8 +1292,16 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
   CHECK(job_done);
   CHECK(cluster_active);
   std::vector<std::string> job_statuses, cluster_statuses;
+  int progress = 0;
   for (const auto& [topic, p] : events) {
-    if (p["type"] == "job") {
+    if (p["type"] == "task") {
+      CHECK(topic == "default/task/" + cluster_id + "/");
+    } else if (p["type"] == "task.progress") {
+      // Its cluster in the topic and the payload, as for the task's other events.
+      CHECK(topic == "default/task/" + cluster_id + "/progress");
+      CHECK(p.value("cluster_id", "") == cluster_id);
+      ++progress;
+    } else if (p["type"] == "job") {
       CHECK(topic == "default/job/" + cluster_id + "/");
       CHECK(p["cluster_id"] == cluster_id);
       CHECK(p["operation"] == "create");
@@ -1303,6 +1313,7 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
       cluster_statuses.push_back(p["status"]);
     }
   }
+  CHECK(progress > 0);
   REQUIRE(!job_statuses.empty());
   CHECK(job_statuses.front() == "running");
   CHECK(job_statuses.back() == "succeeded");
@@ -1317,8 +1328,6 @@ TEST_CASE("jobs: job and cluster transitions are published under <tenant>/job/<c
     break;
   }
 }
-
-
 
 // ---- day 2: restarts and hosts that come and go ------------------------------------
 
@@ -1445,6 +1454,95 @@ TEST_CASE("jobs: a cluster create after a catalog put or delete uses the catalog
   s.Call("clustertemplate.put", tmpl);
   REQUIRE(create("fifth").ok());
   CHECK(port_of("fifth") == "7070");
+}
+
+// ---- results that are too large, failures that cannot change ---------------------
+
+TEST_CASE("jobs: a node's results up to their limit reach its later tasks and its delete, a result over a limit, "
+          "INVALID and UNSUPPORTED fail their task at once, and the undo still deletes the node",
+          "[jobs][integration]") {
+  Env env("weft-jobs-result-limits", kFastJobs);
+  CatalogDir catalog(env.dir / "catalog");
+  // Two results of 255 KiB on one node: about 510 KiB of node results, within
+  // the 512 KiB a node may keep, carried once by every later task of the node
+  // (sent twice, as results and node.results, they made the task too large to
+  // hand out, and its take was retried without end).
+  catalog.PatchActions("fake-base", "install", {{"result_kb", 255}, {"result_field", "a"}});
+  catalog.PatchActions("fake-base", "configure", {{"result_kb", 255}, {"result_field", "b"}});
+  // One node running fake-base only: its INSTALL and CONFIGURE are the tasks under test.
+  catalog.DeriveTemplate(
+      "solo", {{"constraints", {{"services", nullptr}, {"layout", nullptr}, {"size", {{"min", 1}, {"max", 1}}}}},
+               {"defaults", {{"services", {"fake-base"}}}}});
+  env.Import(catalog);
+  Weftd& s = env.server;
+
+  json job = env.RunJob({"cluster", "create", "big", "--template", "solo", "--size", "1"});
+  RequireAllSucceeded(job);
+  {
+    json c = s.Cluster("big");
+    REQUIRE(c["nodes"].size() == 1);
+    const json& r = c["nodes"][0]["results"];
+    CHECK(r.value("a", "").size() == 255 * 1024);
+    CHECK(r.value("b", "").size() == 255 * 1024);
+  }
+  json del = env.RunJob({"cluster", "delete", "big"});
+  RequireAllSucceeded(del);
+  CHECK(TasksOf(del, "DELETE").size() == 1);
+
+  // The failed create's job, once its undo ended too (the create's --wait returns at the undo's start).
+  auto failed_create = [&](const std::string& name) {
+    RunResult r = s.Weft({"cluster", "create", name, "--template", "solo", "--size", "1", "--wait"});
+    INFO(r.out << r.err << Tail(s.Log()) << env.Logs());
+    CHECK(r.exit_code != 0);
+    const std::string id = ClusterId(s, name);
+    REQUIRE(WaitFor([&] {
+      std::vector<json> jobs = JobsOf(s, id);
+      return jobs.size() == 2 && jobs[0]["status"] != "running" && jobs[0]["status"] != "failing";
+    }, 60s));
+    std::vector<json> jobs = JobsOf(s, id);
+    json undo = s.Job(jobs[0]["id"]);
+    INFO(undo.dump(1).substr(0, 4000));
+    CHECK(undo["status"] == "succeeded");  // the node is gone again
+    CHECK(TasksOf(undo, "DELETE").size() == 1);
+    json create = s.Job(jobs[1]["id"]);
+    CHECK(create["status"] == "failed");
+    return create;
+  };
+  // One INSTALL attempt, failed, with `message_has` in its message and the job's.
+  auto one_failed_install = [](const json& create, const std::string& message_has) {
+    std::vector<json> installs = TasksOf(create, "INSTALL", "fake-base");
+    REQUIRE(installs.size() == 1);
+    const json& t = installs[0];
+    INFO(t.dump().substr(0, 4000));
+    CHECK(t["state"] == "failed");
+    CHECK(t["attempts"].size() == 1);  // not retried: another attempt would end the same
+    CHECK_THAT(t["message"].get<std::string>(), Catch::Contains(message_has));
+    CHECK_THAT(create["message"].get<std::string>(),
+               Catch::Contains("another attempt cannot change that, so it is not retried") &&
+                   Catch::Contains(message_has));
+  };
+
+  // Over the 256 KiB one task may return: weftd refuses it at task.finish.
+  catalog.PatchActions("fake-base", "install", {{"result_kb", 300}});
+  env.Import(catalog);
+  one_failed_install(failed_create("over-task"), "returned a result of " + std::to_string(300 * 1024 + 8) +
+                                                     " bytes (as JSON), over the limit of 262144 bytes");
+
+  // Over what one task.finish may carry: weft-host reports the attempt failed
+  // instead of sending a frame weftd would drop (and resending it forever).
+  catalog.PatchActions("fake-base", "install", {{"result_kb", 1200}});
+  env.Import(catalog);
+  one_failed_install(failed_create("over-frame"),
+                     "the result was " + std::to_string(1200 * 1024 + 8) + " bytes as JSON");
+
+  // INVALID and UNSUPPORTED: the same task would fail the same way.
+  catalog.PatchActions("fake-base", "install",
+                       {{"result_kb", nullptr}, {"fail_actions", "INSTALL"}, {"fail_code", "INVALID"}});
+  env.Import(catalog);
+  one_failed_install(failed_create("invalid"), "INSTALL fails because fail_actions lists it (attempt 1");
+  catalog.PatchActions("fake-base", "install", {{"fail_code", "UNSUPPORTED"}});
+  env.Import(catalog);
+  one_failed_install(failed_create("unsupported"), "unsupported: INSTALL fails because fail_actions lists it");
 }
 
 }  // namespace weft

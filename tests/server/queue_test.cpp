@@ -46,15 +46,32 @@ struct Fixture {
     return *t;
   }
 
-  weft::Status Finish(const std::string& host, std::int64_t id, std::int64_t attempt, bool ok = true,
-                      Conflict* conflict = nullptr) {
+  static FinishRequest Request(const std::string& host, std::int64_t id, std::int64_t attempt, bool ok = true) {
     FinishRequest f;
     f.host_id = host;
     f.task_id = id;
     f.attempt = attempt;
     f.succeeded = ok;
+    return f;
+  }
+
+  weft::Status Finish(const FinishRequest& f, Conflict* conflict = nullptr) {
     Conflict c;
     return queue->Finish(f, conflict ? conflict : &c);
+  }
+
+  weft::Status Finish(const std::string& host, std::int64_t id, std::int64_t attempt, bool ok = true,
+                      Conflict* conflict = nullptr) {
+    return Finish(Request(host, id, attempt, ok), conflict);
+  }
+
+  // From now on, every task that ends is appended to `ended` (what the job engine is told).
+  std::vector<weft::queue::Ended> ended;
+  void CollectEnded() {
+    queue->set_end_observer([this](const weft::queue::Ended& e) {
+      ended.push_back(e);
+      return weft::Status::Ok();
+    });
   }
 };
 
@@ -298,25 +315,17 @@ TEST_CASE("queue: an undelivered take is released for the next attempt", "[queue
 
 TEST_CASE("queue: a result over the limit fails its attempt for good, saying the task, size and limit", "[queue]") {
   Fixture f;
-  std::vector<weft::queue::Ended> ended;
-  f.queue->set_end_observer([&](const weft::queue::Ended& e) {
-    ended.push_back(e);
-    return weft::Status::Ok();
-  });
+  f.CollectEnded();
   const std::int64_t id = f.Enqueue("default", "fake-provider");
   REQUIRE(f.Take("h1", kProvider));
-  FinishRequest fin;
-  fin.host_id = "h1";
-  fin.task_id = id;
-  fin.attempt = 1;
+  FinishRequest fin = Fixture::Request("h1", id, 1);
   fin.result_json = "{\"blob\":\"" + std::string(weft::queue::kMaxResultBytes, 'b') + "\"}";
-  Conflict c;
-  REQUIRE(f.queue->Finish(fin, &c).ok());
-  REQUIRE(ended.size() == 1);
-  CHECK_FALSE(ended[0].succeeded);
-  CHECK(ended[0].final);
-  CHECK(ended[0].result_json == "{}");
-  CHECK_THAT(ended[0].message, Catch::Contains("task " + std::to_string(id) + " attempt 1 returned a result of " +
+  REQUIRE(f.Finish(fin).ok());
+  REQUIRE(f.ended.size() == 1);
+  CHECK_FALSE(f.ended[0].succeeded);
+  CHECK(f.ended[0].final);
+  CHECK(f.ended[0].result_json == "{}");
+  CHECK_THAT(f.ended[0].message, Catch::Contains("task " + std::to_string(id) + " attempt 1 returned a result of " +
                                                std::to_string(fin.result_json.size()) + " bytes") &&
                                    Catch::Contains("over the limit of 262144 bytes") &&
                                    Catch::Contains("not kept"));
@@ -324,7 +333,7 @@ TEST_CASE("queue: a result over the limit fails its attempt for good, saying the
   REQUIRE(stored.ok());
   CHECK((*stored)->state == TaskState::kFailed);
   CHECK((*stored)->result_json == "{}");
-  CHECK((*stored)->message == ended[0].message);
+  CHECK((*stored)->message == f.ended[0].message);
 
   // A result at the limit is kept.
   const std::int64_t ok_id = f.Enqueue("default", "fake-provider");
@@ -332,62 +341,45 @@ TEST_CASE("queue: a result over the limit fails its attempt for good, saying the
   fin.task_id = ok_id;
   fin.result_json = "{\"blob\":\"" + std::string(weft::queue::kMaxResultBytes - 11, 'b') + "\"}";
   REQUIRE(fin.result_json.size() == weft::queue::kMaxResultBytes);
-  REQUIRE(f.queue->Finish(fin, &c).ok());
-  REQUIRE(ended.size() == 2);
-  CHECK(ended[1].succeeded);
-  CHECK(ended[1].result_json == fin.result_json);
+  REQUIRE(f.Finish(fin).ok());
+  REQUIRE(f.ended.size() == 2);
+  CHECK(f.ended[1].succeeded);
+  CHECK(f.ended[1].result_json == fin.result_json);
 }
 
 TEST_CASE("queue: the result check refuses a result: the attempt fails for good with its message", "[queue]") {
   Fixture f;
-  std::vector<weft::queue::Ended> ended;
-  f.queue->set_end_observer([&](const weft::queue::Ended& e) {
-    ended.push_back(e);
-    return weft::Status::Ok();
-  });
+  f.CollectEnded();
   f.queue->set_result_check([](std::int64_t task_id, const std::string& result) {
     return result.size() > 10 ? weft::Status::TooLarge("task " + std::to_string(task_id) + " is too big for its node")
                               : weft::Status::Ok();
   });
   const std::int64_t id = f.Enqueue("default", "fake-provider");
   REQUIRE(f.Take("h1", kProvider));
-  FinishRequest fin;
-  fin.host_id = "h1";
-  fin.task_id = id;
-  fin.attempt = 1;
+  FinishRequest fin = Fixture::Request("h1", id, 1);
   fin.result_json = "{\"a\":\"0123456789\"}";
-  Conflict c;
-  REQUIRE(f.queue->Finish(fin, &c).ok());
-  REQUIRE(ended.size() == 1);
-  CHECK_FALSE(ended[0].succeeded);
-  CHECK(ended[0].final);
-  CHECK_THAT(ended[0].message, Catch::StartsWith("task " + std::to_string(id) + " is too big for its node"));
+  REQUIRE(f.Finish(fin).ok());
+  REQUIRE(f.ended.size() == 1);
+  CHECK_FALSE(f.ended[0].succeeded);
+  CHECK(f.ended[0].final);
+  CHECK_THAT(f.ended[0].message, Catch::StartsWith("task " + std::to_string(id) + " is too big for its node"));
 }
 
 TEST_CASE("queue: a failure coded INVALID or UNSUPPORTED is final, FAILED or none is not", "[queue]") {
   Fixture f;
-  std::vector<weft::queue::Ended> ended;
-  f.queue->set_end_observer([&](const weft::queue::Ended& e) {
-    ended.push_back(e);
-    return weft::Status::Ok();
-  });
+  f.CollectEnded();
   for (const char* code : {"INVALID", "UNSUPPORTED", "TOO_LARGE", "FAILED", "TIMEOUT", ""}) {
     const std::int64_t id = f.Enqueue("default", "fake-provider");
     REQUIRE(f.Take("h1", kProvider));
-    FinishRequest fin;
-    fin.host_id = "h1";
-    fin.task_id = id;
-    fin.attempt = 1;
-    fin.succeeded = false;
+    FinishRequest fin = Fixture::Request("h1", id, 1, false);
     fin.code = code;
-    Conflict c;
-    REQUIRE(f.queue->Finish(fin, &c).ok());
+    REQUIRE(f.Finish(fin).ok());
   }
-  REQUIRE(ended.size() == 6);
-  CHECK(ended[0].final);
-  CHECK(ended[1].final);
-  CHECK(ended[2].final);
-  CHECK_FALSE(ended[3].final);
-  CHECK_FALSE(ended[4].final);
-  CHECK_FALSE(ended[5].final);
+  REQUIRE(f.ended.size() == 6);
+  CHECK(f.ended[0].final);
+  CHECK(f.ended[1].final);
+  CHECK(f.ended[2].final);
+  CHECK_FALSE(f.ended[3].final);
+  CHECK_FALSE(f.ended[4].final);
+  CHECK_FALSE(f.ended[5].final);
 }

@@ -553,3 +553,56 @@ TEST_CASE("postgres store: a finish updates its task's row in place, and open_ta
   CHECK(unfinished_ids() == open_ids());
   CHECK(listed_ids(again) == csv({ids[0], ids[1], many[5]}));
 }
+
+TEST_CASE("postgres store: takes and finishes committed two by two, as hosts send them, update their rows in "
+          "place, and a store from before migration 18 gets the room for them",
+          "[store][postgres]") {
+  TempDir dir("task-writes-fill");
+  auto server = StartPostgres(dir.path());
+  auto opened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& store = Opened(opened);
+  // No autovacuum: its snapshot would keep the old versions of the rows from
+  // being pruned while it runs, which is not what this case measures.
+  REQUIRE(server->Exec("ALTER TABLE tasks SET (autovacuum_enabled = off)").ok());
+  constexpr int kTasks = 400;
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, kTasks);
+  // Each commit finishes the two tasks the one before took and takes the next two.
+  std::int64_t now = 2000;
+  for (int at = 0; at <= kTasks; at += 2, ++now) {
+    REQUIRE(store.Begin().ok());
+    for (int i = at - 2; i < at; ++i) {
+      if (i < 0) continue;
+      REQUIRE(store.EndAttempt(ids[i], 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "", "{}", "", "", now)
+                  .ok());
+    }
+    for (int i = at; i < at + 2 && i < kTasks; ++i)
+      REQUIRE(store.LeaseTask(ids[i], 1, "bench-host-" + std::to_string(i % 4), now + 30000, now).ok());
+    REQUIRE(store.SendCommit().ok());
+    REQUIRE(store.AwaitCommit().ok());
+  }
+  CHECK(server->Query("SELECT COUNT(*) FROM tasks WHERE state = 'succeeded' AND attempt = 1").value() ==
+        std::to_string(kTasks));
+  // The server counts the updates once the store's connection ends.
+  opened->reset();
+  const std::string updates =
+      "SELECT n_tup_upd || ':' || n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tasks'";
+  const std::string all_in_place = std::to_string(2 * kTasks) + ":" + std::to_string(2 * kTasks);
+  std::string counted;
+  for (int i = 0; i < 100 && !(counted = server->Query(updates).value()).starts_with(std::to_string(2 * kTasks) + ":"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(counted == all_in_place);
+
+  // A store from before migration 18 (pages filled to 90 %): upgraded in place, its rows as they were.
+  const std::string rows = "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM tasks t";
+  const std::string before = server->Query(rows).value();
+  const std::string fill = "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'tasks'";
+  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 18; "
+                       "ALTER TABLE tasks SET (fillfactor = 90)").ok());
+  CHECK(server->Query(fill).value() == "autovacuum_enabled=off,fillfactor=90");
+  auto reopened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& again = Opened(reopened);
+  CHECK(again.schema_version() == Store::LatestSchemaVersion());
+  CHECK(server->Query(fill).value() == "autovacuum_enabled=off,fillfactor=70");
+  CHECK(server->Query(rows).value() == before);
+  CHECK(Task(again, ids[7]).state == TaskState::kSucceeded);
+}

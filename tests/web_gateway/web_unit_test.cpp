@@ -71,12 +71,14 @@ TEST_CASE("the event ring numbers events and resumes after a kept id, else says 
   CHECK(ring.After(1004, 100).events.empty());
 }
 
-TEST_CASE("a task's progress events belong to the cluster its task events named") {
+TEST_CASE("an event belongs to the cluster its payload or else its topic names") {
   EventRing ring(10, 1);
-  ring.Append("acme/task/7/", {{"type", "task"}, {"task_id", 42}, {"cluster_id", "7"}, {"state", "leased"}});
-  auto progress = ring.Append("acme/task/progress", {{"type", "task.progress"}, {"task_id", 42}, {"percent", 50}});
+  auto progress = ring.Append("acme/task/7/progress",
+                              {{"type", "task.progress"}, {"task_id", 42}, {"cluster_id", "7"}, {"percent", 50}});
   CHECK(progress->cluster_id == "7");
   CHECK(progress->tenant == "acme");
+  auto raw = ring.Append("acme/task/progress", {{"type", "task.progress"}, {"task_id", 43}, {"percent", 50}});
+  CHECK(raw->cluster_id.empty());  // a raw task belongs to no cluster
   auto job = ring.Append("acme/job/9/", {{"type", "job"}, {"job_id", "3"}});
   CHECK(job->cluster_id == "9");  // from the topic
 }

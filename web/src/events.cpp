@@ -7,7 +7,6 @@ namespace weft::web {
 namespace {
 
 constexpr const char* kLog = "weft-web";
-constexpr std::size_t kMaxTasksRemembered = 100000;
 
 std::string StringField(const nlohmann::json& payload, const char* key) {
   auto it = payload.find(key);
@@ -17,36 +16,21 @@ std::string StringField(const nlohmann::json& payload, const char* key) {
   return "";
 }
 
+// The payload's cluster_id, or else the one a topic "<tenant>/<kind>/<cluster_id>/..." names.
+std::string ClusterOf(const nlohmann::json& payload, const std::string& topic) {
+  std::string cluster = StringField(payload, "cluster_id");
+  if (!cluster.empty()) return cluster;
+  const std::size_t a = topic.find('/');
+  const std::size_t b = a == std::string::npos ? a : topic.find('/', a + 1);
+  const std::size_t c = b == std::string::npos ? b : topic.find('/', b + 1);
+  if (c != std::string::npos && c > b + 1) cluster = topic.substr(b + 1, c - b - 1);
+  return cluster;
+}
+
 }  // namespace
 
 EventRing::EventRing(std::size_t capacity, std::uint64_t first_id)
     : capacity_(capacity == 0 ? 1 : capacity), first_id_(first_id), next_id_(first_id) {}
-
-std::string EventRing::ClusterOf(const std::string& type, const nlohmann::json& payload, const std::string& topic) {
-  std::string cluster = StringField(payload, "cluster_id");
-  auto task = payload.find("task_id");
-  const bool has_task = task != payload.end() && task->is_number_integer();
-  if (type == "task" && has_task && !cluster.empty() && !task_cluster_.count(task->get<std::int64_t>())) {
-    task_cluster_[task->get<std::int64_t>()] = cluster;
-    task_order_.push_back(task->get<std::int64_t>());
-    if (task_order_.size() > kMaxTasksRemembered) {
-      task_cluster_.erase(task_order_.front());
-      task_order_.pop_front();
-    }
-  }
-  if (cluster.empty() && type == "task.progress" && has_task) {
-    auto it = task_cluster_.find(task->get<std::int64_t>());
-    if (it != task_cluster_.end()) cluster = it->second;
-  }
-  if (cluster.empty()) {
-    // "<tenant>/<kind>/<cluster_id>/": the topic names it when the payload does not.
-    const std::size_t a = topic.find('/');
-    const std::size_t b = a == std::string::npos ? a : topic.find('/', a + 1);
-    const std::size_t c = b == std::string::npos ? b : topic.find('/', b + 1);
-    if (c != std::string::npos && c > b + 1) cluster = topic.substr(b + 1, c - b - 1);
-  }
-  return cluster;
-}
 
 EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& payload) {
   auto event = std::make_shared<StoredEvent>();
@@ -56,7 +40,7 @@ EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& paylo
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    event->cluster_id = ClusterOf(event->type, payload, topic);
+    event->cluster_id = ClusterOf(payload, topic);
     event->id = next_id_++;
     events_.push_back(event);
     if (events_.size() > capacity_) events_.pop_front();

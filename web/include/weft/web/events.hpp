@@ -18,7 +18,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,17 +62,11 @@ class EventRing {
   void Unlisten(int id);
 
  private:
-  std::string ClusterOf(const std::string& type, const nlohmann::json& payload, const std::string& topic);
-
   const std::size_t capacity_;
   const std::uint64_t first_id_;
   mutable std::mutex mu_;
   std::deque<EventPtr> events_;
   std::uint64_t next_id_;
-  // task.progress events name only their task: the task's cluster, learnt from
-  // its task events, so a user's stream can show its own tasks' progress.
-  std::unordered_map<std::int64_t, std::string> task_cluster_;
-  std::deque<std::int64_t> task_order_;
   std::map<int, std::function<void()>> listeners_;
   int next_listener_ = 1;
 };

@@ -222,6 +222,11 @@ class TaskQueue {
     auto it = live_.find(task_id);
     return it == live_.end() ? nullptr : &it->second.tenant;
   }
+  // The cluster of a queued or leased task ("" for a raw task); nullptr for others.
+  const std::string* ClusterOf(std::int64_t task_id) const {
+    auto it = live_.find(task_id);
+    return it == live_.end() ? nullptr : &it->second.cluster_id;
+  }
 
   // Transitions since the last call; publish them only after a commit.
   std::vector<TaskEvent> TakeEvents() { return std::exchange(events_, {}); }
