@@ -248,4 +248,18 @@ TEST_CASE("weft: an unreachable server exits 1 with one sentence naming the endp
                                       " (connection refused); is weftd running? (set --server or WEFT_SERVER)"));
 }
 
+TEST_CASE("weft: a server that never answers is named with the wait as durations read", "[cli][integration]") {
+  // A ZeroMQ socket takes the connection and never replies.
+  zmq::context_t ctx(1);
+  zmq::socket_t mute(ctx, zmq::socket_type::router);
+  mute.set(zmq::sockopt::linger, 0);
+  mute.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = wire::LastEndpoint(mute);
+  RunResult r = testing::Run(BuildPath("bin/weft"), {"--server", endpoint, "--timeout", "1500", "status"});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains(endpoint + " within 1.5s"));
+  CHECK_THAT(r.err, !Catch::Contains(" ms"));
+}
+
 }  // namespace weft
