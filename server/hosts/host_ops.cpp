@@ -83,7 +83,8 @@ Response HostOps::HostList(const Call& call) {
                     {"in_flight", d_.queue.InFlight(id)},
                     {"workers", OwnTenantOnly(live ? d_.hosts.WorkersFor(id) : json::array(), call.principal)},
                     {"reported_workers", OwnTenantOnly(h.reported_workers, call.principal)},
-                    {"plugins", HostRegistry::TypesFor(h, call.principal.tenant)}});
+                    {"plugins", HostRegistry::TypesFor(h, call.principal.tenant)},
+                    {"refused", RefusedFor(h.refused, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
 }
@@ -116,7 +117,17 @@ Response HostOps::PluginList(const Call& call) {
   }
   json list = json::array();
   for (auto& [type, p] : plugins) list.push_back(std::move(p));
-  return Response::Ok({{"plugins", std::move(list)}});
+  // The plugin files live hosts refused (a tenant's Lua plugin that does not
+  // load, say): the host logs why, and the operator sees it here too.
+  json refused = json::array();
+  for (const auto& [id, h] : d_.hosts.all()) {
+    if (!d_.hosts.Live(h)) continue;
+    for (json r : RefusedFor(h.refused, call.principal.tenant)) {
+      r["host_id"] = id;
+      refused.push_back(std::move(r));
+    }
+  }
+  return Response::Ok({{"plugins", std::move(list)}, {"refused", std::move(refused)}});
 }
 
 Response HostOps::HostRegister(const Call& call) {
@@ -160,12 +171,29 @@ Response HostOps::HostRegister(const Call& call) {
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
   if (incarnation.size() > 128)
     return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
+  WEFT_TRY_ASSIGN(refused, ParseRefused(body));
+  WEFT_TRY_ASSIGN(machine, jsonf::String(body, "machine", "body", ""));
+  if (machine.size() > 256) return Response::Error(Status::Invalid("body.machine must be at most 256 characters"));
+  WEFT_TRY_ASSIGN(pid, jsonf::Int(body, "pid", "body", 0, INT32_MAX, 0));
+  // A second process under a live host's id: refused, the first one keeps it.
+  bool first_refusal = false;
+  if (Status busy = d_.hosts.CheckNewProcess(host_id, incarnation, call.principal.key, &first_refusal); !busy.ok()) {
+    if (first_refusal) {
+      WEFT_LOG(kWarn, "weftd") << "refused host.register of a second process: " << busy.message()
+                               << (machine.empty() ? std::string() : " (the refused one runs on " + machine + ")");
+    }
+    return Response::Error(busy);
+  }
   const std::int64_t now = d_.clock.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
   h.incarnation = incarnation;
+  h.machine = machine;
+  h.pid = pid;
+  h.key = call.principal.key;
+  h.refused = refused.is_array() ? std::move(refused) : json::array();
   Status s = d_.store.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
   if (const Host* old = d_.hosts.Find(host_id);
@@ -216,6 +244,8 @@ Response HostOps::HostHeartbeat(const Call& call) {
                                              jsonf::Brief(*workers)));
     host->reported_workers = *workers;
   }
+  WEFT_TRY_ASSIGN(refused, ParseRefused(body));
+  if (refused.is_array()) host->refused = std::move(refused);
   WEFT_TRY_ASSIGN(outcome, d_.queue.Renew(host->record.id, refs));
   d_.hosts.Seen(*host);
   Status s = d_.store.TouchHost(host->record.id, host->record.last_seen_ms);

@@ -13,6 +13,7 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
+#include "weft/client/client.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft {
@@ -226,6 +227,46 @@ TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensit
   CHECK(filtered.exit_code == 1);
   CHECK(Lines(filtered.err) == 1);
   CHECK_THAT(filtered.err, Catch::Contains("no registered host offers plugin type 'no-such-type'"));
+}
+
+TEST_CASE("weft plugin list and weft host show: the plugin files a host refused, with the reason",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-test");
+  zmq::context_t ctx(1);
+  client::Client host(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "",
+                                           .limits = {}});
+  const json refused = {{{"file", "/plugins/broken.so"}, {"reason", "no entry symbol weft_plugin_entry"}},
+                        {{"file", "/state/plugins/acme@gx.lua"},
+                         {"reason", "cannot load the Lua plugin: [string]:1: unexpected symbol"},
+                         {"tenant", "acme"},
+                         {"type", "gx"}}};
+  Result<json> reply = host.Call("host.register", {{"host_id", "cli-host-4"},
+                                                   {"capacity", 1},
+                                                   {"plugins", json::array({TestPlugin()})},
+                                                   {"refused", refused}});
+  REQUIRE(reply.ok());
+
+  // The default tenant sees the host-wide refusal, not acme's own.
+  RunResult list = server.Weft({"plugin", "list"});
+  INFO(list.out << list.err);
+  REQUIRE(list.exit_code == 0);
+  CHECK_THAT(list.out, Catch::StartsWith("cli-test-provider  (provider, version 1.2)"));
+  CHECK_THAT(list.out, Catch::Contains("refused plugin files (the host does not run them):\n"
+                                       "  REFUSED /plugins/broken.so on host cli-host-4: no entry symbol "
+                                       "weft_plugin_entry\n"));
+  CHECK_THAT(list.out, !Catch::Contains("acme@gx.lua"));
+  RunResult show = server.Weft({"host", "show", "cli-host-4"});
+  INFO(show.out << show.err);
+  REQUIRE(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::StartsWith("host ") && Catch::Contains("cli-test-provider"));
+  CHECK_THAT(show.out, Catch::Contains("refused plugin files (1):\n  REFUSED /plugins/broken.so: no entry symbol"));
+  CHECK(server.Weft({"host", "show", "no-such-host"}).exit_code == 1);
+
+  // A heartbeat carries the list too, and replaces it: the file was fixed.
+  REQUIRE(host.Call("host.heartbeat", {{"host_id", "cli-host-4"}, {"refused", json::array()}}).ok());
+  RunResult after = server.Weft({"-o", "json", "plugin", "list"});
+  REQUIRE(after.exit_code == 0);
+  CHECK(json::parse(after.out, nullptr, false)["refused"] == json::array());
 }
 
 TEST_CASE("weft: a usage error exits 2 with one line and a hint", "[cli][integration]") {

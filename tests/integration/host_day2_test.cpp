@@ -121,7 +121,9 @@ TEST_CASE("day2: a run of thousands of tasks logs no stale attempt for an attemp
 TEST_CASE("day2: a host killed mid-task and started again gives up its old attempts at once",
           "[integration][day2]") {
   // A lease far longer than the test may take: the tasks can only finish if
-  // the restarted host's registration hands them out again.
+  // their attempts are given up once weftd knows the killed process is gone:
+  // when it stops hearing it (hosts.silent_after_ms; it refuses the restarted
+  // process until then) or as the restarted process registers.
   TempDir tmp("weft-day2");
   Weftd server(ServerIn(tmp / "server", json(), /*lease_ms=*/300000));
   auto host = std::make_unique<Host>(HostIn(tmp / "host", "h1", server.provisioner(), std::vector<std::filesystem::path>{},
@@ -149,11 +151,51 @@ TEST_CASE("day2: a host killed mid-task and started again gives up its old attem
     INFO(t.dump());
     CHECK(t["host_id"] == "h1");
   }
-  // The attempt the killed process held ended when the new process registered.
+  // The attempt the killed process held ended when weftd stopped hearing it
+  // or when the new process registered, whichever came first.
   const json t = server.Task(first);
   INFO(t.dump(1) << "\n" << server.Log());
   REQUIRE(t["attempts"].size() >= 2);
   CHECK(t["attempts"][0]["status"] == "expired");
-  CHECK(t["attempts"][0]["message"].get<std::string>().find("started again") != std::string::npos);
+  const std::string why = t["attempts"][0]["message"].get<std::string>();
+  CHECK((why.find("started again") != std::string::npos || why.find("is silent") != std::string::npos));
   CHECK(t["attempts"].back()["status"] == "succeeded");
+}
+
+TEST_CASE("day2: a second weft-host under a live host's id is refused until the first is gone",
+          "[integration][day2]") {
+  TempDir tmp("weft-day2");
+  Weftd server(ServerIn(tmp / "server", json(), /*lease_ms=*/300000));
+  auto first = std::make_unique<Host>(HostIn(tmp / "first", "h1", server.provisioner()));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
+  // The first process runs a task while the second one tries to register.
+  const json busy = server.Call(
+      "debug.enqueue", {{"tasks", {{{"plugin", "fake-automator"},
+                                    {"action", "INSTALL"},
+                                    {"node_id", "n1"},
+                                    {"payload", {{"fields", {{"latency_ms", 3000}}}}}}}}});
+  const std::int64_t running = busy["task_ids"][0].get<std::int64_t>();
+  server.WaitTaskState(running, "leased", 20s);
+  Host second(HostIn(tmp / "second", "h1", server.provisioner()));
+  constexpr const char* kRefused = "weftd refuses to register this host: host 'h1' is already connected from";
+  const bool refused = WaitFor([&] { return second.Log().find(kRefused) != std::string::npos; }, 30s);
+  INFO("second:\n" << second.Log() << "\nweftd:\n" << Tail(server.Log(), 4000));
+  REQUIRE(refused);
+  const std::string log = second.Log();
+  CHECK(log.find("(pid " + std::to_string(first->process().pid()) + "), heard ") != std::string::npos);
+  CHECK(log.find("registered with weftd") == std::string::npos);
+  CHECK(log.find("started worker") == std::string::npos);
+  CHECK(server.Log().find("refused host.register of a second process") != std::string::npos);
+  // The first process keeps its task: nothing gave its attempt up.
+  const json done = server.WaitTaskState(running, "succeeded", 60s);
+  INFO(done.dump(1));
+  CHECK(done["attempt"] == 1);
+  // Once the first process is gone and weftd stops hearing it, the second one gets in and works.
+  first->process().Signal(SIGKILL);
+  REQUIRE(first->process().Wait(10s).has_value());
+  first.reset();
+  REQUIRE(WaitFor([&] { return second.Log().find("the other process with this host id is gone") != std::string::npos; },
+                  60s));
+  const std::vector<std::int64_t> ids = EnqueueMany(server, 3);
+  for (std::int64_t id : ids) server.WaitTaskState(id, "succeeded", 60s);
 }

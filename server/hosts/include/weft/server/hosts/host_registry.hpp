@@ -44,8 +44,24 @@ struct Host {
   bool left = false;
   // The process that registered last (host.register's `incarnation`); kept in memory only.
   std::string incarnation;
+  // Where that process says it runs (host.register's optional `machine` and `pid`), for
+  // the refusal of a second process under the same id; kept in memory only.
+  std::string machine;
+  std::int64_t pid = 0;
+  std::string key;  // the CurveZMQ key that process registered with ("" with security off)
+  // The last process refused under this id (CheckNewProcess), so weftd logs each one once.
+  std::string refused_incarnation;
   json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
+  // The plugin files the host refused: [{file, reason, type?, tenant?}] (host.register's and
+  // host.heartbeat's optional `refused`); kept in memory only, every heartbeat resends it.
+  json refused = json::array();
 };
+
+// host.register's or host.heartbeat's optional `refused` list, checked and
+// bounded (at most 1000 entries, reasons cut to 2000 bytes); null when the body has none.
+Result<json> ParseRefused(const json& body);
+// The entries of `refused` a caller of `tenant` may see: the host-wide ones and that tenant's.
+json RefusedFor(const json& refused, const std::string& tenant);
 
 class HostRegistry {
  public:
@@ -63,6 +79,15 @@ class HostRegistry {
   [[nodiscard]] Result<Host*> Known(const json& body);
   // Records `host` (a new registration or a new process of a known host).
   void Put(Host host);
+  // CONFLICT when a process with another `incarnation` holds `host_id` and is
+  // live: two weft-host processes under one id would take each other's tasks
+  // away. A registration without an incarnation, or of a host that left or
+  // went silent, is never refused (a restart after a crash gets in once the
+  // old process is silent), nor one with another key than the live process's
+  // (the host got a new key, which revoked the old one: the old process is cut off).
+  // `*first` says whether this process was not refused before (to log it once).
+  [[nodiscard]] Status CheckNewProcess(const std::string& host_id, const std::string& incarnation,
+                                       const std::string& key, bool* first);
 
   // Whether weftd heard from the host within hosts.silent_after_ms.
   bool Live(const Host& host) const;

@@ -1,0 +1,94 @@
+// The host registry's rules for host.register: one live process per host id,
+// and the refused plugin files a host reports, over a real SQLite store.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/server/config/config.hpp"
+#include "weft/server/hosts/host_registry.hpp"
+#include "weft/server/queue/task_queue.hpp"
+#include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
+
+using json = nlohmann::json;
+
+TEST_CASE("host registry: a second process under a live host's id is refused until the first one is silent",
+          "[hosts]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
+  weft::ManualClock clock;
+  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
+  REQUIRE(queue.Load().ok());
+  weft::server::Config config;
+  config.hosts.silent_after_ms = 3000;
+  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  weft::hosts::Host host;
+  host.record.id = "h1";
+  host.record.capacity = 1;
+  host.record.last_seen_ms = clock.NowMs();
+  host.incarnation = "100-a";
+  host.machine = "build-3";
+  host.pid = 100;
+  hosts.Put(host);
+
+  bool first = false;
+  // The same process registering again (a plugin change, NOT_FOUND) is fine.
+  CHECK(hosts.CheckNewProcess("h1", "100-a", "", &first).ok());
+  // Another process, while the first one is live: refused, naming where the first one runs.
+  clock.AdvanceMs(250);
+  weft::Status busy = hosts.CheckNewProcess("h1", "200-b", "", &first);
+  CHECK(busy.code() == weft::Code::kConflict);
+  CHECK(busy.message() ==
+        "host 'h1' is already connected from build-3 (pid 100), heard 250 ms ago; stop it first or give this host "
+        "another id (a host that died is let in once it was not heard from for hosts.silent_after_ms, 3000 ms)");
+  CHECK(first);
+  // Its retries are refused too, but weftd logs the process once.
+  CHECK(hosts.CheckNewProcess("h1", "200-b", "", &first).code() == weft::Code::kConflict);
+  CHECK_FALSE(first);
+  // Without an incarnation (an older weft-host) nothing can be told apart: let in, as before.
+  CHECK(hosts.CheckNewProcess("h1", "", "", &first).ok());
+  // A process with another key than the live one's: the host was given a new key,
+  // which cut the old process off (with security off there are no keys).
+  hosts.Find("h1")->key = "old-key";
+  CHECK(hosts.CheckNewProcess("h1", "200-b", "new-key", &first).ok());
+  CHECK(hosts.CheckNewProcess("h1", "200-b", "old-key", &first).code() == weft::Code::kConflict);
+  // Another id is never in the way.
+  CHECK(hosts.CheckNewProcess("h2", "200-b", "", &first).ok());
+  // Once the first process is silent (it died), the second one gets in.
+  clock.AdvanceMs(3000);
+  CHECK(hosts.CheckNewProcess("h1", "200-b", "", &first).ok());
+  // So does one after the first said goodbye.
+  clock.AdvanceMs(-3000);
+  weft::hosts::Host* h1 = hosts.Find("h1");
+  REQUIRE(h1);
+  CHECK_FALSE(hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
+  REQUIRE(hosts.Leave(*h1).ok());
+  CHECK(hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
+}
+
+TEST_CASE("host registry: refused plugin files are checked, bounded and shown to their tenant only", "[hosts]") {
+  CHECK(weft::hosts::ParseRefused(json::object())->is_null());
+  const json body = {{"refused",
+                      {{{"file", "/p/x.so"}, {"reason", "no entry symbol"}},
+                       {{"file", "/s/acme@gx.lua"}, {"reason", std::string(5000, 'r')}, {"tenant", "acme"}, {"type", "gx"}},
+                       {{"file", "/s/globex@gy.lua"}, {"reason", "syntax"}, {"tenant", "globex"}}}}};
+  auto parsed = weft::hosts::ParseRefused(body);
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->size() == 3);
+  CHECK((*parsed)[1]["reason"].get<std::string>().size() == 2003);  // 2000 bytes and "..."
+  const json acme = weft::hosts::RefusedFor(*parsed, "acme");
+  REQUIRE(acme.size() == 2);
+  CHECK(acme[0]["file"] == "/p/x.so");
+  CHECK(acme[1]["type"] == "gx");
+  CHECK(weft::hosts::RefusedFor(*parsed, "default").size() == 1);
+
+  auto bad = weft::hosts::ParseRefused({{"refused", {{{"file", "/p/x.so"}}}}});
+  CHECK(bad.status().code() == weft::Code::kInvalid);
+  CHECK_THAT(bad.status().message(), Catch::Contains("body.refused[0]"));
+  CHECK(weft::hosts::ParseRefused({{"refused", "x"}}).status().code() == weft::Code::kInvalid);
+}
