@@ -210,7 +210,7 @@ TEST_CASE("weft cli edges: job watch counts from when the job started, not from 
   testing::Weftd server("weft-cli-edges-watch");
   Import(server, kExamples);
   // No host runs the fake plugins, so the create job waits until it is aborted.
-  const json created = server.WeftJson({"cluster", "create", "shop", "--template", "web-fake", "--size", "1"});
+  const json created = server.WeftJson({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"});
   INFO(created.dump());
   REQUIRE(created.contains("job"));
   const json& job_id = created["job"]["id"];
