@@ -95,6 +95,15 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                         Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
     if (s.contains("requests")) kv.Add("requests", RequestsText(s["requests"]));
   }
+  if (s.contains("retention") && s["retention"].is_object()) {
+    const json& r = s["retention"];
+    const json& removed = r.contains("removed") ? r["removed"] : empty;
+    kv.Add("retention", Int(r, "ended_after_ms") <= 0
+                            ? std::string("what ended is kept for ever")
+                            : "what ended goes after " + Duration(Int(r, "ended_after_ms")) + "; removed " +
+                                  Text(removed, "clusters") + " clusters, " + Text(removed, "jobs") + " jobs, " +
+                                  Text(removed, "tasks") + " tasks since start");
+  }
   if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);
   kv.Print(ctx.out());
   return Status::Ok();

@@ -244,6 +244,7 @@ struct Master::Impl {
   int inotify_fd = -1;
   int wake_fd = -1;  // eventfd: the control thread wakes the main loop
   std::map<int, std::filesystem::path> watches;  // inotify watch -> plugin directory
+  std::map<int, std::pair<dev_t, ino_t>> watched_inodes;  // the directory each watch was put on
   // Plugin directories without a watch: absent (not created yet, removed, moved
   // away) or not watchable. Tried again every kWatchRetryMs (see Tick).
   std::set<std::filesystem::path> unwatched;
@@ -507,6 +508,8 @@ bool Master::Impl::WatchDir(const std::filesystem::path& dir, std::string* error
     return false;
   }
   watches[wd] = dir;
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0) watched_inodes[wd] = {st.st_dev, st.st_ino};
   return true;
 }
 
@@ -519,6 +522,7 @@ void Master::Impl::LostWatch(int wd, std::uint32_t mask) {
   if (it == watches.end()) return;  // the IN_IGNORED after a removal we handled already
   const std::filesystem::path dir = it->second;
   watches.erase(it);
+  watched_inodes.erase(wd);
   if (!(mask & IN_IGNORED)) (void)inotify_rm_watch(inotify_fd, wd);
   WEFT_LOG(kWarn, kLog) << "plugin directory " << dir.string() << " was "
                         << ((mask & IN_MOVE_SELF) ? "moved away" : "removed")
@@ -531,8 +535,17 @@ void Master::Impl::LostWatch(int wd, std::uint32_t mask) {
 // Plugin directories that were absent: watch each one that is there now and
 // rescan (files may have been put in before the watch).
 void Master::Impl::RetryWatches() {
-  if (unwatched.empty() || inotify_fd < 0 || Clock::now() < watch_retry_at) return;
+  if (inotify_fd < 0 || Clock::now() < watch_retry_at) return;
   watch_retry_at = Clock::now() + std::chrono::milliseconds(kWatchRetryMs);
+  // A removed directory's IN_DELETE_SELF comes only once nothing holds it open
+  // any more: a path that names another directory already is lost now.
+  std::vector<int> replaced;
+  for (const auto& [wd, inode] : watched_inodes) {
+    struct stat st {};
+    if (stat(watches[wd].c_str(), &st) != 0 || st.st_dev != inode.first || st.st_ino != inode.second)
+      replaced.push_back(wd);
+  }
+  for (int wd : replaced) LostWatch(wd, IN_DELETE_SELF);
   for (auto it = unwatched.begin(); it != unwatched.end();) {
     std::string error;
     if (!WatchDir(*it, &error)) {

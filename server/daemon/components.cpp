@@ -33,7 +33,8 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
       registry_(store, clock, keys_),
       logins_(store, clock, registry_,
               auth::LoginOptions{config.security.session_idle_ms, config.security.session_max_ms,
-                                 config.security.login_burst, config.security.login_interval_ms}) {}
+                                 config.security.login_burst, config.security.login_interval_ms}),
+      retention_(config.retention, store, clock) {}
 
 Status Components::Start() {
   WEFT_RETURN_IF_ERROR(Prepare());
@@ -202,7 +203,7 @@ Status Components::Wire() {
     return engine_.Decorate(r, task, texts);
   });
 
-  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
+  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_, retention_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
   capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_, resources_.get());
