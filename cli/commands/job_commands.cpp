@@ -13,6 +13,7 @@
 #include "weft/cli/context.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
+#include "weft/common/clock.hpp"
 #include "weft/common/lifecycle.hpp"
 
 namespace weft::cli {
@@ -140,13 +141,17 @@ namespace {
 
 // How long a job took, for its last line: the server's own times for a job
 // followed from its start (exact, however often we polled), else what we saw.
+// How long the job has run, from its request to its end (or to now, by this
+// machine's clock, while it runs): the job's own times from job.get, not how long
+// it was watched. A resumed job (job retry --wait) counts from its resumption,
+// which is when the watch started.
 std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
   const std::int64_t created = job.value("created_at_ms", std::int64_t{0});
   const std::int64_t finished = job.value("finished_at_ms", std::int64_t{0});
-  if (resumed || created <= 0 || finished < created) return watched_ms;
-  return finished - created;
+  if (resumed || created <= 0) return watched_ms;
+  if (finished > 0) return finished >= created ? finished - created : watched_ms;
+  return std::max<std::int64_t>(0, SystemClock::Instance().NowMs() - created);
 }
-
 
 // Prints what failed: each failed task with its message and output tails.
 void PrintFailures(Context& ctx, const json& job) {
@@ -301,7 +306,7 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
     const std::string status = job.value("status", "");
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    std::string line = ProgressLine(job, elapsed);
+    std::string line = ProgressLine(job, JobTook(job, resumed, elapsed));
     if (!ctx.json_output()) {
       if (tty) {
         ctx.err() << '\r' << line << "\033[K" << std::flush;

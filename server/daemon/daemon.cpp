@@ -370,6 +370,7 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   api::Call call;
   call.endpoint = p.endpoint;
   call.request = &request;
+  call.peer_address = p.address;
   if (!config_.security.curve) {
     // No authentication: every api caller is superadmin of the tenant it names.
     if (p.endpoint == Endpoint::kApi) {

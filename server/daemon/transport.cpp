@@ -56,8 +56,11 @@ bool SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frame
 }  // namespace
 
 zmq::message_t EncodeApiMeta(const ApiMeta& meta) {
+  // "1" or "0", the key (Z85, no newline in it), a newline, the address.
   std::string text(1, meta.over ? '1' : '0');
   text += meta.key;
+  text += '\n';
+  text += meta.address;
   return zmq::message_t(text.data(), text.size());
 }
 
@@ -65,7 +68,9 @@ ApiMeta DecodeApiMeta(const zmq::message_t& frame) {
   ApiMeta meta;
   const std::string text = frame.to_string();
   meta.over = !text.empty() && text[0] == '1';
-  if (text.size() > 1) meta.key = text.substr(1);
+  const std::size_t nl = text.find('\n');
+  if (text.size() > 1) meta.key = text.substr(1, nl == std::string::npos ? std::string::npos : nl - 1);
+  if (nl != std::string::npos) meta.address = text.substr(nl + 1);
   return meta;
 }
 
@@ -220,6 +225,7 @@ Transport::Received Transport::Receive(Endpoint endpoint, std::deque<Inbound>& i
     inbox.pop_back();
     return Received::kDropped;
   }
+  if (meta) in.pending.address = std::move(meta->address);
   if (!WithinPeerBudget(in, inbox)) {
     // The connection already has its share waiting: refuse this one without keeping it.
     in.request.reset();

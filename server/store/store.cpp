@@ -741,6 +741,15 @@ ALTER TABLE tasks SET (fillfactor = 70);
     {19, R"sql(
 CREATE INDEX IF NOT EXISTS jobs_ended ON jobs (finished_at_ms, cluster_id, id) WHERE finished_at_ms > 0;
 )sql"},
+    // Where each audit entry's request came from (the client's IP address, or
+    // the browser's that a gateway gave); '' for older entries and weftd's own.
+    // PostgreSQL's runs again as it is.
+    {20, R"sql(
+ALTER TABLE audit_log ADD COLUMN address TEXT NOT NULL DEFAULT '';
+)sql",
+     R"sql(
+ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

@@ -260,6 +260,7 @@ struct AuditRecord {
   std::string job_id;        // the job started, retried or aborted
   std::string outcome;       // "ok": only changes that succeeded are recorded
   std::string detail_json;   // a JSON object of the call's non-secret parameters, bounded
+  std::string address;       // where the request came from: the client's IP address ("" when unknown)
 };
 
 // Which entries an audit read returns: every filter that is set must hold.
