@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "weft/cli/format.hpp"
 #include "weft/client/probe.hpp"
 #include "weft/common/wire.hpp"
 
@@ -123,7 +124,7 @@ Status Context::NoAnswer(int timeout_ms) {
   // no answer pays it; on a loaded machine a handshake takes well over a second.
   constexpr int kProbeMs = 3000;
   const std::string where = options_.server;
-  const std::string within = " within " + std::to_string(timeout_ms) + " ms";
+  const std::string within = " within " + Duration(timeout_ms);
   const std::string elsewhere = " (set --server or WEFT_SERVER)";
   const std::string need_credential =
       "pass --credentials FILE (a local weftd writes <data_dir>/credentials/superadmin.json)";

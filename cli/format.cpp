@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "weft/common/text.hpp"
+
 namespace weft::cli {
 
 std::string ValueText(const json& value) {
@@ -52,20 +54,7 @@ std::string Join(const json& obj, std::string_view key, std::string_view sep) {
   return Join(items, sep);
 }
 
-std::string Duration(std::int64_t ms) {
-  if (ms < 0) ms = 0;
-  if (ms < 1000) return std::to_string(ms) + "ms";
-  // Under 10 s a tenth of a second still tells jobs apart (0.9 s is not "0s").
-  if (const std::int64_t tenths = (ms + 50) / 100; tenths < 100)
-    return std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") + "s";
-  const std::int64_t s = (ms + 500) / 1000;  // rounded, so 4,999 ms of a 5 s ttl reads "5s"
-  if (s < 60) return std::to_string(s) + "s";
-  const std::int64_t m = s / 60;
-  if (m < 60) return std::to_string(m) + "m " + std::to_string(s % 60) + "s";
-  const std::int64_t h = m / 60;
-  if (h < 24) return std::to_string(h) + "h " + std::to_string(m % 60) + "m";
-  return std::to_string(h / 24) + "d " + std::to_string(h % 24) + "h";
-}
+std::string Duration(std::int64_t ms) { return DurationText(ms); }
 
 std::string Ago(std::int64_t now_ms, std::int64_t then_ms) {
   if (then_ms <= 0) return kMissing;

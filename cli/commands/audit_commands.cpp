@@ -1,4 +1,4 @@
-// weft audit: who changed what, when (the audit log, docs/protocol.md `audit.list`).
+// weft audit: who changed what, from where, when (the audit log, docs/protocol.md `audit.list`).
 #include <cstdio>
 #include <ctime>
 
@@ -90,14 +90,16 @@ Status Audit(Context& ctx, const ParsedArgs& args) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  Table table({"TIME (UTC)", "WHO", "ROLE", "OP", "TENANT", "TARGET", "JOB", "DETAIL"});
+  Table table({"TIME (UTC)", "WHO", "ROLE", "FROM", "OP", "TENANT", "TARGET", "JOB", "DETAIL"});
   for (const json& e : reply["entries"]) {
     std::string who = Text(e, "actor");
     const std::string home = e.value("actor_tenant", "");
     if (!home.empty() && home != "_system") who += "@" + home;
     const std::string job = e.value("job_id", "");
-    table.AddRow({UtcTime(Int(e, "at_ms")), Printable(who), Text(e, "actor_role"), Text(e, "op"),
-                  Printable(Text(e, "tenant")), Printable(Text(e, "target")), job.empty() ? "-" : job,
+    const std::string from = e.value("address", "");
+    table.AddRow({UtcTime(Int(e, "at_ms")), Printable(who), Text(e, "actor_role"),
+                  from.empty() ? "-" : Printable(from), Text(e, "op"), Printable(Text(e, "tenant")),
+                  Printable(Text(e, "target")), job.empty() ? "-" : job,
                   Printable(DetailText(e.value("detail", json::object())))});
   }
   if (table.rows() == 0) {
@@ -113,11 +115,13 @@ Status Audit(Context& ctx, const ParsedArgs& args) {
 void RegisterAuditCommands(CommandTable& table) {
   table.Add({.noun = "audit",
              .verb = "",
-             .summary = "Show who changed what, when (the audit log).",
+             .summary = "Show who changed what, from where, when (the audit log).",
              .description =
-                 "Every change that succeeded, oldest first: cluster operations, job aborts and\n"
-                 "retries, lease extensions, catalog puts and deletes, resources, host tokens,\n"
-                 "host accepts and revokes, tenants, users and credentials. A superadmin sees\n"
+                 "Every change that succeeded, oldest first, with who asked, as what role, from\n"
+                 "which address (FROM: the client's, or the browser's through weft-web) and\n"
+                 "when: cluster operations, job aborts and retries, lease extensions, catalog\n"
+                 "puts and deletes, resources, host tokens, host accepts and revokes, tenants,\n"
+                 "users and credentials. A superadmin sees\n"
                  "every tenant (one with --tenant), a tenant admin their tenant, a user only\n"
                  "what they did. Reads and hosts' task traffic are not recorded.",
              .flags = {{.name = "--since", .value_name = "DURATION|TIME",

@@ -46,6 +46,47 @@ Status HostList(Context& ctx, const ParsedArgs&) {
   return Status::Ok();
 }
 
+Status HostShow(Context& ctx, const ParsedArgs& args) {
+  const std::string id = args.positionals.at(0);
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.list"));
+  const json hosts = reply.contains("hosts") && reply["hosts"].is_array() ? reply["hosts"] : json::array();
+  const json* host = nullptr;
+  for (const json& h : hosts) {
+    if (h.is_object() && h.value("id", "") == id) host = &h;
+  }
+  if (!host) return Status::NotFound("no host '" + id + "' is registered (weft host list shows the hosts)");
+  const json& h = *host;
+  if (ctx.json_output()) {
+    ctx.PrintJson(h);
+    return Status::Ok();
+  }
+  const std::int64_t now_ms = NowMs();
+  std::string workers;
+  for (const json& w : h.value("workers", json::array())) {
+    if (!w.is_object()) continue;
+    const std::string tenant = w.value("tenant", "");
+    workers += (workers.empty() ? "" : " ") + Printable(tenant.empty() ? "any" : tenant) + ":" +
+               std::to_string(w.value("threads", std::int64_t{0}));
+  }
+  KeyValues kv;
+  kv.Add("host", Text(h, "id"));
+  kv.Add("live", YesNo(h, "live"));
+  kv.Add("version", Text(h, "version"));
+  kv.Add("capacity", Text(h, "capacity"));
+  kv.Add("workers", workers.empty() ? "-" : workers);
+  kv.Add("in flight", Text(h, "in_flight"));
+  kv.Add("last seen", Ago(now_ms, Int(h, "last_seen_ms")));
+  kv.Add("registered", Ago(now_ms, Int(h, "registered_at_ms")));
+  kv.Add("plugins", Join(h, "plugins"));
+  kv.Print(ctx.out());
+  const json refused = h.contains("refused") && h["refused"].is_array() ? h["refused"] : json::array();
+  if (!refused.empty()) {
+    ctx.out() << "refused plugin files (" << refused.size() << "):\n";
+    PrintRefusedPlugins(ctx.out(), refused, /*with_host=*/false);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterHostCommands(CommandTable& table) {
@@ -57,6 +98,15 @@ void RegisterHostCommands(CommandTable& table) {
              .flags = {},
              .args = {},
              .handler = &HostList});
+  table.Add({.noun = "host",
+             .verb = "show",
+             .summary = "Show one host: liveness, capacity, workers, plugins, and the plugin files it refused.",
+             .description = "What weft host list says of one host, and every plugin file the host refused\n"
+                            "(a Lua plugin that does not load, a file not named after its type) with the\n"
+                            "reason. A tenant's users see the host-wide refusals and their tenant's own.",
+             .flags = {},
+             .args = {{.name = "ID", .required = true, .help = "the host id"}},
+             .handler = &HostShow});
 }
 
 }  // namespace weft::cli

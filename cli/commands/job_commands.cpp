@@ -13,6 +13,7 @@
 #include "weft/cli/context.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
+#include "weft/common/clock.hpp"
 #include "weft/common/lifecycle.hpp"
 
 namespace weft::cli {
@@ -140,13 +141,17 @@ namespace {
 
 // How long a job took, for its last line: the server's own times for a job
 // followed from its start (exact, however often we polled), else what we saw.
+// How long the job has run, from its request to its end (or to now, by this
+// machine's clock, while it runs): the job's own times from job.get, not how long
+// it was watched. A resumed job (job retry --wait) counts from its resumption,
+// which is when the watch started.
 std::int64_t JobTook(const json& job, bool resumed, std::int64_t watched_ms) {
   const std::int64_t created = job.value("created_at_ms", std::int64_t{0});
   const std::int64_t finished = job.value("finished_at_ms", std::int64_t{0});
-  if (resumed || created <= 0 || finished < created) return watched_ms;
-  return finished - created;
+  if (resumed || created <= 0) return watched_ms;
+  if (finished > 0) return finished >= created ? finished - created : watched_ms;
+  return std::max<std::int64_t>(0, SystemClock::Instance().NowMs() - created);
 }
-
 
 // Prints what failed: each failed task with its message and output tails.
 void PrintFailures(Context& ctx, const json& job) {
@@ -237,12 +242,25 @@ Status JobShow(Context& ctx, const ParsedArgs& args) {
 Status JobWatch(Context& ctx, const ParsedArgs& args) { return WaitForJob(ctx, args.positionals.at(0)); }
 
 Status JobAbort(Context& ctx, const ParsedArgs& args) {
-  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.abort", {{"job", args.positionals.at(0)}}));
+  const std::string id = args.positionals.at(0);
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.abort", {{"job", id}}));
+  // Running attempts are told to stop; the job is `aborted` once they have.
+  auto stopping = [&reply] { return JobStatusFrom(reply["job"].value("status", "")) == JobStatus::kFailing; };
+  if (stopping() && !args.Has("--no-wait")) {
+    if (!ctx.json_output()) ctx.err() << "job " << id << ": " << reply["job"].value("message", "") << '\n';
+    while (stopping()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+      WEFT_ASSIGN_OR_RETURN(reply, ctx.Call("job.get", {{"job", id}}));
+    }
+  }
   if (ctx.json_output()) {
     ctx.PrintJson(reply);
-    return Status::Ok();
+  } else if (stopping()) {
+    ctx.out() << "job " << id << " is being aborted: its running attempts are told to stop, and it ends aborted "
+              << "once they have (`weft job watch " << id << "`)\n";
+  } else {
+    ctx.out() << "job " << id << " aborted; the cluster is left as it is (incomplete)\n";
   }
-  ctx.out() << "job " << args.positionals.at(0) << " aborted; the cluster is left as it is (incomplete)\n";
   return Status::Ok();
 }
 
@@ -288,7 +306,7 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
     const std::string status = job.value("status", "");
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    std::string line = ProgressLine(job, elapsed);
+    std::string line = ProgressLine(job, JobTook(job, resumed, elapsed));
     if (!ctx.json_output()) {
       if (tty) {
         ctx.err() << '\r' << line << "\033[K" << std::flush;
@@ -368,11 +386,13 @@ void RegisterJobCommands(CommandTable& table) {
              .handler = &JobWatch});
   table.Add({.noun = "job",
              .verb = "abort",
-             .summary = "Stop a running job now; nothing is undone.",
-             .description = "Unstarted tasks are cancelled and running ones are told to stop (their late\n"
-                            "answers are refused). The cluster becomes incomplete; `weft job retry`\n"
-                            "resumes the job, `weft cluster delete` removes what it made.",
-             .flags = {},
+             .summary = "Stop a running job; nothing is undone.",
+             .description = "Unstarted tasks are cancelled and running attempts are told to stop. The\n"
+                            "job ends `aborted` once its hosts have stopped them (a result one still\n"
+                            "made is kept); until then the cluster takes no other operation, and this\n"
+                            "command waits. The cluster becomes incomplete; `weft job retry` resumes\n"
+                            "the job, `weft cluster delete` removes what it made.",
+             .flags = {{.name = "--no-wait", .value_name = "", .help = "return once the running attempts are told to stop"}},
              .args = {{.name = "JOB", .required = true, .help = "the job id"}},
              .handler = &JobAbort});
   table.Add({.noun = "job",

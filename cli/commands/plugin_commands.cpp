@@ -50,34 +50,66 @@ void PrintPlugin(Context& ctx, const json& p) {
   table.Print(out, "    ");
 }
 
+// The entries of `list` (plugins or refused files) of plugin type `wanted`.
+json OfType(const json& list, const std::string& wanted) {
+  json kept = json::array();
+  for (const json& p : list) {
+    if (p.is_object() && p.value("type", "") == wanted) kept.push_back(p);
+  }
+  return kept;
+}
+
+}  // namespace
+
+void PrintRefusedPlugins(std::ostream& out, const json& refused, bool with_host) {
+  for (const json& r : refused) {
+    if (!r.is_object()) continue;
+    std::string what = Printable(Text(r, "file"));
+    std::string about;
+    if (r.contains("tenant")) about += "tenant " + Printable(Text(r, "tenant"));
+    if (r.contains("type")) about += (about.empty() ? "" : ", ") + std::string("type ") + Printable(Text(r, "type"));
+    if (!about.empty()) what += " (" + about + ")";
+    if (with_host) what += " on host " + Printable(Text(r, "host_id"));
+    out << "  REFUSED " << what << ": " << Printable(Text(r, "reason")) << "\n";
+  }
+}
+
+namespace {
+
 Status PluginList(Context& ctx, const ParsedArgs& args) {
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("plugin.list"));
   json plugins = reply.contains("plugins") ? reply["plugins"] : json::array();
   if (!plugins.is_array()) plugins = json::array();
+  // Plugin files live hosts refused (weftd before this field sends none).
+  json refused = reply.contains("refused") && reply["refused"].is_array() ? reply["refused"] : json::array();
   if (args.Has("--type")) {
     const std::string wanted = args.Get("--type");
-    json kept = json::array();
-    for (const json& p : plugins) {
-      if (p.is_object() && p.value("type", "") == wanted) kept.push_back(p);
-    }
-    if (kept.empty()) return Status::NotFound("no registered host offers plugin type '" + wanted + "'");
-    plugins = std::move(kept);
+    plugins = OfType(plugins, wanted);
+    refused = OfType(refused, wanted);
+    if (plugins.empty() && refused.empty())
+      return Status::NotFound("no registered host offers plugin type '" + wanted + "'");
   }
   if (ctx.json_output()) {
-    // The reply body as the server sent it, with only the list filtered.
-    if (args.Has("--type")) reply["plugins"] = plugins;
+    // The reply body as the server sent it, with only the lists filtered.
+    if (args.Has("--type")) {
+      reply["plugins"] = plugins;
+      if (reply.contains("refused")) reply["refused"] = refused;
+    }
     ctx.PrintJson(reply);
     return Status::Ok();
   }
   if (plugins.empty()) {
     ctx.out() << "no plugin types registered; a weft-host lists its plugins when it registers\n";
-    return Status::Ok();
   }
   bool first = true;
   for (const json& p : plugins) {
     if (!first) ctx.out() << '\n';
     first = false;
     PrintPlugin(ctx, p);
+  }
+  if (!refused.empty()) {
+    ctx.out() << (plugins.empty() ? "" : "\n") << "refused plugin files (the host does not run them):\n";
+    PrintRefusedPlugins(ctx.out(), refused, /*with_host=*/true);
   }
   return Status::Ok();
 }
@@ -90,7 +122,9 @@ void RegisterPluginCommands(CommandTable& table) {
              .summary = "List the plugin types registered hosts can run, with their fields.",
              .description = "One block per plugin type: its kind, version, actions, the hosts that offer it,\n"
                             "and the fields a provider or service gives it (name, type, whether required\n"
-                            "or sensitive, default). Defaults of sensitive fields are not shown.",
+                            "or sensitive, default). Defaults of sensitive fields are not shown.\n"
+                            "Then the plugin files live hosts refused (a Lua plugin that does not load,\n"
+                            "a file not named after its type), each with its host and the reason.",
              .flags = {{.name = "--type", .value_name = "TYPE", .help = "show only this plugin type"}},
              .args = {},
              .handler = &PluginList});

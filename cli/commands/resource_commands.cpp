@@ -219,13 +219,17 @@ Status ResourceSync(Context& ctx, const ParsedArgs&) {
     ctx.out() << "nothing was staged; stage a version first with `weft resource stage TYPE NAME VERSION`\n";
     return Status::Ok();
   }
+  bool lua = false;
   for (const json& a : activated) {
     ctx.out() << "activated " << Printable(Text(a, "type") + "/" + Text(a, "name")) << " version "
               << Text(a, "version")
               << (a.contains("retired") && a["retired"].is_number() ? " (version " + Text(a, "retired") + " retired)"
                                                                      : std::string())
               << '\n';
+    lua = lua || Text(a, "type") == "lua-plugin";
   }
+  // Activated is not loaded: hosts check a Lua plugin when they install it.
+  if (lua) ctx.out() << "hosts load Lua plugins within seconds; `weft plugin list` shows any a host refused, and why\n";
   return Status::Ok();
 }
 

@@ -1,4 +1,9 @@
 // weft status: what the server is, where it listens, and what it is doing.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
 #include "weft/cli/format.hpp"
@@ -24,6 +29,36 @@ void AddLeadership(KeyValues& kv, const json& l) {
     }
   }
   kv.Add("followers", followers.empty() ? "none" : followers);
+}
+
+// server.status's requests per op, compactly: the total, then the busiest ops with
+// their counts ("412: host.heartbeat 310, task.finish 42, ..., 3 other ops 7").
+std::string RequestsText(const json& requests) {
+  if (!requests.is_object() || requests.empty()) return "none";
+  std::vector<std::pair<std::int64_t, std::string>> by_count;
+  std::int64_t total = 0;
+  for (const auto& [op, n] : requests.items()) {
+    const std::int64_t count = n.is_number() ? n.get<std::int64_t>() : 0;
+    total += count;
+    by_count.emplace_back(count, op);
+  }
+  // Busiest first; ops with the same count by name.
+  std::sort(by_count.begin(), by_count.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  constexpr std::size_t kShown = 6;
+  std::string out = std::to_string(total) + ":";
+  std::int64_t rest = 0;
+  for (std::size_t i = 0; i < by_count.size(); ++i) {
+    if (i < kShown) {
+      out += (i ? ", " : " ") + by_count[i].second + " " + std::to_string(by_count[i].first);
+    } else {
+      rest += by_count[i].first;
+    }
+  }
+  if (by_count.size() > kShown)
+    out += ", " + Count(static_cast<std::int64_t>(by_count.size() - kShown), "other op", "other ops") + " " +
+           std::to_string(rest) + " (-o json lists every op)";
+  return out;
 }
 
 Status ShowStatus(Context& ctx, const ParsedArgs&) {
@@ -53,10 +88,21 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));
   kv.Add("events", Text(endpoints, "events"));
+  if (endpoints.contains("metrics")) kv.Add("metrics", Text(endpoints, "metrics"));
   if (!follower) {
     kv.Add("hosts", Text(hosts, "registered") + " registered, " + Text(hosts, "live") + " live");
     kv.Add("tasks", Text(tasks, "queued") + " queued, " + Text(tasks, "leased") + " leased, " +
                         Text(tasks, "succeeded") + " succeeded, " + Text(tasks, "failed") + " failed");
+    if (s.contains("requests")) kv.Add("requests", RequestsText(s["requests"]));
+  }
+  if (s.contains("retention") && s["retention"].is_object()) {
+    const json& r = s["retention"];
+    const json& removed = r.contains("removed") ? r["removed"] : empty;
+    kv.Add("retention", Int(r, "ended_after_ms") <= 0
+                            ? std::string("what ended is kept for ever")
+                            : "what ended goes after " + Duration(Int(r, "ended_after_ms")) + "; removed " +
+                                  Text(removed, "clusters") + " clusters, " + Text(removed, "jobs") + " jobs, " +
+                                  Text(removed, "tasks") + " tasks since start");
   }
   if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);
   kv.Print(ctx.out());
@@ -68,9 +114,11 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
 void RegisterStatusCommands(CommandTable& table) {
   table.Add({.noun = "status",
              .verb = "",
-             .summary = "Show the server's version, endpoints, hosts and task counts.",
+             .summary = "Show the server's version, endpoints, hosts, task counts and requests served.",
              .description = "Asks weftd for `server.status`. Use it to check that weftd is up and which\n"
-                            "endpoints and data directory it uses. With several weftd on one PostgreSQL\n"
+                            "endpoints (the metrics endpoint too) and data directory it uses, its WAL, and\n"
+                            "the requests it served since it started: the total and the busiest ops\n"
+                            "(`weft -o json status` has every op). With several weftd on one PostgreSQL\n"
                             "database it also names the leader, the followers and the epoch.",
              .flags = {},
              .args = {},

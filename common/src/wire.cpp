@@ -1,11 +1,13 @@
 #include "weft/common/wire.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string_view>
 
+#include "weft/common/flat_json.hpp"
 #include "weft/common/raw_json.hpp"
 
 namespace weft::wire {
@@ -77,21 +79,33 @@ class FastParser {
   // only for a header in the subset that DecodeRequest accepts as it is;
   // anything else (`req` is then unspecified) is left to the general reading,
   // which decides and explains.
-  bool ParseRequest(Request& req, const Limits& limits) {
+  //
+  // When `text_body` (the header names one of the caller's text-body ops, a
+  // guess the op read at the end confirms) the body is only checked, as
+  // Value would read it, and its text kept; it becomes a tree after all when
+  // the op is not one of `text_ops`.
+  bool ParseRequest(Request& req, const Limits& limits, bool text_body, std::span<const std::string_view> text_ops) {
     SkipSpace();
     if (p_ == end_ || *p_ != '{' || max_depth_ < 1) return false;
     ++p_;
     bool version = false, has_id = false, has_op = false, has_tenant = false;
     std::string key;
     json ignored;
+    std::string_view body_text;
     while (true) {
       if (!MemberKey(key)) return false;
       SkipSpace();
       if (p_ == end_) return false;
       bool ok = true;
       if (key == "body") {
+        body_text = {};
         if (*p_ == 'n') {
           ok = Literal("null");
+          req.body = json::object();
+        } else if (text_body) {
+          const char* start = p_;
+          ok = *p_ == '{' && Skip(1);
+          body_text = std::string_view(start, static_cast<std::size_t>(p_ - start));
           req.body = json::object();
         } else {
           ok = *p_ == '{' && Value(req.body, 1);
@@ -127,6 +141,14 @@ class FastParser {
     }
     SkipSpace();
     if (p_ != end_ || !version || !has_id || !has_op) return false;
+    if (!body_text.empty()) {
+      if (std::find(text_ops.begin(), text_ops.end(), std::string_view(req.op)) != text_ops.end()) {
+        req.body_text.assign(body_text);
+      } else {
+        FastParser body(body_text, max_depth_);
+        if (!body.Value(req.body, 1)) return false;  // cannot be: Skip read it the same way
+      }
+    }
     const OnBehalf& b = req.on_behalf;
     return !req.id.empty() && req.id.size() <= limits.max_id_bytes && !req.op.empty() &&
            req.op.size() <= limits.max_op_bytes && (!has_tenant || !req.tenant.empty()) &&
@@ -300,10 +322,124 @@ class FastParser {
     }
   }
 
+  // Value without the tree: reads past a value (at `depth`) as Value would
+  // read it, false where Value would fail.
+  bool Skip(std::size_t depth) {
+    SkipSpace();
+    if (p_ == end_) return false;
+    switch (*p_) {
+      case '{': {
+        if (depth + 1 > max_depth_) return false;
+        ++p_;
+        SkipSpace();
+        if (p_ != end_ && *p_ == '}') {
+          ++p_;
+          return true;
+        }
+        while (true) {
+          SkipSpace();
+          if (p_ == end_ || *p_ != '"' || !SkipString()) return false;
+          SkipSpace();
+          if (p_ == end_ || *p_ != ':') return false;
+          ++p_;
+          bool more = false;
+          if (!Skip(depth + 1) || !MemberEnd(&more)) return false;
+          if (!more) return true;
+        }
+      }
+      case '[': {
+        if (depth + 1 > max_depth_) return false;
+        ++p_;
+        SkipSpace();
+        if (p_ != end_ && *p_ == ']') {
+          ++p_;
+          return true;
+        }
+        while (true) {
+          if (!Skip(depth + 1)) return false;
+          SkipSpace();
+          if (p_ == end_) return false;
+          if (*p_ == ',') {
+            ++p_;
+            continue;
+          }
+          if (*p_ != ']') return false;
+          ++p_;
+          return true;
+        }
+      }
+      case '"': return SkipString();
+      case 't': return Literal("true");
+      case 'f': return Literal("false");
+      case 'n': return Literal("null");
+      default: return SkipNumber();
+    }
+  }
+
+  // Number without the value: the same text accepted and refused.
+  bool SkipNumber() {
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+    if (*p_ == '0' && p_ + 1 != end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // a leading zero
+    std::uint64_t v = 0;
+    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+      const std::uint64_t digit = static_cast<std::uint64_t>(*p_ - '0');
+      if (v > (UINT64_MAX - digit) / 10) return false;
+      v = v * 10 + digit;
+      ++p_;
+    }
+    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    return !negative || v <= static_cast<std::uint64_t>(INT64_MAX) + 1;
+  }
+
+  // String without keeping the text: the same bytes accepted and refused.
+  bool SkipString() {
+    ++p_;  // the opening quote
+    while (p_ != end_) {
+      p_ += PlainRun(p_, end_);
+      if (p_ == end_) break;
+      const unsigned char c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (c < 0x20 || c >= 0x80) return false;
+      if (c != '\\') {
+        ++p_;
+        continue;
+      }
+      if (++p_ == end_) return false;
+      switch (*p_) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': break;
+        default: return false;
+      }
+      ++p_;
+    }
+    return false;
+  }
+
   const char* p_;
   const char* end_;
   std::size_t max_depth_;
 };
+
+// A guess at a request header's op, for DecodeRequest's choice of how to read
+// the body before the op is read: what follows the last `"op":"` near the end
+// (where a header written with its keys in order has it), up to a quote.
+// Empty when there is none; a wrong guess only costs time.
+std::string_view LastOp(std::string_view text) {
+  constexpr std::string_view kKey = "\"op\":\"";
+  constexpr std::size_t kLook = 512;  // the members after "op" (session, tenant, token, v) are short
+  const std::size_t stop = text.size() > kLook ? text.size() - kLook : 0;
+  for (std::size_t at = text.size() >= kKey.size() ? text.size() - kKey.size() : 0; at > stop; --at) {
+    if (text[at] != '"' || text[at + 1] != 'o' || text.compare(at, kKey.size(), kKey) != 0) continue;
+    const std::size_t start = at + kKey.size();
+    const std::size_t end = text.find('"', start);
+    return end == std::string_view::npos ? std::string_view() : text.substr(start, end - start);
+  }
+  return {};
+}
 
 // Parses frame 0 as a JSON object (its version is not checked yet).
 Result<json> ParseHeaderObject(const Frames& frames, const Limits& limits) {
@@ -541,7 +677,7 @@ Frames EncodeRequest(const Request& request) {
   text.reserve(kFirstReserve);
   const OnBehalf& behalf = request.on_behalf;
   text += "{\"body\":";
-  AppendDump(text, request.body);
+  AppendDump(text, request.body_text.empty() ? request.body : BodyTree(request));
   AppendOptional(text, ",\"client_addr\":", behalf.client_addr);
   AppendOptional(text, ",\"csrf\":", behalf.csrf);
   text += ",\"id\":";
@@ -594,12 +730,51 @@ Frames EncodeReply(const Reply& reply) {
   return frames;
 }
 
-Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out) {
+json BodyTree(const Request& request) {
+  if (request.body_text.empty()) return request.body;
+  json body;
+  // DecodeRequest kept the text only once the fast parser had read it through.
+  if (FastParser(request.body_text, SIZE_MAX).Parse(body) && body.is_object()) return body;
+  body = json::parse(request.body_text, nullptr, /*allow_exceptions=*/false);
+  return body.is_object() ? body : json::object();
+}
+
+std::optional<std::string> BodyString(const Request& request, std::string_view key) {
+  if (request.body_text.empty()) {
+    auto it = request.body.find(key);
+    if (it == request.body.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  }
+  flatjson::Reader reader(request.body_text);
+  flatjson::Member m;
+  std::optional<std::string> found;
+  bool plain = true;  // one member of that name, a string without escapes (or none)
+  while (plain && reader.Next(m)) {
+    if (m.key != key) continue;
+    plain = !found && m.kind == flatjson::Kind::kString && !m.escaped;
+    found.emplace(m.text);
+  }
+  if (plain && reader.ok()) return found;
+  // Read by the tree, as any other body: the last of several, escapes undone.
+  const json tree = BodyTree(request);
+  auto it = tree.find(key);
+  if (it == tree.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out,
+                              std::span<const std::string_view> text_body_ops) {
   if (id_out) id_out->clear();
   WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
   {
     Request req;
-    if (FastParser(View(frames[0]), limits.max_depth).ParseRequest(req, limits)) {
+    // The body comes first (keys in order): whether to keep it as text is
+    // guessed from the header's text, and the op read at the end decides.
+    const std::string_view text = View(frames[0]);
+    const std::string_view op = text_body_ops.empty() ? std::string_view() : LastOp(text);
+    const bool text_body =
+        !op.empty() && std::find(text_body_ops.begin(), text_body_ops.end(), op) != text_body_ops.end();
+    if (FastParser(text, limits.max_depth).ParseRequest(req, limits, text_body, text_body_ops)) {
       if (id_out) *id_out = req.id;
       req.blobs = Blobs(frames);
       return req;

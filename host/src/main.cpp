@@ -143,6 +143,9 @@ int WorkerMain(int argc, char** argv) {
   weft::log::SetLevel(level);
   const std::string component = "worker " + std::to_string(getpid());
   sigset_t signals = BlockStopSignals();
+  // stdout is a pipe the master reads and labels with the task that runs:
+  // line by line, a plugin's printf reaches it while that task still runs.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   weft::host::PluginSet plugins;
   plugins.set_log_loaded(false);

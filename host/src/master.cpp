@@ -72,6 +72,12 @@ constexpr int kRefusedRetryMs = 1000;  // register again while another process h
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr int kWatchRetryMs = 1000;        // how often an absent plugin directory is looked for
+// What plugins print to stdout goes to the host's log, each line labelled with
+// its task; at most this much per task attempt (and per worker while no task
+// runs), then one line says how much was dropped.
+constexpr std::uint64_t kPluginOutputBytes = 64 * 1024;
+constexpr std::size_t kOutputLineBytes = 4096;           // a longer line is logged in pieces
+constexpr std::size_t kOutputReadBytes = 1024 * 1024;    // per worker and poll round, so one cannot starve the rest
 constexpr auto kDeathWindow = std::chrono::seconds(60);
 // Tasks whose attempts all ended that the master still remembers, to refuse a
 // late-read older attempt of one of them (about 60 bytes each).
@@ -96,9 +102,19 @@ struct HeldTask {
   std::string plugin;
   std::string action;
   std::string tenant;
+  std::string node;  // the task's node_id ("" none)
   Clock::time_point started;
   bool ran = false;  // the plugin returned; the worker is reporting
+  std::uint64_t out_bytes = 0;    // the worker's stdout while this task ran (see EmitOutput)
+  std::uint64_t out_dropped = 0;  // of which not logged: past kPluginOutputBytes
 };
+
+// "task 42 (plugin 'x' INSTALL, node n1)": names one task of a worker, so that
+// messages about a worker's death tell apart tasks of the same plugin type.
+std::string TaskLabel(std::int64_t task_id, const HeldTask& t) {
+  return "task " + std::to_string(task_id) + " (plugin '" + t.plugin + "' " + t.action +
+         (t.node.empty() ? std::string() : ", node " + t.node) + ")";
+}
 
 struct Worker {
   pid_t pid = -1;
@@ -117,6 +133,13 @@ struct Worker {
   TaskKey kill_task{0, 0};
   std::map<TaskKey, HeldTask> tasks;
   LineBuffer buffer;
+  // The worker's stdout (what plugins print), read by the master and logged
+  // line by line with the task that ran, at most kPluginOutputBytes per task.
+  int out_fd = -1;
+  bool out_eof = false;
+  std::string out_partial;        // an unfinished line
+  std::uint64_t idle_bytes = 0;    // printed while no task ran
+  std::uint64_t idle_dropped = 0;
 };
 
 // What a worker slot runs: the tenant it serves ("" any) and its threads.
@@ -221,6 +244,7 @@ struct Master::Impl {
   int inotify_fd = -1;
   int wake_fd = -1;  // eventfd: the control thread wakes the main loop
   std::map<int, std::filesystem::path> watches;  // inotify watch -> plugin directory
+  std::map<int, std::pair<dev_t, ino_t>> watched_inodes;  // the directory each watch was put on
   // Plugin directories without a watch: absent (not created yet, removed, moved
   // away) or not watchable. Tried again every kWatchRetryMs (see Tick).
   std::set<std::filesystem::path> unwatched;
@@ -237,6 +261,7 @@ struct Master::Impl {
   std::mutex mu;
   std::condition_variable cv;
   json plugins_json = json::array();
+  json refused_json = json::array();  // the plugin files Scan refused, with why
   std::vector<std::string> plugin_types;
   bool registered = false;
   bool reregister = false;
@@ -296,6 +321,9 @@ struct Master::Impl {
   void Reap();
   void OnDeath(Worker& w, int status);
   void ReadChannel(Worker& w);
+  void ReadOutput(Worker& w, bool final);
+  void EmitOutput(Worker& w, std::string_view line);
+  void ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t);
   void OnMessage(Worker& w, const WorkerMessage& m);
   void SendCommand(Worker& w, const WorkerMessage& m);
   void Tick();
@@ -348,6 +376,24 @@ std::string PluginFileProblem(const std::filesystem::path& file, const std::stri
   return "";
 }
 
+// A refused plugin file as weftd shows it (plugin.list, host.list): the file,
+// the tenant a file of the resource plugin directory belongs to (by its name),
+// the type when known, and why.
+json RefusalJson(const std::filesystem::path& file, const std::filesystem::path& resource_dir,
+                 const std::string& type, const std::string& reason) {
+  json out = {{"file", file.string()}, {"reason", reason}};
+  std::string shown = type;  // what the file declares, when it loaded that far
+  if (file.parent_path() == resource_dir) {
+    // A tenant's file goes by the type it was uploaded as (its name); the reason says what it declares.
+    if (std::optional<TenantPluginFile> owner = ParseTenantPluginFile(file)) {
+      out["tenant"] = owner->tenant;
+      shown = owner->type;
+    }
+  }
+  if (!shown.empty()) out["type"] = shown;
+  return out;
+}
+
 }  // namespace
 
 void Master::Impl::Scan(bool initial) {
@@ -357,6 +403,7 @@ void Master::Impl::Scan(bool initial) {
   const std::filesystem::path resource_dir = ResourcePluginDir(config);
   std::map<std::string, std::filesystem::path> types;
   json infos = json::array();
+  json refusals = json::array();  // what weftd is told this host refused (host.register, host.heartbeat)
   std::vector<std::string> type_names;
   bool fresh_good = false;
   for (const auto& file : files) {
@@ -382,6 +429,7 @@ void Master::Impl::Scan(bool initial) {
         if (fresh) {
           WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << problem;
         }
+        refusals.push_back(RefusalJson(file, resource_dir, type, problem));
       } else {
         types[tenant.empty() ? type : tenant + "@" + type] = file;
         good.push_back({file, tenant});
@@ -397,8 +445,11 @@ void Master::Impl::Scan(bool initial) {
                                 << (initial ? "" : " (new or changed)");
         }
       }
-    } else if (fresh) {
-      WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << v.probe.reason;
+    } else {
+      if (fresh) {
+        WEFT_LOG(kWarn, kLog) << "refused plugin " << file.string() << ": " << v.probe.reason;
+      }
+      refusals.push_back(RefusalJson(file, resource_dir, "", v.probe.reason));
     }
     next[file] = std::move(v);
   }
@@ -416,6 +467,7 @@ void Master::Impl::Scan(bool initial) {
       plugins_json = infos;
       plugin_types = type_names;
     }
+    refused_json = std::move(refusals);  // the next heartbeat carries it
   }
   if (initial) {
     plugin_files = good;
@@ -456,6 +508,8 @@ bool Master::Impl::WatchDir(const std::filesystem::path& dir, std::string* error
     return false;
   }
   watches[wd] = dir;
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0) watched_inodes[wd] = {st.st_dev, st.st_ino};
   return true;
 }
 
@@ -468,6 +522,7 @@ void Master::Impl::LostWatch(int wd, std::uint32_t mask) {
   if (it == watches.end()) return;  // the IN_IGNORED after a removal we handled already
   const std::filesystem::path dir = it->second;
   watches.erase(it);
+  watched_inodes.erase(wd);
   if (!(mask & IN_IGNORED)) (void)inotify_rm_watch(inotify_fd, wd);
   WEFT_LOG(kWarn, kLog) << "plugin directory " << dir.string() << " was "
                         << ((mask & IN_MOVE_SELF) ? "moved away" : "removed")
@@ -480,8 +535,17 @@ void Master::Impl::LostWatch(int wd, std::uint32_t mask) {
 // Plugin directories that were absent: watch each one that is there now and
 // rescan (files may have been put in before the watch).
 void Master::Impl::RetryWatches() {
-  if (unwatched.empty() || inotify_fd < 0 || Clock::now() < watch_retry_at) return;
+  if (inotify_fd < 0 || Clock::now() < watch_retry_at) return;
   watch_retry_at = Clock::now() + std::chrono::milliseconds(kWatchRetryMs);
+  // A removed directory's IN_DELETE_SELF comes only once nothing holds it open
+  // any more: a path that names another directory already is lost now.
+  std::vector<int> replaced;
+  for (const auto& [wd, inode] : watched_inodes) {
+    struct stat st {};
+    if (stat(watches[wd].c_str(), &st) != 0 || st.st_dev != inode.first || st.st_ino != inode.second)
+      replaced.push_back(wd);
+  }
+  for (int wd : replaced) LostWatch(wd, IN_DELETE_SELF);
   for (auto it = unwatched.begin(); it != unwatched.end();) {
     std::string error;
     if (!WatchDir(*it, &error)) {
@@ -529,6 +593,14 @@ void Master::Impl::StartWorker(int slot) {
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
   }
+  // The worker's stdout: what plugins print, for ReadOutput. Without the pipe
+  // the worker writes to the master's own stdout, unlabelled and unbounded.
+  int out[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    WEFT_LOG(kWarn, kLog) << "cannot make a pipe for a worker's stdout (" << std::strerror(errno)
+                          << "); what its plugins print goes to this log unlabelled";
+    out[0] = out[1] = -1;
+  }
   const std::string tenant = slots[static_cast<std::size_t>(slot)].spec.tenant;
   const int threads = slots[static_cast<std::size_t>(slot)].spec.threads;
   ChildSpec spec;
@@ -545,10 +617,13 @@ void Master::Impl::StartWorker(int slot) {
   }
   spec.env = ChildEnvironment();
   spec.keep_fd = fds[1];
+  spec.stdout_fd = out[1];
   Result<pid_t> pid = SpawnChild(spec);
   close(fds[1]);
+  if (out[1] >= 0) close(out[1]);
   if (!pid.ok()) {
     close(fds[0]);
+    if (out[0] >= 0) close(out[0]);
     WEFT_LOG(kError, kLog) << "cannot start a worker: " << pid.status().message() << "; retrying";
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
@@ -557,6 +632,9 @@ void Master::Impl::StartWorker(int slot) {
   Worker w;
   w.pid = *pid;
   w.fd = fds[0];
+  w.out_fd = out[0];
+  if (w.out_fd >= 0) fcntl(w.out_fd, F_SETFL, fcntl(w.out_fd, F_GETFL) | O_NONBLOCK);
+  else w.out_eof = true;
   w.slot = slot;
   w.generation = generation;
   w.tenant = tenant;
@@ -683,6 +761,69 @@ void Master::Impl::ReadChannel(Worker& w) {
   }
 }
 
+void Master::Impl::ReadOutput(Worker& w, bool final) {
+  char buf[16384];
+  std::size_t total = 0;
+  while (!w.out_eof && (final || total < kOutputReadBytes)) {
+    const ssize_t n = read(w.out_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) w.out_eof = true;  // the worker is gone (its children too)
+    if (n <= 0) break;             // EAGAIN or EOF
+    total += static_cast<std::size_t>(n);
+    w.out_partial.append(buf, static_cast<std::size_t>(n));
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = w.out_partial.find('\n', start)) != std::string::npos; start = nl + 1)
+      EmitOutput(w, std::string_view(w.out_partial).substr(start, nl - start));
+    w.out_partial.erase(0, start);
+    while (w.out_partial.size() >= kOutputLineBytes) {
+      EmitOutput(w, std::string_view(w.out_partial).substr(0, kOutputLineBytes));
+      w.out_partial.erase(0, kOutputLineBytes);
+    }
+  }
+  if ((final || w.out_eof) && !w.out_partial.empty()) {
+    EmitOutput(w, w.out_partial);
+    w.out_partial.clear();
+  }
+}
+
+// One line a plugin printed: logged with the task that ran (every task when
+// the worker runs several: a line cannot be pinned on one thread) while one of
+// them has budget left; counted as dropped otherwise.
+void Master::Impl::EmitOutput(Worker& w, std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const std::uint64_t bytes = line.size() + 1;
+  std::string label;
+  bool within = false;
+  for (auto& [key, t] : w.tasks) {
+    if (t.ran) continue;
+    label += (label.empty() ? "" : " or ") + TaskLabel(key.first, t);
+    within = within || t.out_bytes < kPluginOutputBytes;
+  }
+  if (label.empty()) {
+    within = w.idle_bytes < kPluginOutputBytes;
+    w.idle_bytes += bytes;
+    if (!within) w.idle_dropped += bytes;
+  } else {
+    for (auto& [key, t] : w.tasks) {
+      if (t.ran) continue;
+      t.out_bytes += bytes;
+      if (!within) t.out_dropped += bytes;
+    }
+  }
+  if (!within) return;
+  std::string text(line);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
+  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " stdout, "
+                        << (label.empty() ? std::string("no task running") : label) << ": " << text;
+}
+
+void Master::Impl::ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t) {
+  if (t.out_dropped == 0) return;
+  WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout, " << TaskLabel(key.first, t) << ": ... " << t.out_dropped
+                        << " more bytes dropped (at most " << kPluginOutputBytes << " per task are logged)";
+}
+
 void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
   const TaskKey key{m.task_id, m.attempt};
   switch (m.kind) {
@@ -709,7 +850,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
         SendCommand(w, answer);
         return;
       }
-      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, Clock::now(), false};
+      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false, 0, 0};
       answer.kind = WorkerMessage::Kind::kRun;
       SendCommand(w, answer);
       PublishInFlight();
@@ -717,13 +858,19 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
     }
     case WorkerMessage::Kind::kRan:
       CountCache(m.cache_hits, m.cache_misses, m.cache_fetched_bytes);
+      if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // printed before it returned: its own
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
         it->second.ran = true;
         CountTask(it->second.plugin, m.outcome == "succeeded" ? kSucceeded : kFailed);
       }
       return;
     case WorkerMessage::Kind::kEnd:
-      if (w.tasks.erase(key)) attempts.End(key.first, key.second);
+      if (auto it = w.tasks.find(key); it != w.tasks.end()) {
+        if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // what it printed last is its own
+        ReportDroppedOutput(w, key, it->second);
+        w.tasks.erase(it);
+        attempts.End(key.first, key.second);
+      }
       PublishInFlight();
       return;
     case WorkerMessage::Kind::kDrained:
@@ -753,8 +900,10 @@ void Master::Impl::Reap() {
     auto it = workers.find(pid);
     if (it == workers.end()) continue;  // a probe reaped elsewhere, or not ours
     ReadChannel(it->second);            // events it sent just before dying
+    if (it->second.out_fd >= 0) ReadOutput(it->second, true);
     OnDeath(it->second, status);
     close(it->second.fd);
+    if (it->second.out_fd >= 0) close(it->second.out_fd);
     workers.erase(it);
     PublishInFlight();
     PublishWorkers();
@@ -776,7 +925,9 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   if (clean && w.tasks.empty()) {
     WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " exited";
   } else {
-    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)"
+    std::string held;
+    for (const auto& [key, t] : w.tasks) held += (held.empty() ? ": " : ", ") + TaskLabel(key.first, t);
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << how << " holding " << w.tasks.size() << " task(s)" << held
                           << (w.tasks.empty() ? ""
                               : gave_up       ? "; the host stops: giving them up"
                                               : "; reporting them as failed");
@@ -785,6 +936,11 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   for (const auto& [key, t] : w.tasks) {
     attempts.End(key.first, key.second);
     if (!t.ran) CountTask(t.plugin, kCrashed);
+    ReportDroppedOutput(w, key, t);
+  }
+  if (w.idle_dropped > 0) {
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout while no task ran: ... " << w.idle_dropped
+                          << " more bytes dropped (at most " << kPluginOutputBytes << " are logged)";
   }
   // The message of each task it held.
   std::string culprit_message;
@@ -795,7 +951,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
       r.action = c->second.action;
       r.reason = KillReason::kHung;
       r.task_timeout_ms = config.task_timeout_ms;
-      culprit_message = TaskFailureMessage(r);
+      culprit_message = TaskLabel(c->first.first, c->second) + ": " + TaskFailureMessage(r);
     }
   }
   for (const auto& [key, t] : w.tasks) {
@@ -822,7 +978,7 @@ void Master::Impl::OnDeath(Worker& w, int status) {
       r.plugin_returned = t.ran;
       if (w.kill_reason != KillReason::kHung) {
         for (const auto& [other_key, o] : w.tasks) {
-          if (other_key != key) r.others.push_back("plugin '" + o.plugin + "' (" + o.action + ")");
+          if (other_key != key) r.others.push_back(TaskLabel(other_key.first, o));
         }
       }
       message = TaskFailureMessage(r);
@@ -970,10 +1126,12 @@ void Master::Impl::WakeMain() {
 
 bool Master::Impl::Register(client::Client& client) {
   json plugins;
+  json refused;
   std::vector<std::string> types;
   {
     std::lock_guard<std::mutex> lock(mu);
     plugins = plugins_json;
+    refused = refused_json;
     types = plugin_types;
     reregister = false;
   }
@@ -983,7 +1141,8 @@ bool Master::Impl::Register(client::Client& client) {
                                                  {"incarnation", incarnation},
                                                  {"machine", MachineName()},
                                                  {"pid", static_cast<std::int64_t>(getpid())},
-                                                 {"plugins", plugins}});
+                                                 {"plugins", plugins},
+                                                 {"refused", refused}});
   if (!r.ok() && r.status().code() == Code::kConflict) {
     // Another weft-host process holds this host id and is live. Retry: a host
     // restarted after a crash gets in once weftd stops hearing the dead one
@@ -1033,15 +1192,18 @@ bool Master::Impl::Register(client::Client& client) {
 void Master::Impl::Heartbeat(client::Client& client) {
   json in = json::array();
   json running;
+  json refused;
   {
     std::lock_guard<std::mutex> lock(mu);
     running = reported_workers;
+    refused = refused_json;
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
   Result<json> r =
-      client.Call("host.heartbeat", {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}});
+      client.Call("host.heartbeat",
+                  {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}});
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
@@ -1387,6 +1549,12 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
     fds.push_back({w.fd, POLLIN, 0});
     order.push_back(pid);
   }
+  std::vector<pid_t> printing;  // workers whose stdout is open
+  for (auto& [pid, w] : workers) {
+    if (w.out_fd < 0 || w.out_eof) continue;
+    fds.push_back({w.out_fd, POLLIN, 0});
+    printing.push_back(pid);
+  }
   int wait_ms = static_cast<int>(std::max<std::int64_t>(
       0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
   int n = poll(fds.data(), fds.size(), wait_ms);
@@ -1409,6 +1577,12 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
     if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto it = workers.find(order[i]);
     if (it != workers.end()) ReadChannel(it->second);
+  }
+  next += order.size();
+  for (std::size_t i = 0; i < printing.size(); ++i) {
+    if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto it = workers.find(printing[i]);
+    if (it != workers.end() && !it->second.out_eof) ReadOutput(it->second, false);
   }
   return true;
 }

@@ -488,6 +488,7 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
     m.plugin = type;
     m.action = action;
     m.tenant = StringOr(task, "tenant");
+    m.node = StringOr(task, "node_id");
     if (std::string refused = AskToStart(m); !refused.empty()) {
       // The master logged why. Nothing to report: this attempt is not the
       // task's current one, and this runner's next take tells weftd that it

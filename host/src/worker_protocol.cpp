@@ -40,6 +40,7 @@ std::string EncodeWorkerMessage(const WorkerMessage& m) {
     j["plugin"] = m.plugin;
     j["action"] = m.action;
     j["tenant"] = m.tenant;
+    if (!m.node.empty()) j["node"] = m.node;
   }
   if (m.kind == WorkerMessage::Kind::kRan) {
     j["outcome"] = m.outcome;
@@ -87,6 +88,7 @@ Result<WorkerMessage> ParseWorkerMessage(std::string_view line) {
   m.plugin = string("plugin");
   m.action = string("action");
   m.tenant = string("tenant");
+  m.node = string("node");
   m.reason = string("reason");
   if (auto it = j.find("plugins"); it != j.end() && it->is_number_integer()) m.plugins = it->get<int>();
   m.outcome = string("outcome");

@@ -126,6 +126,7 @@ json EntryJson(const store::AuditRecord& a) {
           {"cluster", a.cluster},
           {"job_id", a.job_id},
           {"outcome", a.outcome},
+          {"address", a.address},
           {"detail", detail.is_object() ? detail : json::object()}};
 }
 
@@ -181,8 +182,12 @@ std::optional<store::AuditRecord> AuditEntryOf(const Call& call, const Response&
   e.outcome = "ok";
   Target(call, body, reply, &e);
   json detail = Detail(e.op, body, reply);
-  if (!p.via_gateway.empty()) detail["via"] = "gateway " + p.via_gateway;
-  if (!p.client_addr.empty()) detail["client_addr"] = Cut(p.client_addr);
+  // Where: the browser's address when a gateway passed the request on and gave
+  // one, else the address of the connection it came on; `via` names the gateway
+  // and its own address.
+  const std::string peer(call.peer_address);
+  if (!p.via_gateway.empty()) detail["via"] = "gateway " + p.via_gateway + (peer.empty() ? "" : " at " + peer);
+  e.address = p.client_addr.empty() ? Cut(peer) : Cut(p.client_addr);
   e.detail_json = detail.dump();
   return e;
 }

@@ -19,7 +19,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
   std::string origin(origin_view);
   WEFT_ASSIGN_OR_RETURN(toml::table root, ParseToml(toml_text, origin_view));
   WEFT_RETURN_IF_ERROR(CheckTables(root, {"server", "endpoints", "limits", "tasks", "hosts", "jobs", "store", "security",
-                                          "metrics", "leader"},
+                                          "metrics", "leader", "retention"},
                                    origin));
   auto table = [&](const char* name) { return root.get_as<toml::table>(name); };
 
@@ -139,6 +139,19 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.String("advertise_api", &cfg.leader.advertise_api, endpoint);
     r.String("advertise_provisioner", &cfg.leader.advertise_provisioner, endpoint);
     r.String("advertise_events", &cfg.leader.advertise_events, endpoint);
+    WEFT_RETURN_IF_ERROR(r.Finish());
+  }
+  {
+    TableReader r(table("retention"), "retention", origin);
+    constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+    std::int64_t days = cfg.retention.ended_after_ms / kDayMs;
+    r.Int("ended_after_days", 0, 36'500, &days);
+    // The same in milliseconds (tests, or less than a day); wins when both are given.
+    std::int64_t ms = -1;
+    r.Int("ended_after_ms", 0, 36'500 * kDayMs, &ms);
+    cfg.retention.ended_after_ms = ms >= 0 ? ms : days * kDayMs;
+    r.Int("interval_ms", 10, kDayMs, &cfg.retention.interval_ms);
+    r.Int("batch_rows", 1, 100'000, &cfg.retention.batch_rows);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;

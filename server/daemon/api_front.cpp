@@ -186,7 +186,15 @@ bool ApiFront::TakeRequest() {
         Serve(frames, key))
       return true;
   }
-  PassOn(std::move(frames), over, key);
+  // Where the request came from, for the audit log (TCP only; nothing on other transports).
+  std::string address;
+  if (frames.size() > 1) {
+    try {
+      address = frames.back().gets("Peer-Address");
+    } catch (const zmq::error_t&) {
+    }
+  }
+  PassOn(std::move(frames), over, key, std::move(address));
   return true;
 }
 
@@ -240,9 +248,9 @@ bool ApiFront::Serve(wire::Frames& frames, const std::string& key) {
   return true;
 }
 
-void ApiFront::PassOn(wire::Frames frames, bool over, const std::string& key) {
+void ApiFront::PassOn(wire::Frames frames, bool over, const std::string& key, std::string address) {
   const std::string rid = frames.front().to_string();
-  zmq::message_t meta = EncodeApiMeta(ApiMeta{over, key});
+  zmq::message_t meta = EncodeApiMeta(ApiMeta{over, key, std::move(address)});
   try {
     // Blocks while the reactor is behind by the pipe's high-water mark: the front stops taking requests.
     if (!pipe_.send(meta, zmq::send_flags::sndmore)) return;

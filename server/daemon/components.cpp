@@ -1,6 +1,8 @@
 #include "weft/server/daemon/components.hpp"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "weft/server/api/audit.hpp"
@@ -10,6 +12,7 @@
 #include "weft/server/hosts/host_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
 #include "weft/server/resources/resource_ops.hpp"
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::server {
@@ -30,7 +33,8 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
       registry_(store, clock, keys_),
       logins_(store, clock, registry_,
               auth::LoginOptions{config.security.session_idle_ms, config.security.session_max_ms,
-                                 config.security.login_burst, config.security.login_interval_ms}) {}
+                                 config.security.login_burst, config.security.login_interval_ms}),
+      retention_(config.retention, store, clock) {}
 
 Status Components::Start() {
   WEFT_RETURN_IF_ERROR(Prepare());
@@ -68,9 +72,22 @@ void Components::RefreshMetrics() {
   const std::int64_t now = clock_.NowMs();
   metrics::Snapshot out;
 
+  // Every label set that is known gets a sample, 0 included, so that a sum over
+  // an idle weftd is 0 rather than no data: each state for every tenant that
+  // exists (and any tenant that still has tasks or clusters), each operation.
+  std::set<std::string> tenants;
+  for (const auto& [name, t] : registry_.tenants()) tenants.insert(name);
+  const std::map<std::string, queue::TaskQueue::TenantCounts> by_tenant = queue_.CountByTenant();
+  for (const auto& [tenant, c] : by_tenant) tenants.insert(tenant);
+  Result<std::vector<store::ClusterCount>> clusters = store_.CountClusters();
+  if (clusters.ok())
+    for (const store::ClusterCount& row : *clusters) tenants.insert(row.tenant);
+
   Family tasks{
       "weft_tasks", "Tasks queued (ready or waiting out a retry's backoff) and leased, by tenant.", "gauge", {}};
-  for (const auto& [tenant, c] : queue_.CountByTenant()) {
+  for (const std::string& tenant : tenants) {
+    auto it = by_tenant.find(tenant);
+    const queue::TaskQueue::TenantCounts c = it == by_tenant.end() ? queue::TaskQueue::TenantCounts{} : it->second;
     tasks.samples.push_back({{{"state", "queued"}, {"tenant", tenant}}, static_cast<double>(c.queued)});
     tasks.samples.push_back({{{"state", "leased"}, {"tenant", tenant}}, static_cast<double>(c.leased)});
   }
@@ -80,16 +97,26 @@ void Components::RefreshMetrics() {
                   {{{"state", "failed"}}, static_cast<double>(queue_.failed())}}});
 
   Family running{"weft_jobs_running", "Jobs running now, by operation.", "gauge", {}};
-  for (const auto& [operation, n] : engine_.RunningByOperation())
+  const std::map<std::string, std::int64_t> by_operation = engine_.RunningByOperation();
+  std::map<std::string, std::int64_t> operations;
+  // The enums count from 0 and ToString names each value ("" past the last).
+  for (int i = 0; !ToString(static_cast<JobOperation>(i)).empty(); ++i)
+    operations[std::string(ToString(static_cast<JobOperation>(i)))] = 0;
+  for (const auto& [operation, n] : by_operation) operations[operation] = n;
+  for (const auto& [operation, n] : operations)
     running.samples.push_back({{{"operation", operation}}, static_cast<double>(n)});
   out.push_back(std::move(running));
 
-  Result<std::vector<store::ClusterCount>> clusters = store_.CountClusters();
   if (clusters.ok()) {
     Family c{"weft_clusters", "Clusters by tenant and status.", "gauge", {}};
     Family n{"weft_nodes", "Nodes by tenant and the status of their cluster.", "gauge", {}};
-    for (const store::ClusterCount& row : *clusters) {
-      const metrics::Labels labels = {{"status", row.status}, {"tenant", row.tenant}};
+    std::map<std::pair<std::string, std::string>, store::ClusterCount> counts;
+    for (const std::string& tenant : tenants)
+      for (int i = 0; !ToString(static_cast<ClusterStatus>(i)).empty(); ++i)
+        counts[{tenant, std::string(ToString(static_cast<ClusterStatus>(i)))}] = store::ClusterCount{};
+    for (const store::ClusterCount& row : *clusters) counts[{row.tenant, row.status}] = row;
+    for (const auto& [key, row] : counts) {
+      const metrics::Labels labels = {{"status", key.second}, {"tenant", key.first}};
       c.samples.push_back({labels, static_cast<double>(row.clusters)});
       n.samples.push_back({labels, static_cast<double>(row.nodes)});
     }
@@ -176,7 +203,7 @@ Status Components::Wire() {
     return engine_.Decorate(r, task, texts);
   });
 
-  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_});
+  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_, retention_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
   capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_, resources_.get());

@@ -302,6 +302,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   if (auto e = queue_.NextExpiryMs()) due = std::min(due, *e);
   if (auto w = held_.NextDeadlineMs()) due = std::min(due, *w);
   due = std::min(due, next_silence_check_ms_);
+  if (leading_) due = std::min(due, components_.retention().NextMs());
   if (leadership_) due = std::min(due, leadership_->next_tick_ms());
   if (!undelivered_.empty() || !inbox_.empty() || serve_more_) due = now;
   return std::max<std::int64_t>(0, due - now);
@@ -370,6 +371,7 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
   api::Call call;
   call.endpoint = p.endpoint;
   call.request = &request;
+  call.peer_address = p.address;
   if (!config_.security.curve) {
     // No authentication: every api caller is superadmin of the tenant it names.
     if (p.endpoint == Endpoint::kApi) {
@@ -592,6 +594,7 @@ Status Reactor::Housekeeping(std::int64_t now, bool silence_due, std::vector<Pen
         now + std::max<std::int64_t>(50, std::min(config_.hosts.silent_after_ms / 4, config_.jobs.janitor_interval_ms));
     WEFT_RETURN_IF_ERROR(s);
   }
+  if (components_.retention().Due(now)) WEFT_RETURN_IF_ERROR(components_.retention().Batch(now));
   // With a read waiting, one held take at most is served now, the rest next turn.
   serve_more_ = held_.Serve(batch, serve_more_, Steady::now() + (ReadWaiting() ? Steady::duration{} : kTurnBudget));
   return Status::Ok();
@@ -697,7 +700,8 @@ Status Reactor::Loop() {
     commit_ready_ = false;
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
-    if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_)
+    if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_ ||
+        components_.retention().Due(now))
       WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
     // A leader renews between turns. After a pause (SIGSTOP) the requests
     // waiting meet the fencing check first; nothing commits once another
@@ -760,7 +764,8 @@ Status Reactor::StartFront() {
   jobs::RegisterClusterReads(*reads, **reader, clock_,
                              [front](const std::string& tenant) { return front->LivePlugins(tenant); });
   catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
-  RegisterStatusRead(*reads, components_.router(), status_counts_, store_, clock_, components_.info());
+  RegisterStatusRead(*reads, components_.router(), status_counts_, store_, clock_, components_.info(),
+                     components_.retention());
   auth::RefuseSealedRequests(*reads);
   WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
   WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));
@@ -845,6 +850,7 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  components_.retention().Restart();
   auth_published_ = false;
   PublishAuth();
   PublishLivePlugins();

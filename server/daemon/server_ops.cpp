@@ -70,7 +70,8 @@ json TaskJson(const store::TaskRecord& t, bool details) {
 
 // server.status's reply, from whichever thread answers it.
 Response StatusReply(const Call& call, const DaemonInfo& info, const store::Store& store,
-                     const std::map<std::string, std::int64_t>& requests, std::int64_t now, json hosts, json tasks) {
+                     const std::map<std::string, std::int64_t>& requests, std::int64_t now, json hosts, json tasks,
+                     json retention) {
   const store::CheckpointStats c = store.checkpoint_stats();
   json status = {{"version", "0.1.0"},
                  {"protocol", wire::kProtocolVersion},
@@ -86,6 +87,7 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
                    {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}}},
                  {"hosts", std::move(hosts)},
                  {"tasks", std::move(tasks)},
+                 {"retention", std::move(retention)},
                  {"requests", requests}};
   if (info.leadership) {
     WEFT_TRY_ASSIGN(leadership, info.leadership());
@@ -130,7 +132,7 @@ Response ServerOps::ServerStatus(const Call& call) {
   const queue::TaskQueue& q = d_.queue;
   return StatusReply(call, d_.info, d_.store, router_.Served(), d_.clock.NowMs(),
                      HostsJson(static_cast<std::int64_t>(d_.hosts.all().size()), LiveHosts(d_.hosts)),
-                     TasksJson(q.queued(), q.leased(), q.succeeded(), q.failed()));
+                     TasksJson(q.queued(), q.leased(), q.succeeded(), q.failed()), d_.retention.Json());
 }
 
 Response ServerOps::TaskGet(const Call& call) {
@@ -236,18 +238,20 @@ void StatusCounts::Take(const queue::TaskQueue& queue, const hosts::HostRegistry
 }
 
 void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
-                        const store::Store& store, const Clock& clock, const DaemonInfo& info) {
+                        const store::Store& store, const Clock& clock, const DaemonInfo& info,
+                        const Retention& retention) {
   const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
   router.Add(
       "server.status", anyone, {Endpoint::kApi},
-      [&router, &reactor_router, &counts, &store, &clock, &info](const Call& call) {
+      [&router, &reactor_router, &counts, &store, &clock, &info, &retention](const Call& call) {
         constexpr auto kRelaxed = std::memory_order_relaxed;
         std::map<std::string, std::int64_t> requests = reactor_router.Served();
         for (const auto& [op, n] : router.Served()) requests[op] += n;
         return StatusReply(call, info, store, requests, clock.NowMs(),
                            HostsJson(counts.hosts_registered.load(kRelaxed), counts.hosts_live.load(kRelaxed)),
                            TasksJson(counts.queued.load(kRelaxed), counts.leased.load(kRelaxed),
-                                     counts.succeeded.load(kRelaxed), counts.failed.load(kRelaxed)));
+                                     counts.succeeded.load(kRelaxed), counts.failed.load(kRelaxed)),
+                           retention.Json());
       },
       api::Effect::kReads);
 }

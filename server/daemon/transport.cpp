@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "weft/server/daemon/ports.hpp"
+#include "weft/server/hosts/host_ops.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
@@ -55,8 +56,11 @@ bool SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frame
 }  // namespace
 
 zmq::message_t EncodeApiMeta(const ApiMeta& meta) {
+  // "1" or "0", the key (Z85, no newline in it), a newline, the address.
   std::string text(1, meta.over ? '1' : '0');
   text += meta.key;
+  text += '\n';
+  text += meta.address;
   return zmq::message_t(text.data(), text.size());
 }
 
@@ -64,7 +68,9 @@ ApiMeta DecodeApiMeta(const zmq::message_t& frame) {
   ApiMeta meta;
   const std::string text = frame.to_string();
   meta.over = !text.empty() && text[0] == '1';
-  if (text.size() > 1) meta.key = text.substr(1);
+  const std::size_t nl = text.find('\n');
+  if (text.size() > 1) meta.key = text.substr(1, nl == std::string::npos ? std::string::npos : nl - 1);
+  if (nl != std::string::npos) meta.address = text.substr(nl + 1);
   return meta;
 }
 
@@ -219,6 +225,7 @@ Transport::Received Transport::Receive(Endpoint endpoint, std::deque<Inbound>& i
     inbox.pop_back();
     return Received::kDropped;
   }
+  if (meta) in.pending.address = std::move(meta->address);
   if (!WithinPeerBudget(in, inbox)) {
     // The connection already has its share waiting: refuse this one without keeping it.
     in.request.reset();
@@ -291,7 +298,11 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, const 
     } catch (const zmq::error_t&) {
     }
   }
-  Result<wire::Request> request = wire::DecodeRequest(frames, config_.limits, &p.id);
+  // A host's task.take and task.finish keep their bodies as text, which their handlers read lean.
+  Result<wire::Request> request =
+      endpoint == api::Endpoint::kProvisioner
+          ? wire::DecodeRequest(frames, config_.limits, &p.id, hosts::kTextBodyOps)
+          : wire::DecodeRequest(frames, config_.limits, &p.id);
   if (!request.ok()) {
     WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
                            << request.status().message();

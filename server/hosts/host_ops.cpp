@@ -4,9 +4,11 @@
 #include <memory>
 #include <optional>
 
+#include "weft/common/flat_json.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/lifecycle.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/wire.hpp"
 
 namespace weft::hosts {
 namespace {
@@ -63,6 +65,18 @@ class HostOps {
     std::string runner;  // the host's thread that takes one task at a time; empty: not named
   };
   Result<TakeRequest> ParseTake(const json& body, const std::string& path) const;
+  // What a finish asks, read from its body (the tree or, lean, the text).
+  struct FinishFields {
+    queue::FinishRequest f;
+    std::optional<TakeRequest> next;
+  };
+  Result<FinishFields> ReadFinish(const json& body) const;
+  // The lean readings of a body kept as text (wire::Request::body_text): only
+  // a request every check passes is read there; nullopt sends it to the tree
+  // reading, which decides and explains as for any other body.
+  std::optional<FinishFields> ReadFinishText(std::string_view text) const;
+  std::optional<TakeRequest> ReadTakeText(std::string_view text, std::string* host_id) const;
+  Response Finish(FinishFields finish);
   // The next task for `host_id`, or a held response that the reactor answers later.
   Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
   static Response FencingError(const Status& s, const queue::Conflict& conflict);
@@ -83,7 +97,8 @@ Response HostOps::HostList(const Call& call) {
                     {"in_flight", d_.queue.InFlight(id)},
                     {"workers", OwnTenantOnly(live ? d_.hosts.WorkersFor(id) : json::array(), call.principal)},
                     {"reported_workers", OwnTenantOnly(h.reported_workers, call.principal)},
-                    {"plugins", HostRegistry::TypesFor(h, call.principal.tenant)}});
+                    {"plugins", HostRegistry::TypesFor(h, call.principal.tenant)},
+                    {"refused", RefusedFor(h.refused, call.principal.tenant)}});
   }
   return Response::Ok({{"hosts", std::move(list)}});
 }
@@ -116,7 +131,17 @@ Response HostOps::PluginList(const Call& call) {
   }
   json list = json::array();
   for (auto& [type, p] : plugins) list.push_back(std::move(p));
-  return Response::Ok({{"plugins", std::move(list)}});
+  // The plugin files live hosts refused (a tenant's Lua plugin that does not
+  // load, say): the host logs why, and the operator sees it here too.
+  json refused = json::array();
+  for (const auto& [id, h] : d_.hosts.all()) {
+    if (!d_.hosts.Live(h)) continue;
+    for (json r : RefusedFor(h.refused, call.principal.tenant)) {
+      r["host_id"] = id;
+      refused.push_back(std::move(r));
+    }
+  }
+  return Response::Ok({{"plugins", std::move(list)}, {"refused", std::move(refused)}});
 }
 
 Response HostOps::HostRegister(const Call& call) {
@@ -160,6 +185,7 @@ Response HostOps::HostRegister(const Call& call) {
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
   if (incarnation.size() > 128)
     return Response::Error(Status::Invalid("body.incarnation must be at most 128 characters"));
+  WEFT_TRY_ASSIGN(refused, ParseRefused(body));
   WEFT_TRY_ASSIGN(machine, jsonf::String(body, "machine", "body", ""));
   if (machine.size() > 256) return Response::Error(Status::Invalid("body.machine must be at most 256 characters"));
   WEFT_TRY_ASSIGN(pid, jsonf::Int(body, "pid", "body", 0, INT32_MAX, 0));
@@ -181,6 +207,7 @@ Response HostOps::HostRegister(const Call& call) {
   h.machine = machine;
   h.pid = pid;
   h.key = call.principal.key;
+  h.refused = refused.is_array() ? std::move(refused) : json::array();
   Status s = d_.store.UpsertHost(h.record);
   if (!s.ok()) return Response::Error(s);
   if (const Host* old = d_.hosts.Find(host_id);
@@ -231,6 +258,8 @@ Response HostOps::HostHeartbeat(const Call& call) {
                                              jsonf::Brief(*workers)));
     host->reported_workers = *workers;
   }
+  WEFT_TRY_ASSIGN(refused, ParseRefused(body));
+  if (refused.is_array()) host->refused = std::move(refused);
   WEFT_TRY_ASSIGN(outcome, d_.queue.Renew(host->record.id, refs));
   d_.hosts.Seen(*host);
   Status s = d_.store.TouchHost(host->record.id, host->record.last_seen_ms);
@@ -252,7 +281,17 @@ Response HostOps::HostLeave(const Call& call) {
 }
 
 Response HostOps::TaskTake(const Call& call) {
-  const json& body = call.request->body;
+  if (!call.request->body_text.empty()) {
+    std::string host_id;
+    if (std::optional<TakeRequest> take = ReadTakeText(call.request->body_text, &host_id)) {
+      if (Host* host = d_.hosts.Find(host_id)) {
+        d_.hosts.Seen(*host);
+        return TakeOrHold(host->record.id, *take);
+      }
+    }
+  }
+  const json tree = call.request->body_text.empty() ? json() : wire::BodyTree(*call.request);
+  const json& body = call.request->body_text.empty() ? call.request->body : tree;
   WEFT_TRY_ASSIGN(host, d_.hosts.Known(body));
   // Optional: a worker that serves one tenant takes only that tenant's tasks.
   WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
@@ -298,29 +337,159 @@ Response HostOps::FencingError(const Status& s, const queue::Conflict& conflict)
   return Response::Error(s);
 }
 
+namespace {
+
+// The members a lean reading knows, one bit each: a second of one sends the body to the tree.
+enum FinishMember : unsigned {
+  kHostId = 1u << 0,
+  kTaskId = 1u << 1,
+  kAttempt = 1u << 2,
+  kStatus = 1u << 3,
+  kMessage = 1u << 4,
+  kStdout = 1u << 5,
+  kStderr = 1u << 6,
+  kCode = 1u << 7,
+  kResult = 1u << 8,
+  kTake = 1u << 9,
+  kWaitMs = 1u << 10,
+  kTenant = 1u << 11,
+  kRunner = 1u << 12,
+};
+
+// Marks `bit` seen; false when it was already.
+bool FirstOf(unsigned& seen, unsigned bit) {
+  if (seen & bit) return false;
+  seen |= bit;
+  return true;
+}
+
+// A string member's value into `out`; false unless it is one.
+bool TextOf(const flatjson::Member& m, std::string& out) {
+  if (m.kind != flatjson::Kind::kString) return false;
+  out.clear();
+  if (!m.escaped) {
+    out.assign(m.text);
+    return true;
+  }
+  return flatjson::Unescape(m.text, out);
+}
+
+// An integer member from `min` to `max`; nullopt unless it is one.
+std::optional<std::int64_t> IntOf(const flatjson::Member& m, std::int64_t min, std::int64_t max) {
+  if (m.kind != flatjson::Kind::kUnsigned || m.number > static_cast<std::uint64_t>(max)) return std::nullopt;
+  const auto n = static_cast<std::int64_t>(m.number);
+  if (n < min) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+std::optional<HostOps::TakeRequest> HostOps::ReadTakeText(std::string_view text, std::string* host_id) const {
+  flatjson::Reader reader(text);
+  flatjson::Member m;
+  unsigned seen = 0;
+  std::int64_t wait_ms = 0;
+  std::string tenant, runner;
+  while (reader.Next(m)) {
+    bool ok = true;
+    if (m.key == "host_id" && host_id) {
+      ok = FirstOf(seen, kHostId) && TextOf(m, *host_id) && !host_id->empty();
+    } else if (m.key == "wait_ms") {
+      std::optional<std::int64_t> n = IntOf(m, 0, INT32_MAX);
+      ok = FirstOf(seen, kWaitMs) && n;
+      if (n) wait_ms = *n;
+    } else if (m.key == "tenant") {
+      ok = FirstOf(seen, kTenant) && TextOf(m, tenant) && !tenant.empty();
+    } else if (m.key == "runner") {
+      ok = FirstOf(seen, kRunner) && TextOf(m, runner) && (runner.empty() || ValidHostId(runner));
+    }  // any other member is not read, as by the tree reading
+    if (!ok) return std::nullopt;
+  }
+  if (!reader.ok() || (host_id && !(seen & kHostId))) return std::nullopt;
+  return TakeRequest{std::min<std::int64_t>(wait_ms, d_.config.tasks.max_wait_ms), std::move(tenant),
+                     std::move(runner)};
+}
+
+std::optional<HostOps::FinishFields> HostOps::ReadFinishText(std::string_view text) const {
+  flatjson::Reader reader(text);
+  flatjson::Member m;
+  unsigned seen = 0;
+  FinishFields out;
+  queue::FinishRequest& f = out.f;
+  std::string status;
+  while (reader.Next(m)) {
+    bool ok = true;
+    if (m.key == "host_id") {
+      ok = FirstOf(seen, kHostId) && TextOf(m, f.host_id) && !f.host_id.empty();
+    } else if (m.key == "task_id" || m.key == "attempt") {
+      std::optional<std::int64_t> n = IntOf(m, 1, kMaxId);
+      ok = FirstOf(seen, m.key == "task_id" ? kTaskId : kAttempt) && n;
+      if (n) (m.key == "task_id" ? f.task_id : f.attempt) = *n;
+    } else if (m.key == "status") {
+      ok = FirstOf(seen, kStatus) && TextOf(m, status);
+    } else if (m.key == "message") {
+      ok = FirstOf(seen, kMessage) && TextOf(m, f.message);
+    } else if (m.key == "stdout") {
+      ok = FirstOf(seen, kStdout) && TextOf(m, f.stdout_tail);
+    } else if (m.key == "stderr") {
+      ok = FirstOf(seen, kStderr) && TextOf(m, f.stderr_tail);
+    } else if (m.key == "code") {
+      ok = FirstOf(seen, kCode) && TextOf(m, f.code);
+    } else if (m.key == "result") {
+      // Only an empty one: another is stored as the tree writes it, keys in order.
+      ok = FirstOf(seen, kResult) && m.kind == flatjson::Kind::kObject && flatjson::EmptyObject(m.text);
+    } else if (m.key == "take") {
+      ok = FirstOf(seen, kTake) && m.kind == flatjson::Kind::kObject;
+      if (ok) {
+        out.next = ReadTakeText(m.text, nullptr);
+        ok = out.next.has_value();
+      }
+    }  // any other member is not read, as by the tree reading
+    if (!ok) return std::nullopt;
+  }
+  constexpr unsigned kRequired = kHostId | kTaskId | kAttempt | kStatus;
+  if (!reader.ok() || (seen & kRequired) != kRequired) return std::nullopt;
+  const std::optional<AttemptStatus> ended = AttemptStatusFrom(status);
+  if (ended != AttemptStatus::kSucceeded && ended != AttemptStatus::kFailed) return std::nullopt;
+  f.succeeded = ended == AttemptStatus::kSucceeded;
+  f.result_json = "{}";
+  f.stdout_tail = Tail(std::move(f.stdout_tail));
+  f.stderr_tail = Tail(std::move(f.stderr_tail));
+  return out;
+}
+
 Response HostOps::TaskFinish(const Call& call) {
-  const json& body = call.request->body;
+  if (!call.request->body_text.empty()) {
+    if (std::optional<FinishFields> finish = ReadFinishText(call.request->body_text)) return Finish(std::move(*finish));
+    WEFT_TRY_ASSIGN(finish, ReadFinish(wire::BodyTree(*call.request)));
+    return Finish(std::move(finish));
+  }
+  WEFT_TRY_ASSIGN(finish, ReadFinish(call.request->body));
+  return Finish(std::move(finish));
+}
+
+Result<HostOps::FinishFields> HostOps::ReadFinish(const json& body) const {
   queue::FinishRequest f;
-  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
-  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
-  WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
-  WEFT_TRY_ASSIGN(status, jsonf::String(body, "status", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::string host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::int64_t task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_ASSIGN_OR_RETURN(std::int64_t attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
+  WEFT_ASSIGN_OR_RETURN(std::string status, jsonf::String(body, "status", "body"));
   const std::optional<AttemptStatus> ended = AttemptStatusFrom(status);
   if (ended != AttemptStatus::kSucceeded && ended != AttemptStatus::kFailed)
-    return Response::Error(Status::Invalid("body.status must be \"succeeded\" or \"failed\", got \"" + status + "\""));
-  WEFT_TRY_ASSIGN(message, jsonf::String(body, "message", "body", ""));
-  WEFT_TRY_ASSIGN(out, jsonf::String(body, "stdout", "body", ""));
-  WEFT_TRY_ASSIGN(err, jsonf::String(body, "stderr", "body", ""));
-  WEFT_TRY_ASSIGN(code, jsonf::String(body, "code", "body", ""));
+    return Status::Invalid("body.status must be \"succeeded\" or \"failed\", got \"" + status + "\"");
+  WEFT_ASSIGN_OR_RETURN(std::string message, jsonf::String(body, "message", "body", ""));
+  WEFT_ASSIGN_OR_RETURN(std::string out, jsonf::String(body, "stdout", "body", ""));
+  WEFT_ASSIGN_OR_RETURN(std::string err, jsonf::String(body, "stderr", "body", ""));
+  WEFT_ASSIGN_OR_RETURN(std::string code, jsonf::String(body, "code", "body", ""));
   auto result = body.find("result");
   if (result != body.end() && !result->is_null() && !result->is_object())
-    return Response::Error(jsonf::RequireObject(*result, "body.result"));
+    return jsonf::RequireObject(*result, "body.result");
   // Optional: take the next task in the same round trip (a worker thread that
   // finished one task wants another).
   std::optional<TakeRequest> next;
   if (auto t = body.find("take"); t != body.end() && !t->is_null()) {
-    if (!t->is_object()) return Response::Error(jsonf::RequireObject(*t, "body.take"));
-    WEFT_TRY_ASSIGN(take, ParseTake(*t, "body.take"));
+    if (!t->is_object()) return jsonf::RequireObject(*t, "body.take");
+    WEFT_ASSIGN_OR_RETURN(TakeRequest take, ParseTake(*t, "body.take"));
     next = std::move(take);
   }
   f.host_id = std::move(host_id);
@@ -332,12 +501,17 @@ Response HostOps::TaskFinish(const Call& call) {
   f.stdout_tail = Tail(std::move(out));
   f.stderr_tail = Tail(std::move(err));
   f.code = std::move(code);
+  return FinishFields{std::move(f), std::move(next)};
+}
+
+Response HostOps::Finish(FinishFields finish) {
+  const queue::FinishRequest& f = finish.f;
   if (Host* h = d_.hosts.Find(f.host_id)) d_.hosts.Seen(*h);
   queue::Conflict conflict;
   Status s = d_.queue.Finish(f, &conflict);
   d_.dispatcher.Acknowledged(f.task_id, f.attempt);
   if (!s.ok()) return FencingError(s, conflict);
-  if (next) return TakeOrHold(f.host_id, *next);
+  if (finish.next) return TakeOrHold(f.host_id, *finish.next);
   return Response::Ok(json::object());
 }
 

@@ -14,7 +14,51 @@ json ParseStored(const std::string& text) {
   return v.is_discarded() ? json::object() : v;
 }
 
+// Cuts `text` to at most `max` bytes, not inside a UTF-8 sequence.
+std::string Cut(std::string text, std::size_t max) {
+  if (text.size() <= max) return text;
+  std::size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  text.resize(end);
+  return text + "...";
+}
+
 }  // namespace
+
+Result<json> ParseRefused(const json& body) {
+  constexpr std::size_t kMaxEntries = 1000;
+  constexpr std::size_t kMaxText = 2000;
+  auto it = body.find("refused");
+  if (it == body.end() || it->is_null()) return json();
+  if (!it->is_array() || it->size() > kMaxEntries)
+    return Status::Invalid("body.refused must be an array of at most " + std::to_string(kMaxEntries) +
+                           " {file, reason, type?, tenant?}, got " + jsonf::Brief(*it));
+  json out = json::array();
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& r = (*it)[i];
+    const std::string path = "body.refused[" + std::to_string(i) + "]";
+    if (!r.is_object()) return jsonf::RequireObject(r, path);
+    json entry = json::object();
+    for (const char* key : {"file", "reason", "type", "tenant"}) {
+      const bool required = std::string_view(key) == "file" || std::string_view(key) == "reason";
+      Result<std::string> v = required ? jsonf::String(r, key, path) : jsonf::String(r, key, path, "");
+      if (!v.ok()) return v.status();
+      if (!v->empty()) entry[key] = Cut(std::move(*v), kMaxText);
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json RefusedFor(const json& refused, const std::string& tenant) {
+  json out = json::array();
+  if (!refused.is_array()) return out;
+  for (const json& r : refused) {
+    const std::string owner = r.is_object() ? r.value("tenant", std::string()) : std::string();
+    if (owner.empty() || owner == tenant) out.push_back(r);
+  }
+  return out;
+}
 
 bool ValidHostId(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;

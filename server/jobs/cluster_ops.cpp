@@ -14,6 +14,7 @@
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/lifecycle.hpp"
+#include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 #include "weft/planner/macros.hpp"
 #include "weft/solver/solver.hpp"
@@ -37,18 +38,8 @@ constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
 // job.list: up to this many jobs, their clusters' names are read cluster by cluster.
 constexpr std::size_t kJobsNamedOneByOne = 100;
 
-// A duration as weft's duration syntax writes it, to the millisecond: "1d12h", "30m", "1500ms".
-std::string LeaseText(std::int64_t ms) {
-  if (ms <= 0) return "0s";
-  std::string out;
-  for (const auto& [unit, size] : {std::pair<const char*, std::int64_t>{"d", 86'400'000}, {"h", 3'600'000},
-                                   {"m", 60'000}, {"s", 1000}, {"ms", 1}}) {
-    if (ms < size) continue;
-    out += std::to_string(ms / size) + unit;
-    ms %= size;
-  }
-  return out;
-}
+// A duration as weft prints every one ("7d", "30d 14h", "6d 23h 59m").
+std::string LeaseText(std::int64_t ms) { return DurationText(ms); }
 
 // body.lease_ms, with an error in the user's words.
 Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {

@@ -565,14 +565,19 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
       if (run.succeeded == static_cast<std::int64_t>(run.tasks.size())) return Finish(run);
       return Status::Ok();
     }
-    return run.in_flight.empty() ? Finish(run) : Status::Ok();
+    return Settle(run);
   }
 
+  if (ended.cancelled) {
+    // An attempt its job's abort told to stop, now over.
+    t.state = TaskState::kCancelled;
+    return Settle(run);
+  }
   const std::string what = "task " + std::to_string(t.id) + " (" + t.key + ")";
   if (ended.final) {
     // INVALID, UNSUPPORTED, a result over a limit: the next attempt would end the same.
     t.state = TaskState::kFailed;
-    if (run.failing) return run.in_flight.empty() ? Finish(run) : Status::Ok();
+    if (run.failing) return Settle(run);
     return Fail(run, what + " failed at attempt " + std::to_string(t.attempt) +
                          ", and another attempt cannot change that, so it is not retried: " + ended.message);
   }
@@ -581,7 +586,7 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
     return Retry(run, t, ended.message);
   }
   t.state = TaskState::kFailed;
-  if (run.failing) return run.in_flight.empty() ? Finish(run) : Status::Ok();
+  if (run.failing) return Settle(run);
   return Fail(run, what + " failed after " + std::to_string(t.attempt) + " attempt(s): " + ended.message);
 }
 
@@ -696,8 +701,9 @@ Status JobEngine::Finish(Run& run) {
   const std::int64_t now = clock_.NowMs();
   store::JobRecord& r = run.record;
   const bool ok = !run.failing;
-  const bool aborted = JobStatusFrom(r.status) == JobStatus::kAborted;
+  const bool aborted = run.options.contains("aborted_by");
   r.status = ToString(ok ? JobStatus::kSucceeded : aborted ? JobStatus::kAborted : JobStatus::kFailed);
+  if (aborted) r.message = "aborted by " + run.options.value("aborted_by", std::string());
   r.updated_at_ms = now;
   r.finished_at_ms = now;
   const std::string job_id = r.id;
@@ -1071,18 +1077,48 @@ Status JobEngine::Abort(const std::string& job_id, const std::string& who) {
     return Status::Conflict(JobIs(job_id, rec->status) + "; only a running job can be aborted");
   }
   Run& run = *r->second;
-  const std::string why = "cancelled: job " + job_id + " was aborted by " + who;
+  if (run.options.contains("aborted_by"))
+    return Status::Conflict("job " + job_id + " is already being aborted: " + run.record.message);
+  run.options["aborted_by"] = who;
+  run.record.options_json = wire::Dump(run.options);
+  run.failing = true;
+  run.record.message = "aborted by " + who;
+  WEFT_RETURN_IF_ERROR(CancelForAbort(run));
+  return Settle(run);
+}
+
+Status JobEngine::CancelForAbort(Run& run) {
+  const std::string why =
+      "cancelled: job " + run.record.id + " was aborted by " + run.options.value("aborted_by", std::string());
   for (auto& [id, t] : run.tasks) {
-    if (t.state == TaskState::kWaiting || t.state == TaskState::kQueued) {
-      WEFT_RETURN_IF_ERROR(queue_.Cancel(id, why));
+    if (t.state != TaskState::kWaiting && t.state != TaskState::kQueued) continue;
+    // A running attempt is told to stop; until it has, it may still change the
+    // node (and a result it makes is kept), so the job waits for it.
+    if (t.state == TaskState::kQueued && queue_.IsLeased(id)) {
+      run.in_flight.insert(id);
+    } else {
       t.state = TaskState::kCancelled;
     }
+    WEFT_RETURN_IF_ERROR(queue_.Cancel(id, why));
   }
-  run.failing = true;
-  run.in_flight.clear();
-  run.record.status = ToString(JobStatus::kAborted);
-  run.record.message = "aborted by " + who;
-  return Finish(run);
+  return Status::Ok();
+}
+
+Status JobEngine::Settle(Run& run) {
+  if (run.in_flight.empty()) return Finish(run);
+  return run.options.contains("aborted_by") ? StoppingAttempts(run) : Status::Ok();
+}
+
+Status JobEngine::StoppingAttempts(Run& run) {
+  // `failing` until the last has stopped; the cluster takes no other operation meanwhile.
+  const std::string aborted = "aborted by " + run.options.value("aborted_by", std::string());
+  run.record.status = ToString(JobStatus::kFailing);
+  run.record.message = aborted + "; waiting for " + std::to_string(run.in_flight.size()) +
+                       " running attempt(s) to stop on their hosts";
+  run.record.updated_at_ms = clock_.NowMs();
+  WEFT_RETURN_IF_ERROR(store_.UpdateJob(run.record));
+  EmitJob(run);
+  return Status::Ok();
 }
 
 Result<json> JobEngine::EndedRun(const store::JobRecord& rec, const std::string& retried_by) {
@@ -1151,6 +1187,8 @@ Status JobEngine::Retry(const std::string& job_id, const std::string& who) {
   rec.finished_at_ms = 0;
   rec.message = "";
   rec.updated_at_ms = clock_.NowMs();
+  if (json options = ParseOr(rec.options_json, json::object()); options.is_object() && options.erase("aborted_by"))
+    rec.options_json = wire::Dump(options);  // the history keeps who aborted the run before
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(rec));
   WEFT_RETURN_IF_ERROR(LoadRun(rec));
   Run& run = *runs_.at(job_id);
@@ -1317,6 +1355,12 @@ Status JobEngine::Load() {
     auto it = runs_.find(j.id);
     if (it == runs_.end()) continue;
     Run& run = *it->second;
+    if (run.failing && run.options.contains("aborted_by")) {
+      // Its running attempts are told to stop again: the last weftd's word was lost with it.
+      WEFT_RETURN_IF_ERROR(CancelForAbort(run));
+      if (run.in_flight.empty()) WEFT_RETURN_IF_ERROR(Finish(run));
+      continue;
+    }
     if (run.failing) {
       for (auto& [id, t] : run.tasks) {
         if (t.state != TaskState::kQueued && t.state != TaskState::kWaiting) continue;

@@ -295,21 +295,32 @@ Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {
       return Finish(failed, conflict);
     }
   }
-  const TaskState final_state = f.succeeded ? TaskState::kSucceeded : TaskState::kFailed;
+  // A cancelled attempt that failed was stopped (or failed anyway): the task is cancelled.
+  const bool stopped = !f.succeeded && !t.cancelled.empty();
+  const TaskState final_state =
+      f.succeeded ? TaskState::kSucceeded : stopped ? TaskState::kCancelled : TaskState::kFailed;
+  const AttemptStatus attempt_status =
+      f.succeeded ? AttemptStatus::kSucceeded : stopped ? AttemptStatus::kCancelled : AttemptStatus::kFailed;
+  const std::string message = stopped ? t.cancelled + "; its host stopped it: " + f.message : f.message;
   const std::int64_t now = clock_.NowMs();
-  WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, f.succeeded ? AttemptStatus::kSucceeded : AttemptStatus::kFailed,
-                                         f.message, f.result_json, f.stdout_tail, f.stderr_tail, now));
+  WEFT_RETURN_IF_ERROR(store_.EndAttempt(f.task_id, f.attempt, final_state, attempt_status, message, f.result_json,
+                                         f.stdout_tail, f.stderr_tail, now));
   if (t.timers) {
     t.timers->run->Observe(static_cast<double>(now - t.taken_at_ms) / 1000.0);
     metrics_->HostFinished(f.host_id)->Inc();
   }
   DropLease(f.task_id, t);
   t.state = final_state;
-  ++(f.succeeded ? succeeded_ : failed_);
-  Emit(f.task_id, t, f.message);
+  if (f.succeeded) {
+    ++succeeded_;
+  } else if (!stopped) {
+    ++failed_;
+  }
+  Emit(f.task_id, t, message);
+  const bool cancelled = !t.cancelled.empty();
   live_.erase(it);
-  return Report(Ended{f.task_id, f.attempt, f.succeeded, f.message, f.result_json,
-                      !f.succeeded && (f.final || RetryCannotHelp(f.code))});
+  return Report(Ended{f.task_id, f.attempt, f.succeeded, message, f.result_json,
+                      !f.succeeded && (f.final || RetryCannotHelp(f.code)), cancelled});
 }
 
 Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vector<AttemptRef>& in_flight) {
@@ -328,6 +339,8 @@ Result<RenewOutcome> TaskQueue::Renew(const std::string& host_id, const std::vec
     t.lease_until_ms = until;
     leases_.emplace(until, ref.task_id);
     ++out.renewed;
+    // Cancelled: it still runs (so its lease goes on), and its host is to stop it.
+    if (!t.cancelled.empty()) out.stale.push_back(ref);
   }
   return out;
 }
@@ -351,6 +364,18 @@ Status TaskQueue::Progress(const std::string& host_id, const AttemptRef& ref, Co
 
 Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const std::string& why, bool counts) {
   Live& t = live_.at(id);
+  if (!t.cancelled.empty()) {
+    // Cancelled, and now over without its finish: the task stays cancelled.
+    const std::string message = t.cancelled + "; " + why;
+    WEFT_RETURN_IF_ERROR(store_.EndAttempt(id, t.attempt, TaskState::kCancelled, AttemptStatus::kCancelled, message,
+                                           "{}", "", "", clock_.NowMs()));
+    DropLease(id, t);
+    t.state = TaskState::kCancelled;
+    Emit(id, t, message);
+    const std::int64_t attempt = t.attempt;
+    live_.erase(id);
+    return Report(Ended{id, attempt, false, message, "{}", true, true});
+  }
   if (attempt_status == AttemptStatus::kUndelivered || !counts) {
     // The host never got this attempt (it went away while its take was held),
     // or gave it up as it left on purpose: it keeps its number, for fencing,
@@ -378,7 +403,7 @@ Status TaskQueue::EndLease(std::int64_t id, AttemptStatus attempt_status, const 
   ++failed_;
   const std::int64_t attempt = t.attempt;
   live_.erase(id);
-  return Report(Ended{id, attempt, false, message, "{}", false});
+  return Report(Ended{id, attempt, false, message, "{}", false, false});
 }
 
 Status TaskQueue::ExpireDue(std::chrono::steady_clock::time_point stop_at) {
@@ -469,14 +494,15 @@ Status TaskQueue::Cancel(std::int64_t task_id, const std::string& message) {
   if (it != live_.end()) {
     Live& t = it->second;
     if (t.state == TaskState::kLeased) {
-      WEFT_RETURN_IF_ERROR(store_.EndAttempt(task_id, t.attempt, TaskState::kCancelled, AttemptStatus::kCancelled, message, "{}", "",
-                                             "", clock_.NowMs()));
-      DropLease(task_id, t);
-    } else {
-      WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs()));
-      RemoveReady(task_id, t);
-      delayed_.erase({t.lease_until_ms, task_id});
+      if (t.cancelled.empty()) {
+        t.cancelled = message;
+        Emit(task_id, t, message + "; its host is told to stop it");
+      }
+      return Status::Ok();
     }
+    WEFT_RETURN_IF_ERROR(store_.SetTaskState(task_id, TaskState::kCancelled, message, 0, clock_.NowMs()));
+    RemoveReady(task_id, t);
+    delayed_.erase({t.lease_until_ms, task_id});
     t.state = TaskState::kCancelled;
     Emit(task_id, t, message);
     live_.erase(it);

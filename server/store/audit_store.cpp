@@ -1,4 +1,4 @@
-// The audit log in the store (migration 6). An entry is written in the
+// The audit log in the store (migration 6; the address column: migration 20). An entry is written in the
 // transaction of the change it records, so a change is never committed
 // without its entry. Nothing here updates or deletes one, and the table's
 // triggers refuse it.
@@ -11,7 +11,8 @@ namespace weft::store {
 namespace {
 
 constexpr const char* kAuditColumns =
-    "id, at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, job_id, outcome, detail";
+    "id, at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, job_id, outcome, detail, "
+    "address";
 
 AuditRecord ReadAudit(const sql::Statement& s) {
   AuditRecord a;
@@ -28,6 +29,7 @@ AuditRecord ReadAudit(const sql::Statement& s) {
   a.job_id = s.Text(10);
   a.outcome = s.Text(11);
   a.detail_json = s.Text(12);
+  a.address = s.Text(13);
   return a;
 }
 
@@ -38,7 +40,7 @@ Status Store::AppendAudit(const AuditRecord& a) {
       sql::Statement st,
       database().Prepare(
           "INSERT INTO audit_log (at_ms, actor, actor_tenant, actor_role, op, tenant, target, cluster_id, cluster, "
-          "job_id, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
+          "job_id, outcome, detail, address) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"));
   st.Bind(1, a.at_ms)
       .Bind(2, a.actor)
       .Bind(3, a.actor_tenant)
@@ -50,7 +52,8 @@ Status Store::AppendAudit(const AuditRecord& a) {
       .Bind(9, a.cluster)
       .Bind(10, a.job_id)
       .Bind(11, a.outcome)
-      .Bind(12, a.detail_json.empty() ? std::string_view("{}") : std::string_view(a.detail_json));
+      .Bind(12, a.detail_json.empty() ? std::string_view("{}") : std::string_view(a.detail_json))
+      .Bind(13, a.address);
   return st.Run();
 }
 

@@ -734,6 +734,22 @@ DROP INDEX IF EXISTS tasks_unfinished;
      R"sql(
 ALTER TABLE tasks SET (fillfactor = 70);
 )sql"},
+    // Retention (retention_store.cpp): the jobs that ended, by when, with
+    // their clusters, so that finding those ended before a cutoff reads
+    // neither the jobs nobody may remove yet nor a job's row (whose end comes
+    // after its large cluster states). Written to run again.
+    {19, R"sql(
+CREATE INDEX IF NOT EXISTS jobs_ended ON jobs (finished_at_ms, cluster_id, id) WHERE finished_at_ms > 0;
+)sql"},
+    // Where each audit entry's request came from (the client's IP address, or
+    // the browser's that a gateway gave); '' for older entries and weftd's own.
+    // PostgreSQL's runs again as it is.
+    {20, R"sql(
+ALTER TABLE audit_log ADD COLUMN address TEXT NOT NULL DEFAULT '';
+)sql",
+     R"sql(
+ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 constexpr const char* kTaskColumns =

@@ -46,6 +46,7 @@ json One(const json& list, const std::string& op, const std::string& target, con
   CHECK(e["tenant"] == tenant);
   CHECK(e["outcome"] == "ok");
   CHECK(e["at_ms"].get<std::int64_t>() > 0);
+  CHECK(e["address"] == "127.0.0.1");  // where: every request came over loopback TCP
   return e;
 }
 
@@ -160,6 +161,8 @@ TEST_CASE("audit: every change is recorded with who made it, when and where, rea
   Ok(table);
   CHECK_THAT(table.out, Catch::Contains("alice@acme") && Catch::Contains("job.retry") &&
                             Catch::Contains("cluster.extend_lease") && !Catch::Contains("hardwaretype"));
+  // ... and from where.
+  CHECK_THAT(table.out, Catch::Contains(" FROM ") && Catch::Contains("  127.0.0.1  "));
 
   // Filters: a cluster (by name or id), a user, a time.
   const json on_a1 = s.WeftJson({"audit", "--cluster", "a1"});

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -194,6 +196,55 @@ TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and
   CHECK_THAT(extend.err, Catch::Contains("extending to 11d"));
   CHECK_THAT(extend.err, Catch::Contains("passes the template's maximum lease of 7d"));
   CHECK_THAT(extend.err, !Catch::Contains(" ms"));
+  // weftd writes durations as the CLI does ("6d 23h 59m", not "6d23h59m58s").
+  CHECK_THAT(extend.err, Catch::Matches("[\\s\\S]*it can expire at the latest 6d 23h 5[89]m from now[\\s\\S]*"));
+  // Within the maximum: the new expiry keeps its minutes (1d + 1h less a few seconds).
+  RunResult hour = server.Weft({"cluster", "extend-lease", "shop", "--lease", "1h"});
+  INFO(hour.out << hour.err);
+  CHECK(hour.exit_code == 0);
+  CHECK_THAT(hour.out, Catch::Matches("cluster 'shop' now expires in 1d 0h 5[89]m\n"));
+}
+
+TEST_CASE("weft cli edges: job watch counts from when the job started, not from when the watch did",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-watch");
+  Import(server, kExamples);
+  // No host runs the fake plugins, so the create job waits until it is aborted.
+  const json created = server.WeftJson({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"});
+  INFO(created.dump());
+  REQUIRE(created.contains("job"));
+  const json& job_id = created["job"]["id"];
+  const std::string id = job_id.is_string() ? job_id.get<std::string>() : job_id.dump();
+  REQUIRE(!id.empty());
+  std::this_thread::sleep_for(1600ms);
+
+  // The duration ends each progress line ("..., 1.6s"): the job's age, at least the wait above.
+  const auto last_duration = [](std::string line) {
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    return line.substr(line.rfind(", ") + 2);
+  };
+  testing::Process watch = server.Background("watch", {"job", "watch", id});
+  REQUIRE(testing::WaitFor([&] { return server.Err("watch").find('\n') != std::string::npos; }, 30s));
+  const std::string first = server.Err("watch").substr(0, server.Err("watch").find('\n') + 1);
+  INFO("watch of the running job: " << first);
+  const std::string running = last_duration(first);
+  CHECK_THAT(running, !Catch::EndsWith("ms"));
+  CHECK(std::stod(running) >= 1.6);
+
+  REQUIRE(server.Weft({"job", "abort", id}).exit_code == 0);
+  const std::optional<int> ended = watch.Wait(30s);
+  REQUIRE(ended.has_value());
+  const json job = Job(server, id);
+  const std::int64_t took = job["finished_at_ms"].get<std::int64_t>() - job["created_at_ms"].get<std::int64_t>();
+  REQUIRE(took >= 1600);
+
+  // A job that ended long before the watch: its own duration, from request to end.
+  std::this_thread::sleep_for(1200ms);
+  RunResult again = server.Weft({"job", "watch", id});
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 1);
+  const std::string line = again.err.substr(0, again.err.find('\n') + 1);
+  CHECK(last_duration(line) == cli::Duration(took));
 }
 
 TEST_CASE("weft cli edges: a token's validity is the ttl asked for", "[cli][integration]") {

@@ -2,6 +2,7 @@
 // Hosts are registered with a raw host.register call, so no weft-host is needed.
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
+#include "weft/client/client.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft {
@@ -88,6 +90,47 @@ TEST_CASE("weft status: a readable table, and JSON that matches the server", "[c
   CHECK(body["pid"] == server.endpoints()["pid"]);
   CHECK(body["endpoints"]["api"] == server.api());
   CHECK(body["hosts"]["registered"] == 0);
+}
+
+TEST_CASE("weft status: the table shows the metrics endpoint and the requests served per op", "[cli][integration]") {
+  testing::Weftd server("weft-cli-test");
+  for (const char* noun : {"host", "cluster", "job", "tenant", "plugin", "provider", "service"})
+    REQUIRE(server.Weft({noun, "list"}).exit_code == 0);
+  for (int i = 0; i < 3; ++i) REQUIRE(server.Weft({"-o", "json", "status"}).exit_code == 0);
+  RunResult table = server.Weft({"status"});
+  INFO(table.out << table.err);
+  REQUIRE(table.exit_code == 0);
+  const std::string metrics = server.endpoints().value("metrics", std::string());
+  REQUIRE(!metrics.empty());
+  CHECK_THAT(table.out, Catch::Matches("[\\s\\S]*\\nmetrics +" + metrics + "\\n[\\s\\S]*"));
+  // The total, then the busiest ops first: server.status was asked 4 times, each list once.
+  std::smatch m;
+  static const std::regex line(R"(\nrequests +(\d+): ([^\n]*)\n)");
+  REQUIRE(std::regex_search(table.out, m, line));
+  const std::string ops = m[2];
+  CHECK_THAT(ops, Catch::Contains("server.status 4, "));
+  CHECK_THAT(ops, Catch::Contains("cluster.list 1"));
+  // What -o json says next (its own server.status one more), op by op.
+  const json requests = server.WeftJson({"status"})["requests"];
+  REQUIRE(requests.is_object());
+  std::int64_t total = 0;
+  for (const auto& [op, n] : requests.items()) total += n.get<std::int64_t>();
+  CHECK(std::stoll(m[1]) == total - 1);
+  // Six ops are named; the others are summed up: every request is counted once.
+  REQUIRE(requests.size() > 6);
+  static const std::regex named(R"(([a-z_.]+) (\d+)(, |$))");
+  std::int64_t shown = 0, named_ops = 0, previous = total;
+  for (std::sregex_iterator it(ops.begin(), ops.end(), named), end; it != end; ++it, ++named_ops) {
+    const std::int64_t n = std::stoll((*it)[2]);
+    CHECK(n <= previous);  // the busiest first
+    previous = n;
+    shown += n;
+  }
+  CHECK(named_ops == 6);
+  std::smatch other;
+  REQUIRE(std::regex_search(ops, other, std::regex(R"(, (\d+) other ops? (\d+) \(-o json lists every op\)$)")));
+  CHECK(std::stoull(other[1]) == requests.size() - 6);
+  CHECK(shown + std::stoll(other[2]) == total - 1);
 }
 
 TEST_CASE("weft status: WEFT_SERVER is used, and --server overrides it", "[cli][integration]") {
@@ -186,6 +229,46 @@ TEST_CASE("weft plugin list: shows the registered plugin's fields, hiding sensit
   CHECK_THAT(filtered.err, Catch::Contains("no registered host offers plugin type 'no-such-type'"));
 }
 
+TEST_CASE("weft plugin list and weft host show: the plugin files a host refused, with the reason",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-test");
+  zmq::context_t ctx(1);
+  client::Client host(ctx, client::Options{.endpoint = server.provisioner(), .timeout_ms = 5000, .tenant = "",
+                                           .limits = {}});
+  const json refused = {{{"file", "/plugins/broken.so"}, {"reason", "no entry symbol weft_plugin_entry"}},
+                        {{"file", "/state/plugins/acme@gx.lua"},
+                         {"reason", "cannot load the Lua plugin: [string]:1: unexpected symbol"},
+                         {"tenant", "acme"},
+                         {"type", "gx"}}};
+  Result<json> reply = host.Call("host.register", {{"host_id", "cli-host-4"},
+                                                   {"capacity", 1},
+                                                   {"plugins", json::array({TestPlugin()})},
+                                                   {"refused", refused}});
+  REQUIRE(reply.ok());
+
+  // The default tenant sees the host-wide refusal, not acme's own.
+  RunResult list = server.Weft({"plugin", "list"});
+  INFO(list.out << list.err);
+  REQUIRE(list.exit_code == 0);
+  CHECK_THAT(list.out, Catch::StartsWith("cli-test-provider  (provider, version 1.2)"));
+  CHECK_THAT(list.out, Catch::Contains("refused plugin files (the host does not run them):\n"
+                                       "  REFUSED /plugins/broken.so on host cli-host-4: no entry symbol "
+                                       "weft_plugin_entry\n"));
+  CHECK_THAT(list.out, !Catch::Contains("acme@gx.lua"));
+  RunResult show = server.Weft({"host", "show", "cli-host-4"});
+  INFO(show.out << show.err);
+  REQUIRE(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::StartsWith("host ") && Catch::Contains("cli-test-provider"));
+  CHECK_THAT(show.out, Catch::Contains("refused plugin files (1):\n  REFUSED /plugins/broken.so: no entry symbol"));
+  CHECK(server.Weft({"host", "show", "no-such-host"}).exit_code == 1);
+
+  // A heartbeat carries the list too, and replaces it: the file was fixed.
+  REQUIRE(host.Call("host.heartbeat", {{"host_id", "cli-host-4"}, {"refused", json::array()}}).ok());
+  RunResult after = server.Weft({"-o", "json", "plugin", "list"});
+  REQUIRE(after.exit_code == 0);
+  CHECK(json::parse(after.out, nullptr, false)["refused"] == json::array());
+}
+
 TEST_CASE("weft: a usage error exits 2 with one line and a hint", "[cli][integration]") {
   RunResult r = testing::Run(BuildPath("bin/weft"), {"host", "lsit"});
   CHECK(r.exit_code == 2);
@@ -204,6 +287,20 @@ TEST_CASE("weft: an unreachable server exits 1 with one sentence naming the endp
   // Nothing listens there: the connection is refused, so the credential is not the question.
   CHECK_THAT(r.err, Catch::StartsWith("weft: nothing listens at " + dead +
                                       " (connection refused); is weftd running? (set --server or WEFT_SERVER)"));
+}
+
+TEST_CASE("weft: a server that never answers is named with the wait as durations read", "[cli][integration]") {
+  // A ZeroMQ socket takes the connection and never replies.
+  zmq::context_t ctx(1);
+  zmq::socket_t mute(ctx, zmq::socket_type::router);
+  mute.set(zmq::sockopt::linger, 0);
+  mute.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = wire::LastEndpoint(mute);
+  RunResult r = testing::Run(BuildPath("bin/weft"), {"--server", endpoint, "--timeout", "1500", "status"});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains(endpoint + " within 1.5s"));
+  CHECK_THAT(r.err, !Catch::Contains(" ms"));
 }
 
 }  // namespace weft

@@ -65,12 +65,21 @@ TEST_CASE("cli format: missing fields show as '-', durations read like a person 
   CHECK(Duration(4999) == "5s");
   CHECK(Duration(5000) == "5s");
   CHECK(Duration(22'400) == "22s");
-  CHECK(Duration(59'700) == "1m 0s");
+  CHECK(Duration(59'700) == "1m");
+  CHECK(Duration(300'000) == "5m");
   CHECK(Duration(312000) == "5m 12s");
+  CHECK(Duration(50'340'000) == "13h 59m");
+  CHECK(Duration(7'200'000) == "2h");
   CHECK(Duration(90'000'000) == "1d 1h");
+  // A day's minutes are kept: 23h 57m left plus 1h is not "1d 0h".
+  CHECK(Duration(89'820'000) == "1d 0h 57m");
+  CHECK(Duration(604'799'000) == "6d 23h 59m");
+  CHECK(Duration(7 * 86'400'000LL) == "7d");
+  CHECK(Duration(30 * 86'400'000LL + 14 * 3'600'000LL) == "30d 14h");
   CHECK(Ago(10'000, 9'500) == "just now");
   CHECK(Ago(10'000, 0) == "-");
-  CHECK(Ago(70'000, 10'000) == "1m 0s ago");
+  CHECK(Ago(70'000, 10'000) == "1m ago");
+  CHECK(Ago(85'000, 10'000) == "1m 15s ago");
 }
 
 }  // namespace weft::cli

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "weft/common/flat_json.hpp"
 #include "weft/common/raw_json.hpp"
 #include "weft/common/wire.hpp"
 
@@ -385,4 +389,128 @@ TEST_CASE("wire: a request header reads the same on the fast way and the general
     INFO(bad);
     CHECK_FALSE(DecodeError(Raw({bad})).ok());
   }
+}
+
+TEST_CASE("wire: a body kept as text is refused and read exactly as the tree would be", "[wire][slow]") {
+  // DecodeRequest keeps the body of the ops its caller names as text: the
+  // same headers must be refused with the same words, and the text must read
+  // back (BodyTree, BodyString, the flat reader) as the tree does.
+  TextGen gen{0xD1B54A32D192ED03ULL};
+  static constexpr std::string_view kOps[] = {"task.finish", "task.take"};
+  int kept = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string op = gen.Pick(4) == 0 ? "task.progress" : std::string(kOps[gen.Pick(2)]);
+    std::string body = gen.Value(0);
+    if (gen.Pick(3) == 0) body = "{\"host_id\":" + gen.Str() + "," + body.substr(1);
+    std::string text = "{\"body\":" + gen.Space() + body + gen.Space() + ",\"id\":\"r1\",\"op\":\"" + op + "\",\"v\":1}";
+    if (i % 3 == 0) {
+      const std::size_t at = static_cast<std::size_t>(gen.Pick(static_cast<int>(text.size())));
+      static const char kBytes[] = "{}[]\",:\\ 0a-\x01\xff";
+      switch (gen.Pick(3)) {
+        case 0: text[at] = kBytes[gen.Pick(static_cast<int>(sizeof kBytes) - 1)]; break;
+        case 1: text.erase(at, 1); break;
+        default: text.resize(at); break;
+      }
+    }
+    if (text.empty()) continue;
+    INFO(text);
+    std::string tree_id = "x", text_id = "y";
+    auto tree = DecodeRequest(Raw({text}), Limits{}, &tree_id);
+    auto lean = DecodeRequest(Raw({text}), Limits{}, &text_id, kOps);
+    REQUIRE(tree_id == text_id);
+    REQUIRE(tree.ok() == lean.ok());
+    if (!tree.ok()) {
+      ++refused;
+      REQUIRE(tree.status().code() == lean.status().code());
+      REQUIRE(tree.status().message() == lean.status().message());
+      continue;
+    }
+    REQUIRE(tree->body_text.empty());
+    REQUIRE(lean->op == tree->op);
+    const bool named = lean->op == "task.finish" || lean->op == "task.take";
+    if (!named) REQUIRE(lean->body_text.empty());
+    if (lean->body_text.empty()) {
+      REQUIRE(SameTree(lean->body, tree->body));
+      continue;
+    }
+    ++kept;
+    REQUIRE(lean->body.empty());
+    REQUIRE(SameTree(BodyTree(*lean), tree->body));
+    for (const char* key : {"host_id", "k", "id", "a"}) {
+      auto it = tree->body.find(key);
+      const std::optional<std::string> want =
+          it != tree->body.end() && it->is_string() ? std::optional(it->get<std::string>()) : std::nullopt;
+      REQUIRE(BodyString(*lean, key) == want);
+    }
+    // Every member the flat reader calls a plain string or integer is what the tree holds there.
+    weft::flatjson::Reader reader(lean->body_text);
+    weft::flatjson::Member m;
+    std::map<std::string, int> count;
+    std::vector<weft::flatjson::Member> members;
+    while (reader.Next(m)) {
+      members.push_back(m);
+      ++count[std::string(m.key)];
+    }
+    REQUIRE(reader.ok());
+    REQUIRE(members.size() >= tree->body.size());
+    for (const weft::flatjson::Member& member : members) {
+      const std::string key(member.key);
+      if (count[key] != 1 || member.key.find('\\') != std::string_view::npos) continue;
+      const json& value = tree->body.at(key);
+      if (member.kind == weft::flatjson::Kind::kString) {
+        std::string s;
+        if (!weft::flatjson::Unescape(member.text, s)) continue;  // a \u escape: never in a body kept as text
+        REQUIRE(value == s);
+      } else if (member.kind == weft::flatjson::Kind::kUnsigned) {
+        REQUIRE(value.is_number_unsigned());
+        REQUIRE(value.get<std::uint64_t>() == member.number);
+      } else if (member.kind == weft::flatjson::Kind::kObject) {
+        REQUIRE(value.is_object());
+        REQUIRE(SameTree(json::parse(member.text), value));
+      }
+    }
+  }
+  CHECK(kept > 500);
+  CHECK(refused > 1000);
+}
+
+TEST_CASE("wire: a request whose body is kept as text encodes as the tree would", "[wire]") {
+  static constexpr std::string_view kOps[] = {"task.finish"};
+  const std::string header =
+      R"({"body": {"status":"ok","attempt":2, "s":"a\tb"},"id":"c","op":"task.finish","v":1})";
+  std::string id;
+  auto req = DecodeRequest(Raw({header}), Limits{}, &id, kOps);
+  REQUIRE(req.ok());
+  REQUIRE(req->body_text == R"({"status":"ok","attempt":2, "s":"a\tb"})");
+  Frames again = EncodeRequest(*req);
+  CHECK(again[0].to_string() == R"({"body":{"attempt":2,"s":"a\tb","status":"ok"},"id":"c","op":"task.finish","v":1})");
+}
+
+TEST_CASE("flat json: members are read without a tree, anything not plain is kOther, bad text stops", "[wire]") {
+  using weft::flatjson::Kind;
+  weft::flatjson::Reader r(R"( { "a" : "x\"y" , "n":18446744073709551615,"big":18446744073709551616,"neg":-1,)"
+                           R"("f":1.5,"o":{"p":[1,{"q":"}"}]},"z":null,"t":true,"l":[]} )");
+  weft::flatjson::Member m;
+  std::vector<std::pair<std::string, Kind>> seen;
+  while (r.Next(m)) seen.emplace_back(std::string(m.key), m.kind);
+  CHECK(r.ok());
+  CHECK(seen == std::vector<std::pair<std::string, Kind>>{{"a", Kind::kString},  {"n", Kind::kUnsigned},
+                                                          {"big", Kind::kOther}, {"neg", Kind::kOther},
+                                                          {"f", Kind::kOther},   {"o", Kind::kObject},
+                                                          {"z", Kind::kOther},   {"t", Kind::kOther},
+                                                          {"l", Kind::kOther}});
+  std::string s;
+  CHECK(weft::flatjson::Unescape(R"(x\"y\\\/\n)", s));
+  CHECK(s == "x\"y\\/\n");
+  CHECK_FALSE(weft::flatjson::Unescape(R"(\u0041)", s));
+  for (const char* bad : {"", "[]", "{", "{\"a\"", "{\"a\":", "{\"a\":1", "{\"a\":1,}", "{\"a\":\"x}", "{\"a\" 1}",
+                          "{\"a\":{\"b\":1}", "{} x", "{\"a\":1}}", "{\"a\":[1,}"}) {
+    INFO(bad);
+    weft::flatjson::Reader b(bad);
+    while (b.Next(m)) {
+    }
+    CHECK_FALSE(b.ok());
+  }
+  CHECK(weft::flatjson::EmptyObject(" { } "));
+  CHECK_FALSE(weft::flatjson::EmptyObject("{\"a\":1}"));
 }

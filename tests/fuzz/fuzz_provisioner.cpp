@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "fuzz_server.hpp"
+#include "weft/server/hosts/host_ops.hpp"
 
 using weft::fuzz::Require;
 namespace wire = weft::wire;
@@ -28,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string key = sender == 0 ? stranger : sender == 1 ? server.token_key() : server.host_key();
   const wire::Frames frames = weft::fuzz::SplitFrames(weft::fuzz::Bytes(data + 1, size - 1));
   std::string id;
-  auto request = wire::DecodeRequest(frames, server.limits(), &id);
+  // As weftd's transport reads the provisioner endpoint: task.take and task.finish keep their body as text.
+  auto request = wire::DecodeRequest(frames, server.limits(), &id, weft::hosts::kTextBodyOps);
   if (!request.ok()) return 0;
   server.Isolated([&] {
     auto principal = weft::auth::Resolve(server.registry(), api::Endpoint::kProvisioner, key, *request);

@@ -43,6 +43,7 @@ TEST_CASE("worker protocol: every message survives encode and parse", "[host][wo
   start.plugin = "fake-automator";
   start.action = "INSTALL";
   start.tenant = "acme";
+  start.node = "web-1";
   std::string line = weft::host::EncodeWorkerMessage(start);
   CHECK(line.find('\n') == std::string::npos);
   auto parsed = weft::host::ParseWorkerMessage(line);
@@ -53,6 +54,7 @@ TEST_CASE("worker protocol: every message survives encode and parse", "[host][wo
   CHECK(parsed->plugin == "fake-automator");
   CHECK(parsed->action == "INSTALL");
   CHECK(parsed->tenant == "acme");
+  CHECK(parsed->node == "web-1");
 
   WorkerMessage cancel;
   cancel.kind = WorkerMessage::Kind::kCancel;

@@ -148,7 +148,8 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
   CHECK(host.process().running());
   CHECK(server.HostLive("h1"));
   const std::string log = host.Log();
-  CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s); reporting them as failed"));
+  CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s): task ") &&
+                     Catch::Contains(" (plugin 'crash-segv' INSTALL, node n1); reporting them as failed"));
   CHECK_THAT(log, Catch::Contains("starting a new worker for slot"));
 
   // SIGTERM still stops the master and its workers cleanly.
@@ -224,7 +225,9 @@ TEST_CASE("isolation: a plugin directory absent at start, or removed and made ag
   std::filesystem::remove_all(later);
   std::filesystem::create_directories(later);
   REQUIRE(WaitFor([&] { return !Has(PluginTypes(server), "fixture-good"); }, 20s));
-  CHECK_THAT(host.Log(), Catch::Contains("plugin directory " + later.string() + " was removed"));
+  CHECK(WaitFor([&] { return host.Log().find("plugin directory " + later.string() + " was removed") !=
+                             std::string::npos; },
+                20s));
   std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", later / "fixture_good.so");
   const bool back = WaitFor([&] { return Has(PluginTypes(server), "fixture-good"); }, 20s);
   INFO(host.Log());
@@ -294,29 +297,82 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
 }
 #endif
 
-TEST_CASE("isolation: a crash costs every task of its worker, and says which plugin ran beside them",
+TEST_CASE("isolation: a crash costs every task of its worker, and says which tasks ran beside them",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
-  // One worker with two threads: the fake task shares the crasher's process.
+  // One worker with three threads: two tasks of the same plugin type share the crasher's process.
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
-            2, "workers = 1\n"));
+            3, "workers = 1\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
-  const std::int64_t fake = server.Enqueue(FakeTask("START", 20000));
-  server.WaitTaskState(fake, "leased", 15s);
+  json on_a = FakeTask("START", 20000), on_b = FakeTask("START", 20000);
+  on_a["node_id"] = "node-a";
+  on_b["node_id"] = "node-b";
+  const std::int64_t a = server.Enqueue(on_a);
+  const std::int64_t b = server.Enqueue(on_b);
+  server.WaitTaskState(a, "leased", 15s);
+  server.WaitTaskState(b, "leased", 15s);
   const std::int64_t crash = server.Enqueue({{"plugin", "crash-abort"}, {"action", "INSTALL"}, {"max_attempts", 1}});
   json c = server.WaitTaskState(crash, "failed", 20s);
+  const std::string label_a = "task " + std::to_string(a) + " (plugin 'fake-automator' START, node node-a)";
+  const std::string label_b = "task " + std::to_string(b) + " (plugin 'fake-automator' START, node node-b)";
+  const std::string label_crash = "task " + std::to_string(crash) + " (plugin 'crash-abort' INSTALL)";
+  INFO(host.Log());
   CHECK_THAT(c["message"].get<std::string>(),
-             Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "
-                               "plugin 'fake-automator' (START) at the time"));
-  json f = server.WaitTaskState(fake, "failed", 20s);
-  CHECK_THAT(f["message"].get<std::string>(),
-             Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "
-                               "plugin 'crash-abort' (INSTALL) at the time, so the fault may be theirs"));
+             Catch::StartsWith("plugin 'crash-abort' crashed with SIGABRT during INSTALL (the worker also ran "));
+  CHECK_THAT(c["message"].get<std::string>(), Catch::Contains(label_a) && Catch::Contains(label_b));
+  // Each task of the same plugin names the other one by task and node.
+  json fa = server.WaitTaskState(a, "failed", 20s);
+  json fb = server.WaitTaskState(b, "failed", 20s);
+  CHECK_THAT(fa["message"].get<std::string>(),
+             Catch::StartsWith("plugin 'fake-automator' crashed with SIGABRT during START (the worker also ran "));
+  CHECK_THAT(fa["message"].get<std::string>(), Catch::Contains(label_b) && Catch::Contains(label_crash) &&
+                                                   Catch::Contains("at the time, so the fault may be theirs"));
+  CHECK_THAT(fa["message"].get<std::string>(), !Catch::Contains(label_a));
+  CHECK_THAT(fb["message"].get<std::string>(), Catch::Contains(label_a) && Catch::Contains(label_crash));
+  // The host's log names every task the worker held.
+  CHECK_THAT(host.Log(), Catch::Contains("holding 3 task(s): ") && Catch::Contains(label_a) &&
+                             Catch::Contains(label_b) && Catch::Contains(label_crash));
   // The replacement worker serves.
   const std::int64_t after = server.Enqueue(FakeTask("INSTALL", 0));
   server.WaitTaskState(after, "succeeded", 15s);
   CheckNoSanitizerReport(host.Log());
+}
+
+TEST_CASE("isolation: what a plugin prints to stdout is logged with its task, and only up to a limit per task",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers", kBuild / "plugins/automators"},
+            1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  const std::size_t before = host.Log().size();
+  // crash_noisy prints 40,000 lines (about 2.4 MB) and succeeds.
+  const std::int64_t id =
+      server.Enqueue({{"plugin", "noisy-stdout"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "web-1"}});
+  server.WaitTaskState(id, "succeeded", 60s);
+  const std::string label = "stdout, task " + std::to_string(id) + " (plugin 'noisy-stdout' INSTALL, node web-1): ";
+  REQUIRE(WaitFor([&] { return host.Log().find(label + "... ") != std::string::npos; }, 15s));
+  const std::string log = host.Log().substr(before);
+  // Every printed line in the log carries the task; the first ones are there, the last ones are not.
+  CHECK_THAT(log, Catch::Contains(label + "noisy-stdout line 0: the quick brown fox"));
+  CHECK_THAT(log, !Catch::Contains("noisy-stdout line 39999"));
+  std::size_t printed = 0, unlabelled = 0;
+  for (std::size_t at = log.find("noisy-stdout line "); at != std::string::npos;
+       at = log.find("noisy-stdout line ", at + 1)) {
+    ++printed;
+    if (at < label.size() || log.compare(at - label.size(), label.size(), label) != 0) ++unlabelled;
+  }
+  CHECK(printed > 100);
+  CHECK(unlabelled == 0);
+  // 64 KiB of it at most (with the labels, under 512 KiB of log), then one line says how much more was dropped.
+  CHECK(log.size() < 512 * 1024);
+  static const std::regex dropped("task [0-9]+ \\(plugin 'noisy-stdout' INSTALL, node web-1\\): \\.\\.\\. ([0-9]+) more "
+                                  "bytes dropped \\(at most 65536 per task are logged\\)");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, dropped));
+  CHECK(std::stoll(m[1].str()) > 2'000'000);
+  CheckNoSanitizerReport(log);
 }
 
 TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worker is killed, its task given up, the "

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -232,6 +233,65 @@ TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even wh
   plugins = server.WeftJson({"--tenant", "globex", "plugin", "list", "--type", "gx-auto"});
   REQUIRE(plugins["plugins"].size() == 1);
   CHECK(plugins["plugins"][0]["hosts"] == json::array({"h1"}));
+}
+
+TEST_CASE("tenants: a tenant's Lua plugin the host cannot load is shown refused with the reason, to that tenant",
+          "[integration][tenant][lua]") {
+  weft::testing::TempDir tmp("weft-it");
+  Weftd server(TenantsServer(tmp / "server"));
+  for (const char* tenant : {"acme", "globex"}) REQUIRE(server.Weft({"tenant", "create", tenant}).exit_code == 0);
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
+            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+
+  // A syntax error, and a file whose declared type is not the name it was uploaded under:
+  // weftd takes both (it does not run Lua), the host refuses both.
+  UploadLua(server, tmp.path(), "acme", "gx-broken.lua", "return { type = \n");
+  UploadLua(server, tmp.path(), "acme", "gx-named.lua", GxAuto("acme"));
+  // acme has work waiting, so the host syncs acme's Lua plugins.
+  TenantClient acme_api(server, "acme");
+  const std::int64_t waiting = acme_api.Enqueue("gx-broken");
+  json refused;
+  const bool shown = WaitFor(
+      [&] {
+        refused = server.WeftJson({"--tenant", "acme", "plugin", "list"})["refused"];
+        return refused.is_array() && refused.size() == 2;
+      },
+      60s);
+  INFO(refused.dump(1) << "\n" << host.Log());
+  REQUIRE(shown);
+  std::map<std::string, json> by_type;
+  for (const json& r : refused) by_type[r.value("type", "")] = r;
+  REQUIRE(by_type.count("gx-broken"));
+  REQUIRE(by_type.count("gx-named"));
+  for (const auto& [type, r] : by_type) {
+    CHECK(r["host_id"] == "h1");
+    CHECK(r["tenant"] == "acme");
+    CHECK_THAT(r["file"].get<std::string>(), Catch::EndsWith("acme@" + type + ".lua"));
+  }
+  CHECK_THAT(by_type["gx-broken"]["reason"].get<std::string>(), Catch::Contains("cannot load the Lua plugin"));
+  CHECK_THAT(by_type["gx-named"]["reason"].get<std::string>(),
+             Catch::Contains("declares type 'gx-auto', but tenant 'acme' uploaded it as gx-named.lua"));
+  // Neither is a plugin anyone can use.
+  const json usable = server.WeftJson({"--tenant", "acme", "plugin", "list"})["plugins"];
+  for (const json& p : usable) CHECK(p["type"].get<std::string>().rfind("gx-", 0) == std::string::npos);
+
+  // What the operator reads: weft plugin list and weft host show, in the tenant.
+  RunResult list = server.Weft({"--tenant", "acme", "plugin", "list"});
+  INFO(list.out << list.err);
+  CHECK(list.exit_code == 0);
+  CHECK_THAT(list.out, Catch::Contains("acme@gx-broken.lua (tenant acme, type gx-broken) on host h1: cannot load "
+                                       "the Lua plugin"));
+  CHECK_THAT(list.out, Catch::Contains("REFUSED "));
+  RunResult show = server.Weft({"--tenant", "acme", "host", "show", "h1"});
+  INFO(show.out << show.err);
+  CHECK(show.exit_code == 0);
+  CHECK_THAT(show.out, Catch::Contains("refused plugin files (2):"));
+  CHECK_THAT(show.out, Catch::Contains("acme@gx-named.lua (tenant acme, type gx-named): declares type 'gx-auto'"));
+  // Another tenant sees none of acme's refusals.
+  CHECK(server.WeftJson({"--tenant", "globex", "plugin", "list"})["refused"].empty());
+  CHECK(server.WeftJson({"--tenant", "globex", "host", "show", "h1"})["refused"].empty());
+  (void)waiting;
 }
 
 TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide plugin or its name is not its type",

@@ -495,27 +495,80 @@ TEST_CASE("job engine: after a restart every job continues where it stopped", "[
   CHECK(conflict.current_attempt == 2);
 }
 
-TEST_CASE("job engine: abort cancels what has not finished and refuses a late finish", "[jobs]") {
-  Fixture f;
-  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
-  const TaskRecord running = f.TakeKey("n1/CREATE");
-  REQUIRE(f.engine->Abort(job, "bob").ok());
-  CHECK(f.JobStatus(job) == "aborted");
-  CHECK(f.ClusterStatus() == "incomplete");
-  auto tasks = f.Tasks(job);
-  CHECK(tasks["n1/CREATE"].state == TaskState::kCancelled);
+// A 1-node create whose CREATE runs on h1 when bob aborts it.
+struct AbortedWhileRunning : Fixture {
+  std::string job = Create(Layout({{"n1", {"db"}}}));
+  TaskRecord running = TakeKey("n1/CREATE");
+  AbortedWhileRunning() { REQUIRE(engine->Abort(job, "bob").ok()); }
+};
+
+TEST_CASE("job engine: abort cancels what has not started and waits for a running attempt to stop", "[jobs]") {
+  AbortedWhileRunning f;
+  // Until h1 has stopped the CREATE, the job is not over and the cluster takes nothing else.
+  CHECK(f.JobStatus(f.job) == "failing");
+  auto stored = f.store->GetJob(f.job);
+  REQUIRE(stored.ok());
+  CHECK_THAT((*stored)->message, Catch::Contains("aborted by bob; waiting for 1 running attempt(s) to stop"));
+  auto tasks = f.Tasks(f.job);
   CHECK(tasks["n1/START/db"].state == TaskState::kCancelled);
-  weft::queue::FinishRequest late;
-  late.host_id = "h1";
-  late.task_id = running.id;
-  late.attempt = running.attempt;
-  weft::queue::Conflict conflict;
-  CHECK(f.queue->Finish(late, &conflict).code() == Code::kConflict);
-  CHECK(f.engine->Abort(job, "bob").code() == Code::kConflict);
-  // An aborted job can be resumed.
-  REQUIRE(f.engine->Retry(job).ok());
+  CHECK(tasks["n1/CREATE"].state == TaskState::kLeased);
+  CHECK(f.engine->Abort(f.job, "bob").code() == Code::kConflict);
+  NewJob other;
+  other.tenant = "t1";
+  other.cluster_id = f.cluster_id;
+  other.operation = "delete";
+  other.before = ClusterState{Spec(), Layout({{"n1", {"db"}}}), "pending"};
+  other.target = ClusterState{Spec(), Layout({}), "terminated"};
+  CHECK(f.engine->Start(other).status().code() == Code::kConflict);
+  // h1's heartbeat is answered that the attempt is stale (so h1 cancels it); its lease goes on meanwhile.
+  auto renewed = f.queue->Renew("h1", {{f.running.id, f.running.attempt}});
+  REQUIRE(renewed.ok());
+  CHECK(renewed->renewed == 1);
+  REQUIRE(renewed->stale.size() == 1);
+  CHECK(renewed->stale[0].task_id == f.running.id);
+  // h1 stopped it: the job is aborted, the task cancelled, nothing undone.
+  REQUIRE(f.Finish("n1/CREATE", false, json::object(), "", "fp CREATE: cancelled by the host").ok());
+  CHECK(f.JobStatus(f.job) == "aborted");
+  CHECK(f.ClusterStatus() == "incomplete");
+  stored = f.store->GetJob(f.job);
+  REQUIRE(stored.ok());
+  CHECK((*stored)->message == "aborted by bob");
+  const TaskRecord create = f.Tasks(f.job)["n1/CREATE"];
+  CHECK(create.state == TaskState::kCancelled);
+  CHECK(f.engine->Abort(f.job, "bob").code() == Code::kConflict);
+  // An aborted job can be resumed; if it then fails, it fails (it is not taken for aborted again).
+  REQUIRE(f.engine->Retry(f.job).ok());
   f.Drain();
-  CHECK(f.JobStatus(job) == "succeeded");
+  CHECK(f.JobStatus(f.job) == "succeeded");
+}
+
+TEST_CASE("job engine: a running attempt that succeeds after its job's abort keeps its result", "[jobs]") {
+  AbortedWhileRunning f;
+  // The machine was made before h1 could stop the plugin: a later delete must know it.
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  CHECK(f.JobStatus(f.job) == "aborted");
+  CHECK(f.Tasks(f.job)["n1/CREATE"].state == TaskState::kSucceeded);
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 1);
+  CHECK(json::parse((*nodes)[0].results_json).value("provider_id", "") == "vm-1");
+}
+
+TEST_CASE("job engine: an aborted job's running attempt whose host goes silent ends cancelled with its lease",
+          "[jobs]") {
+  AbortedWhileRunning f;
+  // A restarted weftd tells the host again (what the last one said is gone with it).
+  f.Open();
+  CHECK(f.JobStatus(f.job) == "failing");
+  auto renewed = f.queue->Renew("h1", {{f.running.id, f.running.attempt}});
+  REQUIRE(renewed.ok());
+  CHECK(renewed->stale.size() == 1);
+  f.clock.AdvanceMs(10001);
+  REQUIRE(f.queue->ExpireDue().ok());
+  CHECK(f.JobStatus(f.job) == "aborted");
+  const TaskRecord create = f.Tasks(f.job)["n1/CREATE"];
+  CHECK(create.state == TaskState::kCancelled);
+  CHECK_THAT(create.message, Catch::Contains("aborted by bob") && Catch::Contains("expired"));
 }
 
 TEST_CASE("job engine: a second job on a busy cluster is refused", "[jobs]") {

@@ -290,6 +290,36 @@ TEST_CASE("metrics: with [metrics] enabled = false weftd serves none, and weft-h
   CHECK_FALSE(fs::exists(host.dir() / "state" / "metrics.json"));
 }
 
+TEST_CASE("metrics: an idle weftd serves 0 for the gauges of tasks, running jobs, clusters and nodes",
+          "[metrics][integration]") {
+  // A dashboard's sum over a gauge with no series shows "No data", not 0.
+  TempDir dir("weft-metrics-idle");
+  Weftd server(testing::WeftdOptions{.dir = dir.path()});
+  const std::string url = HostPort(server.endpoints()["metrics"].get<std::string>());
+  std::string text;
+  // The first scrape asks the reactor for its snapshot; wait until one is published.
+  const bool published = WaitFor(
+      [&] {
+        text = HttpGet(url, "/metrics").body;
+        return Sample(text, "weft_hosts_registered").has_value();
+      },
+      30s);
+  INFO(text);
+  REQUIRE(published);
+  for (const char* state : {"queued", "leased"})
+    CHECK(Sample(text, "weft_tasks{state=\"" + std::string(state) + "\",tenant=\"default\"}") == 0.0);
+  for (const char* operation : {"create", "delete", "scale", "undo"})
+    CHECK(Sample(text, "weft_jobs_running{operation=\"" + std::string(operation) + "\"}") == 0.0);
+  for (const char* status : {"pending", "active", "stopped", "incomplete", "inconsistent", "terminated"}) {
+    const std::string labels = "{status=\"" + std::string(status) + "\",tenant=\"default\"}";
+    CHECK(Sample(text, "weft_clusters" + labels) == 0.0);
+    CHECK(Sample(text, "weft_nodes" + labels) == 0.0);
+  }
+  RunResult check = Promtool(dir.path(), "weftd", text);
+  INFO("promtool: " << check.out);
+  CHECK(check.exit_code == 0);
+}
+
 TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the host that ran them, crashes by kind",
           "[metrics][integration]") {
   TempDir dir("weft-metrics-crash");

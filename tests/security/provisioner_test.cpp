@@ -108,6 +108,15 @@ class Peer {
     weft::wire::Frames frames = weft::wire::EncodeRequest(r);
     REQUIRE(weft::wire::SendMultipart(socket_, frames));
   }
+  // A request whose body is `body_text` as it is (keys in any order, repeated, escaped).
+  weft::wire::Reply CallText(const std::string& op, const std::string& body_text) {
+    const std::string header = "{\"body\":" + body_text + ",\"id\":\"" + std::to_string(++next_id_) +
+                               "\",\"op\":\"" + op + "\",\"v\":1}";
+    REQUIRE(socket_.send(zmq::buffer(header), zmq::send_flags::none));
+    auto reply = Receive(10s);
+    REQUIRE(reply);
+    return *reply;
+  }
   // The next reply, or nullopt when none comes within `timeout`.
   std::optional<weft::wire::Reply> Receive(std::chrono::milliseconds timeout) {
     socket_.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
@@ -383,6 +392,43 @@ TEST_CASE("provisioner: a token enrolls only the host it was made for, and repla
   weft::wire::Reply refused = still.Call("host.heartbeat", {{"host_id", "h1"}});
   CHECK_FALSE(refused.ok);
   CHECK_THAT(refused.error.message, Catch::Contains("revoked"));
+}
+
+TEST_CASE("provisioner: a host's key takes and finishes only as its own host, however the body names another",
+          "[security]") {
+  // task.take and task.finish bodies are read from their text (no JSON tree):
+  // the check of the host they name must read them as a tree would.
+  Secured s;
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair h1 = Enroll(ctx, s, s.Token(), "h1");
+  (void)Enroll(ctx, s, s.Token(), "h2");
+  Peer p(ctx, s, h1);
+  struct Case {
+    std::string op;
+    std::string body;
+    std::string named;  // the host the body names, as a tree reads it
+  };
+  const std::vector<Case> cases = {
+      {"task.take", R"({"host_id":"h2","wait_ms":0})", "h2"},
+      {"task.take", R"({"wait_ms":0,"host_id":"h1","host_id":"h2"})", "h2"},  // the last of several
+      {"task.take", R"({"host_id":"h\/2","wait_ms":0})", "h/2"},               // an escape undone
+      {"task.take", R"({ "host_id" : "h2" })", "h2"},
+      {"task.finish", R"({"attempt":1,"host_id":"h2","status":"succeeded","task_id":1})", "h2"},
+      {"task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":1,"host_id":"h2"})", "h2"},
+      {"task.finish", R"({"attempt":1,"host_id":"h\n2","status":"succeeded","task_id":1})", "h\n2"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.op << " " << c.body);
+    weft::wire::Reply r = p.CallText(c.op, c.body);
+    CHECK_FALSE(r.ok);
+    CHECK(r.error.code == weft::Code::kDenied);
+    CHECK(r.error.message == "op '" + c.op + "' for host '" + c.named + "': this key belongs to host 'h1'");
+  }
+  // Its own host it takes as, the same bodies naming it.
+  weft::wire::Reply own = p.CallText("task.take", R"({"host_id":"h2","host_id":"h1","wait_ms":0})");
+  INFO(own.error.message);
+  CHECK(own.ok);
+  CHECK(p.CallText("task.take", R"({"host_id":"h1","wait_ms":0})").ok);
 }
 
 TEST_CASE("provisioner: an admin accepts a host by its key's fingerprint, a later request does not replace an "

@@ -420,12 +420,14 @@ TEST_CASE("sessions: the audit log names the user and the gateway a change came 
     CHECK(e["actor"] == "erin");
     CHECK(e["actor_tenant"] == "acme");
     CHECK(e["actor_role"] == "admin");
-    CHECK(e["detail"]["via"] == "gateway frontdoor");
-    CHECK(e["detail"]["client_addr"] == "192.0.2.10");
+    // Where: the browser's address the gateway gave; the gateway's own is in `via`.
+    CHECK(e["address"] == "192.0.2.10");
+    CHECK(e["detail"]["via"] == "gateway frontdoor at 127.0.0.1");
+    CHECK_FALSE(e["detail"].contains("client_addr"));
   }
   CHECK(found);
   RunResult table = Ok(s, {"--tenant", "acme", "audit"});
-  CHECK_THAT(table.out, Catch::Contains("via=gateway frontdoor"));
+  CHECK_THAT(table.out, Catch::Contains("via=gateway frontdoor at 127.0.0.1") && Catch::Contains(" 192.0.2.10 "));
 
   // The superadmin logs in as tenant _system, user superadmin, and acts in any tenant.
   RunResult set = Passwd(s, "default", "superadmin", "root-password-1");

@@ -118,3 +118,30 @@ TEST_CASE("config: a missing config file is named", "[config]") {
   REQUIRE_FALSE(cfg.ok());
   CHECK_THAT(cfg.status().message(), Catch::Contains("/nonexistent/weftd.toml"));
 }
+
+TEST_CASE("config: [retention] keeps what ended 30 days by default, in days or in milliseconds, 0 for ever",
+          "[config]") {
+  constexpr std::int64_t kDay = 24LL * 3600 * 1000;
+  auto defaults = ParseConfig("", "weftd.toml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->retention.ended_after_ms == 30 * kDay);
+  CHECK(defaults->retention.interval_ms == 300000);
+  CHECK(defaults->retention.batch_rows == 500);
+  auto days = ParseConfig("[retention]\nended_after_days = 7\ninterval_ms = 60000\nbatch_rows = 100\n", "weftd.toml");
+  REQUIRE(days.ok());
+  CHECK(days->retention.ended_after_ms == 7 * kDay);
+  CHECK(days->retention.interval_ms == 60000);
+  CHECK(days->retention.batch_rows == 100);
+  auto never = ParseConfig("[retention]\nended_after_days = 0\n", "weftd.toml");
+  REQUIRE(never.ok());
+  CHECK(never->retention.ended_after_ms == 0);
+  auto ms = ParseConfig("[retention]\nended_after_days = 7\nended_after_ms = 1500\n", "weftd.toml");
+  REQUIRE(ms.ok());
+  CHECK(ms->retention.ended_after_ms == 1500);
+  auto bad = ParseConfig("[retention]\nbatch_rows = 0\n", "weftd.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("retention.batch_rows"));
+  auto unknown = ParseConfig("[retention]\nended_after = 3\n", "weftd.toml");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK_THAT(unknown.status().message(), Catch::Contains("ended_after_days"));
+}

@@ -70,3 +70,25 @@ TEST_CASE("host registry: a second process under a live host's id is refused unt
   REQUIRE(hosts.Leave(*h1).ok());
   CHECK(hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
 }
+
+TEST_CASE("host registry: refused plugin files are checked, bounded and shown to their tenant only", "[hosts]") {
+  CHECK(weft::hosts::ParseRefused(json::object())->is_null());
+  const json body = {{"refused",
+                      {{{"file", "/p/x.so"}, {"reason", "no entry symbol"}},
+                       {{"file", "/s/acme@gx.lua"}, {"reason", std::string(5000, 'r')}, {"tenant", "acme"}, {"type", "gx"}},
+                       {{"file", "/s/globex@gy.lua"}, {"reason", "syntax"}, {"tenant", "globex"}}}}};
+  auto parsed = weft::hosts::ParseRefused(body);
+  REQUIRE(parsed.ok());
+  REQUIRE(parsed->size() == 3);
+  CHECK((*parsed)[1]["reason"].get<std::string>().size() == 2003);  // 2000 bytes and "..."
+  const json acme = weft::hosts::RefusedFor(*parsed, "acme");
+  REQUIRE(acme.size() == 2);
+  CHECK(acme[0]["file"] == "/p/x.so");
+  CHECK(acme[1]["type"] == "gx");
+  CHECK(weft::hosts::RefusedFor(*parsed, "default").size() == 1);
+
+  auto bad = weft::hosts::ParseRefused({{"refused", {{{"file", "/p/x.so"}}}}});
+  CHECK(bad.status().code() == weft::Code::kInvalid);
+  CHECK_THAT(bad.status().message(), Catch::Contains("body.refused[0]"));
+  CHECK(weft::hosts::ParseRefused({{"refused", "x"}}).status().code() == weft::Code::kInvalid);
+}

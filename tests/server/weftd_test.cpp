@@ -332,6 +332,77 @@ TEST_CASE("weftd: a finish can take the next task in the same round trip, held w
   CHECK(Ok(api.Call("task.get", {{"task_id", third}}))["state"] == "leased");
 }
 
+TEST_CASE("weftd: task.take and task.finish read their bodies the same however they are written", "[weftd]") {
+  // weftd reads these two from the body's text, not a tree, when every field
+  // is plain: spaces, members it does not know, escapes, repeated keys and
+  // results must read as the tree reads them, and refusals must say the same.
+  Weftd weftd(Config());
+  auto api = MakeClient(weftd.api());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  std::vector<std::int64_t> ids = Enqueue(api, 3);
+  RawPeer raw(weftd.provisioner());
+  int next_id = 0;
+  // A request with `body` written as it is.
+  auto call = [&](const std::string& op, const std::string& body) {
+    const std::string id = "t" + std::to_string(++next_id);
+    raw.Send({"{\"body\":" + body + ",\"id\":\"" + id + "\",\"op\":\"" + op + "\",\"v\":1}"});
+    json reply = raw.Receive();
+    CHECK(reply["id"] == id);
+    return reply;
+  };
+  auto error = [&](const std::string& op, const std::string& body) {
+    json reply = call(op, body);
+    CHECK(reply["ok"] == false);
+    return reply["error"]["message"].get<std::string>();
+  };
+
+  // Refusals, in the words of the tree reading.
+  CHECK(error("task.take", R"({"host_id":"nobody","wait_ms":0})") ==
+        "host 'nobody' is not registered; send host.register first");
+  CHECK(error("task.take", R"({"host_id":"h1","wait_ms":-5})") ==
+        "body.wait_ms must be an integer from 0 to 2147483647, got -5");
+  CHECK(error("task.take", R"({"host_id":"h1","runner":"a b"})") ==
+        "body.runner must be 1 to 128 characters of A-Z a-z 0-9 _ . - (the thread that takes), or left out");
+  CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"done","task_id":1})") ==
+        "body.status must be \"succeeded\" or \"failed\", got \"done\"");
+  CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":0})") ==
+        "body.task_id must be an integer from 1 to 9223372036854775807, got 0");
+  CHECK(error("task.finish", R"({"attempt":1,"status":"succeeded","task_id":1})") ==
+        "body.host_id is required (a non-empty string)");
+  CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":1,"stdout":7})") ==
+        "body.stdout must be a string, got 7");
+  CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":1,"take":{"wait_ms":"x"}})") ==
+        "body.take.wait_ms must be an integer from 0 to 2147483647, got \"x\"");
+
+  // A take with spaces and a member weftd does not know.
+  json took = call("task.take", R"( { "zz" : [1, {"a":null}], "wait_ms" : 0 , "host_id" : "h1" } )");
+  REQUIRE(took["ok"] == true);
+  REQUIRE(took["body"]["task"]["task_id"] == ids[0]);
+  // A plain finish with escapes, a repeated status (the last counts, as in a
+  // tree) and the next take in the same round trip.
+  json done = call("task.finish", "{\"attempt\":1,\"host_id\":\"h1\",\"message\":\"line\\none \\\"q\\\"\","
+                                  "\"status\":\"failed\",\"status\":\"succeeded\",\"stdout\":\"a\\tb\\\\c\\/\","
+                                  "\"stderr\":\"\",\"result\":{ },\"take\":{\"wait_ms\":0,\"other\":true},"
+                                  "\"task_id\":" + std::to_string(ids[0]) + "}");
+  REQUIRE(done["ok"] == true);
+  REQUIRE(done["body"]["task"]["task_id"] == ids[1]);
+  json first = Ok(api.Call("task.get", {{"task_id", ids[0]}}));
+  CHECK(first["state"] == "succeeded");
+  CHECK(first["message"] == "line\none \"q\"");
+  CHECK(first["stdout"] == "a\tb\\c/");
+  CHECK(first["result"] == json::object());
+  // A result with members, keys out of order: stored as the tree writes it.
+  json second = call("task.finish", R"({"task_id":)" + std::to_string(ids[1]) +
+                                        R"(,"attempt":1,"host_id":"h1","status":"failed","result":{"z":1,"a":{"b":"c"}},"stderr":"oops"})");
+  REQUIRE(second["ok"] == true);
+  json stored = Ok(api.Call("task.get", {{"task_id", ids[1]}}));
+  CHECK(stored["result"] == json{{"a", {{"b", "c"}}}, {"z", 1}});
+  CHECK(stored["stderr"] == "oops");
+  CHECK(stored["attempts"].back()["status"] == "failed");
+  ExpectCleanStop(weftd);
+}
+
 TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held or not", "[weftd]") {
   Weftd weftd(Config());
   // debug.enqueue puts tasks in the tenant named by the request header.

@@ -4,6 +4,7 @@
  * default. See tests/integration/host_isolation_test.cpp. */
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #define MODE_HANG 4
 #define MODE_MEMORY 5
 #define MODE_LOAD 6
+#define MODE_NOISY 7
 
 #if CRASHER_MODE == MODE_SEGV
 #define CRASHER_TYPE "crash-segv"
@@ -29,6 +31,9 @@
 #define CRASHER_TYPE "crash-memory"
 #elif CRASHER_MODE == MODE_LOAD
 #define CRASHER_TYPE "crash-on-load"
+#elif CRASHER_MODE == MODE_NOISY
+/* Does not crash: prints kNoisyLines lines to stdout and succeeds. */
+#define CRASHER_TYPE "noisy-stdout"
 #else
 #error "CRASHER_MODE must be one of MODE_*"
 #endif
@@ -79,6 +84,10 @@ static int crasher_run(void *instance, const weft_host_services *host, weft_task
     sleep_ms(10);
   }
   for (;;) sleep_ms(50);
+#elif CRASHER_MODE == MODE_NOISY
+  /* About 2.4 MB: far more than weft-host logs of one task. */
+  for (int i = 0; i < 40000; ++i) printf("noisy-stdout line %d: the quick brown fox jumps over the lazy dog\n", i);
+  fflush(stdout);
 #endif
   return WEFT_OK;
 }

@@ -37,7 +37,7 @@ export default function AuditScreen() {
       <thead><tr><th>When</th><th>Who</th><th>Op</th><th>Tenant</th><th>Target</th><th>Outcome</th><th>Detail</th></tr></thead>
       <tbody>${entries.map((e) => html`<tr data-audit=${e.id}>
         <td>${formatTime(e.at_ms)}</td>
-        <td>${e.actor} <small class="muted">${e.actor_role}${e.actor_tenant && e.actor_tenant !== e.tenant ? ` of ${e.actor_tenant}` : ''}${e.detail?.via ? `, via ${e.detail.via}` : ''}</small></td>
+        <td>${e.actor} <small class="muted">${e.actor_role}${e.actor_tenant && e.actor_tenant !== e.tenant ? ` of ${e.actor_tenant}` : ''}${e.address ? `, from ${e.address}` : ''}${e.detail?.via ? `, via ${e.detail.via}` : ''}</small></td>
         <td><code>${e.op}</code></td><td>${e.tenant}</td><td>${e.target}</td><td>${e.outcome}</td>
         <td><small>${detailText(e.detail)}</small></td></tr>`)}</tbody></table></div>` : null}
   </section>`;

@@ -28,9 +28,12 @@ std::string ProgressLine(const nlohmann::json& job, std::int64_t elapsed_ms);
 void PrintFailedTask(std::ostream& out, const nlohmann::json& task, const std::string& indent);
 // "waiting for a host that runs plugin 'x': ..." for a job's `waiting_for_plugins`; "" when empty.
 std::string WaitingForHosts(const nlohmann::json& plugins);
+// The plugin files hosts refused (plugin.list's or host.list's `refused`), one
+// "  REFUSED file (tenant t, type x) [on host h]: reason" line each (plugin_commands.cpp).
+void PrintRefusedPlugins(std::ostream& out, const nlohmann::json& refused, bool with_host);
 
 void RegisterStatusCommands(CommandTable& table);  // status
-void RegisterHostCommands(CommandTable& table);    // host list
+void RegisterHostCommands(CommandTable& table);    // host list|show
 void RegisterPluginCommands(CommandTable& table);  // plugin list
 void RegisterCatalogCommands(CommandTable& table);  // catalog import|export|check, <kind> list|get|put|delete
 void RegisterClusterCommands(CommandTable& table);  // cluster plan|create|delete|scale|...

@@ -29,8 +29,8 @@ std::string YesNo(const json& obj, std::string_view key);
 std::string Join(const json& obj, std::string_view key, std::string_view sep = ", ");
 std::string Join(const std::vector<std::string>& items, std::string_view sep = ", ");
 
-// 22 -> "22ms", 950 -> "950ms", 5230 -> "5.2s", 5000 -> "5s", 22400 -> "22s", 312000 -> "5m 12s",
-// 90000000 -> "1d 1h"; rounded to the unit shown.
+// A duration as weft prints every one (weft::DurationText, which weftd's messages use
+// too): "22ms", "5.2s", "22s", "5m 12s", "13h 59m", "1d 0h 57m".
 std::string Duration(std::int64_t ms);
 // How long ago `then_ms` was, from `now_ms`: "3s ago", "just now", "-" for 0.
 std::string Ago(std::int64_t now_ms, std::int64_t then_ms);

@@ -1,6 +1,7 @@
 // Small text helpers every program may use. Free functions; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,35 @@ inline std::string AsciiLower(std::string_view text) {
   std::string out(text);
   for (char& c : out)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// A duration as people read it, everywhere weft prints one (the CLI, weftd's
+// messages): 22 -> "22ms", 5230 -> "5.2s", 22400 -> "22s", 312000 -> "5m 12s",
+// 50340000 -> "13h 59m", 89820000 -> "1d 0h 57m". Two units below a day, three
+// from a day on (so a day's minutes are not lost); units that are zero at the end
+// are left out (300000 -> "5m", 7 days -> "7d"). Seconds are rounded, and what is
+// below the last unit shown is cut off. Negative reads "0ms".
+inline std::string DurationText(std::int64_t ms) {
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  // Under 10 s a tenth of a second still tells jobs apart (0.9 s is not "0s").
+  if (const std::int64_t tenths = (ms + 50) / 100; tenths < 100)
+    return std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") + "s";
+  const std::int64_t s = (ms + 500) / 1000;  // rounded, so 4,999 ms of a 5 s ttl reads "5s"
+  const std::int64_t m = s / 60, h = m / 60, d = h / 24;
+  // The units shown, largest first, and how many of them there are.
+  const std::int64_t values[] = {d, h % 24, m % 60, s % 60};
+  static constexpr const char* kUnits[] = {"d", "h", "m", "s"};
+  const int first = d > 0 ? 0 : h > 0 ? 1 : m > 0 ? 2 : 3;
+  int last = first + (d > 0 ? 2 : 1);
+  if (last > 3) last = 3;
+  while (last > first && values[last] == 0) --last;
+  std::string out;
+  for (int i = first; i <= last; ++i) {
+    if (!out.empty()) out += ' ';
+    out += std::to_string(values[i]) + kUnits[i];
+  }
   return out;
 }
 

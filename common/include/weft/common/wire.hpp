@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,7 +63,18 @@ struct Request {
   OnBehalf on_behalf;  // optional header fields "session", "csrf", "token", "client_addr"
   json body = json::object();
   std::vector<std::string> blobs;  // payload frames, in order
+  // Not empty: the body as its JSON text (an object DecodeRequest read through
+  // and found valid), and `body` is left empty. DecodeRequest does so only for
+  // the ops its caller names: a server reads the few fields of a hot request
+  // from the text (weft/common/flat_json.hpp) instead of building a tree.
+  // BodyTree() gives the tree either way.
+  std::string body_text = {};
 };
+
+// A request's body as a tree: `body`, or `body_text` parsed.
+json BodyTree(const Request& request);
+// The body's member `key` when it is a string (as the tree would have it), else nullopt.
+std::optional<std::string> BodyString(const Request& request, std::string_view key);
 
 struct Error {
   Code code = Code::kInternal;
@@ -98,7 +111,10 @@ Frames EncodeReply(const Reply& reply);
 // Decodes a request (frames without any routing envelope). On failure the
 // returned Status explains what is wrong and *id_out holds the request id when
 // one could be read, so the caller can still address an error reply.
-Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out);
+// `text_body_ops`: the ops whose body is kept as text (Request::body_text);
+// their requests are checked and refused exactly as any other's.
+Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out,
+                              std::span<const std::string_view> text_body_ops = {});
 Result<Reply> DecodeReply(const Frames& frames, const Limits& limits);
 
 // Checks frame count and sizes only.

@@ -2,7 +2,8 @@
 // socketpair carrying JSON lines, one message per line, both ways.
 //
 //   worker → master  {"ev":"ready","plugins":N}
-//                    {"ev":"start","task_id":..,"attempt":..,"plugin":..,"action":..,"tenant":..}
+//                    {"ev":"start","task_id":..,"attempt":..,"plugin":..,"action":..,"tenant":..,
+//                     "node":..}                                the node is the task's node_id ("" none)
 //                                                               a task was taken; the runner waits for
 //                                                               "run" or "skip" before its plugin runs
 //                    {"ev":"ran","task_id":..,"attempt":..,"outcome":..,"cache":[hits,misses,bytes]}
@@ -50,6 +51,7 @@ struct WorkerMessage {
   std::string plugin;
   std::string action;
   std::string tenant;
+  std::string node;    // kStart: the task's node_id, for messages that name the task
   std::string reason;  // kCancel, kSkip
   int plugins = 0;     // kReady
   // kRan: "succeeded" or "failed", and the worker's resource cache hits,

@@ -59,6 +59,10 @@ struct Call {
   Endpoint endpoint = Endpoint::kApi;
   Principal principal;
   const wire::Request* request = nullptr;
+  // Where the request came from: the peer's IP address as ZeroMQ gives it
+  // (Peer-Address, TCP only; empty otherwise), for the audit log. It points into
+  // what the reactor keeps of the request, which outlives the call.
+  std::string_view peer_address = {};
 };
 
 // What a handler answers: a reply now, or `held` (task.take with nothing

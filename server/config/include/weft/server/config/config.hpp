@@ -94,6 +94,16 @@ struct LeaderConfig {
   std::string advertise_events = {};
 };
 
+// docs/configuration.md: how long what ended is kept (server/store/retention_store.cpp).
+struct RetentionConfig {
+  // A deleted cluster with everything under it, and the ended jobs of live
+  // clusters (all but each one's latest), are removed this long after they
+  // ended; 0: kept for ever. ended_after_days, or ended_after_ms.
+  std::int64_t ended_after_ms = 30LL * 24 * 3600 * 1000;
+  std::int64_t interval_ms = 300'000;  // how often the leader looks for what is due (and once at start)
+  std::int64_t batch_rows = 500;       // rows removed per transaction at most
+};
+
 struct ServerConfig {
   std::filesystem::path data_dir = "/var/lib/weft";
   log::Level log_level = log::Level::kInfo;
@@ -115,6 +125,7 @@ struct Config {
   SecurityConfig security;
   MetricsConfig metrics;
   LeaderConfig leader;
+  RetentionConfig retention;
 };
 
 // Parses TOML text; `origin` names the file in error messages.

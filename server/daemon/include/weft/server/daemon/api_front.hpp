@@ -83,7 +83,7 @@ class ApiFront {
   bool TakeRequest();
   // Answers it here when it may; false: the reactor must.
   bool Serve(wire::Frames& frames, const std::string& key);
-  void PassOn(wire::Frames frames, bool over, const std::string& key);
+  void PassOn(wire::Frames frames, bool over, const std::string& key, std::string address);
   // Passes one reply of the reactor's on to its client; false when none was ready.
   bool PassBack();
   std::shared_ptr<const auth::AuthView> View() const;

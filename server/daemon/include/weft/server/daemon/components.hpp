@@ -27,6 +27,7 @@
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/resources/resource_store.hpp"
 #include "weft/server/store/store.hpp"
+#include "weft/server/daemon/retention.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/event.hpp"
 #include "weft/common/status.hpp"
@@ -56,6 +57,9 @@ class Components {
   [[nodiscard]] Status Reset();
   // Silent hosts give their tasks back; clusters whose lease ran out get delete jobs.
   [[nodiscard]] Status Janitor();
+  // What ended long ago goes, a batch per turn (retention.hpp).
+  Retention& retention() { return retention_; }
+  const Retention& retention() const { return retention_; }
 
   // Whether anyone listens: when not, task transitions and progress are not
   // even recorded as events (host and job events, which are rare, still are).
@@ -105,6 +109,7 @@ class Components {
   std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
   api::Router router_;
   DaemonInfo info_;
+  Retention retention_;
 };
 
 }  // namespace weft::server

@@ -21,7 +21,7 @@ struct Pending {
   api::Response response;
   std::optional<queue::AttemptRef> delivers;  // a take's reply carrying a task
   std::string key;      // the connection's CurveZMQ key (ZAP User-Id)
-  std::string address;  // the peer's address, for host requests
+  std::string address;  // the peer's address: for host requests, and api requests' audit entries
 };
 
 // A request taken off a ROUTER and decoded, not handled yet.

@@ -14,6 +14,7 @@
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
+#include "weft/server/daemon/retention.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
@@ -53,6 +54,7 @@ struct ServerOpsDeps {
   const Clock& clock;
   const Config& config;
   const DaemonInfo& info;  // filled in once the endpoints are bound
+  const Retention& retention;
 };
 
 // Adds server.status (its request counts are `router`'s), task.get, task.list and debug.enqueue.
@@ -62,6 +64,7 @@ void RegisterServerOps(api::Router& router, ServerOpsDeps deps);
 // reactor's: its counts are `counts`, and its request counts those of
 // `reactor_router` and `router` together. Only on the api endpoint.
 void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
-                        const store::Store& store, const Clock& clock, const DaemonInfo& info);
+                        const store::Store& store, const Clock& clock, const DaemonInfo& info,
+                        const Retention& retention);
 
 }  // namespace weft::server

@@ -42,10 +42,12 @@
 namespace weft::server {
 
 // What the api front says of a message it passes on: whether part of it was
-// dropped (over its bounds) and the connection's CurveZMQ key (its User-Id).
+// dropped (over its bounds), the connection's CurveZMQ key (its User-Id) and
+// the peer's address (its Peer-Address, on TCP).
 struct ApiMeta {
   bool over = false;
   std::string key;
+  std::string address;
 };
 zmq::message_t EncodeApiMeta(const ApiMeta& meta);
 ApiMeta DecodeApiMeta(const zmq::message_t& frame);

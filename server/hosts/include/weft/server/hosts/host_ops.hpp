@@ -6,6 +6,8 @@
 // never open a transaction, and run on the reactor thread. Not thread-safe.
 #pragma once
 
+#include <string_view>
+
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/hosts/dispatcher.hpp"
@@ -26,5 +28,10 @@ struct HostOpsDeps {
 };
 
 void RegisterHostOps(api::Router& router, HostOpsDeps deps);
+
+// The host ops whose request bodies the transport keeps as text
+// (wire::DecodeRequest's text_body_ops): their handlers read the few fields
+// they need from it, not from a tree, when every check passes.
+inline constexpr std::string_view kTextBodyOps[] = {"task.finish", "task.take"};
 
 }  // namespace weft::hosts

@@ -52,7 +52,16 @@ struct Host {
   // The last process refused under this id (CheckNewProcess), so weftd logs each one once.
   std::string refused_incarnation;
   json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
+  // The plugin files the host refused: [{file, reason, type?, tenant?}] (host.register's and
+  // host.heartbeat's optional `refused`); kept in memory only, every heartbeat resends it.
+  json refused = json::array();
 };
+
+// host.register's or host.heartbeat's optional `refused` list, checked and
+// bounded (at most 1000 entries, reasons cut to 2000 bytes); null when the body has none.
+Result<json> ParseRefused(const json& body);
+// The entries of `refused` a caller of `tenant` may see: the host-wide ones and that tenant's.
+json RefusedFor(const json& refused, const std::string& tenant);
 
 class HostRegistry {
  public:

@@ -240,6 +240,13 @@ class JobEngine {
   Status Retry(Run& run, TaskNode& task, const std::string& message);
   Status Recreate(Run& run, TaskNode& confirm, const std::string& message);
   Status Fail(Run& run, const std::string& message);
+  // An abort: cancels what has not started and tells running attempts to stop
+  // (they stay in `in_flight` until they have).
+  Status CancelForAbort(Run& run);
+  // A failing job whose last attempt in flight ended is finished; an aborted
+  // one still waiting says for how many (StoppingAttempts).
+  Status Settle(Run& run);
+  Status StoppingAttempts(Run& run);
   Status Finish(Run& run);  // every task is done (or the job failed and nothing runs)
   // The job that removes what a failed `run` may have made; nullopt when it has no undo.
   std::optional<NewJob> UndoJob(const Run& run) const;

@@ -104,6 +104,9 @@ struct Ended {
   // A failure another attempt cannot change (RetryCannotHelp, a result over
   // a limit, a task too large to hand out): its job fails it at once.
   bool final = false;
+  // An attempt its job cancelled while it ran (Cancel), now over: its host
+  // stopped it, or its lease ran out. The task is cancelled (a success is kept as one).
+  bool cancelled = false;
 };
 using EndObserver = std::function<Status(const Ended&)>;
 // Whether a succeeded finish's result may be kept: an error (whose message
@@ -186,8 +189,12 @@ class TaskQueue {
   [[nodiscard]] Status MakeReady(std::int64_t task_id);
   // A task that failed (for now) is queued again, to be taken no earlier than `not_before_ms`.
   [[nodiscard]] Status Requeue(std::int64_t task_id, std::int64_t not_before_ms, const std::string& message);
-  // Takes a queued or leased task out of the queue for good (its job failed or was
-  // aborted); a leased one's late finish is then refused. Waiting tasks are only marked.
+  // Takes a queued task out of the queue for good (its job failed or was
+  // aborted); waiting tasks are only marked. A leased one stays leased until
+  // its host has stopped it: its heartbeats are answered that it is stale (the
+  // host cancels it), and it ends, reported with Ended::cancelled, at its
+  // finish or when its lease runs out. So its job knows when nothing of it
+  // runs any more, and a result it still made is not lost.
   [[nodiscard]] Status Cancel(std::int64_t task_id, const std::string& message);
   // Ends every attempt `host_id` holds, as if its lease had expired (the host went silent).
   // With `counts` false (the host left on purpose and gave them up) the attempts do
@@ -257,6 +264,8 @@ class TaskQueue {
     std::string host_id;
     std::int64_t lease_until_ms = 0;  // leased: lease end; queued: not before
     std::string cluster_id;
+    // Leased, and cancelled by its job: why (its host is told to stop it).
+    std::string cancelled;
     // What a take hands out besides the above, so that it need not read the
     // task back from the store. Unknown (read at take time) for tasks loaded
     // by Load() and for payloads over kMaxKeptPayloadBytes.

@@ -260,6 +260,7 @@ struct AuditRecord {
   std::string job_id;        // the job started, retried or aborted
   std::string outcome;       // "ok": only changes that succeeded are recorded
   std::string detail_json;   // a JSON object of the call's non-secret parameters, bounded
+  std::string address;       // where the request came from: the client's IP address ("" when unknown)
 };
 
 // Which entries an audit read returns: every filter that is set must hold.
@@ -284,6 +285,24 @@ struct TenantLoad {
   double service_ms_squares = 0;      // ... and their squares, for the spread
   std::int64_t waited = 0;            // first attempts of tasks with no predecessor, started in the window
   double wait_ms_sum = 0;             // their queue waits (created to taken), summed
+};
+
+// What one batch of retention removed (Store::PruneEnded).
+struct PruneCounts {
+  std::int64_t clusters = 0;
+  std::int64_t jobs = 0;
+  std::int64_t tasks = 0;
+  std::int64_t attempts = 0;  // superseded attempts (the current one is in its task's row)
+  std::int64_t nodes = 0;
+  bool more = false;  // the batch stopped at its limit: more is due now
+  std::int64_t rows() const { return clusters + jobs + tasks + attempts + nodes; }
+  void Add(const PruneCounts& other) {
+    clusters += other.clusters;
+    jobs += other.jobs;
+    tasks += other.tasks;
+    attempts += other.attempts;
+    nodes += other.nodes;
+  }
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -539,6 +558,18 @@ class Store {
   [[nodiscard]] Result<std::vector<TenantLoad>> MeasureLoad(std::int64_t since_ms, std::string_view tenant = {});
   // The id of the first task created at or after `since_ms` (one past the last when none was).
   [[nodiscard]] Result<std::int64_t> FirstTaskSince(std::int64_t since_ms);
+
+  // Retention (server/store/retention_store.cpp): one batch of what ended
+  // before `cutoff_ms` removed, in the caller's transaction, at most
+  // `max_rows` rows (attempts, tasks, jobs, nodes, clusters; a single task
+  // with more attempts than that goes alone). Removed: a deleted cluster whose
+  // deletion is older than the cutoff, with its jobs, tasks, their attempts
+  // and its nodes; a job of a live cluster that ended before the cutoff, with
+  // its tasks and attempts, unless it is the cluster's latest job. Kept: the
+  // audit log, every cluster and job that has an unfinished job or task
+  // beside it, tasks of no job, and the job of the newest task (so SQLite,
+  // whose task ids are the largest plus one, never gives an id twice).
+  [[nodiscard]] Result<PruneCounts> PruneEnded(std::int64_t cutoff_ms, std::int64_t max_rows);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // catalog_generation() moves whenever they may have changed: at every put,
