@@ -198,11 +198,12 @@ TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and
   CHECK_THAT(extend.err, !Catch::Contains(" ms"));
   // weftd writes durations as the CLI does ("6d 23h 59m", not "6d23h59m58s").
   CHECK_THAT(extend.err, Catch::Matches("[\\s\\S]*it can expire at the latest 6d 23h 5[89]m from now[\\s\\S]*"));
-  // Within the maximum: the new expiry keeps its minutes (1d + 1h less a few seconds).
+  // Within the maximum: the new expiry keeps its minutes (1d + 1h less the seconds since the create,
+  // which round away when the test is fast).
   RunResult hour = server.Weft({"cluster", "extend-lease", "shop", "--lease", "1h"});
   INFO(hour.out << hour.err);
   CHECK(hour.exit_code == 0);
-  CHECK_THAT(hour.out, Catch::Matches("cluster 'shop' now expires in 1d 0h 5[89]m\n"));
+  CHECK_THAT(hour.out, Catch::Matches("cluster 'shop' now expires in 1d (0h 5[89]m|1h)\n"));
 }
 
 TEST_CASE("weft cli edges: job watch counts from when the job started, not from when the watch did",
