@@ -14,6 +14,18 @@ std::int64_t NowMs() {
       .count();
 }
 
+// The split the server wants: threads per tenant ("any" serves every tenant).
+std::string Workers(const json& host) {
+  std::string workers;
+  for (const json& w : host.value("workers", json::array())) {
+    if (!w.is_object()) continue;
+    const std::string tenant = w.value("tenant", "");
+    workers += (workers.empty() ? "" : " ") + Printable(tenant.empty() ? "any" : tenant) + ":" +
+               std::to_string(w.value("threads", std::int64_t{0}));
+  }
+  return workers.empty() ? "-" : workers;
+}
+
 Status HostList(Context& ctx, const ParsedArgs&) {
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.list"));
   if (ctx.json_output()) {
@@ -30,15 +42,7 @@ Status HostList(Context& ctx, const ParsedArgs&) {
   table.AlignRight(2);
   table.AlignRight(4);
   for (const json& h : hosts) {
-    // The split the server wants: threads per tenant ("any" serves every tenant).
-    std::string workers;
-    for (const json& w : h.value("workers", json::array())) {
-      if (!w.is_object()) continue;
-      const std::string tenant = w.value("tenant", "");
-      workers += (workers.empty() ? "" : " ") + Printable(tenant.empty() ? "any" : tenant) + ":" +
-                 std::to_string(w.value("threads", std::int64_t{0}));
-    }
-    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), workers.empty() ? "-" : workers,
+    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), Workers(h),
                   Text(h, "in_flight"), Ago(now_ms, Int(h, "last_seen_ms")), Ago(now_ms, Int(h, "registered_at_ms")),
                   Join(h, "plugins")});
   }
@@ -61,19 +65,12 @@ Status HostShow(Context& ctx, const ParsedArgs& args) {
     return Status::Ok();
   }
   const std::int64_t now_ms = NowMs();
-  std::string workers;
-  for (const json& w : h.value("workers", json::array())) {
-    if (!w.is_object()) continue;
-    const std::string tenant = w.value("tenant", "");
-    workers += (workers.empty() ? "" : " ") + Printable(tenant.empty() ? "any" : tenant) + ":" +
-               std::to_string(w.value("threads", std::int64_t{0}));
-  }
   KeyValues kv;
   kv.Add("host", Text(h, "id"));
   kv.Add("live", YesNo(h, "live"));
   kv.Add("version", Text(h, "version"));
   kv.Add("capacity", Text(h, "capacity"));
-  kv.Add("workers", workers.empty() ? "-" : workers);
+  kv.Add("workers", Workers(h));
   kv.Add("in flight", Text(h, "in_flight"));
   kv.Add("last seen", Ago(now_ms, Int(h, "last_seen_ms")));
   kv.Add("registered", Ago(now_ms, Int(h, "registered_at_ms")));

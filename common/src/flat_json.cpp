@@ -161,23 +161,26 @@ bool Reader::Next(Member& m) {
   return true;
 }
 
+bool AppendEscaped(char c, std::string& out) {
+  switch (c) {
+    case '"': out += '"'; return true;
+    case '\\': out += '\\'; return true;
+    case '/': out += '/'; return true;
+    case 'b': out += '\b'; return true;
+    case 'f': out += '\f'; return true;
+    case 'n': out += '\n'; return true;
+    case 'r': out += '\r'; return true;
+    case 't': out += '\t'; return true;
+    default: return false;
+  }
+}
+
 bool Unescape(std::string_view text, std::string& out) {
   std::size_t run = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '\\') continue;
     out.append(text, run, i - run);
-    if (++i == text.size()) return false;
-    switch (text[i]) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      default: return false;
-    }
+    if (++i == text.size() || !AppendEscaped(text[i], out)) return false;
     run = i + 1;
   }
   out.append(text, run, std::string_view::npos);

@@ -214,36 +214,33 @@ class FastParser {
         continue;
       }
       out.append(run, p_);
-      if (++p_ == end_) return false;
-      switch (*p_) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        default: return false;  // \u and invalid escapes
-      }
+      if (++p_ == end_ || !flatjson::AppendEscaped(*p_, out)) return false;  // \u and invalid escapes
       run = ++p_;
     }
     return false;
   }
 
-  bool Number(json& out) {
-    const bool negative = *p_ == '-';
+  // An integer's sign and magnitude; false for what the wire refuses
+  // (fractions, exponents, leading zeros, more than 64 bits).
+  bool Integer(bool& negative, std::uint64_t& v) {
+    negative = *p_ == '-';
     if (negative) ++p_;
     if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
     if (*p_ == '0' && p_ + 1 != end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // a leading zero
-    std::uint64_t v = 0;
+    v = 0;
     while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
       const std::uint64_t digit = static_cast<std::uint64_t>(*p_ - '0');
       if (v > (UINT64_MAX - digit) / 10) return false;
       v = v * 10 + digit;
       ++p_;
     }
-    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    return p_ == end_ || (*p_ != '.' && *p_ != 'e' && *p_ != 'E');
+  }
+
+  bool Number(json& out) {
+    bool negative = false;
+    std::uint64_t v = 0;
+    if (!Integer(negative, v)) return false;
     if (!negative) {
       out = v;  // nlohmann: a non-negative integer is number_unsigned
       return true;
@@ -378,19 +375,9 @@ class FastParser {
 
   // Number without the value: the same text accepted and refused.
   bool SkipNumber() {
-    const bool negative = *p_ == '-';
-    if (negative) ++p_;
-    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
-    if (*p_ == '0' && p_ + 1 != end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // a leading zero
+    bool negative = false;
     std::uint64_t v = 0;
-    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-      const std::uint64_t digit = static_cast<std::uint64_t>(*p_ - '0');
-      if (v > (UINT64_MAX - digit) / 10) return false;
-      v = v * 10 + digit;
-      ++p_;
-    }
-    if (p_ != end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
-    return !negative || v <= static_cast<std::uint64_t>(INT64_MAX) + 1;
+    return Integer(negative, v) && (!negative || v <= static_cast<std::uint64_t>(INT64_MAX) + 1);
   }
 
   // String without keeping the text: the same bytes accepted and refused.

@@ -56,6 +56,8 @@ class Reader {
 // A kString member's text with its escapes undone, appended to `out`; false
 // for an escape other than \" \\ \/ \b \f \n \r \t (a \u is left to a tree).
 bool Unescape(std::string_view text, std::string& out);
+// Appends what the escape `\c` stands for; false for a \u or an invalid one.
+bool AppendEscaped(char c, std::string& out);
 
 // Whether `text` is an object without members ("{}", spaces allowed).
 bool EmptyObject(std::string_view text);
