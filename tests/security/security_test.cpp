@@ -1097,7 +1097,7 @@ TEST_CASE("security: weft events goes on after each restart of weftd, also after
   CHECK(Count(s.Err("events"), "went away") == 3);  // once per outage, not once per try
 }
 
-TEST_CASE("security: a store restored without keys/ stops weftd at start, naming the file and the ways out; "
+TEST_CASE("security: a store restored without keys/ stops weftd at start, naming the file and the ways out, "
           "with keys/ it starts, with --new-keys it starts with new keys",
           "[security][keys][sqlite]") {
   weft::testing::TempDir tmp("weft-sec");

@@ -257,7 +257,7 @@ TEST_CASE("store: moving a cluster's summary into columns of its own (migration 
   { REQUIRE(weft::testing::OpenStore(path).ok()); }
   // The clusters table as migration 4 made it, with one row, and migration 10 not run yet.
   REQUIRE(weft::testing::ExecStore(
-              path, "DELETE FROM schema_migrations WHERE version >= 10; DROP TABLE clusters; "
+              path, weft::testing::RewindFrom(10) + "DROP TABLE clusters; "
                     "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
                     "DROP INDEX tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
                     "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased'); "

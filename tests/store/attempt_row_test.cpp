@@ -18,6 +18,7 @@ using weft::testing::ExecStore;
 using weft::testing::OpenStore;
 using weft::testing::Opened;
 using weft::testing::QueryStoreInt;
+using weft::testing::RewindFrom;
 using weft::testing::TempDir;
 
 namespace {
@@ -226,7 +227,7 @@ TEST_CASE("store attempts: opening a store from before the attempt moved into th
   // The tasks and attempts as weftd wrote them before migration 11: every
   // attempt a row of its own, the task's current one included.
   REQUIRE(ExecStore(path,
-                    "DELETE FROM schema_migrations WHERE version >= 11; "
+                    RewindFrom(11) +
                     "ALTER TABLE tasks DROP COLUMN taken_at_ms; ALTER TABLE tasks DROP COLUMN attempt_status; "
                     "DROP INDEX IF EXISTS tasks_unfinished; ALTER TABLE tasks DROP COLUMN finished_at_ms; "
                     "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased'); "
@@ -329,7 +330,7 @@ TEST_CASE("store unfinished tasks: the queued and leased ones, a finished task q
   // A store from before migration 12: no task marked finished, the index by state.
   opened.reset();
   REQUIRE(ExecStore(path,
-                    "DELETE FROM schema_migrations WHERE version >= 12; DROP INDEX IF EXISTS tasks_unfinished; "
+                    RewindFrom(12) + "DROP INDEX IF EXISTS tasks_unfinished; "
                     "ALTER TABLE tasks DROP COLUMN finished_at_ms; "
                     "CREATE INDEX tasks_unfinished ON tasks (id) WHERE state IN ('queued', 'leased')") == "");
   auto reopened = OpenStore(path);

@@ -489,7 +489,7 @@ TEST_CASE("sqlite store: a value bound in binary form is a blob of its bytes", "
   CHECK(read->Int(2) == 3);
 }
 
-TEST_CASE("sqlite store: a write that finds the disk full ends the transaction; the rollback after it is no error, "
+TEST_CASE("sqlite store: a write that finds the disk full ends the transaction, the rollback after it is no error, "
           "and the connection goes on once there is room",
           "[store][sqlite]") {
   TempDir dir("weft-store-full");

@@ -21,6 +21,7 @@ using weft::testing::ExecStore;
 using weft::testing::Opened;
 using weft::testing::OpenStore;
 using weft::testing::QueryStoreInt;
+using weft::testing::RewindFrom;
 using weft::testing::TempDir;
 
 namespace {
@@ -100,7 +101,7 @@ TEST_CASE(
   std::string old_table = table;
   old_table.replace(old_table.find(plain), plain.size(), "id INTEGER PRIMARY KEY AUTOINCREMENT,");
   old_table.replace(0, old_table.find('('), "CREATE TABLE tasks_old ");
-  REQUIRE(ExecStore(path, "DELETE FROM schema_migrations WHERE version >= 14; " + old_table +
+  REQUIRE(ExecStore(path, RewindFrom(14) + old_table +
                               "; INSERT INTO tasks_old SELECT * FROM tasks; DROP TABLE tasks; "
                               "ALTER TABLE tasks_old RENAME TO tasks; "
                               "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0; "
@@ -233,12 +234,12 @@ TEST_CASE("store tasks: a store from before the state became an ENUM on PostgreS
   }
   // The store as weftd left it before migration 15 (and 16, the function that
   // names a missed task write): on PostgreSQL the state a TEXT with a CHECK.
-  REQUIRE(ExecStore(path, postgres ? "DELETE FROM schema_migrations WHERE version >= 15; "
+  REQUIRE(ExecStore(path, postgres ? RewindFrom(15) +
                                      "DROP FUNCTION weft_task_writes_missed(BIGINT[], BIGINT[], BIGINT[]); "
                                      "ALTER TABLE tasks ALTER COLUMN state TYPE TEXT; DROP TYPE task_state; "
                                      "ALTER TABLE tasks ADD CONSTRAINT tasks_state CHECK (state IN ('queued', "
                                      "'leased', 'succeeded', 'failed', 'waiting', 'cancelled'))"
-                                   : "DELETE FROM schema_migrations WHERE version >= 15") == "");
+                                   : RewindFrom(15)) == "");
   if (postgres) {
     REQUIRE(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_constraint WHERE conname = 'tasks_state'") == 1);
     REQUIRE(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_type WHERE typname = 'task_state'") == 0);

@@ -82,6 +82,16 @@ inline store::Store& Opened(Result<std::unique_ptr<store::Store>>& opened) {
   return **opened;
 }
 
+// The start of the SQL that makes a store look as if migration `version` and
+// the later ones had not run: their rows leave schema_migrations, and a column
+// a later migration added goes (SQLite cannot add a column only if it is
+// missing, so that migration would fail when it runs again).
+inline std::string RewindFrom(std::int64_t version) {
+  std::string sql = "DELETE FROM schema_migrations WHERE version >= " + std::to_string(version) + "; ";
+  if (version <= 20) sql += "ALTER TABLE audit_log DROP COLUMN address; ";
+  return sql;
+}
+
 // Runs `sql` beside the Store; the error message, or "" when it worked.
 inline std::string ExecStore(const std::filesystem::path& path, const std::string& sql) {
   if (TestStoreIsPostgres()) {
