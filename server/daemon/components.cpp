@@ -34,7 +34,7 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
       logins_(store, clock, registry_,
               auth::LoginOptions{config.security.session_idle_ms, config.security.session_max_ms,
                                  config.security.login_burst, config.security.login_interval_ms}),
-      retention_(config.retention, store, clock) {}
+      retention_(config.retention, store) {}
 
 Status Components::Start() {
   WEFT_RETURN_IF_ERROR(Prepare());

@@ -14,7 +14,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "weft/common/clock.hpp"
 #include "weft/common/status.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/store/store.hpp"
@@ -23,8 +22,7 @@ namespace weft::server {
 
 class Retention {
  public:
-  Retention(const RetentionConfig& config, store::Store& store, const Clock& clock)
-      : config_(config), store_(store), clock_(clock) {}
+  Retention(const RetentionConfig& config, store::Store& store) : config_(config), store_(store) {}
 
   // Whether a batch is due now (never with ended_after_ms 0: everything is kept).
   bool Due(std::int64_t now_ms) const { return config_.ended_after_ms > 0 && now_ms >= next_ms_; }
@@ -48,7 +46,6 @@ class Retention {
  private:
   const RetentionConfig& config_;
   store::Store& store_;
-  const Clock& clock_;
   std::int64_t next_ms_ = 0;
   bool in_round_ = false;
   std::int64_t round_started_ms_ = 0;
