@@ -417,7 +417,10 @@ TEST_CASE("integration: a take read late never starts an older attempt after the
   REQUIRE(WaitFor([&] { return Occurrences(host.Log(), "serving any tenant with 1 thread(s)") == 2; }, 20s));
   const std::vector<pid_t> workers = StartedWorkerPids(host.Log());
   REQUIRE(workers.size() == 2);
-  std::this_thread::sleep_for(500ms);  // both runners' takes are held by weftd
+  // Both runners' takes are held by weftd before a task is queued (weftd counts
+  // each request it receives); a fixed sleep lost this race on a loaded machine.
+  REQUIRE(WaitFor(
+      [&] { return server.Call("server.status", json::object())["requests"].value("task.take", 0) >= 2; }, 20s));
   auto task = [](const char* node, int latency_ms) {
     return json{{"plugin", "fake-provider"},
                 {"action", "CREATE"},
