@@ -1,6 +1,8 @@
 #include "weft/server/hosts/dispatcher.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <functional>
 #include <string_view>
 #include <utility>
@@ -56,6 +58,87 @@ std::vector<More> MoreMembers(const json& more, const TaskTexts& texts) {
   return out;
 }
 
+// JSON text written straight into a buffer (TaskText): a task is a few
+// hundred bytes of short members, and appending them piece by piece to a
+// std::string cost a call and a capacity check per piece (a quote, a key, a
+// comma), more than the bytes themselves. Room is made ahead of each piece.
+class TextWriter {
+ public:
+  TextWriter(std::string& out, std::size_t room) : out_(out) {
+    out_.resize(room);
+    p_ = out_.data();
+    end_ = p_ + out_.size();
+  }
+  // The text written; the writer is done.
+  void Finish() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
+
+  template <std::size_t N>
+  void Literal(const char (&text)[N]) {
+    Room(N - 1);
+    std::memcpy(p_, text, N - 1);
+    p_ += N - 1;
+  }
+  void Raw(std::string_view text) {
+    Room(text.size());
+    std::memcpy(p_, text.data(), text.size());
+    p_ += text.size();
+  }
+  void Char(char c) {
+    Room(1);
+    *p_++ = c;
+  }
+  void Int(std::int64_t v) {
+    Room(24);  // every 64-bit integer
+    p_ = std::to_chars(p_, end_, v).ptr;
+  }
+  // `text` as a JSON string, as wire::AppendJsonString writes it: text to copy
+  // as it is (all of a task's own members in practice) in one pass; any
+  // other is left to AppendJsonString.
+  void String(std::string_view text) {
+    Room(text.size() + 2);
+    char* q = p_;
+    *q++ = '"';
+    for (const char c : text) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == '"' || u == '\\' || u >= 0x80) {
+        Through([text](std::string& out) { wire::AppendJsonString(out, text); });
+        return;
+      }
+      *q++ = c;
+    }
+    *q++ = '"';
+    p_ = q;
+  }
+  void Json(const json& value) {
+    Through([&value](std::string& out) { wire::AppendJson(out, value); });
+  }
+
+ private:
+  void Room(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - p_) < n) Grow(n);
+  }
+  void Grow(std::size_t n) {
+    const std::size_t at = static_cast<std::size_t>(p_ - out_.data());
+    out_.resize(std::max(2 * out_.size(), at + n + 256));
+    p_ = out_.data() + at;
+    end_ = out_.data() + out_.size();
+  }
+  // Appends through `append` (to the text so far), then goes on after it.
+  template <typename Append>
+  void Through(const Append& append) {
+    out_.resize(static_cast<std::size_t>(p_ - out_.data()));
+    append(out_);
+    const std::size_t at = out_.size();
+    out_.resize(at + 256);
+    p_ = out_.data() + at;
+    end_ = out_.data() + out_.size();
+  }
+
+  std::string& out_;
+  char* p_;
+  char* end_;
+};
+
 // The task as the plugin sees it, written straight out as JSON text: its own
 // members and `more`'s (the payload's and the decorators'), in key order, as
 // a json object would have them; a member of `more` under the name of one of
@@ -65,59 +148,69 @@ std::string TaskText(const store::TaskRecord& t, std::int64_t lease_ms, const js
   const std::vector<More> extra = MoreMembers(more, texts);
   // Room for all of it at once: the shared parts (JSON text already) are most
   // of a task, and growing the text as it is written copied it several times.
-  std::size_t size = 256;
+  std::size_t size = 256 + t.action.size() + t.cluster_id.size() * 2 + t.job_id.size() + t.node_id.size() * 2 +
+                     t.plugin.size() + t.tenant.size();
   for (const More& m : extra)
     size += m.name.size() + (m.text ? m.text->size() : m.value->is_binary() ? m.value->get_binary().size() : 64);
   std::string out;
-  out.reserve(size);
-  out += '{';
+  TextWriter w(out, size);
+  w.Char('{');
   auto next = extra.begin();
-  auto comma = [&out] {
-    if (out.size() > 1) out += ',';
+  bool first = true;
+  auto comma = [&] {
+    if (!first) w.Char(',');
+    first = false;
   };
   // Writes the next member of `more`.
   auto write_next = [&] {
     comma();
-    wire::AppendJsonString(out, next->name);
-    out += ':';
+    w.String(next->name);
+    w.Char(':');
     if (next->text) {
-      out += *next->text;
+      w.Raw(*next->text);
     } else {
-      wire::AppendJson(out, *next->value);
+      w.Json(*next->value);
     }
     ++next;
   };
-  // Writes the members of `more` that sort before `name`, then the key `name`.
-  auto key = [&](std::string_view name) {
+  // Writes the members of `more` that sort before `name`, then the key `name` ("\"name\":").
+  auto key = [&]<std::size_t N>(const char (&quoted)[N]) {
+    const std::string_view name(quoted + 1, N - 4);
     while (next != extra.end() && next->name < name) write_next();
     if (next != extra.end() && next->name == name) ++next;
     comma();
-    out += '"';
-    out += name;
-    out += "\":";
+    w.Literal(quoted);
   };
-  key("action");
-  wire::AppendJsonString(out, t.action);
-  key("attempt");
-  out += std::to_string(t.attempt);
-  key("cluster_id");
-  wire::AppendJsonString(out, t.cluster_id);
-  key("idempotency_key");
-  wire::AppendJsonString(out, IdempotencyKey(t));
-  key("job_id");
-  wire::AppendJsonString(out, t.job_id);
-  key("lease_ms");
-  out += std::to_string(lease_ms);
-  key("node_id");
-  wire::AppendJsonString(out, t.node_id);
-  key("plugin");
-  wire::AppendJsonString(out, t.plugin);
-  key("task_id");
-  out += std::to_string(t.id);
-  key("tenant");
-  wire::AppendJsonString(out, t.tenant);
+  key("\"action\":");
+  w.String(t.action);
+  key("\"attempt\":");
+  w.Int(t.attempt);
+  key("\"cluster_id\":");
+  w.String(t.cluster_id);
+  key("\"idempotency_key\":");
+  // IdempotencyKey's text, without making it first.
+  if (t.cluster_id.empty()) {
+    w.Literal("\"task/");
+    w.Int(t.id);
+    w.Char('"');
+  } else {
+    w.String(IdempotencyKey(t));
+  }
+  key("\"job_id\":");
+  w.String(t.job_id);
+  key("\"lease_ms\":");
+  w.Int(lease_ms);
+  key("\"node_id\":");
+  w.String(t.node_id);
+  key("\"plugin\":");
+  w.String(t.plugin);
+  key("\"task_id\":");
+  w.Int(t.id);
+  key("\"tenant\":");
+  w.String(t.tenant);
   while (next != extra.end()) write_next();
-  out += '}';
+  w.Char('}');
+  w.Finish();
   return out;
 }
 
@@ -169,11 +262,12 @@ bool Dispatcher::CanServe(const std::string& host_id, const std::string& tenant)
 Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string& tenant, const std::string& runner) {
   const Host* host = hosts_.Find(host_id);
   if (!host) return Taken{};
-  // Read where the queue left it: moving the record out cost a move of each of its strings.
-  Result<std::optional<store::TaskRecord>> taken = queue_.Take(host_id, host->plugins, tenant);
+  // Into the record kept for it: a new one per take cost two moves and the
+  // allocations of its strings, for a record read once.
+  Result<bool> taken = queue_.Take(host_id, host->plugins, tenant, &taking_);
   if (!taken.ok()) return taken.status();
-  if (!taken->has_value()) return Taken{};
-  const store::TaskRecord& t = **taken;
+  if (!*taken) return Taken{};
+  const store::TaskRecord& t = taking_;
   // What the payload and the decorators give; the members every task has are
   // written from the record as the text is made (TaskText).
   json more = json::object();

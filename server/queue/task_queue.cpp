@@ -186,7 +186,15 @@ bool TaskQueue::HasReady(const HostPlugins& plugins, const std::string& tenant) 
 
 Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, const HostPlugins& plugins,
                                                   const std::string& tenant) {
-  if (ready_.empty() || plugins.empty()) return std::optional<TaskRecord>();
+  std::optional<TaskRecord> record(std::in_place);
+  WEFT_ASSIGN_OR_RETURN(const bool taken, Take(host_id, plugins, tenant, &*record));
+  if (!taken) record.reset();
+  return record;
+}
+
+Result<bool> TaskQueue::Take(const std::string& host_id, const HostPlugins& plugins, const std::string& tenant,
+                             TaskRecord* out) {
+  if (ready_.empty() || plugins.empty()) return false;
   std::int64_t chosen = 0;
   if (!tenant.empty()) {
     auto it = ready_.find(tenant);
@@ -199,18 +207,16 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
       chosen = OldestFor(start->second, plugins, start->first);
     }
   }
-  if (chosen == 0) return std::optional<TaskRecord>();
+  if (chosen == 0) return false;
 
   Live& t = live_.at(chosen);
   const std::int64_t now = clock_.NowMs();
   const std::int64_t attempt = t.attempt + 1;
   const std::int64_t until = now + options_.lease_ms;
   WEFT_RETURN_IF_ERROR(store_.LeaseTask(chosen, attempt, host_id, until, now));
-  std::optional<TaskRecord> record;
+  TaskRecord& r = *out;
   if (t.known) {
     // What the store now holds, without reading it back.
-    record.emplace();
-    TaskRecord& r = *record;
     r.id = chosen;
     r.tenant = t.tenant;
     r.plugin = t.plugin;
@@ -221,22 +227,27 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
     r.max_attempts = t.max_attempts;
     r.created_at_ms = t.created_at_ms;
     r.payload_json = t.payload_json;
+    r.result_json = "{}";
+    r.message.clear();
+    r.stdout_tail.clear();
+    r.stderr_tail.clear();
     r.task_key = t.task_key;
     r.service = t.service;
+    r.after_json = "[]";
   } else {
     WEFT_ASSIGN_OR_RETURN(std::optional<TaskRecord> read, store_.GetTask(chosen));
     if (!read.has_value()) return Status::Internal("task " + std::to_string(chosen) + " vanished while taken");
-    record = std::move(*read);
-    record->message.clear();
-    record->result_json = "{}";
-    record->stdout_tail.clear();
-    record->stderr_tail.clear();
+    r = std::move(*read);
+    r.message.clear();
+    r.result_json = "{}";
+    r.stdout_tail.clear();
+    r.stderr_tail.clear();
   }
-  record->state = TaskState::kLeased;
-  record->attempt = attempt;
-  record->host_id = host_id;
-  record->lease_until_ms = until;
-  record->updated_at_ms = now;
+  r.state = TaskState::kLeased;
+  r.attempt = attempt;
+  r.host_id = host_id;
+  r.lease_until_ms = until;
+  r.updated_at_ms = now;
 
   RemoveReady(chosen, t);
   if (tenant.empty()) last_tenant_ = t.tenant;
@@ -251,7 +262,7 @@ Result<std::optional<TaskRecord>> TaskQueue::Take(const std::string& host_id, co
     t.taken_at_ms = now;
   }
   Emit(chosen, t);
-  return record;
+  return true;
 }
 
 Status TaskQueue::Finish(const FinishRequest& f, Conflict* conflict) {

@@ -101,6 +101,7 @@ class Dispatcher {
   std::unordered_map<std::int64_t, std::pair<std::string, std::string>> runner_of_;
   RunnerListener runner_listener_;
   std::size_t max_task_bytes_ = 0;
+  store::TaskRecord taking_;  // the task TryTake is handing out (kept: its strings' room is reused)
 };
 
 }  // namespace weft::hosts

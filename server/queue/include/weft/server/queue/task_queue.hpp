@@ -171,6 +171,11 @@ class TaskQueue {
   // does not carry an earlier attempt's output (message, result, stdout, stderr).
   [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id, const HostPlugins& plugins,
                                                        const std::string& tenant = {});
+  // The same into `*out` (true: a task was taken), every member written:
+  // a record kept from take to take reuses its strings' room, and is neither
+  // moved nor freed per take.
+  [[nodiscard]] Result<bool> Take(const std::string& host_id, const HostPlugins& plugins, const std::string& tenant,
+                                  TaskRecord* out);
   // The same for a host with host-wide plugins only.
   [[nodiscard]] Result<std::optional<TaskRecord>> Take(const std::string& host_id,
                                                        const std::set<std::string>& plugins,
