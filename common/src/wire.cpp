@@ -751,10 +751,17 @@ std::optional<std::string> BodyString(const Request& request, std::string_view k
 
 Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out,
                               std::span<const std::string_view> text_body_ops) {
+  Request req;
+  WEFT_RETURN_IF_ERROR(DecodeRequestInto(frames, limits, id_out, text_body_ops, &req));
+  return req;
+}
+
+Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string* id_out,
+                         std::span<const std::string_view> text_body_ops, Request* out) {
   if (id_out) id_out->clear();
   WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
   {
-    Request req;
+    Request& req = *out;
     // The body comes first (keys in order): whether to keep it as text is
     // guessed from the header's text, and the op read at the end decides.
     const std::string_view text = View(frames[0]);
@@ -764,7 +771,7 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
     if (FastParser(text, limits.max_depth).ParseRequest(req, limits, text_body, text_body_ops)) {
       if (id_out) *id_out = req.id;
       req.blobs = Blobs(frames);
-      return req;
+      return Status::Ok();
     }
   }
   WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeaderObject(frames, limits));
@@ -812,7 +819,8 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
     req.body = std::move(*body);
   }
   req.blobs = Blobs(frames);
-  return req;
+  *out = std::move(req);
+  return Status::Ok();
 }
 
 Result<Reply> DecodeReply(const Frames& frames, const Limits& limits) {

@@ -315,7 +315,9 @@ void Reactor::Receive(Inbound& in, std::vector<Pending>* batch) {
     return;
   }
   Handle(p, *in.request);
-  handled_.push_back(std::move(*in.request));
+  // A body kept as text (a host's take or finish) is no tree: such a request
+  // costs less to free here than to move aside.
+  if (in.request->body_text.empty()) handled_.push_back(std::move(*in.request));
   if (!p.response.held) {
     batch->push_back(std::move(p));
     return;

@@ -299,17 +299,19 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, const 
     }
   }
   // A host's task.take and task.finish keep their bodies as text, which their handlers read lean.
-  Result<wire::Request> request =
-      endpoint == api::Endpoint::kProvisioner
-          ? wire::DecodeRequest(frames, config_.limits, &p.id, hosts::kTextBodyOps)
-          : wire::DecodeRequest(frames, config_.limits, &p.id);
-  if (!request.ok()) {
-    WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": "
-                           << request.status().message();
-    p.response = api::Response::Error(request.status());
+  // Decoded where the request is kept: a request decoded aside and moved in moved its dozen strings.
+  wire::Request& request = out->request.emplace();
+  const Status decoded = wire::DecodeRequestInto(
+      frames, config_.limits, &p.id,
+      endpoint == api::Endpoint::kProvisioner ? std::span<const std::string_view>(hosts::kTextBodyOps)
+                                              : std::span<const std::string_view>(),
+      &request);
+  if (!decoded.ok()) {
+    out->request.reset();
+    WEFT_LOG(kDebug, kLog) << "malformed request on " << api::EndpointName(endpoint) << ": " << decoded.message();
+    p.response = api::Response::Error(decoded);
     return true;
   }
-  out->request = std::move(*request);
   return true;
 }
 

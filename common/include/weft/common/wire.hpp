@@ -115,6 +115,11 @@ Frames EncodeReply(const Reply& reply);
 // their requests are checked and refused exactly as any other's.
 Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::string* id_out,
                               std::span<const std::string_view> text_body_ops = {});
+// The same into `*out`, which must be a Request as constructed (a server
+// decodes where it keeps the request: each move of one moves its dozen
+// strings). On failure `*out` is unspecified.
+Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string* id_out,
+                         std::span<const std::string_view> text_body_ops, Request* out);
 Result<Reply> DecodeReply(const Frames& frames, const Limits& limits);
 
 // Checks frame count and sizes only.
