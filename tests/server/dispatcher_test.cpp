@@ -132,3 +132,69 @@ TEST_CASE("dispatcher: a task too large to hand out fails for good, saying its s
   REQUIRE(dispatcher.RunnerTakes("h1", "7.1").ok());
   CHECK((*store->GetTask(ids->at(0)))->state == weft::store::TaskState::kFailed);
 }
+
+TEST_CASE("dispatcher: a task's own members that need escapes are written as a json object writes them, and the "
+          "record kept between takes carries nothing over",
+          "[dispatcher]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
+  weft::ManualClock clock;
+  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
+  REQUIRE(queue.Load().ok());
+  weft::server::Config config;
+  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  weft::hosts::Dispatcher dispatcher(hosts, queue);
+  weft::hosts::Host host;
+  host.record.id = "h1";
+  host.record.capacity = 2;
+  host.plugins.shared = {"fp"};
+  hosts.Put(host);
+  // Quotes, a backslash, control characters, UTF-8 and a byte that is not
+  // UTF-8; a cluster (its idempotency key is cluster/node/id); payload members
+  // written from the tree between the task's own.
+  weft::queue::NewTask odd;
+  odd.plugin = "fp";
+  odd.action = "CREATE \"x\"\\";
+  odd.cluster_id = "c\t1";
+  odd.node_id = std::string("n\x01\n-\xc3\xa9-\xff");
+  odd.job_id = "job-1";
+  odd.payload_json = R"({"b_member":"\u0007","zz":[1,{"k":"v\"w"}]})";
+  weft::queue::NewTask plain;
+  plain.plugin = "fp";
+  plain.action = "INSTALL";
+  auto ids = queue.Enqueue("acme", {odd, plain});
+  REQUIRE(ids.ok());
+
+  auto first = dispatcher.TryTake("h1", "");
+  REQUIRE(first.ok());
+  REQUIRE(first->task_id == ids->at(0));
+  const json sent = json::parse(first->json);
+  CHECK(first->json == weft::wire::Dump(sent));
+  CHECK(sent["action"] == odd.action);
+  CHECK(sent["cluster_id"] == odd.cluster_id);
+  CHECK(sent["node_id"] == std::string("n\x01\n-\xc3\xa9-\xef\xbf\xbd"));  // the byte that is not UTF-8 replaced
+  CHECK(sent["idempotency_key"] == odd.cluster_id + "/" + std::string("n\x01\n-\xc3\xa9-\xef\xbf\xbd") + "/" +
+                                       std::to_string(ids->at(0)));
+  CHECK(sent["b_member"] == "\a");
+  CHECK(sent["zz"] == json::parse(R"([1,{"k":"v\"w"}])"));
+  CHECK(sent["job_id"] == "job-1");
+
+  // The next take reuses the record: none of the first task's members stays.
+  auto second = dispatcher.TryTake("h1", "");
+  REQUIRE(second.ok());
+  REQUIRE(second->task_id == ids->at(1));
+  const json next = json::parse(second->json);
+  CHECK(second->json == weft::wire::Dump(next));
+  CHECK(next == json{{"action", "INSTALL"},
+                     {"attempt", 1},
+                     {"cluster_id", ""},
+                     {"idempotency_key", "task/" + std::to_string(ids->at(1))},
+                     {"job_id", ""},
+                     {"lease_ms", 1000},
+                     {"node_id", ""},
+                     {"plugin", "fp"},
+                     {"task_id", ids->at(1)},
+                     {"tenant", "acme"}});
+}
