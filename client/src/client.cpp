@@ -205,6 +205,12 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
         if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::none)) continue;
       }
       Result<wire::Reply> reply = wire::DecodeReply(in, options_.limits);
+      if (!reply.ok() && reply.status().code() == Code::kTooLarge) {
+        // weftd's answer, larger than this program chose to read: say so, not "malformed".
+        return Status::TooLarge("the reply from " + endpoint() + " to '" + req.op +
+                                "' is larger than this client accepts (" + reply.status().message() +
+                                "; the client's Options::limits, 64 MiB by default): raise them to read it");
+      }
       if (!reply.ok()) {
         // Without CurveZMQ libzmq takes an HTTP server's answer to its greeting for a message.
         if (AnswersHttp(endpoint(), std::min(timeout_ms, kHttpProbeMs)))

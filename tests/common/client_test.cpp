@@ -11,6 +11,8 @@ using namespace weft;
 
 namespace {
 
+constexpr std::size_t kBigReplyBytes = std::size_t{3} << 20;
+
 // A ROUTER that answers each request with its op echoed back, after an
 // optional delay, and can first send a bogus reply with a foreign id.
 class EchoServer {
@@ -42,6 +44,8 @@ class EchoServer {
                                                              {"client_addr", req->on_behalf.client_addr}})
                                  : wire::Reply::Failure(id, req.status());
     if (req.ok() && req->op == "fail") reply = wire::Reply::Failure(id, Status::NotFound("no such thing"));
+    // A reply like job.get's of a 450-node job: a header frame of more than 1 MiB.
+    if (req.ok() && req->op == "big") reply = wire::Reply::Success(id, {{"data", std::string(kBigReplyBytes, 'x')}});
     auto out = wire::WithEnvelope(envelope, wire::EncodeReply(reply));
     wire::SendMultipart(socket_, out);
   }
@@ -133,4 +137,46 @@ TEST_CASE("client: a timeout is UNAVAILABLE and the next call works on a fresh s
   t.join();
   REQUIRE(second.ok());
   CHECK((*second)["op"] == "again");
+}
+
+TEST_CASE("client: a reply of several MiB (job.get of a large job) is read under the default limits", "[client]") {
+  zmq::context_t ctx;
+  EchoServer server(ctx);
+  std::thread t([&] {
+    server.ServeOne();
+    server.ServeOne();
+  });
+  client::Client designated(ctx, client::Options{.endpoint = server.endpoint(), .timeout_ms = 5000});
+  auto first = designated.Call("big");
+  // Options built the way the benches and tests do, limits left `{}`.
+  client::Client positional(ctx, {server.endpoint(), 5000, "", {}});
+  auto second = positional.Call("big");
+  t.join();
+  REQUIRE(first.ok());
+  CHECK((*first)["data"].get<std::string>().size() == kBigReplyBytes);
+  REQUIRE(second.ok());
+  CHECK((*second)["data"].get<std::string>().size() == kBigReplyBytes);
+}
+
+TEST_CASE("client: a reply over the limits the caller set is TOO_LARGE, saying it is the client's limit", "[client]") {
+  zmq::context_t ctx;
+  EchoServer server(ctx);
+  std::thread t([&] {
+    server.ServeOne();
+    server.ServeOne();
+  });
+  client::Options options{.endpoint = server.endpoint(), .timeout_ms = 5000};
+  options.limits.max_header_bytes = 64 * 1024;
+  client::Client c(ctx, options);
+  auto r = c.Call("big");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == Code::kTooLarge);
+  CHECK_THAT(r.status().message(), Catch::Contains("is larger than this client accepts") &&
+                                       Catch::Contains("the limit is 65536") && Catch::Contains("Options::limits") &&
+                                       !Catch::Contains("malformed"));
+  // The socket still works: the next call is answered.
+  auto next = c.Call("after");
+  t.join();
+  REQUIRE(next.ok());
+  CHECK((*next)["op"] == "after");
 }

@@ -36,11 +36,28 @@ namespace weft::client {
 
 using json = nlohmann::json;
 
+// The limits a reply is read under. weftd holds requests to its
+// `limits.*` (a header of 1 MiB by default, docs/protocol.md "Limits") but
+// not its replies: `job.get` of a 450-node job or `cluster.get` of a cluster
+// with large results is several MiB of JSON. By default a reply may be as
+// large as a whole message may be (64 MiB, `limits.max_message_bytes`'s
+// default), its header included; a payload frame at most 16 MiB. A reply over
+// the limits set here is TOO_LARGE, its message naming the limit and
+// Options::limits; raise them for a weftd whose limits were raised.
+struct ReplyLimits : wire::Limits {
+  static constexpr std::size_t kMaxReplyBytes = std::size_t{64} << 20;
+  ReplyLimits() {
+    max_header_bytes = kMaxReplyBytes;
+    max_total_bytes = kMaxReplyBytes;
+  }
+  ReplyLimits(const wire::Limits& limits) : wire::Limits(limits) {}  // NOLINT: implicit by design
+};
+
 struct Options {
   std::string endpoint;              // "tcp://127.0.0.1:7420", or several: "tcp://a:7420,tcp://b:7420"
   int timeout_ms = 5000;             // per call, unless the call gives its own
   std::string tenant = {};           // carried in every request header when non-empty
-  wire::Limits limits = {};          // applied to replies
+  ReplyLimits limits = {};           // applied to replies (above: up to 64 MiB by default)
   // CurveZMQ (docs/security.md): with server_key set the connection is
   // encrypted and authenticated as `keys`; weftd refuses keys it does not know.
   std::string server_key = {};
