@@ -70,8 +70,17 @@ out=$("$PY" "$CLIENT" --credentials "$SCRATCH/bob.json" cluster-create shop --te
 expect_contains "$out" "] 1/36 tasks, running" "a tenant admin follows the job on events"
 expect_contains "$out" ": succeeded" "the tenant admin's job ends"
 # A user's subscription covers the clusters they own when they subscribe: after the create.
-out=$("$PY" "$CLIENT" --credentials "$SCRATCH/ann.json" cluster-create till --template web-fake --size 4) ||
-  fail "cluster-create as acme's user failed: $out"
+# The host is held meanwhile, so that the job's tasks run after the subscription.
+host_pid=${PIDS[-1]}
+kill -STOP "$host_pid"
+"$PY" "$CLIENT" --credentials "$SCRATCH/ann.json" cluster-create till --template web-fake --size 4 \
+  >"$SCRATCH/till.out" 2>&1 &
+client_pid=$!
+wait_until "the user's create to be answered" grep -q "cluster till: job" "$SCRATCH/till.out"
+sleep 1
+kill -CONT "$host_pid"
+wait "$client_pid" || fail "cluster-create as acme's user failed: $(cat "$SCRATCH/till.out")"
+out=$(cat "$SCRATCH/till.out")
 expect_contains "$out" "tasks, running" "a user follows their new cluster's job on events"
 expect_contains "$out" "] 36/36 tasks, succeeded" "the user's job ends"
 
