@@ -24,6 +24,7 @@ namespace {
 
 using api::Call;
 using api::Effect;
+using api::Fields;
 using api::Endpoint;
 using api::Principal;
 using api::Response;
@@ -227,9 +228,19 @@ class ClusterOps {
     // One lookup by name, not a read of every cluster: with a thousand clusters
     // that read made each create slower than the last.
     WEFT_TRY_ASSIGN(same_name, store_.FindCluster(call.principal.tenant, name));
-    if (same_name && same_name->name == name && !Terminated(*same_name))
+    if (same_name && same_name->name == name && !Terminated(*same_name)) {
+      // Another user's cluster is not shown, not even its id: to this caller its
+      // cluster.get is NOT_FOUND, and deleting it is not theirs to do.
+      if (!Visible(call, *same_name))
+        return Response::Error(Status::Conflict("cluster name '" + name + "' is taken by a cluster you cannot see "
+                                                "(another user's in tenant '" + call.principal.tenant +
+                                                "'); choose another name"),
+                               json{{"name", name}, {"visible", false}});
       return Response::Error(Status::Conflict("cluster '" + name + "' already exists (id " + same_name->id + ", " +
-                                              same_name->status + "); delete it first or choose another name"));
+                                              same_name->status + "); delete it first or choose another name"),
+                             json{{"name", name}, {"cluster_id", same_name->id}, {"status", same_name->status},
+                                  {"visible", true}});
+    }
 
     WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
     const catalog::Catalog& cat = *latest;
@@ -1053,37 +1064,62 @@ json RedactResults(json results) {
   return results;
 }
 
+namespace {
+
+// The ops that only read, on weftd's reactor and on its api front alike.
+void AddClusterReads(Router& router, const std::shared_ptr<ClusterOps>& ops) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads, {"all"});
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads, {"cluster"});
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads,
+             {"cluster", "limit"});
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads,
+             {"job", "details"});
+}
+
+}  // namespace
+
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
                         LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins));
-  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
+  // Each op's body fields (docs/protocol.md): any other key is refused by the router.
+  const Fields job_options = {"dry_run", "keep_on_failure"};
+  const auto with = [&job_options](Fields fields) {
+    fields.insert(fields.end(), job_options.begin(), job_options.end());
+    return fields;
+  };
+  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); }, Effect::kChanges,
+             with({"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config",
+                   "lease_ms"}));
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {
     const JobOperation operation = *JobOperationFrom(op);  // every name above is one
     std::string wire_name = op;
     std::replace(wire_name.begin(), wire_name.end(), '-', '_');
+    Fields fields = {"cluster"};
+    if (operation == JobOperation::kScale) fields.push_back("size");
+    if (operation == JobOperation::kAddServices || operation == JobOperation::kRemoveServices ||
+        operation == JobOperation::kStart || operation == JobOperation::kStop || operation == JobOperation::kRestart)
+      fields.push_back("services");
+    if (operation == JobOperation::kReconfigure) fields.insert(fields.end(), {"config", "restart"});
     router.Add("cluster." + wire_name, users, api,
-               [ops, operation](const Call& c) { return ops->Change(operation, c); });
+               [ops, operation](const Call& c) { return ops->Change(operation, c); }, Effect::kChanges,
+               with(std::move(fields)));
   }
-  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
-  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
-  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
+  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); },
+             Effect::kChanges, {"cluster", "lease_ms"});
+  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); }, Effect::kChanges, {"job"});
+  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); }, Effect::kChanges, {"job"});
+  AddClusterReads(router, ops);
 }
 
 void RegisterClusterReads(Router& router, store::Store& store, const Clock& clock, LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, nullptr, clock, std::move(live_plugins));
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
+  AddClusterReads(router, std::make_shared<ClusterOps>(store, nullptr, clock, std::move(live_plugins)));
 }
 
 }  // namespace weft::jobs

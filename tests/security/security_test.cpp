@@ -830,6 +830,80 @@ TEST_CASE("security: a secret put before any host registered its plugin is put w
   CHECK_THAT(again.err, !Catch::Contains("warning"));
 }
 
+TEST_CASE("security: a cluster name another user took is CONFLICT without its id; a misspelt field is INVALID "
+          "and nothing is done",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
+                 root).exit_code == 0);
+  for (const std::string user : {"alice", "carol"}) {
+    REQUIRE(s.Weft({"--tenant", "acme", "user", "create", user}, root).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", "acme", "credentials", user, "-f", (tmp / (user + ".json")).string()}, root)
+                .exit_code == 0);
+  }
+  zmq::context_t ctx(1);
+  auto client_of = [&](const std::string& user) {
+    auto cred = weft::curve::LoadCredential(tmp / (user + ".json"));
+    REQUIRE(cred.ok());
+    return std::make_unique<weft::client::Client>(ctx, weft::client::FromCredential(*cred, 10000));
+  };
+  auto alice = client_of("alice"), carol = client_of("carol");
+  auto raw = [](weft::client::Client& c, const std::string& op, const json& body) {
+    weft::wire::Request req;
+    req.op = op;
+    req.body = body;
+    auto r = c.CallRaw(req);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  const json create = {{"name", "shared"}, {"template", "web-fake"}, {"size", 3}};
+  weft::wire::Reply made = raw(*alice, "cluster.create", create);
+  INFO(made.error.message);
+  REQUIRE(made.ok);
+  const std::string id = made.body["cluster"]["id"];
+  auto clusters = [&](weft::client::Client& c) { return raw(c, "cluster.list", json::object()).body["clusters"].size(); };
+
+  // carol cannot see alice's cluster: the refusal says the name is taken, without its id, status or advice to delete.
+  weft::wire::Reply taken = raw(*carol, "cluster.create", create);
+  CHECK_FALSE(taken.ok);
+  CHECK(taken.error.code == weft::Code::kConflict);
+  CHECK_THAT(taken.error.message, Catch::Contains("cluster name 'shared' is taken by a cluster you cannot see"));
+  CHECK_THAT(taken.error.message, !Catch::Contains(id) && !Catch::Contains("pending") && !Catch::Contains("delete"));
+  CHECK(taken.error.details == json({{"name", "shared"}, {"visible", false}}));
+  CHECK(raw(*carol, "cluster.get", {{"cluster", "shared"}}).error.code == weft::Code::kNotFound);
+  // alice, who can, is told which cluster it is (what to cluster.get after a lost reply).
+  weft::wire::Reply again = raw(*alice, "cluster.create", create);
+  CHECK(again.error.code == weft::Code::kConflict);
+  CHECK_THAT(again.error.message, Catch::Contains("cluster 'shared' already exists (id " + id));
+  CHECK(again.error.details ==
+        json({{"name", "shared"}, {"cluster_id", id}, {"status", "pending"}, {"visible", true}}));
+
+  // Misspelt fields are refused before anything happens, naming the field meant.
+  weft::wire::Reply r = raw(*alice, "cluster.delete", {{"cluster", "shared"}, {"dryrun", true}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.message == "\"dryrun\" is not a field of cluster.delete; did you mean \"dry_run\"?");
+  CHECK(r.error.details["known_fields"] == json({"cluster", "dry_run", "keep_on_failure"}));
+  r = raw(*alice, "cluster.create", {{"name", "x1"}, {"template", "web-fake"}, {"size", 3}, {"dryRun", true}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["did_you_mean"] == "dry_run");
+  r = raw(*alice, "cluster.create", {{"name", "x2"}, {"template", "web-fake"}, {"size", 3}, {"colour", "red"}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK_THAT(r.error.message, Catch::StartsWith("\"colour\" is not a field of cluster.create; its fields are "));
+  r = raw(*alice, "job.list", {{"clusterr", "shared"}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["did_you_mean"] == "cluster");
+  r = raw(*alice, "cluster.list", {{"limit", 2}});  // cluster.list has no limit: refused, not ignored
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["known_fields"] == json({"all"}));
+  CHECK(clusters(*alice) == 1);
+  json still = raw(*alice, "cluster.get", {{"cluster", "shared"}}).body["cluster"];
+  CHECK(still["status"] == "pending");
+  CHECK(still["jobs"].size() == 1);  // only the create: no delete job was started
+}
+
 TEST_CASE("security: a client flooding the api endpoint is rate limited, a host keeps getting tasks meanwhile",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
