@@ -572,7 +572,11 @@ class ClusterOps {
   Response JobGet(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
+    // "tasks": false leaves the task list out (the progress counts stay): a
+    // job of a few hundred nodes has a list of over a megabyte.
+    WEFT_TRY_ASSIGN(with_tasks, jsonf::Bool(body, "tasks", "body", true));
+    WEFT_TRY_ASSIGN(asked_details, jsonf::Bool(body, "details", "body", false));
+    const bool details = asked_details && with_tasks;  // details are the tasks'
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
     std::map<std::int64_t, std::vector<store::AttemptRecord>> attempts;  // by task id, with `details`
     if (details) {
@@ -651,8 +655,8 @@ class ClusterOps {
     AppendNumber(out, ",\"waiting\":", count(store::TaskState::kWaiting));
     AppendText(out, "},\"requested_by\":", j.requested_by);
     AppendText(out, ",\"status\":", j.status);
-    out += ",\"tasks\":[";
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (with_tasks) out += ",\"tasks\":[";
+    for (std::size_t i = 0; with_tasks && i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       if (i > 0) out += ',';
       AppendText(out, "{\"action\":", t.action);
@@ -696,7 +700,8 @@ class ClusterOps {
       AppendNumber(out, ",\"updated_at_ms\":", t.updated_at_ms);
       out += '}';
     }
-    AppendNumber(out, "],\"updated_at_ms\":", j.updated_at_ms);
+    if (with_tasks) out += ']';
+    AppendNumber(out, ",\"updated_at_ms\":", j.updated_at_ms);
     out += ",\"waiting_for_plugins\":[";
     bool first = true;
     for (const std::string& plugin : PluginsWithoutHost(tasks, /*ready_only=*/true)) {
@@ -1075,7 +1080,7 @@ void AddClusterReads(Router& router, const std::shared_ptr<ClusterOps>& ops) {
   router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads,
              {"cluster", "limit"});
   router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads,
-             {"job", "details"});
+             {"job", "details", "tasks"});
 }
 
 }  // namespace

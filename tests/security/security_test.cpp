@@ -831,7 +831,7 @@ TEST_CASE("security: a secret put before any host registered its plugin is put w
 }
 
 TEST_CASE("security: a cluster name another user took is CONFLICT without its id; a misspelt field is INVALID "
-          "and nothing is done",
+          "and nothing is done; job.get leaves the task list out with tasks false",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
@@ -902,6 +902,20 @@ TEST_CASE("security: a cluster name another user took is CONFLICT without its id
   json still = raw(*alice, "cluster.get", {{"cluster", "shared"}}).body["cluster"];
   CHECK(still["status"] == "pending");
   CHECK(still["jobs"].size() == 1);  // only the create: no delete job was started
+
+  // job.get with "tasks": false has the progress without the task list.
+  const json full = raw(*alice, "job.get", {{"job", still["latest_job"]}}).body["job"];
+  REQUIRE(full["tasks"].size() > 3);
+  weft::wire::Reply brief = raw(*alice, "job.get", {{"job", still["latest_job"]}, {"tasks", false}, {"details", true}});
+  INFO(brief.error.message);
+  REQUIRE(brief.ok);
+  CHECK_FALSE(brief.body["job"].contains("tasks"));
+  CHECK(brief.body["job"]["progress"] == full["progress"]);
+  CHECK(brief.body["job"]["progress"]["total"] == full["tasks"].size());
+  CHECK(brief.body["job"]["status"] == full["status"]);
+  json without = full;
+  without.erase("tasks");
+  CHECK(brief.body["job"] == without);
 }
 
 TEST_CASE("security: a client flooding the api endpoint is rate limited, a host keeps getting tasks meanwhile",
