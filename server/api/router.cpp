@@ -184,8 +184,8 @@ Response Router::CheckFields(const Call& call, const Entry& entry) {
   const json& body = request.body_text.empty() ? request.body : tree;
   if (!body.is_object()) return Response::Ok(json::object());  // the handler says what is wrong with it
   json unknown = json::array();
-  for (const auto& [key, value] : body.items())
-    if (!std::binary_search(entry.fields.begin(), entry.fields.end(), key)) unknown.push_back(key);
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (!std::binary_search(entry.fields.begin(), entry.fields.end(), it.key())) unknown.push_back(it.key());
   if (unknown.empty()) return Response::Ok(json::object());
   const std::string& op = request.op;
   const std::string first = unknown.front().get<std::string>();
