@@ -830,8 +830,8 @@ TEST_CASE("security: a secret put before any host registered its plugin is put w
   CHECK_THAT(again.err, !Catch::Contains("warning"));
 }
 
-TEST_CASE("security: a cluster name another user took is CONFLICT without its id; a misspelt field is INVALID "
-          "and nothing is done; job.get leaves the task list out with tasks false",
+TEST_CASE("security: a cluster name another user took is CONFLICT without its id, a misspelt field is INVALID "
+          "and nothing is done, job.get leaves the task list out with tasks false",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
