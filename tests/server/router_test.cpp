@@ -111,7 +111,7 @@ Response RouteBody(const Router& r, const std::string& op, json body, Endpoint e
 }  // namespace
 
 TEST_CASE("router: a body field an op does not declare is INVALID before the handler runs, naming the nearest "
-          "field; ops without a field list take any body",
+          "field, and ops without a field list take any body",
           "[api]") {
   Router r;
   int ran = 0;
