@@ -278,6 +278,9 @@ struct Master::Impl {
   json active_tenants = json::array();  // the tenants weftd says have work
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
+  // Runners ("<pid>.<thread>") of retired workers that start no take any more:
+  // the next heartbeat (sent at once) has weftd let go of their held takes.
+  json retired_runners = json::array();
   std::thread control;
   // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
   const std::string incarnation = NewIncarnation();
@@ -873,6 +876,14 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       }
       PublishInFlight();
       return;
+    case WorkerMessage::Kind::kDraining:
+      if (w.slot >= 0) return;  // not a retired worker (a stop): nothing to hurry
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int i = 0; i < w.threads; ++i) retired_runners.push_back(std::to_string(w.pid) + "." + std::to_string(i));
+      }
+      cv.notify_all();
+      return;
     case WorkerMessage::Kind::kDrained:
       w.drained = true;
       return;
@@ -1193,17 +1204,20 @@ void Master::Impl::Heartbeat(client::Client& client) {
   json in = json::array();
   json running;
   json refused;
+  json retired;
   {
     std::lock_guard<std::mutex> lock(mu);
     running = reported_workers;
     refused = refused_json;
+    retired.swap(retired_runners);
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
-  Result<json> r =
-      client.Call("host.heartbeat",
-                  {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}});
+  json body = {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}};
+  if (!retired.empty()) body["retired_runners"] = retired;
+  // Sent once: when weftd does not take it, the held takes end by themselves (take_wait_ms).
+  Result<json> r = client.Call("host.heartbeat", std::move(body));
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
@@ -1320,14 +1334,21 @@ void Master::Impl::ControlLoop() {
       next_heartbeat = Clock::now();
     }
     SendReports(client);
-    if (Clock::now() >= next_heartbeat) {
+    bool retiring;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      retiring = !retired_runners.empty();
+    }
+    if (retiring || Clock::now() >= next_heartbeat) {
       Heartbeat(client);
       std::lock_guard<std::mutex> lock(mu);
       next_heartbeat = Clock::now() + std::chrono::milliseconds(heartbeat_ms);
     }
     std::unique_lock<std::mutex> lock(mu);
     auto wake = std::min(next_heartbeat, Clock::now() + std::chrono::milliseconds(200));
-    cv.wait_until(lock, wake, [this] { return control_stop || !reports.empty() || reregister || !registered; });
+    cv.wait_until(lock, wake, [this] {
+      return control_stop || !reports.empty() || reregister || !registered || !retired_runners.empty();
+    });
     if (!reports.empty() && !control_stop) {
       // Failed sends are retried at most every 200 ms.
       cv.wait_for(lock, std::chrono::milliseconds(20), [this] { return control_stop; });

@@ -171,6 +171,13 @@ int Runtime::Run() {
     WEFT_LOG(kInfo, component_) << "draining: taking no new tasks; " << in_flight_.size()
                                 << " running task(s) finish here, then this worker exits";
     stopping_ = true;
+    {
+      // No runner starts a take from here on: the master has weftd let go of
+      // the ones still held, instead of waiting them out (take_wait_ms).
+      WorkerMessage draining;
+      draining.kind = WorkerMessage::Kind::kDraining;
+      Send(draining);
+    }
     MaybeDrainedLocked();
     cv_.notify_all();
     cv_.wait(lock, [this] { return stop_requested_ || runners_alive_ == 0; });

@@ -273,6 +273,22 @@ Response HostOps::HostHeartbeat(const Call& call) {
   }
   WEFT_TRY_ASSIGN(refused, ParseRefused(body));
   if (refused.is_array()) host->refused = std::move(refused);
+  // Optional: runners of workers the host retired after its plugin set changed;
+  // their held takes are let go at once, so the host can register its new set
+  // without waiting them out.
+  if (auto retired = body.find("retired_runners"); retired != body.end() && !retired->is_null()) {
+    constexpr std::size_t kMaxRetired = 8192;
+    if (!retired->is_array() || retired->size() > kMaxRetired)
+      return Response::Error(Status::Invalid("body.retired_runners must be an array of at most " +
+                                             std::to_string(kMaxRetired) + " runner names, got " +
+                                             jsonf::Brief(*retired)));
+    for (const json& runner : *retired) {
+      if (!runner.is_string())
+        return Response::Error(
+            Status::Invalid("body.retired_runners must hold runner names (strings), got " + jsonf::Brief(runner)));
+    }
+    for (const json& runner : *retired) d_.dispatcher.RunnerRetired(host->record.id, runner.get<std::string>());
+  }
   WEFT_TRY_ASSIGN(outcome, d_.queue.Renew(host->record.id, refs));
   d_.hosts.Seen(*host);
   Status s = d_.store.TouchHost(host->record.id, host->record.last_seen_ms);
