@@ -38,6 +38,7 @@
 #include "weft/common/metrics.hpp"
 #include "weft/common/metrics_http.hpp"
 #include "weft/common/version.hpp"
+#include "weft/host/enrollment.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
 #include "weft/host/resource_sync.hpp"
@@ -290,6 +291,9 @@ struct Master::Impl {
   std::optional<Clock::time_point> refused_since;
   Clock::time_point last_refusal_log;
   std::string last_denial;             // control thread only
+  // host.register refused for this host's key (revoked): the wait before the next try.
+  RefusalBackoff register_refusals{"host", "weftd refuses host.register"};
+  std::chrono::milliseconds register_wait{0};  // control thread only
 
   // ---- metrics (docs/metrics.md): updated by the main thread, rendered by the listener's ----
   metrics::Registry metrics;
@@ -1168,10 +1172,16 @@ bool Master::Impl::Register(client::Client& client) {
     if (!refused_since) refused_since = now;
     return false;
   }
+  if (!r.ok() && KeyRefused(r.status())) {
+    register_wait = register_refusals.Refused(r.status(), RefusedKeyAdvice(config));
+    return false;
+  }
+  register_wait = std::chrono::milliseconds(0);
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
       const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
-      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": " << r.status().ToString()
+      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": "
+                            << ExplainFailure(config, r.status())
                             << (unanswered && config.curve_server_key.empty()
                                     ? " (if weftd runs with security on, as by default, this host needs an "
                                       "enroll_token or server_key: docs/security.md)"
@@ -1180,6 +1190,7 @@ bool Master::Impl::Register(client::Client& client) {
     }
     return false;
   }
+  register_refusals.Accepted();
   std::int64_t hb = std::max<std::int64_t>(IntOr(*r, "heartbeat_ms", 2000), 50);
   TakeSplit(*r);
   std::string list;
@@ -1228,7 +1239,9 @@ void Master::Impl::Heartbeat(client::Client& client) {
       // Revoked (or a key weftd no longer accepts): say so once, not every heartbeat.
       if (r.status().message() != last_denial) {
         last_denial = r.status().message();
-        WEFT_LOG(kError, kLog) << "weftd refuses this host: " << last_denial;
+        const std::string advice = RefusedKeyAdvice(config);
+        WEFT_LOG(kError, kLog) << "weftd refuses this host: " << last_denial
+                               << (advice.empty() ? std::string() : ". " + advice);
       }
     } else {
       WEFT_LOG(kDebug, kLog) << "cannot heartbeat to weftd: " << r.status().ToString();
@@ -1327,8 +1340,10 @@ void Master::Impl::ControlLoop() {
     if (need_register) {
       if (!Register(client)) {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(refused_since ? kRefusedRetryMs : kBackoffMs),
-                    [this] { return control_stop; });
+        const auto wait = refused_since ? std::chrono::milliseconds(kRefusedRetryMs)
+                          : register_wait.count() > 0 ? register_wait
+                                                      : std::chrono::milliseconds(kBackoffMs);
+        cv.wait_for(lock, wait, [this] { return control_stop; });
         continue;
       }
       next_heartbeat = Clock::now();
