@@ -1,6 +1,7 @@
 #include "weft/server/daemon/retention.hpp"
 
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::server {
 
@@ -16,8 +17,8 @@ Status Retention::Batch(std::int64_t now_ms) {
     in_round_ = false;
     next_ms_ = now_ms + config_.interval_ms;
     WEFT_LOG(kError, "weftd") << "retention: removing what ended before " << cutoff
-                              << " ms failed (tried again in " << config_.interval_ms
-                              << " ms): " << batch.status().message();
+                              << " (ms since the epoch) failed; tried again in " << DurationText(config_.interval_ms)
+                              << ": " << batch.status().message();
     return batch.status();
   }
   round_.Add(*batch);
@@ -30,8 +31,8 @@ Status Retention::Batch(std::int64_t now_ms) {
   if (round_.rows() > 0) {
     WEFT_LOG(kInfo, "weftd") << "retention: removed " << round_.clusters << " deleted clusters, " << round_.jobs
                              << " jobs, " << round_.tasks << " tasks, " << round_.attempts << " attempts and "
-                             << round_.nodes << " nodes that ended more than " << config_.ended_after_ms
-                             << " ms ago, in " << (now_ms - round_started_ms_) << " ms";
+                             << round_.nodes << " nodes that ended more than " << DurationText(config_.ended_after_ms)
+                             << " ago, in " << DurationText(now_ms - round_started_ms_);
   }
   constexpr auto kRelaxed = std::memory_order_relaxed;
   removed_clusters_.fetch_add(round_.clusters, kRelaxed);

@@ -623,7 +623,7 @@ Status JobEngine::Retry(Run& run, TaskNode& t, const std::string& message) {
   (void)run;
   return queue_.Requeue(t.id, clock_.NowMs() + wait,
                         "attempt " + std::to_string(t.attempt) + " failed (" + message + "); attempt " +
-                            std::to_string(t.attempt + 1) + " after a " + std::to_string(wait) + " ms backoff");
+                            std::to_string(t.attempt + 1) + " after a " + DurationText(wait) + " backoff");
 }
 
 Status JobEngine::Recreate(Run& run, TaskNode& confirm, const std::string& message) {

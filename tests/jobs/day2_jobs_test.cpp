@@ -555,7 +555,7 @@ TEST_CASE("day2: job progress counts a task as waiting to retry during its backo
       60s));
   bool named = false;
   for (const json& t : TasksOf(job, "INSTALL", "fake-nginx"))
-    named = named || t.value("message", "").find("attempt 2 after a 1500 ms backoff") != std::string::npos;
+    named = named || t.value("message", "").find("attempt 2 after a 1.5s backoff") != std::string::npos;
   INFO(job.dump(1).substr(0, 6000));
   CHECK(named);
 

@@ -347,14 +347,14 @@ TEST_CASE("job engine: a failed attempt is retried after a growing backoff", "[j
   REQUIRE(f.Finish("n1/CREATE", false).ok());
   auto t = f.Tasks(job)["n1/CREATE"];
   CHECK(t.state == TaskState::kQueued);
-  CHECK(t.message.find("attempt 1 failed (boom); attempt 2 after a 100 ms backoff") != std::string::npos);
+  CHECK(t.message.find("attempt 1 failed (boom); attempt 2 after a 100ms backoff") != std::string::npos);
   auto none = f.queue->Take("h1", kPlugins);
   REQUIRE(none.ok());
   CHECK_FALSE(none->has_value());  // not before the backoff
   f.clock.AdvanceMs(kBackoffMs);
   REQUIRE(f.queue->ExpireDue().ok());
   REQUIRE(f.Finish("n1/CREATE", false).ok());
-  CHECK(f.Tasks(job)["n1/CREATE"].message.find("attempt 3 after a 200 ms backoff") != std::string::npos);
+  CHECK(f.Tasks(job)["n1/CREATE"].message.find("attempt 3 after a 200ms backoff") != std::string::npos);
   f.clock.AdvanceMs(2 * kBackoffMs);
   REQUIRE(f.queue->ExpireDue().ok());
   REQUIRE(f.Finish("n1/CREATE", true).ok());
