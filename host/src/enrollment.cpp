@@ -274,19 +274,24 @@ void RefusalBackoff::Accepted() {
   refusals_ = 0;
 }
 
-std::string ExplainFailure(const HostConfig& config, const Status& status) {
+Status ExplainStatus(const HostConfig& config, const Status& status) {
   // What the client says when the peer dropped or failed the handshake
   // (client::DescribePeer): with CurveZMQ, what a wrong server key looks like.
   if (config.curve_server_key.empty() || status.code() != Code::kUnavailable ||
       status.message().find("is not one a client can talk to") == std::string::npos)
-    return status.ToString();
+    return status;
   const bool configured = config.curve_server_key == config.server_key;
-  return "UNAVAILABLE: the CurveZMQ handshake with " + config.server + " failed: the server key this host uses, " +
-         curve::ShortKey(config.curve_server_key) + " (fingerprint " + curve::Fingerprint(config.curve_server_key) +
-         ", " + (configured ? "server_key in the configuration" : "from " + CredentialPath(config).string()) +
-         "), may be wrong: weftd's public key is \"server_key\" in its <data_dir>/endpoints.json and the last part "
-         "of every token `weft host token create` prints (weftd logs nothing about a handshake it cannot decrypt). "
-         "Or " + config.server + " is not weftd's provisioner endpoint (\"provisioner\" in endpoints.json)";
+  return Status::Unavailable(
+      "the CurveZMQ handshake with " + config.server + " failed: the server key this host uses, " +
+      curve::ShortKey(config.curve_server_key) + " (fingerprint " + curve::Fingerprint(config.curve_server_key) +
+      ", " + (configured ? "server_key in the configuration" : "from " + CredentialPath(config).string()) +
+      "), may be wrong: weftd's public key is \"server_key\" in its <data_dir>/endpoints.json and the last part "
+      "of every token `weft host token create` prints (weftd logs nothing about a handshake it cannot decrypt). "
+      "Or " + config.server + " is not weftd's provisioner endpoint (\"provisioner\" in endpoints.json)");
+}
+
+std::string ExplainFailure(const HostConfig& config, const Status& status) {
+  return ExplainStatus(config, status).ToString();
 }
 
 }  // namespace weft::host

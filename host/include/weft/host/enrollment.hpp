@@ -37,6 +37,8 @@ std::string RefusedKeyAdvice(const HostConfig& config);
 // CurveZMQ on says the server key may be wrong, naming its fingerprint and
 // where the right one is found; anything else as status.ToString().
 std::string ExplainFailure(const HostConfig& config, const Status& status);
+// The same as a Status (UNAVAILABLE with that message), or `status` itself.
+Status ExplainStatus(const HostConfig& config, const Status& status);
 
 // Whether a failed call means weftd refuses this host's key: refused at the
 // handshake (the client found so when it looked again), or denied (but not a
