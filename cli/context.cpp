@@ -111,7 +111,7 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
     const Status& st = reply.status();
     // (With several endpoints the message names the one that was silent; the next call tries the next.)
     const bool several = client::SplitEndpoints(options_.server).size() > 1;
-    if (!several && st.code() == Code::kUnavailable && st.message().rfind("no answer", 0) == 0)
+    if (!several && st.code() == Code::kTimeout && st.message().rfind("no answer", 0) == 0)
       return NoAnswer(timeout_ms);
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
   }

@@ -192,7 +192,8 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
     // (which compares with those opened) says whether it changed anything.
     if (doc.ok()) {
       Result<json> current = ctx.Call(Op(e.kind, "get"), json{{"name", e.name}});
-      if (!current.ok() && current.status().code() == Code::kUnavailable) return current.status();
+      if (!current.ok() && (current.status().code() == Code::kUnavailable || current.status().code() == Code::kTimeout))
+        return current.status();
       if (current.ok() && current->contains("entity") && (*current)["entity"] == *doc) {
         unchanged.push_back({{"kind", catalog::KindName(e.kind)},
                              {"name", e.name},
@@ -205,7 +206,8 @@ Status CatalogImport(Context& ctx, const ParsedArgs& args) {
     if (!reply.ok()) {
       // A server that cannot be reached, or a tenant that does not exist (a put
       // is never NOT_FOUND otherwise), refuses everything: stop at the first.
-      if (reply.status().code() == Code::kUnavailable || reply.status().code() == Code::kNotFound)
+      if (reply.status().code() == Code::kUnavailable || reply.status().code() == Code::kTimeout ||
+          reply.status().code() == Code::kNotFound)
         return reply.status();
       refused.push_back({{"file", e.file}, {"reason", reply.status().message()}});
       continue;

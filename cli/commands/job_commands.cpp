@@ -288,7 +288,8 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
     Result<json> reply = ctx.Call("job.get", {{"job", id}});
     if (!reply.ok()) {
       // A restart of weftd loses nothing of the job: wait for it to be back.
-      if (reply.status().code() != Code::kUnavailable) return reply.status();
+      if (reply.status().code() != Code::kUnavailable && reply.status().code() != Code::kTimeout)
+        return reply.status();
       if (!away) {
         if (tty) ctx.err() << '\n';
         ctx.err() << "weftd is not answering (" << reply.status().message() << "); reconnecting, job " << id

@@ -1,5 +1,5 @@
 // weft host token create|accept|revoke|requests, weft tenant ..., weft user ...,
-// weft credentials: who may reach weftd (docs/security.md).
+// weft user key list|rotate|revoke, weft credentials: who may reach weftd (docs/security.md).
 #include <filesystem>
 
 #include "weft/catalog/entities.hpp"
@@ -163,6 +163,117 @@ Status UserDelete(Context& ctx, const ParsedArgs& args) {
   return Done(ctx, reply, "user '" + args.positionals[0] + "' deleted; their keys are revoked");
 }
 
+// The keys of a user (of yourself, of a user of your tenant as its admin, or
+// the superadmin's own as user "superadmin").
+Status UserKeyList(Context& ctx, const ParsedArgs& args) {
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("user.key.list", {{"name", args.positionals[0]}}));
+  if (ctx.json_output()) {
+    ctx.PrintJson(reply);
+    return Status::Ok();
+  }
+  const std::int64_t now = SystemClock::Instance().NowMs();
+  Table table({"FINGERPRINT", "STATE", "CREATED", "BY", "LAST SEEN", "UNTIL", ""});
+  for (const json& k : reply.value("keys", json::array())) {
+    const std::int64_t seen = Int(k, "last_seen_ms");
+    const std::int64_t expires = Int(k, "expires_at_ms");
+    const std::int64_t revoked = Int(k, "revoked_at_ms");
+    std::string until = "-";
+    if (revoked) {
+      until = Ago(now, revoked);
+    } else if (expires) {
+      until = expires > now ? "in " + Duration(expires - now) : Ago(now, expires);
+    }
+    table.AddRow({Text(k, "fingerprint"), Text(k, "state"), Ago(now, Int(k, "created_at_ms")), Text(k, "created_by"),
+                  seen ? Ago(now, seen) : std::string("-"), until,
+                  k.value("yours", false) ? std::string("(this credential)") : std::string()});
+  }
+  table.Print(ctx.out());
+  return Status::Ok();
+}
+
+Status UserKeyRotate(Context& ctx, const ParsedArgs& args) {
+  const std::string user = args.positionals[0];
+  json body = {{"name", user}};
+  if (args.Has("--grace")) {
+    std::optional<std::int64_t> ms = catalog::ParseDurationMs(json(args.Get("--grace")));
+    if (!ms || *ms < 0 || *ms > 24LL * 3600 * 1000)
+      return ctx.UsageError("--grace needs a duration up to 24h such as 10m or 1h, got '" + args.Get("--grace") + "'");
+    body["grace_ms"] = *ms;
+  }
+  if (args.Has("--fingerprint")) body["fingerprint"] = args.Get("--fingerprint");
+  // Whose keys, and may we: asked first, so that no file is written for a refusal.
+  WEFT_ASSIGN_OR_RETURN(json listed, ctx.Call("user.key.list", {{"name", user}}));
+  if (Text(listed, "tenant") == "_system") {
+    // weftd makes the superadmin's key and writes it to its own credential file.
+    if (args.Has("-f"))
+      return ctx.UsageError("the superadmin's new key is written by weftd to <data_dir>/credentials/superadmin.json "
+                            "on its machine; -f does not apply");
+    WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("user.key.rotate", body));
+    std::string retired;
+    for (const json& fp : reply.value("retired", json::array())) retired += (retired.empty() ? "" : ", ") + fp.get<std::string>();
+    return Done(ctx, reply,
+                "weftd wrote the superadmin's new credential to " + Text(reply, "file") + " (key fingerprint " +
+                    Text(reply, "fingerprint") + "); the key it replaced (" + retired + ") " +
+                    (reply.contains("expires_at_ms") ? "stops working in " + Duration(Int(body, "grace_ms"))
+                                                     : std::string("no longer works")) +
+                    ": copy the new file to wherever a copy of the old one is used");
+  }
+  const std::filesystem::path file = args.Get("-f", user + ".credentials.json");
+  std::error_code ec;
+  const bool in_use = ctx.credential() && ctx.credential()->user == user && ctx.credential()->tenant == Text(listed, "tenant");
+  if (std::filesystem::exists(file, ec) && !args.Has("--force"))
+    return ctx.UsageError(file.string() + " exists; pass --force to replace it" +
+                          (in_use ? " (to replace the credential you use, name its file)" : ""));
+  WEFT_ASSIGN_OR_RETURN(curve::KeyPair keys, curve::Generate());
+  curve::Credential c;
+  c.api = ctx.server();
+  c.server_key = ctx.credential() ? ctx.credential()->server_key : std::string();
+  c.keys = keys;
+  c.tenant = Text(listed, "tenant");
+  c.user = user;
+  c.role = ctx.credential() && in_use ? ctx.credential()->role : std::string();
+  // The new key pair is on disk before weftd retires the old key: were the
+  // reply lost, the pending file still holds a key that may be in force.
+  const std::filesystem::path pending = file.string() + ".new";
+  WEFT_RETURN_IF_ERROR(curve::SaveCredential(pending, c));
+  body["public_key"] = keys.public_key;
+  Result<json> reply = ctx.Call("user.key.rotate", body);
+  if (!reply.ok()) {
+    if (reply.status().code() == Code::kUnavailable || reply.status().code() == Code::kTimeout) {
+      ctx.err() << "no answer from weftd: if the rotation went through, the new credential is " << pending.string()
+                << " (weft --credentials " << pending.string() << " user key list " << user << " tells)\n";
+    } else {
+      std::filesystem::remove(pending, ec);
+    }
+    return reply.status();
+  }
+  c.role = Text(*reply, "role");
+  WEFT_RETURN_IF_ERROR(curve::SaveCredential(file, c));
+  std::filesystem::remove(pending, ec);
+  std::string retired;
+  for (const json& fp : reply->value("retired", json::array())) retired += (retired.empty() ? "" : ", ") + fp.get<std::string>();
+  const bool several = reply->value("retired", json::array()).size() > 1;
+  const std::string old =
+      retired.empty() ? std::string("no other key was in force")
+                      : std::string(several ? "the old keys" : "the old key") + " (" + retired + ") " +
+                            (reply->contains("expires_at_ms")
+                                 ? std::string(several ? "stop" : "stops") + " working in " + Duration(Int(body, "grace_ms"))
+                                 : std::string(several ? "no longer work" : "no longer works"));
+  return Done(ctx, *reply,
+              "wrote " + file.string() + " for user '" + user + "' of tenant '" + c.tenant + "' (key fingerprint " +
+                  Text(*reply, "fingerprint") + "); " + old);
+}
+
+Status UserKeyRevoke(Context& ctx, const ParsedArgs& args) {
+  const std::string user = args.positionals[0];
+  WEFT_ASSIGN_OR_RETURN(json reply,
+                        ctx.Call("user.key.revoke", {{"name", user}, {"fingerprint", args.positionals[1]}}));
+  const std::int64_t ended = Int(reply, "sessions_ended");
+  return Done(ctx, reply,
+              "key " + args.positionals[1] + " of user '" + user + "' revoked: weftd answers it no more" +
+                  (ended ? "; " + std::to_string(ended) + " browser session" + (ended == 1 ? "" : "s") + " ended" : ""));
+}
+
 // A fresh key pair made here (the secret never travels), its public half
 // registered for the user, and a credential file written with mode 0600.
 Status Credentials(Context& ctx, const ParsedArgs& args) {
@@ -275,6 +386,44 @@ void RegisterSecurityCommands(CommandTable& table) {
              .flags = {},
              .args = {{"NAME", true, "the user"}},
              .handler = &UserDelete});
+  table.Add({.noun = "user",
+             .verb = "key list",
+             .summary = "List a user's keys: fingerprint, state, when made and last seen.",
+             .description = "A user lists their own keys, a tenant admin those of the tenant's users, the\n"
+                            "superadmin anyone's (--tenant) and its own as user 'superadmin'. STATE is\n"
+                            "'in force', 'expiring' (a rotation's grace), 'expired' or 'revoked'. LAST SEEN is\n"
+                            "the key's last handshake since weftd started ('-': none since).",
+             .flags = {},
+             .args = {{"NAME", true, "the user (superadmin: the superadmin itself)"}},
+             .handler = &UserKeyList});
+  table.Add({.noun = "user",
+             .verb = "key rotate",
+             .summary = "Give a user a new key and retire the old ones (a lost or leaked credential).",
+             .description = "Makes a key pair here, registers it for NAME and writes the credential file (mode\n"
+                            "0600) as `weft credentials` does; every other key of NAME in force (or only the one\n"
+                            "--fingerprint names) is revoked at once, or with --grace keeps working that long\n"
+                            "(at most 24h) so that running jobs can switch. The user's browser sessions end.\n"
+                            "A user rotates their own key, a tenant admin any of the tenant's users'.\n"
+                            "NAME superadmin (as the superadmin): weftd makes the new key itself and writes\n"
+                            "it to <data_dir>/credentials/superadmin.json (the old file is kept beside it as\n"
+                            "superadmin.json.previous); copy it wherever a copy of the old one is used.",
+             .flags = {{"-f", "FILE", "where to write the new credential (default NAME.credentials.json)"},
+                       {"--force", "", "replace an existing file (such as the credential you use)"},
+                       {"--grace", "DURATION", "the old keys keep working this long (10m, 1h; default: none)"},
+                       {"--fingerprint", "FP", "retire only this key (default: all of NAME's other keys)"}},
+             .args = {{"NAME", true, "the user (superadmin: the superadmin itself)"}},
+             .handler = &UserKeyRotate});
+  table.Add({.noun = "user",
+             .verb = "key revoke",
+             .summary = "Revoke one key of a user by its fingerprint; the user stays.",
+             .description = "weftd answers the key no more, on connections already open too, and refuses its\n"
+                            "handshakes; the user's browser sessions end. `weft user key list NAME` shows the\n"
+                            "fingerprints. The superadmin's last key, and the key of weftd's own superadmin\n"
+                            "credential file, are not revoked: rotate those.",
+             .flags = {},
+             .args = {{"NAME", true, "the user (superadmin: the superadmin itself)"},
+                      {"FP", true, "the key's fingerprint"}},
+             .handler = &UserKeyRevoke});
   table.Add({.noun = "credentials",
              .verb = "",
              .summary = "Write a credential file for a user of the tenant.",

@@ -116,17 +116,17 @@ void Client::MoveTo(const std::string& to) {
 
 std::string Client::NextId() { return id_prefix_ + std::to_string(next_id_++); }
 
-Result<json> Client::Call(std::string_view op, json body, int timeout_ms) {
+DetailedResult Client::Call(std::string_view op, json body, int timeout_ms) {
   return CallAs(wire::OnBehalf{}, op, std::move(body), timeout_ms);
 }
 
-Result<json> Client::CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body, int timeout_ms) {
+DetailedResult Client::CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body, int timeout_ms) {
   wire::Request req;
   req.op = std::string(op);
   req.on_behalf = on_behalf;
   req.body = std::move(body);
   WEFT_ASSIGN_OR_RETURN(wire::Reply reply, Exchange(req, timeout_ms));
-  if (!reply.ok) return reply.ToStatus();
+  if (!reply.ok) return DetailedResult(reply.ToStatus(), std::move(reply.error.details));
   return std::move(reply.body);
 }
 
@@ -205,6 +205,12 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
         if (!wire::RecvMultipart(*socket_, in, zmq::recv_flags::none)) continue;
       }
       Result<wire::Reply> reply = wire::DecodeReply(in, options_.limits);
+      if (!reply.ok() && reply.status().code() == Code::kTooLarge) {
+        // weftd's answer, larger than this program chose to read: say so, not "malformed".
+        return Status::TooLarge("the reply from " + endpoint() + " to '" + req.op +
+                                "' is larger than this client accepts (" + reply.status().message() +
+                                "; the client's Options::limits, 64 MiB by default): raise them to read it");
+      }
       if (!reply.ok()) {
         // Without CurveZMQ libzmq takes an HTTP server's answer to its greeting for a message.
         if (AnswersHttp(endpoint(), std::min(timeout_ms, kHttpProbeMs)))
@@ -218,15 +224,18 @@ Result<wire::Reply> Client::CallOnce(wire::Request& req, std::chrono::steady_clo
     // Not sent again: it may have been carried out. The next call tries the next endpoint.
     if (several) MoveTo("");
     socket_.reset();
+    // TIMEOUT too: the request reached weftd, and may have been carried out.
     if (dropped)
-      return Status::Unavailable("weftd at " + silent + " closed the connection before it answered '" + req.op +
-                                 "'; is the server running?");
-    const std::string found =
-        several || options_.probe_ms <= 0
-            ? std::string()
-            : DescribePeer(ProbePeer(ctx_, options_, silent, std::min(options_.probe_ms, timeout_ms)), silent);
-    return Status::Unavailable("no answer from weftd at " + silent + " within " + std::to_string(timeout_ms) +
-                               " ms to '" + req.op + "'" + (found.empty() ? "; is the server running?" : ": " + found));
+      return Status::Timeout("weftd at " + silent + " closed the connection before it answered '" + req.op +
+                             "'; is the server running? (the request may or may not have been carried out)");
+    const int probe_ms = std::min(options_.probe_ms, timeout_ms);
+    const std::string found = several || probe_ms <= 0
+                                  ? std::string()
+                                  : DescribePeer(ProbePeer(ctx_, options_, silent, probe_ms), silent, probe_ms);
+    // TIMEOUT, not UNAVAILABLE (weftd's "not done; retry"): the request may have been carried out.
+    return Status::Timeout("no answer from weftd at " + silent + " within " + std::to_string(timeout_ms) +
+                           " ms to '" + req.op + "'" + (found.empty() ? "; is the server running?" : ": " + found) +
+                           " (the request may or may not have been carried out)");
   } catch (const zmq::error_t& e) {
     socket_.reset();
     return Status::Unavailable("cannot reach " + endpoint() + ": " + e.what());

@@ -155,6 +155,9 @@ Peer Handshake(zmq::context_t& ctx, const std::string& server_key, const curve::
 }  // namespace
 
 Peer ProbePeer(zmq::context_t& ctx, const Options& options, const std::string& endpoint, int ms) {
+  // Every look after the first shares the rest of 2 * ms: a peer that accepts
+  // connections and says nothing (a stopped weftd) would use each one's whole time.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(2 * static_cast<std::int64_t>(ms));
   const Peer seen = Handshake(ctx, options.server_key, options.keys, endpoint, ms);
   switch (seen) {
     case Peer::kAuthRefused: {
@@ -163,16 +166,23 @@ Peer ProbePeer(zmq::context_t& ctx, const Options& options, const std::string& e
       // probe's own key, which weftd knows for one (so it does not log it as a
       // stranger's).
       const curve::KeyPair probe{std::string(curve::kProbePublicKey), std::string(curve::kProbeSecretKey)};
-      if (Handshake(ctx, options.server_key, probe, endpoint, ms) == Peer::kHandshook) return Peer::kProvisioner;
+      const int left = MsLeft(deadline);
+      if (left > 0 && Handshake(ctx, options.server_key, probe, endpoint, left) == Peer::kHandshook)
+        return Peer::kProvisioner;
       return seen;
     }
     case Peer::kSilent:
     case Peer::kDropped:
-    case Peer::kNotCompatible:
-      // Not ZeroMQ, or a ZeroMQ socket of another kind: an HTTP server answers a request.
-      if (AnswersHttp(endpoint, ms)) return Peer::kHttp;
-      if (LooksTls(endpoint, ms)) return Peer::kHttps;
+    case Peer::kNotCompatible: {
+      // Not ZeroMQ, or a ZeroMQ socket of another kind: an HTTP server answers
+      // a request, a TLS server a ClientHello. Each gets half of what is left.
+      const int left = MsLeft(deadline);
+      if (left <= 1) return seen;
+      if (AnswersHttp(endpoint, left / 2)) return Peer::kHttp;
+      const int rest = MsLeft(deadline);
+      if (rest > 0 && LooksTls(endpoint, rest)) return Peer::kHttps;
       return seen;
+    }
     default: return seen;
   }
 }
@@ -189,10 +199,13 @@ std::string PeerMechanism(const std::string& endpoint, int ms) {
   return std::string(greeting.data() + 12, strnlen(greeting.data() + 12, 20));
 }
 
-std::string DescribePeer(Peer peer, const std::string& endpoint) {
+std::string DescribePeer(Peer peer, const std::string& endpoint, int ms) {
   switch (peer) {
     case Peer::kRefused: return "nothing listens at " + endpoint + " (connection refused)";
-    case Peer::kSilent: return "something at " + endpoint + " accepts connections but does not speak ZeroMQ";
+    case Peer::kSilent:
+      return "something at " + endpoint + " accepted the connection but did not answer the ZeroMQ handshake" +
+             (ms > 0 ? " within " + std::to_string(ms) + " ms" : std::string()) +
+             ": a stopped or overloaded weftd, or not weftd";
     case Peer::kHttp:
       return endpoint + " answered as an HTTP server (weft-web?), not as weftd's api endpoint, which speaks ZeroMQ";
     case Peer::kHttps:

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/digest.hpp"
+#include "weft/common/log.hpp"
 
 namespace weft::curve {
 namespace {
@@ -165,6 +167,15 @@ Result<KeyPair> LoadOrCreateKeyFile(const std::filesystem::path& path, bool* cre
 
 Result<Credential> LoadCredential(const std::filesystem::path& path) {
   WEFT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path, "credential file"));
+  // Whoever reads the file acts with its key. A warning, not a refusal: a copy
+  // made by hand (cp, a redirection) has the umask's mode and still works.
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    WEFT_LOG(kWarn, "credentials") << "credential file " << path.string() << " may be read by other users (mode "
+                                   << mode << "): whoever reads it acts with its key; chmod 600 " << path.string();
+  }
   Credential c;
   auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
   c.api = text("api");
@@ -174,6 +185,13 @@ Result<Credential> LoadCredential(const std::filesystem::path& path) {
   WEFT_ASSIGN_OR_RETURN(std::string server, KeyField(j, "server_key", path));
   WEFT_ASSIGN_OR_RETURN(std::string pub, KeyField(j, "public_key", path));
   WEFT_ASSIGN_OR_RETURN(std::string sec, KeyField(j, "secret_key", path));
+  // A pair that does not match passes for a stranger's key at the handshake,
+  // which a client only sees as no answer: say what is wrong with the file.
+  WEFT_ASSIGN_OR_RETURN(std::string derived, PublicFromSecret(sec));
+  if (derived != pub)
+    return Status::Invalid("credential file " + path.string() +
+                           ": public_key is not the public half of secret_key (the file was edited, or mixes two "
+                           "credentials); make it again with `weft credentials USER -f FILE`");
   c.server_key = server;
   c.keys = {pub, sec};
   return c;

@@ -34,7 +34,10 @@ KINDS = [  # catalog directory -> op noun, in the order entities may refer to ea
 
 
 class WeftError(Exception):
-    """An error reply: code is INVALID, NOT_FOUND, CONFLICT, DENIED, UNAVAILABLE, ..."""
+    """An error reply: code is INVALID, NOT_FOUND, CONFLICT, DENIED, UNAVAILABLE, ...
+
+    TIMEOUT when no reply came in time: the request may or may not have been
+    carried out (UNAVAILABLE, weftd's own, says it was not: retry)."""
 
     def __init__(self, code, message, details=None):
         super().__init__(f"{code}: {message}")
@@ -87,7 +90,8 @@ class Client:
             if left <= 0 or not self.socket.poll(int(left * 1000)):
                 self.socket.close()
                 self.socket = None
-                raise WeftError("UNAVAILABLE", f"no reply from weftd at {self.endpoint} to {op}")
+                raise WeftError("TIMEOUT", f"no reply from weftd at {self.endpoint} to {op} (it may or may not "
+                                "have been carried out)")
             frames = self.socket.recv_multipart()
             reply = json.loads(frames[0])
             if reply.get("id") != request_id:
@@ -155,21 +159,37 @@ def progress_bar(done, total, status):
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} tasks, {status}"
 
 
-def cmd_cluster_create(client, args):
-    tenant = client.tenant or "default"
-    # Subscribe before the job starts, so no event is missed: the tenant's task
-    # events (one per attempt's transition) and job events (one per status change).
-    sub = client.subscribe(f"{tenant}/task/")
-    sub.setsockopt(zmq.SUBSCRIBE, f"{tenant}/job/".encode())
+def subscribe_jobs(client, tenant, cluster_id=""):
+    """A SUB socket on the tenant's task events (one per attempt's transition) and
+    job events (one per status change), of one cluster when cluster_id is given."""
+    scope = f"{cluster_id}/" if cluster_id else ""
+    sub = client.subscribe(f"{tenant}/task/{scope}")
+    sub.setsockopt(zmq.SUBSCRIBE, f"{tenant}/job/{scope}".encode())
     time.sleep(0.2)  # a SUB's subscription reaches the publisher asynchronously
+    return sub
+
+
+def cmd_cluster_create(client, args):
+    # Topics start with the tenant the cluster is in: the one asked for, else the
+    # credential's own (a tenant admin's or user's key acts in its tenant only).
+    tenant = client.tenant or client.credential.get("tenant") or "default"
+    # A user's subscription covers the clusters they own when they subscribe
+    # (docs/protocol.md, "events"): a user subscribes once cluster.create has
+    # answered, and reads job.get for what happened before. Other keys subscribe
+    # before the job starts, so that no event is missed.
+    user = client.credential.get("role") == "user"
+    sub = None if user else subscribe_jobs(client, tenant)
     body = {"name": args.name, "template": args.template, "size": args.size}
     reply = client.call("cluster.create", body)
     job = reply["job"]
     cluster_id = job["cluster_id"]
     print(f"cluster {args.name}: job {job['id']} ({job.get('operation')}) started", flush=True)
-    total = client.call("job.get", {"job": job["id"]})["job"]["progress"]["total"]
+    if sub is None:
+        sub = subscribe_jobs(client, tenant, cluster_id)
+    now = client.call("job.get", {"job": job["id"]})["job"]
+    total = now["progress"]["total"]
     done = set()
-    status = job.get("status")
+    status = now.get("status") if user else job.get("status")
     deadline = time.monotonic() + args.timeout
     while status in ("running", "failing"):
         if time.monotonic() > deadline:

@@ -357,7 +357,7 @@ void Runtime::SendProgress(client::Client& client) {
   for (json& body : batch) {
     if (!Reportable(body)) continue;
     Result<json> r = client.Call("task.progress", std::move(body), timeout_ms);
-    if (!r.ok() && r.status().code() == Code::kUnavailable) {
+    if (!r.ok() && (r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout)) {
       WEFT_LOG(kDebug, component_) << "dropping progress reports: " << r.status().ToString();
       return;
     }

@@ -20,7 +20,8 @@ constexpr std::array kBodyDetail = {"template",    "size",       "provider",  "h
                                     "services",    "lease_ms",   "restart",   "keep_on_failure", "role",
                                     "ttl_ms",      "max_clusters", "max_nodes", "max_workers", "version",
                                     "type",        "final",      "force"};
-constexpr std::array kReplyDetail = {"version", "state", "key", "expires_at_ms", "size", "digest"};
+constexpr std::array kReplyDetail = {"version", "state",       "key",     "expires_at_ms", "size",
+                                     "digest",  "fingerprint", "retired", "sessions_ended"};
 
 std::string Cut(std::string text) {
   if (text.size() <= kMaxDetailText) return text;

@@ -132,6 +132,13 @@ Status Logins::SetPassword(const std::string& tenant, const std::string& user, c
   hash.resize(std::char_traits<char>::length(hash.c_str()));
   WEFT_RETURN_IF_ERROR(store_.PutPassword({tenant, user, hash, clock_.NowMs()}));
   // A new password ends the sessions the old one opened.
+  WEFT_RETURN_IF_ERROR(EndSessions(tenant, user).status());
+  WEFT_LOG(kInfo, "auth") << "password of user '" << tenant << "/" << user << "' set";
+  return Status::Ok();
+}
+
+Result<int> Logins::EndSessions(const std::string& tenant, const std::string& user) {
+  int ended = 0;
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second.record.tenant != tenant || it->second.record.user != user) {
       ++it;
@@ -139,9 +146,9 @@ Status Logins::SetPassword(const std::string& tenant, const std::string& user, c
     }
     WEFT_RETURN_IF_ERROR(store_.DeleteSession(it->first));
     it = sessions_.erase(it);
+    ++ended;
   }
-  WEFT_LOG(kInfo, "auth") << "password of user '" << tenant << "/" << user << "' set";
-  return Status::Ok();
+  return ended;
 }
 
 Status Logins::VerifyPassword(const std::string& tenant, const std::string& user, const std::string& password) {

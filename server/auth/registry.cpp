@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <tuple>
 
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/auth/auth.hpp"
@@ -54,6 +55,18 @@ void KeySnapshot::Set(std::shared_ptr<const KeyMap> keys) {
 std::shared_ptr<const KeyMap> KeySnapshot::Get() const {
   std::lock_guard<std::mutex> lock(mu_);
   return keys_;
+}
+
+void KeySnapshot::Seen(const std::string& public_key, std::int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!keys_->count(public_key)) return;  // only keys weftd knows, so an unknown key cannot grow the map
+  seen_[public_key] = now_ms;
+}
+
+std::int64_t KeySnapshot::LastSeen(const std::string& public_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = seen_.find(public_key);
+  return it == seen_.end() ? 0 : it->second;
 }
 
 bool ValidName(std::string_view name) {
@@ -474,8 +487,128 @@ Status Registry::RevokeGateway(const std::string& name, const std::string& by) {
 std::vector<store::PrincipalRecord> Registry::Principals(Kind kind) const {
   std::vector<store::PrincipalRecord> out;
   for (const auto& [key, p] : principals_)
-    if (!p.revoked_at_ms && KindOf(p.kind) == kind) out.push_back(p);
+    if (InForce(p) && KindOf(p.kind) == kind) out.push_back(p);
   return out;
+}
+
+namespace {
+
+// Whether `p` is a key of the user (the superadmin's: tenant "", user "superadmin").
+bool OfUser(const store::PrincipalRecord& p, const std::string& tenant, const std::string& user) {
+  return p.kind == "user" && p.role != "gateway" && p.tenant == tenant && p.user == user;
+}
+
+std::string Owner(const std::string& tenant, const std::string& user) {
+  return tenant.empty() ? "the superadmin" : "user '" + user + "' of tenant '" + tenant + "'";
+}
+
+}  // namespace
+
+bool Registry::InForce(const store::PrincipalRecord& p) const {
+  return !p.revoked_at_ms && (!p.expires_at_ms || p.expires_at_ms > clock_.NowMs());
+}
+
+std::vector<store::PrincipalRecord> Registry::UserKeys(const std::string& tenant, const std::string& user) const {
+  std::vector<store::PrincipalRecord> out;
+  for (const auto& [key, p] : principals_)
+    if (OfUser(p, tenant, user)) out.push_back(p);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.created_at_ms, a.public_key) < std::tie(b.created_at_ms, b.public_key);
+  });
+  return out;
+}
+
+store::PrincipalRecord* Registry::UserKey(const std::string& tenant, const std::string& user,
+                                          const std::string& fingerprint) {
+  for (auto& [key, p] : principals_)
+    if (OfUser(p, tenant, user) && curve::Fingerprint(key) == fingerprint) return &p;
+  return nullptr;
+}
+
+Status Registry::CheckRotate(const std::string& tenant, const std::string& user, const std::string& new_key,
+                             const std::string& only) const {
+  if (!tenant.empty() && !users_.count({tenant, user}))
+    return Status::NotFound("no user '" + user + "' in tenant '" + tenant + "' (weft user list shows them)");
+  if (!curve::IsKey(new_key)) return Status::Invalid("the new public key must be a 40-character Z85 CURVE key");
+  if (principals_.count(new_key)) return Status::Conflict("that public key is already registered; make a new one");
+  if (only.empty()) return Status::Ok();
+  for (const auto& [key, p] : principals_)
+    if (OfUser(p, tenant, user) && curve::Fingerprint(key) == only) {
+      if (!InForce(p))
+        return Status::Conflict("the key with fingerprint " + only + " of " + Owner(tenant, user) +
+                                " is no longer in force; nothing to rotate");
+      return Status::Ok();
+    }
+  return Status::NotFound(Owner(tenant, user) + " has no key with fingerprint " + only +
+                          " (weft user key list shows them)");
+}
+
+Result<std::vector<std::string>> Registry::RotateUserKey(const std::string& tenant, const std::string& user,
+                                                         const std::string& new_key, std::int64_t grace_ms,
+                                                         const std::string& only, const std::string& by) {
+  WEFT_RETURN_IF_ERROR(CheckRotate(tenant, user, new_key, only));
+  const std::int64_t now = clock_.NowMs();
+  std::vector<std::string> retired;
+  for (auto& [key, p] : principals_) {
+    if (!OfUser(p, tenant, user) || !InForce(p)) continue;
+    if (!only.empty() && curve::Fingerprint(key) != only) continue;
+    retired.push_back(curve::Fingerprint(key));
+    if (grace_ms <= 0) {
+      WEFT_RETURN_IF_ERROR(Revoke(p, by + " (rotated)"));
+      continue;
+    }
+    // It expires, as a token does: refused at the handshake and on its next request after that.
+    const std::int64_t until = now + grace_ms;
+    if (!p.expires_at_ms || p.expires_at_ms > until) p.expires_at_ms = until;
+    WEFT_LOG(kInfo, "auth") << "key " << curve::ShortKey(key) << " of " << Owner(tenant, user) << " expires in "
+                            << grace_ms / 1000 << " s (rotated by " << by << ")";
+    WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
+  }
+  store::PrincipalRecord p;
+  p.public_key = new_key;
+  p.kind = "user";
+  p.tenant = tenant;
+  p.user = user;
+  p.role = tenant.empty() ? "superadmin" : users_.at({tenant, user}).role;
+  p.created_by = by;
+  p.created_at_ms = now;
+  WEFT_RETURN_IF_ERROR(store_.PutPrincipal(p));
+  principals_[new_key] = p;
+  Publish();
+  WEFT_LOG(kInfo, "auth") << "new key " << curve::ShortKey(new_key) << " (fingerprint " << curve::Fingerprint(new_key)
+                          << ") of " << Owner(tenant, user) << " made by " << by;
+  return retired;
+}
+
+Result<std::string> Registry::RevokeUserKey(const std::string& tenant, const std::string& user,
+                                            const std::string& fingerprint, const std::string& pinned,
+                                            const std::string& by) {
+  if (!tenant.empty() && !users_.count({tenant, user}))
+    return Status::NotFound("no user '" + user + "' in tenant '" + tenant + "' (weft user list shows them)");
+  store::PrincipalRecord* p = UserKey(tenant, user, fingerprint);
+  if (!p)
+    return Status::NotFound(Owner(tenant, user) + " has no key with fingerprint " + fingerprint +
+                            " (weft user key list shows them)");
+  if (p->revoked_at_ms)
+    return Status::Conflict("the key with fingerprint " + fingerprint + " of " + Owner(tenant, user) +
+                            " is already revoked");
+  if (tenant.empty()) {
+    if (p->public_key == pinned)
+      return Status::Conflict("the key with fingerprint " + fingerprint +
+                              " is the one of weftd's own superadmin credential (<data_dir>/credentials/"
+                              "superadmin.json), which weftd records again at its next start: rotate it instead, "
+                              "with `weft user key rotate superadmin`");
+    int others = 0;
+    for (const auto& [key, q] : principals_)
+      if (key != p->public_key && OfUser(q, tenant, user) && InForce(q)) ++others;
+    if (!others && InForce(*p))
+      return Status::Conflict("the key with fingerprint " + fingerprint +
+                              " is the superadmin's last key in force: nobody could administer weftd without it; "
+                              "rotate it instead, with `weft user key rotate superadmin`");
+  }
+  WEFT_RETURN_IF_ERROR(Revoke(*p, by));
+  Publish();
+  return p->public_key;
 }
 
 }  // namespace weft::auth

@@ -18,7 +18,7 @@ constexpr std::int64_t kTallyMs = 5000;
 
 }  // namespace
 
-ZapHandler::ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests)
+ZapHandler::ZapHandler(zmq::context_t& ctx, KeySnapshot& keys, const Clock& clock, bool host_requests)
     : ctx_(ctx), keys_(keys), clock_(clock), host_requests_(host_requests), tally_(log::Level::kWarn, kLog, kTallyMs) {}
 
 ZapHandler::~ZapHandler() { Stop(); }
@@ -91,6 +91,7 @@ void ZapHandler::Run() {
         code = "200";
         text = "OK";
         user_id = key;
+        if (entry) keys_.Seen(key, now);
       } else if (!entry && key == curve::kProbePublicKey) {
         // A client checking what this endpoint is after its own key got no answer: no intrusion.
         if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second) {

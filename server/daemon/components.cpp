@@ -220,6 +220,8 @@ Status Components::Wire() {
 
 void Components::AddSecurityOps(const std::string& server_key) {
   auth::RegisterAuthOps(router_, registry_, hosts_, {server_key, config_.security.token_ttl_ms});
+  auth::RegisterUserKeyOps(router_, registry_, logins_,
+                           {config_.server.data_dir / "credentials" / "superadmin.json", &clock_});
 }
 
 Status Components::Load() {

@@ -56,6 +56,34 @@ set -e
 [[ $code -eq 1 ]] || fail "a second create of the same name did not fail"
 expect_contains "$out" "(CONFLICT)" "a repeated create is a conflict"
 
+echo "== a tenant admin's and a user's credentials follow their own tenant's job"
+"$BUILD/bin/weft" tenant create acme >/dev/null || fail "tenant create acme failed"
+"$BUILD/bin/weft" --tenant acme user create bob --role admin >/dev/null || fail "user create bob failed"
+"$BUILD/bin/weft" --tenant acme credentials bob -f "$SCRATCH/bob.json" >/dev/null || fail "credentials bob failed"
+"$BUILD/bin/weft" --tenant acme user create ann >/dev/null || fail "user create ann failed"
+"$BUILD/bin/weft" --tenant acme credentials ann -f "$SCRATCH/ann.json" >/dev/null || fail "credentials ann failed"
+out=$("$PY" "$CLIENT" --credentials "$SCRATCH/bob.json" catalog-import "$SOURCE/examples/catalog") ||
+  fail "catalog-import as acme's admin failed: $out"
+# Events of tenant acme, not default's: the tenant comes from the credential.
+out=$("$PY" "$CLIENT" --credentials "$SCRATCH/bob.json" cluster-create shop --template web-fake --size 4) ||
+  fail "cluster-create as acme's admin failed: $out"
+expect_contains "$out" "] 1/36 tasks, running" "a tenant admin follows the job on events"
+expect_contains "$out" ": succeeded" "the tenant admin's job ends"
+# A user's subscription covers the clusters they own when they subscribe: after the create.
+# The host is held meanwhile, so that the job's tasks run after the subscription.
+host_pid=${PIDS[-1]}
+kill -STOP "$host_pid"
+"$PY" "$CLIENT" --credentials "$SCRATCH/ann.json" cluster-create till --template web-fake --size 4 \
+  >"$SCRATCH/till.out" 2>&1 &
+client_pid=$!
+wait_until "the user's create to be answered" grep -q "cluster till: job" "$SCRATCH/till.out"
+sleep 1
+kill -CONT "$host_pid"
+wait "$client_pid" || fail "cluster-create as acme's user failed: $(cat "$SCRATCH/till.out")"
+out=$(cat "$SCRATCH/till.out")
+expect_contains "$out" "tasks, running" "a user follows their new cluster's job on events"
+expect_contains "$out" "] 36/36 tasks, succeeded" "the user's job ends"
+
 echo "== the C++ client library, installed, with its example program"
 cmake --install "$BUILD" --prefix "$SCRATCH/prefix" --component dev >"$SCRATCH/install.log" 2>&1 ||
   fail "cmake --install of the SDK failed"

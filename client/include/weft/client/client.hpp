@@ -15,6 +15,13 @@
 // left for the next on the following call (the request may have been
 // carried out, so it is not sent twice).
 //
+// Errors: an error reply is a Status with the server's code and message
+// (Call's result keeps its `details` too). A request sent that got no answer
+// is TIMEOUT, whether the time ran out or (several endpoints) the connection
+// dropped first: it may or may not have been carried out. UNAVAILABLE means
+// it was not (weftd's "not done; retry", or the client could send it nowhere).
+// A reply over Options::limits is TOO_LARGE.
+//
 // Not thread-safe: one Client per thread. The zmq::context_t must outlive it.
 #pragma once
 
@@ -36,11 +43,28 @@ namespace weft::client {
 
 using json = nlohmann::json;
 
+// The limits a reply is read under. weftd holds requests to its
+// `limits.*` (a header of 1 MiB by default, docs/protocol.md "Limits") but
+// not its replies: `job.get` of a 450-node job or `cluster.get` of a cluster
+// with large results is several MiB of JSON. By default a reply may be as
+// large as a whole message may be (64 MiB, `limits.max_message_bytes`'s
+// default), its header included; a payload frame at most 16 MiB. A reply over
+// the limits set here is TOO_LARGE, its message naming the limit and
+// Options::limits; raise them for a weftd whose limits were raised.
+struct ReplyLimits : wire::Limits {
+  static constexpr std::size_t kMaxReplyBytes = std::size_t{64} << 20;
+  ReplyLimits() {
+    max_header_bytes = kMaxReplyBytes;
+    max_total_bytes = kMaxReplyBytes;
+  }
+  ReplyLimits(const wire::Limits& limits) : wire::Limits(limits) {}  // NOLINT: implicit by design
+};
+
 struct Options {
   std::string endpoint;              // "tcp://127.0.0.1:7420", or several: "tcp://a:7420,tcp://b:7420"
   int timeout_ms = 5000;             // per call, unless the call gives its own
   std::string tenant = {};           // carried in every request header when non-empty
-  wire::Limits limits = {};          // applied to replies
+  ReplyLimits limits = {};           // applied to replies (above: up to 64 MiB by default)
   // CurveZMQ (docs/security.md): with server_key set the connection is
   // encrypted and authenticated as `keys`; weftd refuses keys it does not know.
   std::string server_key = {};
@@ -54,10 +78,28 @@ struct Options {
   int probe_ms = 1000;
 };
 
+// What Call and CallAs return: a Result<json> (it converts to one) that, for
+// an error reply, also keeps the error's `details` (docs/protocol.md: an
+// object, op-specific: NOT_LEADER's `leader`, a stale finish's
+// `current_attempt`, ...).
+class [[nodiscard]] DetailedResult : public Result<json> {
+ public:
+  using Result<json>::Result;
+  DetailedResult(Status status, json details) : Result<json>(std::move(status)), details_(std::move(details)) {}
+  // The error reply's details; an empty object when the call succeeded, the
+  // reply carried none or no reply came.
+  const json& details() const { return details_; }
+
+ private:
+  json details_ = json::object();
+};
+
 // The endpoints of a comma-separated list, without blanks and empty entries.
 std::vector<std::string> SplitEndpoints(std::string_view list);
 
 // Options for the api endpoint from a credential file (endpoint, keys).
+// curve::LoadCredential reads one: it refuses a file whose public key is not
+// its secret key's, and logs a warning when others may read the file.
 Options FromCredential(const curve::Credential& credential, int timeout_ms = 5000);
 
 class Client {
@@ -68,12 +110,13 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Sends `op` with `body` and waits for the reply. An error reply becomes a
-  // Status with the server's code and message; a timeout is kUnavailable.
-  Result<json> Call(std::string_view op, json body = json::object(), int timeout_ms = -1);
+  // Status with the server's code and message, its details in the result's
+  // details(); no reply within the timeout is kTimeout (see above).
+  DetailedResult Call(std::string_view op, json body = json::object(), int timeout_ms = -1);
   // The same on behalf of a session or API token (a gateway serving many
   // browsers over one Client passes each request's own).
-  Result<json> CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body = json::object(),
-                      int timeout_ms = -1);
+  DetailedResult CallAs(const wire::OnBehalf& on_behalf, std::string_view op, json body = json::object(),
+                        int timeout_ms = -1);
   // The same, with payload frames both ways; a request whose on_behalf is
   // empty gets the options' one.
   Result<wire::Reply> CallRaw(const wire::Request& request, int timeout_ms = -1);

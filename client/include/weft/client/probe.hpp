@@ -23,7 +23,7 @@ namespace weft::client {
 enum class Peer {
   kUnknown,            // nothing happened within the probe's time
   kRefused,            // no listener: the connection was refused
-  kSilent,             // something accepted the connection but never spoke ZeroMQ
+  kSilent,             // something accepted the connection but did not answer the handshake (a stopped weftd?)
   kHttp,               // an HTTP server (weft-web's port?)
   kHttps,              // a TLS server (weft-web's port with [tls]?)
   kMechanismMismatch,  // a ZeroMQ peer with other security (CurveZMQ on one side only)
@@ -35,7 +35,8 @@ enum class Peer {
 };
 
 // Connects to `endpoint` with the security of `options` and says what the
-// peer is, in at most about 2 * `ms`.
+// peer is, in at most about 2 * `ms` (the handshake gets `ms`, every further
+// look shares the rest).
 Peer ProbePeer(zmq::context_t& ctx, const Options& options, const std::string& endpoint, int ms);
 
 // Whether an HTTP server answers at the endpoint (a HEAD request, within `ms`).
@@ -47,7 +48,8 @@ std::string PeerMechanism(const std::string& endpoint, int ms);
 
 // One clause on what was found at `endpoint`, for a program's error message
 // ("that endpoint answered as weftd's provisioner endpoint, not its api
-// endpoint"); "" when the probe learned nothing worth saying.
-std::string DescribePeer(Peer peer, const std::string& endpoint);
+// endpoint"); "" when the probe learned nothing worth saying. `ms`: the time
+// the probe gave the handshake, named for a peer that stayed silent (0: not said).
+std::string DescribePeer(Peer peer, const std::string& endpoint, int ms = 0);
 
 }  // namespace weft::client

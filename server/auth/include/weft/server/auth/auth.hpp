@@ -60,10 +60,15 @@ class KeySnapshot {
  public:
   void Set(std::shared_ptr<const KeyMap> keys);
   std::shared_ptr<const KeyMap> Get() const;
+  // When a known key last passed the handshake (the ZAP thread records it),
+  // since this weftd started; 0 when it has not.
+  void Seen(const std::string& public_key, std::int64_t now_ms);
+  std::int64_t LastSeen(const std::string& public_key) const;
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const KeyMap> keys_ = std::make_shared<KeyMap>();
+  std::map<std::string, std::int64_t> seen_;  // known keys only, so bounded by the principals
 };
 
 // What a thread other than the reactor needs to resolve an api request's
@@ -132,6 +137,27 @@ class Registry {
   [[nodiscard]] Status DeleteUser(const std::string& tenant, const std::string& name, const std::string& by);
   [[nodiscard]] Status AddUserKey(const std::string& tenant, const std::string& user, const std::string& public_key,
                                   const std::string& by);
+  // A user's keys, revoked and expired ones included, oldest first. The
+  // superadmin's: tenant "" and user "superadmin". Gateways' keys are not a user's.
+  std::vector<store::PrincipalRecord> UserKeys(const std::string& tenant, const std::string& user) const;
+  // Rotation: `new_key` becomes a key of the user (of the superadmin with
+  // tenant "" and user "superadmin"), and the user's other keys in force
+  // (only the one with fingerprint `only` when it is not empty) are revoked
+  // at once (`grace_ms` 0) or expire `grace_ms` from now. Checks everything
+  // before it writes anything. The fingerprints of the keys it retired.
+  [[nodiscard]] Result<std::vector<std::string>> RotateUserKey(const std::string& tenant, const std::string& user,
+                                                               const std::string& new_key, std::int64_t grace_ms,
+                                                               const std::string& only, const std::string& by);
+  // Whether RotateUserKey would succeed (no write).
+  [[nodiscard]] Status CheckRotate(const std::string& tenant, const std::string& user, const std::string& new_key,
+                                   const std::string& only) const;
+  // Revokes the user's key with `fingerprint` at once (also one in its grace
+  // period). The superadmin's last key in force, and `pinned` (the key of
+  // weftd's own superadmin credential file, which a restart would put back),
+  // are refused: rotate those. The revoked key.
+  [[nodiscard]] Result<std::string> RevokeUserKey(const std::string& tenant, const std::string& user,
+                                                  const std::string& fingerprint, const std::string& pinned,
+                                                  const std::string& by);
   // A gateway's key (role "gateway", no tenant): it may log users in and act for them.
   [[nodiscard]] Status AddGatewayKey(const std::string& name, const std::string& public_key, const std::string& by);
   // Revokes every key of gateway `name` (its next request is refused); NOT_FOUND when it has none.
@@ -141,8 +167,10 @@ class Registry {
   const std::map<std::pair<std::string, std::string>, store::UserRecord>& users() const { return users_; }
   // Pending host requests by key.
   const std::map<std::string, store::HostRequestRecord>& requests() const { return requests_; }
-  // Principals in force of a kind.
+  // Principals in force of a kind (not revoked, not expired).
   std::vector<store::PrincipalRecord> Principals(Kind kind) const;
+  // When the key last passed the handshake since weftd started (0: not yet).
+  std::int64_t LastSeen(const std::string& public_key) const { return snapshot_.LastSeen(public_key); }
   // Moves whenever the keys or the tenants change (View() would differ).
   std::uint64_t generation() const { return generation_; }
   std::shared_ptr<const AuthView> View() const;
@@ -152,6 +180,9 @@ class Registry {
   [[nodiscard]] Status Revoke(store::PrincipalRecord& p, const std::string& by);
   [[nodiscard]] Status PutHostKey(const std::string& host_id, const std::string& host_key, const std::string& by);
   [[nodiscard]] Status ForgetRequests(const std::string& host_id);
+  // The user's key with `fingerprint` (any state), or null.
+  store::PrincipalRecord* UserKey(const std::string& tenant, const std::string& user, const std::string& fingerprint);
+  bool InForce(const store::PrincipalRecord& p) const;
   // Whether a new request may be taken now (a token bucket over all unknown keys).
   bool AdmitRequest();
   double request_tokens_ = 0;
@@ -180,7 +211,7 @@ class Registry {
 // arrive meanwhile wait (libzmq holds them until the answer comes).
 class ZapHandler {
  public:
-  ZapHandler(zmq::context_t& ctx, const KeySnapshot& keys, const Clock& clock, bool host_requests);
+  ZapHandler(zmq::context_t& ctx, KeySnapshot& keys, const Clock& clock, bool host_requests);
   ~ZapHandler();
   ZapHandler(const ZapHandler&) = delete;
   ZapHandler& operator=(const ZapHandler&) = delete;
@@ -194,7 +225,7 @@ class ZapHandler {
   void Run();
 
   zmq::context_t& ctx_;
-  const KeySnapshot& keys_;
+  KeySnapshot& keys_;
   const Clock& clock_;
   const bool host_requests_;
   std::unique_ptr<zmq::socket_t> socket_;

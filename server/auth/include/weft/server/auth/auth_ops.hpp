@@ -10,6 +10,7 @@
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
+#include "weft/server/auth/logins.hpp"
 #include "weft/server/hosts/dispatcher.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/store/store.hpp"
@@ -32,6 +33,19 @@ void RegisterTenantOps(api::Router& router, Registry& registry);
 // The ops that need CurveZMQ: enrollment, host accept/revoke, users' and
 // gateways' keys. `hosts`: whether a host is live (enrollment, accept) and forgetting a revoked one.
 void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options);
+
+struct UserKeyOptions {
+  std::filesystem::path superadmin_file;  // <data_dir>/credentials/superadmin.json
+  const Clock* clock = nullptr;
+};
+
+// user.key.list, user.key.rotate and user.key.revoke (docs/security.md,
+// "Rotating and revoking keys"): a user lists, rotates and revokes their own
+// keys, a tenant admin those of the tenant's users, the superadmin anyone's
+// and its own (whose new key weftd makes and writes to `superadmin_file`,
+// which must hold the key in force: weftd records that file's key at start).
+// A rotation or revocation ends the user's browser sessions.
+void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins, UserKeyOptions options);
 
 // What the secrets at rest need: the store (sealing in place), the plugins'
 // sensitive fields (from the registered hosts) and the take path (opening).

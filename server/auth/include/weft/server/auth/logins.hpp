@@ -58,6 +58,9 @@ class Logins {
   // and ends the user's sessions.
   [[nodiscard]] Status SetPassword(const std::string& tenant, const std::string& user, const std::string& password);
 
+  // Ends the user's sessions (the superadmin's: tenant _system, user superadmin); how many.
+  [[nodiscard]] Result<int> EndSessions(const std::string& tenant, const std::string& user);
+
   // Forgets a user's password, sessions and tokens (every user's of the tenant when `user` is empty).
   [[nodiscard]] Status Forget(const std::string& tenant, const std::string& user);
   // Whether the user has a password (may log in with one).
