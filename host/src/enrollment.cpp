@@ -243,7 +243,7 @@ bool KeyRefused(const Status& status) {
   // A key waiting for an admin's `weft host accept` is retried as often as before:
   // the host gets in soon after the accept.
   if (status.code() == Code::kDenied) return status.message().find("not accepted yet") == std::string::npos;
-  if (status.code() != Code::kUnavailable) return false;
+  if (status.code() != Code::kUnavailable && status.code() != Code::kTimeout) return false;
   // What the client says when it looked at the endpoint again (client::DescribePeer).
   return status.message().find("refused this client's key") != std::string::npos;
 }
@@ -277,7 +277,8 @@ void RefusalBackoff::Accepted() {
 Status ExplainStatus(const HostConfig& config, const Status& status) {
   // What the client says when the peer dropped or failed the handshake
   // (client::DescribePeer): with CurveZMQ, what a wrong server key looks like.
-  if (config.curve_server_key.empty() || status.code() != Code::kUnavailable ||
+  if (config.curve_server_key.empty() ||
+      (status.code() != Code::kUnavailable && status.code() != Code::kTimeout) ||
       status.message().find("is not one a client can talk to") == std::string::npos)
     return status;
   const bool configured = config.curve_server_key == config.server_key;
