@@ -275,6 +275,7 @@ Status PostgresDatabase::Connect() {
   if (conn_) PQfinish(conn_);
   // Whatever was in flight went with the old connection.
   pipelining_ = false;
+  chained_ = false;
   ForgetAwaited(Status::Unavailable("the connection to PostgreSQL was lost before COMMIT was confirmed"));
   // The connection string comes last so that what it says wins; a server
   // that does not answer is given up on after 10 s unless it says otherwise.
@@ -460,6 +461,12 @@ void PostgresDatabase::ForgetAwaited(const Status& why) {
 }
 
 Status PostgresDatabase::EndPipeline() {
+  // The transaction the last COMMIT AND CHAIN began, which nothing used, ends
+  // with the pipeline (the server skips it after a failure, which the sync then ends).
+  const bool end_chained = chained_ && !in_transaction_;
+  chained_ = false;
+  if (end_chained && PQstatus(conn_) == CONNECTION_OK && !SendControl(rollback_)) (void)SendFailed("ROLLBACK");
+  else if (end_chained && PQstatus(conn_) == CONNECTION_OK) (void)Await("ROLLBACK");
   if (PQstatus(conn_) == CONNECTION_OK && PQpipelineSync(conn_) == 1) {
     while (!awaited_.empty()) (void)ReadAwaited();
   } else {
@@ -523,6 +530,12 @@ bool PostgresDatabase::SendControl(Control& control) {
 
 Status PostgresDatabase::Begin() {
   if (in_transaction_) return Status::Internal("BEGIN inside a transaction");
+  if (pipelining_ && chained_) {
+    // The COMMIT in flight began it (AND CHAIN): it runs only if that one commits.
+    chained_ = false;
+    in_transaction_ = true;
+    return Status::Ok();
+  }
   if (pipelining_) {
     // Behind a commit in flight: run only if it commits (see the header).
     if (!SendControl(begin_)) return SendFailed("BEGIN");
@@ -574,7 +587,8 @@ Status PostgresDatabase::SendCommit() {
   if (!in_transaction_) return Status::Internal("COMMIT outside a transaction");
   // After a failure the transaction is aborted; its COMMIT would only roll back.
   if (!pipeline_failure_.ok()) return pipeline_failure_;
-  if (!SendControl(commit_)) return SendFailed("COMMIT");
+  if (!SendControl(commit_chain_)) return SendFailed("COMMIT");
+  chained_ = true;
   WEFT_RETURN_IF_ERROR(
       Await({.what = "COMMIT", .expected_changes = -1, .otherwise = Status::Ok(), .prepared = nullptr, .commit = true}));
   // The server sends its replies when asked to flush; the COMMIT's is wanted as soon as it is there.

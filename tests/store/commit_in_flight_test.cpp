@@ -2,8 +2,13 @@
 // next transaction begins behind it before its outcome is known. When it
 // fails, nothing of the transaction behind it may commit, whether its
 // statements were sent without waiting, ran at once, or read; when it
-// commits, the one behind sees its writes.
+// commits, the one behind sees its writes. The COMMIT itself begins the next
+// transaction, and none is left open when nothing follows.
 #include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
 
 #include "support/postgres.hpp"
 #include "support/temp_dir.hpp"
@@ -138,4 +143,76 @@ TEST_CASE("postgres store: the transaction begun behind a commit in flight sees 
   REQUIRE(store.AwaitCommit().ok());
   CHECK(Rows(*pg.server) == "succeeded:1:3,leased:1:3,queued:0:3");
   CHECK(!store.CommitInFlight());
+}
+
+namespace {
+
+// How many times `what` occurs in `text`.
+std::size_t Count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The states of weftd's sessions on the server ("idle", "idle in transaction", ...).
+std::string SessionStates(const PostgresServer& server) {
+  return server.Query("SELECT COALESCE(string_agg(state, ','), '') FROM pg_stat_activity WHERE application_name = "
+                      "'weftd'")
+      .value();
+}
+
+}  // namespace
+
+TEST_CASE("postgres store: a transaction begun behind a commit in flight needs no BEGIN of its own",
+          "[store][postgres]") {
+  TempDir dir("commit-in-flight-chain");
+  auto server = StartPostgres(dir.path());
+  // Every statement the server runs goes to its log, sessions that start later included.
+  REQUIRE(server->Exec("ALTER SYSTEM SET log_statement = 'all'").ok());
+  REQUIRE(server->Query("SELECT pg_reload_conf()").ok());
+  for (int i = 0; i < 500 && server->Query("SHOW log_statement").value() != "all"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(server->Query("SHOW log_statement").value() == "all");
+  auto opened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Opened(opened);
+  Store& store = **opened;
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 3);
+  REQUIRE(server->Exec("SELECT 'chain test starts'").ok());
+
+  // Three transactions, each begun behind the commit of the one before.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.SendCommit().ok());
+  for (std::size_t k = 1; k < ids.size(); ++k) {
+    REQUIRE(store.Begin().ok());
+    REQUIRE(store.LeaseTask(ids[k], 1, "host-a", 9000, 2000).ok());
+    REQUIRE(store.AwaitCommit().ok());
+    REQUIRE(store.SendCommit().ok());
+  }
+  REQUIRE(store.AwaitCommit().ok());
+  CHECK(Rows(*server) == "leased:1:3,leased:1:3,leased:1:3");
+  // Nothing behind the last commit: the transaction its COMMIT began is not left open.
+  CHECK(SessionStates(*server) == "idle");
+
+  const std::string log = server->Log();
+  const std::size_t start = log.find("chain test starts");
+  REQUIRE(start != std::string::npos);
+  const std::string ran = log.substr(start);
+  // The first transaction's BEGIN is the only one: each COMMIT began the next transaction.
+  CHECK(Count(ran, ": BEGIN\n") == 1);
+  CHECK(Count(ran, ": COMMIT AND CHAIN\n") == 3);
+  CHECK(Count(ran, ": ROLLBACK\n") == 1);  // the one begun by the last COMMIT, which nothing used
+
+  // A commit that fails leaves no transaction open either, and the next one commits.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 2).ok());  // stale: the task is at attempt 1
+  REQUIRE(store.SendCommit().ok());
+  CHECK(store.AwaitCommit().code() == weft::Code::kNotFound);
+  CHECK(SessionStates(*server) == "idle");
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[0], 1).ok());
+  REQUIRE(store.SendCommit().ok());
+  REQUIRE(store.AwaitCommit().ok());
+  CHECK(SessionStates(*server) == "idle");
+  CHECK(Rows(*server) == "succeeded:1:3,leased:1:3,leased:1:3");
 }

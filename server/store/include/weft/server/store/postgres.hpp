@@ -19,11 +19,13 @@
 // shutting down does), so that a lost connection is still found, and
 // replaced, before the transaction starts.
 //
-// SendCommit() sends COMMIT and a flush, and returns: the transaction that
-// begins next goes out behind it in the same pipeline, with no sync between
-// them, so that when the COMMIT (or anything before it) fails, the server
-// skips everything after it up to the sync, and the later transaction never
-// commits. AwaitCommit() reads the replies up to the COMMIT's and says how it
+// SendCommit() sends COMMIT AND CHAIN and a flush, and returns: the transaction
+// that begins next goes out behind it in the same pipeline, with no sync
+// between them, so that when the COMMIT (or anything before it) fails, the
+// server skips everything after it up to the sync, and the later transaction
+// never commits. The COMMIT itself begins that transaction (a BEGIN of its
+// own cost the server a statement per commit); ending the pipeline rolls it
+// back when no transaction used it. AwaitCommit() reads the replies up to the COMMIT's and says how it
 // ended; a statement that needs its own result reads them too, and fails if
 // the COMMIT did. A statement outside a transaction first ends the pipeline.
 //
@@ -170,9 +172,14 @@ class PostgresDatabase final : public Database {
   std::uint64_t names_ = 0;
   Control begin_{"weft_begin", "BEGIN"};
   Control commit_{"weft_commit", "COMMIT"};
+  Control commit_chain_{"weft_commit_chain", "COMMIT AND CHAIN"};
+  Control rollback_{"weft_rollback", "ROLLBACK"};
   bool in_transaction_ = false;
   bool closing_ = false;  // in the destructor
   bool pipelining_ = false;
+  // SendCommit()'s COMMIT AND CHAIN began the next transaction on the server:
+  // the next Begin() sends nothing, and EndPipeline() rolls an unused one back.
+  bool chained_ = false;
   std::deque<Awaited> awaited_;  // sent in pipeline mode, replies not read yet, oldest first
   Status pipeline_failure_;      // the first failure in this transaction's pipeline
   bool commit_in_flight_ = false;  // sent by SendCommit(), its reply not read yet
