@@ -1294,3 +1294,107 @@ TEST_CASE("security: the check a client makes of an endpoint after its key got n
   CHECK(wrong.exit_code == 1);
   CHECK_THAT(wrong.err, Catch::Contains("provisioner"));
 }
+
+TEST_CASE("security: a revoked host backs off its refused calls, says what to do, and enrolls with a new enroll_token "
+          "at its restart",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  HostOptions options = HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host h1(options);
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  auto old = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(old.ok());
+  const std::string old_fingerprint = weft::curve::Fingerprint(old->keys.public_key);
+
+  // Revoked while it runs: its runners' takes are refused, and they wait 1, 2, 4 s ... between tries
+  // (one line per change), not 500 ms for ever.
+  REQUIRE(s.Weft({"host", "revoke", "h1"}, s.superadmin()).exit_code == 0);
+  const bool backed_off = WaitFor([&] { return h1.Log().find("next try in 4 s") != std::string::npos; }, 30s);
+  INFO(h1.Log());
+  REQUIRE(backed_off);
+  CHECK(h1.Log().find("failures so far") == std::string::npos);
+  CHECK(Count(h1.Log(), "task.take from " + s.provisioner() + ": ") <= 3 * 2);  // two runners at most
+
+  // Restarted with the token it already spent: refused at the handshake; the log names the key and says that
+  // a new token is needed and how, and the tries back off.
+  h1.Stop();
+  h1.Start();
+  const bool told = WaitFor([&] { return h1.Log().find("next try in 2 s") != std::string::npos; }, 30s);
+  INFO(h1.Log());
+  REQUIRE(told);
+  CHECK_THAT(h1.Log(), Catch::Contains("weftd refuses this host's key") && Catch::Contains(old_fingerprint) &&
+                           Catch::Contains("already spent on this key") &&
+                           Catch::Contains("weft host token create"));
+  CHECK_FALSE(s.HostLive("h1"));
+
+  // A new token in its configuration and a restart: it enrolls with it, keeping the old credential aside.
+  h1.Stop();
+  options.extra_toml = "enroll_token = \"" + Token(s) + "\"\n";
+  WriteFile(h1.config(), weft::testing::HostToml(options, h1.dir()));
+  h1.Start();
+  const bool live = WaitFor([&] { return s.HostLive("h1"); }, 20s);
+  INFO(h1.Log());
+  REQUIRE(live);
+  CHECK_THAT(h1.Log(), Catch::Contains("enrolled with weftd") && Catch::Contains("the old credential is kept as"));
+  auto fresh = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(fresh.ok());
+  CHECK(fresh->keys.public_key != old->keys.public_key);
+  int aside = 0;
+  for (const auto& f : fs::directory_iterator(h1.credential().parent_path()))
+    if (f.path().filename().string().rfind("credential.json.refused-", 0) == 0) {
+      ++aside;
+      auto kept = weft::curve::LoadCredential(f.path());
+      REQUIRE(kept.ok());
+      CHECK(kept->keys.public_key == old->keys.public_key);
+    }
+  CHECK(aside == 1);
+  const std::int64_t id =
+      s.Enqueue({{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n1"}});
+  s.WaitTaskState(id, "succeeded", 30s);
+
+  // A later restart keeps the new credential: the new token is spent on it.
+  h1.Stop();
+  h1.Start();
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 20s));
+  CHECK(h1.Log().find("enrolled with weftd") == std::string::npos);
+  CHECK(weft::curve::LoadCredential(h1.credential())->keys.public_key == fresh->keys.public_key);
+}
+
+TEST_CASE("security: a host with a wrong server_key says the handshake failed and names the key; corrected, it asks "
+          "to join with the same key pair",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const std::string wrong = weft::curve::Generate()->public_key;
+  HostOptions options = HostIn(tmp.path(), "h1", s.provisioner(), "server_key = \"" + wrong + "\"\n");
+  Host h1(options);
+  REQUIRE(WaitFor([&] { return h1.Log().find("cannot register with weftd") != std::string::npos; }, 20s));
+  INFO(h1.Log());
+  CHECK_THAT(h1.Log(), Catch::Contains("the CurveZMQ handshake with " + s.provisioner() + " failed") &&
+                           Catch::Contains("(fingerprint " + weft::curve::Fingerprint(wrong) +
+                                           ", server_key in the configuration), may be wrong") &&
+                           Catch::Contains("endpoints.json"));
+  CHECK_THAT(h1.Log(), !Catch::Contains("events endpoint, or another program"));
+  auto made = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(made.ok());
+
+  // The right key in the configuration: the stored credential's wrong one gives way, the key pair stays.
+  h1.Stop();
+  const std::string right = weft::curve::LoadCredential(s.superadmin())->server_key;
+  options.extra_toml = "server_key = \"" + right + "\"\n";
+  WriteFile(h1.config(), weft::testing::HostToml(options, h1.dir()));
+  h1.Start();
+  json requests;
+  const bool asked = WaitFor(
+      [&] {
+        requests = s.WeftJson({"host", "requests"}, s.superadmin());
+        return !requests["requests"].empty();
+      },
+      20s);
+  INFO(h1.Log());
+  REQUIRE(asked);
+  CHECK(requests["requests"][0]["fingerprint"] == weft::curve::Fingerprint(made->keys.public_key));
+  CHECK_THAT(h1.Log(), Catch::Contains("using the configured one"));
+  CHECK(weft::curve::LoadCredential(h1.credential())->server_key == right);
+}
