@@ -90,7 +90,9 @@ void RegisterHostCommands(CommandTable& table) {
   table.Add({.noun = "host",
              .verb = "list",
              .summary = "List the provisioner hosts, whether they are live, and the plugins they run.",
-             .description = "A host is live when the server heard from it within hosts.silent_after_ms.\n"
+             .description = "A host is live when this server process heard from it within hosts.silent_after_ms\n"
+                            "and it did not stop (host.leave) since; after a restart of weftd a host is live\n"
+                            "again once it speaks (its next heartbeat).\n"
                             "IN FLIGHT is the number of tasks it holds right now.",
              .flags = {},
              .args = {},

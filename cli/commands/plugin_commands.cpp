@@ -23,14 +23,33 @@ void PrintPlugin(Context& ctx, const json& p) {
   std::size_t all = p.contains("hosts") && p["hosts"].is_array() ? p["hosts"].size() : 0;
   // A plugin need not declare a version: then none is printed ("(automator)").
   const std::string version = Text(p, "version");
-  out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind"))
-      << (version.empty() ? std::string() : ", version " + Printable(version)) << ")\n";
+  // Hosts may run different versions of the type (weftd before this field sends none).
+  const json versions = p.contains("versions") && p["versions"].is_array() ? p["versions"] : json::array();
+  if (versions.size() > 1) {
+    std::string names;
+    for (const json& v : versions) names += (names.empty() ? "" : ", ") + Printable(Text(v, "version"));
+    out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind")) << ", " << versions.size()
+        << " versions on the hosts: " << names << ")\n";
+  } else {
+    out << Printable(Text(p, "type")) << "  (" << Printable(Text(p, "kind"))
+        << (version.empty() ? std::string() : ", version " + Printable(version)) << ")\n";
+  }
   KeyValues kv;
   if (p.contains("description") && p["description"].is_string() && !p["description"].get<std::string>().empty()) {
     kv.Add("description", Text(p, "description"));
   }
   kv.Add("actions", Join(p, "actions", " "));
   kv.Add("hosts", Join(p, "hosts") + " (" + std::to_string(live) + " of " + std::to_string(all) + " live)");
+  if (versions.size() > 1) {
+    for (const json& v : versions) {
+      const std::size_t v_live = v.contains("live_hosts") && v["live_hosts"].is_array() ? v["live_hosts"].size() : 0;
+      const std::size_t v_all = v.contains("hosts") && v["hosts"].is_array() ? v["hosts"].size() : 0;
+      const std::string name = Text(v, "version");
+      kv.Add("version " + (name.empty() ? std::string("(none)") : name),
+             Join(v, "hosts") + " (" + std::to_string(v_live) + " of " + std::to_string(v_all) + " live)");
+    }
+    kv.Add("shown", "actions and fields of version " + (version.empty() ? std::string("(none)") : version));
+  }
   if (p.contains("resource_types") && p["resource_types"].is_array() && !p["resource_types"].empty()) {
     kv.Add("resources", Join(p, "resource_types"));
   }
@@ -121,6 +140,7 @@ void RegisterPluginCommands(CommandTable& table) {
              .verb = "list",
              .summary = "List the plugin types registered hosts can run, with their fields.",
              .description = "One block per plugin type: its kind, version, actions, the hosts that offer it,\n"
+                            "(when hosts run different versions of it: each version with its hosts),\n"
                             "and the fields a provider or service gives it (name, type, whether required\n"
                             "or sensitive, default). Defaults of sensitive fields are not shown.\n"
                             "Then the plugin files live hosts refused (a Lua plugin that does not load,\n"

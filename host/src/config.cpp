@@ -117,6 +117,7 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(ReadInt(table, "task_timeout_ms", source, 1, INT_MAX, &config.task_timeout_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "shutdown_grace_ms", source, 0, 3'600'000, &config.shutdown_grace_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "workers", source, 1, 256, &config.workers));
+  if (table.contains("workers")) config.workers_set = true;
   WEFT_RETURN_IF_ERROR(
       ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "resource_sync_ms", source, 50, 3'600'000, &config.resource_sync_ms));
@@ -244,6 +245,18 @@ std::vector<std::string> SyncedTenants(const HostConfig& config) {
 }
 
 int EffectiveWorkers(const HostConfig& config) { return std::max(1, std::min(config.workers, config.capacity)); }
+
+std::vector<std::string> ConfigWarnings(const HostConfig& config) {
+  std::vector<std::string> warnings;
+  // Warned about, not refused: a host whose capacity was lowered (in the file,
+  // or by --capacity for a run) keeps starting, with fewer workers.
+  if (config.workers_set && config.workers > config.capacity)
+    warnings.push_back("'workers' = " + std::to_string(config.workers) + " is more than 'capacity' = " +
+                       std::to_string(config.capacity) + ": only " + std::to_string(EffectiveWorkers(config)) +
+                       " worker(s) run, one task slot each (a worker gets at least one); set workers to at most "
+                       "capacity, or raise capacity");
+  return warnings;
+}
 
 int WorkerThreads(const HostConfig& config, int index) {
   const int n = EffectiveWorkers(config);

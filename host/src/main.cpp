@@ -252,7 +252,10 @@ int main(int argc, char** argv) {
     config.enroll_token = *enroll_token;
   }
   if (capacity) config.capacity = *capacity;
-  if (workers) config.workers = *workers;
+  if (workers) {
+    config.workers = *workers;
+    config.workers_set = true;
+  }
   if (!plugin_dirs.empty()) config.plugin_dirs = plugin_dirs;
   if (weft::Status s = weft::host::ValidateConfig(config); !s.ok()) {
     std::fprintf(stderr, "weft-host: %s\n", s.message().c_str());
@@ -274,6 +277,9 @@ int main(int argc, char** argv) {
 
   WEFT_LOG(kInfo, "host") << "weft-host " << WEFT_VERSION << " starting as '" << config.host_id << "' (master pid "
                           << getpid() << "), server " << config.server;
+  for (const std::string& warning : weft::host::ConfigWarnings(config)) {
+    WEFT_LOG(kWarn, "host") << warning;
+  }
   if (weft::Status s = weft::host::EnsureCredential(config, signals); !s.ok()) {
     WEFT_LOG(kError, "host") << s.message();
     return 1;

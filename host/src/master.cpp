@@ -38,6 +38,7 @@
 #include "weft/common/metrics.hpp"
 #include "weft/common/metrics_http.hpp"
 #include "weft/common/version.hpp"
+#include "weft/host/enrollment.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
 #include "weft/host/resource_sync.hpp"
@@ -278,6 +279,9 @@ struct Master::Impl {
   json active_tenants = json::array();  // the tenants weftd says have work
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
+  // Runners ("<pid>.<thread>") of retired workers that start no take any more:
+  // the next heartbeat (sent at once) has weftd let go of their held takes.
+  json retired_runners = json::array();
   std::thread control;
   // Tells weftd that a new process registers (so it gives up the old one's attempts at once).
   const std::string incarnation = NewIncarnation();
@@ -287,6 +291,9 @@ struct Master::Impl {
   std::optional<Clock::time_point> refused_since;
   Clock::time_point last_refusal_log;
   std::string last_denial;             // control thread only
+  // host.register refused for this host's key (revoked): the wait before the next try.
+  RefusalBackoff register_refusals{"host", "weftd refuses host.register"};
+  std::chrono::milliseconds register_wait{0};  // control thread only
 
   // ---- metrics (docs/metrics.md): updated by the main thread, rendered by the listener's ----
   metrics::Registry metrics;
@@ -873,6 +880,14 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       }
       PublishInFlight();
       return;
+    case WorkerMessage::Kind::kDraining:
+      if (w.slot >= 0) return;  // not a retired worker (a stop): nothing to hurry
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int i = 0; i < w.threads; ++i) retired_runners.push_back(std::to_string(w.pid) + "." + std::to_string(i));
+      }
+      cv.notify_all();
+      return;
     case WorkerMessage::Kind::kDrained:
       w.drained = true;
       return;
@@ -1157,10 +1172,16 @@ bool Master::Impl::Register(client::Client& client) {
     if (!refused_since) refused_since = now;
     return false;
   }
+  if (!r.ok() && KeyRefused(r.status())) {
+    register_wait = register_refusals.Refused(r.status(), RefusedKeyAdvice(config));
+    return false;
+  }
+  register_wait = std::chrono::milliseconds(0);
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
       const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
-      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": " << r.status().ToString()
+      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": "
+                            << ExplainFailure(config, r.status())
                             << (unanswered && config.curve_server_key.empty()
                                     ? " (if weftd runs with security on, as by default, this host needs an "
                                       "enroll_token or server_key: docs/security.md)"
@@ -1169,6 +1190,7 @@ bool Master::Impl::Register(client::Client& client) {
     }
     return false;
   }
+  register_refusals.Accepted();
   std::int64_t hb = std::max<std::int64_t>(IntOr(*r, "heartbeat_ms", 2000), 50);
   TakeSplit(*r);
   std::string list;
@@ -1193,17 +1215,20 @@ void Master::Impl::Heartbeat(client::Client& client) {
   json in = json::array();
   json running;
   json refused;
+  json retired;
   {
     std::lock_guard<std::mutex> lock(mu);
     running = reported_workers;
     refused = refused_json;
+    retired.swap(retired_runners);
     for (const auto& k : in_flight) in.push_back({{"task_id", k.first}, {"attempt", k.second}});
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
-  Result<json> r =
-      client.Call("host.heartbeat",
-                  {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}});
+  json body = {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}};
+  if (!retired.empty()) body["retired_runners"] = retired;
+  // Sent once: when weftd does not take it, the held takes end by themselves (take_wait_ms).
+  Result<json> r = client.Call("host.heartbeat", std::move(body));
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
@@ -1214,7 +1239,9 @@ void Master::Impl::Heartbeat(client::Client& client) {
       // Revoked (or a key weftd no longer accepts): say so once, not every heartbeat.
       if (r.status().message() != last_denial) {
         last_denial = r.status().message();
-        WEFT_LOG(kError, kLog) << "weftd refuses this host: " << last_denial;
+        const std::string advice = RefusedKeyAdvice(config);
+        WEFT_LOG(kError, kLog) << "weftd refuses this host: " << last_denial
+                               << (advice.empty() ? std::string() : ". " + advice);
       }
     } else {
       WEFT_LOG(kDebug, kLog) << "cannot heartbeat to weftd: " << r.status().ToString();
@@ -1313,21 +1340,30 @@ void Master::Impl::ControlLoop() {
     if (need_register) {
       if (!Register(client)) {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(refused_since ? kRefusedRetryMs : kBackoffMs),
-                    [this] { return control_stop; });
+        const auto wait = refused_since ? std::chrono::milliseconds(kRefusedRetryMs)
+                          : register_wait.count() > 0 ? register_wait
+                                                      : std::chrono::milliseconds(kBackoffMs);
+        cv.wait_for(lock, wait, [this] { return control_stop; });
         continue;
       }
       next_heartbeat = Clock::now();
     }
     SendReports(client);
-    if (Clock::now() >= next_heartbeat) {
+    bool retiring;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      retiring = !retired_runners.empty();
+    }
+    if (retiring || Clock::now() >= next_heartbeat) {
       Heartbeat(client);
       std::lock_guard<std::mutex> lock(mu);
       next_heartbeat = Clock::now() + std::chrono::milliseconds(heartbeat_ms);
     }
     std::unique_lock<std::mutex> lock(mu);
     auto wake = std::min(next_heartbeat, Clock::now() + std::chrono::milliseconds(200));
-    cv.wait_until(lock, wake, [this] { return control_stop || !reports.empty() || reregister || !registered; });
+    cv.wait_until(lock, wake, [this] {
+      return control_stop || !reports.empty() || reregister || !registered || !retired_runners.empty();
+    });
     if (!reports.empty() && !control_stop) {
       // Failed sends are retried at most every 200 ms.
       cv.wait_for(lock, std::chrono::milliseconds(20), [this] { return control_stop; });

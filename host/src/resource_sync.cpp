@@ -10,6 +10,7 @@
 
 #include "weft/common/digest.hpp"
 #include "weft/common/log.hpp"
+#include "weft/host/enrollment.hpp"
 #include "weft/host/plugin_loader.hpp"
 
 namespace weft::host {
@@ -111,8 +112,9 @@ Status ResourceSync::RunOnce(client::Client& client) {
   for (const std::string& tenant : tenants) {
     Result<json> reply = client.Call("resource.active", {{"tenant", tenant}, {"types", types}});
     if (!reply.ok()) {
-      round = reply.status().WithContext("cannot ask weftd at " + config_.server + " for the active resources of "
-                                         "tenant '" + tenant + "'");
+      round = ExplainStatus(config_, reply.status())
+                  .WithContext("cannot ask weftd at " + config_.server + " for the active resources of tenant '" +
+                               tenant + "'");
       continue;
     }
     const json list = reply->value("resources", json::array());

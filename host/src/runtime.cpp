@@ -10,6 +10,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
+#include "weft/host/enrollment.hpp"
 
 namespace weft::host {
 
@@ -119,7 +120,8 @@ Runtime::Runtime(HostConfig config, const PluginSet& plugins, WorkerOptions opti
       ctx_(1, MaxSockets(options_.threads)),
       take_ctx_(1, MaxSockets(options_.threads)),
       take_outage_(std::make_unique<OutageLog>(component_, "task.take from " + config_.server)),
-      finish_outage_(std::make_unique<OutageLog>(component_, "cannot report finished tasks to weftd")) {}
+      finish_outage_(std::make_unique<OutageLog>(component_, "cannot report finished tasks to weftd")),
+      take_refusals_(std::make_unique<RefusalBackoff>(component_, "task.take from " + config_.server)) {}
 
 Runtime::~Runtime() {
   RequestStop();
@@ -171,6 +173,13 @@ int Runtime::Run() {
     WEFT_LOG(kInfo, component_) << "draining: taking no new tasks; " << in_flight_.size()
                                 << " running task(s) finish here, then this worker exits";
     stopping_ = true;
+    {
+      // No runner starts a take from here on: the master has weftd let go of
+      // the ones still held, instead of waiting them out (take_wait_ms).
+      WorkerMessage draining;
+      draining.kind = WorkerMessage::Kind::kDraining;
+      Send(draining);
+    }
     MaybeDrainedLocked();
     cv_.notify_all();
     cv_.wait(lock, [this] { return stop_requested_ || runners_alive_ == 0; });
@@ -410,10 +419,18 @@ void Runtime::RunnerLoop(int index) {
         }
         // NOT_FOUND: weftd does not know the host (yet); the master registers
         // it again, this worker only waits.
+        if (KeyRefused(r.status())) {
+          // Revoked: the runners wait longer and longer, together, instead of
+          // retrying every kBackoffMs for ever; the master's log says what to do.
+          const auto wait = take_refusals_->Refused(r.status(), "the master's log line says what to do");
+          if (!Backoff(static_cast<int>(wait.count()))) break;
+          continue;
+        }
         take_outage_->Failure(r.status(), "runner " + std::to_string(index));
         if (!Backoff(kBackoffMs)) break;
         continue;
       }
+      take_refusals_->Accepted();
       take_outage_->Success();
       next = TaskOf(*r);
     }

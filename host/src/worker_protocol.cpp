@@ -17,6 +17,7 @@ constexpr struct {
     {WorkerMessage::Kind::kDrained, "ev", "drained"}, {WorkerMessage::Kind::kCancel, "cmd", "cancel"},
     {WorkerMessage::Kind::kDrain, "cmd", "drain"},    {WorkerMessage::Kind::kStop, "cmd", "stop"},
     {WorkerMessage::Kind::kRun, "cmd", "run"},        {WorkerMessage::Kind::kSkip, "cmd", "skip"},
+    {WorkerMessage::Kind::kDraining, "ev", "draining"},
 };
 
 bool HasTask(WorkerMessage::Kind kind) {

@@ -1,5 +1,7 @@
 #include "weft/server/api/router.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 
 namespace weft::api {
@@ -11,6 +13,46 @@ std::string Quoted(const std::string& name) {
   for (unsigned char c : name)
     if (c < 0x20 || c >= 0x7f) return json(name).dump(-1, ' ', false, json::error_handler_t::replace);
   return "'" + name + "'";
+}
+
+// A field name folded for comparing: lower case, without '_' and '-'
+// ("dryRun", "dry-run" and "dryrun" all read "dryrun").
+std::string Folded(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s)
+    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(c));
+  return out;
+}
+
+std::size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known field `unknown` most likely meant: the same once folded, else
+// the nearest within two edits (and less than half its length); "" if none.
+std::string Nearest(const std::string& unknown, const Fields& known) {
+  const std::string folded = Folded(unknown);
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const std::string& k : known) {
+    const std::size_t d = EditDistance(folded, Folded(k));
+    if (d < best_distance && d * 2 < std::max<std::size_t>(folded.size(), 2)) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -37,7 +79,7 @@ std::string_view RoleName(Role role) {
 }
 
 void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
-                 Effect effect) {
+                 Effect effect, Fields fields) {
   const server::OpMetrics* metrics = metrics_ ? metrics_->ForOp(op) : nullptr;
   Entry& e = ops_[std::move(op)];
   e = Entry{};
@@ -45,6 +87,8 @@ void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoi
   e.endpoints = std::move(endpoints);
   e.handler = std::move(handler);
   e.effect = effect;
+  std::sort(fields.begin(), fields.end());
+  e.fields = std::move(fields);
   e.metrics = metrics;
 }
 
@@ -124,10 +168,36 @@ Response Router::Dispatch(const Call& call, const Entry* entry) const {
     return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
                                             " does not exist (weft tenant list shows the tenants)"),
                            json{{"tenant", call.principal.tenant}});
+  if (!e.fields.empty() && call.endpoint == Endpoint::kApi)
+    if (Response refused = CheckFields(call, e); !refused.status.ok()) return refused;
   e.served->fetch_add(1, std::memory_order_relaxed);
   Response response = Invoke(e.handler, call);
   if (e.effect != Effect::kChanges || !recorder_ || !response.status.ok() || response.held) return response;
   return Record(call, std::move(response));
+}
+
+// A body key the op does not declare is refused, never ignored: a misspelt
+// `dry_run` on cluster.delete would otherwise delete the cluster.
+Response Router::CheckFields(const Call& call, const Entry& entry) {
+  const wire::Request& request = *call.request;
+  const json tree = request.body_text.empty() ? json() : wire::BodyTree(request);
+  const json& body = request.body_text.empty() ? request.body : tree;
+  if (!body.is_object()) return Response::Ok(json::object());  // the handler says what is wrong with it
+  json unknown = json::array();
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (!std::binary_search(entry.fields.begin(), entry.fields.end(), it.key())) unknown.push_back(it.key());
+  if (unknown.empty()) return Response::Ok(json::object());
+  const std::string& op = request.op;
+  const std::string first = unknown.front().get<std::string>();
+  const std::string nearest = Nearest(first, entry.fields);
+  std::string known;
+  for (const std::string& f : entry.fields) known += (known.empty() ? "" : ", ") + f;
+  std::string message = json(first).dump(-1, ' ', false, json::error_handler_t::replace) + " is not a field of " + op;
+  message += nearest.empty() ? "; its fields are " + known : "; did you mean \"" + nearest + "\"?";
+  if (unknown.size() > 1) message += " (" + std::to_string(unknown.size() - 1) + " more unknown field(s), in details)";
+  json details = {{"op", op}, {"field", first}, {"unknown_fields", std::move(unknown)}, {"known_fields", entry.fields}};
+  if (!nearest.empty()) details["did_you_mean"] = nearest;
+  return Response::Error(Status::Invalid(std::move(message)), std::move(details));
 }
 
 Response Router::Invoke(const Handler& handler, const Call& call) {

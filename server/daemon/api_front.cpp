@@ -175,10 +175,15 @@ bool ApiFront::TakeRequest() {
       std::string id;
       (void)wire::DecodeRequest(frames, config_.limits, &id);
       p.id = id;
-      // TOO_LARGE like every other limit; never UNAVAILABLE, which would roll the batch back.
-      p.response = api::Response::Error(Status::TooLarge(
-          "rate limit: this connection made more than " + std::to_string(config_.security.api_rate_per_s) +
-          " requests per second (security.api_rate_per_s); slow down and retry"));
+      // UNAVAILABLE: nothing was done and the same request succeeds later. This
+      // reply never passes through a batch, so it rolls nothing back.
+      const std::int64_t retry_after_ms = limits_.RetryAfterMs(frames.front().to_string());
+      p.response = api::Response::Error(
+          Status::Unavailable("rate limit: this connection made more than " +
+                              std::to_string(config_.security.api_rate_per_s) +
+                              " requests per second (security.api_rate_per_s); nothing was done: retry after " +
+                              std::to_string(retry_after_ms) + " ms"),
+          api::json{{"retry_after_ms", retry_after_ms}});
       if (!p.envelope.empty()) (void)SendReply(router_, p);
       return true;
     }

@@ -1,6 +1,7 @@
 #include "weft/server/daemon/rate_limits.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 
 #include "weft/common/log.hpp"
@@ -34,6 +35,14 @@ bool RateLimits::Admit(const std::string& connection) {
   }
   b.tokens -= 1.0;
   return true;
+}
+
+std::int64_t RateLimits::RetryAfterMs(const std::string& connection) const {
+  const std::int64_t rate = config_.security.api_rate_per_s;
+  auto it = buckets_.find(connection);
+  if (rate <= 0 || it == buckets_.end() || it->second.tokens >= 1.0) return 1;
+  const double wait_ms = (1.0 - it->second.tokens) * 1000.0 / static_cast<double>(rate);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(wait_ms)));
 }
 
 }  // namespace weft::server

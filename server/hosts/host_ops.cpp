@@ -105,6 +105,7 @@ Response HostOps::HostList(const Call& call) {
 
 Response HostOps::PluginList(const Call& call) {
   std::map<std::string, json> plugins;
+  std::map<std::string, std::map<std::string, json>> versions;  // type -> version -> {version, hosts, live_hosts}
   for (const auto& [id, h] : d_.hosts.all()) {
     for (const json& d : h.descriptors) {
       if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
@@ -125,12 +126,24 @@ Response HostOps::PluginList(const Call& call) {
                   {"live_hosts", json::array()}};
         it->second = std::move(p);
       }
+      const bool live = d_.hosts.Live(h);
       it->second["hosts"].push_back(id);
-      if (d_.hosts.Live(h)) it->second["live_hosts"].push_back(id);
+      if (live) it->second["live_hosts"].push_back(id);
+      // Hosts may run different versions of a type (a rolling upgrade): each
+      // version with the hosts that run it.
+      const json version = d.value("version", json(""));
+      json& by_version = versions[type][version.is_string() ? version.get<std::string>() : version.dump()];
+      if (by_version.is_null()) by_version = {{"version", version}, {"hosts", json::array()}, {"live_hosts", json::array()}};
+      by_version["hosts"].push_back(id);
+      if (live) by_version["live_hosts"].push_back(id);
     }
   }
   json list = json::array();
-  for (auto& [type, p] : plugins) list.push_back(std::move(p));
+  for (auto& [type, p] : plugins) {
+    p["versions"] = json::array();
+    for (auto& [text, v] : versions[type]) p["versions"].push_back(std::move(v));
+    list.push_back(std::move(p));
+  }
   // The plugin files live hosts refused (a tenant's Lua plugin that does not
   // load, say): the host logs why, and the operator sees it here too.
   json refused = json::array();
@@ -260,6 +273,22 @@ Response HostOps::HostHeartbeat(const Call& call) {
   }
   WEFT_TRY_ASSIGN(refused, ParseRefused(body));
   if (refused.is_array()) host->refused = std::move(refused);
+  // Optional: runners of workers the host retired after its plugin set changed;
+  // their held takes are let go at once, so the host can register its new set
+  // without waiting them out.
+  if (auto retired = body.find("retired_runners"); retired != body.end() && !retired->is_null()) {
+    constexpr std::size_t kMaxRetired = 8192;
+    if (!retired->is_array() || retired->size() > kMaxRetired)
+      return Response::Error(Status::Invalid("body.retired_runners must be an array of at most " +
+                                             std::to_string(kMaxRetired) + " runner names, got " +
+                                             jsonf::Brief(*retired)));
+    for (const json& runner : *retired) {
+      if (!runner.is_string())
+        return Response::Error(
+            Status::Invalid("body.retired_runners must hold runner names (strings), got " + jsonf::Brief(runner)));
+    }
+    for (const json& runner : *retired) d_.dispatcher.RunnerRetired(host->record.id, runner.get<std::string>());
+  }
   WEFT_TRY_ASSIGN(outcome, d_.queue.Renew(host->record.id, refs));
   d_.hosts.Seen(*host);
   Status s = d_.store.TouchHost(host->record.id, host->record.last_seen_ms);

@@ -73,6 +73,9 @@ HostRegistry::HostRegistry(store::Store& store, queue::TaskQueue& queue, const C
     : store_(store), queue_(queue), clock_(clock), config_(config) {}
 
 Status HostRegistry::Load() {
+  std::set<std::string> heard;  // a reload after a failed commit keeps who this process heard from
+  for (const auto& [id, h] : hosts_)
+    if (h.heard) heard.insert(id);
   hosts_.clear();
   Result<std::vector<store::HostRecord>> records = store_.ListHosts();
   if (!records.ok()) return records.status().WithContext("cannot load hosts");
@@ -85,7 +88,8 @@ Status HostRegistry::Load() {
       const std::string tenant = d.value("tenant", std::string());
       (tenant.empty() ? h.plugins.shared : h.plugins.by_tenant[tenant]).insert(d["type"].get<std::string>());
     }
-    h.silent = !Live(h);
+    h.silent = !MaybeLive(h);
+    h.heard = heard.count(r.id) > 0;
     std::string id = r.id;
     h.record = std::move(r);
     hosts_.emplace(std::move(id), std::move(h));
@@ -139,7 +143,9 @@ Status HostRegistry::CheckNewProcess(const std::string& host_id, const std::stri
                           std::to_string(config_.hosts.silent_after_ms) + " ms)");
 }
 
-bool HostRegistry::Live(const Host& host) const {
+bool HostRegistry::Live(const Host& host) const { return host.heard && MaybeLive(host); }
+
+bool HostRegistry::MaybeLive(const Host& host) const {
   return !host.left && clock_.NowMs() - host.record.last_seen_ms <= config_.hosts.silent_after_ms;
 }
 
@@ -151,7 +157,8 @@ bool HostRegistry::HostLive(const std::string& host_id) const {
 void HostRegistry::Seen(Host& host) {
   host.record.last_seen_ms = clock_.NowMs();
   host.left = false;
-  if (host.silent) {
+  if (host.silent || !host.heard) {
+    host.heard = true;
     host.silent = false;
     HostEvent(host.record.id, "live");
   }
@@ -177,7 +184,7 @@ Status HostRegistry::Leave(Host& host) {
 
 Status HostRegistry::MarkSilent() {
   for (auto& [id, h] : hosts_) {
-    if (!h.silent && !Live(h)) {
+    if (!h.silent && !MaybeLive(h)) {
       h.silent = true;
       WEFT_LOG(kWarn, "weftd") << "host '" << id << "' is silent: not heard from for "
                                << config_.hosts.silent_after_ms << " ms (hosts.silent_after_ms)";
@@ -206,7 +213,7 @@ std::set<std::string> HostRegistry::TypesFor(const Host& host, const std::string
 std::set<std::string> HostRegistry::LivePluginTypes(const std::string& tenant) const {
   std::set<std::string> out;
   for (const auto& [id, h] : hosts_) {
-    if (!Live(h)) continue;
+    if (!MaybeLive(h)) continue;
     const std::set<std::string> types = TypesFor(h, tenant);
     out.insert(types.begin(), types.end());
   }
@@ -254,7 +261,7 @@ WorkerSplit HostRegistry::SplitWith(const std::set<std::string>& also) {
   active.insert(also.begin(), also.end());
   std::vector<HostCapacity> live;
   for (const auto& [id, h] : hosts_)
-    if (Live(h)) live.push_back({id, h.record.capacity});
+    if (MaybeLive(h)) live.push_back({id, h.record.capacity});
   return AllocateWorkers(std::move(live), active,
                          worker_caps_ ? worker_caps_() : std::map<std::string, std::int64_t>{});
 }

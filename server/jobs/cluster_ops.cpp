@@ -24,6 +24,7 @@ namespace {
 
 using api::Call;
 using api::Effect;
+using api::Fields;
 using api::Endpoint;
 using api::Principal;
 using api::Response;
@@ -227,9 +228,19 @@ class ClusterOps {
     // One lookup by name, not a read of every cluster: with a thousand clusters
     // that read made each create slower than the last.
     WEFT_TRY_ASSIGN(same_name, store_.FindCluster(call.principal.tenant, name));
-    if (same_name && same_name->name == name && !Terminated(*same_name))
+    if (same_name && same_name->name == name && !Terminated(*same_name)) {
+      // Another user's cluster is not shown, not even its id: to this caller its
+      // cluster.get is NOT_FOUND, and deleting it is not theirs to do.
+      if (!Visible(call, *same_name))
+        return Response::Error(Status::Conflict("cluster name '" + name + "' is taken by a cluster you cannot see "
+                                                "(another user's in tenant '" + call.principal.tenant +
+                                                "'); choose another name"),
+                               json{{"name", name}, {"visible", false}});
       return Response::Error(Status::Conflict("cluster '" + name + "' already exists (id " + same_name->id + ", " +
-                                              same_name->status + "); delete it first or choose another name"));
+                                              same_name->status + "); delete it first or choose another name"),
+                             json{{"name", name}, {"cluster_id", same_name->id}, {"status", same_name->status},
+                                  {"visible", true}});
+    }
 
     WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
     const catalog::Catalog& cat = *latest;
@@ -561,7 +572,11 @@ class ClusterOps {
   Response JobGet(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(j, FindJob(call));
-    WEFT_TRY_ASSIGN(details, jsonf::Bool(body, "details", "body", false));
+    // "tasks": false leaves the task list out (the progress counts stay): a
+    // job of a few hundred nodes has a list of over a megabyte.
+    WEFT_TRY_ASSIGN(with_tasks, jsonf::Bool(body, "tasks", "body", true));
+    WEFT_TRY_ASSIGN(asked_details, jsonf::Bool(body, "details", "body", false));
+    const bool details = asked_details && with_tasks;  // details are the tasks'
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
     std::map<std::int64_t, std::vector<store::AttemptRecord>> attempts;  // by task id, with `details`
     if (details) {
@@ -640,8 +655,8 @@ class ClusterOps {
     AppendNumber(out, ",\"waiting\":", count(store::TaskState::kWaiting));
     AppendText(out, "},\"requested_by\":", j.requested_by);
     AppendText(out, ",\"status\":", j.status);
-    out += ",\"tasks\":[";
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (with_tasks) out += ",\"tasks\":[";
+    for (std::size_t i = 0; with_tasks && i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       if (i > 0) out += ',';
       AppendText(out, "{\"action\":", t.action);
@@ -685,7 +700,8 @@ class ClusterOps {
       AppendNumber(out, ",\"updated_at_ms\":", t.updated_at_ms);
       out += '}';
     }
-    AppendNumber(out, "],\"updated_at_ms\":", j.updated_at_ms);
+    if (with_tasks) out += ']';
+    AppendNumber(out, ",\"updated_at_ms\":", j.updated_at_ms);
     out += ",\"waiting_for_plugins\":[";
     bool first = true;
     for (const std::string& plugin : PluginsWithoutHost(tasks, /*ready_only=*/true)) {
@@ -1053,37 +1069,62 @@ json RedactResults(json results) {
   return results;
 }
 
+namespace {
+
+// The ops that only read, on weftd's reactor and on its api front alike.
+void AddClusterReads(Router& router, const std::shared_ptr<ClusterOps>& ops) {
+  const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
+  const std::set<Endpoint> api = {Endpoint::kApi};
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads, {"all"});
+  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads, {"cluster"});
+  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads,
+             {"cluster", "limit"});
+  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads,
+             {"job", "details", "tasks"});
+}
+
+}  // namespace
+
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
                         LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins));
-  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); });
+  // Each op's body fields (docs/protocol.md): any other key is refused by the router.
+  const Fields job_options = {"dry_run", "keep_on_failure"};
+  const auto with = [&job_options](Fields fields) {
+    fields.insert(fields.end(), job_options.begin(), job_options.end());
+    return fields;
+  };
+  router.Add("cluster.create", users, api, [ops](const Call& c) { return ops->Create(c); }, Effect::kChanges,
+             with({"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config",
+                   "lease_ms"}));
   for (const char* op : {"delete", "scale", "add-services", "remove-services", "start", "stop", "restart",
                          "reconfigure", "upgrade", "rollback"}) {
     const JobOperation operation = *JobOperationFrom(op);  // every name above is one
     std::string wire_name = op;
     std::replace(wire_name.begin(), wire_name.end(), '-', '_');
+    Fields fields = {"cluster"};
+    if (operation == JobOperation::kScale) fields.push_back("size");
+    if (operation == JobOperation::kAddServices || operation == JobOperation::kRemoveServices ||
+        operation == JobOperation::kStart || operation == JobOperation::kStop || operation == JobOperation::kRestart)
+      fields.push_back("services");
+    if (operation == JobOperation::kReconfigure) fields.insert(fields.end(), {"config", "restart"});
     router.Add("cluster." + wire_name, users, api,
-               [ops, operation](const Call& c) { return ops->Change(operation, c); });
+               [ops, operation](const Call& c) { return ops->Change(operation, c); }, Effect::kChanges,
+               with(std::move(fields)));
   }
-  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); });
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
-  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); });
-  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); });
+  router.Add("cluster.extend_lease", users, api, [ops](const Call& c) { return ops->ExtendLease(c); },
+             Effect::kChanges, {"cluster", "lease_ms"});
+  router.Add("job.abort", users, api, [ops](const Call& c) { return ops->JobAbort(c); }, Effect::kChanges, {"job"});
+  router.Add("job.retry", users, api, [ops](const Call& c) { return ops->JobRetry(c); }, Effect::kChanges, {"job"});
+  AddClusterReads(router, ops);
 }
 
 void RegisterClusterReads(Router& router, store::Store& store, const Clock& clock, LivePlugins live_plugins) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, nullptr, clock, std::move(live_plugins));
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads);
-  router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads);
-  router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads);
-  router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads);
+  AddClusterReads(router, std::make_shared<ClusterOps>(store, nullptr, clock, std::move(live_plugins)));
 }
 
 }  // namespace weft::jobs

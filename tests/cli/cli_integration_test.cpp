@@ -303,4 +303,39 @@ TEST_CASE("weft: a server that never answers is named with the wait as durations
   CHECK_THAT(r.err, !Catch::Contains(" ms"));
 }
 
+TEST_CASE("weft plugin list: hosts running different versions of a plugin show each version with its hosts",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-test");
+  json newer = TestPlugin();
+  newer["version"] = "2.0";
+  server.RegisterHost("cli-host-a", json::array({TestPlugin()}), 1);
+  server.RegisterHost("cli-host-b", json::array({newer}), 1);
+  server.RegisterHost("cli-host-c", json::array({newer}), 1);
+
+  RunResult table = server.Weft({"plugin", "list"});
+  INFO(table.out << table.err);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::StartsWith("cli-test-provider  (provider, 2 versions on the hosts: 1.2, 2.0)\n"));
+  CHECK_THAT(table.out, Catch::Contains("version 1.2  cli-host-a (1 of 1 live)"));
+  CHECK_THAT(table.out, Catch::Contains("version 2.0  cli-host-b, cli-host-c (2 of 2 live)"));
+  CHECK_THAT(table.out, Catch::Contains("actions and fields of version 1.2"));
+
+  RunResult as_json = server.Weft({"-o", "json", "plugin", "list"});
+  REQUIRE(as_json.exit_code == 0);
+  const json p = json::parse(as_json.out)["plugins"][0];
+  REQUIRE(p["versions"].size() == 2);
+  CHECK(p["versions"][0] == json({{"version", "1.2"}, {"hosts", {"cli-host-a"}}, {"live_hosts", {"cli-host-a"}}}));
+  CHECK(p["versions"][1]["version"] == "2.0");
+  CHECK(p["versions"][1]["hosts"] == json({"cli-host-b", "cli-host-c"}));
+
+  // One version on every host: one line as before.
+  testing::Weftd same("weft-cli-test");
+  same.RegisterHost("cli-host-a", json::array({TestPlugin()}), 1);
+  same.RegisterHost("cli-host-b", json::array({TestPlugin()}), 1);
+  RunResult one = same.Weft({"plugin", "list"});
+  INFO(one.out);
+  CHECK_THAT(one.out, Catch::StartsWith("cli-test-provider  (provider, version 1.2)\n"));
+  CHECK_THAT(one.out, !Catch::Contains("version 1.2  "));
+}
+
 }  // namespace weft

@@ -199,3 +199,37 @@ TEST_CASE("day2: a second weft-host under a live host's id is refused until the 
   const std::vector<std::int64_t> ids = EnqueueMany(server, 3);
   for (std::int64_t id : ids) server.WaitTaskState(id, "succeeded", 60s);
 }
+
+TEST_CASE("day2: a host that left before a restart of weftd is not live after it; a running one is live once heard",
+          "[integration][day2]") {
+  TempDir tmp("weft-day2");
+  // Hosts fall silent only after a minute: liveness after the restart comes from being heard, not from the clock.
+  WeftdOptions options = ServerIn(tmp / "server");
+  options.silent_after_ms = 60000;
+  Weftd server(options);
+  Host gone(HostIn(tmp / "hosts", "h1", server.provisioner()));
+  Host staying(HostIn(tmp / "hosts", "h2", server.provisioner()));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1") && server.HostLive("h2"); }, 15s));
+  REQUIRE(ExitCodeOf(gone.Stop()) == 0);  // host.leave
+  REQUIRE(WaitFor([&] { return !server.HostLive("h1"); }, 10s));
+
+  // The host just shown live is seen again once it speaks to the new process.
+  server.Restart();
+  REQUIRE(WaitFor([&] { return server.HostLive("h2"); }, 15s));
+  CHECK_FALSE(server.HostLive("h1"));
+  const bool counted = WaitFor(
+      [&] {
+        const json hosts = server.Call("server.status", json::object())["hosts"];
+        return hosts["live"] == 1 && hosts["registered"] == 2;
+      },
+      10s);
+  INFO(server.Call("server.status", json::object())["hosts"].dump());
+  CHECK(counted);
+  const json listed = server.WeftJson({"host", "list"});
+  for (const json& h : listed["hosts"]) CHECK(h["live"] == (h["id"] == "h2"));
+  CHECK(listed["hosts"].size() == 2);
+
+  // Started again, the host that left is live again.
+  gone.Start();
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+}

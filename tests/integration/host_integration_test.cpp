@@ -490,3 +490,27 @@ TEST_CASE("integration: with weftd down a host stops about as fast as its worker
   CHECK_THAT(host.Log(), Catch::Contains("weftd did not answer host.leave within 1000 ms"));
   CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
 }
+
+TEST_CASE("integration: workers set above capacity is warned about at start, naming both; a defaulted one is not",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  // Set in the file: the host runs, with capacity workers, and says why.
+  Host over(HostIn(tmp / "over", "h1", server.provisioner(), {}, /*capacity=*/2, "workers = 5\n"));
+  // Defaulted (2) above a capacity of 1: nothing to warn about.
+  Host one(HostIn(tmp / "one", "h2", server.provisioner(), {}, /*capacity=*/1));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1") && server.HostLive("h2"); }, 15s));
+  REQUIRE(WaitFor([&] { return over.Log().find("registered with weftd") != std::string::npos; }, 10s));
+  INFO(over.Log());
+  CHECK_THAT(over.Log(), Catch::Contains("'workers' = 5 is more than 'capacity' = 2: only 2 worker(s) run"));
+  CHECK_THAT(over.Log(), Catch::Contains("capacity 2, 2 worker(s)"));
+  CHECK(one.Log().find("is more than 'capacity'") == std::string::npos);
+  // --workers on the command line counts as set too.
+  weft::testing::ProcessOptions output;
+  output.stdout_path = output.stderr_path = tmp / "h3.log";
+  Process flagged(kBuild / "bin/weft-host",
+                  {"--config", over.config().string(), "--host-id", "h3", "--capacity", "1", "--workers", "3"}, output);
+  REQUIRE(WaitFor([&] { return server.HostLive("h3"); }, 15s));
+  CHECK_THAT(weft::testing::ReadFile(tmp / "h3.log"),
+             Catch::Contains("'workers' = 3 is more than 'capacity' = 1: only 1 worker(s) run"));
+}

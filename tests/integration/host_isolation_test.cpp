@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -399,5 +400,34 @@ TEST_CASE("isolation: SIGTERM with a plugin that ignores cancellation: its worke
   server.WaitTaskState(quick, "succeeded", 10s);
   for (pid_t pid : workers) CHECK_FALSE(Alive(pid));
   CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
+  CheckNoSanitizerReport(host.Log());
+}
+
+TEST_CASE("isolation: a task of a newly dropped plugin type is handed out at once, not after the old workers' held "
+          "takes ran out",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  const std::filesystem::path dropins = tmp / "dropins";
+  std::filesystem::create_directories(dropins);
+  // Takes held for 25 s: the old workers' ones would keep the new type from weftd that long.
+  weft::testing::HostOptions options =
+      HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/automators", dropins}, 2);
+  options.take_wait_ms = 25000;
+  Host host(options);
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  // Both workers hold a take by now (weftd has two runners of h1 waiting).
+  std::this_thread::sleep_for(1s);
+  const std::int64_t waiting =
+      server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  std::filesystem::copy_file(kBuild / "plugins/fixtures/fixture_good.so", dropins / "fixture_good.so");
+  REQUIRE(WaitFor([&] { return host.Log().find("loaded plugin 'fixture-good'") != std::string::npos; }, 20s));
+  const json t = server.WaitTaskState(waiting, "succeeded", 10s);
+  INFO(host.Log());
+  CHECK(t["result"]["ran"] == true);
+  CHECK(t["attempt"] == 1);
+  // The retired workers exited; an automator task still runs on the new ones.
+  const std::int64_t fake = server.Enqueue(FakeTask("START", 0));
+  server.WaitTaskState(fake, "succeeded", 10s);
   CheckNoSanitizerReport(host.Log());
 }

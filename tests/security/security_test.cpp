@@ -830,6 +830,94 @@ TEST_CASE("security: a secret put before any host registered its plugin is put w
   CHECK_THAT(again.err, !Catch::Contains("warning"));
 }
 
+TEST_CASE("security: a cluster name another user took is CONFLICT without its id, a misspelt field is INVALID "
+          "and nothing is done, job.get leaves the task list out with tasks false",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
+                 root).exit_code == 0);
+  for (const std::string user : {"alice", "carol"}) {
+    REQUIRE(s.Weft({"--tenant", "acme", "user", "create", user}, root).exit_code == 0);
+    REQUIRE(s.Weft({"--tenant", "acme", "credentials", user, "-f", (tmp / (user + ".json")).string()}, root)
+                .exit_code == 0);
+  }
+  zmq::context_t ctx(1);
+  auto client_of = [&](const std::string& user) {
+    auto cred = weft::curve::LoadCredential(tmp / (user + ".json"));
+    REQUIRE(cred.ok());
+    return std::make_unique<weft::client::Client>(ctx, weft::client::FromCredential(*cred, 10000));
+  };
+  auto alice = client_of("alice"), carol = client_of("carol");
+  auto raw = [](weft::client::Client& c, const std::string& op, const json& body) {
+    weft::wire::Request req;
+    req.op = op;
+    req.body = body;
+    auto r = c.CallRaw(req);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  const json create = {{"name", "shared"}, {"template", "web-fake"}, {"size", 3}};
+  weft::wire::Reply made = raw(*alice, "cluster.create", create);
+  INFO(made.error.message);
+  REQUIRE(made.ok);
+  const std::string id = made.body["cluster"]["id"];
+  auto clusters = [&](weft::client::Client& c) { return raw(c, "cluster.list", json::object()).body["clusters"].size(); };
+
+  // carol cannot see alice's cluster: the refusal says the name is taken, without its id, status or advice to delete.
+  weft::wire::Reply taken = raw(*carol, "cluster.create", create);
+  CHECK_FALSE(taken.ok);
+  CHECK(taken.error.code == weft::Code::kConflict);
+  CHECK_THAT(taken.error.message, Catch::Contains("cluster name 'shared' is taken by a cluster you cannot see"));
+  CHECK_THAT(taken.error.message, !Catch::Contains(id) && !Catch::Contains("pending") && !Catch::Contains("delete"));
+  CHECK(taken.error.details == json({{"name", "shared"}, {"visible", false}}));
+  CHECK(raw(*carol, "cluster.get", {{"cluster", "shared"}}).error.code == weft::Code::kNotFound);
+  // alice, who can, is told which cluster it is (what to cluster.get after a lost reply).
+  weft::wire::Reply again = raw(*alice, "cluster.create", create);
+  CHECK(again.error.code == weft::Code::kConflict);
+  CHECK_THAT(again.error.message, Catch::Contains("cluster 'shared' already exists (id " + id));
+  CHECK(again.error.details ==
+        json({{"name", "shared"}, {"cluster_id", id}, {"status", "pending"}, {"visible", true}}));
+
+  // Misspelt fields are refused before anything happens, naming the field meant.
+  weft::wire::Reply r = raw(*alice, "cluster.delete", {{"cluster", "shared"}, {"dryrun", true}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.message == "\"dryrun\" is not a field of cluster.delete; did you mean \"dry_run\"?");
+  CHECK(r.error.details["known_fields"] == json({"cluster", "dry_run", "keep_on_failure"}));
+  r = raw(*alice, "cluster.create", {{"name", "x1"}, {"template", "web-fake"}, {"size", 3}, {"dryRun", true}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["did_you_mean"] == "dry_run");
+  r = raw(*alice, "cluster.create", {{"name", "x2"}, {"template", "web-fake"}, {"size", 3}, {"colour", "red"}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK_THAT(r.error.message, Catch::StartsWith("\"colour\" is not a field of cluster.create; its fields are "));
+  r = raw(*alice, "job.list", {{"clusterr", "shared"}});
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["did_you_mean"] == "cluster");
+  r = raw(*alice, "cluster.list", {{"limit", 2}});  // cluster.list has no limit: refused, not ignored
+  CHECK(r.error.code == weft::Code::kInvalid);
+  CHECK(r.error.details["known_fields"] == json({"all"}));
+  CHECK(clusters(*alice) == 1);
+  json still = raw(*alice, "cluster.get", {{"cluster", "shared"}}).body["cluster"];
+  CHECK(still["status"] == "pending");
+  CHECK(still["jobs"].size() == 1);  // only the create: no delete job was started
+
+  // job.get with "tasks": false has the progress without the task list.
+  const json full = raw(*alice, "job.get", {{"job", still["latest_job"]}}).body["job"];
+  REQUIRE(full["tasks"].size() > 3);
+  weft::wire::Reply brief = raw(*alice, "job.get", {{"job", still["latest_job"]}, {"tasks", false}, {"details", true}});
+  INFO(brief.error.message);
+  REQUIRE(brief.ok);
+  CHECK_FALSE(brief.body["job"].contains("tasks"));
+  CHECK(brief.body["job"]["progress"] == full["progress"]);
+  CHECK(brief.body["job"]["progress"]["total"] == full["tasks"].size());
+  CHECK(brief.body["job"]["status"] == full["status"]);
+  json without = full;
+  without.erase("tasks");
+  CHECK(brief.body["job"] == without);
+}
+
 TEST_CASE("security: a client flooding the api endpoint is rate limited, a host keeps getting tasks meanwhile",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
@@ -1205,4 +1293,108 @@ TEST_CASE("security: the check a client makes of an endpoint after its key got n
   RunResult wrong = s.Weft({"--server", s.provisioner(), "--timeout", "800", "status"}, s.superadmin());
   CHECK(wrong.exit_code == 1);
   CHECK_THAT(wrong.err, Catch::Contains("provisioner"));
+}
+
+TEST_CASE("security: a revoked host backs off its refused calls, says what to do, and enrolls with a new enroll_token "
+          "at its restart",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  HostOptions options = HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n");
+  Host h1(options);
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+  auto old = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(old.ok());
+  const std::string old_fingerprint = weft::curve::Fingerprint(old->keys.public_key);
+
+  // Revoked while it runs: its runners' takes are refused, and they wait 1, 2, 4 s ... between tries
+  // (one line per change), not 500 ms for ever.
+  REQUIRE(s.Weft({"host", "revoke", "h1"}, s.superadmin()).exit_code == 0);
+  const bool backed_off = WaitFor([&] { return h1.Log().find("next try in 4 s") != std::string::npos; }, 30s);
+  INFO(h1.Log());
+  REQUIRE(backed_off);
+  CHECK(h1.Log().find("failures so far") == std::string::npos);
+  CHECK(Count(h1.Log(), "task.take from " + s.provisioner() + ": ") <= 3 * 2);  // two runners at most
+
+  // Restarted with the token it already spent: refused at the handshake; the log names the key and says that
+  // a new token is needed and how, and the tries back off.
+  h1.Stop();
+  h1.Start();
+  const bool told = WaitFor([&] { return h1.Log().find("next try in 2 s") != std::string::npos; }, 30s);
+  INFO(h1.Log());
+  REQUIRE(told);
+  CHECK_THAT(h1.Log(), Catch::Contains("weftd refuses this host's key") && Catch::Contains(old_fingerprint) &&
+                           Catch::Contains("already spent on this key") &&
+                           Catch::Contains("weft host token create"));
+  CHECK_FALSE(s.HostLive("h1"));
+
+  // A new token in its configuration and a restart: it enrolls with it, keeping the old credential aside.
+  h1.Stop();
+  options.extra_toml = "enroll_token = \"" + Token(s) + "\"\n";
+  WriteFile(h1.config(), weft::testing::HostToml(options, h1.dir()));
+  h1.Start();
+  const bool live = WaitFor([&] { return s.HostLive("h1"); }, 20s);
+  INFO(h1.Log());
+  REQUIRE(live);
+  CHECK_THAT(h1.Log(), Catch::Contains("enrolled with weftd") && Catch::Contains("the old credential is kept as"));
+  auto fresh = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(fresh.ok());
+  CHECK(fresh->keys.public_key != old->keys.public_key);
+  int aside = 0;
+  for (const auto& f : fs::directory_iterator(h1.credential().parent_path()))
+    if (f.path().filename().string().rfind("credential.json.refused-", 0) == 0) {
+      ++aside;
+      auto kept = weft::curve::LoadCredential(f.path());
+      REQUIRE(kept.ok());
+      CHECK(kept->keys.public_key == old->keys.public_key);
+    }
+  CHECK(aside == 1);
+  const std::int64_t id =
+      s.Enqueue({{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n1"}});
+  s.WaitTaskState(id, "succeeded", 30s);
+
+  // A later restart keeps the new credential: the new token is spent on it.
+  h1.Stop();
+  h1.Start();
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 20s));
+  CHECK(h1.Log().find("enrolled with weftd") == std::string::npos);
+  CHECK(weft::curve::LoadCredential(h1.credential())->keys.public_key == fresh->keys.public_key);
+}
+
+TEST_CASE("security: a host with a wrong server_key says the handshake failed and names the key; corrected, it asks "
+          "to join with the same key pair",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const std::string wrong = weft::curve::Generate()->public_key;
+  HostOptions options = HostIn(tmp.path(), "h1", s.provisioner(), "server_key = \"" + wrong + "\"\n");
+  Host h1(options);
+  REQUIRE(WaitFor([&] { return h1.Log().find("cannot register with weftd") != std::string::npos; }, 20s));
+  INFO(h1.Log());
+  CHECK_THAT(h1.Log(), Catch::Contains("the CurveZMQ handshake with " + s.provisioner() + " failed") &&
+                           Catch::Contains("(fingerprint " + weft::curve::Fingerprint(wrong) +
+                                           ", server_key in the configuration), may be wrong") &&
+                           Catch::Contains("endpoints.json"));
+  CHECK_THAT(h1.Log(), !Catch::Contains("events endpoint, or another program"));
+  auto made = weft::curve::LoadCredential(h1.credential());
+  REQUIRE(made.ok());
+
+  // The right key in the configuration: the stored credential's wrong one gives way, the key pair stays.
+  h1.Stop();
+  const std::string right = weft::curve::LoadCredential(s.superadmin())->server_key;
+  options.extra_toml = "server_key = \"" + right + "\"\n";
+  WriteFile(h1.config(), weft::testing::HostToml(options, h1.dir()));
+  h1.Start();
+  json requests;
+  const bool asked = WaitFor(
+      [&] {
+        requests = s.WeftJson({"host", "requests"}, s.superadmin());
+        return !requests["requests"].empty();
+      },
+      20s);
+  INFO(h1.Log());
+  REQUIRE(asked);
+  CHECK(requests["requests"][0]["fingerprint"] == weft::curve::Fingerprint(made->keys.public_key));
+  CHECK_THAT(h1.Log(), Catch::Contains("using the configured one"));
+  CHECK(weft::curve::LoadCredential(h1.credential())->server_key == right);
 }

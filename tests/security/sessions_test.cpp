@@ -506,8 +506,17 @@ TEST_CASE("sessions: a gateway's connection is not held to the per-connection ap
   Gateway direct(s, dir.path() / "alice.json");
   int refused = 0;
   for (int i = 0; i < 50; ++i) {
-    Result<json> r = direct.client->Call("provider.list");
-    if (!r.ok() && r.status().code() == Code::kTooLarge) ++refused;
+    Result<weft::wire::Reply> r = direct.Raw({}, "provider.list");
+    REQUIRE(r.ok());
+    if (r->ok) continue;
+    // Nothing was done: UNAVAILABLE (worth retrying), with how long to wait; never TOO_LARGE (never retry).
+    INFO(r->error.message);
+    CHECK(r->error.code == Code::kUnavailable);
+    CHECK_THAT(r->error.message, Catch::Contains("rate limit") && Catch::Contains("retry after"));
+    REQUIRE(r->error.details.contains("retry_after_ms"));
+    CHECK(r->error.details["retry_after_ms"].get<std::int64_t>() >= 1);
+    CHECK(r->error.details["retry_after_ms"].get<std::int64_t>() <= 1000);  // one token at 1 a second
+    ++refused;
   }
   CHECK(refused > 0);
 }

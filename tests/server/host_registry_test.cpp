@@ -92,3 +92,37 @@ TEST_CASE("host registry: refused plugin files are checked, bounded and shown to
   CHECK_THAT(bad.status().message(), Catch::Contains("body.refused[0]"));
   CHECK(weft::hosts::ParseRefused({{"refused", "x"}}).status().code() == weft::Code::kInvalid);
 }
+
+TEST_CASE("host registry: hosts loaded from the store are live only once heard from, a reload keeps who was heard",
+          "[hosts]") {
+  weft::testing::TempDir dir;
+  auto opened = weft::testing::OpenStore(dir / "weft.db");
+  REQUIRE(opened.ok());
+  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
+  weft::ManualClock clock;
+  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
+  REQUIRE(queue.Load().ok());
+  weft::server::Config config;
+  config.hosts.silent_after_ms = 3000;
+  for (const char* id : {"h1", "h2"})
+    REQUIRE(store->UpsertHost({id, 2, "0.1.0", "[{\"type\":\"fake\"}]", clock.NowMs(), clock.NowMs()}).ok());
+  // As after a restart of weftd: both were heard a moment ago, by the previous process.
+  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  REQUIRE(hosts.Load().ok());
+  CHECK_FALSE(hosts.HostLive("h1"));
+  CHECK_FALSE(hosts.HostLive("h2"));
+  // They may be live: the split and the plugin types jobs may use still count them.
+  CHECK(hosts.MaybeLive(*hosts.Find("h1")));
+  CHECK(hosts.LivePluginTypes("default").count("fake") == 1);
+  CHECK(hosts.SplitWith({}).size() == 2);
+  hosts.Seen(*hosts.Find("h2"));
+  CHECK(hosts.HostLive("h2"));
+  CHECK_FALSE(hosts.HostLive("h1"));
+  // A reload after a failed commit keeps what this process heard.
+  REQUIRE(hosts.Reset().ok());
+  CHECK(hosts.HostLive("h2"));
+  CHECK_FALSE(hosts.HostLive("h1"));
+  // Not heard within silent_after_ms: silent as before.
+  clock.AdvanceMs(3001);
+  CHECK_FALSE(hosts.MaybeLive(*hosts.Find("h1")));
+}

@@ -93,3 +93,59 @@ TEST_CASE("router: only successful calls of ops that change state reach the audi
   CHECK(failed.status.code() == weft::Code::kInternal);
   CHECK_THAT(failed.status.message(), Catch::Contains("audit log") && Catch::Contains("disk full"));
 }
+
+namespace {
+
+Response RouteBody(const Router& r, const std::string& op, json body, Endpoint e = Endpoint::kApi) {
+  weft::wire::Request req;
+  req.id = "1";
+  req.op = op;
+  req.body = std::move(body);
+  Call c;
+  c.endpoint = e;
+  c.principal = Principal{"default", e == Endpoint::kApi ? Role::kUser : Role::kHost};
+  c.request = &req;
+  return r.Route(c);
+}
+
+}  // namespace
+
+TEST_CASE("router: a body field an op does not declare is INVALID before the handler runs, naming the nearest "
+          "field, and ops without a field list take any body",
+          "[api]") {
+  Router r;
+  int ran = 0;
+  r.Add("cluster.delete", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kChanges, {"cluster", "dry_run", "keep_on_failure"});
+  r.Add("x.any", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); });
+  r.Add("x.host", {Role::kHost}, {Endpoint::kProvisioner}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kHostTraffic, {"a"});
+
+  // A misspelt dry_run, in any spelling, never reaches the handler (which would delete the cluster).
+  for (const char* wrong : {"dryrun", "dryRun", "dry-run", "dry_rn"}) {
+    INFO(wrong);
+    Response refused = RouteBody(r, "cluster.delete", {{"cluster", "victim"}, {wrong, true}});
+    CHECK(refused.status.code() == weft::Code::kInvalid);
+    CHECK(refused.status.message() ==
+          "\"" + std::string(wrong) + "\" is not a field of cluster.delete; did you mean \"dry_run\"?");
+    CHECK(refused.details["field"] == wrong);
+    CHECK(refused.details["did_you_mean"] == "dry_run");
+    CHECK(refused.details["known_fields"] == json({"cluster", "dry_run", "keep_on_failure"}));
+  }
+  // Nothing near: the message lists the fields instead.
+  Response far = RouteBody(r, "cluster.delete", {{"cluster", "victim"}, {"colour", "red"}, {"zz", 1}});
+  CHECK(far.status.code() == weft::Code::kInvalid);
+  CHECK_THAT(far.status.message(), Catch::StartsWith("\"colour\" is not a field of cluster.delete; its fields are "
+                                                     "cluster, dry_run, keep_on_failure"));
+  CHECK(far.details["unknown_fields"] == json({"colour", "zz"}));
+  CHECK_FALSE(far.details.contains("did_you_mean"));
+  CHECK(ran == 0);
+  CHECK(r.Served().empty());
+
+  // Declared fields pass, as does an empty body; an op without a list and the provisioner endpoint are not checked.
+  CHECK(RouteBody(r, "cluster.delete", {{"cluster", "victim"}, {"dry_run", true}}).status.ok());
+  CHECK(RouteBody(r, "cluster.delete", json::object()).status.ok());
+  CHECK(RouteBody(r, "x.any", {{"whatever", 1}}).status.ok());
+  CHECK(RouteBody(r, "x.host", {{"b", 1}}, Endpoint::kProvisioner).status.ok());
+  CHECK(ran == 4);
+}

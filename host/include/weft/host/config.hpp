@@ -30,6 +30,9 @@ struct HostConfig {
   // each runs capacity / workers tasks at once on threads (the first ones get
   // the remainder); there are never more workers than capacity.
   int workers = 2;
+  // Whether `workers` was set (in the file or by --workers), not defaulted: a
+  // set value above capacity is warned about at start (ConfigWarnings).
+  bool workers_set = false;
   int worker_memory_limit_mb = 1024;  // RSS above this: the worker is killed
   // Tenants the workers serve, round-robin (worker i serves tenants[i % n]),
   // pinned by the operator; empty: the workers follow weftd's worker split.
@@ -73,6 +76,9 @@ std::vector<std::string> SyncedTenants(const HostConfig& config);
 
 // The workers that will actually run: min(workers, capacity).
 int EffectiveWorkers(const HostConfig& config);
+// What weft-host logs as warnings at start about a config it runs anyway
+// (e.g. `workers` set above `capacity`: only `capacity` workers run).
+std::vector<std::string> ConfigWarnings(const HostConfig& config);
 // Threads of worker `index` (0-based): capacity split as evenly as possible.
 int WorkerThreads(const HostConfig& config, int index);
 

@@ -43,6 +43,7 @@
 namespace weft::host {
 
 class OutageLog;  // runtime.cpp: rate-limited logging of failed calls to weftd
+class RefusalBackoff;  // enrollment.hpp: waits growing while weftd refuses this host's key
 
 struct WorkerOptions {
   int threads = 1;          // tasks run at once
@@ -124,6 +125,7 @@ class Runtime {
   // Shared by every runner: failed takes, failed finishes.
   std::unique_ptr<OutageLog> take_outage_;
   std::unique_ptr<OutageLog> finish_outage_;
+  std::unique_ptr<RefusalBackoff> take_refusals_;  // the runners' takes refused for this host's key
 
   std::mutex write_mu_;  // the channel's write side
 

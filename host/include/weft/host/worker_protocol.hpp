@@ -44,6 +44,7 @@ struct WorkerMessage {
     kStop,       // master: graceful stop
     kRun,        // master: the task of a kStart may run
     kSkip,       // master: the task of a kStart must not run (reason says why)
+    kDraining,   // worker: answering kDrain, no runner starts a take any more
   };
   Kind kind = Kind::kReady;
   std::int64_t task_id = 0;

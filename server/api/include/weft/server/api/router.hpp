@@ -7,6 +7,9 @@
 // admin. With security off every `api` caller is superadmin of the header's
 // tenant and every `provisioner` caller a host. An unknown op is INVALID and
 // the reply lists the known ops; an op the principal may not call is DENIED.
+// An `api` op added with its body's fields refuses a body with any other
+// top-level key (INVALID, naming it and the nearest field); one added without
+// a list takes any body.
 //
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
@@ -118,11 +121,16 @@ using AuditRecorder = std::function<Status(const Call&, const Response&)>;
   if (!var##_result.ok()) return Response::Error(var##_result.status()); \
   auto var = std::move(var##_result.value())
 
+// The top-level keys an op's body may have (empty: not checked).
+using Fields = std::vector<std::string>;
+
 class Router {
  public:
-  // `roles` may call the op; `endpoints` serve it.
+  // `roles` may call the op; `endpoints` serve it. With `fields`, a request on
+  // the `api` endpoint whose body has another top-level key is INVALID before
+  // the handler runs (a misspelt `dry_run` must never be ignored).
   void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
-           Effect effect = Effect::kChanges);
+           Effect effect = Effect::kChanges, Fields fields = {});
   void set_audit_recorder(AuditRecorder recorder) { recorder_ = std::move(recorder); }
   Response Route(const Call& call) const;
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
@@ -150,10 +158,12 @@ class Router {
     std::set<Endpoint> endpoints;
     Handler handler;
     Effect effect = Effect::kChanges;
+    Fields fields;  // sorted; empty: any body
     mutable std::shared_ptr<std::atomic<std::int64_t>> served = std::make_shared<std::atomic<std::int64_t>>(0);
     const server::OpMetrics* metrics = nullptr;
   };
   Response Dispatch(const Call& call, const Entry* entry) const;
+  static Response CheckFields(const Call& call, const Entry& entry);
   static Response Invoke(const Handler& handler, const Call& call);
   Response Record(const Call& call, Response response) const;
 

@@ -22,6 +22,8 @@ class RateLimits {
 
   // Whether `connection` may have one more request now (and takes its token).
   bool Admit(const std::string& connection);
+  // After a refusal: how long until `connection` has a token again (ms, at least 1).
+  std::int64_t RetryAfterMs(const std::string& connection) const;
   // Counts each refusal there (null: not counted).
   void set_refusal_counter(metrics::Counter* refused) { refused_ = refused; }
 

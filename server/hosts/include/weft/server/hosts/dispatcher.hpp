@@ -71,6 +71,12 @@ class Dispatcher {
   // and ends now as undelivered instead of when its lease runs out. Also tells
   // the listener, so that a take of that runner still held is let go.
   [[nodiscard]] Status RunnerTakes(const std::string& host_id, const std::string& runner);
+  // A runner that takes no more (its worker was retired, host.heartbeat's
+  // retired_runners): a take of it still held is let go (answered CONFLICT),
+  // and nothing else changes.
+  void RunnerRetired(const std::string& host_id, const std::string& runner) {
+    if (runner_listener_) runner_listener_(host_id, runner);
+  }
   // The host named this attempt (heartbeat, progress, finish): it reached it.
   void Acknowledged(std::int64_t task_id, std::int64_t attempt);
   // The host left or started again: its runners' attempts are no longer watched.

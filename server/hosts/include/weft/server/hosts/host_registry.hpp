@@ -42,6 +42,10 @@ struct Host {
   bool silent = false;
   // Said goodbye (host.leave): not live until it registers again.
   bool left = false;
+  // Heard from by this weftd process: false for a host loaded from the store
+  // until it speaks, so a host that left (or died) before a restart of weftd
+  // does not show live meanwhile; kept across a Reset().
+  bool heard = true;
   // The process that registered last (host.register's `incarnation`); kept in memory only.
   std::string incarnation;
   // Where that process says it runs (host.register's optional `machine` and `pid`), for
@@ -89,8 +93,14 @@ class HostRegistry {
   [[nodiscard]] Status CheckNewProcess(const std::string& host_id, const std::string& incarnation,
                                        const std::string& key, bool* first);
 
-  // Whether weftd heard from the host within hosts.silent_after_ms.
+  // Whether this weftd heard from the host, within hosts.silent_after_ms, and
+  // it did not leave since.
   bool Live(const Host& host) const;
+  // Whether the host was heard from within hosts.silent_after_ms by this weftd
+  // or before its restart, and did not leave since: it may be live. The worker
+  // split and the plugin types jobs may use count these, so that neither
+  // changes while hosts speak to a restarted weftd for the first time.
+  bool MaybeLive(const Host& host) const;
   bool HostLive(const std::string& host_id) const;
   // The host just spoke: it is live again.
   void Seen(Host& host);
@@ -103,7 +113,7 @@ class HostRegistry {
 
   // The plugin types of `host` that tasks of `tenant` may use, sorted.
   static std::set<std::string> TypesFor(const Host& host, const std::string& tenant);
-  // The plugin types some live host runs for `tenant`'s tasks (host-wide and the tenant's own).
+  // The plugin types some host that may be live (MaybeLive) runs for `tenant`'s tasks (host-wide and the tenant's own).
   std::set<std::string> LivePluginTypes(const std::string& tenant) const;
   // The registered hosts that run a host-wide plugin (from the operator's
   // plugin directories) of `type`; a tenant may not take that type for a Lua plugin.
