@@ -200,7 +200,7 @@ TEST_CASE("day2: a second weft-host under a live host's id is refused until the 
   for (std::int64_t id : ids) server.WaitTaskState(id, "succeeded", 60s);
 }
 
-TEST_CASE("day2: a host that left before a restart of weftd is not live after it; a running one is live once heard",
+TEST_CASE("day2: a host that left before a restart of weftd is not live after it, a running one is live once heard",
           "[integration][day2]") {
   TempDir tmp("weft-day2");
   // Hosts fall silent only after a minute: liveness after the restart comes from being heard, not from the clock.

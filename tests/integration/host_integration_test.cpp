@@ -491,7 +491,7 @@ TEST_CASE("integration: with weftd down a host stops about as fast as its worker
   CHECK_THAT(host.Log(), Catch::Contains("host: stopped"));
 }
 
-TEST_CASE("integration: workers set above capacity is warned about at start, naming both; a defaulted one is not",
+TEST_CASE("integration: workers set above capacity is warned about at start, naming both, a defaulted one is not",
           "[integration][host]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));

@@ -1361,7 +1361,7 @@ TEST_CASE("security: a revoked host backs off its refused calls, says what to do
   CHECK(weft::curve::LoadCredential(h1.credential())->keys.public_key == fresh->keys.public_key);
 }
 
-TEST_CASE("security: a host with a wrong server_key says the handshake failed and names the key; corrected, it asks "
+TEST_CASE("security: a host with a wrong server_key says the handshake failed and names the key, and corrected it asks "
           "to join with the same key pair",
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
