@@ -1,5 +1,6 @@
 #include "weft/server/daemon/subscriptions.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <random>
 
@@ -106,6 +107,7 @@ void Subscriptions::Read() {
 void Subscriptions::Restart() {
   seq_.clear();
   incarnation_ = NewIncarnation();
+  incarnation_tail_ = ",\"incarnation\":\"" + incarnation_ + "\"}";
 }
 
 void Subscriptions::Check() {
@@ -150,10 +152,10 @@ void Subscriptions::Publish(std::vector<Event> committed) {
     wire::AppendJson(body_, e.payload);
     if (body_.size() > 2 && body_.back() == '}') {
       body_.pop_back();
-      char tail[96];
-      const int n = std::snprintf(tail, sizeof tail, ",\"seq\":%llu,\"incarnation\":\"%s\"}",
-                                  static_cast<unsigned long long>(number), incarnation_.c_str());
-      body_.append(tail, static_cast<std::size_t>(n));
+      char digits[24];
+      const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, number);
+      (void)ec;  // 24 characters hold any 64-bit number
+      body_.append(",\"seq\":").append(digits, end).append(incarnation_tail_);
     }
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());

@@ -70,6 +70,7 @@ class Subscriptions {
   // The last sequence number of each topic in this incarnation.
   std::unordered_map<std::string, std::uint64_t, TopicHash, std::equal_to<>> seq_;
   std::string incarnation_;
+  std::string incarnation_tail_;  // what ends every payload: `,"incarnation":"..."}`
   std::string body_;  // an event's JSON, reused from one event to the next
 };
 
