@@ -67,7 +67,7 @@ WeftdOptions ServerIn(const fs::path& dir, const std::string& security = "") {
 // (enroll_token, server_key, ...).
 HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server,
                    const std::string& security) {
-  return {.dir = dir, .id = id, .server = server, .state_dir = true, .extra_toml = security};
+  return {.dir = dir, .id = id, .server = server, .extra_toml = security};
 }
 
 // A user of `tenant` with `role` and their credential file.
@@ -536,7 +536,8 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
   CHECK(CountRows(s,
-                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%' OR payload LIKE '%enc:v%') + "
+                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%') + "
+                  "(SELECT COUNT(*) FROM task_specs WHERE payload LIKE '%enc:v%') + "
                   "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v%') + (SELECT COUNT(*) FROM clusters "
                   "WHERE spec LIKE '%enc:v%' OR previous LIKE '%enc:v%')") == 0);
   // The catalog keeps its own sealed copy: the provider still exists.
@@ -895,9 +896,9 @@ TEST_CASE("security: a cluster name another user took is CONFLICT without its id
   r = raw(*alice, "job.list", {{"clusterr", "shared"}});
   CHECK(r.error.code == weft::Code::kInvalid);
   CHECK(r.error.details["did_you_mean"] == "cluster");
-  r = raw(*alice, "cluster.list", {{"limit", 2}});  // cluster.list has no limit: refused, not ignored
+  r = raw(*alice, "cluster.list", {{"owner", "alice"}});  // cluster.list has no owner filter: refused, not ignored
   CHECK(r.error.code == weft::Code::kInvalid);
-  CHECK(r.error.details["known_fields"] == json({"all"}));
+  CHECK(r.error.details["known_fields"] == json({"after", "all", "limit"}));
   CHECK(clusters(*alice) == 1);
   json still = raw(*alice, "cluster.get", {{"cluster", "shared"}}).body["cluster"];
   CHECK(still["status"] == "pending");
