@@ -277,9 +277,13 @@ TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made,
   ImportCatalog(s, dir.path() / "catalog");
   const json plan = {{"name", "big"}, {"template", "web-big"}};
 
-  // Within both bounds: the plan as before.
+  // Within both bounds: the plan as before, up to close to the message limit.
   const json small = s.Call("cluster.plan", With(plan, {{"size", 3}}));
   CHECK(small["layout"]["nodes"].size() == 3);
+  const json near = s.Call("cluster.plan", With(plan, {{"size", 20}}));
+  CHECK(near["layout"]["nodes"].size() == 20);
+  CHECK(near.dump().size() > 20000);
+  CHECK(near.dump().size() < 65536 - 4096);
 
   // Past max_plan_nodes: TOO_LARGE naming the limit and where to raise it.
   Status st = Refused(s, "cluster.plan", With(plan, {{"size", 201}}));
