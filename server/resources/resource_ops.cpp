@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "weft/common/digest.hpp"
 #include "weft/common/json_fields.hpp"
@@ -238,7 +239,10 @@ class ResourceOps {
   Status Decorate(const store::TaskRecord& record, json& task, hosts::TaskTexts& texts) {
     auto pinned = task.find("resources");
     if (pinned == task.end() || pinned->is_null()) {
-      WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> active, store_.Active(record.tenant, {record.plugin}));
+      // The type asked for, in a list kept for it: a list made per take cost an allocation.
+      if (one_type_.size() != 1) one_type_.resize(1);
+      one_type_[0] = record.plugin;
+      WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> active, store_.Active(record.tenant, one_type_));
       if (active.empty()) {
         // Most tasks use none: the same "resources":[] from text made once,
         // not an empty array made in the task's tree and written out per take.
@@ -277,6 +281,7 @@ class ResourceOps {
   ResourceStore& store_;
   const wire::Limits limits_;
   const hosts::HostRegistry& hosts_;
+  std::vector<std::string> one_type_;  // Decorate's (the reactor thread's) list of one type
 };
 
 }  // namespace

@@ -688,6 +688,9 @@ Result<std::vector<ActiveVersion>> FileResourceStore::Active(const std::string& 
   };
   if (types.empty()) {
     collect("");
+  } else if (types.size() == 1) {
+    // A take's one type: sorted already, nothing to copy.
+    if (!types[0].empty()) collect(types[0]);
   } else {
     std::vector<std::string> sorted = types;
     std::sort(sorted.begin(), sorted.end());
