@@ -516,6 +516,40 @@ TEST_CASE("provisioner: unknown keys cannot file unlimited host requests, and th
                       Catch::Contains(std::to_string(refused) + " host requests refused"));
 }
 
+TEST_CASE("provisioner: a host that encrypts for another server key is logged once, with its address and the "
+          "likely cause",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  // The server key of another weftd: weftd cannot open this client's HELLO, and ZAP is never asked.
+  auto other = weft::curve::Generate();
+  auto keys = weft::curve::Generate();
+  REQUIRE(other.ok());
+  REQUIRE(keys.ok());
+  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::reconnect_ivl, 50);  // it tries again and again, as a host does
+  weft::curve::SetClientKeys(socket, other->public_key, *keys);
+  socket.connect(s.provisioner());
+  weft::wire::Request r;
+  r.id = "1";
+  r.op = "host.register";
+  r.body = Register("h-wrong-key");
+  REQUIRE(weft::wire::SendMultipart(socket, weft::wire::EncodeRequest(r)));
+  const std::string line = "a client at 127.0.0.1 on the provisioner endpoint sent a CurveZMQ handshake weftd "
+                           "cannot decrypt";
+  REQUIRE(WaitFor([&] { return s.weftd().Log().find(line) != std::string::npos; }, 15s));
+  std::this_thread::sleep_for(1s);  // (many more attempts meanwhile)
+  const std::string log = s.weftd().Log();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains(line + ": it was most likely given another server key than this weftd's"));
+  int lines = 0;
+  for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++lines;
+  CHECK(lines == 1);  // once per address, however often it tries
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  CHECK(zmq::poll(&item, 1, std::chrono::milliseconds(0)) == 0);  // and it never got an answer
+}
+
 namespace {
 
 // A field of /proc/PID/status, in KiB (VmRSS: now; VmHWM: the peak so far).

@@ -220,9 +220,23 @@ class ZapHandler {
   // The keys are loaded: answer handshakes from now on (idempotent).
   void Open() { open_ = true; }
   void Stop();
+  // Also logs, rate limited, each client at `endpoint` ("api", "provisioner")
+  // of `socket` whose CurveZMQ handshake fails before the ZAP handler is asked:
+  // its HELLO cannot be decrypted (a client configured with another server
+  // key), which the peer alone would never learn. Before Start.
+  [[nodiscard]] Status Watch(zmq::socket_t& socket, const std::string& endpoint);
 
  private:
   void Run();
+  // Reads the watched sockets' monitor events that are waiting (never blocks).
+  void DrainWatched();
+  struct Watched {
+    std::string endpoint;
+    zmq::socket_t monitor;                  // the PAIR that receives the socket's events
+    std::map<std::uint32_t, std::string> peers;  // connection's descriptor -> peer address, while connected
+    std::uint32_t failed = 0;               // the protocol error of a failed handshake, until its disconnect
+  };
+  std::vector<std::unique_ptr<Watched>> watched_;
 
   zmq::context_t& ctx_;
   KeySnapshot& keys_;
