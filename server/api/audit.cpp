@@ -208,7 +208,7 @@ Status RecordAudit(store::Store& store, const Clock& clock, const Call& call, co
 void RegisterAuditOps(Router& router, store::Store& store) {
   store::Store* st = &store;
   router.Add("audit.list", {Role::kUser, Role::kAdmin, Role::kSuperadmin}, {Endpoint::kApi},
-             [st](const Call& c) { return List(*st, c); }, Effect::kReads);
+             [st](const Call& c) { return List(*st, c); }, Effect::kReads, {"since_ms", "user", "cluster", "limit"});
 }
 
 }  // namespace weft::api

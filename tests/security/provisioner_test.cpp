@@ -489,12 +489,26 @@ TEST_CASE("provisioner: unknown keys cannot file unlimited host requests, and th
   // per host id and rate limited, and the log holds a tally, not a line each.
   std::vector<std::unique_ptr<Peer>> peers;
   for (int i = 0; i < 40; ++i) peers.push_back(std::make_unique<Peer>(ctx, s, Peer::Stranger()));
-  int refused = 0;
+  int refused = 0, too_many_keys = 0, too_fast = 0;
   for (int i = 0; i < 40; ++i) {
     weft::wire::Reply r = peers[i]->Call("host.register", Register(i < 10 ? "h1" : "x" + std::to_string(i)));
     CHECK_FALSE(r.ok);
-    if (r.error.code == weft::Code::kTooLarge) ++refused;
+    // Past 4 keys for one host id: a limit on a list, not worth retrying. Past the rate: try again after the pause.
+    if (r.error.code == weft::Code::kTooLarge) {
+      ++too_many_keys;
+      CHECK_THAT(r.error.message, Catch::Contains("too many keys ask to join as host 'h1'"));
+    }
+    if (r.error.code == weft::Code::kUnavailable) {
+      ++too_fast;
+      CHECK_THAT(r.error.message, Catch::Contains("too many hosts ask to join at once") &&
+                                      Catch::Contains("nothing was recorded: retry after"));
+      CHECK(r.error.details.value("retry_after_ms", 0) >= 1);
+      CHECK(r.error.details.value("retry_after_ms", 0) <= 500);  // one request at 2 a second
+    }
+    if (r.error.code == weft::Code::kTooLarge || r.error.code == weft::Code::kUnavailable) ++refused;
   }
+  CHECK(too_many_keys == 6);
+  CHECK(too_fast >= 5);
   json requests = s.WeftJson({"host", "requests"})["requests"];
   int for_h1 = 0;
   for (const json& r : requests) for_h1 += r["host_id"] == "h1" ? 1 : 0;

@@ -118,8 +118,11 @@ class Registry {
   // it by the key's fingerprint. Several keys may ask for one host id; the
   // requests are capped, in all and per host id, and new ones rate limited.
   // True when the request is new (not the same key asking again).
+  // One too many at once is UNAVAILABLE: RequestRetryAfterMs() says when to ask again.
   [[nodiscard]] Result<bool> RequestHost(const std::string& host_id, const std::string& host_key,
                                    const std::string& address);
+  // How long until RequestHost takes a new request, in ms (at least 1).
+  std::int64_t RequestRetryAfterMs() const;
   // `live`: as for EnrollHost; a live host with a key in force is replaced only with `force`.
   [[nodiscard]] Status AcceptHost(const std::string& host_id, const std::string& fingerprint, bool force, bool live,
                                   const std::string& by);
