@@ -197,7 +197,6 @@ class Rig {
     // The whole log (info), to see that it stays readable at this scale.
     testing::HostOptions host = BenchHost(paths_.host, dir_.path(), kHostId, provisioner_, opts_.capacity,
                                           opts_.workers, plugins, "info");
-    host.state_dir = true;
     host_ = std::make_unique<testing::Host>(host);
     host_->Start();
     WEFT_RETURN_IF_ERROR(WaitForHost());

@@ -24,6 +24,7 @@
 
 #include "weft/common/log.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/dir_lock.hpp"
 #include "weft/common/version.hpp"
 #include "weft/host/config.hpp"
 #include "weft/host/enrollment.hpp"
@@ -279,6 +280,17 @@ int main(int argc, char** argv) {
                           << getpid() << "), server " << config.server;
   for (const std::string& warning : weft::host::ConfigWarnings(config)) {
     WEFT_LOG(kWarn, "host") << warning;
+  }
+  // Two masters on one state directory would share its credential and
+  // enrollment, and weftd would take them for one host.
+  if (weft::Status s = weft::LockDirectory(weft::host::StateDir(config), "weft-host.lock", "weft-host",
+                                           "the state directory");
+      !s.ok()) {
+    WEFT_LOG(kError, "host") << s.message()
+                             << (s.code() == weft::Code::kConflict
+                                     ? "; stop it first, or give this one its own host_id or state_dir"
+                                     : "; set state_dir in the configuration to a directory weft-host may write");
+    return 1;
   }
   if (weft::Status s = weft::host::EnsureCredential(config, signals); !s.ok()) {
     WEFT_LOG(kError, "host") << s.message();

@@ -21,6 +21,7 @@
 
 #include <zmq.hpp>
 
+#include "weft/common/dir_lock.hpp"
 #include "weft/server/api/router.hpp"
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/auth/auth_ops.hpp"
@@ -1060,31 +1061,10 @@ Status CheckKeyFiles(const Config& config, store::Store& store, bool new_keys) {
 }  // namespace
 
 Status LockDataDir(const std::filesystem::path& data_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  if (ec)
-    return Status::Unavailable("cannot create the data directory " + data_dir.string() + ": " + ec.message() +
-                               "; create it or pass another --data-dir");
-  const std::filesystem::path lock_path = data_dir / "weftd.lock";
-  // Deliberately never closed: the lock lives as long as the process.
-  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::Unavailable("cannot open " + lock_path.string() + ": " + std::strerror(errno) +
-                               "; check the permissions of the data directory");
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char buf[32] = {};
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("unknown");
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    close(fd);
-    return Status::Conflict("another weftd (pid " + pid + ") is already using the data directory " +
-                            data_dir.string() + "; stop it first or give this one another --data-dir");
-  }
-  std::string pid = std::to_string(getpid()) + "\n";
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    WEFT_LOG(kWarn, kLog) << "cannot record the pid in " << lock_path.string() << ": " << std::strerror(errno);
-  }
-  return Status::Ok();
+  Status s = LockDirectory(data_dir, "weftd.lock", "weftd", "the data directory");
+  if (s.code() == Code::kConflict) return Status::Conflict(s.message() + "; stop it first or give this one another --data-dir");
+  if (!s.ok()) return Status::Unavailable(s.message() + "; or pass another --data-dir");
+  return s;
 }
 
 // With the postgres store and [leader] enabled, weftd elects a leader among

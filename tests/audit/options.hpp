@@ -45,7 +45,6 @@ inline testing::HostOptions HostIn(const fs::path& dir, const std::string& id, c
           .capacity = 4,
           .workers = 1,
           .shutdown_grace_ms = 1000,
-          .state_dir = true,
           .extra_toml = extra};
 }
 

@@ -31,6 +31,7 @@ using weft::testing::TempDir;
 using weft::testing::WaitFor;
 using weft::testing::Host;
 using weft::testing::HostIn;
+using weft::testing::HostOptions;
 using weft::testing::kBuild;
 using weft::testing::ServerIn;
 using weft::testing::Weftd;
@@ -505,12 +506,47 @@ TEST_CASE("integration: workers set above capacity is warned about at start, nam
   CHECK_THAT(over.Log(), Catch::Contains("'workers' = 5 is more than 'capacity' = 2: only 2 worker(s) run"));
   CHECK_THAT(over.Log(), Catch::Contains("capacity 2, 2 worker(s)"));
   CHECK(one.Log().find("is more than 'capacity'") == std::string::npos);
-  // --workers on the command line counts as set too.
+  // --workers on the command line counts as set too (a configuration of its
+  // own: every host on a machine has its own state_dir).
+  HostOptions flagged_options = HostIn(tmp / "flagged", "h3", server.provisioner());
+  flagged_options.start = false;
+  Host flagged_files(flagged_options);
   weft::testing::ProcessOptions output;
   output.stdout_path = output.stderr_path = tmp / "h3.log";
   Process flagged(kBuild / "bin/weft-host",
-                  {"--config", over.config().string(), "--host-id", "h3", "--capacity", "1", "--workers", "3"}, output);
+                  {"--config", flagged_files.config().string(), "--capacity", "1", "--workers", "3"}, output);
   REQUIRE(WaitFor([&] { return server.HostLive("h3"); }, 15s));
   CHECK_THAT(weft::testing::ReadFile(tmp / "h3.log"),
              Catch::Contains("'workers' = 3 is more than 'capacity' = 1: only 1 worker(s) run"));
+}
+
+TEST_CASE("integration: a second weft-host on a state directory in use is refused, naming the first, which serves on",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host first(HostIn(tmp / "host", "h1", server.provisioner()));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
+
+  // The same file again (a second unit, or a start by hand beside the
+  // service), and the same state_dir under another host id.
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--host-id", "h9"}}) {
+    std::vector<std::string> args = {"--config", first.config().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    weft::testing::RunResult second = weft::testing::Run(kBuild / "bin/weft-host", args, 20s);
+    INFO(second.out << second.err);
+    CHECK(second.exit_code == 1);
+    CHECK_THAT(second.out + second.err,
+               Catch::Contains("another weft-host (pid " + std::to_string(first.process().pid()) +
+                               ") is already using the state directory " + (first.dir() / "state").string()));
+    CHECK_THAT(second.out + second.err, Catch::Contains("give this one its own host_id or state_dir"));
+  }
+  CHECK_FALSE(server.HostLive("h9"));
+
+  // The first still serves: a task goes through it.
+  const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"}, {"action", "CREATE"}, {"node_id", "n1"}});
+  CHECK(server.WaitTaskState(id, "succeeded", 15s)["state"] == "succeeded");
+  // Once it stops, the directory is free for the next one.
+  CHECK(ExitCode(first.Stop()) == 0);
+  first.Start();
+  CHECK(WaitFor([&] { return first.Log().find("registered with weftd") != std::string::npos; }, 15s));
 }

@@ -125,8 +125,7 @@ struct Env {
                                   .server = server.provisioner(),
                                   .capacity = 4,
                                   .workers = 2,
-                                  .shutdown_grace_ms = 1000,
-                                  .state_dir = true}) {
+                                  .shutdown_grace_ms = 1000}) {
     CatalogDir catalog(dir.path() / "catalog");
     catalog.PatchActions("", "", {{"latency_ms", 5}});
     // Each nginx INSTALL fails its first attempt, so the job retries.
@@ -284,7 +283,6 @@ TEST_CASE("metrics: with [metrics] enabled = false weftd serves none, and weft-h
   Host host(testing::HostOptions{.dir = dir.path(),
                                  .id = "h1",
                                  .server = server.provisioner(),
-                                 .state_dir = true,
                                  .extra_toml = "metrics_listen = \"\"\n"});
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
   CHECK_FALSE(fs::exists(host.dir() / "state" / "metrics.json"));
@@ -330,7 +328,6 @@ TEST_CASE("metrics: failed and crashed tasks are counted by weftd and by the hos
                                  .server = server.provisioner(),
                                  .capacity = 2,
                                  .workers = 2,
-                                 .state_dir = true,
                                  .plugin_dirs = {plugins / "crashers", plugins / "automators"}});
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
   const std::string weftd_url = server.endpoints().value("metrics", std::string());
@@ -383,7 +380,6 @@ TEST_CASE("metrics: weft-host counts resource cache hits, misses and the bytes i
   Host host(testing::HostOptions{.dir = dir.path(),
                                  .id = "h1",
                                  .server = server.provisioner(),
-                                 .state_dir = true,
                                  .plugin_dirs = {fs::path(WEFT_BUILD_DIR) / "plugins" / "resource-fixtures"}});
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
   const std::string content = "a resource of forty bytes, more or less\n";

@@ -67,7 +67,7 @@ WeftdOptions ServerIn(const fs::path& dir, const std::string& security = "") {
 // (enroll_token, server_key, ...).
 HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server,
                    const std::string& security) {
-  return {.dir = dir, .id = id, .server = server, .state_dir = true, .extra_toml = security};
+  return {.dir = dir, .id = id, .server = server, .extra_toml = security};
 }
 
 // A user of `tenant` with `role` and their credential file.

@@ -12,7 +12,8 @@ std::string HostToml(const HostOptions& o, const fs::path& dir) {
   auto line = [](const char* key, int value) { return std::string(key) + " = " + std::to_string(value) + "\n"; };
   auto quoted = [](const std::string& text) { return nlohmann::json(text).dump(); };
   std::string toml = "server = " + quoted(o.server) + "\nhost_id = " + quoted(o.id) + "\n";
-  if (o.state_dir) toml += "state_dir = " + quoted((dir / "state").string()) + "\n";
+  // Its own state directory, never the default one the machine's hosts share.
+  toml += "state_dir = " + quoted((dir / "state").string()) + "\n";
   toml += line("capacity", o.capacity);
   if (o.workers > 0) toml += line("workers", o.workers);
   if (o.take_wait_ms > 0) toml += line("take_wait_ms", o.take_wait_ms);

@@ -1,6 +1,6 @@
 // A real weft-host (master and its workers) for integration tests and
 // benches: its own directory <dir>/<id>/ with host.toml, host.log (stdout and
-// stderr) and, when asked, state/ (the host's credential). The process is
+// stderr) and state/ (its state_dir: credential, enrollment, resources). The process is
 // killed when the object dies.
 #pragma once
 
@@ -22,7 +22,6 @@ struct HostOptions {
   int take_wait_ms = 500;        // 0: weft-host's default
   int request_timeout_ms = 1000;  // 0: weft-host's default
   int shutdown_grace_ms = 0;  // 0: weft-host's default
-  bool state_dir = false;     // state_dir = <dir>/<id>/state (enrollment, credential)
   std::vector<std::filesystem::path> plugin_dirs = {};  // empty: weft-host's default
   std::string extra_toml = {};  // more keys (enroll_token, server_key, ...)
   bool start = true;          // start in the constructor
