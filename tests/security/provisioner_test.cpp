@@ -549,7 +549,8 @@ TEST_CASE("provisioner: a host that encrypts for another server key is logged on
   r.id = "1";
   r.op = "host.register";
   r.body = Register("h-wrong-key");
-  REQUIRE(weft::wire::SendMultipart(socket, weft::wire::EncodeRequest(r)));
+  weft::wire::Frames frames = weft::wire::EncodeRequest(r);
+  REQUIRE(weft::wire::SendMultipart(socket, frames));
   const std::string line = "a client at 127.0.0.1 on the provisioner endpoint sent a CurveZMQ handshake weftd "
                            "cannot decrypt";
   REQUIRE(WaitFor([&] { return s.weftd().Log().find(line) != std::string::npos; }, 15s));

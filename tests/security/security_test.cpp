@@ -1408,7 +1408,7 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
   REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "1", "--max-nodes", "5"}, root).exit_code == 0);
   REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
                  root).exit_code == 0);
-  const fs::path ann = MakeUser(s, tmp, "acme", "ann", "admin");
+  const fs::path ann = MakeUser(s, tmp.path(), "acme", "ann", "admin");
   zmq::context_t ctx(1);
   auto client_of = [&](const fs::path& file) {
     auto cred = weft::curve::LoadCredential(file);
@@ -1464,7 +1464,8 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
         "\"verbose\" is not a field of server.status; it takes no fields (its body is {})");
   // Nothing was done: no user bob, acme's quota unchanged, the provider still there.
   CHECK(s.WeftJson({"--tenant", "acme", "user", "list"}, root)["users"].size() == 1);
-  for (const json& t : s.WeftJson({"tenant", "list"}, root)["tenants"])
+  const json tenants = s.WeftJson({"tenant", "list"}, root)["tenants"];
+  for (const json& t : tenants)
     if (t["name"] == "acme") CHECK(t["max_nodes"] == 5);
   CHECK(raw(*admin, "provider.get", {{"name", "fake"}}).ok);
   // An entity's put takes the entity's own keys: not refused (kept with a warning).
@@ -1499,7 +1500,7 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
   REQUIRE(made.ok);
   const std::string cluster_id = made.body["cluster"]["id"];
   const std::string job_id = made.body["job"]["id"];
-  over = raw(*admin, "cluster.create", {{"name", "c2"}, {"template", "web-fake"}, {"size", 1}});
+  over = raw(*admin, "cluster.create", {{"name", "c2"}, {"template", "web-fake"}, {"size", 3}});
   CHECK(over.error.code == weft::Code::kDenied);
   CHECK(over.error.details ==
         json({{"tenant", "acme"}, {"quota", "max_clusters"}, {"limit", 1}, {"used", 1}, {"asked", 1}}));
