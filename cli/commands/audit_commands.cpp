@@ -5,6 +5,7 @@
 #include "weft/catalog/entities.hpp"
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
+#include "weft/cli/paging.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
@@ -77,15 +78,17 @@ Status Audit(Context& ctx, const ParsedArgs& args) {
   }
   if (args.Has("--user")) body["user"] = args.Get("--user");
   if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
-  if (args.Has("--limit")) {
-    const std::string limit = args.Get("--limit");
-    char* end = nullptr;
-    const long long n = std::strtoll(limit.c_str(), &end, 10);
-    if (limit.empty() || *end != '\0' || n < 1 || n > 100000)
-      return ctx.UsageError("--limit needs a number from 1 to 100000, got '" + limit + "'");
-    body["limit"] = n;
-  }
-  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("audit.list", std::move(body)));
+  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> limit, LimitFlag(ctx, args, 100000));
+  if (limit && args.Has("--all")) return ctx.UsageError("--limit and --all contradict each other; give one");
+  // The newest 1000 (or N), or with --all every entry, a page of 1000 at a time, shown oldest first.
+  const std::optional<std::int64_t> want =
+      args.Has("--all") ? std::nullopt : std::optional<std::int64_t>(limit.value_or(1000));
+  WEFT_ASSIGN_OR_RETURN(json reply, ReadPages(ctx, {.op = "audit.list",
+                                                    .body = std::move(body),
+                                                    .rows = "entries",
+                                                    .want = want,
+                                                    .page = 1000,
+                                                    .pages_go_back = true}));
   if (ctx.json_output()) {
     ctx.PrintJson(reply);
     return Status::Ok();
@@ -128,7 +131,8 @@ void RegisterAuditCommands(CommandTable& table) {
                         .help = "only entries newer than that (2h, 7d, or a UTC time: 2026-11-25T17:00:00Z)"},
                        {.name = "--user", .value_name = "U", .help = "only what user U did"},
                        {.name = "--cluster", .value_name = "C", .help = "only what was done to cluster C (name or id)"},
-                       {.name = "--limit", .value_name = "N", .help = "the newest N entries (default 1000)"}},
+                       {.name = "--limit", .value_name = "N", .help = "the newest N entries (default 1000)"},
+                       {.name = "--all", .value_name = "", .help = "every entry that matches, however many"}},
              .args = {},
              .handler = &Audit});
 }

@@ -10,6 +10,7 @@
 #include "weft/catalog/layout.hpp"
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
+#include "weft/cli/paging.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
@@ -204,7 +205,14 @@ Status ClusterExtendLease(Context& ctx, const ParsedArgs& args) {
 Status ClusterList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--all")) body["all"] = true;
-  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.list", std::move(body)));
+  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> want, LimitFlag(ctx, args, 100000));
+  // Every cluster (or the first N), a page of 1000 at a time.
+  WEFT_ASSIGN_OR_RETURN(json reply, ReadPages(ctx, {.op = "cluster.list",
+                                                    .body = std::move(body),
+                                                    .rows = "clusters",
+                                                    .want = want,
+                                                    .page = 1000,
+                                                    .pages_go_back = false}));
   if (ctx.json_output()) {
     ctx.PrintJson(reply);
     return Status::Ok();
@@ -420,8 +428,10 @@ void RegisterClusterCommands(CommandTable& table) {
              .flags = {{.name = "--lease", .value_name = "DURATION", .help = "how much longer (default: the template's step)"}},
              .args = {cluster}, .handler = &ClusterExtendLease});
   table.Add({.noun = "cluster", .verb = "list", .summary = "List clusters.",
-             .description = "Clusters that are not terminated; --all includes terminated ones.",
-             .flags = {{.name = "--all", .value_name = "", .help = "include terminated clusters"}}, .args = {},
+             .description = "Clusters that are not terminated, oldest first; --all includes terminated ones.",
+             .flags = {{.name = "--all", .value_name = "", .help = "include terminated clusters"},
+                       {.name = "--limit", .value_name = "N", .help = "only the first N clusters (default: every one)"}},
+             .args = {},
              .handler = &ClusterList});
   table.Add({.noun = "cluster", .verb = "get", .summary = "Show a cluster: nodes, addresses, services, history.",
              .description = "Secrets in node results (ssh private keys) are shown as <redacted>.",

@@ -5,7 +5,10 @@
 // endpoint is, in case it came back on another port. A handshake that failed
 // (a key refused, a server key that does not match) ends ZeroMQ's own
 // reconnecting for good, so then the command opens a new socket itself, and
-// keeps doing so until a handshake succeeds.
+// keeps doing so until a handshake succeeds. Every event carries its topic's
+// sequence number and the numbering's incarnation: a number skipped, or a new
+// incarnation (weftd restarted, another weftd took the lead), is told in one
+// line on stderr, since the state must then be read again.
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -18,6 +21,7 @@
 #include "weft/cli/context.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
+#include "weft/client/events.hpp"
 #include "weft/common/curve.hpp"
 
 namespace weft::cli {
@@ -72,6 +76,10 @@ std::string Describe(const json& e) {
 Result<std::string> EventsEndpoint(Context& ctx, int timeout_ms) {
   WEFT_ASSIGN_OR_RETURN(json status, ctx.Call("server.status", json::object(), {}, timeout_ms));
   std::string events = status.value("endpoints", json::object()).value("events", "");
+  // Several weftd on one database: only the leader publishes (a follower answers server.status itself).
+  const json leader = status.value("leadership", json::object()).value("leader", json::object());
+  if (leader.is_object() && leader.value("endpoints", json::object()).contains("events"))
+    events = leader["endpoints"].value("events", events);
   if (events.empty()) return Status::NotFound("weftd did not say where its events endpoint is");
   for (const char* any : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"}) {
     const std::string wildcard = any;
@@ -244,6 +252,7 @@ Status Events(Context& ctx, const ParsedArgs& args) {
   // The socket gave up (a failed handshake): open a new one at the next try.
   bool dead = false;
   auto asked = std::chrono::steady_clock::now();
+  client::EventSequence sequence;
   auto went_away = [&](const std::string& why) {
     if (away_said) return;  // once per outage, not once per try
     away_said = true;
@@ -296,7 +305,16 @@ Status Events(Context& ctx, const ParsedArgs& args) {
       if (!subscriber.sub().recv(topic, zmq::recv_flags::dontwait)) break;
       if (!topic.more() || !subscriber.sub().recv(body, zmq::recv_flags::none)) continue;
       json e = json::parse(body.to_string(), nullptr, false);
-      if (!e.is_object() || !Shown(ctx, filter, e)) continue;
+      if (!e.is_object()) continue;
+      const std::string name = topic.to_string();
+      if (const client::EventSequence::Seen seen = sequence.Check(name, e); seen.gap()) {
+        ctx.err() << "events were missed ("
+                  << (seen.restarted ? std::string("weftd's numbering started anew: a restart or a new leader")
+                                     : std::to_string(seen.missed) + " on " + name)
+                  << "); read the state again (weft job show, weft cluster get)\n"
+                  << std::flush;
+      }
+      if (!Shown(ctx, filter, e)) continue;
       if (ctx.json_output()) {
         e["topic"] = topic.to_string();
         ctx.out() << e.dump() << '\n' << std::flush;
@@ -317,8 +335,9 @@ void RegisterEventsCommands(CommandTable& table) {
                  "One line per event until interrupted (-o json: one JSON object per line, with\n"
                  "its topic). Without options: every event you may see (a tenant admin their\n"
                  "tenant's, a user their own clusters'). When weftd restarts it says so and\n"
-                 "reconnects by itself; events published meanwhile are missed (read the state\n"
-                 "back with `weft job show`).",
+                 "reconnects by itself. Events missed (published while away, or dropped for a\n"
+                 "slow reader) are told in one line on stderr: read the state back then with\n"
+                 "`weft job show` or `weft cluster get`.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's events (name or id)"},
                        {.name = "--job", .value_name = "J", .help = "only this job's events and its tasks'"}},
              .args = {},

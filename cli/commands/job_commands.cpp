@@ -11,6 +11,7 @@
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
+#include "weft/cli/paging.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
@@ -179,7 +180,17 @@ void PrintHistory(Context& ctx, const json& job) {
 Status JobList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
-  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("job.list", std::move(body)));
+  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> limit, LimitFlag(ctx, args, 100000));
+  if (limit && args.Has("--all")) return ctx.UsageError("--limit and --all contradict each other; give one");
+  // The newest 100 (or N), or with --all every job, a page of 1000 at a time.
+  const std::optional<std::int64_t> want =
+      args.Has("--all") ? std::nullopt : std::optional<std::int64_t>(limit.value_or(100));
+  WEFT_ASSIGN_OR_RETURN(json reply, ReadPages(ctx, {.op = "job.list",
+                                                    .body = std::move(body),
+                                                    .rows = "jobs",
+                                                    .want = want,
+                                                    .page = 1000,
+                                                    .pages_go_back = false}));
   if (ctx.json_output()) {
     ctx.PrintJson(reply);
     return Status::Ok();
@@ -360,9 +371,12 @@ void RegisterJobCommands(CommandTable& table) {
   table.Add({.noun = "job",
              .verb = "list",
              .summary = "List jobs, newest first.",
-             .description = "Every job of the tenant, or of one cluster with --cluster: its cluster's name\n"
-                            "and id, what it did, who asked for it, how it ended and how long it took.",
-             .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's jobs (name or id)"}},
+             .description = "The newest 100 jobs of the tenant (--limit N: N; --all: every one), or of one\n"
+                            "cluster with --cluster: its cluster's name and id, what it did, who asked\n"
+                            "for it, how it ended and how long it took.",
+             .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's jobs (name or id)"},
+                       {.name = "--limit", .value_name = "N", .help = "the newest N jobs (default 100)"},
+                       {.name = "--all", .value_name = "", .help = "every job, however many"}},
              .args = {},
              .handler = &JobList});
   table.Add({.noun = "job",

@@ -103,7 +103,11 @@ class Client:
 
     def events_endpoint(self):
         """weftd's events endpoint as reachable from here (a wildcard host becomes the api's)."""
-        events = self.call("server.status")["endpoints"]["events"]
+        status = self.call("server.status")
+        events = status["endpoints"]["events"]
+        # Several weftd on one database: only the leader publishes (a follower answers this itself).
+        leader = ((status.get("leadership") or {}).get("leader") or {}).get("endpoints") or {}
+        events = leader.get("events", events)
         for wildcard in ("tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"):
             if events.startswith(wildcard):
                 host = self.endpoint.split("://", 1)[1].rsplit(":", 1)[0]
@@ -159,6 +163,31 @@ def progress_bar(done, total, status):
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} tasks, {status}"
 
 
+class Gaps:
+    """Notices missed events (docs/protocol.md, "events"): every event carries its
+    topic's `seq`, one more than the topic's last, and the numbering's
+    `incarnation`, new when weftd restarted or another weftd took the lead."""
+
+    def __init__(self):
+        self.incarnation = None
+        self.last = {}
+
+    def missed(self, topic, event):
+        """None when nothing was missed before this event, else why the state must be read again."""
+        seq, incarnation = event.get("seq"), event.get("incarnation")
+        if seq is None or incarnation is None:
+            return None  # a weftd that does not number its events
+        if incarnation != self.incarnation:
+            first = self.incarnation is None
+            self.incarnation, self.last = incarnation, {topic: seq}
+            return None if first else "weftd's numbering started anew (a restart or a new leader)"
+        last = self.last.get(topic)
+        self.last[topic] = seq
+        if last is not None and seq != last + 1:
+            return f"{seq - last - 1} events missed on {topic}"
+        return None
+
+
 def subscribe_jobs(client, tenant, cluster_id=""):
     """A SUB socket on the tenant's task events (one per attempt's transition) and
     job events (one per status change), of one cluster when cluster_id is given."""
@@ -189,6 +218,7 @@ def cmd_cluster_create(client, args):
     now = client.call("job.get", {"job": job["id"]})["job"]
     total = now["progress"]["total"]
     done = set()
+    gaps = Gaps()
     status = now.get("status") if user else job.get("status")
     deadline = time.monotonic() + args.timeout
     while status in ("running", "failing"):
@@ -199,8 +229,16 @@ def cmd_cluster_create(client, args):
             # Events are best effort (PUB drops for slow subscribers): read the state back.
             status = client.call("job.get", {"job": job["id"]})["job"]["status"]
             continue
-        _topic, payload = sub.recv_multipart()
+        topic, payload = sub.recv_multipart()
         event = json.loads(payload)
+        why = gaps.missed(topic.decode(), event)
+        if why:
+            # Events were dropped: what they said is read back from weftd.
+            print(f"events were missed ({why}); reading the job again", file=sys.stderr, flush=True)
+            now = client.call("job.get", {"job": job["id"]})["job"]
+            status = now["status"]
+            done = {t["id"] for t in now.get("tasks", []) if t.get("state") == "succeeded"}
+            print(progress_bar(len(done), total, status), flush=True)
         if event.get("cluster_id") != cluster_id:
             continue
         if event.get("type") == "job" and event.get("job_id") == job["id"]:

@@ -22,7 +22,7 @@ const std::set<std::string, std::less<>> kKnownKeys = {
     "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
     "worker_memory_limit_mb", "tenants", "state_dir", "resource_cache_dir", "resource_plugin_dir",
     "enroll_token", "server_key",
-    "resource_sync_ms", "metrics_listen"};
+    "resource_sync_ms", "metrics_listen", "lua_memory_mb", "lua_instructions"};
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
@@ -36,8 +36,9 @@ std::string TypeName(const toml::node& node) {
   return out.str();
 }
 
+template <typename Int>
 Status ReadInt(const toml::table& table, std::string_view key, std::string_view source, std::int64_t min,
-               std::int64_t max, int* out) {
+               std::int64_t max, Int* out) {
   const toml::node* node = table.get(key);
   if (!node) return Status::Ok();
   std::optional<std::int64_t> v = node->value_exact<std::int64_t>();
@@ -46,7 +47,7 @@ Status ReadInt(const toml::table& table, std::string_view key, std::string_view 
     return Status::Invalid(std::string(source) + ": '" + std::string(key) + "' must be an integer from " +
                            std::to_string(min) + " to " + std::to_string(max) + ", got " + got);
   }
-  *out = static_cast<int>(*v);
+  *out = static_cast<Int>(*v);
   return Status::Ok();
 }
 
@@ -96,7 +97,8 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
                              "'; known keys are server, host_id, capacity, plugin_dirs, take_wait_ms, "
                              "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
                              "worker_memory_limit_mb, tenants, state_dir, resource_cache_dir, "
-                             "resource_plugin_dir, resource_sync_ms, enroll_token, server_key, metrics_listen");
+                             "resource_plugin_dir, resource_sync_ms, enroll_token, server_key, metrics_listen, "
+                             "lua_memory_mb, lua_instructions");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
@@ -121,6 +123,9 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(
       ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "resource_sync_ms", source, 50, 3'600'000, &config.resource_sync_ms));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_memory_mb", source, 1, 4096, &config.lua.memory_mb));
+  WEFT_RETURN_IF_ERROR(
+      ReadInt(table, "lua_instructions", source, 1'000'000, 1'000'000'000'000, &config.lua.instructions));
   for (auto [key, out] : {std::pair{"state_dir", &config.state_dir},
                           std::pair{"resource_cache_dir", &config.resource_cache_dir},
                           std::pair{"resource_plugin_dir", &config.resource_plugin_dir}}) {
@@ -274,6 +279,8 @@ std::string WorkerConfigJson(const HostConfig& config) {
                       {"log_level", config.log_level},
                       {"workers", config.workers},
                       {"worker_memory_limit_mb", config.worker_memory_limit_mb},
+                      {"lua_memory_mb", config.lua.memory_mb},
+                      {"lua_instructions", config.lua.instructions},
                       {"tenants", config.tenants},
                       {"resource_cache_dir", ResourceCacheDir(config).string()},
                       {"state_dir", StateDir(config).string()}};
@@ -297,6 +304,8 @@ Result<HostConfig> WorkerConfigFromJson(std::string_view text) {
     config.log_level = j.at("log_level").get<std::string>();
     config.workers = j.at("workers").get<int>();
     config.worker_memory_limit_mb = j.at("worker_memory_limit_mb").get<int>();
+    config.lua.memory_mb = j.at("lua_memory_mb").get<int>();
+    config.lua.instructions = j.at("lua_instructions").get<std::int64_t>();
     config.tenants = j.at("tenants").get<std::vector<std::string>>();
     config.resource_cache_dir = j.value("resource_cache_dir", std::string());
     config.state_dir = j.value("state_dir", std::string());

@@ -4,7 +4,8 @@
 // One binary, three roles:
 //   weft-host [options]            the master (what operators start)
 //   weft-host run PLUGIN ACTION --task FILE   run one action of one plugin, without weftd
-//   weft-host --probe FILE         internal: load one plugin file, print its verdict
+//   weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]
+//                                  internal: load one plugin file, print its verdict
 //   weft-host --worker ...         internal: one worker process, started by the master
 #include <pthread.h>
 #include <signal.h>
@@ -61,11 +62,16 @@ std::filesystem::path ExeDir(const char* argv0) {
   std::exit(kExitUsage);
 }
 
-std::optional<int> ParseInt(const char* v, long min, long max) {
+std::optional<long> ParseLong(const char* v, long min, long max) {
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
   if (!*v || *end || n < min || n > max) return std::nullopt;
-  return static_cast<int>(n);
+  return n;
+}
+
+std::optional<int> ParseInt(const char* v, int min, int max) {
+  std::optional<long> n = ParseLong(v, min, max);
+  return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
 }
 
 // Every runner thread of a worker keeps two connections to weftd (take and
@@ -150,6 +156,7 @@ int WorkerMain(int argc, char** argv) {
 
   weft::host::PluginSet plugins;
   plugins.set_log_loaded(false);
+  plugins.set_lua_budget(config->lua);
   for (const auto& [file, owner] : files) plugins.LoadFile(file, owner);
   WEFT_LOG(kInfo, component) << "serving " << (tenant.empty() ? std::string("any tenant") : "tenant '" + tenant + "'")
                              << " with " << threads << " thread(s) and " << plugins.plugins().size() << " plugin(s)";
@@ -179,11 +186,16 @@ int WorkerMain(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "--probe") {
-    if (argc != 3) {
-      std::fprintf(stderr, "usage: weft-host --probe FILE\n");
+    weft::host::LuaBudget lua;
+    std::optional<int> memory_mb = argc == 5 ? ParseInt(argv[3], 1, 4096) : lua.memory_mb;
+    std::optional<long> instructions = argc == 5 ? ParseLong(argv[4], 1'000'000, 1'000'000'000'000) : lua.instructions;
+    if ((argc != 3 && argc != 5) || !memory_mb || !instructions) {
+      std::fprintf(stderr, "usage: weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]\n");
       return kExitUsage;
     }
-    return weft::host::ProbeMain(argv[2]);
+    lua.memory_mb = *memory_mb;
+    lua.instructions = *instructions;
+    return weft::host::ProbeMain(argv[2], lua);
   }
   if (argc >= 2 && std::string_view(argv[1]) == "run") return weft::host::RunCommandMain(argc, argv);
   if (argc >= 2 && std::string_view(argv[1]) == "--run-child") return weft::host::RunChildMain(argc, argv);

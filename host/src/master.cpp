@@ -427,7 +427,7 @@ void Master::Impl::Scan(bool initial) {
       v.probe = old->second.probe;
       fresh = false;
     } else {
-      v.probe = RunProbe(exe, file);
+      v.probe = RunProbe(exe, file, config.lua);
     }
     if (v.probe.ok) {
       const std::string type = v.probe.info.value("type", std::string());

@@ -205,7 +205,10 @@ void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) 
 bool PluginSet::LoadFile(const std::filesystem::path& file, const std::string& tenant) {
   if (file.extension() == ".lua") {
 #ifdef WEFT_HOST_HAVE_LUA
-    Result<const weft_plugin_descriptor*> d = lua::LoadLuaPlugin(file);
+    lua::LuaLimits limits;
+    limits.memory_bytes = static_cast<std::size_t>(lua_budget_.memory_mb) << 20;
+    limits.instruction_budget = static_cast<std::uint64_t>(lua_budget_.instructions);
+    Result<const weft_plugin_descriptor*> d = lua::LoadLuaPlugin(file, limits);
     if (!d.ok()) {
       Refuse(file, "cannot load the Lua plugin: " + d.status().message());
       return false;

@@ -46,7 +46,8 @@ std::vector<std::string> ChildEnvironment() {
   return env;
 }
 
-ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, int timeout_ms) {
+ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua,
+                     int timeout_ms) {
   ProbeResult out;
   const std::string name = file.filename().string();
   int fds[2];
@@ -56,7 +57,7 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
   }
   ChildSpec spec;
   spec.program = exe;
-  spec.args = {"--probe", file.string()};
+  spec.args = {"--probe", file.string(), std::to_string(lua.memory_mb), std::to_string(lua.instructions)};
   spec.env = ChildEnvironment();
   spec.stdout_fd = fds[1];
   Result<pid_t> pid = SpawnChild(spec);
@@ -115,10 +116,11 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
   return out;
 }
 
-int ProbeMain(const std::filesystem::path& file) {
+int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua) {
   // The master logs the verdict; the loader's own lines would repeat it.
   log::SetLevel(log::Level::kError);
   PluginSet set;
+  set.set_lua_budget(lua);
   json verdict;
   if (set.LoadFile(file)) {
     verdict = {{"ok", true}, {"info", set.plugins().front().info}};

@@ -46,12 +46,14 @@ constexpr int kDefaultMemoryLimitMb = 1024;
 void RunUsage(std::FILE* out) {
   std::fprintf(out,
                "usage: weft-host run PLUGIN_FILE ACTION --task TASK.json [--timeout-ms N] [--memory-limit-mb N]\n"
-               "                     [--json]\n"
+               "                     [--lua-memory-mb N] [--lua-instructions N] [--json]\n"
                "Runs one action (CREATE, CONFIRM, BOOTSTRAP, INSTALL, CONFIGURE, INITIALIZE, START, STOP,\n"
                "REMOVE, DELETE) of a plugin file (.so, or .lua) against the task in TASK.json, without\n"
                "weftd, in a child process as a worker would, and prints its progress, log lines, status\n"
                "and result. --json prints one JSON object at the end instead (status, message, result,\n"
-               "stdout, stderr, progress). Defaults: --timeout-ms %d, --memory-limit-mb %d.\n"
+               "stdout, stderr, progress). Defaults: --timeout-ms %d, --memory-limit-mb %d; a Lua plugin's\n"
+               "--lua-memory-mb and --lua-instructions as weft-host.toml's lua_memory_mb and lua_instructions\n"
+               "(64 and 2000000000).\n"
                "Exit status: 0 succeeded, 1 failed (or refused, or its process died), 2 usage error.\n",
                kDefaultTimeoutMs, kDefaultMemoryLimitMb);
 }
@@ -62,6 +64,7 @@ struct RunOptions {
   std::filesystem::path task_file;
   int timeout_ms = kDefaultTimeoutMs;
   int memory_limit_mb = kDefaultMemoryLimitMb;
+  LuaBudget lua;
   bool json_output = false;
 };
 
@@ -90,6 +93,23 @@ std::optional<RunOptions> ParseRunArgs(int argc, char** argv) {
       std::exit(0);
     } else if (arg == "--json") {
       o.json_output = true;
+    } else if (arg == "--lua-memory-mb" || arg == "--lua-instructions") {
+      const char* v = value();
+      if (!v) return std::nullopt;
+      const bool memory = arg == "--lua-memory-mb";
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      const long long min = memory ? 1 : 1'000'000, max = memory ? 4096 : 1'000'000'000'000;
+      if (!*v || *end || n < min || n > max) {
+        std::fprintf(stderr, "weft-host run: %s must be an integer from %lld to %lld, got '%s'\n", argv[i - 1], min,
+                     max, v);
+        return std::nullopt;
+      }
+      if (memory) {
+        o.lua.memory_mb = static_cast<int>(n);
+      } else {
+        o.lua.instructions = n;
+      }
     } else if (arg == "--task" || arg == "--timeout-ms" || arg == "--memory-limit-mb") {
       const char* v = value();
       if (!v) return std::nullopt;
@@ -392,9 +412,13 @@ int RunCommandMain(int argc, char** argv) {
   }
   ChildSpec spec;
   spec.program = "/proc/self/exe";
-  spec.args = {"--run-child",       std::filesystem::absolute(o->plugin_file).string(),
-               o->action,           std::filesystem::absolute(o->task_file).string(),
-               std::to_string(o->timeout_ms)};
+  spec.args = {"--run-child",
+               std::filesystem::absolute(o->plugin_file).string(),
+               o->action,
+               std::filesystem::absolute(o->task_file).string(),
+               std::to_string(o->timeout_ms),
+               std::to_string(o->lua.memory_mb),
+               std::to_string(o->lua.instructions)};
   spec.env = ChildEnvironment();
   spec.stdout_fd = fds[1];
   Result<pid_t> pid = SpawnChild(spec);
@@ -410,7 +434,7 @@ int RunCommandMain(int argc, char** argv) {
 }
 
 int RunChildMain(int argc, char** argv) {
-  if (argc != 6) {
+  if (argc != 8) {
     std::fprintf(stderr, "weft-host --run-child is internal; use weft-host run\n");
     return kExitUsage;
   }
@@ -427,6 +451,10 @@ int RunChildMain(int argc, char** argv) {
   if (const int events = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3); events >= 0 && dup2(STDERR_FILENO, STDOUT_FILENO) >= 0)
     Events().set_fd(events);
   PluginSet plugins;
+  LuaBudget lua;
+  lua.memory_mb = static_cast<int>(std::strtol(argv[6], nullptr, 10));
+  lua.instructions = std::strtoll(argv[7], nullptr, 10);
+  plugins.set_lua_budget(lua);
   if (!plugins.LoadFile(file)) {
     const std::string reason = plugins.refusals().empty() ? "refused" : plugins.refusals().front().reason;
     Events().Emit({{"event", "refused"}, {"reason", reason}});

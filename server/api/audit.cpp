@@ -6,6 +6,7 @@
 #include <string>
 
 #include "weft/common/json_fields.hpp"
+#include "weft/server/api/cursor.hpp"
 
 namespace weft::api {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 constexpr std::size_t kMaxDetailText = 200;   // bytes of one string value
 constexpr std::size_t kMaxDetailItems = 50;   // items of one list
 constexpr std::int64_t kMaxListed = 100000;
+constexpr char kAuditCursor = 'a';
 
 // Parameters worth keeping, none of them secret. A `.put`'s body is an entity's
 // document (provider fields may hold credentials), so only its reply counts.
@@ -137,10 +139,12 @@ Response List(store::Store& store, const Call& call) {
   store::AuditQuery q;
   WEFT_TRY_ASSIGN(since, jsonf::Int(body, "since_ms", "body", 0, INT64_MAX, 0));
   WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 1000));
+  WEFT_TRY_ASSIGN(before, ReadCursor(body, kAuditCursor, "audit.list"));
   WEFT_TRY_ASSIGN(user, jsonf::String(body, "user", "body", ""));
   WEFT_TRY_ASSIGN(cluster, jsonf::String(body, "cluster", "body", ""));
   q.since_ms = since;
-  q.limit = limit;
+  q.limit = limit + 1;  // one more than the page: is there an older one?
+  q.before_id = before;
   q.actor = user;
   q.cluster = cluster;
   const Principal& p = call.principal;
@@ -161,9 +165,14 @@ Response List(store::Store& store, const Call& call) {
       q.actor_tenant = p.tenant;
   }
   WEFT_TRY_ASSIGN(entries, store.ListAudit(q));
+  // Oldest first within the page; the page is the newest `limit` entries older than the cursor's, and `next`
+  // names its oldest entry when an older one follows.
+  const bool more = static_cast<std::int64_t>(entries.size()) > limit;
   json list = json::array();
-  for (const store::AuditRecord& a : entries) list.push_back(EntryJson(a));
-  return Response::Ok({{"entries", std::move(list)}});
+  for (std::size_t i = more ? 1 : 0; i < entries.size(); ++i) list.push_back(EntryJson(entries[i]));
+  json reply = {{"entries", std::move(list)}};
+  if (more) reply["next"] = MakeCursor(kAuditCursor, entries[1].id);
+  return Response::Ok(std::move(reply));
 }
 
 }  // namespace
@@ -208,7 +217,8 @@ Status RecordAudit(store::Store& store, const Clock& clock, const Call& call, co
 void RegisterAuditOps(Router& router, store::Store& store) {
   store::Store* st = &store;
   router.Add("audit.list", {Role::kUser, Role::kAdmin, Role::kSuperadmin}, {Endpoint::kApi},
-             [st](const Call& c) { return List(*st, c); }, Effect::kReads, {"since_ms", "user", "cluster", "limit"});
+             [st](const Call& c) { return List(*st, c); }, Effect::kReads,
+             {"since_ms", "user", "cluster", "limit", "after"});
 }
 
 }  // namespace weft::api

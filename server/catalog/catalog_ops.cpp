@@ -67,6 +67,32 @@ Result<std::shared_ptr<const Catalog>> CatalogCache::Get(const std::string& tena
   return shared;
 }
 
+PlanBounds PlanBounds::Of(const server::Config& config) {
+  PlanBounds b;
+  b.max_nodes = config.jobs.max_plan_nodes;
+  // Room for the reply's header around the body (v, id, ok) and the envelope.
+  b.max_reply_bytes = config.limits.max_total_bytes > 8192 ? config.limits.max_total_bytes - 4096
+                                                           : config.limits.max_total_bytes / 2;
+  return b;
+}
+
+Status PlanBounds::CheckNodes(std::int64_t nodes) const {
+  if (nodes <= max_nodes) return Status::Ok();
+  return Status::TooLarge("a plan of " + std::to_string(nodes) + " nodes is more than this weftd answers (at most " +
+                          std::to_string(max_nodes) + " nodes, jobs.max_plan_nodes in weftd.toml); plan a smaller "
+                          "size, or raise jobs.max_plan_nodes (a plan's reply is about 2 KiB per node)");
+}
+
+Status PlanBounds::CheckReply(std::size_t bytes, std::int64_t nodes, json* details) const {
+  if (bytes <= max_reply_bytes) return Status::Ok();
+  *details = {{"nodes", nodes}, {"reply_bytes", bytes}, {"max_reply_bytes", max_reply_bytes}};
+  return Status::TooLarge("the plan of " + std::to_string(nodes) + " nodes would be a reply of " +
+                          std::to_string(bytes) + " bytes, more than a message may be (" +
+                          std::to_string(max_reply_bytes) + " bytes: limits.max_message_bytes in weftd.toml, less "
+                          "4 KiB for the header); plan fewer nodes, or raise limits.max_message_bytes here and in "
+                          "the client");
+}
+
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
   if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) return;
   const std::string owner = d.value("tenant", std::string());
@@ -251,6 +277,10 @@ class CatalogOps {
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
     WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+    // Before anything is solved or planned: a plan's memory grows with its nodes.
+    const PlanBounds bounds = PlanBounds::Of(config_);
+    if (Status s = bounds.CheckNodes(size); !s.ok())
+      return Response::Error(s, {{"size", size}, {"max_plan_nodes", bounds.max_nodes}});
     solver::SolveRequest req;
     req.cluster_name = name;
     req.size = size;
@@ -384,7 +414,15 @@ class CatalogOps {
     }
     reply["layout"] = catalog::LayoutToJson(*layout);
     reply["warnings"] = std::move(warnings);
-    return Response::Ok(std::move(reply));
+    // Sent as the text measured here: never more than a message may be.
+    Response r = Response::Ok(json::object());
+    r.body_text = wire::Dump(reply);
+    reply = json();
+    json details;
+    const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
+    if (Status s = bounds.CheckReply(r.body_text.size(), nodes, &details); !s.ok())
+      return Response::Error(s, std::move(details));
+    return r;
   }
 
  private:

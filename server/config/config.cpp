@@ -84,6 +84,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.Int("retry_backoff_max_ms", 0, 86'400'000, &cfg.jobs.retry_backoff_max_ms);
     r.Int("janitor_interval_ms", 10, 3'600'000, &cfg.jobs.janitor_interval_ms);
     r.Int("max_nodes_in_task", 0, 1'000'000, &cfg.jobs.max_nodes_in_task);
+    r.Int("max_plan_nodes", 1, 1'000'000, &cfg.jobs.max_plan_nodes);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   {

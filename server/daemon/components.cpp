@@ -208,7 +208,8 @@ Status Components::Wire() {
   capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_, resources_.get());
   jobs::RegisterClusterOps(router_, store_, engine_, clock_,
-                           [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); });
+                           [this](const std::string& tenant) { return hosts_.LivePluginTypes(tenant); },
+                           catalog::PlanBounds::Of(config_));
   api::RegisterAuditOps(router_, store_);
   resources::RegisterResourceOps(router_, {*resources_, hosts_, dispatcher_, config_.limits});
   auth::RegisterTenantOps(router_, registry_);

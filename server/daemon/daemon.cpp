@@ -856,6 +856,7 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  subscriptions_.Restart();  // events from here on are numbered afresh (another weftd may have led)
   components_.retention().Restart();
   auth_published_ = false;
   PublishAuth();

@@ -1,5 +1,9 @@
 #include "weft/server/daemon/subscriptions.hpp"
 
+#include <charconv>
+#include <cstdio>
+#include <random>
+
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
 
@@ -8,6 +12,17 @@ namespace {
 
 constexpr const char* kLog = "weftd";
 constexpr std::int64_t kSubscriptionCheckMs = 20;
+// Topics numbered at most in one incarnation (a few per cluster): beyond that the numbering
+// starts again, so that the table of deleted clusters' topics does not grow for ever.
+constexpr std::size_t kMaxNumberedTopics = 1 << 16;
+
+std::string NewIncarnation() {
+  std::random_device random;
+  const std::uint64_t v = (std::uint64_t{random()} << 32) ^ random();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
 
 }  // namespace
 
@@ -89,6 +104,12 @@ void Subscriptions::Read() {
   }
 }
 
+void Subscriptions::Restart() {
+  seq_.clear();
+  incarnation_ = NewIncarnation();
+  incarnation_tail_ = ",\"incarnation\":\"" + incarnation_ + "\"}";
+}
+
 void Subscriptions::Check() {
   // Checked now and then, not every turn: an empty receive costs a system
   // call, and a new subscriber misses the first moments anyway (PUB/SUB).
@@ -96,6 +117,9 @@ void Subscriptions::Check() {
   if (now < next_check_ms_) return;
   Read();
   next_check_ms_ = now + kSubscriptionCheckMs;
+  // Without a subscriber, events are not even built (nor numbered): whoever
+  // subscribes next finds the numbering started again under a new incarnation.
+  if (subscriptions_.empty() && !config_.security.curve && !seq_.empty()) Restart();
   // (In manual mode, with security, weftd does not see subscribers leave: events are always built.)
   components_.set_events_wanted(!subscriptions_.empty() || config_.security.curve);
 }
@@ -116,10 +140,26 @@ void Subscriptions::Publish(std::vector<Event> committed) {
                           : std::string_view())
           .Inc();
     }
+    // The topic's next number, and the incarnation, spliced into the payload
+    // object's text: no JSON member is added, no string allocated per event.
+    auto seq = seq_.find(std::string_view(e.topic));
+    if (seq == seq_.end()) {
+      if (seq_.size() >= kMaxNumberedTopics) Restart();
+      seq = seq_.emplace(e.topic, 0).first;
+    }
+    const std::uint64_t number = ++seq->second;
+    body_.clear();
+    wire::AppendJson(body_, e.payload);
+    if (body_.size() > 2 && body_.back() == '}') {
+      body_.pop_back();
+      char digits[24];
+      const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, number);
+      (void)ec;  // 24 characters hold any 64-bit number
+      body_.append(",\"seq\":").append(digits, end).append(incarnation_tail_);
+    }
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());
-      std::string body = wire::Dump(e.payload);
-      zmq::message_t payload(body.data(), body.size());
+      zmq::message_t payload(body_.data(), body_.size());
       // PUB never blocks: a slow subscriber loses messages at its high-water mark.
       if (!events_.send(topic, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
           !events_.send(payload, zmq::send_flags::dontwait)) {

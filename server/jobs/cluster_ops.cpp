@@ -1,7 +1,9 @@
 #include "weft/server/jobs/cluster_ops.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -10,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/server/api/cursor.hpp"
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
@@ -38,6 +41,17 @@ using catalog::kSolveTimeMs;
 constexpr std::int64_t kMaxLeaseMs = 100LL * 365 * 24 * 3600 * 1000;
 // job.list: up to this many jobs, their clusters' names are read cluster by cluster.
 constexpr std::size_t kJobsNamedOneByOne = 100;
+// The largest page of cluster.list and job.list (docs/protocol.md, "Paging"), and their cursors' letters.
+constexpr std::int64_t kMaxListed = 100000;
+constexpr char kClusterCursor = 'c';
+constexpr char kJobCursor = 'j';
+
+// A row's id as a number (ids are decimal strings); 0 for anything else.
+std::int64_t IdNumber(std::string_view id) {
+  std::int64_t n = 0;
+  const char* end = id.data() + id.size();
+  return std::from_chars(id.data(), end, n).ptr == end ? n : 0;
+}
 
 // A duration as weft prints every one ("7d", "30d 14h", "6d 23h 59m").
 std::string LeaseText(std::int64_t ms) { return DurationText(ms); }
@@ -193,8 +207,13 @@ class ClusterOps {
  public:
   // `engine` null: only the reads are served (on the api front's thread, from a store connection that never
   // writes, whose cluster summaries learn of the reactor's writes from the front: ClustersWrittenElsewhere).
-  ClusterOps(store::Store& store, jobs::JobEngine* engine, const Clock& clock, LivePlugins live_plugins)
-      : store_(store), engine_(engine), clock_(clock), live_plugins_(std::move(live_plugins)) {}
+  ClusterOps(store::Store& store, jobs::JobEngine* engine, const Clock& clock, LivePlugins live_plugins,
+             catalog::PlanBounds plan_bounds = {})
+      : store_(store),
+        engine_(engine),
+        clock_(clock),
+        live_plugins_(std::move(live_plugins)),
+        plan_bounds_(plan_bounds) {}
 
   Response Create(const Call& call) {
     const json& body = call.request->body;
@@ -206,6 +225,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
+    if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
+      return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
     json overrides_json = json::object();
@@ -343,6 +364,8 @@ class ClusterOps {
       job.target.status = ToString(ClusterStatus::kTerminated);
     } else if (op == JobOperation::kScale) {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
+      if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
+        return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
       if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
           size == static_cast<std::int64_t>(now))
         return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
@@ -488,19 +511,37 @@ class ClusterOps {
   Response List(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
-    // The body as text (see AppendClusterSummary), never a tree.
+    // No limit: every cluster, in one reply (as before paging came).
+    WEFT_TRY_ASSIGN(limit,
+                    jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
+    WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));
+    // The body as text (see AppendClusterSummary), never a tree. In id order,
+    // so a page starts right after the last one's last cluster.
     Response r = Response::Ok(json::object());
     r.body_text = "{\"clusters\":[";
-    bool first = true;
+    std::int64_t listed = 0;
+    std::int64_t last = 0;
+    bool more = false;
     const auto add = [&](const store::ClusterRecord& c) {
-      if (!Visible(call, c)) return;
-      if (!first) r.body_text += ',';
-      first = false;
+      if (more) return;
+      const std::int64_t id = IdNumber(c.id);
+      if (id <= after || !Visible(call, c)) return;
+      if (listed == limit) {
+        more = true;
+        return;
+      }
+      if (listed++ > 0) r.body_text += ',';
       r.body_text += SummaryText(c);
+      last = id;
     };
     Status s = store_.VisitClusterSummaries(call.principal.tenant, all, add);
     if (!s.ok()) return Response::Error(s);
-    r.body_text += "]}";
+    r.body_text += ']';
+    if (more) {
+      r.body_text += ",\"next\":";
+      wire::AppendJsonString(r.body_text, api::MakeCursor(kClusterCursor, last));
+    }
+    r.body_text += '}';
     return r;
   }
 
@@ -539,7 +580,8 @@ class ClusterOps {
 
   Response JobList(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 100000, 100));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 100));
+    WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kJobCursor, "job.list"));
     std::string cluster_id;
     std::map<std::string, std::string> names;  // cluster id -> name, for people reading the list
     if (body.contains("cluster") && !body["cluster"].is_null()) {
@@ -547,30 +589,56 @@ class ClusterOps {
       cluster_id = c.id;
       names[c.id] = c.name;
     }
-    WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, limit));
-    std::set<std::string> mine;  // a user's clusters, when the list is not of one cluster already
-    // The names of many jobs' clusters come from one read of the tenant's
-    // cluster summaries, not one read of a whole cluster row per cluster.
-    if (cluster_id.empty() && (call.principal.role == Role::kUser || jobs.size() > kJobsNamedOneByOne)) {
-      Status s = store_.VisitClusterSummaries(call.principal.tenant, true, [&](const store::ClusterRecord& c) {
+    // A user sees the jobs of their own clusters only (all of them when the list is of one cluster: FindCluster
+    // refuses another user's). The names of many jobs' clusters come from one read of the tenant's cluster
+    // summaries, not one read of a whole cluster row per cluster.
+    const bool filtered = call.principal.role == Role::kUser && cluster_id.empty();
+    std::set<std::string> mine;
+    bool named = false;
+    const auto read_names = [&]() -> Status {
+      named = true;
+      return store_.VisitClusterSummaries(call.principal.tenant, true, [&](const store::ClusterRecord& c) {
         names[c.id] = c.name;
         if (Visible(call, c)) mine.insert(c.id);
       });
-      if (!s.ok()) return Response::Error(s);
+    };
+    if (filtered) {
+      if (Status s = read_names(); !s.ok()) return Response::Error(s);
+    }
+    // Newest first, in pages of `limit`: `next` names the last job of a full page when older ones follow. One
+    // more job than the page is read to know that; a user's page reads on while other users' jobs fill it.
+    std::vector<store::JobRecord> page;
+    std::int64_t before = after;
+    bool more = false;
+    const std::int64_t batch = filtered ? std::max<std::int64_t>(limit + 1, 1000) : limit + 1;
+    for (;;) {
+      WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, batch, before));
+      for (store::JobRecord& j : jobs) {
+        if (filtered && !mine.count(j.cluster_id)) continue;
+        if (static_cast<std::int64_t>(page.size()) == limit) {
+          more = true;
+          break;
+        }
+        page.push_back(std::move(j));
+      }
+      if (more || static_cast<std::int64_t>(jobs.size()) < batch) break;
+      before = IdNumber(jobs.back().id);
+    }
+    if (cluster_id.empty() && !named && page.size() > kJobsNamedOneByOne) {
+      if (Status s = read_names(); !s.ok()) return Response::Error(s);
     }
     json list = json::array();
-    for (const store::JobRecord& j : jobs)
-      if (call.principal.role != Role::kUser || !cluster_id.empty() || mine.count(j.cluster_id)) {
-        json summary = JobSummary(j);
-        WEFT_TRY_ASSIGN(name, ClusterName(j.cluster_id, names));
-        summary["cluster_name"] = std::move(name);
-        list.push_back(std::move(summary));
-      }
-    return Response::Ok({{"jobs", std::move(list)}});
+    for (const store::JobRecord& j : page) {
+      json summary = JobSummary(j);
+      WEFT_TRY_ASSIGN(name, ClusterName(j.cluster_id, names));
+      summary["cluster_name"] = std::move(name);
+      list.push_back(std::move(summary));
+    }
+    json reply = {{"jobs", std::move(list)}};
+    if (more) reply["next"] = api::MakeCursor(kJobCursor, IdNumber(page.back().id));
+    return Response::Ok(std::move(reply));
   }
 
-  // A job's cluster's name, looked up once per cluster of a listing (its
-  // summary: not the spec and layout, megabytes for a big cluster).
   Result<std::string> ClusterName(const std::string& cluster_id, std::map<std::string, std::string>& names) {
     auto known = names.find(cluster_id);
     if (known != names.end()) return known->second;
@@ -999,7 +1067,17 @@ class ClusterOps {
     return Status::Ok();
   }
 
+  // The plan a job would run, as cluster.plan answers it. Bounded as cluster.plan is (PlanBounds): a plan of
+  // tens of thousands of nodes made a reply of tens of MiB, over what a client reads, and grew weftd's memory
+  // by hundreds of MiB while it was built.
   Response DryRun(const NewJob& job) {
+    const auto count = [](const json& layout) {
+      const auto it = layout.is_object() ? layout.find("nodes") : layout.end();
+      return it != layout.end() && it->is_array() ? static_cast<std::int64_t>(it->size()) : std::int64_t{0};
+    };
+    const std::int64_t nodes = std::max(count(job.before.layout), count(job.target.layout));
+    if (Status s = plan_bounds_.CheckNodes(nodes); !s.ok())
+      return Response::Error(s, {{"nodes", nodes}, {"max_plan_nodes", plan_bounds_.max_nodes}});
     const std::optional<planner::DeclaredActions> declared =
         engine_ ? engine_->DeclaredActions(job.tenant) : std::nullopt;
     const planner::DeclaredActions* known = declared ? &*declared : nullptr;
@@ -1009,6 +1087,9 @@ class ClusterOps {
     out["dry_run"] = true;
     out["operation"] = job.operation;
     out["layout"] = job.target.layout;
+    json details;
+    if (Status s = plan_bounds_.CheckReply(wire::Dump(out).size(), nodes, &details); !s.ok())
+      return Response::Error(s, std::move(details));
     return Response::Ok(std::move(out));
   }
 
@@ -1073,6 +1154,7 @@ class ClusterOps {
   jobs::JobEngine* engine_;
   const Clock& clock_;
   LivePlugins live_plugins_;
+  catalog::PlanBounds plan_bounds_;
   catalog::CatalogCache catalogs_{store_};
   // BuildSpec's entities, by catalog snapshot, while the catalog generation is spec_generation_.
   std::unordered_map<const catalog::Catalog*, SpecEntities> spec_entities_;
@@ -1096,10 +1178,11 @@ namespace {
 void AddClusterReads(Router& router, const std::shared_ptr<ClusterOps>& ops) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads, {"all"});
+  router.Add("cluster.list", users, api, [ops](const Call& c) { return ops->List(c); }, Effect::kReads,
+             {"all", "limit", "after"});
   router.Add("cluster.get", users, api, [ops](const Call& c) { return ops->Get(c); }, Effect::kReads, {"cluster"});
   router.Add("job.list", users, api, [ops](const Call& c) { return ops->JobList(c); }, Effect::kReads,
-             {"cluster", "limit"});
+             {"cluster", "limit", "after"});
   router.Add("job.get", users, api, [ops](const Call& c) { return ops->JobGet(c); }, Effect::kReads,
              {"job", "details", "tasks"});
 }
@@ -1107,10 +1190,10 @@ void AddClusterReads(Router& router, const std::shared_ptr<ClusterOps>& ops) {
 }  // namespace
 
 void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& engine, const Clock& clock,
-                        LivePlugins live_plugins) {
+                        LivePlugins live_plugins, catalog::PlanBounds plan_bounds) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
-  auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins));
+  auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins), plan_bounds);
   // Each op's body fields (docs/protocol.md): any other key is refused by the router.
   const Fields job_options = {"dry_run", "keep_on_failure"};
   const auto with = [&job_options](Fields fields) {

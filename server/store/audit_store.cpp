@@ -2,6 +2,7 @@
 // transaction of the change it records, so a change is never committed
 // without its entry. Nothing here updates or deletes one, and the table's
 // triggers refuse it.
+#include <cstdint>
 #include <string>
 
 #include "weft/server/store/database.hpp"
@@ -64,8 +65,9 @@ Result<std::vector<AuditRecord>> Store::ListAudit(const AuditQuery& q) {
       database().Prepare(std::string("SELECT ") + kAuditColumns + " FROM (SELECT " + kAuditColumns +
                          " FROM audit_log WHERE at_ms >= ?1 AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR actor = ?3) "
                          "AND (?4 = '' OR actor_tenant = ?4) AND (?5 = '' OR cluster_id = ?5 OR cluster = ?5) "
-                         "ORDER BY id DESC LIMIT ?6) AS newest ORDER BY id"));
+                         "AND id < ?7 ORDER BY id DESC LIMIT ?6) AS newest ORDER BY id"));
   st.Bind(1, q.since_ms).Bind(2, q.tenant).Bind(3, q.actor).Bind(4, q.actor_tenant).Bind(5, q.cluster).Bind(6, q.limit);
+  st.Bind(7, q.before_id > 0 ? q.before_id : INT64_MAX);
   std::vector<AuditRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAudit(row)); }));
   return out;

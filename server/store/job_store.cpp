@@ -582,13 +582,18 @@ Result<std::optional<JobRecord>> Store::GetJob(std::string_view job_id, bool wit
 }
 
 Result<std::vector<JobRecord>> Store::ListJobs(std::string_view tenant, std::string_view cluster_id,
-                                               std::int64_t limit) {
-  WEFT_ASSIGN_OR_RETURN(
-      sql::Statement st,
-      database().Prepare(std::string("SELECT ") + kJobListColumns + " FROM jobs WHERE tenant = ?1" +
-                         (cluster_id.empty() ? "" : " AND cluster_id = ?3") + " ORDER BY id DESC LIMIT ?2"));
+                                               std::int64_t limit, std::int64_t before_id) {
+  // Four statements (with and without each filter), so each one can use the index on id as it stands.
+  std::string where = " WHERE tenant = ?1";
+  int next = 3;
+  if (!cluster_id.empty()) where += " AND cluster_id = ?" + std::to_string(next++);
+  if (before_id > 0) where += " AND id < ?" + std::to_string(next++);
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kJobListColumns +
+                                                              " FROM jobs" + where + " ORDER BY id DESC LIMIT ?2"));
   st.Bind(1, tenant).Bind(2, limit);
-  if (!cluster_id.empty()) st.Bind(3, cluster_id);
+  next = 3;
+  if (!cluster_id.empty()) st.Bind(next++, cluster_id);
+  if (before_id > 0) st.Bind(next++, before_id);
   return Rows<JobRecord>(st, ReadJob);
 }
 

@@ -115,6 +115,9 @@ TEST_CASE("follow: weft events prints a cluster's events, one per line, and goes
   const bool after = WaitFor([&] { return HasJobEvent(s.Out("events"), shrink_job, "succeeded"); }, 60s);
   INFO(s.Out("events") << s.Err("events") << Tail(s.Log(), 4000));
   REQUIRE(after);
+  // The restarted weftd numbers its events afresh: the command says events may be missed.
+  CHECK_THAT(s.Err("events"), Catch::Contains("events were missed (weftd's numbering started anew"));
+  CHECK_THAT(s.Err("events"), Catch::Contains("read the state again"));
   // Every event is one JSON object of cluster e1, with its topic.
   for (const json& e : Lines(s.Out("events"))) {
     INFO(e.dump());

@@ -21,6 +21,8 @@ TEST_CASE("host config: an empty file gives every default", "[host][config]") {
   CHECK(c->request_timeout_ms == 5000);
   CHECK(c->shutdown_grace_ms == 10000);
   CHECK(c->log_level == "info");
+  CHECK(c->lua.memory_mb == 64);
+  CHECK(c->lua.instructions == 2'000'000'000);
   REQUIRE(c->plugin_dirs.size() == 2);
   CHECK(c->plugin_dirs[0] == std::filesystem::path("/opt/weft/plugins/providers"));
   CHECK(c->plugin_dirs[1] == std::filesystem::path("/opt/weft/plugins/automators"));
@@ -37,6 +39,8 @@ request_timeout_ms = 2000
 task_timeout_ms = 60000
 shutdown_grace_ms = 0
 log_level = "debug"
+lua_memory_mb = 256
+lua_instructions = 50000000000
 )",
                        "weft-host.toml", kBase, kExeDir);
   REQUIRE(c.ok());
@@ -49,6 +53,13 @@ log_level = "debug"
   CHECK(c->task_timeout_ms == 60000);
   CHECK(c->shutdown_grace_ms == 0);
   CHECK(c->log_level == "debug");
+  CHECK(c->lua.memory_mb == 256);
+  CHECK(c->lua.instructions == 50'000'000'000);
+  // What a worker is told: the same budget.
+  auto worker = weft::host::WorkerConfigFromJson(weft::host::WorkerConfigJson(*c));
+  REQUIRE(worker.ok());
+  CHECK(worker->lua.memory_mb == 256);
+  CHECK(worker->lua.instructions == 50'000'000'000);
 }
 
 TEST_CASE("host config: an unknown key is an error that names it", "[host][config]") {
@@ -74,6 +85,13 @@ TEST_CASE("host config: wrong types and ranges name the key", "[host][config]") 
   auto f = ParseConfig("log_level = \"loud\"\n", "h.toml", kBase, kExeDir);
   REQUIRE_FALSE(f.ok());
   CHECK_THAT(f.status().message(), Catch::Contains("log_level"));
+  auto g = ParseConfig("lua_memory_mb = 0\n", "h.toml", kBase, kExeDir);
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(g.status().message(), Catch::Contains("'lua_memory_mb' must be an integer from 1 to 4096, got 0"));
+  auto i = ParseConfig("lua_instructions = 1000\n", "h.toml", kBase, kExeDir);
+  REQUIRE_FALSE(i.ok());
+  CHECK_THAT(i.status().message(),
+             Catch::Contains("'lua_instructions' must be an integer from 1000000 to 1000000000000, got 1000"));
 }
 
 TEST_CASE("host config: a TOML syntax error says where", "[host][config]") {

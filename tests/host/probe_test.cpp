@@ -39,7 +39,7 @@ TEST_CASE("probe: a plugin that crashes while loading takes down only its probe"
 
 TEST_CASE("probe: a probe that does not answer in time is killed and the file refused", "[host][probe]") {
   // 1 ms is far less than starting weft-host takes, so this probe always times out.
-  weft::host::ProbeResult r = weft::host::RunProbe(kExe, kBuild / "plugins/fixtures/fixture_good.so", 1);
+  weft::host::ProbeResult r = weft::host::RunProbe(kExe, kBuild / "plugins/fixtures/fixture_good.so", {}, 1);
   CHECK_FALSE(r.ok);
   CHECK(r.reason == "plugin file fixture_good.so hung while loading (no answer within 1 ms); its probe was killed");
 }

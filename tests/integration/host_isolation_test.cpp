@@ -296,6 +296,46 @@ TEST_CASE("isolation: a Lua plugin dropped into a watched directory runs like a 
   CHECK(Has(PluginTypes(server), "dropped-lua"));
   CHECK(Has(PluginTypes(server), "fake-automator"));
 }
+
+TEST_CASE("isolation: weft-host.toml's lua_instructions and lua_memory_mb are the budget of its Lua plugins, in "
+          "workers and probes",
+          "[integration][host][isolation][lua]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  const std::filesystem::path lua = tmp / "lua";
+  std::filesystem::create_directories(lua);
+  // About 10 million instructions: within the default budget, over 2 million.
+  weft::testing::WriteFile(lua / "counting.lua",
+                           "return {\n"
+                           "  type = \"counting\", kind = \"automator\", version = \"1.0\",\n"
+                           "  actions = { install = function(task)\n"
+                           "    local n = 0\n"
+                           "    for i = 1, 2500000 do n = n + i end\n"
+                           "    task:set_result(\"sum\", n)\n"
+                           "  end },\n"
+                           "}\n");
+  // Its top level holds about 3 MiB: over a 2 MiB cap, so refused while the probe loads it.
+  weft::testing::WriteFile(lua / "holding.lua",
+                           "local held = string.rep(\"x\", 3 * 1024 * 1024)\n"
+                           "return { type = \"holding\", kind = \"automator\", version = \"1.0\",\n"
+                           "  actions = { install = function(task) task:set_result(\"n\", #held) end } }\n");
+
+  Host roomy(HostIn(tmp / "roomy", "roomy", server.provisioner(), {lua}, 1));
+  REQUIRE(WaitFor([&] { return Has(PluginTypes(server), "counting") && Has(PluginTypes(server), "holding"); }, 20s));
+  const std::int64_t fits = server.Enqueue({{"plugin", "counting"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  CHECK(server.WaitTaskState(fits, "succeeded", 30s)["result"]["sum"] == 3'125'001'250'000LL);
+  roomy.Stop();  // leaves weftd: the next task can only go to the tight host
+
+  Host tight(HostIn(tmp / "tight", "tight", server.provisioner(), {lua}, 1,
+                    "lua_instructions = 2000000\nlua_memory_mb = 2\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("tight"); }, 20s));
+  const std::int64_t over = server.Enqueue({{"plugin", "counting"}, {"action", "INSTALL"}, {"max_attempts", 1}});
+  json t = server.WaitTaskState(over, "failed", 30s);
+  CHECK_THAT(t.value("message", std::string()),
+             Catch::Contains("exceeded its time budget of 2000000 Lua instructions during INSTALL") &&
+                 Catch::Contains("raise the host's lua_instructions (weft-host.toml)"));
+  CHECK_THAT(tight.Log(), Catch::Contains("holding.lua") && Catch::Contains("exceeded its memory cap of 2 MiB while loading"));
+}
 #endif
 
 TEST_CASE("isolation: a crash costs every task of its worker, and says which tasks ran beside them",

@@ -586,7 +586,8 @@ Outcome Sandbox::Describe(int status, const std::string& error, const std::strin
       case Kill::kInstructions:
         o.code = WEFT_ERR_TIMEOUT;
         o.message = label + " exceeded its time budget of " + std::to_string(limits_.instruction_budget) +
-                    " Lua instructions " + when + "; make it do less per action (the budget is fixed)";
+                    " Lua instructions " + when +
+                    "; make it do less per action, or raise the host's lua_instructions (weft-host.toml)";
         break;
       case Kill::kTime:
         o.code = WEFT_ERR_TIMEOUT;

@@ -13,6 +13,7 @@
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/status.hpp"
+#include "weft/host/plugin_loader.hpp"
 
 namespace weft::host {
 
@@ -34,6 +35,7 @@ struct HostConfig {
   // set value above capacity is warned about at start (ConfigWarnings).
   bool workers_set = false;
   int worker_memory_limit_mb = 1024;  // RSS above this: the worker is killed
+  LuaBudget lua;                      // lua_memory_mb, lua_instructions
   // Tenants the workers serve, round-robin (worker i serves tenants[i % n]),
   // pinned by the operator; empty: the workers follow weftd's worker split.
   std::vector<std::string> tenants;

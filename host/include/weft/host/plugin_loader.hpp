@@ -18,6 +18,7 @@
 // Calling a plugin's run from several threads at once is allowed by the ABI.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -28,6 +29,13 @@
 #include "weft/plugin.h"
 
 namespace weft::host {
+
+// What each Lua plugin's states may use (docs/lua-plugins.md, "Limits"):
+// weft-host.toml's lua_memory_mb and lua_instructions.
+struct LuaBudget {
+  int memory_mb = 64;                          // per lua_State
+  std::int64_t instructions = 2'000'000'000;  // Lua VM instructions per run
+};
 
 // One plugin that passed every check.
 struct LoadedPlugin {
@@ -81,6 +89,8 @@ class PluginSet {
   // false: the "loaded plugin" lines are written at debug level (workers,
   // which load what the master already probed and logged).
   void set_log_loaded(bool on) { log_loaded_ = on; }
+  // The budget of the Lua plugins loaded after this call.
+  void set_lua_budget(const LuaBudget& budget) { lua_budget_ = budget; }
 
   // Loads every plugin file (see IsPluginFile) of each directory (directories in the given order, files
   // sorted by name within one). A missing directory is logged and skipped.
@@ -107,6 +117,7 @@ class PluginSet {
   std::vector<LoadedPlugin> plugins_;
   std::vector<Refusal> refusals_;
   bool log_loaded_ = true;
+  LuaBudget lua_budget_;
 };
 
 // "CREATE" for WEFT_ACTION_CREATE, "" for anything that is not one action bit.

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/host/plugin_loader.hpp"
+
 namespace weft::host {
 
 inline constexpr int kProbeTimeoutMs = 10'000;
@@ -24,11 +26,13 @@ struct ProbeResult {
   std::string reason;   // !ok: a sentence, as the loader's refusals
 };
 
-// Runs `exe --probe file` and reads its verdict; never throws.
-ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, int timeout_ms = kProbeTimeoutMs);
+// Runs `exe --probe file` (a Lua file loads with `lua`'s budget) and reads its
+// verdict; never throws.
+ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua = {},
+                     int timeout_ms = kProbeTimeoutMs);
 
 // The child's side: loads `file`, prints the verdict line, returns the exit code.
-int ProbeMain(const std::filesystem::path& file);
+int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua);
 
 // Extra environment for every child of the master. Under AddressSanitizer a
 // plugin's SIGSEGV would otherwise become an ASan report and exit status 1;

@@ -33,8 +33,8 @@
 namespace weft::host::lua {
 
 // Limits of one plugin's lua_States. The same limits apply while the file is
-// loaded (its top level runs once per state) and to every run. weft-host uses
-// the defaults (no configuration key sets them).
+// loaded (its top level runs once per state) and to every run. weft-host sets
+// the memory and the instructions from its lua_memory_mb and lua_instructions.
 struct LuaLimits {
   std::size_t memory_bytes = 64u << 20;              // per lua_State, everything Lua allocates
   std::uint64_t instruction_budget = 2'000'000'000;  // Lua VM instructions per run call

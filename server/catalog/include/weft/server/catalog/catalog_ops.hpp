@@ -30,6 +30,20 @@ inline constexpr std::int64_t kSolveTimeMs = 1000;
 // The largest cluster a request may ask for.
 inline constexpr std::int64_t kMaxClusterSize = 100000;
 
+// What bounds a plan's reply (cluster.plan and every dry run): a plan of more
+// nodes than `max_nodes` (jobs.max_plan_nodes) is refused before it is made,
+// and one whose reply would pass `max_reply_bytes` (limits.max_message_bytes,
+// less room for the header) after it is made. Both TOO_LARGE, saying the limit
+// and how to raise it.
+struct PlanBounds {
+  std::int64_t max_nodes = 10000;
+  std::size_t max_reply_bytes = (64u << 20) - 4096;
+  static PlanBounds Of(const server::Config& config);
+  Status CheckNodes(std::int64_t nodes) const;
+  // A reply body of `bytes` (as sent): ok, or TOO_LARGE (in `details`, the sizes).
+  Status CheckReply(std::size_t bytes, std::int64_t nodes, nlohmann::json* details) const;
+};
+
 // The tenant's latest catalog, parsed. Entities were validated when they were put,
 // so one that no longer parses (a newer weftd wrote it) is an internal error.
 Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);

@@ -43,6 +43,7 @@ struct JobsConfig {
   std::int64_t retry_backoff_max_ms = 30000;
   std::int64_t janitor_interval_ms = 1000;  // how often cluster leases and silent hosts are checked
   std::int64_t max_nodes_in_task = 256;     // a task lists the cluster's other nodes up to this size
+  std::int64_t max_plan_nodes = 10000;      // cluster.plan and dry runs of larger clusters are refused (TOO_LARGE)
 };
 
 struct StoreConfig {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "weft/server/api/router.hpp"
+#include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/jobs/job_engine.hpp"
 #include "weft/server/store/store.hpp"
@@ -26,8 +27,9 @@ namespace weft::jobs {
 // The plugin types some live host runs now for a tenant's tasks (for job.get's `waiting_for_plugins`).
 using LivePlugins = std::function<std::set<std::string>(const std::string& tenant)>;
 
+// `plan_bounds` bound the dry runs' replies (catalog::PlanBounds::Of(config)).
 void RegisterClusterOps(api::Router& router, store::Store& store, JobEngine& engine, const Clock& clock,
-                        LivePlugins live_plugins);
+                        LivePlugins live_plugins, catalog::PlanBounds plan_bounds = {});
 // Only cluster.list, cluster.get, job.list and job.get, for a router of
 // another thread than the reactor's, on a store connection of its own that
 // only reads (committed state); `live_plugins` must be safe to call there.

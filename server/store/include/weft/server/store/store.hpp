@@ -271,6 +271,7 @@ struct AuditQuery {
   std::string actor_tenant;  // ...of this tenant
   std::string cluster;       // on this cluster (id or name)
   std::int64_t limit = 1000; // the newest that many
+  std::int64_t before_id = 0;  // only entries older than this one (a page after it); 0: any
 };
 
 // What one tenant's tasks asked of the worker threads over a window
@@ -497,11 +498,12 @@ class Store {
   // `with_states` false: without the cluster states (before_json and target_json
   // empty), the large part of a job, which only the job engine needs.
   [[nodiscard]] Result<std::optional<JobRecord>> GetJob(std::string_view job_id, bool with_states = true);
-  // Newest first; empty cluster_id: every job of the tenant. Without the cluster
+  // Newest first; empty cluster_id: every job of the tenant; `before_id` > 0:
+  // only jobs older than that one (the next page). Without the cluster
   // states and the history (before_json and target_json empty, history_json
   // "[]"): GetJob reads those.
   [[nodiscard]] Result<std::vector<JobRecord>> ListJobs(std::string_view tenant, std::string_view cluster_id,
-                                                        std::int64_t limit);
+                                                        std::int64_t limit, std::int64_t before_id = 0);
   // Jobs not finished yet (running or failing), oldest first: what the engine resumes at start.
   [[nodiscard]] Result<std::vector<JobRecord>> ListUnfinishedJobs();
   // Every task of a job, in id order; `details` adds payload, result and output.

@@ -1,0 +1,124 @@
+// weft::client::EventStream: follows weftd's `events` endpoint
+// (docs/protocol.md, `events`) for a program, the way Client drives its `api`.
+//
+// It asks weftd (server.status, through a Client with the same options)
+// where the leader publishes its events, connects a SUB socket there with the
+// same keys, subscribes to the prefixes given, and hands out one event at a
+// time. Each event says whether events were missed before it: its topic's
+// sequence number is not the one after the last seen (a slow subscriber
+// whose messages ZeroMQ dropped, a reconnect), or its incarnation is not the
+// last seen one (weftd restarted, another weftd took the lead). Either way
+// the caller reads the state again (job.get, cluster.get) and goes on.
+//
+// It moves by itself: when the connection drops, a handshake fails, or no
+// event came for Options::check_ms, it asks again where the events are and
+// reconnects there if that changed (a new leader, a weftd restarted on
+// another port) or if its socket gave up.
+//
+// Not thread-safe: one EventStream per thread. The zmq::context_t must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "weft/client/client.hpp"
+#include "weft/common/status.hpp"
+
+namespace weft::client {
+
+// Keeps the last sequence number seen on each topic and says, for each new
+// event, whether any were missed before it. Used by EventStream and `weft events`.
+class EventSequence {
+ public:
+  struct Seen {
+    // The first numbered event seen (or the first since Reset).
+    bool first = false;
+    // Its incarnation is not the last one seen: weftd restarted, or another
+    // weftd took the lead, or weftd went a while with no subscriber at all.
+    // What happened before this event is unknown.
+    bool restarted = false;
+    // Events of this topic missed just before this one (same incarnation).
+    std::uint64_t missed = 0;
+    // The event carries no sequence number (a weftd older than this client).
+    bool unnumbered = false;
+    // Whether the state must be read again.
+    bool gap() const { return restarted || missed > 0; }
+  };
+  Seen Check(std::string_view topic, const nlohmann::json& event);
+  // Forgets what was seen (the next event counts as a first one).
+  void Reset();
+  const std::string& incarnation() const { return incarnation_; }
+
+ private:
+  std::string incarnation_;
+  std::map<std::string, std::uint64_t, std::less<>> last_;
+};
+
+struct ReceivedEvent {
+  std::string topic;
+  nlohmann::json event;  // the JSON object, its `seq` and `incarnation` included
+  EventSequence::Seen seen;
+};
+
+struct EventOptions {
+  // How long without an event before asking weftd again where its events are
+  // (a follower that lost the lead stays connected and publishes nothing).
+  int check_ms = 1000;
+  // The SUB socket's receive high-water mark (messages); 0: ZeroMQ's default.
+  int rcvhwm = 0;
+};
+
+class EventStream {
+ public:
+  // `options` as for Client (api endpoint(s), keys, tenant); `prefixes` the topic prefixes.
+  EventStream(zmq::context_t& ctx, Options options, std::vector<std::string> prefixes, EventOptions events = {});
+  ~EventStream();
+  EventStream(const EventStream&) = delete;
+  EventStream& operator=(const EventStream&) = delete;
+
+  // Finds the events endpoint and subscribes. Subscribe before starting what
+  // you want to follow; read the state after (events before it are not sent).
+  Status Open();
+  // The next event, waiting up to `timeout_ms`; nullopt when none came. An
+  // error only when weftd cannot be asked where its events are for the whole wait.
+  Result<std::optional<ReceivedEvent>> Next(int timeout_ms);
+  // Adds a prefix, or sends one again: weftd decides what a subscription
+  // covers when it receives it, so a user subscribes again to follow a
+  // cluster created since (docs/protocol.md, `events`).
+  void Subscribe(const std::string& prefix);
+
+  // The events endpoint followed now ("" before Open).
+  const std::string& endpoint() const { return endpoint_; }
+  // How many times the stream moved to another events endpoint or reopened its socket.
+  int reopened() const { return reopened_; }
+
+ private:
+  Result<std::string> Locate(int timeout_ms);
+  Status Connect(const std::string& endpoint);
+  // Reads the monitor: false when the connection dropped or a handshake failed.
+  bool Healthy();
+
+  zmq::context_t& ctx_;
+  Options options_;
+  std::vector<std::string> prefixes_;
+  EventOptions events_;
+  Client api_;
+  std::unique_ptr<zmq::socket_t> monitor_;
+  std::unique_ptr<zmq::socket_t> sub_;
+  std::string endpoint_;
+  EventSequence sequence_;
+  bool connected_ = false;
+  bool dead_ = false;  // a handshake failed: this socket does not try again
+  std::int64_t quiet_since_ms_ = 0;
+  int reopened_ = 0;
+};
+
+}  // namespace weft::client

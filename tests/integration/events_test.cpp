@@ -1,0 +1,344 @@
+// The events endpoint as a program follows it: every event numbered one more
+// than the last of its topic under an incarnation that changes when the
+// numbering starts again (a weftd restart, a time with no subscriber), the
+// client library's EventStream telling its caller of a gap or a restart, and
+// which clusters a user's subscription covers (decided when weftd receives
+// it: at subscribe, again when sent again, again on every reconnect). The
+// real weftd, weft-host and weft binaries (docs/protocol.md, `events`).
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "support/catalog_dir.hpp"
+#include "support/host.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/weftd.hpp"
+#include "weft/client/events.hpp"
+#include "weft/common/curve.hpp"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using testing::CatalogDir;
+using testing::Host;
+using testing::RunResult;
+using testing::Tail;
+using testing::TempDir;
+using testing::WaitFor;
+using testing::Weftd;
+
+client::Options ApiOf(Weftd& s) {
+  client::Options o;
+  o.endpoint = s.api();
+  o.timeout_ms = 5000;
+  return o;
+}
+
+// Lets a subscription reach weftd, which reads them now and then as its loop turns.
+void Settle(Weftd& s) {
+  for (int i = 0; i < 10; ++i) {
+    (void)s.TryCall("server.status", json::object());
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+// The events the stream hands out within `wait`, until `done` says enough.
+std::vector<client::ReceivedEvent> Collect(client::EventStream& stream, std::chrono::milliseconds wait,
+                                           const std::function<bool(const client::ReceivedEvent&)>& done = {}) {
+  std::vector<client::ReceivedEvent> out;
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    Result<std::optional<client::ReceivedEvent>> e = stream.Next(100);
+    REQUIRE(e.ok());
+    if (!*e) continue;
+    out.push_back(std::move(**e));
+    if (done && done(out.back())) break;
+  }
+  return out;
+}
+
+std::string Dump(const std::vector<client::ReceivedEvent>& events) {
+  std::string out;
+  for (const auto& e : events) out += e.topic + " " + e.event.dump() + "\n";
+  return out;
+}
+
+json RawTask() { return {{"plugin", "fake-automator"}, {"action", "INSTALL"}, {"node_id", "n1"}}; }
+
+// One event from a plain SUB socket (the wire as any language sees it).
+std::optional<std::pair<std::string, json>> RecvRaw(zmq::socket_t& sub, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < until) {
+    zmq::message_t topic, body;
+    if (!sub.recv(topic, zmq::recv_flags::dontwait)) {
+      std::this_thread::sleep_for(10ms);
+      continue;
+    }
+    REQUIRE(topic.more());
+    REQUIRE(sub.recv(body, zmq::recv_flags::none));
+    return std::pair{topic.to_string(), json::parse(body.to_string(), nullptr, false)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("events: a job's events are numbered one by one per topic, under one incarnation", "[events][integration]") {
+  TempDir dir("weft-events-seq");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .extra_toml = "[hosts]\nheartbeat_ms = 200\n"});
+  CatalogDir catalog(dir.path() / "catalog");
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
+  REQUIRE(s.Weft({"catalog", "import", catalog.path().string()}).exit_code == 0);
+  Host host({.dir = dir.path(), .id = "h1", .server = s.provisioner(), .capacity = 4, .workers = 2,
+             .shutdown_grace_ms = 1000});
+  REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
+
+  zmq::context_t ctx(1);
+  client::EventStream stream(ctx, ApiOf(s), {"default/job/", "default/cluster/", "default/task/"});
+  REQUIRE(stream.Open().ok());
+  CHECK(stream.endpoint() == s.events());
+  Settle(s);
+
+  json started = s.Call("cluster.create", {{"name", "seq"}, {"template", "web-fake"}, {"size", 3}});
+  const std::string job_id = started["job"]["id"];
+  std::vector<client::ReceivedEvent> events = Collect(stream, 60s, [&](const client::ReceivedEvent& e) {
+    return e.event.value("type", "") == "job" && e.event.value("job_id", "") == job_id &&
+           e.event.value("status", "") == "succeeded";
+  });
+  INFO(Dump(events) << Tail(s.Log()));
+  REQUIRE(events.size() > 10);
+  CHECK(events.back().event["status"] == "succeeded");
+
+  std::map<std::string, std::uint64_t> last;
+  std::set<std::string> incarnations;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    REQUIRE(e.event.contains("seq"));
+    REQUIRE(e.event["seq"].is_number_unsigned());
+    REQUIRE(e.event.contains("incarnation"));
+    incarnations.insert(e.event["incarnation"].get<std::string>());
+    const std::uint64_t seq = e.event["seq"];
+    // Every topic starts at 1 (the cluster is new), then one more per event.
+    CHECK(seq == last[e.topic] + 1);
+    last[e.topic] = seq;
+    CHECK_FALSE(e.seen.unnumbered);
+    CHECK_FALSE(e.seen.gap());
+    CHECK(e.seen.first == (i == 0));
+  }
+  CHECK(incarnations.size() == 1);
+  // The job's own topic and its tasks' saw several events each.
+  CHECK(last["default/job/" + started["cluster"]["id"].get<std::string>() + "/"] >= 2);
+  CHECK(last["default/task/" + started["cluster"]["id"].get<std::string>() + "/"] >= 6);
+}
+
+TEST_CASE("events: a weftd restart is a new incarnation to a subscriber that stays connected",
+          "[events][integration]") {
+  TempDir dir("weft-events-restart");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server"});
+  zmq::context_t ctx(1);
+  // A plain SUB socket, which ZeroMQ reconnects by itself, and the library's stream.
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "default/task");
+  sub.connect(s.events());
+  client::EventStream stream(ctx, ApiOf(s), {"default/task"});
+  REQUIRE(stream.Open().ok());
+  Settle(s);
+
+  s.Enqueue(RawTask());
+  s.Enqueue(RawTask());
+  auto a = RecvRaw(sub, 10s), b = RecvRaw(sub, 10s);
+  REQUIRE(a);
+  REQUIRE(b);
+  const std::string before = a->second["incarnation"];
+  CHECK(b->second["incarnation"] == before);
+  CHECK(b->second["seq"].get<std::uint64_t>() == a->second["seq"].get<std::uint64_t>() + 1);
+  int got = 0;
+  std::vector<client::ReceivedEvent> seen = Collect(stream, 10s, [&](const auto&) { return ++got == 2; });
+  REQUIRE(seen.size() == 2);
+  CHECK_FALSE(seen[1].seen.gap());
+
+  s.Restart();
+  // The SUB socket reconnects and sends its subscription again; the stream sees the same.
+  std::optional<std::pair<std::string, json>> after;
+  std::vector<client::ReceivedEvent> later;
+  REQUIRE(WaitFor(
+      [&] {
+        s.Enqueue(RawTask());
+        if (!after) after = RecvRaw(sub, 300ms);
+        for (auto& e : Collect(stream, 300ms)) later.push_back(std::move(e));
+        return after.has_value() && !later.empty();
+      },
+      20s));
+  INFO(after->second.dump() << "\n" << Dump(later) << Tail(s.Log()));
+  CHECK(after->second["incarnation"] != before);
+  CHECK(later[0].event["incarnation"] != before);
+  CHECK(later[0].seen.restarted);
+  CHECK(later[0].seen.gap());
+  for (std::size_t i = 1; i < later.size(); ++i) CHECK_FALSE(later[i].seen.gap());
+}
+
+TEST_CASE("events: after a time with no subscriber the numbering starts again under a new incarnation",
+          "[events][integration]") {
+  TempDir dir("weft-events-nobody");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server"});
+  zmq::context_t ctx(1);
+  std::string first;
+  std::uint64_t first_seq = 0;
+  {
+    zmq::socket_t sub(ctx, zmq::socket_type::sub);
+    sub.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::subscribe, "default/task");
+    sub.connect(s.events());
+    Settle(s);
+    s.Enqueue(RawTask());
+    auto e = RecvRaw(sub, 10s);
+    REQUIRE(e);
+    first = e->second["incarnation"];
+    first_seq = e->second["seq"];
+  }
+  // Nobody listens: the next transitions are not even built, so not numbered.
+  Settle(s);
+  s.Enqueue(RawTask());
+  s.Enqueue(RawTask());
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.set(zmq::sockopt::subscribe, "default/task");
+  sub.connect(s.events());
+  Settle(s);
+  s.Enqueue(RawTask());
+  auto e = RecvRaw(sub, 10s);
+  REQUIRE(e);
+  INFO(e->second.dump());
+  // Same numbering would have read first_seq + 1 here, hiding the two missed.
+  CHECK(e->second["incarnation"] != first);
+  CHECK(e->second["seq"] == 1);
+  CHECK(first_seq == 1);
+}
+
+TEST_CASE("events: a subscriber that falls behind is told how many events it missed", "[events][integration]") {
+  TempDir dir("weft-events-gap");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server"});
+  zmq::context_t ctx(1);
+  // A receive queue of one message: what ZeroMQ cannot hand over is dropped.
+  client::EventStream stream(ctx, ApiOf(s), {"default/task"}, {.check_ms = 1000, .rcvhwm = 1});
+  REQUIRE(stream.Open().ok());
+  Settle(s);
+  REQUIRE(Collect(stream, 300ms).empty());
+  // Far more events than the queues between weftd and this process hold, read by nobody meanwhile.
+  constexpr int kTasks = 4000;
+  for (int round = 0; round < 5; ++round) {
+    json tasks = json::array();
+    for (int i = 0; i < kTasks; ++i) tasks.push_back(RawTask());
+    REQUIRE(s.Call("debug.enqueue", {{"tasks", tasks}})["task_ids"].size() == kTasks);
+  }
+  // What the queues held comes first; the rest was dropped, which the next event shows.
+  std::vector<client::ReceivedEvent> events;
+  while (true) {
+    Result<std::optional<client::ReceivedEvent>> e = stream.Next(2000);
+    REQUIRE(e.ok());
+    if (!*e) break;
+    events.push_back(std::move(**e));
+  }
+  REQUIRE(!events.empty());
+  const std::int64_t marker = s.Enqueue(RawTask());
+  auto is_marker = [&](const client::ReceivedEvent& x) { return x.event.value("task_id", std::int64_t{0}) == marker; };
+  for (auto& e : Collect(stream, 30s, is_marker)) events.push_back(std::move(e));
+  REQUIRE(!events.empty());
+  std::uint64_t missed = 0, last = 0;
+  for (const auto& e : events) {
+    CHECK_FALSE(e.seen.restarted);
+    missed += e.seen.missed;
+    last = e.event.value("seq", std::uint64_t{0});
+  }
+  INFO(events.size() << " events received, " << missed << " missed, last seq " << last);
+  CHECK(events.back().event["task_id"] == marker);
+  CHECK(last == 5 * kTasks + 1);
+  CHECK(missed > 0);
+  // What was received and what was reported missed account for every event up to the last one.
+  CHECK(events.size() + missed == last - events.front().event.value("seq", std::uint64_t{0}) + 1);
+}
+
+TEST_CASE("events: a user's subscription covers the clusters they own when weftd receives it", "[events][integration]") {
+  TempDir dir("weft-events-rule");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_args = {"--timeout", "5000"}});
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code == 0);
+  REQUIRE(s.Weft({"user", "create", "ann", "--role", "user"}).exit_code == 0);
+  const fs::path ann = dir.path() / "ann.json";
+  REQUIRE(s.Weft({"credentials", "ann", "-f", ann.string()}).exit_code == 0);
+  auto cred = curve::LoadCredential(ann);
+  REQUIRE(cred.ok());
+  // No host: a cluster's create job waits with its tasks queued, and abort makes events.
+  auto create = [&](const std::string& name) {
+    RunResult r = s.Weft({"cluster", "create", name, "--template", "web-fake", "--size", "3"}, ann);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return s.WeftJson({"cluster", "get", name}, ann)["cluster"];
+  };
+  auto abort = [&](const json& cluster) {
+    REQUIRE(s.Weft({"job", "abort", cluster["latest_job"].get<std::string>()}, ann).exit_code == 0);
+  };
+  const json c1 = create("c1");
+
+  zmq::context_t ctx(1);
+  client::EventStream stream(ctx, client::FromCredential(*cred), {"default/"});
+  REQUIRE(stream.Open().ok());
+  Settle(s);
+  const json c2 = create("c2");
+  abort(c1);
+  abort(c2);
+  auto clusters_in = [](const std::vector<client::ReceivedEvent>& events) {
+    std::set<std::string> ids;
+    for (const auto& e : events) ids.insert(e.event.value("cluster_id", ""));
+    return ids;
+  };
+  // The subscription covers c1 only: c2 came after it.
+  std::vector<client::ReceivedEvent> events = Collect(stream, 3s);
+  INFO(Dump(events));
+  CHECK(clusters_in(events) == std::set<std::string>{c1["id"].get<std::string>()});
+
+  // Sent again, the same subscription covers c2 too.
+  stream.Subscribe("default/");
+  Settle(s);
+  REQUIRE(s.Weft({"cluster", "delete", "c2"}, ann).exit_code == 0);
+  events = Collect(stream, 3s);
+  INFO(Dump(events));
+  CHECK(clusters_in(events).count(c2["id"].get<std::string>()) == 1);
+
+  // A cluster made now is not covered, until the connection is made again: a weftd
+  // restart (or a move to another leader) re-applies the subscription as it stands then.
+  const json c3 = create("c3");
+  s.Restart();
+  bool restarted = false;
+  std::set<std::string> seen;
+  // c3's job aborted, retried, aborted...: events of c3 until the stream, back, shows them.
+  REQUIRE(WaitFor(
+      [&] {
+        const std::string job = c3["latest_job"];
+        if (!s.TryCall("job.abort", {{"job", job}}).ok()) (void)s.TryCall("job.retry", {{"job", job}});
+        for (const auto& e : Collect(stream, 500ms)) {
+          restarted = restarted || e.seen.restarted;
+          seen.insert(e.event.value("cluster_id", ""));
+        }
+        return seen.count(c3["id"].get<std::string>()) == 1;
+      },
+      30s));
+  CHECK(restarted);
+}
+
+}  // namespace weft
