@@ -93,7 +93,10 @@ Status WipeRows(sql::Database& db, const std::string& table, const std::string& 
 }  // namespace
 
 Status Store::WipeSealedValues(std::string_view cluster_id) {
-  WEFT_RETURN_IF_ERROR(WipeRows(database(), "tasks", "id", {"payload", "result"}, "cluster_id = ?1", cluster_id));
+  // A task's payload is in its task_specs row, which names the cluster; its result in its tasks row.
+  WEFT_RETURN_IF_ERROR(WipeRows(database(), "task_specs", "id", {"payload"}, "cluster_id = ?1", cluster_id));
+  WEFT_RETURN_IF_ERROR(WipeRows(database(), "tasks", "id", {"result"},
+                                "id IN (SELECT id FROM task_specs WHERE cluster_id = ?1)", cluster_id));
   WEFT_RETURN_IF_ERROR(WipeRows(database(), "nodes", "id", {"results"}, "cluster_id = ?1", cluster_id));
   return WipeRows(database(), "clusters", "id", {"spec", "previous"}, "id = ?1", cluster_id);
 }

@@ -29,7 +29,7 @@ double Real(const sql::Statement& s, int column) {
 // key finds the first task of the window without reading the tasks before it,
 // whose rows (with their payloads and output) are most of the file.
 Result<std::int64_t> Store::FirstTaskSince(std::int64_t since_ms) {
-  WEFT_ASSIGN_OR_RETURN(sql::Statement bounds, database().Prepare("SELECT MIN(id), MAX(id) FROM tasks"));
+  WEFT_ASSIGN_OR_RETURN(sql::Statement bounds, database().Prepare("SELECT MIN(id), MAX(id) FROM task_specs"));
   std::int64_t lo = 0;
   std::int64_t hi = 0;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(bounds, [&](sql::Statement& row) {
@@ -37,7 +37,7 @@ Result<std::int64_t> Store::FirstTaskSince(std::int64_t since_ms) {
     hi = row.Int(1) + 1;  // one past the last: "no task of the window"
   }));
   WEFT_ASSIGN_OR_RETURN(sql::Statement probe,
-                        database().Prepare("SELECT id, created_at_ms FROM tasks WHERE id >= ?1 ORDER BY id LIMIT 1"));
+                        database().Prepare("SELECT id, created_at_ms FROM task_specs WHERE id >= ?1 ORDER BY id LIMIT 1"));
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo) / 2;
     std::int64_t id = hi;
@@ -67,9 +67,9 @@ Result<std::vector<TenantLoad>> Store::MeasureLoad(std::int64_t since_ms, std::s
   WEFT_ASSIGN_OR_RETURN(const std::int64_t first, FirstTaskSince(since_ms));
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement arrived,
-      database().Prepare("SELECT tenant, COUNT(*) FROM tasks WHERE id >= ?3 AND created_at_ms >= ?1 "
-                         "AND (?2 = '' OR tenant = ?2) AND plugin != '' "
-                         "AND (attempt > 0 OR state = 'queued' OR state = 'waiting') GROUP BY tenant"));
+      database().Prepare("SELECT s.tenant, COUNT(*) FROM task_specs s JOIN tasks t ON t.id = s.id "
+                         "WHERE s.id >= ?3 AND s.created_at_ms >= ?1 AND (?2 = '' OR s.tenant = ?2) AND s.plugin != '' "
+                         "AND (t.attempt > 0 OR t.state = 'queued' OR t.state = 'waiting') GROUP BY s.tenant"));
   arrived.Bind(1, since_ms).Bind(2, tenant).Bind(3, first);
   WEFT_RETURN_IF_ERROR(
       sql::ForEachRow(arrived, [&](sql::Statement& row) { entry(row.Text(0)).enqueued = row.Int(1); }));
@@ -82,7 +82,8 @@ Result<std::vector<TenantLoad>> Store::MeasureLoad(std::int64_t since_ms, std::s
   // the window's attempts looked up by id, the CROSS JOIN keeping SQLite from
   // walking every task by tenant instead (PostgreSQL plans it by itself, and
   // takes no ON after CROSS JOIN); and each task's current attempt, in its own
-  // row, ended at its updated_at_ms. Both are read whole (about 0.1 s a
+  // row, ended at its updated_at_ms (each task's task_specs row looked up by
+  // id, after). Both are read whole (about 0.1 s a
   // million attempts); a current attempt of the window was taken or ended in
   // it, so its task was updated in it, and updated_at_ms, ahead of the long
   // texts in the row, rules out the others before anything else is read.
@@ -99,20 +100,21 @@ Result<std::vector<TenantLoad>> Store::MeasureLoad(std::int64_t since_ms, std::s
                       "SUM(CASE WHEN taken_at_ms >= ?1 AND attempt = 1 AND after = '[]' THEN 1 ELSE 0 END), "
                       "SUM(CASE WHEN taken_at_ms >= ?1 AND attempt = 1 AND after = '[]' "
                       "THEN CAST(taken_at_ms - created_at_ms AS DOUBLE PRECISION) END) "
-                      "FROM (SELECT t.tenant, t.after, t.created_at_ms, a.attempt, a.taken_at_ms, a.run_ms, a.served "
+                      "FROM (SELECT s.tenant, s.after, s.created_at_ms, a.attempt, a.taken_at_ms, a.run_ms, a.served "
                       "FROM (SELECT task_id, attempt, taken_at_ms, "
                       "CAST(finished_at_ms - taken_at_ms AS DOUBLE PRECISION) AS run_ms, "
                       "CASE WHEN finished_at_ms >= ?1 AND (status = 'succeeded' OR status = 'failed') THEN 1 ELSE 0 "
                       "END AS served "
                       "FROM attempts WHERE taken_at_ms >= ?1 OR finished_at_ms >= ?1) AS a ") +
-          (sqlite ? "CROSS JOIN" : "JOIN") +
-          " tasks t ON t.id = a.task_id WHERE (?2 = '' OR t.tenant = ?2) "
+          (sqlite ? "CROSS JOIN" : "JOIN") + " tasks t ON t.id = a.task_id " + (sqlite ? "CROSS JOIN" : "JOIN") +
+          " task_specs s ON s.id = a.task_id WHERE (?2 = '' OR s.tenant = ?2) "
           "AND (t.attempt_status = '' OR t.attempt != a.attempt) "
-          "UNION ALL SELECT tenant, after, created_at_ms, attempt, taken_at_ms, "
-          "CAST(updated_at_ms - taken_at_ms AS DOUBLE PRECISION), "
-          "CASE WHEN attempt_status = 'succeeded' OR attempt_status = 'failed' THEN 1 ELSE 0 END "
-          "FROM tasks WHERE updated_at_ms >= ?1 AND attempt_status != '' "
-          "AND (taken_at_ms >= ?1 OR attempt_status != 'running') AND (?2 = '' OR tenant = ?2)) AS x "
+          "UNION ALL SELECT s.tenant, s.after, s.created_at_ms, t.attempt, t.taken_at_ms, "
+          "CAST(t.updated_at_ms - t.taken_at_ms AS DOUBLE PRECISION), "
+          "CASE WHEN t.attempt_status = 'succeeded' OR t.attempt_status = 'failed' THEN 1 ELSE 0 END "
+          "FROM tasks t " + (sqlite ? "CROSS JOIN" : "JOIN") +
+          " task_specs s ON s.id = t.id WHERE t.updated_at_ms >= ?1 AND t.attempt_status != '' "
+          "AND (t.taken_at_ms >= ?1 OR t.attempt_status != 'running') AND (?2 = '' OR s.tenant = ?2)) AS x "
           "GROUP BY tenant"));
   attempts.Bind(1, since_ms).Bind(2, tenant);
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(attempts, [&](sql::Statement& row) {

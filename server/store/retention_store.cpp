@@ -62,10 +62,12 @@ Result<bool> Any(sql::Database& db, std::string_view text, std::string_view job_
 Result<Pruned> PruneJob(sql::Database& db, std::int64_t job_id, Budget& budget, PruneCounts& counts) {
   const std::string job = std::to_string(job_id);
   WEFT_ASSIGN_OR_RETURN(bool unfinished,
-                        Any(db, "SELECT 1 FROM tasks WHERE job_id = ?1 AND finished_at_ms = 0 LIMIT 1", job));
+                        Any(db, "SELECT 1 FROM task_specs s WHERE s.job_id = ?1 AND s.job_id != '' AND EXISTS "
+                            "(SELECT 1 FROM tasks t WHERE t.id = s.id AND t.finished_at_ms = 0) LIMIT 1",
+                            job));
   if (unfinished) return Pruned::kKept;
   WEFT_ASSIGN_OR_RETURN(bool newest,
-                        Any(db, "SELECT 1 FROM tasks WHERE id = (SELECT MAX(id) FROM tasks) AND job_id = ?1", job));
+                        Any(db, "SELECT 1 FROM task_specs WHERE id = (SELECT MAX(id) FROM tasks) AND job_id = ?1", job));
   if (newest) return Pruned::kKept;
   while (true) {
     if (budget.left <= 0) return Pruned::kOutOfRows;
@@ -73,7 +75,7 @@ Result<Pruned> PruneJob(sql::Database& db, std::int64_t job_id, Budget& budget, 
     const std::int64_t limit = budget.left;
     WEFT_ASSIGN_OR_RETURN(sql::Statement next,
                           db.Prepare("SELECT t.id, (SELECT COUNT(*) FROM attempts a WHERE a.task_id = t.id) "
-                                     "FROM tasks t WHERE t.job_id = ?1 ORDER BY t.id LIMIT ?2"));
+                                     "FROM task_specs t WHERE t.job_id = ?1 ORDER BY t.id LIMIT ?2"));
     next.Bind(1, job).Bind(2, limit);
     std::vector<std::pair<std::int64_t, std::int64_t>> tasks;
     WEFT_RETURN_IF_ERROR(sql::ForEachRow(next, [&](const sql::Statement& row) {
@@ -96,17 +98,23 @@ Result<Pruned> PruneJob(sql::Database& db, std::int64_t job_id, Budget& budget, 
       // Finished tasks may still be listed there (Store::PruneOpenTasks removes them later).
       WEFT_ASSIGN_OR_RETURN(sql::Statement open,
                             db.Prepare("DELETE FROM open_tasks WHERE id IN "
-                                       "(SELECT id FROM tasks WHERE job_id = ?1 AND id <= ?2)"));
+                                       "(SELECT id FROM task_specs WHERE job_id = ?1 AND id <= ?2)"));
       WEFT_RETURN_IF_ERROR(open.Bind(1, job).Bind(2, last).Run());
     }
     WEFT_ASSIGN_OR_RETURN(sql::Statement attempts,
                           db.Prepare("DELETE FROM attempts WHERE task_id IN "
-                                     "(SELECT id FROM tasks WHERE job_id = ?1 AND id <= ?2)"));
+                                     "(SELECT id FROM task_specs WHERE job_id = ?1 AND id <= ?2)"));
     WEFT_RETURN_IF_ERROR(attempts.Bind(1, job).Bind(2, last).Run());
     const std::int64_t attempts_gone = db.Changes();
-    WEFT_ASSIGN_OR_RETURN(sql::Statement gone, db.Prepare("DELETE FROM tasks WHERE job_id = ?1 AND id <= ?2"));
+    // A task's two rows (migration 21): its tasks row, found by its task_specs row, goes first.
+    WEFT_ASSIGN_OR_RETURN(sql::Statement gone,
+                          db.Prepare("DELETE FROM tasks WHERE id IN "
+                                     "(SELECT id FROM task_specs WHERE job_id = ?1 AND id <= ?2)"));
     WEFT_RETURN_IF_ERROR(gone.Bind(1, job).Bind(2, last).Run());
     const std::int64_t tasks_gone = db.Changes();
+    WEFT_ASSIGN_OR_RETURN(sql::Statement specs_gone,
+                          db.Prepare("DELETE FROM task_specs WHERE job_id = ?1 AND id <= ?2"));
+    WEFT_RETURN_IF_ERROR(specs_gone.Bind(1, job).Bind(2, last).Run());
     counts.attempts += attempts_gone;
     counts.tasks += tasks_gone;
     budget.Take(attempts_gone + tasks_gone);

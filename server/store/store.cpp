@@ -750,12 +750,102 @@ ALTER TABLE audit_log ADD COLUMN address TEXT NOT NULL DEFAULT '';
      R"sql(
 ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
 )sql"},
+    // A task in two rows of one id. `tasks` keeps what a take, a renewal, an
+    // attempt's end and a change of state write: the state, the current
+    // attempt and the outputs of the last one. `task_specs` keeps what the task
+    // is, written when it is inserted and seldom after (its predecessors, its
+    // attempts allowed). A take or a finish used to rebuild a row of 25
+    // columns, copying the payload, the ids and the texts it did not change
+    // (SQLite: about a fifth of a finish+take's instructions); now its row
+    // has 13. Reads that need both join them by id. `tasks` keeps its ids, so
+    // the attempts table's foreign key, open_tasks (PostgreSQL) and the next
+    // id stay as they were. SQLite rebuilds the table as in migration 14
+    // (foreign keys are off while migrating); PostgreSQL drops the columns,
+    // then rewrites the table (as migration 15) so that the rows no longer
+    // hold the texts that moved.
+    {21, R"sql(
+CREATE TABLE task_specs (
+  id INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  plugin TEXT NOT NULL,
+  action TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  node_id TEXT NOT NULL DEFAULT '',
+  max_attempts INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  payload TEXT NOT NULL DEFAULT '{}',
+  task_key TEXT NOT NULL DEFAULT '',
+  service TEXT NOT NULL DEFAULT '',
+  after TEXT NOT NULL DEFAULT '[]'
+);
+INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+  task_key, service, after)
+  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+  task_key, service, after FROM tasks;
+CREATE TABLE tasks_v21 (
+  id INTEGER PRIMARY KEY,
+  state TEXT NOT NULL CHECK (state = 'queued' OR state = 'leased' OR state = 'succeeded' OR state = 'failed' OR
+                             state = 'waiting' OR state = 'cancelled'),
+  attempt INTEGER NOT NULL DEFAULT 0,
+  host_id TEXT NOT NULL DEFAULT '',
+  updated_at_ms INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL DEFAULT 0,
+  taken_at_ms INTEGER NOT NULL DEFAULT 0,
+  attempt_status TEXT NOT NULL DEFAULT '',
+  finished_at_ms INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL DEFAULT '',
+  result TEXT NOT NULL DEFAULT '{}',
+  stdout TEXT NOT NULL DEFAULT '',
+  stderr TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO tasks_v21 (id, state, attempt, host_id, updated_at_ms, lease_until_ms, taken_at_ms, attempt_status,
+  finished_at_ms, message, result, stdout, stderr)
+  SELECT id, state, attempt, host_id, updated_at_ms, lease_until_ms, taken_at_ms, attempt_status,
+  finished_at_ms, message, result, stdout, stderr FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v21 RENAME TO tasks;
+CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0;
+CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
+CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
+)sql",
+     R"sql(
+CREATE TABLE task_specs (
+  id BIGINT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  plugin TEXT NOT NULL,
+  action TEXT NOT NULL,
+  job_id TEXT NOT NULL DEFAULT '',
+  cluster_id TEXT NOT NULL DEFAULT '',
+  node_id TEXT NOT NULL DEFAULT '',
+  max_attempts BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  payload TEXT NOT NULL DEFAULT '{}',
+  task_key TEXT NOT NULL DEFAULT '',
+  service TEXT NOT NULL DEFAULT '',
+  after TEXT NOT NULL DEFAULT '[]'
+);
+INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+  task_key, service, after)
+  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+  task_key, service, after FROM tasks;
+DROP INDEX IF EXISTS tasks_by_tenant;
+DROP INDEX IF EXISTS tasks_by_job;
+ALTER TABLE tasks DROP COLUMN tenant, DROP COLUMN plugin, DROP COLUMN action, DROP COLUMN job_id,
+  DROP COLUMN cluster_id, DROP COLUMN node_id, DROP COLUMN max_attempts, DROP COLUMN created_at_ms,
+  DROP COLUMN payload, DROP COLUMN task_key, DROP COLUMN service, DROP COLUMN after;
+ALTER TABLE tasks ALTER COLUMN state TYPE task_state USING CAST(CAST(state AS TEXT) AS task_state);
+CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
+CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
+)sql"},
 };
 
+// A task's columns, from its two rows (migration 21): `t` its tasks row, `s` its task_specs row.
 constexpr const char* kTaskColumns =
-    "id, tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id, "
-    "created_at_ms, updated_at_ms, lease_until_ms, task_key, service, after";
-constexpr const char* kTaskDetailColumns = ", payload, result, message, stdout, stderr";
+    "t.id, s.tenant, s.plugin, s.action, s.job_id, s.cluster_id, s.node_id, t.state, t.attempt, s.max_attempts, "
+    "t.host_id, s.created_at_ms, t.updated_at_ms, t.lease_until_ms, s.task_key, s.service, s.after";
+constexpr const char* kTaskDetailColumns = ", s.payload, t.result, t.message, t.stdout, t.stderr";
+constexpr const char* kTaskRows = " FROM tasks t JOIN task_specs s ON s.id = t.id";
 
 TaskRecord ReadTask(const sql::Statement& s, bool details) {
   TaskRecord t;
@@ -791,9 +881,10 @@ TaskRecord ReadTask(const sql::Statement& s, bool details) {
 
 // A task's current attempt as a row of the attempts table, read from its tasks
 // row: one that is running has not finished and has no message yet.
+// `t` is the tasks row.
 constexpr const char* kCurrentAttemptColumns =
-    "id, attempt, host_id, taken_at_ms, CASE WHEN attempt_status = 'running' THEN 0 ELSE updated_at_ms END, "
-    "attempt_status, CASE WHEN attempt_status = 'running' THEN '' ELSE message END";
+    "t.id, t.attempt, t.host_id, t.taken_at_ms, CASE WHEN t.attempt_status = 'running' THEN 0 ELSE t.updated_at_ms "
+    "END, t.attempt_status, CASE WHEN t.attempt_status = 'running' THEN '' ELSE t.message END";
 constexpr const char* kAttemptColumns = "task_id, attempt, host_id, taken_at_ms, finished_at_ms, status, message";
 
 // A final state. A task in one keeps its last attempt in its row (it ended
@@ -1086,7 +1177,7 @@ class FlagSet {
 struct Store::Impl {
   std::unique_ptr<sql::Database> db;
   sql::Statement upsert_host, touch_host, list_hosts;
-  sql::Statement insert_task, get_task, lease_task, renew_lease, end_task, archive_ended, archive_current;
+  sql::Statement insert_task, insert_task_spec, get_task, lease_task, renew_lease, end_task, archive_ended, archive_current;
   sql::Statement list_attempts, count_tasks, list_unfinished;
   sql::Statement set_task_state, set_task_after, set_task_max_attempts;
   sql::Statement set_open_task_state;  // SetTaskState of a task with no attempt to archive, to a state not final
@@ -1344,18 +1435,32 @@ Status Store::PrepareAll() {
   WEFT_RETURN_IF_ERROR(prep(&i.list_hosts,
                             "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms FROM hosts "
                             "ORDER BY id"));
+  // A task's two rows (migration 21): its tasks row gives the id.
   const std::string insert_task =
-      "INSERT INTO tasks (tenant, plugin, action, job_id, cluster_id, node_id, state, attempt, max_attempts, host_id, "
-      "created_at_ms, updated_at_ms, lease_until_ms, payload, task_key, service, after, finished_at_ms) VALUES "
-      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
-  // PostgreSQL: a task made unfinished is in open_tasks (migration 17) from the start.
-  WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
-                            db.dialect() == sql::Dialect::kPostgres
-                                ? "WITH t AS (" + insert_task +
-                                      " RETURNING id, finished_at_ms), o AS (INSERT INTO open_tasks (id) SELECT id "
-                                      "FROM t WHERE finished_at_ms = 0) SELECT id FROM t"
-                                : sql::InsertGivingId(db.dialect(), insert_task)));
-  WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + " FROM tasks WHERE id = ?1"));
+      "INSERT INTO tasks (state, attempt, host_id, updated_at_ms, lease_until_ms, finished_at_ms) VALUES "
+      "(?7, ?8, ?10, ?11, ?12, ?17)";
+  const std::string spec_columns =
+      "INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, "
+      "payload, task_key, service, after) ";
+  if (db.dialect() == sql::Dialect::kPostgres) {
+    // One statement. A task made unfinished is in open_tasks (migration 17)
+    // from the start. Typed: PostgreSQL does not infer a parameter's type
+    // from the column an INSERT ... SELECT fills.
+    WEFT_RETURN_IF_ERROR(prep(&i.insert_task,
+                              "WITH t AS (" + insert_task + " RETURNING id, finished_at_ms), s AS (" + spec_columns +
+                                  "SELECT id, CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), CAST(?4 AS TEXT), "
+                                  "CAST(?5 AS TEXT), CAST(?6 AS TEXT), CAST(?9 AS BIGINT), CAST(?11 AS BIGINT), "
+                                  "CAST(?13 AS TEXT), CAST(?14 AS TEXT), CAST(?15 AS TEXT), CAST(?16 AS TEXT) FROM t), "
+                                  "o AS (INSERT INTO open_tasks (id) SELECT id FROM t WHERE finished_at_ms = 0) "
+                                  "SELECT id FROM t"));
+  } else {
+    // The tasks row, then (InsertTask, right after) the task_specs row of the id it was given.
+    WEFT_RETURN_IF_ERROR(prep(&i.insert_task, insert_task));
+    WEFT_RETURN_IF_ERROR(prep(&i.insert_task_spec,
+                              spec_columns +
+                                  "VALUES (last_insert_rowid(), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"));
+  }
+  WEFT_RETURN_IF_ERROR(prep(&i.get_task, "SELECT " + cols + kTaskDetailColumns + kTaskRows + " WHERE t.id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.lease_task,
                             OneRowWrite(db.dialect(),
                                         "UPDATE tasks SET state = 'leased', attempt = ?2, host_id = ?3, "
@@ -1387,14 +1492,14 @@ Status Store::PrepareAll() {
                                                   "AND attempt = ?5" +
                                                   archive_conflict));
   WEFT_RETURN_IF_ERROR(prep(&i.archive_current,
-                            archive + kCurrentAttemptColumns + " FROM tasks WHERE id = ?1" + archive_conflict));
+                            archive + kCurrentAttemptColumns + " FROM tasks t WHERE t.id = ?1" + archive_conflict));
   // The archived attempts, but one with the number of the current attempt
   // (which replaces it), and the current attempt.
   WEFT_RETURN_IF_ERROR(prep(&i.list_attempts,
                             std::string("SELECT ") + kAttemptColumns + " FROM attempts a WHERE task_id = ?1 AND "
                             "NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = ?1 AND t.attempt = a.attempt AND "
                             "t.attempt_status != '') UNION ALL SELECT " + kCurrentAttemptColumns +
-                            " FROM tasks WHERE id = ?1 AND attempt_status != '' ORDER BY 2"));
+                            " FROM tasks t WHERE t.id = ?1 AND t.attempt_status != '' ORDER BY 2"));
   WEFT_RETURN_IF_ERROR(prep(&i.count_tasks, "SELECT state, COUNT(*) FROM tasks GROUP BY state"));
   WEFT_RETURN_IF_ERROR(prep(&i.set_task_state,
                             OpenTasksKept(db.dialect(),
@@ -1406,18 +1511,19 @@ Status Store::PrepareAll() {
   WEFT_RETURN_IF_ERROR(prep(&i.set_open_task_state,
                             "UPDATE tasks SET state = ?2, message = ?3, lease_until_ms = ?4, updated_at_ms = ?5 "
                             "WHERE id = ?1 AND attempt_status = '' AND finished_at_ms = 0"));
-  WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE tasks SET after = ?2 WHERE id = ?1"));
-  WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE tasks SET max_attempts = ?2 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.set_task_after, "UPDATE task_specs SET after = ?2 WHERE id = ?1"));
+  WEFT_RETURN_IF_ERROR(prep(&i.set_task_max_attempts, "UPDATE task_specs SET max_attempts = ?2 WHERE id = ?1"));
   // SQLite: through the partial index tasks_unfinished. PostgreSQL: each task
   // of open_tasks (migration 17) by its primary key; OFFSET 0 keeps the
   // subquery apart, so that the plan, kept for every later run, stays a loop
   // over open_tasks whatever the sizes of the tables when it was made.
-  const std::string unfinished = " FROM tasks WHERE finished_at_ms = 0 AND state IN ('queued', 'leased')";
+  const std::string unfinished =
+      std::string(kTaskRows) + " WHERE t.finished_at_ms = 0 AND t.state IN ('queued', 'leased')";
   WEFT_RETURN_IF_ERROR(prep(&i.list_unfinished,
                             db.dialect() == sql::Dialect::kPostgres
-                                ? "SELECT t.* FROM open_tasks o, LATERAL (SELECT " + cols + unfinished +
-                                      " AND id = o.id OFFSET 0) t ORDER BY o.id"
-                                : "SELECT " + cols + unfinished + " ORDER BY id"));
+                                ? "SELECT u.* FROM open_tasks o, LATERAL (SELECT " + cols + unfinished +
+                                      " AND t.id = o.id OFFSET 0) u ORDER BY o.id"
+                                : "SELECT " + cols + unfinished + " ORDER BY t.id"));
   return Status::Ok();
 }
 
@@ -1541,24 +1647,43 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
 Status Store::InsertTask(TaskRecord* t) {
   const FlagSet new_row(impl_->leaves_held_ready);
   sql::Statement& insert = impl_->insert_task.Reset()
-                               .Bind(1, t->tenant)
-                               .Bind(2, t->plugin)
-                               .Bind(3, t->action)
-                               .Bind(4, t->job_id)
-                               .Bind(5, t->cluster_id)
-                               .Bind(6, t->node_id)
                                .Bind(7, TaskStateName(t->state))
                                .Bind(8, t->attempt)
-                               .Bind(9, t->max_attempts)
                                .Bind(10, t->host_id)
                                .Bind(11, t->created_at_ms)
                                .Bind(12, t->lease_until_ms)
-                               .Bind(13, t->payload_json)
-                               .Bind(14, t->task_key)
-                               .Bind(15, t->service)
-                               .Bind(16, t->after_json)
                                .Bind(17, FinishedAt(t->state, t->created_at_ms));
-  WEFT_ASSIGN_OR_RETURN(t->id, sql::RunInsert(*impl_->db, insert));
+  if (impl_->db->dialect() == sql::Dialect::kPostgres) {
+    // One statement writes both rows.
+    insert.Bind(1, t->tenant)
+        .Bind(2, t->plugin)
+        .Bind(3, t->action)
+        .Bind(4, t->job_id)
+        .Bind(5, t->cluster_id)
+        .Bind(6, t->node_id)
+        .Bind(9, t->max_attempts)
+        .Bind(13, t->payload_json)
+        .Bind(14, t->task_key)
+        .Bind(15, t->service)
+        .Bind(16, t->after_json);
+    WEFT_ASSIGN_OR_RETURN(t->id, sql::RunInsert(*impl_->db, insert));
+  } else {
+    WEFT_RETURN_IF_ERROR(insert.Run());
+    // SQLite: the task_specs row takes the id just given (last_insert_rowid()), and so gives it back.
+    WEFT_ASSIGN_OR_RETURN(t->id, sql::RunInsert(*impl_->db, impl_->insert_task_spec.Reset()
+                                                               .Bind(1, t->tenant)
+                                                               .Bind(2, t->plugin)
+                                                               .Bind(3, t->action)
+                                                               .Bind(4, t->job_id)
+                                                               .Bind(5, t->cluster_id)
+                                                               .Bind(6, t->node_id)
+                                                               .Bind(7, t->max_attempts)
+                                                               .Bind(8, t->created_at_ms)
+                                                               .Bind(9, t->payload_json)
+                                                               .Bind(10, t->task_key)
+                                                               .Bind(11, t->service)
+                                                               .Bind(12, t->after_json)));
+  }
   if (t->state == TaskState::kWaiting && impl_->write_held_ready) impl_->inserted_waiting.insert(t->id);
   t->updated_at_ms = t->created_at_ms;
   return Status::Ok();
@@ -1579,8 +1704,8 @@ Result<std::optional<TaskRecord>> Store::GetTask(std::int64_t task_id) {
 Result<std::vector<TaskRecord>> Store::ListTasks(std::string_view tenant, std::optional<TaskState> state,
                                                  std::int64_t limit) {
   // Rarely called (admins, tests): prepared per call, not a member.
-  std::string text = std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE tenant = ?1" +
-                     (state ? " AND state = ?3" : "") + " ORDER BY id DESC LIMIT ?2";
+  std::string text = std::string("SELECT ") + kTaskColumns + kTaskRows + " WHERE s.tenant = ?1" +
+                     (state ? " AND t.state = ?3" : "") + " ORDER BY s.id DESC LIMIT ?2";
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, impl_->db->Prepare(text));
   st.Bind(1, tenant).Bind(2, limit);
   if (state) st.Bind(3, TaskStateName(*state));
@@ -1881,7 +2006,7 @@ Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
 Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         impl_->db->Prepare(std::string("SELECT ") + kTaskColumns + (details ? kTaskDetailColumns : "") +
-                                          " FROM tasks WHERE job_id = ?1 AND job_id != '' ORDER BY id"));
+                                          kTaskRows + " WHERE s.job_id = ?1 AND s.job_id != '' ORDER BY s.id"));
   st.Bind(1, job_id);
   std::vector<TaskRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadTask(row, details)); }));
@@ -1892,11 +2017,11 @@ Result<std::vector<AttemptRecord>> Store::ListJobAttempts(std::string_view job_i
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
       impl_->db->Prepare(std::string("SELECT a.task_id, a.attempt, a.host_id, a.taken_at_ms, a.finished_at_ms, "
-                                     "a.status, a.message FROM tasks t JOIN attempts a ON a.task_id = t.id "
-                                     "WHERE t.job_id = ?1 AND t.job_id != '' AND (t.attempt_status = '' OR "
-                                     "t.attempt != a.attempt) UNION ALL SELECT ") +
-                         kCurrentAttemptColumns +
-                         " FROM tasks WHERE job_id = ?1 AND job_id != '' AND attempt_status != '' ORDER BY 1, 2"));
+                                     "a.status, a.message") + kTaskRows + " JOIN attempts a ON a.task_id = t.id "
+                                     "WHERE s.job_id = ?1 AND s.job_id != '' AND (t.attempt_status = '' OR "
+                                     "t.attempt != a.attempt) UNION ALL SELECT " +
+                         kCurrentAttemptColumns + kTaskRows +
+                         " WHERE s.job_id = ?1 AND s.job_id != '' AND t.attempt_status != '' ORDER BY 1, 2"));
   st.Bind(1, job_id);
   std::vector<AttemptRecord> out;
   WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) { out.push_back(ReadAttempt(row)); }));

@@ -89,7 +89,7 @@ TEST_CASE("tenants: an unknown tenant is refused by every op with a sentence, an
     CHECK(enqueued.status().message() == Refusal(tenant));
   }
   CHECK(RowsOutsideDefault(server.db(), "catalog_entities") == 0);
-  CHECK(RowsOutsideDefault(server.db(), "tasks") == 0);
+  CHECK(RowsOutsideDefault(server.db(), "task_specs") == 0);
   CHECK(RowsOutsideDefault(server.db(), "clusters") == 0);
   CHECK_FALSE(fs::exists(tmp / "server" / "data" / "resources" / "nosuch"));
   CHECK_FALSE(fs::exists(tmp / "server" / "data" / "x"));

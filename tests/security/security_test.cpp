@@ -536,7 +536,8 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   INFO(deleted.err);
   REQUIRE(deleted.exit_code == 0);
   CHECK(CountRows(s,
-                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%' OR payload LIKE '%enc:v%') + "
+                  "SELECT (SELECT COUNT(*) FROM tasks WHERE result LIKE '%enc:v%') + "
+                  "(SELECT COUNT(*) FROM task_specs WHERE payload LIKE '%enc:v%') + "
                   "(SELECT COUNT(*) FROM nodes WHERE results LIKE '%enc:v%') + (SELECT COUNT(*) FROM clusters "
                   "WHERE spec LIKE '%enc:v%' OR previous LIKE '%enc:v%')") == 0);
   // The catalog keeps its own sealed copy: the provider still exists.

@@ -210,6 +210,7 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   const std::string rewind =
+      weft::testing::TasksBeforeSpecs(false) +
       "DELETE FROM schema_migrations WHERE version >= 3; DROP TABLE clusters; DROP TABLE nodes; "
       "DROP TABLE jobs; DROP INDEX tasks_by_job; DROP TABLE principals; DROP TABLE tenants; "
       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
@@ -235,7 +236,7 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   TaskRecord next = NewTask();
   REQUIRE(store.InsertTask(&next).ok());
   CHECK(next.id > first);
-  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_unfinished', 'tasks_by_tenant')") ==
+  CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_unfinished', 'task_specs_by_tenant')") ==
         2);
   CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_v3', 'tasks_v4')") == 0);
   CHECK(QueryInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('clusters', 'nodes', 'jobs')") == 3);

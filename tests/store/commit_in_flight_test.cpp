@@ -49,7 +49,8 @@ Status Finish(Store& store, std::int64_t id, std::int64_t attempt) {
 // Every task as state:attempt:max_attempts, read beside the store.
 std::string Rows(const PostgresServer& server) {
   return server
-      .Query("SELECT string_agg(state || ':' || attempt || ':' || max_attempts, ',' ORDER BY id) FROM tasks")
+      .Query("SELECT string_agg(t.state || ':' || t.attempt || ':' || s.max_attempts, ',' ORDER BY t.id) FROM tasks t "
+                 "JOIN task_specs s ON s.id = t.id")
       .value();
 }
 

@@ -1,12 +1,14 @@
 // The tasks table as the hot task writes find it: its ids after it lost
-// AUTOINCREMENT (migration 14), and a task moved to a state that is not final
+// AUTOINCREMENT (migration 14), a task's two rows (migration 21), and a task moved to a state that is not final
 // through the short write (no attempt to archive) or the long one.
 // The state cases run on SQLite and, with WEFT_TEST_STORE=postgres, on PostgreSQL.
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
@@ -94,14 +96,17 @@ TEST_CASE(
             .ok());
     REQUIRE(store.Commit().ok());
   }
-  // The file as weftd left it before migration 14: the same table, with AUTOINCREMENT.
+  // The file as weftd left it before migration 14: the same table (as it
+  // was before migration 21), with AUTOINCREMENT.
+  REQUIRE(ExecStore(path, RewindFrom(14)) == "");
   const std::string table = SchemaSql(path, "tasks");
   const std::string plain = "id INTEGER PRIMARY KEY,";
   REQUIRE(table.find(plain) != std::string::npos);
+  REQUIRE(table.find("payload") != std::string::npos);
   std::string old_table = table;
   old_table.replace(old_table.find(plain), plain.size(), "id INTEGER PRIMARY KEY AUTOINCREMENT,");
   old_table.replace(0, old_table.find('('), "CREATE TABLE tasks_old ");
-  REQUIRE(ExecStore(path, RewindFrom(14) + old_table +
+  REQUIRE(ExecStore(path, old_table +
                               "; INSERT INTO tasks_old SELECT * FROM tasks; DROP TABLE tasks; "
                               "ALTER TABLE tasks_old RENAME TO tasks; "
                               "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0; "
@@ -116,8 +121,8 @@ TEST_CASE(
   CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'tasks'") == 0);
   CHECK(QueryStoreInt(path,
                       "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_unfinished', "
-                      "'tasks_by_tenant', 'tasks_by_job')") == 3);
-  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'tasks_v14'") == 0);
+                      "'task_specs_by_tenant', 'task_specs_by_job')") == 3);
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_v14', 'tasks_v21')") == 0);
 
   const TaskRecord l = Get(store, leased);
   CHECK(l.state == TaskState::kLeased);
@@ -294,4 +299,175 @@ TEST_CASE("store tasks: a store from before the state became an ENUM on PostgreS
   // The state check still holds.
   CHECK(ExecStore(path, "UPDATE tasks SET state = 'lost'") != "");
   CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'") == 1);
+}
+
+namespace {
+
+// Every field of a task, in one line: two reads of one task compare whole.
+std::string Fields(const TaskRecord& t) {
+  return std::to_string(t.id) + "|" + t.tenant + "|" + t.plugin + "|" + t.action + "|" + t.job_id + "|" +
+         t.cluster_id + "|" + t.node_id + "|" + std::string(weft::store::TaskStateName(t.state)) + "|" +
+         std::to_string(t.attempt) + "|" + std::to_string(t.max_attempts) + "|" + t.host_id + "|" +
+         std::to_string(t.created_at_ms) + "|" + std::to_string(t.updated_at_ms) + "|" +
+         std::to_string(t.lease_until_ms) + "|" + t.payload_json + "|" + t.result_json + "|" + t.message + "|" +
+         t.stdout_tail + "|" + t.stderr_tail + "|" + t.task_key + "|" + t.service + "|" + t.after_json;
+}
+
+// A task's attempts, as the store lists them, in one line.
+std::string AttemptLines(Store& store, std::int64_t id) {
+  auto listed = store.ListAttempts(id);
+  REQUIRE(listed.ok());
+  std::string out;
+  for (const weft::store::AttemptRecord& a : *listed)
+    out += std::to_string(a.task_id) + ":" + std::to_string(a.attempt) + ":" + a.host_id + ":" +
+           std::to_string(a.taken_at_ms) + ":" + std::to_string(a.finished_at_ms) + ":" + a.status + ":" + a.message +
+           ";";
+  return out;
+}
+
+std::string Ids(const std::vector<TaskRecord>& tasks) {
+  std::string out;
+  for (const TaskRecord& t : tasks) out += std::to_string(t.id) + ",";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("store tasks: a store from before a task's two rows (migration 21) keeps every task, state, attempt, "
+          "output and attempt history, and a running task finishes after the upgrade",
+          "[store]") {
+  TempDir dir("task-specs");
+  const auto path = dir / "weft.db";
+  const bool postgres = weft::testing::TestStoreIsPostgres();
+  std::int64_t queued = 0, leased = 0, succeeded = 0, failed = 0, waiting = 0;
+  std::vector<std::string> fields, attempts;
+  std::string unfinished, job;
+  {
+    auto opened = OpenStore(path);
+    Store& store = Opened(opened);
+    REQUIRE(store.Begin().ok());
+    queued = Insert(store, TaskState::kQueued, "9");
+    leased = Insert(store, TaskState::kQueued, "9");
+    succeeded = Insert(store, TaskState::kQueued, "9");
+    failed = Insert(store, TaskState::kQueued, "9");
+    TaskRecord w;
+    w.tenant = "acme";
+    w.plugin = "fake-automator";
+    w.action = "CONFIGURE";
+    w.job_id = "9";
+    w.cluster_id = "4";
+    w.node_id = "web-1";
+    w.state = TaskState::kWaiting;
+    w.max_attempts = 2;
+    w.created_at_ms = 1100;
+    w.payload_json = R"({"port":8080})";
+    w.task_key = "web-1/CONFIGURE/nginx";
+    w.service = "nginx";
+    w.after_json = "[" + std::to_string(succeeded) + "]";
+    REQUIRE(store.InsertTask(&w).ok());
+    waiting = w.id;
+    REQUIRE(store.SetTaskMaxAttempts(waiting, 4).ok());
+    REQUIRE(store.LeaseTask(leased, 1, "h1", 9000, 2000).ok());
+    REQUIRE(store.LeaseTask(succeeded, 1, "h1", 9000, 2000).ok());
+    REQUIRE(store.EndAttempt(succeeded, 1, TaskState::kQueued, AttemptStatus::kExpired, "lease ran out", "{}", "", "",
+                             2200)
+                .ok());
+    REQUIRE(store.LeaseTask(succeeded, 2, "h2", 9000, 2300).ok());
+    REQUIRE(store.EndAttempt(succeeded, 2, TaskState::kSucceeded, AttemptStatus::kSucceeded, "done",
+                             R"({"version":"1.2"})", "installed\n", "warning: old\n", 2400)
+                .ok());
+    REQUIRE(store.LeaseTask(failed, 1, "h1", 9000, 2000).ok());
+    REQUIRE(store.EndAttempt(failed, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
+    REQUIRE(store.LeaseTask(failed, 2, "h2", 9000, 2600).ok());
+    REQUIRE(
+        store.EndAttempt(failed, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
+            .ok());
+    REQUIRE(store.Commit().ok());
+    for (std::int64_t id : {queued, leased, succeeded, failed, waiting}) {
+      fields.push_back(Fields(Get(store, id)));
+      attempts.push_back(AttemptLines(store, id));
+    }
+    auto open = store.ListUnfinishedTasks();
+    REQUIRE(open.ok());
+    unfinished = Ids(*open);
+    auto listed = store.ListJobTasks("9", true);
+    REQUIRE(listed.ok());
+    for (const TaskRecord& t : *listed) job += Fields(t) + "\n";
+  }
+  CHECK(unfinished == std::to_string(queued) + "," + std::to_string(leased) + ",");  // not waiting: not takeable
+  CHECK(attempts[2] == std::to_string(succeeded) + ":1:h1:2000:2200:expired:lease ran out;" +
+                           std::to_string(succeeded) + ":2:h2:2300:2400:succeeded:done;");
+
+  // The store as weftd left it before migration 21: a task in one row of 25 columns.
+  REQUIRE(ExecStore(path, RewindFrom(21)) == "");
+  const std::string payload_in_tasks =
+      postgres ? "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'payload'"
+               : "SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'payload'";
+  const std::string specs_table = postgres ? "SELECT COUNT(*) FROM pg_class WHERE relname = 'task_specs'"
+                                           : "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'task_specs'";
+  REQUIRE(QueryStoreInt(path, payload_in_tasks) == 1);
+  REQUIRE(QueryStoreInt(path, specs_table) == 0);
+  REQUIRE(QueryStoreInt(path, "SELECT COUNT(*) FROM tasks") == 5);
+
+  auto opened = OpenStore(path);
+  Store& store = Opened(opened);
+  CHECK(store.schema_version() == Store::LatestSchemaVersion());
+  CHECK(QueryStoreInt(path, payload_in_tasks) == 0);
+  CHECK(QueryStoreInt(path, specs_table) == 1);
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM task_specs") == 5);
+  const std::vector<std::int64_t> ids = {queued, leased, succeeded, failed, waiting};
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    CHECK(Fields(Get(store, ids[i])) == fields[i]);
+    CHECK(AttemptLines(store, ids[i]) == attempts[i]);
+  }
+  auto open = store.ListUnfinishedTasks();
+  REQUIRE(open.ok());
+  CHECK(Ids(*open) == unfinished);
+  auto listed = store.ListJobTasks("9", true);
+  REQUIRE(listed.ok());
+  std::string job_after;
+  for (const TaskRecord& t : *listed) job_after += Fields(t) + "\n";
+  CHECK(job_after == job);
+  auto by_tenant = store.ListTasks("acme", std::nullopt, 10);
+  REQUIRE(by_tenant.ok());
+  CHECK(Ids(*by_tenant) == std::to_string(waiting) + ",");
+  auto counts = store.CountTasks();
+  REQUIRE(counts.ok());
+  CHECK(counts->queued == 1);
+  CHECK(counts->leased == 1);
+  CHECK(counts->succeeded == 1);
+  CHECK(counts->failed == 1);
+  CHECK(counts->waiting == 1);
+
+  // The running task finishes (a fenced end of attempt 1), a finished one
+  // refuses an end of another attempt, and new tasks go on after the old ones.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.EndAttempt(leased, 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "ok", R"({"x":1})", "o", "e",
+                           3000)
+              .ok());
+  REQUIRE(store.LeaseTask(queued, 1, "h3", 9500, 3000).ok());
+  REQUIRE(store.SetTaskState(waiting, TaskState::kQueued, "", 0, 3000).ok());
+  CHECK(Insert(store, TaskState::kQueued) == waiting + 1);
+  REQUIRE(store.Commit().ok());
+  const TaskRecord done = Get(store, leased);
+  CHECK(done.state == TaskState::kSucceeded);
+  CHECK(done.result_json == R"({"x":1})");
+  CHECK(done.stdout_tail == "o");
+  CHECK(done.payload_json == "{}");
+  CHECK(AttemptLines(store, leased) == std::to_string(leased) + ":1:h1:2000:3000:succeeded:ok;");
+  CHECK(Get(store, queued).host_id == "h3");
+  CHECK(Get(store, waiting).state == TaskState::kQueued);
+  CHECK(Get(store, waiting).max_attempts == 4);
+  REQUIRE(store.Begin().ok());
+  weft::Status late =
+      store.EndAttempt(succeeded, 1, TaskState::kFailed, AttemptStatus::kFailed, "late", "{}", "", "", 3100);
+  if (late.ok()) late = store.Commit();  // PostgreSQL: the gathered write fails at the commit
+  CHECK_FALSE(late.ok());
+  REQUIRE(store.Rollback().ok());
+  CHECK(Get(store, succeeded).state == TaskState::kSucceeded);
+  open = store.ListUnfinishedTasks();
+  REQUIRE(open.ok());
+  CHECK(Ids(*open) == std::to_string(queued) + "," + std::to_string(waiting) + "," + std::to_string(waiting + 1) + ",");
+  // The state check still holds on the narrower row.
+  CHECK(ExecStore(path, "UPDATE tasks SET state = 'lost'") != "");
 }

@@ -526,8 +526,11 @@ TEST_CASE("postgres store: a finish updates its task's row in place, and open_ta
   CHECK(counted == "8:8");  // 3 takes, 3 ends, 2 states set; the failed finish updated nothing
 
   // A store from before open_tasks (migration 17): the index on finished_at_ms, no table.
-  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 17; DROP TABLE open_tasks; "
-                       "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0", "postgres").ok());
+  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 17; DROP TABLE open_tasks; " +
+                           weft::testing::TasksBeforeSpecs(true) +
+                           "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0",
+                       "postgres")
+              .ok());
   auto reopened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
   Store& again = Opened(reopened);
   CHECK(again.schema_version() == Store::LatestSchemaVersion());
@@ -596,8 +599,9 @@ TEST_CASE("postgres store: takes and finishes committed two by two, as hosts sen
   const std::string rows = "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM tasks t";
   const std::string before = server->Query(rows).value();
   const std::string fill = "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'tasks'";
-  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 18; "
-                       "ALTER TABLE tasks SET (fillfactor = 90)").ok());
+  REQUIRE(server->Exec("DELETE FROM schema_migrations WHERE version >= 18; " + weft::testing::TasksBeforeSpecs(true) +
+                       "ALTER TABLE tasks SET (fillfactor = 90)")
+              .ok());
   CHECK(server->Query(fill).value() == "autovacuum_enabled=off,fillfactor=90");
   auto reopened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
   Store& again = Opened(reopened);

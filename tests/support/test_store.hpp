@@ -82,12 +82,54 @@ inline store::Store& Opened(Result<std::unique_ptr<store::Store>>& opened) {
   return **opened;
 }
 
+// SQL that puts a store's tasks back as they were before migration 21, on
+// PostgreSQL or SQLite: one table of 25 columns, made from the two rows of
+// each task (tasks and task_specs), with its indexes, and no task_specs.
+inline std::string TasksBeforeSpecs(bool postgres) {
+  if (postgres)
+    return "ALTER TABLE tasks ADD COLUMN tenant TEXT NOT NULL DEFAULT '', ADD COLUMN plugin TEXT NOT NULL DEFAULT '', "
+           "ADD COLUMN action TEXT NOT NULL DEFAULT '', ADD COLUMN job_id TEXT NOT NULL DEFAULT '', "
+           "ADD COLUMN cluster_id TEXT NOT NULL DEFAULT '', ADD COLUMN node_id TEXT NOT NULL DEFAULT '', "
+           "ADD COLUMN max_attempts BIGINT NOT NULL DEFAULT 0, ADD COLUMN created_at_ms BIGINT NOT NULL DEFAULT 0, "
+           "ADD COLUMN payload TEXT NOT NULL DEFAULT '{}', ADD COLUMN task_key TEXT NOT NULL DEFAULT '', "
+           "ADD COLUMN service TEXT NOT NULL DEFAULT '', ADD COLUMN after TEXT NOT NULL DEFAULT '[]'; "
+           "UPDATE tasks t SET tenant = s.tenant, plugin = s.plugin, action = s.action, job_id = s.job_id, "
+           "cluster_id = s.cluster_id, node_id = s.node_id, max_attempts = s.max_attempts, "
+           "created_at_ms = s.created_at_ms, payload = s.payload, task_key = s.task_key, service = s.service, "
+           "after = s.after FROM task_specs s WHERE s.id = t.id; "
+           "ALTER TABLE tasks ALTER COLUMN tenant DROP DEFAULT, ALTER COLUMN plugin DROP DEFAULT, "
+           "ALTER COLUMN action DROP DEFAULT, ALTER COLUMN max_attempts DROP DEFAULT, "
+           "ALTER COLUMN created_at_ms DROP DEFAULT; "
+           "DROP TABLE task_specs; CREATE INDEX tasks_by_tenant ON tasks (tenant, id); "
+           "CREATE INDEX tasks_by_job ON tasks (job_id, id) WHERE job_id != ''; ";
+  return "CREATE TABLE tasks_v20 (id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, plugin TEXT NOT NULL, "
+         "action TEXT NOT NULL, job_id TEXT NOT NULL DEFAULT '', cluster_id TEXT NOT NULL DEFAULT '', "
+         "node_id TEXT NOT NULL DEFAULT '', state TEXT NOT NULL CHECK (state = 'queued' OR state = 'leased' OR "
+         "state = 'succeeded' OR state = 'failed' OR state = 'waiting' OR state = 'cancelled'), "
+         "attempt INTEGER NOT NULL DEFAULT 0, max_attempts INTEGER NOT NULL, host_id TEXT NOT NULL DEFAULT '', "
+         "created_at_ms INTEGER NOT NULL, updated_at_ms INTEGER NOT NULL, lease_until_ms INTEGER NOT NULL DEFAULT 0, "
+         "payload TEXT NOT NULL DEFAULT '{}', result TEXT NOT NULL DEFAULT '{}', message TEXT NOT NULL DEFAULT '', "
+         "stdout TEXT NOT NULL DEFAULT '', stderr TEXT NOT NULL DEFAULT '', task_key TEXT NOT NULL DEFAULT '', "
+         "service TEXT NOT NULL DEFAULT '', after TEXT NOT NULL DEFAULT '[]', taken_at_ms INTEGER NOT NULL DEFAULT 0, "
+         "attempt_status TEXT NOT NULL DEFAULT '', finished_at_ms INTEGER NOT NULL DEFAULT 0); "
+         "INSERT INTO tasks_v20 SELECT t.id, s.tenant, s.plugin, s.action, s.job_id, s.cluster_id, s.node_id, "
+         "t.state, t.attempt, s.max_attempts, t.host_id, s.created_at_ms, t.updated_at_ms, t.lease_until_ms, "
+         "s.payload, t.result, t.message, t.stdout, t.stderr, s.task_key, s.service, s.after, t.taken_at_ms, "
+         "t.attempt_status, t.finished_at_ms FROM tasks t JOIN task_specs s ON s.id = t.id; "
+         "DROP TABLE tasks; DROP TABLE task_specs; ALTER TABLE tasks_v20 RENAME TO tasks; "
+         "CREATE INDEX tasks_unfinished ON tasks (id) WHERE finished_at_ms = 0; "
+         "CREATE INDEX tasks_by_tenant ON tasks (tenant, id); "
+         "CREATE INDEX tasks_by_job ON tasks (job_id, id) WHERE job_id != ''; ";
+}
+
 // The start of the SQL that makes a store look as if migration `version` and
 // the later ones had not run: their rows leave schema_migrations, and a column
 // a later migration added goes (SQLite cannot add a column only if it is
-// missing, so that migration would fail when it runs again).
+// missing, so that migration would fail when it runs again); from 21 or
+// before, the tasks are one table again (TasksBeforeSpecs).
 inline std::string RewindFrom(std::int64_t version) {
   std::string sql = "DELETE FROM schema_migrations WHERE version >= " + std::to_string(version) + "; ";
+  if (version <= 21) sql += TasksBeforeSpecs(TestStoreIsPostgres());
   if (version <= 20) sql += "ALTER TABLE audit_log DROP COLUMN address; ";
   return sql;
 }
