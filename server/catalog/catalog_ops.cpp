@@ -414,15 +414,12 @@ class CatalogOps {
     }
     reply["layout"] = catalog::LayoutToJson(*layout);
     reply["warnings"] = std::move(warnings);
-    // Sent as the text measured here: never more than a message may be.
-    Response r = Response::Ok(json::object());
-    r.body_text = wire::Dump(reply);
-    reply = json();
+    // Never a reply larger than a message may be.
     json details;
     const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
-    if (Status s = bounds.CheckReply(r.body_text.size(), nodes, &details); !s.ok())
+    if (Status s = bounds.CheckReply(wire::Dump(reply).size(), nodes, &details); !s.ok())
       return Response::Error(s, std::move(details));
-    return r;
+    return Response::Ok(std::move(reply));
   }
 
  private:

@@ -21,6 +21,7 @@
 
 #include "support/catalog_dir.hpp"
 #include "support/host.hpp"
+#include "support/postgres.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
@@ -35,6 +36,7 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using testing::CatalogDir;
 using testing::Host;
+using testing::PostgresServer;
 using testing::RunResult;
 using testing::Tail;
 using testing::TempDir;
@@ -339,6 +341,66 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
       },
       30s));
   CHECK(restarted);
+}
+
+TEST_CASE("events: EventStream moves to the new leader when the leader dies, and tells of the new incarnation",
+          "[events][integration][failover]") {
+  TempDir dir("weft-events-failover");
+  Result<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start(dir.path() / "pg");
+  if (!pg.ok()) FAIL("cannot start PostgreSQL: " << pg.status().message());
+  auto start = [&](const std::string& node) {
+    fs::create_directories(dir.path() / node);
+    return std::make_unique<Weftd>(testing::WeftdOptions{
+        .dir = dir.path() / node,
+        .name = node,
+        .extra_toml = "[store]\nbackend = \"postgres\"\nconninfo = " + json((*pg)->conninfo()).dump() +
+                      "\n[leader]\nnode = \"" + node + "\"\nlease_ms = 1000\npoll_ms = 100\n",
+        .store = "sqlite"});  // its [store] says postgres
+  };
+  auto role = [](Weftd& w) {
+    Result<json> st = w.TryCall("server.status", json::object(), 2000);
+    if (!st.ok() || !st->contains("leadership")) return std::string();
+    return (*st)["leadership"].value("role", std::string());
+  };
+  std::unique_ptr<Weftd> a = start("a");
+  REQUIRE(WaitFor([&] { return role(*a) == "leader"; }, 20s));
+  std::unique_ptr<Weftd> b = start("b");
+  REQUIRE(WaitFor([&] { return role(*b) == "follower"; }, 20s));
+
+  // Given both api endpoints, follower first: the stream finds the leader's events itself.
+  zmq::context_t ctx(1);
+  client::Options o;
+  o.endpoint = b->api() + "," + a->api();
+  o.timeout_ms = 3000;
+  client::EventStream stream(ctx, o, {"default/task"}, {.check_ms = 300, .rcvhwm = 0});
+  REQUIRE(stream.Open().ok());
+  CHECK(stream.endpoint() == a->events());
+  std::vector<client::ReceivedEvent> before;
+  REQUIRE(WaitFor(
+      [&] {
+        a->Enqueue(RawTask());
+        before = Collect(stream, 300ms);
+        return !before.empty();
+      },
+      20s));
+  const std::string first = before.back().event["incarnation"];
+
+  a->Kill();
+  std::vector<client::ReceivedEvent> after;
+  const bool moved = WaitFor(
+      [&] {
+        (void)b->TryCall("debug.enqueue", {{"tasks", json::array({RawTask()})}}, 1000);
+        after = Collect(stream, 300ms);
+        return !after.empty();
+      },
+      40s);
+  INFO("--- b ---\n" << Tail(b->AllLogs(), 3000));
+  REQUIRE(moved);
+  CHECK(stream.endpoint() == b->events());
+  CHECK(stream.reopened() >= 1);
+  CHECK(after[0].event["incarnation"] != first);
+  CHECK(after[0].seen.restarted);
+  CHECK(after[0].seen.gap());
 }
 
 }  // namespace weft

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/weftd.hpp"
+#include "weft/client/client.hpp"
+#include "weft/common/curve.hpp"
 
 namespace weft {
 namespace {
@@ -192,6 +196,75 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
   }
 }
 
+TEST_CASE("paging: a user's pages hold only their own clusters and jobs, every one once, however many of other "
+          "users' lie between",
+          "[paging]") {
+  TempDir dir("weft-paging-user");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_timeout = 60s});
+  ImportCatalog(s, dir.path() / "catalog");
+  std::map<std::string, std::unique_ptr<client::Client>> users;
+  for (const std::string name : {"alice", "bob"}) {
+    const fs::path cred = dir.path() / (name + ".json");
+    for (std::vector<std::string> args : {std::vector<std::string>{"user", "create", name},
+                                          std::vector<std::string>{"credentials", name, "-f", cred.string()}}) {
+      RunResult r = s.Weft(args);
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+    }
+    Result<curve::Credential> c = curve::LoadCredential(cred);
+    REQUIRE(c.ok());
+    client::Options o = client::FromCredential(*c, 10000);
+    o.endpoint = s.api();
+    users[name] = std::make_unique<client::Client>(s.ctx(), o);
+  }
+  const auto call = [&](const std::string& who, const std::string& op, const json& body) {
+    Result<json> r = users[who]->Call(op, body);
+    INFO(who << " " << op << " " << body.dump() << ": " << (r.ok() ? "" : r.status().ToString()));
+    REQUIRE(r.ok());
+    return *r;
+  };
+  // Alice's clusters among many more of Bob's; the newest is Bob's.
+  std::vector<std::int64_t> alice_clusters, alice_jobs;
+  for (int i = 0; i < 12; ++i) {
+    const std::string who = i % 4 == 1 ? "alice" : "bob";
+    const json reply = call(who, "cluster.create", {{"name", "u" + std::to_string(i)}, {"template", "web-fake"},
+                                                    {"size", 3}});
+    if (who == "alice") {
+      alice_clusters.push_back(Id(reply["cluster"]["id"]));
+      alice_jobs.push_back(Id(reply["job"]["id"]));
+    }
+  }
+  REQUIRE(alice_jobs.size() == 3);
+
+  std::vector<std::int64_t> seen;
+  json next;
+  int pages = 0;
+  do {
+    json body = {{"limit", 1}};
+    if (next.is_string()) body["after"] = next;
+    const json page = call("alice", "job.list", body);
+    REQUIRE(page["jobs"].size() == 1);  // full pages: other users' jobs are skipped, not counted
+    for (std::int64_t id : Ids(page["jobs"])) seen.push_back(id);
+    next = page.value("next", json());
+    REQUIRE(++pages < 10);
+  } while (next.is_string());
+  CHECK(seen == std::vector<std::int64_t>(alice_jobs.rbegin(), alice_jobs.rend()));
+
+  seen.clear();
+  next = json();
+  pages = 0;
+  do {
+    json body = {{"limit", 2}};
+    if (next.is_string()) body["after"] = next;
+    const json page = call("alice", "cluster.list", body);
+    for (std::int64_t id : Ids(page["clusters"])) seen.push_back(id);
+    next = page.value("next", json());
+    REQUIRE(++pages < 10);
+  } while (next.is_string());
+  CHECK(pages == 2);
+  CHECK(seen == alice_clusters);
+}
+
 TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made, and one whose reply would pass "
           "the message limit is refused instead of sent",
           "[paging]") {
@@ -204,9 +277,13 @@ TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made,
   ImportCatalog(s, dir.path() / "catalog");
   const json plan = {{"name", "big"}, {"template", "web-big"}};
 
-  // Within both bounds: the plan as before.
+  // Within both bounds: the plan as before, up to close to the message limit.
   const json small = s.Call("cluster.plan", With(plan, {{"size", 3}}));
   CHECK(small["layout"]["nodes"].size() == 3);
+  const json near = s.Call("cluster.plan", With(plan, {{"size", 20}}));
+  CHECK(near["layout"]["nodes"].size() == 20);
+  CHECK(near.dump().size() > 20000);
+  CHECK(near.dump().size() < 65536 - 4096);
 
   // Past max_plan_nodes: TOO_LARGE naming the limit and where to raise it.
   Status st = Refused(s, "cluster.plan", With(plan, {{"size", 201}}));
