@@ -5,7 +5,9 @@
 // endpoint is, in case it came back on another port. A handshake that failed
 // (a key refused, a server key that does not match) ends ZeroMQ's own
 // reconnecting for good, so then the command opens a new socket itself, and
-// keeps doing so until a handshake succeeds. Every event carries its topic's
+// keeps doing so until a handshake succeeds. While the events are quiet it asks
+// now and then too: with several weftd (`--server a,b`) the leader may have
+// changed, and the command moves to the new one's events. Every event carries its topic's
 // sequence number and the numbering's incarnation: a number skipped, or a new
 // incarnation (weftd restarted, another weftd took the lead), is told in one
 // line on stderr, since the state must then be read again.
@@ -253,6 +255,7 @@ Status Events(Context& ctx, const ParsedArgs& args) {
   bool dead = false;
   auto asked = std::chrono::steady_clock::now();
   client::EventSequence sequence;
+  auto heard = std::chrono::steady_clock::now();  // the last event, or the last look at where they are
   auto went_away = [&](const std::string& why) {
     if (away_said) return;  // once per outage, not once per try
     away_said = true;
@@ -287,11 +290,19 @@ Status Events(Context& ctx, const ParsedArgs& args) {
       }
     }
     const auto now = std::chrono::steady_clock::now();
-    if (!connected && now - asked >= std::chrono::milliseconds(kAskAgainMs)) {
-      // weftd may be back with its events on another port (an endpoint configured with port `*`).
+    // Away, or connected but quiet: a weftd that stopped leading stays connected and publishes nothing.
+    const bool quiet = now - heard >= std::chrono::milliseconds(kAskAgainMs);
+    if ((!connected || quiet) && now - asked >= std::chrono::milliseconds(kAskAgainMs)) {
+      // weftd may be back with its events on another port (an endpoint configured with port `*`),
+      // or another weftd leads now.
       asked = now;
       Result<std::string> where = EventsEndpoint(ctx, 1000);
       const bool moved = where.ok() && *where != subscriber.endpoint();
+      if (moved && connected) {
+        ctx.err() << "weftd's events are now published at " << *where << " (another weftd leads); following there\n"
+                  << std::flush;
+        connected = false;
+      }
       // A socket whose handshake failed never tries again by itself; one with no
       // connection up after a while is opened again too, whatever went wrong.
       const bool stuck = !seen.tcp && now - subscriber.opened_at() >= std::chrono::milliseconds(kAskAgainMs);
@@ -306,6 +317,7 @@ Status Events(Context& ctx, const ParsedArgs& args) {
       if (!topic.more() || !subscriber.sub().recv(body, zmq::recv_flags::none)) continue;
       json e = json::parse(body.to_string(), nullptr, false);
       if (!e.is_object()) continue;
+      heard = std::chrono::steady_clock::now();
       const std::string name = topic.to_string();
       if (const client::EventSequence::Seen seen = sequence.Check(name, e); seen.gap()) {
         ctx.err() << "events were missed ("

@@ -382,10 +382,15 @@ Status OpenForTask(const SecretBox& box, const store::TaskRecord& record, json& 
     WEFT_RETURN_IF_ERROR(box.OpenFields((*s)["action"]["fields"],
                                         {record.tenant, "service", Str(*s, "name"), AsciiLower(record.action)},
                                         /*open_v1=*/false));
+  // The node's place is made only for a task that carries results: most
+  // tasks (every raw one) carry none, and it cost two strings per take.
+  auto r = task.find("results");
+  auto n = task.find("node");
+  const bool node_results = n != task.end() && n->is_object() && n->contains("results");
+  if (r == task.end() && !node_results) return Status::Ok();
   const SealPlace node{record.tenant, "node", record.cluster_id + "/" + record.node_id, ""};
-  if (auto r = task.find("results"); r != task.end()) WEFT_RETURN_IF_ERROR(box.OpenResult(*r, node));
-  if (auto n = task.find("node"); n != task.end() && n->is_object() && n->contains("results"))
-    WEFT_RETURN_IF_ERROR(box.OpenResult((*n)["results"], node));
+  if (r != task.end()) WEFT_RETURN_IF_ERROR(box.OpenResult(*r, node));
+  if (node_results) WEFT_RETURN_IF_ERROR(box.OpenResult((*n)["results"], node));
   return Status::Ok();
 }
 

@@ -235,10 +235,15 @@ std::string TooLargeToHandOut(const store::TaskRecord& t, std::size_t size, std:
 
 api::Response TakeReply(Taken taken) {
   api::Response r;
-  r.body_text.reserve(taken.json.size() + 10);
-  r.body_text += "{\"task\":";
-  r.body_text += taken.task_id > 0 ? taken.json : "null";
-  r.body_text += '}';
+  if (taken.task_id > 0) {
+    // Around the task's own text, which has room to spare (TaskText): no
+    // second buffer, and no copy of the task but a move of its bytes.
+    r.body_text = std::move(taken.json);
+    r.body_text.insert(0, "{\"task\":");
+    r.body_text += '}';
+  } else {
+    r.body_text = "{\"task\":null}";
+  }
   r.hands_out_task_id = taken.task_id;
   r.hands_out_attempt = taken.attempt;
   return r;

@@ -76,7 +76,7 @@ class HostOps {
   // reading, which decides and explains as for any other body.
   std::optional<FinishFields> ReadFinishText(std::string_view text) const;
   std::optional<TakeRequest> ReadTakeText(std::string_view text, std::string* host_id) const;
-  Response Finish(FinishFields finish);
+  Response Finish(const FinishFields& finish);
   // The next task for `host_id`, or a held response that the reactor answers later.
   Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
   static Response FencingError(const Status& s, const queue::Conflict& conflict);
@@ -489,12 +489,12 @@ std::optional<HostOps::FinishFields> HostOps::ReadFinishText(std::string_view te
 
 Response HostOps::TaskFinish(const Call& call) {
   if (!call.request->body_text.empty()) {
-    if (std::optional<FinishFields> finish = ReadFinishText(call.request->body_text)) return Finish(std::move(*finish));
+    if (std::optional<FinishFields> finish = ReadFinishText(call.request->body_text)) return Finish(*finish);
     WEFT_TRY_ASSIGN(finish, ReadFinish(wire::BodyTree(*call.request)));
-    return Finish(std::move(finish));
+    return Finish(finish);
   }
   WEFT_TRY_ASSIGN(finish, ReadFinish(call.request->body));
-  return Finish(std::move(finish));
+  return Finish(finish);
 }
 
 Result<HostOps::FinishFields> HostOps::ReadFinish(const json& body) const {
@@ -533,7 +533,7 @@ Result<HostOps::FinishFields> HostOps::ReadFinish(const json& body) const {
   return FinishFields{std::move(f), std::move(next)};
 }
 
-Response HostOps::Finish(FinishFields finish) {
+Response HostOps::Finish(const FinishFields& finish) {
   const queue::FinishRequest& f = finish.f;
   if (Host* h = d_.hosts.Find(f.host_id)) d_.hosts.Seen(*h);
   queue::Conflict conflict;

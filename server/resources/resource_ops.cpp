@@ -1,7 +1,9 @@
 #include "weft/server/resources/resource_ops.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <set>
+#include <string>
 
 #include "weft/common/digest.hpp"
 #include "weft/common/json_fields.hpp"
@@ -233,10 +235,18 @@ class ResourceOps {
   }
 
   // Pins the versions a task will use at the moment it is handed out.
-  Status Decorate(const store::TaskRecord& record, json& task) {
+  Status Decorate(const store::TaskRecord& record, json& task, hosts::TaskTexts& texts) {
     auto pinned = task.find("resources");
     if (pinned == task.end() || pinned->is_null()) {
       WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> active, store_.Active(record.tenant, {record.plugin}));
+      if (active.empty()) {
+        // Most tasks use none: the same "resources":[] from text made once,
+        // not an empty array made in the task's tree and written out per take.
+        static const auto kNone = std::make_shared<const std::string>("[]");
+        if (pinned != task.end()) task.erase(pinned);  // a null: the text stands for it
+        texts.Add("resources", kNone);
+        return Status::Ok();
+      }
       json list = json::array();
       for (const ActiveVersion& a : active) list.push_back(ActiveJson(a));
       task["resources"] = std::move(list);
@@ -293,7 +303,9 @@ void RegisterResourceOps(api::Router& router, ResourceOpsDeps deps) {
              {"type", "name", "version"});
   router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch), api::Effect::kHostTraffic);
   router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active), api::Effect::kHostTraffic);
-  deps.dispatcher.AddTakeDecorator([impl](const store::TaskRecord& r, json& task) { return impl->Decorate(r, task); });
+  deps.dispatcher.AddTakeDecorator([impl](const store::TaskRecord& r, json& task, hosts::TaskTexts& texts) {
+    return impl->Decorate(r, task, texts);
+  });
 }
 
 }  // namespace weft::resources

@@ -98,6 +98,26 @@ TEST_CASE("wire: a successful reply header is the header object dumped, byte for
   CHECK(json::parse(odd[0].to_string())["body"]["s"] == "a\xef\xbf\xbd");
 }
 
+TEST_CASE("wire: a reply whose body is text is the header object dumped, byte for byte, with its blobs", "[wire]") {
+  const json body = {{"task", {{"task_id", 3}, {"node_id", "n\u00e9\"1"}}}};
+  // A plain id, one to escape, and one that is not ASCII: each the same bytes as the tree's reply.
+  const std::vector<std::string> ids = {"1234567890-17", "id-\"7\"\t", "caf\xc3\xa9"};
+  for (const std::string& id : ids) {
+    Reply text = Reply::Success(id);
+    text.body_text = Dump(body);
+    text.blobs = {"one", std::string("\0two", 4)};
+    Reply tree = Reply::Success(id, body);
+    tree.blobs = text.blobs;
+    Frames frames = EncodeReply(text);
+    REQUIRE(frames.size() == 3);
+    INFO(id);
+    CHECK(frames[0].to_string() == EncodeReply(tree)[0].to_string());
+    CHECK(frames[0].to_string() == Dump(json{{"v", 1}, {"id", id}, {"ok", true}, {"body", body}}));
+    CHECK(frames[1].to_string() == "one");
+    CHECK(frames[2].to_string() == std::string("\0two", 4));
+  }
+}
+
 TEST_CASE("wire: a RawJson value is sent as the text it was made of, the same bytes as the tree", "[wire]") {
   const json nodes = json::array({{{"id", "n1"}, {"services", {"db", "web"}}}, {{"id", "n\u00e9"}, {"bind_v4", ""}}});
   json tree = {{"task", {{"task_id", 3}, {"nodes", nodes}}}};

@@ -5,6 +5,8 @@
 // which clusters a user's subscription covers (decided when weftd receives
 // it: at subscribe, again when sent again, again on every reconnect). The
 // real weftd, weft-host and weft binaries (docs/protocol.md, `events`).
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -343,7 +345,7 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
   CHECK(restarted);
 }
 
-TEST_CASE("events: EventStream moves to the new leader when the leader dies, and tells of the new incarnation",
+TEST_CASE("events: EventStream and weft events move to the new leader, and tell of the new incarnation",
           "[events][integration][failover]") {
   TempDir dir("weft-events-failover");
   Result<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start(dir.path() / "pg");
@@ -375,6 +377,13 @@ TEST_CASE("events: EventStream moves to the new leader when the leader dies, and
   client::EventStream stream(ctx, o, {"default/task"}, {.check_ms = 300, .rcvhwm = 0});
   REQUIRE(stream.Open().ok());
   CHECK(stream.endpoint() == a->events());
+  // `weft events` given both, too.
+  testing::ProcessOptions po;
+  po.stdout_path = dir.path() / "events.out";
+  po.stderr_path = dir.path() / "events.err";
+  testing::Process cli(testing::BuildPath("bin/weft"),
+                       {"--server", b->api() + "," + a->api(), "-o", "json", "events"}, po);
+  REQUIRE(WaitFor([&] { return testing::ReadFile(po.stderr_path).find("following") != std::string::npos; }, 20s));
   std::vector<client::ReceivedEvent> before;
   REQUIRE(WaitFor(
       [&] {
@@ -385,7 +394,12 @@ TEST_CASE("events: EventStream moves to the new leader when the leader dies, and
       20s));
   const std::string first = before.back().event["incarnation"];
 
-  a->Kill();
+  bool paused = false;
+  SECTION("the leader dies (kill -9)") { a->Kill(); }
+  SECTION("the leader is paused (SIGSTOP): its connections stay up, it publishes nothing") {
+    REQUIRE(kill(a->pid(), SIGSTOP) == 0);
+    paused = true;
+  }
   std::vector<client::ReceivedEvent> after;
   const bool moved = WaitFor(
       [&] {
@@ -401,6 +415,23 @@ TEST_CASE("events: EventStream moves to the new leader when the leader dies, and
   CHECK(after[0].event["incarnation"] != first);
   CHECK(after[0].seen.restarted);
   CHECK(after[0].seen.gap());
+
+  // The command moved too, said so, and told of the new numbering.
+  const bool cli_moved = WaitFor(
+      [&] {
+        (void)b->TryCall("debug.enqueue", {{"tasks", json::array({RawTask()})}}, 1000);
+        return testing::ReadFile(po.stdout_path).find(after[0].event["incarnation"].get<std::string>()) !=
+               std::string::npos;
+      },
+      30s);
+  const std::string err = testing::ReadFile(po.stderr_path);
+  INFO(err << testing::ReadFile(po.stdout_path));
+  CHECK(cli_moved);
+  CHECK_THAT(err, Catch::Contains("events were missed (weftd's numbering started anew"));
+  CHECK_THAT(err, Catch::Contains(b->events()));
+  // Still connected to the paused one, the command noticed by asking while the events were quiet.
+  if (paused) CHECK_THAT(err, Catch::Contains("weftd's events are now published at " + b->events()));
+  if (paused) REQUIRE(kill(a->pid(), SIGCONT) == 0);
 }
 
 }  // namespace weft

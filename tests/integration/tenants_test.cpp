@@ -198,7 +198,7 @@ TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even wh
   for (const char* tenant : {"acme", "globex"}) REQUIRE(server.Weft({"tenant", "create", tenant}).exit_code == 0);
   // One host for every tenant (no pinning): it follows weftd's worker split.
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 4,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+            "resource_sync_ms = 200\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
 
   // globex runs gx-auto; acme uploads a plugin declaring the same type.
@@ -216,8 +216,8 @@ TEST_CASE("tenants: a tenant's Lua plugin runs only that tenant's tasks, even wh
   CHECK(acme["state"] == "succeeded");
   CHECK(acme["result"]["ran"] == "acme");
   // Both are installed side by side, each under its tenant's name.
-  CHECK(weft::testing::ReadFile(tmp / "host" / "state" / "plugins" / "globex@gx-auto.lua") == GxAuto("globex"));
-  CHECK(weft::testing::ReadFile(tmp / "host" / "state" / "plugins" / "acme@gx-auto.lua") == GxAuto("acme"));
+  CHECK(weft::testing::ReadFile(host.dir() / "state" / "plugins" / "globex@gx-auto.lua") == GxAuto("globex"));
+  CHECK(weft::testing::ReadFile(host.dir() / "state" / "plugins" / "acme@gx-auto.lua") == GxAuto("acme"));
 
   // The default tenant has no gx-auto: none of the other tenants' runs its tasks, and
   // catalog.check and plugin.list say so, while globex's own check finds it.
@@ -241,7 +241,7 @@ TEST_CASE("tenants: a tenant's Lua plugin the host cannot load is shown refused 
   Weftd server(TenantsServer(tmp / "server"));
   for (const char* tenant : {"acme", "globex"}) REQUIRE(server.Weft({"tenant", "create", tenant}).exit_code == 0);
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+            "resource_sync_ms = 200\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
 
   // A syntax error, and a file whose declared type is not the name it was uploaded under:
@@ -300,7 +300,7 @@ TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide 
   Weftd server(TenantsServer(tmp / "server"));
   REQUIRE(server.Weft({"tenant", "create", "acme"}).exit_code == 0);
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
-            "state_dir = \"" + (tmp / "host" / "state").string() + "\"\nresource_sync_ms = 200\n"));
+            "resource_sync_ms = 200\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
 
   const fs::path file = tmp / "takeover.lua";

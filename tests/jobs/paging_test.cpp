@@ -265,6 +265,27 @@ TEST_CASE("paging: a user's pages hold only their own clusters and jobs, every o
   CHECK(seen == alice_clusters);
 }
 
+TEST_CASE("paging: weft audit reads page after page, oldest first, --limit N the newest N and --all every entry",
+          "[paging]") {
+  TempDir dir("weft-paging-cli");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .cli_timeout = 120s});
+  // More entries than the CLI's pages of 1000: one for each put of a new hardware type.
+  for (int i = 0; i < 1100; ++i)
+    s.Call("hardwaretype.put", {{"name", "hw" + std::to_string(i)}, {"providermap", {{"fake", {{"flavor", "f"}}}}}});
+  const std::vector<std::int64_t> all = Ids(s.Call("audit.list", {{"limit", 100000}})["entries"]);
+  REQUIRE(all.size() == 1100);
+  REQUIRE(std::is_sorted(all.begin(), all.end()));
+
+  const json every = s.WeftJson({"audit", "--all"});
+  CHECK(Ids(every["entries"]) == all);
+  CHECK(every["entries"][0]["target"] == "hardwaretype hw0");
+  CHECK_FALSE(every.contains("next"));
+  const json newest = s.WeftJson({"audit", "--limit", "1050"});
+  CHECK(Ids(newest["entries"]) == std::vector<std::int64_t>(all.end() - 1050, all.end()));
+  CHECK(newest["next"].is_string());  // where a script would go on
+  CHECK(Ids(s.WeftJson({"audit"})["entries"]) == std::vector<std::int64_t>(all.end() - 1000, all.end()));
+}
+
 TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made, and one whose reply would pass "
           "the message limit is refused instead of sent",
           "[paging]") {

@@ -28,10 +28,9 @@ const fs::path kAutomators = kBuild / "plugins" / "automators";
 
 std::string Digest(const std::string& bytes) { return weft::digest::Sha256Of(bytes).value(); }
 
-// A weft-host whose state (resource cache, resource plugins) is under `dir`/state.
+// A weft-host whose state (resource cache, resource plugins) is under its dir()/state.
 Host StartHost(const fs::path& dir, Weftd& server, const std::string& id = "h1") {
-  return Host(HostIn(dir, id, server.provisioner(), {kFixtures, kAutomators}, 2,
-                     "state_dir = \"" + (dir / "state").string() + "\"\nresource_sync_ms = 300\n"));
+  return Host(HostIn(dir, id, server.provisioner(), {kFixtures, kAutomators}, 2, "resource_sync_ms = 300\n"));
 }
 
 bool HostHasPlugin(Weftd& server, const std::string& host_id, const std::string& type) {
@@ -119,7 +118,7 @@ TEST_CASE("resources: a task gets the active version's file, a running task keep
   CHECK(seen[0]["digest"] == Digest("version one\n"));
   CHECK(seen[0]["content_start"] == "version one\n");
   const std::string v1_path = seen[0]["path"];
-  CHECK(v1_path.rfind((dir / "state" / "resources").string(), 0) == 0);  // in the host's cache
+  CHECK(v1_path.rfind((host.dir() / "state" / "resources").string(), 0) == 0);  // in the host's cache
 
   // A long task on version 1, then version 2 becomes active while it runs.
   const std::int64_t slow = server.Enqueue({{"plugin", "resource-echo"},
@@ -200,7 +199,7 @@ TEST_CASE("resources: a digest mismatch is refused, on upload and on the host", 
   // may show as a hidden ".NAME.tmp.*" file for a moment; a cached version is a
   // file under its own name.
   std::size_t cached = 0;
-  for (auto it = fs::recursive_directory_iterator(dir / "state" / "resources");
+  for (auto it = fs::recursive_directory_iterator(host.dir() / "state" / "resources");
        it != fs::recursive_directory_iterator(); ++it)
     cached += it->is_regular_file() && !it->path().filename().string().starts_with(".") ? 1 : 0;
   CHECK(cached == 0);
@@ -322,7 +321,7 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   const bool loaded = WaitFor([&] { return HostHasPlugin(server, "h1", "res-lua"); }, 30s);
   INFO(host.Log());
   REQUIRE(loaded);
-  CHECK(weft::testing::ReadFile(dir / "state" / "plugins" / "default@res-lua.lua") == plugin("version 1"));
+  CHECK(weft::testing::ReadFile(host.dir() / "state" / "plugins" / "default@res-lua.lua") == plugin("version 1"));
   CHECK(run()["result"]["said"] == "version 1");
 
   // A new version replaces it; the workers roll and the next tasks run it.
@@ -339,7 +338,7 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   // Recalled: the plugin goes away again.
   Weft(server, {"resource", "recall", "lua-plugin", "res-lua.lua"});
   REQUIRE(WaitFor([&] { return !HostHasPlugin(server, "h1", "res-lua"); }, 30s));
-  CHECK(!fs::exists(dir / "state" / "plugins" / "default@res-lua.lua"));
+  CHECK(!fs::exists(host.dir() / "state" / "plugins" / "default@res-lua.lua"));
   CHECK(host.process().pid() == pid);
   CHECK(host.process().running());
 }
