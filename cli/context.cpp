@@ -144,9 +144,9 @@ Status Context::NoAnswer(int timeout_ms) {
     case Peer::kRefused:
       return Status::Unavailable("nothing listens at " + where + " (connection refused); is weftd running?" +
                                  elsewhere);
-    case Peer::kSilent:
-      return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? "
-                                 "Something accepts connections there but does not speak ZeroMQ" + elsewhere);
+    case Peer::kSilent:  // (the client library's words: a stopped weftd is silent too)
+      return Status::Unavailable("no reply from " + where + ": " + client::DescribePeer(peer, where, probe_ms) +
+                                 elsewhere);
     case Peer::kDropped:
     case Peer::kNotCompatible:
       // A client without a key is cut off by a weftd with CurveZMQ on, often

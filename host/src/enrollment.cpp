@@ -287,7 +287,8 @@ Status ExplainStatus(const HostConfig& config, const Status& status) {
       curve::ShortKey(config.curve_server_key) + " (fingerprint " + curve::Fingerprint(config.curve_server_key) +
       ", " + (configured ? "server_key in the configuration" : "from " + CredentialPath(config).string()) +
       "), may be wrong: weftd's public key is \"server_key\" in its <data_dir>/endpoints.json and the last part "
-      "of every token `weft host token create` prints (weftd logs nothing about a handshake it cannot decrypt). "
+      "of every token `weft host token create` prints (weftd's log names this host's address: \"sent a CurveZMQ "
+      "handshake weftd cannot decrypt\"). "
       "Or " + config.server + " is not weftd's provisioner endpoint (\"provisioner\" in endpoints.json)");
 }
 

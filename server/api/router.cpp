@@ -115,6 +115,18 @@ bool Router::ReadOnly(const std::string& op) const {
   return it != ops_.end() && it->second.effect == Effect::kReads;
 }
 
+std::vector<std::string> Router::OpsOn(Endpoint endpoint) const {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : ops_)
+    if (entry.endpoints.count(endpoint)) out.push_back(name);
+  return out;
+}
+
+Fields Router::FieldsOf(const std::string& op) const {
+  auto it = ops_.find(op);
+  return it == ops_.end() ? Fields::Undeclared() : it->second.fields;
+}
+
 std::vector<std::string> Router::KnownOps() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : ops_) out.push_back(name);
@@ -174,7 +186,7 @@ Response Router::Dispatch(const Call& call, const Entry* entry) const {
     return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
                                             " does not exist (weft tenant list shows the tenants)"),
                            json{{"tenant", call.principal.tenant}});
-  if (!e.fields.empty() && call.endpoint == Endpoint::kApi)
+  if (e.fields.checked() && call.endpoint == Endpoint::kApi)
     if (Response refused = CheckFields(call, e); !refused.status.ok()) return refused;
   e.served->fetch_add(1, std::memory_order_relaxed);
   // One return of one named Response (see Route).
@@ -204,9 +216,12 @@ Response Router::CheckFields(const Call& call, const Entry& entry) {
   std::string known;
   for (const std::string& f : entry.fields) known += (known.empty() ? "" : ", ") + f;
   std::string message = json(first).dump(-1, ' ', false, json::error_handler_t::replace) + " is not a field of " + op;
-  message += nearest.empty() ? "; its fields are " + known : "; did you mean \"" + nearest + "\"?";
+  message += !nearest.empty()      ? "; did you mean \"" + nearest + "\"?"
+             : entry.fields.empty() ? std::string("; it takes no fields (its body is {})")
+                                    : "; its fields are " + known;
   if (unknown.size() > 1) message += " (" + std::to_string(unknown.size() - 1) + " more unknown field(s), in details)";
-  json details = {{"op", op}, {"field", first}, {"unknown_fields", std::move(unknown)}, {"known_fields", entry.fields}};
+  const std::vector<std::string>& fields = entry.fields;
+  json details = {{"op", op}, {"field", first}, {"unknown_fields", std::move(unknown)}, {"known_fields", fields}};
   if (!nearest.empty()) details["did_you_mean"] = nearest;
   return Response::Error(Status::Invalid(std::move(message)), std::move(details));
 }

@@ -33,7 +33,7 @@ json TenantJson(const store::TenantRecord& t) {
 // Quota fields of a tenant.create/update body over `t`.
 Status ReadQuotas(const json& body, store::TenantRecord* t) {
   auto field = [&](const char* key, std::int64_t* out) -> Status {
-    WEFT_ASSIGN_OR_RETURN(std::int64_t v, jsonf::Int(body, key, "body", 0, kMaxQuota, *out));
+    WEFT_ASSIGN_OR_RETURN(std::int64_t v, jsonf::Int(body, key, "", 0, kMaxQuota, *out));
     *out = v;
     return Status::Ok();
   };
@@ -55,16 +55,16 @@ void RegisterTenantOps(api::Router& router, Registry& registry) {
   router.SetTenantExists([reg](const std::string& tenant) { return reg->tenants().count(tenant) != 0; });
 
   router.Add("tenant.create", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
     store::TenantRecord t;
     t.name = name;
     Status s = ReadQuotas(c.request->body, &t);
     if (s.ok()) s = reg->CreateTenant(t);
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
-  });
+  }, api::Effect::kChanges, {"name", "max_clusters", "max_nodes", "max_workers"});
   router.Add("tenant.update", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
     auto it = reg->tenants().find(name);
     if (it == reg->tenants().end()) return Response::Error(Status::NotFound("no tenant '" + name + "'"));
     store::TenantRecord t = it->second;
@@ -72,28 +72,28 @@ void RegisterTenantOps(api::Router& router, Registry& registry) {
     if (s.ok()) s = reg->UpdateTenant(t);
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", TenantJson(reg->tenants().at(name))}});
-  });
+  }, api::Effect::kChanges, {"name", "max_clusters", "max_nodes", "max_workers"});
   router.Add("tenant.list", superadmin, api, [reg](const Call&) {
     json list = json::array();
     for (const auto& [name, t] : reg->tenants()) list.push_back(TenantJson(t));
     return Response::Ok({{"tenants", list}});
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {});
   router.Add("tenant.delete", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
     Status s = reg->DeleteTenant(name, Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"name", name}});
-  });
+  }, api::Effect::kChanges, {"name"});
 
   const std::set<Role> admins = {Role::kAdmin, Role::kSuperadmin};
   // Users of the request's tenant (a tenant admin's own; a superadmin's header tenant).
   router.Add("user.create", admins, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    WEFT_TRY_ASSIGN(role, jsonf::String(c.request->body, "role", "body", "user"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
+    WEFT_TRY_ASSIGN(role, jsonf::String(c.request->body, "role", "", "user"));
     Status s = reg->CreateUser({c.principal.tenant, name, role, 0});
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}, {"role", role}});
-  });
+  }, api::Effect::kChanges, {"name", "role"});
   router.Add("user.list", admins, api, [reg](const Call& c) {
     json list = json::array();
     std::map<std::string, int> keys;
@@ -104,13 +104,13 @@ void RegisterTenantOps(api::Router& router, Registry& registry) {
       list.push_back({{"name", u.name}, {"role", u.role}, {"keys", keys[u.name]}, {"created_at_ms", u.created_at_ms}});
     }
     return Response::Ok({{"tenant", c.principal.tenant}, {"users", list}});
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {});
   router.Add("user.delete", admins, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
     Status s = reg->DeleteUser(c.principal.tenant, name, Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", c.principal.tenant}, {"name", name}});
-  });
+  }, api::Effect::kChanges, {"name"});
 }
 
 void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistry& hosts, OpsOptions options) {
@@ -122,16 +122,16 @@ void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistr
 
   router.Add("host.token.create", superadmin, api, [reg, options](const Call& c) {
     const json& body = c.request->body;
-    WEFT_TRY_ASSIGN(ttl, jsonf::Int(body, "ttl_ms", "body", 1000, 365LL * 24 * 3600 * 1000, options.token_ttl_ms));
-    WEFT_TRY_ASSIGN(for_host, jsonf::String(body, "host_id", "body", ""));
-    WEFT_TRY_ASSIGN(replace, jsonf::Bool(body, "force", "body", false));
+    WEFT_TRY_ASSIGN(ttl, jsonf::Int(body, "ttl_ms", "", 1000, 365LL * 24 * 3600 * 1000, options.token_ttl_ms));
+    WEFT_TRY_ASSIGN(for_host, jsonf::String(body, "host_id", "", ""));
+    WEFT_TRY_ASSIGN(replace, jsonf::Bool(body, "force", "", false));
     WEFT_TRY_ASSIGN(token, reg->CreateToken(ttl, Who(c), for_host, replace));
     return Response::Ok({{"token", curve::EncodeToken({token.keys, options.server_key})},
                          {"key", curve::ShortKey(token.keys.public_key)},
                          {"host_id", for_host},
                          {"force", replace},
                          {"expires_at_ms", token.expires_at_ms}});
-  });
+  }, api::Effect::kChanges, {"ttl_ms", "host_id", "force"});
   router.Add("host.enroll", {Role::kEnroll}, {Endpoint::kProvisioner}, [reg, o](const Call& c) {
     WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
     WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
@@ -140,21 +140,21 @@ void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistr
     return Response::Ok({{"host_id", host_id}});
   });
   router.Add("host.accept", superadmin, api, [reg, o](const Call& c) {
-    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
-    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", "body", ""));
-    WEFT_TRY_ASSIGN(force, jsonf::Bool(c.request->body, "force", "body", false));
+    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", ""));
+    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", "", ""));
+    WEFT_TRY_ASSIGN(force, jsonf::Bool(c.request->body, "force", "", false));
     Status s = reg->AcceptHost(host_id, fingerprint, force, o->HostLive(host_id), Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"host_id", host_id}, {"fingerprint", fingerprint}});
-  });
+  }, api::Effect::kChanges, {"host_id", "fingerprint", "force"});
   router.Add("host.revoke", superadmin, api, [reg, o](const Call& c) {
-    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", "body"));
+    WEFT_TRY_ASSIGN(host_id, jsonf::String(c.request->body, "host_id", ""));
     Status s = reg->RevokeHost(host_id, Who(c));
     if (!s.ok()) return Response::Error(s);
     s = o->Forget(host_id, "host '" + host_id + "' was revoked by " + Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"host_id", host_id}});
-  });
+  }, api::Effect::kChanges, {"host_id"});
   router.Add("host.requests", superadmin, api, [reg](const Call&) {
     std::vector<const store::HostRequestRecord*> sorted;
     for (const auto& [key, r] : reg->requests()) sorted.push_back(&r);
@@ -169,32 +169,32 @@ void RegisterAuthOps(api::Router& router, Registry& registry, hosts::HostRegistr
                       {"address", r->address},
                       {"requested_at_ms", r->requested_at_ms}});
     return Response::Ok({{"requests", list}});
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {});
 
   // A gateway (weft-web): a key that may only log users in, and then act for them (server/auth/logins.hpp).
   router.Add("gateway.credentials", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
+    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", ""));
     Status s = reg->AddGatewayKey(name, key, Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"name", name}, {"key", curve::ShortKey(key)}});
-  });
+  }, api::Effect::kChanges, {"name", "public_key"});
   router.Add("gateway.revoke", superadmin, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
     Status s = reg->RevokeGateway(name, Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"name", name}});
-  });
+  }, api::Effect::kChanges, {"name"});
   router.Add("credentials.add", admins, api, [reg](const Call& c) {
-    WEFT_TRY_ASSIGN(user, jsonf::String(c.request->body, "user", "body"));
-    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", "body"));
+    WEFT_TRY_ASSIGN(user, jsonf::String(c.request->body, "user", ""));
+    WEFT_TRY_ASSIGN(key, jsonf::String(c.request->body, "public_key", ""));
     Status s = reg->AddUserKey(c.principal.tenant, user, key, Who(c));
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", c.principal.tenant},
                          {"user", user},
                          {"role", reg->users().at({c.principal.tenant, user}).role},
                          {"key", curve::ShortKey(key)}});
-  });
+  }, api::Effect::kChanges, {"user", "public_key"});
 }
 
 namespace {
@@ -511,6 +511,8 @@ api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t 
       WEFT_LOG(kWarn, "auth") << "refused the request of host " << jsonf::Brief(*id) << " (key fingerprint "
                               << fingerprint << ") to join: " << fresh.status().message();
     }
+    if (fresh.status().code() == Code::kUnavailable)  // too many at once: worth asking again after that pause
+      return Response::Error(fresh.status(), {{"retry_after_ms", registry.RequestRetryAfterMs()}});
     return Response::Error(fresh.status());
   }
   if (*fresh && tally.Count("hosts asked to join", now_ms)) {

@@ -267,11 +267,11 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
                                       json* details) {
   WEFT_RETURN_IF_ERROR(jsonf::RequireObject(body, "body"));
   const std::int64_t now = clock_.NowMs();
-  WEFT_ASSIGN_OR_RETURN(std::string token, jsonf::String(body, "token", "body", ""));
+  WEFT_ASSIGN_OR_RETURN(std::string token, jsonf::String(body, "token", "", ""));
   std::string tenant, user;
   if (token.empty()) {
-    WEFT_ASSIGN_OR_RETURN(tenant, jsonf::String(body, "tenant", "body", "default"));
-    WEFT_ASSIGN_OR_RETURN(user, jsonf::String(body, "user", "body"));
+    WEFT_ASSIGN_OR_RETURN(tenant, jsonf::String(body, "tenant", "", "default"));
+    WEFT_ASSIGN_OR_RETURN(user, jsonf::String(body, "user", ""));
   }
   // Failed logins are limited per user and per browser address: guessing one
   // user's password from many addresses, or many users' from one, both stall.
@@ -280,10 +280,11 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
   std::int64_t wait_ms = 0;
   for (const std::string& key : {user_key, addr_key}) {
     if (key.empty() || MayTry(key, now, &wait_ms)) continue;
+    // A rate, not a size: UNAVAILABLE with the pause after which a login is tried again.
     if (details) (*details)["retry_after_ms"] = wait_ms;
-    return Status::TooLarge("too many failed logins " +
-                            std::string(key == user_key ? "for this user" : "from this address") + "; retry in " +
-                            Minutes(wait_ms));
+    return Status::Unavailable("too many failed logins " +
+                               std::string(key == user_key ? "for this user" : "from this address") +
+                               "; nothing was tried: retry in " + Minutes(wait_ms));
   }
   auto fail = [&](Status s) {
     for (const std::string& key : {user_key, addr_key})
@@ -299,7 +300,7 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
     const std::string role = RoleOf(t->tenant, t->user, t->created_at_ms);
     return Issue(t->tenant, t->user, role, gateway, client_addr);
   }
-  WEFT_ASSIGN_OR_RETURN(std::string password, jsonf::String(body, "password", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::string password, jsonf::String(body, "password", ""));
   Status verified = VerifyPassword(tenant, user, password);
   if (!verified.ok()) return verified.code() == Code::kDenied ? fail(verified) : verified;
   return Issue(tenant, user, RoleOf(tenant, user, now), gateway, client_addr);
@@ -508,25 +509,25 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
                json body = SessionJson(*s);
                body["session"] = s->id;
                return Response::Ok(std::move(body));
-             });
+             }, api::Effect::kChanges, {"tenant", "user", "password", "token"});
   router.Add("session.get", people, api, [l](const Call& c) {
     if (c.request->on_behalf.session.empty())
       return Response::Error(Status::Invalid("session.get needs the request to carry a session"));
     WEFT_TRY_ASSIGN(s, l->Describe(c.request->on_behalf.session));
     return Response::Ok(SessionJson(s));
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {});
   router.Add("session.logout", people, api, [l](const Call& c) {
     if (c.request->on_behalf.session.empty())
       return Response::Error(Status::Invalid("session.logout needs the request to carry a session"));
     Status s = l->Logout(c.request->on_behalf.session);
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"user", c.principal.user}});
-  });
+  }, api::Effect::kChanges, {});
 
   // A user sets their own password; a tenant admin any of the tenant's users'; the superadmin its own too.
   router.Add("user.password", people, api, [l, reg](const Call& c) {
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body"));
-    WEFT_TRY_ASSIGN(password, jsonf::String(c.request->body, "password", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", ""));
+    WEFT_TRY_ASSIGN(password, jsonf::String(c.request->body, "password", ""));
     const api::Principal& p = c.principal;
     std::string tenant = p.tenant;
     if (p.role == Role::kSuperadmin && name == kSuperadminUser && !reg->users().count({tenant, name}))
@@ -538,20 +539,20 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
     Status s = l->SetPassword(tenant, name, password);
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"tenant", tenant}, {"name", name}});
-  });
+  }, api::Effect::kChanges, {"name", "password"});
 
   router.Add("token.create", people, api, [l](const Call& c) {
     const api::Principal& p = c.principal;
     if (!c.request->on_behalf.token.empty())
       return Response::Error(Status::Denied("an API token cannot make API tokens; log in, or use weft"));
-    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "body", ""));
-    WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "body", 0, kMaxTokenTtlMs, kDefaultTokenTtlMs));
+    WEFT_TRY_ASSIGN(name, jsonf::String(c.request->body, "name", "", ""));
+    WEFT_TRY_ASSIGN(ttl, jsonf::Int(c.request->body, "ttl_ms", "", 0, kMaxTokenTtlMs, kDefaultTokenTtlMs));
     const std::string tenant = p.role == Role::kSuperadmin ? kSystemTenant : p.tenant;
     WEFT_TRY_ASSIGN(made, l->CreateToken(tenant, p.user, name, ttl));
     json body = TokenJson(made.record);
     body["token"] = made.secret;
     return Response::Ok(std::move(body));
-  });
+  }, api::Effect::kChanges, {"name", "ttl_ms"});
   router.Add("token.list", people, api, [l](const Call& c) {
     const api::Principal& p = c.principal;
     json list = json::array();
@@ -561,15 +562,15 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
     if (p.role == Role::kSuperadmin)
       for (const auto& t : l->Tokens(kSystemTenant, p.user)) list.push_back(TokenJson(t));
     return Response::Ok({{"tokens", std::move(list)}});
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {});
   router.Add("token.revoke", people, api, [l](const Call& c) {
-    WEFT_TRY_ASSIGN(id, jsonf::String(c.request->body, "id", "body"));
+    WEFT_TRY_ASSIGN(id, jsonf::String(c.request->body, "id", ""));
     const api::Principal& p = c.principal;
     Status s = l->RevokeToken(id, p.tenant, p.role == Role::kUser ? p.user : "");
     if (s.code() == Code::kNotFound && p.role == Role::kSuperadmin) s = l->RevokeToken(id, kSystemTenant, p.user);
     if (!s.ok()) return Response::Error(s);
     return Response::Ok({{"id", id}});
-  });
+  }, api::Effect::kChanges, {"id"});
 }
 
 }  // namespace weft::auth

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "weft/server/hosts/host_registry.hpp"
@@ -265,6 +266,11 @@ bool Registry::AdmitRequest() {
   return true;
 }
 
+std::int64_t Registry::RequestRetryAfterMs() const {
+  const double missing = std::max(0.0, 1.0 - request_tokens_);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(missing * 1000.0 / kRequestsPerSecond)));
+}
+
 Result<bool> Registry::RequestHost(const std::string& host_id, const std::string& host_key,
                                    const std::string& address) {
   if (!hosts::ValidHostId(host_id))
@@ -293,8 +299,12 @@ Result<bool> Registry::RequestHost(const std::string& host_id, const std::string
       return Status::TooLarge("too many keys ask to join as host '" + host_id + "' (" +
                               std::to_string(kMaxRequestsPerHost) + "); an admin accepts one or runs `weft host revoke " +
                               host_id + "`");
+    // A rate, not a size: the same request succeeds a moment later.
     if (!AdmitRequest())
-      return Status::TooLarge("too many hosts ask to join at once; retry in a few seconds");
+      return Status::Unavailable("too many hosts ask to join at once (weftd records " +
+                                 std::to_string(static_cast<int>(kRequestsPerSecond)) +
+                                 " new requests a second from keys it does not know); nothing was recorded: retry "
+                                 "after " + std::to_string(RequestRetryAfterMs()) + " ms");
   }
   store::HostRequestRecord r{host_id, host_key, address, clock_.NowMs()};
   WEFT_RETURN_IF_ERROR(store_.PutHostRequest(r));

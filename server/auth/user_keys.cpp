@@ -36,7 +36,7 @@ std::string Who(const Call& call) {
 // tenant's users; the superadmin anyone's in the request's tenant, and its own
 // as user "superadmin" (unless that tenant has a user of that name).
 Result<Owner> OwnerOf(const Registry& reg, const Call& c, const std::string& op) {
-  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(c.request->body, "name", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(c.request->body, "name", ""));
   const api::Principal& p = c.principal;
   if (p.role == Role::kSuperadmin && name == kSuperadminUser && !reg.users().count({p.tenant, name}))
     return Owner{"", name};
@@ -81,7 +81,7 @@ void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins,
       keys.push_back(std::move(entry));
     }
     return Response::Ok({{"tenant", owner.session_tenant()}, {"name", owner.user}, {"keys", std::move(keys)}});
-  }, api::Effect::kReads);
+  }, api::Effect::kReads, {"name"});
 
   router.Add("user.key.rotate", people, api, [reg, l, options](const Call& c) {
     if (!c.request->on_behalf.session.empty() || !c.request->on_behalf.token.empty())
@@ -90,8 +90,8 @@ void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins,
           "token"));
     WEFT_TRY_ASSIGN(owner, OwnerOf(*reg, c, "user.key.rotate"));
     const json& body = c.request->body;
-    WEFT_TRY_ASSIGN(grace, jsonf::Int(body, "grace_ms", "body", 0, kMaxGraceMs, 0));
-    WEFT_TRY_ASSIGN(only, jsonf::String(body, "fingerprint", "body", ""));
+    WEFT_TRY_ASSIGN(grace, jsonf::Int(body, "grace_ms", "", 0, kMaxGraceMs, 0));
+    WEFT_TRY_ASSIGN(only, jsonf::String(body, "fingerprint", "", ""));
     std::string new_key;
     curve::Credential file;
     if (owner.superadmin()) {
@@ -113,7 +113,7 @@ void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins,
       file.keys = pair;
       new_key = pair.public_key;
     } else {
-      WEFT_TRY_ASSIGN(key, jsonf::String(body, "public_key", "body"));
+      WEFT_TRY_ASSIGN(key, jsonf::String(body, "public_key", ""));
       new_key = key;
     }
     // Nothing is written unless all of it can be.
@@ -148,11 +148,11 @@ void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins,
     if (!ended.ok()) return Response::Error(ended.status());
     reply["sessions_ended"] = *ended;
     return Response::Ok(std::move(reply));
-  });
+  }, api::Effect::kChanges, {"name", "public_key", "grace_ms", "fingerprint"});
 
   router.Add("user.key.revoke", people, api, [reg, l, options](const Call& c) {
     WEFT_TRY_ASSIGN(owner, OwnerOf(*reg, c, "user.key.revoke"));
-    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", "body"));
+    WEFT_TRY_ASSIGN(fingerprint, jsonf::String(c.request->body, "fingerprint", ""));
     std::string pinned;
     if (owner.superadmin()) {
       Result<curve::Credential> file = curve::LoadCredential(options.superadmin_file);
@@ -168,7 +168,7 @@ void RegisterUserKeyOps(api::Router& router, Registry& registry, Logins& logins,
                          {"fingerprint", fingerprint},
                          {"key", curve::ShortKey(*revoked)},
                          {"sessions_ended", *ended}});
-  });
+  }, api::Effect::kChanges, {"name", "fingerprint"});
 }
 
 }  // namespace weft::auth

@@ -1,7 +1,13 @@
 // The ZAP handler: libzmq sends it one request per CURVE handshake on a
 // socket of the context, and waits for the answer before it lets the peer in.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "weft/server/auth/auth.hpp"
@@ -15,8 +21,97 @@ constexpr const char* kLog = "auth";
 constexpr std::size_t kMaxLogged = 10000;  // refused keys remembered, so each is logged once
 // Refused keys beyond the first of an interval are only counted (log::Tally).
 constexpr std::int64_t kTallyMs = 5000;
+// Connections of a watched socket whose peer address is remembered until they end.
+constexpr std::size_t kMaxPeers = 100000;
+
+// The IP address of the peer of a connected socket descriptor; "" when it cannot be read.
+std::string PeerAddress(int fd) {
+  sockaddr_storage peer{};
+  socklen_t size = sizeof peer;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &size) != 0) return "";
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* at = peer.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr)
+                   : peer.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&peer)->sin_addr)
+                                               : nullptr;
+  return at && inet_ntop(peer.ss_family, at, text, sizeof text) ? text : "";
+}
 
 }  // namespace
+
+Status ZapHandler::Watch(zmq::socket_t& socket, const std::string& endpoint) {
+  const std::string address = "inproc://weftd.handshakes." + endpoint;
+  try {
+    auto w = std::make_unique<Watched>();
+    w->endpoint = endpoint;
+    // Connection events only, a few per connection; read at once by Run.
+    if (zmq_socket_monitor(socket.handle(), address.c_str(),
+                           ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+      throw zmq::error_t();
+    w->monitor = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    w->monitor.set(zmq::sockopt::linger, 0);
+    w->monitor.connect(address);
+    watched_.push_back(std::move(w));
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot watch the handshakes of the " + endpoint + " endpoint: " + e.what());
+  }
+  return Status::Ok();
+}
+
+// A handshake that fails before ZAP is asked shows as HANDSHAKE_FAILED_PROTOCOL
+// and, at once, the DISCONNECTED of its connection, which names the descriptor
+// that ACCEPTED gave (and whose peer was read then).
+void ZapHandler::DrainWatched() {
+  for (const std::unique_ptr<Watched>& w : watched_) {
+    while (true) {
+      zmq::message_t head, address;
+      try {
+        if (!w->monitor.recv(head, zmq::recv_flags::dontwait)) break;
+        if (head.more()) (void)w->monitor.recv(address);
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      if (head.size() < 6) continue;
+      std::uint16_t event = 0;
+      std::uint32_t value = 0;
+      std::memcpy(&event, head.data(), sizeof event);
+      std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+      if (event == ZMQ_EVENT_ACCEPTED) {
+        if (w->peers.size() >= kMaxPeers) w->peers.clear();
+        w->peers[value] = PeerAddress(static_cast<int>(value));
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        w->failed = value;
+      } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        auto peer = w->peers.find(value);
+        const std::string from = peer == w->peers.end() || peer->second.empty() ? "" : peer->second;
+        if (peer != w->peers.end()) w->peers.erase(peer);
+        const std::uint32_t failed = std::exchange(w->failed, 0);
+        const bool undecryptable = failed == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC;
+        if (!undecryptable && failed != ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) continue;
+        const std::int64_t now = clock_.NowMs();
+        const bool first = tally_.Count(undecryptable ? "handshakes not decrypted" : "handshakes without CurveZMQ", now);
+        // Each address in full once (a host retries every second); every one counted.
+        const bool fresh = !from.empty() ? logged_.size() < kMaxLogged &&
+                                               logged_.insert("handshake/" + w->endpoint + "/" + from).second
+                                         : first;
+        if (!fresh) continue;
+        if (undecryptable) {
+          WEFT_LOG(kWarn, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
+                                << " on the " << w->endpoint
+                                << " endpoint sent a CurveZMQ handshake weftd cannot decrypt: it was most likely "
+                                   "given another server key than this weftd's (a host's server_key or enroll "
+                                   "token, or a credential file, of another weftd or an older key); it gets no "
+                                   "answer (logged once per address)";
+        } else {
+          WEFT_LOG(kInfo, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
+                                << " on the " << w->endpoint
+                                << " endpoint does not use CurveZMQ, which this weftd requires (a client without "
+                                   "a credential, or a host without server_key); it gets no answer (logged once "
+                                   "per address)";
+        }
+      }
+    }
+  }
+}
 
 ZapHandler::ZapHandler(zmq::context_t& ctx, KeySnapshot& keys, const Clock& clock, bool host_requests)
     : ctx_(ctx), keys_(keys), clock_(clock), host_requests_(host_requests), tally_(log::Level::kWarn, kLog, kTallyMs) {}
@@ -43,7 +138,12 @@ void ZapHandler::Stop() {
 }
 
 void ZapHandler::Run() {
+  // The ZAP socket, then each watched socket's monitor: read as soon as an
+  // event comes, so that a connection's peer is read while it is connected.
+  std::vector<zmq::pollitem_t> items = {{socket_->handle(), 0, ZMQ_POLLIN, 0}};
+  for (const std::unique_ptr<Watched>& w : watched_) items.push_back({w->monitor.handle(), 0, ZMQ_POLLIN, 0});
   while (!stop_) {
+    DrainWatched();
     if (!open_) {
       // Not reading leaves each handshake waiting for its answer, not refused.
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -52,6 +152,9 @@ void ZapHandler::Run() {
     tally_.Flush(clock_.NowMs());
     std::vector<zmq::message_t> frames;
     try {
+      if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100)) <= 0 ||
+          !(items[0].revents & ZMQ_POLLIN))
+        continue;  // (monitor events are read at the top)
       zmq::message_t part;
       if (!socket_->recv(part)) continue;
       frames.push_back(std::move(part));

@@ -172,7 +172,8 @@ Response CapacityOps::Capacity(const Call& call) {
 void RegisterCapacityOps(api::Router& router, CapacityOpsDeps deps) {
   auto impl = std::make_shared<CapacityOps>(deps);
   router.Add("server.capacity", {Role::kAdmin, Role::kSuperadmin}, {api::Endpoint::kApi},
-             [impl](const Call& c) { return impl->Capacity(c); }, api::Effect::kReads);
+             [impl](const Call& c) { return impl->Capacity(c); }, api::Effect::kReads,
+             {"window_ms", "target_wait_ms", "quantile"});
 }
 
 }  // namespace weft::capacity

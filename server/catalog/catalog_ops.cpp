@@ -150,10 +150,10 @@ class CatalogOps {
 
   Response Get(Kind kind, const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     std::optional<std::int64_t> version;
     if (body.contains("version") && !body["version"].is_null()) {
-      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "", 1, kMaxVersion));
       version = v;
     }
     WEFT_TRY_ASSIGN(record, store_.GetCatalogEntity(call.principal.tenant, catalog::KindName(kind), name, version));
@@ -170,7 +170,7 @@ class CatalogOps {
   // request per page instead of one per entity.
   Response List(Kind kind, const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(with_entities, jsonf::Bool(body, "with_entities", "body", false));
+    WEFT_TRY_ASSIGN(with_entities, jsonf::Bool(body, "with_entities", "", false));
     if (!with_entities) {
       WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind)));
       json list = json::array();
@@ -178,8 +178,8 @@ class CatalogOps {
         list.push_back({{"name", r.name}, {"version", r.version}, {"created_at_ms", r.created_at_ms}});
       return Response::Ok({{"kind", catalog::KindName(kind)}, {"entities", std::move(list)}});
     }
-    WEFT_TRY_ASSIGN(after, jsonf::String(body, "after", "body", ""));
-    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxPageEntities, kMaxPageEntities));
+    WEFT_TRY_ASSIGN(after, jsonf::String(body, "after", "", ""));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, kMaxPageEntities, kMaxPageEntities));
     // One more than the page holds tells whether another page follows.
     WEFT_TRY_ASSIGN(records, store_.ListCatalogEntities(call.principal.tenant, catalog::KindName(kind), after,
                                                         limit + 1));
@@ -201,7 +201,7 @@ class CatalogOps {
 
   Response Delete(Kind kind, const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", "body"));
+    WEFT_TRY_ASSIGN(name, jsonf::String(body, "name", ""));
     WEFT_TRY_ASSIGN(version,
                     store_.DeleteCatalogEntity(call.principal.tenant, catalog::KindName(kind), name, clock_.NowMs()));
     if (!version)
@@ -431,14 +431,20 @@ class CatalogOps {
 
 }  // namespace
 
+// The body fields of the reads (docs/protocol.md), for both routers that serve them.
+const api::Fields kGetFields = {"name", "version"};
+const api::Fields kListFields = {"with_entities", "after", "limit"};
+
 void RegisterCatalogReads(Router& router, store::Store& store, const Clock& clock, const server::Config& config) {
   const std::set<Role> users = {Role::kUser, Role::kAdmin, Role::kSuperadmin};
   const std::set<Endpoint> api = {Endpoint::kApi};
   auto ops = std::make_shared<CatalogOps>(store, clock, config, nullptr);
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
-    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
-    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads,
+               kGetFields);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads,
+               kListFields);
   }
 }
 
@@ -450,13 +456,19 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   auto ops = std::make_shared<CatalogOps>(store, clock, config, resources);
   for (Kind kind : catalog::kAllKinds) {
     const std::string k(catalog::KindName(kind));
-    router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); });
-    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads);
-    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads);
-    router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); });
+    // A put's body is the entity itself, whose unknown keys are kept (with a warning).
+    router.Add(k + ".put", admins, api, [ops, kind](const Call& c) { return ops->Put(kind, c); }, Effect::kChanges,
+               api::Fields::FreeForm());
+    router.Add(k + ".get", users, api, [ops, kind](const Call& c) { return ops->Get(kind, c); }, Effect::kReads,
+               kGetFields);
+    router.Add(k + ".list", users, api, [ops, kind](const Call& c) { return ops->List(kind, c); }, Effect::kReads,
+               kListFields);
+    router.Add(k + ".delete", admins, api, [ops, kind](const Call& c) { return ops->Delete(kind, c); },
+               Effect::kChanges, {"name"});
   }
-  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads);
-  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads);
+  router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads, {});
+  router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads,
+             {"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config"});
 }
 
 }  // namespace weft::catalog

@@ -806,6 +806,9 @@ Status Reactor::StartSecurity() {
   }
   zap_ = std::make_unique<auth::ZapHandler>(transport_.context(), components_.keys(), clock_,
                                             config_.security.host_requests);
+  // A client whose handshake fails before ZAP (another server key) is logged too.
+  WEFT_RETURN_IF_ERROR(zap_->Watch(transport_.router(Endpoint::kApi), "api"));
+  WEFT_RETURN_IF_ERROR(zap_->Watch(transport_.router(Endpoint::kProvisioner), "provisioner"));
   WEFT_RETURN_IF_ERROR(zap_->Start());
   components_.AddSecurityOps(server_keys_.public_key);
   return Status::Ok();

@@ -18,8 +18,11 @@ void Append(std::vector<T>& to, std::vector<T>& from) {
 
 Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
   // A handler's store error leaves the transaction in an unknown state: roll it all back.
+  // (Not a rate refusal: UNAVAILABLE with retry_after_ms, answered before it touched anything.)
   for (const Pending& p : batch)
-    if (status.ok() && (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
+    if (status.ok() && (p.response.status.code() == Code::kInternal ||
+                        (p.response.status.code() == Code::kUnavailable &&
+                         !p.response.details.contains("retry_after_ms"))))
       status = p.response.status;
   if (!store_.OverlapsCommits()) {
     if (status.ok()) status = Commit();

@@ -137,7 +137,7 @@ Response ServerOps::ServerStatus(const Call& call) {
 
 Response ServerOps::TaskGet(const Call& call) {
   const json& body = call.request->body;
-  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
+  WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "", 1, kMaxId));
   WEFT_TRY_ASSIGN(task, d_.store.GetTask(task_id));
   if (!task || task->tenant != call.principal.tenant)
     return Response::Error(Status::NotFound("task " + std::to_string(task_id) + " does not exist in tenant '" +
@@ -158,16 +158,16 @@ Response ServerOps::TaskGet(const Call& call) {
 
 Response ServerOps::TaskList(const Call& call) {
   const json& body = call.request->body;
-  WEFT_TRY_ASSIGN(state_name, jsonf::String(body, "state", "body", ""));
+  WEFT_TRY_ASSIGN(state_name, jsonf::String(body, "state", "", ""));
   std::optional<store::TaskState> state;
   if (!state_name.empty()) {
     store::TaskState s;
     if (!store::ParseTaskState(state_name, &s))
-      return Response::Error(Status::Invalid("body.state must be one of queued, leased, succeeded, failed; got \"" +
+      return Response::Error(Status::Invalid("state must be one of queued, leased, succeeded, failed; got \"" +
                                              state_name + "\""));
     state = s;
   }
-  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, 10000, 100));
+  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, 10000, 100));
   WEFT_TRY_ASSIGN(tasks, d_.store.ListTasks(call.principal.tenant, state, limit));
   json list = json::array();
   for (const auto& t : tasks) list.push_back(TaskJson(t, false));
@@ -178,9 +178,9 @@ Response ServerOps::DebugEnqueue(const Call& call) {
   const json& body = call.request->body;
   auto it = body.find("tasks");
   if (it == body.end() || !it->is_array())
-    return Response::Error(Status::Invalid("body.tasks is required: an array of tasks, each with plugin and action"));
+    return Response::Error(Status::Invalid("tasks is required: an array of tasks, each with plugin and action"));
   if (it->size() > kMaxEnqueue)
-    return Response::Error(Status::TooLarge("body.tasks has " + std::to_string(it->size()) +
+    return Response::Error(Status::TooLarge("tasks has " + std::to_string(it->size()) +
                                             " tasks; at most " + std::to_string(kMaxEnqueue) +
                                             " may be enqueued per request"));
   std::vector<queue::NewTask> tasks;
@@ -253,7 +253,7 @@ void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, 
                                      counts.succeeded.load(kRelaxed), counts.failed.load(kRelaxed)),
                            retention.Json());
       },
-      api::Effect::kReads);
+      api::Effect::kReads, {});
 }
 
 void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
@@ -266,13 +266,13 @@ void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
   auto bind = [impl](Response (ServerOps::*fn)(const Call&)) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
-  router.Add("server.status", anyone, both, bind(&ServerOps::ServerStatus), api::Effect::kReads);
+  router.Add("server.status", anyone, both, bind(&ServerOps::ServerStatus), api::Effect::kReads, {});
   std::set<Role> anyone_or_gateway = anyone;
   anyone_or_gateway.insert(Role::kGateway);
-  router.Add("server.ops", anyone_or_gateway, api, bind(&ServerOps::OpList), api::Effect::kReads);
-  router.Add("task.get", admins, api, bind(&ServerOps::TaskGet), api::Effect::kReads);
-  router.Add("task.list", admins, api, bind(&ServerOps::TaskList), api::Effect::kReads);
-  router.Add("debug.enqueue", admins, api, bind(&ServerOps::DebugEnqueue));
+  router.Add("server.ops", anyone_or_gateway, api, bind(&ServerOps::OpList), api::Effect::kReads, {});
+  router.Add("task.get", admins, api, bind(&ServerOps::TaskGet), api::Effect::kReads, {"task_id"});
+  router.Add("task.list", admins, api, bind(&ServerOps::TaskList), api::Effect::kReads, {"state", "limit"});
+  router.Add("debug.enqueue", admins, api, bind(&ServerOps::DebugEnqueue), api::Effect::kChanges, {"tasks"});
 }
 
 }  // namespace weft::server

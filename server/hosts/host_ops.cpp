@@ -589,8 +589,8 @@ void RegisterHostOps(api::Router& router, HostOpsDeps deps) {
   auto bind = [impl](Response (HostOps::*fn)(const Call&)) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
-  router.Add("host.list", users, api, bind(&HostOps::HostList), api::Effect::kReads);
-  router.Add("plugin.list", users, api, bind(&HostOps::PluginList), api::Effect::kReads);
+  router.Add("host.list", users, api, bind(&HostOps::HostList), api::Effect::kReads, {});
+  router.Add("plugin.list", users, api, bind(&HostOps::PluginList), api::Effect::kReads, {});
   router.Add("host.register", hosts, prov, bind(&HostOps::HostRegister), api::Effect::kHostTraffic);
   router.Add("host.heartbeat", hosts, prov, bind(&HostOps::HostHeartbeat), api::Effect::kHostTraffic);
   router.Add("host.leave", hosts, prov, bind(&HostOps::HostLeave), api::Effect::kHostTraffic);

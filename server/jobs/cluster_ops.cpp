@@ -224,7 +224,7 @@ class ClusterOps {
                                              "with a letter or digit; got " + jsonf::Brief(body["name"])));
     WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
-    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
     if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
       return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
     WEFT_TRY_ASSIGN(options, JobOptions(body));
@@ -232,7 +232,7 @@ class ClusterOps {
     json overrides_json = json::object();
     for (const char* key : {"provider", "hardwaretype", "imagetype"}) {
       if (!body.contains(key) || body[key].is_null()) continue;
-      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, "body"));
+      WEFT_TRY_ASSIGN(value, jsonf::String(body, key, ""));
       std::string_view k = key;
       (k == "provider" ? overrides.provider : k == "hardwaretype" ? overrides.hardwaretype : overrides.imagetype) =
           value;
@@ -268,7 +268,8 @@ class ClusterOps {
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
     if (!tmpl)
       return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
-                                              call.principal.tenant + "'; see `weft clustertemplate list`"));
+                                              call.principal.tenant + "'; clustertemplate.list (weft clustertemplate list) "
+                                              "shows the templates"));
     json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
     if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
 
@@ -296,8 +297,9 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(all, store_.ListClusters(call.principal.tenant, false));
       clusters = std::move(all);
     }
-    if (Status s = CheckQuota(call, clusters, 1, static_cast<std::int64_t>(layout.nodes.size()), ""); !s.ok())
-      return Response::Error(s);
+    json quota;
+    if (Status s = CheckQuota(call, clusters, 1, static_cast<std::int64_t>(layout.nodes.size()), "", &quota); !s.ok())
+      return Response::Error(s, std::move(quota));
 
     NewJob job;
     job.tenant = call.principal.tenant;
@@ -333,14 +335,19 @@ class ClusterOps {
     if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
     WEFT_TRY_ASSIGN(found, FindCluster(call));
     store::ClusterRecord c = std::move(found);
-    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "body", false));
+    WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     if (Terminated(c))
       return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
-    if (const std::string running = engine_->ActiveJob(c.id); !running.empty())
-      return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running +
-                                              " running; wait for it (weft job watch " + running +
-                                              ") or abort it (weft job abort " + running + ")"));
+    if (const std::string running = engine_->ActiveJob(c.id); !running.empty()) {
+      WEFT_TRY_ASSIGN(active, store_.GetJob(running, /*with_states=*/false));
+      const std::string operation = active ? active->operation : "";
+      return Response::Error(Status::Conflict("cluster '" + c.name + "' has job " + running + " running" +
+                                              (operation.empty() ? "" : " (" + operation + ")") +
+                                              "; wait for it (job.get, `weft job watch " + running +
+                                              "`) or abort it (job.abort, `weft job abort " + running + "`)"),
+                             json{{"cluster_id", c.id}, {"job", running}, {"operation", operation}});
+    }
     NewJob job;
     job.tenant = call.principal.tenant;
     job.cluster_id = c.id;
@@ -367,8 +374,10 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
       if (call.principal.max_nodes > 0) {
         WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
-        if (Status s = CheckQuota(call, clusters, 0, static_cast<std::int64_t>(layout.nodes.size()), c.id); !s.ok())
-          return Response::Error(s);
+        json quota;
+        if (Status s = CheckQuota(call, clusters, 0, static_cast<std::int64_t>(layout.nodes.size()), c.id, &quota);
+            !s.ok())
+          return Response::Error(s, std::move(quota));
       }
       job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
@@ -480,7 +489,7 @@ class ClusterOps {
     }
     if (step <= 0)
       return Response::Error(Status::Invalid("cluster '" + c.name + "': its template gives no lease step; say how "
-                                             "long (weft cluster extend-lease --lease DURATION)"));
+                                             "long (lease_ms; weft cluster extend-lease --lease DURATION)"));
     const std::int64_t now = clock_.NowMs();
     const std::int64_t until = std::max(now, c.expire_at_ms) + step;
     if (lease->max_ms > 0 && until > c.created_at_ms + lease->max_ms)
@@ -642,8 +651,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(j, FindJob(call));
     // "tasks": false leaves the task list out (the progress counts stay): a
     // job of a few hundred nodes has a list of over a megabyte.
-    WEFT_TRY_ASSIGN(with_tasks, jsonf::Bool(body, "tasks", "body", true));
-    WEFT_TRY_ASSIGN(asked_details, jsonf::Bool(body, "details", "body", false));
+    WEFT_TRY_ASSIGN(with_tasks, jsonf::Bool(body, "tasks", "", true));
+    WEFT_TRY_ASSIGN(asked_details, jsonf::Bool(body, "details", "", false));
     const bool details = asked_details && with_tasks;  // details are the tasks'
     WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
     std::map<std::int64_t, std::vector<store::AttemptRecord>> attempts;  // by task id, with `details`
@@ -800,7 +809,7 @@ class ClusterOps {
  private:
   Result<json> JobOptions(const json& body) {
     json options = json::object();
-    WEFT_ASSIGN_OR_RETURN(bool keep, jsonf::Bool(body, "keep_on_failure", "body", false));
+    WEFT_ASSIGN_OR_RETURN(bool keep, jsonf::Bool(body, "keep_on_failure", "", false));
     if (keep) options["keep_on_failure"] = true;
     return options;
   }
@@ -808,15 +817,19 @@ class ClusterOps {
   // The tenant's quotas (docs/security.md): the tenant's clusters that are not
   // terminated (their target layouts) plus what the request adds, in place of
   // cluster `except_id`'s nodes. Atomic: the reactor runs one request at a time
-  // and a create inserts its cluster in the same request.
+  // and a create inserts its cluster in the same request. A refusal's
+  // `details` name the quota, its limit, what is used and what was asked.
   Status CheckQuota(const Call& call, const std::vector<store::ClusterRecord>& clusters, std::int64_t add_clusters,
-                    std::int64_t nodes, const std::string& except_id) {
+                    std::int64_t nodes, const std::string& except_id, json* details) {
     const Principal& p = call.principal;
     const std::int64_t have = static_cast<std::int64_t>(clusters.size());
-    if (p.max_clusters > 0 && add_clusters > 0 && have + add_clusters > p.max_clusters)
+    if (p.max_clusters > 0 && add_clusters > 0 && have + add_clusters > p.max_clusters) {
+      *details = {{"tenant", p.tenant}, {"quota", "max_clusters"}, {"limit", p.max_clusters}, {"used", have},
+                  {"asked", add_clusters}};
       return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_clusters) +
                             " clusters (quota max_clusters) and has " + std::to_string(have) +
-                            "; delete one, or ask a superadmin to raise the quota");
+                            "; delete one, or ask a superadmin to raise the quota (tenant.update)");
+    }
     if (p.max_nodes <= 0) return Status::Ok();
     std::int64_t in_use = 0;
     for (const store::ClusterRecord& c : clusters) {
@@ -825,10 +838,13 @@ class ClusterOps {
       if (layout.is_object() && layout.contains("nodes") && layout["nodes"].is_array())
         in_use += static_cast<std::int64_t>(layout["nodes"].size());
     }
-    if (in_use + nodes > p.max_nodes)
+    if (in_use + nodes > p.max_nodes) {
+      *details = {{"tenant", p.tenant}, {"quota", "max_nodes"}, {"limit", p.max_nodes}, {"used", in_use},
+                  {"asked", nodes}};
       return Status::Denied("tenant '" + p.tenant + "' may have " + std::to_string(p.max_nodes) +
                             " nodes (quota max_nodes); its other clusters have " + std::to_string(in_use) +
                             " and this needs " + std::to_string(nodes));
+    }
     return Status::Ok();
   }
 
@@ -842,7 +858,7 @@ class ClusterOps {
     WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.FindCluster(call.principal.tenant, id));
     if (!c.has_value() || !Visible(call, *c))
       return Status::NotFound("cluster '" + id + "' does not exist in tenant '" + call.principal.tenant +
-                              "'; see `weft cluster list`");
+                              "'; cluster.list (weft cluster list) shows the clusters");
     return std::move(*c);
   }
 
@@ -895,9 +911,14 @@ class ClusterOps {
     if (body.contains("job") && body["job"].is_number_integer()) {
       id = std::to_string(body["job"].get<std::int64_t>());
     } else {
-      WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", "body"));
+      WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", ""));
       id = s;
     }
+    // A job id is a decimal number (1, 2, ...): anything else names no job, and is the caller's mistake.
+    const auto digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+    if (id.size() > 18 || id.front() == '0' || !std::all_of(id.begin(), id.end(), digit))
+      return Status::Invalid("job must be a job id, a whole number from 1 up as job.list shows it, got " +
+                             jsonf::Brief(body["job"]));
     // Without the cluster states: no op here uses them, and they are most of a job's bytes.
     WEFT_ASSIGN_OR_RETURN(std::optional<store::JobRecord> j, store_.GetJob(id, /*with_states=*/false));
     bool visible = j.has_value() && j->tenant == call.principal.tenant;
@@ -907,7 +928,7 @@ class ClusterOps {
     }
     if (!visible)
       return Status::NotFound("job '" + id + "' does not exist in tenant '" + call.principal.tenant +
-                              "'; see `weft job list`");
+                              "'; job.list (weft job list) shows the jobs");
     return std::move(*j);
   }
 

@@ -297,12 +297,15 @@ void RegisterResourceOps(api::Router& router, ResourceOpsDeps deps) {
   auto bind = [impl](Response (ResourceOps::*fn)(const Call&)) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
-  router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload));
-  router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads);
-  router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage));
-  router.Add("resource.recall", admins, api, bind(&ResourceOps::Recall));
-  router.Add("resource.sync", admins, api, bind(&ResourceOps::Sync));
-  router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete));
+  router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload), api::Effect::kChanges,
+             {"type", "name", "upload_id", "offset", "final", "digest", "size"});
+  router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads, {"type"});
+  router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage), api::Effect::kChanges,
+             {"type", "name", "version"});
+  router.Add("resource.recall", admins, api, bind(&ResourceOps::Recall), api::Effect::kChanges, {"type", "name"});
+  router.Add("resource.sync", admins, api, bind(&ResourceOps::Sync), api::Effect::kChanges, {});
+  router.Add("resource.delete", admins, api, bind(&ResourceOps::Delete), api::Effect::kChanges,
+             {"type", "name", "version"});
   router.Add("resource.fetch", hosts, prov, bind(&ResourceOps::Fetch), api::Effect::kHostTraffic);
   router.Add("resource.active", hosts, prov, bind(&ResourceOps::Active), api::Effect::kHostTraffic);
   deps.dispatcher.AddTakeDecorator([impl](const store::TaskRecord& r, json& task, hosts::TaskTexts& texts) {

@@ -489,12 +489,26 @@ TEST_CASE("provisioner: unknown keys cannot file unlimited host requests, and th
   // per host id and rate limited, and the log holds a tally, not a line each.
   std::vector<std::unique_ptr<Peer>> peers;
   for (int i = 0; i < 40; ++i) peers.push_back(std::make_unique<Peer>(ctx, s, Peer::Stranger()));
-  int refused = 0;
+  int refused = 0, too_many_keys = 0, too_fast = 0;
   for (int i = 0; i < 40; ++i) {
     weft::wire::Reply r = peers[i]->Call("host.register", Register(i < 10 ? "h1" : "x" + std::to_string(i)));
     CHECK_FALSE(r.ok);
-    if (r.error.code == weft::Code::kTooLarge) ++refused;
+    // Past 4 keys for one host id: a limit on a list, not worth retrying. Past the rate: try again after the pause.
+    if (r.error.code == weft::Code::kTooLarge) {
+      ++too_many_keys;
+      CHECK_THAT(r.error.message, Catch::Contains("too many keys ask to join as host 'h1'"));
+    }
+    if (r.error.code == weft::Code::kUnavailable) {
+      ++too_fast;
+      CHECK_THAT(r.error.message, Catch::Contains("too many hosts ask to join at once") &&
+                                      Catch::Contains("nothing was recorded: retry after"));
+      CHECK(r.error.details.value("retry_after_ms", 0) >= 1);
+      CHECK(r.error.details.value("retry_after_ms", 0) <= 500);  // one request at 2 a second
+    }
+    if (r.error.code == weft::Code::kTooLarge || r.error.code == weft::Code::kUnavailable) ++refused;
   }
+  CHECK(too_many_keys == 6);
+  CHECK(too_fast >= 5);
   json requests = s.WeftJson({"host", "requests"})["requests"];
   int for_h1 = 0;
   for (const json& r : requests) for_h1 += r["host_id"] == "h1" ? 1 : 0;
@@ -514,6 +528,41 @@ TEST_CASE("provisioner: unknown keys cannot file unlimited host requests, and th
   CHECK(count("refused the request of host") == 1);
   CHECK_THAT(log, Catch::Contains(std::to_string(requests.size()) + " hosts asked to join") &&
                       Catch::Contains(std::to_string(refused) + " host requests refused"));
+}
+
+TEST_CASE("provisioner: a host that encrypts for another server key is logged once, with its address and the "
+          "likely cause",
+          "[security]") {
+  Secured s;
+  zmq::context_t ctx(1);
+  // The server key of another weftd: weftd cannot open this client's HELLO, and ZAP is never asked.
+  auto other = weft::curve::Generate();
+  auto keys = weft::curve::Generate();
+  REQUIRE(other.ok());
+  REQUIRE(keys.ok());
+  zmq::socket_t socket(ctx, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::reconnect_ivl, 50);  // it tries again and again, as a host does
+  weft::curve::SetClientKeys(socket, other->public_key, *keys);
+  socket.connect(s.provisioner());
+  weft::wire::Request r;
+  r.id = "1";
+  r.op = "host.register";
+  r.body = Register("h-wrong-key");
+  weft::wire::Frames frames = weft::wire::EncodeRequest(r);
+  REQUIRE(weft::wire::SendMultipart(socket, frames));
+  const std::string line = "a client at 127.0.0.1 on the provisioner endpoint sent a CurveZMQ handshake weftd "
+                           "cannot decrypt";
+  REQUIRE(WaitFor([&] { return s.weftd().Log().find(line) != std::string::npos; }, 15s));
+  std::this_thread::sleep_for(1s);  // (many more attempts meanwhile)
+  const std::string log = s.weftd().Log();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains(line + ": it was most likely given another server key than this weftd's"));
+  int lines = 0;
+  for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++lines;
+  CHECK(lines == 1);  // once per address, however often it tries
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  CHECK(zmq::poll(&item, 1, std::chrono::milliseconds(0)) == 0);  // and it never got an answer
 }
 
 namespace {

@@ -1399,3 +1399,117 @@ TEST_CASE("security: a host with a wrong server_key says the handshake failed an
   CHECK_THAT(h1.Log(), Catch::Contains("using the configured one"));
   CHECK(weft::curve::LoadCredential(h1.credential())->server_key == right);
 }
+
+TEST_CASE("security: every api op refuses a body field it does not take, and refusals carry what a program needs "
+          "(a malformed job id, a quota, a running job)",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path root = s.superadmin();
+  REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "1", "--max-nodes", "5"}, root).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
+                 root).exit_code == 0);
+  const fs::path ann = MakeUser(s, tmp.path(), "acme", "ann", "admin");
+  zmq::context_t ctx(1);
+  auto client_of = [&](const fs::path& file) {
+    auto cred = weft::curve::LoadCredential(file);
+    REQUIRE(cred.ok());
+    return std::make_unique<weft::client::Client>(ctx, weft::client::FromCredential(*cred, 10000));
+  };
+  auto admin = client_of(ann), super = client_of(root);
+  auto raw = [](weft::client::Client& c, const std::string& op, const json& body) {
+    weft::wire::Request req;
+    req.op = op;
+    req.body = body;
+    auto r = c.CallRaw(req);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  // Refused before the op runs, the field meant named. Reads answered by weftd's api front thread
+  // (server.status, <kind>.get, <kind>.list) are checked there too.
+  struct Refused {
+    weft::client::Client* who;
+    std::string op;
+    json body;
+    std::string meant;  // "" when nothing is near
+  };
+  const std::vector<Refused> refused = {
+      {admin.get(), "server.status", {{"verbose", true}}, ""},
+      {admin.get(), "provider.get", {{"nam", "fake"}}, "name"},
+      {admin.get(), "service.list", {{"with_entities", true}, {"aftr", "a"}}, "after"},
+      {admin.get(), "provider.delete", {{"name", "fake"}, {"force", true}}, ""},
+      {admin.get(), "catalog.check", {{"strict", true}}, ""},
+      {admin.get(), "cluster.plan", {{"name", "p"}, {"template", "web-fake"}, {"sise", 3}}, "size"},
+      {admin.get(), "user.create", {{"name", "bob"}, {"rol", "admin"}}, "role"},
+      {admin.get(), "token.create", {{"ttlMs", 1000}}, "ttl_ms"},
+      {admin.get(), "resource.delete", {{"type", "shell"}, {"name", "a.sh"}, {"verison", 1}}, "version"},
+      {admin.get(), "server.capacity", {{"window", 600000}}, "window_ms"},
+      {admin.get(), "audit.list", {{"usr", "ann"}}, "user"},
+      {admin.get(), "host.list", {{"live", true}}, ""},
+      {super.get(), "tenant.update", {{"name", "acme"}, {"max_node", 100}}, "max_nodes"},
+      {super.get(), "host.token.create", {{"hostId", "h1"}}, "host_id"},
+  };
+  for (const Refused& r : refused) {
+    INFO(r.op << " " << r.body.dump());
+    weft::wire::Reply reply = raw(*r.who, r.op, r.body);
+    CHECK(reply.error.code == weft::Code::kInvalid);
+    CHECK(reply.error.details["op"] == r.op);
+    if (r.meant.empty()) {
+      CHECK_FALSE(reply.error.details.contains("did_you_mean"));
+    } else {
+      CHECK(reply.error.details["did_you_mean"] == r.meant);
+      CHECK_THAT(reply.error.message, Catch::EndsWith("did you mean \"" + r.meant + "\"?"));
+    }
+  }
+  CHECK(raw(*admin, "server.status", {{"verbose", true}}).error.message ==
+        "\"verbose\" is not a field of server.status; it takes no fields (its body is {})");
+  // Nothing was done: no user bob, acme's quota unchanged, the provider still there.
+  CHECK(s.WeftJson({"--tenant", "acme", "user", "list"}, root)["users"].size() == 1);
+  const json tenants = s.WeftJson({"tenant", "list"}, root)["tenants"];
+  for (const json& t : tenants)
+    if (t["name"] == "acme") CHECK(t["max_nodes"] == 5);
+  CHECK(raw(*admin, "provider.get", {{"name", "fake"}}).ok);
+  // An entity's put takes the entity's own keys: not refused (kept with a warning).
+  json entity = raw(*admin, "provider.get", {{"name", "fake"}}).body["entity"];
+  entity["colour"] = "red";
+  weft::wire::Reply put = raw(*admin, "provider.put", entity);
+  INFO(put.error.message);
+  CHECK(put.ok);
+
+  // A malformed job id is the caller's mistake (INVALID); a well-formed one that names no job is NOT_FOUND.
+  for (const json& bad : {json("abc"), json("0"), json(-3), json("7x")}) {
+    weft::wire::Reply r = raw(*admin, "job.get", {{"job", bad}});
+    CHECK(r.error.code == weft::Code::kInvalid);
+    CHECK_THAT(r.error.message, Catch::StartsWith("job must be a job id"));
+  }
+  weft::wire::Reply missing = raw(*admin, "job.get", {{"job", "999"}});
+  CHECK(missing.error.code == weft::Code::kNotFound);
+  CHECK_THAT(missing.error.message, Catch::Contains("job.list"));
+  // A field named as the caller wrote it, not by an internal path.
+  weft::wire::Reply typed = raw(*admin, "cluster.create", {{"name", "t"}, {"template", "web-fake"}, {"size", 3},
+                                                           {"dry_run", "yes"}});
+  CHECK(typed.error.code == weft::Code::kInvalid);
+  CHECK_THAT(typed.error.message, Catch::StartsWith("dry_run ") && !Catch::Contains("body."));
+
+  // Quotas: the refusal says which quota, its limit, what is used and what was asked.
+  weft::wire::Reply over = raw(*admin, "cluster.create", {{"name", "big"}, {"template", "web-fake"}, {"size", 6}});
+  CHECK(over.error.code == weft::Code::kDenied);
+  CHECK(over.error.details ==
+        json({{"tenant", "acme"}, {"quota", "max_nodes"}, {"limit", 5}, {"used", 0}, {"asked", 6}}));
+  weft::wire::Reply made = raw(*admin, "cluster.create", {{"name", "c1"}, {"template", "web-fake"}, {"size", 3}});
+  INFO(made.error.message);
+  REQUIRE(made.ok);
+  const std::string cluster_id = made.body["cluster"]["id"];
+  const std::string job_id = made.body["job"]["id"];
+  over = raw(*admin, "cluster.create", {{"name", "c2"}, {"template", "web-fake"}, {"size", 3}});
+  CHECK(over.error.code == weft::Code::kDenied);
+  CHECK(over.error.details ==
+        json({{"tenant", "acme"}, {"quota", "max_clusters"}, {"limit", 1}, {"used", 1}, {"asked", 1}}));
+
+  // A cluster whose job runs (no host takes its tasks): the refusal names the job and its operation.
+  weft::wire::Reply busy = raw(*admin, "cluster.scale", {{"cluster", "c1"}, {"size", 4}});
+  CHECK(busy.error.code == weft::Code::kConflict);
+  CHECK(busy.error.details == json({{"cluster_id", cluster_id}, {"job", job_id}, {"operation", "create"}}));
+  CHECK_THAT(busy.error.message, Catch::Contains("has job " + job_id + " running (create)") &&
+                                     Catch::Contains("job.abort"));
+}

@@ -391,8 +391,9 @@ TEST_CASE("sessions: failed logins are limited per user and per client address",
                                              {{"tenant", "acme"}, {"user", "alice"}, {"password", "alice-password-1"}});
   REQUIRE(limited.ok());
   REQUIRE_FALSE(limited->ok);
-  CHECK(limited->error.code == Code::kTooLarge);
-  CHECK_THAT(limited->error.message, Catch::Contains("too many failed logins for this user"));
+  // A rate, not a size: UNAVAILABLE, to be retried after retry_after_ms (docs/protocol.md).
+  CHECK(limited->error.code == Code::kUnavailable);
+  CHECK_THAT(limited->error.message, Catch::Contains("too many failed logins for this user; nothing was tried"));
   CHECK(limited->error.details.value("retry_after_ms", 0) > 0);
   // dave is not held back by alice's guesser...
   gw.LoginOk("acme", "dave", "dave-password-1");

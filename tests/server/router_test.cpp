@@ -149,3 +149,35 @@ TEST_CASE("router: a body field an op does not declare is INVALID before the han
   CHECK(RouteBody(r, "x.host", {{"b", 1}}, Endpoint::kProvisioner).status.ok());
   CHECK(ran == 4);
 }
+
+TEST_CASE("router: an op added with {} takes no field, a free-form op takes any, and the router says which ops "
+          "declared their fields",
+          "[api]") {
+  Router r;
+  int ran = 0;
+  r.Add("x.none", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kReads, {});
+  r.Add("x.document", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kChanges, Fields::FreeForm());
+  r.Add("x.old", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); });
+  r.Add("x.host", {Role::kHost}, {Endpoint::kProvisioner}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kHostTraffic);
+
+  Response refused = RouteBody(r, "x.none", {{"verbose", true}});
+  CHECK(refused.status.code() == weft::Code::kInvalid);
+  CHECK(refused.status.message() == "\"verbose\" is not a field of x.none; it takes no fields (its body is {})");
+  CHECK(refused.details["known_fields"] == json::array());
+  CHECK(ran == 0);
+  CHECK(RouteBody(r, "x.none", json::object()).status.ok());
+  CHECK(RouteBody(r, "x.document", {{"name", "a"}, {"colour", "red"}}).status.ok());
+  CHECK(ran == 2);
+
+  CHECK(r.FieldsOf("x.none").declared());
+  CHECK(r.FieldsOf("x.none").checked());
+  CHECK(r.FieldsOf("x.document").declared());
+  CHECK_FALSE(r.FieldsOf("x.document").checked());
+  CHECK_FALSE(r.FieldsOf("x.old").declared());
+  CHECK_FALSE(r.FieldsOf("x.nosuch").declared());
+  CHECK(r.OpsOn(Endpoint::kApi) == std::vector<std::string>{"x.document", "x.none", "x.old"});
+  CHECK(r.OpsOn(Endpoint::kProvisioner) == std::vector<std::string>{"x.host"});
+}

@@ -8,8 +8,8 @@
 // tenant and every `provisioner` caller a host. An unknown op is INVALID and
 // the reply lists the known ops; an op the principal may not call is DENIED.
 // An `api` op added with its body's fields refuses a body with any other
-// top-level key (INVALID, naming it and the nearest field); one added without
-// a list takes any body.
+// top-level key (INVALID, naming it and the nearest field); one added as
+// free-form, or without a declaration, takes any body.
 //
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
@@ -121,8 +121,30 @@ using AuditRecorder = std::function<Status(const Call&, const Response&)>;
   if (!var##_result.ok()) return Response::Error(var##_result.status()); \
   auto var = std::move(var##_result.value())
 
-// The top-level keys an op's body may have (empty: not checked).
-using Fields = std::vector<std::string>;
+// The top-level keys an op's body may have, given at Router::Add. A list
+// (`{"cluster", "size"}`, or `{}` for an op that takes none) is checked: on the
+// `api` endpoint any other key is refused. Fields::FreeForm() is for an op whose
+// body is a document of the caller's with keys of its own (a catalog entity's
+// put); Fields::Undeclared(), Add's default, only for ops no `api` caller can
+// send (a test refuses an `api` op added without fields). Nested objects are
+// never checked here: only the body's own keys.
+class Fields : public std::vector<std::string> {
+ public:
+  using std::vector<std::string>::vector;
+  Fields() = default;
+  Fields(std::vector<std::string> names) : std::vector<std::string>(std::move(names)) {}  // NOLINT: a list converts
+  static Fields FreeForm() { return Fields(Kind::kFreeForm); }
+  static Fields Undeclared() { return Fields(Kind::kUndeclared); }
+  // Whether the router refuses keys not in the list.
+  bool checked() const { return kind_ == Kind::kChecked; }
+  // Whether the op said what its body takes (a list, or free-form).
+  bool declared() const { return kind_ != Kind::kUndeclared; }
+
+ private:
+  enum class Kind : int { kChecked, kFreeForm, kUndeclared };
+  explicit Fields(Kind kind) : kind_(kind) {}
+  Kind kind_ = Kind::kChecked;
+};
 
 class Router {
  public:
@@ -130,12 +152,16 @@ class Router {
   // the `api` endpoint whose body has another top-level key is INVALID before
   // the handler runs (a misspelt `dry_run` must never be ignored).
   void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
-           Effect effect = Effect::kChanges, Fields fields = {});
+           Effect effect = Effect::kChanges, Fields fields = Fields::Undeclared());
   void set_audit_recorder(AuditRecorder recorder) { recorder_ = std::move(recorder); }
   Response Route(const Call& call) const;
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
   void Wrap(const std::string& op, const std::function<Handler(Handler)>& wrap);
   std::vector<std::string> KnownOps() const;
+  // The ops served on `endpoint`.
+  std::vector<std::string> OpsOn(Endpoint endpoint) const;
+  // The body fields `op` was added with (Fields::Undeclared() for an op not known).
+  Fields FieldsOf(const std::string& op) const;
   // Whether `op` was added as one that only reads (Effect::kReads): it changes
   // nothing in the store and nothing another request could observe, so weftd
   // answers it ahead of a batch's writes, from committed state.
@@ -158,7 +184,7 @@ class Router {
     std::set<Endpoint> endpoints;
     Handler handler;
     Effect effect = Effect::kChanges;
-    Fields fields;  // sorted; empty: any body
+    Fields fields = Fields::Undeclared();  // sorted
     mutable std::shared_ptr<std::atomic<std::int64_t>> served = std::make_shared<std::atomic<std::int64_t>>(0);
     const server::OpMetrics* metrics = nullptr;
   };

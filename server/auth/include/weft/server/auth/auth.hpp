@@ -118,8 +118,11 @@ class Registry {
   // it by the key's fingerprint. Several keys may ask for one host id; the
   // requests are capped, in all and per host id, and new ones rate limited.
   // True when the request is new (not the same key asking again).
+  // One too many at once is UNAVAILABLE: RequestRetryAfterMs() says when to ask again.
   [[nodiscard]] Result<bool> RequestHost(const std::string& host_id, const std::string& host_key,
                                    const std::string& address);
+  // How long until RequestHost takes a new request, in ms (at least 1).
+  std::int64_t RequestRetryAfterMs() const;
   // `live`: as for EnrollHost; a live host with a key in force is replaced only with `force`.
   [[nodiscard]] Status AcceptHost(const std::string& host_id, const std::string& fingerprint, bool force, bool live,
                                   const std::string& by);
@@ -220,9 +223,23 @@ class ZapHandler {
   // The keys are loaded: answer handshakes from now on (idempotent).
   void Open() { open_ = true; }
   void Stop();
+  // Also logs, rate limited, each client at `endpoint` ("api", "provisioner")
+  // of `socket` whose CurveZMQ handshake fails before the ZAP handler is asked:
+  // its HELLO cannot be decrypted (a client configured with another server
+  // key), which the peer alone would never learn. Before Start.
+  [[nodiscard]] Status Watch(zmq::socket_t& socket, const std::string& endpoint);
 
  private:
   void Run();
+  // Reads the watched sockets' monitor events that are waiting (never blocks).
+  void DrainWatched();
+  struct Watched {
+    std::string endpoint;
+    zmq::socket_t monitor;                  // the PAIR that receives the socket's events
+    std::map<std::uint32_t, std::string> peers;  // connection's descriptor -> peer address, while connected
+    std::uint32_t failed = 0;               // the protocol error of a failed handshake, until its disconnect
+  };
+  std::vector<std::unique_ptr<Watched>> watched_;
 
   zmq::context_t& ctx_;
   KeySnapshot& keys_;

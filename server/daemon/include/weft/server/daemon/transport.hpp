@@ -71,6 +71,8 @@ class Transport {
   Transport(const Config& config, const Clock& clock, const auth::Registry& registry, log::Tally& tally);
 
   zmq::context_t& context() { return ctx_; }
+  // The api (until HandOverApi) or provisioner ROUTER, for the ZAP handler to watch its handshakes.
+  zmq::socket_t& router(api::Endpoint endpoint) { return endpoint == api::Endpoint::kApi ? api_ : prov_; }
   zmq::socket_t& events() { return events_; }
 
   // Sets the sockets' options and binds the three endpoints (the configured
