@@ -264,7 +264,10 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
         services += " (" + state + ")";
     }
     const json results = n.value("results", json::object());
-    nodes.AddRow({Printable(n.value("hostname", "")), Printable(results.value("access_v4", "-")),
+    // A node a job was to delete and did not: "web-3 (delete failed)".
+    std::string node = n.value("hostname", "");
+    if (const std::string state = n.value("state", ""); !state.empty()) node += " (" + state + ")";
+    nodes.AddRow({Printable(node), Printable(results.value("access_v4", "-")),
                   Printable(n.value("hardwaretype", "")), Printable(n.value("imagetype", "")), Printable(services)});
   }
   nodes.Print(ctx.out());

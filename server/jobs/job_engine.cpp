@@ -35,6 +35,10 @@ std::string OutputTail(const std::string& text) {
   return text.substr(cut);
 }
 
+// A layout node's "state" when a job was to delete it and its DELETE failed (or
+// never ran): the node, its machine maybe, is still there.
+constexpr const char* kDeleteFailed = "delete failed";
+
 const json& Nodes(const json& layout) {
   static const json kEmpty = json::array();
   auto it = layout.find("nodes");
@@ -737,15 +741,14 @@ Status JobEngine::Finish(Run& run) {
         ToString(undo ? ClusterStatus::kPending : keep ? ClusterStatus::kIncomplete : ClusterStatus::kInconsistent));
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
       c.status = status;
-      // The cluster lists what a failed undo could not remove, so that `cluster
-      // delete` removes it rather than finding nothing to do while machines live
-      // on, and its spec keeps the definition of every service left on a node,
-      // so that every later job (delete, remove-services, scale...) can plan it.
-      if (operation == JobOperation::kUndo) {
-        json left = LeftBehind(run);
-        c.spec_json = wire::Dump(LeftBehindSpec(run, left));
-        c.layout_json = wire::Dump(left);
-      }
+      // The cluster lists what a failed job (a delete, a shrink, an undo...) could
+      // not remove, so that the next `cluster delete` or scale removes it rather
+      // than finding nothing to do while machines live on, and its spec keeps the
+      // definition of every service left on a node, so that every later job
+      // (delete, remove-services, scale...) can plan it.
+      json left = operation == JobOperation::kUndo ? LeftBehind(run) : Remaining(run);
+      c.spec_json = wire::Dump(LeftBehindSpec(run, left));
+      c.layout_json = wire::Dump(left);
     }));
   }
   WEFT_RETURN_IF_ERROR(store_.UpdateJob(r));
@@ -840,13 +843,18 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
 
 json JobEngine::LeftBehind(const Run& run) {
   std::unordered_set<std::string> done;  // node/action/service of every task that succeeded
-  for (const auto& [id, t] : run.tasks)
-    if (t.state == store::TaskState::kSucceeded) done.insert(t.node + "/" + t.action + "/" + t.service);
+  std::unordered_set<std::string> planned;  // the same of every task
+  for (const auto& [id, t] : run.tasks) {
+    const std::string key = t.node + "/" + t.action + "/" + t.service;
+    if (t.state == store::TaskState::kSucceeded) done.insert(key);
+    planned.insert(key);
+  }
   json nodes = json::array();
   for (const json& n : Nodes(run.before.layout)) {
     const std::string id = n.value("hostname", "");
     if (done.count(id + "/DELETE/")) continue;
     json node = n;
+    if (planned.count(id + "/DELETE/")) node["state"] = kDeleteFailed;
     std::vector<std::string> services;
     for (const std::string& s : NodeServices(n))
       if (!done.count(id + "/REMOVE/" + s)) services.push_back(s);
@@ -854,6 +862,46 @@ json JobEngine::LeftBehind(const Run& run) {
     nodes.push_back(std::move(node));
   }
   json layout = run.before.layout.is_object() ? run.before.layout : json::object();
+  layout["nodes"] = std::move(nodes);
+  return layout;
+}
+
+json JobEngine::Remaining(const Run& run) {
+  std::unordered_set<std::string> done;     // node/action/service of every task that succeeded
+  std::unordered_set<std::string> removes;  // node/service of every REMOVE
+  for (const auto& [id, t] : run.tasks) {
+    if (t.state == store::TaskState::kSucceeded) done.insert(t.node + "/" + t.action + "/" + t.service);
+    if (t.action == "REMOVE") removes.insert(t.node + "/" + t.service);
+  }
+  const json& before = Nodes(run.before.layout);
+  json nodes = json::array();
+  for (const json& n : Nodes(run.target.layout)) {
+    const std::string id = n.value("hostname", "");
+    json node = n;
+    if (auto old = run.before_pos.find(id); old != run.before_pos.end()) {
+      std::set<std::string> services = NodeServices(n);
+      bool kept = false;
+      for (const std::string& s : NodeServices(before[old->second]))
+        if (!services.count(s) && removes.count(id + "/" + s) && !done.count(id + "/REMOVE/" + s)) {
+          services.insert(s);
+          kept = true;
+        }
+      if (kept) node["services"] = std::vector<std::string>(services.begin(), services.end());
+    }
+    nodes.push_back(std::move(node));
+  }
+  for (const json& n : before) {
+    const std::string id = n.value("hostname", "");
+    if (run.target_pos.count(id) || done.count(id + "/DELETE/")) continue;
+    json node = n;
+    std::vector<std::string> services;
+    for (const std::string& s : NodeServices(n))
+      if (!done.count(id + "/REMOVE/" + s)) services.push_back(s);
+    node["services"] = services;
+    node["state"] = kDeleteFailed;
+    nodes.push_back(std::move(node));
+  }
+  json layout = run.target.layout.is_object() ? run.target.layout : json::object();
   layout["nodes"] = std::move(nodes);
   return layout;
 }

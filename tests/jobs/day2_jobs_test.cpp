@@ -8,7 +8,9 @@
 //  * rolling back an upgrade installs the previous versions again;
 //  * terminated clusters are found by name, stopped services show per node;
 //  * a template whose default image type is not among its compatible ones
-//    imports with a warning and fails only when a plan uses that default.
+//    imports with a warning and fails only when a plan uses that default;
+//  * a node whose DELETE failed stays in the cluster, and the next delete or
+//    scale deletes it (and only it).
 #include <signal.h>
 
 #include <chrono>
@@ -571,6 +573,114 @@ TEST_CASE("day2: job progress counts a task as waiting to retry during its backo
   CHECK(settled);
   CHECK(job["progress"]["queued"].get<int>() >= 1);
   CHECK(job["status"] == "running");
+}
+
+}  // namespace weft
+
+// ---- 9. a node whose DELETE failed stays until a later job deletes it ---------------
+
+namespace weft {
+
+namespace {
+// The machines the fake provider holds for one cluster's nodes.
+std::set<std::string> MachinesOf(const fs::path& dir, const json& cluster_id) {
+  std::set<std::string> out;
+  for (const json& m : Machines(dir))
+    if (m.value("cluster_id", "") == cluster_id) out.insert(m.value("node_id", ""));
+  return out;
+}
+std::set<std::string> FailedDeletes(const json& cluster) {
+  std::set<std::string> out;
+  for (const json& n : cluster["nodes"])
+    if (n.value("state", "") == "delete failed") out.insert(n["hostname"].get<std::string>());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster keeps those nodes, and the next "
+          "delete or scale deletes exactly them",
+          "[jobs][integration][day2]") {
+  const std::string hosts = "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
+  Env env("weft-day2-delete-fails",
+          "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog(env.Path("catalog"));
+  // DELETE fails on attempts 1 and 2 of a task: every DELETE fails while weftd gives a task 2 attempts.
+  catalog.PatchProvider(
+      {{"fail_actions", "DELETE"}, {"fail_attempts", 2}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
+  env.Import(catalog);
+  env.WaitHosts();
+  env.RunJob({"cluster", "create", "leak", "--template", "web-fake", "--size", "3"});
+  env.RunJob({"cluster", "create", "shrink", "--template", "web-fake", "--size", "4"});
+  const json leak = env.Call("cluster.get", {{"cluster", "leak"}})["cluster"];
+  const json shrink = env.Call("cluster.get", {{"cluster", "shrink"}})["cluster"];
+  const std::set<std::string> leak_nodes = NodeNames(leak);
+  const std::set<std::string> shrink_nodes = NodeNames(shrink);
+  REQUIRE(leak_nodes.size() == 3);
+  REQUIRE(shrink_nodes.size() == 4);
+  REQUIRE(MachinesOf(machines, leak["id"]) == leak_nodes);
+  REQUIRE(MachinesOf(machines, shrink["id"]) == shrink_nodes);
+
+  // The delete fails: the three nodes stay listed, marked, and a dry run plans their DELETEs again.
+  RunResult del = env.Weft({"cluster", "delete", "leak", "--wait"});
+  INFO(del.out << del.err);
+  CHECK(del.exit_code != 0);
+  json failed = env.WaitJob(JobsOf(env, "leak")[0]["id"]);
+  REQUIRE(failed["operation"] == "delete");
+  REQUIRE(failed["status"] == "failed");
+  json c = env.Call("cluster.get", {{"cluster", "leak"}})["cluster"];
+  INFO(c.dump(1).substr(0, 4000));
+  CHECK(c["status"] == "inconsistent");
+  CHECK(NodeNames(c) == leak_nodes);
+  CHECK(FailedDeletes(c) == leak_nodes);
+  CHECK(c["size"] == 3);
+  RunResult shown = env.Weft({"cluster", "get", "leak"});
+  CHECK_THAT(shown.out, Catch::Contains("(delete failed)"));
+  json plan = env.Call("cluster.delete", {{"cluster", "leak"}, {"dry_run", true}});
+  CHECK(NodesOf(TasksOf(plan, "DELETE")) == leak_nodes);
+  CHECK(MachinesOf(machines, leak["id"]) == leak_nodes);
+
+  // The shrink fails: the node it was to delete stays, marked; the others are as they were.
+  RunResult scale = env.Weft({"cluster", "scale", "shrink", "--size", "3", "--wait"});
+  INFO(scale.out << scale.err);
+  CHECK(scale.exit_code != 0);
+  failed = env.WaitJob(JobsOf(env, "shrink")[0]["id"]);
+  REQUIRE(failed["operation"] == "scale");
+  REQUIRE(failed["status"] == "failed");
+  const std::set<std::string> dropped = NodesOf(TasksOf(failed, "DELETE"));
+  REQUIRE(dropped.size() == 1);
+  c = env.Call("cluster.get", {{"cluster", "shrink"}})["cluster"];
+  INFO(c.dump(1).substr(0, 4000));
+  CHECK(NodeNames(c) == shrink_nodes);
+  CHECK(FailedDeletes(c) == dropped);
+  plan = env.Call("cluster.scale", {{"cluster", "shrink"}, {"size", 3}, {"dry_run", true}});
+  CHECK(NodesOf(TasksOf(plan, "DELETE")) == dropped);
+  CHECK(MachinesOf(machines, shrink["id"]) == shrink_nodes);
+
+  // With 3 attempts a DELETE gets past its 2 failures: the next delete deletes the three
+  // nodes and only then is the cluster terminated; the next scale deletes only the node left.
+  env.weftd().SetExtraToml("[jobs]\nmax_attempts = 3\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
+  env.weftd().Restart();
+  env.WaitHosts();
+  json deleted = env.RunJob({"cluster", "delete", "leak"});
+  CHECK(NodesOf(TasksOf(deleted, "DELETE")) == leak_nodes);
+  CHECK(TasksOf(deleted, "DELETE").size() == 3);
+  c = env.Call("cluster.get", {{"cluster", "leak"}})["cluster"];
+  CHECK(c["status"] == "terminated");
+  CHECK(c["nodes"].empty());
+  CHECK(MachinesOf(machines, leak["id"]).empty());
+
+  json scaled = env.RunJob({"cluster", "scale", "shrink", "--size", "3"});
+  CHECK(NodesOf(TasksOf(scaled, "DELETE")) == dropped);
+  CHECK(TasksOf(scaled, "DELETE").size() == 1);
+  c = env.Call("cluster.get", {{"cluster", "shrink"}})["cluster"];
+  CHECK(c["status"] == "active");
+  CHECK(c["nodes"].size() == 3);
+  CHECK(FailedDeletes(c).empty());
+  std::set<std::string> kept = shrink_nodes;
+  for (const std::string& n : dropped) kept.erase(n);
+  CHECK(NodeNames(c) == kept);
+  CHECK(MachinesOf(machines, shrink["id"]) == kept);
 }
 
 }  // namespace weft

@@ -87,6 +87,8 @@ class Weftd {
   // The next Start() binds `*` ports in weftd.toml (as scripts/demo.sh has them), so
   // weftd itself must find the ports it had.
   void ForgetPorts() { endpoints_ = nlohmann::json(); }
+  // The tables appended to weftd.toml (WeftdOptions::extra_toml) from the next Start() on.
+  void SetExtraToml(std::string toml) { options_.extra_toml = std::move(toml); }
 
   std::string api() const { return endpoints_["api"].get<std::string>(); }
   std::string provisioner() const { return endpoints_["provisioner"].get<std::string>(); }

@@ -251,8 +251,12 @@ class JobEngine {
   // The job that removes what a failed `run` may have made; nullopt when it has no undo.
   std::optional<NewJob> UndoJob(const Run& run) const;
   // The layout a failed undo leaves: the nodes (and services) it was to remove
-  // whose DELETE (REMOVE) did not succeed.
+  // whose DELETE (REMOVE) did not succeed (a node's "state" says its DELETE failed).
   static json LeftBehind(const Run& run);
+  // The layout any other failed job leaves: the nodes it was to keep, as it
+  // wanted them, and every node it was to delete whose DELETE did not succeed
+  // (its "state" says so), each with the services whose REMOVE did not.
+  static json Remaining(const Run& run);
   // The spec that goes with `left` (LeftBehind): the one the undo went back to,
   // plus the definition of each service still on a node of `left`.
   static json LeftBehindSpec(const Run& run, const json& left);
