@@ -10,7 +10,7 @@
 //  * a template whose default image type is not among its compatible ones
 //    imports with a warning and fails only when a plan uses that default;
 //  * a node whose DELETE failed stays in the cluster, and the next delete or
-//    scale deletes it (and only it).
+//    scale deletes it (and only it); a service whose REMOVE failed stays on its node.
 #include <signal.h>
 
 #include <chrono>
@@ -681,6 +681,41 @@ TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster ke
   for (const std::string& n : dropped) kept.erase(n);
   CHECK(NodeNames(c) == kept);
   CHECK(MachinesOf(machines, shrink["id"]) == kept);
+}
+
+TEST_CASE("day2: after a remove-services whose REMOVE failed, the nodes still list the service and the next "
+          "remove-services plans its REMOVE again",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-remove-fails", "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider({{"latency_ms", 5}});
+  catalog.PatchActions("", "", {{"latency_ms", 5}});
+  // Monitoring gets a REMOVE, which fails.
+  json monitoring = catalog.Get("services", "fake-monitoring");
+  monitoring["provisioner"]["actions"]["remove"] = {
+      {"type", "fake-automator"},
+      {"fields", {{"action", "remove"}, {"service", "fake-monitoring"}, {"fail_actions", "REMOVE"}}}};
+  catalog.Put("services", monitoring);
+  env.Import(catalog);
+  env.RunJob({"cluster", "create", "rs", "--template", "web-fake", "--size", "3"});
+  env.RunJob({"cluster", "add-services", "rs", "fake-monitoring"});
+  const std::set<std::string> monitored = NodesRunning(env.Call("cluster.get", {{"cluster", "rs"}})["cluster"],
+                                                       "fake-monitoring");
+  REQUIRE(!monitored.empty());
+
+  RunResult r = env.Weft({"cluster", "remove-services", "rs", "fake-monitoring", "--wait"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code != 0);
+  json failed = env.WaitJob(JobsOf(env, "rs")[0]["id"]);
+  REQUIRE(failed["operation"] == "remove-services");
+  REQUIRE(failed["status"] == "failed");
+  CHECK(NodesOf(TasksOf(failed, "REMOVE", "fake-monitoring")) == monitored);
+  json c = env.Call("cluster.get", {{"cluster", "rs"}})["cluster"];
+  INFO(c.dump(1).substr(0, 4000));
+  CHECK(c["status"] == "inconsistent");
+  CHECK(NodesRunning(c, "fake-monitoring") == monitored);
+  json plan = env.Call("cluster.remove_services", {{"cluster", "rs"}, {"services", {"fake-monitoring"}}, {"dry_run", true}});
+  CHECK(NodesOf(TasksOf(plan, "REMOVE", "fake-monitoring")) == monitored);
 }
 
 }  // namespace weft
