@@ -73,26 +73,11 @@ std::string Describe(const json& e) {
   return UtcTime(e.value("at_ms", std::int64_t{0})) + "  " + line;
 }
 
-// weftd's events endpoint as this client can reach it: a wildcard address
-// (bound to every interface) becomes the api endpoint's host.
+// weftd's events endpoint as this client can reach it (the leader's, with a
+// wildcard address made the host of the api endpoint that answered).
 Result<std::string> EventsEndpoint(Context& ctx, int timeout_ms) {
   WEFT_ASSIGN_OR_RETURN(json status, ctx.Call("server.status", json::object(), {}, timeout_ms));
-  std::string events = status.value("endpoints", json::object()).value("events", "");
-  // Several weftd on one database: only the leader publishes (a follower answers server.status itself).
-  const json leader = status.value("leadership", json::object()).value("leader", json::object());
-  if (leader.is_object() && leader.value("endpoints", json::object()).contains("events"))
-    events = leader["endpoints"].value("events", events);
-  if (events.empty()) return Status::NotFound("weftd did not say where its events endpoint is");
-  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:", "tcp://[::]:"}) {
-    const std::string wildcard = any;
-    if (events.rfind(wildcard, 0) != 0) continue;
-    const std::string api = ctx.server();
-    const std::size_t host = api.find("://");
-    const std::size_t port = api.rfind(':');
-    if (host != std::string::npos && port != std::string::npos && port > host + 3)
-      events = "tcp://" + api.substr(host + 3, port - host - 3) + ":" + events.substr(wildcard.size());
-  }
-  return events;
+  return client::EventsEndpointOf(status, ctx.endpoint());
 }
 
 // What to subscribe to, and which events of those to show.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -86,6 +87,10 @@ EventStream::~EventStream() {
 
 Result<std::string> EventStream::Locate(int timeout_ms) {
   WEFT_ASSIGN_OR_RETURN(nlohmann::json status, api_.Call("server.status", nlohmann::json::object(), timeout_ms));
+  return EventsEndpointOf(status, api_.endpoint());
+}
+
+Result<std::string> EventsEndpointOf(const nlohmann::json& status, std::string api) {
   // Several weftd on one database: the leader publishes; a follower, even the one asked, does not.
   const nlohmann::json* leader = nullptr;
   if (auto l = status.find("leadership"); l != status.end() && l->is_object()) {
@@ -94,7 +99,6 @@ Result<std::string> EventStream::Locate(int timeout_ms) {
         leader = &*eps;
     }
   }
-  std::string api = api_.endpoint();
   std::string events;
   if (leader) {
     events = leader->value("events", "");
@@ -120,8 +124,10 @@ Status EventStream::Connect(const std::string& endpoint) {
     if (zmq_socket_monitor(sub_->handle(), address.c_str(),
                            ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
+      sub_.reset();
       return Status::Internal("cannot watch the events connection: " + std::string(zmq_strerror(zmq_errno())));
+    }
     monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
     monitor_->set(zmq::sockopt::linger, 0);
     monitor_->connect(address);
@@ -174,6 +180,18 @@ bool EventStream::Healthy() {
 }
 
 Result<std::optional<ReceivedEvent>> EventStream::Next(int timeout_ms) {
+  try {
+    return Wait(timeout_ms);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::optional<ReceivedEvent>();
+    sub_.reset();  // before its monitor
+    monitor_.reset();
+    return Status::Unavailable("following weftd's events at " + endpoint_ + " failed: " + e.what() +
+                               "; the next call looks for the events endpoint again");
+  }
+}
+
+Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
   const std::int64_t deadline = NowMs() + std::max(timeout_ms, 0);
   std::int64_t next_locate = 0;
   while (true) {

@@ -150,12 +150,12 @@ void Subscriptions::Publish(std::vector<Event> committed) {
     const std::uint64_t number = ++seq->second;
     body_.clear();
     wire::AppendJson(body_, e.payload);
-    if (body_.size() > 2 && body_.back() == '}') {
+    if (body_.size() >= 2 && body_.back() == '}') {
       body_.pop_back();
       char digits[24];
       const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, number);
       (void)ec;  // 24 characters hold any 64-bit number
-      body_.append(",\"seq\":").append(digits, end).append(incarnation_tail_);
+      body_.append(body_.size() > 1 ? ",\"seq\":" : "\"seq\":").append(digits, end).append(incarnation_tail_);
     }
     try {
       zmq::message_t topic(e.topic.data(), e.topic.size());

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "weft/client/client.hpp"
+#include "weft/client/events.hpp"
 #include "weft/common/curve.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
@@ -356,4 +357,27 @@ TEST_CASE("client: a server that drops the connection after taking the request g
   CHECK(r.status().code() == Code::kTimeout);
   CHECK_THAT(r.status().message(), Catch::Contains("closed the connection before it answered 'cluster.create'") &&
                                        Catch::Contains("may or may not have been carried out"));
+}
+
+TEST_CASE("client: the events endpoint is the leader's, with an address on every interface made the api's host",
+          "[client][events]") {
+  // One weftd bound to every interface, asked over one of the machine's addresses.
+  json alone = {{"endpoints", {{"api", "tcp://0.0.0.0:7420"}, {"events", "tcp://0.0.0.0:7422"}}}};
+  Result<std::string> one = client::EventsEndpointOf(alone, "tcp://10.1.2.3:7420");
+  REQUIRE(one.ok());
+  CHECK(*one == "tcp://10.1.2.3:7422");
+  // Several weftd: a follower answered; the leader's events, on the leader's host.
+  json followed = {{"endpoints", {{"api", "tcp://0.0.0.0:7420"}, {"events", "tcp://0.0.0.0:7422"}}},
+                   {"leadership",
+                    {{"role", "follower"},
+                     {"leader", {{"endpoints", {{"api", "tcp://10.1.2.4:7420"}, {"events", "tcp://*:7522"}}}}}}}};
+  Result<std::string> leader = client::EventsEndpointOf(followed, "tcp://10.1.2.3:7420");
+  REQUIRE(leader.ok());
+  CHECK(*leader == "tcp://10.1.2.4:7522");
+  // The leader bound to every interface too: its host is not known, the answering api's is used.
+  followed["leadership"]["leader"]["endpoints"]["api"] = "tcp://0.0.0.0:7420";
+  Result<std::string> unknown = client::EventsEndpointOf(followed, "tcp://10.1.2.3:7420");
+  REQUIRE(unknown.ok());
+  CHECK(*unknown == "tcp://10.1.2.3:7522");
+  CHECK(client::EventsEndpointOf(json::object(), "tcp://10.1.2.3:7420").status().code() == Code::kNotFound);
 }

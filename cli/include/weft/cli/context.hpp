@@ -49,6 +49,8 @@ class Context {
   // /var/lib/weft/credentials/superadmin.json.
   const std::optional<curve::Credential>& credential() const { return credential_; }
   std::string server() const { return options_.server; }
+  // The api endpoint the last request went to (one of --server's; before any: --server).
+  std::string endpoint() const { return client_ ? client_->endpoint() : options_.server; }
 
   // For handlers that find a usage problem in their arguments: the run exits 2.
   Status UsageError(std::string message);

@@ -62,6 +62,13 @@ class EventSequence {
   std::map<std::string, std::uint64_t, std::less<>> last_;
 };
 
+// Where weftd's events are published, from a `server.status` reply that
+// `api` (the api endpoint that answered) gave: the leader's events endpoint
+// when several weftd share a database, with an address bound to every
+// interface ("tcp://0.0.0.0:7422") made the api's host. NotFound when the
+// reply names none.
+Result<std::string> EventsEndpointOf(const nlohmann::json& status, std::string api);
+
 struct ReceivedEvent {
   std::string topic;
   nlohmann::json event;  // the JSON object, its `seq` and `incarnation` included
@@ -87,8 +94,10 @@ class EventStream {
   // Finds the events endpoint and subscribes. Subscribe before starting what
   // you want to follow; read the state after (events before it are not sent).
   Status Open();
-  // The next event, waiting up to `timeout_ms`; nullopt when none came. An
-  // error only when weftd cannot be asked where its events are for the whole wait.
+  // The next event, waiting up to `timeout_ms`; nullopt when none came (or a
+  // signal cut the wait short). An error when the events socket cannot be
+  // opened or fails (UNAVAILABLE): the next call looks for the endpoint again.
+  // weftd not answering where its events are is no error: Next keeps asking.
   Result<std::optional<ReceivedEvent>> Next(int timeout_ms);
   // Adds a prefix, or sends one again: weftd decides what a subscription
   // covers when it receives it, so a user subscribes again to follow a
@@ -103,6 +112,8 @@ class EventStream {
  private:
   Result<std::string> Locate(int timeout_ms);
   Status Connect(const std::string& endpoint);
+  // Next, throwing ZeroMQ's errors.
+  Result<std::optional<ReceivedEvent>> Wait(int timeout_ms);
   // Reads the monitor: false when the connection dropped or a handshake failed.
   bool Healthy();
 

@@ -45,7 +45,6 @@ class Subscriptions {
   // Starts the numbering again under a new incarnation (weftd took the lead: the
   // events published meanwhile came from another weftd, or none were).
   void Restart();
-  const std::string& incarnation() const { return incarnation_; }
 
  private:
   void Read();
