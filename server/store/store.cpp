@@ -2000,7 +2000,7 @@ Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
   return impl_->set_task_after.Reset().Bind(1, task_id).Bind(2, after_json).Run();
 }
 
-// `job_id != ''` lets both backends use the partial index tasks_by_job (a
+// `job_id != ''` lets both backends use the partial index task_specs_by_job (a
 // bound id does not tell the planner that it is not ''): without it, a scan of
 // every task of every job.
 Result<std::vector<TaskRecord>> Store::ListJobTasks(std::string_view job_id, bool details) {

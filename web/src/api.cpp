@@ -185,7 +185,7 @@ Response Api::ErrorFor(const CallResult& result, unsigned version, bool keep_ali
   // token: the browser should log in again.
   const json& details = result.reply.error.details;
   if (details.value("login_required", false)) res.result(http::status::unauthorized);
-  // weftd's login limits: too many failures for this user or address.
+  // weftd's rate limits (logins, requests): UNAVAILABLE with the wait.
   if (auto wait = details.find("retry_after_ms"); wait != details.end() && wait->is_number_integer()) {
     res.result(http::status::too_many_requests);
     res.set(http::field::retry_after, std::to_string((wait->get<std::int64_t>() + 999) / 1000));

@@ -25,7 +25,8 @@ http::status HttpStatusFor(const Status& status) {
     case Code::kUnavailable: return http::status::service_unavailable;
     case Code::kTimeout: return http::status::gateway_timeout;
     case Code::kTooLarge:
-      // weftd reports its rate limits as TOO_LARGE like every other limit.
+      // weft-web's own rate limits ("rate limit: ..."); weftd's are UNAVAILABLE
+      // with retry_after_ms, made 429 where its replies are passed on (api.cpp).
       return status.message().rfind("rate limit", 0) == 0 ? http::status::too_many_requests
                                                           : http::status::payload_too_large;
     case Code::kInternal: return http::status::internal_server_error;

@@ -43,7 +43,7 @@ Response JsonResponse(http::status status, const json& body, unsigned version, b
 // {"error":{"code","message","details"}} with the status the code maps to.
 Response ErrorResponse(const Status& status, const json& details, unsigned version, bool keep_alive, bool tls);
 // INVALID 400, DENIED 403, NOT_FOUND 404, CONFLICT 409, TOO_LARGE 413 (429 for
-// a rate limit), UNAVAILABLE 503, TIMEOUT 504, INTERNAL 500.
+// weft-web's own rate limits), UNAVAILABLE 503, TIMEOUT 504, INTERNAL 500.
 http::status HttpStatusFor(const Status& status);
 
 // The path and the query of a request target; the path percent-decoded.
