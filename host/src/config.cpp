@@ -123,9 +123,10 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(
       ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "resource_sync_ms", source, 50, 3'600'000, &config.resource_sync_ms));
-  WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_memory_mb", source, 1, 4096, &config.lua.memory_mb));
-  WEFT_RETURN_IF_ERROR(
-      ReadInt(table, "lua_instructions", source, 1'000'000, 1'000'000'000'000, &config.lua.instructions));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_memory_mb", source, LuaBudget::kMinMemoryMb, LuaBudget::kMaxMemoryMb,
+                               &config.lua.memory_mb));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_instructions", source, LuaBudget::kMinInstructions,
+                               LuaBudget::kMaxInstructions, &config.lua.instructions));
   for (auto [key, out] : {std::pair{"state_dir", &config.state_dir},
                           std::pair{"resource_cache_dir", &config.resource_cache_dir},
                           std::pair{"resource_plugin_dir", &config.resource_plugin_dir}}) {

@@ -187,8 +187,11 @@ int WorkerMain(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "--probe") {
     weft::host::LuaBudget lua;
-    std::optional<int> memory_mb = argc == 5 ? ParseInt(argv[3], 1, 4096) : lua.memory_mb;
-    std::optional<long> instructions = argc == 5 ? ParseLong(argv[4], 1'000'000, 1'000'000'000'000) : lua.instructions;
+    using Budget = weft::host::LuaBudget;
+    std::optional<int> memory_mb =
+        argc == 5 ? ParseInt(argv[3], Budget::kMinMemoryMb, Budget::kMaxMemoryMb) : lua.memory_mb;
+    std::optional<long> instructions =
+        argc == 5 ? ParseLong(argv[4], Budget::kMinInstructions, Budget::kMaxInstructions) : lua.instructions;
     if ((argc != 3 && argc != 5) || !memory_mb || !instructions) {
       std::fprintf(stderr, "usage: weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]\n");
       return kExitUsage;

@@ -99,7 +99,8 @@ std::optional<RunOptions> ParseRunArgs(int argc, char** argv) {
       const bool memory = arg == "--lua-memory-mb";
       char* end = nullptr;
       const long long n = std::strtoll(v, &end, 10);
-      const long long min = memory ? 1 : 1'000'000, max = memory ? 4096 : 1'000'000'000'000;
+      const long long min = memory ? LuaBudget::kMinMemoryMb : LuaBudget::kMinInstructions;
+      const long long max = memory ? LuaBudget::kMaxMemoryMb : LuaBudget::kMaxInstructions;
       if (!*v || *end || n < min || n > max) {
         std::fprintf(stderr, "weft-host run: %s must be an integer from %lld to %lld, got '%s'\n", argv[i - 1], min,
                      max, v);

@@ -33,6 +33,10 @@ namespace weft::host {
 // What each Lua plugin's states may use (docs/lua-plugins.md, "Limits"):
 // weft-host.toml's lua_memory_mb and lua_instructions.
 struct LuaBudget {
+  // The ranges weft-host.toml, the probe and `weft-host run` accept.
+  static constexpr int kMinMemoryMb = 1, kMaxMemoryMb = 4096;
+  static constexpr std::int64_t kMinInstructions = 1'000'000, kMaxInstructions = 1'000'000'000'000;
+
   int memory_mb = 64;                          // per lua_State
   std::int64_t instructions = 2'000'000'000;  // Lua VM instructions per run
 };
