@@ -366,12 +366,22 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
       if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
         return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
-      if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
-          size == static_cast<std::int64_t>(now))
+      // A node a failed job was to delete ("state": "delete failed") is not one of the
+      // `size` nodes: the scale deletes it again, up or down, and numbers new nodes past it.
+      ClusterState kept = job.before;
+      std::vector<std::string> doomed;
+      kept.layout["nodes"] = json::array();
+      for (const json& n : job.before.layout.value("nodes", json::array())) {
+        if (n.value("state", "") == "delete failed")
+          doomed.push_back(n.value("hostname", ""));
+        else
+          kept.layout["nodes"].push_back(n);
+      }
+      if (const std::size_t now = kept.layout["nodes"].size(); doomed.empty() && size == static_cast<std::int64_t>(now))
         return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
                                                 std::to_string(now) + (now == 1 ? " node" : " nodes")));
       const std::set<std::string> on = ServicesOn(job.before.layout);
-      WEFT_TRY_ASSIGN(layout, Resolve(call, c, job.before, size, std::vector<std::string>(on.begin(), on.end())));
+      WEFT_TRY_ASSIGN(layout, Resolve(call, c, kept, size, std::vector<std::string>(on.begin(), on.end()), doomed));
       if (call.principal.max_nodes > 0) {
         WEFT_TRY_ASSIGN(clusters, store_.ListClusters(call.principal.tenant, false));
         json quota;
@@ -453,10 +463,12 @@ class ClusterOps {
         const json old = spec["services"].value(s, json());
         if (!fresh["services"].contains(s) || fresh["services"][s] != old) changed.push_back(s);
       }
+      // The provider too: a cluster keeps the copy it was made with, so a corrected
+      // provider reaches its later jobs (a delete above all) only through an upgrade.
       if (changed.empty() && fresh["template"] == spec.value("template", json()) &&
-          catalog::LayoutToJson(layout) == job.before.layout)
+          fresh["provider"] == spec.value("provider", json()) && catalog::LayoutToJson(layout) == job.before.layout)
         return Response::Error(Status::Conflict("cluster '" + c.name +
-                                                "' already uses the latest template and services; nothing to upgrade"));
+                                                "' already uses the latest template, provider and services; nothing to upgrade"));
       job.target.spec = std::move(fresh);
       job.target.layout = catalog::LayoutToJson(layout);
       job.extras.changed_services = changed;
@@ -941,10 +953,11 @@ class ClusterOps {
   }
 
   solver::SolveRequest SolveFor(const store::ClusterRecord& c, const ClusterState& state, std::int64_t size,
-                                std::vector<std::string> services) {
+                                std::vector<std::string> services, std::vector<std::string> taken = {}) {
     solver::SolveRequest req;
     req.cluster_name = c.name;
     req.size = size;
+    req.taken = std::move(taken);
     const json overrides = state.spec.value("overrides", json::object());
     if (state.spec.contains("provider")) req.overrides.provider = state.spec["provider"].value("name", "");
     for (const char* key : {"hardwaretype", "imagetype"})
@@ -959,7 +972,8 @@ class ClusterOps {
 
   // A new layout for the cluster with its nodes fixed, against its frozen template.
   Result<catalog::Layout> Resolve(const Call& call, const store::ClusterRecord& c, const ClusterState& state,
-                                  std::int64_t size, std::vector<std::string> services) {
+                                  std::int64_t size, std::vector<std::string> services,
+                                  std::vector<std::string> taken = {}) {
     WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const catalog::Catalog> latest, catalogs_.Get(call.principal.tenant));
     catalog::Catalog cat = *latest;  // a copy: the cluster's frozen entities go into it
     Result<std::string> name = cat.PutJson(Kind::kClusterTemplate, state.spec.value("template", json::object()));
@@ -970,7 +984,7 @@ class ClusterOps {
       Result<std::string> put = cat.PutJson(Kind::kService, doc);
       if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + s + "'");
     }
-    return Solve(cat, *cat.FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services)));
+    return Solve(cat, *cat.FindClusterTemplate(*name), SolveFor(c, state, size, std::move(services), std::move(taken)));
   }
 
   // An entity of a catalog snapshot as a cluster's spec copies it: its JSON,

@@ -789,6 +789,7 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
   undo.before.status = ToString(ClusterStatus::kPending);
   const std::optional<JobOperation> op = JobOperationFrom(run.record.operation);
   json made = json::array();
+  std::set<std::string> gone;  // nodes of the cluster the failed job deleted
   if (op == JobOperation::kCreate || op == JobOperation::kScale) {
     bool grew = false;
     for (const json& n : Nodes(run.target.layout)) {
@@ -811,6 +812,19 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     // remove. Going back from a failed shrink would CREATE nodes whose DELETE may
     // have half run; `job retry` finishes the shrink instead.
     if (op == JobOperation::kScale && !grew) return std::nullopt;
+    // A grow also deletes the nodes an earlier job failed to delete: the undo keeps
+    // those whose DELETE did not succeed as they were (marked), and forgets the others.
+    for (const json& n : Nodes(run.before.layout)) {
+      const std::string id = n.value("hostname", "");
+      if (run.target_pos.count(id)) continue;
+      auto deleted = std::find_if(run.tasks.begin(), run.tasks.end(), [&](const auto& t) {
+        return t.second.node == id && t.second.action == "DELETE" && t.second.state == TaskState::kSucceeded;
+      });
+      if (deleted == run.tasks.end())
+        made.push_back(n);
+      else
+        gone.insert(id);
+    }
   } else if (op == JobOperation::kAddServices) {
     for (const json& old : Nodes(run.before.layout)) {
       const std::string id = old.value("hostname", "");
@@ -835,6 +849,12 @@ std::optional<NewJob> JobEngine::UndoJob(const Run& run) const {
     undo.target.status = ToString(ClusterStatus::kTerminated);
   } else {
     undo.target = run.before;
+    if (!gone.empty()) {
+      json left = json::array();
+      for (const json& n : Nodes(run.before.layout))
+        if (!gone.count(n.value("hostname", ""))) left.push_back(n);
+      undo.target.layout["nodes"] = std::move(left);
+    }
     if (undo.target.status.empty() || ClusterStatusFrom(undo.target.status) == ClusterStatus::kPending)
       undo.target.status = ToString(ClusterStatus::kActive);
   }

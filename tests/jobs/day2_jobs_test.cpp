@@ -10,7 +10,8 @@
 //  * a template whose default image type is not among its compatible ones
 //    imports with a warning and fails only when a plan uses that default;
 //  * a node whose DELETE failed stays in the cluster, and the next delete or
-//    scale deletes it (and only it); a service whose REMOVE failed stays on its node.
+//    scale (up or down) deletes it (and only it); a service whose REMOVE failed
+//    stays on its node.
 #include <signal.h>
 
 #include <chrono>
@@ -681,6 +682,93 @@ TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster ke
   for (const std::string& n : dropped) kept.erase(n);
   CHECK(NodeNames(c) == kept);
   CHECK(MachinesOf(machines, shrink["id"]) == kept);
+}
+
+TEST_CASE("day2: a scale up after a shrink whose DELETE failed deletes the marked node in the same job and "
+          "numbers the new nodes past it",
+          "[jobs][integration][day2]") {
+  const std::string hosts = "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
+  Env env("weft-day2-grow-after-failed-shrink",
+          "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog(env.Path("catalog"));
+  catalog.PatchProvider(
+      {{"fail_actions", "DELETE"}, {"fail_attempts", 2}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
+  env.Import(catalog);
+  env.WaitHosts();
+  env.RunJob({"cluster", "create", "regrow", "--template", "web-fake", "--size", "4"});
+  const json created = env.Call("cluster.get", {{"cluster", "regrow"}})["cluster"];
+  const std::set<std::string> first = NodeNames(created);
+  REQUIRE(first.size() == 4);
+
+  RunResult shrink = env.Weft({"cluster", "scale", "regrow", "--size", "3", "--wait"});
+  INFO(shrink.out << shrink.err);
+  CHECK(shrink.exit_code != 0);
+  json failed = env.WaitJob(JobsOf(env, "regrow")[0]["id"]);
+  REQUIRE(failed["status"] == "failed");
+  const std::set<std::string> dropped = NodesOf(TasksOf(failed, "DELETE"));
+  REQUIRE(dropped.size() == 1);
+  json c = env.Call("cluster.get", {{"cluster", "regrow"}})["cluster"];
+  REQUIRE(FailedDeletes(c) == dropped);
+
+  // The marked node is not one of the `size` nodes: growing to 4 plans one new node and the DELETE again.
+  json plan = env.Call("cluster.scale", {{"cluster", "regrow"}, {"size", 4}, {"dry_run", true}});
+  INFO(plan.dump(1).substr(0, 4000));
+  CHECK(NodesOf(TasksOf(plan, "DELETE")) == dropped);
+  CHECK(TasksOf(plan, "CREATE").size() == 1);
+
+  env.weftd().SetExtraToml("[jobs]\nmax_attempts = 3\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
+  env.weftd().Restart();
+  env.WaitHosts();
+  json grown = env.RunJob({"cluster", "scale", "regrow", "--size", "5"});
+  CHECK(NodesOf(TasksOf(grown, "DELETE")) == dropped);
+  const std::set<std::string> made = NodesOf(TasksOf(grown, "CREATE"));
+  CHECK(made.size() == 2);
+  for (const std::string& n : made) {
+    CHECK(!first.count(n));  // new names, none the marked node's
+  }
+  c = env.Call("cluster.get", {{"cluster", "regrow"}})["cluster"];
+  INFO(c.dump(1).substr(0, 4000));
+  CHECK(c["status"] == "active");
+  CHECK(c["nodes"].size() == 5);
+  CHECK(FailedDeletes(c).empty());
+  std::set<std::string> want = first;
+  for (const std::string& n : dropped) want.erase(n);
+  want.insert(made.begin(), made.end());
+  CHECK(NodeNames(c) == want);
+  CHECK(MachinesOf(machines, c["id"]) == want);
+}
+
+TEST_CASE("day2: a cluster keeps the provider it was made with until an upgrade moves it to the catalog's "
+          "current one, and then a corrected provider deletes its nodes",
+          "[jobs][integration][day2]") {
+  Env env("weft-day2-provider-upgrade",
+          "[jobs]\nmax_attempts = 1\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n");
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog(env.Path("catalog"));
+  // The provider as first imported: its DELETE always fails.
+  catalog.PatchProvider({{"fail_actions", "DELETE"}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
+  env.Import(catalog);
+  env.WaitHosts();
+  env.RunJob({"cluster", "create", "prov", "--template", "web-fake", "--size", "2"});
+  const json made = env.Call("cluster.get", {{"cluster", "prov"}})["cluster"];
+  REQUIRE(MachinesOf(machines, made["id"]).size() == 2);
+
+  // The provider is corrected in the catalog; the cluster still has its own copy.
+  catalog.PatchProvider({{"fail_actions", nullptr}});
+  env.Import(catalog);
+  json upgraded = env.RunJob({"cluster", "upgrade", "prov"});
+  CHECK(TasksOf(upgraded, "DELETE").empty());
+  CHECK(TasksOf(upgraded, "CREATE").empty());
+  // Nothing is left to move to.
+  Result<json> again = env.TryCall("cluster.upgrade", {{"cluster", "prov"}});
+  REQUIRE_FALSE(again.ok());
+  CHECK_THAT(again.status().message(), Catch::Contains("nothing to upgrade"));
+
+  json deleted = env.RunJob({"cluster", "delete", "prov"});
+  CHECK(TasksOf(deleted, "DELETE").size() == 2);
+  CHECK(env.Call("cluster.get", {{"cluster", "prov"}})["cluster"]["status"] == "terminated");
+  CHECK(MachinesOf(machines, made["id"]).empty());
 }
 
 TEST_CASE("day2: after a remove-services whose REMOVE failed, the nodes still list the service and the next "

@@ -2,6 +2,7 @@
 // progress bar moved by server-sent events until 100 % (the page is never
 // reloaded), a scale, and a delete that asks first.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { useStack } from './support/suite.mjs';
 import { signIn, shot } from './support/ui.mjs';
 
@@ -124,4 +125,32 @@ s.test('delete asks for the cluster\'s name first, then the cluster ends termina
   await shot(page, 'cluster-deleted');
   await page.goto('/#/clusters');
   await page.waitForSelector('text=No live cluster');
+});
+
+s.test('a node whose DELETE failed is marked in the cluster\'s node list', async (page, stack) => {
+  // In tenant initech, the fake provider's DELETE always fails ([jobs] max_attempts = 2).
+  stack.makeTenant('initech');
+  stack.makeUser('initech', 'ivy', 'user', 'ivy-password-1');
+  const file = `${stack.dir}/fake-delete-fails.json`;
+  const provider = JSON.parse(fs.readFileSync(`${stack.catalogDir()}/providers/fake.json`, 'utf8'));
+  provider.provisioner.fail_actions = 'DELETE';
+  fs.writeFileSync(file, JSON.stringify(provider));
+  stack.weftOk(['provider', 'put', file], { tenant: 'initech' });
+  const ivy = stack.credentialOf('initech', 'ivy');
+  stack.weftOk(['cluster', 'create', 'doomed', '--template', 'web-fake', '--size', '2', '--wait'], { as: ivy });
+  const { cluster: made } = stack.weftJson(['cluster', 'get', 'doomed'], { as: ivy });
+  const deleted = stack.weft(['cluster', 'delete', 'doomed', '--wait'], { as: ivy });
+  assert.notEqual(deleted.code, 0, `the delete fails: ${deleted.out}${deleted.err}`);
+  const { cluster } = stack.weftJson(['cluster', 'get', 'doomed'], { as: ivy });
+  const marked = cluster.nodes.filter((n) => n.state === 'delete failed').map((n) => n.hostname).sort();
+  assert.deepEqual(marked, made.nodes.map((n) => n.hostname).sort());
+
+  await signIn(page, { tenant: 'initech', user: 'ivy', password: 'ivy-password-1' });
+  await page.goto(`/#/clusters/${cluster.id}`);
+  await page.waitForSelector('[data-testid=nodes] tbody tr');
+  const rows = await page.$$eval('[data-testid=nodes] tbody tr', (trs) => trs.map((tr) => tr.textContent));
+  assert.equal(rows.length, marked.length);
+  for (const row of rows) assert.match(row, /delete failed/);
+  await page.waitForSelector('[data-testid=nodes] [data-testid=node-state] .badge[data-status="delete failed"]');
+  await shot(page, 'cluster-delete-failed-nodes');
 });

@@ -966,19 +966,22 @@ Status NoLayout(const Search& search, const ClusterTemplate& t, const Setup& s, 
 }
 
 // New nodes are numbered after the highest <cluster>-<n> among the existing ones
-// (and after their count).
-std::int64_t FirstNewIndex(const std::string& cluster_name, const std::vector<LayoutNode>& existing) {
+// and the taken hostnames (and after their count).
+std::int64_t FirstNewIndex(const std::string& cluster_name, const std::vector<LayoutNode>& existing,
+                           const std::vector<std::string>& taken) {
   std::int64_t next_index = 0;
   const std::string prefix = cluster_name + "-";
-  for (const auto& n : existing) {
-    std::string label = n.hostname.substr(0, n.hostname.find('.'));
+  auto number = [&](const std::string& hostname) {
+    std::string label = hostname.substr(0, hostname.find('.'));
     if (label.rfind(prefix, 0) == 0 && label.size() > prefix.size() &&
         std::all_of(label.begin() + static_cast<std::ptrdiff_t>(prefix.size()), label.end(),
                     [](unsigned char ch) { return std::isdigit(ch); }) &&
         label.size() - prefix.size() < 12)
       next_index = std::max<std::int64_t>(next_index, std::stoll(label.substr(prefix.size())));
-  }
-  return std::max(next_index, static_cast<std::int64_t>(existing.size())) + 1;
+  };
+  for (const auto& n : existing) number(n.hostname);
+  for (const std::string& hostname : taken) number(hostname);
+  return std::max(next_index, static_cast<std::int64_t>(existing.size() + taken.size())) + 1;
 }
 
 // A class's services: the unconstrained ones, its blocks', and `base` (what an
@@ -996,7 +999,7 @@ std::vector<std::string> ServicesOf(const Setup& s, const Cls& c, const std::vec
 Layout BuildLayout(const catalog::Catalog& cat, const ClusterTemplate& t, const SolveRequest& req, const Setup& s,
                    const std::vector<LayoutNode>& existing, const std::vector<Cls>& solved) {
   Layout layout;
-  std::int64_t next_index = FirstNewIndex(req.cluster_name, existing);
+  std::int64_t next_index = FirstNewIndex(req.cluster_name, existing, req.taken);
   std::vector<std::pair<std::vector<std::string>, const Cls*>> free_classes;
   for (const auto& c : solved) {
     if (c.fixed) {

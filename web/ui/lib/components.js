@@ -60,7 +60,7 @@ const STATUS_TONE = {
   pending: 'busy', leased: 'busy', queued: 'wait', waiting: 'wait', retrying: 'wait',
   failing: 'bad', failed: 'bad', inconsistent: 'bad', incomplete: 'warn', aborted: 'warn',
   stopped: 'muted', terminated: 'muted', cancelled: 'muted', silent: 'bad', unknown: 'muted',
-  installed: 'wait', configured: 'wait', initialized: 'wait',
+  installed: 'wait', configured: 'wait', initialized: 'wait', 'delete failed': 'bad',
 };
 
 export function StatusBadge({ status }) {

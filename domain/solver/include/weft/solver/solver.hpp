@@ -50,6 +50,9 @@ struct SolveRequest {
   // the cluster did not run before (or that a mustcoexist group ties to theirs). When
   // shrinking, whole nodes are removed (the highest-numbered of a kind first).
   std::vector<catalog::LayoutNode> existing;
+  // Hostnames of nodes that are not in the layout but still exist (a node a failed
+  // job was to delete, which this change deletes): new nodes are numbered past them.
+  std::vector<std::string> taken;
 };
 
 struct SolveOptions {
