@@ -22,7 +22,7 @@ const std::set<std::string, std::less<>> kKnownKeys = {
     "request_timeout_ms", "task_timeout_ms", "shutdown_grace_ms", "log_level", "workers",
     "worker_memory_limit_mb", "tenants", "state_dir", "resource_cache_dir", "resource_plugin_dir",
     "enroll_token", "server_key",
-    "resource_sync_ms", "metrics_listen", "lua_memory_mb", "lua_instructions"};
+    "resource_sync_ms", "metrics_listen", "lua_memory_mb", "lua_instructions", "split_hold_ms"};
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {0};
@@ -98,7 +98,7 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
                              "request_timeout_ms, task_timeout_ms, shutdown_grace_ms, log_level, workers, "
                              "worker_memory_limit_mb, tenants, state_dir, resource_cache_dir, "
                              "resource_plugin_dir, resource_sync_ms, enroll_token, server_key, metrics_listen, "
-                             "lua_memory_mb, lua_instructions");
+                             "lua_memory_mb, lua_instructions, split_hold_ms");
     }
   }
   WEFT_RETURN_IF_ERROR(ReadString(table, "server", source, &config.server));
@@ -123,6 +123,7 @@ Result<HostConfig> ParseConfig(std::string_view toml_text, std::string_view sour
   WEFT_RETURN_IF_ERROR(
       ReadInt(table, "worker_memory_limit_mb", source, 16, 1024 * 1024, &config.worker_memory_limit_mb));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "resource_sync_ms", source, 50, 3'600'000, &config.resource_sync_ms));
+  WEFT_RETURN_IF_ERROR(ReadInt(table, "split_hold_ms", source, 0, 3'600'000, &config.split_hold_ms));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_memory_mb", source, LuaBudget::kMinMemoryMb, LuaBudget::kMaxMemoryMb,
                                &config.lua.memory_mb));
   WEFT_RETURN_IF_ERROR(ReadInt(table, "lua_instructions", source, LuaBudget::kMinInstructions,

@@ -144,12 +144,6 @@ struct Worker {
 };
 
 // What a worker slot runs: the tenant it serves ("" any) and its threads.
-struct SlotSpec {
-  std::string tenant;
-  int threads = 1;
-  bool operator==(const SlotSpec&) const = default;
-};
-
 struct Slot {
   SlotSpec spec;
   std::optional<pid_t> pid;  // the live worker of this slot
@@ -257,6 +251,9 @@ struct Master::Impl {
   bool workers_started = false;
   // The newest attempt of each task the workers started (see OnMessage).
   AttemptGuard attempts{kRememberEndedTasks};
+  // When to follow weftd's worker split (ApplySplit).
+  SplitHold split_hold{config.split_hold_ms};
+  bool split_followed = false;  // a split of weftd's was followed, or matched the workers, once
 
   // ---- shared with the control thread (mu) ----
   std::mutex mu;
@@ -661,24 +658,34 @@ void Master::Impl::StartWorker(int slot) {
 // split instead.
 void Master::Impl::ApplySplit() {
   json split;
+  std::vector<std::string> active;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!split_changed) return;
+    // A move held back (SplitHold) is looked at again on every turn of the loop.
+    if (!split_changed && !split_hold.holding()) return;
     split_changed = false;
     split = this->split;
+    for (const json& t : active_tenants)
+      if (t.is_string()) active.push_back(t.get<std::string>());
   }
   if (!config.tenants.empty() || stopping) return;
   std::vector<SlotSpec> wanted = SlotsFromSplit(config, split);
   if (wanted.empty()) return;
   std::vector<SlotSpec> current;
   for (const Slot& s : slots) current.push_back(s.spec);
-  auto by_tenant = [](std::vector<SlotSpec> v) {
-    std::sort(v.begin(), v.end(), [](const SlotSpec& a, const SlotSpec& b) {
-      return std::tie(a.tenant, a.threads) < std::tie(b.tenant, b.threads);
-    });
-    return v;
-  };
-  if (by_tenant(wanted) == by_tenant(current)) return;
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+  const bool held = split_hold.holding();
+  if (!split_hold.Due(current, wanted, active, !workers_started || !split_followed, now_ms)) {
+    if (!split_hold.holding()) split_followed = true;  // the workers are as weftd asks
+    if (split_hold.holding() && !held) {
+      WEFT_LOG(kInfo, kLog) << "weftd asks for " << DescribeSlots(wanted) << "; the workers stay as they are ("
+                            << DescribeSlots(current) << ") unless that lasts " << config.split_hold_ms
+                            << " ms (split_hold_ms)";
+    }
+    return;
+  }
+  split_followed = true;
 
   std::vector<Slot> next;
   std::vector<bool> kept(slots.size(), false);

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 extern char** environ;
 
@@ -72,6 +74,32 @@ std::string TaskFailureMessage(const DeathReport& r) {
     msg += " (the worker also ran " + list + " at the time, so the fault may be theirs; all its tasks failed)";
   }
   return msg;
+}
+
+bool SplitHold::Due(const std::vector<SlotSpec>& current, const std::vector<SlotSpec>& wanted,
+                    const std::vector<std::string>& active, bool free, std::int64_t now_ms) {
+  auto sorted = [](std::vector<SlotSpec> v) {
+    std::sort(v.begin(), v.end(),
+              [](const SlotSpec& a, const SlotSpec& b) { return std::tie(a.tenant, a.threads) < std::tie(b.tenant, b.threads); });
+    return v;
+  };
+  if (sorted(current) == sorted(wanted)) {
+    since_ms_ = -1;
+    return false;
+  }
+  std::set<std::string> have, want;
+  for (const SlotSpec& s : current) have.insert(s.tenant);
+  for (const SlotSpec& s : wanted) want.insert(s.tenant);
+  auto unserved = [&](const std::string& tenant) { return !tenant.empty() && !have.count(tenant) && !have.count(""); };
+  const bool starved = std::any_of(want.begin(), want.end(), unserved) || std::any_of(active.begin(), active.end(), unserved);
+  if (free || starved || have == want || hold_ms_ <= 0) {
+    since_ms_ = -1;
+    return true;
+  }
+  if (since_ms_ < 0) since_ms_ = now_ms;
+  if (now_ms - since_ms_ < hold_ms_) return false;
+  since_ms_ = -1;
+  return true;
 }
 
 int RestartDelayMs(std::size_t recent_deaths) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "weft/host/config.hpp"
@@ -258,6 +259,81 @@ TEST_CASE("config: workers, worker_memory_limit_mb and tenants are read and chec
   CHECK(round->tenants == parsed->tenants);
   CHECK(round->host_id == parsed->host_id);
   CHECK_FALSE(weft::host::WorkerConfigFromJson("{}").ok());
+}
+
+namespace {
+using weft::host::SlotSpec;
+using weft::host::SplitHold;
+// Any tenant on 4 threads, and weftd's split when acme and globex are both active.
+const std::vector<SlotSpec> kAny = {{"", 2}, {"", 2}};
+const std::vector<SlotSpec> kBoth = {{"acme", 2}, {"globex", 2}};
+
+// The moves a host makes over `minutes` while globex is busy for its first
+// `busy` minutes of every `period` (weftd counts a tenant active for a minute
+// after its last task), with acme always busy; the split is looked at every second.
+int MovesOverSoak(std::int64_t hold_ms, int minutes, int period, int busy) {
+  SplitHold hold(hold_ms);
+  std::vector<SlotSpec> workers = kAny;
+  int moves = 0;
+  for (std::int64_t s = 0; s < minutes * 60; ++s) {
+    const bool globex = (s / 60) % period < busy + 1;  // + the minute weftd keeps it active
+    const std::vector<SlotSpec>& wanted = globex ? kBoth : kAny;
+    std::vector<std::string> active = {"acme"};
+    if (globex) active.push_back("globex");
+    if (hold.Due(workers, wanted, active, /*free=*/false, s * 1000)) {
+      workers = wanted;
+      ++moves;
+    }
+  }
+  return moves;
+}
+}  // namespace
+
+TEST_CASE("worker split: a tenant active now and then does not make the host drain and restart workers each time",
+          "[host][worker]") {
+  // The soak: a second tenant busy for a minute every 4 minutes, for 80 minutes.
+  // Following every split moves the workers twice a burst; with the default hold
+  // (2 minutes) they never move.
+  CHECK(MovesOverSoak(0, 80, 4, 1) == 40);
+  CHECK(MovesOverSoak(weft::host::HostConfig{}.split_hold_ms, 80, 4, 1) == 0);
+  // A tenant that stays busy gets its own workers once the hold is over, and keeps
+  // them until it has been idle as long.
+  CHECK(MovesOverSoak(120'000, 80, 40, 20) == 4);
+}
+
+TEST_CASE("worker split: a move is made at once when a tenant with work has no worker, or only threads move",
+          "[host][worker]") {
+  SplitHold hold(60'000);
+  // Nothing to do when the workers are as weftd asks.
+  CHECK_FALSE(hold.Due(kBoth, kBoth, {"acme", "globex"}, false, 0));
+  CHECK_FALSE(hold.holding());
+  // Before the first split is followed (or before any worker runs): at once.
+  CHECK(hold.Due(kAny, kBoth, {"acme", "globex"}, /*free=*/true, 0));
+  // The same tenants, other thread counts (a host joined): at once.
+  CHECK(hold.Due(kBoth, {{"acme", 1}, {"globex", 3}}, {"acme", "globex"}, false, 0));
+  // A tenant with work that no worker serves (initech): at once, even when its
+  // split names only the others, and from any-tenant workers too.
+  CHECK(hold.Due(kBoth, {{"acme", 2}, {"initech", 2}}, {"acme", "initech"}, false, 0));
+  CHECK(hold.Due(kBoth, kAny, {"initech"}, false, 0));
+  CHECK_FALSE(hold.Due(kAny, {{"acme", 4}}, {"acme"}, false, 0));  // any-tenant workers serve acme
+  CHECK(hold.holding());
+
+  // globex goes idle: its workers stay for the hold, counted from when the split
+  // first differed, even if weftd's split changes meanwhile...
+  SplitHold idle(60'000);
+  CHECK_FALSE(idle.Due(kBoth, kAny, {"acme"}, false, 1'000));
+  CHECK(idle.holding());
+  CHECK_FALSE(idle.Due(kBoth, {{"", 4}}, {"acme"}, false, 30'000));
+  CHECK_FALSE(idle.Due(kBoth, kAny, {"acme"}, false, 60'999));
+  CHECK(idle.Due(kBoth, kAny, {"acme"}, false, 61'000));
+  CHECK_FALSE(idle.holding());
+  // ... and a globex busy again before the hold is over finds its workers where they were.
+  CHECK_FALSE(idle.Due(kBoth, kAny, {"acme"}, false, 100'000));
+  CHECK_FALSE(idle.Due(kBoth, kBoth, {"acme", "globex"}, false, 150'000));
+  CHECK_FALSE(idle.holding());
+  CHECK_FALSE(idle.Due(kBoth, kAny, {"acme"}, false, 200'000));
+  CHECK_FALSE(idle.Due(kBoth, kAny, {"acme"}, false, 259'999));  // the hold starts again at 200 s
+  CHECK(idle.Due(kBoth, kAny, {"acme"}, false, 260'000));
 }
 
 TEST_CASE("supervision: workers dying in a loop are restarted with a growing delay", "[host][worker]") {

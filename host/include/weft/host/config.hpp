@@ -39,6 +39,10 @@ struct HostConfig {
   // Tenants the workers serve, round-robin (worker i serves tenants[i % n]),
   // pinned by the operator; empty: the workers follow weftd's worker split.
   std::vector<std::string> tenants;
+  // How long weftd's worker split must differ from the workers before the master
+  // drains and restarts workers to follow it, unless a tenant with work has no
+  // worker (SplitHold); 0: at once.
+  int split_hold_ms = 120'000;
   // Resources (docs/host.md, "Resources"). Empty paths take their defaults:
   // state_dir: /var/lib/weft-host/<host_id> as root, else
   // $XDG_STATE_HOME (or ~/.local/state)/weft-host/<host_id>;

@@ -53,6 +53,39 @@ std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& statm_text, l
 // every worker at once does not make the master fork in a tight loop.
 int RestartDelayMs(std::size_t recent_deaths);
 
+// A worker slot: the tenant its worker serves ("" for any tenant) and its
+// runner threads.
+struct SlotSpec {
+  std::string tenant;
+  int threads = 1;
+  bool operator==(const SlotSpec&) const = default;
+};
+
+// When the master moves its workers to weftd's worker split. weftd splits again
+// whenever a tenant becomes active or idle, and every move drains and restarts
+// workers, so a tenant busy now and then would make the host churn. A move is
+// made at once when `free` (no worker started yet, or no split followed yet),
+// when only thread counts move between the same tenants (a host joined or
+// left), or when a tenant with work (`active`, or named in `wanted`) has no
+// worker that serves it. Any other move (a tenant gains or loses workers of its
+// own while every tenant with work is served) is made only once the workers
+// have differed from weftd's split for `hold_ms` without a break: a tenant idle
+// for less keeps its workers, and one busy for less does without its own.
+// `hold_ms` 0: every move at once. Not thread-safe (the master's main thread owns it).
+class SplitHold {
+ public:
+  explicit SplitHold(std::int64_t hold_ms) : hold_ms_(hold_ms) {}
+  // Whether to move from `current` to `wanted` now; false also when they are the same.
+  bool Due(const std::vector<SlotSpec>& current, const std::vector<SlotSpec>& wanted,
+           const std::vector<std::string>& active, bool free, std::int64_t now_ms);
+  // Whether a move is being held back.
+  bool holding() const { return since_ms_ >= 0; }
+
+ private:
+  const std::int64_t hold_ms_;
+  std::int64_t since_ms_ = -1;  // when the workers first differed from the split, while held back
+};
+
 // The newest attempt of each task that this host's workers started, so the
 // master never starts an older attempt after a newer one. A runner may read
 // its take reply late (a busy machine, a weftd restart in between): by then
