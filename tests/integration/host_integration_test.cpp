@@ -108,6 +108,16 @@ TEST_CASE("integration: a task goes take -> fake plugin -> finish and into the s
 
   CHECK(ExitCode(host.process().Stop(10s)) == 0);
   CHECK_THAT(host.Log(), Catch::Contains("stopped"));
+  // At the default level (info) a task that succeeds at its first attempt logs no
+  // line (its start and finish are DEBUG); a failure logs one, with what ran.
+  const std::string log = host.Log();
+  INFO(log);
+  for (std::int64_t quiet : {create, confirm}) CHECK(log.find("task " + std::to_string(quiet) + " ") == std::string::npos);
+  const std::string failed = "task " + std::to_string(broken) + " ";
+  CHECK(log.find(failed) != std::string::npos);
+  CHECK(log.find(failed) == log.rfind(failed));  // one line
+  CHECK_THAT(log, Catch::Contains("task " + std::to_string(broken) + " attempt 1 failed in ") &&
+                      Catch::Contains(" ms (fake-automator START): "));
 }
 
 TEST_CASE("integration: a busy runner gets its next task with the finish, one round trip per task",
@@ -412,7 +422,9 @@ TEST_CASE("integration: a take read late never starts an older attempt after the
   Weftd server(ServerIn(tmp / "server"));  // 1.5 s leases
   // Two workers of one thread each. Takes are held long, so the take of a
   // frozen worker is still waited for when it thaws.
-  weft::testing::HostOptions options = HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "workers = 2\n");
+  // DEBUG: a task's start is logged, with the worker that starts it.
+  weft::testing::HostOptions options =
+      HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "workers = 2\nlog_level = \"debug\"\n");
   options.take_wait_ms = 30000;
   Host host(options);
   REQUIRE(WaitFor([&] { return Occurrences(host.Log(), "serving any tenant with 1 thread(s)") == 2; }, 20s));

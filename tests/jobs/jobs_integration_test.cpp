@@ -87,7 +87,14 @@ testing::WeftdOptions ServerIn(const fs::path& dir, const std::string& extra_tom
 
 // One weft-host (master and its workers) with the build's plugin directories.
 testing::HostOptions HostIn(const fs::path& dir, const std::string& id, const std::string& server, int capacity) {
-  return {.dir = dir, .id = id, .server = server, .capacity = capacity, .workers = 2, .shutdown_grace_ms = 1000};
+  // DEBUG: a task's start is logged (the abort test waits for one).
+  return {.dir = dir,
+          .id = id,
+          .server = server,
+          .capacity = capacity,
+          .workers = 2,
+          .shutdown_grace_ms = 1000,
+          .extra_toml = "log_level = \"debug\"\n"};
 }
 
 // weftd, its hosts and a catalog, in one temp directory.
