@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "weft/server/hosts/workers.hpp"
+#include "weft/common/curve.hpp"
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
 
@@ -141,6 +142,24 @@ Status HostRegistry::CheckNewProcess(const std::string& host_id, const std::stri
                           " ms ago; stop it first or give this host another id (a host that died is let in once "
                           "it was not heard from for hosts.silent_after_ms, " +
                           std::to_string(config_.hosts.silent_after_ms) + " ms)");
+}
+
+std::string HostRegistry::MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,
+                                        const std::string& key) const {
+  const Host* old = Find(host_id);
+  if (!old || old->machine.empty() || machine.empty() || old->machine == machine) return "";
+  auto where = [](const std::string& m, std::int64_t p) { return m + (p > 0 ? " (pid " + std::to_string(p) + ")" : ""); };
+  std::string text = "host '" + host_id + "' registers from " + where(machine, pid) +
+                     "; its previous process ran on " + where(old->machine, old->pid) + ", last heard " +
+                     std::to_string(std::max<std::int64_t>(0, clock_.NowMs() - old->record.last_seen_ms)) + " ms ago";
+  if (key.empty())
+    return text + ". With security off ([security] curve = false) weftd cannot tell two machines that use one host "
+                  "id apart: each takes the other's place whenever it falls silent. Unless the host moved, give "
+                  "each machine its own host_id (docs/security.md)";
+  if (key == old->key)
+    return text + ", with the same key " + curve::ShortKey(key) + " (a copy of its credential.json?). Unless the "
+                  "host moved, give the other machine its own host_id and enroll it (docs/security.md)";
+  return text + ", with a new key " + curve::ShortKey(key) + " (the host was enrolled again)";
 }
 
 bool HostRegistry::Live(const Host& host) const { return host.heard && MaybeLive(host); }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <regex>
@@ -232,4 +233,61 @@ TEST_CASE("day2: a host that left before a restart of weftd is not live after it
   // Started again, the host that left is live again.
   gone.Start();
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+}
+
+namespace {
+// A script that runs weft-host as if on machine `machine`: its own UTS namespace
+// (unshare -u), so gethostname() names that machine. Empty if this system does not
+// let the test make one.
+std::filesystem::path OnMachine(const std::filesystem::path& dir, const std::string& machine) {
+  if (std::system("unshare -u true >/dev/null 2>&1") != 0) return {};
+  const std::filesystem::path script = dir / ("on-" + machine + ".sh");
+  std::filesystem::create_directories(dir);
+  WriteFile(script, "#!/bin/sh\nexec unshare -u /bin/sh -c 'hostname \"$0\" && exec \"$@\"' " + machine + " " +
+                        BuildPath("bin/weft-host").string() + " \"$@\"\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  return script;
+}
+}  // namespace
+
+TEST_CASE("day2: a host id that registers from another machine than its previous process's is logged as a "
+          "warning naming both",
+          "[integration][day2]") {
+  TempDir tmp("weft-day2");
+  const std::filesystem::path machine_a = OnMachine(tmp / "bin", "machine-a");
+  const std::filesystem::path machine_b = OnMachine(tmp / "bin", "machine-b");
+  if (machine_a.empty()) {
+    WARN("unshare -u is not allowed here: the test needs two machine names");
+    return;
+  }
+  Weftd server(ServerIn(tmp / "server"));  // security off, hosts silent after 3 s
+  HostOptions a = HostIn(tmp / "a", "h1", server.provisioner());
+  a.binary = machine_a;
+  auto first = std::make_unique<Host>(a);
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 20s));
+  CHECK(server.Log().find("registers from") == std::string::npos);  // a first registration is no move
+
+  // machine-b is given the same id: refused while machine-a's process is live...
+  HostOptions b = HostIn(tmp / "b", "h1", server.provisioner());
+  b.binary = machine_b;
+  Host second(b);
+  REQUIRE(WaitFor([&] { return second.Log().find("is already connected from machine-a (pid ") != std::string::npos; },
+                  30s));
+  // ...and takes its place once it fell silent, which weftd logs as a warning naming both machines.
+  const pid_t pid_a = first->process().pid();
+  first->process().Signal(SIGKILL);
+  REQUIRE(first->process().Wait(10s).has_value());
+  first.reset();
+  REQUIRE(WaitFor([&] { return second.Log().find("the other process with this host id is gone") != std::string::npos; },
+                  60s));
+  const std::string log = server.Log();
+  INFO(Tail(log, 4000));
+  const std::string warning = "weftd: host 'h1' registers from machine-b (pid " +
+                              std::to_string(second.process().pid()) + "); its previous process ran on machine-a (pid " +
+                              std::to_string(pid_a) + "), last heard ";
+  const std::size_t at = log.find(warning);
+  REQUIRE(at != std::string::npos);
+  CHECK(log.substr(log.rfind('\n', at) + 1, at - log.rfind('\n', at) - 1).find("WARN") != std::string::npos);
+  CHECK_THAT(log, Catch::Contains("With security off ([security] curve = false) weftd cannot tell two machines"));
+  CHECK(log.find("registers from machine-") == log.rfind("registers from machine-"));  // once
 }

@@ -93,6 +93,14 @@ class HostRegistry {
   [[nodiscard]] Status CheckNewProcess(const std::string& host_id, const std::string& incarnation,
                                        const std::string& key, bool* first);
 
+  // A registration of `host_id` from another machine than its previous process's (both
+  // named in host.register): a warning that names both, else "". Two machines given one
+  // id take each other's place whenever one falls silent; with security off weftd has
+  // nothing else to tell them apart by, with it on they share a key (a copied
+  // credential.json) unless the host got a new one.
+  std::string MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,
+                            const std::string& key) const;
+
   // Whether this weftd heard from the host, within hosts.silent_after_ms, and
   // it did not leave since.
   bool Live(const Host& host) const;
