@@ -211,8 +211,9 @@ Response HostOps::HostRegister(const Call& call) {
     }
     return Response::Error(busy);
   }
-  if (const std::string moved = d_.hosts.MachineChange(host_id, machine, pid, call.principal.key); !moved.empty())
+  if (const std::string moved = d_.hosts.MachineChange(host_id, machine, pid, call.principal.key); !moved.empty()) {
     WEFT_LOG(kWarn, "weftd") << moved;
+  }
   const std::int64_t now = d_.clock.NowMs();
   Host h;
   h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
