@@ -750,9 +750,9 @@ TEST_CASE("day2: a cluster keeps the provider it was made with until an upgrade 
   catalog.PatchProvider({{"fail_actions", "DELETE"}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
   env.Import(catalog);
   env.WaitHosts();
-  env.RunJob({"cluster", "create", "prov", "--template", "web-fake", "--size", "2"});
+  env.RunJob({"cluster", "create", "prov", "--template", "web-fake", "--size", "3"});
   const json made = env.Call("cluster.get", {{"cluster", "prov"}})["cluster"];
-  REQUIRE(MachinesOf(machines, made["id"]).size() == 2);
+  REQUIRE(MachinesOf(machines, made["id"]).size() == 3);
 
   // The provider is corrected in the catalog; the cluster still has its own copy.
   catalog.PatchProvider({{"fail_actions", nullptr}});
@@ -766,7 +766,7 @@ TEST_CASE("day2: a cluster keeps the provider it was made with until an upgrade 
   CHECK_THAT(again.status().message(), Catch::Contains("nothing to upgrade"));
 
   json deleted = env.RunJob({"cluster", "delete", "prov"});
-  CHECK(TasksOf(deleted, "DELETE").size() == 2);
+  CHECK(TasksOf(deleted, "DELETE").size() == 3);
   CHECK(env.Call("cluster.get", {{"cluster", "prov"}})["cluster"]["status"] == "terminated");
   CHECK(MachinesOf(machines, made["id"]).empty());
 }
