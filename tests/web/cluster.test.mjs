@@ -137,7 +137,7 @@ s.test('a node whose DELETE failed is marked in the cluster\'s node list', async
   fs.writeFileSync(file, JSON.stringify(provider));
   stack.weftOk(['provider', 'put', file], { tenant: 'initech' });
   const ivy = stack.credentialOf('initech', 'ivy');
-  stack.weftOk(['cluster', 'create', 'doomed', '--template', 'web-fake', '--size', '2', '--wait'], { as: ivy });
+  stack.weftOk(['cluster', 'create', 'doomed', '--template', 'web-fake', '--size', '3', '--wait'], { as: ivy });
   const { cluster: made } = stack.weftJson(['cluster', 'get', 'doomed'], { as: ivy });
   const deleted = stack.weft(['cluster', 'delete', 'doomed', '--wait'], { as: ivy });
   assert.notEqual(deleted.code, 0, `the delete fails: ${deleted.out}${deleted.err}`);
