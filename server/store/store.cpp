@@ -762,7 +762,9 @@ ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
     // id stay as they were. SQLite rebuilds the table as in migration 14
     // (foreign keys are off while migrating); PostgreSQL drops the columns,
     // then rewrites the table (as migration 15) so that the rows no longer
-    // hold the texts that moved.
+    // hold the texts that moved. PostgreSQL's runs again (a store whose
+    // schema_migrations was rewound): the rows are copied only while tasks
+    // still has the columns, and it keeps the task_specs rows it finds.
     {21, R"sql(
 CREATE TABLE task_specs (
   id INTEGER PRIMARY KEY,
@@ -810,7 +812,7 @@ CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
 CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
 )sql",
      R"sql(
-CREATE TABLE task_specs (
+CREATE TABLE IF NOT EXISTS task_specs (
   id BIGINT PRIMARY KEY,
   tenant TEXT NOT NULL,
   plugin TEXT NOT NULL,
@@ -825,18 +827,24 @@ CREATE TABLE task_specs (
   service TEXT NOT NULL DEFAULT '',
   after TEXT NOT NULL DEFAULT '[]'
 );
-INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
-  task_key, service, after)
-  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
-  task_key, service, after FROM tasks;
+DO $$ BEGIN
+  IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+             AND table_name = 'tasks' AND column_name = 'payload') THEN
+    EXECUTE 'INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts,
+      created_at_ms, payload, task_key, service, after)
+      SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+      task_key, service, after FROM tasks ON CONFLICT (id) DO NOTHING';
+  END IF;
+END $$;
 DROP INDEX IF EXISTS tasks_by_tenant;
 DROP INDEX IF EXISTS tasks_by_job;
-ALTER TABLE tasks DROP COLUMN tenant, DROP COLUMN plugin, DROP COLUMN action, DROP COLUMN job_id,
-  DROP COLUMN cluster_id, DROP COLUMN node_id, DROP COLUMN max_attempts, DROP COLUMN created_at_ms,
-  DROP COLUMN payload, DROP COLUMN task_key, DROP COLUMN service, DROP COLUMN after;
+ALTER TABLE tasks DROP COLUMN IF EXISTS tenant, DROP COLUMN IF EXISTS plugin, DROP COLUMN IF EXISTS action,
+  DROP COLUMN IF EXISTS job_id, DROP COLUMN IF EXISTS cluster_id, DROP COLUMN IF EXISTS node_id,
+  DROP COLUMN IF EXISTS max_attempts, DROP COLUMN IF EXISTS created_at_ms, DROP COLUMN IF EXISTS payload,
+  DROP COLUMN IF EXISTS task_key, DROP COLUMN IF EXISTS service, DROP COLUMN IF EXISTS after;
 ALTER TABLE tasks ALTER COLUMN state TYPE task_state USING CAST(CAST(state AS TEXT) AS task_state);
-CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
-CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
+CREATE INDEX IF NOT EXISTS task_specs_by_tenant ON task_specs (tenant, id);
+CREATE INDEX IF NOT EXISTS task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
 )sql"},
 };
 
