@@ -173,7 +173,10 @@ json ClusterSummary(const store::ClusterRecord& c) {
 // appended to JSON text written straight out.
 void AppendNumber(std::string& out, const char* key, std::int64_t value) {
   out += key;
-  out += std::to_string(value);
+  char digits[24];  // an int64 has at most 19 digits and a sign
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  (void)ec;  // the buffer always holds it
+  out.append(digits, end);
 }
 void AppendText(std::string& out, const char* key, std::string_view value) {
   out += key;
