@@ -590,42 +590,20 @@ class ClusterOps {
       names[c.id] = c.name;
     }
     // A user sees the jobs of their own clusters only (all of them when the list is of one cluster: FindCluster
-    // refuses another user's). The names of many jobs' clusters come from one read of the tenant's cluster
-    // summaries, not one read of a whole cluster row per cluster.
-    const bool filtered = call.principal.role == Role::kUser && cluster_id.empty();
-    std::set<std::string> mine;
-    bool named = false;
-    const auto read_names = [&]() -> Status {
-      named = true;
-      return store_.VisitClusterSummaries(call.principal.tenant, true, [&](const store::ClusterRecord& c) {
-        names[c.id] = c.name;
-        if (Visible(call, c)) mine.insert(c.id);
-      });
-    };
-    if (filtered) {
-      if (Status s = read_names(); !s.ok()) return Response::Error(s);
-    }
+    // refuses another user's); the store reads those alone.
+    std::optional<std::string_view> owner;
+    if (call.principal.role == Role::kUser && cluster_id.empty()) owner = call.principal.user;
     // Newest first, in pages of `limit`: `next` names the last job of a full page when older ones follow. One
-    // more job than the page is read to know that; a user's page reads on while other users' jobs fill it.
-    std::vector<store::JobRecord> page;
-    std::int64_t before = after;
-    bool more = false;
-    const std::int64_t batch = filtered ? std::max<std::int64_t>(limit + 1, 1000) : limit + 1;
-    for (;;) {
-      WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, batch, before));
-      for (store::JobRecord& j : jobs) {
-        if (filtered && !mine.count(j.cluster_id)) continue;
-        if (static_cast<std::int64_t>(page.size()) == limit) {
-          more = true;
-          break;
-        }
-        page.push_back(std::move(j));
-      }
-      if (more || static_cast<std::int64_t>(jobs.size()) < batch) break;
-      before = IdNumber(jobs.back().id);
-    }
-    if (cluster_id.empty() && !named && page.size() > kJobsNamedOneByOne) {
-      if (Status s = read_names(); !s.ok()) return Response::Error(s);
+    // more job than the page is read to know that.
+    WEFT_TRY_ASSIGN(page, store_.ListJobs(call.principal.tenant, cluster_id, limit + 1, after, owner));
+    const bool more = static_cast<std::int64_t>(page.size()) > limit;
+    if (more) page.pop_back();
+    // The names of many jobs' clusters come from one read of the tenant's cluster summaries, not one read of a
+    // whole cluster row per cluster.
+    if (cluster_id.empty() && page.size() > kJobsNamedOneByOne) {
+      Status s = store_.VisitClusterSummaries(call.principal.tenant, true,
+                                              [&](const store::ClusterRecord& c) { names[c.id] = c.name; });
+      if (!s.ok()) return Response::Error(s);
     }
     json list = json::array();
     for (const store::JobRecord& j : page) {

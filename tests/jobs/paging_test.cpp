@@ -20,9 +20,11 @@
 #include "support/catalog_dir.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/server/store/store.hpp"
 
 namespace weft {
 namespace {
@@ -263,6 +265,72 @@ TEST_CASE("paging: a user's pages hold only their own clusters and jobs, every o
   } while (next.is_string());
   CHECK(pages == 2);
   CHECK(seen == alice_clusters);
+}
+
+TEST_CASE("paging: the store reads a user's page of jobs by the owner of their clusters, not the tenant's newest "
+          "jobs",
+          "[paging]") {
+  // What job.list asks of the store for a user: the filter is the statement's, so `limit` jobs of the owner's
+  // come back however many of other users' are newer, and the page after the last one's id holds the older ones.
+  TempDir dir("weft-paging-owner");
+  auto opened = testing::OpenStore(dir.path() / "weft.db");
+  store::Store& db = testing::Opened(opened);
+  const auto cluster = [&](const std::string& tenant, const std::string& name, const std::string& owner) {
+    store::ClusterRecord c;
+    c.tenant = tenant;
+    c.name = name;
+    c.owner = owner;
+    c.status = "active";
+    c.created_at_ms = 1;
+    REQUIRE(db.InsertCluster(&c).ok());
+    return c.id;
+  };
+  const auto job = [&](const std::string& tenant, const std::string& cluster_id) {
+    store::JobRecord j;
+    j.tenant = tenant;
+    j.cluster_id = cluster_id;
+    j.operation = "create";
+    j.status = "running";
+    j.created_at_ms = 1;
+    REQUIRE(db.InsertJob(&j).ok());
+    return std::stoll(j.id);
+  };
+  const std::string alice1 = cluster("t", "a1", "alice");
+  const std::string alice2 = cluster("t", "a2", "alice");
+  const std::string bob = cluster("t", "b", "bob");
+  // Alice in another tenant: a cluster there is not hers here.
+  const std::string elsewhere = cluster("other", "a3", "alice");
+  std::vector<std::int64_t> alice_jobs;  // oldest first
+  for (int i = 0; i < 60; ++i) {
+    if (i % 20 == 5) alice_jobs.push_back(job("t", i % 40 == 5 ? alice1 : alice2));
+    job("t", bob);
+    job("other", elsewhere);
+  }
+  REQUIRE(alice_jobs.size() == 3);
+  const auto ids = [](const Result<std::vector<store::JobRecord>>& r) {
+    INFO((r.ok() ? "" : r.status().ToString()));
+    REQUIRE(r.ok());
+    std::vector<std::int64_t> out;
+    for (const store::JobRecord& j : *r) out.push_back(std::stoll(j.id));
+    return out;
+  };
+  const std::string_view alice = "alice";
+  // A full page of two, the newest of hers, though a hundred of other users' jobs are newer.
+  const std::vector<std::int64_t> first = ids(db.ListJobs("t", "", 2, 0, alice));
+  CHECK(first == std::vector<std::int64_t>{alice_jobs[2], alice_jobs[1]});
+  // The page after it: the one left, and nothing past it.
+  CHECK(ids(db.ListJobs("t", "", 2, first.back(), alice)) == std::vector<std::int64_t>{alice_jobs[0]});
+  CHECK(ids(db.ListJobs("t", "", 2, alice_jobs[0], alice)).empty());
+  // One more than the page, as job.list reads to know there is a `next`.
+  CHECK(ids(db.ListJobs("t", "", 4, 0, alice)).size() == 3);
+  // With a cluster too, and for a user who owns no cluster.
+  CHECK(ids(db.ListJobs("t", alice1, 5, 0, alice)) == std::vector<std::int64_t>{alice_jobs[2], alice_jobs[0]});
+  CHECK(ids(db.ListJobs("t", bob, 5, 0, alice)).empty());
+  CHECK(ids(db.ListJobs("t", "", 5, 0, std::string_view("carol"))).empty());
+  // Without an owner: the tenant's newest, Bob's.
+  const std::vector<std::int64_t> tenant = ids(db.ListJobs("t", "", 2));
+  REQUIRE(tenant.size() == 2);
+  CHECK(tenant[0] > alice_jobs[2]);
 }
 
 TEST_CASE("paging: weft audit reads page after page, oldest first, --limit N the newest N and --all every entry",
