@@ -225,8 +225,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
-    if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
-      return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+    if (std::optional<Response> refused = plan_bounds_.RefuseNodes(size, "size"); dry_run && refused)
+      return std::move(*refused);  // before the solve: see DryRun
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
     json overrides_json = json::object();
@@ -364,8 +364,8 @@ class ClusterOps {
       job.target.status = ToString(ClusterStatus::kTerminated);
     } else if (op == JobOperation::kScale) {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
-      if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
-        return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+      if (std::optional<Response> refused = plan_bounds_.RefuseNodes(size, "size"); dry_run && refused)
+        return std::move(*refused);  // before the solve: see DryRun
       if (const std::size_t now = job.before.layout.value("nodes", json::array()).size();
           size == static_cast<std::int64_t>(now))
         return Response::Error(Status::Conflict("nothing to do: cluster '" + c.name + "' already has " +
@@ -1054,8 +1054,7 @@ class ClusterOps {
       return it != layout.end() && it->is_array() ? static_cast<std::int64_t>(it->size()) : std::int64_t{0};
     };
     const std::int64_t nodes = std::max(count(job.before.layout), count(job.target.layout));
-    if (Status s = plan_bounds_.CheckNodes(nodes); !s.ok())
-      return Response::Error(s, {{"nodes", nodes}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+    if (std::optional<Response> refused = plan_bounds_.RefuseNodes(nodes, "nodes")) return std::move(*refused);
     const std::optional<planner::DeclaredActions> declared =
         engine_ ? engine_->DeclaredActions(job.tenant) : std::nullopt;
     const planner::DeclaredActions* known = declared ? &*declared : nullptr;

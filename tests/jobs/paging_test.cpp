@@ -148,6 +148,11 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // The CLI: --limit N the newest N, --all every job.
     CHECK(s.WeftJson({"job", "list", "--limit", "4"})["jobs"].size() == 4);
     CHECK(s.WeftJson({"job", "list", "--all"})["jobs"].size() == 9);
+    // Both at once are refused, as by weft audit.
+    RunResult both = s.Weft({"job", "list", "--limit", "4", "--all"});
+    INFO(both.out << both.err);
+    CHECK(both.exit_code != 0);
+    CHECK(both.err.find("--limit and --all contradict each other") != std::string::npos);
   }
 
   SECTION("audit.list goes back from the newest entries, each page oldest first") {
@@ -175,6 +180,10 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // The CLI: the newest N, oldest first; --all every entry.
     CHECK(Ids(s.WeftJson({"audit", "--limit", "2"})["entries"]).size() == 2);
     CHECK(s.WeftJson({"audit", "--all"})["entries"].size() == before.size() + 2);
+    RunResult both = s.Weft({"audit", "--limit", "2", "--all"});
+    INFO(both.out << both.err);
+    CHECK(both.exit_code != 0);
+    CHECK(both.err.find("--limit and --all contradict each other") != std::string::npos);
   }
 
   SECTION("a bad cursor is INVALID and says what to give") {
