@@ -511,7 +511,7 @@ class ClusterOps {
   Response List(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
-    // No limit: every cluster, in one reply (as before paging came).
+    // No limit: every cluster, in one reply.
     WEFT_TRY_ASSIGN(limit,
                     jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));

@@ -107,7 +107,7 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     }
     CHECK(pages == 3);
     CHECK(seen == clusters);  // each once, in id order, the two made meanwhile included
-    // Without a limit: every cluster in one reply, as before paging came.
+    // Without a limit: every cluster in one reply.
     const json all = s.Call("cluster.list", json::object());
     CHECK(Ids(all["clusters"]) == clusters);
     CHECK_FALSE(all.contains("next"));
@@ -137,7 +137,7 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // A new first page starts with the newer jobs.
     const json again = s.Call("job.list", {{"limit", 2}});
     CHECK(Ids(again["jobs"]) == std::vector<std::int64_t>{newer[1], newer[0]});
-    // No limit: the newest 100, as before; all of them here, so no next.
+    // No limit: the newest 100; all of them here, so no next.
     const json all = s.Call("job.list", json::object());
     CHECK(all["jobs"].size() == 9);
     CHECK_FALSE(all.contains("next"));
@@ -375,7 +375,7 @@ TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made,
   ImportCatalog(s, dir.path() / "catalog");
   const json plan = {{"name", "big"}, {"template", "web-big"}};
 
-  // Within both bounds: the plan as before, up to close to the message limit.
+  // Within both bounds: the whole plan, up to close to the message limit.
   const json small = s.Call("cluster.plan", With(plan, {{"size", 3}}));
   CHECK(small["layout"]["nodes"].size() == 3);
   const json near = s.Call("cluster.plan", With(plan, {{"size", 20}}));
