@@ -78,11 +78,8 @@ Status Audit(Context& ctx, const ParsedArgs& args) {
   }
   if (args.Has("--user")) body["user"] = args.Get("--user");
   if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
-  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> limit, LimitFlag(ctx, args, 100000));
-  if (limit && args.Has("--all")) return ctx.UsageError("--limit and --all contradict each other; give one");
   // The newest 1000 (or N), or with --all every entry, a page of 1000 at a time, shown oldest first.
-  const std::optional<std::int64_t> want =
-      args.Has("--all") ? std::nullopt : std::optional<std::int64_t>(limit.value_or(1000));
+  WEFT_ASSIGN_OR_RETURN(const std::optional<std::int64_t> want, LimitOrAll(ctx, args, 1000));
   WEFT_ASSIGN_OR_RETURN(json reply, ReadPages(ctx, {.op = "audit.list",
                                                     .body = std::move(body),
                                                     .rows = "entries",

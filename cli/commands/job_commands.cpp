@@ -180,11 +180,8 @@ void PrintHistory(Context& ctx, const json& job) {
 Status JobList(Context& ctx, const ParsedArgs& args) {
   json body = json::object();
   if (args.Has("--cluster")) body["cluster"] = args.Get("--cluster");
-  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> limit, LimitFlag(ctx, args, 100000));
-  if (limit && args.Has("--all")) return ctx.UsageError("--limit and --all contradict each other; give one");
   // The newest 100 (or N), or with --all every job, a page of 1000 at a time.
-  const std::optional<std::int64_t> want =
-      args.Has("--all") ? std::nullopt : std::optional<std::int64_t>(limit.value_or(100));
+  WEFT_ASSIGN_OR_RETURN(const std::optional<std::int64_t> want, LimitOrAll(ctx, args, 100));
   WEFT_ASSIGN_OR_RETURN(json reply, ReadPages(ctx, {.op = "job.list",
                                                     .body = std::move(body),
                                                     .rows = "jobs",

@@ -137,9 +137,9 @@ Response Router::Route(const Call& call) const {
   auto it = ops_.find(call.request->op);
   const Entry* entry = it == ops_.end() ? nullptr : &it->second;
   if (!metrics_) return Dispatch(call, entry);
-  // In a lambda whose only return is `response`: the reply is built where
-  // the caller wants it (no move of a Response and no destruction of the
-  // moved-from one per request, as with a second return in this function).
+  // In a lambda whose only return is `response`: the reply is built in the
+  // caller's object (the lambda's return is elided), so no Response is moved
+  // or destroyed per request.
   auto timed = [&] {
     const auto start = std::chrono::steady_clock::now();
     Response response = Dispatch(call, entry);

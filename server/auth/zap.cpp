@@ -57,59 +57,99 @@ Status ZapHandler::Watch(zmq::socket_t& socket, const std::string& endpoint) {
   return Status::Ok();
 }
 
-// A handshake that fails before ZAP is asked shows as HANDSHAKE_FAILED_PROTOCOL
-// and, at once, the DISCONNECTED of its connection, which names the descriptor
-// that ACCEPTED gave (and whose peer was read then).
+void ZapHandler::Receive(Watched& w) {
+  while (true) {
+    zmq::message_t head, address;
+    try {
+      if (!w.monitor.recv(head, zmq::recv_flags::dontwait)) return;
+      if (head.more()) (void)w.monitor.recv(address);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    if (head.size() < 6) continue;
+    Event e;
+    std::memcpy(&e.event, head.data(), sizeof e.event);
+    std::memcpy(&e.value, static_cast<const char*>(head.data()) + sizeof e.event, sizeof e.value);
+    w.received.push_back(std::move(e));
+  }
+}
+
+// The events come in the order the socket's I/O thread sends them. A
+// connection's DISCONNECTED is sent before libzmq closes its descriptor, which
+// a later connection may then be given: a peer read from the descriptor of an
+// ACCEPTED is that connection's only if its DISCONNECTED had not been sent
+// when the read was made, that is if none came by the next receive after it.
+// A peer that cannot be known so stays unnamed ("").
 void ZapHandler::DrainWatched() {
   for (const std::unique_ptr<Watched>& w : watched_) {
-    while (true) {
-      zmq::message_t head, address;
-      try {
-        if (!w->monitor.recv(head, zmq::recv_flags::dontwait)) break;
-        if (head.more()) (void)w->monitor.recv(address);
-      } catch (const zmq::error_t&) {
-        break;
+    // A bounded number of rounds, so that a flood of connections does not keep ZAP requests waiting.
+    for (int round = 0; round < 8; ++round) {
+      Receive(*w);
+      std::vector<Event>& received = w->received;
+      if (received.empty()) break;
+      const auto closed_after = [&](std::size_t i) {
+        for (std::size_t j = i + 1; j < received.size(); ++j)
+          if (received[j].event == ZMQ_EVENT_DISCONNECTED && received[j].value == received[i].value) return true;
+        return false;
+      };
+      for (std::size_t i = 0; i < received.size(); ++i) {
+        Event& e = received[i];
+        if (e.event != ZMQ_EVENT_ACCEPTED || e.read) continue;
+        e.read = true;
+        if (!closed_after(i)) e.peer = PeerAddress(static_cast<int>(e.value));
       }
-      if (head.size() < 6) continue;
-      std::uint16_t event = 0;
-      std::uint32_t value = 0;
-      std::memcpy(&event, head.data(), sizeof event);
-      std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
-      if (event == ZMQ_EVENT_ACCEPTED) {
-        if (w->peers.size() >= kMaxPeers) w->peers.clear();
-        w->peers[value] = PeerAddress(static_cast<int>(value));
-      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
-        w->failed = value;
-      } else if (event == ZMQ_EVENT_DISCONNECTED) {
-        auto peer = w->peers.find(value);
-        const std::string from = peer == w->peers.end() || peer->second.empty() ? "" : peer->second;
-        if (peer != w->peers.end()) w->peers.erase(peer);
-        const std::uint32_t failed = std::exchange(w->failed, 0);
-        const bool undecryptable = failed == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC;
-        if (!undecryptable && failed != ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) continue;
-        const std::int64_t now = clock_.NowMs();
-        const bool first = tally_.Count(undecryptable ? "handshakes not decrypted" : "handshakes without CurveZMQ", now);
-        // Each address in full once (a host retries every second); every one counted.
-        const bool fresh = !from.empty() ? logged_.size() < kMaxLogged &&
-                                               logged_.insert("handshake/" + w->endpoint + "/" + from).second
-                                         : first;
-        if (!fresh) continue;
-        if (undecryptable) {
-          WEFT_LOG(kWarn, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
-                                << " on the " << w->endpoint
-                                << " endpoint sent a CurveZMQ handshake weftd cannot decrypt: it was most likely "
-                                   "given another server key than this weftd's (a host's server_key or enroll "
-                                   "token, or a credential file, of another weftd or an older key); it gets no "
-                                   "answer (logged once per address)";
-        } else {
-          WEFT_LOG(kInfo, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
-                                << " on the " << w->endpoint
-                                << " endpoint does not use CurveZMQ, which this weftd requires (a client without "
-                                   "a credential, or a host without server_key); it gets no answer (logged once "
-                                   "per address)";
-        }
+      const std::size_t settled = received.size();
+      Receive(*w);
+      for (std::size_t i = 0; i < settled; ++i) {
+        if (received[i].event == ZMQ_EVENT_ACCEPTED && closed_after(i)) received[i].peer.clear();
+        Handle(*w, received[i]);
       }
+      received.erase(received.begin(), received.begin() + static_cast<std::ptrdiff_t>(settled));
     }
+  }
+}
+
+// A handshake that fails before ZAP is asked shows as HANDSHAKE_FAILED_PROTOCOL
+// and, next (the socket's connections are served by one I/O thread, which sends
+// both in one go), the DISCONNECTED of its connection, which names the
+// descriptor that ACCEPTED gave.
+void ZapHandler::Handle(Watched& w, const Event& e) {
+  const std::uint32_t failed = std::exchange(w.failed, 0);
+  if (e.event == ZMQ_EVENT_ACCEPTED) {
+    if (w.peers.size() >= kMaxPeers) w.peers.clear();
+    w.peers[e.value] = e.peer;
+    return;
+  }
+  if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+    w.failed = e.value;
+    return;
+  }
+  if (e.event != ZMQ_EVENT_DISCONNECTED) return;
+  auto peer = w.peers.find(e.value);
+  const std::string from = peer == w.peers.end() ? "" : peer->second;
+  if (peer != w.peers.end()) w.peers.erase(peer);
+  const bool undecryptable = failed == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC;
+  if (!undecryptable && failed != ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) return;
+  const std::int64_t now = clock_.NowMs();
+  const bool first = tally_.Count(undecryptable ? "handshakes not decrypted" : "handshakes without CurveZMQ", now);
+  // Each address in full once (a host retries every second); every one counted.
+  const bool fresh = !from.empty() ? logged_.size() < kMaxLogged &&
+                                         logged_.insert("handshake/" + w.endpoint + "/" + from).second
+                                   : first;
+  if (!fresh) return;
+  if (undecryptable) {
+    WEFT_LOG(kWarn, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
+                          << " on the " << w.endpoint
+                          << " endpoint sent a CurveZMQ handshake weftd cannot decrypt: it was most likely "
+                             "given another server key than this weftd's (a host's server_key or enroll "
+                             "token, or a credential file, of another weftd or an older key); it gets no "
+                             "answer (logged once per address)";
+  } else {
+    WEFT_LOG(kInfo, kLog) << "a client at " << (from.empty() ? "an address weftd could not read" : from)
+                          << " on the " << w.endpoint
+                          << " endpoint does not use CurveZMQ, which this weftd requires (a client without "
+                             "a credential, or a host without server_key); it gets no answer (logged once "
+                             "per address)";
   }
 }
 
@@ -152,7 +192,9 @@ void ZapHandler::Run() {
     tally_.Flush(clock_.NowMs());
     std::vector<zmq::message_t> frames;
     try {
-      if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100)) <= 0 ||
+      bool waiting = false;  // events left for the next DrainWatched by its bound on rounds
+      for (const std::unique_ptr<Watched>& w : watched_) waiting = waiting || !w->received.empty();
+      if (zmq::poll(items.data(), items.size(), std::chrono::milliseconds(waiting ? 0 : 100)) <= 0 ||
           !(items[0].revents & ZMQ_POLLIN))
         continue;  // (monitor events are read at the top)
       zmq::message_t part;

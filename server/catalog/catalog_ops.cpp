@@ -83,6 +83,12 @@ Status PlanBounds::CheckNodes(std::int64_t nodes) const {
                           "size, or raise jobs.max_plan_nodes (a plan's reply is about 2 KiB per node)");
 }
 
+std::optional<api::Response> PlanBounds::RefuseNodes(std::int64_t nodes, const char* key) const {
+  Status s = CheckNodes(nodes);
+  if (s.ok()) return std::nullopt;
+  return api::Response::Error(std::move(s), {{key, nodes}, {"max_plan_nodes", max_nodes}});
+}
+
 Status PlanBounds::CheckReply(std::size_t bytes, std::int64_t nodes, json* details) const {
   if (bytes <= max_reply_bytes) return Status::Ok();
   *details = {{"nodes", nodes}, {"reply_bytes", bytes}, {"max_reply_bytes", max_reply_bytes}};
@@ -279,8 +285,7 @@ class CatalogOps {
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     // Before anything is solved or planned: a plan's memory grows with its nodes.
     const PlanBounds bounds = PlanBounds::Of(config_);
-    if (Status s = bounds.CheckNodes(size); !s.ok())
-      return Response::Error(s, {{"size", size}, {"max_plan_nodes", bounds.max_nodes}});
+    if (std::optional<Response> refused = bounds.RefuseNodes(size, "size")) return std::move(*refused);
     solver::SolveRequest req;
     req.cluster_name = name;
     req.size = size;

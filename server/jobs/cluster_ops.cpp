@@ -251,8 +251,8 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(template_name, jsonf::String(body, "template", ""));
     WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
-    if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
-      return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+    if (std::optional<Response> refused = plan_bounds_.RefuseNodes(size, "size"); dry_run && refused)
+      return std::move(*refused);  // before the solve: see DryRun
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
     json overrides_json = json::object();
@@ -390,8 +390,8 @@ class ClusterOps {
       job.target.status = ToString(ClusterStatus::kTerminated);
     } else if (op == JobOperation::kScale) {
       WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 1, kMaxClusterSize));
-      if (Status s = plan_bounds_.CheckNodes(size); dry_run && !s.ok())  // before the solve: see DryRun
-        return Response::Error(s, {{"size", size}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+      if (std::optional<Response> refused = plan_bounds_.RefuseNodes(size, "size"); dry_run && refused)
+        return std::move(*refused);  // before the solve: see DryRun
       // A node a failed job was to delete ("state": "delete failed") is not one of the
       // `size` nodes: the scale deletes it again, up or down, and numbers new nodes past it.
       ClusterState kept = job.before;
@@ -549,7 +549,7 @@ class ClusterOps {
   Response List(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
-    // No limit: every cluster, in one reply (as before paging came).
+    // No limit: every cluster, in one reply.
     WEFT_TRY_ASSIGN(limit,
                     jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));
@@ -628,42 +628,20 @@ class ClusterOps {
       names[c.id] = c.name;
     }
     // A user sees the jobs of their own clusters only (all of them when the list is of one cluster: FindCluster
-    // refuses another user's). The names of many jobs' clusters come from one read of the tenant's cluster
-    // summaries, not one read of a whole cluster row per cluster.
-    const bool filtered = call.principal.role == Role::kUser && cluster_id.empty();
-    std::set<std::string> mine;
-    bool named = false;
-    const auto read_names = [&]() -> Status {
-      named = true;
-      return store_.VisitClusterSummaries(call.principal.tenant, true, [&](const store::ClusterRecord& c) {
-        names[c.id] = c.name;
-        if (Visible(call, c)) mine.insert(c.id);
-      });
-    };
-    if (filtered) {
-      if (Status s = read_names(); !s.ok()) return Response::Error(s);
-    }
+    // refuses another user's); the store reads those alone.
+    std::optional<std::string_view> owner;
+    if (call.principal.role == Role::kUser && cluster_id.empty()) owner = call.principal.user;
     // Newest first, in pages of `limit`: `next` names the last job of a full page when older ones follow. One
-    // more job than the page is read to know that; a user's page reads on while other users' jobs fill it.
-    std::vector<store::JobRecord> page;
-    std::int64_t before = after;
-    bool more = false;
-    const std::int64_t batch = filtered ? std::max<std::int64_t>(limit + 1, 1000) : limit + 1;
-    for (;;) {
-      WEFT_TRY_ASSIGN(jobs, store_.ListJobs(call.principal.tenant, cluster_id, batch, before));
-      for (store::JobRecord& j : jobs) {
-        if (filtered && !mine.count(j.cluster_id)) continue;
-        if (static_cast<std::int64_t>(page.size()) == limit) {
-          more = true;
-          break;
-        }
-        page.push_back(std::move(j));
-      }
-      if (more || static_cast<std::int64_t>(jobs.size()) < batch) break;
-      before = IdNumber(jobs.back().id);
-    }
-    if (cluster_id.empty() && !named && page.size() > kJobsNamedOneByOne) {
-      if (Status s = read_names(); !s.ok()) return Response::Error(s);
+    // more job than the page is read to know that.
+    WEFT_TRY_ASSIGN(page, store_.ListJobs(call.principal.tenant, cluster_id, limit + 1, after, owner));
+    const bool more = static_cast<std::int64_t>(page.size()) > limit;
+    if (more) page.pop_back();
+    // The names of many jobs' clusters come from one read of the tenant's cluster summaries, not one read of a
+    // whole cluster row per cluster.
+    if (cluster_id.empty() && page.size() > kJobsNamedOneByOne) {
+      Status s = store_.VisitClusterSummaries(call.principal.tenant, true,
+                                              [&](const store::ClusterRecord& c) { names[c.id] = c.name; });
+      if (!s.ok()) return Response::Error(s);
     }
     json list = json::array();
     for (const store::JobRecord& j : page) {
@@ -1133,8 +1111,7 @@ class ClusterOps {
       return it != layout.end() && it->is_array() ? static_cast<std::int64_t>(it->size()) : std::int64_t{0};
     };
     const std::int64_t nodes = std::max(count(job.before.layout), count(job.target.layout));
-    if (Status s = plan_bounds_.CheckNodes(nodes); !s.ok())
-      return Response::Error(s, {{"nodes", nodes}, {"max_plan_nodes", plan_bounds_.max_nodes}});
+    if (std::optional<Response> refused = plan_bounds_.RefuseNodes(nodes, "nodes")) return std::move(*refused);
     const std::optional<planner::DeclaredActions> declared =
         engine_ ? engine_->DeclaredActions(job.tenant) : std::nullopt;
     const planner::DeclaredActions* known = declared ? &*declared : nullptr;

@@ -239,13 +239,13 @@ class ResourceOps {
   Status Decorate(const store::TaskRecord& record, json& task, hosts::TaskTexts& texts) {
     auto pinned = task.find("resources");
     if (pinned == task.end() || pinned->is_null()) {
-      // The type asked for, in a list kept for it: a list made per take cost an allocation.
+      // The type asked for, in a list this object keeps and reuses, so a take allocates no list.
       if (one_type_.size() != 1) one_type_.resize(1);
       one_type_[0] = record.plugin;
       WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> active, store_.Active(record.tenant, one_type_));
       if (active.empty()) {
-        // Most tasks use none: the same "resources":[] from text made once,
-        // not an empty array made in the task's tree and written out per take.
+        // Most tasks use none: they share one "resources":[] text, made once,
+        // which the reply writes as it stands.
         static const auto kNone = std::make_shared<const std::string>("[]");
         if (pinned != task.end()) task.erase(pinned);  // a null: the text stands for it
         texts.Add("resources", kNone);

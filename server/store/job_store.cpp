@@ -582,18 +582,25 @@ Result<std::optional<JobRecord>> Store::GetJob(std::string_view job_id, bool wit
 }
 
 Result<std::vector<JobRecord>> Store::ListJobs(std::string_view tenant, std::string_view cluster_id,
-                                               std::int64_t limit, std::int64_t before_id) {
-  // Four statements (with and without each filter), so each one can use the index on id as it stands.
+                                               std::int64_t limit, std::int64_t before_id,
+                                               std::optional<std::string_view> owner) {
+  // One statement for each set of filters given, so each one can use the index on id as it stands. The owner's
+  // filter is a subquery on the tenant's clusters: the page holds `limit` of the owner's jobs however many of
+  // other users' lie between.
   std::string where = " WHERE tenant = ?1";
   int next = 3;
   if (!cluster_id.empty()) where += " AND cluster_id = ?" + std::to_string(next++);
   if (before_id > 0) where += " AND id < ?" + std::to_string(next++);
+  if (owner.has_value())
+    where += " AND cluster_id IN (SELECT CAST(c.id AS TEXT) FROM clusters c WHERE c.tenant = ?1 AND c.owner = ?" +
+             std::to_string(next++) + ")";
   WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(std::string("SELECT ") + kJobListColumns +
                                                               " FROM jobs" + where + " ORDER BY id DESC LIMIT ?2"));
   st.Bind(1, tenant).Bind(2, limit);
   next = 3;
   if (!cluster_id.empty()) st.Bind(next++, cluster_id);
   if (before_id > 0) st.Bind(next++, before_id);
+  if (owner.has_value()) st.Bind(next++, *owner);
   return Rows<JobRecord>(st, ReadJob);
 }
 

@@ -20,9 +20,11 @@
 #include "support/catalog_dir.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/server/store/store.hpp"
 
 namespace weft {
 namespace {
@@ -105,7 +107,7 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     }
     CHECK(pages == 3);
     CHECK(seen == clusters);  // each once, in id order, the two made meanwhile included
-    // Without a limit: every cluster in one reply, as before paging came.
+    // Without a limit: every cluster in one reply.
     const json all = s.Call("cluster.list", json::object());
     CHECK(Ids(all["clusters"]) == clusters);
     CHECK_FALSE(all.contains("next"));
@@ -135,7 +137,7 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // A new first page starts with the newer jobs.
     const json again = s.Call("job.list", {{"limit", 2}});
     CHECK(Ids(again["jobs"]) == std::vector<std::int64_t>{newer[1], newer[0]});
-    // No limit: the newest 100, as before; all of them here, so no next.
+    // No limit: the newest 100; all of them here, so no next.
     const json all = s.Call("job.list", json::object());
     CHECK(all["jobs"].size() == 9);
     CHECK_FALSE(all.contains("next"));
@@ -146,6 +148,11 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // The CLI: --limit N the newest N, --all every job.
     CHECK(s.WeftJson({"job", "list", "--limit", "4"})["jobs"].size() == 4);
     CHECK(s.WeftJson({"job", "list", "--all"})["jobs"].size() == 9);
+    // Both at once are refused, as by weft audit.
+    RunResult both = s.Weft({"job", "list", "--limit", "4", "--all"});
+    INFO(both.out << both.err);
+    CHECK(both.exit_code != 0);
+    CHECK(both.err.find("--limit and --all contradict each other") != std::string::npos);
   }
 
   SECTION("audit.list goes back from the newest entries, each page oldest first") {
@@ -173,6 +180,10 @@ TEST_CASE("paging: cluster.list, job.list and audit.list pages hold every row on
     // The CLI: the newest N, oldest first; --all every entry.
     CHECK(Ids(s.WeftJson({"audit", "--limit", "2"})["entries"]).size() == 2);
     CHECK(s.WeftJson({"audit", "--all"})["entries"].size() == before.size() + 2);
+    RunResult both = s.Weft({"audit", "--limit", "2", "--all"});
+    INFO(both.out << both.err);
+    CHECK(both.exit_code != 0);
+    CHECK(both.err.find("--limit and --all contradict each other") != std::string::npos);
   }
 
   SECTION("a bad cursor is INVALID and says what to give") {
@@ -265,6 +276,72 @@ TEST_CASE("paging: a user's pages hold only their own clusters and jobs, every o
   CHECK(seen == alice_clusters);
 }
 
+TEST_CASE("paging: the store reads a user's page of jobs by the owner of their clusters, not the tenant's newest "
+          "jobs",
+          "[paging]") {
+  // What job.list asks of the store for a user: the filter is the statement's, so `limit` jobs of the owner's
+  // come back however many of other users' are newer, and the page after the last one's id holds the older ones.
+  TempDir dir("weft-paging-owner");
+  auto opened = testing::OpenStore(dir.path() / "weft.db");
+  store::Store& db = testing::Opened(opened);
+  const auto cluster = [&](const std::string& tenant, const std::string& name, const std::string& owner) {
+    store::ClusterRecord c;
+    c.tenant = tenant;
+    c.name = name;
+    c.owner = owner;
+    c.status = "active";
+    c.created_at_ms = 1;
+    REQUIRE(db.InsertCluster(&c).ok());
+    return c.id;
+  };
+  const auto job = [&](const std::string& tenant, const std::string& cluster_id) {
+    store::JobRecord j;
+    j.tenant = tenant;
+    j.cluster_id = cluster_id;
+    j.operation = "create";
+    j.status = "running";
+    j.created_at_ms = 1;
+    REQUIRE(db.InsertJob(&j).ok());
+    return std::stoll(j.id);
+  };
+  const std::string alice1 = cluster("t", "a1", "alice");
+  const std::string alice2 = cluster("t", "a2", "alice");
+  const std::string bob = cluster("t", "b", "bob");
+  // Alice in another tenant: a cluster there is not hers here.
+  const std::string elsewhere = cluster("other", "a3", "alice");
+  std::vector<std::int64_t> alice_jobs;  // oldest first
+  for (int i = 0; i < 60; ++i) {
+    if (i % 20 == 5) alice_jobs.push_back(job("t", i % 40 == 5 ? alice1 : alice2));
+    job("t", bob);
+    job("other", elsewhere);
+  }
+  REQUIRE(alice_jobs.size() == 3);
+  const auto ids = [](const Result<std::vector<store::JobRecord>>& r) {
+    INFO((r.ok() ? "" : r.status().ToString()));
+    REQUIRE(r.ok());
+    std::vector<std::int64_t> out;
+    for (const store::JobRecord& j : *r) out.push_back(std::stoll(j.id));
+    return out;
+  };
+  const std::string_view alice = "alice";
+  // A full page of two, the newest of hers, though a hundred of other users' jobs are newer.
+  const std::vector<std::int64_t> first = ids(db.ListJobs("t", "", 2, 0, alice));
+  CHECK(first == std::vector<std::int64_t>{alice_jobs[2], alice_jobs[1]});
+  // The page after it: the one left, and nothing past it.
+  CHECK(ids(db.ListJobs("t", "", 2, first.back(), alice)) == std::vector<std::int64_t>{alice_jobs[0]});
+  CHECK(ids(db.ListJobs("t", "", 2, alice_jobs[0], alice)).empty());
+  // One more than the page, as job.list reads to know there is a `next`.
+  CHECK(ids(db.ListJobs("t", "", 4, 0, alice)).size() == 3);
+  // With a cluster too, and for a user who owns no cluster.
+  CHECK(ids(db.ListJobs("t", alice1, 5, 0, alice)) == std::vector<std::int64_t>{alice_jobs[2], alice_jobs[0]});
+  CHECK(ids(db.ListJobs("t", bob, 5, 0, alice)).empty());
+  CHECK(ids(db.ListJobs("t", "", 5, 0, std::string_view("carol"))).empty());
+  // Without an owner: the tenant's newest, Bob's.
+  const std::vector<std::int64_t> tenant = ids(db.ListJobs("t", "", 2));
+  REQUIRE(tenant.size() == 2);
+  CHECK(tenant[0] > alice_jobs[2]);
+}
+
 TEST_CASE("paging: weft audit reads page after page, oldest first, --limit N the newest N and --all every entry",
           "[paging]") {
   TempDir dir("weft-paging-cli");
@@ -298,7 +375,7 @@ TEST_CASE("paging: a plan past jobs.max_plan_nodes is refused before it is made,
   ImportCatalog(s, dir.path() / "catalog");
   const json plan = {{"name", "big"}, {"template", "web-big"}};
 
-  // Within both bounds: the plan as before, up to close to the message limit.
+  // Within both bounds: the whole plan, up to close to the message limit.
   const json small = s.Call("cluster.plan", With(plan, {{"size", 3}}));
   CHECK(small["layout"]["nodes"].size() == 3);
   const json near = s.Call("cluster.plan", With(plan, {{"size", 20}}));

@@ -1,4 +1,4 @@
-// The dispatcher's take over a real SQLite store and task queue: what a host
+// The dispatcher's take over a real store and task queue (support/dispatch_fixture.hpp): what a host
 // gets is the task's own members, the payload's and the decorators' (tree or
 // text), written as one JSON object in key order.
 #include <catch2/catch.hpp>
@@ -8,16 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "weft/server/config/config.hpp"
 #include "weft/server/hosts/dispatcher.hpp"
-#include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/common/wire.hpp"
-#include "support/temp_dir.hpp"
-#include "support/test_store.hpp"
+#include "support/dispatch_fixture.hpp"
 
 using json = nlohmann::json;
 using weft::hosts::TaskTexts;
+using weft::testing::DispatchFixture;
 
 namespace {
 
@@ -29,28 +27,11 @@ std::shared_ptr<const std::string> Text(std::string text) {
 
 TEST_CASE("dispatcher: a decorator's text members are written in key order beside the tree's and the task's own",
           "[dispatcher]") {
-  weft::testing::TempDir dir;
-  auto opened = weft::testing::OpenStore(dir / "weft.db");
-  REQUIRE(opened.ok());
-  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
-  weft::ManualClock clock;
-  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
-  REQUIRE(queue.Load().ok());
-  weft::server::Config config;
-  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
-  weft::hosts::Dispatcher dispatcher(hosts, queue);
-  weft::hosts::Host host;
-  host.record.id = "h1";
-  host.record.capacity = 1;
-  host.plugins.shared = {"fp"};
-  hosts.Put(host);
-  weft::queue::NewTask task;
-  task.plugin = "fp";
-  task.action = "CREATE";
-  task.payload_json = R"({"zeta":1})";
-  REQUIRE(queue.Enqueue("acme", {task}).ok());
+  DispatchFixture f;
+  f.hosts.Put(DispatchFixture::FpHost("h1", 1));
+  REQUIRE(f.queue.Enqueue("acme", {DispatchFixture::FpTask("CREATE", R"({"zeta":1})")}).ok());
 
-  dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree, TaskTexts& texts) {
+  f.dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree, TaskTexts& texts) {
     tree["beta"] = "from the tree";
     texts.Add("alpha", Text("[1,2]"));
     texts.Add("beta", Text(R"("from a text")"));   // the tree's member wins
@@ -58,11 +39,11 @@ TEST_CASE("dispatcher: a decorator's text members are written in key order besid
     texts.Add("cluster_x", Text(R"({"k":"v"})"));  // between cluster_id and idempotency_key
     return weft::Status::Ok();
   });
-  dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree) {
+  f.dispatcher.AddTakeDecorator([](const weft::store::TaskRecord&, json& tree) {
     tree["omega"] = true;
     return weft::Status::Ok();
   });
-  auto taken = dispatcher.TryTake("h1", "");
+  auto taken = f.dispatcher.TryTake("h1", "");
   REQUIRE(taken.ok());
   REQUIRE(taken->task_id > 0);
   const json sent = json::parse(taken->json);
@@ -80,40 +61,25 @@ TEST_CASE("dispatcher: a decorator's text members are written in key order besid
 
 TEST_CASE("dispatcher: a task too large to hand out fails for good, saying its size, the limit and its largest parts",
           "[dispatcher]") {
-  weft::testing::TempDir dir;
-  auto opened = weft::testing::OpenStore(dir / "weft.db");
-  REQUIRE(opened.ok());
-  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
-  weft::ManualClock clock;
-  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
-  REQUIRE(queue.Load().ok());
+  DispatchFixture f;
   std::vector<weft::queue::Ended> ended;
-  queue.set_end_observer([&](const weft::queue::Ended& e) {
+  f.queue.set_end_observer([&](const weft::queue::Ended& e) {
     ended.push_back(e);
     return weft::Status::Ok();
   });
-  weft::server::Config config;
-  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
-  weft::hosts::Dispatcher dispatcher(hosts, queue);
-  dispatcher.set_max_task_bytes(64 * 1024);
-  weft::hosts::Host host;
-  host.record.id = "h1";
-  host.record.capacity = 1;
-  host.plugins.shared = {"fp"};
-  hosts.Put(host);
-  weft::queue::NewTask task;
-  task.plugin = "fp";
-  task.action = "CREATE";
+  f.dispatcher.set_max_task_bytes(64 * 1024);
+  f.hosts.Put(DispatchFixture::FpHost("h1", 1));
+  weft::queue::NewTask task = DispatchFixture::FpTask("CREATE");
   task.max_attempts = 3;
-  auto ids = queue.Enqueue("acme", {task});
+  auto ids = f.queue.Enqueue("acme", {task});
   REQUIRE(ids.ok());
   const std::string big(80 * 1024, 'r');
-  dispatcher.AddTakeDecorator([&big](const weft::store::TaskRecord&, json&, TaskTexts& texts) {
+  f.dispatcher.AddTakeDecorator([&big](const weft::store::TaskRecord&, json&, TaskTexts& texts) {
     texts.Add("results", Text("{\"blob\":\"" + big + "\"}"));
     texts.Add("config", Text("{}"));
     return weft::Status::Ok();
   });
-  auto taken = dispatcher.TryTake("h1", "", "7.1");
+  auto taken = f.dispatcher.TryTake("h1", "", "7.1");
   REQUIRE(taken.ok());
   CHECK(taken->task_id == 0);  // nothing handed out: the host would drop it unread and ask again
   REQUIRE(ended.size() == 1);
@@ -123,34 +89,21 @@ TEST_CASE("dispatcher: a task too large to hand out fails for good, saying its s
                                                " attempt 1 could not be handed out: it is ") &&
                                    Catch::Contains("over the 65536 bytes a reply may carry") &&
                                    Catch::Contains("largest parts: results 81931 bytes"));
-  auto stored = store->GetTask(ids->at(0));
+  auto stored = f.store->GetTask(ids->at(0));
   REQUIRE(stored.ok());
   CHECK((*stored)->state == weft::store::TaskState::kFailed);
   CHECK((*stored)->attempt == 1);
   // Nothing is left to take, and the runner's next take releases nothing.
-  CHECK_FALSE(dispatcher.CanServe("h1", ""));
-  REQUIRE(dispatcher.RunnerTakes("h1", "7.1").ok());
-  CHECK((*store->GetTask(ids->at(0)))->state == weft::store::TaskState::kFailed);
+  CHECK_FALSE(f.dispatcher.CanServe("h1", ""));
+  REQUIRE(f.dispatcher.RunnerTakes("h1", "7.1").ok());
+  CHECK((*f.store->GetTask(ids->at(0)))->state == weft::store::TaskState::kFailed);
 }
 
 TEST_CASE("dispatcher: a task's own members that need escapes are written as a json object writes them, and the "
           "record kept between takes carries nothing over",
           "[dispatcher]") {
-  weft::testing::TempDir dir;
-  auto opened = weft::testing::OpenStore(dir / "weft.db");
-  REQUIRE(opened.ok());
-  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
-  weft::ManualClock clock;
-  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
-  REQUIRE(queue.Load().ok());
-  weft::server::Config config;
-  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
-  weft::hosts::Dispatcher dispatcher(hosts, queue);
-  weft::hosts::Host host;
-  host.record.id = "h1";
-  host.record.capacity = 2;
-  host.plugins.shared = {"fp"};
-  hosts.Put(host);
+  DispatchFixture f;
+  f.hosts.Put(DispatchFixture::FpHost("h1", 2));
   // Quotes, a backslash, control characters, UTF-8 and a byte that is not
   // UTF-8; a cluster (its idempotency key is cluster/node/id); payload members
   // written from the tree between the task's own.
@@ -164,10 +117,10 @@ TEST_CASE("dispatcher: a task's own members that need escapes are written as a j
   weft::queue::NewTask plain;
   plain.plugin = "fp";
   plain.action = "INSTALL";
-  auto ids = queue.Enqueue("acme", {odd, plain});
+  auto ids = f.queue.Enqueue("acme", {odd, plain});
   REQUIRE(ids.ok());
 
-  auto first = dispatcher.TryTake("h1", "");
+  auto first = f.dispatcher.TryTake("h1", "");
   REQUIRE(first.ok());
   REQUIRE(first->task_id == ids->at(0));
   const json sent = json::parse(first->json);
@@ -182,7 +135,7 @@ TEST_CASE("dispatcher: a task's own members that need escapes are written as a j
   CHECK(sent["job_id"] == "job-1");
 
   // The next take reuses the record: none of the first task's members stays.
-  auto second = dispatcher.TryTake("h1", "");
+  auto second = f.dispatcher.TryTake("h1", "");
   REQUIRE(second.ok());
   REQUIRE(second->task_id == ids->at(1));
   const json next = json::parse(second->json);

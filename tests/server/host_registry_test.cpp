@@ -1,5 +1,5 @@
 // The host registry's rules for host.register: one live process per host id,
-// and the refused plugin files a host reports, over a real SQLite store.
+// and the refused plugin files a host reports, over a real store (support/dispatch_fixture.hpp).
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -9,66 +9,66 @@
 
 #include "weft/server/config/config.hpp"
 #include "weft/server/hosts/host_registry.hpp"
-#include "weft/server/queue/task_queue.hpp"
-#include "support/temp_dir.hpp"
-#include "support/test_store.hpp"
+#include "support/dispatch_fixture.hpp"
 
 using json = nlohmann::json;
+using weft::testing::DispatchFixture;
+
+namespace {
+
+weft::server::Config SilentAfter3s() {
+  weft::server::Config config;
+  config.hosts.silent_after_ms = 3000;
+  return config;
+}
+
+}  // namespace
 
 TEST_CASE("host registry: a second process under a live host's id is refused until the first one is silent",
           "[hosts]") {
-  weft::testing::TempDir dir;
-  auto opened = weft::testing::OpenStore(dir / "weft.db");
-  REQUIRE(opened.ok());
-  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
-  weft::ManualClock clock;
-  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
-  REQUIRE(queue.Load().ok());
-  weft::server::Config config;
-  config.hosts.silent_after_ms = 3000;
-  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
+  DispatchFixture f(SilentAfter3s());
   weft::hosts::Host host;
   host.record.id = "h1";
   host.record.capacity = 1;
-  host.record.last_seen_ms = clock.NowMs();
+  host.record.last_seen_ms = f.clock.NowMs();
   host.incarnation = "100-a";
   host.machine = "build-3";
   host.pid = 100;
-  hosts.Put(host);
+  f.hosts.Put(host);
 
   bool first = false;
   // The same process registering again (a plugin change, NOT_FOUND) is fine.
-  CHECK(hosts.CheckNewProcess("h1", "100-a", "", &first).ok());
+  CHECK(f.hosts.CheckNewProcess("h1", "100-a", "", &first).ok());
   // Another process, while the first one is live: refused, naming where the first one runs.
-  clock.AdvanceMs(250);
-  weft::Status busy = hosts.CheckNewProcess("h1", "200-b", "", &first);
+  f.clock.AdvanceMs(250);
+  weft::Status busy = f.hosts.CheckNewProcess("h1", "200-b", "", &first);
   CHECK(busy.code() == weft::Code::kConflict);
   CHECK(busy.message() ==
         "host 'h1' is already connected from build-3 (pid 100), heard 250 ms ago; stop it first or give this host "
         "another id (a host that died is let in once it was not heard from for hosts.silent_after_ms, 3000 ms)");
   CHECK(first);
   // Its retries are refused too, but weftd logs the process once.
-  CHECK(hosts.CheckNewProcess("h1", "200-b", "", &first).code() == weft::Code::kConflict);
+  CHECK(f.hosts.CheckNewProcess("h1", "200-b", "", &first).code() == weft::Code::kConflict);
   CHECK_FALSE(first);
   // Without an incarnation (an older weft-host) nothing can be told apart: let in, as before.
-  CHECK(hosts.CheckNewProcess("h1", "", "", &first).ok());
+  CHECK(f.hosts.CheckNewProcess("h1", "", "", &first).ok());
   // A process with another key than the live one's: the host was given a new key,
   // which cut the old process off (with security off there are no keys).
-  hosts.Find("h1")->key = "old-key";
-  CHECK(hosts.CheckNewProcess("h1", "200-b", "new-key", &first).ok());
-  CHECK(hosts.CheckNewProcess("h1", "200-b", "old-key", &first).code() == weft::Code::kConflict);
+  f.hosts.Find("h1")->key = "old-key";
+  CHECK(f.hosts.CheckNewProcess("h1", "200-b", "new-key", &first).ok());
+  CHECK(f.hosts.CheckNewProcess("h1", "200-b", "old-key", &first).code() == weft::Code::kConflict);
   // Another id is never in the way.
-  CHECK(hosts.CheckNewProcess("h2", "200-b", "", &first).ok());
+  CHECK(f.hosts.CheckNewProcess("h2", "200-b", "", &first).ok());
   // Once the first process is silent (it died), the second one gets in.
-  clock.AdvanceMs(3000);
-  CHECK(hosts.CheckNewProcess("h1", "200-b", "", &first).ok());
+  f.clock.AdvanceMs(3000);
+  CHECK(f.hosts.CheckNewProcess("h1", "200-b", "", &first).ok());
   // So does one after the first said goodbye.
-  clock.AdvanceMs(-3000);
-  weft::hosts::Host* h1 = hosts.Find("h1");
+  f.clock.AdvanceMs(-3000);
+  weft::hosts::Host* h1 = f.hosts.Find("h1");
   REQUIRE(h1);
-  CHECK_FALSE(hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
-  REQUIRE(hosts.Leave(*h1).ok());
-  CHECK(hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
+  CHECK_FALSE(f.hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
+  REQUIRE(f.hosts.Leave(*h1).ok());
+  CHECK(f.hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
 }
 
 TEST_CASE("host registry: refused plugin files are checked, bounded and shown to their tenant only", "[hosts]") {
@@ -95,34 +95,25 @@ TEST_CASE("host registry: refused plugin files are checked, bounded and shown to
 
 TEST_CASE("host registry: hosts loaded from the store are live only once heard from, a reload keeps who was heard",
           "[hosts]") {
-  weft::testing::TempDir dir;
-  auto opened = weft::testing::OpenStore(dir / "weft.db");
-  REQUIRE(opened.ok());
-  std::unique_ptr<weft::store::Store> store = std::move(opened.value());
-  weft::ManualClock clock;
-  weft::queue::TaskQueue queue(*store, clock, weft::queue::QueueOptions{1000});
-  REQUIRE(queue.Load().ok());
-  weft::server::Config config;
-  config.hosts.silent_after_ms = 3000;
+  DispatchFixture f(SilentAfter3s());
   for (const char* id : {"h1", "h2"})
-    REQUIRE(store->UpsertHost({id, 2, "0.1.0", "[{\"type\":\"fake\"}]", clock.NowMs(), clock.NowMs()}).ok());
+    REQUIRE(f.store->UpsertHost({id, 2, "0.1.0", "[{\"type\":\"fake\"}]", f.clock.NowMs(), f.clock.NowMs()}).ok());
   // As after a restart of weftd: both were heard a moment ago, by the previous process.
-  weft::hosts::HostRegistry hosts(*store, queue, clock, config);
-  REQUIRE(hosts.Load().ok());
-  CHECK_FALSE(hosts.HostLive("h1"));
-  CHECK_FALSE(hosts.HostLive("h2"));
+  REQUIRE(f.hosts.Load().ok());
+  CHECK_FALSE(f.hosts.HostLive("h1"));
+  CHECK_FALSE(f.hosts.HostLive("h2"));
   // They may be live: the split and the plugin types jobs may use still count them.
-  CHECK(hosts.MaybeLive(*hosts.Find("h1")));
-  CHECK(hosts.LivePluginTypes("default").count("fake") == 1);
-  CHECK(hosts.SplitWith({}).size() == 2);
-  hosts.Seen(*hosts.Find("h2"));
-  CHECK(hosts.HostLive("h2"));
-  CHECK_FALSE(hosts.HostLive("h1"));
+  CHECK(f.hosts.MaybeLive(*f.hosts.Find("h1")));
+  CHECK(f.hosts.LivePluginTypes("default").count("fake") == 1);
+  CHECK(f.hosts.SplitWith({}).size() == 2);
+  f.hosts.Seen(*f.hosts.Find("h2"));
+  CHECK(f.hosts.HostLive("h2"));
+  CHECK_FALSE(f.hosts.HostLive("h1"));
   // A reload after a failed commit keeps what this process heard.
-  REQUIRE(hosts.Reset().ok());
-  CHECK(hosts.HostLive("h2"));
-  CHECK_FALSE(hosts.HostLive("h1"));
+  REQUIRE(f.hosts.Reset().ok());
+  CHECK(f.hosts.HostLive("h2"));
+  CHECK_FALSE(f.hosts.HostLive("h1"));
   // Not heard within silent_after_ms: silent as before.
-  clock.AdvanceMs(3001);
-  CHECK_FALSE(hosts.MaybeLive(*hosts.Find("h1")));
+  f.clock.AdvanceMs(3001);
+  CHECK_FALSE(f.hosts.MaybeLive(*f.hosts.Find("h1")));
 }

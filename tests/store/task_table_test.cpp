@@ -57,6 +57,60 @@ bool Unfinished(Store& store, std::int64_t id) {
   return false;
 }
 
+// Fails task `id` twice, as hosts would: attempt 1 on h1 ("broke", queued
+// again), then attempt 2 on h2 ("broke again", with output) for good.
+void FailTwice(Store& store, std::int64_t id) {
+  REQUIRE(store.LeaseTask(id, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store.EndAttempt(id, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
+  REQUIRE(store.LeaseTask(id, 2, "h2", 9000, 2600).ok());
+  REQUIRE(store.EndAttempt(id, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
+              .ok());
+}
+
+// The tasks of job 7 a migration case writes before it rewinds the store, in
+// this order: one leased by h1, one failed for good (FailTwice), one waiting
+// and, with `queued`, one queued.
+struct Job7 {
+  std::int64_t leased = 0, failed = 0, waiting = 0, queued = 0;
+};
+
+Job7 WriteJob7(const std::filesystem::path& path, bool queued) {
+  auto opened = OpenStore(path);
+  Store& store = Opened(opened);
+  REQUIRE(store.Begin().ok());
+  Job7 j;
+  j.leased = Insert(store, TaskState::kQueued, "7");
+  j.failed = Insert(store, TaskState::kQueued, "7");
+  j.waiting = Insert(store, TaskState::kWaiting, "7");
+  if (queued) j.queued = Insert(store, TaskState::kQueued, "7");
+  REQUIRE(store.LeaseTask(j.leased, 1, "h1", 9000, 2000).ok());
+  FailTwice(store, j.failed);
+  REQUIRE(store.Commit().ok());
+  return j;
+}
+
+// What a migration must keep of WriteJob7's tasks: states, the lease, the
+// attempts with their messages and output.
+void CheckJob7(Store& store, const Job7& j) {
+  const TaskRecord l = Get(store, j.leased);
+  CHECK(l.state == TaskState::kLeased);
+  CHECK(l.host_id == "h1");
+  CHECK(l.lease_until_ms == 9000);
+  const TaskRecord f = Get(store, j.failed);
+  CHECK(f.state == TaskState::kFailed);
+  CHECK(f.attempt == 2);
+  CHECK(f.message == "broke again");
+  CHECK(f.stdout_tail == "out");
+  CHECK(f.stderr_tail == "err");
+  auto attempts = store.ListAttempts(j.failed);
+  REQUIRE(attempts.ok());
+  REQUIRE(attempts->size() == 2);
+  CHECK((*attempts)[0].message == "broke");
+  CHECK((*attempts)[1].status == "failed");
+  CHECK(Get(store, j.waiting).state == TaskState::kWaiting);
+  if (j.queued != 0) CHECK(Get(store, j.queued).state == TaskState::kQueued);
+}
+
 // The SQL of a schema object of the SQLite file at `path`.
 std::string SchemaSql(const std::filesystem::path& path, const std::string& name) {
   sqlite3* db = nullptr;
@@ -79,23 +133,8 @@ TEST_CASE(
     "[store][sqlite]") {
   TempDir dir("task-table");
   const auto path = dir / "weft.db";
-  std::int64_t leased = 0, failed = 0, waiting = 0;
-  {
-    auto opened = OpenStore(path);
-    Store& store = Opened(opened);
-    REQUIRE(store.Begin().ok());
-    leased = Insert(store, TaskState::kQueued, "7");
-    failed = Insert(store, TaskState::kQueued, "7");
-    waiting = Insert(store, TaskState::kWaiting, "7");
-    REQUIRE(store.LeaseTask(leased, 1, "h1", 9000, 2000).ok());
-    REQUIRE(store.LeaseTask(failed, 1, "h1", 9000, 2000).ok());
-    REQUIRE(store.EndAttempt(failed, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
-    REQUIRE(store.LeaseTask(failed, 2, "h2", 9000, 2600).ok());
-    REQUIRE(
-        store.EndAttempt(failed, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
-            .ok());
-    REQUIRE(store.Commit().ok());
-  }
+  const Job7 j = WriteJob7(path, false);
+  const std::int64_t leased = j.leased, failed = j.failed, waiting = j.waiting;
   // The file as weftd left it before migration 14: the same table (as it
   // was before migration 21), with AUTOINCREMENT.
   REQUIRE(ExecStore(path, RewindFrom(14)) == "");
@@ -124,22 +163,7 @@ TEST_CASE(
                       "'task_specs_by_tenant', 'task_specs_by_job')") == 3);
   CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('tasks_v14', 'tasks_v21')") == 0);
 
-  const TaskRecord l = Get(store, leased);
-  CHECK(l.state == TaskState::kLeased);
-  CHECK(l.host_id == "h1");
-  CHECK(l.lease_until_ms == 9000);
-  const TaskRecord f = Get(store, failed);
-  CHECK(f.state == TaskState::kFailed);
-  CHECK(f.attempt == 2);
-  CHECK(f.message == "broke again");
-  CHECK(f.stdout_tail == "out");
-  CHECK(f.stderr_tail == "err");
-  auto attempts = store.ListAttempts(failed);
-  REQUIRE(attempts.ok());
-  REQUIRE(attempts->size() == 2);
-  CHECK((*attempts)[0].message == "broke");
-  CHECK((*attempts)[1].status == "failed");
-  CHECK(Get(store, waiting).state == TaskState::kWaiting);
+  CheckJob7(store, j);
   CHECK(Unfinished(store, leased));
   CHECK_FALSE(Unfinished(store, failed));
   auto jobs = store.ListJobTasks("7", false);
@@ -219,24 +243,8 @@ TEST_CASE("store tasks: a store from before the state became an ENUM on PostgreS
   TempDir dir("task-state-enum");
   const auto path = dir / "weft.db";
   const bool postgres = weft::testing::TestStoreIsPostgres();
-  std::int64_t leased = 0, failed = 0, waiting = 0, queued = 0;
-  {
-    auto opened = OpenStore(path);
-    Store& store = Opened(opened);
-    REQUIRE(store.Begin().ok());
-    leased = Insert(store, TaskState::kQueued, "7");
-    failed = Insert(store, TaskState::kQueued, "7");
-    waiting = Insert(store, TaskState::kWaiting, "7");
-    queued = Insert(store, TaskState::kQueued, "7");
-    REQUIRE(store.LeaseTask(leased, 1, "h1", 9000, 2000).ok());
-    REQUIRE(store.LeaseTask(failed, 1, "h1", 9000, 2000).ok());
-    REQUIRE(store.EndAttempt(failed, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
-    REQUIRE(store.LeaseTask(failed, 2, "h2", 9000, 2600).ok());
-    REQUIRE(
-        store.EndAttempt(failed, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
-            .ok());
-    REQUIRE(store.Commit().ok());
-  }
+  const Job7 j = WriteJob7(path, true);
+  const std::int64_t leased = j.leased, waiting = j.waiting, queued = j.queued;
   // The store as weftd left it before migration 15 (and 16, the function that
   // names a missed task write): on PostgreSQL the state a TEXT with a CHECK.
   REQUIRE(ExecStore(path, postgres ? RewindFrom(15) +
@@ -259,21 +267,7 @@ TEST_CASE("store tasks: a store from before the state became an ENUM on PostgreS
                               "column_name = 'state' AND udt_name = 'task_state'") == 1);
     CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_constraint WHERE conname = 'tasks_state'") == 0);
   }
-  const TaskRecord l = Get(store, leased);
-  CHECK(l.state == TaskState::kLeased);
-  CHECK(l.host_id == "h1");
-  CHECK(l.lease_until_ms == 9000);
-  const TaskRecord f = Get(store, failed);
-  CHECK(f.state == TaskState::kFailed);
-  CHECK(f.attempt == 2);
-  CHECK(f.message == "broke again");
-  auto attempts = store.ListAttempts(failed);
-  REQUIRE(attempts.ok());
-  REQUIRE(attempts->size() == 2);
-  CHECK((*attempts)[0].message == "broke");
-  CHECK((*attempts)[1].status == "failed");
-  CHECK(Get(store, waiting).state == TaskState::kWaiting);
-  CHECK(Get(store, queued).state == TaskState::kQueued);
+  CheckJob7(store, j);
   auto counts = store.CountTasks();
   REQUIRE(counts.ok());
   CHECK(counts->queued == 1);
@@ -376,12 +370,7 @@ TEST_CASE("store tasks: a store from before a task's two rows (migration 21) kee
     REQUIRE(store.EndAttempt(succeeded, 2, TaskState::kSucceeded, AttemptStatus::kSucceeded, "done",
                              R"({"version":"1.2"})", "installed\n", "warning: old\n", 2400)
                 .ok());
-    REQUIRE(store.LeaseTask(failed, 1, "h1", 9000, 2000).ok());
-    REQUIRE(store.EndAttempt(failed, 1, TaskState::kQueued, AttemptStatus::kFailed, "broke", "{}", "", "", 2500).ok());
-    REQUIRE(store.LeaseTask(failed, 2, "h2", 9000, 2600).ok());
-    REQUIRE(
-        store.EndAttempt(failed, 2, TaskState::kFailed, AttemptStatus::kFailed, "broke again", "{}", "out", "err", 2700)
-            .ok());
+    FailTwice(store, failed);
     REQUIRE(store.Commit().ok());
     for (std::int64_t id : {queued, leased, succeeded, failed, waiting}) {
       fields.push_back(Fields(Get(store, id)));

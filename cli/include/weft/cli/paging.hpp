@@ -40,6 +40,16 @@ inline Result<std::optional<std::int64_t>> LimitFlag(Context& ctx, const ParsedA
   return std::optional<std::int64_t>(n);
 }
 
+// The rows a command's `--limit N` and `--all` ask for: N; every row (nullopt)
+// with --all; `fallback` with neither. Both flags at once are a usage error.
+inline Result<std::optional<std::int64_t>> LimitOrAll(Context& ctx, const ParsedArgs& args, std::int64_t fallback,
+                                                      std::int64_t max = 100000) {
+  WEFT_ASSIGN_OR_RETURN(std::optional<std::int64_t> limit, LimitFlag(ctx, args, max));
+  if (limit && args.Has("--all")) return ctx.UsageError("--limit and --all contradict each other; give one");
+  if (args.Has("--all")) return std::optional<std::int64_t>();
+  return std::optional<std::int64_t>(limit.value_or(fallback));
+}
+
 // Every page up to `want` rows, as one reply: {rows: [...]}, with "next" when
 // rows were left unread (a script can go on from there with the API).
 inline Result<json> ReadPages(Context& ctx, PageRequest req) {

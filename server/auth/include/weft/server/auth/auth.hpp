@@ -226,19 +226,34 @@ class ZapHandler {
   // Also logs, rate limited, each client at `endpoint` ("api", "provisioner")
   // of `socket` whose CurveZMQ handshake fails before the ZAP handler is asked:
   // its HELLO cannot be decrypted (a client configured with another server
-  // key), which the peer alone would never learn. Before Start.
+  // key), which the peer alone would never learn. Before Start. The socket's
+  // connections must all be served by one I/O thread (its ZMQ_AFFINITY names
+  // one, as weftd's Transport::Bind sets it, or the context has one): a
+  // failure's event is then followed at once by its connection's DISCONNECTED,
+  // which is how the two are paired.
   [[nodiscard]] Status Watch(zmq::socket_t& socket, const std::string& endpoint);
 
  private:
   void Run();
   // Reads the watched sockets' monitor events that are waiting (never blocks).
   void DrainWatched();
+  // A monitor event received and not handled yet; for ACCEPTED, the peer's address once read.
+  struct Event {
+    std::uint16_t event = 0;
+    std::uint32_t value = 0;  // ACCEPTED, DISCONNECTED: the descriptor; HANDSHAKE_FAILED_PROTOCOL: the error
+    bool read = false;
+    std::string peer;
+  };
   struct Watched {
     std::string endpoint;
     zmq::socket_t monitor;                  // the PAIR that receives the socket's events
+    std::vector<Event> received;            // in the order the socket's I/O thread sent them
     std::map<std::uint32_t, std::string> peers;  // connection's descriptor -> peer address, while connected
-    std::uint32_t failed = 0;               // the protocol error of a failed handshake, until its disconnect
+    std::uint32_t failed = 0;               // the protocol error of the event just before, if it was a failure
   };
+  // Receives the events waiting on `w`'s monitor (never blocks).
+  static void Receive(Watched& w);
+  void Handle(Watched& w, const Event& e);
   std::vector<std::unique_ptr<Watched>> watched_;
 
   zmq::context_t& ctx_;

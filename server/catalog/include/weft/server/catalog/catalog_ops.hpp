@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -40,6 +41,10 @@ struct PlanBounds {
   std::size_t max_reply_bytes = (64u << 20) - 4096;
   static PlanBounds Of(const server::Config& config);
   Status CheckNodes(std::int64_t nodes) const;
+  // The answer to a request for a plan of `nodes` nodes past max_nodes: TOO_LARGE
+  // (CheckNodes), its details naming the count under `key` ("size" as asked,
+  // "nodes" as planned) and max_plan_nodes; nullopt within the bound.
+  std::optional<api::Response> RefuseNodes(std::int64_t nodes, const char* key) const;
   // A reply body of `bytes` (as sent): ok, or TOO_LARGE (in `details`, the sizes).
   Status CheckReply(std::size_t bytes, std::int64_t nodes, nlohmann::json* details) const;
 };

@@ -501,9 +501,11 @@ class Store {
   // Newest first; empty cluster_id: every job of the tenant; `before_id` > 0:
   // only jobs older than that one (the next page). Without the cluster
   // states and the history (before_json and target_json empty, history_json
-  // "[]"): GetJob reads those.
+  // "[]"): GetJob reads those. `owner`: only the jobs of the clusters that
+  // user owns (what a user may see).
   [[nodiscard]] Result<std::vector<JobRecord>> ListJobs(std::string_view tenant, std::string_view cluster_id,
-                                                        std::int64_t limit, std::int64_t before_id = 0);
+                                                        std::int64_t limit, std::int64_t before_id = 0,
+                                                        std::optional<std::string_view> owner = std::nullopt);
   // Jobs not finished yet (running or failing), oldest first: what the engine resumes at start.
   [[nodiscard]] Result<std::vector<JobRecord>> ListUnfinishedJobs();
   // Every task of a job, in id order; `details` adds payload, result and output.
