@@ -512,7 +512,7 @@ api::Response HandlePending(Registry& registry, log::Tally& tally, std::int64_t 
                               << fingerprint << ") to join: " << fresh.status().message();
     }
     if (fresh.status().code() == Code::kUnavailable)  // too many at once: worth asking again after that pause
-      return Response::Error(fresh.status(), {{"retry_after_ms", registry.RequestRetryAfterMs()}});
+      return Response::Refusal(fresh.status(), {{"retry_after_ms", registry.RequestRetryAfterMs()}});
     return Response::Error(fresh.status());
   }
   if (*fresh && tally.Count("hosts asked to join", now_ms)) {

@@ -264,7 +264,7 @@ Result<Logins::Session> Logins::Issue(const std::string& tenant, const std::stri
 }
 
 Result<Logins::Session> Logins::Login(const json& body, const std::string& gateway, const std::string& client_addr,
-                                      json* details) {
+                                      json* details, bool* refused) {
   WEFT_RETURN_IF_ERROR(jsonf::RequireObject(body, "body"));
   const std::int64_t now = clock_.NowMs();
   WEFT_ASSIGN_OR_RETURN(std::string token, jsonf::String(body, "token", "", ""));
@@ -282,6 +282,7 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
     if (key.empty() || MayTry(key, now, &wait_ms)) continue;
     // A rate, not a size: UNAVAILABLE with the pause after which a login is tried again.
     if (details) (*details)["retry_after_ms"] = wait_ms;
+    if (refused) *refused = true;
     return Status::Unavailable("too many failed logins " +
                                std::string(key == user_key ? "for this user" : "from this address") +
                                "; nothing was tried: retry in " + Minutes(wait_ms));
@@ -509,10 +510,12 @@ void RegisterLoginOps(api::Router& router, Logins& logins, const Registry& regis
   router.Add("session.login", {Role::kGateway, Role::kUser, Role::kAdmin, Role::kSuperadmin}, api,
              [l](const Call& c) {
                json details = json::object();
+               bool refused = false;
                const std::string gateway = c.principal.role == Role::kGateway ? c.principal.user : "";
                Result<Logins::Session> s = l->Login(c.request->body, gateway, c.request->on_behalf.client_addr,
-                                                    &details);
-               if (!s.ok()) return Response::Error(s.status(), details);
+                                                    &details, &refused);
+               if (!s.ok()) return refused ? Response::Refusal(s.status(), details)
+                                           : Response::Error(s.status(), details);
                json body = SessionJson(*s);
                body["session"] = s->id;
                return Response::Ok(std::move(body));

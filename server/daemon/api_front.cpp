@@ -178,7 +178,7 @@ bool ApiFront::TakeRequest() {
       // UNAVAILABLE: nothing was done and the same request succeeds later. This
       // reply never passes through a batch, so it rolls nothing back.
       const std::int64_t retry_after_ms = limits_.RetryAfterMs(frames.front().to_string());
-      p.response = api::Response::Error(
+      p.response = api::Response::Refusal(
           Status::Unavailable("rate limit: this connection made more than " +
                               std::to_string(config_.security.api_rate_per_s) +
                               " requests per second (security.api_rate_per_s); nothing was done: retry after " +

@@ -17,12 +17,12 @@ void Append(std::vector<T>& to, std::vector<T>& from) {
 }  // namespace
 
 Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
-  // A handler's store error leaves the transaction in an unknown state: roll it all back.
-  // (Not a rate refusal: UNAVAILABLE with retry_after_ms, answered before it touched anything.)
+  // A handler's store error leaves the transaction in an unknown state: roll
+  // it all back. Not a refusal the handler made before it changed anything
+  // (a rate limit's UNAVAILABLE: Response::changed_nothing).
   for (const Pending& p : batch)
-    if (status.ok() && (p.response.status.code() == Code::kInternal ||
-                        (p.response.status.code() == Code::kUnavailable &&
-                         !p.response.details.contains("retry_after_ms"))))
+    if (status.ok() && !p.response.changed_nothing &&
+        (p.response.status.code() == Code::kInternal || p.response.status.code() == Code::kUnavailable))
       status = p.response.status;
   if (!store_.OverlapsCommits()) {
     if (status.ok()) status = Commit();

@@ -762,7 +762,9 @@ ALTER TABLE audit_log ADD COLUMN IF NOT EXISTS address TEXT NOT NULL DEFAULT '';
     // id stay as they were. SQLite rebuilds the table as in migration 14
     // (foreign keys are off while migrating); PostgreSQL drops the columns,
     // then rewrites the table (as migration 15) so that the rows no longer
-    // hold the texts that moved.
+    // hold the texts that moved. PostgreSQL's runs again (a store whose
+    // schema_migrations was rewound): the rows are copied only while tasks
+    // still has the columns, and it keeps the task_specs rows it finds.
     {21, R"sql(
 CREATE TABLE task_specs (
   id INTEGER PRIMARY KEY,
@@ -810,7 +812,7 @@ CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
 CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
 )sql",
      R"sql(
-CREATE TABLE task_specs (
+CREATE TABLE IF NOT EXISTS task_specs (
   id BIGINT PRIMARY KEY,
   tenant TEXT NOT NULL,
   plugin TEXT NOT NULL,
@@ -825,18 +827,24 @@ CREATE TABLE task_specs (
   service TEXT NOT NULL DEFAULT '',
   after TEXT NOT NULL DEFAULT '[]'
 );
-INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
-  task_key, service, after)
-  SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
-  task_key, service, after FROM tasks;
+DO $$ BEGIN
+  IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+             AND table_name = 'tasks' AND column_name = 'payload') THEN
+    EXECUTE 'INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts,
+      created_at_ms, payload, task_key, service, after)
+      SELECT id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, payload,
+      task_key, service, after FROM tasks ON CONFLICT (id) DO NOTHING';
+  END IF;
+END $$;
 DROP INDEX IF EXISTS tasks_by_tenant;
 DROP INDEX IF EXISTS tasks_by_job;
-ALTER TABLE tasks DROP COLUMN tenant, DROP COLUMN plugin, DROP COLUMN action, DROP COLUMN job_id,
-  DROP COLUMN cluster_id, DROP COLUMN node_id, DROP COLUMN max_attempts, DROP COLUMN created_at_ms,
-  DROP COLUMN payload, DROP COLUMN task_key, DROP COLUMN service, DROP COLUMN after;
+ALTER TABLE tasks DROP COLUMN IF EXISTS tenant, DROP COLUMN IF EXISTS plugin, DROP COLUMN IF EXISTS action,
+  DROP COLUMN IF EXISTS job_id, DROP COLUMN IF EXISTS cluster_id, DROP COLUMN IF EXISTS node_id,
+  DROP COLUMN IF EXISTS max_attempts, DROP COLUMN IF EXISTS created_at_ms, DROP COLUMN IF EXISTS payload,
+  DROP COLUMN IF EXISTS task_key, DROP COLUMN IF EXISTS service, DROP COLUMN IF EXISTS after;
 ALTER TABLE tasks ALTER COLUMN state TYPE task_state USING CAST(CAST(state AS TEXT) AS task_state);
-CREATE INDEX task_specs_by_tenant ON task_specs (tenant, id);
-CREATE INDEX task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
+CREATE INDEX IF NOT EXISTS task_specs_by_tenant ON task_specs (tenant, id);
+CREATE INDEX IF NOT EXISTS task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
 )sql"},
 };
 
@@ -943,8 +951,13 @@ std::string OpenTasksKept(sql::Dialect dialect, const std::string& write, bool o
 // statement costs the server more than the rows it writes (the executor's
 // start, a message round of the protocol). NULL in an
 // array keeps the row's value; `fence` (?2) is the attempt an end must find,
-// NULL for a take. A task the UPDATE missed (it does not exist, or is at
-// another attempt) fails the statement on the server, which names it
+// NULL for a take. The columns every write sets have no NULL, so their SET is
+// the element alone (each COALESCE or CASE is more for the executor to set
+// up at every run): an end sends the attempt it ends as the attempt, a take
+// finished_at_ms 0 (a leased task is unfinished), and taken_at_ms (?15) is an
+// array of its own, NULL for an end (it keeps the take's). A task the
+// UPDATE missed (it does not exist, or is at another attempt) fails the
+// statement on the server, which names it
 // (weft_task_writes_missed, run only then), so the COMMIT sent after it does
 // nothing. A task appears once per statement: a second write of one already
 // gathered sends the others first.
@@ -963,7 +976,7 @@ std::string OpenTasksKept(sql::Dialect dialect, const std::string& write, bool o
 // the ids (?2 may have gaps), is what weft_task_writes_missed reads. The rows
 // written are counted as an array (ARRAY(SELECT ...)), not with an aggregate:
 // the executor sets that up for less at every run.
-// With `fenced`, the statement also checks the leader's fence (?15, the
+// With `fenced`, the statement also checks the leader's fence (?16, the
 // epoch this weftd leads with; see SendFence) once every write found its
 // task: the last statement before COMMIT is then the only one. It reads
 // weft_leader without `id = 1`: the table's one row (its CHECK allows no
@@ -978,26 +991,26 @@ std::string OpenTasksKept(sql::Dialect dialect, const std::string& write, bool o
 // time (Store::PruneOpenTasks).
 std::string WriteTasksSql(bool fenced, bool by_id, bool reopens);
 
-// WriteTasksSql's array of the ids left unfinished: after the fence's ?15
+// WriteTasksSql's array of the ids left unfinished: after the fence's ?16
 // (PostgreSQL refuses a statement that skips a parameter's number).
-int ReopenedParameter(bool fenced) { return fenced ? 16 : 15; }
+int ReopenedParameter(bool fenced) { return fenced ? 17 : 16; }
 
 std::string WriteTasksSql(bool fenced, bool by_id, bool reopens) {
   // @ stands for a row's subscript in the arrays, FENCE for the leader's fence.
   std::string sql = R"sql(
 WITH REOPENED changed AS (
   UPDATE tasks t SET state = (?4::task_state[])[@],
-    attempt = COALESCE((?3::bigint[])[@], t.attempt),
+    attempt = (?3::bigint[])[@],
     host_id = COALESCE((?5::text[])[@], t.host_id),
     lease_until_ms = (?6::bigint[])[@],
     updated_at_ms = (?7::bigint[])[@],
-    taken_at_ms = CASE WHEN (?2::bigint[])[@] IS NULL THEN (?7::bigint[])[@] ELSE t.taken_at_ms END,
+    taken_at_ms = COALESCE((?15::bigint[])[@], t.taken_at_ms),
     attempt_status = (?8::text[])[@],
     message = COALESCE((?9::text[])[@], t.message),
     result = COALESCE((?10::text[])[@], t.result),
     stdout = COALESCE((?11::text[])[@], t.stdout),
     stderr = COALESCE((?12::text[])[@], t.stderr),
-    finished_at_ms = COALESCE((?13::bigint[])[@], t.finished_at_ms)
+    finished_at_ms = (?13::bigint[])[@]
   WHERE t.id = ANY(CAST((SELECT ?1::bigint[]) AS bigint[]))
     AND t.attempt = COALESCE((?2::bigint[])[@], t.attempt)
   RETURNING t.id)
@@ -1015,7 +1028,7 @@ SELECT CASE WHEN cardinality(ARRAY(SELECT id FROM changed)) = cardinality(?1::bi
                                     std::to_string(ReopenedParameter(fenced)) + "::bigint[]) ON CONFLICT (id) DO NOTHING),"
                               : "");
   replace("@", by_id ? "t.id" : "array_position(?1::bigint[], t.id)");
-  replace("FENCE", fenced ? "1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE epoch = ?15 FOR SHARE) AS INTEGER)"
+  replace("FENCE", fenced ? "1 / CAST(EXISTS (SELECT 1 FROM weft_leader WHERE epoch = ?16 FOR SHARE) AS INTEGER)"
                           : "0");
   return sql;
 }
@@ -1114,14 +1127,15 @@ class ArrayBinary {
 struct TaskWrite {
   std::int64_t id = 0;
   std::optional<std::int64_t> fence;  // an end: the attempt it ends
-  std::optional<std::int64_t> attempt;
+  std::int64_t attempt = 0;           // a take: the one it starts; an end: the fence
+  std::optional<std::int64_t> taken_at_ms;  // a take: now_ms
   std::string state;
   std::optional<std::string> host_id;
   std::int64_t lease_until_ms = 0;
   std::int64_t now_ms = 0;
   std::string attempt_status;
   std::optional<std::string> message, result, stdout_tail, stderr_tail;
-  std::optional<std::int64_t> finished_at_ms;
+  std::int64_t finished_at_ms = 0;  // a take: 0
 };
 
 // The error of a task write that changed no row. The hot task writes are
@@ -1755,7 +1769,7 @@ Status Store::SendTaskWrites() {
   B ids(B::kInt8), fences_in_order(B::kInt8);
   B fences(B::kInt8, lower), attempts(B::kInt8, lower), hosts(B::kText, lower), leases(B::kInt8, lower),
       nows(B::kInt8, lower), statuses(B::kText, lower), messages(B::kText, lower), results(B::kText, lower),
-      stdouts(B::kText, lower), stderrs(B::kText, lower), finished(B::kInt8, lower);
+      stdouts(B::kText, lower), stderrs(B::kText, lower), finished(B::kInt8, lower), taken(B::kInt8, lower);
   ArrayText states(lower);  // task_state's OID is the database's own: sent as text
   B reopened(B::kInt8);  // the ids of the tasks left unfinished (finished_at_ms 0)
   bool reopens = false;
@@ -1773,7 +1787,7 @@ Status Store::SendTaskWrites() {
   for (const TaskWrite& w : writes) {
     for (; by_id && next < w.id; ++next) {
       for (B* a : {&fences, &attempts, &hosts, &leases, &nows, &statuses, &messages, &results, &stdouts, &stderrs,
-                   &finished})
+                   &finished, &taken})
         a->AddNull();
       states.AddNull();
     }
@@ -1781,7 +1795,8 @@ Status Store::SendTaskWrites() {
     ids.Add(w.id);
     add(fences_in_order, w.fence);
     add(fences, w.fence);
-    add(attempts, w.attempt);
+    attempts.Add(w.attempt);
+    add(taken, w.taken_at_ms);
     states.Add(w.state);
     add(hosts, w.host_id);
     leases.Add(w.lease_until_ms);
@@ -1791,16 +1806,16 @@ Status Store::SendTaskWrites() {
     add(results, w.result);
     add(stdouts, w.stdout_tail);
     add(stderrs, w.stderr_tail);
-    add(finished, w.finished_at_ms);
-    if (w.finished_at_ms && *w.finished_at_ms != 0) i.finished_open.push_back(w.id);
-    if (w.finished_at_ms && *w.finished_at_ms == 0) {
+    finished.Add(w.finished_at_ms);
+    if (w.finished_at_ms != 0) i.finished_open.push_back(w.id);
+    if (w.finished_at_ms == 0 && w.fence) {  // an end that leaves its task unfinished
       reopens = true;
       reopened.Add(w.id);
     }
   }
   const bool fenced = i.write_fence_epoch.has_value();
   sql::Statement& write = i.write_tasks[by_id][fenced][reopens].Reset();
-  if (fenced) write.Bind(15, *i.write_fence_epoch);
+  if (fenced) write.Bind(16, *i.write_fence_epoch);
   if (reopens) write.BindBinary(ReopenedParameter(fenced), reopened.Done());
   return write.BindBinary(1, ids.Done())
       .BindBinary(2, fences.Done())
@@ -1816,6 +1831,7 @@ Status Store::SendTaskWrites() {
       .BindBinary(12, stderrs.Done())
       .BindBinary(13, finished.Done())
       .BindBinary(14, fences_in_order.Done())
+      .BindBinary(15, taken.Done())
       .RunDeferred();
 }
 
@@ -1850,6 +1866,7 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
     impl_->task_writes.push_back({.id = task_id,
                                   .fence = std::nullopt,
                                   .attempt = attempt,
+                                  .taken_at_ms = now_ms,
                                   .state = std::string(TaskStateName(TaskState::kLeased)),
                                   .host_id = std::string(host_id),
                                   .lease_until_ms = lease_until_ms,
@@ -1859,7 +1876,7 @@ Status Store::LeaseTask(std::int64_t task_id, std::int64_t attempt, std::string_
                                   .result = std::nullopt,
                                   .stdout_tail = std::nullopt,
                                   .stderr_tail = std::nullopt,
-                                  .finished_at_ms = std::nullopt});
+                                  .finished_at_ms = 0});
     return Status::Ok();
   }
   // A task made ready in this transaction and not written yet: this write
@@ -1909,7 +1926,8 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
     impl_->task_write_ids.insert(task_id);
     impl_->task_writes.push_back({.id = task_id,
                                   .fence = attempt,
-                                  .attempt = std::nullopt,
+                                  .attempt = attempt,
+                                  .taken_at_ms = std::nullopt,
                                   .state = std::string(TaskStateName(state)),
                                   .host_id = std::nullopt,
                                   .lease_until_ms = 0,

@@ -470,4 +470,33 @@ TEST_CASE("store tasks: a store from before a task's two rows (migration 21) kee
   CHECK(Ids(*open) == std::to_string(queued) + "," + std::to_string(waiting) + "," + std::to_string(waiting + 1) + ",");
   // The state check still holds on the narrower row.
   CHECK(ExecStore(path, "UPDATE tasks SET state = 'lost'") != "");
+
+  // PostgreSQL's migration 21 runs again on a store it has split (one whose
+  // schema_migrations was rewound): every task keeps its two rows as they were.
+  if (!postgres) return;
+  const std::vector<std::int64_t> all = {queued, leased, succeeded, failed, waiting, waiting + 1};
+  std::vector<std::string> split_fields, split_attempts;
+  for (std::int64_t id : all) {
+    split_fields.push_back(Fields(Get(store, id)));
+    split_attempts.push_back(AttemptLines(store, id));
+  }
+  opened->reset();
+  REQUIRE(ExecStore(path, "DELETE FROM schema_migrations WHERE version >= 21") == "");
+  auto rerun = OpenStore(path);
+  Store& again = Opened(rerun);
+  CHECK(again.schema_version() == Store::LatestSchemaVersion());
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM schema_migrations WHERE version = 21") == 1);
+  CHECK(QueryStoreInt(path, payload_in_tasks) == 0);
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM task_specs") == 6);
+  CHECK(QueryStoreInt(path, "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN ('task_specs_by_tenant', "
+                            "'task_specs_by_job')") == 2);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(Fields(Get(again, all[i])) == split_fields[i]);
+    CHECK(AttemptLines(again, all[i]) == split_attempts[i]);
+  }
+  REQUIRE(again.Begin().ok());
+  REQUIRE(again.LeaseTask(waiting + 1, 1, "h4", 9900, 3200).ok());
+  REQUIRE(again.Commit().ok());
+  CHECK(Get(again, waiting + 1).state == TaskState::kLeased);
+  CHECK(Get(again, waiting + 1).host_id == "h4");
 }

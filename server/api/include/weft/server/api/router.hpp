@@ -86,6 +86,11 @@ struct Response {
   // A take's reply that hands out an attempt: which one (task 0: none).
   std::int64_t hands_out_task_id = 0;
   std::int64_t hands_out_attempt = 0;
+  // With an error: the handler refused before it changed anything (a rate
+  // refusal: UNAVAILABLE, to be retried later), so the batch's other requests
+  // still commit. Any other UNAVAILABLE or INTERNAL error rolls the batch back
+  // (server/daemon/group_commit.cpp).
+  bool changed_nothing = false;
 
   static Response Ok(json body) {
     Response r;
@@ -96,6 +101,12 @@ struct Response {
     Response r;
     r.status = std::move(status);
     r.details = std::move(details);
+    return r;
+  }
+  // An error answered before anything was changed (changed_nothing).
+  static Response Refusal(Status status, json details = json::object()) {
+    Response r = Error(std::move(status), std::move(details));
+    r.changed_nothing = true;
     return r;
   }
 };

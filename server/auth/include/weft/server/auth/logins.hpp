@@ -75,9 +75,11 @@ class Logins {
   // session.login: a password (or an API token) for a session. `gateway`:
   // the gateway's name; `client_addr`: the browser's address it gave. Failed
   // logins are limited per (tenant, user) and per client address;
-  // `details` then gets retry_after_ms.
+  // `details` then gets retry_after_ms, and `*refused` (when given) is set:
+  // that refusal changed nothing.
   [[nodiscard]] Result<Session> Login(const nlohmann::json& body, const std::string& gateway,
-                                      const std::string& client_addr, nlohmann::json* details);
+                                      const std::string& client_addr, nlohmann::json* details,
+                                      bool* refused = nullptr);
   [[nodiscard]] Status Logout(const std::string& session_id);
   // The session's own view (session.get): who, the CSRF token, until when.
   [[nodiscard]] Result<Session> Describe(const std::string& session_id) const;
