@@ -692,44 +692,36 @@ Frames EncodeRequest(const Request& request) {
 Frames EncodeReply(const Reply& reply) {
   Frames frames;
   frames.reserve(1 + reply.blobs.size());
-  if (reply.ok && !reply.body_text.empty() &&
-      PlainRun(reply.id.data(), reply.id.data() + reply.id.size()) == reply.id.size()) {
-    // A body already written (a take's task) and an id with nothing to
-    // escape: the header is written straight into the frame, without a
-    // string to build it in first and copy from.
-    static_assert(kProtocolVersion == 1, "kTail names the version");
+  if (reply.ok) {
+    // The hot path of every server: one writer, straight into the frame, without
+    // a header object or a string to build it in and copy from. The same bytes
+    // as dumping the header object (nlohmann orders keys: body, id, ok, v). Only
+    // what is not text yet is written first: a body tree, an id to escape.
+    std::string body_dump, id_dump;
+    std::string_view body = reply.body_text;
+    if (body.empty()) {
+      body_dump.reserve(kFirstReserve);
+      AppendDump(body_dump, reply.body);
+      body = body_dump;
+    }
+    const bool plain_id = PlainRun(reply.id.data(), reply.id.data() + reply.id.size()) == reply.id.size();
+    if (!plain_id) AppendString(id_dump, reply.id);
+    // A plain id is its own text, between the quotes that id_key and tail hold.
+    const std::string_view id = plain_id ? std::string_view(reply.id) : std::string_view(id_dump);
+    static_assert(kProtocolVersion == 1, "the tail names the version");
     constexpr std::string_view kHead = "{\"body\":";
-    constexpr std::string_view kId = ",\"id\":\"";
-    constexpr std::string_view kTail = "\",\"ok\":true,\"v\":1}";
-    zmq::message_t header(kHead.size() + reply.body_text.size() + kId.size() + reply.id.size() + kTail.size());
+    const std::string_view id_key = plain_id ? ",\"id\":\"" : ",\"id\":";
+    const std::string_view tail = plain_id ? "\",\"ok\":true,\"v\":1}" : ",\"ok\":true,\"v\":1}";
+    const std::string_view parts[] = {kHead, body, id_key, id, tail};
+    std::size_t size = 0;
+    for (const std::string_view part : parts) size += part.size();
+    zmq::message_t header(size);
     char* p = static_cast<char*>(header.data());
-    const std::string_view parts[] = {kHead, reply.body_text, kId, reply.id, kTail};
     for (const std::string_view part : parts) {
       std::memcpy(p, part.data(), part.size());
       p += part.size();
     }
     frames.push_back(std::move(header));
-    for (const auto& b : reply.blobs) frames.push_back(ToFrame(b));
-    return frames;
-  }
-  if (reply.ok) {
-    // The hot path of every server: written straight out, without copying
-    // the body into a header object first. Same bytes as dumping the header
-    // object (nlohmann orders keys: body, id, ok, v).
-    std::string text;
-    text.reserve(kFirstReserve);
-    text += "{\"body\":";
-    if (reply.body_text.empty()) {
-      AppendDump(text, reply.body);
-    } else {
-      text += reply.body_text;
-    }
-    text += ",\"id\":";
-    AppendString(text, reply.id);
-    text += ",\"ok\":true,\"v\":";
-    text += std::to_string(kProtocolVersion);
-    text += '}';
-    frames.push_back(ToFrame(text));
     for (const auto& b : reply.blobs) frames.push_back(ToFrame(b));
     return frames;
   }

@@ -71,6 +71,29 @@ json ParseOr(const std::string& text, json fallback) {
   return doc.is_discarded() ? fallback : doc;
 }
 
+// A task's `after` as the job engine writes it ("[12,13]": ids without sign,
+// leading zero or space, which wire::Dump of the parsed list writes back the
+// same), read without making a json tree. False for any other text.
+bool ReadIdList(std::string_view text, std::vector<std::int64_t>* ids) {
+  ids->clear();
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return false;
+  const std::size_t end = text.size() - 1;
+  std::size_t i = 1;
+  if (i == end) return true;
+  while (true) {
+    const std::size_t start = i;
+    while (i < end && text[i] >= '0' && text[i] <= '9') ++i;
+    const std::size_t digits = i - start;
+    if (digits == 0 || digits > 18 || (digits > 1 && text[start] == '0')) return false;
+    std::int64_t id = 0;
+    std::from_chars(text.data() + start, text.data() + i, id);
+    ids->push_back(id);
+    if (i == end) return true;
+    if (text[i] != ',') return false;
+    ++i;
+  }
+}
+
 ClusterState StateOf(const store::ClusterRecord& c) {
   ClusterState s;
   s.spec = ParseOr(c.spec_json, json::object());
@@ -150,7 +173,10 @@ json ClusterSummary(const store::ClusterRecord& c) {
 // appended to JSON text written straight out.
 void AppendNumber(std::string& out, const char* key, std::int64_t value) {
   out += key;
-  out += std::to_string(value);
+  char digits[24];  // an int64 has at most 19 digits and a sign
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  (void)ec;  // the buffer always holds it
+  out.append(digits, end);
 }
 void AppendText(std::string& out, const char* key, std::string_view value) {
   out += key;
@@ -665,11 +691,20 @@ class ClusterOps {
     // run's plan counts them: a JOIN adds no step, and empty levels are dropped.
     std::map<std::int64_t, std::size_t> index;
     for (std::size_t i = 0; i < tasks.size(); ++i) index[tasks[i].id] = i;
-    std::vector<json> after_ids(tasks.size());
+    // A list the engine wrote is read as text and sent as it is; any other is parsed.
+    std::vector<json> after_trees(tasks.size());
+    std::vector<char> after_as_text(tasks.size(), 0);
     std::vector<std::vector<std::size_t>> after(tasks.size());
+    std::vector<std::int64_t> ids;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-      after_ids[i] = ParseOr(tasks[i].after_json, json::array());
-      for (const json& a : after_ids[i])
+      if (ReadIdList(tasks[i].after_json, &ids)) {
+        after_as_text[i] = 1;
+        for (std::int64_t id : ids)
+          if (auto p = index.find(id); p != index.end()) after[i].push_back(p->second);
+        continue;
+      }
+      after_trees[i] = ParseOr(tasks[i].after_json, json::array());
+      for (const json& a : after_trees[i])
         if (a.is_number_integer() && index.count(a.get<std::int64_t>())) after[i].push_back(index[a.get<std::int64_t>()]);
     }
     std::vector<std::int64_t> depth(tasks.size(), -1);
@@ -738,7 +773,11 @@ class ClusterOps {
       if (i > 0) out += ',';
       AppendText(out, "{\"action\":", t.action);
       out += ",\"after\":";
-      wire::AppendJson(out, after_ids[i]);
+      if (after_as_text[i]) {
+        out += t.after_json;
+      } else {
+        wire::AppendJson(out, after_trees[i]);
+      }
       AppendNumber(out, ",\"attempt\":", t.attempt);
       if (details) {
         out += ",\"attempts\":[";
@@ -766,7 +805,11 @@ class ClusterOps {
       AppendText(out, ",\"plugin\":", t.plugin);
       if (details) {
         out += ",\"result\":";
-        wire::AppendJson(out, RedactResults(ParseOr(t.result_json, json::object())));
+        if (t.result_json.empty() || t.result_json == "{}") {  // most tasks return nothing
+          out += "{}";
+        } else {
+          wire::AppendJson(out, RedactResults(ParseOr(t.result_json, json::object())));
+        }
       }
       AppendText(out, ",\"service\":", t.service);
       AppendText(out, ",\"state\":", store::TaskStateName(t.state));

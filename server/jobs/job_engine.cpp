@@ -465,6 +465,9 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
   const auto& planned = plan.tasks();
   const std::int64_t max_attempts = run.options.value("max_attempts", options_.max_attempts);
   std::vector<std::int64_t> ids(planned.size());
+  // A task's plugin follows from its action and service, but a BOOTSTRAP's
+  // (its node's automators): found once per pair, not once per task.
+  std::map<std::pair<Action, std::string_view>, std::string> plugins;
   for (std::uint32_t i = 0; i < planned.size(); ++i) {
     const planner::PlannedTask& p = planned[i];
     TaskNode t;
@@ -472,10 +475,16 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
     t.node = p.node;
     t.action = std::string(planner::ActionName(p.action));
     t.service = p.service;
-    auto in_target = run.target_pos.find(p.node);
-    t.plugin = PluginFor(run.before, run.target, p,
-                         in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second],
-                         declared);
+    if (p.action == Action::kBootstrap) {
+      auto in_target = run.target_pos.find(p.node);
+      t.plugin = PluginFor(run.before, run.target, p,
+                           in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second],
+                           declared);
+    } else {
+      auto [found, fresh] = plugins.try_emplace({p.action, p.service});
+      if (fresh) found->second = PluginFor(run.before, run.target, p, nullptr, declared);
+      t.plugin = found->second;
+    }
     t.max_attempts = max_attempts;
     for (std::uint32_t a : p.after) t.after.push_back(ids[a]);
     queue::NewTask n;
