@@ -103,6 +103,14 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                             : "what ended goes after " + Duration(Int(r, "ended_after_ms")) + "; removed " +
                                   Text(removed, "clusters") + " clusters, " + Text(removed, "jobs") + " jobs, " +
                                   Text(removed, "tasks") + " tasks since start");
+    if (Int(removed, "api_tokens", 0) > 0 || Int(removed, "audit", 0) > 0)
+      kv.Add("retention, more", "removed " + Text(removed, "api_tokens") + " spent API tokens and " +
+                                    Text(removed, "audit") + " audit entries since start");
+    if (r.contains("store") && r["store"].is_object()) {
+      const json& st = r["store"];
+      kv.Add("store file", Text(st, "pages") + " pages of " + Text(st, "page_size") + " bytes, " +
+                               Text(st, "free_pages") + " free (auto_vacuum " + Text(st, "auto_vacuum") + ")");
+    }
   }
   if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);
   kv.Print(ctx.out());

@@ -455,6 +455,13 @@ Status Logins::RevokeToken(const std::string& id, const std::string& tenant, con
   return Status::NotFound("no API token " + id + " in force in tenant '" + tenant + "' (weft token list shows them)");
 }
 
+void Logins::ForgetSpentTokens(std::int64_t cutoff_ms) {
+  std::erase_if(tokens_, [cutoff_ms](const auto& entry) {
+    const store::ApiTokenRecord& t = entry.second;
+    return (t.revoked_at_ms > 0 && t.revoked_at_ms < cutoff_ms) || (t.expires_at_ms > 0 && t.expires_at_ms < cutoff_ms);
+  });
+}
+
 Status Logins::Forget(const std::string& tenant, const std::string& user) {
   WEFT_RETURN_IF_ERROR(store_.ForgetLogins(tenant, user));
   std::erase_if(sessions_, [&](const auto& s) {

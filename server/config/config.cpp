@@ -153,6 +153,17 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     cfg.retention.ended_after_ms = ms >= 0 ? ms : days * kDayMs;
     r.Int("interval_ms", 10, kDayMs, &cfg.retention.interval_ms);
     r.Int("batch_rows", 1, 100'000, &cfg.retention.batch_rows);
+    // Ages of spent API tokens and of audit entries, as ended_after_*: the _ms form wins.
+    auto age = [&](const char* days_key, const char* ms_key, std::int64_t* out) {
+      std::int64_t d = *out / kDayMs;
+      r.Int(days_key, 0, 36'500, &d);
+      std::int64_t m = -1;
+      r.Int(ms_key, 0, 36'500 * kDayMs, &m);
+      *out = m >= 0 ? m : d * kDayMs;
+    };
+    age("tokens_after_days", "tokens_after_ms", &cfg.retention.tokens_after_ms);
+    age("audit_after_days", "audit_after_ms", &cfg.retention.audit_after_ms);
+    r.Int("vacuum_pages", 0, 1'000'000, &cfg.retention.vacuum_pages);
     WEFT_RETURN_IF_ERROR(r.Finish());
   }
   return cfg;
@@ -188,9 +199,11 @@ Result<Flags> ParseFlags(int argc, const char* const* argv) {
       flags.version = true;
     } else if (arg == "--new-keys") {
       flags.new_keys = true;
+    } else if (arg == "--vacuum") {
+      flags.vacuum = true;
     } else {
       return Status::Invalid("unknown argument '" + std::string(arg) +
-                             "'; weftd takes --config FILE, --data-dir DIR and --new-keys");
+                             "'; weftd takes --config FILE, --data-dir DIR, --new-keys and --vacuum");
     }
   }
   return flags;

@@ -34,7 +34,9 @@ Components::Components(const Config& config, store::Store& store, const Clock& c
       logins_(store, clock, registry_,
               auth::LoginOptions{config.security.session_idle_ms, config.security.session_max_ms,
                                  config.security.login_burst, config.security.login_interval_ms}),
-      retention_(config.retention, store) {}
+      retention_(config.retention, store) {
+  retention_.OnTokensPruned([this](std::int64_t cutoff_ms) { logins_.ForgetSpentTokens(cutoff_ms); });
+}
 
 Status Components::Start() {
   WEFT_RETURN_IF_ERROR(Prepare());

@@ -5,27 +5,87 @@
 
 namespace weft::server {
 
+bool Retention::Wanted(Phase phase) const {
+  switch (phase) {
+    case Phase::kEnded: return config_.ended_after_ms > 0;
+    case Phase::kTokens: return config_.tokens_after_ms > 0;
+    case Phase::kAudit: return config_.audit_after_ms > 0;
+    case Phase::kVacuum: return config_.vacuum_pages > 0 && store_.backend() == store::Backend::kSqlite;
+    case Phase::kDone: return true;
+  }
+  return true;
+}
+
+Status Retention::Step(std::int64_t now_ms, bool* more) {
+  *more = false;
+  switch (phase_) {
+    case Phase::kEnded: {
+      WEFT_ASSIGN_OR_RETURN(store::PruneCounts batch,
+                            store_.PruneEnded(now_ms - config_.ended_after_ms, config_.batch_rows));
+      round_.Add(batch);
+      *more = batch.more;
+      return Status::Ok();
+    }
+    case Phase::kTokens: {
+      // The last batch's cutoff: every token spent before it is gone when the phase ends.
+      round_tokens_cutoff_ms_ = now_ms - config_.tokens_after_ms;
+      WEFT_ASSIGN_OR_RETURN(std::int64_t gone, store_.PruneSpentApiTokens(round_tokens_cutoff_ms_, config_.batch_rows));
+      round_tokens_ += gone;
+      *more = gone >= config_.batch_rows;
+      return Status::Ok();
+    }
+    case Phase::kAudit: {
+      WEFT_ASSIGN_OR_RETURN(std::int64_t gone, store_.PruneAudit(now_ms - config_.audit_after_ms, config_.batch_rows));
+      round_audit_ += gone;
+      *more = gone >= config_.batch_rows;
+      return Status::Ok();
+    }
+    case Phase::kVacuum: {
+      WEFT_ASSIGN_OR_RETURN(store::StoreSpace before, store_.Space());
+      if (round_free_before_ < 0) round_free_before_ = before.free_pages;
+      WEFT_ASSIGN_OR_RETURN(store::StoreSpace after, store_.ReclaimSpace(config_.vacuum_pages));
+      round_freed_pages_ += before.free_pages - after.free_pages;
+      // Until the free list is empty, as long as a step gives some back.
+      *more = after.incremental && after.free_pages > 0 && after.free_pages < before.free_pages;
+      return Status::Ok();
+    }
+    case Phase::kDone: return Status::Ok();
+  }
+  return Status::Ok();
+}
+
 Status Retention::Batch(std::int64_t now_ms) {
   if (!in_round_) {
     in_round_ = true;
     round_started_ms_ = now_ms;
     round_ = {};
+    round_tokens_ = round_audit_ = round_freed_pages_ = 0;
+    round_free_before_ = -1;
+    phase_ = Phase::kEnded;
+    while (phase_ != Phase::kDone && !Wanted(phase_)) phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
   }
-  const std::int64_t cutoff = now_ms - config_.ended_after_ms;
-  Result<store::PruneCounts> batch = store_.PruneEnded(cutoff, config_.batch_rows);
-  if (!batch.ok()) {
+  bool more = false;
+  if (Status s = Step(now_ms, &more); !s.ok()) {
     in_round_ = false;
     next_ms_ = now_ms + config_.interval_ms;
-    WEFT_LOG(kError, "weftd") << "retention: removing what ended before " << cutoff
-                              << " (ms since the epoch) failed; tried again in " << DurationText(config_.interval_ms)
-                              << ": " << batch.status().message();
-    return batch.status();
+    WEFT_LOG(kError, "weftd") << "retention: a round failed; tried again in " << DurationText(config_.interval_ms)
+                              << ": " << s.message();
+    return s;
   }
-  round_.Add(*batch);
-  if (batch->more) {
+  if (!more) {
+    do {
+      phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
+    } while (phase_ != Phase::kDone && !Wanted(phase_));
+  }
+  if (phase_ != Phase::kDone) {
     next_ms_ = now_ms;  // the next turn goes on
     return Status::Ok();
   }
+  EndRound(now_ms);
+  return Status::Ok();
+}
+
+void Retention::EndRound(std::int64_t now_ms) {
   in_round_ = false;
   next_ms_ = now_ms + config_.interval_ms;
   if (round_.rows() > 0) {
@@ -34,22 +94,55 @@ Status Retention::Batch(std::int64_t now_ms) {
                              << round_.nodes << " nodes that ended more than " << DurationText(config_.ended_after_ms)
                              << " ago, in " << DurationText(now_ms - round_started_ms_);
   }
+  if (round_tokens_ > 0) {
+    WEFT_LOG(kInfo, "weftd") << "retention: removed " << round_tokens_ << " API tokens revoked or expired more than "
+                             << DurationText(config_.tokens_after_ms) << " ago";
+    if (forget_tokens_) forget_tokens_(round_tokens_cutoff_ms_);
+  }
+  if (round_audit_ > 0) {
+    WEFT_LOG(kInfo, "weftd") << "retention: removed " << round_audit_ << " audit entries older than "
+                             << DurationText(config_.audit_after_ms) << " ([retention] audit_after_days)";
+  }
+  if (round_freed_pages_ > 0) {
+    WEFT_LOG(kInfo, "weftd") << "retention: gave " << round_freed_pages_ << " free pages of the store back to the "
+                             << "file system (of " << round_free_before_ << ")";
+  }
   constexpr auto kRelaxed = std::memory_order_relaxed;
   removed_clusters_.fetch_add(round_.clusters, kRelaxed);
   removed_jobs_.fetch_add(round_.jobs, kRelaxed);
   removed_tasks_.fetch_add(round_.tasks, kRelaxed);
+  removed_tokens_.fetch_add(round_tokens_, kRelaxed);
+  removed_audit_.fetch_add(round_audit_, kRelaxed);
+  freed_pages_.fetch_add(round_freed_pages_, kRelaxed);
+  if (Result<store::StoreSpace> space = store_.Space(); space.ok() && space->pages > 0) {
+    pages_.store(space->pages, kRelaxed);
+    free_pages_.store(space->free_pages, kRelaxed);
+    page_size_.store(space->page_size, kRelaxed);
+    incremental_.store(space->incremental, kRelaxed);
+  }
   last_ms_.store(now_ms, std::memory_order_release);
-  return Status::Ok();
 }
 
 nlohmann::json Retention::Json() const {
   constexpr auto kRelaxed = std::memory_order_relaxed;
-  nlohmann::json j = {{"ended_after_ms", config_.ended_after_ms}, {"interval_ms", config_.interval_ms}};
+  nlohmann::json j = {{"ended_after_ms", config_.ended_after_ms},
+                      {"tokens_after_ms", config_.tokens_after_ms},
+                      {"audit_after_ms", config_.audit_after_ms},
+                      {"interval_ms", config_.interval_ms}};
   const std::int64_t last = last_ms_.load(std::memory_order_acquire);
   if (last > 0) j["last_round_at_ms"] = last;
   j["removed"] = {{"clusters", removed_clusters_.load(kRelaxed)},
                   {"jobs", removed_jobs_.load(kRelaxed)},
-                  {"tasks", removed_tasks_.load(kRelaxed)}};
+                  {"tasks", removed_tasks_.load(kRelaxed)},
+                  {"api_tokens", removed_tokens_.load(kRelaxed)},
+                  {"audit", removed_audit_.load(kRelaxed)},
+                  {"freed_pages", freed_pages_.load(kRelaxed)}};
+  if (const std::int64_t pages = pages_.load(kRelaxed); pages > 0) {
+    j["store"] = {{"pages", pages},
+                  {"free_pages", free_pages_.load(kRelaxed)},
+                  {"page_size", page_size_.load(kRelaxed)},
+                  {"auto_vacuum", incremental_.load(kRelaxed) ? "incremental" : "none"}};
+  }
   return j;
 }
 

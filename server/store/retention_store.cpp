@@ -19,6 +19,15 @@
 // its own row; a cluster once its last job is gone, its nodes first. Whatever
 // a batch leaves is found again by the next one: nothing here is remembered
 // between batches, so a rollback loses nothing.
+//
+// Beside what ended: API tokens revoked or expired before a cutoff (a token
+// weftd does not know is refused with the very words of a revoked one, so
+// removing the row changes no answer), and, only when asked, audit entries
+// older than a cutoff. The audit log's triggers refuse every DELETE; a batch
+// lifts the one against deleting for its own statement only, inside the
+// caller's transaction, so a crash or a rollback leaves the log append-only.
+// Space: SQLite keeps what was deleted as free pages inside the file;
+// ReclaimSpace gives some back (auto_vacuum=INCREMENTAL), Vacuum all of it.
 #include <string>
 #include <utility>
 #include <vector>
@@ -223,6 +232,100 @@ Result<PruneCounts> Store::PruneEnded(std::int64_t cutoff_ms, std::int64_t max_r
     }
   }
   return counts;
+}
+
+Result<std::int64_t> Store::PruneSpentApiTokens(std::int64_t cutoff_ms, std::int64_t max_rows) {
+  if (max_rows < 1) return Status::Invalid("a retention batch needs room for at least one row");
+  sql::Database& db = database();
+  // Spent since before the cutoff: revoked then, or expired then (whichever came first).
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        db.Prepare("DELETE FROM api_tokens WHERE id IN (SELECT id FROM api_tokens WHERE "
+                                   "(revoked_at_ms > 0 AND revoked_at_ms < ?1) OR (expires_at_ms > 0 AND "
+                                   "expires_at_ms < ?1) ORDER BY id LIMIT ?2)"));
+  WEFT_RETURN_IF_ERROR(st.Bind(1, cutoff_ms).Bind(2, max_rows).Run());
+  return static_cast<std::int64_t>(db.Changes());
+}
+
+Result<std::int64_t> Store::PruneAudit(std::int64_t cutoff_ms, std::int64_t max_rows) {
+  if (max_rows < 1) return Status::Invalid("a retention batch needs room for at least one row");
+  sql::Database& db = database();
+  // The oldest entries by id, up to the first that is not due: no scan of the
+  // whole log when nothing is (ids grow with time).
+  std::int64_t last = 0;
+  {
+    WEFT_ASSIGN_OR_RETURN(sql::Statement oldest, db.Prepare("SELECT id, at_ms FROM audit_log ORDER BY id LIMIT ?1"));
+    oldest.Bind(1, max_rows);
+    bool due = true;
+    WEFT_RETURN_IF_ERROR(sql::ForEachRow(oldest, [&](const sql::Statement& row) {
+      due = due && row.Int(1) < cutoff_ms;
+      if (due) last = row.Int(0);
+    }));
+  }
+  if (last == 0) return std::int64_t{0};
+  const bool postgres = db.dialect() == sql::Dialect::kPostgres;
+  std::string trigger;  // SQLite: the trigger's own text, put back as it was
+  if (postgres) {
+    WEFT_RETURN_IF_ERROR(db.Exec("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_delete"));
+  } else {
+    WEFT_ASSIGN_OR_RETURN(
+        sql::Statement text,
+        db.Prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'audit_log_no_delete'"));
+    WEFT_RETURN_IF_ERROR(sql::ForEachRow(text, [&](const sql::Statement& row) { trigger = row.Text(0); }));
+    if (!trigger.empty()) WEFT_RETURN_IF_ERROR(db.Exec("DROP TRIGGER audit_log_no_delete"));
+  }
+  std::int64_t gone = 0;
+  {
+    WEFT_ASSIGN_OR_RETURN(sql::Statement del, db.Prepare("DELETE FROM audit_log WHERE id <= ?1 AND at_ms < ?2"));
+    WEFT_RETURN_IF_ERROR(del.Bind(1, last).Bind(2, cutoff_ms).Run());
+    gone = db.Changes();
+  }
+  if (postgres) {
+    WEFT_RETURN_IF_ERROR(db.Exec("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_delete"));
+  } else if (!trigger.empty()) {
+    WEFT_RETURN_IF_ERROR(db.Exec(trigger));
+  }
+  return gone;
+}
+
+namespace {
+
+Result<std::int64_t> PragmaInt(sql::Database& db, const char* text) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, db.Prepare(text));
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Status::Internal(std::string(text) + " returned no row");
+  const std::int64_t value = st.Int(0);
+  WEFT_RETURN_IF_ERROR(st.Run());
+  return value;
+}
+
+}  // namespace
+
+Result<StoreSpace> Store::Space() {
+  StoreSpace space;
+  sql::Database& db = database();
+  if (db.dialect() != sql::Dialect::kSqlite) return space;
+  WEFT_ASSIGN_OR_RETURN(space.pages, PragmaInt(db, "PRAGMA page_count"));
+  WEFT_ASSIGN_OR_RETURN(space.free_pages, PragmaInt(db, "PRAGMA freelist_count"));
+  WEFT_ASSIGN_OR_RETURN(space.page_size, PragmaInt(db, "PRAGMA page_size"));
+  WEFT_ASSIGN_OR_RETURN(std::int64_t mode, PragmaInt(db, "PRAGMA auto_vacuum"));
+  space.incremental = mode == 2;
+  return space;
+}
+
+Result<StoreSpace> Store::ReclaimSpace(std::int64_t max_pages) {
+  WEFT_ASSIGN_OR_RETURN(StoreSpace space, Space());
+  if (!space.incremental || space.free_pages == 0 || max_pages < 1) return space;
+  // Runs to its end only through exec (each step of the statement frees one page).
+  WEFT_RETURN_IF_ERROR(database().Exec("PRAGMA incremental_vacuum(" + std::to_string(max_pages) + ")"));
+  return Space();
+}
+
+Status Store::Vacuum() {
+  sql::Database& db = database();
+  if (db.dialect() != sql::Dialect::kSqlite)
+    return Status::Invalid("only a SQLite store is vacuumed by weftd; PostgreSQL's autovacuum looks after its own");
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA auto_vacuum=INCREMENTAL"));
+  return db.Exec("VACUUM");
 }
 
 }  // namespace weft::store

@@ -135,12 +135,32 @@ Status SqliteDatabase::Open(const std::string& path, int busy_timeout_ms) {
         "; weftd left it as it is. Restore " + path + " from a backup (docs/configuration.md, \"Backup and "
         "restore\"), or move it aside (with any -wal and -shm files next to it) to start with an empty store");
   if (rc != SQLITE_OK) return Error(db_, rc, "read of " + path);
+  // A new store keeps the pointer maps that let retention give free pages back
+  // to the file system a few at a time (PRAGMA incremental_vacuum). Only an
+  // empty file takes it; an older store needs one VACUUM (weftd --vacuum).
+  if (Result<bool> empty = Empty(); !empty.ok()) {
+    return empty.status();
+  } else if (*empty) {
+    rc = sqlite3_exec(db_, "PRAGMA auto_vacuum=INCREMENTAL", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return Error(db_, rc, "auto_vacuum of " + path);
+  }
   (void)sqlite3_extended_result_codes(db_, 0);
   for (auto [out, text] : {std::pair{&begin_, "BEGIN IMMEDIATE"}, {&commit_, "COMMIT"}, {&rollback_, "ROLLBACK"}}) {
     rc = sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr);
     if (rc != SQLITE_OK) return Error(db_, rc, std::string("prepare of ") + text);
   }
   return Status::Ok();
+}
+
+Result<bool> SqliteDatabase::Empty() {
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "PRAGMA page_count", -1, &st, nullptr);
+  if (rc != SQLITE_OK) return Error(db_, rc, "prepare of PRAGMA page_count");
+  rc = sqlite3_step(st);
+  const bool empty = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return Error(db_, rc, "PRAGMA page_count");
+  return empty;
 }
 
 Status SqliteDatabase::Exec(std::string_view sql) {

@@ -521,3 +521,71 @@ TEST_CASE("sessions: a gateway's connection is not held to the per-connection ap
   }
   CHECK(refused > 0);
 }
+
+TEST_CASE("sessions: retention removes API tokens revoked or expired long enough ago, and refuses them as before",
+          "[sessions][retention]") {
+  TempDir dir("sessions-token-retention");
+  WeftdOptions options = ServerIn(dir.path(), true);
+  options.extra_toml = "[retention]\ntokens_after_ms = 8000\ninterval_ms = 100\n";
+  Weftd s(options);
+  MakeUser(s, "acme", "alice", "user", "alice-password-1");
+  Ok(s, {"--tenant", "acme", "credentials", "alice", "-f", (dir.path() / "alice.json").string()});
+  const fs::path alice_key = dir.path() / "alice.json";
+  auto make = [&](std::vector<std::string> args) {
+    RunResult made = Ok(s, std::move(args), alice_key);
+    return made.out.substr(0, made.out.find('\n'));
+  };
+  const std::string kept = make({"token", "create", "--name", "kept"});
+  const std::string revoked = make({"token", "create", "--name", "revoked"});
+  const std::string expired = make({"token", "create", "--name", "expired", "--ttl", "1s"});
+  std::string revoked_id;
+  const json listed = s.WeftJson({"token", "list"}, alice_key);
+  for (const json& t : listed["tokens"])
+    if (t["name"] == "revoked") revoked_id = t["id"];
+  REQUIRE_FALSE(revoked_id.empty());
+  Ok(s, {"token", "revoke", revoked_id}, alice_key);
+
+  // How the two are refused while their rows are there.
+  Gateway gw(s, GatewayCredential(s, dir.path()));
+  std::this_thread::sleep_for(1100ms);  // the short-lived one has expired
+  const Result<json> revoked_before = gw.WithToken(revoked, "token.list");
+  const Result<json> expired_before = gw.WithToken(expired, "token.list");
+  const Result<json> login_before = gw.Login({{"token", revoked}});
+  RequireDenied(revoked_before, "API token is not valid");
+  RequireDenied(expired_before, "API token is not valid");
+  RequireDenied(login_before, "API token is not valid");
+  REQUIRE(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens") == 3);
+
+  // Retention removes both rows once they are spent for tokens_after_ms.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens") > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  REQUIRE(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens") == 1);
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens WHERE name = 'kept'") == 1);
+  const json status = s.Call("server.status", json::object());
+  CHECK(status["retention"]["removed"]["api_tokens"] == 2);
+  CHECK(status["retention"]["tokens_after_ms"] == 8000);
+
+  // Refused with the same code and the same words, now and after a restart
+  // (which reads the tokens from the store again); the one in force still acts.
+  auto same_refusal = [](const Result<json>& now, const Result<json>& before) {
+    REQUIRE_FALSE(now.ok());
+    CHECK(now.status().code() == before.status().code());
+    CHECK(now.status().message() == before.status().message());
+  };
+  same_refusal(gw.WithToken(revoked, "token.list"), revoked_before);
+  same_refusal(gw.WithToken(expired, "token.list"), expired_before);
+  same_refusal(gw.Login({{"token", revoked}}), login_before);
+  CHECK(gw.WithToken(kept, "token.list").ok());
+  // Revoking a removed token again is refused as revoking a revoked one is.
+  RunResult again = s.Weft({"token", "revoke", revoked_id}, alice_key);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.err, Catch::Contains("no API token " + revoked_id + " in force"));
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM api_tokens") == 1);
+
+  s.Restart();
+  Gateway after(s, GatewayCredential(s, dir.path(), "web2"));
+  same_refusal(after.WithToken(revoked, "token.list"), revoked_before);
+  same_refusal(after.WithToken(expired, "token.list"), expired_before);
+  CHECK(after.WithToken(kept, "token.list").ok());
+}

@@ -145,3 +145,34 @@ TEST_CASE("config: [retention] keeps what ended 30 days by default, in days or i
   REQUIRE_FALSE(unknown.ok());
   CHECK_THAT(unknown.status().message(), Catch::Contains("ended_after_days"));
 }
+
+TEST_CASE("config: [retention] removes spent API tokens after 30 days, keeps the audit log unless asked, "
+          "and vacuums SQLite 128 pages a turn",
+          "[config][retention]") {
+  constexpr std::int64_t kDay = 24LL * 3600 * 1000;
+  auto defaults = ParseConfig("", "weftd.toml");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->retention.tokens_after_ms == 30 * kDay);
+  CHECK(defaults->retention.audit_after_ms == 0);
+  CHECK(defaults->retention.vacuum_pages == 128);
+  auto set = ParseConfig("[retention]\ntokens_after_days = 3\naudit_after_days = 400\nvacuum_pages = 0\n", "weftd.toml");
+  REQUIRE(set.ok());
+  CHECK(set->retention.tokens_after_ms == 3 * kDay);
+  CHECK(set->retention.audit_after_ms == 400 * kDay);
+  CHECK(set->retention.vacuum_pages == 0);
+  auto ms = ParseConfig("[retention]\ntokens_after_days = 3\ntokens_after_ms = 1500\naudit_after_ms = 2500\n",
+                        "weftd.toml");
+  REQUIRE(ms.ok());
+  CHECK(ms->retention.tokens_after_ms == 1500);
+  CHECK(ms->retention.audit_after_ms == 2500);
+  auto never = ParseConfig("[retention]\ntokens_after_days = 0\n", "weftd.toml");
+  REQUIRE(never.ok());
+  CHECK(never->retention.tokens_after_ms == 0);
+  auto bad = ParseConfig("[retention]\nvacuum_pages = -1\n", "weftd.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("retention.vacuum_pages"));
+  const char* argv[] = {"weftd", "--data-dir", "/tmp/x", "--vacuum"};
+  auto flags = weft::server::ParseFlags(4, argv);
+  REQUIRE(flags.ok());
+  CHECK(flags->vacuum);
+}

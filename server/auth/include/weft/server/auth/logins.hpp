@@ -102,6 +102,10 @@ class Logins {
   std::vector<store::ApiTokenRecord> Tokens(const std::string& tenant, const std::string& user) const;
   // Revokes a token of `tenant` (of `user` when not empty).
   [[nodiscard]] Status RevokeToken(const std::string& id, const std::string& tenant, const std::string& user);
+  // Retention removed the tokens revoked or expired before `cutoff_ms` from
+  // the store (Store::PruneSpentApiTokens): they go from memory too. Refused
+  // as before: an unknown token gets the words of a revoked one.
+  void ForgetSpentTokens(std::int64_t cutoff_ms);
 
  private:
   struct Live {

@@ -103,6 +103,15 @@ struct RetentionConfig {
   std::int64_t ended_after_ms = 30LL * 24 * 3600 * 1000;
   std::int64_t interval_ms = 300'000;  // how often the leader looks for what is due (and once at start)
   std::int64_t batch_rows = 500;       // rows removed per transaction at most
+  // API tokens revoked or expired this long ago are removed; 0: kept for
+  // ever. tokens_after_days, or tokens_after_ms.
+  std::int64_t tokens_after_ms = 30LL * 24 * 3600 * 1000;
+  // Audit entries older than this are removed; 0 (the default): the audit log
+  // is kept for ever. audit_after_days, or audit_after_ms.
+  std::int64_t audit_after_ms = 0;
+  // SQLite (auto_vacuum=INCREMENTAL): free pages given back to the file
+  // system per turn after a round, until none is left; 0: none.
+  std::int64_t vacuum_pages = 128;
 };
 
 struct ServerConfig {
@@ -141,14 +150,18 @@ struct Flags {
   bool help = false;
   bool version = false;
   bool new_keys = false;  // --new-keys: start a store whose keys/ is missing with new keys
+  bool vacuum = false;    // --vacuum: rewrite the SQLite store compact, then exit (weftd stopped)
 };
 Result<Flags> ParseFlags(int argc, const char* const* argv);
 inline constexpr std::string_view kUsage =
-    "usage: weftd [--config FILE] [--data-dir DIR] [--new-keys]\n"
+    "usage: weftd [--config FILE] [--data-dir DIR] [--new-keys] [--vacuum]\n"
     "  --config FILE    weftd.toml to read (default: built-in defaults)\n"
     "  --data-dir DIR   overrides server.data_dir (default /var/lib/weft)\n"
     "  --new-keys       start even though <data_dir>/keys/ is missing for a store that is not new,\n"
     "                   with new keys (its sealed secrets then no longer open; credentials and\n"
-    "                   hosts must be made or enrolled again)\n";
+    "                   hosts must be made or enrolled again)\n"
+    "  --vacuum         with weftd stopped: rewrite <data_dir>/weft.db without its free pages, so\n"
+    "                   that retention gives space back from then on (auto_vacuum=INCREMENTAL);\n"
+    "                   then exit (docs/configuration.md, [retention])\n";
 
 }  // namespace weft::server

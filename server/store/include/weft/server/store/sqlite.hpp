@@ -40,6 +40,8 @@ class SqliteDatabase final : public Database {
   [[nodiscard]] Result<std::unique_ptr<StatementBackend>> PrepareNew(std::string_view sql) override;
   // The transaction's own statements, prepared at Open and finalized before the connection closes.
   Status RunCached(sqlite3_stmt* stmt, std::string_view what);
+  // Whether the file holds no page yet (a new store).
+  Result<bool> Empty();
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* begin_ = nullptr;

@@ -245,7 +245,8 @@ struct ApiTokenRecord {
 };
 
 // One entry of the audit log (server/store/audit_store.cpp): who changed what,
-// when. Append only: the store has no statement that changes or removes one.
+// when. Append only: no statement changes one, and only retention removes any
+// (Store::PruneAudit, when [retention] audit_after_days is set).
 struct AuditRecord {
   std::int64_t id = 0;
   std::int64_t at_ms = 0;
@@ -304,6 +305,15 @@ struct PruneCounts {
     attempts += other.attempts;
     nodes += other.nodes;
   }
+};
+
+// The size of the store's file and how much of it is free (Store::Space).
+// SQLite only; PostgreSQL's autovacuum looks after its own files (all zero).
+struct StoreSpace {
+  std::int64_t pages = 0;       // pages in the file
+  std::int64_t free_pages = 0;  // pages on the free list: space a VACUUM would give back
+  std::int64_t page_size = 0;   // bytes
+  bool incremental = false;     // auto_vacuum=INCREMENTAL: ReclaimSpace gives free pages back a few at a time
 };
 
 // When the WAL is copied into the database file (a checkpoint), in pages of
@@ -574,6 +584,24 @@ class Store {
   // beside it, tasks of no job, and the job of the newest task (so SQLite,
   // whose task ids are the largest plus one, never gives an id twice).
   [[nodiscard]] Result<PruneCounts> PruneEnded(std::int64_t cutoff_ms, std::int64_t max_rows);
+  // API tokens revoked or expired before `cutoff_ms`, at most `max_rows` of
+  // them, in the caller's transaction; the number removed. Auth refuses a
+  // token it does not know exactly as one revoked or expired.
+  [[nodiscard]] Result<std::int64_t> PruneSpentApiTokens(std::int64_t cutoff_ms, std::int64_t max_rows);
+  // Audit entries written before `cutoff_ms`, oldest first, at most
+  // `max_rows`, in the caller's transaction; the number removed. Only
+  // retention removes any (the log's triggers refuse every other DELETE).
+  [[nodiscard]] Result<std::int64_t> PruneAudit(std::int64_t cutoff_ms, std::int64_t max_rows);
+  // The file's size and free pages (SQLite; cheap: read off the header).
+  [[nodiscard]] Result<StoreSpace> Space();
+  // SQLite with auto_vacuum=INCREMENTAL: gives up to `max_pages` free pages
+  // back to the file system (the file shrinks at the next checkpoint), in the
+  // caller's transaction; a store without it, or PostgreSQL, is left as it
+  // is. What is left, as Space().
+  [[nodiscard]] Result<StoreSpace> ReclaimSpace(std::int64_t max_pages);
+  // SQLite: rewrites the whole file with auto_vacuum=INCREMENTAL (VACUUM),
+  // outside any transaction; for a store nothing else has open (weftd --vacuum).
+  [[nodiscard]] Status Vacuum();
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // catalog_generation() moves whenever they may have changed: at every put,
