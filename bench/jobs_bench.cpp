@@ -111,6 +111,7 @@ struct Options {
   int read_gap_ms = 10;
   int submitters = 10;  // client threads issuing the cluster.create calls of case "clusters"
   int weftd_batch = 0;  // weftd's server.batch_max_messages; 0: its default
+  int idle_spin_us = -1;  // weftd's server.idle_spin_us; -1: its default
   double latency_scale = 1.0;
   bool runs_set = false;     // --runs given: create10k repeats too (else once)
   bool latency_set = false;  // --latency-scale given: the new cases keep it instead of 0
@@ -128,7 +129,8 @@ int Usage(const std::string& problem) {
                "weft-bench jobs: %s\n"
                "usage: weft-bench jobs [--nodes N] [--clusters C] [--cluster-size S] [--runs R]\n"
                "                       [--hosts H] [--capacity K] [--workers W] [--latency-scale X]\n"
-               "                       [--read-gap-ms MS] [--weftd-batch N] [--no-barrier] [--hog]\n"
+               "                       [--read-gap-ms MS] [--weftd-batch N] [--idle-spin-us US]\n"
+               "                       [--no-barrier] [--hog]\n"
                "                       [--only create|clusters|create10k|clusters1000]\n"
                "  --nodes N          nodes of the big create (default 1000)\n"
                "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
@@ -140,6 +142,7 @@ int Usage(const std::string& problem) {
                "  --latency-scale X  multiplies every fake latency and jitter (default 1.0)\n"
                "  --read-gap-ms MS   pause between two api reads of the reader (default 10)\n"
                "  --weftd-batch N    weftd's server.batch_max_messages (default: weftd's own, 256)\n"
+               "  --idle-spin-us US  weftd's server.idle_spin_us (default: weftd's own, 200)\n"
                "  --only CASE        run only this case; create10k (a 10,000-node create against raw\n"
                "                     tasks through the same hosts) and clusters1000 (1,000 clusters of\n"
                "                     10 nodes at once) run only when named, with zero fake latency\n"
@@ -299,15 +302,18 @@ Status PutCatalog(client::Client& api, double scale) {
 
 // ---- weftd and its hosts ----------------------------------------------------
 
-// weftd's [server] batch_max_messages when the bench sets it.
-std::string BatchToml(int batch) {
-  return batch > 0 ? "batch_max_messages = " + std::to_string(batch) + "\n" : "";
+// weftd's [server] keys the bench sets.
+std::string ServerToml(const Options& opts) {
+  std::string toml;
+  if (opts.weftd_batch > 0) toml += "batch_max_messages = " + std::to_string(opts.weftd_batch) + "\n";
+  if (opts.idle_spin_us >= 0) toml += "idle_spin_us = " + std::to_string(opts.idle_spin_us) + "\n";
+  return toml;
 }
 
 // weftd as the cases run it, given a minute to start: long enough for one run
 // under a profiler (a weftd that is a script exec'ing valgrind) on a busy machine.
 testing::WeftdOptions WeftdFor(const Paths& paths, const fs::path& dir, const Options& opts) {
-  testing::WeftdOptions o = BenchWeftd(paths.weftd, dir, BatchToml(opts.weftd_batch));
+  testing::WeftdOptions o = BenchWeftd(paths.weftd, dir, ServerToml(opts));
   o.start_timeout = std::chrono::seconds(60);
   return o;
 }
@@ -834,6 +840,7 @@ int CaseCreate(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["hosts"] = opts.hosts;
   line["capacity_per_host"] = opts.capacity;
   if (opts.weftd_batch > 0) line["weftd_batch_max_messages"] = opts.weftd_batch;
+  if (opts.idle_spin_us >= 0) line["weftd_idle_spin_us"] = opts.idle_spin_us;
   line["runs"] = opts.runs;
   line["makespan_ms"] = std::llround(median([](const CreateRun& r) { return r.makespan_ms; }));
   line["critical_path_ms"] = std::llround(median([](const CreateRun& r) { return double(r.critical_path_ms); }));
@@ -1091,6 +1098,7 @@ int CaseClusters(zmq::context_t& ctx, const Paths& paths, const Options& opts) {
   line["hosts"] = opts.hosts;
   line["capacity_per_host"] = opts.capacity;
   if (opts.weftd_batch > 0) line["weftd_batch_max_messages"] = opts.weftd_batch;
+  if (opts.idle_spin_us >= 0) line["weftd_idle_spin_us"] = opts.idle_spin_us;
   line["runs"] = opts.runs;
   line["total_ms"] = std::llround(Median(total_ms));
   line["creates_answered_ms"] = std::llround(Median(answered_ms));
@@ -1317,6 +1325,8 @@ int Jobs(const std::vector<std::string>& args) {
       if (!value(1, 256, &opts.workers)) return Usage("--workers needs a number from 1 to 256");
     } else if (a == "--weftd-batch") {
       if (!value(1, 100000, &opts.weftd_batch)) return Usage("--weftd-batch needs a number from 1 to 100000");
+    } else if (a == "--idle-spin-us") {
+      if (!value(0, 10000, &opts.idle_spin_us)) return Usage("--idle-spin-us needs a number from 0 to 10000");
     } else if (a == "--read-gap-ms") {
       if (!value(0, 10000, &opts.read_gap_ms)) return Usage("--read-gap-ms needs a number from 0 to 10000");
     } else if (a == "--latency-scale") {
