@@ -16,6 +16,11 @@ bool Retention::Wanted(Phase phase) const {
   return true;
 }
 
+Retention::Phase Retention::WantedFrom(Phase phase) const {
+  while (phase != Phase::kDone && !Wanted(phase)) phase = static_cast<Phase>(static_cast<int>(phase) + 1);
+  return phase;
+}
+
 Status Retention::Step(std::int64_t now_ms, bool* more) {
   *more = false;
   switch (phase_) {
@@ -61,8 +66,7 @@ Status Retention::Batch(std::int64_t now_ms) {
     round_ = {};
     round_tokens_ = round_audit_ = round_freed_pages_ = 0;
     round_free_before_ = -1;
-    phase_ = Phase::kEnded;
-    while (phase_ != Phase::kDone && !Wanted(phase_)) phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
+    phase_ = WantedFrom(Phase::kEnded);
   }
   bool more = false;
   if (Status s = Step(now_ms, &more); !s.ok()) {
@@ -72,11 +76,7 @@ Status Retention::Batch(std::int64_t now_ms) {
                               << ": " << s.message();
     return s;
   }
-  if (!more) {
-    do {
-      phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
-    } while (phase_ != Phase::kDone && !Wanted(phase_));
-  }
+  if (!more) phase_ = WantedFrom(static_cast<Phase>(static_cast<int>(phase_) + 1));
   if (phase_ != Phase::kDone) {
     next_ms_ = now_ms;  // the next turn goes on
     return Status::Ok();

@@ -60,6 +60,8 @@ class Retention {
   }
   // Whether `phase` has anything to do under the policy.
   bool Wanted(Phase phase) const;
+  // `phase` or the first wanted phase after it (kDone at the end).
+  Phase WantedFrom(Phase phase) const;
   // One batch of the round's current phase; `more`: that phase goes on next turn.
   [[nodiscard]] Status Step(std::int64_t now_ms, bool* more);
   void EndRound(std::int64_t now_ms);
