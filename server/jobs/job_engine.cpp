@@ -468,6 +468,10 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
   // A task's plugin follows from its action and service, but a BOOTSTRAP's
   // (its node's automators): found once per pair, not once per task.
   std::map<std::pair<Action, std::string_view>, std::string> plugins;
+  // The job's tasks are written together once all are given ids (a few
+  // statements, not two per task), before anything reads them.
+  WEFT_RETURN_IF_ERROR(store_.BeginTaskInserts(planned.size()));
+  Status enqueued = Status::Ok();
   for (std::uint32_t i = 0; i < planned.size(); ++i) {
     const planner::PlannedTask& p = planned[i];
     TaskNode t;
@@ -501,12 +505,20 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
     // not as waiting and then updated to queued by Release.
     n.waiting = !t.after.empty() || t.plugin.empty();
     if (!n.waiting) t.state = TaskState::kQueued;
-    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
-    t.id = id.front();
+    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
+    if (!id.ok()) {
+      enqueued = id.status();
+      break;
+    }
+    t.id = id->front();
     ids[i] = t.id;
     task_job_[t.id] = run.record.id;
     run.tasks.emplace(t.id, std::move(t));
   }
+  // Those given are written even when one failed, as one by one they would have been.
+  Status written = store_.EndTaskInserts();
+  WEFT_RETURN_IF_ERROR(enqueued);
+  WEFT_RETURN_IF_ERROR(written);
   for (auto& [id, t] : run.tasks) {
     t.waiting_for = static_cast<std::int64_t>(t.after.size());
     for (std::int64_t a : t.after) run.tasks.at(a).before.push_back(id);
