@@ -1,10 +1,12 @@
 // weft::server::leader::Leadership against a throwaway PostgreSQL, in-process:
-// what a follower answers before it has ever read the leader's row.
+// what a follower answers before it has ever read the leader's row, and which
+// session a follower ends when the leader's row is stale.
 #include <libpq-fe.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -86,6 +88,61 @@ TEST_CASE("leadership: a follower that never read the leader's row answers NOT_L
   Status status = Status::Ok();
   REQUIRE_NOTHROW(status = server::leader::NotLeaderStatus(*follower, api::Endpoint::kProvisioner));
   CHECK(status.message().find("no leader is known yet") != std::string::npos);
+}
+
+// Several followers see the same stale row; one of them may have taken the
+// lock already and not yet written the row. The others must end only the
+// session that the row names as the stale leader's.
+TEST_CASE("leadership: a follower ends the stale leader's own session only, not another lock holder",
+          "[leader][postgres]") {
+  TempDir dir("leadership-stale");
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
+  std::unique_ptr<Leadership> follower = Open(*pg, "b", 3000);
+  // The lock holder: as another weftd that has just taken the lock.
+  Session holder(pg->conninfo());
+  REQUIRE(holder.Value("SELECT pg_try_advisory_lock(2003199604, 1)") == "t");
+  const std::string holder_pid = holder.Value("SELECT pg_backend_pid()");
+  // The row names a stale leader whose session is another one.
+  REQUIRE(pg->Exec("UPDATE weft_leader SET epoch = 4, node = 'a', lock_pid = " + std::to_string(std::stoll(holder_pid) + 1) +
+                   ", renewed_at = now() - interval '1 hour'")
+              .ok());
+
+  Result<Leadership::Change> change = follower->Tick(1000);
+  REQUIRE(change.ok());
+  CHECK(*change == Leadership::Change::kNone);
+  CHECK(follower->known_leader().value("node", std::string()) == "a");
+  std::this_thread::sleep_for(300ms);  // a terminated backend exits at once; give it the time to
+  CHECK(holder.Alive());
+  CHECK(!follower->leader());
+
+  // The row names the holder: it is the stale leader, and is ended.
+  REQUIRE(pg->Exec("UPDATE weft_leader SET lock_pid = " + holder_pid).ok());
+  change = follower->Tick(2000);
+  REQUIRE(change.ok());
+  CHECK(testing::WaitFor([&] { return !holder.Alive(); }, 10s));
+  // The lock is free again: the follower takes over on its next tick.
+  change = follower->Tick(3000);
+  REQUIRE(change.ok());
+  CHECK(*change == Leadership::Change::kBecameLeader);
+  CHECK(follower->epoch() == 5);
+}
+
+// A weftd stopped between taking the lock and writing the row would hold it
+// for ever: a holder that is not the recorded one, idle for two leases, is ended.
+TEST_CASE("leadership: a lock holder that never wrote the row and stays idle is ended after two leases",
+          "[leader][postgres]") {
+  TempDir dir("leadership-idle");
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
+  std::unique_ptr<Leadership> follower = Open(*pg, "b", 200);
+  Session holder(pg->conninfo());
+  REQUIRE(holder.Value("SELECT pg_try_advisory_lock(2003199604, 1)") == "t");
+  const std::string holder_pid = holder.Value("SELECT pg_backend_pid()");
+  REQUIRE(pg->Exec("UPDATE weft_leader SET epoch = 4, node = 'a', lock_pid = " + std::to_string(std::stoll(holder_pid) + 1) +
+                   ", renewed_at = now() - interval '1 hour'")
+              .ok());
+  std::this_thread::sleep_for(800ms);  // more than two leases of 200 ms
+  REQUIRE(follower->Tick(1000).ok());
+  CHECK(testing::WaitFor([&] { return !holder.Alive(); }, 10s));
 }
 
 }  // namespace
