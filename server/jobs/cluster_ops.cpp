@@ -346,7 +346,7 @@ class ClusterOps {
     c.created_at_ms = clock_.NowMs();
     c.expire_at_ms = lease_ms > 0 ? c.created_at_ms + lease_ms : 0;
     WEFT_TRY_ASSIGN(inserted, [&]() -> Result<bool> {
-      WEFT_RETURN_IF_ERROR(store_.InsertCluster(&c));
+      WEFT_RETURN_IF_ERROR(store_.InsertCluster(&c, spec, job.target.layout));  // no parse of the texts
       return true;
     }());
     (void)inserted;

@@ -177,6 +177,33 @@ void Summarize(std::string_view spec_json, std::string_view layout_json, Cluster
   if (layout_ok) out->services.assign(layout.services.begin(), layout.services.end());
 }
 
+// Summarize's fields from the documents themselves, read as it reads their
+// texts (see SummaryReader).
+void SummarizeDocs(const json& spec, const json& layout, ClusterRecord* out) {
+  const auto name_of = [&](const char* key) {
+    auto entity = spec.find(key);  // end() when the spec is no object
+    if (entity == spec.end() || !entity->is_object()) return std::string();
+    auto name = entity->find("name");
+    return name != entity->end() && name->is_string() ? name->get<std::string>() : std::string();
+  };
+  out->template_name = name_of("template");
+  out->provider_name = name_of("provider");
+  out->size = 0;
+  out->services.clear();
+  auto nodes = layout.find("nodes");
+  if (nodes == layout.end() || !nodes->is_array()) return;
+  out->size = static_cast<std::int64_t>(nodes->size());
+  std::set<std::string> services;
+  for (const json& node : *nodes) {
+    if (!node.is_object()) continue;
+    auto list = node.find("services");
+    if (list == node.end() || !list->is_array()) continue;
+    for (const json& s : *list)
+      if (s.is_string()) services.insert(s.get<std::string>());
+  }
+  out->services.assign(services.begin(), services.end());
+}
+
 // The services column, a JSON array of names. A list of clusters reads one per
 // cluster: names without escapes (catalog names are letters, digits, . _ -)
 // are taken from between their quotes, without a JSON parser.
@@ -274,6 +301,16 @@ Result<std::vector<Record>> Rows(sql::Statement& st, Read read) {
 }  // namespace
 
 Status Store::InsertCluster(ClusterRecord* c) {
+  Summarize(c->spec_json, c->layout_json, c);
+  return InsertSummarizedCluster(c);
+}
+
+Status Store::InsertCluster(ClusterRecord* c, const json& spec, const json& layout) {
+  SummarizeDocs(spec, layout, c);
+  return InsertSummarizedCluster(c);
+}
+
+Status Store::InsertSummarizedCluster(ClusterRecord* c) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
       database().Prepare(sql::InsertGivingId(
@@ -281,7 +318,6 @@ Status Store::InsertCluster(ClusterRecord* c) {
           "INSERT INTO clusters (tenant, name, owner, status, spec, layout, previous, created_at_ms, updated_at_ms, "
           "expire_at_ms, latest_job, template_name, provider_name, node_count, services) VALUES (?1, ?2, ?3, ?4, ?5, "
           "?6, ?7, ?8, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")));
-  Summarize(c->spec_json, c->layout_json, c);
   const std::string services = json(c->services).dump();
   st.Bind(1, c->tenant)
       .Bind(2, c->name)

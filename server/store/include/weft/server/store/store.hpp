@@ -470,6 +470,9 @@ class Store {
 
   // Clusters, nodes and jobs (server/store/job_store.cpp). Inserts set the id.
   [[nodiscard]] Status InsertCluster(ClusterRecord* cluster);
+  // The same for a cluster whose spec_json and layout_json are the texts of
+  // `spec` and `layout`: its summary is read from them, not from the texts.
+  [[nodiscard]] Status InsertCluster(ClusterRecord* cluster, const nlohmann::json& spec, const nlohmann::json& layout);
   [[nodiscard]] Status UpdateCluster(const ClusterRecord& cluster);
   [[nodiscard]] Result<std::optional<ClusterRecord>> GetCluster(std::string_view cluster_id);
   // The same without spec, layout and previous (empty): the summary fields only.
@@ -655,6 +658,8 @@ class Store {
   Status PruneOpenTasks();
   // Writes the tasks InsertTask gave since BeginTaskInserts and not written yet.
   Status WriteTaskInserts();
+  // InsertCluster once the summary fields are set.
+  Status InsertSummarizedCluster(ClusterRecord* cluster);
   // Why a task write changed no row (SQLite, or outside a transaction).
   Status TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt);
   sql::Database& database();
