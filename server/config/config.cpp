@@ -96,6 +96,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     // Never echoed back: it may hold a password.
     r.String("conninfo", &cfg.store.conninfo, [](const std::string&) { return std::string(); });
     r.Int("reconnect_timeout_ms", 0, 86'400'000, &cfg.store.reconnect_timeout_ms);
+    r.Int("call_timeout_ms", 0, 86'400'000, &cfg.store.call_timeout_ms);
     WEFT_RETURN_IF_ERROR(r.Finish());
     if (cfg.store.backend == "postgres" && cfg.store.conninfo.empty())
       return Status::Invalid(origin + ": store.backend is \"postgres\" but store.conninfo is empty; set it to a "

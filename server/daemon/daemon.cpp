@@ -1089,6 +1089,7 @@ Status RunDaemon(const Config& config, int signal_fd, bool new_keys) {
     options.backend = store::Backend::kPostgres;
     options.conninfo = config.store.conninfo;
     options.reconnect_timeout_ms = static_cast<int>(config.store.reconnect_timeout_ms);
+    options.call_timeout_ms = static_cast<int>(config.store.call_timeout_ms);
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/common/call_watchdog.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
 
@@ -49,6 +50,10 @@ json ParseEndpoints(const std::string& text) {
 
 struct Leadership::Conn {
   PGconn* pg = nullptr;
+  // A call unanswered for this long (a stopped or frozen server) shuts the
+  // socket down: the call fails and the next tick connects again.
+  std::int64_t deadline_ms = 0;
+  std::string peer = "PostgreSQL";
   ~Conn() {
     if (pg) PQfinish(pg);
   }
@@ -58,8 +63,12 @@ struct Leadership::Conn {
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const std::string& p : params) values.push_back(p.c_str());
-    auto r = std::make_unique<PgResult>(PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                                     values.data(), nullptr, nullptr, 0));
+    PGresult* raw = nullptr;
+    {
+      CallWatchdog::Guard watch(PQsocket(pg), deadline_ms, peer);
+      raw = PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
+    }
+    auto r = std::make_unique<PgResult>(raw);
     const ExecStatusType st = PQresultStatus(r->get());
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
       std::string why = PQresultErrorMessage(r->get());
@@ -118,7 +127,17 @@ void Leadership::LoseLocked(const std::string& why) {
 
 Status Leadership::Connect() {
   conn_ = std::make_unique<Conn>();
-  conn_->pg = PQconnectdb(options_.conninfo.c_str());
+  // What the connection string does not say: a server that does not answer
+  // is given up on within the lease (libpq counts whole seconds, 2 at least),
+  // and TCP keepalives notice a server or network gone without a word.
+  const std::string connect_timeout = std::to_string(std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000));
+  const std::string user_timeout = std::to_string(options_.lease_ms);
+  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                        "fallback_application_name", "dbname", nullptr};
+  const char* values[] = {connect_timeout.c_str(), "1", "5", "2", "3", user_timeout.c_str(), "weftd leader election",
+                          options_.conninfo.c_str(), nullptr};
+  conn_->pg = PQconnectdbParams(keys, values, 1);
   if (!conn_->ok()) {
     std::string why = conn_->pg ? PQerrorMessage(conn_->pg) : "out of memory";
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
@@ -127,6 +146,10 @@ Status Leadership::Connect() {
   }
   // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
   PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
+  conn_->peer = std::string("PostgreSQL at ") + PQhost(conn_->pg) + ":" + PQport(conn_->pg);
+  // statement_timeout (below) ends a statement that waits on the server in
+  // half the lease; a server that does not answer at all is given the lease.
+  conn_->deadline_ms = std::max<std::int64_t>(500, options_.lease_ms);
   // A statement that hangs (a lock held by a stopped process) must not stall the reactor for long.
   const std::string limit = std::to_string(std::max<std::int64_t>(100, options_.lease_ms / 2));
   Result<std::unique_ptr<PgResult>> r = conn_->Exec("SET statement_timeout = " + limit);

@@ -92,6 +92,7 @@ class PostgresStatement final : public StatementBackend {
       return;
     }
     if (PQtransactionStatus(db_->conn_) == PQTRANS_INERROR) return;
+    CallWatchdog::Guard watch = db_->Watch();
     PQclear(PQexec(db_->conn_, deallocate.c_str()));
   }
   PostgresStatement(const PostgresStatement&) = delete;
@@ -278,9 +279,14 @@ Status PostgresDatabase::Connect() {
   chained_ = false;
   ForgetAwaited(Status::Unavailable("the connection to PostgreSQL was lost before COMMIT was confirmed"));
   // The connection string comes last so that what it says wins; a server
-  // that does not answer is given up on after 10 s unless it says otherwise.
-  const char* keys[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {"10", "weftd", options_.conninfo.c_str(), nullptr};
+  // that does not answer is given up on after 10 s unless it says otherwise,
+  // and TCP keepalives (and a limit on unacknowledged data) notice a server
+  // or network that went away without closing the connection.
+  const std::string user_timeout = std::to_string(options_.call_timeout_ms > 0 ? options_.call_timeout_ms : 0);
+  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                        "fallback_application_name", "dbname", nullptr};
+  const char* values[] = {"10", "1", "5", "2", "3", user_timeout.c_str(), "weftd", options_.conninfo.c_str(), nullptr};
   conn_ = PQconnectdbParams(keys, values, 1);
   if (!conn_) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
@@ -291,8 +297,18 @@ Status PostgresDatabase::Connect() {
   }
   // Notices (a table that already exists, ...) are not weftd's to print.
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  peer_ = std::string("PostgreSQL at ") + PQhost(conn_) + ":" + PQport(conn_);
   ++generation_;
   return Status::Ok();
+}
+
+CallWatchdog::Guard PostgresDatabase::Watch() const {
+  return CallWatchdog::Guard(conn_ ? PQsocket(conn_) : -1, options_.call_timeout_ms, peer_);
+}
+
+int PostgresDatabase::Flush() {
+  CallWatchdog::Guard watch = Watch();
+  return PQflush(conn_);
 }
 
 Status PostgresDatabase::Reconnect() {
@@ -340,7 +356,11 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::Run(Send send, std::string
       if (in_transaction_) return Status::Unavailable("the connection to PostgreSQL was lost during the transaction");
       WEFT_RETURN_IF_ERROR(Reconnect());
     }
-    ResultPtr r(send());
+    ResultPtr r;
+    {
+      CallWatchdog::Guard watch = Watch();
+      r.reset(send());
+    }
     const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
       const char* tuples = PQcmdTuples(r.get());
@@ -387,7 +407,7 @@ Status PostgresDatabase::Await(Awaited awaited) {
   // rather than let them fill it.
   constexpr std::size_t kMaxAwaited = 512;
   if (awaited_.size() < kMaxAwaited) return Status::Ok();
-  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed(awaited_.back().what);
+  if (PQsendFlushRequest(conn_) != 1 || Flush() != 0) return SendFailed(awaited_.back().what);
   while (awaited_.size() > 1) (void)ReadAwaited();  // the last one's reply may be wanted by ReadLast()
   return pipeline_failure_;
 }
@@ -395,10 +415,14 @@ Status PostgresDatabase::Await(Awaited awaited) {
 Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
   Awaited awaited = std::move(awaited_.front());
   awaited_.pop_front();
-  ResultPtr r(PQgetResult(conn_));
-  // A statement's replies end with a NULL.
-  if (r) {
-    while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+  ResultPtr r;
+  {
+    CallWatchdog::Guard watch = Watch();
+    r.reset(PQgetResult(conn_));
+    // A statement's replies end with a NULL.
+    if (r) {
+      while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+    }
   }
   const ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   Status failure;
@@ -434,7 +458,7 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadAwaited() {
 }
 
 Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadLast() {
-  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed(awaited_.back().what);
+  if (PQsendFlushRequest(conn_) != 1 || Flush() != 0) return SendFailed(awaited_.back().what);
   while (awaited_.size() > 1) (void)ReadAwaited();
   if (awaited_.empty()) return pipeline_failure_;
   Result<ResultPtr> last = ReadAwaited();
@@ -473,7 +497,11 @@ Status PostgresDatabase::EndPipeline() {
     (void)SendFailed("sync");
   }
   if (PQstatus(conn_) == CONNECTION_OK) {
-    ResultPtr sync(PQgetResult(conn_));
+    ResultPtr sync;
+    {
+      CallWatchdog::Guard watch = Watch();
+      sync.reset(PQgetResult(conn_));
+    }
     if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(conn_) != 1) {
       // Out of step with the server: this connection is not to be trusted again.
       if (pipeline_failure_.ok())
@@ -489,8 +517,10 @@ Status PostgresDatabase::EndPipeline() {
   // A chained commit that failed inside its transaction block leaves the block
   // open (and aborted) after the sync: nothing else of it is wanted.
   if (!failure.ok() && !in_transaction_ && conn_ && PQstatus(conn_) == CONNECTION_OK &&
-      PQtransactionStatus(conn_) == PQTRANS_INERROR)
+      PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+    CallWatchdog::Guard watch = Watch();
     PQclear(PQexec(conn_, "ROLLBACK"));
+  }
   return failure;
 }
 
@@ -592,7 +622,7 @@ Status PostgresDatabase::SendCommit() {
   WEFT_RETURN_IF_ERROR(
       Await({.what = "COMMIT", .expected_changes = -1, .otherwise = Status::Ok(), .prepared = nullptr, .commit = true}));
   // The server sends its replies when asked to flush; the COMMIT's is wanted as soon as it is there.
-  if (PQsendFlushRequest(conn_) != 1 || PQflush(conn_) != 0) return SendFailed("COMMIT");
+  if (PQsendFlushRequest(conn_) != 1 || Flush() != 0) return SendFailed("COMMIT");
   in_transaction_ = false;
   commit_in_flight_ = true;
   commit_outcome_ = Status::Ok();
@@ -618,7 +648,11 @@ Status PostgresDatabase::Rollback() {
   if (pipelining_) (void)EndPipeline();
   // A lost connection took the transaction with it: nothing to roll back.
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return Status::Ok();
-  ResultPtr r(PQexec(conn_, "ROLLBACK"));
+  ResultPtr r;
+  {
+    CallWatchdog::Guard watch = Watch();
+    r.reset(PQexec(conn_, "ROLLBACK"));
+  }
   if (PQresultStatus(r.get()) == PGRES_COMMAND_OK || PQstatus(conn_) != CONNECTION_OK) return Status::Ok();
   return Status::Internal("PostgreSQL ROLLBACK failed: " + Trimmed(PQresultErrorMessage(r.get())));
 }

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -42,8 +43,9 @@ using testing::WaitFor;
 using testing::Weftd;
 
 // Short leases so that a takeover is quick; hosts heartbeat often.
-std::string ServerToml(const std::string& conninfo, const std::string& node, std::int64_t lease_ms) {
-  return "[store]\nbackend = \"postgres\"\nconninfo = " + json(conninfo).dump() + "\n" +
+std::string ServerToml(const std::string& conninfo, const std::string& node, std::int64_t lease_ms,
+                       const std::string& store_extra = "") {
+  return "[store]\nbackend = \"postgres\"\nconninfo = " + json(conninfo).dump() + "\n" + store_extra +
          "[leader]\nnode = \"" + node + "\"\nlease_ms = " + std::to_string(lease_ms) + "\npoll_ms = 100\n" +
          "[tasks]\nlease_ms = 4000\n"
          "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n"
@@ -52,7 +54,8 @@ std::string ServerToml(const std::string& conninfo, const std::string& node, std
 
 // Two weftd on one throwaway PostgreSQL; `a` starts first and leads.
 struct Pair {
-  Pair(const std::string& name, std::int64_t lease_ms) : dir(name) {
+  Pair(const std::string& name, std::int64_t lease_ms, std::string store_extra = "")
+      : dir(name), store_extra(std::move(store_extra)) {
     Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
     if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
     pg = std::move(*started);
@@ -66,7 +69,7 @@ struct Pair {
     fs::create_directories(dir.path() / node);
     return std::make_unique<Weftd>(testing::WeftdOptions{.dir = dir.path() / node,
                                                          .name = node,
-                                                         .extra_toml = ServerToml(pg->conninfo(), node, lease_ms),
+                                                         .extra_toml = ServerToml(pg->conninfo(), node, lease_ms, store_extra),
                                                          .cli_timeout = 60s,
                                                          .store = "sqlite"});  // its [store] says postgres
   }
@@ -83,6 +86,7 @@ struct Pair {
   std::string Logs() const { return "--- a ---\n" + Tail(a->AllLogs(), 4000) + "--- b ---\n" + Tail(b->AllLogs(), 4000); }
 
   TempDir dir;
+  std::string store_extra;  // more lines of [store]
   std::unique_ptr<PostgresServer> pg;
   std::unique_ptr<Weftd> a, b;
 };
@@ -302,6 +306,55 @@ TEST_CASE("failover: a weftd that leads again lists the clusters created while a
   std::set<std::string> names;
   for (const json& c : (*listed)["clusters"]) names.insert(c.value("name", std::string()));
   CHECK(names == std::set<std::string>{"first", "second"});
+}
+
+// PostgreSQL's sessions stop answering (SIGSTOP: a frozen primary) while
+// their sockets stay open, which TCP never notices: weftd's calls on them get
+// no answer. Each weftd gives up on a call after its deadline (store.
+// call_timeout_ms, the lease for the election), closes the connection and
+// makes a new one, so it answers again instead of hanging until the sessions
+// resume; and once they resume everything works.
+TEST_CASE("failover: weftd whose PostgreSQL sessions stop answering gives up on them and answers",
+          "[failover][integration]") {
+  Pair pair("failover-frozen", 2000, "call_timeout_ms = 2000\n");
+  zmq::context_t ctx;
+  client::Client both(ctx, {.endpoint = pair.Apis(), .timeout_ms = 20000});
+  REQUIRE(both.Call("tenant.create", {{"name", "before"}}).ok());
+
+  // Every session weftd has, stopped: the ones made after this answer.
+  Result<std::string> pids = pair.pg->Query(
+      "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE backend_type = 'client backend' "
+      "AND pid <> pg_backend_pid()",
+      "postgres");
+  REQUIRE(pids.ok());
+  std::vector<pid_t> stopped;
+  std::istringstream list(*pids);
+  for (pid_t pid = 0; list >> pid;) {
+    REQUIRE(kill(pid, SIGSTOP) == 0);
+    stopped.push_back(pid);
+  }
+  REQUIRE(stopped.size() >= 4);  // two weftd, each with its store and election connections at least
+  // A write that now waits on a stopped session.
+  Result<json> during = Status::Unavailable("not sent");
+  std::thread writer([&] {
+    client::Client to_a(ctx, {.endpoint = pair.a->api(), .timeout_ms = 30000});
+    during = to_a.Call("tenant.create", {{"name", "during"}});
+  });
+  const auto resume = [&] {
+    for (pid_t pid : stopped) kill(pid, SIGCONT);
+  };
+  const bool a_answers = WaitFor([&] { return pair.a->TryCall("server.status", json::object(), 2000).ok(); }, 20s);
+  const bool b_answers = WaitFor([&] { return pair.b->TryCall("server.status", json::object(), 2000).ok(); }, 20s);
+  writer.join();
+  const bool said = pair.a->Log().find("did not answer within") != std::string::npos ||
+                    pair.b->Log().find("did not answer within") != std::string::npos;
+  resume();
+  INFO(pair.Logs());
+  CHECK(a_answers);
+  CHECK(b_answers);
+  CHECK(said);
+  // Resumed: a leader serves writes again.
+  CHECK(WaitFor([&] { return both.Call("tenant.create", {{"name", "after"}}).ok(); }, 30s));
 }
 
 }  // namespace

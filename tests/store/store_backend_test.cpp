@@ -124,7 +124,7 @@ using weft::store::sql::PostgresDatabase;
 // The SQL layer alone on a fresh server, with a table of its own.
 std::unique_ptr<PostgresDatabase> OpenItems(const PostgresServer& server) {
   auto db = std::make_unique<PostgresDatabase>();
-  Status opened = db->Open({.conninfo = server.conninfo(), .reconnect_timeout_ms = 10'000, .name = ""});
+  Status opened = db->Open({.conninfo = server.conninfo(), .reconnect_timeout_ms = 10'000, .name = "", .call_timeout_ms = 15'000});
   if (!opened.ok()) FAIL(opened.ToString());
   Status made = db->Exec("CREATE TABLE items (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)");
   if (!made.ok()) FAIL(made.ToString());

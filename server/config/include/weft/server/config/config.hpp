@@ -54,6 +54,10 @@ struct StoreConfig {
   // how long a request waits for a lost server to come back.
   std::string conninfo;
   std::int64_t reconnect_timeout_ms = 60'000;
+  // PostgreSQL only: a call on a connection that has had no answer for this
+  // long (a frozen server) is given up on: weftd closes the connection and
+  // makes it again. 0: no limit.
+  std::int64_t call_timeout_ms = 15'000;
 };
 
 // docs/security.md.

@@ -44,6 +44,7 @@
 #include <string_view>
 
 #include "weft/server/store/database.hpp"
+#include "weft/common/call_watchdog.hpp"
 #include "weft/common/status.hpp"
 
 struct pg_conn;
@@ -67,6 +68,10 @@ struct PostgresOptions {
   // returns are logged at info under this name, so that the operator reads
   // the store's own warning once, not once per connection.
   std::string name;
+  // A call that has had no answer for this long (a stopped or frozen server,
+  // which TCP keepalives do not notice) shuts the connection's socket down, so
+  // that the call fails and the connection is made again (0: no limit).
+  int call_timeout_ms = 15'000;
 };
 
 // `?1`, `?2`, ... (and a bare `?`, numbered as SQLite numbers it) become `$1`,
@@ -105,6 +110,10 @@ class PostgresDatabase final : public Database {
   using ResultPtr = std::unique_ptr<pg_result, ResultDeleter>;
 
   Status Connect();
+  // Arms the call deadline (call_timeout_ms) on the connection's socket while it lives.
+  CallWatchdog::Guard Watch() const;
+  // PQflush under Watch().
+  int Flush();
   // Connect() until it works or the reconnect timeout passes.
   Status Reconnect();
   // Runs `send` (which returns what libpq returned); handles a lost connection
@@ -168,6 +177,7 @@ class PostgresDatabase final : public Database {
 
   PostgresOptions options_;
   pg_conn* conn_ = nullptr;
+  std::string peer_ = "PostgreSQL";  // "PostgreSQL at HOST:PORT" once connected, for the watchdog's line
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on
   std::uint64_t names_ = 0;
   Control begin_{"weft_begin", "BEGIN"};

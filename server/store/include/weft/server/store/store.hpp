@@ -342,6 +342,8 @@ struct StoreOptions {
   // how long a statement waits for a lost server to come back.
   std::string conninfo;
   int reconnect_timeout_ms = 60'000;
+  // PostgreSQL only: a call unanswered for this long closes the connection (0: no limit).
+  int call_timeout_ms = 15'000;
   // A second connection, beside the one that writes, that only reads (weftd's
   // api reads on their own thread): on SQLite it runs no checkpoints.
   bool reader = false;
