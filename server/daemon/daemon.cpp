@@ -43,6 +43,7 @@
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/digest.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/log_tally.hpp"
 #include "weft/common/metrics_http.hpp"
@@ -891,6 +892,11 @@ Status Reactor::StartElection(const json& bound) {
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
+  // Every weftd on the database must have the first one's keys: Open refuses other ones.
+  o.server_key = config_.security.curve ? server_keys_.public_key : "";
+  WEFT_ASSIGN_OR_RETURN(digest::FileDigest secrets,
+                        digest::Sha256OfFile(config_.server.data_dir / "keys" / "secrets.key"));
+  o.secrets_digest = secrets.digest;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
   // The fence: no write transaction commits unless the epoch in force is the
   // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL
