@@ -86,6 +86,7 @@ EventStream::~EventStream() {
 }
 
 Result<std::string> EventStream::Locate(int timeout_ms) {
+  if (!events_.endpoint.empty()) return events_.endpoint;
   WEFT_ASSIGN_OR_RETURN(nlohmann::json status, api_.Call("server.status", nlohmann::json::object(), timeout_ms));
   return EventsEndpointOf(status, api_.endpoint());
 }

@@ -93,6 +93,13 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
     WEFT_TRY_ASSIGN(leadership, info.leadership());
     status["leadership"] = std::move(leadership);
   }
+  // A gateway's own key learns where weftd and its events are (which weftd
+  // leads), and nothing about what it holds.
+  if (call.principal.role == Role::kGateway) {
+    json brief = {{"version", status["version"]}, {"protocol", status["protocol"]}, {"endpoints", status["endpoints"]}};
+    if (status.contains("leadership")) brief["leadership"] = std::move(status["leadership"]);
+    return Response::Ok(std::move(brief));
+  }
   // Where the server keeps its files is for the superadmin only.
   if (call.principal.role != Role::kSuperadmin) {
     status.erase("data_dir");
@@ -266,9 +273,9 @@ void RegisterServerOps(api::Router& router, ServerOpsDeps deps) {
   auto bind = [impl](Response (ServerOps::*fn)(const Call&)) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
-  router.Add("server.status", anyone, both, bind(&ServerOps::ServerStatus), api::Effect::kReads, {});
   std::set<Role> anyone_or_gateway = anyone;
   anyone_or_gateway.insert(Role::kGateway);
+  router.Add("server.status", anyone_or_gateway, both, bind(&ServerOps::ServerStatus), api::Effect::kReads, {});
   router.Add("server.ops", anyone_or_gateway, api, bind(&ServerOps::OpList), api::Effect::kReads, {});
   router.Add("task.get", admins, api, bind(&ServerOps::TaskGet), api::Effect::kReads, {"task_id"});
   router.Add("task.list", admins, api, bind(&ServerOps::TaskList), api::Effect::kReads, {"state", "limit"});

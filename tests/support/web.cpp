@@ -60,7 +60,8 @@ WebGateway::WebGateway(const Weftd& weftd, WebOptions options)
     MakeCertificate(dir_);
     toml += "[tls]\ncert = " + Quote(cert().string()) + "\nkey = " + Quote((dir_ / "key.pem").string()) + "\n";
   }
-  toml += "[weftd]\napi = " + Quote(weftd.api()) + "\nevents = " + Quote(weftd.events()) + "\n";
+  toml += "[weftd]\napi = " + Quote(options_.api.empty() ? weftd.api() : options_.api) + "\n";
+  if (!options_.events.empty()) toml += "events = " + Quote(options_.events) + "\n";
   if (!options_.credentials.empty()) toml += "credentials = " + Quote(options_.credentials.string()) + "\n";
   toml += options_.weftd_toml;
   toml += "[limits]\n" + options_.limits_toml + "[events]\n" + options_.events_toml;

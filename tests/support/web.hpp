@@ -31,6 +31,8 @@ struct WebOptions {
   std::string limits_toml = {};
   std::string events_toml = {};
   std::string weftd_toml = {};
+  std::string events = {};  // a fixed events endpoint; "" lets weft-web ask weftd (and follow the leader)
+  std::string api = {};     // weftd's api endpoint(s) instead of the given weftd's
   std::filesystem::path static_dir = {};  // empty: a UI of two test files (index.html, app.js)
   bool die_with_parent = false;
 };

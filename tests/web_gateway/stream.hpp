@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,21 @@ inline SseEvent FirstEvent(Weftd& weftd, HttpConnection& stream) {
     if (auto e = stream.NextEvent(std::chrono::milliseconds(100))) return *e;
   }
   throw std::runtime_error("no event reached the stream");
+}
+
+// After weftd restarted or another weftd took the lead: makes events on
+// `weftd` until one arrives on `stream` after a reset (what happened in between
+// came in no event, so a page must read its state again); that event.
+inline SseEvent ResetThenEvent(Weftd& weftd, HttpConnection& stream) {
+  bool reset = false;
+  for (int i = 0; i < 300; ++i) {
+    Enqueue(weftd, 1);
+    while (std::optional<SseEvent> e = stream.NextEvent(std::chrono::milliseconds(100))) {
+      if (e->type == "reset") reset = true;
+      else if (reset) return *e;
+    }
+  }
+  throw std::runtime_error(reset ? "no event reached the stream after its reset" : "the stream got no reset");
 }
 
 }  // namespace weft::testing

@@ -195,6 +195,12 @@ TEST_CASE("with CurveZMQ on weft-web acts through its gateway key for the logged
   RunResult made = weftd.Weft({"gateway", "credentials", "web1", "-f", credential.string()});
   INFO(made.out << made.err);
   REQUIRE(made.exit_code == 0);
+  // Its own key learns where weftd's events are, and nothing of what weftd holds.
+  const json brief = weftd.WeftJson({"status"}, credential);
+  CHECK(brief["endpoints"]["events"] == weftd.events());
+  CHECK_FALSE(brief.contains("tasks"));
+  CHECK_FALSE(brief.contains("hosts"));
+  CHECK_FALSE(brief.contains("store"));
   WebOptions o;
   o.name = "web-curve";
   o.credentials = credential;

@@ -50,6 +50,36 @@ TEST_CASE("weft-web.toml names an unknown key and a bad value") {
   CHECK_FALSE(ParseConfig("[server]\nrequire_login = false\n[weftd]\ncredentials = \"gw.json\"\n", "w.toml").ok());
 }
 
+TEST_CASE("[weftd] api may list several weftd, and events is one endpoint or none, to follow the leader") {
+  auto none = ParseConfig("", "w.toml");
+  REQUIRE(none.ok());
+  CHECK(none->weftd.events.empty());
+  auto both = ParseConfig("[weftd]\napi = \"tcp://10.0.0.1:7420,tcp://10.0.0.2:7420\"\n", "w.toml");
+  REQUIRE(both.ok());
+  CHECK(both->weftd.api == "tcp://10.0.0.1:7420,tcp://10.0.0.2:7420");
+  CHECK(ParseConfig("[weftd]\nevents = \"tcp://127.0.0.1:7422\"\n", "w.toml").ok());
+
+  auto list = ParseConfig("[weftd]\nevents = \"tcp://10.0.0.1:7422,tcp://10.0.0.2:7422\"\n", "w.toml");
+  REQUIRE_FALSE(list.ok());
+  CHECK(list.status().message().find("is not one ZeroMQ address; leave it out to follow") != std::string::npos);
+  auto bad_api = ParseConfig("[weftd]\napi = \"tcp://10.0.0.1:7420,10.0.0.2:7420\"\n", "w.toml");
+  REQUIRE_FALSE(bad_api.ok());
+  CHECK(bad_api.status().message().find("api \"10.0.0.2:7420\" is not a ZeroMQ address") != std::string::npos);
+}
+
+TEST_CASE("a gap in weftd's events is numbered like an event, and readers pass it on") {
+  EventRing ring(10, 1);
+  ring.Append("acme/task", {{"type", "task"}});
+  ring.AppendGap();
+  ring.Append("acme/task", {{"type", "task"}});
+  auto batch = ring.After(0, 100);
+  REQUIRE(batch.events.size() == 3);
+  CHECK_FALSE(batch.events[0]->gap);
+  CHECK(batch.events[1]->gap);
+  CHECK(batch.events[1]->id == 2);
+  CHECK(batch.events[2]->id == 3);
+}
+
 TEST_CASE("the event ring numbers events and resumes after a kept id, else says reset") {
   EventRing ring(3, 1000);
   CHECK(ring.LastId() == 999);

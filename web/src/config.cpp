@@ -49,10 +49,22 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Int("clients", 1, 256, &cfg.weftd.clients);
     t.Int("timeout_ms", 100, 3'600'000, &cfg.weftd.timeout_ms);
     WEFT_RETURN_IF_ERROR(t.Finish());
-    for (const std::string* v : {&cfg.weftd.api, &cfg.weftd.events})
-      if (!IsZmqEndpoint(*v))
-        return Status::Invalid(origin + ": [weftd] \"" + *v +
-                               "\" is not a ZeroMQ address; use one such as \"tcp://127.0.0.1:7420\"");
+    // `api` may list several weftd ("tcp://a:7420,tcp://b:7420"); `events` is one endpoint or none.
+    const std::string& api_list = cfg.weftd.api;
+    for (std::size_t start = 0; !api_list.empty() && start <= api_list.size();) {
+      std::size_t comma = api_list.find(',', start);
+      if (comma == std::string::npos) comma = api_list.size();
+      const std::string one = api_list.substr(start, comma - start);
+      if (!IsZmqEndpoint(one))
+        return Status::Invalid(origin + ": [weftd] api \"" + one +
+                               "\" is not a ZeroMQ address; use one such as \"tcp://127.0.0.1:7420\", or a "
+                               "comma-separated list of them (several weftd on one database)");
+      start = comma + 1;
+    }
+    if (!cfg.weftd.events.empty() && (!IsZmqEndpoint(cfg.weftd.events) || cfg.weftd.events.find(',') != std::string::npos))
+      return Status::Invalid(origin + ": [weftd] events \"" + cfg.weftd.events +
+                             "\" is not one ZeroMQ address; leave it out to follow the events of the weftd that "
+                             "leads (weft-web asks weftd where they are), or give one such as \"tcp://127.0.0.1:7422\"");
   }
   {
     TableReader t(table("limits"), "limits", origin);

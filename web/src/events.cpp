@@ -1,5 +1,10 @@
 #include "weft/web/events.hpp"
 
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "weft/client/events.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
 
@@ -48,6 +53,21 @@ EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& paylo
   }
   for (const auto& fn : wake) fn();
   return event;
+}
+
+EventPtr EventRing::AppendGap() {
+  auto gap = std::make_shared<StoredEvent>();
+  gap->gap = true;
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gap->id = next_id_++;
+    events_.push_back(gap);
+    if (events_.size() > capacity_) events_.pop_front();
+    for (const auto& [id, fn] : listeners_) wake.push_back(fn);
+  }
+  for (const auto& fn : wake) fn();
+  return gap;
 }
 
 EventRing::Batch EventRing::After(std::uint64_t after, std::size_t max) const {
@@ -105,32 +125,32 @@ EventFeed::~EventFeed() {
 }
 
 void EventFeed::Run() {
-  try {
-    zmq::socket_t sub(ctx_, zmq::socket_type::sub);
-    sub.set(zmq::sockopt::linger, 0);
-    // Far more than a browser falls behind by: weft-web drains it at once.
-    sub.set(zmq::sockopt::rcvhwm, 100000);
-    if (!options_.server_key.empty()) curve::SetClientKeys(sub, options_.server_key, options_.keys);
-    sub.set(zmq::sockopt::subscribe, "");
-    sub.connect(options_.endpoint);
-    while (!stop_) {
-      zmq::pollitem_t item{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
-      wire::Frames frames;
-      while (wire::RecvMultipart(sub, frames, zmq::recv_flags::dontwait)) {
-        if (frames.size() != 2) continue;
-        const std::string topic = frames[0].to_string();
-        nlohmann::json payload = nlohmann::json::parse(frames[1].to_string_view(), nullptr, false);
-        if (payload.is_discarded() || !payload.is_object()) {
-          WEFT_LOG(kWarn, kLog) << "an event on " << topic << " is not a JSON object; dropped";
-          continue;
-        }
-        ring_.Append(topic, payload);
+  // Far more than a browser falls behind by: weft-web drains it at once.
+  client::EventOptions events{.check_ms = 1000, .rcvhwm = 100000, .endpoint = options_.endpoint};
+  client::EventStream stream(ctx_, options_.api, {""}, events);
+  std::string followed;
+  std::string last_error;
+  while (!stop_) {
+    Result<std::optional<client::ReceivedEvent>> next = stream.Next(100);
+    if (!next.ok()) {
+      // Said once per kind of failure; the next call looks for the endpoint again.
+      if (next.status().message() != last_error) {
+        WEFT_LOG(kWarn, kLog) << next.status().message();
+        last_error = next.status().message();
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
     }
-  } catch (const zmq::error_t& e) {
-    WEFT_LOG(kError, kLog) << "the events connection to " << options_.endpoint << " failed: " << e.what()
-                           << "; browsers get no more events until weft-web restarts";
+    if (stream.endpoint() != followed && !stream.endpoint().empty()) {
+      WEFT_LOG(kInfo, kLog) << "following weftd's events at " << stream.endpoint();
+      followed = stream.endpoint();
+      last_error.clear();
+    }
+    if (!next->has_value()) continue;
+    client::ReceivedEvent& e = **next;
+    // What weftd published before this event may be missing: browsers read their state again.
+    if (e.seen.gap() && !e.seen.first) ring_.AppendGap();
+    ring_.Append(e.topic, e.event);
   }
 }
 

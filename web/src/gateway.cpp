@@ -216,20 +216,19 @@ void Gateway::Impl::WriteAddressFile() const {
 Status Gateway::Impl::Start() {
   WEFT_RETURN_IF_ERROR(LoadTls());
   client::Options options;
-  options.endpoint = config.weftd.api;
+  options.endpoint = config.weftd.api.empty() ? "tcp://127.0.0.1:7420" : config.weftd.api;
   options.timeout_ms = config.weftd.timeout_ms;
-  EventFeed::Options events;
-  events.endpoint = config.weftd.events;
   if (!config.weftd.credentials.empty()) {
     Result<curve::Credential> cred = curve::LoadCredential(config.weftd.credentials);
     if (!cred.ok()) return cred.status().WithContext("weftd.credentials");
-    if (!cred->api.empty()) options.endpoint = cred->api;
-    options.server_key = events.server_key = cred->server_key;
-    options.keys = events.keys = cred->keys;
+    if (!cred->api.empty() && config.weftd.api.empty()) options.endpoint = cred->api;
+    options.server_key = cred->server_key;
+    options.keys = cred->keys;
   }
   WEFT_RETURN_IF_ERROR(Listen());
   pool = std::make_unique<WeftdPool>(zmq_ctx, options, config.weftd.clients);
-  feed = std::make_unique<EventFeed>(zmq_ctx, events, ring);
+  feed = std::make_unique<EventFeed>(zmq_ctx, EventFeed::Options{.api = options, .endpoint = config.weftd.events},
+                                     ring);
   api = std::make_unique<Api>(config, *pool);
   WEFT_LOG(kInfo, kLog) << "serving " << url << " for weftd at " << options.endpoint
                         << (options.server_key.empty() ? " (CurveZMQ off)" : "") << ", UI from "
@@ -619,6 +618,10 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
     EventRing::Batch batch = ring.After(cursor, kEventsPerBatch);
     if (batch.reset) out += "id: " + std::to_string(batch.last) + "\nevent: reset\ndata: {}\n\n";
     for (const EventPtr& event : batch.events) {
+      if (event->gap) {
+        out += "id: " + std::to_string(event->id) + "\nevent: reset\ndata: {}\n\n";
+        continue;
+      }
       if (!cluster_filter.empty() && event->cluster_id != cluster_filter) continue;
       if (co_await MayShow(viewer, caller, *event, owned, others)) out += FormatEvent(*event);
     }

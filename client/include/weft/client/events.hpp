@@ -81,6 +81,9 @@ struct EventOptions {
   int check_ms = 1000;
   // The SUB socket's receive high-water mark (messages); 0: ZeroMQ's default.
   int rcvhwm = 0;
+  // An events endpoint to follow instead of the one weftd names (a proxy, an
+  // address weftd cannot know); "" asks weftd, and so follows the leader.
+  std::string endpoint = {};
 };
 
 class EventStream {

@@ -41,10 +41,13 @@ struct TlsConfig {
 };
 
 struct WeftdConfig {
-  std::string api = "tcp://127.0.0.1:7420";
-  std::string events = "tcp://127.0.0.1:7422";
+  // weftd's api endpoint, or several weftd's ("tcp://a:7420,tcp://b:7420"); "":
+  // the credential's endpoint, else tcp://127.0.0.1:7420.
+  std::string api = {};
+  // A fixed events endpoint; "" (the default) asks weftd where the leader publishes them.
+  std::string events = {};
   // A gateway credential file (weft gateway credentials NAME -f FILE); empty:
-  // CurveZMQ off. Its api endpoint wins over `api`.
+  // CurveZMQ off. Its api endpoint is used when `api` is not given.
   std::filesystem::path credentials = {};
   int clients = 8;           // connections (and threads) that carry requests to weftd
   int timeout_ms = 15000;    // per request to weftd

@@ -1,10 +1,14 @@
 // The events weft-web relays to browsers (docs/web.md, "Events").
 //
-// One SUB connection to weftd's events endpoint feeds an EventRing: every event
-// gets the next number and is kept until `capacity` newer ones push it out, so
-// a browser that reconnects with Last-Event-ID gets what it missed, or a reset
-// when that is no longer kept. Each browser's stream shows only what its user
-// may see (Visible): the same rule weftd applies to its own subscribers.
+// One subscription to weftd's events (client::EventStream: it asks weftd where
+// the leader publishes, and moves when another weftd takes the lead or weftd
+// restarts) feeds an EventRing: every event gets the next number and is kept
+// until `capacity` newer ones push it out, so a browser that reconnects with
+// Last-Event-ID gets what it missed, or a reset when that is no longer kept.
+// Events weftd published while weft-web was not subscribed (a takeover, a
+// restart, a slow moment) are a gap in the ring, which every stream passes on
+// as a reset. Each browser's stream shows only what its user may see
+// (Visible): the same rule weftd applies to its own subscribers.
 //
 // EventRing is thread-safe (the feed thread appends, I/O threads read).
 #pragma once
@@ -23,7 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "weft/common/curve.hpp"
+#include "weft/client/client.hpp"
 
 namespace weft::web {
 
@@ -33,6 +37,7 @@ struct StoredEvent {
   std::string tenant;      // the topic's first segment ("_system" for hosts)
   std::string cluster_id;  // "" when the event belongs to no cluster
   std::string data;        // the payload as weftd sent it (JSON text)
+  bool gap = false;        // not an event: weftd's events before the next one may be missing
 };
 
 using EventPtr = std::shared_ptr<const StoredEvent>;
@@ -45,6 +50,8 @@ class EventRing {
 
   // Numbers and keeps one event, then wakes every listener.
   EventPtr Append(const std::string& topic, const nlohmann::json& payload);
+  // Numbers and keeps a gap: readers that pass it read their state again.
+  EventPtr AppendGap();
 
   struct Batch {
     std::vector<EventPtr> events;  // oldest first
@@ -84,14 +91,12 @@ enum class Visibility { kShow, kHide, kIfOwned };
 // caller checks ownership) and nothing else.
 Visibility Visible(const Viewer& viewer, const StoredEvent& event);
 
-// The thread that reads weftd's events endpoint into a ring. It reconnects by
-// itself (ZeroMQ does) when weftd restarts.
+// The thread that follows weftd's events into a ring.
 class EventFeed {
  public:
   struct Options {
-    std::string endpoint;
-    std::string server_key;  // empty: no CurveZMQ
-    curve::KeyPair keys;
+    client::Options api;  // weftd's api endpoint(s) and keys: where to ask for the events endpoint
+    std::string endpoint;  // a fixed events endpoint instead ("" asks weftd, and follows the leader)
   };
   EventFeed(zmq::context_t& ctx, Options options, EventRing& ring);
   ~EventFeed();
