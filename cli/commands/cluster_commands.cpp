@@ -253,6 +253,17 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
+  std::string marked;  // the nodes marked "delete failed", for the note under the table
+  std::int64_t count = 0;
+  std::int64_t others = 0;
+  for (const json& n : c["nodes"]) {
+    if (n.value("state", "") != "delete failed") {
+      ++others;
+      continue;
+    }
+    marked += (marked.empty() ? "" : ", ") + n.value("hostname", "");
+    ++count;
+  }
   for (const json& n : c["nodes"]) {
     // Each service with what it last did: "fake-nginx (running)".
     const json states = n.value("service_states", json::object());
@@ -271,6 +282,15 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
                   Printable(n.value("hardwaretype", "")), Printable(n.value("imagetype", "")), Printable(services)});
   }
   nodes.Print(ctx.out());
+  // The server refuses every other operation on such a cluster; say so, and what clears it.
+  if (count > 0) {
+    const std::string name = Printable(c.value("name", ""));
+    ctx.out() << Printable(marked) << (count == 1 ? " is" : " are") << " still to be deleted (delete failed): "
+              << "no operation but a scale or a delete runs until " << (count == 1 ? "it is" : "they are") << "; `"
+              << (others > 0 ? "weft cluster scale " + name + " --size " + std::to_string(others)
+                             : "weft cluster delete " + name)
+              << "` deletes " << (count == 1 ? "it" : "them") << " again\n";
+  }
   ctx.out() << '\n';
   Table jobs({"JOB", "OPERATION", "STATUS", "BY", "MESSAGE"});
   for (const json& j : c["jobs"])

@@ -248,6 +248,10 @@ bool KeyRefused(const Status& status) {
   return status.message().find("refused this client's key") != std::string::npos;
 }
 
+bool ProcessReplaced(const Status& status) {
+  return status.code() == Code::kConflict && status.message().find("no longer acts for host") != std::string::npos;
+}
+
 std::chrono::milliseconds RefusalBackoff::Refused(const Status& status, const std::string& advice) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();

@@ -108,7 +108,7 @@ int WorkerMain(int argc, char** argv) {
   if (getppid() == 1) return 1;
   int channel_fd = -1;
   int threads = 1;
-  std::string tenant, config_json;
+  std::string tenant, config_json, incarnation;
   std::vector<std::pair<std::filesystem::path, std::string>> files;  // plugin file, its tenant ("": host-wide)
   for (int i = 2; i < argc; ++i) {
     std::string_view arg = argv[i];
@@ -124,6 +124,8 @@ int WorkerMain(int argc, char** argv) {
       tenant = value();
     } else if (arg == "--worker-config") {
       config_json = value();
+    } else if (arg == "--incarnation") {
+      incarnation = value();
     } else if (arg == "--plugin-file") {
       files.emplace_back(value(), std::string());
     } else if (arg == "--tenant-plugin-file") {
@@ -165,6 +167,7 @@ int WorkerMain(int argc, char** argv) {
   options.tenant = tenant;
   options.channel_fd = channel_fd;
   options.log_component = component;
+  options.incarnation = incarnation;
   int code = 0;
   {
     weft::host::Runtime runtime(*config, plugins, options);

@@ -610,7 +610,7 @@ void Master::Impl::StartWorker(int slot) {
   ChildSpec spec;
   spec.program = exe;
   spec.args = {"--worker", "--channel-fd", std::to_string(fds[1]), "--threads", std::to_string(threads),
-               "--worker-config", WorkerConfigJson(config)};
+               "--worker-config", WorkerConfigJson(config), "--incarnation", incarnation};
   if (!tenant.empty()) {
     spec.args.push_back("--tenant");
     spec.args.push_back(tenant);
@@ -1232,7 +1232,11 @@ void Master::Impl::Heartbeat(client::Client& client) {
     // Tasks of dead workers keep their lease until their failure is reported.
     for (const auto& r : reports) in.push_back({{"task_id", r.body["task_id"]}, {"attempt", r.body["attempt"]}});
   }
-  json body = {{"host_id", config.host_id}, {"in_flight", in}, {"workers", running}, {"refused", refused}};
+  json body = {{"host_id", config.host_id},
+               {"incarnation", incarnation},
+               {"in_flight", in},
+               {"workers", running},
+               {"refused", refused}};
   if (!retired.empty()) body["retired_runners"] = retired;
   // Sent once: when weftd does not take it, the held takes end by themselves (take_wait_ms).
   Result<json> r = client.Call("host.heartbeat", std::move(body));
@@ -1242,6 +1246,22 @@ void Master::Impl::Heartbeat(client::Client& client) {
                             << "' (was it restarted with a fresh store?); registering again";
       std::lock_guard<std::mutex> lock(mu);
       registered = false;
+    } else if (ProcessReplaced(r.status())) {
+      // Another process took this host id while this one was not heard from (paused,
+      // cut off): weftd handed this process's attempts out again. Cancel them, take
+      // nothing (the runners' takes are refused too) and register again, which weftd
+      // refuses while the other process is live (retried every kRefusedRetryMs).
+      std::size_t cancelled = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const TaskKey& k : in_flight) stale.push_back(k);
+        cancelled = in_flight.size();
+        registered = false;
+      }
+      WEFT_LOG(kError, kLog) << "weftd refused this process's heartbeat: " << r.status().message()
+                             << "; cancelling its " << cancelled << " running task(s), taking no task and "
+                             << "registering again";
+      WakeMain();
     } else if (r.status().code() == Code::kDenied) {
       // Revoked (or a key weftd no longer accepts): say so once, not every heartbeat.
       if (r.status().message() != last_denial) {

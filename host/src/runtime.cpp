@@ -65,6 +65,7 @@ namespace {
 
 using json = nlohmann::json;
 constexpr int kBackoffMs = 500;
+constexpr int kReplacedRetryMs = 5000;  // a take while another process holds the host id
 constexpr int kTakeMarginMs = 3000;  // weftd answers a take at wait_ms; allow for transit
 constexpr std::size_t kMaxQueuedProgress = 1000;
 constexpr int kProgressDelayMs = 25;  // how long a progress report waits before the control thread sends it
@@ -395,6 +396,7 @@ void Runtime::RunnerLoop(int index) {
     const std::string runner = std::to_string(getpid()) + "." + std::to_string(index);
     json take = TakeFields(config_.take_wait_ms, runner);
     take["host_id"] = config_.host_id;
+    if (!options_.incarnation.empty()) take["incarnation"] = options_.incarnation;
     json next;  // a task the last finish brought: leased to this host, so it runs even when stopping
     while (true) {
       if (next.is_object()) {
@@ -424,6 +426,13 @@ void Runtime::RunnerLoop(int index) {
           // retrying every kBackoffMs for ever; the master's log says what to do.
           const auto wait = take_refusals_->Refused(r.status(), "the master's log line says what to do");
           if (!Backoff(static_cast<int>(wait.count()))) break;
+          continue;
+        }
+        if (ProcessReplaced(r.status())) {
+          // Another process holds the host id now: the master logs it and registers
+          // again; until weftd lets it back in, a take every few seconds, not a tight loop.
+          WEFT_LOG(kDebug, component_) << "runner " << index << ": " << r.status().message();
+          if (!Backoff(kReplacedRetryMs)) break;
           continue;
         }
         take_outage_->Failure(r.status(), "runner " + std::to_string(index));

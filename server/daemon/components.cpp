@@ -168,6 +168,7 @@ void Components::RefreshMetrics() {
                  "counter",
                  {{{{"kind", "background"}}, static_cast<double>(cp.background_rounds)},
                   {{{"kind", "by_commits"}}, static_cast<double>(cp.writer_rounds)}}});
+  retention_.AppendMetrics(out);
   metrics_->Publish(std::move(out));
 }
 

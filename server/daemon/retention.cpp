@@ -123,6 +123,34 @@ void Retention::EndRound(std::int64_t now_ms) {
   last_ms_.store(now_ms, std::memory_order_release);
 }
 
+void Retention::AppendMetrics(metrics::Snapshot& out) const {
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  out.push_back({"weft_retention_removed_total",
+                 "Rows retention removed since weftd started, by kind ([retention] in weftd.toml).",
+                 "counter",
+                 {{{{"kind", "clusters"}}, static_cast<double>(removed_clusters_.load(kRelaxed))},
+                  {{{"kind", "jobs"}}, static_cast<double>(removed_jobs_.load(kRelaxed))},
+                  {{{"kind", "tasks"}}, static_cast<double>(removed_tasks_.load(kRelaxed))},
+                  {{{"kind", "api_tokens"}}, static_cast<double>(removed_tokens_.load(kRelaxed))},
+                  {{{"kind", "audit"}}, static_cast<double>(removed_audit_.load(kRelaxed))}}});
+  if (store_.backend() != store::Backend::kSqlite) return;
+  out.push_back({"weft_store_freed_pages_total",
+                 "Free pages of the SQLite store retention gave back to the file system since weftd started.",
+                 "counter",
+                 {{{}, static_cast<double>(freed_pages_.load(kRelaxed))}}});
+  Result<store::StoreSpace> space = store_.Space();
+  if (!space.ok() || space->pages <= 0) return;
+  out.push_back({"weft_store_pages", "Pages in the SQLite store's file (free ones included).", "gauge",
+                 {{{}, static_cast<double>(space->pages)}}});
+  out.push_back({"weft_store_free_pages",
+                 "Pages on the SQLite store's free list: space retention's vacuum_pages (with auto_vacuum "
+                 "incremental) or weftd --vacuum gives back.",
+                 "gauge",
+                 {{{}, static_cast<double>(space->free_pages)}}});
+  out.push_back({"weft_store_page_size_bytes", "The SQLite store's page size.", "gauge",
+                 {{{}, static_cast<double>(space->page_size)}}});
+}
+
 nlohmann::json Retention::Json() const {
   constexpr auto kRelaxed = std::memory_order_relaxed;
   nlohmann::json j = {{"ended_after_ms", config_.ended_after_ms},

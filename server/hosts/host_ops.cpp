@@ -75,7 +75,11 @@ class HostOps {
   // a request every check passes is read there; nullopt sends it to the tree
   // reading, which decides and explains as for any other body.
   std::optional<FinishFields> ReadFinishText(std::string_view text) const;
-  std::optional<TakeRequest> ReadTakeText(std::string_view text, std::string* host_id) const;
+  // `host_id` and `incarnation` are read only when asked for (a task.take's own body).
+  std::optional<TakeRequest> ReadTakeText(std::string_view text, std::string* host_id,
+                                          std::string_view* incarnation = nullptr) const;
+  // CONFLICT when the request names an incarnation other than the registered process's.
+  Status CheckProcess(Host& host, std::string_view incarnation, const char* op) const;
   Response Finish(const FinishFields& finish);
   // The next task for `host_id`, or a held response that the reactor answers later.
   Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
@@ -248,9 +252,23 @@ Response HostOps::HostRegister(const Call& call) {
                        {"tenants", d_.hosts.ActiveTenants()}});
 }
 
+Status HostOps::CheckProcess(Host& host, std::string_view incarnation, const char* op) const {
+  bool first = false;
+  Status s = d_.hosts.Replaced(host, incarnation, &first);
+  if (first) {
+    WEFT_LOG(kWarn, "weftd") << "refused " << op << " of an earlier process of host '" << host.record.id
+                             << "': " << s.message();
+  }
+  return s;
+}
+
 Response HostOps::HostHeartbeat(const Call& call) {
   const json& body = call.request->body;
   WEFT_TRY_ASSIGN(host, d_.hosts.Known(body));
+  // A process that another one replaced under this id (it fell silent, then came back)
+  // renews nothing, is not seen, and reports nothing: it stops and registers again.
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (Status s = CheckProcess(*host, incarnation, "host.heartbeat"); !s.ok()) return Response::Error(s);
   std::vector<queue::AttemptRef> refs;
   auto in_flight = body.find("in_flight");
   if (in_flight != body.end() && !in_flight->is_null()) {
@@ -315,8 +333,10 @@ Response HostOps::HostLeave(const Call& call) {
 Response HostOps::TaskTake(const Call& call) {
   if (!call.request->body_text.empty()) {
     std::string host_id;
-    if (std::optional<TakeRequest> take = ReadTakeText(call.request->body_text, &host_id)) {
+    std::string_view incarnation;
+    if (std::optional<TakeRequest> take = ReadTakeText(call.request->body_text, &host_id, &incarnation)) {
       if (Host* host = d_.hosts.Find(host_id)) {
+        if (Status s = CheckProcess(*host, incarnation, "task.take"); !s.ok()) return Response::Error(s);
         d_.hosts.Seen(*host);
         return TakeOrHold(host->record.id, *take);
       }
@@ -327,6 +347,8 @@ Response HostOps::TaskTake(const Call& call) {
   WEFT_TRY_ASSIGN(host, d_.hosts.Known(body));
   // Optional: a worker that serves one tenant takes only that tenant's tasks.
   WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
+  WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
+  if (Status s = CheckProcess(*host, incarnation, "task.take"); !s.ok()) return Response::Error(s);
   d_.hosts.Seen(*host);
   return TakeOrHold(host->record.id, take);
 }
@@ -386,6 +408,7 @@ enum FinishMember : unsigned {
   kWaitMs = 1u << 10,
   kTenant = 1u << 11,
   kRunner = 1u << 12,
+  kIncarnation = 1u << 13,
 };
 
 // Marks `bit` seen; false when it was already.
@@ -416,7 +439,8 @@ std::optional<std::int64_t> IntOf(const flatjson::Member& m, std::int64_t min, s
 
 }  // namespace
 
-std::optional<HostOps::TakeRequest> HostOps::ReadTakeText(std::string_view text, std::string* host_id) const {
+std::optional<HostOps::TakeRequest> HostOps::ReadTakeText(std::string_view text, std::string* host_id,
+                                                          std::string_view* incarnation) const {
   flatjson::Reader reader(text);
   flatjson::Member m;
   unsigned seen = 0;
@@ -434,6 +458,10 @@ std::optional<HostOps::TakeRequest> HostOps::ReadTakeText(std::string_view text,
       ok = FirstOf(seen, kTenant) && TextOf(m, tenant) && !tenant.empty();
     } else if (m.key == "runner") {
       ok = FirstOf(seen, kRunner) && TextOf(m, runner) && (runner.empty() || ValidHostId(runner));
+    } else if (m.key == "incarnation" && incarnation) {
+      // Read in place (weft-host's never needs escaping); an escaped one goes to the tree.
+      ok = FirstOf(seen, kIncarnation) && m.kind == flatjson::Kind::kString && !m.escaped;
+      if (ok) *incarnation = m.text;
     }  // any other member is not read, as by the tree reading
     if (!ok) return std::nullopt;
   }

@@ -144,6 +144,20 @@ Status HostRegistry::CheckNewProcess(const std::string& host_id, const std::stri
                           std::to_string(config_.hosts.silent_after_ms) + " ms)");
 }
 
+Status HostRegistry::Replaced(Host& host, std::string_view incarnation, bool* first) const {
+  *first = false;
+  if (incarnation.empty() || host.incarnation.empty() || incarnation == host.incarnation) return Status::Ok();
+  *first = host.replaced_incarnation != incarnation;
+  if (*first) host.replaced_incarnation = std::string(incarnation);
+  std::string now = host.machine.empty() ? std::string("another process") : host.machine;
+  if (host.pid > 0) now += " (pid " + std::to_string(host.pid) + ")";
+  return Status::Conflict("this process (incarnation " + std::string(incarnation) + ") no longer acts for host '" +
+                          host.record.id + "': " + now + " registered under that id after this process was not "
+                          "heard from for hosts.silent_after_ms (" + std::to_string(config_.hosts.silent_after_ms) +
+                          " ms), and its attempts were handed out again; stop its tasks and register again (refused "
+                          "while that process is live)");
+}
+
 std::string HostRegistry::MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,
                                         const std::string& key) const {
   const Host* old = Find(host_id);

@@ -384,6 +384,7 @@ class ClusterOps {
     job.target = job.before;
     job.target.status = TargetStatus(op, c.status, body);
     const json& spec = job.before.spec;
+    if (std::optional<Response> refused = RefuseOnMarkedNodes(op, c, job.before.layout)) return std::move(*refused);
 
     if (op == JobOperation::kDelete) {
       job.target.layout = {{"nodes", json::array()}};
@@ -506,9 +507,52 @@ class ClusterOps {
                                                 "it was created"));
       job.target.spec = previous.value("spec", json::object());
       job.target.layout = previous.value("layout", json{{"nodes", json::array()}});
+      // A node the earlier state still listed as "delete failed" (the scale since deleted it) is
+      // not made again: going back never plans a task on a half-deleted node.
+      if (job.target.layout.is_object() && job.target.layout.contains("nodes") &&
+          job.target.layout["nodes"].is_array()) {
+        json& nodes = job.target.layout["nodes"];
+        nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                                   [](const json& n) { return n.value("state", "") == "delete failed"; }),
+                    nodes.end());
+      }
     }
     if (dry_run) return DryRun(job);
     return Launch(std::move(job));
+  }
+
+  // A node a failed job was to delete and did not ("state": "delete failed") is half deleted:
+  // only an operation that deletes it again (a delete; a scale, which deletes it in the same job)
+  // runs while the cluster has one. Any other would plan its tasks on it (a start, a stop, a
+  // reconfigure...) or solve the layout again with it as a live node and drop the mark (an
+  // add-services, an upgrade, a rollback). Refused, naming the nodes and how to clear them.
+  static std::optional<Response> RefuseOnMarkedNodes(JobOperation op, const store::ClusterRecord& c,
+                                                     const json& layout) {
+    if (op == JobOperation::kDelete || op == JobOperation::kScale) return std::nullopt;
+    std::vector<std::string> marked;
+    std::int64_t others = 0;
+    for (const json& n : layout.value("nodes", json::array())) {
+      if (n.value("state", "") == "delete failed")
+        marked.push_back(n.value("hostname", ""));
+      else
+        ++others;
+    }
+    if (marked.empty()) return std::nullopt;
+    std::string names;
+    for (const std::string& n : marked) names += (names.empty() ? "" : ", ") + n;
+    const std::string what(ToString(op));
+    const bool one = marked.size() == 1;
+    const std::string it = one ? "it" : "them";
+    // With no other node (a failed delete) only a delete is left to ask for.
+    const std::string how =
+        others > 0 ? "`weft cluster scale " + c.name + " --size " + std::to_string(others) +
+                         "` (cluster.scale; any size does, this one keeps the other nodes) deletes " + it +
+                         " again, or `weft cluster delete " + c.name + "` deletes the whole cluster"
+                   : "`weft cluster delete " + c.name + "` (cluster.delete) deletes " + it + " again";
+    return Response::Error(Status::Conflict("cluster '" + c.name + "': no " + what + " while it has " +
+                                            (one ? "a node" : "nodes") + " whose DELETE failed (" + names +
+                                            ", marked \"delete failed\"): " + how),
+                           json{{"cluster_id", c.id}, {"operation", what}, {"delete_failed", marked}});
   }
 
   Response ExtendLease(const Call& call) {

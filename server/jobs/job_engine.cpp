@@ -309,6 +309,14 @@ Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions*
     req.after.clear();
     for (planner::NodeSpec& n : req.before) n.services.clear();
   }
+  // A node a failed job was to delete and did not is half deleted: a job plans its DELETE
+  // again and no other task on it, not even a STOP of what it ran.
+  std::set<std::string> marked;
+  for (const json& n : Nodes(job.before.layout))
+    if (n.value("state", "") == kDeleteFailed) marked.insert(n.value("hostname", ""));
+  for (auto* nodes : {&req.before, &req.after})
+    for (planner::NodeSpec& n : *nodes)
+      if (marked.count(n.id)) n.services.clear();
   WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
   // A service on a node that neither spec defines cannot be planned; say how to
   // get out of it (a cluster stored that way by an older weftd's failed undo).

@@ -10,14 +10,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "support/fast.hpp"
 #include "support/temp_dir.hpp"
+#include "support/web.hpp"
 
 namespace {
 
@@ -290,4 +295,112 @@ TEST_CASE("day2: a host id that registers from another machine than its previous
   CHECK(log.substr(log.rfind('\n', at) + 1, at - log.rfind('\n', at) - 1).find("WARN") != std::string::npos);
   CHECK_THAT(log, Catch::Contains("With security off ([security] curve = false) weftd cannot tell two machines"));
   CHECK(log.find("registers from machine-") == log.rfind("registers from machine-"));  // once
+}
+
+namespace {
+// The parent of process `pid` (from /proc), or 0.
+pid_t ParentOf(std::int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t end = text.rfind(')');  // the command may hold spaces
+  if (end == std::string::npos) return 0;
+  std::istringstream rest(text.substr(end + 2));
+  std::string state;
+  pid_t parent = 0;
+  rest >> state >> parent;
+  return parent;
+}
+}  // namespace
+
+namespace {
+// The task.take requests weftd answered CONFLICT so far (its /metrics).
+double TakeConflicts(const Weftd& server) {
+  const std::string url = server.endpoints().value("metrics", std::string());
+  const std::size_t from = url.find("//") + 2;
+  const std::string text =
+      weft::testing::HttpSend("http://" + url.substr(from, url.find('/', from) - from), "GET", "/metrics").body;
+  const std::string series = "weft_api_requests_total{op=\"task.take\",outcome=\"conflict\"} ";
+  const std::size_t at = text.find(series);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size()));
+}
+}  // namespace
+
+TEST_CASE("day2: a host that comes back after another machine took its id is refused, stops its tasks and waits "
+          "to register again",
+          "[integration][day2]") {
+  TempDir tmp("weft-day2");
+  const std::filesystem::path machine_a = OnMachine(tmp / "bin", "machine-a");
+  const std::filesystem::path machine_b = OnMachine(tmp / "bin", "machine-b");
+  INFO("unshare -u is not allowed here: the test needs two machine names (run the tests as root)");
+  REQUIRE(!machine_a.empty());
+  // Leases far longer than the test: only the takeover hands the first process's attempt out again.
+  Weftd server(ServerIn(tmp / "server", json(), /*lease_ms=*/300000));
+  HostOptions a = HostIn(tmp / "a", "h1", server.provisioner());
+  a.binary = machine_a;
+  a.own_process_group = true;  // SIGSTOP pauses the master and its workers alike
+  auto first = std::make_unique<Host>(a);
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 20s));
+  const json busy = server.Call(
+      "debug.enqueue", {{"tasks", {{{"plugin", "fake-automator"},
+                                    {"action", "INSTALL"},
+                                    {"node_id", "n1"},
+                                    {"payload", {{"fields", {{"latency_ms", 3000}}}}}}}}});
+  const std::int64_t running = busy["task_ids"][0].get<std::int64_t>();
+  server.WaitTaskState(running, "leased", 20s);
+
+  // machine-a's process stops answering (paused, cut off) with a task running; once it
+  // is silent, machine-b registers under the same id and gets that task.
+  first->process().Signal(SIGSTOP);
+  REQUIRE(WaitFor([&] { return !server.HostLive("h1"); }, 30s));
+  HostOptions b = HostIn(tmp / "b", "h1", server.provisioner());
+  b.binary = machine_b;
+  auto second = std::make_unique<Host>(b);
+  REQUIRE(WaitFor([&] { return second->Log().find("registered with weftd") != std::string::npos; }, 30s));
+  const json moved = server.WaitTaskState(running, "succeeded", 60s);
+  INFO(moved.dump(1));
+  CHECK(moved["attempt"] == 2);
+
+  // machine-a comes back: its heartbeats and takes are refused with the reason, it
+  // stops what it ran and registers again, which weftd refuses while machine-b is live.
+  first->process().Signal(SIGCONT);
+  const std::string refused = "weftd refused this process's heartbeat: this process (incarnation ";
+  const bool told = WaitFor([&] { return first->Log().find(refused) != std::string::npos; }, 30s);
+  INFO("machine-a:\n" << Tail(first->Log(), 4000) << "\nweftd:\n" << Tail(server.Log(), 4000));
+  REQUIRE(told);
+  const std::string log_a = first->Log();
+  CHECK_THAT(log_a, Catch::Contains("no longer acts for host 'h1': machine-b (pid " +
+                                    std::to_string(second->process().pid()) + ") registered under that id"));
+  REQUIRE(WaitFor(
+      [&] {
+        return first->Log().find("weftd refuses to register this host: host 'h1' is already connected from "
+                                 "machine-b") != std::string::npos;
+      },
+      30s));
+  // Its workers' takes are refused too, a few seconds apart (weftd's log names the process once).
+  const double refused_takes = TakeConflicts(server);
+  CHECK(WaitFor([&] { return TakeConflicts(server) >= refused_takes + 2; }, 20s));
+  const std::string log = server.Log();
+  CHECK_THAT(log, Catch::Contains("refused host.heartbeat of an earlier process of host 'h1'"));
+  CHECK(log.find("of an earlier process of host") == log.rfind("of an earlier process of host"));
+
+  // What weftd shows of h1 is machine-b's alone, and machine-b runs the new tasks.
+  const std::vector<std::int64_t> ids = EnqueueMany(server, 6);
+  for (std::int64_t id : ids) server.WaitTaskState(id, "succeeded", 60s);
+  for (int i = 0; i < 5; ++i) {
+    const json hosts = server.Call("host.list", json::object())["hosts"];
+    REQUIRE(hosts.size() == 1);
+    INFO(hosts.dump());
+    REQUIRE(!hosts[0]["reported_workers"].empty());
+    for (const json& w : hosts[0]["reported_workers"])
+      CHECK(ParentOf(w["pid"].get<std::int64_t>()) == second->process().pid());
+    std::this_thread::sleep_for(300ms);
+  }
+
+  // Once machine-b is gone, machine-a's process gets the id back and works again.
+  second->process().Signal(SIGKILL);
+  REQUIRE(second->process().Wait(10s).has_value());
+  second.reset();
+  REQUIRE(WaitFor([&] { return first->Log().find("the other process with this host id is gone") != std::string::npos; },
+                  60s));
+  for (std::int64_t id : EnqueueMany(server, 3)) server.WaitTaskState(id, "succeeded", 60s);
 }

@@ -10,10 +10,12 @@
 //  * a template whose default image type is not among its compatible ones
 //    imports with a warning and fails only when a plan uses that default;
 //  * a node whose DELETE failed stays in the cluster, and the next delete or
-//    scale (up or down) deletes it (and only it); a service whose REMOVE failed
-//    stays on its node.
+//    scale (up or down) deletes it (and only it, with no other task on it); every
+//    other operation is refused while it is there, naming it; a service whose
+//    REMOVE failed stays on its node.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -596,21 +598,89 @@ std::set<std::string> FailedDeletes(const json& cluster) {
     if (n.value("state", "") == "delete failed") out.insert(n["hostname"].get<std::string>());
   return out;
 }
+
+// weftd with a provider whose every DELETE fails (each fails its first 2 attempts and a task gets 2) until
+// LetDeletesSucceed gives a task a third; the provider keeps its machines in `machines`.
+struct FailingDeletes {
+  explicit FailingDeletes(const std::string& name) : env(name, Toml(2)) {
+    catalog.PatchProvider(
+        {{"fail_actions", "DELETE"}, {"fail_attempts", 2}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
+    env.Import(catalog);
+    env.WaitHosts();
+  }
+  void LetDeletesSucceed() {
+    env.weftd().SetExtraToml(Toml(3));
+    env.weftd().Restart();
+    env.WaitHosts();
+  }
+  static std::string Toml(int attempts) {
+    return "[jobs]\nmax_attempts = " + std::to_string(attempts) +
+           "\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
+  }
+
+  Env env;
+  const fs::path machines = env.Path("machines");
+  CatalogDir catalog{env.Path("catalog")};
+};
+
+// A cluster `name` of `size` nodes whose shrink by one failed: the node it was to delete stays, marked.
+// Returns that node.
+std::string ShrinkFails(Env& env, const std::string& name, int size) {
+  env.RunJob({"cluster", "create", name, "--template", "web-fake", "--size", std::to_string(size)});
+  RunResult shrink = env.Weft({"cluster", "scale", name, "--size", std::to_string(size - 1), "--wait"});
+  INFO(shrink.out << shrink.err);
+  CHECK(shrink.exit_code != 0);
+  json failed = env.WaitJob(JobsOf(env, name)[0]["id"]);
+  REQUIRE(failed["operation"] == "scale");
+  REQUIRE(failed["status"] == "failed");
+  const std::set<std::string> dropped = NodesOf(TasksOf(failed, "DELETE"));
+  REQUIRE(dropped.size() == 1);
+  REQUIRE(FailedDeletes(env.Call("cluster.get", {{"cluster", name}})["cluster"]) == dropped);
+  return *dropped.begin();
+}
+
+// `weft cluster OP NAME ARGS...` (and cluster.OP with `body`, a dry run too) on cluster `name`, whose node
+// `marked` is marked "delete failed": each is refused with a CONFLICT that names the node and the commands that
+// delete it; no job starts and the cluster's nodes, the mark among them, are as they were.
+void RefusedWhileMarked(Env& env, const std::string& name, const std::string& marked, const std::string& op,
+                        json body, const std::vector<std::string>& args = {}) {
+  const json before = env.Call("cluster.get", {{"cluster", name}})["cluster"];
+  const std::size_t jobs = JobsOf(env, name).size();
+  std::string wire_op = op;
+  std::replace(wire_op.begin(), wire_op.end(), '-', '_');
+  body["cluster"] = name;
+  for (const bool dry_run : {false, true}) {
+    body["dry_run"] = dry_run;
+    Result<json> r = env.TryCall("cluster." + wire_op, body);
+    INFO("cluster." << wire_op << " " << body.dump() << ": " << (r.ok() ? r->dump() : r.status().message()));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::kConflict);
+    CHECK_THAT(r.status().message(), Catch::Contains(marked) && Catch::Contains("delete failed") &&
+                                         Catch::Contains("weft cluster scale " + name + " --size 3") &&
+                                         Catch::Contains("weft cluster delete " + name));
+  }
+  std::vector<std::string> cli = {"cluster", op, name};
+  cli.insert(cli.end(), args.begin(), args.end());
+  RunResult shown = env.Weft(cli);
+  INFO("weft cluster " << op << ": " << shown.out << shown.err);
+  CHECK(shown.exit_code != 0);
+  CHECK_THAT(shown.err, Catch::Contains(marked) && Catch::Contains("weft cluster scale"));
+
+  const json after = env.Call("cluster.get", {{"cluster", name}})["cluster"];
+  INFO(after.dump(1).substr(0, 4000));
+  CHECK(JobsOf(env, name).size() == jobs);
+  CHECK(FailedDeletes(after) == std::set<std::string>{marked});
+  CHECK(after["nodes"] == before["nodes"]);
+  CHECK(after["status"] == before["status"]);
+}
 }  // namespace
 
 TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster keeps those nodes, and the next "
           "delete or scale deletes exactly them",
           "[jobs][integration][day2]") {
-  const std::string hosts = "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
-  Env env("weft-day2-delete-fails",
-          "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
-  const fs::path machines = env.Path("machines");
-  CatalogDir catalog(env.Path("catalog"));
-  // DELETE fails on attempts 1 and 2 of a task: every DELETE fails while weftd gives a task 2 attempts.
-  catalog.PatchProvider(
-      {{"fail_actions", "DELETE"}, {"fail_attempts", 2}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
-  env.Import(catalog);
-  env.WaitHosts();
+  FailingDeletes f("weft-day2-delete-fails");
+  Env& env = f.env;
+  const fs::path& machines = f.machines;
   env.RunJob({"cluster", "create", "leak", "--template", "web-fake", "--size", "3"});
   env.RunJob({"cluster", "create", "shrink", "--template", "web-fake", "--size", "4"});
   const json leak = env.Call("cluster.get", {{"cluster", "leak"}})["cluster"];
@@ -637,6 +707,14 @@ TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster ke
   CHECK(c["size"] == 3);
   RunResult shown = env.Weft({"cluster", "get", "leak"});
   CHECK_THAT(shown.out, Catch::Contains("(delete failed)"));
+  CHECK_THAT(shown.out, Catch::Contains("no operation but a scale or a delete runs until they are; "
+                                        "`weft cluster delete leak` deletes them again"));
+  // Nothing else runs on it meanwhile, and the refusal points at the delete alone.
+  Result<json> refused = env.TryCall("cluster.restart", {{"cluster", "leak"}});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::kConflict);
+  CHECK_THAT(refused.status().message(), Catch::Contains("`weft cluster delete leak` (cluster.delete) deletes them "
+                                                         "again") && !Catch::Contains("weft cluster scale"));
   json plan = env.Call("cluster.delete", {{"cluster", "leak"}, {"dry_run", true}});
   CHECK(NodesOf(TasksOf(plan, "DELETE")) == leak_nodes);
   CHECK(MachinesOf(machines, leak["id"]) == leak_nodes);
@@ -654,15 +732,17 @@ TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster ke
   INFO(c.dump(1).substr(0, 4000));
   CHECK(NodeNames(c) == shrink_nodes);
   CHECK(FailedDeletes(c) == dropped);
+  shown = env.Weft({"cluster", "get", "shrink"});
+  CHECK_THAT(shown.out, Catch::Contains(*dropped.begin() + " is still to be deleted (delete failed): no operation but "
+                                        "a scale or a delete runs until it is; `weft cluster scale shrink --size 3` "
+                                        "deletes it again"));
   plan = env.Call("cluster.scale", {{"cluster", "shrink"}, {"size", 3}, {"dry_run", true}});
   CHECK(NodesOf(TasksOf(plan, "DELETE")) == dropped);
   CHECK(MachinesOf(machines, shrink["id"]) == shrink_nodes);
 
   // With 3 attempts a DELETE gets past its 2 failures: the next delete deletes the three
   // nodes and only then is the cluster terminated; the next scale deletes only the node left.
-  env.weftd().SetExtraToml("[jobs]\nmax_attempts = 3\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
-  env.weftd().Restart();
-  env.WaitHosts();
+  f.LetDeletesSucceed();
   json deleted = env.RunJob({"cluster", "delete", "leak"});
   CHECK(NodesOf(TasksOf(deleted, "DELETE")) == leak_nodes);
   CHECK(TasksOf(deleted, "DELETE").size() == 3);
@@ -687,39 +767,23 @@ TEST_CASE("day2: after a delete or a shrink whose DELETEs failed, the cluster ke
 TEST_CASE("day2: a scale up after a shrink whose DELETE failed deletes the marked node in the same job and "
           "numbers the new nodes past it",
           "[jobs][integration][day2]") {
-  const std::string hosts = "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 1000\n";
-  Env env("weft-day2-grow-after-failed-shrink",
-          "[jobs]\nmax_attempts = 2\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
-  const fs::path machines = env.Path("machines");
-  CatalogDir catalog(env.Path("catalog"));
-  catalog.PatchProvider(
-      {{"fail_actions", "DELETE"}, {"fail_attempts", 2}, {"latency_ms", 5}, {"machines_dir", machines.string()}});
-  env.Import(catalog);
-  env.WaitHosts();
-  env.RunJob({"cluster", "create", "regrow", "--template", "web-fake", "--size", "4"});
-  const json created = env.Call("cluster.get", {{"cluster", "regrow"}})["cluster"];
-  const std::set<std::string> first = NodeNames(created);
-  REQUIRE(first.size() == 4);
-
-  RunResult shrink = env.Weft({"cluster", "scale", "regrow", "--size", "3", "--wait"});
-  INFO(shrink.out << shrink.err);
-  CHECK(shrink.exit_code != 0);
-  json failed = env.WaitJob(JobsOf(env, "regrow")[0]["id"]);
-  REQUIRE(failed["status"] == "failed");
-  const std::set<std::string> dropped = NodesOf(TasksOf(failed, "DELETE"));
-  REQUIRE(dropped.size() == 1);
+  FailingDeletes f("weft-day2-grow-after-failed-shrink");
+  Env& env = f.env;
+  const std::set<std::string> dropped = {ShrinkFails(env, "regrow", 4)};
   json c = env.Call("cluster.get", {{"cluster", "regrow"}})["cluster"];
-  REQUIRE(FailedDeletes(c) == dropped);
+  const std::set<std::string> first = NodeNames(c);
+  REQUIRE(first.size() == 4);
 
   // The marked node is not one of the `size` nodes: growing to 4 plans one new node and the DELETE again.
   json plan = env.Call("cluster.scale", {{"cluster", "regrow"}, {"size", 4}, {"dry_run", true}});
   INFO(plan.dump(1).substr(0, 4000));
   CHECK(NodesOf(TasksOf(plan, "DELETE")) == dropped);
   CHECK(TasksOf(plan, "CREATE").size() == 1);
+  // A half-deleted node gets its DELETE and nothing else: no STOP of the services it ran.
+  for (const json& t : plan["tasks"])
+    if (dropped.count(t.value("node", ""))) CHECK(t["action"] == "DELETE");
 
-  env.weftd().SetExtraToml("[jobs]\nmax_attempts = 3\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n" + hosts);
-  env.weftd().Restart();
-  env.WaitHosts();
+  f.LetDeletesSucceed();
   json grown = env.RunJob({"cluster", "scale", "regrow", "--size", "5"});
   CHECK(NodesOf(TasksOf(grown, "DELETE")) == dropped);
   const std::set<std::string> made = NodesOf(TasksOf(grown, "CREATE"));
@@ -736,7 +800,7 @@ TEST_CASE("day2: a scale up after a shrink whose DELETE failed deletes the marke
   for (const std::string& n : dropped) want.erase(n);
   want.insert(made.begin(), made.end());
   CHECK(NodeNames(c) == want);
-  CHECK(MachinesOf(machines, c["id"]) == want);
+  CHECK(MachinesOf(f.machines, c["id"]) == want);
 }
 
 TEST_CASE("day2: a cluster keeps the provider it was made with until an upgrade moves it to the catalog's "
@@ -804,6 +868,84 @@ TEST_CASE("day2: after a remove-services whose REMOVE failed, the nodes still li
   CHECK(NodesRunning(c, "fake-monitoring") == monitored);
   json plan = env.Call("cluster.remove_services", {{"cluster", "rs"}, {"services", {"fake-monitoring"}}, {"dry_run", true}});
   CHECK(NodesOf(TasksOf(plan, "REMOVE", "fake-monitoring")) == monitored);
+}
+
+
+// ---- 10. while a node is marked "delete failed", only a delete or a scale runs ------
+
+TEST_CASE("day2: add-services is refused while a node is marked delete failed, and runs once the scale the "
+          "refusal names deleted the node",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-add-services");
+  Env& env = f.env;
+  const std::string marked = ShrinkFails(env, "mk", 4);
+  RefusedWhileMarked(env, "mk", marked, "add-services", {{"services", {"fake-monitoring"}}}, {"fake-monitoring"});
+
+  // The scale the refusal names deletes the node again, and plans nothing else on it (no STOP of what it ran).
+  f.LetDeletesSucceed();
+  json scaled = env.RunJob({"cluster", "scale", "mk", "--size", "3"});
+  INFO(scaled.dump(1).substr(0, 6000));
+  for (const json& t : scaled["tasks"])
+    if (t["node"] == marked) CHECK(t["action"] == "DELETE");
+  CHECK(NodesOf(TasksOf(scaled, "DELETE")) == std::set<std::string>{marked});
+  json c = env.Call("cluster.get", {{"cluster", "mk"}})["cluster"];
+  CHECK(FailedDeletes(c).empty());
+  CHECK(!NodeNames(c).count(marked));
+  CHECK(MachinesOf(f.machines, c["id"]) == NodeNames(c));
+  // Going back to the state before that scale does not make the deleted node again.
+  json back = env.Call("cluster.rollback", {{"cluster", "mk"}, {"dry_run", true}});
+  INFO(back.dump(1).substr(0, 4000));
+  CHECK(TasksOf(back, "CREATE").empty());
+  CHECK(!NodesOf(back["tasks"].get<std::vector<json>>()).count(marked));
+
+  json added = env.RunJob({"cluster", "add-services", "mk", "fake-monitoring"});
+  CHECK(!TasksOf(added, "INSTALL", "fake-monitoring").empty());
+  CHECK(!NodesOf(added["tasks"].get<std::vector<json>>()).count(marked));
+}
+
+TEST_CASE("day2: upgrade is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-upgrade");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  f.catalog.PatchActions("fake-nginx", "", {{"build", 2}});
+  f.env.Import(f.catalog);
+  RefusedWhileMarked(f.env, "mk", marked, "upgrade", json::object());
+}
+
+TEST_CASE("day2: start is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-start");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  RefusedWhileMarked(f.env, "mk", marked, "start", json::object());
+}
+
+TEST_CASE("day2: stop is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-stop");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  RefusedWhileMarked(f.env, "mk", marked, "stop", {{"services", {"fake-nginx"}}}, {"fake-nginx"});
+}
+
+TEST_CASE("day2: restart is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-restart");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  RefusedWhileMarked(f.env, "mk", marked, "restart", json::object());
+}
+
+TEST_CASE("day2: reconfigure is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-reconfigure");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  RefusedWhileMarked(f.env, "mk", marked, "reconfigure", {{"config", {{"nginx", {{"port", "9090"}}}}}},
+                     {"--config", R"({"nginx":{"port":"9090"}})"});
+}
+
+TEST_CASE("day2: remove-services is refused while a node is marked delete failed, and the mark stays",
+          "[jobs][integration][day2]") {
+  FailingDeletes f("weft-day2-marked-remove-services");
+  const std::string marked = ShrinkFails(f.env, "mk", 4);
+  RefusedWhileMarked(f.env, "mk", marked, "remove-services", {{"services", {"fake-redis"}}}, {"fake-redis"});
 }
 
 }  // namespace weft

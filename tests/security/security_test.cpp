@@ -119,6 +119,24 @@ std::string Token(Weftd& s, const std::string& ttl = "") {
   return token;
 }
 
+// The example catalog imported by the superadmin into `tenant`, made first
+// with `flags` (--max-clusters N, ...); with "" into the superadmin's own.
+void WithExamples(Weftd& s, const std::string& tenant, const std::vector<std::string>& flags = {}) {
+  const fs::path root = s.superadmin();
+  std::vector<std::string> import = {"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()};
+  if (!tenant.empty()) {
+    std::vector<std::string> create = {"tenant", "create", tenant};
+    create.insert(create.end(), flags.begin(), flags.end());
+    RunResult made = s.Weft(create, root);
+    INFO(made.out << made.err);
+    REQUIRE(made.exit_code == 0);
+    import.insert(import.begin(), {"--tenant", tenant});
+  }
+  RunResult imported = s.Weft(import, root);
+  INFO(imported.out << imported.err);
+  REQUIRE(imported.exit_code == 0);
+}
+
 }  // namespace
 
 TEST_CASE("security: unknown and missing keys are refused at the handshake and logged once per key",
@@ -324,12 +342,8 @@ TEST_CASE("security: quotas hold at create and scale, also for creates at the sa
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "2", "--max-nodes", "7"}, root).exit_code == 0);
-  REQUIRE(s.Weft({"tenant", "create", "globex", "--max-clusters", "1"}, root).exit_code == 0);
-  for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
-                .exit_code == 0);
-  }
+  WithExamples(s, "acme", {"--max-clusters", "2", "--max-nodes", "7"});
+  WithExamples(s, "globex", {"--max-clusters", "1"});
   REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "alice"}, root).exit_code == 0);
   REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "carol"}, root).exit_code == 0);
   REQUIRE(s.Weft({"--tenant", "acme", "credentials", "alice", "-f", (tmp / "alice.json").string()}, root).exit_code == 0);
@@ -380,11 +394,7 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
-    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
-                .exit_code == 0);
-  }
+  for (const std::string tenant : {"acme", "globex"}) WithExamples(s, tenant);
   std::map<std::string, fs::path> who = {{"root", root}};
   for (const auto& [name, role] : {std::pair{"bob", "admin"}, {"alice", "user"}, {"carol", "user"}}) {
     REQUIRE(s.Weft({"--tenant", "acme", "user", "create", name, "--role", role}, root).exit_code == 0);
@@ -455,8 +465,7 @@ TEST_CASE("security: a planted secret and SSH private keys appear in no log, eve
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "PLANTED-SECRET-7f3a9c", early = "EARLY-SECRET-1b2c";
-  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
-          0);
+  WithExamples(s, "");
   // The fake provider's api_token field is declared sensitive by the plugin. Put
   // before any host registered the plugin, weftd cannot know that yet...
   json provider = json::parse(ReadFile(fs::path(WEFT_SOURCE_DIR) / "examples/catalog/providers/fake.json"));
@@ -549,13 +558,8 @@ TEST_CASE("security: a sealed value opens only where it was sealed for, copied i
           "[security]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
-  const fs::path root = s.superadmin();
   const std::string secret = "COPIED-SECRET-5d8e1a";
-  const std::string examples = (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string();
-  for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
-    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import", examples}, root).exit_code == 0);
-  }
+  for (const std::string tenant : {"acme", "globex"}) WithExamples(s, tenant);
   const fs::path bob = MakeUser(s, tmp.path(), "acme", "bob", "admin");
   const fs::path alice = MakeUser(s, tmp.path(), "acme", "alice", "user");
   const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
@@ -655,12 +659,7 @@ TEST_CASE("security: a task of another tenant that names a running job gets noth
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string motto = "ACME-CONFIG-9f1c";
-  for (const std::string tenant : {"acme", "globex"}) {
-    REQUIRE(s.Weft({"tenant", "create", tenant}, root).exit_code == 0);
-    REQUIRE(s.Weft({"--tenant", tenant, "catalog", "import",
-                          (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root)
-                .exit_code == 0);
-  }
+  for (const std::string tenant : {"acme", "globex"}) WithExamples(s, tenant);
   const fs::path carol = MakeUser(s, tmp.path(), "globex", "carol", "admin");
   // The only host serves globex: acme's job keeps waiting, in flight.
   Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\ntenants = [\"globex\"]\n"));
@@ -705,8 +704,7 @@ TEST_CASE("security: a sensitive field of any JSON type is sealed, and reaches t
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "OBJECT-SECRET-94c2e7";
-  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
-          0);
+  WithExamples(s, "");
   Host host(HostIn(tmp.path(), "h1", s.provisioner(), "enroll_token = \"" + Token(s) + "\"\n"));
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   // `credentials` is a sensitive field of the fake provider that takes any JSON value.
@@ -753,8 +751,7 @@ TEST_CASE("security: a service's fields that its automator declares sensitive ar
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
   const std::string secret = "SERVICE-SECRET-31b7d0", early = "EARLY-SERVICE-SECRET-77aa";
-  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
-          0);
+  WithExamples(s, "");
   // The fake automator's `password` is sensitive. Put before any host registered the plugin...
   json service = Example("services", "fake-nginx");
   service["provisioner"]["actions"]["install"]["fields"]["password"] = early;
@@ -837,9 +834,7 @@ TEST_CASE("security: a cluster name another user took is CONFLICT without its id
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
-  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
-                 root).exit_code == 0);
+  WithExamples(s, "acme");
   for (const std::string user : {"alice", "carol"}) {
     REQUIRE(s.Weft({"--tenant", "acme", "user", "create", user}, root).exit_code == 0);
     REQUIRE(s.Weft({"--tenant", "acme", "credentials", user, "-f", (tmp / (user + ".json")).string()}, root)
@@ -1152,8 +1147,7 @@ TEST_CASE("security: weft events goes on after each restart of weftd, also after
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}, root).exit_code ==
-          0);
+  WithExamples(s, "");
   Process events = s.Background("events", {"-o", "json", "events"}, root);
   REQUIRE(WaitFor([&] { return s.Err("events").find("following weftd's events") != std::string::npos; }, 20s));
   // A job's events reach `weft events`: its create job, aborted.
@@ -1245,10 +1239,7 @@ TEST_CASE("security: a tenant with clusters that are not deleted cannot be delet
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft({"tenant", "create", "acme"}, root).exit_code == 0);
-  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
-                 root)
-              .exit_code == 0);
+  WithExamples(s, "acme");
   // (No host runs their tasks: they stay live.)
   for (const std::string name : {"c1", "c2"})
     REQUIRE(s.Weft({"--tenant", "acme", "cluster", "create", name, "--template", "web-fake", "--size", "3"}, root)
@@ -1406,9 +1397,7 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path root = s.superadmin();
-  REQUIRE(s.Weft({"tenant", "create", "acme", "--max-clusters", "1", "--max-nodes", "5"}, root).exit_code == 0);
-  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()},
-                 root).exit_code == 0);
+  WithExamples(s, "acme", {"--max-clusters", "1", "--max-nodes", "5"});
   const fs::path ann = MakeUser(s, tmp.path(), "acme", "ann", "admin");
   zmq::context_t ctx(1);
   auto client_of = [&](const fs::path& file) {

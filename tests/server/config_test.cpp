@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <utility>
+
 #include "weft/server/config/config.hpp"
 
 using weft::server::Config;
@@ -119,58 +122,47 @@ TEST_CASE("config: a missing config file is named", "[config]") {
   CHECK_THAT(cfg.status().message(), Catch::Contains("/nonexistent/weftd.toml"));
 }
 
-TEST_CASE("config: [retention] keeps what ended 30 days by default, in days or in milliseconds, 0 for ever",
-          "[config]") {
-  constexpr std::int64_t kDay = 24LL * 3600 * 1000;
-  auto defaults = ParseConfig("", "weftd.toml");
-  REQUIRE(defaults.ok());
-  CHECK(defaults->retention.ended_after_ms == 30 * kDay);
-  CHECK(defaults->retention.interval_ms == 300000);
-  CHECK(defaults->retention.batch_rows == 500);
-  auto days = ParseConfig("[retention]\nended_after_days = 7\ninterval_ms = 60000\nbatch_rows = 100\n", "weftd.toml");
-  REQUIRE(days.ok());
-  CHECK(days->retention.ended_after_ms == 7 * kDay);
-  CHECK(days->retention.interval_ms == 60000);
-  CHECK(days->retention.batch_rows == 100);
-  auto never = ParseConfig("[retention]\nended_after_days = 0\n", "weftd.toml");
-  REQUIRE(never.ok());
-  CHECK(never->retention.ended_after_ms == 0);
-  auto ms = ParseConfig("[retention]\nended_after_days = 7\nended_after_ms = 1500\n", "weftd.toml");
-  REQUIRE(ms.ok());
-  CHECK(ms->retention.ended_after_ms == 1500);
-  auto bad = ParseConfig("[retention]\nbatch_rows = 0\n", "weftd.toml");
-  REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.status().message(), Catch::Contains("retention.batch_rows"));
-  auto unknown = ParseConfig("[retention]\nended_after = 3\n", "weftd.toml");
-  REQUIRE_FALSE(unknown.ok());
-  CHECK_THAT(unknown.status().message(), Catch::Contains("ended_after_days"));
-}
-
-TEST_CASE("config: [retention] removes spent API tokens after 30 days, keeps the audit log unless asked, "
-          "and vacuums SQLite 128 pages a turn",
+TEST_CASE("config: [retention] ages default to 30 days (the audit log: for ever), in days or in milliseconds, 0 "
+          "for ever, with the round's pace and SQLite's vacuum steps",
           "[config][retention]") {
   constexpr std::int64_t kDay = 24LL * 3600 * 1000;
+  using weft::server::RetentionConfig;
+  struct Age {
+    std::string key;  // <key>_days and <key>_ms
+    std::int64_t RetentionConfig::*field;
+    std::int64_t default_ms;
+  };
+  for (const Age& age : {Age{"ended_after", &RetentionConfig::ended_after_ms, 30 * kDay},
+                         Age{"tokens_after", &RetentionConfig::tokens_after_ms, 30 * kDay},
+                         Age{"audit_after", &RetentionConfig::audit_after_ms, 0}}) {
+    INFO(age.key);
+    auto parsed = [&](const std::string& toml) {
+      auto cfg = ParseConfig("[retention]\n" + toml, "weftd.toml");
+      REQUIRE(cfg.ok());
+      return cfg->retention.*age.field;
+    };
+    CHECK(parsed("") == age.default_ms);
+    CHECK(parsed(age.key + "_days = 400\n") == 400 * kDay);
+    CHECK(parsed(age.key + "_days = 7\n" + age.key + "_ms = 1500\n") == 1500);  // milliseconds win
+    CHECK(parsed(age.key + "_days = 0\n") == 0);
+  }
   auto defaults = ParseConfig("", "weftd.toml");
   REQUIRE(defaults.ok());
-  CHECK(defaults->retention.tokens_after_ms == 30 * kDay);
-  CHECK(defaults->retention.audit_after_ms == 0);
+  CHECK(defaults->retention.interval_ms == 300000);
+  CHECK(defaults->retention.batch_rows == 500);
   CHECK(defaults->retention.vacuum_pages == 128);
-  auto set = ParseConfig("[retention]\ntokens_after_days = 3\naudit_after_days = 400\nvacuum_pages = 0\n", "weftd.toml");
+  auto set = ParseConfig("[retention]\ninterval_ms = 60000\nbatch_rows = 100\nvacuum_pages = 0\n", "weftd.toml");
   REQUIRE(set.ok());
-  CHECK(set->retention.tokens_after_ms == 3 * kDay);
-  CHECK(set->retention.audit_after_ms == 400 * kDay);
+  CHECK(set->retention.interval_ms == 60000);
+  CHECK(set->retention.batch_rows == 100);
   CHECK(set->retention.vacuum_pages == 0);
-  auto ms = ParseConfig("[retention]\ntokens_after_days = 3\ntokens_after_ms = 1500\naudit_after_ms = 2500\n",
-                        "weftd.toml");
-  REQUIRE(ms.ok());
-  CHECK(ms->retention.tokens_after_ms == 1500);
-  CHECK(ms->retention.audit_after_ms == 2500);
-  auto never = ParseConfig("[retention]\ntokens_after_days = 0\n", "weftd.toml");
-  REQUIRE(never.ok());
-  CHECK(never->retention.tokens_after_ms == 0);
-  auto bad = ParseConfig("[retention]\nvacuum_pages = -1\n", "weftd.toml");
-  REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.status().message(), Catch::Contains("retention.vacuum_pages"));
+  for (const auto& [toml, named] : {std::pair{"batch_rows = 0", "retention.batch_rows"},
+                                    {"vacuum_pages = -1", "retention.vacuum_pages"},
+                                    {"ended_after = 3", "ended_after_days"}}) {
+    auto bad = ParseConfig("[retention]\n" + std::string(toml) + "\n", "weftd.toml");
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(bad.status().message(), Catch::Contains(named));
+  }
   const char* argv[] = {"weftd", "--data-dir", "/tmp/x", "--vacuum"};
   auto flags = weft::server::ParseFlags(4, argv);
   REQUIRE(flags.ok());

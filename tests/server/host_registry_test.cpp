@@ -71,6 +71,39 @@ TEST_CASE("host registry: a second process under a live host's id is refused unt
   CHECK(f.hosts.CheckNewProcess("h1", "300-c", "", &first).ok());
 }
 
+TEST_CASE("host registry: a request of a process that another one replaced under the id is refused with the "
+          "reason",
+          "[hosts]") {
+  DispatchFixture f(SilentAfter3s());
+  weft::hosts::Host host;
+  host.record.id = "h1";
+  host.record.capacity = 1;
+  host.record.last_seen_ms = f.clock.NowMs();
+  host.incarnation = "200-b";  // the process that registered last
+  host.machine = "machine-b";
+  host.pid = 200;
+  f.hosts.Put(host);
+  weft::hosts::Host& h1 = *f.hosts.Find("h1");
+  bool first = false;
+  // The registered process, and one that names none (an older weft-host), are let through.
+  CHECK(f.hosts.Replaced(h1, "200-b", &first).ok());
+  CHECK_FALSE(first);
+  CHECK(f.hosts.Replaced(h1, "", &first).ok());
+  // The earlier process: refused, saying who holds the id now and what to do; logged once.
+  weft::Status old = f.hosts.Replaced(h1, "100-a", &first);
+  CHECK(old.code() == weft::Code::kConflict);
+  CHECK(old.message() ==
+        "this process (incarnation 100-a) no longer acts for host 'h1': machine-b (pid 200) registered under that id "
+        "after this process was not heard from for hosts.silent_after_ms (3000 ms), and its attempts were handed out "
+        "again; stop its tasks and register again (refused while that process is live)");
+  CHECK(first);
+  CHECK(f.hosts.Replaced(h1, "100-a", &first).code() == weft::Code::kConflict);
+  CHECK_FALSE(first);
+  // After a restart of weftd no incarnation is known until the host registers again: nothing is refused.
+  h1.incarnation.clear();
+  CHECK(f.hosts.Replaced(h1, "100-a", &first).ok());
+}
+
 TEST_CASE("host registry: refused plugin files are checked, bounded and shown to their tenant only", "[hosts]") {
   CHECK(weft::hosts::ParseRefused(json::object())->is_null());
   const json body = {{"refused",

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "support/process.hpp"
 #include "support/store_rows.hpp"
 #include "support/temp_dir.hpp"
+#include "support/web.hpp"
 #include "support/weftd.hpp"
 
 namespace fs = std::filesystem;
@@ -25,6 +27,7 @@ using weft::testing::CountRows;
 using weft::testing::Run;
 using weft::testing::RunResult;
 using weft::testing::TempDir;
+using weft::testing::WaitFor;
 using weft::testing::Weftd;
 using weft::testing::WeftdOptions;
 
@@ -179,4 +182,67 @@ TEST_CASE("retention: weftd gives a SQLite store's free pages back after a round
   CHECK(SqliteInt(data / "weft.db", "PRAGMA auto_vacuum") == 2);
   REQUIRE(old.Start().ok());
   CHECK(StoreSpace(old).value("auto_vacuum", "") == "incremental");
+}
+
+namespace {
+// weftd's /metrics.
+std::string Scrape(const Weftd& s) {
+  const std::string url = s.endpoints().value("metrics", std::string());
+  const std::size_t from = url.find("//") + 2;
+  return weft::testing::HttpSend("http://" + url.substr(from, url.find('/', from) - from), "GET", "/metrics").body;
+}
+
+// One sample's value (`name{labels}` exactly as rendered); -1 when absent.
+double Metric(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("retention: /metrics exports the SQLite store's pages and free pages and what retention removed, as they "
+          "move",
+          "[retention][sqlite][metrics]") {
+  TempDir dir("retention-metrics");
+  WeftdOptions options;
+  options.dir = dir.path();
+  options.store = "sqlite";
+  // The first round runs as weftd starts, the next 5 s later: the filler below is
+  // in, and seen, before a round removes it.
+  options.extra_toml = "[retention]\ninterval_ms = 5000\naudit_after_ms = 60000\nbatch_rows = 2000\n";
+  Weftd s(options);
+  const fs::path db = s.db();
+  Sqlite(db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
+             "INSERT INTO audit_log (at_ms, actor, actor_tenant, actor_role, op, tenant, outcome, detail) "
+             "SELECT 1000 + i, 'filler', 'default', 'user', 'test.fill', 'default', 'ok', "
+             "'{\"pad\":\"' || hex(randomblob(500)) || '\"}' FROM n");
+  const std::int64_t pages_full = SqliteInt(db, "PRAGMA page_count");
+  REQUIRE(pages_full > 500);
+  // The file as it is now, before a round removed the filler.
+  std::string text;
+  REQUIRE(WaitFor([&] { return Metric(text = Scrape(s), "weft_store_pages") >= static_cast<double>(pages_full); },
+                  20s));
+  INFO(text);
+  CHECK(Metric(text, "weft_store_page_size_bytes") == static_cast<double>(SqliteInt(db, "PRAGMA page_size")));
+  CHECK(Metric(text, "weft_retention_removed_total{kind=\"audit\"}") == 0);
+  const double freed_before = Metric(text, "weft_store_freed_pages_total");  // the first round's (a page or so)
+  CHECK(freed_before >= 0);
+  // Removed, then the free pages it left given back: every figure moves.
+  double removed = 0, free_pages = -1, freed = 0, pages = -1;
+  const bool moved = WaitFor(
+      [&] {
+        text = Scrape(s);
+        removed = Metric(text, "weft_retention_removed_total{kind=\"audit\"}");
+        free_pages = Metric(text, "weft_store_free_pages");
+        freed = Metric(text, "weft_store_freed_pages_total");
+        pages = Metric(text, "weft_store_pages");
+        return removed >= 3000 && free_pages == 0 && pages < static_cast<double>(pages_full) / 2;
+      },
+      30s);
+  INFO("removed " << removed << ", free " << free_pages << ", freed " << freed << ", pages " << pages << " of "
+                  << pages_full);
+  CHECK(moved);
+  CHECK(freed - freed_before > static_cast<double>(pages_full) / 2);
+  CHECK(Metric(text, "weft_retention_removed_total{kind=\"tasks\"}") == 0);
 }

@@ -1,7 +1,8 @@
-// Retention beyond what ended (server/store/retention_store.cpp), on both
-// backends: spent API tokens go after their age, audit entries only when an
-// age is set (and the log stays append-only for everything else), and
-// SQLite gives free pages back to the file system in small steps.
+// The audit log and retention beyond what ended (server/store/retention_store.cpp),
+// on both backends: each audit entry keeps its request's address (migration 20),
+// spent API tokens go after their age, audit entries only when an age is set (and
+// the log stays append-only for everything else), and SQLite gives free pages back
+// to the file system in small steps.
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
 
@@ -56,7 +57,7 @@ std::int64_t PruneAudit(Store& s, std::int64_t cutoff_ms, std::int64_t max_rows)
   return *gone;
 }
 
-AuditRecord Entry(std::int64_t at_ms, const std::string& target) {
+AuditRecord Entry(std::int64_t at_ms, const std::string& target, const std::string& address = "") {
   AuditRecord a;
   a.at_ms = at_ms;
   a.actor = "alice";
@@ -67,6 +68,7 @@ AuditRecord Entry(std::int64_t at_ms, const std::string& target) {
   a.target = target;
   a.outcome = "ok";
   a.detail_json = "{}";
+  a.address = address;
   return a;
 }
 
@@ -80,6 +82,31 @@ std::vector<std::string> AuditTargets(Store& s) {
 }
 
 }  // namespace
+
+TEST_CASE("store audit log: each entry keeps the address its request came from", "[store]") {
+  TempDir dir("store-audit-address");
+  {
+    auto opened = OpenStore(dir / "weft.db");
+    Store& s = Opened(opened);
+    REQUIRE(s.schema_version() >= 20);
+    REQUIRE(s.Begin().ok());
+    REQUIRE(s.AppendAudit(Entry(1000, "cluster web1", "198.51.100.7")).ok());
+    REQUIRE(s.AppendAudit(Entry(2000, "cluster web1")).ok());  // weftd's own, or one from before the column
+    REQUIRE(s.AppendAudit(Entry(3000, "cluster web1", "2001:db8::5")).ok());
+    REQUIRE(s.Commit().ok());
+  }
+  // Reopened: what was written is what the file (or database) holds.
+  auto opened = OpenStore(dir / "weft.db");
+  Store& s = Opened(opened);
+  auto entries = s.ListAudit(weft::store::AuditQuery{});
+  REQUIRE(entries.ok());
+  REQUIRE(entries->size() == 3);
+  CHECK((*entries)[0].address == "198.51.100.7");
+  CHECK((*entries)[1].address == "");
+  CHECK((*entries)[2].address == "2001:db8::5");
+  CHECK((*entries)[2].actor == "alice");
+  CHECK((*entries)[2].at_ms == 3000);
+}
 
 TEST_CASE("retention: API tokens revoked or expired before the cutoff go, those in force or spent later stay",
           "[store][retention]") {

@@ -186,9 +186,10 @@ export function ClusterScreen({ params }) {
     <${Card} title=${`Nodes (${(c.nodes || []).length})`}>
       <${Table} testid="nodes" rows=${c.nodes || []} rowKey=${(n) => n.hostname} empty=${terminated ? 'The nodes are deleted.' : 'No node yet.'}
         columns=${[
-          // A node a failed job was to delete and did not ("delete failed"): the next delete or scale deletes it.
+          // A node a failed job was to delete and did not ("delete failed"): the next delete or scale deletes it,
+          // and weftd refuses every other operation until then.
           { title: 'Hostname', render: (n) => html`<span class="mono">${n.hostname}</span>${n.state ? html` <span
-            title="a job was to delete this node and its DELETE failed; the next delete or scale deletes it"
+            title="a job was to delete this node and its DELETE failed; the next delete or scale deletes it, and no other operation runs until then"
             data-testid="node-state"><${StatusBadge} status=${n.state} /></span>` : ''}` },
           { title: 'Address', render: (n) => (address(n) ? html`<span class="mono">${address(n)}</span>` : html`<span class="muted">—</span>`) },
           { title: 'Hardware', key: 'hardwaretype' },

@@ -45,6 +45,11 @@ Status ExplainStatus(const HostConfig& config, const Status& status);
 // key that waits for an admin to accept it).
 bool KeyRefused(const Status& status);
 
+// Whether weftd refused a host.heartbeat or task.take because another process registered
+// under this host id after this one was not heard from for a while (docs/protocol.md,
+// host.heartbeat): this process no longer acts for the host until it registers again.
+bool ProcessReplaced(const Status& status);
+
 // How long callers wait after weftd refused this host's key: 1 s, doubling up
 // to 30 s while refusals go on, so a revoked host does not retry in a storm.
 // One log line per change of the wait, one when a call goes through again.

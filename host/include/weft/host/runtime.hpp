@@ -50,6 +50,9 @@ struct WorkerOptions {
   std::string tenant;       // sent in task.take; empty: any tenant
   int channel_fd = -1;      // to the master; -1: none (messages are dropped)
   std::string log_component = "host";
+  // The master's incarnation (its host.register's): sent in task.take, so that weftd
+  // refuses the takes of a process another one replaced under the host id.
+  std::string incarnation;
 };
 
 class Runtime {

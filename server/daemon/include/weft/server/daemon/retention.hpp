@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/common/metrics.hpp"
 #include "weft/common/status.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/store/store.hpp"
@@ -51,6 +52,10 @@ class Retention {
   // The policy, when the last round ended and what the rounds removed since
   // weftd started, and the store's free pages, for server.status.
   nlohmann::json Json() const;
+  // For /metrics (docs/metrics.md), on the reactor thread: the SQLite store's pages and
+  // free pages as they are now (read off the file's header), and what the rounds
+  // removed and gave back since weftd started.
+  void AppendMetrics(metrics::Snapshot& out) const;
 
  private:
   enum class Phase { kEnded, kTokens, kAudit, kVacuum, kDone };

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,8 @@ struct Host {
   std::string key;  // the CurveZMQ key that process registered with ("" with security off)
   // The last process refused under this id (CheckNewProcess), so weftd logs each one once.
   std::string refused_incarnation;
+  // The last earlier process whose heartbeat or take was refused (Replaced), likewise.
+  std::string replaced_incarnation;
   json reported_workers = json::array();  // what the host says it runs: [{tenant, threads, pid}]
   // The plugin files the host refused: [{file, reason, type?, tenant?}] (host.register's and
   // host.heartbeat's optional `refused`); kept in memory only, every heartbeat resends it.
@@ -98,6 +101,14 @@ class HostRegistry {
   // id take each other's place whenever one falls silent; with security off weftd has
   // nothing else to tell them apart by, with it on they share a key (a copied
   // credential.json) unless the host got a new one.
+  // A heartbeat or take that names `incarnation` (its process's, as registered) from a
+  // process that is no longer `host`'s registered one: another process registered under
+  // the id after this one fell silent. CONFLICT (saying "no longer acts for host"), so that
+  // process stops and registers again (refused while the other one is live); OK when the
+  // request names none (an older weft-host) or weftd knows none (it restarted since).
+  // `*first` says whether this process was not refused before (to log it once).
+  [[nodiscard]] Status Replaced(Host& host, std::string_view incarnation, bool* first) const;
+
   std::string MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,
                             const std::string& key) const;
 
