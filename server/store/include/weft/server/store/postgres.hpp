@@ -34,7 +34,8 @@
 // pipeline no ROLLBACK and sync, each a statement for the server and a round
 // trip weftd waited for. EndChain() rolls it back (and ends the pipeline)
 // when none is coming soon: weftd does before it sleeps. That transaction
-// holds no snapshot and no lock, so it keeps back no vacuum.
+// holds no snapshot and no lock, so it keeps back no vacuum (the server shows
+// the session active, its pipeline not synced, as between chained turns).
 //
 // A lost connection: outside a transaction the statement waits for
 // PostgreSQL to come back (up to `reconnect_timeout_ms`, with one log line
