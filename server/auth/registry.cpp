@@ -114,7 +114,9 @@ void Registry::Publish() {
   ++generation_;
   auto keys = std::make_shared<KeyMap>();
   std::set<std::string> hosts_in_force, hosts_revoked;
+  principal_counts_.clear();
   for (const auto& [key, p] : principals_) {
+    ++principal_counts_[{p.kind, p.revoked_at_ms != 0}];
     if (p.kind == "host") (p.revoked_at_ms ? hosts_revoked : hosts_in_force).insert(p.host_id);
     (*keys)[key] = KeyEntry{KindOf(p.kind), p.tenant, p.user, p.role, p.host_id, p.expires_at_ms, p.revoked_at_ms != 0};
   }

@@ -161,6 +161,18 @@ void Components::RefreshMetrics() {
   for (const auto& [tenant, n] : workers) threads.samples.push_back({{{"tenant", tenant}}, n});
   out.push_back(std::move(threads));
 
+  Family principals{"weft_principals",
+                    "CurveZMQ keys weftd keeps, by kind and state (revoked ones stay: docs/operations.md).", "gauge",
+                    {}};
+  for (const char* kind : {"host", "token", "user"}) {
+    for (const bool revoked : {false, true}) {
+      auto n = registry_.principal_counts().find({kind, revoked});
+      principals.samples.push_back({{{"kind", kind}, {"state", revoked ? "revoked" : "not_revoked"}},
+                                    n == registry_.principal_counts().end() ? 0.0 : static_cast<double>(n->second)});
+    }
+  }
+  out.push_back(std::move(principals));
+
   const store::CheckpointStats cp = store_.checkpoint_stats();
   out.push_back({"weft_store_wal_pages", "Pages in the store's write-ahead log after the last commit.", "gauge",
                  {{{}, static_cast<double>(cp.wal_pages)}}});

@@ -65,10 +65,13 @@ const json* ServiceAction(const json& spec, const std::string& service, std::str
   if (services == spec.end() || !services->is_object()) return nullptr;
   auto s = services->find(service);
   if (s == services->end()) return nullptr;
-  const json* p = s->contains("provisioner") ? &(*s)["provisioner"] : nullptr;
-  if (!p || !p->is_object() || !p->contains("actions") || !(*p)["actions"].is_object()) return nullptr;
-  auto a = (*p)["actions"].find(AsciiLower(action));
-  return a == (*p)["actions"].end() || !a->is_object() ? nullptr : &*a;
+  // Each key looked up once (find is end() on a value that is no object).
+  auto p = s->find("provisioner");
+  if (p == s->end() || !p->is_object()) return nullptr;
+  auto actions = p->find("actions");
+  if (actions == p->end() || !actions->is_object()) return nullptr;
+  auto a = actions->find(AsciiLower(action));
+  return a == actions->end() || !a->is_object() ? nullptr : &*a;
 }
 
 std::string ProviderType(const json& spec) {
@@ -130,9 +133,13 @@ std::string PluginFor(const ClusterState& before, const ClusterState& target, co
 
 Result<std::vector<planner::ServiceSpec>> ServiceSpecs(const ClusterState& before, const ClusterState& target) {
   catalog::Catalog cat;
+  const json* put = nullptr;  // the services put last
   for (const ClusterState* state : {&before, &target}) {
     auto services = state->spec.find("services");
     if (services == state->spec.end() || !services->is_object()) continue;
+    // The target's the same as the spec before (a create, most changes): put once.
+    if (put && *put == *services) continue;
+    put = &*services;
     for (const auto& [name, entity] : services->items()) {
       Result<std::string> put = cat.PutJson(catalog::Kind::kService, entity);
       if (!put.ok()) return put.status().WithContext("the cluster's copy of service '" + name + "'");
@@ -335,10 +342,14 @@ Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions*
   std::set<std::string> existing;
   for (const planner::NodeSpec& n : req.before) existing.insert(n.id);
   const json& bootstrap_spec = SpecFor(job.before, job.target, "BOOTSTRAP");
+  // Found once per set of services, not once per node.
+  std::map<std::set<std::string>, bool> runs_bootstrap;
   for (const json& n : Nodes(job.target.layout)) {
     const std::string id = n.value("hostname", "");
-    if (!existing.count(id) && planner::BootstrapPlugin(NodeAutomators(bootstrap_spec, n), declared).empty())
-      req.without_bootstrap.insert(id);
+    if (existing.count(id)) continue;
+    auto [found, fresh] = runs_bootstrap.try_emplace(NodeServices(n));
+    if (fresh) found->second = !planner::BootstrapPlugin(NodeAutomators(bootstrap_spec, n), declared).empty();
+    if (!found->second) req.without_bootstrap.insert(id);
   }
   req.wait_for_addresses = planner::NamesAddresses(job.target.spec.value("config", json::object())) ||
                            planner::NamesAddresses(job.target.spec.value("services", json::object()));
@@ -444,6 +455,8 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   run->options = job.options;
   run->before = std::move(job.before);
   run->target = std::move(job.target);
+  run->target_spec_text = spec_text;
+  run->target_layout_text = layout_text;
   Index(*run);
 
   WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> cluster, store_.GetCluster(r.cluster_id));
@@ -473,9 +486,14 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
   const auto& planned = plan.tasks();
   const std::int64_t max_attempts = run.options.value("max_attempts", options_.max_attempts);
   std::vector<std::int64_t> ids(planned.size());
-  // A task's plugin follows from its action and service, but a BOOTSTRAP's
-  // (its node's automators): found once per pair, not once per task.
+  // A task's plugin follows from its action and service, a BOOTSTRAP's from
+  // its node's services (their automators): found once each, not once per task.
   std::map<std::pair<Action, std::string_view>, std::string> plugins;
+  std::map<std::set<std::string>, std::string> bootstrap_plugins;
+  // The job's tasks are written together once all are given ids (a few
+  // statements, not two per task), before anything reads them.
+  WEFT_RETURN_IF_ERROR(store_.BeginTaskInserts(planned.size()));
+  Status enqueued = Status::Ok();
   for (std::uint32_t i = 0; i < planned.size(); ++i) {
     const planner::PlannedTask& p = planned[i];
     TaskNode t;
@@ -485,9 +503,14 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
     t.service = p.service;
     if (p.action == Action::kBootstrap) {
       auto in_target = run.target_pos.find(p.node);
-      t.plugin = PluginFor(run.before, run.target, p,
-                           in_target == run.target_pos.end() ? nullptr : &Nodes(run.target.layout)[in_target->second],
-                           declared);
+      if (in_target == run.target_pos.end()) {
+        t.plugin = PluginFor(run.before, run.target, p, nullptr, declared);
+      } else {
+        const json& node = Nodes(run.target.layout)[in_target->second];
+        auto [found, fresh] = bootstrap_plugins.try_emplace(NodeServices(node));
+        if (fresh) found->second = PluginFor(run.before, run.target, p, &node, declared);
+        t.plugin = found->second;
+      }
     } else {
       auto [found, fresh] = plugins.try_emplace({p.action, p.service});
       if (fresh) found->second = PluginFor(run.before, run.target, p, nullptr, declared);
@@ -509,12 +532,20 @@ Status JobEngine::AddTasks(Run& run, const planner::Plan& plan, const planner::D
     // not as waiting and then updated to queued by Release.
     n.waiting = !t.after.empty() || t.plugin.empty();
     if (!n.waiting) t.state = TaskState::kQueued;
-    WEFT_ASSIGN_OR_RETURN(std::vector<std::int64_t> id, queue_.Enqueue(run.record.tenant, {std::move(n)}));
-    t.id = id.front();
+    Result<std::vector<std::int64_t>> id = queue_.Enqueue(run.record.tenant, {std::move(n)});
+    if (!id.ok()) {
+      enqueued = id.status();
+      break;
+    }
+    t.id = id->front();
     ids[i] = t.id;
     task_job_[t.id] = run.record.id;
     run.tasks.emplace(t.id, std::move(t));
   }
+  // Those given are written even when one failed, as one by one they would have been.
+  Status written = store_.EndTaskInserts();
+  WEFT_RETURN_IF_ERROR(enqueued);
+  WEFT_RETURN_IF_ERROR(written);
   for (auto& [id, t] : run.tasks) {
     t.waiting_for = static_cast<std::int64_t>(t.after.size());
     for (std::int64_t a : t.after) run.tasks.at(a).before.push_back(id);
@@ -736,8 +767,9 @@ Status JobEngine::Finish(Run& run) {
   if (ok) {
     WEFT_RETURN_IF_ERROR(SetCluster(cluster_id, [&](store::ClusterRecord& c) {
       c.status = run.target.status;
-      c.spec_json = wire::Dump(run.target.spec);
-      c.layout_json = wire::Dump(run.target.layout);
+      // As Start dumped them: the target does not change while the job runs.
+      c.spec_json = run.target_spec_text.empty() ? wire::Dump(run.target.spec) : run.target_spec_text;
+      c.layout_json = run.target_layout_text.empty() ? wire::Dump(run.target.layout) : run.target_layout_text;
       if (operation != JobOperation::kUndo && operation != JobOperation::kDelete &&
           operation != JobOperation::kCreate)
         c.previous_json = wire::Dump(json{{"spec", run.before.spec}, {"layout", run.before.layout}});

@@ -8,6 +8,15 @@ namespace {
 
 using json = nlohmann::json;
 
+// A field of the leader as last seen: `fallback` while none was ever read
+// (known_leader() is null until this weftd has read the row, e.g. when its
+// first attempts failed on a connection error).
+template <typename T>
+T Known(const Leadership& leadership, const char* key, T fallback) {
+  const json& known = leadership.known_leader();
+  return known.is_object() ? known.value(key, std::move(fallback)) : fallback;
+}
+
 // The leader's endpoint of the kind `endpoint` is ("" while none is known).
 std::string LeaderEndpoint(const Leadership& leadership, api::Endpoint endpoint) {
   const json& known = leadership.known_leader();
@@ -20,11 +29,11 @@ std::string LeaderEndpoint(const Leadership& leadership, api::Endpoint endpoint)
 }  // namespace
 
 json NotLeaderDetails(const Leadership& leadership, api::Endpoint endpoint) {
-  json details = {{"not_leader", true}, {"epoch", leadership.known_leader().value("epoch", std::int64_t{0})}};
+  json details = {{"not_leader", true}, {"epoch", Known(leadership, "epoch", std::int64_t{0})}};
   const std::string where = LeaderEndpoint(leadership, endpoint);
   if (!where.empty()) {
     details["leader"] = where;
-    details["node"] = leadership.known_leader().value("node", std::string());
+    details["node"] = Known(leadership, "node", std::string());
   }
   return details;
 }
@@ -35,7 +44,7 @@ Status NotLeaderStatus(const Leadership& leadership, api::Endpoint endpoint) {
     return Status::Unavailable("this weftd ('" + leadership.node() +
                                "') is a follower and no leader is known yet; retry in a moment");
   return Status::Unavailable("this weftd ('" + leadership.node() + "') is a follower; the leader is '" +
-                             leadership.known_leader().value("node", std::string()) + "' at " + where +
+                             Known(leadership, "node", std::string()) + "' at " + where +
                              ": send the request there");
 }
 

@@ -178,6 +178,7 @@ Status Leadership::ReadLeader() {
                    {"node", r->text(0, 1)},
                    {"endpoints", ParseEndpoints(r->text(0, 2))},
                    {"renewed_ms_ago", r->number(0, 3)}};
+  known_lock_pid_ = r->number(0, 4);
   return Status::Ok();
 }
 
@@ -263,15 +264,28 @@ Result<Leadership::Change> Leadership::TryTakeOver() {
 }
 
 Status Leadership::EndStaleLeader() {
-  WEFT_LOG(kWarn, kLog) << "the leader '" << known_leader_.value("node", std::string()) << "' has not renewed its lease for "
-                        << known_leader_.value("renewed_ms_ago", std::int64_t{0})
-                        << " ms: ending its database session so that another weftd can take over";
-  return conn_
-      ->Exec(
-          "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = 2003199604 "
-          "AND objid = 1 AND objsubid = 2 AND granted AND pid <> pg_backend_pid() "
-          "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
-      .status();
+  // Only the stale leader's own session is ended: the one whose pid the row
+  // recorded when it took over. The lock may be held by another weftd that has
+  // just taken it and not written the row yet; ending that one would fail its
+  // takeover. A holder that is not the recorded one is ended only when it has
+  // done nothing for two leases (a weftd stopped between taking the lock and
+  // writing the row), since a takeover writes the row at once.
+  const std::int64_t pid = known_lock_pid_;
+  WEFT_ASSIGN_OR_RETURN(
+      auto r, conn_->Exec("WITH holder AS MATERIALIZED (SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a "
+                          "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.classid = 2003199604 AND l.objid = 1 "
+                          "AND l.objsubid = 2 AND l.granted AND l.pid <> pg_backend_pid() "
+                          "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                          "AND (l.pid = $1 OR a.state_change < now() - $2::float8 * interval '1 millisecond')) "
+                          "SELECT pid FROM holder WHERE pg_terminate_backend(pid)",
+                          {std::to_string(pid), std::to_string(2 * options_.lease_ms)}));
+  if (r->rows() > 0) {
+    WEFT_LOG(kWarn, kLog) << "the leader '" << known_leader_.value("node", std::string())
+                          << "' has not renewed its lease for " << known_leader_.value("renewed_ms_ago", std::int64_t{0})
+                          << " ms: ended its database session (pid " << r->text(0, 0)
+                          << ") so that another weftd can take over";
+  }
+  return Status::Ok();
 }
 
 Result<nlohmann::json> Leadership::View() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -1216,6 +1217,15 @@ struct Store::Impl {
   // be (a new one, or one with an attempt): the rows held wait on.
   bool leaves_held_ready = false;
   sql::Statement lease_ready_task;  // SQLite: LeaseTask of a held ready task
+  // BeginTaskInserts: the ids the next InsertTask calls give, in order (from
+  // next_insert_id on), and the tasks given, not written yet (WriteTaskInserts).
+  std::vector<std::int64_t> insert_ids;
+  std::size_t next_insert_id = 0;
+  std::vector<TaskRecord> inserted_unwritten;
+  // WriteTaskInserts' statements by their number of rows (at most
+  // kTaskInsertRows): SQLite's of tasks and of task_specs; PostgreSQL's
+  // (which writes both, and open_tasks) in the first.
+  std::map<std::size_t, std::pair<sql::Statement, sql::Statement>> insert_tasks;
   sql::Statement leader_epoch;  // prepared at its first use: server/leader makes its table
   bool leader_epoch_ready = false;
   LeaderFence fence;
@@ -1337,7 +1347,12 @@ Status Store::OpenSqlite(const StoreOptions& options) {
     i.writing_held_ready = false;
     return s;
   };
-  db.SetBeforeStatement(impl_->write_held_ready);
+  // The tasks given by InsertTask and not written yet go first: the held
+  // writes may name them.
+  db.SetBeforeStatement([this]() -> Status {
+    WEFT_RETURN_IF_ERROR(WriteTaskInserts());
+    return impl_->write_held_ready();
+  });
   // A checkpoint copies the WAL into the database and fsyncs both: tens of
   // milliseconds that, on the committing thread, no request would be answered.
   if (options.reader) return Status::Ok();  // the writer's connection checkpoints
@@ -1372,7 +1387,10 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   WEFT_ASSIGN_OR_RETURN(impl_->prune_open_tasks,
                         db.Prepare("DELETE FROM open_tasks o USING tasks t WHERE o.id = ANY(CAST((SELECT "
                                    "?1::bigint[]) AS bigint[])) AND t.id = o.id AND t.finished_at_ms <> 0"));
-  db.SetBeforeStatement([this] { return SendTaskWrites(); });
+  db.SetBeforeStatement([this]() -> Status {
+    WEFT_RETURN_IF_ERROR(WriteTaskInserts());
+    return SendTaskWrites();
+  });
   WEFT_LOG(kInfo, "store") << "the store is " << path_.string() << ", schema version " << schema_version_;
   return Status::Ok();
 }
@@ -1551,6 +1569,7 @@ Status Store::Begin() {
 Status Store::Commit() {
   if (!in_transaction_) return Status::Internal("Store::Commit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
+  WEFT_RETURN_IF_ERROR(EndTaskInserts());  // a batch of tasks ends with its transaction
   if (impl_->write_held_ready) WEFT_RETURN_IF_ERROR(impl_->write_held_ready());
   Status committed = SendFence();
   if (committed.ok()) committed = impl_->db->Commit();
@@ -1565,6 +1584,7 @@ Status Store::SendCommit() {
   if (backend_ != Backend::kPostgres) return Commit();
   if (!in_transaction_) return Status::Internal("Store::SendCommit outside a transaction");
   // Still in the transaction on failure: the caller rolls back.
+  WEFT_RETURN_IF_ERROR(EndTaskInserts());  // a batch of tasks ends with its transaction
   Status sent = SendFence();
   if (sent.ok()) sent = impl_->db->SendCommit();
   if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
@@ -1609,6 +1629,9 @@ Status Store::Rollback() {
   impl_->task_write_ids.clear();
   impl_->held_ready.clear();
   impl_->inserted_waiting.clear();  // some may be gone with the rollback: held no more
+  impl_->inserted_unwritten.clear();
+  impl_->insert_ids.clear();
+  impl_->next_insert_id = 0;
   done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   if (!in_transaction_) return Status::Ok();
   in_transaction_ = false;
@@ -1663,6 +1686,15 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
 }
 
 Status Store::InsertTask(TaskRecord* t) {
+  Impl& i = *impl_;
+  if (i.next_insert_id < i.insert_ids.size()) {
+    // Between BeginTaskInserts and EndTaskInserts: the next id, the row written later.
+    t->id = i.insert_ids[i.next_insert_id++];
+    t->updated_at_ms = t->created_at_ms;
+    i.inserted_unwritten.push_back(*t);
+    if (t->state == TaskState::kWaiting && i.write_held_ready) i.inserted_waiting.insert(t->id);
+    return i.next_insert_id == i.insert_ids.size() ? EndTaskInserts() : Status::Ok();
+  }
   const FlagSet new_row(impl_->leaves_held_ready);
   sql::Statement& insert = impl_->insert_task.Reset()
                                .Bind(7, TaskStateName(t->state))
@@ -1704,6 +1736,137 @@ Status Store::InsertTask(TaskRecord* t) {
   }
   if (t->state == TaskState::kWaiting && impl_->write_held_ready) impl_->inserted_waiting.insert(t->id);
   t->updated_at_ms = t->created_at_ms;
+  return Status::Ok();
+}
+
+// Rows per statement of WriteTaskInserts: 19 parameters a row on PostgreSQL,
+// 13 on SQLite, where a statement may have 999 (the lowest limit a build of
+// SQLite may set).
+constexpr std::size_t kTaskInsertRows = 64;
+
+Status Store::BeginTaskInserts(std::size_t count) {
+  WEFT_RETURN_IF_ERROR(EndTaskInserts());
+  if (count < 2 || !in_transaction_) return Status::Ok();
+  Impl& i = *impl_;
+  sql::Database& db = *i.db;
+  // Reads ids only: no row a held write waits on.
+  const FlagSet new_rows(i.leaves_held_ready);
+  if (db.dialect() == sql::Dialect::kPostgres) {
+    // The sequence gives them as the rows' default would, one by one.
+    WEFT_ASSIGN_OR_RETURN(sql::Statement ids,
+                          db.Prepare("SELECT nextval(pg_get_serial_sequence('tasks', 'id')) FROM "
+                                     "generate_series(1, CAST(?1 AS BIGINT))"));
+    ids.Bind(1, static_cast<std::int64_t>(count));
+    WEFT_RETURN_IF_ERROR(sql::ForEachRow(ids, [&](sql::Statement& row) { i.insert_ids.push_back(row.Int(0)); }));
+    std::sort(i.insert_ids.begin(), i.insert_ids.end());
+  } else {
+    // SQLite gives a row without an id the largest id plus one (no AUTOINCREMENT since migration 14).
+    WEFT_ASSIGN_OR_RETURN(sql::Statement largest, db.Prepare("SELECT COALESCE(MAX(id), 0) FROM tasks"));
+    WEFT_ASSIGN_OR_RETURN(const bool row, largest.Step());
+    const std::int64_t last = row ? largest.Int(0) : 0;
+    largest.Reset();
+    // Past the largest id SQLite picks one at random: then one by one.
+    if (last > INT64_MAX - static_cast<std::int64_t>(count)) return Status::Ok();
+    for (std::size_t k = 1; k <= count; ++k) i.insert_ids.push_back(last + static_cast<std::int64_t>(k));
+  }
+  if (i.insert_ids.size() != count) {
+    i.insert_ids.clear();
+    return Status::Internal("the store gave " + std::to_string(i.insert_ids.size()) + " task ids for " +
+                            std::to_string(count) + " tasks");
+  }
+  i.inserted_unwritten.reserve(count);
+  return Status::Ok();
+}
+
+Status Store::EndTaskInserts() {
+  impl_->insert_ids.clear();
+  impl_->next_insert_id = 0;
+  return WriteTaskInserts();
+}
+
+Status Store::WriteTaskInserts() {
+  Impl& i = *impl_;
+  if (i.inserted_unwritten.empty()) return Status::Ok();
+  // Taken out first: the statements below run the before-statement hook, which would write them again.
+  const std::vector<TaskRecord> rows = std::move(i.inserted_unwritten);
+  i.inserted_unwritten.clear();
+  const FlagSet new_rows(i.leaves_held_ready);
+  sql::Database& db = *i.db;
+  const bool postgres = db.dialect() == sql::Dialect::kPostgres;
+  const std::string task_columns =
+      "INSERT INTO tasks (id, state, attempt, host_id, updated_at_ms, lease_until_ms, finished_at_ms) VALUES ";
+  const std::string spec_columns =
+      "INSERT INTO task_specs (id, tenant, plugin, action, job_id, cluster_id, node_id, max_attempts, created_at_ms, "
+      "payload, task_key, service, after) VALUES ";
+  for (std::size_t from = 0; from < rows.size(); from += kTaskInsertRows) {
+    const std::size_t n = std::min(kTaskInsertRows, rows.size() - from);
+    auto [found, fresh] = i.insert_tasks.try_emplace(n);
+    auto& [tasks, specs] = found->second;
+    if (fresh) {
+      // Row k's parameters: SQLite's tasks statement has 7 a row, its task_specs statement 13; PostgreSQL's
+      // one statement 19 a row, the tasks row's 7, then the task_specs row's but its id (the tasks row's).
+      // PostgreSQL is told each one's type, as by the statement of one task.
+      const auto p = [&](std::size_t number, const char* type) {
+        const std::string name = "?" + std::to_string(number);
+        return postgres ? "CAST(" + name + " AS " + type + ")" : name;
+      };
+      std::string task_values, spec_values;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t base = postgres ? k * 19 : k * 7;
+        task_values += (k ? ", (" : "(") + p(base + 1, "BIGINT");
+        for (std::size_t c = 2; c <= 7; ++c)
+          task_values += ", " + p(base + c, c == 2 ? "task_state" : c == 4 ? "TEXT" : "BIGINT");
+        task_values += ")";
+        const std::size_t spec_base = postgres ? base + 6 : k * 13;
+        spec_values += (k ? ", (" : "(") + p(postgres ? base + 1 : spec_base + 1, "BIGINT");
+        for (std::size_t c = 2; c <= 13; ++c)
+          spec_values += ", " + p(spec_base + c, c == 8 || c == 9 ? "BIGINT" : "TEXT");
+        spec_values += ")";
+      }
+      if (postgres) {
+        // One statement; a task not finished is in open_tasks (migration 17) from the start.
+        WEFT_ASSIGN_OR_RETURN(tasks, db.Prepare("WITH t AS (" + task_columns + task_values +
+                                                " RETURNING id, finished_at_ms), s AS (" + spec_columns +
+                                                spec_values +
+                                                ") INSERT INTO open_tasks (id) SELECT id FROM t WHERE "
+                                                "finished_at_ms = 0"));
+      } else {
+        WEFT_ASSIGN_OR_RETURN(tasks, db.Prepare(task_columns + task_values));
+        WEFT_ASSIGN_OR_RETURN(specs, db.Prepare(spec_columns + spec_values));
+      }
+    }
+    tasks.Reset();
+    if (!postgres) specs.Reset();
+    sql::Statement& spec_statement = postgres ? tasks : specs;
+    for (std::size_t k = 0; k < n; ++k) {
+      const TaskRecord& t = rows[from + k];
+      const int base = static_cast<int>(postgres ? k * 19 : k * 7);
+      tasks.Bind(base + 1, t.id)
+          .Bind(base + 2, TaskStateName(t.state))
+          .Bind(base + 3, t.attempt)
+          .Bind(base + 4, t.host_id)
+          .Bind(base + 5, t.created_at_ms)
+          .Bind(base + 6, t.lease_until_ms)
+          .Bind(base + 7, FinishedAt(t.state, t.created_at_ms));
+      // PostgreSQL: the task_specs row's id is the tasks row's parameter.
+      const int spec_base = static_cast<int>(postgres ? k * 19 + 6 : k * 13);
+      if (!postgres) spec_statement.Bind(spec_base + 1, t.id);
+      spec_statement.Bind(spec_base + 2, t.tenant)
+          .Bind(spec_base + 3, t.plugin)
+          .Bind(spec_base + 4, t.action)
+          .Bind(spec_base + 5, t.job_id)
+          .Bind(spec_base + 6, t.cluster_id)
+          .Bind(spec_base + 7, t.node_id)
+          .Bind(spec_base + 8, t.max_attempts)
+          .Bind(spec_base + 9, t.created_at_ms)
+          .Bind(spec_base + 10, t.payload_json)
+          .Bind(spec_base + 11, t.task_key)
+          .Bind(spec_base + 12, t.service)
+          .Bind(spec_base + 13, t.after_json);
+    }
+    WEFT_RETURN_IF_ERROR(tasks.Run());
+    if (!postgres) WEFT_RETURN_IF_ERROR(specs.Run());
+  }
   return Status::Ok();
 }
 
@@ -2015,10 +2178,12 @@ Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_vi
 }
 
 Status Store::SetTaskMaxAttempts(std::int64_t task_id, std::int64_t max_attempts) {
+  WEFT_RETURN_IF_ERROR(WriteTaskInserts());  // names task_specs only: the hook does not run
   return impl_->set_task_max_attempts.Reset().Bind(1, task_id).Bind(2, max_attempts).Run();
 }
 
 Status Store::SetTaskAfter(std::int64_t task_id, std::string_view after_json) {
+  WEFT_RETURN_IF_ERROR(WriteTaskInserts());  // names task_specs only: the hook does not run
   return impl_->set_task_after.Reset().Bind(1, task_id).Bind(2, after_json).Run();
 }
 

@@ -15,6 +15,7 @@
 
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 #include "weft/common/curve.hpp"
@@ -89,6 +90,40 @@ json KeyOf(const json& listed, const fs::path& credential) {
 }
 
 }  // namespace
+
+namespace {
+// One sample of weftd's /metrics (`name{labels}` as rendered); -1 when absent.
+double Metric(const Weftd& s, const std::string& series) {
+  const std::string url = s.endpoints().value("metrics", std::string());
+  const std::size_t from = url.find("//") + 2;
+  const std::string text =
+      weft::testing::HttpSend("http://" + url.substr(from, url.find('/', from) - from), "GET", "/metrics").body;
+  const std::size_t at = text.find(series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 1));
+}
+}  // namespace
+
+TEST_CASE("user keys: /metrics counts the keys weftd keeps by kind, revoked ones included", "[security][metrics]") {
+  TempDir dir("userkeys-metrics");
+  Weftd s(ServerIn(dir.path()));
+  Ok(s, {"tenant", "create", "acme"}, s.superadmin());
+  const fs::path alice = MakeUser(s, dir.path(), "acme", "alice", "user");
+  const std::string users = "weft_principals{kind=\"user\",state=\"not_revoked\"}";
+  const std::string revoked = "weft_principals{kind=\"user\",state=\"revoked\"}";
+  const std::string tokens = "weft_principals{kind=\"token\",state=\"not_revoked\"}";
+  // The superadmin's key and alice's; nothing revoked, no token yet.
+  REQUIRE(WaitFor([&] { return Metric(s, users) == 2; }, 20s));
+  CHECK(Metric(s, revoked) == 0);
+  CHECK(Metric(s, tokens) == 0);
+  CHECK(Metric(s, "weft_principals{kind=\"host\",state=\"revoked\"}") == 0);
+  // A rotation keeps the old key, revoked, beside the new one; a token is one more key.
+  Ok(s, {"user", "key", "rotate", "alice", "-f", (dir.path() / "alice-new.json").string()}, alice);
+  Ok(s, {"host", "token", "create"}, s.superadmin());
+  const bool moved =
+      WaitFor([&] { return Metric(s, revoked) == 1 && Metric(s, users) == 2 && Metric(s, tokens) == 1; }, 20s);
+  INFO(Metric(s, users) << " user keys, " << Metric(s, revoked) << " revoked, " << Metric(s, tokens) << " tokens");
+  CHECK(moved);
+}
 
 TEST_CASE("user keys: a rotated key is refused, also on its open connection, and the new credential works",
           "[security][userkeys]") {

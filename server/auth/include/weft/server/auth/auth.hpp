@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -174,6 +175,9 @@ class Registry {
   std::vector<store::PrincipalRecord> Principals(Kind kind) const;
   // When the key last passed the handshake since weftd started (0: not yet).
   std::int64_t LastSeen(const std::string& public_key) const { return snapshot_.LastSeen(public_key); }
+  // Every principal weftd keeps, revoked ones included (none is ever removed), by kind
+  // ("user", "host", "token") and whether it is revoked; counted at each key change.
+  const std::map<std::pair<std::string, bool>, std::int64_t>& principal_counts() const { return principal_counts_; }
   // Moves whenever the keys or the tenants change (View() would differ).
   std::uint64_t generation() const { return generation_; }
   std::shared_ptr<const AuthView> View() const;
@@ -200,6 +204,7 @@ class Registry {
   std::map<std::string, store::HostRequestRecord> requests_;  // by key
   std::set<std::string> revoked_hosts_;  // hosts with a revoked key and none in force
   KeyMap in_force_;
+  std::map<std::pair<std::string, bool>, std::int64_t> principal_counts_;
   std::uint64_t generation_ = 0;
 };
 

@@ -188,6 +188,9 @@ class JobEngine {
     json options = json::object();
     ClusterState before;
     ClusterState target;
+    // target.spec and target.layout as Start wrote them to the cluster, for
+    // Finish to write again (empty for a job resumed at start: dumped then).
+    std::string target_spec_text, target_layout_text;
     std::map<std::string, json> results;  // node -> merged results of its tasks
     std::unordered_map<std::int64_t, TaskNode> tasks;
     std::int64_t succeeded = 0;

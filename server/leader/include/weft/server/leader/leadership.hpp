@@ -14,7 +14,9 @@
 // The lock alone does not notice a leader that is stopped (SIGSTOP, a frozen
 // machine) while its connection stays open, so the leader also renews the
 // row's renewed_at; a follower that sees it older than the lease ends the
-// old leader's lock connection and takes over on its next tick.
+// old leader's lock connection (only the session whose pid the row recorded
+// when it took over, never another weftd's that has just taken the lock) and
+// takes over on its next tick.
 //
 // Every weftd also keeps a row of its own in weft_members (its endpoints, when
 // it was last seen), which server.status shows as the followers.
@@ -105,6 +107,7 @@ class Leadership {
   std::int64_t next_tick_ms_ = 0;
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
+  std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;

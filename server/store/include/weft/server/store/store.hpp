@@ -425,6 +425,18 @@ class Store {
 
   // Tasks. InsertTask sets task->id.
   [[nodiscard]] Status InsertTask(TaskRecord* task);
+  // The next `count` InsertTask calls of this transaction (a job's tasks) are
+  // written together, a few statements for all of them instead of one or two
+  // each: their ids are taken now, the ones inserting them one by one would
+  // have given (SQLite: after the largest id; PostgreSQL: from the ids'
+  // sequence), and each InsertTask gives the next. The rows are written once
+  // all are given, by EndTaskInserts, before any other statement on the tasks
+  // or by the commit, so nothing reads the table without them; a rollback
+  // drops them with the rest. Outside a transaction InsertTask writes at once.
+  [[nodiscard]] Status BeginTaskInserts(std::size_t count);
+  // Writes the tasks given since BeginTaskInserts, and the next InsertTask
+  // writes at once again (the ids left are not used).
+  [[nodiscard]] Status EndTaskInserts();
   [[nodiscard]] Result<std::optional<TaskRecord>> GetTask(std::int64_t task_id);
   // Newest first; `state` empty for any state. Payload, result and output are left empty.
   [[nodiscard]] Result<std::vector<TaskRecord>> ListTasks(std::string_view tenant, std::optional<TaskState> state,
@@ -646,6 +658,8 @@ class Store {
   // PostgreSQL, in a transaction: removes from open_tasks the tasks the
   // gathered writes finished, once there are a batch of them.
   Status PruneOpenTasks();
+  // Writes the tasks InsertTask gave since BeginTaskInserts and not written yet.
+  Status WriteTaskInserts();
   // Why a task write changed no row (SQLite, or outside a transaction).
   Status TaskWriteMissed(std::int64_t task_id, std::optional<std::int64_t> attempt);
   sql::Database& database();
