@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -137,8 +138,11 @@ Result<Paths> FindPaths() {
   return p;
 }
 
-Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload) {
-  zmq::socket_t router(ctx, zmq::socket_type::router);
+Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload,
+                             bool echo_own_io) {
+  std::optional<zmq::context_t> own;
+  if (echo_own_io) own.emplace(1);
+  zmq::socket_t router(echo_own_io ? *own : ctx, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   router.bind("tcp://127.0.0.1:*");
   const std::string endpoint = wire::LastEndpoint(router);

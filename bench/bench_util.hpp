@@ -78,7 +78,11 @@ Result<Paths> FindPaths();
 // The transport's own rate, the baseline of the cases that measure weftd's
 // requests: `clients` DEALER threads each sending `payload` and waiting for its
 // echo from a ROUTER that only echoes, over loopback TCP like weftd's
-// endpoints, for `ms`. Round trips per second.
-Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload);
+// endpoints, for `ms`. Round trips per second. The echo shares `ctx`, and so
+// the clients' ZeroMQ I/O thread, unless `echo_own_io`: then it has a context
+// (an I/O thread) of its own, as a server in another process has, and each
+// round trip crosses the wake-ups of two I/O threads, as a request to weftd does.
+Result<double> RawRoundTrips(zmq::context_t& ctx, int clients, int ms, const std::string& payload,
+                             bool echo_own_io = false);
 
 }  // namespace weft::bench

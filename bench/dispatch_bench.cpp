@@ -421,7 +421,7 @@ int Dispatch(const std::vector<std::string>& args) {
 
   if (opts.store == "postgres") return CompareStores(weftd_bin, opts);
 
-  std::vector<double> tasks_per_s, combined_per_s, raw_per_s, metrics_off_per_s;
+  std::vector<double> tasks_per_s, combined_per_s, raw_per_s, raw_own_io_per_s, metrics_off_per_s;
   try {
     zmq::context_t ctx(1);
     for (int r = 0; r < opts.runs; ++r) {
@@ -451,7 +451,14 @@ int Dispatch(const std::vector<std::string>& args) {
         return 1;
       }
       raw_per_s.push_back(*raw);
-      std::fprintf(stderr, "run %d/%d: %.0f raw round trips/s\n", r + 1, opts.runs, *raw);
+      Result<double> raw_own = RawRoundTrips(ctx, opts.hosts, opts.raw_ms, kRawPayload, /*echo_own_io=*/true);
+      if (!raw_own.ok()) {
+        std::fprintf(stderr, "weft-bench dispatch: %s\n", raw_own.status().message().c_str());
+        return 1;
+      }
+      raw_own_io_per_s.push_back(*raw_own);
+      std::fprintf(stderr, "run %d/%d: %.0f raw round trips/s, %.0f with the echo's own I/O thread\n", r + 1,
+                   opts.runs, *raw, *raw_own);
     }
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "weft-bench dispatch: ZeroMQ failed: %s\n", e.what());
@@ -459,6 +466,7 @@ int Dispatch(const std::vector<std::string>& args) {
   }
 
   const double raw = Median(raw_per_s);
+  const double raw_own_io = Median(raw_own_io_per_s);
   for (bool combined : {false, true}) {
     const double tps = Median(combined ? combined_per_s : tasks_per_s);
     const double ratio = raw > 0 ? tps / raw : 0;
@@ -474,6 +482,9 @@ int Dispatch(const std::vector<std::string>& args) {
     line["ratio"] = std::round(ratio * 1000) / 1000;
     line["transport_limit"] = combined ? 1.0 : 0.5;
     line["target_ratio"] = combined ? kCombinedTargetRatio : kTargetRatio;
+    // Context, not the target: the same echo with an I/O thread of its own, as weftd has.
+    line["raw_echo_own_io_per_s"] = std::llround(raw_own_io);
+    line["ratio_vs_echo_own_io"] = raw_own_io > 0 ? std::round(tps / raw_own_io * 1000) / 1000 : 0.0;
     std::printf("%s\n", line.dump().c_str());
   }
   const double on = Median(combined_per_s), off = Median(metrics_off_per_s);

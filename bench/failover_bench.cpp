@@ -77,6 +77,13 @@ class Rig {
     WEFT_ASSIGN_OR_RETURN(pg_, testing::PostgresServer::Start(dir_.path() / "pg"));
     for (const char* node : {"a", "b"}) {
       fs::create_directories(dir_.path() / node);
+      // Every weftd on one database has the first one's keys (docs/failover.md).
+      if (!weftd_.empty()) {
+        std::error_code ec;
+        fs::create_directories(dir_.path() / node / "data", ec);
+        fs::copy(weftd_[0]->data() / "keys", dir_.path() / node / "data" / "keys", fs::copy_options::recursive, ec);
+        if (ec) return Status::Internal("cannot copy the first weftd's keys: " + ec.message());
+      }
       testing::WeftdOptions w = BenchWeftd(paths_.weftd, dir_.path() / node);
       w.name = node;
       w.store = "sqlite";  // the [store] table below says postgres

@@ -43,6 +43,7 @@
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/curve.hpp"
+#include "weft/common/digest.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/log_tally.hpp"
 #include "weft/common/metrics_http.hpp"
@@ -83,6 +84,11 @@ constexpr std::size_t kMaxInboxBatches = 2;
 constexpr std::int64_t kLivePluginsEveryMs = 100;
 // Undelivered replies and host requests beyond the first of an interval are only counted.
 constexpr std::int64_t kTallyMs = 5000;
+// How long a sleeping reactor keeps the transaction its last commit began on
+// PostgreSQL (GroupCommit::ChainWaiting()) for the next turn: hosts answer a
+// reply within a round trip; after this it is ended, so that no transaction
+// stays open on the server while weftd is idle.
+constexpr int kKeepChainMs = 5;
 
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::path tmp = path;
@@ -453,7 +459,14 @@ Result<Reactor::Woke> Reactor::Wait() {
     } while (rc == 0 && std::chrono::steady_clock::now() < spin_until_);
   }
   spin_until_ = {};
-  if (rc == 0) rc = ::poll(items, drained ? watched : 1, timeout_ms);
+  int left_ms = timeout_ms;
+  if (rc == 0 && left_ms > 0 && commit_.ChainWaiting()) {
+    const int kept = std::min(left_ms, kKeepChainMs);
+    rc = ::poll(items, watched, kept);
+    if (rc == 0) commit_.Rest();
+    left_ms -= kept;
+  }
+  if (rc == 0 && (left_ms > 0 || timeout_ms == 0)) rc = ::poll(items, drained ? watched : 1, left_ms);
   if (sleep && commit_.InFlight() && (rc == 0 || items[3].revents != 0)) commit_ready_ = true;
   if (rc > 0 && waiting_since_ != std::chrono::steady_clock::time_point{} &&
       (items[1].revents != 0 || items[2].revents != 0)) {
@@ -725,6 +738,7 @@ void Reactor::Shutdown() {
   if (Status s = SettleCommit(); !s.ok()) {
     WEFT_LOG(kError, kLog) << "the last commit could not be settled: " << s.message();
   }
+  commit_.Rest();
   metrics_listener_.reset();
   store_.SetLeaderFence({});  // it points into this reactor, which the store outlives
   std::vector<Pending> replies;
@@ -891,6 +905,11 @@ Status Reactor::StartElection(const json& bound) {
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
+  // Every weftd on the database must have the first one's keys: Open refuses other ones.
+  o.server_key = config_.security.curve ? server_keys_.public_key : "";
+  WEFT_ASSIGN_OR_RETURN(digest::FileDigest secrets,
+                        digest::Sha256OfFile(config_.server.data_dir / "keys" / "secrets.key"));
+  o.secrets_digest = secrets.digest;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
   // The fence: no write transaction commits unless the epoch in force is the
   // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL

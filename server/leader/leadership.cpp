@@ -97,6 +97,7 @@ Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
   std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
   WEFT_RETURN_IF_ERROR(l->Connect());
   WEFT_RETURN_IF_ERROR(l->Setup());
+  WEFT_RETURN_IF_ERROR(l->CheckKeys());
   l->renewer_ = std::thread([raw = l.get()] { raw->RenewLoop(); });
   return l;
 }
@@ -171,6 +172,8 @@ Status Leadership::Setup() {
       "INSERT INTO weft_leader VALUES (1, 0, '', '{}', 0, now(), now()) ON CONFLICT (id) DO NOTHING",
       "CREATE TABLE IF NOT EXISTS weft_members (node text PRIMARY KEY, endpoints text NOT NULL, "
       "seen_at timestamptz NOT NULL)",
+      "CREATE TABLE IF NOT EXISTS weft_keys (id integer PRIMARY KEY CHECK (id = 1), server_key text NOT NULL, "
+      "secrets_digest text NOT NULL, node text NOT NULL, recorded_at timestamptz NOT NULL)",
       "COMMIT",
   };
   for (const char* sql : kStatements) {
@@ -181,6 +184,34 @@ Status Leadership::Setup() {
     }
   }
   return Status::Ok();
+}
+
+Status Leadership::CheckKeys() {
+  if (options_.secrets_digest.empty()) return Status::Ok();
+  WEFT_RETURN_IF_ERROR(conn_
+                           ->Exec("INSERT INTO weft_keys VALUES (1, $1, $2, $3, now()) ON CONFLICT (id) DO NOTHING",
+                                  {options_.server_key, options_.secrets_digest, options_.node})
+                           .status()
+                           .WithContext("cannot record this weftd's keys"));
+  WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT server_key, secrets_digest, node, recorded_at::text "
+                                            "FROM weft_keys WHERE id = 1"));
+  if (r->rows() != 1) return Status::Internal("the record of the weftd keys is missing");
+  const std::string server_key = r->text(0, 0);
+  const std::string secrets = r->text(0, 1);
+  const bool same_server_key = server_key.empty() || options_.server_key.empty() || server_key == options_.server_key;
+  if (same_server_key && secrets == options_.secrets_digest) return Status::Ok();
+  std::string differ;
+  if (!same_server_key) differ = "its CURVE key pair (keys/server.json, public key " + options_.server_key + ")";
+  if (secrets != options_.secrets_digest) differ += (differ.empty() ? "" : " and ") + std::string("its keys/secrets.key");
+  return Status::Conflict(
+      "this weftd ('" + options_.node + "') cannot join the weftd on this database: " + differ +
+      " differ from the keys that every weftd here must share, recorded by '" + r->text(0, 2) + "' at " +
+      r->text(0, 3) + (server_key.empty() ? "" : " (server public key " + server_key + ")") +
+      ". Hosts and clients trust that server key and sealed secrets open only with that secrets.key, so a "
+      "follower with other keys could not serve once it leads. Stop this weftd, copy the first weftd's keys/ "
+      "directory (server.json and secrets.key) into this one's data directory, replacing its keys/, and start it "
+      "again. --new-keys makes keys for this weftd only and is refused here too: to give every weftd new keys, "
+      "stop them all, DELETE FROM weft_keys, start one with --new-keys and copy its keys/ to the others");
 }
 
 Status Leadership::Announce() {

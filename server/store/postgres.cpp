@@ -634,9 +634,15 @@ Status PostgresDatabase::AwaitCommit() {
   if (commit_in_flight_) ForgetAwaited(Status::Ok());
   Status outcome = std::move(commit_outcome_);
   commit_outcome_ = Status::Ok();
-  // Nothing behind it: the connection leaves pipeline mode (a failure was read above).
-  if (!in_transaction_ && pipelining_) (void)EndPipeline();
+  // Nothing behind it: committed, the transaction it began waits for the
+  // next Begin() (ChainWaiting()); else the connection leaves pipeline mode
+  // (a failure was read above).
+  if (!in_transaction_ && pipelining_ && !(outcome.ok() && chained_ && awaited_.empty())) (void)EndPipeline();
   return outcome;
+}
+
+void PostgresDatabase::EndChain() {
+  if (ChainWaiting()) (void)EndPipeline();
 }
 
 int PostgresDatabase::CommitSocket() const { return commit_in_flight_ && conn_ ? PQsocket(conn_) : -1; }

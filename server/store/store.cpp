@@ -1608,6 +1608,10 @@ bool Store::CommitInFlight() const { return impl_->db->CommitInFlight(); }
 
 int Store::CommitSocket() const { return impl_->db->CommitSocket(); }
 
+bool Store::ChainWaiting() const { return impl_->db->ChainWaiting(); }
+
+void Store::EndChain() { impl_->db->EndChain(); }
+
 void Store::EndLeftoverReads() {
   // After COMMIT a statement still on a row keeps the connection in a read
   // transaction at its old snapshot, so checkpoints copy nothing newer and the

@@ -61,6 +61,9 @@ struct Pair {
     pg = std::move(*started);
     a = Start("a", lease_ms);
     REQUIRE(WaitFor([&] { return Role(*a) == "leader"; }, 20s));
+    // Every weftd on one database has the first one's keys (docs/failover.md).
+    fs::create_directories(dir.path() / "b" / "data");
+    fs::copy(a->data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
     b = Start("b", lease_ms);
     REQUIRE(WaitFor([&] { return Role(*b) == "follower"; }, 20s));
   }
@@ -355,6 +358,60 @@ TEST_CASE("failover: weftd whose PostgreSQL sessions stop answering gives up on 
   CHECK(said);
   // Resumed: a leader serves writes again.
   CHECK(WaitFor([&] { return both.Call("tenant.create", {{"name", "after"}}).ok(); }, 30s));
+}
+
+// Three weftd started on an empty database each made keys of their own, and
+// at the first failover no host or client could connect: the keys of the
+// first one are recorded in the database and a weftd with others refuses to
+// start, saying what to do.
+TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to start, with the same keys it starts",
+          "[failover][integration]") {
+  TempDir dir("failover-keys");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  auto options = [&](const std::string& node) {
+    fs::create_directories(dir.path() / node);
+    return testing::WeftdOptions{.dir = dir.path() / node,
+                                 .name = node,
+                                 .curve = true,
+                                 .extra_toml = ServerToml(pg->conninfo(), node, 2000),
+                                 .start_timeout = 30s,
+                                 .store = "sqlite"};  // its [store] says postgres
+  };
+  Weftd a(options("a"));
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+
+  // b has keys/ of its own (as when several weftd start at once on an empty
+  // database, each making its own): refused, and told to copy a's.
+  {
+    Weftd other({.dir = dir.path() / "other", .name = "other", .curve = true, .store = "sqlite"});
+    other.Kill();
+    fs::create_directories(dir.path() / "b" / "data");
+    fs::copy(other.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
+  }
+  std::string refusal;
+  try {
+    Weftd b(options("b"));
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  INFO(refusal);
+  CHECK(refusal.find("cannot join the weftd on this database") != std::string::npos);
+  CHECK(refusal.find("copy the first weftd's keys/ directory") != std::string::npos);
+  CHECK(refusal.find("recorded by 'a'") != std::string::npos);
+
+  // With a's keys/ it starts, follows, and serves once it leads.
+  fs::remove_all(dir.path() / "b" / "data" / "keys");
+  fs::copy(a.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
+  Weftd b(options("b"));
+  // (Its own superadmin credential works only once it has led: its log says it follows.)
+  REQUIRE(WaitFor([&] { return b.Log().find("following: api") != std::string::npos; }, 20s));
+  a.Kill();
+  REQUIRE(WaitFor([&] { return Pair::Role(b) == "leader"; }, 20s));
+  Result<json> created = b.TryCall("tenant.create", {{"name", "after"}});
+  INFO(created.status().message());
+  CHECK(created.ok());
 }
 
 }  // namespace

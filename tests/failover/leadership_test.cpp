@@ -39,7 +39,9 @@ std::unique_ptr<Leadership> Open(const PostgresServer& pg, const std::string& no
       .node = node,
       .endpoints = {{"api", "tcp://" + node + ":1"}, {"provisioner", "tcp://" + node + ":2"}},
       .lease_ms = lease_ms,
-      .poll_ms = 100});
+      .poll_ms = 100,
+      .server_key = "",
+      .secrets_digest = ""});
   if (!l.ok()) FAIL("cannot open the leadership: " << l.status().message());
   return std::move(*l);
 }

@@ -359,6 +359,9 @@ TEST_CASE("events: EventStream and weft events move to the new leader, and tell 
   };
   std::unique_ptr<Weftd> a = start("a");
   REQUIRE(WaitFor([&] { return role(*a) == "leader"; }, 20s));
+  // Every weftd on one database has the first one's keys (docs/failover.md).
+  fs::create_directories(dir.path() / "b" / "data");
+  fs::copy(a->data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
   std::unique_ptr<Weftd> b = start("b");
   REQUIRE(WaitFor([&] { return role(*b) == "follower"; }, 20s));
 

@@ -3,7 +3,8 @@
 // fails, nothing of the transaction behind it may commit, whether its
 // statements were sent without waiting, ran at once, or read; when it
 // commits, the one behind sees its writes. The COMMIT itself begins the next
-// transaction, and none is left open when nothing follows.
+// transaction; once confirmed with nothing behind it, that one waits for the
+// next Begin() until EndChain(), and none is left open after a failure.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -162,6 +163,13 @@ std::string SessionStates(const PostgresServer& server) {
       .value();
 }
 
+// How many of weftd's sessions are in a transaction on the server.
+std::string OpenTransactions(const PostgresServer& server) {
+  return server.Query("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'weftd' AND xact_start IS "
+                      "NOT NULL")
+      .value();
+}
+
 }  // namespace
 
 TEST_CASE("postgres store: a transaction begun behind a commit in flight needs no BEGIN of its own",
@@ -192,7 +200,21 @@ TEST_CASE("postgres store: a transaction begun behind a commit in flight needs n
   }
   REQUIRE(store.AwaitCommit().ok());
   CHECK(Rows(*server) == "leased:1:3,leased:1:3,leased:1:3");
-  // Nothing behind the last commit: the transaction its COMMIT began is not left open.
+  // Confirmed, with nothing behind it: the transaction its COMMIT began waits for the next Begin().
+  CHECK(store.ChainWaiting());
+  CHECK(OpenTransactions(*server) == "1");
+  // Which needs no BEGIN either, though it comes after the outcome was read.
+  REQUIRE(store.Begin().ok());
+  CHECK(!store.ChainWaiting());
+  REQUIRE(Finish(store, ids[2], 1).ok());
+  REQUIRE(store.SendCommit().ok());
+  REQUIRE(store.AwaitCommit().ok());
+  CHECK(Rows(*server) == "leased:1:3,leased:1:3,succeeded:1:3");
+  // EndChain() rolls back the one nothing used, and leaves no transaction open.
+  REQUIRE(store.ChainWaiting());
+  store.EndChain();
+  CHECK(!store.ChainWaiting());
+  CHECK(OpenTransactions(*server) == "0");
   CHECK(SessionStates(*server) == "idle");
 
   const std::string log = server->Log();
@@ -201,7 +223,7 @@ TEST_CASE("postgres store: a transaction begun behind a commit in flight needs n
   const std::string ran = log.substr(start);
   // The first transaction's BEGIN is the only one: each COMMIT began the next transaction.
   CHECK(Count(ran, ": BEGIN\n") == 1);
-  CHECK(Count(ran, ": COMMIT AND CHAIN\n") == 3);
+  CHECK(Count(ran, ": COMMIT AND CHAIN\n") == 4);
   CHECK(Count(ran, ": ROLLBACK\n") == 1);  // the one begun by the last COMMIT, which nothing used
 
   // A commit that fails leaves no transaction open either, and the next one commits.
@@ -209,11 +231,15 @@ TEST_CASE("postgres store: a transaction begun behind a commit in flight needs n
   REQUIRE(Finish(store, ids[0], 2).ok());  // stale: the task is at attempt 1
   REQUIRE(store.SendCommit().ok());
   CHECK(store.AwaitCommit().code() == weft::Code::kNotFound);
+  CHECK(!store.ChainWaiting());
   CHECK(SessionStates(*server) == "idle");
   REQUIRE(store.Begin().ok());
   REQUIRE(Finish(store, ids[0], 1).ok());
   REQUIRE(store.SendCommit().ok());
   REQUIRE(store.AwaitCommit().ok());
+  CHECK(OpenTransactions(*server) == "1");
+  store.EndChain();
+  CHECK(OpenTransactions(*server) == "0");
   CHECK(SessionStates(*server) == "idle");
-  CHECK(Rows(*server) == "succeeded:1:3,leased:1:3,leased:1:3");
+  CHECK(Rows(*server) == "succeeded:1:3,leased:1:3,succeeded:1:3");
 }

@@ -82,3 +82,22 @@ TEST_CASE("postgres store: PostgreSQL restarted while a job runs: weftd waits, s
   CHECK(Count(log, "lost the connection to PostgreSQL") == 1);
   CHECK(Count(log, "the connection to PostgreSQL is back") == 1);
 }
+
+TEST_CASE("postgres store: weftd idle leaves no transaction open on PostgreSQL", "[store][postgres]") {
+  TempDir dir("pg-idle");
+  Weftd server(weft::testing::WeftdOptions{.dir = dir.path(), .extra_toml = "", .cli_timeout = 60s, .store = "postgres"});
+  CatalogDir catalog(dir / "catalog");
+  // Writes, each committed with nothing behind it: the transaction its COMMIT
+  // began waits for a next turn, which does not come.
+  for (int i = 0; i < 3; ++i) REQUIRE(server.Weft({"catalog", "import", catalog.path().string()}).exit_code == 0);
+  // weftd's sessions in a transaction on the server.
+  const auto open = [&] {
+    return server.postgres()
+        ->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'weftd' AND xact_start IS NOT NULL")
+        .value();
+  };
+  // weftd ends it before it sleeps.
+  CHECK(WaitFor([&] { return open() == "0"; }, 10s));
+  INFO(Tail(server.Log()));
+  CHECK(server.process().running());
+}

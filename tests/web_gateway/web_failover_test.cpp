@@ -45,6 +45,10 @@ TEST_CASE("weft-web follows the events of the weftd that leads, with a reset aft
   std::unique_ptr<PostgresServer> pg = std::move(*started);
   std::unique_ptr<Weftd> a = StartWeftd(dir, *pg, "a");
   REQUIRE(WaitFor([&] { return Role(*a) == "leader"; }, 20s));
+  // Every weftd on one database has the first one's keys (docs/failover.md).
+  std::filesystem::create_directories(dir.path() / "b" / "data");
+  std::filesystem::copy(a->data() / "keys", dir.path() / "b" / "data" / "keys",
+                        std::filesystem::copy_options::recursive);
   std::unique_ptr<Weftd> b = StartWeftd(dir, *pg, "b");
   REQUIRE(WaitFor([&] { return Role(*b) == "follower"; }, 20s));
 

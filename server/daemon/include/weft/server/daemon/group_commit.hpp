@@ -11,7 +11,9 @@
 // earlier commit: confirmed, its replies and events are handed out; failed,
 // the server ran nothing of the later turn either (Store::AwaitCommit), and
 // both batches roll back and ask to retry. Settle() waits for it between
-// turns: before the reactor sleeps, answers a read or stops.
+// turns: before the reactor sleeps, answers a read or stops. A confirmed
+// commit with no turn behind it leaves the next transaction begun on the
+// server (ChainWaiting()) until the next turn, or Rest().
 //
 // Not thread-safe: runs on the reactor thread.
 #pragma once
@@ -45,6 +47,12 @@ class GroupCommit {
   bool InFlight() const { return in_flight_; }
   // What to poll(2) for the outcome of the commit in flight (-1: none).
   int Socket() const { return in_flight_ ? store_.CommitSocket() : -1; }
+  // PostgreSQL: the last commit, confirmed, left the next transaction begun
+  // for the next turn (store::Store::ChainWaiting()); Rest() ends it, as the
+  // reactor does when no request came for a while: a turn that comes soon
+  // then sends no BEGIN, and the connection ends no pipeline in between.
+  bool ChainWaiting() const { return !in_flight_ && store_.ChainWaiting(); }
+  void Rest() { store_.EndChain(); }
   // The events of the commits confirmed by End() or Settle() since the last call.
   std::vector<Event> TakeEvents() { return std::move(ready_events_); }
 

@@ -49,6 +49,13 @@ struct LeaderOptions {
   std::int64_t lease_ms = 3000;
   // How often a follower tries to take over, and a leader renews (a third of the lease at most).
   std::int64_t poll_ms = 250;
+  // This weftd's keys: its CURVE public key ("" without CURVE) and the digest
+  // of its keys/secrets.key. Every weftd on one database must have the same
+  // ones (a follower serves with them once it leads): the first weftd records
+  // them in weft_keys, and Open refuses to start one whose keys differ. An
+  // empty digest checks nothing.
+  std::string server_key;
+  std::string secrets_digest;
 };
 
 class Leadership {
@@ -89,6 +96,8 @@ class Leadership {
   explicit Leadership(LeaderOptions options);
   Status Connect();
   Status Setup();
+  // Records this weftd's keys when none are yet; an error when they differ from the recorded ones.
+  Status CheckKeys();
   Status Announce();
   // The renewing thread: every third of the lease while this weftd leads.
   void RenewLoop();

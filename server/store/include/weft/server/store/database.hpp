@@ -178,6 +178,11 @@ class Database {
   virtual bool CommitInFlight() const { return false; }
   // What to poll(2) for the reply to the commit in flight (-1: none).
   virtual int CommitSocket() const { return -1; }
+  // Whether the last commit, confirmed, left the next transaction begun on
+  // the server for the next Begin() (PostgreSQL's COMMIT AND CHAIN), and
+  // EndChain() ends it (rolls it back) when none is coming soon.
+  virtual bool ChainWaiting() const { return false; }
+  virtual void EndChain() {}
   // Rows changed by the last INSERT, UPDATE or DELETE.
   virtual int Changes() const = 0;
   // Resets every statement still on a row and returns their SQL (SQLite: such

@@ -28,6 +28,14 @@
 // back when no transaction used it. AwaitCommit() reads the replies up to the COMMIT's and says how it
 // ended; a statement that needs its own result reads them too, and fails if
 // the COMMIT did. A statement outside a transaction first ends the pipeline.
+// A commit that AwaitCommit() found confirmed, with nothing sent behind it,
+// leaves the transaction it began waiting for the next Begin() (ChainWaiting()):
+// the next transaction, usually a moment later, then sends no BEGIN, and the
+// pipeline no ROLLBACK and sync, each a statement for the server and a round
+// trip weftd waited for. EndChain() rolls it back (and ends the pipeline)
+// when none is coming soon: weftd does before it sleeps. That transaction
+// holds no snapshot and no lock, so it keeps back no vacuum (the server shows
+// the session active, its pipeline not synced, as between chained turns).
 //
 // A lost connection: outside a transaction the statement waits for
 // PostgreSQL to come back (up to `reconnect_timeout_ms`, with one log line
@@ -99,6 +107,8 @@ class PostgresDatabase final : public Database {
   [[nodiscard]] Status AwaitCommit() override;
   bool CommitInFlight() const override { return commit_in_flight_; }
   int CommitSocket() const override;
+  bool ChainWaiting() const override { return pipelining_ && chained_ && !in_transaction_ && !commit_in_flight_; }
+  void EndChain() override;
   int Changes() const override { return changes_; }
 
  private:

@@ -414,6 +414,11 @@ class Store {
   bool CommitInFlight() const;
   // What to poll(2) for the outcome of the commit in flight (-1: none).
   int CommitSocket() const;
+  // PostgreSQL: a confirmed commit leaves the next transaction begun on the
+  // server, for a Begin() that comes soon (sql::Database::ChainWaiting());
+  // EndChain() ends it, as the caller does before it waits for long.
+  bool ChainWaiting() const;
+  void EndChain();
 
   // Hosts.
   [[nodiscard]] Status UpsertHost(const HostRecord& host);
