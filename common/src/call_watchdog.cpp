@@ -43,7 +43,13 @@ class Watcher {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
     armed_.push_back(a);
-    if (a->due_ms < next_due_ms_) wake_.notify_all();
+    last_armed_ms_ = SteadyNowMs();
+    // A busy connection arms a call every few microseconds: the watcher, awake
+    // while calls come, finds each at its next look, so only a sleeping one is woken.
+    if (sleeping_) {
+      sleeping_ = false;
+      wake_.notify_all();
+    }
   }
   void Remove(Armed* a) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,31 +67,37 @@ class Watcher {
  private:
   Watcher() = default;
 
+  // Looks every kLookMs while calls are armed or were lately, and sleeps
+  // until the next Add once none was armed for kIdleMs. A deadline is thus
+  // acted on up to kLookMs late; deadlines are hundreds of milliseconds at least.
+  static constexpr std::int64_t kLookMs = 50;
+  static constexpr std::int64_t kIdleMs = 1000;
+
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       const std::int64_t now = SteadyNowMs();
-      next_due_ms_ = INT64_MAX;
       for (Armed* a : armed_) {
-        if (a->fired) continue;
-        if (a->due_ms > now) {
-          next_due_ms_ = std::min(next_due_ms_, a->due_ms);
-          continue;
-        }
+        if (a->fired || a->due_ms > now) continue;
         a->fired = true;
         WEFT_LOG(kWarn, "postgres") << *a->peer << " did not answer within " << a->deadline_ms
                                  << " ms; closing the connection";
         (void)::shutdown(a->fd, SHUT_RDWR);
       }
-      if (next_due_ms_ == INT64_MAX) wake_.wait(lock);
-      else wake_.wait_for(lock, std::chrono::milliseconds(next_due_ms_ - now));
+      if (armed_.empty() && now - last_armed_ms_ >= kIdleMs) {
+        sleeping_ = true;
+        wake_.wait(lock, [this] { return stop_ || !sleeping_; });
+      } else {
+        wake_.wait_for(lock, std::chrono::milliseconds(kLookMs), [this] { return stop_; });
+      }
     }
   }
 
   std::mutex mu_;
   std::condition_variable wake_;
   std::vector<Armed*> armed_;
-  std::int64_t next_due_ms_ = INT64_MAX;
+  std::int64_t last_armed_ms_ = 0;
+  bool sleeping_ = false;
   bool stop_ = false;
   std::thread thread_;
 };

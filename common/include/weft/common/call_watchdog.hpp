@@ -3,7 +3,8 @@
 // the server takes; a stopped server answers never).
 //
 // A CallWatchdog::Guard made around such a call arms it: when the guard is
-// still alive `deadline_ms` later, one thread of the process logs
+// still alive `deadline_ms` later (give or take the 50 ms between the
+// watcher's looks), one thread of the process logs
 // "<peer> did not answer within N ms; closing the connection" and shuts the
 // socket down (shutdown(SHUT_RDWR), which does not close the descriptor), so
 // the blocked call returns an error and the caller's handling of a lost
