@@ -75,6 +75,20 @@ struct Session {
   PGconn* pg;
 };
 
+// A session that holds the leader's lock, as another weftd that has just taken
+// it, while the row names a stale leader whose session is another one.
+struct LockHolder {
+  explicit LockHolder(const PostgresServer& pg) : session(pg.conninfo()) {
+    REQUIRE(session.Value("SELECT pg_try_advisory_lock(2003199604, 1)") == "t");
+    pid = session.Value("SELECT pg_backend_pid()");
+    REQUIRE(pg.Exec("UPDATE weft_leader SET epoch = 4, node = 'a', lock_pid = " + std::to_string(std::stoll(pid) + 1) +
+                    ", renewed_at = now() - interval '1 hour'")
+                .ok());
+  }
+  Session session;
+  std::string pid;
+};
+
 TEST_CASE("leadership: a follower that never read the leader's row answers NOT_LEADER without a leader",
           "[leader][postgres]") {
   TempDir dir("leadership-unread");
@@ -100,14 +114,9 @@ TEST_CASE("leadership: a follower ends the stale leader's own session only, not 
   TempDir dir("leadership-stale");
   std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   std::unique_ptr<Leadership> follower = Open(*pg, "b", 3000);
-  // The lock holder: as another weftd that has just taken the lock.
-  Session holder(pg->conninfo());
-  REQUIRE(holder.Value("SELECT pg_try_advisory_lock(2003199604, 1)") == "t");
-  const std::string holder_pid = holder.Value("SELECT pg_backend_pid()");
-  // The row names a stale leader whose session is another one.
-  REQUIRE(pg->Exec("UPDATE weft_leader SET epoch = 4, node = 'a', lock_pid = " + std::to_string(std::stoll(holder_pid) + 1) +
-                   ", renewed_at = now() - interval '1 hour'")
-              .ok());
+  LockHolder lock(*pg);
+  Session& holder = lock.session;
+  const std::string& holder_pid = lock.pid;
 
   Result<Leadership::Change> change = follower->Tick(1000);
   REQUIRE(change.ok());
@@ -136,15 +145,10 @@ TEST_CASE("leadership: a lock holder that never wrote the row and stays idle is 
   TempDir dir("leadership-idle");
   std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   std::unique_ptr<Leadership> follower = Open(*pg, "b", 200);
-  Session holder(pg->conninfo());
-  REQUIRE(holder.Value("SELECT pg_try_advisory_lock(2003199604, 1)") == "t");
-  const std::string holder_pid = holder.Value("SELECT pg_backend_pid()");
-  REQUIRE(pg->Exec("UPDATE weft_leader SET epoch = 4, node = 'a', lock_pid = " + std::to_string(std::stoll(holder_pid) + 1) +
-                   ", renewed_at = now() - interval '1 hour'")
-              .ok());
+  LockHolder lock(*pg);
   std::this_thread::sleep_for(800ms);  // more than two leases of 200 ms
   REQUIRE(follower->Tick(1000).ok());
-  CHECK(testing::WaitFor([&] { return !holder.Alive(); }, 10s));
+  CHECK(testing::WaitFor([&] { return !lock.session.Alive(); }, 10s));
 }
 
 }  // namespace
