@@ -106,8 +106,14 @@ const char* Leadership::FenceSql() { return "SELECT epoch FROM weft_leader WHERE
 
 Status Leadership::CheckFence(std::int64_t epoch_in_force) {
   if (leader_ && epoch_in_force == epoch_.load()) return Status::Ok();
-  const std::string why = "another weftd took over as leader (epoch " + std::to_string(epoch_in_force) +
-                          ", this one had " + std::to_string(epoch_.load()) + "); this weftd may not write";
+  // The epoch is still this weftd's, but it gave up the leadership (its election
+  // connection ended, a renewal failed): no other weftd has taken over yet.
+  const std::string why =
+      epoch_in_force == epoch_.load()
+          ? "this weftd is no longer the leader (epoch " + std::to_string(epoch_in_force) +
+                ", no other weftd has taken over yet) and may not write"
+          : "another weftd took over as leader (epoch " + std::to_string(epoch_in_force) + ", this one had " +
+                std::to_string(epoch_.load()) + "); this weftd may not write";
   if (leader_) Lose(why);
   return Status::Unavailable(why);
 }

@@ -151,5 +151,30 @@ TEST_CASE("leadership: a lock holder that never wrote the row and stays idle is 
   CHECK(testing::WaitFor([&] { return !lock.session.Alive(); }, 10s));
 }
 
+// A leader that gave up its leadership (its connection ended) while its epoch
+// is still the one in force: its writes are refused, and the refusal does not
+// blame a takeover that did not happen.
+TEST_CASE("leadership: a leader that stepped down with its epoch still in force is refused without naming a takeover",
+          "[leader][postgres]") {
+  TempDir dir("leadership-lost");
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
+  std::unique_ptr<Leadership> leader = Open(*pg, "a", 3000);
+  Result<Leadership::Change> change = leader->Tick(1000);
+  REQUIRE(change.ok());
+  REQUIRE(*change == Leadership::Change::kBecameLeader);
+  const std::int64_t epoch = leader->epoch();
+  CHECK(leader->CheckFence(epoch).ok());
+
+  leader->Lose("its connection to PostgreSQL, which held the leader's lock, ended");
+  Status same = leader->CheckFence(epoch);
+  CHECK(same.code() == Code::kUnavailable);
+  CHECK(same.message().find("no longer the leader") != std::string::npos);
+  CHECK(same.message().find("took over") == std::string::npos);
+
+  Status newer = leader->CheckFence(epoch + 1);
+  CHECK(newer.message().find("another weftd took over as leader (epoch " + std::to_string(epoch + 1)) !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace weft
