@@ -902,6 +902,17 @@ Status Reactor::StartElection(const json& bound) {
                  {"provisioner",
                   c.advertise_provisioner.empty() ? bound.value("provisioner", std::string()) : c.advertise_provisioner},
                  {"events", c.advertise_events.empty() ? bound.value("events", std::string()) : c.advertise_events}};
+  // An address bound on every interface reaches nobody when another weftd, a
+  // host or a client is told it (NOT_LEADER, server.status, the credentials).
+  for (const auto& [kind, key] : {std::pair{"api", "advertise_api"}, std::pair{"provisioner", "advertise_provisioner"},
+                                  std::pair{"events", "advertise_events"}}) {
+    const std::string told = o.endpoints[kind].get<std::string>();
+    if (told.find("://0.0.0.0:") != std::string::npos || told.find("://*:") != std::string::npos) {
+      WEFT_LOG(kWarn, kLog) << "the other weftd, hosts and clients are told " << told << " as this weftd's " << kind
+                            << " endpoint, which names no machine: set [leader] " << key
+                            << " to an address they can reach";
+    }
+  }
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;

@@ -414,5 +414,27 @@ TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to s
   CHECK(created.ok());
 }
 
+// A weftd that would tell the others an address of every interface says so at start.
+TEST_CASE("failover: a weftd whose advertised endpoint names no machine warns at start", "[failover][integration]") {
+  TempDir dir("failover-advertise");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  fs::create_directories(dir.path() / "a");
+  Weftd a(testing::WeftdOptions{
+      .dir = dir.path() / "a",
+      .name = "a",
+      .extra_toml = "[store]\nbackend = \"postgres\"\nconninfo = " + json(pg->conninfo()).dump() +
+                    "\n[leader]\nnode = \"a\"\nadvertise_api = \"tcp://0.0.0.0:7420\"\n",
+      .store = "sqlite"});  // its [store] says postgres
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+  const std::string log = a.Log();
+  INFO(Tail(log, 4000));
+  CHECK(log.find("are told tcp://0.0.0.0:7420 as this weftd's api endpoint, which names no machine: set [leader] "
+                 "advertise_api") != std::string::npos);
+  // The endpoints it binds on loopback are told as they are: no line for them.
+  CHECK(log.find("as this weftd's provisioner endpoint") == std::string::npos);
+}
+
 }  // namespace
 }  // namespace weft
