@@ -399,7 +399,7 @@ class ClusterOps {
       std::vector<std::string> doomed;
       kept.layout["nodes"] = json::array();
       for (const json& n : job.before.layout.value("nodes", json::array())) {
-        if (n.value("state", "") == "delete failed")
+        if (IsDeleteFailed(n))
           doomed.push_back(n.value("hostname", ""));
         else
           kept.layout["nodes"].push_back(n);
@@ -512,9 +512,7 @@ class ClusterOps {
       if (job.target.layout.is_object() && job.target.layout.contains("nodes") &&
           job.target.layout["nodes"].is_array()) {
         json& nodes = job.target.layout["nodes"];
-        nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                                   [](const json& n) { return n.value("state", "") == "delete failed"; }),
-                    nodes.end());
+        nodes.erase(std::remove_if(nodes.begin(), nodes.end(), IsDeleteFailed), nodes.end());
       }
     }
     if (dry_run) return DryRun(job);
@@ -532,7 +530,7 @@ class ClusterOps {
     std::vector<std::string> marked;
     std::int64_t others = 0;
     for (const json& n : layout.value("nodes", json::array())) {
-      if (n.value("state", "") == "delete failed")
+      if (IsDeleteFailed(n))
         marked.push_back(n.value("hostname", ""));
       else
         ++others;

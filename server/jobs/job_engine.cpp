@@ -35,10 +35,6 @@ std::string OutputTail(const std::string& text) {
   return text.substr(cut);
 }
 
-// A layout node's "state" when a job was to delete it and its DELETE failed (or
-// never ran): the node, its machine maybe, is still there.
-constexpr const char* kDeleteFailed = "delete failed";
-
 const json& Nodes(const json& layout) {
   static const json kEmpty = json::array();
   auto it = layout.find("nodes");
@@ -320,7 +316,7 @@ Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions*
   // again and no other task on it, not even a STOP of what it ran.
   std::set<std::string> marked;
   for (const json& n : Nodes(job.before.layout))
-    if (n.value("state", "") == kDeleteFailed) marked.insert(n.value("hostname", ""));
+    if (IsDeleteFailed(n)) marked.insert(n.value("hostname", ""));
   for (auto* nodes : {&req.before, &req.after})
     for (planner::NodeSpec& n : *nodes)
       if (marked.count(n.id)) n.services.clear();

@@ -99,6 +99,12 @@ json PlanJson(const NewJob& job, const planner::Plan& plan, const planner::Decla
 // under the default 1 MiB frame (limits.max_header_bytes).
 inline constexpr std::size_t kMaxNodeResultsBytes = 512 * 1024;
 
+// A layout node's "state" when a job was to delete it and its DELETE failed (or
+// never ran): the node, its machine maybe, is still there.
+inline constexpr const char* kDeleteFailed = "delete failed";
+// Whether a layout node is so marked: only its DELETE is ever planned again.
+inline bool IsDeleteFailed(const json& node) { return node.value("state", "") == kDeleteFailed; }
+
 class JobEngine {
  public:
   JobEngine(store::Store& store, queue::TaskQueue& queue, const Clock& clock, EngineOptions options);
