@@ -11,6 +11,7 @@
 #include "weft/common/call_watchdog.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
+#include "weft/server/store/postgres.hpp"
 
 namespace weft::server::leader {
 namespace {
@@ -134,17 +135,10 @@ void Leadership::LoseLocked(const std::string& why) {
 
 Status Leadership::Connect() {
   conn_ = std::make_unique<Conn>();
-  // What the connection string does not say: a server that does not answer
-  // is given up on within the lease (libpq counts whole seconds, 2 at least),
-  // and TCP keepalives notice a server or network gone without a word.
-  const std::string connect_timeout = std::to_string(std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000));
-  const std::string user_timeout = std::to_string(options_.lease_ms);
-  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                        "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {connect_timeout.c_str(), "1", "5", "2", "3", user_timeout.c_str(), "weftd leader election",
-                          options_.conninfo.c_str(), nullptr};
-  conn_->pg = PQconnectdbParams(keys, values, 1);
+  // Unless the connection string says otherwise, a server that does not
+  // answer is given up on within the lease (libpq counts whole seconds, 2 at least).
+  conn_->pg = store::sql::ConnectPostgres(options_.conninfo, std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000),
+                                          options_.lease_ms, "weftd leader election");
   if (!conn_->ok()) {
     std::string why = conn_->pg ? PQerrorMessage(conn_->pg) : "out of memory";
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
@@ -153,7 +147,7 @@ Status Leadership::Connect() {
   }
   // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
   PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
-  conn_->peer = std::string("PostgreSQL at ") + PQhost(conn_->pg) + ":" + PQport(conn_->pg);
+  conn_->peer = store::sql::PostgresPeer(conn_->pg);
   // statement_timeout (below) ends a statement that waits on the server in
   // half the lease; a server that does not answer at all is given the lease.
   conn_->deadline_ms = std::max<std::int64_t>(500, options_.lease_ms);

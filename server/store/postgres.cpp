@@ -272,22 +272,29 @@ Status PostgresDatabase::Open(PostgresOptions options) {
   return Connect();
 }
 
+pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeout_s, std::int64_t user_timeout_ms,
+                         const char* application_name) {
+  const std::string connect_timeout = std::to_string(connect_timeout_s);
+  const std::string user_timeout = std::to_string(user_timeout_ms);
+  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                        "fallback_application_name", "dbname", nullptr};
+  const char* values[] = {connect_timeout.c_str(), "1", "5", "2", "3", user_timeout.c_str(), application_name,
+                          conninfo.c_str(), nullptr};
+  return PQconnectdbParams(keys, values, 1);
+}
+
+std::string PostgresPeer(pg_conn* conn) { return std::string("PostgreSQL at ") + PQhost(conn) + ":" + PQport(conn); }
+
 Status PostgresDatabase::Connect() {
   if (conn_) PQfinish(conn_);
   // Whatever was in flight went with the old connection.
   pipelining_ = false;
   chained_ = false;
   ForgetAwaited(Status::Unavailable("the connection to PostgreSQL was lost before COMMIT was confirmed"));
-  // The connection string comes last so that what it says wins; a server
-  // that does not answer is given up on after 10 s unless it says otherwise,
-  // and TCP keepalives (and a limit on unacknowledged data) notice a server
-  // or network that went away without closing the connection.
-  const std::string user_timeout = std::to_string(options_.call_timeout_ms > 0 ? options_.call_timeout_ms : 0);
-  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                        "fallback_application_name", "dbname", nullptr};
-  const char* values[] = {"10", "1", "5", "2", "3", user_timeout.c_str(), "weftd", options_.conninfo.c_str(), nullptr};
-  conn_ = PQconnectdbParams(keys, values, 1);
+  // A server that does not answer is given up on after 10 s, unless the
+  // connection string says otherwise.
+  conn_ = ConnectPostgres(options_.conninfo, 10, std::max(options_.call_timeout_ms, 0), "weftd");
   if (!conn_) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
     Status s = Status::Unavailable("cannot connect to PostgreSQL: " + Trimmed(PQerrorMessage(conn_)));
@@ -297,7 +304,7 @@ Status PostgresDatabase::Connect() {
   }
   // Notices (a table that already exists, ...) are not weftd's to print.
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
-  peer_ = std::string("PostgreSQL at ") + PQhost(conn_) + ":" + PQport(conn_);
+  peer_ = PostgresPeer(conn_);
   ++generation_;
   return Status::Ok();
 }

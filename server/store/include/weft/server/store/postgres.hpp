@@ -60,6 +60,18 @@ struct pg_result;
 
 namespace weft::store::sql {
 
+// Opens a libpq connection to `conninfo` with what it does not say itself
+// (the connection string comes last, so what it says wins): a server that
+// does not answer is given up on after `connect_timeout_s` (whole seconds),
+// TCP keepalives and `tcp_user_timeout` (`user_timeout_ms`, 0: the system's)
+// notice a server or network gone without closing the connection, and the
+// server lists it as `application_name`. Null only when out of memory; else
+// the caller checks PQstatus and PQfinishes it.
+pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeout_s, std::int64_t user_timeout_ms,
+                         const char* application_name);
+// "PostgreSQL at HOST:PORT" for a connection's log lines.
+std::string PostgresPeer(pg_conn* conn);
+
 class PostgresStatement;
 
 // Which connection a statement is prepared on (its generation; 0: none).
