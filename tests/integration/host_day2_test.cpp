@@ -242,10 +242,12 @@ TEST_CASE("day2: a host that left before a restart of weftd is not live after it
 
 namespace {
 // A script that runs weft-host as if on machine `machine`: its own UTS namespace
-// (unshare -u), so gethostname() names that machine. Empty if this system does not
-// let the test make one.
+// (unshare -u), so gethostname() names that machine. Root may make one; the tests
+// run as root (see the README), so a system that refuses it fails the test here
+// with the reason instead of passing it unchecked.
 std::filesystem::path OnMachine(const std::filesystem::path& dir, const std::string& machine) {
-  if (std::system("unshare -u true >/dev/null 2>&1") != 0) return {};
+  INFO("unshare -u is not allowed here: the test needs two machine names (run the tests as root)");
+  REQUIRE(std::system("unshare -u true >/dev/null 2>&1") == 0);
   const std::filesystem::path script = dir / ("on-" + machine + ".sh");
   std::filesystem::create_directories(dir);
   WriteFile(script, "#!/bin/sh\nexec unshare -u /bin/sh -c 'hostname \"$0\" && exec \"$@\"' " + machine + " " +
@@ -261,10 +263,6 @@ TEST_CASE("day2: a host id that registers from another machine than its previous
   TempDir tmp("weft-day2");
   const std::filesystem::path machine_a = OnMachine(tmp / "bin", "machine-a");
   const std::filesystem::path machine_b = OnMachine(tmp / "bin", "machine-b");
-  // Root may make a UTS namespace; the tests run as root (see the README), so a
-  // system that refuses it fails here with the reason instead of passing unchecked.
-  INFO("unshare -u is not allowed here: the test needs two machine names (run the tests as root)");
-  REQUIRE(!machine_a.empty());
   Weftd server(ServerIn(tmp / "server"));  // security off, hosts silent after 3 s
   HostOptions a = HostIn(tmp / "a", "h1", server.provisioner());
   a.binary = machine_a;
@@ -331,8 +329,6 @@ TEST_CASE("day2: a host that comes back after another machine took its id is ref
   TempDir tmp("weft-day2");
   const std::filesystem::path machine_a = OnMachine(tmp / "bin", "machine-a");
   const std::filesystem::path machine_b = OnMachine(tmp / "bin", "machine-b");
-  INFO("unshare -u is not allowed here: the test needs two machine names (run the tests as root)");
-  REQUIRE(!machine_a.empty());
   // Leases far longer than the test: only the takeover hands the first process's attempt out again.
   Weftd server(ServerIn(tmp / "server", json(), /*lease_ms=*/300000));
   HostOptions a = HostIn(tmp / "a", "h1", server.provisioner());
