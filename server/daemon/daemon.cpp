@@ -188,6 +188,9 @@ class Reactor {
   void OpenHandshakes();
   // Renews or tries to take over when due; steps down when leadership is lost.
   Status Elect(std::int64_t now);
+  // The leader: which superadmin keys of the other weftd (their credential
+  // files') the store does not know yet; about once a second.
+  void FindMemberKeys(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
   void StepDown();
   // Waits for the commit in flight (GroupCommit) and sends its replies and events.
@@ -209,6 +212,10 @@ class Reactor {
   std::unique_ptr<leader::Leadership> leadership_;
   bool leading_ = false;
   std::string superadmin_key_;  // recorded in the store when this weftd leads
+  // The superadmin keys of the other weftd on the database that the store does
+  // not know yet: the leader records them in its next turn (RecordMemberKeys).
+  std::vector<std::string> member_keys_due_;
+  std::int64_t next_member_keys_ms_ = 0;
   std::int64_t next_registry_load_ms_ = 0;
 
   const Config& config_;
@@ -312,7 +319,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   due = std::min(due, next_silence_check_ms_);
   if (leading_) due = std::min(due, components_.retention().NextMs());
   if (leadership_) due = std::min(due, leadership_->next_tick_ms());
-  if (!undelivered_.empty() || !inbox_.empty() || serve_more_) due = now;
+  if (!undelivered_.empty() || !inbox_.empty() || serve_more_ || !member_keys_due_.empty()) due = now;
   return std::max<std::int64_t>(0, due - now);
 }
 
@@ -618,6 +625,8 @@ Status Reactor::Housekeeping(std::int64_t now, bool silence_due, std::vector<Pen
     WEFT_RETURN_IF_ERROR(s);
   }
   if (components_.retention().Due(now)) WEFT_RETURN_IF_ERROR(components_.retention().Batch(now));
+  for (const std::string& key : member_keys_due_) WEFT_RETURN_IF_ERROR(registry_.EnsureSuperadmin(key));
+  member_keys_due_.clear();
   // With a read waiting, one held take at most is served now, the rest next turn.
   serve_more_ = held_.Serve(batch, serve_more_, Steady::now() + (ReadWaiting() ? Steady::duration{} : kTurnBudget));
   return Status::Ok();
@@ -724,7 +733,7 @@ Status Reactor::Loop() {
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_ ||
-        components_.retention().Due(now))
+        components_.retention().Due(now) || !member_keys_due_.empty())
       WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
     // A leader renews between turns. After a pause (SIGSTOP) the requests
     // waiting meet the fencing check first; nothing commits once another
@@ -860,7 +869,7 @@ Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
   if (ec) return Status::Unavailable("cannot create " + path.parent_path().string() + ": " + ec.message());
   std::filesystem::permissions(path.parent_path(), std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
-  // Recorded in the store by Lead(): a follower writes nothing.
+  // Recorded in the store by Lead(), and by whichever weftd leads (FindMemberKeys): a follower writes nothing.
   superadmin_key_ = c.keys.public_key;
   return curve::SaveCredential(path, c);
 }
@@ -877,6 +886,7 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  next_member_keys_ms_ = 0;  // the other weftd's keys: at once
   subscriptions_.Restart();  // events from here on are numbered afresh (another weftd may have led)
   components_.retention().Restart();
   auth_published_ = false;
@@ -921,6 +931,7 @@ Status Reactor::StartElection(const json& bound) {
   WEFT_ASSIGN_OR_RETURN(digest::FileDigest secrets,
                         digest::Sha256OfFile(config_.server.data_dir / "keys" / "secrets.key"));
   o.secrets_digest = secrets.digest;
+  o.superadmin_key = superadmin_key_;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
   // The fence: no write transaction commits unless the epoch in force is the
   // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL
@@ -951,6 +962,7 @@ Status Reactor::Elect(std::int64_t now) {
     }
     next_registry_load_ms_ = now + 1000;
   }
+  if (leading_) FindMemberKeys(now);
   if (now < leadership_->next_tick_ms()) return Status::Ok();
   Result<leader::Leadership::Change> change = leadership_->Tick(now);
   if (!change.ok()) {
@@ -973,10 +985,26 @@ Status Reactor::Elect(std::int64_t now) {
   return Status::Ok();
 }
 
+void Reactor::FindMemberKeys(std::int64_t now) {
+  if (now < next_member_keys_ms_ || !member_keys_due_.empty()) return;
+  next_member_keys_ms_ = now + 1000;
+  Result<std::vector<std::string>> keys = leadership_->SuperadminKeys();
+  if (!keys.ok()) {
+    if (tally_.Count("reads of the other weftd's superadmin keys that failed", now)) {
+      WEFT_LOG(kWarn, kLog) << "cannot read the superadmin keys of the other weftd: " << keys.status().message();
+    }
+    return;
+  }
+  // Only keys never recorded: one revoked, or retired by a rotation, stays so.
+  for (const std::string& key : *keys)
+    if (!registry_.Find(key) && !registry_.Spent(key)) member_keys_due_.push_back(key);
+}
+
 void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
   front_.SetServing(false);
+  member_keys_due_.clear();
   if (!was) return;
   // The commit in flight meets the fence: its batch is answered either way.
   if (Status s = SettleCommit(); !s.ok()) {

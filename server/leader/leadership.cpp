@@ -172,6 +172,7 @@ Status Leadership::Setup() {
       "INSERT INTO weft_leader VALUES (1, 0, '', '{}', 0, now(), now()) ON CONFLICT (id) DO NOTHING",
       "CREATE TABLE IF NOT EXISTS weft_members (node text PRIMARY KEY, endpoints text NOT NULL, "
       "seen_at timestamptz NOT NULL)",
+      "ALTER TABLE weft_members ADD COLUMN IF NOT EXISTS superadmin_key text NOT NULL DEFAULT ''",
       "CREATE TABLE IF NOT EXISTS weft_keys (id integer PRIMARY KEY CHECK (id = 1), server_key text NOT NULL, "
       "secrets_digest text NOT NULL, node text NOT NULL, recorded_at timestamptz NOT NULL)",
       "COMMIT",
@@ -216,9 +217,11 @@ Status Leadership::CheckKeys() {
 
 Status Leadership::Announce() {
   WEFT_RETURN_IF_ERROR(conn_
-                           ->Exec("INSERT INTO weft_members VALUES ($1, $2, now()) ON CONFLICT (node) DO UPDATE "
-                                  "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at",
-                                  {options_.node, wire::Dump(options_.endpoints)})
+                           ->Exec("INSERT INTO weft_members (node, endpoints, seen_at, superadmin_key) "
+                                  "VALUES ($1, $2, now(), $3) ON CONFLICT (node) DO UPDATE "
+                                  "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at, "
+                                  "superadmin_key = excluded.superadmin_key",
+                                  {options_.node, wire::Dump(options_.endpoints), options_.superadmin_key})
                            .status());
   return Status::Ok();
 }
@@ -364,6 +367,17 @@ Result<nlohmann::json> Leadership::View() {
               {"leader", known_leader_},
               {"followers", followers},
               {"lease_ms", options_.lease_ms}};
+}
+
+Result<std::vector<std::string>> Leadership::SuperadminKeys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Not connected again here: a leader's connection holds its lock, and Tick notices its loss.
+  if (!conn_ || !conn_->ok()) return Status::Unavailable("the leader election's database connection is closed");
+  WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT DISTINCT superadmin_key FROM weft_members "
+                                            "WHERE superadmin_key <> '' ORDER BY 1"));
+  std::vector<std::string> keys;
+  for (int i = 0; i < r->rows(); ++i) keys.push_back(r->text(i, 0));
+  return keys;
 }
 
 }  // namespace weft::server::leader

@@ -405,13 +405,67 @@ TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to s
   fs::remove_all(dir.path() / "b" / "data" / "keys");
   fs::copy(a.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
   Weftd b(options("b"));
-  // (Its own superadmin credential works only once it has led: its log says it follows.)
+  // Its log says it follows.
   REQUIRE(WaitFor([&] { return b.Log().find("following: api") != std::string::npos; }, 20s));
   a.Kill();
   REQUIRE(WaitFor([&] { return Pair::Role(b) == "leader"; }, 20s));
   Result<json> created = b.TryCall("tenant.create", {{"name", "after"}});
   INFO(created.status().message());
   CHECK(created.ok());
+}
+
+// Each weftd writes a superadmin credential of its own; only the leader used to
+// record its key, so a follower's credential was refused until that weftd had
+// led. The leader records the keys of every weftd on the database.
+TEST_CASE("failover: a follower's superadmin credential works against the leader and after it takes over",
+          "[failover][integration]") {
+  TempDir dir("failover-superadmin");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  auto options = [&](const std::string& node) {
+    fs::create_directories(dir.path() / node);
+    return testing::WeftdOptions{.dir = dir.path() / node,
+                                 .name = node,
+                                 .curve = true,
+                                 .extra_toml = ServerToml(pg->conninfo(), node, 2000),
+                                 .start_timeout = 30s,
+                                 .cli_timeout = 20s,
+                                 .store = "sqlite"};  // its [store] says postgres
+  };
+  Weftd a(options("a"));
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+  fs::create_directories(dir.path() / "b" / "data");
+  fs::copy(a.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
+  Weftd b(options("b"));
+  REQUIRE(WaitFor([&] { return b.Log().find("following: api") != std::string::npos; }, 20s));
+  REQUIRE(Pair::Role(a) == "leader");
+
+  // b's credential names b's endpoint: the CLI is sent on to the leader a, which admits b's key.
+  testing::RunResult via_follower;
+  const bool admitted = WaitFor(
+      [&] {
+        via_follower = b.Weft({"tenant", "create", "by-b"}, b.superadmin());
+        return via_follower.exit_code == 0;
+      },
+      30s);
+  INFO(via_follower.out << via_follower.err << "--- a ---\n" << Tail(a.Log(), 3000) << "--- b ---\n"
+                        << Tail(b.Log(), 3000));
+  REQUIRE(admitted);
+  testing::RunResult listed = a.Weft({"tenant", "list"});
+  CHECK(listed.out.find("by-b") != std::string::npos);
+
+  // b takes over: its own credential and a's key, recorded by a, still work.
+  a.Kill();
+  REQUIRE(WaitFor([&] { return Pair::Role(b) == "leader"; }, 20s));
+  testing::RunResult after = b.Weft({"tenant", "create", "after"}, b.superadmin());
+  INFO(after.out << after.err);
+  CHECK(after.exit_code == 0);
+  Result<std::string> superadmins = pg->Query(
+      "SELECT count(*) FROM principals WHERE \"user\" = 'superadmin' AND revoked_at_ms = 0", "postgres");
+  INFO(superadmins.status().message());
+  REQUIRE(superadmins.ok());
+  CHECK(*superadmins == "2");
 }
 
 // A weftd that would tell the others an address of every interface says so at start.

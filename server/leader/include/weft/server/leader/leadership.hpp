@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,9 @@ struct LeaderOptions {
   // empty digest checks nothing.
   std::string server_key;
   std::string secrets_digest;
+  // The public key of this weftd's superadmin credential ("" without CURVE),
+  // recorded with its row of weft_members: whichever weftd leads admits it.
+  std::string superadmin_key;
 };
 
 class Leadership {
@@ -91,6 +95,8 @@ class Leadership {
 
   // For server.status: {"leader":{..},"followers":[..],"epoch":N,"self":node,"role":..}.
   Result<nlohmann::json> View();
+  // The superadmin keys of every weftd on the database (LeaderOptions::superadmin_key), this one's too.
+  Result<std::vector<std::string>> SuperadminKeys();
 
  private:
   explicit Leadership(LeaderOptions options);
