@@ -99,6 +99,7 @@ Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
   WEFT_RETURN_IF_ERROR(l->Connect());
   WEFT_RETURN_IF_ERROR(l->Setup());
   WEFT_RETURN_IF_ERROR(l->CheckKeys());
+  WEFT_RETURN_IF_ERROR(l->ClaimNode());
   l->renewer_ = std::thread([raw = l.get()] { raw->RenewLoop(); });
   return l;
 }
@@ -173,6 +174,7 @@ Status Leadership::Setup() {
       "CREATE TABLE IF NOT EXISTS weft_members (node text PRIMARY KEY, endpoints text NOT NULL, "
       "seen_at timestamptz NOT NULL)",
       "ALTER TABLE weft_members ADD COLUMN IF NOT EXISTS superadmin_key text NOT NULL DEFAULT ''",
+      "ALTER TABLE weft_members ADD COLUMN IF NOT EXISTS session_pid integer NOT NULL DEFAULT 0",
       "CREATE TABLE IF NOT EXISTS weft_keys (id integer PRIMARY KEY CHECK (id = 1), server_key text NOT NULL, "
       "secrets_digest text NOT NULL, node text NOT NULL, recorded_at timestamptz NOT NULL)",
       "COMMIT",
@@ -215,12 +217,49 @@ Status Leadership::CheckKeys() {
       "stop them all, DELETE FROM weft_keys, start one with --new-keys and copy its keys/ to the others");
 }
 
+Status Leadership::ClaimNode() {
+  // Under the lock that guards the tables, so that of two weftd started at
+  // once with one name the second sees the first's row. A row is another
+  // weftd's while the election session it names is open and it was seen within
+  // three leases (as View counts a follower live). The session of a weftd that
+  // just stopped may take a moment to end: it is given one lease.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.lease_ms);
+  for (;;) {
+    Result<std::unique_ptr<PgResult>> r = conn_->Exec("BEGIN");
+    if (r.ok()) r = conn_->Exec(kSetupLock);
+    if (r.ok())
+      r = conn_->Exec(
+          "SELECT m.endpoints, EXTRACT(EPOCH FROM (now() - m.seen_at)) * 1000 FROM weft_members m "
+          "WHERE m.node = $1 AND m.seen_at > now() - $2::float8 * interval '1 millisecond' "
+          "AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.session_pid AND a.pid <> pg_backend_pid())",
+          {options_.node, std::to_string(3 * options_.lease_ms)});
+    if (r.ok() && (*r)->rows() == 0) {
+      Status s = Announce();
+      if (s.ok()) s = conn_->Exec("COMMIT").status();
+      if (!s.ok()) (void)conn_->Exec("ROLLBACK");
+      return s.WithContext("cannot record this weftd among the others");
+    }
+    (void)conn_->Exec("ROLLBACK");
+    if (!r.ok()) return r.status().WithContext("cannot record this weftd among the others");
+    if (std::chrono::steady_clock::now() >= until) {
+      const json endpoints = ParseEndpoints((*r)->text(0, 0));
+      const std::string api = endpoints.value("api", std::string());
+      return Status::Conflict("another weftd runs as node '" + options_.node + "' on this database" +
+                              (api.empty() ? std::string() : " (api endpoint " + api + ")") + ", seen " +
+                              std::to_string((*r)->number(0, 1)) +
+                              " ms ago: every weftd on one database needs a name of its own. Set [leader] node in "
+                              "this weftd's weftd.toml to another name, or stop the other weftd first");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 Status Leadership::Announce() {
   WEFT_RETURN_IF_ERROR(conn_
-                           ->Exec("INSERT INTO weft_members (node, endpoints, seen_at, superadmin_key) "
-                                  "VALUES ($1, $2, now(), $3) ON CONFLICT (node) DO UPDATE "
+                           ->Exec("INSERT INTO weft_members (node, endpoints, seen_at, superadmin_key, session_pid) "
+                                  "VALUES ($1, $2, now(), $3, pg_backend_pid()) ON CONFLICT (node) DO UPDATE "
                                   "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at, "
-                                  "superadmin_key = excluded.superadmin_key",
+                                  "superadmin_key = excluded.superadmin_key, session_pid = excluded.session_pid",
                                   {options_.node, wire::Dump(options_.endpoints), options_.superadmin_key})
                            .status());
   return Status::Ok();

@@ -468,6 +468,43 @@ TEST_CASE("failover: a follower's superadmin credential works against the leader
   CHECK(*superadmins == "2");
 }
 
+// Two weftd configured with one [leader] node name ran side by side and
+// confused status and takeovers: the second refuses to start, naming the first.
+TEST_CASE("failover: a weftd whose node name another live weftd uses refuses to start, naming it",
+          "[failover][integration]") {
+  TempDir dir("failover-dup-node");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  auto options = [&](const std::string& dirname, const std::string& node) {
+    fs::create_directories(dir.path() / dirname);
+    return testing::WeftdOptions{.dir = dir.path() / dirname,
+                                 .name = dirname,
+                                 .extra_toml = ServerToml(pg->conninfo(), node, 1000),
+                                 .start_timeout = 30s,
+                                 .store = "sqlite"};  // its [store] says postgres
+  };
+  Weftd a(options("a", "a"));
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+  fs::create_directories(dir.path() / "twin" / "data");
+  fs::copy(a.data() / "keys", dir.path() / "twin" / "data" / "keys", fs::copy_options::recursive);
+  std::string refusal;
+  try {
+    Weftd twin(options("twin", "a"));
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  INFO(refusal);
+  CHECK(refusal.find("another weftd runs as node 'a' on this database (api endpoint " + a.api() + ")") !=
+        std::string::npos);
+  CHECK(refusal.find("Set [leader] node") != std::string::npos);
+  CHECK(Pair::Role(a) == "leader");
+
+  // The same weftd restarted is no other one: it starts again under its name.
+  a.Restart();
+  CHECK(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+}
+
 // A weftd that would tell the others an address of every interface says so at start.
 TEST_CASE("failover: a weftd whose advertised endpoint names no machine warns at start", "[failover][integration]") {
   TempDir dir("failover-advertise");

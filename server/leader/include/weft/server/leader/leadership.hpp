@@ -104,6 +104,8 @@ class Leadership {
   Status Setup();
   // Records this weftd's keys when none are yet; an error when they differ from the recorded ones.
   Status CheckKeys();
+  // Records this weftd in weft_members; an error naming the other weftd when a live one has its name.
+  Status ClaimNode();
   Status Announce();
   // The renewing thread: every third of the lease while this weftd leads.
   void RenewLoop();
