@@ -1060,10 +1060,13 @@ bool Reactor::ReadInInbox() const {
 
 void Reactor::AnswerAsFollower() {
   if (inbox_.empty()) return;
+  const DaemonInfo& info = components_.info();
   const json status = {{"version", "0.1.0"},
                        {"protocol", wire::kProtocolVersion},
                        {"pid", getpid()},
-                       {"endpoints", components_.info().endpoints}};
+                       {"started_at_ms", info.started_at_ms},
+                       {"uptime_ms", clock_.NowMs() - info.started_at_ms},
+                       {"endpoints", info.endpoints}};
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     if (in.request) in.pending.response = leader::AnswerAsFollower(*leadership_, in.pending.endpoint, *in.request, status);

@@ -505,6 +505,36 @@ TEST_CASE("failover: a weftd whose node name another live weftd uses refuses to 
   CHECK(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
 }
 
+// A follower's `weft status` said "up 0ms" (its reply had no uptime) and a
+// weftd on PostgreSQL showed SQLite's WAL as "WAL 0 pages": a follower tells
+// its real uptime and says the store's figures are the leader's to tell.
+TEST_CASE("failover: weft status on a follower shows its uptime and no figures it cannot know",
+          "[failover][integration]") {
+  Pair pair("failover-status", 3000);
+  const std::string weft = testing::BuildPath("bin/weft");
+  testing::RunResult follower = testing::Run(weft, {"--server", pair.b->api(), "status"});
+  INFO(follower.out << follower.err);
+  REQUIRE(follower.exit_code == 0);
+  CHECK(follower.out.find("b (follower)") != std::string::npos);
+  CHECK(follower.out.find(", up ") != std::string::npos);
+  CHECK(follower.out.find("up 0ms") == std::string::npos);
+  CHECK(follower.out.find("n/a, follower") != std::string::npos);
+  CHECK(follower.out.find("WAL") == std::string::npos);
+  testing::RunResult as_json = testing::Run(weft, {"--server", pair.b->api(), "-o", "json", "status"});
+  REQUIRE(as_json.exit_code == 0);
+  const json status = json::parse(as_json.out);
+  CHECK(status.value("uptime_ms", std::int64_t{0}) > 0);
+  CHECK(status.value("started_at_ms", std::int64_t{0}) > 0);
+
+  // The leader, on PostgreSQL: its store, without SQLite's WAL.
+  testing::RunResult leader = testing::Run(weft, {"--server", pair.a->api(), "status"});
+  INFO(leader.out << leader.err);
+  REQUIRE(leader.exit_code == 0);
+  CHECK(leader.out.find("a (leader)") != std::string::npos);
+  CHECK(leader.out.find("(schema ") != std::string::npos);
+  CHECK(leader.out.find("WAL") == std::string::npos);
+}
+
 // A weftd that would tell the others an address of every interface says so at start.
 TEST_CASE("failover: a weftd whose advertised endpoint names no machine warns at start", "[failover][integration]") {
   TempDir dir("failover-advertise");
