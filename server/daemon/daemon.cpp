@@ -193,6 +193,8 @@ class Reactor {
   void FindMemberKeys(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
   void StepDown();
+  // weft_leader and weft_leader_epoch (docs/metrics.md) as this weftd sees them now.
+  void PublishLeadership();
   // Waits for the commit in flight (GroupCommit) and sends its replies and events.
   Status SettleCommit();
   // While the earlier commit is in flight, requests that arrive join this
@@ -715,6 +717,9 @@ Status Reactor::Loop() {
       WEFT_RETURN_IF_ERROR(Elect(now));
       if (!leading_) {
         AnswerAsFollower();
+        // The queue, jobs, hosts and store are the leader's to tell: a scrape of a
+        // follower gets none of them (rather than waiting for a snapshot that never comes).
+        if (ServerMetrics* m = components_.metrics(); m && m->RefreshDue()) m->Publish({});
         continue;
       }
     }
@@ -933,6 +938,7 @@ Status Reactor::StartElection(const json& bound) {
   o.secrets_digest = secrets.digest;
   o.superadmin_key = superadmin_key_;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
+  if (ServerMetrics* m = components_.metrics()) m->EnableLeadership(leadership_->node());
   // The fence: no write transaction commits unless the epoch in force is the
   // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL
   // checks it with the COMMIT (store.hpp); a refusal loses the leadership.
@@ -971,6 +977,7 @@ Status Reactor::Elect(std::int64_t now) {
     }
     return Status::Ok();
   }
+  PublishLeadership();
   if (*change == leader::Leadership::Change::kLost) StepDown();
   if (*change != leader::Leadership::Change::kBecameLeader) return Status::Ok();
   // What a restart after a crash loads: jobs, the queue and its leases, hosts, keys.
@@ -980,6 +987,8 @@ Status Reactor::Elect(std::int64_t now) {
     StepDown();
     return Status::Ok();
   }
+  if (ServerMetrics* m = components_.metrics()) m->TookOver();
+  PublishLeadership();
   WEFT_LOG(kInfo, kLog) << "took over as leader (epoch " << leadership_->epoch() << "): " << queue_.queued()
                         << " tasks queued, " << queue_.leased() << " leased";
   return Status::Ok();
@@ -1000,11 +1009,20 @@ void Reactor::FindMemberKeys(std::int64_t now) {
     if (!registry_.Find(key) && !registry_.Spent(key)) member_keys_due_.push_back(key);
 }
 
+void Reactor::PublishLeadership() {
+  ServerMetrics* m = components_.metrics();
+  if (!m || !leadership_) return;
+  const json& known = leadership_->known_leader();
+  m->SetLeadership(leading_, leading_ ? leadership_->epoch()
+                                      : (known.is_object() ? known.value("epoch", std::int64_t{0}) : 0));
+}
+
 void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
   front_.SetServing(false);
   member_keys_due_.clear();
+  PublishLeadership();
   if (!was) return;
   // The commit in flight meets the fence: its batch is answered either way.
   if (Status s = SettleCommit(); !s.ok()) {

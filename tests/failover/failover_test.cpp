@@ -25,6 +25,7 @@
 #include "support/postgres.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 
@@ -533,6 +534,58 @@ TEST_CASE("failover: weft status on a follower shows its uptime and no figures i
   CHECK(leader.out.find("a (leader)") != std::string::npos);
   CHECK(leader.out.find("(schema ") != std::string::npos);
   CHECK(leader.out.find("WAL") == std::string::npos);
+}
+
+// /metrics of `w` ("" when it does not answer).
+std::string Scrape(Weftd& w) {
+  const std::string url = w.endpoints().value("metrics", std::string());
+  const std::size_t path = url.find("/metrics");
+  if (path == std::string::npos) return "";
+  try {
+    testing::HttpReply r = testing::HttpSend(url.substr(0, path), "GET", "/metrics");
+    return r.status == 200 ? r.body : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// Whether the scrape has the sample line `series value` exactly.
+bool HasSample(const std::string& text, const std::string& series, const std::string& value) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line == series + " " + value) return true;
+  return false;
+}
+
+TEST_CASE("failover: /metrics shows each weftd's role, the epoch and its takeovers, changed by a takeover",
+          "[failover][integration]") {
+  Pair pair("failover-metrics", 1000);
+  std::string a_text, b_text;
+  const bool before = WaitFor(
+      [&] {
+        a_text = Scrape(*pair.a);
+        b_text = Scrape(*pair.b);
+        return HasSample(a_text, "weft_leader{node=\"a\"}", "1") && HasSample(a_text, "weft_leader_epoch", "1") &&
+               HasSample(a_text, "weft_leader_takeovers_total", "1") &&
+               HasSample(b_text, "weft_leader{node=\"b\"}", "0") && HasSample(b_text, "weft_leader_epoch", "1") &&
+               HasSample(b_text, "weft_leader_takeovers_total", "0");
+      },
+      20s);
+  INFO("--- a ---\n" << a_text << "--- b ---\n" << b_text);
+  REQUIRE(before);
+  // The follower shows none of the leader's queue figures.
+  CHECK(b_text.find("weft_tasks{") == std::string::npos);
+
+  pair.a->Kill();
+  const bool after = WaitFor(
+      [&] {
+        b_text = Scrape(*pair.b);
+        return HasSample(b_text, "weft_leader{node=\"b\"}", "1") && HasSample(b_text, "weft_leader_epoch", "2") &&
+               HasSample(b_text, "weft_leader_takeovers_total", "1");
+      },
+      20s);
+  INFO("--- b after ---\n" << b_text << pair.Logs());
+  CHECK(after);
 }
 
 // A weftd that would tell the others an address of every interface says so at start.
