@@ -42,6 +42,21 @@ class PgResult {
   PGresult* r_;
 };
 
+// libpq's message on one line: its lines (a hint on a line of its own, after
+// a tab) joined with "; ", the trailing newline cut off.
+std::string OneLine(std::string why) {
+  std::string out;
+  for (char c : why) {
+    if (c == '\n') {
+      out += "; ";
+    } else if (c != '\t' || !out.ends_with("; ")) {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
 json ParseEndpoints(const std::string& text) {
   json j = json::parse(text, nullptr, false);
   return j.is_object() ? j : json::object();
@@ -72,9 +87,8 @@ struct Leadership::Conn {
     auto r = std::make_unique<PgResult>(raw);
     const ExecStatusType st = PQresultStatus(r->get());
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string why = PQresultErrorMessage(r->get());
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      return Status::Unavailable("the leader election's database connection failed: " + why);
+      return Status::Unavailable("the leader election's database connection failed: " +
+                                 OneLine(PQresultErrorMessage(r->get())));
     }
     return r;
   }
@@ -141,11 +155,12 @@ Status Leadership::Connect() {
   conn_->pg = store::sql::ConnectPostgres(options_.conninfo, std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000),
                                           options_.lease_ms, "weftd leader election");
   if (!conn_->ok()) {
-    std::string why = conn_->pg ? PQerrorMessage(conn_->pg) : "out of memory";
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    const std::string why = conn_->pg ? OneLine(PQerrorMessage(conn_->pg)) : "out of memory";
     conn_.reset();
-    return Status::Unavailable("cannot connect to PostgreSQL for the leader election: " + why);
+    connect_error_ = "cannot connect to PostgreSQL for the leader election: " + why;
+    return Status::Unavailable(connect_error_);
   }
+  connect_error_.clear();
   // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
   PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
   conn_->peer = store::sql::PostgresPeer(conn_->pg);
@@ -386,6 +401,12 @@ Status Leadership::EndStaleLeader() {
 
 Result<nlohmann::json> Leadership::View() {
   std::lock_guard<std::mutex> lock(mu_);
+  // While the database cannot be reached, server.status says so at once: Tick
+  // tries again every poll, and a second attempt here (a connect_timeout of its
+  // own) would keep the reply past a client's timeout.
+  if ((!conn_ || !conn_->ok()) && !connect_error_.empty())
+    return Status::Unavailable(connect_error_ + " (this weftd tries again every " + std::to_string(options_.poll_ms) +
+                               " ms)");
   if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Connect());
   WEFT_RETURN_IF_ERROR(ReadLeader());
   WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT node, endpoints, EXTRACT(EPOCH FROM (now() - seen_at)) * 1000 "

@@ -5,6 +5,7 @@
 // leader never commits once another one has taken over.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -586,6 +587,30 @@ TEST_CASE("failover: /metrics shows each weftd's role, the epoch and its takeove
       20s);
   INFO("--- b after ---\n" << b_text << pair.Logs());
   CHECK(after);
+}
+
+// With the database down, the operator saw the client's "is the server
+// running?" or libpq's multi-line text as it was: weft says on one line that
+// weftd answered UNAVAILABLE, and why.
+TEST_CASE("failover: with the database down, weft status says on one line that weftd answered UNAVAILABLE and why",
+          "[failover][integration]") {
+  Pair pair("failover-db-down", 1000);
+  pair.pg.reset();  // an immediate shutdown: its sessions and its socket are gone
+  const std::string weft = testing::BuildPath("bin/weft");
+  for (Weftd* w : {pair.b.get(), pair.a.get()}) {
+    testing::RunResult r;
+    const bool said = WaitFor(
+        [&] {
+          r = testing::Run(weft, {"--server", w->api(), "status"});
+          return r.exit_code != 0 && r.err.find("answered UNAVAILABLE") != std::string::npos;
+        },
+        30s);
+    INFO(w->api() << "\n" << r.out << r.err << pair.Logs());
+    REQUIRE(said);
+    CHECK(r.err.find("weft: weftd at " + w->api() + " answered UNAVAILABLE: ") == 0);
+    CHECK(r.err.find("PostgreSQL") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
 }
 
 // A weftd that would tell the others an address of every interface says so at start.

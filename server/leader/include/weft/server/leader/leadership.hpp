@@ -125,6 +125,7 @@ class Leadership {
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
   std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
+  std::string connect_error_;  // why the last Connect failed; "" once one succeeded (guarded by mu_)
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;
