@@ -58,7 +58,7 @@ std::string NamedLeader(Weftd& w) {
   return leader.is_object() ? leader.value("node", std::string()) : "";
 }
 
-TEST_CASE("timeline: after a promotion, no weftd leads on the old primary that still takes writes; "
+TEST_CASE("timeline: after a promotion, no weftd leads on the old primary that still takes writes, "
           "one on the promoted server leads",
           "[failover][integration]") {
   TempDir dir("timeline-superseded");

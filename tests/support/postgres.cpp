@@ -174,6 +174,8 @@ Result<std::unique_ptr<PostgresServer>> PostgresServer::StartStandby(const Postg
   WEFT_RETURN_IF_ERROR(RunToEnd({Binary("pg_basebackup").string(), "-h", primary.dir().string(), "-p", "5432", "-U",
                                  "postgres", "-D", dir.string(), "-R", "-X", "stream", "--no-sync"},
                                 dir.parent_path() / (dir.filename().string() + "-basebackup.log"), as));
+  // The primary's socket is in its data directory: the copy of its lock file is not the standby's.
+  fs::remove(dir / ".s.PGSQL.5432.lock", ec);
   std::unique_ptr<PostgresServer> server(new PostgresServer(dir));
   WEFT_RETURN_IF_ERROR(server->Launch());
   return server;
