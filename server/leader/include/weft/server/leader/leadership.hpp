@@ -61,7 +61,7 @@ struct LeaderOptions {
   // (timeline_check.hpp); 0: never. Only with several servers listed.
   std::int64_t timeline_check_ms = 5000;
   // The file that keeps the highest timeline of the database this weftd saw ("": none).
-  std::string timeline_record;
+  std::string timeline_record = {};
 };
 
 class Leadership {

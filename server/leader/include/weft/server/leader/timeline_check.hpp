@@ -93,7 +93,7 @@ struct TimelineCheckOptions {
   std::int64_t interval_ms = 5000;  // how often every listed server is asked
   std::int64_t timeout_ms = 2000;   // to connect to one and get its answer
   // The file that keeps the highest timeline this weftd saw ("": none).
-  std::string record_path;
+  std::string record_path = {};
 };
 
 class TimelineCheck {
