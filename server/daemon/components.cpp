@@ -68,14 +68,17 @@ void Components::ImportResourceFiles() {
                                   << "(weft resource upload TYPE NAME FILE)";
     return;
   }
-  for (const std::string& what : imported->imported)
+  for (const std::string& what : imported->imported) {
     WEFT_LOG(kInfo, "resources") << "imported from " << dir.string() << " into the store: " << what;
-  for (const std::string& what : imported->skipped)
+  }
+  for (const std::string& what : imported->skipped) {
     WEFT_LOG(kWarn, "resources") << "not imported from " << dir.string() << ", the store has it already (kept the "
                                  << "store's): " << what;
-  if (!imported->moved_to.empty())
+  }
+  if (!imported->moved_to.empty()) {
     WEFT_LOG(kInfo, "resources") << "resources are kept in the store now; the imported files were moved to "
                                  << imported->moved_to.string() << " (remove it once you no longer need it)";
+  }
 }
 
 Status Components::Resume() {
