@@ -402,16 +402,22 @@ Result<std::vector<ActiveVersion>> DatabaseResourceStore::Active(const std::stri
                                                                  const std::vector<std::string>& types) {
   WEFT_ASSIGN_OR_RETURN(std::vector<ActiveVersion> * all, ActiveOf(tenant));
   if (types.empty()) return *all;
-  std::vector<std::string> sorted = types;
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   std::vector<ActiveVersion> out;
-  for (const std::string& type : sorted) {
-    if (type.empty()) continue;
+  auto collect = [&](const std::string& type) {
+    if (type.empty()) return;
     auto first = std::lower_bound(all->begin(), all->end(), type,
                                   [](const ActiveVersion& a, const std::string& t) { return a.type < t; });
     for (auto it = first; it != all->end() && it->type == type; ++it) out.push_back(*it);
+  };
+  if (types.size() == 1) {
+    // A take's one type: nothing to sort or copy (and, when it has none, nothing allocated).
+    collect(types[0]);
+    return out;
   }
+  std::vector<std::string> sorted = types;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  for (const std::string& type : sorted) collect(type);
   return out;
 }
 
