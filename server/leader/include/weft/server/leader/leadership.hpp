@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,9 @@ struct LeaderOptions {
   // empty digest checks nothing.
   std::string server_key;
   std::string secrets_digest;
+  // The public key of this weftd's superadmin credential ("" without CURVE),
+  // recorded with its row of weft_members: whichever weftd leads admits it.
+  std::string superadmin_key;
 };
 
 class Leadership {
@@ -91,6 +95,8 @@ class Leadership {
 
   // For server.status: {"leader":{..},"followers":[..],"epoch":N,"self":node,"role":..}.
   Result<nlohmann::json> View();
+  // The superadmin keys of every weftd on the database (LeaderOptions::superadmin_key), this one's too.
+  Result<std::vector<std::string>> SuperadminKeys();
 
  private:
   explicit Leadership(LeaderOptions options);
@@ -98,6 +104,8 @@ class Leadership {
   Status Setup();
   // Records this weftd's keys when none are yet; an error when they differ from the recorded ones.
   Status CheckKeys();
+  // Records this weftd in weft_members; an error naming the other weftd when a live one has its name.
+  Status ClaimNode();
   Status Announce();
   // The renewing thread: every third of the lease while this weftd leads.
   void RenewLoop();
@@ -117,6 +125,7 @@ class Leadership {
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
   std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
+  std::string connect_error_;  // why the last Connect failed; "" once one succeeded (guarded by mu_)
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;
