@@ -853,15 +853,17 @@ CREATE INDEX IF NOT EXISTS task_specs_by_job ON task_specs (job_id, id) WHERE jo
     // finished lately, whose final chunk may be repeated), and the content of
     // both in rows of at most 1 MiB, by content id and byte offset. The unique
     // indexes keep at most one version of a resource active and one staged.
+    // It runs again on a store whose schema_migrations was rewound: it keeps
+    // the tables it finds.
     {22, R"sql(
-CREATE TABLE resource_names (
+CREATE TABLE IF NOT EXISTS resource_names (
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
   name TEXT NOT NULL,
   next_version INTEGER NOT NULL,
   PRIMARY KEY (tenant, type, name)
 );
-CREATE TABLE resource_versions (
+CREATE TABLE IF NOT EXISTS resource_versions (
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
   name TEXT NOT NULL,
@@ -876,9 +878,9 @@ CREATE TABLE resource_versions (
   content_id TEXT NOT NULL,
   PRIMARY KEY (tenant, type, name, version)
 );
-CREATE UNIQUE INDEX resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
-CREATE UNIQUE INDEX resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
-CREATE TABLE resource_uploads (
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
+CREATE TABLE IF NOT EXISTS resource_uploads (
   id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
@@ -888,7 +890,7 @@ CREATE TABLE resource_uploads (
   version INTEGER NOT NULL DEFAULT 0,
   digest TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE resource_content (
+CREATE TABLE IF NOT EXISTS resource_content (
   content_id TEXT NOT NULL,
   start INTEGER NOT NULL,
   bytes BLOB NOT NULL,
@@ -896,14 +898,14 @@ CREATE TABLE resource_content (
 );
 )sql",
      R"sql(
-CREATE TABLE resource_names (
+CREATE TABLE IF NOT EXISTS resource_names (
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
   name TEXT NOT NULL,
   next_version BIGINT NOT NULL,
   PRIMARY KEY (tenant, type, name)
 );
-CREATE TABLE resource_versions (
+CREATE TABLE IF NOT EXISTS resource_versions (
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
   name TEXT NOT NULL,
@@ -918,9 +920,9 @@ CREATE TABLE resource_versions (
   content_id TEXT NOT NULL,
   PRIMARY KEY (tenant, type, name, version)
 );
-CREATE UNIQUE INDEX resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
-CREATE UNIQUE INDEX resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
-CREATE TABLE resource_uploads (
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
+CREATE TABLE IF NOT EXISTS resource_uploads (
   id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
   type TEXT NOT NULL,
@@ -930,7 +932,7 @@ CREATE TABLE resource_uploads (
   version BIGINT NOT NULL DEFAULT 0,
   digest TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE resource_content (
+CREATE TABLE IF NOT EXISTS resource_content (
   content_id TEXT NOT NULL,
   start BIGINT NOT NULL,
   bytes BYTEA NOT NULL,
