@@ -931,6 +931,8 @@ Status Reactor::StartElection(const json& bound) {
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
+  o.timeline_check_ms = c.timeline_check_ms;
+  o.timeline_record = (config_.server.data_dir / "postgres-timeline.json").string();
   // Every weftd on the database must have the first one's keys: Open refuses other ones.
   o.server_key = config_.security.curve ? server_keys_.public_key : "";
   WEFT_ASSIGN_OR_RETURN(digest::FileDigest secrets,
