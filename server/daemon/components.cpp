@@ -205,6 +205,16 @@ Status Components::Wire() {
       if (t.max_workers > 0) caps[name] = t.max_workers;
     return caps;
   });
+  hosts_.set_plugin_tenants([this] {
+    std::set<std::string> out;
+    if (!resources_) return out;
+    const std::vector<std::string> lua = {std::string(resources::kLuaPluginType)};
+    for (const auto& [name, t] : registry_.tenants()) {
+      Result<std::vector<resources::ActiveVersion>> active = resources_->Active(name, lua);
+      if (active.ok() && !active->empty()) out.insert(name);
+    }
+    return out;
+  });
   router_.set_audit_recorder(
       [this](const api::Call& c, const api::Response& r) { return api::RecordAudit(store_, clock_, c, r); });
   // The take decorators run in this order: the job engine's node facts and

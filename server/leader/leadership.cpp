@@ -110,6 +110,11 @@ Leadership::~Leadership() {
 
 Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
   std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
+  WEFT_ASSIGN_OR_RETURN(l->timeline_, TimelineCheck::Start({.conninfo = l->options_.conninfo,
+                                                            .node = l->options_.node,
+                                                            .interval_ms = l->options_.timeline_check_ms,
+                                                            .timeout_ms = 2000,
+                                                            .record_path = l->options_.timeline_record}));
   WEFT_RETURN_IF_ERROR(l->Connect());
   WEFT_RETURN_IF_ERROR(l->Setup());
   WEFT_RETURN_IF_ERROR(l->CheckKeys());
@@ -173,6 +178,13 @@ Status Leadership::Connect() {
   if (!r.ok()) {
     conn_.reset();
     return r.status();
+  }
+  // Which server this is, for the timeline check (it may have been superseded).
+  if (timeline_) {
+    if (Status s = timeline_->Connected(conn_->pg, conn_->deadline_ms, conn_->peer); !s.ok()) {
+      conn_.reset();
+      return s;
+    }
   }
   return Status::Ok();
 }
@@ -290,6 +302,10 @@ Status Leadership::ReadLeader() {
                    {"endpoints", ParseEndpoints(r->text(0, 2))},
                    {"renewed_ms_ago", r->number(0, 3)}};
   known_lock_pid_ = r->number(0, 4);
+  // On a superseded server the row is stale: the newer primary's names the leader clients should go to.
+  if (timeline_) {
+    if (json newer = timeline_->newer_leader(); !newer.is_null()) known_leader_ = std::move(newer);
+  }
   return Status::Ok();
 }
 
@@ -336,10 +352,17 @@ void Leadership::Renew() {
     LoseLocked("it could not renew its lease (" + r.status().message() + ")");
   } else if ((*r)->rows() != 1) {
     LoseLocked("the leader's row has another epoch now");
+  } else if (timeline_) {
+    if (std::string why = timeline_->Superseded(); !why.empty()) LoseLocked(why);
   }
 }
 
 Result<Leadership::Change> Leadership::TryTakeOver() {
+  // Not on a server that a promotion superseded, nor before that was checked (the check logs why).
+  if (timeline_ && !timeline_->MayLead().ok()) {
+    WEFT_RETURN_IF_ERROR(ReadLeader());
+    return Change::kNone;
+  }
   WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
   if (lock->rows() != 1 || lock->text(0, 0) != "t") {
     WEFT_RETURN_IF_ERROR(ReadLeader());

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/status.hpp"
+#include "weft/server/leader/timeline_check.hpp"
 
 namespace weft::server::leader {
 
@@ -60,6 +61,11 @@ struct LeaderOptions {
   // The public key of this weftd's superadmin credential ("" without CURVE),
   // recorded with its row of weft_members: whichever weftd leads admits it.
   std::string superadmin_key;
+  // How often every server the conninfo lists is asked for its timeline
+  // (timeline_check.hpp); 0: never. Only with several servers listed.
+  std::int64_t timeline_check_ms = 5000;
+  // The file that keeps the highest timeline of the database this weftd saw ("": none).
+  std::string timeline_record = {};
 };
 
 class Leadership {
@@ -129,6 +135,8 @@ class Leadership {
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;
+  // Refuses to lead on a PostgreSQL that a promotion superseded; null with one server listed.
+  std::unique_ptr<TimelineCheck> timeline_;
 };
 
 }  // namespace weft::server::leader
