@@ -2,6 +2,7 @@
 // CREATE "makes" a node named after the task's idempotency key, so a retried
 // attempt hands back the same machine; CONFIRM reports its address; DELETE
 // succeeds whether or not the node is there. See docs/plugin-abi.md.
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,14 @@ class HelloProvider : public weft::sdk::Plugin {
         break;
       }
       case WEFT_ACTION_CONFIRM: {
-        const std::string address = Field(t, "address", "127.0.0.1");
-        task.Info("hello-provider confirmed " + node + " at " + address);
-        task.SetResultString("access_v4", address);
-        task.SetResultString("bind_v4", address);
+        // The provider entry's field as JSON text; the host gives the default
+        // declared above when the catalog leaves it out, and checked it is a string.
+        const std::optional<std::string> field = task.FieldJson("address");
+        if (!field) throw weft::sdk::Error(WEFT_ERR_INVALID, "hello-provider got no address");
+        const std::string& address = *field;
+        task.Info("hello-provider confirmed " + node + " at " + json::parse(address).get<std::string>());
+        task.SetResult("access_v4", address);
+        task.SetResult("bind_v4", address);
         task.SetResultString("hostname", t.value("hostname", node));
         break;
       }
@@ -54,14 +59,6 @@ class HelloProvider : public weft::sdk::Plugin {
         throw weft::sdk::Error(WEFT_ERR_UNSUPPORTED, "hello-provider does not do this action");
     }
     task.Progress(100, "done");
-  }
-
- private:
-  // A field of the provider entry in the catalog ("provider": {"fields": {...}}).
-  static std::string Field(const json& t, const char* name, const std::string& fallback) {
-    const json fields = t.value("provider", json::object()).value("fields", json::object());
-    auto f = fields.find(name);
-    return f != fields.end() && f->is_string() ? f->get<std::string>() : fallback;
   }
 };
 

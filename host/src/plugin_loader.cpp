@@ -1,8 +1,10 @@
 #include "weft/host/plugin_loader.hpp"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -136,6 +138,27 @@ std::optional<std::string> CheckFields(const weft_plugin_descriptor& d, json* ou
 
 }  // namespace
 
+std::string ReadableLoadError(std::string message) {
+  static constexpr std::string_view kUndefined = "undefined symbol: ";
+  std::size_t at = message.find(kUndefined);
+  if (at == std::string::npos) return message;
+  const std::size_t start = at + kUndefined.size();
+  std::size_t end = start;
+  while (end < message.size() && message[end] != ' ' && message[end] != ',' && message[end] != '\n' &&
+         message[end] != '\t')
+    ++end;
+  // dlerror may add the version ("_Z3fooi, version FOO"): only the name is demangled.
+  const std::string symbol = message.substr(start, end - start);
+  if (symbol.rfind("_Z", 0) != 0) return message;
+  int status = -1;
+  char* demangled = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+  if (status == 0 && demangled) {
+    message.replace(start, end - start, std::string(demangled) + " (" + symbol + ")");
+  }
+  std::free(demangled);
+  return message;
+}
+
 std::string_view ActionName(std::uint32_t action) {
   const char* name = weft_action_name(action);
   return name ? std::string_view(name) : std::string_view();
@@ -227,7 +250,7 @@ bool PluginSet::LoadFile(const std::filesystem::path& file, const std::string& t
     // Boost.DLL reports every dlopen failure as "bad file descriptor"; the
     // loader's own text (missing dependency, wrong ELF class...) is in dlerror.
     const char* why = dlerror();
-    Refuse(file, "cannot load the library: " + std::string(why ? why : ec.message().c_str()));
+    Refuse(file, "cannot load the library: " + ReadableLoadError(why ? why : ec.message()));
     return false;
   }
   // From here on the library stays loaded, whatever the verdict.
@@ -308,6 +331,19 @@ bool PluginSet::Accept(const std::filesystem::path& file, const weft_plugin_desc
       return std::string(b);
     }() + "; it must name at least one action and only WEFT_ACTION_* bits");
     return false;
+  }
+  if (d->kind == WEFT_KIND_PROVIDER) {
+    // weftd sends a provider all three: DELETE undoes a failed CREATE or CONFIRM
+    // and deletes the cluster, so one without it leaves machines nobody can delete.
+    std::string missing;
+    for (std::uint32_t bit : {WEFT_ACTION_CREATE, WEFT_ACTION_CONFIRM, WEFT_ACTION_DELETE}) {
+      if (!(d->actions & bit)) missing += (missing.empty() ? "" : ", ") + std::string(weft_action_name(bit));
+    }
+    if (!missing.empty()) {
+      Refuse(file, "provider '" + type + "' does not declare " + missing +
+                       "; a provider declares all of CREATE, CONFIRM and DELETE (DELETE also undoes a failed CREATE)");
+      return false;
+    }
   }
   if (d->field_count > 0 && (d->field_size < kFieldSize_1_0 || d->field_size > FieldSizeForMinor(d->abi_minor))) {
     Refuse(file, "plugin '" + type + "' field_size " + std::to_string(d->field_size) + " does not match ABI " +

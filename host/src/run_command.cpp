@@ -255,6 +255,16 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
         RunAction(plugin.descriptor, plugin.instance, HarnessServices(), context, bit, plugin.type_name, action);
     if (outcome.succeeded) status = "succeeded";
     message = outcome.message;
+    if (outcome.succeeded) {
+      // What weftd would refuse in task.finish fails here too.
+      const std::size_t bytes = context.result().dump().size();
+      if (bytes > kMaxTaskResultBytes) {
+        status = "failed";
+        message = plugin.type_name + " " + action + " returned a result of " + std::to_string(bytes) +
+                  " bytes (as JSON), over the limit of " + std::to_string(kMaxTaskResultBytes) +
+                  " bytes that one task may return; weftd would fail the attempt and not retry it";
+      }
+    }
   }
   return {{"event", "finish"},     {"status", status},
           {"message", message},    {"result", context.result()},

@@ -159,10 +159,19 @@ const char* TaskContext::Keep(std::string key, const nlohmann::json* value) {
   return it->second.c_str();
 }
 
+std::string TaskContext::SetPlugin(const weft_plugin_descriptor& descriptor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plugin_kind_ = descriptor.kind;
+  ResolvedFields resolved = ResolvePluginFields(Parsed(), descriptor);
+  fields_ = std::move(resolved.fields);
+  kept_.clear();  // nothing was handed out yet: run has not started
+  return resolved.error;
+}
+
 const char* TaskContext::FieldJson(const char* name) {
   std::lock_guard<std::mutex> lock(mu_);
   const nlohmann::json* value = nullptr;
-  if (const nlohmann::json* fields = PluginFields(Parsed(), plugin_kind_)) {
+  if (const nlohmann::json* fields = fields_ ? &*fields_ : PluginFields(Parsed(), plugin_kind_)) {
     auto it = fields->find(name);
     if (it != fields->end() && !it->is_null()) value = &*it;
   }
@@ -271,7 +280,12 @@ ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance
                         TaskContext& context, std::uint32_t bit, const std::string& type, const std::string& action) {
   char err[4096] = {0};
   int rc = WEFT_ERR_INTERNAL;
-  context.SetPluginKind(descriptor->kind);
+  // Defaults, required fields and field types, checked here for every plugin,
+  // native or Lua, before any of its code runs.
+  if (std::string invalid = context.SetPlugin(*descriptor); !invalid.empty()) {
+    return {false, type + " " + action + " " + CodeName(WEFT_ERR_INVALID) + ": " + invalid,
+            WireCodeName(WEFT_ERR_INVALID)};
+  }
   try {
     rc = descriptor->run(instance, services, context.handle(), bit, err, sizeof err - 1);
   } catch (...) {

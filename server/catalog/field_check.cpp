@@ -131,6 +131,21 @@ class Checker {
                  "has registered");
       return Status::Ok();
     }
+    // A provider entry must name a provider plugin, a service action an
+    // automator: weftd would send the plugin actions it does not have.
+    const std::string wanted = e.kind == Kind::kProvider ? "provider" : "automator";
+    const std::string registered = d->second.value("kind", std::string());
+    if (!registered.empty() && registered != wanted) {
+      const std::string where =
+          e.kind == Kind::kProvider ? std::string("providertype") : "provisioner.actions." + e.action + ".type";
+      auto a = [](const std::string& kind) { return (kind == "automator" ? "an " : "a ") + kind; };
+      Problem(e, "", "kind", a(wanted) + " plugin",
+              std::string(KindName(e.kind)) + " '" + e.name + "'" +
+                  (e.action.empty() ? "" : " (action " + e.action + ")") + ": " + where + " '" + e.type + "' is " +
+                  a(registered) + " plugin, not " + a(wanted) + "; name " + a(wanted) +
+                  " plugin (see `weft plugin list`)");
+      return Status::Ok();
+    }
     // A descriptor without a field list declares no schema to check against.
     if (!d->second.contains("fields") || !d->second["fields"].is_array()) return Status::Ok();
     const json& schema = d->second["fields"];

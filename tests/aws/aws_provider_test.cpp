@@ -429,7 +429,7 @@ TEST_CASE("aws provider: an operator's key pair, its private key from a resource
   json no_region = moto.Fields();
   no_region.erase("aws_region");
   CHECK_THAT(run(NodeTaskJson(no_region, moto.image(), "CREATE", "web-2"), "failed")["message"].get<std::string>(),
-             Catch::Contains("field 'aws_region' (the EC2 region, such as us-east-1) is required"));
+             Catch::Contains("required field 'aws_region' is missing from the task's provider fields"));
   json file_url = moto.Fields();
   file_url["endpoint_url"] = "file:///etc/passwd";
   CHECK_THAT(run(NodeTaskJson(file_url, moto.image(), "CREATE", "web-2"), "failed")["message"].get<std::string>(),

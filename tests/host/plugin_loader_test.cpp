@@ -41,6 +41,9 @@ TEST_CASE("loader: every broken fixture is refused with its reason, the good one
   CHECK_THAT(ReasonFor(set, "fixture_declines.so"), Catch::Contains("this fixture needs a GPU"));
   CHECK_THAT(ReasonFor(set, "fixture_bad_default.so"),
              Catch::Contains("'retries'") && Catch::Contains("\"ten\"") && Catch::Contains("integer"));
+  CHECK(ReasonFor(set, "fixture_create_only.so") ==
+        "provider 'fixture-create-only' does not declare CONFIRM, DELETE; a provider declares all of CREATE, CONFIRM "
+        "and DELETE (DELETE also undoes a failed CREATE)");
   // The duplicate names itself (the refusal's file) and the file that won.
   CHECK_THAT(ReasonFor(set, "fixture_good_dup.so"),
              Catch::Contains("duplicate type name 'fixture-good'") && Catch::Contains("fixture_good.so"));
@@ -48,9 +51,9 @@ TEST_CASE("loader: every broken fixture is refused with its reason, the good one
   // Refusals come in file-name order, so logs and tests are deterministic.
   std::vector<std::string> order;
   for (const auto& r : set.refusals()) order.push_back(r.file.filename().string());
-  CHECK(order == std::vector<std::string>{"fixture_bad_default.so", "fixture_declines.so", "fixture_good_dup.so",
-                                          "fixture_init_throws.so", "fixture_major2.so", "fixture_minor1.so",
-                                          "fixture_no_entry.so", "fixture_oversized.so"});
+  CHECK(order == std::vector<std::string>{"fixture_bad_default.so", "fixture_create_only.so", "fixture_declines.so",
+                                          "fixture_good_dup.so", "fixture_init_throws.so", "fixture_major2.so",
+                                          "fixture_minor1.so", "fixture_no_entry.so", "fixture_oversized.so"});
 }
 
 TEST_CASE("loader: the descriptor becomes host.register JSON, sensitive defaults stay home", "[host][loader]") {
@@ -125,4 +128,18 @@ TEST_CASE("loader: action names map to bits and back", "[host][loader]") {
   CHECK(weft::host::ActionFromName("create") == 0);
   CHECK(weft::host::ActionName(WEFT_ACTION_START) == "START");
   CHECK(weft::host::ActionName(WEFT_ACTION_START | WEFT_ACTION_STOP).empty());
+}
+
+TEST_CASE("loader: an undefined C++ symbol in a load error is demangled", "[host][loader]") {
+  CHECK(weft::host::ReadableLoadError("/p/x.so: undefined symbol: _Z16forgotten_helperv") ==
+        "/p/x.so: undefined symbol: forgotten_helper() (_Z16forgotten_helperv)");
+  CHECK(weft::host::ReadableLoadError("/p/x.so: undefined symbol: _ZN3foo3barEi, version V1") ==
+        "/p/x.so: undefined symbol: foo::bar(int) (_ZN3foo3barEi), version V1");
+  // C symbols and anything that is not a mangled name stay as they are.
+  CHECK(weft::host::ReadableLoadError("/p/x.so: undefined symbol: forgotten_helper") ==
+        "/p/x.so: undefined symbol: forgotten_helper");
+  CHECK(weft::host::ReadableLoadError("/p/x.so: undefined symbol: _Zgarbage") ==
+        "/p/x.so: undefined symbol: _Zgarbage");
+  CHECK(weft::host::ReadableLoadError("libfoo.so: cannot open shared object file") ==
+        "libfoo.so: cannot open shared object file");
 }

@@ -133,3 +133,90 @@ TEST_CASE("task context: field_json and node_json find the plugin's fields and t
   CHECK(std::string(Svc().field_json(by_hand.handle(), "command")) == "\"true\"");
   CHECK(Svc().field_json(nullptr, "command") == nullptr);
 }
+
+namespace {
+
+// A provider whose run reports what field_json gives it, as a native plugin sees it.
+struct FieldProbe {
+  static inline int runs = 0;
+  static int Run(void*, const weft_host_services* host, weft_task* task, std::uint32_t, char*, std::size_t) {
+    ++runs;
+    for (const char* name : {"address", "zone", "port"}) {
+      const char* v = host->field_json(task, name);
+      if (v) host->set_result(task, name, v, nullptr, 0);
+    }
+    return WEFT_OK;
+  }
+};
+
+const weft_field kProbeFields[] = {
+    {"address", "Address", WEFT_FIELD_STRING, 0, "\"127.0.0.1\"", nullptr},
+    {"zone", "Zone", WEFT_FIELD_STRING, WEFT_FIELD_REQUIRED, nullptr, nullptr},
+    {"port", "Port", WEFT_FIELD_INTEGER, WEFT_FIELD_REQUIRED, "22", nullptr},
+};
+
+weft_plugin_descriptor ProbeDescriptor() {
+  weft_plugin_descriptor d{};
+  d.struct_size = sizeof d;
+  d.abi_major = WEFT_ABI_MAJOR;
+  d.abi_minor = WEFT_ABI_MINOR;
+  d.kind = WEFT_KIND_PROVIDER;
+  d.type_name = "probe";
+  d.actions = WEFT_ACTION_CREATE | WEFT_ACTION_CONFIRM | WEFT_ACTION_DELETE;
+  d.field_count = 3;
+  d.field_size = sizeof(weft_field);
+  d.fields = kProbeFields;
+  d.run = &FieldProbe::Run;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("task context: a native plugin's field_json gets the defaults it declares", "[host][task]") {
+  const weft_plugin_descriptor d = ProbeDescriptor();
+  TaskContext ctx(R"({"provider":{"fields":{"zone":"z1"}}})", nullptr);
+  weft::host::ActionOutcome o =
+      weft::host::RunAction(&d, nullptr, weft::host::HostServices(), ctx, WEFT_ACTION_CREATE, "probe", "CREATE");
+  INFO(o.message);
+  REQUIRE(o.succeeded);
+  CHECK(ctx.result() == nlohmann::json::parse(R"({"address":"127.0.0.1","zone":"z1","port":22})"));
+
+  // A value the task gives wins over the default; a null counts as left out.
+  TaskContext given(R"({"provider":{"fields":{"zone":"z1","address":"10.1.1.1","port":null}}})", nullptr);
+  REQUIRE(weft::host::RunAction(&d, nullptr, weft::host::HostServices(), given, WEFT_ACTION_CREATE, "probe", "CREATE")
+              .succeeded);
+  CHECK(given.result() == nlohmann::json::parse(R"({"address":"10.1.1.1","zone":"z1","port":22})"));
+  // A string is passed on for an integer field (a macro expands to text); the plugin reads it.
+  TaskContext text(R"({"provider":{"fields":{"zone":"z1","port":"2222"}}})", nullptr);
+  REQUIRE(weft::host::RunAction(&d, nullptr, weft::host::HostServices(), text, WEFT_ACTION_CREATE, "probe", "CREATE")
+              .succeeded);
+  CHECK(text.result()["port"] == "2222");
+}
+
+TEST_CASE("task context: a native plugin's missing required field or wrong field type is an invalid task",
+          "[host][task]") {
+  const weft_plugin_descriptor d = ProbeDescriptor();
+  FieldProbe::runs = 0;
+  for (const char* fields : {R"({})", R"({"zone":null})"}) {
+    TaskContext ctx(std::string(R"({"provider":{"fields":)") + fields + "}}", nullptr);
+    weft::host::ActionOutcome o =
+        weft::host::RunAction(&d, nullptr, weft::host::HostServices(), ctx, WEFT_ACTION_CREATE, "probe", "CREATE");
+    CHECK_FALSE(o.succeeded);
+    CHECK(o.code == "INVALID");
+    CHECK(o.message ==
+          "probe CREATE invalid task: required field 'zone' is missing from the task's provider fields; "
+          "set it there");
+  }
+  TaskContext wrong(R"({"provider":{"fields":{"zone":5}}})", nullptr);
+  weft::host::ActionOutcome o =
+      weft::host::RunAction(&d, nullptr, weft::host::HostServices(), wrong, WEFT_ACTION_CREATE, "probe", "CREATE");
+  CHECK(o.code == "INVALID");
+  CHECK(
+      o.message ==
+      "probe CREATE invalid task: field 'zone' must be a string, not an integer; fix it in the task's provider fields");
+  TaskContext fraction(R"({"provider":{"fields":{"zone":"z","port":22.5}}})", nullptr);
+  o = weft::host::RunAction(&d, nullptr, weft::host::HostServices(), fraction, WEFT_ACTION_CREATE, "probe", "CREATE");
+  CHECK(o.code == "INVALID");
+  CHECK_THAT(o.message, Catch::Contains("field 'port' must be an integer, not a number"));
+  CHECK(FieldProbe::runs == 0);  // the plugin's code never ran
+}

@@ -42,6 +42,28 @@ expect_contains "$out" "loaded plugin 'hello-lua'" "the Lua plugin is loaded"
 expect_contains "$out" "log info: START: good day from web-1.weft.test" "the Lua plugin's log line"
 expect_contains "$out" '"greeting":"good day, web-1.weft.test"' "the Lua plugin's result"
 
+echo "== a result over weftd's 262,144-byte limit fails as weftd would fail it"
+cat >"$SCRATCH/big.lua" <<'LUA'
+return { type = "big-result", kind = "automator",
+  actions = { install = function(task) task:set_result("blob", string.rep("x", 300 * 1024)) end } }
+LUA
+set +e
+out=$("$HOST" run "$SCRATCH/big.lua" INSTALL --task "$SCRATCH/task.json"); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a 300 KiB result made the harness exit $code: ${out:0:2000}"
+expect_contains "$out" "failed: big-result INSTALL returned a result of 307211 bytes (as JSON), over the limit of 262144 bytes" \
+  "the result limit"
+
+echo "== a Lua provider that declares only create is refused at load, naming what it lacks"
+cat >"$SCRATCH/lonely.lua" <<'LUA'
+return { type = "lonely", kind = "provider", actions = { create = function(task) end } }
+LUA
+set +e
+out=$("$HOST" run "$SCRATCH/lonely.lua" CREATE --task "$SCRATCH/task.json"); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a provider without CONFIRM and DELETE made the harness exit $code: $out"
+expect_contains "$out" "failed: refused: provider 'lonely' does not declare CONFIRM, DELETE" "the refusal"
+
 echo "== a plugin that segfaults: reported, not fatal"
 set +e
 out=$("$HOST" run "$CRASHERS/crash_segv.so" INSTALL --task "$SCRATCH/task.json" 2>"$SCRATCH/segv.err"); code=$?

@@ -35,6 +35,28 @@ for so in "$HELLO_PROVIDER" "$HELLO_AUTOMATOR"; do
   [[ $exported == weft_plugin_entry ]] || fail "$(basename "$so") exports more than weft_plugin_entry: $exported"
 done
 
+echo "== WeftSDK::plugin links with --no-undefined: a function no library defines fails the link, not the load"
+undef=$SCRATCH/src/undefined-cpp
+mkdir -p "$undef"
+cp "$SCRATCH/src/plugin-cpp/CMakeLists.txt" "$SCRATCH/src/plugin-cpp/hello_provider.cpp" "$undef"/
+cat >>"$undef/hello_provider.cpp" <<'EOF'
+void forgotten_helper();  // declared, defined nowhere
+void call_forgotten_helper() { forgotten_helper(); }
+EOF
+cmake -S "$undef" -B "$undef/build" -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_BUILD_TYPE=Release \
+  >"$SCRATCH/undefined.log" 2>&1 || fail "the undefined-symbol plugin does not configure: $(cat "$SCRATCH/undefined.log")"
+if cmake --build "$undef/build" >>"$SCRATCH/undefined.log" 2>&1; then
+  fail "a plugin calling an undefined function linked against WeftSDK::plugin"
+fi
+expect_contains "$(cat "$SCRATCH/undefined.log")" "undefined reference to \`forgotten_helper()'" "the link error"
+# Linked without the option (as by hand), the host's refusal names the function, demangled.
+c++ -std=c++20 -shared -fPIC -fvisibility=hidden -I"$PREFIX/include" -o "$undef/undefined.so" \
+  "$undef/hello_provider.cpp" >>"$SCRATCH/undefined.log" 2>&1 || fail "the plugin does not build by hand"
+if out=$("$PREFIX/bin/weft-host" run "$undef/undefined.so" CREATE --task "$SCRATCH/src/plugin-cpp/task.json" 2>&1); then
+  fail "weft-host run loaded a plugin with an undefined symbol: $out"
+fi
+expect_contains "$out" "undefined symbol: forgotten_helper() (_Z16forgotten_helperv)" "the load refusal"
+
 echo "== the installed weft-host's harness runs them"
 out=$("$PREFIX/bin/weft-host" run "$HELLO_PROVIDER" CREATE --task "$SCRATCH/src/plugin-cpp/task.json") ||
   fail "hello-provider CREATE failed: $out"
@@ -43,6 +65,18 @@ out=$("$PREFIX/bin/weft-host" run "$HELLO_AUTOMATOR" INSTALL --task "$SCRATCH/sr
   fail "hello-automator INSTALL failed: $out"
 expect_contains "$out" "log info: hello-automator INSTALL on node demo-1.weft.test" "hello-automator's log line"
 expect_contains "$out" '"greeting":"hello from INSTALL"' "hello-automator's result"
+
+echo "== a native plugin's field_json gets the field's declared default; a missing required field or a wrong type is INVALID"
+jq 'del(.provider.fields.address) | .action = "CONFIRM"' "$SCRATCH/src/plugin-cpp/task.json" >"$SCRATCH/no-address.json"
+out=$("$PREFIX/bin/weft-host" run "$HELLO_PROVIDER" CONFIRM --task "$SCRATCH/no-address.json") ||
+  fail "hello-provider CONFIRM without an address failed: $out"
+expect_contains "$out" '"access_v4":"127.0.0.1"' "the default of the field address"
+jq '.provider.fields.address = 5 | .action = "CONFIRM"' "$SCRATCH/src/plugin-cpp/task.json" >"$SCRATCH/bad-address.json"
+if out=$("$PREFIX/bin/weft-host" run "$HELLO_PROVIDER" CONFIRM --task "$SCRATCH/bad-address.json"); then
+  fail "hello-provider CONFIRM ran with a number for its string field address: $out"
+fi
+expect_contains "$out" "failed: hello-provider CONFIRM invalid task: field 'address' must be a string, not an integer" \
+  "the wrong type refused before the plugin runs"
 
 echo "== the installed weftd and weft-host run a job with them, dropped in without a restart"
 mkdir -p "$SCRATCH/plugins"

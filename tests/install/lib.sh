@@ -114,6 +114,9 @@ run_hello_job() {
     fail "the nodes were not made by hello-provider: $cluster"
   jq -e '[.nodes[] | .results.greeting] | all(. == "hello from START")' <<<"$cluster" >/dev/null ||
     fail "hello-automator did not run on every node: $cluster"
+  # The catalog's provider leaves out the field address: hello-provider's field_json got its declared default.
+  jq -e '[.nodes[] | .results.access_v4] | all(. == "127.0.0.1") and length == 2' <<<"$cluster" >/dev/null ||
+    fail "hello-provider did not get its field default 127.0.0.1 as access_v4: $cluster"
 }
 
 # start_host WEFT_HOST_BINARY PROVISIONER PLUGIN_DIR...: a weft-host with its

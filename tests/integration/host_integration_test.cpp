@@ -205,6 +205,18 @@ TEST_CASE("integration: bad plugins are refused by name, plugin.list shows exact
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_init_throws.so: plugin "
                                                                  "'fixture-init-throws': init threw a C++ exception"));
   CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures + "/fixture_good_dup.so: duplicate type name"));
+  CHECK_THAT(log, Catch::Contains("refused plugin " + fixtures +
+                                  "/fixture_create_only.so: provider 'fixture-create-only' does not declare "
+                                  "CONFIRM, DELETE"));
+  // plugin.list (weft plugin list) shows the refusal with its reason.
+  bool listed = false;
+  for (const auto& r : plugins["refused"]) {
+    if (r["file"] == fixtures + "/fixture_create_only.so") {
+      listed = true;
+      CHECK_THAT(r["reason"].get<std::string>(), Catch::Contains("does not declare CONFIRM, DELETE"));
+    }
+  }
+  CHECK(listed);
 
   // The host kept going: a task for the good fixture runs.
   const std::int64_t id = server.Enqueue({{"plugin", "fixture-good"}, {"action", "INSTALL"}});

@@ -128,6 +128,13 @@ TEST_CASE("lua: fields get their defaults, a missing required field is an invali
   RunResult missing = p.Run(WEFT_ACTION_INSTALL, HelloTask(json::object()));
   CHECK(missing.rc == WEFT_ERR_INVALID);
   CHECK_THAT(missing.err, Contains("Lua plugin 'hello-lua': required field 'token' is missing"));
+
+  // A value of another type than its field's is an invalid task too (the value is not shown: it may be secret).
+  RunResult wrong = p.Run(WEFT_ACTION_INSTALL, HelloTask({{"token", 5}}));
+  CHECK(wrong.rc == WEFT_ERR_INVALID);
+  CHECK(wrong.err ==
+        "Lua plugin 'hello-lua': field 'token' must be a string, not an integer; fix it in the task's "
+        "service action fields");
 }
 
 TEST_CASE("lua: a provider reads provider.fields, task.json is the whole task", "[lua]") {

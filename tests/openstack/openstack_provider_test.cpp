@@ -445,7 +445,7 @@ TEST_CASE("openstack provider: retries 5xx and rate limits with Retry-After, nev
   json no_url = fields;
   no_url.erase("openstack_auth_url");
   CHECK_THAT(Message(env.RunTask(NodeTaskJson(no_url, "CREATE", "web-3"), "failed")),
-             Catch::Contains("field 'openstack_auth_url'") && Catch::Contains("is required"));
+             Catch::Contains("required field 'openstack_auth_url' is missing from the task's provider fields"));
   // A 413 for a quota is no rate limit: not retried, and said to be the project's quota.
   fake.Faults(
       json::array({{{"method", "POST"},

@@ -251,3 +251,35 @@ TEST_CASE("catalog ops: catalog.check reports a service action's unknown fields,
                  Catch::Contains("service 's' (action install): provisioner.actions.install.fields.greting is not a "
                                  "field of plugin 'greeter' (it knows: n)"));
 }
+
+TEST_CASE("catalog ops: catalog.check reports a provider naming an automator and a service action naming a provider",
+          "[api][catalog]") {
+  Fixture f;
+  weft::store::HostRecord h;
+  h.id = "h1";
+  h.plugins_json = R"([{"type":"cloud","kind":"provider","actions":["CREATE","CONFIRM","DELETE"],"fields":[]},)"
+                   R"({"type":"shell","kind":"automator","actions":["INSTALL"],"fields":[]}])";
+  h.registered_at_ms = h.last_seen_ms = f.clock.NowMs();
+  REQUIRE(f.store->UpsertHost(h).ok());
+  f.MustPut("provider", {{"name", "wrong"}, {"providertype", "shell"}, {"provisioner", json::object()}});
+  f.MustPut("provider", {{"name", "right"}, {"providertype", "cloud"}, {"provisioner", json::object()}});
+  f.MustPut("service", {{"name", "s"},
+                        {"provisioner",
+                         {{"actions",
+                           {{"install", {{"type", "cloud"}, {"fields", json::object()}}},
+                            {"start", {{"type", "shell"}, {"fields", json::object()}}}}}}}});
+  Response check = f.Call("catalog.check", json::object(), Role::kUser);
+  REQUIRE(check.status.ok());
+  std::vector<std::string> messages;
+  for (const json& p : check.body["fields"]) {
+    CHECK(p["problem"] == "kind");
+    messages.push_back(p["message"].get<std::string>());
+  }
+  CHECK(messages ==
+        std::vector<std::string>{
+            "provider 'wrong': providertype 'shell' is an automator plugin, not a provider; name a provider "
+            "plugin (see `weft plugin list`)",
+            "service 's' (action install): provisioner.actions.install.type 'cloud' is a provider plugin, "
+            "not an automator; name an automator plugin (see `weft plugin list`)"});
+  CHECK(check.body["problems"] == 2);
+}

@@ -305,13 +305,6 @@ void WriteErr(char* err, std::size_t err_len, const std::string& message) {
   std::snprintf(err, err_len, "%s", message.c_str());
 }
 
-// The fields a task carries for this plugin, found as for native plugins'
-// field_json (weft/ssh/task_view.hpp).
-json TaskFields(const json& task, std::uint32_t kind) {
-  const json* fields = PluginFields(task, kind);
-  return fields ? *fields : json::object();
-}
-
 int Run(Instance& instance, const weft_host_services* host, weft_task* task, std::uint32_t action, char* err,
         std::size_t err_len) {
   const Definition& def = instance.def();
@@ -336,20 +329,13 @@ int Run(Instance& instance, const weft_host_services* host, weft_task* task, std
     WriteErr(err, err_len, def.label + " got a task that is not a JSON object; this is a host bug");
     return WEFT_ERR_INVALID;
   }
-  json fields = TaskFields(task_json, def.kind);
-  for (const FieldDecl& f : def.fields) {
-    auto it = fields.find(f.name);
-    if (it == fields.end() || it->is_null()) {
-      if (f.has_default) {
-        fields[f.name] = f.default_value;
-      } else if (f.required) {
-        WriteErr(err, err_len,
-                 def.label + ": required field '" + f.name + "' is missing from the task's " +
-                     (def.kind == WEFT_KIND_PROVIDER ? "provider" : "service action") + " fields; set it there");
-        return WEFT_ERR_INVALID;
-      }
-    }
+  // The same defaults and checks as weft-host applies for native plugins (RunAction).
+  ResolvedFields resolved = ResolvePluginFields(task_json, def.descriptor);
+  if (!resolved.error.empty()) {
+    WriteErr(err, err_len, def.label + ": " + resolved.error);
+    return WEFT_ERR_INVALID;
   }
+  json& fields = resolved.fields;
 
   const std::string when = std::string("during ") + name;
   Result<std::unique_ptr<Sandbox>> box = instance.Acquire("while starting a Lua state for " + std::string(name));

@@ -124,6 +124,10 @@ class PluginSet {
   LuaBudget lua_budget_;
 };
 
+// A dlopen error as the load refusal says it: a C++ symbol in "undefined
+// symbol: _Z16forgotten_helperv" is demangled ("forgotten_helper() (_Z16...)").
+std::string ReadableLoadError(std::string message);
+
 // "CREATE" for WEFT_ACTION_CREATE, "" for anything that is not one action bit.
 std::string_view ActionName(std::uint32_t action);
 // The action bit for a name like "CREATE", or 0.

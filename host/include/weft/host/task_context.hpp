@@ -23,6 +23,10 @@
 namespace weft::host {
 
 inline constexpr std::size_t kOutputTailBytes = 64 * 1024;
+// The most one task's result may be as JSON text: weftd fails an attempt that
+// returns more, for good (its task queue's kMaxResultBytes, docs/protocol.md
+// "Result limits"). `weft-host run` applies it so the harness says what weftd would.
+inline constexpr std::size_t kMaxTaskResultBytes = 256 * 1024;
 
 class TaskContext {
  public:
@@ -46,10 +50,17 @@ class TaskContext {
   void ReplaceTaskJson(std::string task_json) {
     task_json_ = std::move(task_json);
     parsed_.reset();
+    fields_.reset();
   }
   // The kind (weft_plugin_kind) of the plugin that runs the task: which fields
   // FieldJson reads. Only before the plugin's run starts.
   void SetPluginKind(std::uint32_t kind) { plugin_kind_ = kind; }
+  // The plugin that runs the task: its kind, and the fields FieldJson reads,
+  // with the defaults it declares for fields the task leaves out
+  // (ResolvePluginFields, weft/ssh/task_view.hpp). Returns why the task is
+  // INVALID for it (a required field missing, a value of the wrong type), else
+  // "". Only before the plugin's run starts.
+  std::string SetPlugin(const weft_plugin_descriptor& descriptor);
   // field_json and node_json (ABI 1.2): JSON text, or nullptr when the task does
   // not have the value. The text lives as long as the context.
   const char* FieldJson(const char* name);
@@ -83,6 +94,7 @@ class TaskContext {
   std::string stderr_;
   std::uint32_t plugin_kind_ = WEFT_KIND_AUTOMATOR;
   std::optional<nlohmann::json> parsed_;
+  std::optional<nlohmann::json> fields_;     // set by SetPlugin; else FieldJson reads the task's as they are
   std::map<std::string, std::string> kept_;  // what FieldJson and NodeJson handed out
 };
 
