@@ -352,6 +352,10 @@ class ClusterOps {
     (void)inserted;
     job.cluster_id = c.id;
     job.before = ClusterState{spec, {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
+    // The texts just written are the job's target and the spec it starts from: not dumped again.
+    job.before_spec_text = c.spec_json;
+    job.target_spec_text = std::move(c.spec_json);
+    job.target_layout_text = std::move(c.layout_json);
     return Launch(std::move(job));
   }
 
