@@ -115,6 +115,20 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
       return NoAnswer(timeout_ms);
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
   }
+  if (!reply->ok && reply->error.code == Code::kUnavailable) {
+    // weftd answered but cannot serve now (its database is unreachable, it is
+    // shutting down, no leader is known yet): say that it answered, and why, on one line.
+    std::string why;
+    for (char c : reply->error.message) {
+      if (c == '\n') {
+        why += "; ";
+      } else if (c != '\t' || !why.ends_with("; ")) {
+        why += c;
+      }
+    }
+    while (!why.empty() && (why.back() == ' ' || why.back() == ';')) why.pop_back();
+    return Status::Unavailable("weftd at " + client_->endpoint() + " answered UNAVAILABLE: " + why);
+  }
   if (!reply->ok) return reply->ToStatus();
   return std::move(reply->body);
 }

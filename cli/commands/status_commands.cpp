@@ -76,14 +76,20 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
 
   KeyValues kv;
   kv.Add("server", "weftd " + Text(s, "version") + " (protocol " + Text(s, "protocol") + "), pid " + Text(s, "pid") +
-                       ", up " + Duration(Int(s, "uptime_ms")));
+                       (s.contains("uptime_ms") ? ", up " + Duration(Int(s, "uptime_ms")) : std::string()));
   // (Only a superadmin is told where the server keeps its files.)
   if (s.contains("data_dir")) kv.Add("data dir", Text(s, "data_dir"));
-  // A follower (several weftd on one database) says only who it is and who leads.
+  // A follower (several weftd on one database) says only who it is and who leads:
+  // the store, hosts, tasks and requests are the leader's to tell.
   const bool follower = !s.contains("store");
-  if (!follower) {
+  if (follower) {
+    kv.Add("store", "n/a, follower (the leader's weft status has the store, hosts, tasks and requests)");
+  } else {
+    // The WAL figure is SQLite's; PostgreSQL keeps its own.
+    const bool wal = store.value("backend", std::string("sqlite")) == "sqlite" && store.contains("wal_pages");
     kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " +
-                        Text(store, "schema_version") + ", WAL " + Text(store, "wal_pages") + " pages)");
+                        Text(store, "schema_version") + (wal ? ", WAL " + Text(store, "wal_pages") + " pages" : "") +
+                        ")");
   }
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));

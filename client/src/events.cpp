@@ -119,6 +119,7 @@ Status EventStream::Connect(const std::string& endpoint) {
     sub_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::sub);
     sub_->set(zmq::sockopt::linger, 0);
     if (events_.rcvhwm > 0) sub_->set(zmq::sockopt::rcvhwm, events_.rcvhwm);
+    if (events_.rcvbuf > 0) sub_->set(zmq::sockopt::rcvbuf, events_.rcvbuf);
     if (!options_.server_key.empty()) curve::SetClientKeys(*sub_, options_.server_key, options_.keys);
     static std::atomic<std::uint64_t> next_monitor{0};
     const std::string address = "inproc://weft-events-monitor-" + std::to_string(next_monitor++);

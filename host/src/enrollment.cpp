@@ -248,8 +248,8 @@ bool KeyRefused(const Status& status) {
   return status.message().find("refused this client's key") != std::string::npos;
 }
 
-bool ProcessReplaced(const Status& status) {
-  return status.code() == Code::kConflict && status.message().find("no longer acts for host") != std::string::npos;
+bool ProcessReplaced(const Status& status, const nlohmann::json& details) {
+  return status.code() == Code::kConflict && details.is_object() && details.value("reason", "") == "process_replaced";
 }
 
 std::chrono::milliseconds RefusalBackoff::Refused(const Status& status, const std::string& advice) {

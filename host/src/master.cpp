@@ -1239,14 +1239,14 @@ void Master::Impl::Heartbeat(client::Client& client) {
                {"refused", refused}};
   if (!retired.empty()) body["retired_runners"] = retired;
   // Sent once: when weftd does not take it, the held takes end by themselves (take_wait_ms).
-  Result<json> r = client.Call("host.heartbeat", std::move(body));
+  client::DetailedResult r = client.Call("host.heartbeat", std::move(body));
   if (!r.ok()) {
     if (r.status().code() == Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << "weftd does not know host '" << config.host_id
                             << "' (was it restarted with a fresh store?); registering again";
       std::lock_guard<std::mutex> lock(mu);
       registered = false;
-    } else if (ProcessReplaced(r.status())) {
+    } else if (ProcessReplaced(r.status(), r.details())) {
       // Another process took this host id while this one was not heard from (paused,
       // cut off): weftd handed this process's attempts out again. Cancel them, take
       // nothing (the runners' takes are refused too) and register again, which weftd

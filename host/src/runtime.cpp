@@ -408,7 +408,7 @@ void Runtime::RunnerLoop(int index) {
         if (stopping_) break;
         ++taking_;
       }
-      Result<json> r = take_client.Call("task.take", take);
+      client::DetailedResult r = take_client.Call("task.take", take);
       {
         std::lock_guard<std::mutex> lock(mu_);
         --taking_;
@@ -428,7 +428,7 @@ void Runtime::RunnerLoop(int index) {
           if (!Backoff(static_cast<int>(wait.count()))) break;
           continue;
         }
-        if (ProcessReplaced(r.status())) {
+        if (ProcessReplaced(r.status(), r.details())) {
           // Another process holds the host id now: the master logs it and registers
           // again; until weftd lets it back in, a take every few seconds, not a tight loop.
           WEFT_LOG(kDebug, component_) << "runner " << index << ": " << r.status().message();

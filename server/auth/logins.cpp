@@ -7,6 +7,7 @@
 
 #include "weft/common/json_fields.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::auth {
 namespace {
@@ -58,12 +59,6 @@ std::string HashOf(const std::string& secret) {
 
 bool SameText(const std::string& a, const std::string& b) {
   return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string Minutes(std::int64_t ms) {
-  if (ms < 60'000) return std::to_string(std::max<std::int64_t>(1, ms / 1000)) + " seconds";
-  if (ms < 2 * 3600'000) return std::to_string(ms / 60'000) + " minutes";
-  return std::to_string(ms / 3600'000) + " hours";
 }
 
 json TokenJson(const store::ApiTokenRecord& t) {
@@ -285,7 +280,7 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
     if (refused) *refused = true;
     return Status::Unavailable("too many failed logins " +
                                std::string(key == user_key ? "for this user" : "from this address") +
-                               "; nothing was tried: retry in " + Minutes(wait_ms));
+                               "; nothing was tried: retry in " + DurationText(wait_ms));
   }
   auto fail = [&](Status s) {
     for (const std::string& key : {user_key, addr_key})
@@ -368,8 +363,8 @@ Result<api::Principal> Logins::ActFor(const api::Principal& sender, const wire::
     role = RoleOf(r.tenant, r.user, r.created_at_ms);
     if (idle || r.expires_at_ms <= now || role.empty()) {
       const std::string why = role.empty() ? "its user no longer exists"
-                              : idle       ? "it was not used for " + Minutes(options_.session_idle_ms)
-                                           : "it is older than " + Minutes(options_.session_max_ms);
+                              : idle       ? "it was not used for " + DurationText(options_.session_idle_ms)
+                                           : "it is older than " + DurationText(options_.session_max_ms);
       WEFT_RETURN_IF_ERROR(store_.DeleteSession(it->first));
       sessions_.erase(it);
       return login_required(Status::Denied("the session ended (" + why + "); log in again"));

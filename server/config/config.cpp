@@ -138,6 +138,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.String("node", &cfg.leader.node, any);
     r.Int("lease_ms", 100, 3'600'000, &cfg.leader.lease_ms);
     r.Int("poll_ms", 10, 60'000, &cfg.leader.poll_ms);
+    r.Int("timeline_check_ms", 0, 3'600'000, &cfg.leader.timeline_check_ms);
     r.String("advertise_api", &cfg.leader.advertise_api, endpoint);
     r.String("advertise_provisioner", &cfg.leader.advertise_provisioner, endpoint);
     r.String("advertise_events", &cfg.leader.advertise_events, endpoint);

@@ -188,8 +188,13 @@ class Reactor {
   void OpenHandshakes();
   // Renews or tries to take over when due; steps down when leadership is lost.
   Status Elect(std::int64_t now);
+  // The leader: which superadmin keys of the other weftd (their credential
+  // files') the store does not know yet; about once a second.
+  void FindMemberKeys(std::int64_t now);
   // The leadership was lost: held takes and the inbox get NOT_LEADER replies.
   void StepDown();
+  // weft_leader and weft_leader_epoch (docs/metrics.md) as this weftd sees them now.
+  void PublishLeadership();
   // Waits for the commit in flight (GroupCommit) and sends its replies and events.
   Status SettleCommit();
   // While the earlier commit is in flight, requests that arrive join this
@@ -209,6 +214,10 @@ class Reactor {
   std::unique_ptr<leader::Leadership> leadership_;
   bool leading_ = false;
   std::string superadmin_key_;  // recorded in the store when this weftd leads
+  // The superadmin keys of the other weftd on the database that the store does
+  // not know yet: the leader records them in its next turn (RecordMemberKeys).
+  std::vector<std::string> member_keys_due_;
+  std::int64_t next_member_keys_ms_ = 0;
   std::int64_t next_registry_load_ms_ = 0;
 
   const Config& config_;
@@ -312,7 +321,7 @@ std::int64_t Reactor::PollTimeoutMs(std::int64_t now) const {
   due = std::min(due, next_silence_check_ms_);
   if (leading_) due = std::min(due, components_.retention().NextMs());
   if (leadership_) due = std::min(due, leadership_->next_tick_ms());
-  if (!undelivered_.empty() || !inbox_.empty() || serve_more_) due = now;
+  if (!undelivered_.empty() || !inbox_.empty() || serve_more_ || !member_keys_due_.empty()) due = now;
   return std::max<std::int64_t>(0, due - now);
 }
 
@@ -618,6 +627,8 @@ Status Reactor::Housekeeping(std::int64_t now, bool silence_due, std::vector<Pen
     WEFT_RETURN_IF_ERROR(s);
   }
   if (components_.retention().Due(now)) WEFT_RETURN_IF_ERROR(components_.retention().Batch(now));
+  for (const std::string& key : member_keys_due_) WEFT_RETURN_IF_ERROR(registry_.EnsureSuperadmin(key));
+  member_keys_due_.clear();
   // With a read waiting, one held take at most is served now, the rest next turn.
   serve_more_ = held_.Serve(batch, serve_more_, Steady::now() + (ReadWaiting() ? Steady::duration{} : kTurnBudget));
   return Status::Ok();
@@ -706,6 +717,9 @@ Status Reactor::Loop() {
       WEFT_RETURN_IF_ERROR(Elect(now));
       if (!leading_) {
         AnswerAsFollower();
+        // The queue, jobs, hosts and store are the leader's to tell: a scrape of a
+        // follower gets none of them (rather than waiting for a snapshot that never comes).
+        if (ServerMetrics* m = components_.metrics(); m && m->RefreshDue()) m->Publish({});
         continue;
       }
     }
@@ -724,7 +738,7 @@ Status Reactor::Loop() {
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_ ||
-        components_.retention().Due(now))
+        components_.retention().Due(now) || !member_keys_due_.empty())
       WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
     // A leader renews between turns. After a pause (SIGSTOP) the requests
     // waiting meet the fencing check first; nothing commits once another
@@ -860,7 +874,7 @@ Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
   if (ec) return Status::Unavailable("cannot create " + path.parent_path().string() + ": " + ec.message());
   std::filesystem::permissions(path.parent_path(), std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
-  // Recorded in the store by Lead(): a follower writes nothing.
+  // Recorded in the store by Lead(), and by whichever weftd leads (FindMemberKeys): a follower writes nothing.
   superadmin_key_ = c.keys.public_key;
   return curve::SaveCredential(path, c);
 }
@@ -877,6 +891,7 @@ Status Reactor::Lead() {
     }
   }
   leading_ = true;
+  next_member_keys_ms_ = 0;  // the other weftd's keys: at once
   subscriptions_.Restart();  // events from here on are numbered afresh (another weftd may have led)
   components_.retention().Restart();
   auth_published_ = false;
@@ -916,12 +931,16 @@ Status Reactor::StartElection(const json& bound) {
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
+  o.timeline_check_ms = c.timeline_check_ms;
+  o.timeline_record = (config_.server.data_dir / "postgres-timeline.json").string();
   // Every weftd on the database must have the first one's keys: Open refuses other ones.
   o.server_key = config_.security.curve ? server_keys_.public_key : "";
   WEFT_ASSIGN_OR_RETURN(digest::FileDigest secrets,
                         digest::Sha256OfFile(config_.server.data_dir / "keys" / "secrets.key"));
   o.secrets_digest = secrets.digest;
+  o.superadmin_key = superadmin_key_;
   WEFT_ASSIGN_OR_RETURN(leadership_, leader::Leadership::Open(std::move(o)));
+  if (ServerMetrics* m = components_.metrics()) m->EnableLeadership(leadership_->node());
   // The fence: no write transaction commits unless the epoch in force is the
   // one this weftd took over with (server/leader/leadership.hpp). PostgreSQL
   // checks it with the COMMIT (store.hpp); a refusal loses the leadership.
@@ -951,6 +970,7 @@ Status Reactor::Elect(std::int64_t now) {
     }
     next_registry_load_ms_ = now + 1000;
   }
+  if (leading_) FindMemberKeys(now);
   if (now < leadership_->next_tick_ms()) return Status::Ok();
   Result<leader::Leadership::Change> change = leadership_->Tick(now);
   if (!change.ok()) {
@@ -959,6 +979,7 @@ Status Reactor::Elect(std::int64_t now) {
     }
     return Status::Ok();
   }
+  PublishLeadership();
   if (*change == leader::Leadership::Change::kLost) StepDown();
   if (*change != leader::Leadership::Change::kBecameLeader) return Status::Ok();
   // What a restart after a crash loads: jobs, the queue and its leases, hosts, keys.
@@ -968,15 +989,42 @@ Status Reactor::Elect(std::int64_t now) {
     StepDown();
     return Status::Ok();
   }
+  if (ServerMetrics* m = components_.metrics()) m->TookOver();
+  PublishLeadership();
   WEFT_LOG(kInfo, kLog) << "took over as leader (epoch " << leadership_->epoch() << "): " << queue_.queued()
                         << " tasks queued, " << queue_.leased() << " leased";
   return Status::Ok();
+}
+
+void Reactor::FindMemberKeys(std::int64_t now) {
+  if (now < next_member_keys_ms_ || !member_keys_due_.empty()) return;
+  next_member_keys_ms_ = now + 1000;
+  Result<std::vector<std::string>> keys = leadership_->SuperadminKeys();
+  if (!keys.ok()) {
+    if (tally_.Count("reads of the other weftd's superadmin keys that failed", now)) {
+      WEFT_LOG(kWarn, kLog) << "cannot read the superadmin keys of the other weftd: " << keys.status().message();
+    }
+    return;
+  }
+  // Only keys never recorded: one revoked, or retired by a rotation, stays so.
+  for (const std::string& key : *keys)
+    if (!registry_.Find(key) && !registry_.Spent(key)) member_keys_due_.push_back(key);
+}
+
+void Reactor::PublishLeadership() {
+  ServerMetrics* m = components_.metrics();
+  if (!m || !leadership_) return;
+  const json& known = leadership_->known_leader();
+  m->SetLeadership(leading_, leading_ ? leadership_->epoch()
+                                      : (known.is_object() ? known.value("epoch", std::int64_t{0}) : 0));
 }
 
 void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
   front_.SetServing(false);
+  member_keys_due_.clear();
+  PublishLeadership();
   if (!was) return;
   // The commit in flight meets the fence: its batch is answered either way.
   if (Status s = SettleCommit(); !s.ok()) {
@@ -1032,10 +1080,13 @@ bool Reactor::ReadInInbox() const {
 
 void Reactor::AnswerAsFollower() {
   if (inbox_.empty()) return;
+  const DaemonInfo& info = components_.info();
   const json status = {{"version", "0.1.0"},
                        {"protocol", wire::kProtocolVersion},
                        {"pid", getpid()},
-                       {"endpoints", components_.info().endpoints}};
+                       {"started_at_ms", info.started_at_ms},
+                       {"uptime_ms", clock_.NowMs() - info.started_at_ms},
+                       {"endpoints", info.endpoints}};
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     if (in.request) in.pending.response = leader::AnswerAsFollower(*leadership_, in.pending.endpoint, *in.request, status);

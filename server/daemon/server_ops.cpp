@@ -82,6 +82,7 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
                  {"endpoints", info.endpoints},
                  {"store",
                   {{"path", store.path().string()},
+                   {"backend", store.backend() == store::Backend::kPostgres ? "postgres" : "sqlite"},
                    {"schema_version", store.schema_version()},
                    {"wal_pages", c.wal_pages},
                    {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}}},

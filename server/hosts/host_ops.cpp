@@ -79,7 +79,7 @@ class HostOps {
   std::optional<TakeRequest> ReadTakeText(std::string_view text, std::string* host_id,
                                           std::string_view* incarnation = nullptr) const;
   // CONFLICT when the request names an incarnation other than the registered process's.
-  Status CheckProcess(Host& host, std::string_view incarnation, const char* op) const;
+  std::optional<Response> RefuseReplaced(Host& host, std::string_view incarnation, const char* op) const;
   Response Finish(const FinishFields& finish);
   // The next task for `host_id`, or a held response that the reactor answers later.
   Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
@@ -252,14 +252,18 @@ Response HostOps::HostRegister(const Call& call) {
                        {"tenants", d_.hosts.ActiveTenants()}});
 }
 
-Status HostOps::CheckProcess(Host& host, std::string_view incarnation, const char* op) const {
+// CONFLICT for a request of a process that another one replaced under the host id, with
+// details {"reason": "process_replaced", "host_id"}, which is what weft-host goes by;
+// nullopt for the registered process.
+std::optional<Response> HostOps::RefuseReplaced(Host& host, std::string_view incarnation, const char* op) const {
   bool first = false;
   Status s = d_.hosts.Replaced(host, incarnation, &first);
+  if (s.ok()) return std::nullopt;
   if (first) {
     WEFT_LOG(kWarn, "weftd") << "refused " << op << " of an earlier process of host '" << host.record.id
                              << "': " << s.message();
   }
-  return s;
+  return Response::Error(std::move(s), {{"reason", "process_replaced"}, {"host_id", host.record.id}});
 }
 
 Response HostOps::HostHeartbeat(const Call& call) {
@@ -268,7 +272,7 @@ Response HostOps::HostHeartbeat(const Call& call) {
   // A process that another one replaced under this id (it fell silent, then came back)
   // renews nothing, is not seen, and reports nothing: it stops and registers again.
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
-  if (Status s = CheckProcess(*host, incarnation, "host.heartbeat"); !s.ok()) return Response::Error(s);
+  if (auto refused = RefuseReplaced(*host, incarnation, "host.heartbeat")) return std::move(*refused);
   std::vector<queue::AttemptRef> refs;
   auto in_flight = body.find("in_flight");
   if (in_flight != body.end() && !in_flight->is_null()) {
@@ -336,7 +340,7 @@ Response HostOps::TaskTake(const Call& call) {
     std::string_view incarnation;
     if (std::optional<TakeRequest> take = ReadTakeText(call.request->body_text, &host_id, &incarnation)) {
       if (Host* host = d_.hosts.Find(host_id)) {
-        if (Status s = CheckProcess(*host, incarnation, "task.take"); !s.ok()) return Response::Error(s);
+        if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
         d_.hosts.Seen(*host);
         return TakeOrHold(host->record.id, *take);
       }
@@ -348,7 +352,7 @@ Response HostOps::TaskTake(const Call& call) {
   // Optional: a worker that serves one tenant takes only that tenant's tasks.
   WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
-  if (Status s = CheckProcess(*host, incarnation, "task.take"); !s.ok()) return Response::Error(s);
+  if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
   d_.hosts.Seen(*host);
   return TakeOrHold(host->record.id, take);
 }

@@ -42,6 +42,21 @@ class PgResult {
   PGresult* r_;
 };
 
+// libpq's message on one line: its lines (a hint on a line of its own, after
+// a tab) joined with "; ", the trailing newline cut off.
+std::string OneLine(std::string why) {
+  std::string out;
+  for (char c : why) {
+    if (c == '\n') {
+      out += "; ";
+    } else if (c != '\t' || !out.ends_with("; ")) {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
 json ParseEndpoints(const std::string& text) {
   json j = json::parse(text, nullptr, false);
   return j.is_object() ? j : json::object();
@@ -72,9 +87,8 @@ struct Leadership::Conn {
     auto r = std::make_unique<PgResult>(raw);
     const ExecStatusType st = PQresultStatus(r->get());
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      std::string why = PQresultErrorMessage(r->get());
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      return Status::Unavailable("the leader election's database connection failed: " + why);
+      return Status::Unavailable("the leader election's database connection failed: " +
+                                 OneLine(PQresultErrorMessage(r->get())));
     }
     return r;
   }
@@ -96,9 +110,15 @@ Leadership::~Leadership() {
 
 Result<std::unique_ptr<Leadership>> Leadership::Open(LeaderOptions options) {
   std::unique_ptr<Leadership> l(new Leadership(std::move(options)));
+  WEFT_ASSIGN_OR_RETURN(l->timeline_, TimelineCheck::Start({.conninfo = l->options_.conninfo,
+                                                            .node = l->options_.node,
+                                                            .interval_ms = l->options_.timeline_check_ms,
+                                                            .timeout_ms = 2000,
+                                                            .record_path = l->options_.timeline_record}));
   WEFT_RETURN_IF_ERROR(l->Connect());
   WEFT_RETURN_IF_ERROR(l->Setup());
   WEFT_RETURN_IF_ERROR(l->CheckKeys());
+  WEFT_RETURN_IF_ERROR(l->ClaimNode());
   l->renewer_ = std::thread([raw = l.get()] { raw->RenewLoop(); });
   return l;
 }
@@ -140,11 +160,12 @@ Status Leadership::Connect() {
   conn_->pg = store::sql::ConnectPostgres(options_.conninfo, std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000),
                                           options_.lease_ms, "weftd leader election");
   if (!conn_->ok()) {
-    std::string why = conn_->pg ? PQerrorMessage(conn_->pg) : "out of memory";
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    const std::string why = conn_->pg ? OneLine(PQerrorMessage(conn_->pg)) : "out of memory";
     conn_.reset();
-    return Status::Unavailable("cannot connect to PostgreSQL for the leader election: " + why);
+    connect_error_ = "cannot connect to PostgreSQL for the leader election: " + why;
+    return Status::Unavailable(connect_error_);
   }
+  connect_error_.clear();
   // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
   PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
   conn_->peer = store::sql::PostgresPeer(conn_->pg);
@@ -157,6 +178,13 @@ Status Leadership::Connect() {
   if (!r.ok()) {
     conn_.reset();
     return r.status();
+  }
+  // Which server this is, for the timeline check (it may have been superseded).
+  if (timeline_) {
+    if (Status s = timeline_->Connected(conn_->pg, conn_->deadline_ms, conn_->peer); !s.ok()) {
+      conn_.reset();
+      return s;
+    }
   }
   return Status::Ok();
 }
@@ -172,6 +200,8 @@ Status Leadership::Setup() {
       "INSERT INTO weft_leader VALUES (1, 0, '', '{}', 0, now(), now()) ON CONFLICT (id) DO NOTHING",
       "CREATE TABLE IF NOT EXISTS weft_members (node text PRIMARY KEY, endpoints text NOT NULL, "
       "seen_at timestamptz NOT NULL)",
+      "ALTER TABLE weft_members ADD COLUMN IF NOT EXISTS superadmin_key text NOT NULL DEFAULT ''",
+      "ALTER TABLE weft_members ADD COLUMN IF NOT EXISTS session_pid integer NOT NULL DEFAULT 0",
       "CREATE TABLE IF NOT EXISTS weft_keys (id integer PRIMARY KEY CHECK (id = 1), server_key text NOT NULL, "
       "secrets_digest text NOT NULL, node text NOT NULL, recorded_at timestamptz NOT NULL)",
       "COMMIT",
@@ -214,11 +244,50 @@ Status Leadership::CheckKeys() {
       "stop them all, DELETE FROM weft_keys, start one with --new-keys and copy its keys/ to the others");
 }
 
+Status Leadership::ClaimNode() {
+  // Under the lock that guards the tables, so that of two weftd started at
+  // once with one name the second sees the first's row. A row is another
+  // weftd's while the election session it names is open and it was seen within
+  // three leases (as View counts a follower live). The session of a weftd that
+  // just stopped may take a moment to end: it is given one lease.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.lease_ms);
+  for (;;) {
+    Result<std::unique_ptr<PgResult>> r = conn_->Exec("BEGIN");
+    if (r.ok()) r = conn_->Exec(kSetupLock);
+    if (r.ok())
+      r = conn_->Exec(
+          "SELECT m.endpoints, EXTRACT(EPOCH FROM (now() - m.seen_at)) * 1000 FROM weft_members m "
+          "WHERE m.node = $1 AND m.seen_at > now() - $2::float8 * interval '1 millisecond' "
+          "AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = m.session_pid AND a.pid <> pg_backend_pid())",
+          {options_.node, std::to_string(3 * options_.lease_ms)});
+    if (r.ok() && (*r)->rows() == 0) {
+      Status s = Announce();
+      if (s.ok()) s = conn_->Exec("COMMIT").status();
+      if (!s.ok()) (void)conn_->Exec("ROLLBACK");
+      return s.WithContext("cannot record this weftd among the others");
+    }
+    (void)conn_->Exec("ROLLBACK");
+    if (!r.ok()) return r.status().WithContext("cannot record this weftd among the others");
+    if (std::chrono::steady_clock::now() >= until) {
+      const json endpoints = ParseEndpoints((*r)->text(0, 0));
+      const std::string api = endpoints.value("api", std::string());
+      return Status::Conflict("another weftd runs as node '" + options_.node + "' on this database" +
+                              (api.empty() ? std::string() : " (api endpoint " + api + ")") + ", seen " +
+                              std::to_string((*r)->number(0, 1)) +
+                              " ms ago: every weftd on one database needs a name of its own. Set [leader] node in "
+                              "this weftd's weftd.toml to another name, or stop the other weftd first");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 Status Leadership::Announce() {
   WEFT_RETURN_IF_ERROR(conn_
-                           ->Exec("INSERT INTO weft_members VALUES ($1, $2, now()) ON CONFLICT (node) DO UPDATE "
-                                  "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at",
-                                  {options_.node, wire::Dump(options_.endpoints)})
+                           ->Exec("INSERT INTO weft_members (node, endpoints, seen_at, superadmin_key, session_pid) "
+                                  "VALUES ($1, $2, now(), $3, pg_backend_pid()) ON CONFLICT (node) DO UPDATE "
+                                  "SET endpoints = excluded.endpoints, seen_at = excluded.seen_at, "
+                                  "superadmin_key = excluded.superadmin_key, session_pid = excluded.session_pid",
+                                  {options_.node, wire::Dump(options_.endpoints), options_.superadmin_key})
                            .status());
   return Status::Ok();
 }
@@ -233,6 +302,10 @@ Status Leadership::ReadLeader() {
                    {"endpoints", ParseEndpoints(r->text(0, 2))},
                    {"renewed_ms_ago", r->number(0, 3)}};
   known_lock_pid_ = r->number(0, 4);
+  // On a superseded server the row is stale: the newer primary's names the leader clients should go to.
+  if (timeline_) {
+    if (json newer = timeline_->newer_leader(); !newer.is_null()) known_leader_ = std::move(newer);
+  }
   return Status::Ok();
 }
 
@@ -279,10 +352,17 @@ void Leadership::Renew() {
     LoseLocked("it could not renew its lease (" + r.status().message() + ")");
   } else if ((*r)->rows() != 1) {
     LoseLocked("the leader's row has another epoch now");
+  } else if (timeline_) {
+    if (std::string why = timeline_->Superseded(); !why.empty()) LoseLocked(why);
   }
 }
 
 Result<Leadership::Change> Leadership::TryTakeOver() {
+  // Not on a server that a promotion superseded, nor before that was checked (the check logs why).
+  if (timeline_ && !timeline_->MayLead().ok()) {
+    WEFT_RETURN_IF_ERROR(ReadLeader());
+    return Change::kNone;
+  }
   WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
   if (lock->rows() != 1 || lock->text(0, 0) != "t") {
     WEFT_RETURN_IF_ERROR(ReadLeader());
@@ -344,6 +424,12 @@ Status Leadership::EndStaleLeader() {
 
 Result<nlohmann::json> Leadership::View() {
   std::lock_guard<std::mutex> lock(mu_);
+  // While the database cannot be reached, server.status says so at once: Tick
+  // tries again every poll, and a second attempt here (a connect_timeout of its
+  // own) would keep the reply past a client's timeout.
+  if ((!conn_ || !conn_->ok()) && !connect_error_.empty())
+    return Status::Unavailable(connect_error_ + " (this weftd tries again every " + std::to_string(options_.poll_ms) +
+                               " ms)");
   if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Connect());
   WEFT_RETURN_IF_ERROR(ReadLeader());
   WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT node, endpoints, EXTRACT(EPOCH FROM (now() - seen_at)) * 1000 "
@@ -364,6 +450,17 @@ Result<nlohmann::json> Leadership::View() {
               {"leader", known_leader_},
               {"followers", followers},
               {"lease_ms", options_.lease_ms}};
+}
+
+Result<std::vector<std::string>> Leadership::SuperadminKeys() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Not connected again here: a leader's connection holds its lock, and Tick notices its loss.
+  if (!conn_ || !conn_->ok()) return Status::Unavailable("the leader election's database connection is closed");
+  WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT DISTINCT superadmin_key FROM weft_members "
+                                            "WHERE superadmin_key <> '' ORDER BY 1"));
+  std::vector<std::string> keys;
+  for (int i = 0; i < r->rows(); ++i) keys.push_back(r->text(i, 0));
+  return keys;
 }
 
 }  // namespace weft::server::leader

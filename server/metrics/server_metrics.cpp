@@ -114,6 +114,25 @@ metrics::Counter& ServerMetrics::events(std::string_view type) {
   return *events_.back();
 }
 
+void ServerMetrics::EnableLeadership(const std::string& node) {
+  if (leader_) return;
+  leader_ = &registry_.AddGauge("weft_leader", "1 while this weftd is the leader of the weftd on its database, else 0.",
+                                {{"node", node}});
+  epoch_ = &registry_.AddGauge("weft_leader_epoch",
+                               "The leader's epoch in force, as this weftd last saw it (0 before it saw one).");
+  takeovers_ = &registry_.AddCounter("weft_leader_takeovers_total", "Times this weftd took over as leader.");
+}
+
+void ServerMetrics::SetLeadership(bool leader, std::int64_t epoch) {
+  if (!leader_) return;
+  leader_->Set(leader ? 1 : 0);
+  epoch_->Set(static_cast<double>(epoch));
+}
+
+void ServerMetrics::TookOver() {
+  if (takeovers_) takeovers_->Inc();
+}
+
 bool ServerMetrics::RefreshDue() const {
   std::lock_guard lock(mu_);
   const Steady::time_point now = Steady::now();

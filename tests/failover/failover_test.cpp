@@ -5,6 +5,7 @@
 // leader never commits once another one has taken over.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "support/postgres.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
+#include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
 
@@ -405,13 +407,210 @@ TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to s
   fs::remove_all(dir.path() / "b" / "data" / "keys");
   fs::copy(a.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
   Weftd b(options("b"));
-  // (Its own superadmin credential works only once it has led: its log says it follows.)
+  // Its log says it follows.
   REQUIRE(WaitFor([&] { return b.Log().find("following: api") != std::string::npos; }, 20s));
   a.Kill();
   REQUIRE(WaitFor([&] { return Pair::Role(b) == "leader"; }, 20s));
   Result<json> created = b.TryCall("tenant.create", {{"name", "after"}});
   INFO(created.status().message());
   CHECK(created.ok());
+}
+
+// Each weftd writes a superadmin credential of its own; only the leader used to
+// record its key, so a follower's credential was refused until that weftd had
+// led. The leader records the keys of every weftd on the database.
+TEST_CASE("failover: a follower's superadmin credential works against the leader and after it takes over",
+          "[failover][integration]") {
+  TempDir dir("failover-superadmin");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  auto options = [&](const std::string& node) {
+    fs::create_directories(dir.path() / node);
+    return testing::WeftdOptions{.dir = dir.path() / node,
+                                 .name = node,
+                                 .curve = true,
+                                 .extra_toml = ServerToml(pg->conninfo(), node, 2000),
+                                 .start_timeout = 30s,
+                                 .cli_timeout = 20s,
+                                 .store = "sqlite"};  // its [store] says postgres
+  };
+  Weftd a(options("a"));
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+  fs::create_directories(dir.path() / "b" / "data");
+  fs::copy(a.data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
+  Weftd b(options("b"));
+  REQUIRE(WaitFor([&] { return b.Log().find("following: api") != std::string::npos; }, 20s));
+  REQUIRE(Pair::Role(a) == "leader");
+
+  // b's credential names b's endpoint: the CLI is sent on to the leader a, which admits b's key.
+  testing::RunResult via_follower;
+  const bool admitted = WaitFor(
+      [&] {
+        via_follower = b.Weft({"tenant", "create", "by-b"}, b.superadmin());
+        return via_follower.exit_code == 0;
+      },
+      30s);
+  INFO(via_follower.out << via_follower.err << "--- a ---\n" << Tail(a.Log(), 3000) << "--- b ---\n"
+                        << Tail(b.Log(), 3000));
+  REQUIRE(admitted);
+  testing::RunResult listed = a.Weft({"tenant", "list"});
+  CHECK(listed.out.find("by-b") != std::string::npos);
+
+  // b takes over: its own credential and a's key, recorded by a, still work.
+  a.Kill();
+  REQUIRE(WaitFor([&] { return Pair::Role(b) == "leader"; }, 20s));
+  testing::RunResult after = b.Weft({"tenant", "create", "after"}, b.superadmin());
+  INFO(after.out << after.err);
+  CHECK(after.exit_code == 0);
+  Result<std::string> superadmins = pg->Query(
+      "SELECT count(*) FROM principals WHERE \"user\" = 'superadmin' AND revoked_at_ms = 0", "postgres");
+  INFO(superadmins.status().message());
+  REQUIRE(superadmins.ok());
+  CHECK(*superadmins == "2");
+}
+
+// Two weftd configured with one [leader] node name ran side by side and
+// confused status and takeovers: the second refuses to start, naming the first.
+TEST_CASE("failover: a weftd whose node name another live weftd uses refuses to start, naming it",
+          "[failover][integration]") {
+  TempDir dir("failover-dup-node");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  auto options = [&](const std::string& dirname, const std::string& node) {
+    fs::create_directories(dir.path() / dirname);
+    return testing::WeftdOptions{.dir = dir.path() / dirname,
+                                 .name = dirname,
+                                 .extra_toml = ServerToml(pg->conninfo(), node, 1000),
+                                 .start_timeout = 30s,
+                                 .store = "sqlite"};  // its [store] says postgres
+  };
+  Weftd a(options("a", "a"));
+  REQUIRE(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+  fs::create_directories(dir.path() / "twin" / "data");
+  fs::copy(a.data() / "keys", dir.path() / "twin" / "data" / "keys", fs::copy_options::recursive);
+  std::string refusal;
+  try {
+    Weftd twin(options("twin", "a"));
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  INFO(refusal);
+  CHECK(refusal.find("another weftd runs as node 'a' on this database (api endpoint " + a.api() + ")") !=
+        std::string::npos);
+  CHECK(refusal.find("Set [leader] node") != std::string::npos);
+  CHECK(Pair::Role(a) == "leader");
+
+  // The same weftd restarted is no other one: it starts again under its name.
+  a.Restart();
+  CHECK(WaitFor([&] { return Pair::Role(a) == "leader"; }, 20s));
+}
+
+// A follower's `weft status` said "up 0ms" (its reply had no uptime) and a
+// weftd on PostgreSQL showed SQLite's WAL as "WAL 0 pages": a follower tells
+// its real uptime and says the store's figures are the leader's to tell.
+TEST_CASE("failover: weft status on a follower shows its uptime and no figures it cannot know",
+          "[failover][integration]") {
+  Pair pair("failover-status", 3000);
+  const std::string weft = testing::BuildPath("bin/weft");
+  testing::RunResult follower = testing::Run(weft, {"--server", pair.b->api(), "status"});
+  INFO(follower.out << follower.err);
+  REQUIRE(follower.exit_code == 0);
+  CHECK(follower.out.find("b (follower)") != std::string::npos);
+  CHECK(follower.out.find(", up ") != std::string::npos);
+  CHECK(follower.out.find("up 0ms") == std::string::npos);
+  CHECK(follower.out.find("n/a, follower") != std::string::npos);
+  CHECK(follower.out.find("WAL") == std::string::npos);
+  testing::RunResult as_json = testing::Run(weft, {"--server", pair.b->api(), "-o", "json", "status"});
+  REQUIRE(as_json.exit_code == 0);
+  const json status = json::parse(as_json.out);
+  CHECK(status.value("uptime_ms", std::int64_t{0}) > 0);
+  CHECK(status.value("started_at_ms", std::int64_t{0}) > 0);
+
+  // The leader, on PostgreSQL: its store, without SQLite's WAL.
+  testing::RunResult leader = testing::Run(weft, {"--server", pair.a->api(), "status"});
+  INFO(leader.out << leader.err);
+  REQUIRE(leader.exit_code == 0);
+  CHECK(leader.out.find("a (leader)") != std::string::npos);
+  CHECK(leader.out.find("(schema ") != std::string::npos);
+  CHECK(leader.out.find("WAL") == std::string::npos);
+}
+
+// /metrics of `w` ("" when it does not answer).
+std::string Scrape(Weftd& w) {
+  const std::string url = w.endpoints().value("metrics", std::string());
+  const std::size_t path = url.find("/metrics");
+  if (path == std::string::npos) return "";
+  try {
+    testing::HttpReply r = testing::HttpSend(url.substr(0, path), "GET", "/metrics");
+    return r.status == 200 ? r.body : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// Whether the scrape has the sample line `series value` exactly.
+bool HasSample(const std::string& text, const std::string& series, const std::string& value) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line == series + " " + value) return true;
+  return false;
+}
+
+TEST_CASE("failover: /metrics shows each weftd's role, the epoch and its takeovers, changed by a takeover",
+          "[failover][integration]") {
+  Pair pair("failover-metrics", 1000);
+  std::string a_text, b_text;
+  const bool before = WaitFor(
+      [&] {
+        a_text = Scrape(*pair.a);
+        b_text = Scrape(*pair.b);
+        return HasSample(a_text, "weft_leader{node=\"a\"}", "1") && HasSample(a_text, "weft_leader_epoch", "1") &&
+               HasSample(a_text, "weft_leader_takeovers_total", "1") &&
+               HasSample(b_text, "weft_leader{node=\"b\"}", "0") && HasSample(b_text, "weft_leader_epoch", "1") &&
+               HasSample(b_text, "weft_leader_takeovers_total", "0");
+      },
+      20s);
+  INFO("--- a ---\n" << a_text << "--- b ---\n" << b_text);
+  REQUIRE(before);
+  // The follower shows none of the leader's queue figures.
+  CHECK(b_text.find("weft_tasks{") == std::string::npos);
+
+  pair.a->Kill();
+  const bool after = WaitFor(
+      [&] {
+        b_text = Scrape(*pair.b);
+        return HasSample(b_text, "weft_leader{node=\"b\"}", "1") && HasSample(b_text, "weft_leader_epoch", "2") &&
+               HasSample(b_text, "weft_leader_takeovers_total", "1");
+      },
+      20s);
+  INFO("--- b after ---\n" << b_text << pair.Logs());
+  CHECK(after);
+}
+
+// With the database down, the operator saw the client's "is the server
+// running?" or libpq's multi-line text as it was: weft says on one line that
+// weftd answered UNAVAILABLE, and why.
+TEST_CASE("failover: with the database down, weft status says on one line that weftd answered UNAVAILABLE and why",
+          "[failover][integration]") {
+  Pair pair("failover-db-down", 1000);
+  pair.pg.reset();  // an immediate shutdown: its sessions and its socket are gone
+  const std::string weft = testing::BuildPath("bin/weft");
+  for (Weftd* w : {pair.b.get(), pair.a.get()}) {
+    testing::RunResult r;
+    const bool said = WaitFor(
+        [&] {
+          r = testing::Run(weft, {"--server", w->api(), "status"});
+          return r.exit_code != 0 && r.err.find("answered UNAVAILABLE") != std::string::npos;
+        },
+        30s);
+    INFO(w->api() << "\n" << r.out << r.err << pair.Logs());
+    REQUIRE(said);
+    CHECK(r.err.find("weft: weftd at " + w->api() + " answered UNAVAILABLE: ") == 0);
+    CHECK(r.err.find("PostgreSQL") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
 }
 
 // A weftd that would tell the others an address of every interface says so at start.

@@ -41,7 +41,8 @@ std::unique_ptr<Leadership> Open(const PostgresServer& pg, const std::string& no
       .lease_ms = lease_ms,
       .poll_ms = 100,
       .server_key = "",
-      .secrets_digest = ""});
+      .secrets_digest = "",
+      .superadmin_key = ""});
   if (!l.ok()) FAIL("cannot open the leadership: " << l.status().message());
   return std::move(*l);
 }

@@ -155,6 +155,39 @@ Result<std::unique_ptr<PostgresServer>> PostgresServer::Start(const fs::path& di
   return server;
 }
 
+Result<std::unique_ptr<PostgresServer>> PostgresServer::StartStandby(const PostgresServer& primary,
+                                                                    const fs::path& dir) {
+  WEFT_ASSIGN_OR_RETURN(const RunAs as, ServerUser());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  // An empty data directory of the server's user, which pg_basebackup fills;
+  // the ones above it the server's user may pass (as in Start).
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Internal("cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  GiveTo(dir, as);
+  const fs::path top = fs::temp_directory_path();
+  for (fs::path up = fs::absolute(dir).parent_path(); as.switch_user && up != top && up != up.root_path();
+       up = up.parent_path()) {
+    fs::permissions(up, fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+  }
+  WEFT_RETURN_IF_ERROR(RunToEnd({Binary("pg_basebackup").string(), "-h", primary.dir().string(), "-p", "5432", "-U",
+                                 "postgres", "-D", dir.string(), "-R", "-X", "stream", "--no-sync"},
+                                dir.parent_path() / (dir.filename().string() + "-basebackup.log"), as));
+  // The primary's socket is in its data directory: the copy of its lock file is not the standby's.
+  fs::remove(dir / ".s.PGSQL.5432.lock", ec);
+  std::unique_ptr<PostgresServer> server(new PostgresServer(dir));
+  WEFT_RETURN_IF_ERROR(server->Launch());
+  return server;
+}
+
+Status PostgresServer::Promote() {
+  Result<std::string> promoted = Query("SELECT pg_promote(true, 60)");
+  WEFT_RETURN_IF_ERROR(promoted.status());
+  if (*promoted != "t") return Status::Internal("pg_promote did not promote the standby in " + dir_.string());
+  return Status::Ok();
+}
+
 PostgresServer::~PostgresServer() { Halt(SIGQUIT); }
 
 std::string PostgresServer::conninfo(const std::string& dbname) const {

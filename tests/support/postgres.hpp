@@ -29,6 +29,9 @@ class PostgresServer {
  public:
   // Starts a server on `dir` (its data directory), which initdb fills first if it is missing.
   static Result<std::unique_ptr<PostgresServer>> Start(const std::filesystem::path& dir);
+  // A streaming standby of `primary` on `dir` (pg_basebackup -R -X stream), started.
+  static Result<std::unique_ptr<PostgresServer>> StartStandby(const PostgresServer& primary,
+                                                              const std::filesystem::path& dir);
   // Stops the server at once (an immediate shutdown); the data stay in dir().
   ~PostgresServer();
   PostgresServer(const PostgresServer&) = delete;
@@ -43,6 +46,8 @@ class PostgresServer {
 
   // A fast shutdown (clients are disconnected, as by `pg_ctl restart -m fast`), then a start on the same socket.
   Status Restart();
+  // A standby becomes a primary on a new timeline (pg_promote, which waits until it is done).
+  Status Promote();
   // Runs `sql` (without results) as the superuser; its error message when it fails.
   Status Exec(const std::string& sql, const std::string& dbname = "postgres") const;
   // The first column of the first row of `query`, as text.

@@ -81,6 +81,10 @@ struct EventOptions {
   int check_ms = 1000;
   // The SUB socket's receive high-water mark (messages); 0: ZeroMQ's default.
   int rcvhwm = 0;
+  // The SUB socket's kernel receive buffer (SO_RCVBUF, bytes); 0: the system's,
+  // which grows with the connection. A small one makes a slow reader miss events
+  // (and be told so) rather than have the kernel hold megabytes of them.
+  int rcvbuf = 0;
   // An events endpoint to follow instead of the one weftd names (a proxy, an
   // address weftd cannot know); "" asks weftd, and so follows the leader.
   std::string endpoint = {};

@@ -19,6 +19,8 @@
 #include <mutex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "weft/common/status.hpp"
 #include "weft/host/config.hpp"
 
@@ -47,8 +49,9 @@ bool KeyRefused(const Status& status);
 
 // Whether weftd refused a host.heartbeat or task.take because another process registered
 // under this host id after this one was not heard from for a while (docs/protocol.md,
-// host.heartbeat): this process no longer acts for the host until it registers again.
-bool ProcessReplaced(const Status& status);
+// host.heartbeat: CONFLICT with details reason "process_replaced"): this process no
+// longer acts for the host until it registers again.
+bool ProcessReplaced(const Status& status, const nlohmann::json& details);
 
 // How long callers wait after weftd refused this host's key: 1 s, doubling up
 // to 30 s while refusals go on, so a revoked host does not retry in a storm.

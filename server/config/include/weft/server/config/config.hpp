@@ -92,6 +92,9 @@ struct LeaderConfig {
   std::string node = {};      // its name among the others; empty: its advertised api endpoint
   std::int64_t lease_ms = 3000;  // a leader that has not renewed for this long is taken over
   std::int64_t poll_ms = 250;    // how often a follower tries to take over
+  // How often each server of a multi-host conninfo is asked for its timeline,
+  // so that no weftd leads on an old primary a promotion superseded; 0: never.
+  std::int64_t timeline_check_ms = 5000;
   // The endpoints clients and hosts reach this weftd at, when they differ
   // from the bound ones (a bind to 0.0.0.0, a proxy); empty: the bound ones.
   std::string advertise_api = {};

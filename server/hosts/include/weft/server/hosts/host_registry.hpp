@@ -103,8 +103,8 @@ class HostRegistry {
   // credential.json) unless the host got a new one.
   // A heartbeat or take that names `incarnation` (its process's, as registered) from a
   // process that is no longer `host`'s registered one: another process registered under
-  // the id after this one fell silent. CONFLICT (saying "no longer acts for host"), so that
-  // process stops and registers again (refused while the other one is live); OK when the
+  // the id after this one fell silent. CONFLICT (HostOps adds the details weft-host goes
+  // by), so that process stops and registers again (refused while the other one is live); OK when the
   // request names none (an older weft-host) or weftd knows none (it restarted since).
   // `*first` says whether this process was not refused before (to log it once).
   [[nodiscard]] Status Replaced(Host& host, std::string_view incarnation, bool* first) const;

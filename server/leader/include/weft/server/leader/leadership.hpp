@@ -33,10 +33,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "weft/common/status.hpp"
+#include "weft/server/leader/timeline_check.hpp"
 
 namespace weft::server::leader {
 
@@ -56,6 +58,14 @@ struct LeaderOptions {
   // empty digest checks nothing.
   std::string server_key;
   std::string secrets_digest;
+  // The public key of this weftd's superadmin credential ("" without CURVE),
+  // recorded with its row of weft_members: whichever weftd leads admits it.
+  std::string superadmin_key;
+  // How often every server the conninfo lists is asked for its timeline
+  // (timeline_check.hpp); 0: never. Only with several servers listed.
+  std::int64_t timeline_check_ms = 5000;
+  // The file that keeps the highest timeline of the database this weftd saw ("": none).
+  std::string timeline_record = {};
 };
 
 class Leadership {
@@ -91,6 +101,8 @@ class Leadership {
 
   // For server.status: {"leader":{..},"followers":[..],"epoch":N,"self":node,"role":..}.
   Result<nlohmann::json> View();
+  // The superadmin keys of every weftd on the database (LeaderOptions::superadmin_key), this one's too.
+  Result<std::vector<std::string>> SuperadminKeys();
 
  private:
   explicit Leadership(LeaderOptions options);
@@ -98,6 +110,8 @@ class Leadership {
   Status Setup();
   // Records this weftd's keys when none are yet; an error when they differ from the recorded ones.
   Status CheckKeys();
+  // Records this weftd in weft_members; an error naming the other weftd when a live one has its name.
+  Status ClaimNode();
   Status Announce();
   // The renewing thread: every third of the lease while this weftd leads.
   void RenewLoop();
@@ -117,9 +131,12 @@ class Leadership {
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
   std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
+  std::string connect_error_;  // why the last Connect failed; "" once one succeeded (guarded by mu_)
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;
+  // Refuses to lead on a PostgreSQL that a promotion superseded; null with one server listed.
+  std::unique_ptr<TimelineCheck> timeline_;
 };
 
 }  // namespace weft::server::leader

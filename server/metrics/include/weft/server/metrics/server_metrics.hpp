@@ -84,6 +84,14 @@ class ServerMetrics {
   // Events by type: task, task.progress, job, cluster, host, other.
   metrics::Counter& events(std::string_view type);
 
+  // Several weftd on one database (docs/failover.md): registers the
+  // leadership's series for this weftd's `node` (once, when its election starts).
+  void EnableLeadership(const std::string& node);
+  // Whether this weftd leads, and the epoch in force as it last saw it.
+  void SetLeadership(bool leader, std::int64_t epoch);
+  // This weftd took over as leader.
+  void TookOver();
+
   // The reactor: whether to build and publish a snapshot now.
   bool RefreshDue() const;
   void Publish(metrics::Snapshot snapshot);
@@ -105,6 +113,9 @@ class ServerMetrics {
   metrics::Histogram* turn_seconds_;
   metrics::Histogram* read_wait_seconds_;
   std::array<metrics::Counter*, 6> events_{};
+  metrics::Gauge* leader_ = nullptr;  // null until EnableLeadership
+  metrics::Gauge* epoch_ = nullptr;
+  metrics::Counter* takeovers_ = nullptr;
 
   // Snapshot freshness, shared between the reactor and the listener.
   mutable std::mutex mu_;
