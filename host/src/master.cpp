@@ -274,6 +274,7 @@ struct Master::Impl {
   std::vector<TaskKey> stale;       // from heartbeats, for the main thread
   json split;                       // weftd's latest worker split for this host
   json active_tenants = json::array();  // the tenants weftd says have work
+  json plugin_tenants = json::array();  // the tenants weftd says have an active Lua plugin
   bool split_changed = false;       // for the main thread
   json reported_workers = json::array();  // for heartbeats
   // Runners ("<pid>.<thread>") of retired workers that start no take any more:
@@ -1294,8 +1295,10 @@ void Master::Impl::TakeSplit(const json& reply) {
   {
     std::lock_guard<std::mutex> lock(mu);
     // The tenants with work, even when the split leaves every slot to any
-    // tenant: their Lua plugins are synced too (ResourceSync).
+    // tenant, and those with an active Lua plugin, work or not: their Lua
+    // plugins are synced too (ResourceSync).
     if (auto t = reply.find("tenants"); t != reply.end() && t->is_array()) active_tenants = *t;
+    if (auto t = reply.find("plugin_tenants"); t != reply.end() && t->is_array()) plugin_tenants = *t;
     if (*it == split) return;
     split = *it;
     split_changed = true;
@@ -1556,8 +1559,9 @@ void Master::Impl::Start() {
         std::lock_guard<std::mutex> lock(mu);
         for (const json& w : split)
           if (w.is_object() && w.value("tenant", std::string()) != "") tenants.push_back(w["tenant"]);
-        for (const json& t : active_tenants)
-          if (t.is_string() && !t.get<std::string>().empty()) tenants.push_back(t.get<std::string>());
+        for (const json* list : {&active_tenants, &plugin_tenants})
+          for (const json& t : *list)
+            if (t.is_string() && !t.get<std::string>().empty()) tenants.push_back(t.get<std::string>());
         return tenants;
       });
   resources->Start();  // creates the resource plugin directory, so Watch sees it

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <random>
 
 #include "weft/common/digest.hpp"
@@ -105,9 +107,20 @@ Status ResourceSync::RunOnce(client::Client& client) {
   std::set<std::string> keep;
   std::map<std::string, ResourceRef> lua;  // file name -> version
   std::vector<std::string> tenants = SyncedTenants(config_);
-  if (tenants_) {
-    for (std::string& t : tenants_())
-      if (std::find(tenants.begin(), tenants.end(), t) == tenants.end()) tenants.push_back(std::move(t));
+  auto add = [&tenants](std::string t) {
+    if (std::find(tenants.begin(), tenants.end(), t) == tenants.end()) tenants.push_back(std::move(t));
+  };
+  // A host whose operator pinned its tenants serves only those; any other
+  // serves every tenant: those of weftd's split, with work or with an active
+  // Lua plugin, and the tenant of every Lua file installed here (asked about
+  // before weftd's first reply names them, so a restart removes nothing that
+  // is still active).
+  if (config_.tenants.empty()) {
+    if (tenants_)
+      for (std::string& t : tenants_()) add(std::move(t));
+    std::error_code ec;
+    for (fs::directory_iterator it(plugin_dir_, ec), end; !ec && it != end; it.increment(ec))
+      if (std::optional<TenantPluginFile> f = ParseTenantPluginFile(it->path())) add(f->tenant);
   }
   for (const std::string& tenant : tenants) {
     Result<json> reply = client.Call("resource.active", {{"tenant", tenant}, {"types", types}});
@@ -138,7 +151,7 @@ Status ResourceSync::RunOnce(client::Client& client) {
     }
   }
   if (!round.ok()) return round;  // never remove anything on a partial view
-  Install(client, lua);
+  Install(client, lua, std::set<std::string>(tenants.begin(), tenants.end()));
   for (const auto& [name, digest] : installed_) keep.insert(digest);
   if (rounds_++ % kPruneEveryRounds == 0) {
     const std::int64_t unused_ms = static_cast<std::int64_t>(config_.task_timeout_ms) + kPruneMarginMs;
@@ -151,7 +164,8 @@ Status ResourceSync::RunOnce(client::Client& client) {
   return Status::Ok();
 }
 
-void ResourceSync::Install(client::Client& client, const std::map<std::string, ResourceRef>& wanted) {
+void ResourceSync::Install(client::Client& client, const std::map<std::string, ResourceRef>& wanted,
+                           const std::set<std::string>& asked) {
   std::error_code ec;
   if (!installed_known_) {
     // What an earlier run left there.
@@ -182,19 +196,29 @@ void ResourceSync::Install(client::Client& client, const std::map<std::string, R
     WEFT_LOG(kInfo, kLog) << "resource sync: installed Lua plugin " << Describe(ref) << " of tenant '" << ref.tenant
                           << "' as " << (plugin_dir_ / name).string();
   }
-  // Lua files no active version stands for any more: recalled or deleted.
-  std::vector<fs::path> gone;
+  // Lua files no active version stands for any more (recalled or deleted: weftd
+  // was asked about their tenant this round), and those of tenants the host
+  // does not serve.
+  std::vector<std::pair<fs::path, std::string>> gone;  // file, why
   for (fs::directory_iterator it(plugin_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() == ".lua" && !wanted.contains(it->path().filename().string()))
-      gone.push_back(it->path());
+    const fs::path& path = it->path();
+    if (path.extension() != ".lua" || wanted.contains(path.filename().string())) continue;
+    const std::optional<TenantPluginFile> f = ParseTenantPluginFile(path);
+    if (!f) {
+      gone.emplace_back(path, "it is not named <tenant>@<type>.lua, as the host installs a tenant's Lua plugin");
+    } else if (asked.contains(f->tenant)) {
+      gone.emplace_back(path, "tenant '" + f->tenant + "' has no active version of " + f->type + ".lua any more");
+    } else if (!config_.tenants.empty()) {
+      gone.emplace_back(path, "this host serves only the tenants in 'tenants' of its configuration, not '" +
+                                  f->tenant + "'");
+    }
   }
-  for (const fs::path& path : gone) {
+  for (const auto& [path, why] : gone) {
     std::error_code e;
     fs::remove(path, e);
     installed_.erase(path.filename().string());
     if (!e) {
-      WEFT_LOG(kInfo, kLog) << "resource sync: removed Lua plugin " << path.string()
-                            << ": it has no active version any more";
+      WEFT_LOG(kInfo, kLog) << "resource sync: removed Lua plugin " << path.string() << ": " << why;
     }
   }
 }

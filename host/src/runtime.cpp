@@ -559,6 +559,13 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
   } else if (bit == 0) {
     message = "unknown action '" + action + "'";
     code = "INVALID";
+  } else if (bit == WEFT_ACTION_BOOTSTRAP && !(plugin->descriptor->actions & bit)) {
+    // BOOTSTRAP is optional: weftd plans one for an automator no host had
+    // registered yet (it might declare it). One that does not has nothing to
+    // prepare on the node; the plugin is not called (docs/plugin-abi.md).
+    status = "succeeded";
+    message = "plugin '" + type + "' does not declare BOOTSTRAP: nothing to prepare on the node (not called)";
+    WEFT_LOG(kInfo, component_) << "task " << task_id << " attempt " << attempt << ": " << message;
   } else if (!(plugin->descriptor->actions & bit)) {
     message = "plugin '" + type + "' does not implement action " + action;
     code = "UNSUPPORTED";

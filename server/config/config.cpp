@@ -97,6 +97,13 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.String("conninfo", &cfg.store.conninfo, [](const std::string&) { return std::string(); });
     r.Int("reconnect_timeout_ms", 0, 86'400'000, &cfg.store.reconnect_timeout_ms);
     r.Int("call_timeout_ms", 0, 86'400'000, &cfg.store.call_timeout_ms);
+    r.String("resources", &cfg.store.resources, [](const std::string& v) -> std::string {
+      return v == "database" || v == "files"
+                 ? ""
+                 : "use \"database\" (resources in the store, shared by every weftd on one PostgreSQL; the default "
+                   "with backend = \"postgres\") or \"files\" (under <data_dir>/resources; the default with "
+                   "backend = \"sqlite\")";
+    });
     WEFT_RETURN_IF_ERROR(r.Finish());
     if (cfg.store.backend == "postgres" && cfg.store.conninfo.empty())
       return Status::Invalid(origin + ": store.backend is \"postgres\" but store.conninfo is empty; set it to a "

@@ -11,8 +11,10 @@
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/server/hosts/host_ops.hpp"
 #include "weft/server/jobs/cluster_ops.hpp"
+#include "weft/server/resources/database_resource_store.hpp"
 #include "weft/server/resources/resource_ops.hpp"
 #include "weft/common/lifecycle.hpp"
+#include "weft/common/log.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::server {
@@ -44,11 +46,43 @@ Status Components::Start() {
 }
 
 Status Components::Prepare() {
-  WEFT_ASSIGN_OR_RETURN(resources_, resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_));
+  if (config_.store.ResourcesInDatabase()) {
+    auto in_store = std::make_unique<resources::DatabaseResourceStore>(store_, clock_);
+    resources_in_store_ = in_store.get();
+    resources_ = std::move(in_store);
+  } else {
+    WEFT_ASSIGN_OR_RETURN(resources_,
+                          resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_));
+  }
   return Wire();
 }
 
+void Components::ImportResourceFiles() {
+  if (!resources_in_store_) return;
+  const std::filesystem::path dir = config_.server.data_dir / "resources";
+  Result<resources::DatabaseResourceStore::Imported> imported = resources_in_store_->ImportFiles(dir);
+  if (!imported.ok()) {
+    // Not a reason to stop leading: the store serves what it has; the files stay where they are.
+    WEFT_LOG(kError, "resources") << imported.status().message() << "; the resources in that directory are not "
+                                  << "served until imported: fix the cause and restart weftd, or upload them again "
+                                  << "(weft resource upload TYPE NAME FILE)";
+    return;
+  }
+  for (const std::string& what : imported->imported) {
+    WEFT_LOG(kInfo, "resources") << "imported from " << dir.string() << " into the store: " << what;
+  }
+  for (const std::string& what : imported->skipped) {
+    WEFT_LOG(kWarn, "resources") << "not imported from " << dir.string() << ", the store has it already (kept the "
+                                 << "store's): " << what;
+  }
+  if (!imported->moved_to.empty()) {
+    WEFT_LOG(kInfo, "resources") << "resources are kept in the store now; the imported files were moved to "
+                                 << imported->moved_to.string() << " (remove it once you no longer need it)";
+  }
+}
+
 Status Components::Resume() {
+  ImportResourceFiles();
   // Loading may resume jobs (tasks whose predecessors are done become ready): one transaction.
   WEFT_RETURN_IF_ERROR(store_.Begin());
   Status loaded = Load();
@@ -205,6 +239,16 @@ Status Components::Wire() {
       if (t.max_workers > 0) caps[name] = t.max_workers;
     return caps;
   });
+  hosts_.set_plugin_tenants([this] {
+    std::set<std::string> out;
+    if (!resources_) return out;
+    const std::vector<std::string> lua = {std::string(resources::kLuaPluginType)};
+    for (const auto& [name, t] : registry_.tenants()) {
+      Result<std::vector<resources::ActiveVersion>> active = resources_->Active(name, lua);
+      if (active.ok() && !active->empty()) out.insert(name);
+    }
+    return out;
+  });
   router_.set_audit_recorder(
       [this](const api::Call& c, const api::Response& r) { return api::RecordAudit(store_, clock_, c, r); });
   // The take decorators run in this order: the job engine's node facts and
@@ -244,6 +288,7 @@ Status Components::Load() {
   // At start and when this weftd takes over: another one may have written since.
   store_.ForgetClusterSummaries();
   store_.CatalogMayHaveChanged();
+  if (resources_) resources_->ForgetCached();
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Load());
@@ -256,6 +301,7 @@ Status Components::Reset() {
   // The rollback may have undone what they hold.
   store_.ForgetClusterSummaries();
   store_.CatalogMayHaveChanged();
+  if (resources_) resources_->ForgetCached();
   WEFT_RETURN_IF_ERROR(queue_.Load());
   dispatcher_.ForgetRunners();
   WEFT_RETURN_IF_ERROR(hosts_.Reset());

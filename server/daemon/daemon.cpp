@@ -963,13 +963,6 @@ Status Reactor::Elect(std::int64_t now) {
     StepDown();  // a write transaction found another epoch
     return Status::Ok();
   }
-  if (now >= next_registry_load_ms_ && !leading_) {
-    // New users and hosts reach a follower too; their keys come from the store.
-    if (Status s = registry_.Load(); !s.ok()) {
-      WEFT_LOG(kWarn, kLog) << s.message();
-    }
-    next_registry_load_ms_ = now + 1000;
-  }
   if (leading_) FindMemberKeys(now);
   if (now < leadership_->next_tick_ms()) return Status::Ok();
   Result<leader::Leadership::Change> change = leadership_->Tick(now);
@@ -980,6 +973,16 @@ Status Reactor::Elect(std::int64_t now) {
     return Status::Ok();
   }
   PublishLeadership();
+  if (*change == leader::Leadership::Change::kNone && !leading_ && now >= next_registry_load_ms_) {
+    // New users and hosts reach a follower too; their keys come from the store.
+    // Only right after the election reached the database: a store statement
+    // waits for a lost database to come back (store.reconnect_timeout_ms), and
+    // a follower must go on answering (server.status says why) meanwhile.
+    if (Status s = registry_.Load(); !s.ok()) {
+      WEFT_LOG(kWarn, kLog) << s.message();
+    }
+    next_registry_load_ms_ = now + 1000;
+  }
   if (*change == leader::Leadership::Change::kLost) StepDown();
   if (*change != leader::Leadership::Change::kBecameLeader) return Status::Ok();
   // What a restart after a crash loads: jobs, the queue and its leases, hosts, keys.

@@ -249,7 +249,8 @@ Response HostOps::HostRegister(const Call& call) {
   return Response::Ok({{"heartbeat_ms", d_.config.hosts.heartbeat_ms},
                        {"lease_ms", d_.config.tasks.lease_ms},
                        {"workers", d_.hosts.WorkersFor(host_id)},
-                       {"tenants", d_.hosts.ActiveTenants()}});
+                       {"tenants", d_.hosts.ActiveTenants()},
+                       {"plugin_tenants", d_.hosts.TenantsWithLuaPlugins()}});
 }
 
 // CONFLICT for a request of a process that another one replaced under the host id, with
@@ -323,7 +324,8 @@ Response HostOps::HostHeartbeat(const Call& call) {
   return Response::Ok({{"renewed", outcome.renewed},
                        {"stale", std::move(stale)},
                        {"workers", d_.hosts.WorkersFor(host->record.id)},
-                       {"tenants", d_.hosts.ActiveTenants()}});
+                       {"tenants", d_.hosts.ActiveTenants()},
+                       {"plugin_tenants", d_.hosts.TenantsWithLuaPlugins()}});
 }
 
 Response HostOps::HostLeave(const Call& call) {

@@ -9,6 +9,7 @@
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/lifecycle.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/node_facts.hpp"
 #include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
@@ -648,14 +649,18 @@ Status JobEngine::CheckResult(std::int64_t task_id, const std::string& result_js
   auto t = run.tasks.find(task_id);
   if (t == run.tasks.end() || t->second.node.empty() || t->second.action == "DELETE") return Status::Ok();
   const std::string& node = t->second.node;
+  json result = ParseOr(result_json, json::object());
+  if (!result.is_object()) return Status::Ok();
+  if (Status facts = CheckNodeFacts(result); !facts.ok()) {
+    return Status::Invalid("task " + std::to_string(task_id) + " (" + t->second.key + ") returned a result Weft cannot use: " +
+                           facts.message());
+  }
   auto found = run.results.find(node);
   // Merging replaces top-level keys, so the merged text is at most both texts:
   // only a result that might pass the bound is merged to be measured.
   const std::size_t now = found == run.results.end() ? 2 : wire::Dump(found->second).size();
   if (now + result_json.size() <= kMaxNodeResultsBytes) return Status::Ok();
   json merged = found == run.results.end() ? json::object() : found->second;
-  json result = ParseOr(result_json, json::object());
-  if (!result.is_object()) return Status::Ok();
   MergeResults(merged, result);
   const std::size_t after = wire::Dump(merged).size();
   if (after <= kMaxNodeResultsBytes) return Status::Ok();
@@ -1015,11 +1020,18 @@ const json* JobEngine::LayoutNode(const Run& run, const std::string& node) {
 
 namespace {
 
+// results[key] when it is a string, else `otherwise`. Results are checked as they
+// arrive (CheckNodeFacts), but a store written before that check may hold others.
+std::string FactOr(const json& results, const char* key, const std::string& otherwise) {
+  if (!results.is_object()) return otherwise;
+  auto it = results.find(key);
+  return it != results.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+
 void FillMacroNode(planner::MacroNode& m, const json& results) {
-  const bool known = results.is_object();
-  m.hostname = known ? results.value("hostname", m.id) : m.id;
-  m.access_v4 = known ? results.value("access_v4", "") : "";
-  m.bind_v4 = known ? results.value("bind_v4", m.access_v4) : "";
+  m.hostname = FactOr(results, "hostname", m.id);
+  m.access_v4 = FactOr(results, "access_v4", "");
+  m.bind_v4 = FactOr(results, "bind_v4", m.access_v4);
 }
 
 }  // namespace

@@ -531,6 +531,13 @@ Result<UploadProgress> FileResourceStore::Finish(const Key& key, const std::stri
   return UploadProgress{upload_id, received, v};
 }
 
+std::vector<std::string> FileResourceStore::Tenants() const {
+  std::vector<std::string> out;
+  for (const auto& [key, resource] : resources_)
+    if (out.empty() || out.back() != std::get<0>(key)) out.push_back(std::get<0>(key));
+  return out;
+}
+
 Result<std::vector<ResourceInfo>> FileResourceStore::List(const std::string& tenant, const std::string& type) {
   if (!type.empty()) WEFT_RETURN_IF_ERROR(ValidateType(type, "type"));
   std::vector<ResourceInfo> out;

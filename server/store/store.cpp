@@ -847,6 +847,98 @@ ALTER TABLE tasks ALTER COLUMN state TYPE task_state USING CAST(CAST(state AS TE
 CREATE INDEX IF NOT EXISTS task_specs_by_tenant ON task_specs (tenant, id);
 CREATE INDEX IF NOT EXISTS task_specs_by_job ON task_specs (job_id, id) WHERE job_id != '';
 )sql"},
+    // Plugin resources in the store (server/store/resource_store.cpp), so that
+    // every weftd on one PostgreSQL serves the same ones: a counter of version
+    // numbers per resource, its versions, the uploads in progress (and those
+    // finished lately, whose final chunk may be repeated), and the content of
+    // both in rows of at most 1 MiB, by content id and byte offset. The unique
+    // indexes keep at most one version of a resource active and one staged.
+    // It runs again on a store whose schema_migrations was rewound: it keeps
+    // the tables it finds.
+    {22, R"sql(
+CREATE TABLE IF NOT EXISTS resource_names (
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  next_version INTEGER NOT NULL,
+  PRIMARY KEY (tenant, type, name)
+);
+CREATE TABLE IF NOT EXISTS resource_versions (
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('inactive', 'staged', 'active', 'retired')),
+  size_bytes INTEGER NOT NULL,
+  digest TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  created_by TEXT NOT NULL DEFAULT '',
+  activated_at_ms INTEGER NOT NULL DEFAULT 0,
+  retired_at_ms INTEGER NOT NULL DEFAULT 0,
+  content_id TEXT NOT NULL,
+  PRIMARY KEY (tenant, type, name, version)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
+CREATE TABLE IF NOT EXISTS resource_uploads (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  received INTEGER NOT NULL,
+  touched_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL DEFAULT 0,
+  digest TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS resource_content (
+  content_id TEXT NOT NULL,
+  start INTEGER NOT NULL,
+  bytes BLOB NOT NULL,
+  PRIMARY KEY (content_id, start)
+);
+)sql",
+     R"sql(
+CREATE TABLE IF NOT EXISTS resource_names (
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  next_version BIGINT NOT NULL,
+  PRIMARY KEY (tenant, type, name)
+);
+CREATE TABLE IF NOT EXISTS resource_versions (
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('inactive', 'staged', 'active', 'retired')),
+  size_bytes BIGINT NOT NULL,
+  digest TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  created_by TEXT NOT NULL DEFAULT '',
+  activated_at_ms BIGINT NOT NULL DEFAULT 0,
+  retired_at_ms BIGINT NOT NULL DEFAULT 0,
+  content_id TEXT NOT NULL,
+  PRIMARY KEY (tenant, type, name, version)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_active ON resource_versions (tenant, type, name) WHERE state = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS resource_versions_staged ON resource_versions (tenant, type, name) WHERE state = 'staged';
+CREATE TABLE IF NOT EXISTS resource_uploads (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  received BIGINT NOT NULL,
+  touched_ms BIGINT NOT NULL,
+  version BIGINT NOT NULL DEFAULT 0,
+  digest TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS resource_content (
+  content_id TEXT NOT NULL,
+  start BIGINT NOT NULL,
+  bytes BYTEA NOT NULL,
+  PRIMARY KEY (content_id, start)
+);
+)sql"},
 };
 
 // A task's columns, from its two rows (migration 21): `t` its tasks row, `s` its task_specs row.

@@ -29,6 +29,7 @@
 #include "support/web.hpp"
 #include "support/weftd.hpp"
 #include "weft/client/client.hpp"
+#include "weft/common/digest.hpp"
 
 namespace weft {
 namespace {
@@ -416,6 +417,109 @@ TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to s
   CHECK(created.ok());
 }
 
+// Resources are kept in the database (the default with PostgreSQL): the
+// weftd that takes over serves what was uploaded and synced on the old leader,
+// though each weftd has a data directory of its own.
+TEST_CASE("failover: a resource uploaded and synced on the leader is served by the new leader after kill -9",
+          "[failover][integration]") {
+  Pair pair("failover-resources", 2000);
+  // More than one row of the store's content (1 MiB each), bytes of every value.
+  std::string content(1536 * 1024 + 11, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>((i * 7 + i / 4093) & 0xFF);
+  const std::string digest = digest::Sha256Of(content).value();
+  const fs::path file = pair.dir.path() / "tool.tar";
+  testing::WriteFile(file, content);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"resource", "upload", "shell", "tool.tar", file.string()},
+        std::vector<std::string>{"resource", "stage", "shell", "tool.tar", "1"},
+        std::vector<std::string>{"resource", "sync"}}) {
+    testing::RunResult r = pair.a->Weft(args);
+    INFO(args[1] << ": " << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+
+  pair.a->Kill();
+  INFO(pair.Logs());
+  REQUIRE(WaitFor([&] { return Pair::Role(*pair.b) == "leader"; }, 20s));
+
+  // What a host asks of the new leader: the active versions, then the content.
+  zmq::context_t ctx;
+  client::Client prov(ctx, {.endpoint = pair.b->provisioner(), .timeout_ms = 10000});
+  Result<json> active = prov.Call("resource.active", {{"tenant", "default"}, {"types", {"shell"}}});
+  INFO(active.status().message());
+  REQUIRE(active.ok());
+  REQUIRE((*active)["resources"].size() == 1);
+  CHECK((*active)["resources"][0]["name"] == "tool.tar");
+  CHECK((*active)["resources"][0]["version"] == 1);
+  CHECK((*active)["resources"][0]["digest"] == digest);
+  CHECK((*active)["resources"][0]["size"] == content.size());
+  std::string fetched;
+  bool eof = false;
+  while (!eof) {
+    wire::Request request;
+    request.op = "resource.fetch";
+    request.body = {{"tenant", "default"}, {"type", "shell"}, {"name", "tool.tar"}, {"version", 1},
+                    {"offset", fetched.size()}, {"max_bytes", 700 * 1024}};
+    Result<wire::Reply> chunk = prov.CallRaw(request);
+    REQUIRE(chunk.ok());
+    INFO(chunk->error.message);
+    REQUIRE(chunk->ok);
+    REQUIRE(chunk->blobs.size() == 1);
+    CHECK(chunk->body["digest"] == digest);
+    REQUIRE(!chunk->blobs[0].empty());
+    fetched += chunk->blobs[0];
+    eof = chunk->body["eof"].get<bool>();
+  }
+  CHECK(fetched.size() == content.size());
+  CHECK(fetched == content);
+  // Nothing of it is a file in b's data directory.
+  CHECK(!fs::exists(pair.b->data() / "resources" / "default"));
+}
+
+// A resource change is a write of the leader's transaction like any other: a
+// leader whose epoch was taken over cannot stage, and what the next leader
+// lists is what the database holds.
+TEST_CASE("failover: a leader whose epoch was taken over cannot change resources", "[failover][integration]") {
+  Pair pair("failover-resource-fence", 60000);
+  const fs::path file = pair.dir.path() / "a.sh";
+  testing::WriteFile(file, "echo one\n");
+  testing::RunResult uploaded = pair.a->Weft({"resource", "upload", "shell", "a.sh", file.string()});
+  INFO(uploaded.out << uploaded.err);
+  REQUIRE(uploaded.exit_code == 0);
+  // What a takeover does to the row, done behind the leader's back.
+  REQUIRE(pair.pg->Exec("UPDATE weft_leader SET epoch = epoch + 1", "postgres").ok());
+
+  zmq::context_t ctx;
+  client::Client leader(ctx, {.endpoint = pair.a->api(), .timeout_ms = 10000});
+  Result<json> refused = leader.Call("resource.stage", {{"type", "shell"}, {"name", "a.sh"}, {"version", 1}});
+  INFO(pair.Logs());
+  REQUIRE(!refused.ok());
+  const std::string& why = refused.status().message();
+  CHECK((why.find("took over") != std::string::npos || why.find("is a follower") != std::string::npos));
+
+  // A weftd (either) takes over with the next epoch, and lists version 1 as it was: inactive.
+  REQUIRE(WaitFor(
+      [&] {
+        Result<std::string> epoch = pair.pg->Query("SELECT epoch FROM weft_leader", "postgres");
+        return epoch.ok() && *epoch == "3";
+      },
+      20s));
+  client::Client both(ctx, {.endpoint = pair.Apis(), .timeout_ms = 5000});
+  json listed;
+  REQUIRE(WaitFor(
+      [&] {
+        Result<json> r = both.Call("resource.list", {{"type", "shell"}});
+        if (!r.ok()) return false;
+        listed = *r;
+        return true;
+      },
+      20s));
+  INFO(listed.dump());
+  REQUIRE(listed["resources"].size() == 1);
+  CHECK(listed["resources"][0]["versions"][0]["state"] == "inactive");
+  CHECK(listed["resources"][0]["staged"].is_null());
+}
+
 // Each weftd writes a superadmin credential of its own; only the leader used to
 // record its key, so a follower's credential was refused until that weftd had
 // led. The leader records the keys of every weftd on the database.
@@ -597,20 +701,21 @@ TEST_CASE("failover: with the database down, weft status says on one line that w
   Pair pair("failover-db-down", 1000);
   pair.pg.reset();  // an immediate shutdown: its sessions and its socket are gone
   const std::string weft = testing::BuildPath("bin/weft");
-  for (Weftd* w : {pair.b.get(), pair.a.get()}) {
-    testing::RunResult r;
-    const bool said = WaitFor(
-        [&] {
-          r = testing::Run(weft, {"--server", w->api(), "status"});
-          return r.exit_code != 0 && r.err.find("answered UNAVAILABLE") != std::string::npos;
-        },
-        30s);
-    INFO(w->api() << "\n" << r.out << r.err << pair.Logs());
-    REQUIRE(said);
-    CHECK(r.err.find("weft: weftd at " + w->api() + " answered UNAVAILABLE: ") == 0);
-    CHECK(r.err.find("PostgreSQL") != std::string::npos);
-    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  }
+  // The follower says so at once. (A leader's store first waits for the
+  // database to come back, up to [store] reconnect_timeout_ms.)
+  Weftd& follower = *pair.b;
+  testing::RunResult r;
+  const bool said = WaitFor(
+      [&] {
+        r = testing::Run(weft, {"--server", follower.api(), "status"});
+        return r.exit_code != 0 && r.err.find("answered UNAVAILABLE") != std::string::npos;
+      },
+      30s);
+  INFO(r.out << r.err << pair.Logs());
+  REQUIRE(said);
+  CHECK(r.err.find("weft: weftd at " + follower.api() + " answered UNAVAILABLE: ") == 0);
+  CHECK(r.err.find("PostgreSQL") != std::string::npos);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
 }
 
 // A weftd that would tell the others an address of every interface says so at start.

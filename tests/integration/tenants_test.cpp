@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "support/catalog_dir.hpp"
 #include "support/fast.hpp"
 #include "support/store_rows.hpp"
 #include "support/process.hpp"
@@ -158,6 +159,13 @@ class TenantClient {
     REQUIRE(enqueued.ok());
     return (*enqueued)["task_ids"][0].get<std::int64_t>();
   }
+  // `op` in the tenant, which must succeed.
+  json Call(const std::string& op, const json& body) {
+    auto r = api_.Call(op, body);
+    INFO(op << ": " << r.status().ToString());
+    REQUIRE(r.ok());
+    return *r;
+  }
   // The task's record once it ended.
   json WaitEnded(std::int64_t id) {
     json task;
@@ -177,6 +185,30 @@ class TenantClient {
   zmq::context_t ctx_{1};
   weft::client::Client api_;
 };
+
+// An automator of type acme-auto that serves INSTALL only (no BOOTSTRAP); `mark` tells versions apart.
+std::string AcmeAuto(const std::string& mark) {
+  return "return {\n"
+         "  type = \"acme-auto\", kind = \"automator\", version = \"" + mark + "\",\n"
+         "  actions = { install = function(task) task:set_result(\"acme_ran\", \"" + mark + "\") end },\n"
+         "}\n";
+}
+
+// Runs `weft --tenant TENANT ARGS...`, which must succeed.
+void WeftIn(Weftd& server, const std::string& tenant, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--tenant", tenant});
+  RunResult r = server.Weft(args);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+// The hosts that `tenant`'s `weft plugin list` shows running `type` (empty: none).
+json PluginHosts(Weftd& server, const std::string& tenant, const std::string& type) {
+  const json plugins = server.WeftJson({"--tenant", tenant, "plugin", "list"})["plugins"];
+  for (const json& p : plugins)
+    if (p.value("type", "") == type) return p["hosts"];
+  return json::array();
+}
 
 // `weft catalog check -o json` in a tenant: the plugin types it reports no live host runs.
 std::set<std::string> Unrunnable(Weftd& server, const std::string& tenant) {
@@ -324,5 +356,127 @@ TEST_CASE("tenants: a Lua plugin upload is refused when its type is a host-wide 
   INFO(host.Log());
   CHECK(task["state"] == "succeeded");
   CHECK(task["result"]["ran"] == "acme");
+}
+
+TEST_CASE("tenants: a synced Lua plugin of a tenant with no work is installed on the host and shown to the tenant",
+          "[integration][tenant][lua]") {
+  weft::testing::TempDir tmp("weft-it");
+  Weftd server(TenantsServer(tmp / "server"));
+  REQUIRE(server.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
+            "resource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+
+  // acme has nothing queued, ever: upload, stage, sync, as a plugin author does first.
+  UploadLua(server, tmp.path(), "acme", "acme-auto.lua", AcmeAuto("1"));
+  const bool shown = WaitFor([&] { return PluginHosts(server, "acme", "acme-auto") == json::array({"h1"}); }, 60s);
+  INFO(host.Log());
+  REQUIRE(shown);
+  CHECK(weft::testing::ReadFile(host.dir() / "state" / "plugins" / "acme@acme-auto.lua") == AcmeAuto("1"));
+  CHECK(server.WeftJson({"--tenant", "acme", "plugin", "list"})["refused"].empty());
+  // A service of acme's that uses it is runnable, as catalog check says.
+  const fs::path service = tmp / "acme-svc.json";
+  weft::testing::WriteFile(service, R"({"name":"acme-svc","dependencies":{},)"
+                                    R"("provisioner":{"actions":{"install":{"type":"acme-auto","fields":{}}}}})");
+  WeftIn(server, "acme", {"service", "put", service.string()});
+  CHECK(Unrunnable(server, "acme").empty());
+}
+
+TEST_CASE("tenants: a tenant's active Lua plugin stays installed across a weft-host restart",
+          "[integration][tenant][lua]") {
+  weft::testing::TempDir tmp("weft-it");
+  Weftd server(TenantsServer(tmp / "server"));
+  REQUIRE(server.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {weft::testing::BuildPath("plugins/automators")}, 2,
+            "resource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  // acme has work waiting (of a type no host runs, so it stays queued): the host
+  // syncs acme's plugins whichever way it learns of acme.
+  TenantClient acme_api(server, "acme");
+  acme_api.Enqueue("acme-nothing");
+  UploadLua(server, tmp.path(), "acme", "acme-auto.lua", AcmeAuto("1"));
+  const fs::path installed = host.dir() / "state" / "plugins" / "acme@acme-auto.lua";
+  REQUIRE(WaitFor([&] { return PluginHosts(server, "acme", "acme-auto") == json::array({"h1"}); }, 60s));
+  REQUIRE(weft::testing::ReadFile(installed) == AcmeAuto("1"));
+
+  // The host starts again (its log starts over). Its first resource round runs
+  // before weftd has told it which tenants there are.
+  REQUIRE(host.Stop() == 0);
+  host.Start();
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  // A second version, installed by a later round of the new process: every round
+  // before it has run, including the first.
+  const fs::path v2 = tmp / "acme-auto-v2.lua";
+  weft::testing::WriteFile(v2, AcmeAuto("2"));
+  WeftIn(server, "acme", {"resource", "upload", "lua-plugin", "acme-auto.lua", v2.string()});
+  WeftIn(server, "acme", {"resource", "stage", "lua-plugin", "acme-auto.lua", "2"});
+  WeftIn(server, "acme", {"resource", "sync"});
+  const bool replaced = WaitFor(
+      [&] { return host.Log().find("installed Lua plugin lua-plugin/acme-auto.lua version 2") != std::string::npos; },
+      60s);
+  const std::string log = host.Log();
+  INFO(log);
+  REQUIRE(replaced);
+  // Version 1 was active all along: nothing was removed, and nothing said it had no active version.
+  CHECK(log.find("removed Lua plugin") == std::string::npos);
+  CHECK(log.find("no active version") == std::string::npos);
+  CHECK(weft::testing::ReadFile(installed) == AcmeAuto("2"));
+}
+
+TEST_CASE("tenants: a create planned before any host loaded its automator succeeds when that automator has no "
+          "BOOTSTRAP",
+          "[integration][tenant][lua]") {
+  weft::testing::TempDir tmp("weft-it");
+  Weftd server(TenantsServer(tmp / "server"));
+  REQUIRE(server.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  // weft-host's own plugin directories: the fake provider creates the node.
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "resource_sync_ms = 200\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 30s));
+  // acme's catalog: one service, installed by acme's own Lua automator.
+  weft::testing::CatalogDir catalog(tmp / "catalog");
+  catalog.Put("services", {{"name", "acme-svc"},
+                           {"dependencies", json::object()},
+                           {"provisioner", {{"actions", {{"install", {{"type", "acme-auto"}, {"fields", json::object()}}}}}}}});
+  catalog.DeriveTemplate("acme-t", {{"compatibility", {{"services", {"acme-svc"}}}},
+                                    {"constraints", {{"layout", nullptr}, {"services", nullptr},
+                                                     {"size", {{"min", 1}, {"max", 1}}}}},
+                                    {"defaults", {{"services", {"acme-svc"}}, {"config", nullptr}}},
+                                    {"links", nullptr}});
+  WeftIn(server, "acme", {"catalog", "import", catalog.path().string()});
+  const fs::path file = tmp / "acme-auto.lua";
+  weft::testing::WriteFile(file, AcmeAuto("1"));
+  WeftIn(server, "acme", {"resource", "upload", "lua-plugin", "acme-auto.lua", file.string()});
+  WeftIn(server, "acme", {"resource", "stage", "lua-plugin", "acme-auto.lua", "1"});
+
+  // No host has loaded acme-auto yet (it is not even synced): the plan cannot know
+  // that it has no BOOTSTRAP, and gives it the node's.
+  TenantClient acme_api(server, "acme");
+  const json plan = acme_api.Call("cluster.create", {{"name", "c1"}, {"template", "acme-t"}, {"size", 1},
+                                                     {"dry_run", true}});
+  bool bootstrap_planned = false;
+  for (const json& t : plan["tasks"])
+    if (t["action"] == "BOOTSTRAP" && t["plugin"] == "acme-auto") bootstrap_planned = true;
+  INFO(plan.dump(1));
+  REQUIRE(bootstrap_planned);
+  const json created = acme_api.Call("cluster.create", {{"name", "c1"}, {"template", "acme-t"}, {"size", 1}});
+  const std::string job_id = created["job"]["id"];
+  // Now the sync: the host loads acme-auto, and the job's BOOTSTRAP reaches it.
+  WeftIn(server, "acme", {"resource", "sync"});
+  json job;
+  const bool ended = WaitFor(
+      [&] {
+        job = acme_api.Call("job.get", {{"job", job_id}, {"details", true}})["job"];
+        const std::string status = job.value("status", "");
+        return status != "running" && status != "failing";
+      },
+      120s);
+  INFO(job.dump(1) << "\n" << host.Log());
+  REQUIRE(ended);
+  CHECK(job["status"] == "succeeded");
+  // The BOOTSTRAP succeeded without calling the plugin, and said why.
+  const std::string log = host.Log();
+  CHECK(log.find("plugin 'acme-auto' does not declare BOOTSTRAP: nothing to prepare on the node") !=
+        std::string::npos);
+  CHECK(log.find("does not implement action BOOTSTRAP") == std::string::npos);
 }
 #endif

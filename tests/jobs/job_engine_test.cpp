@@ -997,3 +997,47 @@ TEST_CASE("job engine: a node's BOOTSTRAP goes only to an automator of the node 
                                                      {"n1/INSTALL/db", "fa"},
                                                      {"n1/START/db", "fa"}});
 }
+
+TEST_CASE("job engine: a result whose node fact has the wrong type fails the task at once, and the job goes on",
+          "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  // A plugin that returns no address as null: weftd reads access_v4 as a string in
+  // every later task of the node (macros, the task's node list).
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", nullptr}, {"note", "kept? no"}}).ok());
+  const TaskRecord confirm = f.Tasks(job)["n1/CONFIRM"];
+  CHECK(confirm.state == TaskState::kFailed);
+  CHECK(confirm.attempt == 1);  // the same run would return the same result
+  CHECK(confirm.result_json == "{}");
+  CHECK_THAT(confirm.message, Catch::Contains("(n1/CONFIRM) returned a result Weft cannot use: 'access_v4' must be "
+                                              "a string; it is null") &&
+                                  Catch::Contains("the result was not kept and the task failed"));
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  for (const auto& n : *nodes) CHECK(n.results_json.find("access_v4") == std::string::npos);
+  // The job fails there, as for any task that failed for good (the cluster's undo is a job of its own).
+  f.Drain();
+  CHECK(f.JobStatus(job) == "failed");
+}
+
+TEST_CASE("job engine: node results stored with a fact of the wrong type (before weftd checked them) do not stop a "
+          "restarted weftd",
+          "[jobs]") {
+  Fixture f;
+  const std::string job = f.Create(Layout({{"n1", {"db"}}, {"n2", {"web"}}}));
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  // What an older weftd kept: every fact the macros read, of the wrong type.
+  REQUIRE(f.store->PutNode({f.cluster_id, "n1", R"({"hostname":5,"access_v4":7,"bind_v4":false})"}).ok());
+  f.Open();  // a restarted weftd reads them back
+  // Handing out the node's next task fills its macros and node list from them.
+  json confirm = json::object();
+  weft::queue::TaskTexts confirm_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CONFIRM"), confirm, confirm_texts).ok());
+  const json task = Sent(confirm, confirm_texts);
+  REQUIRE(task["nodes"].size() == 2);
+  CHECK(task["nodes"][0]["hostname"] == "n1");  // named by its id, as a node with no hostname fact
+  CHECK(task["nodes"][0]["access_v4"] == "");
+  REQUIRE(f.Finish("n1/CONFIRM", true, {{"access_v4", "10.0.0.1"}}).ok());
+  CHECK(f.Tasks(job).at("n1/CONFIRM").state == TaskState::kSucceeded);
+}

@@ -1,5 +1,8 @@
-// FileResourceStore: versions, stage/sync/recall/delete, chunked uploads and
-// their digest, and what a crash at any point leaves behind.
+// Both resource stores: FileResourceStore (files) and DatabaseResourceStore
+// (rows of the SQL store: SQLite, or PostgreSQL with WEFT_TEST_STORE=postgres),
+// each case run on both ("(files)" and "(database)" in its name): versions,
+// stage/sync/recall/delete, chunked uploads and their digest, and what a crash
+// at any point leaves behind.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -9,8 +12,10 @@
 #include <filesystem>
 #include <string>
 
+#include "weft/server/resources/database_resource_store.hpp"
 #include "weft/server/resources/resource_store.hpp"
 #include "support/temp_dir.hpp"
+#include "support/test_store.hpp"
 #include "weft/common/digest.hpp"
 
 namespace {
@@ -18,7 +23,10 @@ namespace {
 namespace fs = std::filesystem;
 using weft::Code;
 using weft::ManualClock;
+using weft::resources::DatabaseResourceStore;
 using weft::resources::FileResourceStore;
+using weft::resources::FileStoreOptions;
+using weft::resources::ResourceStore;
 using weft::resources::UploadChunk;
 using weft::resources::VersionState;
 using weft::testing::ReadFile;
@@ -34,15 +42,50 @@ std::string Digest(const std::string& bytes) {
   return *d;
 }
 
-std::unique_ptr<FileResourceStore> OpenStore(const fs::path& root, const weft::Clock& clock) {
-  auto store = FileResourceStore::Open(root, clock);
-  INFO(store.status().ToString());
-  REQUIRE(store.ok());
-  return std::move(*store);
+enum class Kind { kFiles, kDatabase };
+
+// A store under test; for the database kind with its SQL store (declared
+// first, so that it goes last).
+struct Opened {
+  std::unique_ptr<weft::store::Store> sql;
+  std::unique_ptr<ResourceStore> store;
+  FileResourceStore* files = nullptr;  // the files kind's
+  ResourceStore* operator->() const { return store.get(); }
+  ResourceStore& operator*() const { return *store; }
+};
+
+// The files kind under <dir>/resources, the database kind in <dir>/weft.db
+// (or the PostgreSQL database standing in for it).
+Opened OpenStore(Kind kind, const TempDir& dir, const weft::Clock& clock, FileStoreOptions options = {}) {
+  Opened o;
+  if (kind == Kind::kFiles) {
+    auto store = FileResourceStore::Open(dir / "resources", clock, options);
+    INFO(store.status().ToString());
+    REQUIRE(store.ok());
+    o.files = store->get();
+    o.store = std::move(*store);
+    return o;
+  }
+  auto sql = weft::testing::OpenStore(dir / "weft.db");
+  INFO(sql.status().ToString());
+  REQUIRE(sql.ok());
+  o.sql = std::move(*sql);
+  o.store = std::make_unique<DatabaseResourceStore>(*o.sql, clock, options);
+  return o;
+}
+
+// The version's content, read back through the store.
+std::string Content(ResourceStore& store, const std::string& type, const std::string& name, std::int64_t version,
+                    const std::string& tenant = "default") {
+  auto c = store.Read(tenant, type, name, version, 0, 1 << 30);
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(c->eof);
+  return c->bytes;
 }
 
 // A whole file in one request; returns the new version.
-std::int64_t Put(FileResourceStore& store, const std::string& type, const std::string& name,
+std::int64_t Put(ResourceStore& store, const std::string& type, const std::string& name,
                  const std::string& bytes, const std::string& tenant = "default") {
   UploadChunk c;
   c.tenant = tenant;
@@ -59,7 +102,7 @@ std::int64_t Put(FileResourceStore& store, const std::string& type, const std::s
   return r->version->version;
 }
 
-VersionState StateOf(FileResourceStore& store, const std::string& type, const std::string& name, std::int64_t v,
+VersionState StateOf(ResourceStore& store, const std::string& type, const std::string& name, std::int64_t v,
                      const std::string& tenant = "default") {
   auto info = store.Get(tenant, type, name, v);
   INFO(info.status().ToString());
@@ -74,10 +117,18 @@ std::int64_t RealNowMs() {
 
 }  // namespace
 
-TEST_CASE("resource store: every upload is a new inactive version with its size and SHA-256", "[resources]") {
+// A case run on both stores: NAME with "(files)" and "(database)"; the body
+// is a function of `kind`.
+#define RESOURCE_STORE_CASE(NAME, FN)                                                                    \
+  static void FN(Kind kind);                                                                             \
+  TEST_CASE("resource store (files): " NAME, "[resources][files]") { FN(Kind::kFiles); }                 \
+  TEST_CASE("resource store (database): " NAME, "[resources][database]") { FN(Kind::kDatabase); }        \
+  static void FN(Kind kind)
+
+RESOURCE_STORE_CASE("every upload is a new inactive version with its size and SHA-256", EveryUploadIsAVersion) {
   TempDir dir;
   ManualClock clock(5000);
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   CHECK(Put(*store, "shell", "install.sh", "abc") == 1);
   CHECK(Put(*store, "shell", "install.sh", "abcd") == 2);
   auto v1 = store->Get("default", "shell", "install.sh", 1);
@@ -87,8 +138,9 @@ TEST_CASE("resource store: every upload is a new inactive version with its size 
   CHECK(v1->digest == kAbcDigest);
   CHECK(v1->created_at_ms == 5000);
   CHECK(v1->created_by == "test");
-  CHECK(ReadFile(store->VersionPath("default", "shell", "install.sh", 1)) == "abc");
-  CHECK(ReadFile(store->VersionPath("default", "shell", "install.sh", 2)) == "abcd");
+  CHECK(Content(*store, "shell", "install.sh", 1) == "abc");
+  CHECK(Content(*store, "shell", "install.sh", 2) == "abcd");
+  if (store.files) CHECK(ReadFile(store.files->VersionPath("default", "shell", "install.sh", 2)) == "abcd");
   // Nothing is active until staged and synced.
   auto active = store->Active("default", {"shell"});
   REQUIRE(active.ok());
@@ -98,10 +150,10 @@ TEST_CASE("resource store: every upload is a new inactive version with its size 
   CHECK(missing.status().message().find("versions 1, 2") != std::string::npos);
 }
 
-TEST_CASE("resource store: stage then sync activates, retiring the version that was active", "[resources]") {
+RESOURCE_STORE_CASE("stage then sync activates, retiring the version that was active", StageThenSync) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   Put(*store, "shell", "a.sh", "one");
   Put(*store, "shell", "a.sh", "two");
   Put(*store, "shell", "b.sh", "bee");
@@ -148,10 +200,10 @@ TEST_CASE("resource store: stage then sync activates, retiring the version that 
   CHECK(store->Sync("default").value().empty());
 }
 
-TEST_CASE("resource store: one staged version per resource, an older one can be staged back", "[resources]") {
+RESOURCE_STORE_CASE("one staged version per resource, an older one can be staged back", OneStaged) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   for (const char* s : {"1", "2", "3"}) Put(*store, "shell", "a.sh", s);
   REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
   REQUIRE(store->Sync("default").ok());
@@ -172,10 +224,10 @@ TEST_CASE("resource store: one staged version per resource, an older one can be 
   CHECK(StateOf(*store, "shell", "a.sh", 3) == VersionState::kRetired);
 }
 
-TEST_CASE("resource store: recall retires the active version and nothing replaces it", "[resources]") {
+RESOURCE_STORE_CASE("recall retires the active version and nothing replaces it", RecallRetires) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   Put(*store, "shell", "a.sh", "x");
   CHECK(store->Recall("default", "shell", "a.sh").status().code() == Code::kConflict);  // nothing active
   REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
@@ -188,28 +240,29 @@ TEST_CASE("resource store: recall retires the active version and nothing replace
   CHECK(store->Recall("default", "nope", "a.sh").status().code() == Code::kNotFound);
 }
 
-TEST_CASE("resource store: delete removes inactive versions, never the active one", "[resources]") {
+RESOURCE_STORE_CASE("delete removes inactive versions, never the active one", DeleteRemovesInactive) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   Put(*store, "shell", "a.sh", "1");
   Put(*store, "shell", "a.sh", "2");
   REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
   REQUIRE(store->Sync("default").ok());
-  const fs::path v1 = store->VersionPath("default", "shell", "a.sh", 1);
-  const fs::path v2 = store->VersionPath("default", "shell", "a.sh", 2);
+  const fs::path v1 = store.files ? store.files->VersionPath("default", "shell", "a.sh", 1) : fs::path();
+  const fs::path v2 = store.files ? store.files->VersionPath("default", "shell", "a.sh", 2) : fs::path();
 
   auto refused = store->Delete("default", "shell", "a.sh", 2);
   CHECK(refused.status().code() == Code::kConflict);
   CHECK(refused.status().message().find("recall it first") != std::string::npos);
   auto whole = store->Delete("default", "shell", "a.sh", std::nullopt);
   CHECK(whole.status().code() == Code::kConflict);
-  CHECK(fs::exists(v2));
+  if (store.files) CHECK(fs::exists(v2));
+  CHECK(Content(*store, "shell", "a.sh", 2) == "2");
 
   auto one = store->Delete("default", "shell", "a.sh", 1);
   REQUIRE(one.ok());
   CHECK(*one == std::vector<std::int64_t>{1});
-  CHECK(!fs::exists(v1));
+  if (store.files) CHECK(!fs::exists(v1));
   CHECK(store->Get("default", "shell", "a.sh", 1).status().code() == Code::kNotFound);
   // Numbers are never reused.
   CHECK(Put(*store, "shell", "a.sh", "3") == 3);
@@ -218,15 +271,19 @@ TEST_CASE("resource store: delete removes inactive versions, never the active on
   auto all = store->Delete("default", "shell", "a.sh", std::nullopt);
   REQUIRE(all.ok());
   CHECK(*all == std::vector<std::int64_t>{2, 3});
-  CHECK(!fs::exists(v2.parent_path()));
+  if (store.files) CHECK(!fs::exists(v2.parent_path()));
+  if (store.sql) {
+    CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_content") == 0);
+    CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_versions") == 0);
+  }
   CHECK(store->List("default", "").value().empty());
   CHECK(store->Delete("default", "shell", "a.sh", std::nullopt).status().code() == Code::kNotFound);
 }
 
-TEST_CASE("resource store: a chunked upload checks offsets and the digest of the whole", "[resources]") {
+RESOURCE_STORE_CASE("a chunked upload checks offsets and the digest of the whole", ChunkedUpload) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   const std::string content = "first chunk|second chunk|third";
   UploadChunk c;
   c.tenant = "default";
@@ -262,7 +319,7 @@ TEST_CASE("resource store: a chunked upload checks offsets and the digest of the
   REQUIRE(last->version);
   CHECK(last->version->version == 1);
   CHECK(last->version->digest == Digest(content));
-  CHECK(ReadFile(store->VersionPath("default", "shell", "big.tar", 1)) == content);
+  CHECK(Content(*store, "shell", "big.tar", 1) == content);
 
   // The final chunk repeated (its reply was lost) gets the same version, not a second one.
   auto again = store->Upload(c);
@@ -284,10 +341,10 @@ TEST_CASE("resource store: a chunked upload checks offsets and the digest of the
   CHECK(store->Read("default", "shell", "big.tar", 1, 1000, 10).status().code() == Code::kInvalid);
 }
 
-TEST_CASE("resource store: a digest mismatch discards the upload", "[resources]") {
+RESOURCE_STORE_CASE("a digest mismatch discards the upload", DigestMismatch) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   UploadChunk c;
   c.tenant = "default";
   c.type = "shell";
@@ -299,11 +356,16 @@ TEST_CASE("resource store: a digest mismatch discards the upload", "[resources]"
   CHECK(r.status().code() == Code::kInvalid);
   CHECK(r.status().message().find("digest mismatch") != std::string::npos);
   CHECK(store->List("default", "").value().empty());
-  // No part file is left behind.
-  std::size_t files = 0;
-  for (auto it = fs::recursive_directory_iterator(dir / "resources"); it != fs::recursive_directory_iterator(); ++it)
-    files += it->is_regular_file() ? 1 : 0;
-  CHECK(files == 0);
+  // No part file (no content row) is left behind.
+  if (store.files) {
+    std::size_t files = 0;
+    for (auto it = fs::recursive_directory_iterator(dir / "resources"); it != fs::recursive_directory_iterator(); ++it)
+      files += it->is_regular_file() ? 1 : 0;
+    CHECK(files == 0);
+  } else {
+    CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_content") == 0);
+    CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_uploads") == 0);
+  }
 
   c.digest = "";  // a final chunk without a digest
   CHECK(store->Upload(c).status().code() == Code::kInvalid);
@@ -317,12 +379,12 @@ TEST_CASE("resource store: a digest mismatch discards the upload", "[resources]"
   CHECK(store->Upload(c).ok());
 }
 
-TEST_CASE("resource store: an interrupted upload never becomes a version, and is cleaned up", "[resources]") {
+RESOURCE_STORE_CASE("an interrupted upload never becomes a version, and is cleaned up", InterruptedUpload) {
   TempDir dir;
   ManualClock clock;
   std::string upload_id;
   {
-    auto store = OpenStore(dir / "resources", clock);
+    auto store = OpenStore(kind, dir, clock);
     Put(*store, "shell", "a.sh", "kept");
     UploadChunk c;
     c.tenant = "default";
@@ -335,16 +397,16 @@ TEST_CASE("resource store: an interrupted upload never becomes a version, and is
     // weftd dies here: no final chunk.
   }
   const fs::path part = dir / "resources" / "default" / "shell" / "a.sh" / "uploads" / (upload_id + ".part");
-  REQUIRE(fs::exists(part));
+  if (kind == Kind::kFiles) REQUIRE(fs::exists(part));
   {
     // Reopened soon: the upload may still be resumed, but it is no version.
-    auto store = OpenStore(dir / "resources", clock);
+    auto store = OpenStore(kind, dir, clock);
     auto list = store->List("default", "shell");
     REQUIRE(list.ok());
     REQUIRE(list->size() == 1);
     CHECK(list->at(0).versions.size() == 1);
-    CHECK(fs::exists(part));
-    // It can be finished after the restart (the digest is computed from the file).
+    if (store.files) CHECK(fs::exists(part));
+    // It can be finished after the restart (the digest is computed from the file, or the rows).
     UploadChunk c;
     c.tenant = "default";
     c.type = "shell";
@@ -361,7 +423,7 @@ TEST_CASE("resource store: an interrupted upload never becomes a version, and is
   }
   {
     // Another upload abandoned: a day later it is gone.
-    auto store = OpenStore(dir / "resources", clock);
+    auto store = OpenStore(kind, dir, clock);
     UploadChunk c;
     c.tenant = "default";
     c.type = "shell";
@@ -372,26 +434,38 @@ TEST_CASE("resource store: an interrupted upload never becomes a version, and is
     upload_id = r->upload_id;
   }
   const fs::path abandoned = dir / "resources" / "default" / "shell" / "a.sh" / "uploads" / (upload_id + ".part");
-  REQUIRE(fs::exists(abandoned));
+  if (kind == Kind::kFiles) REQUIRE(fs::exists(abandoned));
   ManualClock later(RealNowMs() + 25LL * 3600 * 1000);
-  auto store = OpenStore(dir / "resources", later);
-  CHECK(!fs::exists(abandoned));
+  auto store = OpenStore(kind, dir, later);
+  if (store.files) CHECK(!fs::exists(abandoned));
+  if (store.sql) {
+    // The store's: removed when the next upload starts (by then a day later).
+    const fs::path db = dir / "weft.db";
+    CHECK(weft::testing::QueryStoreInt(db, "SELECT COUNT(*) FROM resource_uploads WHERE version = 0") == 1);
+    CHECK(Put(*store, "shell", "b.sh", "next") == 1);
+    CHECK(weft::testing::QueryStoreInt(db, "SELECT COUNT(*) FROM resource_uploads WHERE version = 0") == 0);
+    CHECK(weft::testing::QueryStoreInt(db, "SELECT COUNT(*) FROM resource_content WHERE content_id = '" + upload_id +
+                                               "'") == 0);
+  }
   CHECK(store->List("default", "shell").value().at(0).versions.size() == 2);
+  CHECK(Content(*store, "shell", "a.sh", 2) == "half of the second version");
 }
 
-TEST_CASE("resource store: a crash between the data and the manifest leaves no version", "[resources]") {
+TEST_CASE("resource store (files): a crash between the data and the manifest leaves no version",
+          "[resources][files]") {
+  const Kind kind = Kind::kFiles;
   TempDir dir;
   ManualClock clock;
   const fs::path res = dir / "resources" / "default" / "shell" / "a.sh";
   {
-    auto store = OpenStore(dir / "resources", clock);
+    auto store = OpenStore(kind, dir, clock);
     Put(*store, "shell", "a.sh", "one");
   }
   // What a crash after the rename of the data and before the manifest leaves:
   // v2 without an entry, and a half-written temporary manifest.
   WriteFile(res / "v2", "orphan");
   WriteFile(res / ".manifest.json.tmp.1234", "{\"format\":1,\"vers");
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   CHECK(!fs::exists(res / "v2"));
   CHECK(!fs::exists(res / ".manifest.json.tmp.1234"));
   CHECK(store->Get("default", "shell", "a.sh", 2).status().code() == Code::kNotFound);
@@ -399,11 +473,11 @@ TEST_CASE("resource store: a crash between the data and the manifest leaves no v
   CHECK(ReadFile(res / "v2") == "two");
 }
 
-TEST_CASE("resource store: versions and states survive a reopen", "[resources]") {
+RESOURCE_STORE_CASE("versions and states survive a reopen", SurviveReopen) {
   TempDir dir;
   ManualClock clock;
   {
-    auto store = OpenStore(dir / "resources", clock);
+    auto store = OpenStore(kind, dir, clock);
     Put(*store, "shell", "a.sh", "1");
     Put(*store, "shell", "a.sh", "2");
     Put(*store, "lua-plugin", "hello.lua", "return {}", "tenant with/slash");
@@ -411,19 +485,20 @@ TEST_CASE("resource store: versions and states survive a reopen", "[resources]")
     REQUIRE(store->Sync("default").ok());
     REQUIRE(store->Stage("default", "shell", "a.sh", 2).ok());
   }
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kActive);
   CHECK(StateOf(*store, "shell", "a.sh", 2) == VersionState::kStaged);
   CHECK(StateOf(*store, "lua-plugin", "hello.lua", 1, "tenant with/slash") == VersionState::kInactive);
   // The odd tenant name became one directory, not a path.
-  CHECK(fs::exists(dir / "resources" / "tenant%20with%2Fslash" / "lua-plugin" / "hello.lua" / "v1"));
+  if (store.files) CHECK(fs::exists(dir / "resources" / "tenant%20with%2Fslash" / "lua-plugin" / "hello.lua" / "v1"));
+  CHECK(Content(*store, "lua-plugin", "hello.lua", 1, "tenant with/slash") == "return {}");
   CHECK(Put(*store, "shell", "a.sh", "3") == 3);
 }
 
-TEST_CASE("resource store: names that are not plain file names are refused", "[resources]") {
+RESOURCE_STORE_CASE("names that are not plain file names are refused", NamesRefused) {
   TempDir dir;
   ManualClock clock;
-  auto store = OpenStore(dir / "resources", clock);
+  auto store = OpenStore(kind, dir, clock);
   UploadChunk c;
   c.tenant = "default";
   c.bytes = "x";
@@ -443,14 +518,13 @@ TEST_CASE("resource store: names that are not plain file names are refused", "[r
   CHECK(store->Upload(c).ok());
 }
 
-TEST_CASE("resource store: a version larger than the limit is refused", "[resources]") {
+RESOURCE_STORE_CASE("a version larger than the limit is refused", TooLarge) {
   TempDir dir;
   ManualClock clock;
   weft::resources::FileStoreOptions options;
   options.max_size_bytes = 10;
-  auto opened = FileResourceStore::Open(dir / "resources", clock, options);
-  REQUIRE(opened.ok());
-  auto& store = **opened;
+  Opened opened = OpenStore(kind, dir, clock, options);
+  auto& store = *opened;
   UploadChunk c;
   c.tenant = "default";
   c.type = "shell";
@@ -466,4 +540,165 @@ TEST_CASE("resource store: a version larger than the limit is refused", "[resour
   c.offset = 6;
   c.bytes = "1";
   CHECK(store.Upload(c).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("resource store (database): content is kept in rows of at most 1 MiB and read back by offset",
+          "[resources][database]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(Kind::kDatabase, dir, clock);
+  const std::int64_t row = weft::store::Store::kResourceRowBytes;
+  std::string content(static_cast<std::size_t>(row * 5 / 2 + 7), '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>((i * 131 + i / 997) & 0xFF);
+  // Two chunks of 1.5 MiB and 1 MiB + 7 bytes: four rows.
+  const std::size_t first_size = static_cast<std::size_t>(row * 3 / 2);
+  UploadChunk c;
+  c.tenant = "default";
+  c.type = "shell";
+  c.name = "big.tar";
+  c.bytes = std::string_view(content).substr(0, first_size);
+  auto first = store->Upload(c);
+  REQUIRE(first.ok());
+  c.upload_id = first->upload_id;
+  c.offset = static_cast<std::int64_t>(first_size);
+  c.bytes = std::string_view(content).substr(first_size);
+  c.final = true;
+  c.digest = Digest(content);
+  auto last = store->Upload(c);
+  INFO(last.status().ToString());
+  REQUIRE(last.ok());
+  REQUIRE(last->version);
+  CHECK(last->version->size_bytes == static_cast<std::int64_t>(content.size()));
+  const fs::path db = dir / "weft.db";
+  CHECK(weft::testing::QueryStoreInt(db, "SELECT COUNT(*) FROM resource_content") == 4);
+  CHECK(weft::testing::QueryStoreInt(db, "SELECT MAX(length(bytes)) FROM resource_content") == row);
+  // Reads across the rows' edges, and the whole.
+  for (auto [offset, length] : {std::pair<std::int64_t, std::int64_t>{0, 10}, {row - 3, 6}, {row * 7 / 5, row / 3},
+                                {first_size - 1, row + 2}, {row * 5 / 2, 100}}) {
+    INFO("offset " << offset << " length " << length);
+    auto chunk = store->Read("default", "shell", "big.tar", 1, offset, length);
+    REQUIRE(chunk.ok());
+    CHECK(chunk->bytes == content.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(length)));
+    CHECK(chunk->eof == (offset + static_cast<std::int64_t>(chunk->bytes.size()) ==
+                         static_cast<std::int64_t>(content.size())));
+  }
+  CHECK(Content(*store, "shell", "big.tar", 1) == content);
+}
+
+TEST_CASE("resource store (database): two weftd on one database see the same resources, and an upload begun on one "
+          "is finished on the other",
+          "[resources][database]") {
+  TempDir dir;
+  ManualClock clock(7000);
+  auto first = OpenStore(Kind::kDatabase, dir, clock);
+  auto second = OpenStore(Kind::kDatabase, dir, clock);
+  Put(*first, "lua-plugin", "hello.lua", "return {}");
+  REQUIRE(first->Stage("default", "lua-plugin", "hello.lua", 1).ok());
+  REQUIRE(first->Sync("default").ok());
+  auto active = second->Active("default", {"lua-plugin"});
+  REQUIRE(active.ok());
+  REQUIRE(active->size() == 1);
+  CHECK((*active)[0].digest == Digest("return {}"));
+  CHECK(Content(*second, "lua-plugin", "hello.lua", 1) == "return {}");
+
+  UploadChunk c;
+  c.tenant = "default";
+  c.type = "shell";
+  c.name = "a.sh";
+  c.bytes = "begun on the first, ";
+  auto begun = first->Upload(c);
+  REQUIRE(begun.ok());
+  c.upload_id = begun->upload_id;
+  c.offset = begun->received_bytes;
+  c.bytes = "finished on the second";
+  c.final = true;
+  c.digest = Digest("begun on the first, finished on the second");
+  auto finished = second->Upload(c);
+  INFO(finished.status().ToString());
+  REQUIRE(finished.ok());
+  REQUIRE(finished->version);
+  CHECK(finished->version->version == 1);
+  CHECK(Content(*first, "shell", "a.sh", 1) == "begun on the first, finished on the second");
+  // The first one's digest of the upload was left behind: a repeated final
+  // chunk there gets the version the second one made.
+  auto repeated = first->Upload(c);
+  REQUIRE(repeated.ok());
+  REQUIRE(repeated->version);
+  CHECK(repeated->version->version == 1);
+}
+
+TEST_CASE("resource store (database): in the caller's transaction a rollback undoes the change, and the active "
+          "versions kept in memory are forgotten",
+          "[resources][database]") {
+  TempDir dir;
+  ManualClock clock;
+  auto store = OpenStore(Kind::kDatabase, dir, clock);
+  Put(*store, "shell", "a.sh", "one");
+  REQUIRE(store.sql->Begin().ok());
+  REQUIRE(store->Stage("default", "shell", "a.sh", 1).ok());
+  REQUIRE(store->Sync("default").ok());
+  CHECK(store->Active("default", {"shell"}).value().size() == 1);  // seen inside the transaction
+  Put(*store, "shell", "a.sh", "two");
+  REQUIRE(store.sql->Rollback().ok());
+  // What weftd does after a rollback.
+  store->ForgetCached();
+  CHECK(store->Active("default", {"shell"}).value().empty());
+  CHECK(StateOf(*store, "shell", "a.sh", 1) == VersionState::kInactive);
+  CHECK(store->Get("default", "shell", "a.sh", 2).status().code() == Code::kNotFound);
+  // The number the rolled-back upload took is free again: nothing was ever given it.
+  CHECK(Put(*store, "shell", "a.sh", "two") == 2);
+}
+
+TEST_CASE("resource store (database): the files of a FileResourceStore are imported once, with their versions and "
+          "states",
+          "[resources][database]") {
+  TempDir dir;
+  ManualClock clock(9000);
+  {
+    auto files = OpenStore(Kind::kFiles, dir, clock);
+    Put(*files, "shell", "a.sh", "one");
+    Put(*files, "shell", "a.sh", "two");
+    Put(*files, "lua-plugin", "hello.lua", "return {}", "acme");
+    REQUIRE(files->Delete("default", "shell", "a.sh", 1).ok());
+    Put(*files, "shell", "a.sh", "three");
+    REQUIRE(files->Stage("default", "shell", "a.sh", 2).ok());
+    REQUIRE(files->Sync("default").ok());
+    REQUIRE(files->Stage("default", "shell", "a.sh", 3).ok());
+    REQUIRE(files->Stage("acme", "lua-plugin", "hello.lua", 1).ok());
+    REQUIRE(files->Sync("acme").ok());
+    Put(*files, "shell", "kept.sh", "the files' kept.sh");
+  }
+  auto opened = OpenStore(Kind::kDatabase, dir, clock);
+  auto& store = static_cast<DatabaseResourceStore&>(*opened);
+  // The database has its own kept.sh: not replaced.
+  Put(store, "shell", "kept.sh", "the database's kept.sh");
+
+  auto imported = store.ImportFiles(dir / "resources");
+  INFO(imported.status().ToString());
+  REQUIRE(imported.ok());
+  CHECK(imported->imported.size() == 2);
+  REQUIRE(imported->skipped.size() == 1);
+  CHECK(imported->skipped[0].find("shell/kept.sh") != std::string::npos);
+  CHECK(imported->moved_to == dir / "resources.imported");
+  CHECK(!fs::exists(dir / "resources"));
+  CHECK(fs::exists(dir / "resources.imported" / "default" / "shell" / "a.sh" / "v2"));
+
+  CHECK(store.Get("default", "shell", "a.sh", 1).status().code() == Code::kNotFound);
+  CHECK(StateOf(store, "shell", "a.sh", 2) == VersionState::kActive);
+  CHECK(StateOf(store, "shell", "a.sh", 3) == VersionState::kStaged);
+  CHECK(store.Get("default", "shell", "a.sh", 2).value().created_at_ms == 9000);
+  CHECK(Content(store, "shell", "a.sh", 3) == "three");
+  CHECK(Content(store, "lua-plugin", "hello.lua", 1, "acme") == "return {}");
+  auto active = store.Active("acme", {});
+  REQUIRE(active.ok());
+  REQUIRE(active->size() == 1);
+  CHECK((*active)[0].digest == Digest("return {}"));
+  CHECK(Content(store, "shell", "kept.sh", 1) == "the database's kept.sh");
+  CHECK(Put(store, "shell", "a.sh", "four") == 4);
+
+  // Once: the directory is gone, a second import has nothing to do.
+  auto again = store.ImportFiles(dir / "resources");
+  REQUIRE(again.ok());
+  CHECK(again->imported.empty());
+  CHECK(again->moved_to.empty());
 }

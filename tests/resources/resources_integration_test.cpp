@@ -343,3 +343,42 @@ TEST_CASE("resources: a Lua plugin uploaded as a resource becomes a plugin type 
   CHECK(host.process().running());
 }
 #endif
+
+TEST_CASE("resources: a weftd switched to resources in the store imports its files once, and serves them",
+          "[integration][resources]") {
+  TempDir dir;
+  Weftd server(ServerIn(dir / "server"));
+  const std::int64_t v1 = UploadWithCli(server, dir.path(), "shell", "a.sh", "echo one\n");
+  Activate(server, "shell", "a.sh", v1);
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo two\n") == 2);
+  REQUIRE(server.Stop() == 0);
+
+  server.SetExtraToml("[store]\nresources = \"database\"\n");
+  server.Restart();
+  const std::string log = server.Log();
+  INFO(weft::testing::Tail(log, 4000));
+  CHECK(log.find("imported from " + (server.data() / "resources").string() +
+                 " into the store: tenant 'default': shell/a.sh (2 version(s))") != std::string::npos);
+  CHECK(!fs::exists(server.data() / "resources"));
+  CHECK(fs::exists(server.data() / "resources.imported" / "default" / "shell" / "a.sh" / "v1"));
+
+  json list = json::parse(Weft(server, {"-o", "json", "resource", "list", "shell"}));
+  REQUIRE(list["resources"].size() == 1);
+  CHECK(list["resources"][0]["active"] == 1);
+  CHECK(list["resources"][0]["versions"].size() == 2);
+  zmq::context_t ctx;
+  weft::client::Client prov(ctx, {server.provisioner(), 5000, {}, {}});
+  auto fetched = Raw(prov, "resource.fetch",
+                     {{"tenant", "default"}, {"type", "shell"}, {"name", "a.sh"}, {"version", 2}}, {});
+  REQUIRE(fetched.ok());
+  INFO(fetched->error.message);
+  REQUIRE(fetched->ok);
+  REQUIRE(fetched->blobs.size() == 1);
+  CHECK(fetched->blobs[0] == "echo two\n");
+  CHECK(fetched->body["digest"] == Digest("echo two\n"));
+
+  // Once: the next start imports nothing; the versions stay, numbering goes on.
+  server.Restart();
+  CHECK(server.Log().find("imported from") == std::string::npos);
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo three\n") == 3);
+}

@@ -168,3 +168,24 @@ TEST_CASE("config: [retention] ages default to 30 days (the audit log: for ever)
   REQUIRE(flags.ok());
   CHECK(flags->vacuum);
 }
+
+TEST_CASE("config: resources are kept in the database with postgres, as files with sqlite, unless told", "[config]") {
+  auto sqlite = ParseConfig("", "weftd.toml");
+  REQUIRE(sqlite.ok());
+  CHECK(!sqlite->store.ResourcesInDatabase());
+  auto postgres = ParseConfig("[store]\nbackend = \"postgres\"\nconninfo = \"dbname=weft\"\n", "weftd.toml");
+  REQUIRE(postgres.ok());
+  CHECK(postgres->store.ResourcesInDatabase());
+  auto files = ParseConfig("[store]\nbackend = \"postgres\"\nconninfo = \"dbname=weft\"\nresources = \"files\"\n",
+                           "weftd.toml");
+  REQUIRE(files.ok());
+  CHECK(!files->store.ResourcesInDatabase());
+  auto database = ParseConfig("[store]\nresources = \"database\"\n", "weftd.toml");
+  REQUIRE(database.ok());
+  CHECK(database->store.ResourcesInDatabase());
+  auto unknown = ParseConfig("[store]\nresources = \"nfs\"\n", "weftd.toml");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().code() == weft::Code::kInvalid);
+  CHECK_THAT(unknown.status().message(), Catch::Contains("weftd.toml: store.resources is \"nfs\"") &&
+                                             Catch::Contains("\"database\"") && Catch::Contains("\"files\""));
+}

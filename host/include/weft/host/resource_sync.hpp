@@ -1,14 +1,17 @@
 // ResourceSync: the master's resource thread (docs/host.md, "Resources").
 //
 // Every resource_sync_ms it asks weftd (resource.active) for the active
-// versions of the tenants the host serves (SyncedTenants, plus the tenants of
-// weftd's current worker split for this host and those weftd says have work), of the plugin types
-// the host runs plus "lua-plugin", and
+// versions of the tenants the host serves (pinned: `tenants` of its
+// configuration; else "default", the tenants of weftd's current worker split
+// for this host, those weftd says have work or an active Lua plugin, and the
+// tenant of every Lua file in the resource plugin directory), of the plugin
+// types the host runs plus "lua-plugin", and
 //   * pre-fetches them into the resource cache, so a task rarely waits for a fetch;
 //   * installs every active "lua-plugin" version into the resource plugin
 //     directory as "<tenant>@<name>" (written to a temporary file, then
 //     renamed; the master gives it that tenant's tasks only), and removes the
-//     Lua files there that are no longer active. That directory is one of the
+//     Lua files there whose tenant weftd says has no active version of them
+//     (a file is never removed for want of asking about its tenant). That directory is one of the
 //     master's watched plugin directories, so the ordinary inotify machinery
 //     probes the new file, rolls the workers and registers the new plugin set;
 //   * prunes cached versions that are neither active nor used for longer than
@@ -59,7 +62,11 @@ class ResourceSync {
 
  private:
   void Loop();
-  void Install(client::Client& client, const std::map<std::string, ResourceRef>& wanted);
+  // Installs `wanted` (file name -> version); removes the other Lua files of
+  // the tenants in `asked` (weftd said they have no active version) and, on a
+  // host with pinned tenants, those of other tenants.
+  void Install(client::Client& client, const std::map<std::string, ResourceRef>& wanted,
+               const std::set<std::string>& asked);
 
   const HostConfig config_;
   zmq::context_t& ctx_;

@@ -58,6 +58,11 @@ struct StoreConfig {
   // long (a frozen server) is given up on: weftd closes the connection and
   // makes it again. 0: no limit.
   std::int64_t call_timeout_ms = 15'000;
+  // Where plugin resources are kept: "database" (rows of this store, which
+  // every weftd on one PostgreSQL shares) or "files" (<data_dir>/resources);
+  // empty: "database" with postgres, "files" with sqlite.
+  std::string resources;
+  bool ResourcesInDatabase() const { return resources.empty() ? backend == "postgres" : resources == "database"; }
 };
 
 // docs/security.md.

@@ -25,6 +25,7 @@
 #include "weft/server/jobs/job_engine.hpp"
 #include "weft/server/metrics/server_metrics.hpp"
 #include "weft/server/queue/task_queue.hpp"
+#include "weft/server/resources/database_resource_store.hpp"
 #include "weft/server/resources/resource_store.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/server/daemon/retention.hpp"
@@ -38,7 +39,7 @@ class Components {
  public:
   Components(const Config& config, store::Store& store, const Clock& clock);
 
-  // Opens the resource store (<data_dir>/resources) and the secrets key,
+  // Opens the resource store (the SQL store's or <data_dir>/resources, [store] resources) and the secrets key,
   // registers every op group but the CurveZMQ ones, and loads everything from
   // the store in one transaction (which may resume jobs).
   [[nodiscard]] Status Start();
@@ -48,6 +49,10 @@ class Components {
   // may resume jobs), at start-up or when this weftd takes over as leader.
   [[nodiscard]] Status Prepare();
   [[nodiscard]] Status Resume();
+  // Resources kept in the store: imports the files of <data_dir>/resources the
+  // store lacks (a weftd that kept them as files before), logging what it did.
+  // Resume does it first; a failure is logged, not fatal.
+  void ImportResourceFiles();
   // Security on: enrollment, host accept/revoke, users and keys; tokens name `server_key`.
   void AddSecurityOps(const std::string& server_key);
 
@@ -106,7 +111,8 @@ class Components {
   auth::KeySnapshot keys_;
   auth::Registry registry_;
   auth::Logins logins_;
-  std::unique_ptr<resources::ResourceStore> resources_;  // files under <data_dir>/resources, opened by Start
+  std::unique_ptr<resources::ResourceStore> resources_;  // opened by Prepare
+  resources::DatabaseResourceStore* resources_in_store_ = nullptr;  // resources_, when it keeps them in the store
   api::Router router_;
   DaemonInfo info_;
   Retention retention_;

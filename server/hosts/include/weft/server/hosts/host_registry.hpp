@@ -152,6 +152,14 @@ class HostRegistry {
   // The tenants with tasks now or within the last minute: they share the split,
   // and hosts sync their resources (Lua plugins) even when the split names none.
   std::set<std::string> ActiveTenants();
+  // The tenants that have an active Lua plugin ("lua-plugin" resource), whether
+  // or not they have work: every host that may serve them installs those
+  // plugins (the composition root hands in server/resources' lookup).
+  using PluginTenants = std::function<std::set<std::string>()>;
+  void set_plugin_tenants(PluginTenants f) { plugin_tenants_ = std::move(f); }
+  std::set<std::string> TenantsWithLuaPlugins() const {
+    return plugin_tenants_ ? plugin_tenants_() : std::set<std::string>{};
+  }
 
   void HostEvent(const std::string& host_id, const char* what);
   // Whether anyone listens: when not, task progress is not even recorded as an event.
@@ -172,6 +180,7 @@ class HostRegistry {
   // minute after its last task, so that the split does not flap between jobs.
   std::map<std::string, std::int64_t> tenant_seen_ms_;
   WorkerCaps worker_caps_;
+  PluginTenants plugin_tenants_;
 };
 
 }  // namespace weft::hosts

@@ -11,10 +11,13 @@
 // that has none. At most one version of a resource is active and at most one
 // is staged. Versions are immutable and carry their size and SHA-256 digest.
 //
-// Resources live outside the SQL store on purpose (they are files, often big):
-// the server's transactions do not cover them. Every change a method makes is
-// durable when it returns ok, and every method leaves the store consistent if
-// the process dies at any point (see FileResourceStore).
+// Two backends: FileResourceStore (below), files outside the SQL store that
+// the server's transactions do not cover, for a single weftd; and
+// DatabaseResourceStore (database_resource_store.hpp), rows of the SQL store
+// written in weftd's transactions, which every weftd on one PostgreSQL shares.
+// Every change a method makes is durable when it returns ok (in weftd's
+// transaction: when that commits, before the reply), and every method leaves
+// the store consistent if the process dies at any point.
 //
 // Thread-safety: none. weftd calls a store only from its reactor thread. The
 // store must outlive the ops registered on it.
@@ -145,6 +148,9 @@ class ResourceStore {
   [[nodiscard]] virtual Result<Chunk> Read(const std::string& tenant, const std::string& type,
                                            const std::string& name, std::int64_t version, std::int64_t offset,
                                            std::int64_t max_bytes) = 0;
+  // Drops what it keeps in memory of a database that may have changed behind
+  // it (a rollback undid a change, or another weftd led meanwhile).
+  virtual void ForgetCached() {}
 };
 
 struct FileStoreOptions {
@@ -190,6 +196,8 @@ class FileResourceStore final : public ResourceStore {
                      std::int64_t version, std::int64_t offset, std::int64_t max_bytes) override;
 
   const std::filesystem::path& root() const { return root_; }
+  // The tenants that have resources, sorted (an import's walk).
+  std::vector<std::string> Tenants() const;
   // The file that holds a version's content (for tests and tools).
   std::filesystem::path VersionPath(const std::string& tenant, const std::string& type, const std::string& name,
                                     std::int64_t version) const;

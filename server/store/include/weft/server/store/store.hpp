@@ -331,6 +331,38 @@ struct CheckpointStats {
   std::int64_t wal_pages = 0;          // the WAL's size after the last commit
 };
 
+// Plugin resources kept in the store (server/store/resource_store.cpp), for
+// server/resources' DatabaseResourceStore, which owns their rules. A
+// version's content is the rows of resource_content with its content id (the
+// id of the upload that made it), each at most kResourceRowBytes.
+struct ResourceVersionRecord {
+  std::string tenant;
+  std::string type;
+  std::string name;
+  std::int64_t version = 0;
+  std::string state;  // inactive, staged, active, retired
+  std::int64_t size_bytes = 0;
+  std::string digest;
+  std::int64_t created_at_ms = 0;
+  std::string created_by;
+  std::int64_t activated_at_ms = 0;
+  std::int64_t retired_at_ms = 0;
+  std::string content_id;
+};
+
+// An upload in progress (version 0), or finished lately: the version it made
+// and its digest, so that a repeated final chunk gets the same answer.
+struct ResourceUploadRecord {
+  std::string id;
+  std::string tenant;
+  std::string type;
+  std::string name;
+  std::int64_t received = 0;
+  std::int64_t touched_ms = 0;
+  std::int64_t version = 0;
+  std::string digest;
+};
+
 enum class Backend { kSqlite, kPostgres };
 
 struct StoreOptions {
@@ -629,6 +661,50 @@ class Store {
   // SQLite: rewrites the whole file with auto_vacuum=INCREMENTAL (VACUUM),
   // outside any transaction; for a store nothing else has open (weftd --vacuum).
   [[nodiscard]] Status Vacuum();
+
+  // Plugin resources (server/store/resource_store.cpp). The rules (states,
+  // one active, checks) are the caller's; these only read and write rows.
+  static constexpr std::int64_t kResourceRowBytes = std::int64_t{1} << 20;
+  // Versions of a tenant's resources by type, name and version; `type` empty:
+  // every type; `name` empty: every name of the type.
+  [[nodiscard]] Result<std::vector<ResourceVersionRecord>> ListResourceVersions(std::string_view tenant,
+                                                                                std::string_view type,
+                                                                                std::string_view name);
+  // The active versions of the tenant, by type and name.
+  [[nodiscard]] Result<std::vector<ResourceVersionRecord>> ListActiveResourceVersions(std::string_view tenant);
+  // Whether the resource exists (has a version counter, even with no version left).
+  [[nodiscard]] Result<bool> ResourceExists(std::string_view tenant, std::string_view type, std::string_view name);
+  // The resource's next version number, counted on (never given twice, a
+  // deleted version's included, while the resource exists).
+  [[nodiscard]] Result<std::int64_t> TakeResourceVersion(std::string_view tenant, std::string_view type,
+                                                         std::string_view name);
+  // Sets the counter so that the next version is at least `next_version` (an import).
+  [[nodiscard]] Status RaiseResourceVersion(std::string_view tenant, std::string_view type, std::string_view name,
+                                            std::int64_t next_version);
+  [[nodiscard]] Status InsertResourceVersion(const ResourceVersionRecord& version);
+  // Sets state, activated_at_ms and retired_at_ms of the version `record` names.
+  [[nodiscard]] Status UpdateResourceVersion(const ResourceVersionRecord& version);
+  // One version and its content.
+  [[nodiscard]] Status DeleteResourceVersion(const ResourceVersionRecord& version);
+  // The whole resource: its versions and their content, its uploads and their content, its counter.
+  [[nodiscard]] Status DeleteResource(std::string_view tenant, std::string_view type, std::string_view name);
+  [[nodiscard]] Result<std::optional<ResourceUploadRecord>> GetResourceUpload(std::string_view id);
+  // Inserts or replaces.
+  [[nodiscard]] Status PutResourceUpload(const ResourceUploadRecord& upload);
+  // The upload, and its content when it made no version.
+  [[nodiscard]] Status DeleteResourceUpload(std::string_view id);
+  // Uploads untouched since `cutoff_ms` (and the content of those that made no version); the number removed.
+  [[nodiscard]] Result<std::int64_t> PruneResourceUploads(std::int64_t cutoff_ms);
+  // Writes `bytes` as the content from byte `start` on, in rows of at most kResourceRowBytes.
+  [[nodiscard]] Status AppendResourceContent(std::string_view content_id, std::int64_t start, std::string_view bytes);
+  // Up to `length` bytes from `offset`, reading only the rows that hold them;
+  // fewer when the content ends (or has a gap) before.
+  [[nodiscard]] Result<std::string> ReadResourceContent(std::string_view content_id, std::int64_t offset,
+                                                        std::int64_t length);
+  // Calls `visit` with each row's bytes in order (a digest of the whole);
+  // stops at a gap. The number of bytes visited.
+  [[nodiscard]] Result<std::int64_t> VisitResourceContent(std::string_view content_id,
+                                                          const std::function<void(std::string_view)>& visit);
 
   // Catalog entities, tenant-scoped and versioned (server/store/catalog_store.cpp).
   // catalog_generation() moves whenever they may have changed: at every put,
