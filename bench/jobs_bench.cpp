@@ -121,6 +121,7 @@ struct Options {
   bool create10k_case = false;
   bool clusters1000_case = false;
   bool hog = false;  // a busy process on the second CPU while a case runs
+  std::string window_hook;  // a shell command run as `HOOK start|stop PID` around each timed window
   std::string clusters_name = "clusters";
 };
 
@@ -130,7 +131,7 @@ int Usage(const std::string& problem) {
                "usage: weft-bench jobs [--nodes N] [--clusters C] [--cluster-size S] [--runs R]\n"
                "                       [--hosts H] [--capacity K] [--workers W] [--latency-scale X]\n"
                "                       [--read-gap-ms MS] [--weftd-batch N] [--idle-spin-us US]\n"
-               "                       [--no-barrier] [--hog]\n"
+               "                       [--no-barrier] [--hog] [--window-hook CMD]\n"
                "                       [--only create|clusters|create10k|clusters1000]\n"
                "  --nodes N          nodes of the big create (default 1000)\n"
                "  --clusters C       clusters created at once in case \"clusters\" (default 100)\n"
@@ -148,7 +149,10 @@ int Usage(const std::string& problem) {
                "                     10 nodes at once) run only when named, with zero fake latency\n"
                "                     unless --latency-scale is given\n"
                "  --no-barrier       skip the stage-barrier run of case \"create\"\n"
-               "  --hog              keep a busy-looping process on the second CPU while the cases run\n",
+               "  --hog              keep a busy-looping process on the second CPU while the cases run\n"
+               "  --window-hook CMD  run `CMD start PID` as each timed window starts and `CMD stop PID` as it\n"
+               "                     ends, PID weftd's (e.g. a script running callgrind_control -z / -d\n"
+               "                     when weftd is a script exec'ing valgrind); the case waits for it\n",
                problem.c_str());
   return 2;
 }
@@ -363,6 +367,7 @@ class Rig {
 
   client::Client& api() { return *api_; }
   const std::string& api_endpoint() const { return api_endpoint_; }
+  pid_t WeftdPid() const { return weftd_.pid(); }
   std::int64_t WeftdCpuNs() const { return weftd_.pid() > 0 ? TreeCpuNs(weftd_.pid()) : 0; }
   std::int64_t HostsCpuNs() const {
     std::int64_t total = 0;
@@ -470,10 +475,12 @@ struct CpuUse {
 
 class CpuWindow {
  public:
-  explicit CpuWindow(const Rig& rig)
-      : rig_(rig), weftd_(rig.WeftdCpuNs()), reactor_(rig.ReactorSched()), hosts_(rig.HostsCpuNs()),
-        start_(SteadyClock::now()) {}
+  // `hook`: --window-hook, run before the window starts and before it stops.
+  CpuWindow(const Rig& rig, const std::string& hook)
+      : rig_(rig), hook_(hook), weftd_((RunHook("start"), rig.WeftdCpuNs())), reactor_(rig.ReactorSched()),
+        hosts_(rig.HostsCpuNs()), start_(SteadyClock::now()) {}
   CpuUse Stop() const {
+    RunHook("stop");
     const auto reactor = rig_.ReactorSched();
     CpuUse u;
     u.weftd_ms = static_cast<double>(rig_.WeftdCpuNs() - weftd_) / 1e6;
@@ -485,7 +492,15 @@ class CpuWindow {
   }
 
  private:
+  void RunHook(const char* what) const {
+    if (hook_.empty()) return;
+    const std::string command = hook_ + " " + what + " " + std::to_string(rig_.WeftdPid());
+    if (int rc = std::system(command.c_str()); rc != 0)
+      std::fprintf(stderr, "  --window-hook: `%s` exited with status %d\n", command.c_str(), rc);
+  }
+
   const Rig& rig_;
+  const std::string& hook_;
   std::int64_t weftd_;
   std::pair<std::int64_t, std::int64_t> reactor_;
   std::int64_t hosts_;
@@ -752,7 +767,7 @@ Result<CreateRun> RunCreate(zmq::context_t& ctx, const Paths& paths, const Optio
   if (!plan.ok()) return plan.status().WithContext("cluster.create dry_run");
   const json stages = (*plan)["stages"];
 
-  const CpuWindow window(rig);
+  const CpuWindow window(rig, opts.window_hook);
   const auto start = SteadyClock::now();
   Result<json> created = api.Call("cluster.create", {{"name", name}, {"template", kTemplate}, {"size", opts.nodes}});
   if (!created.ok()) return created.status().WithContext("cluster.create");
@@ -954,7 +969,7 @@ Result<ClustersRun> RunClusters(zmq::context_t& ctx, const Paths& paths, const O
     }
   } stop_reader{stop_reading, reader};
 
-  const CpuWindow window(rig);
+  const CpuWindow window(rig, opts.window_hook);
   const std::int64_t start_ms = WallMs();
   std::vector<std::thread> submitters;
   const int threads = std::min(opts.submitters, opts.clusters);
@@ -1219,7 +1234,7 @@ Result<Create10kRun> RunCreate10k(zmq::context_t& ctx, const Paths& paths, const
   // The baseline first: as many raw tasks as the job will have (8 per node, near
   // enough), through the same hosts and plugins, without the job engine.
   const std::int64_t raw = static_cast<std::int64_t>(opts.nodes) * 8;
-  const CpuWindow raw_window(rig);
+  const CpuWindow raw_window(rig, opts.window_hook);
   WEFT_ASSIGN_OR_RETURN(out.raw_tasks_per_s, RunRawTasks(rig, raw));
   out.raw_weftd_cpu_us_per_task = raw_window.Stop().weftd_ms * 1000 / static_cast<double>(raw);
   std::fprintf(stderr, "  raw: %lld tasks at %.0f tasks/s, weftd %.0f us CPU per task\n", static_cast<long long>(raw),
@@ -1228,7 +1243,7 @@ Result<Create10kRun> RunCreate10k(zmq::context_t& ctx, const Paths& paths, const
   Result<json> before = api.Call("server.status", json::object());
   if (!before.ok()) return before.status().WithContext("server.status");
   const std::int64_t base_ok = (*before)["tasks"].value("succeeded", std::int64_t{0});
-  const CpuWindow window(rig);
+  const CpuWindow window(rig, opts.window_hook);
   const auto start = SteadyClock::now();
   Result<json> created =
       api.Call("cluster.create", {{"name", "huge"}, {"template", kTemplate}, {"size", opts.nodes}}, 300000);
@@ -1350,6 +1365,9 @@ int Jobs(const std::vector<std::string>& args) {
       opts.barrier = false;
     } else if (a == "--hog") {
       opts.hog = true;
+    } else if (a == "--window-hook") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return Usage("--window-hook needs a command");
+      opts.window_hook = args[++i];
     } else if (a == "--help" || a == "-h") {
       Usage("job makespan against the critical path and a stage-barrier schedule; api reads under load");
       return 0;

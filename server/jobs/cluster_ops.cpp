@@ -352,6 +352,10 @@ class ClusterOps {
     (void)inserted;
     job.cluster_id = c.id;
     job.before = ClusterState{spec, {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
+    // The texts just written are the job's target and the spec it starts from: not dumped again.
+    job.before_spec_text = c.spec_json;
+    job.target_spec_text = std::move(c.spec_json);
+    job.target_layout_text = std::move(c.layout_json);
     return Launch(std::move(job));
   }
 
@@ -712,11 +716,15 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(with_tasks, jsonf::Bool(body, "tasks", "", true));
     WEFT_TRY_ASSIGN(asked_details, jsonf::Bool(body, "details", "", false));
     const bool details = asked_details && with_tasks;  // details are the tasks'
-    WEFT_TRY_ASSIGN(tasks, store_.ListJobTasks(j.id, details));
-    std::map<std::int64_t, std::vector<store::AttemptRecord>> attempts;  // by task id, with `details`
+    std::vector<store::TaskRecord> tasks;
+    // With `details`: by task id then attempt, as the tasks are by id, so that
+    // each task's are found by walking both lists once.
+    std::vector<store::AttemptRecord> attempts;
     if (details) {
-      WEFT_TRY_ASSIGN(all, store_.ListJobAttempts(j.id));
-      for (store::AttemptRecord& a : all) attempts[a.task_id].push_back(std::move(a));
+      if (Status s = store_.ListJobTaskDetails(j.id, &tasks, &attempts); !s.ok()) return Response::Error(s);
+    } else {
+      WEFT_TRY_ASSIGN(listed, store_.ListJobTasks(j.id, false));
+      tasks = std::move(listed);
     }
     // Progress: counts by state, and the stage (longest path from the roots) of
     // the earliest task not done, for reading only. Stages are counted as a dry
@@ -800,6 +808,7 @@ class ClusterOps {
     AppendText(out, "},\"requested_by\":", j.requested_by);
     AppendText(out, ",\"status\":", j.status);
     if (with_tasks) out += ",\"tasks\":[";
+    std::size_t next_attempt = 0;  // in `attempts`
     for (std::size_t i = 0; with_tasks && i < tasks.size(); ++i) {
       const store::TaskRecord& t = tasks[i];
       if (i > 0) out += ',';
@@ -813,10 +822,11 @@ class ClusterOps {
       AppendNumber(out, ",\"attempt\":", t.attempt);
       if (details) {
         out += ",\"attempts\":[";
-        bool first = true;
-        for (const store::AttemptRecord& a : attempts[t.id]) {
+        while (next_attempt < attempts.size() && attempts[next_attempt].task_id < t.id) ++next_attempt;
+        for (bool first = true; next_attempt < attempts.size() && attempts[next_attempt].task_id == t.id;
+             first = false) {
+          const store::AttemptRecord& a = attempts[next_attempt++];
           if (!first) out += ',';
-          first = false;
           AppendNumber(out, "{\"attempt\":", a.attempt);
           AppendNumber(out, ",\"finished_at_ms\":", a.finished_at_ms);
           AppendText(out, ",\"host_id\":", a.host_id);

@@ -441,10 +441,11 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
   r.status = ToString(JobStatus::kRunning);
   r.requested_by = job.requested_by;
   r.options_json = wire::Dump(job.options);
-  // The target's spec and layout texts are the job's and the cluster's: dumped once.
-  std::string spec_text = wire::Dump(job.target.spec);
-  std::string layout_text = wire::Dump(job.target.layout);
-  r.before_json = StateJson(wire::Dump(job.before.spec), wire::Dump(job.before.layout), job.before.status);
+  // The target's spec and layout texts are the job's and the cluster's: dumped once, or not at all when given.
+  const auto text = [](std::string& given, const json& doc) { return given.empty() ? wire::Dump(doc) : std::move(given); };
+  std::string spec_text = text(job.target_spec_text, job.target.spec);
+  std::string layout_text = text(job.target_layout_text, job.target.layout);
+  r.before_json = StateJson(text(job.before_spec_text, job.before.spec), wire::Dump(job.before.layout), job.before.status);
   r.target_json = StateJson(spec_text, layout_text, job.target.status);
   r.parent_job = job.parent_job;
   r.created_at_ms = now;

@@ -2308,4 +2308,50 @@ Result<std::vector<AttemptRecord>> Store::ListJobAttempts(std::string_view job_i
   return out;
 }
 
+Status Store::ListJobTaskDetails(std::string_view job_id, std::vector<TaskRecord>* tasks,
+                                 std::vector<AttemptRecord>* attempts) {
+  tasks->clear();
+  attempts->clear();
+  // The details but the payload (in its place ''), then the current attempt's columns of the tasks row.
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        impl_->db->Prepare(std::string("SELECT ") + kTaskColumns +
+                                           ", '', t.result, t.message, t.stdout, t.stderr, t.taken_at_ms, "
+                                           "t.attempt_status" +
+                                           kTaskRows + " WHERE s.job_id = ?1 AND s.job_id != '' ORDER BY s.id"));
+  st.Bind(1, job_id);
+  WEFT_RETURN_IF_ERROR(sql::ForEachRow(st, [&](sql::Statement& row) {
+    tasks->push_back(ReadTask(row, true));
+    const TaskRecord& t = tasks->back();
+    std::string status = row.Text(23);
+    if (status.empty()) return;  // no current attempt
+    // As kCurrentAttemptColumns reads it.
+    const bool running = status == "running";
+    attempts->push_back(AttemptRecord{.task_id = t.id,
+                                      .attempt = t.attempt,
+                                      .host_id = t.host_id,
+                                      .taken_at_ms = row.Int(22),
+                                      .finished_at_ms = running ? 0 : t.updated_at_ms,
+                                      .status = std::move(status),
+                                      .message = running ? std::string() : t.message});
+  }));
+  // The earlier attempts: a look into attempts by each task's id, most often finding none (CROSS JOIN
+  // keeps SQLite's loops in this order: the tasks row is read only for an attempt found).
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement earlier,
+      impl_->db->Prepare("SELECT a.task_id, a.attempt, a.host_id, a.taken_at_ms, a.finished_at_ms, a.status, "
+                         "a.message FROM task_specs s CROSS JOIN attempts a CROSS JOIN tasks t WHERE s.job_id = ?1 "
+                         "AND s.job_id != '' AND a.task_id = s.id AND t.id = s.id AND (t.attempt_status = '' OR "
+                         "t.attempt != a.attempt)"));
+  earlier.Bind(1, job_id);
+  const std::size_t current = attempts->size();
+  WEFT_RETURN_IF_ERROR(
+      sql::ForEachRow(earlier, [&](sql::Statement& row) { attempts->push_back(ReadAttempt(row)); }));
+  if (attempts->size() > current) {
+    std::sort(attempts->begin(), attempts->end(), [](const AttemptRecord& x, const AttemptRecord& y) {
+      return x.task_id != y.task_id ? x.task_id < y.task_id : x.attempt < y.attempt;
+    });
+  }
+  return Status::Ok();
+}
+
 }  // namespace weft::store

@@ -41,9 +41,52 @@ std::vector<AttemptRecord> Attempts(Store& store, std::int64_t task_id) {
   return *listed;
 }
 
+bool Same(const AttemptRecord& x, const AttemptRecord& y) {
+  return x.task_id == y.task_id && x.attempt == y.attempt && x.host_id == y.host_id &&
+         x.taken_at_ms == y.taken_at_ms && x.finished_at_ms == y.finished_at_ms && x.status == y.status &&
+         x.message == y.message;
+}
+
+// What job.get reads (ListJobTaskDetails) is what ListJobTasks with details and
+// ListJobAttempts read, but the payloads.
+void CheckJobTaskDetails(Store& store, const std::string& job_id) {
+  auto tasks = store.ListJobTasks(job_id, true);
+  auto attempts = store.ListJobAttempts(job_id);
+  REQUIRE(tasks.ok());
+  REQUIRE(attempts.ok());
+  std::vector<TaskRecord> read_tasks;
+  std::vector<AttemptRecord> read_attempts;
+  weft::Status s = store.ListJobTaskDetails(job_id, &read_tasks, &read_attempts);
+  if (!s.ok()) FAIL(s.ToString());
+  REQUIRE(read_tasks.size() == tasks->size());
+  for (std::size_t i = 0; i < read_tasks.size(); ++i) {
+    const TaskRecord& x = read_tasks[i];
+    const TaskRecord& y = (*tasks)[i];
+    INFO("task " << y.id);
+    CHECK(x.id == y.id);
+    CHECK(x.state == y.state);
+    CHECK(x.attempt == y.attempt);
+    CHECK(x.host_id == y.host_id);
+    CHECK(x.updated_at_ms == y.updated_at_ms);
+    CHECK(x.lease_until_ms == y.lease_until_ms);
+    CHECK(x.result_json == y.result_json);
+    CHECK(x.message == y.message);
+    CHECK(x.stdout_tail == y.stdout_tail);
+    CHECK(x.stderr_tail == y.stderr_tail);
+    CHECK(x.after_json == y.after_json);
+    CHECK(x.payload_json.empty());
+  }
+  REQUIRE(read_attempts.size() == attempts->size());
+  for (std::size_t i = 0; i < read_attempts.size(); ++i) {
+    INFO("attempt " << (*attempts)[i].attempt << " of task " << (*attempts)[i].task_id);
+    CHECK(Same(read_attempts[i], (*attempts)[i]));
+  }
+}
+
 std::vector<AttemptRecord> JobAttempts(Store& store, const std::string& job_id) {
   auto listed = store.ListJobAttempts(job_id);
   if (!listed.ok()) FAIL(listed.status().ToString());
+  CheckJobTaskDetails(store, job_id);
   return *listed;
 }
 
@@ -177,6 +220,68 @@ TEST_CASE("store attempts: a job retry keeps the attempts of the earlier run, fa
   CheckAttempt(listed[2], 1, "h2", 2000, 2600, "cancelled", "cancelled: job 4 failed");
   CheckAttempt(listed[3], 2, "h4", 6000, 0, "running", "");
   CHECK(Attempts(store, cancelled).size() == 2);
+}
+
+TEST_CASE("store attempts: job.get's read of a job's tasks with their attempts matches the tasks and attempts read "
+          "apart, for tasks waiting, running, retried, undelivered, ended and of another job",
+          "[store]") {
+  TempDir dir("attempts-job-details");
+  auto opened = OpenStore(dir / "weft.db");
+  Store& store = Opened(opened);
+  REQUIRE(store.Begin().ok());
+  const std::int64_t waiting = Insert(store, "7");
+  const std::int64_t running = Insert(store, "7");
+  const std::int64_t retried = Insert(store, "7");
+  const std::int64_t undelivered = Insert(store, "7");
+  const std::int64_t other = Insert(store, "8");
+  const std::int64_t succeeded = Insert(store, "7");
+  REQUIRE(store.LeaseTask(running, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store.LeaseTask(retried, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store.EndAttempt(retried, 1, TaskState::kQueued, AttemptStatus::kFailed, "boom", "{}", "out", "err", 2100)
+              .ok());
+  REQUIRE(store.LeaseTask(retried, 2, "h2", 9000, 3000).ok());
+  REQUIRE(store.EndAttempt(retried, 2, TaskState::kFailed, AttemptStatus::kFailed, "boom again", "{\"x\":1}", "o2",
+                           "e2", 3100)
+              .ok());
+  REQUIRE(store.LeaseTask(undelivered, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store.EndAttempt(undelivered, 1, TaskState::kQueued, AttemptStatus::kUndelivered, "h1 went away", "{}", "",
+                           "", 2200)
+              .ok());
+  REQUIRE(store.LeaseTask(undelivered, 1, "h2", 9000, 3000).ok());
+  REQUIRE(store.LeaseTask(other, 1, "h3", 9000, 2000).ok());
+  REQUIRE(store.EndAttempt(other, 1, TaskState::kQueued, AttemptStatus::kFailed, "not this job", "{}", "", "", 2300)
+              .ok());
+  REQUIRE(store.LeaseTask(succeeded, 1, "h1", 9000, 2000).ok());
+  REQUIRE(store.EndAttempt(succeeded, 1, TaskState::kSucceeded, AttemptStatus::kSucceeded, "done", "{\"ip\":\"a\"}",
+                           "all fine", "", 2400)
+              .ok());
+  REQUIRE(store.Commit().ok());
+
+  std::vector<TaskRecord> tasks;
+  std::vector<AttemptRecord> attempts;
+  REQUIRE(store.ListJobTaskDetails("7", &tasks, &attempts).ok());
+  REQUIRE(tasks.size() == 5);
+  CHECK(tasks[0].id == waiting);
+  CHECK(tasks[4].id == succeeded);
+  CHECK(tasks[4].result_json == "{\"ip\":\"a\"}");
+  CHECK(tasks[4].stdout_tail == "all fine");
+  REQUIRE(attempts.size() == 5);
+  CHECK(attempts[0].task_id == running);
+  CheckAttempt(attempts[0], 1, "h1", 2000, 0, "running", "");
+  CHECK(attempts[1].task_id == retried);
+  CheckAttempt(attempts[1], 1, "h1", 2000, 2100, "failed", "boom");
+  CheckAttempt(attempts[2], 2, "h2", 3000, 3100, "failed", "boom again");
+  CHECK(attempts[3].task_id == undelivered);
+  CheckAttempt(attempts[3], 1, "h2", 3000, 0, "running", "");
+  CHECK(attempts[4].task_id == succeeded);
+  CheckAttempt(attempts[4], 1, "h1", 2000, 2400, "succeeded", "done");
+  CheckJobTaskDetails(store, "7");
+  CheckJobTaskDetails(store, "8");
+
+  // A job without tasks: nothing, and what was in the vectors is gone.
+  REQUIRE(store.ListJobTaskDetails("99", &tasks, &attempts).ok());
+  CHECK(tasks.empty());
+  CHECK(attempts.empty());
 }
 
 TEST_CASE("store attempts: the capacity window counts current attempts, of tasks created before it too",

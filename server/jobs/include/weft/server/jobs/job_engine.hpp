@@ -85,6 +85,13 @@ struct NewJob {
   ClusterState before;
   ClusterState target;
   PlanExtras extras;
+  // wire::Dump of target.spec, target.layout and before.spec when the caller
+  // made them already (cluster.create, for the cluster's row), else empty:
+  // Start dumps what it is not given. A cluster's spec and layout are tens of
+  // kilobytes of JSON.
+  std::string target_spec_text;
+  std::string target_layout_text;
+  std::string before_spec_text;
 };
 
 // The plan a job would run, for dry runs and for Start. `declared`: what the

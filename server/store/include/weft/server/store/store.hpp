@@ -576,6 +576,11 @@ class Store {
   [[nodiscard]] Result<std::vector<TaskRecord>> ListJobTasks(std::string_view job_id, bool details);
   // The attempts of every task of a job, by task id then attempt: one query, not one per task.
   [[nodiscard]] Result<std::vector<AttemptRecord>> ListJobAttempts(std::string_view job_id);
+  // ListJobTasks(job_id, true) without the payloads, and ListJobAttempts(job_id), in two
+  // queries that read each task's rows once (job.get with details): each task's current
+  // attempt comes from the task's own row, not from a second read of it.
+  [[nodiscard]] Status ListJobTaskDetails(std::string_view job_id, std::vector<TaskRecord>* tasks,
+                                          std::vector<AttemptRecord>* attempts);
 
   // Security (server/store/auth_store.cpp). Puts insert or replace.
   [[nodiscard]] Status PutPrincipal(const PrincipalRecord& principal);
