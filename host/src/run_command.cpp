@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/log.hpp"
+#include "weft/common/node_facts.hpp"
 #include "weft/common/status.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
@@ -257,8 +258,13 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
     message = outcome.message;
     if (outcome.succeeded) {
       // What weftd would refuse in task.finish fails here too.
-      const std::size_t bytes = context.result().dump().size();
-      if (bytes > kMaxTaskResultBytes) {
+      const json result = context.result();
+      const std::size_t bytes = result.dump().size();
+      const Status facts = CheckNodeFacts(result);
+      if (!facts.ok()) {
+        status = "failed";
+        message = plugin.type_name + " " + action + " returned a result weftd refuses: " + facts.message();
+      } else if (bytes > kMaxTaskResultBytes) {
         status = "failed";
         message = plugin.type_name + " " + action + " returned a result of " + std::to_string(bytes) +
                   " bytes (as JSON), over the limit of " + std::to_string(kMaxTaskResultBytes) +

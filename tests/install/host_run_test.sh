@@ -54,6 +54,17 @@ set -e
 expect_contains "$out" "failed: big-result INSTALL returned a result of 307211 bytes (as JSON), over the limit of 262144 bytes" \
   "the result limit"
 
+echo "== a node fact of the wrong type fails as weftd would fail it"
+cat >"$SCRATCH/badfact.lua" <<'LUA'
+return { type = "bad-fact", kind = "automator",
+  actions = { install = function(task) task:set_result("ssh_port", "twenty-two") end } }
+LUA
+set +e
+out=$("$HOST" run "$SCRATCH/badfact.lua" INSTALL --task "$SCRATCH/task.json"); code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a string ssh_port made the harness exit $code: $out"
+expect_contains "$out" "failed: bad-fact INSTALL returned a result weftd refuses: 'ssh_port'" "the node fact check"
+
 echo "== a Lua provider that declares only create is refused at load, naming what it lacks"
 cat >"$SCRATCH/lonely.lua" <<'LUA'
 return { type = "lonely", kind = "provider", actions = { create = function(task) end } }
