@@ -311,7 +311,8 @@ TEST_CASE("integration: SIGTERM lets a short task finish, gives up a long one af
           "[integration][host]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
-  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 1000\n"));
+  // A grace far longer than the quick task, even on a loaded machine, and far shorter than the slow one.
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 2, "shutdown_grace_ms = 3000\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
   auto task = [](const char* node, int latency_ms) {
     return json{{"plugin", "fake-provider"},
@@ -320,7 +321,7 @@ TEST_CASE("integration: SIGTERM lets a short task finish, gives up a long one af
                 {"max_attempts", 1},
                 {"payload", {{"provider", {{"fields", {{"latency_ms", latency_ms}}}}}}}};
   };
-  const std::int64_t quick = server.Enqueue(task("quick", 600));
+  const std::int64_t quick = server.Enqueue(task("quick", 300));
   const std::int64_t slow = server.Enqueue(task("slow", 60000));
   server.WaitTaskState(quick, "leased", 10s);
   server.WaitTaskState(slow, "leased", 10s);
