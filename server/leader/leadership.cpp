@@ -87,8 +87,11 @@ struct Leadership::Conn {
     auto r = std::make_unique<PgResult>(raw);
     const ExecStatusType st = PQresultStatus(r->get());
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      return Status::Unavailable("the leader election's database connection failed: " +
-                                 OneLine(PQresultErrorMessage(r->get())));
+      // A connection the server dropped may leave the result without a message.
+      std::string why = OneLine(PQresultErrorMessage(r->get()));
+      if (why.empty()) why = OneLine(PQerrorMessage(pg));
+      if (why.empty()) why = "the connection was lost";
+      return Status::Unavailable("the leader election's connection to " + peer + " failed: " + why);
     }
     return r;
   }
