@@ -1,7 +1,6 @@
 #include "weft/server/resources/database_resource_store.hpp"
 
 #include <algorithm>
-#include <random>
 #include <system_error>
 #include <utility>
 
@@ -13,19 +12,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kLog = "resources";
-
-std::string RandomHex(std::size_t digits) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[rng() & 0xF]);
-  return out;
-}
-
-bool ValidUploadId(std::string_view id) {
-  return id.size() == 16 &&
-         std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
 
 VersionState StateOf(const std::string& name) {
   if (name == "staged") return VersionState::kStaged;

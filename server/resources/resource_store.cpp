@@ -39,17 +39,6 @@ std::string Errno() { return std::strerror(errno); }
 bool IsLower(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool IsAlnum(char c) { return IsLower(c) || (c >= 'A' && c <= 'Z'); }
 
-std::string RandomHex(std::size_t digits) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[rng() & 0xF]);
-  return out;
-}
-
-bool ValidUploadId(std::string_view id) {
-  return id.size() == 16 && std::all_of(id.begin(), id.end(), [](char c) { return IsLower(c) && !(c > 'f'); });
-}
 
 // A tenant is any string of at most 128 bytes; as a directory name it keeps
 // [A-Za-z0-9_-] and writes every other byte (and so any '.') as %XX.
@@ -171,6 +160,18 @@ std::string_view VersionStateName(VersionState state) {
     case VersionState::kRetired: return "retired";
   }
   return "inactive";
+}
+
+std::string RandomHex(std::size_t digits) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[rng() & 0xF]);
+  return out;
+}
+
+bool ValidUploadId(std::string_view id) {
+  return id.size() == 16 && std::all_of(id.begin(), id.end(), [](char c) { return IsLower(c) && !(c > 'f'); });
 }
 
 std::string ResourceName(std::string_view type, std::string_view name) {

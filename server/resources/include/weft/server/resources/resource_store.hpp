@@ -113,6 +113,11 @@ Status ValidateType(std::string_view type, std::string_view path);
 // name: [A-Za-z0-9_][A-Za-z0-9_.+-]*, at most 128 bytes; a lua-plugin's name ends in ".lua".
 Status ValidateName(std::string_view type, std::string_view name, std::string_view path);
 
+// `digits` random lowercase hex digits: upload ids (16) and other names a store makes.
+std::string RandomHex(std::size_t digits);
+// Whether `id` has the form of an upload id (16 lowercase hex digits).
+bool ValidUploadId(std::string_view id);
+
 class ResourceStore {
  public:
   virtual ~ResourceStore() = default;
