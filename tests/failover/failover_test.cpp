@@ -55,13 +55,18 @@ std::string ServerToml(const std::string& conninfo, const std::string& node, std
          "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 4000\n";
 }
 
+// A throwaway PostgreSQL in `dir`/pg; fails the test when it cannot start.
+std::unique_ptr<PostgresServer> StartPostgres(const TempDir& dir) {
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  return std::move(*started);
+}
+
 // Two weftd on one throwaway PostgreSQL; `a` starts first and leads.
 struct Pair {
   Pair(const std::string& name, std::int64_t lease_ms, std::string store_extra = "")
       : dir(name), store_extra(std::move(store_extra)) {
-    Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
-    if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
-    pg = std::move(*started);
+    pg = StartPostgres(dir);
     a = Start("a", lease_ms);
     REQUIRE(WaitFor([&] { return Role(*a) == "leader"; }, 20s));
     // Every weftd on one database has the first one's keys (docs/failover.md).
@@ -370,9 +375,7 @@ TEST_CASE("failover: weftd whose PostgreSQL sessions stop answering gives up on 
 TEST_CASE("failover: a weftd whose keys differ from the first one's refuses to start, with the same keys it starts",
           "[failover][integration]") {
   TempDir dir("failover-keys");
-  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
-  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
-  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   auto options = [&](const std::string& node) {
     fs::create_directories(dir.path() / node);
     return testing::WeftdOptions{.dir = dir.path() / node,
@@ -526,9 +529,7 @@ TEST_CASE("failover: a leader whose epoch was taken over cannot change resources
 TEST_CASE("failover: a follower's superadmin credential works against the leader and after it takes over",
           "[failover][integration]") {
   TempDir dir("failover-superadmin");
-  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
-  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
-  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   auto options = [&](const std::string& node) {
     fs::create_directories(dir.path() / node);
     return testing::WeftdOptions{.dir = dir.path() / node,
@@ -579,9 +580,7 @@ TEST_CASE("failover: a follower's superadmin credential works against the leader
 TEST_CASE("failover: a weftd whose node name another live weftd uses refuses to start, naming it",
           "[failover][integration]") {
   TempDir dir("failover-dup-node");
-  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
-  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
-  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   auto options = [&](const std::string& dirname, const std::string& node) {
     fs::create_directories(dir.path() / dirname);
     return testing::WeftdOptions{.dir = dir.path() / dirname,
@@ -721,9 +720,7 @@ TEST_CASE("failover: with the database down, weft status says on one line that w
 // A weftd that would tell the others an address of every interface says so at start.
 TEST_CASE("failover: a weftd whose advertised endpoint names no machine warns at start", "[failover][integration]") {
   TempDir dir("failover-advertise");
-  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg");
-  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
-  std::unique_ptr<PostgresServer> pg = std::move(*started);
+  std::unique_ptr<PostgresServer> pg = StartPostgres(dir);
   fs::create_directories(dir.path() / "a");
   Weftd a(testing::WeftdOptions{
       .dir = dir.path() / "a",
