@@ -46,9 +46,13 @@ TEST_CASE("ansible: wrong fields or a node without what SSH needs fail the task 
     json fields;
     json results;
     std::string says;
+    std::string who = "ansible: ";  // the plugin; "" where weft-host's check of declared types answers first
   } cases[] = {
       {json::object(), kReachable, "give the field 'playbook' (the playbook to run)"},
-      {{{"playbook", 5}}, kReachable, "field 'playbook' must be a string"},
+      {{{"playbook", 5}},
+       kReachable,
+       "field 'playbook' must be a string, not an integer; fix it in the task's service action fields",
+       ""},
       {{{"playbook", "site.yml"}, {"extra_vars", json::array({1})}},
        kReachable,
        "field 'extra_vars' must be a JSON object"},
@@ -71,6 +75,6 @@ TEST_CASE("ansible: wrong fields or a node without what SSH needs fail the task 
     const auto r = Configure(dir, c.fields, c.results);
     INFO("fields " << c.fields.dump() << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.out, Catch::Contains("failed: ansible CONFIGURE invalid task: ansible: " + c.says));
+    CHECK_THAT(r.out, Catch::Contains("failed: ansible CONFIGURE invalid task: " + c.who + c.says));
   }
 }
