@@ -138,6 +138,14 @@ class CatalogOps {
     std::vector<std::string> warnings;
     Result<std::string> name = scratch.PutJson(kind, body, &warnings);
     if (!name.ok()) return Response::Error(name.status(), {{"kind", catalog::KindName(kind)}});
+    // A provider's or service's plugin fields are checked as `catalog check` checks them,
+    // against the registered plugins: a misspelt or mistyped field is said now, not when a
+    // task fails. Only warned: the plugin may change before anything runs.
+    if (kind == Kind::kProvider || kind == Kind::kService) {
+      WEFT_TRY_ASSIGN(plugins, RegisteredPlugins(call.principal.tenant));
+      WEFT_TRY_ASSIGN(fields, CheckPluginFields(scratch, plugins.descriptors, resources_, call.principal.tenant));
+      for (const json& p : fields.problems) warnings.push_back(p.value("message", std::string()));
+    }
     // Stored as the library writes it back: unknown fields kept, keys sorted.
     WEFT_TRY_ASSIGN(doc, scratch.GetJson(kind, *name));
     // An entity equal to the latest version keeps it: no new version, nothing written.
@@ -216,14 +224,19 @@ class CatalogOps {
     return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", name}, {"version", *version}});
   }
 
-  Response Check(const Call& call) {
-    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
-    WEFT_TRY_ASSIGN(hosts, store_.ListHosts());
-    // Plugin types by kind: those some live host runs, and every registered descriptor.
-    std::set<std::string> live_types;
+  // The plugin types a tenant's tasks can run: every descriptor a host registered, and
+  // the types some live host runs.
+  struct Plugins {
     std::map<std::string, json> descriptors;
+    std::set<std::string> live_types;
+  };
+
+  Result<Plugins> RegisteredPlugins(const std::string& tenant) {
+    Result<std::vector<store::HostRecord>> hosts = store_.ListHosts();
+    if (!hosts.ok()) return hosts.status();
+    Plugins out;
     const std::int64_t now = clock_.NowMs();
-    for (const store::HostRecord& h : hosts) {
+    for (const store::HostRecord& h : *hosts) {
       json list = json::parse(h.plugins_json, nullptr, false);
       if (!list.is_array()) continue;
       const bool live = now - h.last_seen_ms <= config_.hosts.silent_after_ms;
@@ -231,12 +244,20 @@ class CatalogOps {
         if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
         // Another tenant's own (Lua resource) plugins never run this tenant's tasks.
         const std::string owner = d.value("tenant", std::string());
-        if (!owner.empty() && owner != call.principal.tenant) continue;
+        if (!owner.empty() && owner != tenant) continue;
         const std::string type = d["type"].get<std::string>();
-        if (live) live_types.insert(type);
-        descriptors.emplace(type, d);
+        if (live) out.live_types.insert(type);
+        out.descriptors.emplace(type, d);
       }
     }
+    return out;
+  }
+
+  Response Check(const Call& call) {
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    WEFT_TRY_ASSIGN(plugins, RegisteredPlugins(call.principal.tenant));
+    const std::set<std::string>& live_types = plugins.live_types;
+    const std::map<std::string, json>& descriptors = plugins.descriptors;
 
     json dangling = json::array();
     for (const catalog::DanglingReference& d : catalog::CheckReferences(cat))

@@ -199,7 +199,21 @@ TEST_CASE("weft catalog check: fields against the schemas a real weft-host regis
       "configure":{"type":"shell","fields":{"command":"true","args":{"port":1}}},
       "start":{"type":"puppet","fields":{"modules":"no-modules.tar.gz","class":"db","install_puppet":"yes"}},
       "stop":{"type":"no-such-automator","fields":{"x":1}}}}})");
-  REQUIRE(server.Weft({"service", "put", server.Path("db.json").string()}).exit_code == 0);
+  // The put itself warns of what the check below finds in its fields, and still stores it.
+  RunResult put = server.Weft({"service", "put", server.Path("db.json").string()});
+  REQUIRE(put.exit_code == 0);
+  CHECK_THAT(put.err, Catch::Contains("weft: warning: service 'db' (action install): "
+                                      "provisioner.actions.install.fields.timeout_ms is \"soon\", but plugin "
+                                      "'ansible' expects a whole number"));
+  CHECK_THAT(put.err, Catch::Contains("provisioner.actions.configure.fields.args"));
+  // A provider put again after the host registered: its unknown field is named at once.
+  testing::WriteFile(server.Path("cloud2.json"), R"({"name":"cloud2","providertype":"aws","provisioner":{
+      "api_user":"AKIAEXAMPLE","api_password":"not-a-real-secret","aws_region":"us-east-1","ssh_keypair":"k",
+      "aws_regoin":"eu-west-1"}})");
+  RunResult put2 = server.Weft({"provider", "put", server.Path("cloud2.json").string()});
+  REQUIRE(put2.exit_code == 0);
+  CHECK_THAT(put2.err, Catch::Contains("provider 'cloud2': provisioner.aws_regoin is not a field of plugin 'aws'"));
+  REQUIRE(server.Weft({"provider", "delete", "cloud2"}).exit_code == 0);
 
   RunResult table = server.Weft({"catalog", "check"});
   INFO(table.out << table.err << host.Log());
