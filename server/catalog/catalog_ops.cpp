@@ -333,6 +333,7 @@ class CatalogOps {
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
       return Response::Error(jsonf::RequireObject(body["config"], "config"));
+    WEFT_TRY_ASSIGN(summary, jsonf::Bool(body, "summary", "", false));
 
     WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
@@ -438,17 +439,41 @@ class CatalogOps {
                            (t.service.empty() ? std::string() : ", service '" + t.service + "'") +
                            "): that task would fail; see `weft plugin list`");
     }
+    const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
+    if (summary) return Response::Ok(PlanSummary(*layout, reply, std::move(warnings)));
     reply["layout"] = catalog::LayoutToJson(*layout);
     reply["warnings"] = std::move(warnings);
     // Never a reply larger than a message may be.
     json details;
-    const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
     if (Status s = bounds.CheckReply(wire::Dump(reply).size(), nodes, &details); !s.ok())
       return Response::Error(s, std::move(details));
     return Response::Ok(std::move(reply));
   }
 
  private:
+  // What `weft cluster plan` prints, without the list of every node and task: a reply of
+  // a few hundred bytes for a plan of any size. `plan` is the full reply's tasks and stages.
+  static json PlanSummary(const catalog::Layout& layout, const json& plan, json warnings) {
+    json actions = json::object();
+    json bootstrap = json::object();  // plugin -> the nodes whose BOOTSTRAP it runs
+    for (const json& t : plan["tasks"]) {
+      const std::string action = t.value("action", "");
+      actions[action] = actions.value(action, std::int64_t{0}) + 1;
+      if (action == "BOOTSTRAP") {
+        const std::string plugin = t.value("plugin", "");
+        bootstrap[plugin] = bootstrap.value(plugin, std::int64_t{0}) + 1;
+      }
+    }
+    return {{"summary", true},
+            {"nodes", layout.nodes.size()},
+            {"layout_summary", catalog::LayoutSummary(layout)},
+            {"task_count", plan["tasks"].size()},
+            {"stage_count", plan["stages"].size()},
+            {"actions", std::move(actions)},
+            {"bootstrap", std::move(bootstrap)},
+            {"warnings", std::move(warnings)}};
+  }
+
   store::Store& store_;
   const Clock& clock_;
   const server::Config& config_;
@@ -494,7 +519,7 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   }
   router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads, {});
   router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads,
-             {"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config"});
+             {"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config", "summary"});
 }
 
 }  // namespace weft::catalog

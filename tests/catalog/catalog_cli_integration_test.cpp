@@ -330,6 +330,44 @@ TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a p
                                         std::to_string(reply["stages"].size()) + " stages"));
 }
 
+TEST_CASE("weft cluster plan: the table asks only for the summary, so a plan larger than a message still shows",
+          "[catalog][cli][integration]") {
+  // Messages of at most 32 KiB: the full reply of a 20-node plan is larger.
+  testing::Weftd server(testing::WeftdOptions{
+      .name = "weft-catalog-cli-test",
+      .extra_toml = "[limits]\nmax_header_bytes = 32768\nmax_message_bytes = 32768\n"});
+  Import(server, kExamples);
+  const std::vector<std::string> plan = {"cluster", "plan", "big", "--template", "web-fake", "--size", "20"};
+  std::vector<std::string> as_json = {"-o", "json"};
+  as_json.insert(as_json.end(), plan.begin(), plan.end());
+  RunResult full = server.Weft(as_json);
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.err, Catch::Contains("more than a message may be"));
+
+  as_json.push_back("--summary");
+  json summary = server.WeftJson(std::vector<std::string>(as_json.begin() + 2, as_json.end()));
+  INFO(summary.dump());
+  CHECK(summary["summary"] == true);
+  CHECK_FALSE(summary.contains("tasks"));
+  CHECK_FALSE(summary.contains("layout"));
+  CHECK(summary["nodes"] == 20);
+  CHECK(summary["actions"]["CREATE"] == 20);
+  CHECK(summary["actions"]["CONFIRM"] == 20);
+  std::int64_t tasks = 0;
+  for (const auto& [action, n] : summary["actions"].items()) tasks += n.get<std::int64_t>();
+  CHECK(summary["task_count"] == tasks);
+  REQUIRE(summary["layout_summary"].is_array());
+  CHECK_FALSE(summary["layout_summary"].empty());
+
+  RunResult table = server.Weft(plan);
+  INFO(table.err);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("cluster 'big' from template 'web-fake': 20 nodes"));
+  CHECK_THAT(table.out, Catch::Contains("  " + summary["layout_summary"][0].get<std::string>() + "\n"));
+  CHECK_THAT(table.out, Catch::Contains("plan: " + std::to_string(tasks) + " tasks in " +
+                                        std::to_string(summary["stage_count"].get<std::int64_t>()) + " stages"));
+}
+
 TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's sentence", "[catalog][cli][integration]") {
   testing::Weftd server("weft-catalog-cli-test");
   Import(server, kExamples);
