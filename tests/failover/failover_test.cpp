@@ -700,8 +700,7 @@ TEST_CASE("failover: with the database down, weft status says on one line that w
   Pair pair("failover-db-down", 1000);
   pair.pg.reset();  // an immediate shutdown: its sessions and its socket are gone
   const std::string weft = testing::BuildPath("bin/weft");
-  // The follower says so at once. (A leader's store first waits for the
-  // database to come back, up to [store] reconnect_timeout_ms.)
+  // The follower says so at once. (A leader does too: see the cases below.)
   Weftd& follower = *pair.b;
   testing::RunResult r;
   const bool said = WaitFor(
