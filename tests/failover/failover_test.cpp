@@ -855,12 +855,12 @@ TEST_CASE("failover: a leader whose database is down answers at once, and leads 
   REQUIRE(WaitFor([&] { return Pair::Role(*outage.weftd) == "leader"; }, 20s));
   zmq::context_t ctx;
   client::Client api(ctx, {.endpoint = outage.weftd->api(), .timeout_ms = 3000});
-  const fs::path pg_dir = outage.pg->dir();
   const std::int64_t task = outage.StopDuringCreate(api);
 
   const std::string weft = testing::BuildPath("bin/weft");
   for (int i = 0; i < 3; ++i) {
-    // Whether the store's wait or the follower answers, it names the database, within the CLI's wait:
+    // Within the CLI's wait, whoever answers says the database is the cause: the store's wait
+    // (or, at the loss, the batch cut off), or the follower weftd became.
     // server.status, and an op only the reactor answers.
     for (const char* command : {"status", "host"}) {
       std::vector<std::string> args = {"--server", outage.weftd->api(), command};
@@ -869,7 +869,7 @@ TEST_CASE("failover: a leader whose database is down answers at once, and leads 
       INFO(command << ": " << r.out << r.err << outage.Logs());
       CHECK(r.exit_code != 0);
       CHECK(r.err.find("weft: weftd at " + outage.weftd->api() + " answered UNAVAILABLE: ") == 0);
-      CHECK(r.err.find(pg_dir.string()) != std::string::npos);
+      CHECK(r.err.find("PostgreSQL") != std::string::npos);
     }
   }
   REQUIRE(WaitFor([&] { return outage.host->Log().find("cannot report finished tasks to weftd") != std::string::npos; },
