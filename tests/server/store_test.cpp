@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "weft/server/store/store.hpp"
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
 
@@ -182,6 +183,30 @@ TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded 
   }
   // Nothing committed was lost on the way into the database file.
   CHECK(QueryInt(dir / "weft.db", "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'") == kCycles);
+}
+
+TEST_CASE("store: the checkpoint thread copies the WAL into the database file by itself", "[store][sqlite]") {
+  weft::testing::TempDir dir;
+  weft::store::StoreOptions options;
+  options.checkpoint.background_pages = 64;
+  options.checkpoint.limit_pages = 1'000'000;  // never: only the thread may checkpoint here
+  auto opened = weft::testing::OpenStore(dir / "weft.db", options);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  const auto db_bytes = [&] { return std::filesystem::file_size(dir / "weft.db"); };
+  const std::uintmax_t before = db_bytes();
+  // Commits until the WAL passes 64 pages: the last one asks the thread for a round.
+  int cycles = 0;
+  while (store.checkpoint_stats().wal_pages < options.checkpoint.background_pages) {
+    CommitCycles(store, 1);
+    REQUIRE(++cycles < 10'000);
+  }
+  // No commit comes after it, so nothing but the thread can checkpoint: the
+  // tables the commits grew reach the database file only if its round copies
+  // them (the file is written by checkpoints alone).
+  INFO("weft.db: " << before << " bytes before the commits, " << db_bytes() << " now");
+  CHECK(weft::testing::WaitFor([&] { return db_bytes() > before; }, std::chrono::seconds(30)));
+  CHECK(store.checkpoint_stats().background_rounds >= 1);
 }
 
 TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
