@@ -209,6 +209,32 @@ TEST_CASE("store: the checkpoint thread copies the WAL into the database file by
   CHECK(store.checkpoint_stats().background_rounds >= 1);
 }
 
+TEST_CASE("store: a WAL past 32 MiB is not cut back when it starts over", "[store][sqlite][slow]") {
+  weft::testing::TempDir dir;
+  weft::store::StoreOptions options;
+  // A round at 40 MiB of WAL (4 KiB pages and their 24-byte frame headers).
+  options.checkpoint.background_pages = 10'240;
+  options.checkpoint.limit_pages = 1'000'000;
+  constexpr std::uintmax_t kRoundBytes = 10'240 * (4096 + 24);
+  auto opened = weft::testing::OpenStore(dir / "weft.db", options);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  // Commits until the writer has finished a round of the thread's...
+  int cycles = 0;
+  while (store.checkpoint_stats().writer_rounds == 0) {
+    CommitCycles(store, 1);
+    REQUIRE(++cycles < 100'000);
+  }
+  CHECK(store.checkpoint_stats().background_rounds >= 1);
+  // ...and one more, which starts the WAL over and gives back what its file
+  // holds beyond journal_size_limit: nothing, under 64 MiB, so the next
+  // rounds write over the file rather than growing it again.
+  CommitCycles(store, 1);
+  const std::uintmax_t wal_bytes = std::filesystem::file_size(dir / "weft.db-wal");
+  INFO("weft.db-wal: " << wal_bytes << " bytes after " << cycles + 1 << " commits");
+  CHECK(wal_bytes >= kRoundBytes);
+}
+
 TEST_CASE("store: a file from a newer weftd is refused", "[store]") {
   weft::testing::TempDir dir;
   { REQUIRE(weft::testing::OpenStore(dir / "weft.db").ok()); }
