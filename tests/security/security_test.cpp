@@ -219,6 +219,9 @@ TEST_CASE("security: a host enrolls with a one-time token, a used or expired tok
   CHECK_THAT(s.Log(), Catch::Contains("revoked, used up or expired"));
   CHECK(h1.process().running());
 
+  // The superadmin credential weftd made at its first start is said, with where it is.
+  CHECK_THAT(s.Log(), Catch::Contains("made a superadmin credential at " + s.superadmin().string()));
+
   // A restart keeps every key: the host reconnects and the CLI still works.
   h2.process().Stop();
   h3.process().Stop();
@@ -226,6 +229,7 @@ TEST_CASE("security: a host enrolls with a one-time token, a used or expired tok
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   CHECK(h1.process().running());
   CHECK(Count(h1.Log(), "enrolled with weftd") == 1);
+  CHECK(s.Log().find("made a superadmin credential") == std::string::npos);  // the same one, not a new one
 }
 
 TEST_CASE("security: an unknown host waits until an admin accepts it, a revoked host is cut off at once",
