@@ -272,6 +272,8 @@ class Reactor {
   // during this turn's Begin; it stopped for a signal.
   bool store_waited_ = false;
   bool store_wait_signalled_ = false;
+  // The statement waiting is this turn's BEGIN, which may give up at once.
+  bool store_wait_may_end_ = false;
   // The api front passes every request to the reactor while the store waits
   // (its answers from memory would not say the database is gone).
   bool front_paused_ = false;
@@ -657,7 +659,9 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   if (commit_.InFlight() && ReadInInbox()) WEFT_RETURN_IF_ERROR(SettleCommit());
   store_waited_ = false;
   store_wait_signalled_ = false;
+  store_wait_may_end_ = true;
   Status s = commit_.Begin();
+  store_wait_may_end_ = false;
   if (s.ok() && front_paused_) {
     front_paused_ = false;
     front_.SetServing(leading_);
@@ -762,8 +766,17 @@ Status Reactor::Loop() {
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_ ||
-        components_.retention().Due(now) || !member_keys_due_.empty())
-      WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+        components_.retention().Due(now) || !member_keys_due_.empty()) {
+      Status turned = Turn(now, silence_due);
+      if (!turned.ok() && turned.code() == Code::kUnavailable && leadership_ && leading_) {
+        // The state could not be loaded again after a rollback, the database
+        // being gone: whichever weftd takes over next loads it afresh.
+        leadership_->Lose("it could not reload its state from the store (" + turned.message() + ")");
+        StepDown();
+        continue;
+      }
+      WEFT_RETURN_IF_ERROR(turned);
+    }
     // A leader renews between turns. After a pause (SIGSTOP) the requests
     // waiting meet the fencing check first; nothing commits once another
     // weftd took over, whichever notices it first.
@@ -1138,8 +1151,10 @@ std::string Seconds(std::int64_t ms) {
 bool Reactor::AnswerWhileStoreWaits(const store::StoreOutage& outage, int pause_ms) {
   store_waited_ = true;
   // A leader whose lease could not be renewed meanwhile (its election's
-  // connection is down too, as a rule) steps down now and answers as a follower.
-  if (leadership_ && !leadership_->leader()) return false;
+  // connection is down too, as a rule) steps down now and answers as a
+  // follower; a follower does not wait. Only from a turn's BEGIN, though: a
+  // reload of the state after a rollback must end (Loop steps down if it fails).
+  if (leadership_ && !leadership_->leader() && (!leading_ || store_wait_may_end_)) return false;
   if (leading_ && !front_paused_) {
     front_.SetServing(false);
     front_paused_ = true;

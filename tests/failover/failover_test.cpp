@@ -879,6 +879,7 @@ TEST_CASE("failover: a leader whose database is down answers at once, and leads 
   REQUIRE(WaitFor([&] { return Pair::Role(*outage.weftd) == "leader"; }, 30s));
   CheckFinishKept(outage, api, task);
   Result<std::string> epoch = outage.pg->Query("SELECT epoch FROM weft_leader", "postgres");
+  INFO(outage.Logs());
   CHECK(epoch.ok());
   if (epoch.ok()) CHECK(*epoch == "2");
 }

@@ -403,8 +403,11 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
   }
   REQUIRE(s.Weft({"cluster", "create", "a1", "--template", "web-fake", "--size", "3"}, who["alice"]).exit_code == 0);
   REQUIRE(s.Weft({"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}, who["carol"]).exit_code == 0);
-  REQUIRE(s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"}, root)
-              .exit_code == 0);
+  RunResult g1_made = s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"},
+                             root);
+  REQUIRE(g1_made.exit_code == 0);
+  // The command it suggests works as typed: it names the tenant given.
+  CHECK_THAT(g1_made.out, Catch::Contains("follow it with `weft --tenant globex job watch "));
   auto cluster_id = [&](const fs::path& as, const std::string& name, const std::string& tenant) {
     return s.WeftJson({"--tenant", tenant, "cluster", "get", name}, as)["cluster"];
   };
