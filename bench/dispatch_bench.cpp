@@ -35,6 +35,7 @@
 #include <cmath>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -76,24 +77,37 @@ struct Options {
   int raw_ms = 1000;  // length of one raw round-trip run
   std::string store;  // "postgres": compare the store backends instead
   int idle_spin_us = -1;  // weftd's [server] idle_spin_us; -1 leaves its default
+  std::string window_hook;  // a shell command run as `HOOK start|stop PID` around each timed run
 };
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "weft-bench dispatch: %s\n"
                "usage: weft-bench dispatch [--hosts N] [--tasks M] [--runs R] [--raw-ms MS] [--store postgres]\n"
-               "                           [--idle-spin-us US]\n"
+               "                           [--idle-spin-us US] [--window-hook CMD]\n"
                "  --hosts N    simulated hosts, one thread each (default 4)\n"
                "  --tasks M    tasks dispatched per run (default 10000)\n"
                "  --runs R     repetitions; medians are reported (default 5)\n"
                "  --raw-ms MS  length of each raw ZeroMQ round-trip run (default 1000)\n"
                "  --store postgres  finish+take with the store on PostgreSQL against SQLite\n"
-               "  --idle-spin-us US  weftd's [server] idle_spin_us (default: weftd's own)\n",
+               "  --idle-spin-us US  weftd's [server] idle_spin_us (default: weftd's own)\n"
+               "  --window-hook CMD  run `CMD start PID` as each dispatch run's clock starts (the tasks\n"
+               "               enqueued, the hosts registered) and `CMD stop PID` once its hosts are done,\n"
+               "               PID weftd's (e.g. a script running callgrind_control -z / -d when weftd\n"
+               "               is a script exec'ing valgrind); the run waits for it\n",
                problem.c_str());
   return 2;
 }
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// --window-hook: `hook what pid`, waited for.
+void RunHook(const std::string& hook, const char* what, pid_t pid) {
+  if (hook.empty()) return;
+  const std::string command = hook + " " + what + " " + std::to_string(pid);
+  if (int rc = std::system(command.c_str()); rc != 0)
+    std::fprintf(stderr, "weft-bench dispatch: --window-hook: `%s` exited with status %d\n", command.c_str(), rc);
+}
 
 
 
@@ -263,6 +277,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   std::int64_t postgres_start_ns = 0;
   std::int64_t postgres_end_ns = 0;
   std::barrier registered(opts.hosts, [&]() noexcept {
+    RunHook(opts.window_hook, "start", weftd.pid());
     cpu_start_ns = TreeCpuNs(weftd.pid());
     if (postgres > 0) postgres_start_ns = TreeCpuNs(postgres);
     start = SteadyClock::now();
@@ -323,6 +338,7 @@ Result<DispatchResult> DispatchRun(zmq::context_t& ctx, const fs::path& weftd_bi
   std::vector<std::thread> threads;
   for (int i = 0; i < opts.hosts; ++i) threads.emplace_back(host, i);
   for (auto& t : threads) t.join();
+  RunHook(opts.window_hook, "stop", weftd.pid());
   if (!first_error.ok()) return first_error.WithContext("dispatch run (weftd log: " + Tail(weftd.LogPath(), 600) + ")");
   weftd.Stop(std::chrono::seconds(15));
   double seconds = Seconds(end - start);
@@ -403,6 +419,9 @@ int Dispatch(const std::vector<std::string>& args) {
       opts.store = args[i];
     } else if (a == "--idle-spin-us") {
       if (!value(0, 10'000, &opts.idle_spin_us)) return Usage("--idle-spin-us needs a number from 0 to 10000");
+    } else if (a == "--window-hook") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return Usage("--window-hook needs a command");
+      opts.window_hook = args[++i];
     } else if (a == "--help" || a == "-h") {
       Usage("measures weftd's task dispatch against raw ZeroMQ round trips");
       return 0;

@@ -156,8 +156,9 @@ void RegisterKind(CommandTable& table) {
              .summary = "Add or update " + a_noun + " from a JSON file (a new version when it differs).",
              .description = "Validates the file on the server; an invalid " + noun +
                             " is refused with every problem named\n"
-                            "by its JSON path. Unknown fields are kept and shown as warnings. A file equal to\n"
-                            "the latest version (secrets compared in the clear) keeps that version.",
+                            "by its JSON path. Unknown fields are kept and shown as warnings, and so are plugin\n"
+                            "fields the registered plugin would refuse (as `weft catalog check` finds them).\n"
+                            "A file equal to the latest version (secrets compared in the clear) keeps that version.",
              .flags = {},
              .args = {{.name = "FILE", .required = true, .help = "a JSON file in the Coopr format"}},
              .handler = &KindPut<K>});

@@ -318,36 +318,34 @@ Status ClusterPlan(Context& ctx, const ParsedArgs& args) {
     if (!config.ok()) return ctx.UsageError(config.status().message());
     body["config"] = std::move(*config);
   }
+  // The table needs only the summary: weftd leaves out every node and task (a plan of
+  // 10,000 nodes is a reply of some 20 MB otherwise).
+  if (!ctx.json_output() || args.Has("--summary")) body["summary"] = true;
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("cluster.plan", std::move(body)));
   if (ctx.json_output()) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  Result<catalog::Layout> layout =
-      catalog::LayoutFromJson(reply.contains("layout") ? reply["layout"] : json::object());
-  if (!layout.ok()) return Status::Internal("the server's layout cannot be read: " + layout.status().message());
-  const std::int64_t tasks =
-      reply.contains("tasks") && reply["tasks"].is_array() ? static_cast<std::int64_t>(reply["tasks"].size()) : 0;
-  const std::int64_t stages =
-      reply.contains("stages") && reply["stages"].is_array() ? static_cast<std::int64_t>(reply["stages"].size()) : 0;
+  const auto count = [&](const char* key) {
+    return reply.contains(key) && reply[key].is_number_integer() ? reply[key].get<std::int64_t>() : std::int64_t{0};
+  };
+  const std::int64_t nodes = count("nodes");
   ctx.out() << "cluster '" << Printable(args.positionals.at(0)) << "' from template '"
-            << Printable(args.Get("--template")) << "': "
-            << Count(static_cast<std::int64_t>(layout->nodes.size()), "node", "nodes") << '\n';
-  for (const std::string& line : catalog::LayoutSummary(*layout)) ctx.out() << "  " << Printable(line) << '\n';
-  ctx.out() << "plan: " << Count(tasks, "task", "tasks") << " in " << Count(stages, "stage", "stages")
+            << Printable(args.Get("--template")) << "': " << Count(nodes, "node", "nodes") << '\n';
+  for (const json& line : reply.value("layout_summary", json::array()))
+    if (line.is_string()) ctx.out() << "  " << Printable(line.get<std::string>()) << '\n';
+  ctx.out() << "plan: " << Count(count("task_count"), "task", "tasks") << " in "
+            << Count(count("stage_count"), "stage", "stages")
             << " (nothing runs; -o json shows every node and task)\n";
-  std::map<std::string, std::int64_t> bootstraps;  // plugin -> nodes it prepares
-  for (const json& t : reply.value("tasks", json::array()))
-    if (t.value("action", "") == "BOOTSTRAP") ++bootstraps[t.value("plugin", "")];
-  const std::int64_t unprepared = static_cast<std::int64_t>(layout->nodes.size()) - [&] {
-    std::int64_t n = 0;
-    for (const auto& [plugin, count] : bootstraps) n += count;
-    return n;
-  }();
-  for (const auto& [plugin, count] : bootstraps)
-    ctx.out() << "  BOOTSTRAP of " << Count(count, "node", "nodes") << " by '" << Printable(plugin) << "'\n";
-  if (unprepared > 0)
-    ctx.out() << "  no BOOTSTRAP on " << Count(unprepared, "node", "nodes")
+  std::int64_t prepared = 0;
+  const json bootstrap = reply.value("bootstrap", json::object());
+  for (const auto& [plugin, n] : bootstrap.items()) {
+    const std::int64_t k = n.is_number_integer() ? n.get<std::int64_t>() : 0;
+    prepared += k;
+    ctx.out() << "  BOOTSTRAP of " << Count(k, "node", "nodes") << " by '" << Printable(plugin) << "'\n";
+  }
+  if (nodes > prepared)
+    ctx.out() << "  no BOOTSTRAP on " << Count(nodes - prepared, "node", "nodes")
               << " (no automator of theirs declares it)\n";
   for (const json& w : reply.value("warnings", json::array()))
     if (w.is_string()) ctx.out() << "warning: " << Printable(w.get<std::string>()) << '\n';
@@ -364,7 +362,9 @@ void RegisterClusterCommands(CommandTable& table) {
                             "catalog and plans the create. The table groups identical nodes\n"
                             "(\"3 × small debian12 [base, nginx]\") and counts tasks and stages; -o json\n"
                             "prints the reply: layout.nodes, tasks (with their `after` ids and the plugin\n"
-                            "that runs each) and stages. A node's BOOTSTRAP goes to the first automator of\n"
+                            "that runs each) and stages; with --summary, only the counts the table shows\n"
+                            "(weftd then sends no node or task list, however large the plan).\n"
+                            "A node's BOOTSTRAP goes to the first automator of\n"
                             "its services that declares BOOTSTRAP; a node with none gets no BOOTSTRAP.\n"
                             "Warns of every task whose plugin does not declare its action.\n"
                             "A request no layout can satisfy fails with the constraint that cannot be met.",
@@ -374,7 +374,8 @@ void RegisterClusterCommands(CommandTable& table) {
                        {.name = "--hardwaretype", .value_name = "H", .help = "every node uses this hardware type"},
                        {.name = "--imagetype", .value_name = "I", .help = "every node uses this image type"},
                        {.name = "--services", .value_name = "a,b", .help = "instead of the template's services"},
-                       {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"}},
+                       {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"},
+                       {.name = "--summary", .value_name = "", .help = "-o json: the counts only, not every node and task"}},
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterPlan});
 

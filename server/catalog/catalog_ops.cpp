@@ -138,6 +138,14 @@ class CatalogOps {
     std::vector<std::string> warnings;
     Result<std::string> name = scratch.PutJson(kind, body, &warnings);
     if (!name.ok()) return Response::Error(name.status(), {{"kind", catalog::KindName(kind)}});
+    // A provider's or service's plugin fields are checked as `catalog check` checks them,
+    // against the registered plugins: a misspelt or mistyped field is said now, not when a
+    // task fails. Only warned: the plugin may change before anything runs.
+    if (kind == Kind::kProvider || kind == Kind::kService) {
+      WEFT_TRY_ASSIGN(plugins, RegisteredPlugins(call.principal.tenant));
+      WEFT_TRY_ASSIGN(fields, CheckPluginFields(scratch, plugins.descriptors, resources_, call.principal.tenant));
+      for (const json& p : fields.problems) warnings.push_back(p.value("message", std::string()));
+    }
     // Stored as the library writes it back: unknown fields kept, keys sorted.
     WEFT_TRY_ASSIGN(doc, scratch.GetJson(kind, *name));
     // An entity equal to the latest version keeps it: no new version, nothing written.
@@ -216,14 +224,19 @@ class CatalogOps {
     return Response::Ok({{"kind", catalog::KindName(kind)}, {"name", name}, {"version", *version}});
   }
 
-  Response Check(const Call& call) {
-    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
-    WEFT_TRY_ASSIGN(hosts, store_.ListHosts());
-    // Plugin types by kind: those some live host runs, and every registered descriptor.
-    std::set<std::string> live_types;
+  // The plugin types a tenant's tasks can run: every descriptor a host registered, and
+  // the types some live host runs.
+  struct Plugins {
     std::map<std::string, json> descriptors;
+    std::set<std::string> live_types;
+  };
+
+  Result<Plugins> RegisteredPlugins(const std::string& tenant) {
+    Result<std::vector<store::HostRecord>> hosts = store_.ListHosts();
+    if (!hosts.ok()) return hosts.status();
+    Plugins out;
     const std::int64_t now = clock_.NowMs();
-    for (const store::HostRecord& h : hosts) {
+    for (const store::HostRecord& h : *hosts) {
       json list = json::parse(h.plugins_json, nullptr, false);
       if (!list.is_array()) continue;
       const bool live = now - h.last_seen_ms <= config_.hosts.silent_after_ms;
@@ -231,12 +244,20 @@ class CatalogOps {
         if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) continue;
         // Another tenant's own (Lua resource) plugins never run this tenant's tasks.
         const std::string owner = d.value("tenant", std::string());
-        if (!owner.empty() && owner != call.principal.tenant) continue;
+        if (!owner.empty() && owner != tenant) continue;
         const std::string type = d["type"].get<std::string>();
-        if (live) live_types.insert(type);
-        descriptors.emplace(type, d);
+        if (live) out.live_types.insert(type);
+        out.descriptors.emplace(type, d);
       }
     }
+    return out;
+  }
+
+  Response Check(const Call& call) {
+    WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
+    WEFT_TRY_ASSIGN(plugins, RegisteredPlugins(call.principal.tenant));
+    const std::set<std::string>& live_types = plugins.live_types;
+    const std::map<std::string, json>& descriptors = plugins.descriptors;
 
     json dangling = json::array();
     for (const catalog::DanglingReference& d : catalog::CheckReferences(cat))
@@ -312,6 +333,7 @@ class CatalogOps {
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
       return Response::Error(jsonf::RequireObject(body["config"], "config"));
+    WEFT_TRY_ASSIGN(summary, jsonf::Bool(body, "summary", "", false));
 
     WEFT_TRY_ASSIGN(cat, LoadCatalog(store_, call.principal.tenant));
     const catalog::ClusterTemplate* tmpl = cat.FindClusterTemplate(template_name);
@@ -417,17 +439,41 @@ class CatalogOps {
                            (t.service.empty() ? std::string() : ", service '" + t.service + "'") +
                            "): that task would fail; see `weft plugin list`");
     }
+    const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
+    if (summary) return Response::Ok(PlanSummary(*layout, reply, std::move(warnings)));
     reply["layout"] = catalog::LayoutToJson(*layout);
     reply["warnings"] = std::move(warnings);
     // Never a reply larger than a message may be.
     json details;
-    const std::int64_t nodes = static_cast<std::int64_t>(layout->nodes.size());
     if (Status s = bounds.CheckReply(wire::Dump(reply).size(), nodes, &details); !s.ok())
       return Response::Error(s, std::move(details));
     return Response::Ok(std::move(reply));
   }
 
  private:
+  // What `weft cluster plan` prints, without the list of every node and task: a reply of
+  // a few hundred bytes for a plan of any size. `plan` is the full reply's tasks and stages.
+  static json PlanSummary(const catalog::Layout& layout, const json& plan, json warnings) {
+    json actions = json::object();
+    json bootstrap = json::object();  // plugin -> the nodes whose BOOTSTRAP it runs
+    for (const json& t : plan["tasks"]) {
+      const std::string action = t.value("action", "");
+      actions[action] = actions.value(action, std::int64_t{0}) + 1;
+      if (action == "BOOTSTRAP") {
+        const std::string plugin = t.value("plugin", "");
+        bootstrap[plugin] = bootstrap.value(plugin, std::int64_t{0}) + 1;
+      }
+    }
+    return {{"summary", true},
+            {"nodes", layout.nodes.size()},
+            {"layout_summary", catalog::LayoutSummary(layout)},
+            {"task_count", plan["tasks"].size()},
+            {"stage_count", plan["stages"].size()},
+            {"actions", std::move(actions)},
+            {"bootstrap", std::move(bootstrap)},
+            {"warnings", std::move(warnings)}};
+  }
+
   store::Store& store_;
   const Clock& clock_;
   const server::Config& config_;
@@ -473,7 +519,7 @@ void RegisterCatalogOps(Router& router, store::Store& store, const Clock& clock,
   }
   router.Add("catalog.check", users, api, [ops](const Call& c) { return ops->Check(c); }, Effect::kReads, {});
   router.Add("cluster.plan", users, api, [ops](const Call& c) { return ops->Plan(c); }, Effect::kReads,
-             {"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config"});
+             {"name", "template", "size", "provider", "hardwaretype", "imagetype", "services", "config", "summary"});
 }
 
 }  // namespace weft::catalog

@@ -199,7 +199,21 @@ TEST_CASE("weft catalog check: fields against the schemas a real weft-host regis
       "configure":{"type":"shell","fields":{"command":"true","args":{"port":1}}},
       "start":{"type":"puppet","fields":{"modules":"no-modules.tar.gz","class":"db","install_puppet":"yes"}},
       "stop":{"type":"no-such-automator","fields":{"x":1}}}}})");
-  REQUIRE(server.Weft({"service", "put", server.Path("db.json").string()}).exit_code == 0);
+  // The put itself warns of what the check below finds in its fields, and still stores it.
+  RunResult put = server.Weft({"service", "put", server.Path("db.json").string()});
+  REQUIRE(put.exit_code == 0);
+  CHECK_THAT(put.err, Catch::Contains("weft: warning: service 'db' (action install): "
+                                      "provisioner.actions.install.fields.timeout_ms is \"soon\", but plugin "
+                                      "'ansible' expects a whole number"));
+  CHECK_THAT(put.err, Catch::Contains("provisioner.actions.configure.fields.args"));
+  // A provider put again after the host registered: its unknown field is named at once.
+  testing::WriteFile(server.Path("cloud2.json"), R"({"name":"cloud2","providertype":"aws","provisioner":{
+      "api_user":"AKIAEXAMPLE","api_password":"not-a-real-secret","aws_region":"us-east-1","ssh_keypair":"k",
+      "aws_regoin":"eu-west-1"}})");
+  RunResult put2 = server.Weft({"provider", "put", server.Path("cloud2.json").string()});
+  REQUIRE(put2.exit_code == 0);
+  CHECK_THAT(put2.err, Catch::Contains("provider 'cloud2': provisioner.aws_regoin is not a field of plugin 'aws'"));
+  REQUIRE(server.Weft({"provider", "delete", "cloud2"}).exit_code == 0);
 
   RunResult table = server.Weft({"catalog", "check"});
   INFO(table.out << table.err << host.Log());
@@ -314,6 +328,44 @@ TEST_CASE("weft cluster plan: a layout that meets web-fake's constraints and a p
                                         " × small debian12 [fake-base, fake-monitoring, fake-nginx]\n"));
   CHECK_THAT(table.out, Catch::Contains("plan: " + std::to_string(reply["tasks"].size()) + " tasks in " +
                                         std::to_string(reply["stages"].size()) + " stages"));
+}
+
+TEST_CASE("weft cluster plan: the table asks only for the summary, so a plan larger than a message still shows",
+          "[catalog][cli][integration]") {
+  // Messages of at most 32 KiB: the full reply of a 20-node plan is larger.
+  testing::Weftd server(testing::WeftdOptions{
+      .name = "weft-catalog-cli-test",
+      .extra_toml = "[limits]\nmax_header_bytes = 32768\nmax_message_bytes = 32768\n"});
+  Import(server, kExamples);
+  const std::vector<std::string> plan = {"cluster", "plan", "big", "--template", "web-fake", "--size", "20"};
+  std::vector<std::string> as_json = {"-o", "json"};
+  as_json.insert(as_json.end(), plan.begin(), plan.end());
+  RunResult full = server.Weft(as_json);
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.err, Catch::Contains("more than a message may be"));
+
+  as_json.push_back("--summary");
+  json summary = server.WeftJson(std::vector<std::string>(as_json.begin() + 2, as_json.end()));
+  INFO(summary.dump());
+  CHECK(summary["summary"] == true);
+  CHECK_FALSE(summary.contains("tasks"));
+  CHECK_FALSE(summary.contains("layout"));
+  CHECK(summary["nodes"] == 20);
+  CHECK(summary["actions"]["CREATE"] == 20);
+  CHECK(summary["actions"]["CONFIRM"] == 20);
+  std::int64_t tasks = 0;
+  for (const auto& [action, n] : summary["actions"].items()) tasks += n.get<std::int64_t>();
+  CHECK(summary["task_count"] == tasks);
+  REQUIRE(summary["layout_summary"].is_array());
+  CHECK_FALSE(summary["layout_summary"].empty());
+
+  RunResult table = server.Weft(plan);
+  INFO(table.err);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("cluster 'big' from template 'web-fake': 20 nodes"));
+  CHECK_THAT(table.out, Catch::Contains("  " + summary["layout_summary"][0].get<std::string>() + "\n"));
+  CHECK_THAT(table.out, Catch::Contains("plan: " + std::to_string(tasks) + " tasks in " +
+                                        std::to_string(summary["stage_count"].get<std::int64_t>()) + " stages"));
 }
 
 TEST_CASE("weft cluster plan: an unsolvable request exits 1 with the solver's sentence", "[catalog][cli][integration]") {

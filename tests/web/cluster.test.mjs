@@ -152,5 +152,14 @@ s.test('a node whose DELETE failed is marked in the cluster\'s node list', async
   assert.equal(rows.length, marked.length);
   for (const row of rows) assert.match(row, /delete failed/);
   await page.waitForSelector('[data-testid=nodes] [data-testid=node-state] .badge[data-status="delete failed"]');
+  // Said where an operator looks first, with what to do; the changes weftd would refuse are not offered.
+  const note = await page.textContent('[data-testid=delete-failed-note]');
+  assert.match(note, new RegExp(`${marked.length} nodes were not deleted`));
+  for (const host of marked) assert.ok(note.includes(host), `the note names ${host}: ${note}`);
+  assert.match(note, /Delete deletes them again/);
+  for (const k of ['start', 'stop', 'restart', 'reconfigure', 'upgrade', 'add', 'remove'])
+    assert.equal(await page.isDisabled(`[data-testid=action-${k}]`), true, `${k} is not offered`);
+  assert.equal(await page.isDisabled('[data-testid=action-scale]'), false, 'a scale deletes them again');
+  assert.equal(await page.isDisabled('[data-testid=delete-cluster]'), false);
   await shot(page, 'cluster-delete-failed-nodes');
 });

@@ -154,6 +154,11 @@ export function ClusterScreen({ params }) {
     ? { ...j, status: shownJob.status, message: shownJob.message, finished_at_ms: shownJob.finished_at_ms } : j));
   const terminated = c.status === 'terminated';
   const services = serviceSummary(c.nodes || []);
+  // Nodes a failed job was to delete and did not ("delete failed"): weftd runs only a delete
+  // or a scale (which deletes them again) until they are gone, and refuses every other change.
+  const undeleted = (c.nodes || []).filter((n) => n.state === 'delete failed').map((n) => n.hostname);
+  const kept = (c.nodes || []).length - undeleted.length;
+  const blocked = (k) => undeleted.length > 0 && k !== 'scale' && k !== 'lease';
 
   return html`<${Page} title=${html`<span data-testid="cluster-name">${c.name}</span> <${StatusBadge} status=${c.status} />`}
       subtitle=${`${c.template} · ${c.size} nodes · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
@@ -161,8 +166,17 @@ export function ClusterScreen({ params }) {
         <button class="button danger" onClick=${() => setConfirmDelete(true)} data-testid="delete-cluster">Delete</button>`}>
     <${ErrorNote} error=${error} />
     ${shownJob ? html`<${Card} title="Latest job"><${JobProgress} job=${shownJob} /><//>` : null}
+    ${undeleted.length && !terminated ? html`<div class="warn-note" role="status" data-testid="delete-failed-note">
+      <strong>${undeleted.length === 1 ? 'A node was not deleted' : `${undeleted.length} nodes were not deleted`}</strong>:
+      the provider's DELETE failed for <span class="mono">${undeleted.join(', ')}</span>.
+      ${kept > 0 ? html`<b>Scale</b> (to any size) deletes ${undeleted.length === 1 ? 'it' : 'them'} again and keeps the other
+        ${kept === 1 ? 'node' : `${kept} nodes`}; <b>Delete</b> deletes the whole cluster.`
+        : html`<b>Delete</b> deletes ${undeleted.length === 1 ? 'it' : 'them'} again.`}
+      Other changes are refused until then.
+    </div>` : null}
     ${terminated ? null : html`<div class="row" role="toolbar" aria-label="Cluster actions">
-      ${ACTIONS.map(([k, label]) => html`<button class="button small" disabled=${k === 'rollback' && !c.has_previous}
+      ${ACTIONS.map(([k, label]) => html`<button class="button small" disabled=${(k === 'rollback' && !c.has_previous) || blocked(k)}
+        title=${blocked(k) ? 'refused while the cluster has nodes whose DELETE failed: scale or delete first' : null}
         onClick=${() => setDialog(k)} data-testid=${'action-' + k}>${label}</button>`)}
     </div>`}
     <div class="grid-2">
