@@ -750,8 +750,10 @@ class Store {
   bool GathersTaskWrites() const { return backend_ == Backend::kPostgres && in_transaction_; }
   Status SendTaskWrites();
   // PostgreSQL, in a transaction: removes from open_tasks the tasks the
-  // gathered writes finished, once there are a batch of them.
+  // gathered writes finished in commits confirmed, once there are a batch of them.
   Status PruneOpenTasks();
+  // PostgreSQL: a write that leaves the task unfinished: PruneOpenTasks must not remove it.
+  void ForgetFinished(std::int64_t task_id);
   // Writes the tasks InsertTask gave since BeginTaskInserts and not written yet.
   Status WriteTaskInserts();
   // InsertCluster once the summary fields are set.
