@@ -44,6 +44,10 @@ enum class TaskState : int { kQueued = 1, kLeased, kSucceeded, kFailed, kWaiting
 std::string_view TaskStateName(TaskState state);
 // False when `name` is not a state name.
 bool ParseTaskState(std::string_view name, TaskState* out);
+// When `s` is a write that failed because the disk holding the store is
+// full (SQLite): the words that say so, which disk, the bytes free and what
+// to do ("the disk holding DIR is full (statvfs: N bytes free; ...); free space there").
+std::optional<std::string> DiskFull(const Status& s);
 
 struct HostRecord {
   std::string id;
