@@ -142,7 +142,7 @@ Result<wire::Reply> Client::Exchange(wire::Request& req, int timeout_ms) {
   if (req.on_behalf.empty()) req.on_behalf = options_.on_behalf;
   for (int hop = 0;; ++hop) {
     Result<wire::Reply> reply = CallOnce(req, deadline, timeout_ms);
-    if (!reply.ok() || reply->ok || hop >= kMaxRedirects) return reply;
+    if (!reply.ok() || reply->ok || hop >= kMaxRedirects || !options_.follow_leader) return reply;
     const json& details = reply->error.details;
     if (!details.is_object() || !details.value("not_leader", false)) return reply;
     // A follower answered without doing anything: the request goes on to the leader.

@@ -76,6 +76,8 @@ struct Options {
   // for up to about twice this long (weft/client/probe.hpp) and says what it
   // found there (an HTTP server, weftd's provisioner endpoint, ...); 0: never.
   int probe_ms = 1000;
+  // false: a NOT_LEADER reply is returned as it came, not followed (to ask one weftd itself).
+  bool follow_leader = true;
 };
 
 // What Call and CallAs return: a Result<json> (it converts to one) that, for
