@@ -939,6 +939,11 @@ CREATE TABLE IF NOT EXISTS resource_content (
   PRIMARY KEY (content_id, start)
 );
 )sql"},
+    // A session made by a login with an API token names the token (its secret's
+    // hash), so that it ends when the token is revoked or expires.
+    {23, R"sql(
+ALTER TABLE sessions ADD COLUMN token_hash TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 // A task's columns, from its two rows (migration 21): `t` its tasks row, `s` its task_specs row.
