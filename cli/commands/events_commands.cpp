@@ -90,8 +90,6 @@ struct Filter {
 
 Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
   Filter f;
-  std::string tenant = ctx.options().tenant;
-  if (tenant.empty()) tenant = ctx.credential() && !ctx.credential()->tenant.empty() ? ctx.credential()->tenant : "default";
   std::string cluster_id;
   if (args.Has("--job")) {
     WEFT_ASSIGN_OR_RETURN(json job, ctx.Call("job.get", {{"job", args.Get("--job")}}));
@@ -108,9 +106,12 @@ Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
   }
   if (cluster_id.empty()) {
     // Everything this caller may see (weftd narrows it to the caller's role).
-    f.prefixes.push_back(ctx.options().tenant.empty() ? "" : tenant + "/");
+    f.prefixes.push_back(ctx.options().tenant.empty() ? "" : ctx.options().tenant + "/");
     return f;
   }
+  // The credential's tenant is known once a call has loaded it (the lookups above).
+  std::string tenant = ctx.options().tenant;
+  if (tenant.empty()) tenant = ctx.credential() && !ctx.credential()->tenant.empty() ? ctx.credential()->tenant : "default";
   for (const char* kind : {"job/", "cluster/", "task/"}) f.prefixes.push_back(tenant + "/" + kind + cluster_id + "/");
   return f;
 }
@@ -282,6 +283,9 @@ Status Events(Context& ctx, const ParsedArgs& args) {
       // or another weftd leads now.
       asked = now;
       Result<std::string> where = EventsEndpoint(ctx, 1000);
+      // A key weftd no longer knows (revoked, its user or tenant deleted) never gets in again.
+      if (!where.ok() && where.status().code() == Code::kDenied)
+        return where.status().WithContext("stopped following weftd's events");
       const bool moved = where.ok() && *where != subscriber.endpoint();
       if (moved && connected) {
         ctx.err() << "weftd's events are now published at " << *where << " (another weftd leads); following there\n"
@@ -331,10 +335,12 @@ void RegisterEventsCommands(CommandTable& table) {
              .description =
                  "One line per event until interrupted (-o json: one JSON object per line, with\n"
                  "its topic). Without options: every event you may see (a tenant admin their\n"
-                 "tenant's, a user their own clusters'). When weftd restarts it says so and\n"
-                 "reconnects by itself. Events missed (published while away, or dropped for a\n"
-                 "slow reader) are told in one line on stderr: read the state back then with\n"
-                 "`weft job show` or `weft cluster get`.",
+                 "tenant's, a user those of the clusters they own when weftd receives the\n"
+                 "subscription: a cluster made later shows after a reconnection, or with\n"
+                 "--cluster). When weftd restarts it says so and reconnects by itself; a key\n"
+                 "weftd no longer knows (revoked) ends it with exit code 1. Events missed\n"
+                 "(published while away, or dropped for a slow reader) are told in one line on\n"
+                 "stderr: read the state back then with `weft job show` or `weft cluster get`.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's events (name or id)"},
                        {.name = "--job", .value_name = "J", .help = "only this job's events and its tasks'"}},
              .args = {},

@@ -51,10 +51,35 @@ Status Components::Prepare() {
     resources_in_store_ = in_store.get();
     resources_ = std::move(in_store);
   } else {
-    WEFT_ASSIGN_OR_RETURN(resources_,
+    WEFT_ASSIGN_OR_RETURN(std::unique_ptr<resources::FileResourceStore> files,
                           resources::FileResourceStore::Open(config_.server.data_dir / "resources", clock_));
+    WEFT_RETURN_IF_ERROR(ExportResourceRows(*files));
+    resources_ = std::move(files);
   }
   return Wire();
+}
+
+Status Components::ExportResourceRows(resources::FileResourceStore& files) {
+  // Resources a "database" weftd kept in this store's tables before: not lost by the switch back to files.
+  resources::DatabaseResourceStore rows(store_, clock_);
+  WEFT_ASSIGN_OR_RETURN(resources::DatabaseResourceStore::Exported exported, rows.ExportFiles(files));
+  for (const std::string& what : exported.exported) {
+    WEFT_LOG(kInfo, "resources") << "exported from the store into " << files.root().string() << ": " << what;
+  }
+  for (const std::string& what : exported.replaced) {
+    WEFT_LOG(kInfo, "resources") << "exported from the store into " << files.root().string() << ": " << what;
+  }
+  for (const std::string& what : exported.same) {
+    WEFT_LOG(kInfo, "resources") << "not exported from the store into " << files.root().string()
+                                 << ", the directory has it already (kept the directory's): " << what;
+  }
+  if (!exported.marked.empty()) {
+    WEFT_LOG(kInfo, "resources") << "resources are kept as files now; the store's were compared with "
+                                 << files.root().string() << " and the export recorded in "
+                                 << exported.marked.string()
+                                 << " (weftd no longer compares them; the store's rows stay for other weftd)";
+  }
+  return Status::Ok();
 }
 
 void Components::ImportResourceFiles() {

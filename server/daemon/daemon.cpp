@@ -205,6 +205,11 @@ class Reactor {
   bool ReadInInbox() const;
   // A follower's turn: server.status, and NOT_LEADER for everything else.
   void AnswerAsFollower();
+  // While the store waits for its lost PostgreSQL to come back (it calls
+  // this between attempts, outage.hpp): for `pause_ms`, every request that
+  // comes, held takes and the inbox are answered UNAVAILABLE with why, none
+  // handled. False: stop waiting (the leadership was lost, or a signal came).
+  bool AnswerWhileStoreWaits(const store::StoreOutage& outage, int pause_ms);
   Status StartElection(const json& endpoints);
 
   // The libpq connection string of the store's database when weftd elects a
@@ -263,6 +268,15 @@ class Reactor {
   std::vector<queue::AttemptRef> undelivered_;
   std::int64_t next_silence_check_ms_ = 0;
   bool stop_ = false;
+  // The store's wait for a lost PostgreSQL called AnswerWhileStoreWaits
+  // during this turn's Begin; it stopped for a signal.
+  bool store_waited_ = false;
+  bool store_wait_signalled_ = false;
+  // The statement waiting is this turn's BEGIN, which may give up at once.
+  bool store_wait_may_end_ = false;
+  // The api front passes every request to the reactor while the store waits
+  // (its answers from memory would not say the database is gone).
+  bool front_paused_ = false;
 
   // The loop's view of the ROUTERs (see Loop). Index 0: provisioner, 1: api.
   int fds_[2] = {-1, -1};
@@ -643,8 +657,20 @@ Status Reactor::Turn(std::int64_t now, bool silence_due) {
   std::vector<Pending> batch;
   // A read is answered from what is committed, so not with a commit in flight.
   if (commit_.InFlight() && ReadInInbox()) WEFT_RETURN_IF_ERROR(SettleCommit());
+  store_waited_ = false;
+  store_wait_signalled_ = false;
+  store_wait_may_end_ = true;
   Status s = commit_.Begin();
+  store_wait_may_end_ = false;
+  if (s.ok() && front_paused_) {
+    front_paused_ = false;
+    front_.SetServing(leading_);
+  }
   if (!s.ok()) WEFT_RETURN_IF_ERROR(SettleCommit());
+  // A leader whose store waited for PostgreSQL until [store] reconnect_timeout_ms
+  // ran out gives the leadership up, to a weftd that may reach the database.
+  if (!s.ok() && leadership_ && leadership_->leader() && store_waited_ && !store_wait_signalled_)
+    leadership_->Lose("its store could not reach PostgreSQL within [store] reconnect_timeout_ms (" + s.message() + ")");
   if (!s.ok() && leadership_ && !leadership_->leader()) {
     StepDown();  // another weftd leads: the inbox gets NOT_LEADER replies next
     return Status::Ok();
@@ -697,6 +723,8 @@ Status Reactor::Loop() {
   // after its descriptor fired, after a batch filled up, and after sending on
   // it (a send may process the socket's commands, consuming the signal).
   WEFT_RETURN_IF_ERROR(transport_.Descriptors(fds_));
+  store_.SetReconnectWait(
+      [this](const store::StoreOutage& outage, int pause_ms) { return AnswerWhileStoreWaits(outage, pause_ms); });
   const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
   while (!stop_) {
     WEFT_ASSIGN_OR_RETURN(const Woke woke, Wait());
@@ -738,8 +766,17 @@ Status Reactor::Loop() {
     const bool expiry_due = queue_.NextExpiryMs() && *queue_.NextExpiryMs() <= now;
     const bool silence_due = now >= next_silence_check_ms_;
     if (!inbox_.empty() || expiry_due || held_.AnyDue(now) || silence_due || !undelivered_.empty() || serve_more_ ||
-        components_.retention().Due(now) || !member_keys_due_.empty())
-      WEFT_RETURN_IF_ERROR(Turn(now, silence_due));
+        components_.retention().Due(now) || !member_keys_due_.empty()) {
+      Status turned = Turn(now, silence_due);
+      if (!turned.ok() && turned.code() == Code::kUnavailable && leadership_ && leading_) {
+        // The state could not be loaded again after a rollback, the database
+        // being gone: whichever weftd takes over next loads it afresh.
+        leadership_->Lose("it could not reload its state from the store (" + turned.message() + ")");
+        StepDown();
+        continue;
+      }
+      WEFT_RETURN_IF_ERROR(turned);
+    }
     // A leader renews between turns. After a pause (SIGSTOP) the requests
     // waiting meet the fencing check first; nothing commits once another
     // weftd took over, whichever notices it first.
@@ -755,6 +792,7 @@ void Reactor::Shutdown() {
   commit_.Rest();
   metrics_listener_.reset();
   store_.SetLeaderFence({});  // it points into this reactor, which the store outlives
+  store_.SetReconnectWait({});
   std::vector<Pending> replies;
   for (Inbound& in : inbox_) {
     in.pending.response = api::Response::Error(Status::Unavailable("weftd is shutting down; retry"));
@@ -793,6 +831,9 @@ Result<std::unique_ptr<metrics::HttpListener>> Reactor::StartMetrics(ServerMetri
 Status Reactor::StartFront() {
   store::StoreOptions options = store_options_;
   options.reader = true;
+  // A read that finds PostgreSQL lost does not wait for it: the front would
+  // answer nothing meanwhile. It goes to the reactor, which answers why.
+  options.reconnect_timeout_ms = 0;
   Result<std::unique_ptr<store::Store>> reader = store::Store::Open(store_.path(), options);
   if (!reader.ok()) return reader.status().WithContext("cannot open the api front's store connection");
   auto reads = std::make_unique<api::Router>();
@@ -1026,6 +1067,7 @@ void Reactor::StepDown() {
   const bool was = leading_;
   leading_ = false;
   front_.SetServing(false);
+  front_paused_ = false;
   member_keys_due_.clear();
   PublishLeadership();
   if (!was) return;
@@ -1097,6 +1139,61 @@ void Reactor::AnswerAsFollower() {
   }
   inbox_.clear();
   Reply(replies);
+}
+
+// "12 s", or "1.5 s" below ten seconds.
+std::string Seconds(std::int64_t ms) {
+  ms = std::max<std::int64_t>(ms, 0);
+  if (ms >= 10'000) return std::to_string((ms + 500) / 1000) + " s";
+  return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+}
+
+bool Reactor::AnswerWhileStoreWaits(const store::StoreOutage& outage, int pause_ms) {
+  store_waited_ = true;
+  // A leader whose lease could not be renewed meanwhile (its election's
+  // connection is down too, as a rule) steps down now and answers as a
+  // follower; a follower does not wait. Only from a turn's BEGIN, though: a
+  // reload of the state after a rollback must end (Loop steps down if it fails).
+  if (leadership_ && !leadership_->leader() && (!leading_ || store_wait_may_end_)) return false;
+  if (leading_ && !front_paused_) {
+    front_.SetServing(false);
+    front_paused_ = true;
+  }
+  const Status why = Status::Unavailable(
+      "this weftd's database, PostgreSQL at " + outage.server + ", has been unreachable for " +
+      Seconds(outage.lost_ms_ago) + " (" + outage.why + "); weftd keeps trying" +
+      (leadership_ ? " for " + Seconds(outage.left_ms) + " more, then steps down as leader" : " until it is back") +
+      "; nothing of this request was done: retry");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(pause_ms);
+  const std::size_t batch_max = static_cast<std::size_t>(config_.server.batch_max_messages);
+  std::vector<Pending> replies;
+  held_.AnswerAll(&replies, why);
+  while (true) {
+    // Until both ROUTERs refused a receive (a reply may consume their descriptor's signal: Reply).
+    while (true) {
+      Drain(batch_max, false);
+      for (Inbound& in : inbox_) {
+        if (in.request) in.pending.response = api::Response::Error(why);
+        replies.push_back(std::move(in.pending));
+      }
+      inbox_.clear();
+      if (replies.empty()) break;
+      Reply(replies);
+      replies.clear();
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return true;
+    pollfd items[] = {{signal_fd_, POLLIN, 0}, {fds_[0], POLLIN, 0}, {fds_[1], POLLIN, 0}};
+    const int rc = ::poll(items, 3, static_cast<int>(left.count()));
+    if (rc > 0 && (items[0].revents & POLLIN)) {
+      store_wait_signalled_ = true;  // Wait() reads it and stops
+      return false;
+    }
+    if (rc > 0) {
+      pending_[0] = pending_[0] || items[1].revents != 0;
+      pending_[1] = pending_[1] || items[2].revents != 0;
+    }
+  }
 }
 
 // What of `store` was made with the key files: keys (principals), hosts,

@@ -21,6 +21,8 @@ T Known(const Leadership& leadership, const char* key, T fallback) {
 std::string LeaderEndpoint(const Leadership& leadership, api::Endpoint endpoint) {
   const json& known = leadership.known_leader();
   if (!known.is_object() || known.value("node", std::string()).empty()) return "";
+  // This weftd as it led last: it stepped down, and no other is known to lead yet.
+  if (known.value("node", std::string()) == leadership.node() && !leadership.leader()) return "";
   const json endpoints = known.value("endpoints", json::object());
   const char* kind = endpoint == api::Endpoint::kProvisioner ? "provisioner" : "api";
   return endpoints.is_object() ? endpoints.value(kind, std::string()) : std::string();
@@ -40,9 +42,14 @@ json NotLeaderDetails(const Leadership& leadership, api::Endpoint endpoint) {
 
 Status NotLeaderStatus(const Leadership& leadership, api::Endpoint endpoint) {
   const std::string where = LeaderEndpoint(leadership, endpoint);
-  if (where.empty())
+  if (where.empty()) {
+    // The database is out of reach: no weftd can lead on it meanwhile.
+    if (const std::string unreachable = leadership.ConnectError(); !unreachable.empty())
+      return Status::Unavailable("this weftd ('" + leadership.node() + "') is a follower and no leader is known: " +
+                                 unreachable + "; retry once the database is back");
     return Status::Unavailable("this weftd ('" + leadership.node() +
                                "') is a follower and no leader is known yet; retry in a moment");
+  }
   return Status::Unavailable("this weftd ('" + leadership.node() + "') is a follower; the leader is '" +
                              Known(leadership, "node", std::string()) + "' at " + where +
                              ": send the request there");

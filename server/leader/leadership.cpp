@@ -455,6 +455,11 @@ Result<nlohmann::json> Leadership::View() {
               {"lease_ms", options_.lease_ms}};
 }
 
+std::string Leadership::ConnectError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_ && conn_->ok() ? std::string() : connect_error_;
+}
+
 Result<std::vector<std::string>> Leadership::SuperadminKeys() {
   std::lock_guard<std::mutex> lock(mu_);
   // Not connected again here: a leader's connection holds its lock, and Tick notices its loss.

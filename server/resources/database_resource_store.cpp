@@ -1,8 +1,11 @@
 #include "weft/server/resources/database_resource_store.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <system_error>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "weft/common/log.hpp"
 
@@ -59,6 +62,52 @@ auto InTransaction(store::Store& store, DatabaseResourceStore& self, Body&& body
   }
   if (StoreError(status)) self.ForgetCached();
   return result;
+}
+
+// "v1 active, v2 inactive", for messages.
+std::string VersionsText(const std::vector<VersionInfo>& versions) {
+  std::string out;
+  for (const VersionInfo& v : versions)
+    out += (out.empty() ? "v" : ", v") + std::to_string(v.version) + " " + std::string(VersionStateName(v.state));
+  return out.empty() ? "no version" : out;
+}
+
+// The last time a version of `versions` became or stopped being active.
+std::int64_t LastChangeMs(const std::vector<VersionInfo>& versions) {
+  std::int64_t last = 0;
+  for (const VersionInfo& v : versions) last = std::max({last, v.created_at_ms, v.activated_at_ms, v.retired_at_ms});
+  return last;
+}
+
+// How copy `a` of a resource stands to copy `b` (the store's and a
+// directory's): kOlder when every version of `a` is one of `b`'s, with the
+// same digest, and `b` has more, or the same ones changed later.
+enum class Copy { kSame, kOlder, kNewer, kDifferent };
+Copy Compare(const std::vector<VersionInfo>& a, const std::vector<VersionInfo>& b) {
+  auto within = [](const std::vector<VersionInfo>& x, const std::vector<VersionInfo>& y) {
+    for (const VersionInfo& v : x) {
+      auto it = std::find_if(y.begin(), y.end(), [&](const VersionInfo& w) { return w.version == v.version; });
+      if (it == y.end() || it->digest != v.digest) return false;
+    }
+    return true;
+  };
+  const bool a_in_b = within(a, b);
+  const bool b_in_a = within(b, a);
+  if (a_in_b && b_in_a) {
+    bool same = true;
+    for (const VersionInfo& v : a) {
+      auto it = std::find_if(b.begin(), b.end(), [&](const VersionInfo& w) { return w.version == v.version; });
+      if (it->state != v.state || it->activated_at_ms != v.activated_at_ms || it->retired_at_ms != v.retired_at_ms)
+        same = false;
+    }
+    if (same) return Copy::kSame;
+    const std::int64_t a_last = LastChangeMs(a), b_last = LastChangeMs(b);
+    if (a_last == b_last) return Copy::kDifferent;
+    return a_last < b_last ? Copy::kOlder : Copy::kNewer;
+  }
+  if (a_in_b) return Copy::kOlder;
+  if (b_in_a) return Copy::kNewer;
+  return Copy::kDifferent;
 }
 
 }  // namespace
@@ -443,9 +492,19 @@ Result<DatabaseResourceStore::Imported> DatabaseResourceStore::ImportFiles(const
         const std::string what = "tenant '" + tenant + "': " + ResourceName(r.type, r.name) + " (" +
                                  std::to_string(r.versions.size()) + " version(s))";
         WEFT_ASSIGN_OR_RETURN(bool exists, store_.ResourceExists(tenant, r.type, r.name));
+        std::string replaced;
         if (exists) {
-          report.skipped.push_back(what);
-          continue;
+          // The store's copy is kept unless it is an older one of the files' (an export's, since changed).
+          WEFT_ASSIGN_OR_RETURN(std::vector<store::ResourceVersionRecord> rows,
+                                store_.ListResourceVersions(tenant, r.type, r.name));
+          std::vector<VersionInfo> stored;
+          for (const store::ResourceVersionRecord& row : rows) stored.push_back(Info(row));
+          if (Compare(stored, r.versions) != Copy::kOlder) {
+            report.skipped.push_back(what);
+            continue;
+          }
+          replaced = ", replacing the store's older copy (" + VersionsText(stored) + ")";
+          WEFT_RETURN_IF_ERROR(store_.DeleteResource(tenant, r.type, r.name));
         }
         std::int64_t next = 1;
         for (const VersionInfo& v : r.versions) {
@@ -482,7 +541,7 @@ Result<DatabaseResourceStore::Imported> DatabaseResourceStore::ImportFiles(const
           next = std::max(next, v.version + 1);
         }
         WEFT_RETURN_IF_ERROR(store_.RaiseResourceVersion(tenant, r.type, r.name, next));
-        report.imported.push_back(what);
+        report.imported.push_back(what + replaced);
       }
     }
     return true;
@@ -500,6 +559,103 @@ Result<DatabaseResourceStore::Imported> DatabaseResourceStore::ImportFiles(const
                             " into the store, but cannot rename the directory to " + moved.string() + ": " +
                             ec.message() + "; move it away yourself, or weftd imports what the store lacks again");
   report.moved_to = moved;
+  return report;
+}
+
+Result<DatabaseResourceStore::Exported> DatabaseResourceStore::ExportFiles(FileResourceStore& files) {
+  Exported report;
+  const fs::path root = files.root();
+  const fs::path marker = root / kExportMarker;
+  std::error_code ec;
+  if (fs::exists(marker, ec)) return report;
+  struct Planned {
+    std::string tenant, type, name, what;
+    std::vector<VersionInfo> versions;
+    std::map<std::int64_t, std::string> content;  // version -> content id
+    Copy copy = Copy::kSame;
+  };
+  std::vector<Planned> plan;
+  std::vector<std::string> differ;
+  // One read transaction: the store's resources as one commit left them.
+  Status done = InTransaction(store_, *this, [&]() -> Result<bool> {
+    WEFT_ASSIGN_OR_RETURN(std::vector<store::TenantRecord> tenants, store_.ListTenants());
+    for (const store::TenantRecord& t : tenants) {
+      WEFT_ASSIGN_OR_RETURN(std::vector<store::ResourceVersionRecord> rows, store_.ListResourceVersions(t.name, "", ""));
+      for (const store::ResourceVersionRecord& r : rows) {
+        if (plan.empty() || plan.back().tenant != t.name || plan.back().type != r.type || plan.back().name != r.name)
+          plan.push_back(Planned{t.name, r.type, r.name, "", {}, {}, Copy::kSame});
+        plan.back().versions.push_back(Info(r));
+        plan.back().content[r.version] = r.content_id;
+      }
+    }
+    for (Planned& p : plan) {
+      p.what = "tenant '" + p.tenant + "': " + ResourceName(p.type, p.name) + " (" + std::to_string(p.versions.size()) +
+               " version(s))";
+      const std::vector<VersionInfo>* have = files.Versions(p.tenant, p.type, p.name);
+      if (!have) {
+        p.copy = Copy::kOlder;  // none at all
+        continue;
+      }
+      p.copy = Compare(*have, p.versions);
+      if (p.copy == Copy::kNewer) p.what += " (the directory's copy is newer: " + VersionsText(*have) + ")";
+      if (p.copy == Copy::kDifferent)
+        differ.push_back("tenant '" + p.tenant + "': " + ResourceName(p.type, p.name) + " (the store: " +
+                         VersionsText(p.versions) + "; the directory: " + VersionsText(*have) + ")");
+    }
+    if (!differ.empty()) return true;
+    for (const Planned& p : plan) {
+      if (p.copy == Copy::kSame || p.copy == Copy::kNewer) {
+        report.same.push_back(p.what);
+        continue;
+      }
+      const std::vector<VersionInfo>* have = files.Versions(p.tenant, p.type, p.name);
+      const std::string had = have ? VersionsText(*have) : std::string();
+      WEFT_RETURN_IF_ERROR(files.Adopt(
+          p.tenant, p.type, p.name, p.versions, 1,
+          [&](const VersionInfo& v, const FileResourceStore::ContentWriter& write) -> Status {
+            Status written;
+            WEFT_ASSIGN_OR_RETURN(std::int64_t bytes,
+                                  store_.VisitResourceContent(p.content.at(v.version), [&](std::string_view b) {
+                                    if (written.ok()) written = write(b);
+                                  }));
+            (void)bytes;
+            return written;
+          }));
+      if (had.empty()) {
+        report.exported.push_back(p.what);
+      } else {
+        report.replaced.push_back(p.what + ", replacing the directory's older copy (" + had + ")");
+      }
+    }
+    return true;
+  }).status();
+  if (!done.ok()) return done.WithContext("cannot export the store's resources into " + root.string());
+  if (!differ.empty()) {
+    std::string list;
+    for (const std::string& d : differ) list += (list.empty() ? "" : "; ") + d;
+    return Status::Conflict(
+        "weftd keeps resources as files ([store] resources = \"files\") and copies those of the store's tables "
+        "into " + root.string() + " when the directory lacks them or has an older copy, but the store and the "
+        "directory hold different copies of " + std::to_string(differ.size()) + " resource(s), neither older than "
+        "the other: " + list + ". weftd will not choose: to keep the store's copy, move the resource's directory "
+        "(" + root.string() + "/<tenant>/<type>/<name>) out of " + root.string() + "; to keep the directory's "
+        "copies, create the file " + marker.string() + " (weftd then compares nothing and copies nothing more from "
+        "the store); or start with [store] resources = \"database\" to serve the store's. Nothing was copied; "
+        "then start weftd again");
+  }
+  if (plan.empty()) return report;
+  nlohmann::json record = {{"exported_at_ms", clock_.NowMs()},
+                           {"exported", report.exported},
+                           {"replaced", report.replaced},
+                           {"same", report.same}};
+  std::ofstream out(marker, std::ios::binary | std::ios::trunc);
+  out << record.dump(2) << "\n";
+  out.close();
+  if (!out)
+    return Status::Internal("exported the store's resources into " + root.string() + " but cannot write " +
+                            marker.string() + "; create it yourself, or weftd compares the two again at its next "
+                            "start");
+  report.marked = marker;
   return report;
 }
 

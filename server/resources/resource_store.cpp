@@ -539,6 +539,76 @@ std::vector<std::string> FileResourceStore::Tenants() const {
   return out;
 }
 
+const std::vector<VersionInfo>* FileResourceStore::Versions(const std::string& tenant, const std::string& type,
+                                                            const std::string& name) const {
+  auto it = resources_.find(Key{tenant, type, name});
+  return it == resources_.end() ? nullptr : &it->second.versions;
+}
+
+Status FileResourceStore::Adopt(const std::string& tenant, const std::string& type, const std::string& name,
+                                std::vector<VersionInfo> versions, std::int64_t next_version,
+                                const std::function<Status(const VersionInfo& v, const ContentWriter& write)>& content) {
+  WEFT_RETURN_IF_ERROR(ValidateType(type, "type"));
+  WEFT_RETURN_IF_ERROR(ValidateName(type, name, "name"));
+  const Key key{tenant, type, name};
+  std::sort(versions.begin(), versions.end(),
+            [](const VersionInfo& a, const VersionInfo& b) { return a.version < b.version; });
+  const std::vector<VersionInfo>* had = Versions(tenant, type, name);
+  std::error_code ec;
+  fs::create_directories(Dir(key), ec);
+  if (ec) return Status::Internal("cannot create " + Dir(key).string() + ": " + ec.message());
+  std::vector<fs::path> written;
+  auto undo = [&](Status s) {
+    for (const fs::path& p : written) unlink(p.c_str());
+    return s;
+  };
+  for (const VersionInfo& v : versions) {
+    const std::string what = VersionText(type, name, v.version) + " of tenant '" + tenant + "'";
+    bool kept = false;
+    for (const VersionInfo& h : had ? *had : std::vector<VersionInfo>()) {
+      if (h.version != v.version) continue;
+      if (h.digest != v.digest)
+        return undo(Status::Conflict(what + " is " + h.digest + " under " + root_.string() + " but " + v.digest +
+                                     " in the store it comes from"));
+      kept = true;
+    }
+    if (kept) continue;
+    const fs::path data = Dir(key) / ("v" + std::to_string(v.version));
+    const fs::path part = Dir(key) / (".v" + std::to_string(v.version) + ".tmp." + RandomHex(8));
+    int fd = open(part.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return undo(Status::Internal("cannot create " + part.string() + ": " + Errno()));
+    written.push_back(part);
+    digest::Sha256 hash;
+    std::int64_t size = 0;
+    Status s = content(v, [&](std::string_view bytes) {
+      hash.Update(bytes);
+      size += static_cast<std::int64_t>(bytes.size());
+      return WriteAll(fd, bytes, part);
+    });
+    if (s.ok() && fsync(fd) != 0) s = Status::Internal("cannot sync " + part.string() + ": " + Errno());
+    close(fd);
+    if (!s.ok()) return undo(s.WithContext("cannot write " + what));
+    Result<std::string> got = hash.Finish();
+    if (!got.ok()) return undo(got.status());
+    if (*got != v.digest || size != v.size_bytes)
+      return undo(Status::Internal(what + " has " + std::to_string(size) + " bytes with the digest " + *got +
+                                   " in the store it comes from, which records " + std::to_string(v.size_bytes) +
+                                   " bytes and " + v.digest + "; its rows were changed behind weftd's back"));
+    if (rename(part.c_str(), data.c_str()) != 0)
+      return undo(Status::Internal("cannot rename " + part.string() + " to " + data.string() + ": " + Errno()));
+    written.back() = data;
+  }
+  Resource r;
+  r.versions = std::move(versions);
+  r.next_version = next_version;
+  for (const VersionInfo& v : r.versions) r.next_version = std::max(r.next_version, v.version + 1);
+  Status s = FsyncPath(Dir(key), true);
+  if (s.ok()) s = WriteManifest(key, r);
+  if (!s.ok()) return undo(s);
+  resources_[key] = std::move(r);
+  return Status::Ok();
+}
+
 Result<std::vector<ResourceInfo>> FileResourceStore::List(const std::string& tenant, const std::string& type) {
   if (!type.empty()) WEFT_RETURN_IF_ERROR(ValidateType(type, "type"));
   std::vector<ResourceInfo> out;

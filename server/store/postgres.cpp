@@ -284,7 +284,9 @@ pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeo
   return PQconnectdbParams(keys, values, 1);
 }
 
-std::string PostgresPeer(pg_conn* conn) { return std::string("PostgreSQL at ") + PQhost(conn) + ":" + PQport(conn); }
+std::string PostgresAddress(pg_conn* conn) { return std::string(PQhost(conn)) + ":" + PQport(conn); }
+
+std::string PostgresPeer(pg_conn* conn) { return "PostgreSQL at " + PostgresAddress(conn); }
 
 Status PostgresDatabase::Connect() {
   if (conn_) PQfinish(conn_);
@@ -305,6 +307,7 @@ Status PostgresDatabase::Connect() {
   // Notices (a table that already exists, ...) are not weftd's to print.
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
   peer_ = PostgresPeer(conn_);
+  address_ = PostgresAddress(conn_);
   ++generation_;
   return Status::Ok();
 }
@@ -332,8 +335,21 @@ Status PostgresDatabase::Reconnect() {
       return s;
     }
     NoteLost(s.message());
-    if (SteadyMs() >= deadline) return s.WithContext("PostgreSQL did not come back");
-    std::this_thread::sleep_for(pause);
+    const std::int64_t now = SteadyMs();
+    if (now >= deadline) return s.WithContext("PostgreSQL did not come back");
+    if (!reconnect_wait_) {
+      std::this_thread::sleep_for(pause);
+    } else {
+      // The owner answers its clients meanwhile (outage.hpp).
+      std::string why = s.message();
+      if (const std::string_view prefix = "cannot connect to PostgreSQL: "; why.starts_with(prefix))
+        why.erase(0, prefix.size());
+      why = why.substr(0, why.find('\n'));
+      const StoreOutage outage{.server = address_, .why = why, .lost_ms_ago = now - lost_at_ms_,
+                               .left_ms = deadline - now};
+      if (!reconnect_wait_(outage, static_cast<int>(std::min<std::int64_t>(pause.count(), deadline - now))))
+        return s.WithContext("weftd stopped waiting for PostgreSQL");
+    }
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
 }

@@ -1346,6 +1346,10 @@ CheckpointStats Store::checkpoint_stats() const {
 
 void Store::SetLeaderFence(LeaderFence fence) { impl_->fence = std::move(fence); }
 
+void Store::SetReconnectWait(ReconnectWait wait) {
+  if (backend_ == Backend::kPostgres) static_cast<sql::PostgresDatabase&>(*impl_->db).SetReconnectWait(std::move(wait));
+}
+
 // Before COMMIT: the gathered task writes and, when set, the leader's fence,
 // in one statement when there are both.
 Status Store::SendFence() {

@@ -345,6 +345,50 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
   CHECK(restarted);
 }
 
+TEST_CASE("events: weft events --cluster and --job show a tenant user's cluster, whatever the tenant",
+          "[events][integration]") {
+  TempDir dir("weft-events-tenant");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_args = {"--timeout", "5000"}});
+  const fs::path bob = dir.path() / "bob.json";
+  REQUIRE(s.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "create", "bob", "--role", "user"}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "credentials", "bob", "-f", bob.string()}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import",
+                  (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code == 0);
+  // No host: the create job waits with its tasks queued; its abort makes the events.
+  RunResult made = s.Weft({"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}, bob);
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  const std::string job = s.WeftJson({"cluster", "get", "c1"}, bob)["cluster"]["latest_job"];
+
+  // bob's credential names tenant acme and nothing else does: no --tenant given.
+  testing::Process by_cluster = s.Background("by-cluster", {"-o", "json", "events", "--cluster", "c1"}, bob);
+  testing::Process by_job = s.Background("by-job", {"-o", "json", "events", "--job", job}, bob);
+  REQUIRE(WaitFor([&] { return s.Err("by-cluster").find("following") != std::string::npos &&
+                               s.Err("by-job").find("following") != std::string::npos; },
+                  20s));
+  Settle(s);
+  REQUIRE(s.Weft({"job", "abort", job}, bob).exit_code == 0);
+  auto shows_abort = [&](const std::string& name) {
+    return s.Out(name).find("\"job_id\":\"" + job + "\"") != std::string::npos;
+  };
+  const bool shown = WaitFor([&] { return shows_abort("by-cluster") && shows_abort("by-job"); }, 20s);
+  INFO("--cluster: " << s.Out("by-cluster") << s.Err("by-cluster") << "\n--job: " << s.Out("by-job")
+                     << s.Err("by-job"));
+  CHECK(shown);
+
+  // A key weftd no longer knows ends them, saying why, instead of reconnecting for ever.
+  REQUIRE(s.Weft({"--tenant", "acme", "user", "delete", "bob"}).exit_code == 0);
+  for (testing::Process* p : {&by_cluster, &by_job}) {
+    const auto status = p->Wait(30s);
+    REQUIRE(status.has_value());
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 1);
+  }
+  CHECK_THAT(s.Err("by-cluster"), Catch::Contains("stopped following weftd's events") &&
+                                      Catch::Contains("does not know this client's key"));
+}
+
 TEST_CASE("events: EventStream and weft events move to the new leader, and tell of the new incarnation",
           "[events][integration][failover]") {
   TempDir dir("weft-events-failover");

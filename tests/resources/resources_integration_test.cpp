@@ -382,3 +382,144 @@ TEST_CASE("resources: a weftd switched to resources in the store imports its fil
   CHECK(server.Log().find("imported from") == std::string::npos);
   CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo three\n") == 3);
 }
+
+namespace {
+
+// What `server` serves of type/name: its versions as "vN state".
+std::string Listed(Weftd& server, const std::string& type, const std::string& name) {
+  json list = json::parse(Weft(server, {"-o", "json", "resource", "list", type}));
+  std::string out;
+  for (const json& r : list["resources"]) {
+    if (r["name"] != name) continue;
+    for (const json& v : r["versions"])
+      out += (out.empty() ? "v" : ", v") + std::to_string(v["version"].get<std::int64_t>()) + " " +
+             v["state"].get<std::string>();
+  }
+  return out;
+}
+
+// The content of a version as a host fetches it, with the digest weftd gives.
+std::string Fetched(Weftd& server, const std::string& type, const std::string& name, std::int64_t version) {
+  zmq::context_t ctx;
+  weft::client::Client prov(ctx, {server.provisioner(), 5000, {}, {}});
+  auto fetched = Raw(prov, "resource.fetch",
+                     {{"tenant", "default"}, {"type", type}, {"name", name}, {"version", version}}, {});
+  REQUIRE(fetched.ok());
+  INFO(fetched->error.message);
+  REQUIRE(fetched->ok);
+  REQUIRE(fetched->blobs.size() == 1);
+  CHECK(fetched->body["digest"] == Digest(fetched->blobs[0]));
+  return fetched->blobs[0];
+}
+
+}  // namespace
+
+// Switching from "database" back to "files" copied nothing back: every
+// resource the store held was silently gone. Now both directions keep them.
+TEST_CASE("resources: files to the store and back to files, and back again: nothing is lost",
+          "[integration][resources]") {
+  TempDir dir;
+  Weftd server(ServerIn(dir / "server"));
+  const fs::path files = server.data() / "resources";
+  const std::int64_t v1 = UploadWithCli(server, dir.path(), "shell", "a.sh", "echo one\n");
+  Activate(server, "shell", "a.sh", v1);
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo two\n") == 2);
+  REQUIRE(server.Stop() == 0);
+
+  // Into the store; changed there: a third version made active, a new resource.
+  server.SetExtraToml("[store]\nresources = \"database\"\n");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo three\n") == 3);
+  Activate(server, "shell", "a.sh", 3);
+  CHECK(UploadWithCli(server, dir.path(), "shell", "b.sh", "echo bee\n") == 1);
+  const std::string in_store = Listed(server, "shell", "a.sh");
+  CHECK(in_store == "v1 retired, v2 inactive, v3 active");
+  REQUIRE(server.Stop() == 0);
+
+  // Back to files: the store's resources are exported, each logged, once.
+  server.SetExtraToml("[store]\nresources = \"files\"\n");
+  server.Restart();
+  {
+    const std::string log = server.Log();
+    INFO(weft::testing::Tail(log, 4000));
+    CHECK(log.find("exported from the store into " + files.string() +
+                   ": tenant 'default': shell/a.sh (3 version(s))") != std::string::npos);
+    CHECK(log.find("exported from the store into " + files.string() +
+                   ": tenant 'default': shell/b.sh (1 version(s))") != std::string::npos);
+  }
+  CHECK(fs::exists(files / "exported-from-database.json"));
+  CHECK(Listed(server, "shell", "a.sh") == in_store);
+  CHECK(Listed(server, "shell", "b.sh") == "v1 inactive");
+  CHECK(Fetched(server, "shell", "a.sh", 1) == "echo one\n");
+  CHECK(Fetched(server, "shell", "a.sh", 2) == "echo two\n");
+  CHECK(Fetched(server, "shell", "a.sh", 3) == "echo three\n");
+  CHECK(Fetched(server, "shell", "b.sh", 1) == "echo bee\n");
+
+  // Changed as files; the next start compares nothing, so undoes nothing.
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo four\n") == 4);
+  Activate(server, "shell", "a.sh", 4);
+  server.Restart();
+  CHECK(server.Log().find("exported from") == std::string::npos);
+  const std::string as_files = Listed(server, "shell", "a.sh");
+  CHECK(as_files == "v1 retired, v2 inactive, v3 retired, v4 active");
+  REQUIRE(server.Stop() == 0);
+
+  // And into the store again: its copy of a.sh is an older one of the files', which replace it.
+  server.SetExtraToml("[store]\nresources = \"database\"\n");
+  server.Restart();
+  {
+    const std::string log = server.Log();
+    INFO(weft::testing::Tail(log, 4000));
+    CHECK(log.find("imported from " + files.string() + " into the store: tenant 'default': shell/a.sh (4 version(s)), "
+                   "replacing the store's older copy (v1 retired, v2 inactive, v3 active)") != std::string::npos);
+    CHECK(log.find("not imported from " + files.string() +
+                   ", the store has it already (kept the store's): tenant 'default': shell/b.sh") != std::string::npos);
+  }
+  CHECK(Listed(server, "shell", "a.sh") == as_files);
+  CHECK(Fetched(server, "shell", "a.sh", 4) == "echo four\n");
+  CHECK(Fetched(server, "shell", "b.sh", 1) == "echo bee\n");
+}
+
+// Two different copies of one resource, neither older: weftd does not choose.
+TEST_CASE("resources: a weftd back on files whose directory and store hold different copies refuses to start, "
+          "saying what to do",
+          "[integration][resources]") {
+  TempDir dir;
+  Weftd server(ServerIn(dir / "server"));
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo one\n") == 1);
+  REQUIRE(server.Stop() == 0);
+  server.SetExtraToml("[store]\nresources = \"database\"\n");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo two\n") == 2);
+  REQUIRE(server.Stop() == 0);
+
+  // Another data directory's files, whose version 2 is another file.
+  {
+    Weftd other(ServerIn(dir / "other"));
+    CHECK(UploadWithCli(other, dir.path(), "shell", "a.sh", "echo one\n") == 1);
+    CHECK(UploadWithCli(other, dir.path(), "shell", "a.sh", "echo other\n") == 2);
+    REQUIRE(other.Stop() == 0);
+    fs::copy(other.data() / "resources", server.data() / "resources", fs::copy_options::recursive);
+  }
+  const fs::path files = server.data() / "resources";
+  server.SetExtraToml("[store]\nresources = \"files\"\n");
+  std::string refusal;
+  try {
+    server.Restart();
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  const std::string log = server.Log();
+  INFO(refusal << "\n" << weft::testing::Tail(log, 4000));
+  CHECK(!refusal.empty());
+  CHECK(log.find("the store and the directory hold different copies of 1 resource(s), neither older than the "
+                 "other: tenant 'default': shell/a.sh (the store: v1 inactive, v2 inactive; the directory: v1 "
+                 "inactive, v2 inactive). weftd will not choose") != std::string::npos);
+  CHECK(log.find("create the file " + (files / "exported-from-database.json").string()) != std::string::npos);
+  CHECK(!fs::exists(files / "exported-from-database.json"));
+
+  // Told to keep the directory's copies, it starts and serves them.
+  weft::testing::WriteFile(files / "exported-from-database.json", "{}\n");
+  server.Restart();
+  CHECK(Fetched(server, "shell", "a.sh", 2) == "echo other\n");
+}

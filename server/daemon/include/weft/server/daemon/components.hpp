@@ -53,6 +53,9 @@ class Components {
   // store lacks (a weftd that kept them as files before), logging what it did.
   // Resume does it first; a failure is logged, not fatal.
   void ImportResourceFiles();
+  // Resources kept as files: the reverse, at Prepare (database_resource_store.hpp,
+  // ExportFiles); a refusal stops weftd, saying what is there and what to do.
+  [[nodiscard]] Status ExportResourceRows(resources::FileResourceStore& files);
   // Security on: enrollment, host accept/revoke, users and keys; tokens name `server_key`.
   void AddSecurityOps(const std::string& server_key);
 

@@ -89,6 +89,9 @@ class Leadership {
   const std::string& node() const { return options_.node; }
   // The leader as last seen: {"node":..,"epoch":..,"endpoints":{..}}; null before any is known.
   const nlohmann::json& known_leader() const { return known_leader_; }
+  // Why the election cannot reach the database ("cannot connect to PostgreSQL
+  // for the leader election: ..."); "" while it is connected, or has not tried yet.
+  std::string ConnectError() const;
 
   // Marks the leadership lost (a write transaction found another epoch).
   void Lose(const std::string& why);
@@ -123,7 +126,7 @@ class Leadership {
 
   LeaderOptions options_;
   struct Conn;
-  std::mutex mu_;  // guards conn_ (the renewing thread and the reactor share it)
+  mutable std::mutex mu_;  // guards conn_ (the renewing thread and the reactor share it)
   std::unique_ptr<Conn> conn_;
   std::atomic<bool> leader_{false};
   std::atomic<std::int64_t> epoch_{0};

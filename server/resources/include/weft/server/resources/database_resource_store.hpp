@@ -74,9 +74,35 @@ class DatabaseResourceStore final : public ResourceStore {
   // (versions, states, metadata and content, each digest checked) in one
   // transaction, then renames `root` to `<root>.imported` (or
   // `<root>.imported-<ms>` when that exists) so that it is not imported again.
-  // A resource the database has already is left out (and named in the log).
+  // A resource the database has already is left out (and named in the log),
+  // unless the database's copy is an older one of the files' (every version
+  // it has is theirs, with the same digest, and they have more, or the same
+  // ones changed later: an export's, changed since): then the files' replaces it.
   // Nothing to do when `root` does not exist or holds no resource.
   [[nodiscard]] Result<Imported> ImportFiles(const std::filesystem::path& root);
+
+  // What ExportFiles did.
+  struct Exported {
+    std::vector<std::string> exported;  // "<tenant>: <type>/<name> (N versions)": the directory lacked it
+    std::vector<std::string> replaced;  // the same, with what the directory had: an older copy
+    std::vector<std::string> same;      // the directory has the same copy, or a newer one
+    std::filesystem::path marked;       // the file that records the export ("" when nothing was compared)
+  };
+  // The reverse of ImportFiles, when weftd starts with its resources kept as
+  // files (`[store] resources = "files"`) on a store whose tables hold
+  // resources (kept there by `"database"` before): writes each resource the
+  // directory of `files` lacks, or has an older copy of (every version it
+  // has is the store's, with the same digest, and the store has more, or the
+  // same with states changed later), into it: versions, states, times and
+  // content, each digest checked. Refuses (CONFLICT, naming each resource and
+  // what to do) and writes nothing when the two hold different copies of a
+  // resource, neither older than the other. Done, it writes the file
+  // <root>/exported-from-database.json, and from then on the directory is
+  // this weftd's resources: a later start compares nothing (an upload or
+  // delete made with files is never undone by the store's old copy).
+  // Nothing to do when the store holds no resource.
+  [[nodiscard]] Result<Exported> ExportFiles(FileResourceStore& files);
+  static constexpr const char* kExportMarker = "exported-from-database.json";
 
  private:
   struct Pending {

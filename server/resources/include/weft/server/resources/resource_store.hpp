@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -203,6 +204,21 @@ class FileResourceStore final : public ResourceStore {
   const std::filesystem::path& root() const { return root_; }
   // The tenants that have resources, sorted (an import's walk).
   std::vector<std::string> Tenants() const;
+  // The versions of a resource, ascending; null when it does not exist here.
+  const std::vector<VersionInfo>* Versions(const std::string& tenant, const std::string& type,
+                                           const std::string& name) const;
+  // Writes a resource as another store keeps it (an export from the
+  // database): the file of every version it does not have yet, its content
+  // from `content` (which calls `write` with the bytes in order) checked
+  // against the version's size and digest and synced, then the manifest with
+  // `versions` (their states and times as given) and `next_version`. A
+  // version it has already must have the same digest (its file is kept). A
+  // crash before the manifest leaves the resource as it was (Open removes the
+  // files no manifest owns).
+  using ContentWriter = std::function<Status(std::string_view bytes)>;
+  [[nodiscard]] Status Adopt(const std::string& tenant, const std::string& type, const std::string& name,
+                             std::vector<VersionInfo> versions, std::int64_t next_version,
+                             const std::function<Status(const VersionInfo& v, const ContentWriter& write)>& content);
   // The file that holds a version's content (for tests and tools).
   std::filesystem::path VersionPath(const std::string& tenant, const std::string& type, const std::string& name,
                                     std::int64_t version) const;

@@ -52,6 +52,7 @@
 #include <string_view>
 
 #include "weft/server/store/database.hpp"
+#include "weft/server/store/outage.hpp"
 #include "weft/common/call_watchdog.hpp"
 #include "weft/common/status.hpp"
 
@@ -71,6 +72,8 @@ pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeo
                          const char* application_name);
 // "PostgreSQL at HOST:PORT" for a connection's log lines.
 std::string PostgresPeer(pg_conn* conn);
+// "HOST:PORT" of a connection.
+std::string PostgresAddress(pg_conn* conn);
 
 class PostgresStatement;
 
@@ -109,6 +112,8 @@ class PostgresDatabase final : public Database {
   [[nodiscard]] Status Open(PostgresOptions options);
   // Where it is connected, without secrets: "PostgreSQL host=... port=... dbname=...".
   std::string Describe() const;
+  // Called between the attempts of a wait for a lost server (outage.hpp); none: it sleeps.
+  void SetReconnectWait(ReconnectWait wait) { reconnect_wait_ = std::move(wait); }
 
   Dialect dialect() const override { return Dialect::kPostgres; }
   [[nodiscard]] Status Exec(std::string_view sql) override;
@@ -198,6 +203,8 @@ class PostgresDatabase final : public Database {
   bool SendControl(Control& control);
 
   PostgresOptions options_;
+  ReconnectWait reconnect_wait_;
+  std::string address_;  // HOST:PORT of the last connection made
   pg_conn* conn_ = nullptr;
   std::string peer_ = "PostgreSQL";  // "PostgreSQL at HOST:PORT" once connected, for the watchdog's line
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on

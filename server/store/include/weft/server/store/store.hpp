@@ -34,6 +34,7 @@
 
 #include "weft/common/lifecycle.hpp"
 #include "weft/common/status.hpp"
+#include "weft/server/store/outage.hpp"
 
 namespace weft::store {
 
@@ -422,6 +423,9 @@ class Store {
 
   // Replaces the leader's fence (none: empty functions). PostgreSQL only.
   void SetLeaderFence(LeaderFence fence);
+  // What a statement outside a transaction does while it waits for a lost
+  // PostgreSQL to come back (outage.hpp); none: it sleeps. PostgreSQL only.
+  void SetReconnectWait(ReconnectWait wait);
   // Several weftd on one PostgreSQL (server/leader, docs/failover.md): the
   // leader's epoch in weft_leader, read FOR SHARE so that a takeover waits
   // for this transaction to end. For the write guard, in a transaction.
