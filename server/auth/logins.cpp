@@ -73,6 +73,9 @@ json TokenJson(const store::ApiTokenRecord& t) {
 json SessionJson(const Logins::Session& s) {
   return {{"user", s.user},
           {"tenant", s.tenant},
+          // Where its requests act when they name no tenant: the superadmin's
+          // own tenant (_system) has no clusters.
+          {"acting_tenant", s.role == "superadmin" ? kSuperadminActsIn : s.tenant},
           {"role", s.role},
           {"csrf_token", s.csrf_token},
           {"expires_at_ms", s.expires_at_ms}};
@@ -415,7 +418,7 @@ Result<api::Principal> Logins::ActFor(const api::Principal& sender, const wire::
   if (role == "superadmin") {
     p.role = Role::kSuperadmin;
     p.user_tenant = kSystemTenant;
-    p.tenant = request.tenant.empty() ? "default" : request.tenant;
+    p.tenant = request.tenant.empty() ? kSuperadminActsIn : request.tenant;
   } else {
     p.role = role == "admin" ? Role::kAdmin : Role::kUser;
     p.tenant = tenant;

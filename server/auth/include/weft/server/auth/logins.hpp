@@ -47,6 +47,8 @@ struct LoginOptions {
 // The tenant and name the superadmin logs in with.
 inline constexpr const char* kSystemTenant = "_system";
 inline constexpr const char* kSuperadminUser = "superadmin";
+// The tenant the superadmin's requests through a gateway act in when they name none.
+inline constexpr const char* kSuperadminActsIn = "default";
 
 class Logins {
  public:
