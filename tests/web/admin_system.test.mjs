@@ -75,7 +75,7 @@ ctx.test('the superadmin makes a tenant, edits its quotas, sees its worker threa
 
 ctx.test('the superadmin sees which tenant its screens show: tenant default until it picks another', async (page, stack) => {
   const { cookie, csrf } = await apiLogin(stack, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
-  const made = await api(stack, 'cluster.create', { name: 'acme-seen-by-root', template: 'web-fake', size: 1 }, { cookie, csrf });
+  const made = await api(stack, 'cluster.create', { name: 'acme-seen-by-root', template: 'web-fake', size: 3 }, { cookie, csrf });
   assert.equal(made.status, 200, `cluster.create as alice: ${JSON.stringify(made.body)}`);
 
   await signIn(page, ROOT);
@@ -83,7 +83,7 @@ ctx.test('the superadmin sees which tenant its screens show: tenant default unti
   const switcher = page.locator('[data-testid=tenant-switcher]');
   await switcher.waitFor();
   // With no tenant picked weftd answers for tenant default: the selector and the page name it, not _system.
-  await waitFor(async () => (await switcher.inputValue()) === 'default', async () => `the tenant selector to show default`);
+  await waitFor(async () => (await switcher.inputValue()) === 'default', 'the tenant selector to show default');
   const subtitle = page.locator('.page .subtitle');
   await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant default' }).waitFor();
   assert.doesNotMatch(await subtitle.innerText(), /_system/);
