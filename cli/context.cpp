@@ -197,6 +197,13 @@ void Context::PrintJson(const json& value) {
   out_ << shown.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
 }
 
+std::string Context::Suggest(std::string_view args) const {
+  std::string out = "`weft ";
+  if (!options_.tenant.empty()) out += "--tenant " + options_.tenant + " ";
+  out += args;
+  return out + "`";
+}
+
 Status Context::UsageError(std::string message) {
   usage_error_ = true;
   return Status::Invalid(std::move(message));

@@ -113,7 +113,7 @@ Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op,
   }
   const std::string name = reply.contains("cluster") ? reply["cluster"].value("name", "") : "";
   ctx.out() << "cluster '" << Printable(name) << "': job " << id << " (" << job.value("operation", "")
-            << ") started; follow it with `weft job watch " << id << "`\n";
+            << ") started; follow it with " << ctx.Suggest("job watch " + id) << '\n';
   return Status::Ok();
 }
 

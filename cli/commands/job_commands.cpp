@@ -265,7 +265,7 @@ Status JobAbort(Context& ctx, const ParsedArgs& args) {
     ctx.PrintJson(reply);
   } else if (stopping()) {
     ctx.out() << "job " << id << " is being aborted: its running attempts are told to stop, and it ends aborted "
-              << "once they have (`weft job watch " << id << "`)\n";
+              << "once they have (" << ctx.Suggest("job watch " + id) << ")\n";
   } else {
     ctx.out() << "job " << id << " aborted; the cluster is left as it is (incomplete)\n";
   }
@@ -279,8 +279,8 @@ Status JobRetry(Context& ctx, const ParsedArgs& args) {
     ctx.PrintJson(reply);
     return Status::Ok();
   }
-  ctx.out() << "job " << args.positionals.at(0) << " resumed; follow it with `weft job watch "
-            << args.positionals.at(0) << "`\n";
+  ctx.out() << "job " << args.positionals.at(0) << " resumed; follow it with "
+            << ctx.Suggest("job watch " + args.positionals.at(0)) << '\n';
   return Status::Ok();
 }
 

@@ -87,7 +87,7 @@ Status TokenCreate(Context& ctx, const ParsedArgs& args) {
   ctx.err() << "API token " << Text(reply, "id") << " of user '" << Text(reply, "user") << "', valid "
             << (expires ? "for " + Duration(expires - SystemClock::Instance().NowMs()) : std::string("until revoked"))
             << "; it is shown only now. Send it as `Authorization: Bearer TOKEN` to weft-web; "
-            << "`weft token revoke " << Text(reply, "id") << "` ends it\n";
+            << ctx.Suggest("token revoke " + Text(reply, "id")) << " ends it\n";
   return Status::Ok();
 }
 

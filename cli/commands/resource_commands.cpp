@@ -162,7 +162,7 @@ Status ResourceList(Context& ctx, const ParsedArgs& args) {
   const json resources = reply.value("resources", json::array());
   if (!resources.is_array() || resources.empty()) {
     ctx.out() << "no resources" << (args.positionals.empty() ? "" : " of type " + Printable(args.positionals[0]))
-              << "; add one with `weft resource upload TYPE NAME FILE`\n";
+              << "; add one with " << ctx.Suggest("resource upload TYPE NAME FILE") << '\n';
     return Status::Ok();
   }
   Table table({"TYPE", "NAME", "VERSION", "STATE", "SIZE", "DIGEST", "UPLOADED BY"});
@@ -192,7 +192,7 @@ Status ResourceStage(Context& ctx, const ParsedArgs& args) {
     return Status::Ok();
   }
   ctx.out() << "staged " << Printable(args.positionals[0] + "/" + args.positionals[1]) << " version " << *version
-            << "; `weft resource sync` makes every staged version active\n";
+            << "; " << ctx.Suggest("resource sync") << " makes every staged version active\n";
   return Status::Ok();
 }
 
@@ -216,7 +216,8 @@ Status ResourceSync(Context& ctx, const ParsedArgs&) {
   }
   const json activated = reply.value("activated", json::array());
   if (!activated.is_array() || activated.empty()) {
-    ctx.out() << "nothing was staged; stage a version first with `weft resource stage TYPE NAME VERSION`\n";
+    ctx.out() << "nothing was staged; stage a version first with " << ctx.Suggest("resource stage TYPE NAME VERSION")
+              << '\n';
     return Status::Ok();
   }
   bool lua = false;

@@ -203,7 +203,7 @@ Status EnsureCredential(HostConfig& config, const sigset_t& stop_signals) {
     if (r.ok()) {
       WEFT_RETURN_IF_ERROR(Save(config, token.server_key, keys));
       RecordEnrollment(config, token.keys.public_key, keys.public_key);
-      WEFT_LOG(kInfo, kLog) << "enrolled with weftd at " << config.server << " as '" << config.host_id << "' (key "
+      WEFT_LOG(kInfo, kLog) << "enrolled with weftd at " << client.endpoint() << " as '" << config.host_id << "' (key "
                             << curve::ShortKey(keys.public_key) << ", saved in " << CredentialPath(config).string()
                             << "); the token is used up";
       return Status::Ok();

@@ -411,22 +411,38 @@ void Master::Impl::Scan(bool initial) {
   json refusals = json::array();  // what weftd is told this host refused (host.register, host.heartbeat)
   std::vector<std::string> type_names;
   bool fresh_good = false;
+  // The files new or changed since the last scan are probed, several at a
+  // time: a file that hangs while loading costs its probe's timeout once, not
+  // once for each file after it. The verdicts are then taken in load order.
+  struct Seen {
+    std::filesystem::path file;
+    FileVerdict verdict;
+    bool fresh = true;
+  };
+  std::vector<Seen> seen;
+  std::vector<std::filesystem::path> to_probe;
   for (const auto& file : files) {
     struct stat st {};
     if (stat(file.c_str(), &st) != 0) continue;
-    FileVerdict v;
+    Seen s{file, {}, true};
+    FileVerdict& v = s.verdict;
     v.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     v.size = st.st_size;
     v.inode = st.st_ino;
     auto old = verdicts.find(file);
-    bool fresh = true;
     if (old != verdicts.end() && old->second.mtime_ns == v.mtime_ns && old->second.size == v.size &&
         old->second.inode == v.inode) {
       v.probe = old->second.probe;
-      fresh = false;
+      s.fresh = false;
     } else {
-      v.probe = RunProbe(exe, file, config.lua);
+      to_probe.push_back(file);
     }
+    seen.push_back(std::move(s));
+  }
+  std::vector<ProbeResult> probed = RunProbes(exe, to_probe, config.lua);
+  for (std::size_t i = 0, p = 0; i < seen.size(); ++i)
+    if (seen[i].fresh) seen[i].verdict.probe = std::move(probed[p++]);
+  for (auto& [file, v, fresh] : seen) {
     if (v.probe.ok) {
       const std::string type = v.probe.info.value("type", std::string());
       std::string tenant;
@@ -1107,9 +1123,10 @@ void Master::Impl::CancelStale() {
                                << " ended in worker " << pid << " as weftd moved on; nothing to cancel";
         continue;
       }
-      WEFT_LOG(kWarn, kLog) << "task " << key.first << " attempt " << key.second
-                            << " is stale (weftd cancelled the task, as when its job is aborted, or handed it out again); "
-                            << "cancelling it in worker " << pid;
+      WEFT_LOG(kWarn, kLog)
+          << "task " << key.first << " attempt " << key.second
+          << " is stale (weftd cancelled the task, as when its job is aborted, or handed it out again); "
+          << "asking worker " << pid << " to cancel it";
       WorkerMessage m;
       m.kind = WorkerMessage::Kind::kCancel;
       m.task_id = key.first;
@@ -1188,8 +1205,10 @@ bool Master::Impl::Register(client::Client& client) {
   if (!r.ok()) {
     if (register_failures++ % 20 == 0) {
       const bool unanswered = r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
-      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at " << config.server << ": "
-                            << ExplainFailure(config, r.status())
+      WEFT_LOG(kWarn, kLog) << "cannot register with weftd at "
+                            << (client::SplitEndpoints(config.server).size() > 1 ? "any of " + config.server
+                                                                                 : config.server)
+                            << ": " << ExplainFailure(config, r.status())
                             << (unanswered && config.curve_server_key.empty()
                                     ? " (if weftd runs with security on, as by default, this host needs an "
                                       "enroll_token or server_key: docs/security.md)"
@@ -1203,9 +1222,10 @@ bool Master::Impl::Register(client::Client& client) {
   TakeSplit(*r);
   std::string list;
   for (const auto& t : types) list += (list.empty() ? "" : ", ") + t;
-  WEFT_LOG(kInfo, kLog) << "registered with weftd at " << config.server << " as '" << config.host_id << "', capacity "
-                        << config.capacity << ", " << EffectiveWorkers(config) << " worker(s), plugins [" << list
-                        << "], heartbeat every " << hb << " ms"
+  // The endpoint that answered, not the whole list of a failover setup.
+  WEFT_LOG(kInfo, kLog) << "registered with weftd at " << client.endpoint() << " as '" << config.host_id
+                        << "', capacity " << config.capacity << ", " << EffectiveWorkers(config)
+                        << " worker(s), plugins [" << list << "], heartbeat every " << hb << " ms"
                         << (refused_since ? " (after " + Ms(Clock::now() - *refused_since) +
                                                 " refused: the other process with this host id is gone)"
                                           : std::string());

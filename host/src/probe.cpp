@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "weft/common/log.hpp"
 #include "weft/host/plugin_loader.hpp"
@@ -46,14 +47,24 @@ std::vector<std::string> ChildEnvironment() {
   return env;
 }
 
-ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua,
-                     int timeout_ms) {
-  ProbeResult out;
-  const std::string name = file.filename().string();
+namespace {
+
+// One probe child: its pipe, what it printed so far, and when it is given up.
+struct Running {
+  std::size_t index = 0;
+  pid_t pid = -1;
+  int fd = -1;
+  std::string text;
+  Clock::time_point deadline;
+};
+
+// Starts `exe --probe file`; nullopt, with the reason in `out`, when it cannot.
+std::optional<Running> StartProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua,
+                                  ProbeResult& out) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     out.reason = std::string("cannot probe: pipe failed: ") + std::strerror(errno);
-    return out;
+    return std::nullopt;
   }
   ChildSpec spec;
   spec.program = exe;
@@ -65,32 +76,22 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
   if (!pid.ok()) {
     close(fds[0]);
     out.reason = "cannot probe: " + pid.status().message();
-    return out;
+    return std::nullopt;
   }
-  std::string text;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool timed_out = false;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;
-    char buf[4096];
-    ssize_t r = read(fds[0], buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;  // EOF: the child exited (or closed stdout)
-    text.append(buf, static_cast<std::size_t>(r));
-    if (text.size() > (4u << 20)) break;
-  }
-  close(fds[0]);
-  if (timed_out) kill(*pid, SIGKILL);
+  Running r;
+  r.pid = *pid;
+  r.fd = fds[0];
+  return r;
+}
+
+// Reaps a probe child (killed first when it ran out of time) and judges what it printed.
+ProbeResult EndProbe(Running& r, const std::filesystem::path& file, int timeout_ms, bool timed_out) {
+  ProbeResult out;
+  const std::string name = file.filename().string();
+  close(r.fd);
+  if (timed_out) kill(r.pid, SIGKILL);
   int status = 0;
-  while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
     out.reason = "plugin file " + name + " hung while loading (no answer within " + std::to_string(timeout_ms) +
@@ -101,8 +102,8 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
     out.reason = "plugin file " + name + " crashed while loading (" + SignalName(WTERMSIG(status)) + ")";
     return out;
   }
-  auto nl = text.find('\n');
-  json verdict = json::parse(text.substr(0, nl), nullptr, /*allow_exceptions=*/false);
+  auto nl = r.text.find('\n');
+  json verdict = json::parse(r.text.substr(0, nl), nullptr, /*allow_exceptions=*/false);
   if (!verdict.is_object() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     out.reason = "plugin file " + name + " " + DescribeExit(status) + " while loading";
     return out;
@@ -114,6 +115,67 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
     out.reason = verdict.value("reason", std::string("the probe gave no reason"));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std::filesystem::path>& files,
+                                   const LuaBudget& lua, int timeout_ms, int parallel) {
+  std::vector<ProbeResult> out(files.size());
+  std::vector<Running> running;
+  std::size_t next = 0;
+  parallel = std::max(parallel, 1);
+  while (next < files.size() || !running.empty()) {
+    // Each probe has its own timeout from its start: a file that hangs costs
+    // its slot that long, not the files after it.
+    while (next < files.size() && running.size() < static_cast<std::size_t>(parallel)) {
+      if (std::optional<Running> r = StartProbe(exe, files[next], lua, out[next])) {
+        r->index = next;
+        r->deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+        running.push_back(std::move(*r));
+      }
+      ++next;
+    }
+    if (running.empty()) continue;
+    auto soonest = running.front().deadline;
+    for (const Running& r : running) soonest = std::min(soonest, r.deadline);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();
+    std::vector<pollfd> fds;
+    for (const Running& r : running) fds.push_back({r.fd, POLLIN, 0});
+    const int n = poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 1000)));
+    if (n < 0 && errno != EINTR) {
+      // Cannot wait on the pipes (should not happen): give up on these probes now.
+      for (Running& r : running) out[r.index] = EndProbe(r, files[r.index], timeout_ms, /*timed_out=*/true);
+      running.clear();
+      continue;
+    }
+    const auto now = Clock::now();
+    std::vector<Running> still;
+    for (std::size_t i = 0; i < running.size(); ++i) {
+      Running& r = running[i];
+      bool ended = false;
+      if (n > 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[4096];
+        const ssize_t got = read(r.fd, buf, sizeof buf);
+        if (got > 0) r.text.append(buf, static_cast<std::size_t>(got));
+        // EOF: the child exited (or closed stdout).
+        ended = (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) || r.text.size() > (4u << 20);
+      }
+      if (ended) {
+        out[r.index] = EndProbe(r, files[r.index], timeout_ms, /*timed_out=*/false);
+      } else if (now >= r.deadline) {
+        out[r.index] = EndProbe(r, files[r.index], timeout_ms, /*timed_out=*/true);
+      } else {
+        still.push_back(std::move(r));
+      }
+    }
+    running = std::move(still);
+  }
+  return out;
+}
+
+ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua, int timeout_ms) {
+  return RunProbes(exe, {file}, lua, timeout_ms, 1).front();
 }
 
 int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua) {

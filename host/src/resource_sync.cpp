@@ -126,7 +126,7 @@ Status ResourceSync::RunOnce(client::Client& client) {
     Result<json> reply = client.Call("resource.active", {{"tenant", tenant}, {"types", types}});
     if (!reply.ok()) {
       round = ExplainStatus(config_, reply.status())
-                  .WithContext("cannot ask weftd at " + config_.server + " for the active resources of tenant '" +
+                  .WithContext("cannot ask weftd at " + client.endpoint() + " for the active resources of tenant '" +
                                tenant + "'");
       continue;
     }

@@ -26,7 +26,6 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/common/log.hpp"
-#include "weft/common/node_facts.hpp"
 #include "weft/common/status.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
@@ -43,6 +42,11 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kDefaultTimeoutMs = 300000;
 constexpr int kDefaultMemoryLimitMb = 1024;
+// When the harness says what it waits for: a file that has not loaded after
+// kLoadNoticeMs, an action silent (no log line, no progress) for kQuietNoticeMs,
+// and again every kQuietNoticeMs while it stays silent.
+constexpr int kLoadNoticeMs = 2000;
+constexpr int kQuietNoticeMs = 10000;
 
 void RunUsage(std::FILE* out) {
   std::fprintf(out,
@@ -55,8 +59,14 @@ void RunUsage(std::FILE* out) {
                "stdout, stderr, progress). Defaults: --timeout-ms %d, --memory-limit-mb %d; a Lua plugin's\n"
                "--lua-memory-mb and --lua-instructions as weft-host.toml's lua_memory_mb and lua_instructions\n"
                "(64 and 2000000000).\n"
+               "Bounds, as on a host: loading the file (its entry point, init and describe) gets %d s, as a\n"
+               "host's probe does, then the file is refused; the action gets --timeout-ms (a host's\n"
+               "task_timeout_ms) from its start, is cancelled then, and killed a tenth of it later (1 s to\n"
+               "30 s) if it does not return. A load still going after %d s, and an action with no log line or\n"
+               "progress for %d s, are said on stderr with what is waited for; Ctrl-C stops the run.\n"
                "Exit status: 0 succeeded, 1 failed (or refused, or its process died), 2 usage error.\n",
-               kDefaultTimeoutMs, kDefaultMemoryLimitMb);
+               kDefaultTimeoutMs, kDefaultMemoryLimitMb, kProbeTimeoutMs / 1000, kLoadNoticeMs / 1000,
+               kQuietNoticeMs / 1000);
 }
 
 struct RunOptions {
@@ -257,18 +267,11 @@ json RunLoaded(const LoadedPlugin& plugin, json task, const std::string& action,
     if (outcome.succeeded) status = "succeeded";
     message = outcome.message;
     if (outcome.succeeded) {
-      // What weftd would refuse in task.finish fails here too.
-      const json result = context.result();
-      const std::size_t bytes = result.dump().size();
-      const Status facts = CheckNodeFacts(result);
-      if (!facts.ok()) {
+      // What weftd would refuse in task.finish fails here too, as in a worker.
+      if (const ResultCheck check = CheckTaskResult(context.result(), /*node_facts=*/true); !check.ok()) {
         status = "failed";
-        message = plugin.type_name + " " + action + " returned a result weftd refuses: " + facts.message();
-      } else if (bytes > kMaxTaskResultBytes) {
-        status = "failed";
-        message = plugin.type_name + " " + action + " returned a result of " + std::to_string(bytes) +
-                  " bytes (as JSON), over the limit of " + std::to_string(kMaxTaskResultBytes) +
-                  " bytes that one task may return; weftd would fail the attempt and not retry it";
+        message =
+            plugin.type_name + " " + action + " " + check.what + "; weftd would fail the attempt and not retry it";
       }
     }
   }
@@ -343,7 +346,9 @@ class Printer {
 std::string DeathMessage(const RunOptions& o, const Report& report, int wait_status, KillReason reason) {
   if (report.plugin.empty()) {
     const std::string name = o.plugin_file.filename().string();
-    if (reason == KillReason::kHung) return "plugin file " + name + " hung while loading; it was killed";
+    if (reason == KillReason::kHung)
+      return "plugin file " + name + " hung while loading (no answer within " + std::to_string(kProbeTimeoutMs) +
+             " ms, the bound a host's probe has); it was killed, and a host would refuse the file";
     if (reason == KillReason::kMemory) return "plugin file " + name + " used too much memory while loading";
     return "plugin file " + name + " " + DescribeExit(wait_status) + " while loading";
   }
@@ -360,12 +365,24 @@ std::string DeathMessage(const RunOptions& o, const Report& report, int wait_sta
 // A plugin that ignores the cancel gets a tenth of the timeout more (1 s to 30 s), as on a host.
 int KillGraceMs(int timeout_ms) { return std::clamp(timeout_ms / 10, 1000, 30000); }
 
+long long Seconds(Clock::duration d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); }
+
 int Supervise(const RunOptions& o, pid_t pid, int events_fd) {
   Printer printer(o.json_output);
   Report report;
   std::string buffer;
   KillReason reason = KillReason::kNone;
-  const auto kill_at = Clock::now() + std::chrono::milliseconds(o.timeout_ms + KillGraceMs(o.timeout_ms));
+  const std::string file_name = o.plugin_file.filename().string();
+  // As on a host: loading the file (its entry point, init and describe) is
+  // bounded as a probe is; the action runs up to --timeout-ms from its start
+  // (task_timeout_ms), is cancelled then and killed a grace later.
+  const auto started = Clock::now();
+  auto kill_at = started + std::chrono::milliseconds(kProbeTimeoutMs);
+  bool loaded = false;
+  bool load_noticed = false;
+  auto action_started = started;
+  auto last_event = started;
+  auto last_notice = started;
   bool open = true;  // the child's event pipe; it may close before the child ends
   int status = 0;
   while (true) {
@@ -381,11 +398,36 @@ int Supervise(const RunOptions& o, pid_t pid, int events_fd) {
       for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
         const json e = json::parse(buffer.substr(0, nl), nullptr, /*allow_exceptions=*/false);
         buffer.erase(0, nl + 1);
-        if (e.is_object()) printer.Event(e, report);
+        if (!e.is_object()) continue;
+        printer.Event(e, report);
+        last_event = Clock::now();
+        if (!loaded && (e.value("event", "") == "loaded" || report.finished)) {
+          loaded = true;
+          action_started = last_event;
+          kill_at = action_started + std::chrono::milliseconds(o.timeout_ms + KillGraceMs(o.timeout_ms));
+        }
       }
     }
     if (!open && waitpid(pid, &status, WNOHANG) == pid) break;
-    if (Clock::now() >= kill_at) {
+    const auto now = Clock::now();
+    if (!loaded && !load_noticed && now - started >= std::chrono::milliseconds(kLoadNoticeMs)) {
+      load_noticed = true;
+      std::fprintf(stderr,
+                   "weft-host run: plugin file %s has not loaded after %lld s (its entry point, init or describe "
+                   "has not returned); it is given up %d s after it started, as a host's probe is. Ctrl-C stops "
+                   "it now.\n",
+                   file_name.c_str(), Seconds(now - started), kProbeTimeoutMs / 1000);
+    } else if (loaded && !report.finished && now - last_event >= std::chrono::milliseconds(kQuietNoticeMs) &&
+               now - last_notice >= std::chrono::milliseconds(kQuietNoticeMs)) {
+      last_notice = now;
+      std::fprintf(stderr,
+                   "weft-host run: plugin '%s' %s has run %lld s, with no log line or progress for %lld s; it is "
+                   "cancelled at --timeout-ms (%d ms, a host's task_timeout_ms) and killed %d ms after that if "
+                   "it does not return. Ctrl-C stops it now.\n",
+                   report.plugin.c_str(), o.action.c_str(), Seconds(now - action_started), Seconds(now - last_event),
+                   o.timeout_ms, KillGraceMs(o.timeout_ms));
+    }
+    if (now >= kill_at) {
       reason = KillReason::kHung;
     } else if (std::optional<std::uint64_t> rss = ReadRssBytes(pid);
                rss && *rss > static_cast<std::uint64_t>(o.memory_limit_mb) << 20) {

@@ -196,11 +196,20 @@ int Runtime::Run() {
 
     auto grace_end = Clock::now() + std::chrono::milliseconds(config_.shutdown_grace_ms);
     if (!cv_.wait_until(lock, grace_end, [this] { return in_flight_.empty(); })) {
-      WEFT_LOG(kWarn, component_) << "grace period over: cancelling " << in_flight_.size()
+      // Only what still runs is cancelled; a task whose plugin returned only
+      // waits to report (with the bounded retries of a hard stop).
+      std::size_t running = 0;
+      for (const auto& [key, f] : in_flight_) running += f.ran ? 0 : 1;
+      const std::size_t reporting = in_flight_.size() - running;
+      WEFT_LOG(kWarn, component_) << "grace period over: cancelling " << running
                                   << " running task(s); they are given up, not reported: weftd queues them again "
-                                     "when this host leaves, without counting the attempt";
+                                     "when this host leaves, without counting the attempt"
+                                  << (reporting ? "; " + std::to_string(reporting) +
+                                                      " task(s) that returned still wait to report to weftd"
+                                                : std::string());
       hard_stop_ = true;
-      for (auto& [key, f] : in_flight_) f.context->Cancel(kStopReason);
+      for (auto& [key, f] : in_flight_)
+        if (!f.ran) f.context->Cancel(kStopReason);
     }
   }
   // A cancelled plugin should return promptly; the finishes then get a bounded
@@ -292,7 +301,13 @@ void Runtime::HandleCommand(const WorkerMessage& m) {
     case WorkerMessage::Kind::kCancel: {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = in_flight_.find({m.task_id, m.attempt});
-      if (it != in_flight_.end()) {
+      if (it != in_flight_.end() && it->second.ran) {
+        // The plugin returned already: its finish is on its way, and weftd judges it.
+        WEFT_LOG(kInfo, component_) << "task " << m.task_id << " attempt " << m.attempt << ": not cancelled ("
+                                    << m.reason
+                                    << "): its plugin had returned already; only its report to weftd "
+                                       "was pending";
+      } else if (it != in_flight_.end()) {
         WEFT_LOG(kWarn, component_) << "task " << m.task_id << " attempt " << m.attempt << ": cancelling: " << m.reason;
         it->second.context->Cancel(m.reason);
       }
@@ -376,7 +391,14 @@ void Runtime::CancelExpired() {
   auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [key, f] : in_flight_) {
-    if (now >= f.deadline && !f.context->cancelled()) {
+    if (now >= f.deadline && f.ran && !f.late_report_noted) {
+      // Nothing runs to be cancelled: the plugin returned within its time and
+      // the finish waits for weftd (down, or slow to answer).
+      f.late_report_noted = true;
+      WEFT_LOG(kInfo, component_) << "task " << key.first << " attempt " << key.second
+                                  << " has returned and still waits to report its result to weftd, past "
+                                  << config_.task_timeout_ms << " ms (task_timeout_ms); nothing to cancel";
+    } else if (now >= f.deadline && !f.ran && !f.context->cancelled()) {
       WEFT_LOG(kWarn, component_) << "task " << key.first << " attempt " << key.second << " ran longer than "
                                   << config_.task_timeout_ms << " ms; cancelling it";
       f.context->Cancel("task timed out after " + std::to_string(config_.task_timeout_ms) +
@@ -533,6 +555,7 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
   std::string status = "failed";
   std::string message;
   std::string code;  // a failure's code, when it says that another attempt cannot help
+  bool result_kept = true;  // false when weftd would refuse the result (CheckTaskResult)
   // A tenant's own Lua plugin runs only that tenant's tasks (docs/host.md).
   const LoadedPlugin* plugin = plugins_.Find(type, StringOr(task, "tenant"));
   const std::uint32_t bit = ActionFromName(action);
@@ -575,6 +598,21 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
     if (outcome.succeeded) status = "succeeded";
     message = outcome.message;
     code = outcome.code;
+    // What weftd would refuse in this finish fails here, in weftd's words: the
+    // plugin's author finds why in this log, and no result is sent to be refused.
+    // weftd checks node facts in a job's task on a node, except its DELETE.
+    const bool node_facts =
+        !StringOr(task, "task_key").empty() && !StringOr(task, "node_id").empty() && action != "DELETE";
+    if (const ResultCheck check = outcome.succeeded ? CheckTaskResult(context->result(), node_facts) : ResultCheck{};
+        !check.ok()) {
+      const bool large = check.limit == ResultCheck::Limit::kTooLarge;
+      status = "failed";
+      result_kept = false;
+      code = large ? "TOO_LARGE" : "INVALID";
+      message = "task " + std::to_string(task_id) +
+                (large ? " attempt " + std::to_string(attempt) : " (" + StringOr(task, "task_key") + ")") + " " +
+                check.what + "; the result was not kept and the task failed";
+    }
   }
   {
     // The finish says how it ended: a report still queued would reach weftd
@@ -626,7 +664,7 @@ json Runtime::RunTask(client::Client& client, json task, const std::string& runn
                    {"attempt", attempt},
                    {"status", status},
                    {"message", message},
-                   {"result", context->result()},
+                   {"result", result_kept ? context->result() : json::object()},
                    {"stdout", context->stdout_tail()},
                    {"stderr", context->stderr_tail()}};
     if (!code.empty()) finish["code"] = code;

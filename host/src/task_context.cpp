@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "weft/common/log.hpp"
+#include "weft/common/node_facts.hpp"
+#include "weft/common/wire.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/ssh/ssh_services.hpp"
 #include "weft/ssh/task_view.hpp"
@@ -199,6 +201,12 @@ void TaskContext::Progress(int percent, const char* message) {
 }
 
 int TaskContext::SetResult(const char* key, const char* json_value, char* err, std::size_t err_len) {
+  const int rc = SetResultValue(key, json_value, err, err_len);
+  if (rc != WEFT_OK) result_refused_.store(true, std::memory_order_release);
+  return rc;
+}
+
+int TaskContext::SetResultValue(const char* key, const char* json_value, char* err, std::size_t err_len) {
   if (!key || key[0] == '\0') {
     WriteErr(err, err_len, "set_result: the key must be a non-empty string");
     return WEFT_ERR_INVALID;
@@ -276,6 +284,21 @@ const char* WireCodeName(int rc) {
 
 }  // namespace
 
+ResultCheck CheckTaskResult(const nlohmann::json& result, bool node_facts) {
+  ResultCheck check;
+  if (!result.is_object() || result.empty()) return check;  // what most tasks return: weftd checks nothing
+  // Measured as the worker sends it and weftd measures it, in the same order.
+  if (const std::size_t bytes = wire::Dump(result).size(); bytes > kMaxTaskResultBytes) {
+    check.limit = ResultCheck::Limit::kTooLarge;
+    check.what = "returned a result of " + std::to_string(bytes) + " bytes (as JSON), over the limit of " +
+                 std::to_string(kMaxTaskResultBytes) + " bytes that one task may return";
+  } else if (Status facts = node_facts ? CheckNodeFacts(result) : Status::Ok(); !facts.ok()) {
+    check.limit = ResultCheck::Limit::kNodeFacts;
+    check.what = "returned a result Weft cannot use: " + facts.message();
+  }
+  return check;
+}
+
 ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance, const weft_host_services* services,
                         TaskContext& context, std::uint32_t bit, const std::string& type, const std::string& action) {
   char err[4096] = {0};
@@ -295,7 +318,9 @@ ActionOutcome RunAction(const weft_plugin_descriptor* descriptor, void* instance
   if (rc == WEFT_OK) return {true, "", ""};
   std::string why = err[0] ? err : CodeName(rc);
   if (rc == WEFT_ERR_CANCELLED && !context.cancel_reason().empty()) why = context.cancel_reason();
-  return {false, type + " " + action + " " + CodeName(rc) + ": " + why, WireCodeName(rc)};
+  // INVALID after a refused set_result: the result was wrong, not the task.
+  const std::string what = rc == WEFT_ERR_INVALID && context.result_refused() ? "invalid result" : CodeName(rc);
+  return {false, type + " " + action + " " + what + ": " + why, WireCodeName(rc)};
 }
 
 }  // namespace weft::host

@@ -168,7 +168,10 @@ Status Registry::Revoke(store::PrincipalRecord& p, const std::string& by) {
   p.revoked_at_ms = clock_.NowMs();
   WEFT_LOG(kInfo, "auth") << KindName(KindOf(p.kind)) << " key " << curve::ShortKey(p.public_key)
                           << (p.host_id.empty() ? "" : " of host '" + p.host_id + "'")
-                          << (p.user.empty() ? "" : " of user '" + p.tenant + "/" + p.user + "'") << " revoked by "
+                          << (p.user.empty() ? ""
+                              : p.tenant.empty() ? " of user '" + p.user + "'"  // the superadmin belongs to no tenant
+                                                 : " of user '" + p.tenant + "/" + p.user + "'")
+                          << " revoked by "
                           << by;
   return store_.PutPrincipal(p);
 }

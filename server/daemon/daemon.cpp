@@ -901,9 +901,18 @@ Status Reactor::WriteSuperadminCredential(const std::string& api_endpoint) {
   } else {
     if (!old.ok() && old.status().code() != Code::kNotFound) {
       WEFT_LOG(kWarn, kLog) << old.status().message() << "; making a new superadmin credential";
+    } else if (old.ok()) {
+      WEFT_LOG(kWarn, kLog) << path.string() << " was made for another server key (" << curve::ShortKey(old->server_key)
+                            << ", not this weftd's " << curve::ShortKey(server_keys_.public_key)
+                            << "); making a new superadmin credential there";
     }
     WEFT_ASSIGN_OR_RETURN(curve::KeyPair pair, curve::Generate());
     c.keys = pair;
+    // A restore onto a fresh data directory comes here too: superadmin keys the
+    // store recorded before stay valid until revoked.
+    WEFT_LOG(kInfo, kLog) << "made a superadmin credential at " << path.string() << " (key "
+                          << curve::ShortKey(c.keys.public_key)
+                          << "); superadmin keys recorded before stay valid until revoked (weft user key list superadmin)";
   }
   c.api = api_endpoint;
   c.server_key = server_keys_.public_key;

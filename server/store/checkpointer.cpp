@@ -17,6 +17,15 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Start(sqlite3* writer, const
     if (own) (void)sqlite3_close(own);
     return Status::Internal(message);
   }
+  // A connection checkpoints only once it has opened the WAL, which it does at
+  // its first read: before that sqlite3_wal_checkpoint_v2 copies nothing and
+  // still returns SQLITE_OK. The thread's connection reads nothing else.
+  rc = sqlite3_exec(own, "SELECT 1 FROM sqlite_schema LIMIT 1", nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = "cannot read " + path + " for checkpoints: " + sqlite3_errmsg(own);
+    (void)sqlite3_close(own);
+    return Status::Internal(message);
+  }
   std::unique_ptr<Checkpointer> c(new Checkpointer(writer, options));
   c->thread_ = std::thread([raw = c.get(), own]() { raw->Run(own); });
   // From here on no commit checkpoints by itself (this replaces wal_autocheckpoint).
@@ -73,15 +82,49 @@ void Checkpointer::Run(sqlite3* own) {
       if (stopping_) break;
       wanted_ = false;
     }
-    if (Checkpoint(own, "the checkpoint thread")) ++background_rounds_;
+    if (CatchUp(own)) ++background_rounds_;
     round_done_ = true;
   }
   // Closing a connection that is not the last one checkpoints nothing.
   (void)sqlite3_close(own);
 }
 
-bool Checkpointer::Checkpoint(sqlite3* db, const char* who) {
-  const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+bool Checkpointer::CatchUp(sqlite3* own) {
+  bool copied = false;
+  for (int round = 0; round < kCatchUpRounds; ++round) {
+    int backfilled = 0;
+    if (!Checkpoint(own, "the checkpoint thread", &backfilled)) break;
+    copied = true;
+    // SQLite syncs the database file only when a checkpoint reaches the WAL's
+    // end, which under steady commits only the writer's finishing step does:
+    // that sync would write back every page this round copied, on the
+    // writer's thread. Synced here, it finds only the few the step copies.
+    if (!SyncDatabase(own)) break;
+    // What was committed during the round is for the next one, unless it is
+    // little, or the WAL, which cannot start over meanwhile, is already large.
+    const std::int64_t wal = wal_pages_.load(std::memory_order_relaxed);
+    if (backfilled < 0 || wal - backfilled <= kFewPages || wal >= 2 * std::int64_t{options_.background_pages}) break;
+  }
+  return copied;
+}
+
+bool Checkpointer::SyncDatabase(sqlite3* own) {
+  // Through SQLite's own file: a descriptor of ours, once closed, would drop
+  // the process's POSIX locks on the file, SQLite's included.
+  sqlite3_file* file = nullptr;
+  int rc = sqlite3_file_control(own, "main", SQLITE_FCNTL_FILE_POINTER, &file);
+  if (rc == SQLITE_OK && (file == nullptr || file->pMethods == nullptr)) rc = SQLITE_MISUSE;
+  if (rc == SQLITE_OK) rc = file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
+  if (rc == SQLITE_OK) return true;
+  if (last_logged_rc_.exchange(rc) != rc) {
+    WEFT_LOG(kWarn, "store") << "the checkpoint thread cannot sync the database file: " << sqlite3_errstr(rc)
+                             << "; the next commit syncs it instead (logged once per kind of failure)";
+  }
+  return false;
+}
+
+bool Checkpointer::Checkpoint(sqlite3* db, const char* who, int* backfilled) {
+  const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, backfilled);
   if (rc == SQLITE_OK) return true;
   // Busy: another checkpoint is running (the other side's); the next one catches up.
   if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;

@@ -1428,8 +1428,10 @@ Status Store::OpenSqlite(const StoreOptions& options) {
   // NORMAL in WAL mode: a commit survives a crash of the process; only an OS
   // crash or power loss can take the last commits with it.
   WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
-  // When the WAL starts over after a checkpoint, it gives back what it grew beyond 32 MiB.
-  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit=33554432"));
+  // When the WAL starts over after a checkpoint, it gives back what it grew beyond 64 MiB:
+  // four rounds of the checkpoint thread (16 MiB each), so that a WAL that grew while the
+  // thread caught up is not cut and grown again every round.
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_size_limit=67108864"));
   // Foreign keys are enforced only after the migrations: a migration that
   // rebuilds a table drops the old one, which they would refuse.
   WEFT_RETURN_IF_ERROR(Migrate());

@@ -1,8 +1,13 @@
 // Probing plugin files in a child `weft-host --probe FILE` (the real binary).
 #include <catch2/catch.hpp>
 
-#include <filesystem>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support/temp_dir.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
 
@@ -42,6 +47,37 @@ TEST_CASE("probe: a probe that does not answer in time is killed and the file re
   weft::host::ProbeResult r = weft::host::RunProbe(kExe, kBuild / "plugins/fixtures/fixture_good.so", {}, 1);
   CHECK_FALSE(r.ok);
   CHECK(r.reason == "plugin file fixture_good.so hung while loading (no answer within 1 ms); its probe was killed");
+}
+
+TEST_CASE("probe: files are probed at once, so files that hang while loading wait for each other and not in turn",
+          "[host][probe]") {
+  // Each copy of load_hang.so loads only once all three of its probes have
+  // started (WEFT_TEST_LOAD_RENDEZVOUS): probed one at a time, the first would
+  // wait for the others until its timeout, and all three would be refused.
+  weft::testing::TempDir tmp("weft-probe-parallel");
+  std::filesystem::create_directories(tmp / "met");
+  std::vector<std::filesystem::path> files;
+  for (const char* name : {"a.so", "b.so", "c.so"}) {
+    std::filesystem::copy_file(kBuild / "plugins/load_hang/load_hang.so", tmp / name);
+    files.push_back(tmp / name);
+  }
+  REQUIRE(setenv("WEFT_TEST_LOAD_RENDEZVOUS", ((tmp / "met").string() + ":3").c_str(), 1) == 0);
+  std::vector<weft::host::ProbeResult> r = weft::host::RunProbes(kExe, files, {}, 60'000);
+  unsetenv("WEFT_TEST_LOAD_RENDEZVOUS");
+  REQUIRE(r.size() == 3);
+  for (const auto& one : r) {
+    INFO(one.reason);
+    CHECK(one.ok);
+    CHECK(one.info.value("type", "") == "load-hang");
+  }
+  // The bound still holds for each: one that never loads is refused by name,
+  // in its place among the results.
+  files = {kBuild / "plugins/fixtures/fixture_good.so", tmp / "a.so", kBuild / "plugins/fixtures/fixture_no_entry.so"};
+  r = weft::host::RunProbes(kExe, files);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].ok);
+  CHECK(r[1].reason == "plugin file a.so hung while loading (no answer within 10000 ms); its probe was killed");
+  CHECK_THAT(r[2].reason, Catch::StartsWith("no entry symbol 'weft_plugin_entry'"));
 }
 
 TEST_CASE("probe: plugin files are listed per directory in order, sorted by name", "[host][probe]") {

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -219,4 +220,27 @@ TEST_CASE("task context: a native plugin's missing required field or wrong field
   CHECK(o.code == "INVALID");
   CHECK_THAT(o.message, Catch::Contains("field 'port' must be an integer, not a number"));
   CHECK(FieldProbe::runs == 0);  // the plugin's code never ran
+}
+
+TEST_CASE("task context: a native plugin failing on a result set_result refused names the result, not the task",
+          "[host][task]") {
+  weft_plugin_descriptor d = ProbeDescriptor();
+  d.field_count = 0;
+  d.fields = nullptr;
+  // As the C++ SDK's SetResult does: the host's refusal, thrown and returned as INVALID.
+  d.run = [](void*, const weft_host_services* host, weft_task* task, std::uint32_t, char* err,
+             std::size_t err_len) -> int {
+    char why[256] = {0};
+    const int rc = host->set_result(task, "password", "hunter2", why, sizeof why);
+    std::snprintf(err, err_len, "set_result('password'): %s", why);
+    return rc;
+  };
+  TaskContext ctx("{}", nullptr);
+  weft::host::ActionOutcome o =
+      weft::host::RunAction(&d, nullptr, weft::host::HostServices(), ctx, WEFT_ACTION_CREATE, "probe", "CREATE");
+  CHECK_FALSE(o.succeeded);
+  CHECK(o.code == "INVALID");
+  CHECK_THAT(o.message, Catch::StartsWith("probe CREATE invalid result: set_result('password'): ") &&
+                            Catch::Contains("not valid JSON") && !Catch::Contains("invalid task") &&
+                            !Catch::Contains("hunter2"));
 }

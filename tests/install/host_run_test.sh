@@ -63,7 +63,7 @@ set +e
 out=$("$HOST" run "$SCRATCH/badfact.lua" INSTALL --task "$SCRATCH/task.json"); code=$?
 set -e
 [[ $code -eq 1 ]] || fail "a string ssh_port made the harness exit $code: $out"
-expect_contains "$out" "failed: bad-fact INSTALL returned a result weftd refuses: 'ssh_port'" "the node fact check"
+expect_contains "$out" "failed: bad-fact INSTALL returned a result Weft cannot use: 'ssh_port'" "the node fact check"
 
 echo "== a Lua provider that declares only create is refused at load, naming what it lacks"
 cat >"$SCRATCH/lonely.lua" <<'LUA'
@@ -118,6 +118,29 @@ out=$("$HOST" run "$CRASHERS/crash_on_load.so" INSTALL --task "$SCRATCH/task.jso
 set -e
 [[ $code -eq 1 ]] || fail "a plugin crashing at load made the harness exit $code"
 expect_contains "$out" "failed: plugin file crash_on_load.so crashed with SIGSEGV while loading" "the load crash report"
+
+echo "== a plugin that hangs while loading is given up after the 10 s a host's probe gets, saying what it waits for"
+set +e
+out=$("$HOST" run "$BUILD/plugins/load_hang/load_hang.so" INSTALL --task "$SCRATCH/task.json" 2>"$SCRATCH/hang.err")
+code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a plugin hanging at load made the harness exit $code: $out"
+expect_contains "$out" "failed: plugin file load_hang.so hung while loading (no answer within 10000 ms, the bound a host's probe has); it was killed" \
+  "the load hang report (not the 300 s --timeout-ms)"
+expect_contains "$(cat "$SCRATCH/hang.err")" "weft-host run: plugin file load_hang.so has not loaded after " \
+  "the wait is said while it lasts"
+expect_contains "$(cat "$SCRATCH/hang.err")" "(its entry point, init or describe has not returned); it is given up 10 s after it started" \
+  "what the wait is for and its bound"
+
+echo "== an action silent for 10 s is said on stderr while it runs, with its bounds"
+set +e
+out=$("$HOST" run "$CRASHERS/crash_hang.so" START --task "$SCRATCH/task.json" --timeout-ms 11000 2>"$SCRATCH/quiet.err")
+code=$?
+set -e
+[[ $code -eq 1 ]] || fail "a hanging plugin made the harness exit $code"
+expect_contains "$(cat "$SCRATCH/quiet.err")" "weft-host run: plugin 'crash-hang' START has run " "the silent action is said"
+expect_contains "$(cat "$SCRATCH/quiet.err")" "; it is cancelled at --timeout-ms (11000 ms, a host's task_timeout_ms)" \
+  "its bound is said"
 
 echo "== a file that is no plugin is refused with the host's reason"
 echo "not a library" >"$SCRATCH/bogus.so"

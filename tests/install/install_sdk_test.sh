@@ -28,6 +28,23 @@ done
 [[ -z $(find "$PREFIX" -name "*test*" -o -name "*crash*" -o -name "*bench*") ]] ||
   fail "test programs or fixtures were installed: $(find "$PREFIX" -name "*test*" -o -name "*crash*" -o -name "*bench*")"
 
+echo "== the installed configuration and units name this prefix's paths, not the packages' /usr ones"
+host_toml=$PREFIX/etc/weft/weft-host.toml
+expect_contains "$(cat "$host_toml")" "plugin_dirs = [\"$PREFIX/lib/weft/plugins/providers\", \"$PREFIX/lib/weft/plugins/automators\"" \
+  "etc/weft/weft-host.toml's bundled plugin directories"
+for dir in $(sed -n 's/^plugin_dirs = \[\(.*\)\]/\1/p' "$host_toml" | tr -d '",'); do
+  [[ $dir == /var/lib/weft/plugins || -d $dir ]] || fail "etc/weft/weft-host.toml names $dir, which the install did not make"
+done
+expect_contains "$(cat "$PREFIX/lib/systemd/system/weft-host.service")" \
+  "ExecStart=$PREFIX/bin/weft-host --config $PREFIX/etc/weft/weft-host.toml" "weft-host.service's ExecStart"
+expect_contains "$(cat "$PREFIX/lib/systemd/system/weftd.service")" \
+  "ExecStart=$PREFIX/bin/weftd --config $PREFIX/etc/weft/weftd.toml" "weftd.service's ExecStart"
+expect_contains "$(cat "$PREFIX/share/doc/weft/examples/weft-host.toml")" "\"$PREFIX/lib/weft/plugins/providers\"" \
+  "the example weft-host.toml"
+stray=$(grep -l -E '(^|[^a-z])/(usr|etc)/' "$host_toml" "$PREFIX/etc/weft/weftd.toml" "$PREFIX"/lib/systemd/system/*.service \
+          "$PREFIX"/share/doc/weft/examples/*.toml || true)
+[[ -z $stray ]] || fail "installed files still name /usr or /etc under prefix $PREFIX: $stray"
+
 echo "== the examples build outside the tree, against the installed SDK only"
 build_examples "$PREFIX" "$SCRATCH/src"
 for so in "$HELLO_PROVIDER" "$HELLO_AUTOMATOR"; do

@@ -364,6 +364,49 @@ TEST_CASE("integration: a plugin run longer than task_timeout_ms is cancelled an
   CHECK(host.process().running());
 }
 
+TEST_CASE("integration: a host given several weftd endpoints logs the one it registered with, not the list",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  // A second endpoint nobody listens on, as a failover list names a standby that is down.
+  const std::string list = server.provisioner() + ",tcp://127.0.0.1:9";
+  Host host(HostIn(tmp / "host", "h1", list));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 20s));
+  REQUIRE(WaitFor([&] { return host.Log().find("registered with weftd at ") != std::string::npos; }, 10s));
+  const std::string log = host.Log();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("registered with weftd at " + server.provisioner() + " as 'h1'"));
+  CHECK_THAT(log, !Catch::Contains("weftd at " + list));
+}
+
+TEST_CASE(
+    "integration: a task that returned and waits past task_timeout_ms to report to a frozen weftd is not "
+    "said to be cancelled",
+    "[integration][host]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {}, 1, "task_timeout_ms = 8000\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 10s));
+  // Returns after 5 s, within its 8 s; weftd is frozen before that, so the
+  // finish waits, and the task's timeout passes while it does.
+  const std::int64_t id = server.Enqueue({{"plugin", "fake-provider"},
+                                          {"action", "CREATE"},
+                                          {"node_id", "late"},
+                                          {"payload", {{"provider", {{"fields", {{"latency_ms", 5000}}}}}}}});
+  server.WaitTaskState(id, "leased", 10s);
+  server.process().Signal(SIGSTOP);
+  const std::string waits = "task " + std::to_string(id) +
+                            " attempt 1 has returned and still waits to report its result to weftd, past 8000 ms "
+                            "(task_timeout_ms); nothing to cancel";
+  const bool said = WaitFor([&] { return host.Log().find(waits) != std::string::npos; }, 60s);
+  server.process().Signal(SIGCONT);
+  const std::string log = host.Log();
+  INFO(log);
+  CHECK(said);
+  CHECK_THAT(log, !Catch::Contains("task " + std::to_string(id) + " attempt 1 ran longer than"));
+  CHECK_THAT(log, !Catch::Contains("cancelling"));
+}
+
 TEST_CASE("integration: a host frozen past its lease cancels the stale attempt and its finish is refused",
           "[integration][host]") {
   TempDir tmp("weft-it");

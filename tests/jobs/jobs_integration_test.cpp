@@ -1548,18 +1548,32 @@ TEST_CASE("jobs: a node's results up to their limit reach its later tasks and it
                    Catch::Contains(message_has));
   };
 
-  // Over the 256 KiB one task may return: weftd refuses it at task.finish.
+  // Over the 256 KiB one task may return: weftd would refuse it at task.finish;
+  // the worker fails it first, in weftd's words, and its host log says why.
+  const std::string over_task = "returned a result of " + std::to_string(300 * 1024 + 8) +
+                                " bytes (as JSON), over the limit of 262144 bytes that one task may return; the "
+                                "result was not kept and the task failed";
   catalog.PatchActions("fake-base", "install", {{"result_kb", 300}});
   env.Import(catalog);
-  one_failed_install(failed_create("over-task"), "returned a result of " + std::to_string(300 * 1024 + 8) +
-                                                     " bytes (as JSON), over the limit of 262144 bytes");
+  one_failed_install(failed_create("over-task"), over_task);
+  CHECK_THAT(env.hosts[0]->Log(), Catch::Contains(over_task));
 
-  // Over what one task.finish may carry: weft-host reports the attempt failed
-  // instead of sending a frame weftd would drop (and resending it forever).
+  // Over what one task.finish may carry: refused by the same check, never sent
+  // as a frame weftd would drop (and resent forever).
   catalog.PatchActions("fake-base", "install", {{"result_kb", 1200}});
   env.Import(catalog);
-  one_failed_install(failed_create("over-frame"),
-                     "the result was " + std::to_string(1200 * 1024 + 8) + " bytes as JSON");
+  one_failed_install(failed_create("over-frame"), "returned a result of " + std::to_string(1200 * 1024 + 8) +
+                                                      " bytes (as JSON), over the limit of 262144 bytes");
+
+  // A node fact of the wrong type (ssh_port a string): the worker fails it as
+  // weftd would, naming the task and the fact, in its log too.
+  catalog.PatchActions("fake-base", "install", {{"result_kb", 1}, {"result_field", "ssh_port"}});
+  env.Import(catalog);
+  const std::string bad_fact =
+      "/INSTALL/fake-base) returned a result Weft cannot use: 'ssh_port' must be an integer 1-65535";
+  one_failed_install(failed_create("bad-fact"), bad_fact);
+  CHECK_THAT(env.hosts[0]->Log(), Catch::Contains(bad_fact));
+  catalog.PatchActions("fake-base", "install", {{"result_field", "blob"}});
 
   // INVALID and UNSUPPORTED: the same task would fail the same way.
   catalog.PatchActions("fake-base", "install",

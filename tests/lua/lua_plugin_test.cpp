@@ -169,6 +169,9 @@ TEST_CASE("lua: error() fails the task with the script's message and position", 
   CHECK_THAT(r.err, Contains("Lua plugin 'hello-lua' failed during START: hello.lua:25: cannot start web"));
   CHECK(r.err.find("stack traceback") == std::string::npos);
   CHECK_THAT(r.out, Contains("stack traceback"));  // the traceback goes to the task's debug log
+  // Its frames indented with spaces, not Lua's tabs.
+  CHECK_THAT(r.out, Contains("stack traceback:\n  "));
+  CHECK(r.out.find('\t') == std::string::npos);
 }
 
 TEST_CASE("lua: an action the plugin does not declare is unsupported", "[lua]") {

@@ -153,7 +153,7 @@ TEST_CASE("lua: io is not available", "[lua]") {
   Plugin p(Automator("local f = io.open('/etc/passwd')"));
   RunResult r = p.Run(WEFT_ACTION_INSTALL);
   CHECK(r.rc == WEFT_ERR_FAILED);
-  CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: io is not available") &&
+  CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: t.lua:3: io is not available") &&
                         Contains("docs/lua-plugins.md"));
   StillServes(p);
 }

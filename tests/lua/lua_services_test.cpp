@@ -54,7 +54,7 @@ TEST_CASE("lua services: upload takes only the task's resource files", "[lua]") 
     RunResult r = p.Run(WEFT_ACTION_INSTALL, task);
     INFO(from);
     CHECK(r.rc == WEFT_ERR_FAILED);
-    CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: task:upload: the local file '" +
+    CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: t.lua:3: task:upload: the local file '" +
                                std::string(from) + "' is not one of this task's resources"));
   }
   // The resource's own path passes the rule (and the SSH service then looks for the file).

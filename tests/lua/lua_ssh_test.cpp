@@ -95,6 +95,31 @@ TEST_CASE("lua ssh: task:write and task:upload put files on the node", "[lua][ss
   CHECK(weft::testing::ReadFile(uploaded) == "#!/bin/sh\necho installed \"$@\"\n");
 }
 
+TEST_CASE("lua ssh: a task:write that fails is named a write, a task:upload an upload", "[lua][ssh]") {
+  SshdNode node("luanodir");
+  weft::testing::TempDir local("weft-lua-nodir");
+  weft::testing::WriteFile(local / "a.sh", "#!/bin/sh\n");
+  const std::string missing = (node.node().dir / "no-such-dir" / "x").string();
+  json task = SshTaskFor(node);
+  task["resources"] =
+      json::array({{{"type", "scripts"}, {"name", "a.sh"}, {"version", 1}, {"path", (local / "a.sh").string()}}});
+  Plugin p(Automator(R"(
+    local ok, e = pcall(task.write, task, "x", ")" +
+                     missing + R"(")
+    task:set_result("write", e)
+    ok, e = pcall(task.upload, task, task.json.resources[1].path, ")" +
+                     missing + R"(")
+    task:set_result("upload", e)
+  )"));
+  RunResult r = p.Run(WEFT_ACTION_INSTALL, task);
+  INFO(r.err);
+  REQUIRE(r.rc == WEFT_OK);
+  const std::string write = r.result["write"].get<std::string>();
+  const std::string upload = r.result["upload"].get<std::string>();
+  CHECK_THAT(write, Contains("write to ") && Contains(": cannot create " + missing) && !Contains("upload"));
+  CHECK_THAT(upload, Contains("upload to ") && Contains(": cannot create " + missing));
+}
+
 TEST_CASE("lua ssh: upload of a host file that is not a task resource breaks a sandbox rule", "[lua][ssh]") {
   SshdNode node("luaescape");
   const std::string stolen = (node.node().dir / "stolen").string();
@@ -104,7 +129,7 @@ TEST_CASE("lua ssh: upload of a host file that is not a task resource breaks a s
   )"));
   RunResult r = p.Run(WEFT_ACTION_INSTALL, SshTaskFor(node));
   CHECK(r.rc == WEFT_ERR_FAILED);
-  CHECK_THAT(r.err, Contains("Lua plugin 't' broke a sandbox rule during INSTALL: task:upload: the local file "
+  CHECK_THAT(r.err, Contains("Lua plugin 't' broke a sandbox rule during INSTALL: t.lua:4: task:upload: the local file "
                              "'/etc/passwd' is not one of this task's resources"));
   CHECK_FALSE(std::filesystem::exists(stolen));
   // A path that only looks like a resource's ("..") is refused the same way.
@@ -237,7 +262,7 @@ TEST_CASE("lua ssh: output callbacks run under the sandbox's rules", "[lua][ssh]
     Plugin p(Automator("pcall(task.exec, task, 'echo x', { on_stdout = function(c) return io end })"));
     RunResult r = p.Run(WEFT_ACTION_INSTALL, SshTaskFor(node));
     CHECK(r.rc == WEFT_ERR_FAILED);
-    CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: io is not available"));
+    CHECK_THAT(r.err, Contains("broke a sandbox rule during INSTALL: t.lua:3: io is not available"));
   }
 }
 

@@ -219,6 +219,9 @@ TEST_CASE("security: a host enrolls with a one-time token, a used or expired tok
   CHECK_THAT(s.Log(), Catch::Contains("revoked, used up or expired"));
   CHECK(h1.process().running());
 
+  // The superadmin credential weftd made at its first start is said, with where it is.
+  CHECK_THAT(s.Log(), Catch::Contains("made a superadmin credential at " + s.superadmin().string()));
+
   // A restart keeps every key: the host reconnects and the CLI still works.
   h2.process().Stop();
   h3.process().Stop();
@@ -226,6 +229,7 @@ TEST_CASE("security: a host enrolls with a one-time token, a used or expired tok
   REQUIRE(WaitFor([&] { return s.HostLive("h1"); }, 15s));
   CHECK(h1.process().running());
   CHECK(Count(h1.Log(), "enrolled with weftd") == 1);
+  CHECK(s.Log().find("made a superadmin credential") == std::string::npos);  // the same one, not a new one
 }
 
 TEST_CASE("security: an unknown host waits until an admin accepts it, a revoked host is cut off at once",
@@ -403,8 +407,11 @@ TEST_CASE("security: event subscriptions deliver only what the subscriber's key 
   }
   REQUIRE(s.Weft({"cluster", "create", "a1", "--template", "web-fake", "--size", "3"}, who["alice"]).exit_code == 0);
   REQUIRE(s.Weft({"cluster", "create", "c1", "--template", "web-fake", "--size", "3"}, who["carol"]).exit_code == 0);
-  REQUIRE(s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"}, root)
-              .exit_code == 0);
+  RunResult g1_made = s.Weft({"--tenant", "globex", "cluster", "create", "g1", "--template", "web-fake", "--size", "3"},
+                             root);
+  REQUIRE(g1_made.exit_code == 0);
+  // The command it suggests works as typed: it names the tenant given.
+  CHECK_THAT(g1_made.out, Catch::Contains("follow it with `weft --tenant globex job watch "));
   auto cluster_id = [&](const fs::path& as, const std::string& name, const std::string& tenant) {
     return s.WeftJson({"--tenant", tenant, "cluster", "get", name}, as)["cluster"];
   };

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "weft/server/store/store.hpp"
+#include "support/process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/test_store.hpp"
 
@@ -182,6 +183,58 @@ TEST_CASE("store: checkpoints run on their own thread and the WAL stays bounded 
   }
   // Nothing committed was lost on the way into the database file.
   CHECK(QueryInt(dir / "weft.db", "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded'") == kCycles);
+}
+
+TEST_CASE("store: the checkpoint thread copies the WAL into the database file by itself", "[store][sqlite]") {
+  weft::testing::TempDir dir;
+  weft::store::StoreOptions options;
+  options.checkpoint.background_pages = 64;
+  options.checkpoint.limit_pages = 1'000'000;  // never: only the thread may checkpoint here
+  auto opened = weft::testing::OpenStore(dir / "weft.db", options);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  const auto db_bytes = [&] { return std::filesystem::file_size(dir / "weft.db"); };
+  const std::uintmax_t before = db_bytes();
+  // Commits until the WAL passes 64 pages: the last one asks the thread for a round.
+  int cycles = 0;
+  while (store.checkpoint_stats().wal_pages < options.checkpoint.background_pages) {
+    CommitCycles(store, 1);
+    REQUIRE(++cycles < 10'000);
+  }
+  // No commit comes after it, so nothing but the thread can checkpoint: the
+  // tables the commits grew reach the database file only if its round copies
+  // them (the file is written by checkpoints alone).
+  const bool copied = weft::testing::WaitFor(
+      [&] { return db_bytes() > before && store.checkpoint_stats().background_rounds >= 1; }, std::chrono::seconds(30));
+  INFO("weft.db: " << before << " bytes before the commits, " << db_bytes() << " after; "
+                   << store.checkpoint_stats().background_rounds << " background rounds");
+  CHECK(copied);
+}
+
+TEST_CASE("store: a WAL past 32 MiB is not cut back when it starts over", "[store][sqlite][slow]") {
+  weft::testing::TempDir dir;
+  weft::store::StoreOptions options;
+  // A round at 40 MiB of WAL (4 KiB pages and their 24-byte frame headers).
+  options.checkpoint.background_pages = 10'240;
+  options.checkpoint.limit_pages = 1'000'000;
+  constexpr std::uintmax_t kRoundBytes = 10'240 * (4096 + 24);
+  auto opened = weft::testing::OpenStore(dir / "weft.db", options);
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  // Commits until the writer has finished a round of the thread's...
+  int cycles = 0;
+  while (store.checkpoint_stats().writer_rounds == 0) {
+    CommitCycles(store, 1);
+    REQUIRE(++cycles < 100'000);
+  }
+  CHECK(store.checkpoint_stats().background_rounds >= 1);
+  // ...and one more, which starts the WAL over and gives back what its file
+  // holds beyond journal_size_limit: nothing, under 64 MiB, so the next
+  // rounds write over the file rather than growing it again.
+  CommitCycles(store, 1);
+  const std::uintmax_t wal_bytes = std::filesystem::file_size(dir / "weft.db-wal");
+  INFO("weft.db-wal: " << wal_bytes << " bytes after " << cycles + 1 << " commits");
+  CHECK(wal_bytes >= kRoundBytes);
 }
 
 TEST_CASE("store: a file from a newer weftd is refused", "[store]") {

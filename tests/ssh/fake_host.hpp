@@ -1,6 +1,8 @@
 // Test helper: a stand-in for weft-host's services table, wired to the SSH
 // services exactly as the host wires them (weft::host::ssh::Service*), and a
-// plugin .so loaded and driven through its descriptor.
+// plugin .so loaded and driven through its descriptor. Fields are resolved as a
+// worker resolves them (weft::host::ResolvePluginFields): the plugin sees the
+// declared defaults, and a task the host would refuse as INVALID is refused here.
 #pragma once
 
 #include <dlfcn.h>
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,7 @@ struct FakeTask {
   nlohmann::json results = nlohmann::json::object();
   std::atomic<bool> cancelled{false};
   std::uint32_t kind = WEFT_KIND_PROVIDER;   // whose fields field_json finds (LoadedPlugin::Run sets it)
+  std::optional<nlohmann::json> fields;      // resolved with the plugin's defaults (LoadedPlugin::Run sets it)
   std::map<std::string, std::string> kept;  // the text field_json and node_json handed out
 
   const char* Keep(const std::string& key, const nlohmann::json* value) {
@@ -88,7 +92,7 @@ inline weft_host_services FakeServices(bool with_ssh = true) {
   // --- 1.2: found where weft-host finds them (weft/ssh/task_view.hpp) ---
   s.field_json = [](weft_task* t, const char* name) -> const char* {
     const nlohmann::json task = nlohmann::json::parse(F(t)->json_text);
-    const nlohmann::json* fields = host::PluginFields(task, F(t)->kind);
+    const nlohmann::json* fields = F(t)->fields ? &*F(t)->fields : host::PluginFields(task, F(t)->kind);
     auto it = fields ? fields->find(name) : task.end();
     return F(t)->Keep(std::string("field:") + name, fields && it != fields->end() && !it->is_null() ? &*it : nullptr);
   };
@@ -122,6 +126,16 @@ class LoadedPlugin {
   int Run(FakeTask& task, weft_action action, std::string* error = nullptr) {
     char err[1024] = {0};
     task.kind = d_->kind;  // as weft-host does: field_json finds this plugin's fields
+    // As a worker does before any plugin code runs (weft::host::RunAction):
+    // declared defaults filled in, a missing required field or a value of the
+    // wrong type refused as INVALID.
+    const nlohmann::json parsed = nlohmann::json::parse(task.json_text, nullptr, /*allow_exceptions=*/false);
+    host::ResolvedFields resolved = host::ResolvePluginFields(parsed.is_discarded() ? nlohmann::json() : parsed, *d_);
+    if (!resolved.error.empty()) {
+      if (error) *error = resolved.error;
+      return WEFT_ERR_INVALID;
+    }
+    task.fields = std::move(resolved.fields);
     int rc = d_->run(instance_, &services_, reinterpret_cast<weft_task*>(&task), action, err, sizeof err);
     if (error) *error = err;
     return rc;

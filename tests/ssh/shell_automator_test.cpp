@@ -109,6 +109,11 @@ TEST_CASE("shell automator: bad fields and a host without SSH services are refus
   FakeTask both(TaskFor(node, {{"command", "true"}, {"script", "/x"}}).dump());
   CHECK(plugin.Run(both, WEFT_ACTION_START, &err) == WEFT_ERR_INVALID);
   CHECK(err.find("exactly one") != std::string::npos);
+  // A value not of its declared type is refused as a worker refuses it, before the plugin runs.
+  FakeTask mistyped(TaskFor(node, {{"command", "true"}, {"timeout_ms", true}}).dump());
+  CHECK(plugin.Run(mistyped, WEFT_ACTION_START, &err) == WEFT_ERR_INVALID);
+  CHECK_THAT(err, Catch::StartsWith("field 'timeout_ms' must be ") &&
+                      Catch::EndsWith("; fix it in the task's service action fields"));
 
   LoadedPlugin old_host(kShellSo, /*with_ssh=*/false);
   FakeTask task(TaskFor(node, {{"command", "true"}}).dump());

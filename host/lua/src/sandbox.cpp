@@ -455,7 +455,15 @@ int PushJobBody(lua_State* L) {
 void RecordViolation(lua_State* L, const char* message) noexcept {
   try {
     Control& c = ControlOf(L);
-    if (c.violation.empty()) c.violation = message;
+    if (!c.violation.empty()) return;
+    // Where the script broke the rule ("<chunk>:<line>: "), as Lua puts it
+    // before an error: level 0 is the refusing C function, 1 what called it.
+    // Read without pushing anything (no Lua allocation, so no error here).
+    lua_Debug ar;
+    std::string where;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+      where = std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
+    c.violation = where + message;
   } catch (...) {
   }
 }
@@ -571,6 +579,10 @@ Outcome Sandbox::RunAction(const char* action, const json& task_json, const json
   std::size_t tb = o.message.find("\nstack traceback:");
   if (tb != std::string::npos) {
     o.traceback = error.substr(error.find("stack traceback:"));
+    // Lua indents each frame with a tab: two spaces read the same in a log,
+    // a terminal and a web page.
+    for (std::size_t at = o.traceback.find('\t'); at != std::string::npos; at = o.traceback.find('\t', at + 2))
+      o.traceback.replace(at, 1, "  ");
     o.message.erase(tb);
   }
   return o;

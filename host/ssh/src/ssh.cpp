@@ -391,17 +391,19 @@ Result<ExecResult> Session::Exec(const std::string& command, int timeout_ms, con
   return result;
 }
 
-Status Session::Write(std::string_view bytes, const std::string& remote_path, int mode, int timeout_ms) {
+Status Session::Write(std::string_view bytes, const std::string& remote_path, int mode, int timeout_ms,
+                      std::string_view op) {
   Impl& im = *impl_;
   const std::string& name = im.name;
   if (!healthy_) return Status::Unavailable("SSH to " + name + ": the connection is broken; reconnect");
   if (remote_path.empty() || remote_path.find('\n') != std::string::npos) {
-    return Status::Invalid("upload to " + name + ": the remote path '" + remote_path + "' is empty or has a newline");
+    return Status::Invalid(std::string(op) + " to " + name + ": the remote path '" + remote_path +
+                           "' is empty or has a newline");
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 1));
   auto timed_out = [&] {
     healthy_ = false;
-    return Status::Timeout("upload of " + remote_path + " timed out after " + std::to_string(timeout_ms) +
+    return Status::Timeout(std::string(op) + " of " + remote_path + " timed out after " + std::to_string(timeout_ms) +
                            " ms on node " + target_.Name());
   };
   LIBSSH2_CHANNEL* ch = nullptr;
@@ -409,8 +411,8 @@ Status Session::Write(std::string_view bytes, const std::string& remote_path, in
                                   static_cast<libssh2_int64_t>(bytes.size()), 0, 0)) == nullptr) {
     if (libssh2_session_last_errno(im.session) != LIBSSH2_ERROR_EAGAIN) {
       // An SCP refusal (no such directory, permission) leaves the session usable.
-      return Status::Unavailable("upload to " + name + ": cannot create " + remote_path + ": " + im.LastError() +
-                                 " (does the directory exist and is it writable?)");
+      return Status::Unavailable(std::string(op) + " to " + name + ": cannot create " + remote_path + ": " +
+                                 im.LastError() + " (does the directory exist and is it writable?)");
     }
     if (!im.Wait(deadline)) return timed_out();
   }
@@ -435,7 +437,8 @@ Status Session::Write(std::string_view bytes, const std::string& remote_path, in
     }
     if (n < 0) {
       healthy_ = false;
-      return Status::Unavailable("upload to " + name + ": writing " + remote_path + " failed: " + im.LastError());
+      return Status::Unavailable(std::string(op) + " to " + name + ": writing " + remote_path +
+                                 " failed: " + im.LastError());
     }
     off += static_cast<std::size_t>(n);
   }
@@ -445,24 +448,25 @@ Status Session::Write(std::string_view bytes, const std::string& remote_path, in
   }
   if (rc != 0) {
     healthy_ = false;
-    return Status::Unavailable("upload to " + name + ": finishing " + remote_path + " failed: " + im.LastError());
+    return Status::Unavailable(std::string(op) + " to " + name + ": finishing " + remote_path +
+                               " failed: " + im.LastError());
   }
   while ((rc = libssh2_channel_wait_eof(ch)) == LIBSSH2_ERROR_EAGAIN) {
     if (!im.Wait(deadline)) return timed_out();
   }
   if (rc != 0) {
     healthy_ = false;
-    return Status::Unavailable("upload to " + name + ": the node did not confirm " + remote_path + ": " +
+    return Status::Unavailable(std::string(op) + " to " + name + ": the node did not confirm " + remote_path + ": " +
                                im.LastError());
   }
-  if (Status closed = im.CloseChannel(ch, deadline, "upload to " + name); !closed.ok()) {
+  if (Status closed = im.CloseChannel(ch, deadline, std::string(op) + " to " + name); !closed.ok()) {
     if (closed.code() == Code::kTimeout) return timed_out();
     healthy_ = false;
     return closed;
   }
   int exit_status = libssh2_channel_get_exit_status(ch);
   if (exit_status != 0) {
-    return Status::Unavailable("upload to " + name + ": the node's scp exited with status " +
+    return Status::Unavailable(std::string(op) + " to " + name + ": the node's scp exited with status " +
                                std::to_string(exit_status) + " writing " + remote_path);
   }
   return Status::Ok();
@@ -473,7 +477,7 @@ Status Session::Upload(const std::string& local_path, const std::string& remote_
   if (!in) return Status::NotFound("upload to node " + target_.Name() + ": cannot read the local file " + local_path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Status::Unavailable("upload to node " + target_.Name() + ": reading " + local_path + " failed");
-  return Write(bytes, remote_path, mode, timeout_ms);
+  return Write(bytes, remote_path, mode, timeout_ms, "upload");
 }
 
 }  // namespace weft::host::ssh

@@ -136,9 +136,12 @@ int ServiceExec(const char* task_json, const CancelledFn& cancelled, const char*
   return WEFT_ERR_INTERNAL;
 }
 
-int ServiceWrite(const char* task_json, const CancelledFn& cancelled, const void* data, std::size_t len,
-                 const char* remote_path, std::uint32_t mode, std::uint32_t timeout_ms, char* err,
-                 std::size_t err_len) noexcept {
+namespace {
+
+// ssh_write, and ssh_upload once it read the file: `op` names the service in errors.
+int WriteBytes(const char* task_json, const CancelledFn& cancelled, const void* data, std::size_t len,
+               const char* remote_path, std::uint32_t mode, std::uint32_t timeout_ms, char* err, std::size_t err_len,
+               std::string_view op) noexcept {
   try {
     if (!remote_path || (!data && len > 0)) {
       WriteErr(err, err_len, "ssh_write needs a remote path and data");
@@ -149,7 +152,7 @@ int ServiceWrite(const char* task_json, const CancelledFn& cancelled, const void
     const int timeout = static_cast<int>(timeout_ms ? timeout_ms : kDefaultUploadTimeoutMs);
     std::string_view bytes(static_cast<const char*>(data), len);
     Status s = WithSession(*target, cancelled, [&](Session& session, bool* retryable) -> Status {
-      Status w = session.Write(bytes, remote_path, static_cast<int>(mode), timeout);
+      Status w = session.Write(bytes, remote_path, static_cast<int>(mode), timeout, op);
       // A dead pooled connection shows up as an unhealthy session.
       *retryable = !w.ok() && !session.healthy() && w.code() == Code::kUnavailable;
       return w;
@@ -157,11 +160,19 @@ int ServiceWrite(const char* task_json, const CancelledFn& cancelled, const void
     if (!s.ok()) return Fail(s, err, err_len);
     return WEFT_OK;
   } catch (const std::exception& e) {
-    WriteErr(err, err_len, std::string("ssh_write failed inside the host: ") + e.what());
+    WriteErr(err, err_len, "ssh_" + std::string(op) + " failed inside the host: " + e.what());
   } catch (...) {
-    WriteErr(err, err_len, "ssh_write failed inside the host");
+    WriteErr(err, err_len, op == "upload" ? "ssh_upload failed inside the host" : "ssh_write failed inside the host");
   }
   return WEFT_ERR_INTERNAL;
+}
+
+}  // namespace
+
+int ServiceWrite(const char* task_json, const CancelledFn& cancelled, const void* data, std::size_t len,
+                 const char* remote_path, std::uint32_t mode, std::uint32_t timeout_ms, char* err,
+                 std::size_t err_len) noexcept {
+  return WriteBytes(task_json, cancelled, data, len, remote_path, mode, timeout_ms, err, err_len, "write");
 }
 
 int ServiceUpload(const char* task_json, const CancelledFn& cancelled, const char* local_path,
@@ -187,8 +198,8 @@ int ServiceUpload(const char* task_json, const CancelledFn& cancelled, const cha
       WriteErr(err, err_len, std::string("ssh_upload: reading the local file ") + local_path + " failed");
       return WEFT_ERR_FAILED;
     }
-    return ServiceWrite(task_json, cancelled, bytes.data(), bytes.size(), remote_path, mode, timeout_ms, err,
-                        err_len);
+    return WriteBytes(task_json, cancelled, bytes.data(), bytes.size(), remote_path, mode, timeout_ms, err, err_len,
+                      "upload");
   } catch (const std::exception& e) {
     WriteErr(err, err_len, std::string("ssh_upload failed inside the host: ") + e.what());
   } catch (...) {

@@ -52,6 +52,9 @@ class Context {
   // The api endpoint the last request went to (one of --server's; before any: --server).
   std::string endpoint() const { return client_ ? client_->endpoint() : options_.server; }
 
+  // A command to suggest, as the user must type it: `weft ARGS`, with this run's --tenant.
+  std::string Suggest(std::string_view args) const;
+
   // For handlers that find a usage problem in their arguments: the run exits 2.
   Status UsageError(std::string message);
   bool usage_error() const { return usage_error_; }

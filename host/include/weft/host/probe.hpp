@@ -19,6 +19,9 @@
 namespace weft::host {
 
 inline constexpr int kProbeTimeoutMs = 10'000;
+// How many probes run at once: files that hang while loading cost about one
+// kProbeTimeoutMs per this many, not one each.
+inline constexpr int kProbeParallel = 8;
 
 struct ProbeResult {
   bool ok = false;
@@ -30,6 +33,12 @@ struct ProbeResult {
 // verdict; never throws.
 ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua = {},
                      int timeout_ms = kProbeTimeoutMs);
+
+// Probes `files` (up to `parallel` at a time, each with its own timeout);
+// the results in the order of `files`.
+std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std::filesystem::path>& files,
+                                   const LuaBudget& lua = {}, int timeout_ms = kProbeTimeoutMs,
+                                   int parallel = kProbeParallel);
 
 // The child's side: loads `file`, prints the verdict line, returns the exit code.
 int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua);

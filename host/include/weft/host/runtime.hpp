@@ -78,6 +78,8 @@ class Runtime {
     // The plugin returned: the finish goes next, and progress reports of the
     // attempt are dropped (weftd would refuse them once the finish is in).
     bool ran = false;
+    // Said once that it ran past task_timeout_ms while only its report was pending.
+    bool late_report_noted = false;
   };
 
   void ControlLoop();

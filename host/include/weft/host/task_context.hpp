@@ -25,7 +25,7 @@ namespace weft::host {
 inline constexpr std::size_t kOutputTailBytes = 64 * 1024;
 // The most one task's result may be as JSON text: weftd fails an attempt that
 // returns more, for good (its task queue's kMaxResultBytes, docs/protocol.md
-// "Result limits"). `weft-host run` applies it so the harness says what weftd would.
+// "Result limits"). Workers and `weft-host run` apply it (CheckTaskResult).
 inline constexpr std::size_t kMaxTaskResultBytes = 256 * 1024;
 
 class TaskContext {
@@ -72,11 +72,15 @@ class TaskContext {
   std::string cancel_reason() const;
 
   nlohmann::json result() const;
+  // Whether set_result refused a value of this task (not JSON, no key): a
+  // plugin that then fails INVALID fails on its result, not on its task.
+  bool result_refused() const { return result_refused_.load(std::memory_order_acquire); }
   // The last tail_bytes of what the plugin logged (debug/info → stdout, warn/error → stderr).
   std::string stdout_tail() const;
   std::string stderr_tail() const;
 
  private:
+  int SetResultValue(const char* key, const char* json_value, char* err, std::size_t err_len);
   static void Append(std::string& tail, std::string_view line, std::size_t cap);
   // The task, parsed once; mu_ held.
   const nlohmann::json& Parsed();
@@ -87,6 +91,7 @@ class TaskContext {
   const ProgressSink progress_;
   const std::size_t tail_bytes_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> result_refused_{false};
   mutable std::mutex mu_;
   std::string cancel_reason_;
   nlohmann::json result_ = nlohmann::json::object();
@@ -105,6 +110,21 @@ struct ActionOutcome {
   std::string message;
   std::string code;  // a failure's code as task.finish names it: FAILED, INVALID, UNSUPPORTED, ...
 };
+
+// What weftd refuses in a succeeded attempt's result, checked before it is sent
+// (docs/protocol.md "Result limits"): a result over kMaxTaskResultBytes as JSON,
+// and, when `node_facts` (a job's task on a node, not its DELETE: what weftd checks
+// them in), a node fact of the wrong type (weft::CheckNodeFacts).
+struct ResultCheck {
+  enum class Limit { kNone, kTooLarge, kNodeFacts };
+  Limit limit = Limit::kNone;
+  // weftd's words after the task's name: "returned a result of N bytes (as JSON),
+  // over the limit of 262144 bytes that one task may return", or "returned a
+  // result Weft cannot use: 'ssh_port' must be ...".
+  std::string what;
+  bool ok() const { return limit == Limit::kNone; }
+};
+ResultCheck CheckTaskResult(const nlohmann::json& result, bool node_facts);
 
 // Runs `action` (its bit) of a loaded plugin on the context's task, through
 // `services`, catching what must not cross the ABI. The worker and `weft-host run`

@@ -81,8 +81,10 @@ class Session {
   Result<ExecResult> Exec(const std::string& command, int timeout_ms, const OutputFn& on_stdout = {},
                           const OutputFn& on_stderr = {}, const CancelledFn& cancelled = {});
 
-  // Writes `bytes` to remote_path (SCP) with the given mode (e.g. 0644).
-  Status Write(std::string_view bytes, const std::string& remote_path, int mode, int timeout_ms);
+  // Writes `bytes` to remote_path (SCP) with the given mode (e.g. 0644). `op`
+  // names the operation in errors ("write to node-1: ...", "upload to ...").
+  Status Write(std::string_view bytes, const std::string& remote_path, int mode, int timeout_ms,
+               std::string_view op = "write");
   // Copies the local file at local_path to remote_path (SCP).
   Status Upload(const std::string& local_path, const std::string& remote_path, int mode, int timeout_ms);
 

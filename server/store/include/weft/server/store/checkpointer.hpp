@@ -8,13 +8,19 @@
 //  * the writer's connection reports the WAL's size after every commit
 //    (sqlite3_wal_hook, which replaces the autocheckpoint);
 //  * past `background_pages`, a thread with a connection of its own runs a
-//    PASSIVE checkpoint: it copies and syncs everything committed so far while
-//    the writer goes on committing;
-//  * the writer's first commit after such a round checkpoints the few frames
-//    committed meanwhile itself (a few pages and two small syncs), so that the
-//    whole WAL is in the database and the next write starts the WAL again
-//    from its beginning. Without this step a steady writer would never leave
-//    the checkpointer a moment with nothing new, and the WAL would grow forever;
+//    PASSIVE checkpoint: it syncs the WAL and copies everything committed so
+//    far while the writer goes on committing, then syncs the database file
+//    itself. SQLite syncs the database file only when a checkpoint reaches
+//    the WAL's end, which under steady commits only the writer's step below
+//    does: left to it, that sync would write back every page of the round on
+//    the writer's thread. (The thread's connection reads once when it opens:
+//    a connection that has not opened the WAL checkpoints nothing.);
+//  * the writer's first commit after such a round checkpoints the frames
+//    committed meanwhile itself (the WAL's and the database's syncs of those,
+//    and the sync of the WAL's new header), so that the whole WAL is in the
+//    database and the next write starts the WAL again from its beginning.
+//    Without this step a steady writer would never leave the checkpointer a
+//    moment with nothing new, and the WAL would grow forever;
 //  * past `limit_pages` the writer checkpoints on its own, whatever the
 //    thread is doing (a guard; the thread should never fall that far behind).
 //
@@ -56,8 +62,19 @@ class Checkpointer {
   static int Hook(void* self, sqlite3* db, const char* schema, int pages);
   void OnCommit(sqlite3* db, int pages);
   void Run(sqlite3* own);
+  // The thread's work when asked: up to kCatchUpRounds PASSIVE checkpoints,
+  // each followed by a sync of the database file, until what was committed
+  // meanwhile is at most kFewPages (what is left, the writer's step syncs) or
+  // the WAL has reached twice `background_pages`. True if a checkpoint ran.
+  bool CatchUp(sqlite3* own);
+  // fdatasync of the database file, through `own`'s handle on it.
+  bool SyncDatabase(sqlite3* own);
   // A PASSIVE checkpoint of `db`; logs failures other than "busy" once per kind.
-  bool Checkpoint(sqlite3* db, const char* who);
+  // `backfilled` (may be null): the WAL frames now in the database file.
+  bool Checkpoint(sqlite3* db, const char* who, int* backfilled = nullptr);
+
+  static constexpr int kCatchUpRounds = 3;
+  static constexpr int kFewPages = 64;
 
   sqlite3* writer_;
   CheckpointOptions options_;
