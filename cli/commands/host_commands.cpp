@@ -26,6 +26,13 @@ std::string Workers(const json& host) {
   return workers.empty() ? "-" : workers;
 }
 
+// Live or not, and whether an operator drains it (weft host drain).
+std::string LiveCell(const json& host) {
+  const auto draining = host.find("draining");
+  const bool drains = draining != host.end() && draining->is_boolean() && draining->get<bool>();
+  return YesNo(host, "live") + (drains ? ", draining" : "");
+}
+
 Status HostList(Context& ctx, const ParsedArgs&) {
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.list"));
   if (ctx.json_output()) {
@@ -42,7 +49,7 @@ Status HostList(Context& ctx, const ParsedArgs&) {
   table.AlignRight(2);
   table.AlignRight(4);
   for (const json& h : hosts) {
-    table.AddRow({Text(h, "id"), YesNo(h, "live"), Text(h, "capacity"), Workers(h),
+    table.AddRow({Text(h, "id"), LiveCell(h), Text(h, "capacity"), Workers(h),
                   Text(h, "in_flight"), Ago(now_ms, Int(h, "last_seen_ms")), Ago(now_ms, Int(h, "registered_at_ms")),
                   Join(h, "plugins")});
   }
@@ -68,6 +75,7 @@ Status HostShow(Context& ctx, const ParsedArgs& args) {
   KeyValues kv;
   kv.Add("host", Text(h, "id"));
   kv.Add("live", YesNo(h, "live"));
+  kv.Add("draining", YesNo(h, "draining"));
   kv.Add("version", Text(h, "version"));
   kv.Add("capacity", Text(h, "capacity"));
   kv.Add("workers", Workers(h));
@@ -84,6 +92,35 @@ Status HostShow(Context& ctx, const ParsedArgs& args) {
   return Status::Ok();
 }
 
+Status HostDrain(Context& ctx, const ParsedArgs& args) {
+  const std::string id = args.positionals.at(0);
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.drain", {{"host_id", id}}));
+  if (ctx.json_output()) {
+    ctx.PrintJson(reply);
+    return Status::Ok();
+  }
+  const std::int64_t running = Int(reply, "in_flight");
+  ctx.out() << "host '" << Printable(id) << "' is draining: weftd hands it no new task";
+  if (running > 0)
+    ctx.out() << "; its " << running << " running task(s) finish (IN FLIGHT in weft host list).\n"
+              << "Once it runs none, it can be stopped (an upgrade) without giving up work.\n";
+  else
+    ctx.out() << "; it runs no task now and can be stopped (an upgrade) without giving up work.\n";
+  ctx.out() << "It stays drained, also once started again, until: weft host undrain " << Printable(id) << "\n";
+  return Status::Ok();
+}
+
+Status HostUndrain(Context& ctx, const ParsedArgs& args) {
+  const std::string id = args.positionals.at(0);
+  WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("host.undrain", {{"host_id", id}}));
+  if (ctx.json_output()) {
+    ctx.PrintJson(reply);
+    return Status::Ok();
+  }
+  ctx.out() << "host '" << Printable(id) << "' is no longer draining: weftd hands it tasks again\n";
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterHostCommands(CommandTable& table) {
@@ -93,7 +130,8 @@ void RegisterHostCommands(CommandTable& table) {
              .description = "A host is live when this server process heard from it within hosts.silent_after_ms\n"
                             "and it did not stop (host.leave) since; after a restart of weftd a host is live\n"
                             "again once it speaks (its next heartbeat).\n"
-                            "IN FLIGHT is the number of tasks it holds right now.",
+                            "IN FLIGHT is the number of tasks it holds right now. LIVE says \"draining\" for a\n"
+                            "host that weft host drain keeps new tasks from.",
              .flags = {},
              .args = {},
              .handler = &HostList});
@@ -106,6 +144,23 @@ void RegisterHostCommands(CommandTable& table) {
              .flags = {},
              .args = {{.name = "ID", .required = true, .help = "the host id"}},
              .handler = &HostShow});
+  table.Add({.noun = "host",
+             .verb = "drain",
+             .summary = "Hand a host no new task, and let its running tasks finish (superadmin).",
+             .description = "To stop a host without giving up work (an upgrade): drain it, wait until\n"
+                            "weft host list shows 0 IN FLIGHT for it, then stop weft-host. Other hosts take\n"
+                            "the queued tasks meanwhile. The host stays drained, across restarts of weftd and\n"
+                            "of the host, until weft host undrain.",
+             .flags = {},
+             .args = {{.name = "ID", .required = true, .help = "the host id"}},
+             .handler = &HostDrain});
+  table.Add({.noun = "host",
+             .verb = "undrain",
+             .summary = "Hand a drained host tasks again (superadmin).",
+             .description = "Ends weft host drain: weftd hands the host tasks again.",
+             .flags = {},
+             .args = {{.name = "ID", .required = true, .help = "the host id"}},
+             .handler = &HostUndrain});
 }
 
 }  // namespace weft::cli

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "weft/common/flat_json.hpp"
+#include "weft/common/json_parse.hpp"
 #include "weft/common/raw_json.hpp"
 
 namespace weft::wire {
@@ -732,6 +733,13 @@ Frames EncodeReply(const Reply& reply) {
   frames.push_back(ToFrame(Dump(header)));
   for (const auto& b : reply.blobs) frames.push_back(ToFrame(b));
   return frames;
+}
+
+json Parse(std::string_view text) {
+  json doc;
+  // Deeper documents are nlohmann's, whose parser keeps no frame per level.
+  if (FastParser(text, jsonf::kMaxDepth).Parse(doc)) return doc;
+  return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 json BodyTree(const Request& request) {

@@ -261,12 +261,13 @@ bool Dispatcher::CanServe(const std::string& host_id, const std::string& tenant)
   // queued, which needs no host or tenant lookup to know.
   if (queue_.queued() == 0) return false;
   const Host* host = hosts_.Find(host_id);
-  return host && queue_.HasReady(host->plugins, tenant);
+  return host && !host->record.draining && queue_.HasReady(host->plugins, tenant);
 }
 
 Result<Taken> Dispatcher::TryTake(const std::string& host_id, const std::string& tenant, const std::string& runner) {
   const Host* host = hosts_.Find(host_id);
-  if (!host) return Taken{};
+  // A draining host (weft host drain) gets no new task; the ones it runs finish.
+  if (!host || host->record.draining) return Taken{};
   // Into the record kept for it: a new one per take cost two moves and the
   // allocations of its strings, for a record read once.
   Result<bool> taken = queue_.Take(host_id, host->plugins, tenant, &taking_);

@@ -54,6 +54,7 @@ class HostOps {
   Response HostRegister(const Call& call);
   Response HostHeartbeat(const Call& call);
   Response HostLeave(const Call& call);
+  Response HostDrain(const Call& call, bool draining);
   Response TaskTake(const Call& call);
   Response TaskFinish(const Call& call);
   Response TaskProgress(const Call& call);
@@ -96,6 +97,7 @@ Response HostOps::HostList(const Call& call) {
                     {"capacity", h.record.capacity},
                     {"version", h.record.version},
                     {"live", live},
+                    {"draining", h.record.draining},
                     {"registered_at_ms", h.record.registered_at_ms},
                     {"last_seen_ms", h.record.last_seen_ms},
                     {"in_flight", d_.queue.InFlight(id)},
@@ -220,7 +222,10 @@ Response HostOps::HostRegister(const Call& call) {
   }
   const std::int64_t now = d_.clock.NowMs();
   Host h;
-  h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now};
+  // Drained by an operator: still drained after the host's restart (an upgrade), until undrained.
+  const Host* before = d_.hosts.Find(host_id);
+  h.record = store::HostRecord{host_id, capacity, version, wire::Dump(descriptors), now, now, incarnation,
+                               before && before->record.draining};
   h.plugins = std::move(types);
   h.descriptors = std::move(descriptors);
   h.incarnation = incarnation;
@@ -274,6 +279,7 @@ Response HostOps::HostHeartbeat(const Call& call) {
   // renews nothing, is not seen, and reports nothing: it stops and registers again.
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
   if (auto refused = RefuseReplaced(*host, incarnation, "host.heartbeat")) return std::move(*refused);
+  d_.hosts.Learn(*host, incarnation, call.principal.key);
   std::vector<queue::AttemptRef> refs;
   auto in_flight = body.find("in_flight");
   if (in_flight != body.end() && !in_flight->is_null()) {
@@ -336,6 +342,24 @@ Response HostOps::HostLeave(const Call& call) {
   return Response::Ok(json::object());
 }
 
+Response HostOps::HostDrain(const Call& call, bool draining) {
+  const json& body = call.request->body;
+  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  Host* host = d_.hosts.Find(host_id);
+  if (!host)
+    return Response::Error(
+        Status::NotFound("host '" + host_id + "' is not registered (weft host list shows the hosts)"));
+  Status s = d_.hosts.SetDraining(*host, draining);
+  if (!s.ok()) return Response::Error(s);
+  const std::int64_t in_flight = d_.queue.InFlight(host_id);
+  WEFT_LOG(kInfo, "weftd") << "host '" << host_id << "' "
+                           << (draining ? "drains: it is handed no new task; " + std::to_string(in_flight) +
+                                              " running task(s) finish"
+                                        : std::string("is undrained: it is handed tasks again"))
+                           << " (by " << call.principal.user << ")";
+  return Response::Ok({{"host_id", host_id}, {"draining", draining}, {"in_flight", in_flight}});
+}
+
 Response HostOps::TaskTake(const Call& call) {
   if (!call.request->body_text.empty()) {
     std::string host_id;
@@ -343,6 +367,7 @@ Response HostOps::TaskTake(const Call& call) {
     if (std::optional<TakeRequest> take = ReadTakeText(call.request->body_text, &host_id, &incarnation)) {
       if (Host* host = d_.hosts.Find(host_id)) {
         if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
+        d_.hosts.Learn(*host, incarnation, call.principal.key);
         d_.hosts.Seen(*host);
         return TakeOrHold(host->record.id, *take);
       }
@@ -355,6 +380,7 @@ Response HostOps::TaskTake(const Call& call) {
   WEFT_TRY_ASSIGN(take, ParseTake(body, "body"));
   WEFT_TRY_ASSIGN(incarnation, jsonf::String(body, "incarnation", "body", ""));
   if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
+  d_.hosts.Learn(*host, incarnation, call.principal.key);
   d_.hosts.Seen(*host);
   return TakeOrHold(host->record.id, take);
 }
@@ -628,6 +654,12 @@ void RegisterHostOps(api::Router& router, HostOpsDeps deps) {
   };
   router.Add("host.list", users, api, bind(&HostOps::HostList), api::Effect::kReads, {});
   router.Add("plugin.list", users, api, bind(&HostOps::PluginList), api::Effect::kReads, {});
+  // Draining a host keeps every tenant's tasks off it: the operator's, as enrolling and revoking hosts are.
+  const std::set<Role> superadmin = {Role::kSuperadmin};
+  router.Add("host.drain", superadmin, api, [impl](const Call& c) { return impl->HostDrain(c, true); },
+             api::Effect::kChanges, {"host_id"});
+  router.Add("host.undrain", superadmin, api, [impl](const Call& c) { return impl->HostDrain(c, false); },
+             api::Effect::kChanges, {"host_id"});
   router.Add("host.register", hosts, prov, bind(&HostOps::HostRegister), api::Effect::kHostTraffic);
   router.Add("host.heartbeat", hosts, prov, bind(&HostOps::HostHeartbeat), api::Effect::kHostTraffic);
   router.Add("host.leave", hosts, prov, bind(&HostOps::HostLeave), api::Effect::kHostTraffic);

@@ -91,6 +91,7 @@ Status HostRegistry::Load() {
     }
     h.silent = !MaybeLive(h);
     h.heard = heard.count(r.id) > 0;
+    h.incarnation = r.incarnation;
     std::string id = r.id;
     h.record = std::move(r);
     hosts_.emplace(std::move(id), std::move(h));
@@ -156,6 +157,20 @@ Status HostRegistry::Replaced(Host& host, std::string_view incarnation, bool* fi
                           "heard from for hosts.silent_after_ms (" + std::to_string(config_.hosts.silent_after_ms) +
                           " ms), and its attempts were handed out again; stop its tasks and register again (refused "
                           "while that process is live)");
+}
+
+void HostRegistry::Learn(Host& host, std::string_view incarnation, const std::string& key) const {
+  if (!host.incarnation.empty() || incarnation.empty()) return;
+  host.incarnation = std::string(incarnation);
+  if (host.key.empty()) host.key = key;
+}
+
+Status HostRegistry::SetDraining(Host& host, bool draining) {
+  if (host.record.draining == draining) return Status::Ok();
+  WEFT_RETURN_IF_ERROR(store_.SetHostDraining(host.record.id, draining));
+  host.record.draining = draining;
+  HostEvent(host.record.id, draining ? "draining" : "undrained");
+  return Status::Ok();
 }
 
 std::string HostRegistry::MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,

@@ -16,6 +16,7 @@
 #include "weft/server/catalog/catalog_ops.hpp"
 #include "weft/catalog/catalog.hpp"
 #include "weft/common/json_fields.hpp"
+#include "weft/common/json_parse.hpp"
 #include "weft/common/lifecycle.hpp"
 #include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
@@ -67,8 +68,9 @@ Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {
 }
 
 json ParseOr(const std::string& text, json fallback) {
-  json doc = json::parse(text, nullptr, false);
-  return doc.is_discarded() ? fallback : doc;
+  json doc = wire::Parse(text);
+  if (doc.is_discarded()) return fallback;
+  return doc;  // moved, not copied as by `?:` of two names
 }
 
 // A task's `after` as the job engine writes it ("[12,13]": ids without sign,
@@ -332,9 +334,11 @@ class ClusterOps {
     job.operation = ToString(JobOperation::kCreate);
     job.requested_by = call.principal.user;
     job.options = options;
-    job.before.spec = spec;
     job.target = {spec, catalog::LayoutToJson(layout), std::string(ToString(ClusterStatus::kActive))};
-    if (dry_run) return DryRun(job);
+    if (dry_run) {
+      job.before.spec = std::move(spec);
+      return DryRun(job);
+    }
 
     store::ClusterRecord c;
     c.tenant = call.principal.tenant;
@@ -351,7 +355,9 @@ class ClusterOps {
     }());
     (void)inserted;
     job.cluster_id = c.id;
-    job.before = ClusterState{spec, {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
+    // The spec's last use: moved, as a copy of it is tens of kilobytes of tree.
+    job.before =
+        ClusterState{std::move(spec), {{"nodes", json::array()}}, std::string(ToString(ClusterStatus::kPending))};
     // The texts just written are the job's target and the spec it starts from: not dumped again.
     job.before_spec_text = c.spec_json;
     job.target_spec_text = std::move(c.spec_json);

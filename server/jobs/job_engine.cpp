@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "weft/catalog/catalog.hpp"
+#include "weft/common/json_parse.hpp"
 #include "weft/common/lifecycle.hpp"
 #include "weft/common/log.hpp"
 #include "weft/common/node_facts.hpp"
@@ -20,8 +21,9 @@ using planner::Action;
 using store::TaskState;
 
 json ParseOr(const std::string& text, json fallback) {
-  json doc = json::parse(text, nullptr, false);
-  return doc.is_discarded() ? fallback : doc;
+  json doc = wire::Parse(text);
+  if (doc.is_discarded()) return fallback;
+  return doc;  // moved, not copied as by `?:` of two names
 }
 
 // How much of a failed run a job's history keeps: the failed tasks (a few,
@@ -128,7 +130,21 @@ std::string PluginFor(const ClusterState& before, const ClusterState& target, co
   }
 }
 
-Result<std::vector<planner::ServiceSpec>> ServiceSpecs(const ClusterState& before, const ClusterState& target) {
+// The services object of a state's spec, or null when it has none.
+const json& SpecServices(const ClusterState& state) {
+  static const json kNone;
+  auto services = state.spec.find("services");
+  return services == state.spec.end() || !services->is_object() ? kNone : *services;
+}
+
+// The planner's view of the services both specs define. `cache` (may be null)
+// keeps the last one made: comparing the services is a small part of making it
+// again through a catalog, and the creates from one template all have the same.
+Result<std::vector<planner::ServiceSpec>> ServiceSpecs(const ClusterState& before, const ClusterState& target,
+                                                       PlanCache* cache) {
+  if (cache && cache->valid && cache->before_services == SpecServices(before) &&
+      cache->target_services == SpecServices(target))
+    return cache->services;
   catalog::Catalog cat;
   const json* put = nullptr;  // the services put last
   for (const ClusterState* state : {&before, &target}) {
@@ -160,6 +176,7 @@ Result<std::vector<planner::ServiceSpec>> ServiceSpecs(const ClusterState& befor
     }
     out.push_back(std::move(spec));
   }
+  if (cache) *cache = PlanCache{SpecServices(before), SpecServices(target), out, true};
   return out;
 }
 
@@ -230,27 +247,43 @@ bool MayHaveMacros(const json& doc) {
 // (server/auth/secrets.cpp), and a JSON text never escapes those characters.
 bool MayHoldSealed(const std::string& text) { return text.find("enc:") != std::string::npos; }
 
-// The "nodes" list of a task as wire::Dump writes it: [{"access_v4", "bind_v4",
-// "hostname", "id", "services"}] per node, written straight from the macro
-// nodes (it is made again every time a node's addresses arrive).
-std::string NodesText(const std::vector<planner::MacroNode>& nodes) {
-  std::string out = "[";
-  for (const planner::MacroNode& m : nodes) {
-    if (out.size() > 1) out += ',';
-    out += "{\"access_v4\":";
-    wire::AppendJsonString(out, m.access_v4);
-    out += ",\"bind_v4\":";
-    wire::AppendJsonString(out, m.bind_v4);
-    out += ",\"hostname\":";
-    wire::AppendJsonString(out, m.hostname);
-    out += ",\"id\":";
-    wire::AppendJsonString(out, m.id);
-    out += ",\"services\":[";
-    for (std::size_t i = 0; i < m.services.size(); ++i) {
-      if (i > 0) out += ',';
-      wire::AppendJsonString(out, m.services[i]);
-    }
-    out += "]}";
+// A node's entry in the "nodes" list of a task as wire::Dump writes it:
+// {"access_v4", "bind_v4", "hostname", "id", "services"}, written straight
+// from its macro node.
+std::string NodeEntryText(const planner::MacroNode& m) {
+  std::string out = "{\"access_v4\":";
+  wire::AppendJsonString(out, m.access_v4);
+  out += ",\"bind_v4\":";
+  wire::AppendJsonString(out, m.bind_v4);
+  out += ",\"hostname\":";
+  wire::AppendJsonString(out, m.hostname);
+  out += ",\"id\":";
+  wire::AppendJsonString(out, m.id);
+  out += ",\"services\":[";
+  for (std::size_t i = 0; i < m.services.size(); ++i) {
+    if (i > 0) out += ',';
+    wire::AppendJsonString(out, m.services[i]);
+  }
+  return out + "]}";
+}
+
+// The "nodes" list of a task as wire::Dump writes it (made again every time a
+// node's addresses arrive). `entries` keeps each node's entry as text: only
+// those not made yet, or cleared since (that node's addresses arrived), are
+// written again.
+std::string NodesText(const std::vector<planner::MacroNode>& nodes, std::vector<std::string>& entries) {
+  entries.resize(nodes.size());
+  std::size_t size = 2;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (entries[i].empty()) entries[i] = NodeEntryText(nodes[i]);
+    size += entries[i].size() + 1;
+  }
+  std::string out;
+  out.reserve(size);
+  out += '[';
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out += ',';
+    out += entries[i];
   }
   return out + "]";
 }
@@ -288,7 +321,7 @@ ClusterState ClusterState::FromJson(const json& doc) {
   return s;
 }
 
-Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared) {
+Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared, PlanCache* cache) {
   planner::PlanRequest req;
   const std::optional<JobOperation> operation = JobOperationFrom(job.operation);
   if (operation == JobOperation::kRollback || operation == JobOperation::kUndo) {
@@ -321,7 +354,7 @@ Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions*
   for (auto* nodes : {&req.before, &req.after})
     for (planner::NodeSpec& n : *nodes)
       if (marked.count(n.id)) n.services.clear();
-  WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target));
+  WEFT_ASSIGN_OR_RETURN(std::vector<planner::ServiceSpec> specs, ServiceSpecs(job.before, job.target, cache));
   // A service on a node that neither spec defines cannot be planned; say how to
   // get out of it (a cluster stored that way by an older weftd's failed undo).
   std::set<std::string_view> defined;
@@ -430,7 +463,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
                             " running; wait for it (weft job watch " + ActiveJob(job.cluster_id) +
                             ") or abort it (weft job abort)");
   const std::optional<planner::DeclaredActions> declared = DeclaredActions(job.tenant);
-  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job, declared ? &*declared : nullptr));
+  WEFT_ASSIGN_OR_RETURN(planner::Plan plan, PlanJob(job, declared ? &*declared : nullptr, &plan_cache_));
   const std::int64_t now = clock_.NowMs();
 
   auto run = std::make_unique<Run>();
@@ -579,6 +612,8 @@ Status JobEngine::Release(Run& run, std::int64_t task_id) {
 }
 
 Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
+  // What CheckResult parsed of this finish, if it did (the queue calls it just before).
+  std::optional<CheckedResult> checked = std::exchange(checked_, std::nullopt);
   auto j = task_job_.find(ended.task_id);
   if (j == task_job_.end()) return Status::Ok();  // not a task of a running job
   auto r = runs_.find(j->second);
@@ -597,10 +632,12 @@ Status JobEngine::OnTaskEnded(const queue::Ended& ended) {
         run.node_parts.erase(t.node);
         WEFT_RETURN_IF_ERROR(store_.DeleteNode(run.record.cluster_id, t.node));
       } else if (!ended.result_json.empty() && ended.result_json != "{}") {  // most tasks return nothing
-        json result = ParseOr(ended.result_json, json::object());
+        const bool parsed = checked && checked->task_id == ended.task_id && checked->text == ended.result_json;
+        json result = parsed ? std::move(checked->doc) : ParseOr(ended.result_json, json::object());
         if (result.is_object() && !result.empty()) {
           MergeResults(run.results[t.node], result);
-          run.node_parts.erase(t.node);
+          // The node's own part stays: it is its layout entry, which results do not change.
+          if (auto parts = run.node_parts.find(t.node); parts != run.node_parts.end()) parts->second.results = Part{};
           WEFT_RETURN_IF_ERROR(store_.PutNode({run.record.cluster_id, t.node, wire::Dump(run.results[t.node])}));
           if (result.contains("access_v4") || result.contains("bind_v4") || result.contains("hostname"))
             UpdateMacroNode(run, t.node);
@@ -649,7 +686,9 @@ Status JobEngine::CheckResult(std::int64_t task_id, const std::string& result_js
   auto t = run.tasks.find(task_id);
   if (t == run.tasks.end() || t->second.node.empty() || t->second.action == "DELETE") return Status::Ok();
   const std::string& node = t->second.node;
-  json result = ParseOr(result_json, json::object());
+  // Kept for OnTaskEnded, which the queue calls next when the result is kept: parsed once.
+  checked_ = CheckedResult{task_id, result_json, ParseOr(result_json, json::object())};
+  const json& result = checked_->doc;
   if (!result.is_object()) return Status::Ok();
   if (Status facts = CheckNodeFacts(result); !facts.ok()) {
     return Status::Invalid("task " + std::to_string(task_id) + " (" + t->second.key + ") returned a result Weft cannot use: " +
@@ -1038,11 +1077,13 @@ void FillMacroNode(planner::MacroNode& m, const json& results) {
 
 void JobEngine::UpdateMacroNode(Run& run, const std::string& node) {
   const json& results = run.results.count(node) ? run.results.at(node) : json::object();
-  for (auto [slot, pos] : {std::pair{run.macros_target.get(), &run.target_pos},
-                           std::pair{run.macros_before.get(), &run.before_pos}}) {
+  for (auto [slot, pos, entries] : {std::tuple{run.macros_target.get(), &run.target_pos, &run.node_entries_target},
+                                    std::tuple{run.macros_before.get(), &run.before_pos, &run.node_entries_before}}) {
     if (!slot) continue;
     auto it = pos->find(node);
-    if (it != pos->end()) FillMacroNode(slot->nodes[it->second], results);
+    if (it == pos->end()) continue;
+    FillMacroNode(slot->nodes[it->second], results);
+    if (it->second < entries->size()) (*entries)[it->second].clear();
   }
   run.nodes_target = Part{};
   run.nodes_before = Part{};
@@ -1103,6 +1144,7 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task, queue::T
   Run& run = *r->second;
   const std::string& node = record.node_id;
   const json& spec = SpecFor(run.before, run.target, record.action);
+  texts.members.reserve(texts.members.size() + 7);  // the parts below, at most
   static const json kNone = json::object();
   auto found = run.results.find(node);
   const json& results = found == run.results.end() ? kNone : found->second;
@@ -1130,11 +1172,11 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task, queue::T
     const json* layout_node = LayoutNode(run, node);
     json n = layout_node ? *layout_node : json::object();
     n["id"] = node;
-    // The results go once, as "results": weft-host gives the plugin "node.results"
-    // as a copy of them. Sent twice, they halved what a node may return.
     parts.node = MakePart(n);
-    parts.results = MakePart(results);
   }
+  // The results go once, as "results": weft-host gives the plugin "node.results"
+  // as a copy of them. Sent twice, they halved what a node may return.
+  if (!parts.results.made()) parts.results = MakePart(results);
   Put(task, texts, "node", parts.node);
   Put(task, texts, "results", parts.results);
 
@@ -1186,8 +1228,10 @@ Status JobEngine::Decorate(const store::TaskRecord& record, json& task, queue::T
   }
   const json& nodes = Nodes(run.target.layout);
   if (static_cast<std::int64_t>(nodes.size()) <= options_.max_nodes_in_task) {
-    Part& list = &macros == run.macros_target.get() ? run.nodes_target : run.nodes_before;
-    if (!list.made()) list.text = Text(NodesText(macros.nodes));
+    const bool target = &macros == run.macros_target.get();
+    Part& list = target ? run.nodes_target : run.nodes_before;
+    if (!list.made())
+      list.text = Text(NodesText(macros.nodes, target ? run.node_entries_target : run.node_entries_before));
     Put(task, texts, "nodes", list);
   } else {
     task["nodes_omitted"] = nodes.size();

@@ -1,5 +1,5 @@
 // Principals, tenants, users and host requests in the store (migration 5);
-// passwords, sessions and API tokens (migrations 9 and 23).
+// passwords, sessions and API tokens (migrations 9 and 24).
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
 #include <array>

@@ -939,10 +939,24 @@ CREATE TABLE IF NOT EXISTS resource_content (
   PRIMARY KEY (content_id, start)
 );
 )sql"},
+    // A host's last registered process (host.register's incarnation), so that
+    // a restart of weftd still knows it, and whether an operator drains the
+    // host (weft host drain: no new tasks go to it). PostgreSQL's runs again as it is.
+    {23, R"sql(
+ALTER TABLE hosts ADD COLUMN incarnation TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
+)sql",
+     R"sql(
+ALTER TABLE hosts ADD COLUMN IF NOT EXISTS incarnation TEXT NOT NULL DEFAULT '';
+ALTER TABLE hosts ADD COLUMN IF NOT EXISTS draining BIGINT NOT NULL DEFAULT 0;
+)sql"},
     // A session made by a login with an API token names the token (its secret's
     // hash), so that it ends when the token is revoked or expires.
-    {23, R"sql(
+    {24, R"sql(
 ALTER TABLE sessions ADD COLUMN token_hash TEXT NOT NULL DEFAULT '';
+)sql",
+     R"sql(
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS token_hash TEXT NOT NULL DEFAULT '';
 )sql"},
 };
 
@@ -1564,13 +1578,14 @@ Status Store::PrepareAll() {
   const std::string cols = kTaskColumns;
   Impl& i = *impl_;
   WEFT_RETURN_IF_ERROR(prep(&i.upsert_host,
-                            "INSERT INTO hosts (id, capacity, version, plugins, registered_at_ms, last_seen_ms) "
-                            "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET capacity = ?2, "
-                            "version = ?3, plugins = ?4, registered_at_ms = ?5, last_seen_ms = ?6"));
+                            "INSERT INTO hosts (id, capacity, version, plugins, registered_at_ms, last_seen_ms, "
+                            "incarnation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO UPDATE SET "
+                            "capacity = ?2, version = ?3, plugins = ?4, registered_at_ms = ?5, last_seen_ms = ?6, "
+                            "incarnation = ?7"));
   WEFT_RETURN_IF_ERROR(prep(&i.touch_host, "UPDATE hosts SET last_seen_ms = ?2 WHERE id = ?1"));
   WEFT_RETURN_IF_ERROR(prep(&i.list_hosts,
-                            "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms FROM hosts "
-                            "ORDER BY id"));
+                            "SELECT id, capacity, version, plugins, registered_at_ms, last_seen_ms, incarnation, "
+                            "draining FROM hosts ORDER BY id"));
   // A task's two rows (migration 21): its tasks row gives the id.
   const std::string insert_task =
       "INSERT INTO tasks (state, attempt, host_id, updated_at_ms, lease_until_ms, finished_at_ms) VALUES "
@@ -1766,7 +1781,13 @@ Status Store::UpsertHost(const HostRecord& h) {
       .Bind(4, h.plugins_json)
       .Bind(5, h.registered_at_ms)
       .Bind(6, h.last_seen_ms)
+      .Bind(7, h.incarnation)
       .Run();
+}
+
+Status Store::SetHostDraining(std::string_view host_id, bool draining) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare("UPDATE hosts SET draining = ?2 WHERE id = ?1"));
+  return st.Bind(1, host_id).Bind(2, std::int64_t{draining ? 1 : 0}).Run();
 }
 
 Status Store::TouchHost(std::string_view host_id, std::int64_t last_seen_ms) {
@@ -1784,6 +1805,8 @@ Result<std::vector<HostRecord>> Store::ListHosts() {
     h.plugins_json = row.Text(3);
     h.registered_at_ms = row.Int(4);
     h.last_seen_ms = row.Int(5);
+    h.incarnation = row.Text(6);
+    h.draining = row.Int(7) != 0;
     out.push_back(std::move(h));
   }));
   return out;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "weft/common/flat_json.hpp"
+#include "weft/common/json_parse.hpp"
 #include "weft/common/raw_json.hpp"
 #include "weft/common/wire.hpp"
 
@@ -533,4 +534,24 @@ TEST_CASE("flat json: members are read without a tree, anything not plain is kOt
   }
   CHECK(weft::flatjson::EmptyObject(" { } "));
   CHECK_FALSE(weft::flatjson::EmptyObject("{\"a\":1}"));
+}
+
+TEST_CASE("wire: Parse gives the value nlohmann's parser gives, in and out of the fast parser's subset", "[wire]") {
+  const std::string deep = std::string(150, '[') + std::string(150, ']');  // past the fast parser's depth
+  for (const std::string& text : std::vector<std::string>{
+           R"({"provider_id":"vm-1","ssh_auth":{"user":"root"},"ports":[22,-1,0],"ok":true,"none":null})",
+           R"({"b":1,"a":2,"b":3})", R"(  {"x" : [ ] , "y" : { } }  )", R"("caf\u00e9")", "\"caf\xc3\xa9\"",
+           R"({"ratio":0.25,"big":1e3,"huge":18446744073709551615,"neg":-9223372036854775808})", "12", "[]", deep}) {
+    INFO(text);
+    const json parsed = Parse(text);
+    REQUIRE_FALSE(parsed.is_discarded());
+    CHECK(parsed == json::parse(text));
+    CHECK(Dump(parsed) == Dump(json::parse(text)));
+  }
+  // What is not JSON is discarded, as nlohmann's parser without exceptions does.
+  for (const std::string& text :
+       std::vector<std::string>{"", "{", R"({"a":1}x)", R"({"a":01})", "[1,]", "nul", R"({"a" 1})"}) {
+    INFO(text);
+    CHECK(Parse(text).is_discarded());
+  }
 }

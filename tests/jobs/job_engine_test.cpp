@@ -258,6 +258,26 @@ TEST_CASE("job engine: results flow into later tasks and macros expand per node 
   CHECK(task["nodes"][1]["access_v4"] == "10.0.0.2");
 }
 
+TEST_CASE("job engine: a finish's result is merged as it came, not as an earlier check of the same task read it",
+          "[jobs]") {
+  Fixture f;
+  f.Create(Layout({{"n1", {"db"}}}));
+  const TaskRecord create = f.TakeKey("n1/CREATE");
+  // A check whose finish never ended the task (its transaction rolled back, say)...
+  REQUIRE(f.engine->CheckResult(create.id, R"({"provider_id":"stale"})").ok());
+  // ...then a finish of the same task with another result that reaches the engine unchecked.
+  f.queue->set_result_check(nullptr);
+  REQUIRE(f.Finish("n1/CREATE", true, {{"provider_id", "vm-1"}}).ok());
+  auto nodes = f.store->ListNodes(f.cluster_id);
+  REQUIRE(nodes.ok());
+  REQUIRE(nodes->size() == 1);
+  CHECK(json::parse(nodes->front().results_json) == json{{"provider_id", "vm-1"}});
+  json confirm = json::object();
+  weft::queue::TaskTexts confirm_texts;
+  REQUIRE(f.engine->Decorate(f.TakeKey("n1/CONFIRM"), confirm, confirm_texts).ok());
+  CHECK(Sent(confirm, confirm_texts)["results"] == json{{"provider_id", "vm-1"}});
+}
+
 TEST_CASE("job engine: the task a plugin gets is the whole decorated JSON, before and after results arrive", "[jobs]") {
   Fixture f;
   json spec = Spec();
@@ -339,6 +359,31 @@ TEST_CASE("job engine: a part of a task that holds sealed text stays a tree for 
   REQUIRE(f.engine->Decorate(f.TakeKey("n1/BOOTSTRAP"), bootstrap, bootstrap_texts).ok());
   REQUIRE(bootstrap["results"].is_object());
   CHECK(bootstrap["results"]["ssh_auth"]["private_key"] == "enc:v2:sealed-key");
+}
+
+TEST_CASE("job engine: a plan kept services of an earlier plan for the same services only", "[jobs]") {
+  NewJob a;
+  a.tenant = "t1";
+  a.operation = "create";
+  a.before = ClusterState{Spec(), Layout({}), "pending"};
+  a.target = ClusterState{Spec(), Layout({{"n1", {"db"}}, {"n2", {"web"}}}), "active"};
+  weft::jobs::PlanCache cache;
+  auto first = weft::jobs::PlanJob(a, nullptr, &cache);
+  REQUIRE(first.ok());
+  CHECK(cache.valid);
+  // web without its runtime dependency on db: its START no longer waits for db's.
+  NewJob b = a;
+  b.before.spec["services"]["web"] = Service("web");
+  b.target.spec["services"]["web"] = Service("web");
+  auto cached = weft::jobs::PlanJob(b, nullptr, &cache);
+  auto fresh = weft::jobs::PlanJob(b);
+  REQUIRE(cached.ok());
+  REQUIRE(fresh.ok());
+  CHECK(cached->ToJson() == fresh->ToJson());
+  CHECK(cached->ToJson() != first->ToJson());
+  auto again = weft::jobs::PlanJob(a, nullptr, &cache);
+  REQUIRE(again.ok());
+  CHECK(again->ToJson() == first->ToJson());
 }
 
 TEST_CASE("job engine: a failed attempt is retried after a growing backoff", "[jobs]") {

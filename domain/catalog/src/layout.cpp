@@ -56,7 +56,7 @@ nlohmann::json LayoutToJson(const Layout& layout) {
                      {"sshuser", n.sshuser},
                      {"services", n.services}});
   }
-  return {{"nodes", nodes}};
+  return {{"nodes", std::move(nodes)}};
 }
 
 Result<Layout> LayoutFromJson(const nlohmann::json& doc) {

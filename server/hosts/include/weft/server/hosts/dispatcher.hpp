@@ -57,7 +57,8 @@ class Dispatcher {
   using TextDecorator = std::function<Status(const store::TaskRecord& record, json& task, TaskTexts& texts)>;
   void AddTakeDecorator(TextDecorator decorator) { decorators_.push_back(std::move(decorator)); }
 
-  // The task for `host_id`, leased, as the plugin sees it; null when none is ready.
+  // The task for `host_id`, leased, as the plugin sees it; null when none is ready or the
+  // host is draining (weft host drain).
   // A non-empty `tenant` (the take's "tenant") limits it to that tenant's tasks.
   // A non-empty `runner` (the take's "runner") is remembered as the attempt's
   // taker until the host acknowledges the attempt (see RunnerTakes).

@@ -47,7 +47,9 @@ struct Host {
   // until it speaks, so a host that left (or died) before a restart of weftd
   // does not show live meanwhile; kept across a Reset().
   bool heard = true;
-  // The process that registered last (host.register's `incarnation`); kept in memory only.
+  // The process that registered last (host.register's `incarnation`), stored with the host
+  // (record.incarnation); a host stored without one (registered before weftd stored them)
+  // gets it from the first heartbeat or take that names one (Learn).
   std::string incarnation;
   // Where that process says it runs (host.register's optional `machine` and `pid`), for
   // the refusal of a second process under the same id; kept in memory only.
@@ -108,6 +110,17 @@ class HostRegistry {
   // request names none (an older weft-host) or weftd knows none (it restarted since).
   // `*first` says whether this process was not refused before (to log it once).
   [[nodiscard]] Status Replaced(Host& host, std::string_view incarnation, bool* first) const;
+
+  // A heartbeat or take that Replaced let through names `incarnation`: when weftd knows no
+  // process for `host` (it was registered before weftd stored incarnations, and has not
+  // registered since), that one is its process from now on, with the `key` it speaks with,
+  // so that a new process under its id is refused while it is live and its attempts are
+  // given up when one registers. Kept in memory only: the next registration stores it.
+  void Learn(Host& host, std::string_view incarnation, const std::string& key) const;
+  // weft host drain / undrain: a draining host is handed no new task (Dispatcher), its
+  // running ones finish; stored with the host, so it holds across restarts of weftd and of
+  // the host, until undrained.
+  [[nodiscard]] Status SetDraining(Host& host, bool draining);
 
   std::string MachineChange(const std::string& host_id, const std::string& machine, std::int64_t pid,
                             const std::string& key) const;

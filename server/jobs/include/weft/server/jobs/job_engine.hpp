@@ -94,10 +94,22 @@ struct NewJob {
   std::string before_spec_text;
 };
 
+// What PlanJob keeps from one call to the next when given one: the planner's
+// view of the last specs' services (a tenth of planning a small cluster's
+// create), made again only when the services differ.
+struct PlanCache {
+  json before_services;  // null: the spec has none
+  json target_services;
+  std::vector<planner::ServiceSpec> services;
+  bool valid = false;
+};
+
 // The plan a job would run, for dry runs and for Start. `declared`: what the
 // registered plugins declare (nullptr: not known), which decides the nodes'
-// BOOTSTRAP (planner::BootstrapPlugin).
-Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared = nullptr);
+// BOOTSTRAP (planner::BootstrapPlugin). `cache`: nullptr, or one kept between
+// calls (not thread-safe).
+Result<planner::Plan> PlanJob(const NewJob& job, const planner::DeclaredActions* declared = nullptr,
+                              PlanCache* cache = nullptr);
 // The plan's JSON (Plan::ToJson) with each task's "plugin" ("" for no work).
 json PlanJson(const NewJob& job, const planner::Plan& plan, const planner::DeclaredActions* declared);
 
@@ -220,9 +232,12 @@ class JobEngine {
     // the JSON text sent (queue::TaskTexts), not as trees copied and
     // serialized at every take; see Part.
     // The "nodes" list every task of a small cluster gets, from each context:
-    // made again after a node's addresses changed.
+    // made again after a node's addresses changed, from each node's entry
+    // (its text, cleared when its addresses change).
     Part nodes_target;
     Part nodes_before;
+    std::vector<std::string> node_entries_target;
+    std::vector<std::string> node_entries_before;
     // The "cluster" object of every task, for each spec (its template may differ).
     Part cluster_target;
     Part cluster_before;
@@ -240,8 +255,9 @@ class JobEngine {
     // expanded per node (per_node).
     std::map<std::pair<std::string, std::string>, Part> services_target;
     std::map<std::pair<std::string, std::string>, Part> services_before;
-    // A node's "node" and "results", the same for every task of the node until
-    // a result changes them (then erased, made again on the next take).
+    // A node's "node" (its layout entry) and "results", the same for every task
+    // of the node: its results until a result changes them (then made again on
+    // the next take), the node until its DELETE.
     struct NodeParts {
       Part node;
       Part results;
@@ -306,6 +322,16 @@ class JobEngine {
   std::map<std::string, std::string> cluster_job_;          // cluster id -> running job id
   std::vector<Event> events_;
   std::vector<Ended> ended_;
+  PlanCache plan_cache_;  // Start's
+  // The result CheckResult parsed, for OnTaskEnded of the same finish (the
+  // queue calls one right after the other when it keeps the result): a
+  // result is parsed once. Taken (and so cleared) by the next OnTaskEnded.
+  struct CheckedResult {
+    std::int64_t task_id = 0;
+    std::string text;
+    json doc;
+  };
+  mutable std::optional<CheckedResult> checked_;
   // Clusters whose lease ran out but whose delete could not be planned, with
   // why (the warning is logged when that is new).
   std::map<std::string, std::string> lease_blocked_;

@@ -52,6 +52,8 @@ struct HostRecord {
   std::string plugins_json = "[]";  // the descriptors the host registered, a JSON array
   std::int64_t registered_at_ms = 0;
   std::int64_t last_seen_ms = 0;
+  std::string incarnation;  // the process that registered last (host.register's), "" when it named none
+  bool draining = false;    // weft host drain: no new task goes to it (written by SetHostDraining only)
 };
 
 struct TaskRecord {
@@ -462,6 +464,8 @@ class Store {
   // Hosts.
   [[nodiscard]] Status UpsertHost(const HostRecord& host);
   [[nodiscard]] Status TouchHost(std::string_view host_id, std::int64_t last_seen_ms);
+  // UpsertHost leaves `draining` as it is; this sets it.
+  [[nodiscard]] Status SetHostDraining(std::string_view host_id, bool draining);
   [[nodiscard]] Result<std::vector<HostRecord>> ListHosts();
 
   // Tasks. InsertTask sets task->id.
