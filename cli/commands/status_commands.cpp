@@ -61,6 +61,22 @@ std::string RequestsText(const json& requests) {
   return out;
 }
 
+// store.health of server.status: "ok", or since when commits fail and why.
+std::string HealthText(const json& h, std::int64_t now_ms) {
+  if (!h.is_object()) return "?";
+  if (h.value("state", std::string()) != "failing") {
+    if (!h.contains("recovered_at_ms")) return "ok";
+    return "ok (commits failed until " + Duration(now_ms - Int(h, "recovered_at_ms")) + " ago" +
+           (h.contains("last_failure") ? ": " + Text(h, "last_failure") : std::string()) + ")";
+  }
+  return "FAILING for " + Duration(now_ms - Int(h, "since_ms")) + ", " + Text(h, "batches_rolled_back") +
+         " batches (" + Text(h, "requests_rolled_back") + " requests) rolled back" +
+         (h.contains("last_failure") ? "; the last, " + Duration(now_ms - Int(h, "last_failure_at_ms")) +
+                                           " ago: " + Text(h, "last_failure")
+                                     : std::string()) +
+         (h.value("disk_full", false) ? " (free space on the disk holding the data dir)" : "");
+}
+
 Status ShowStatus(Context& ctx, const ParsedArgs&) {
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call("server.status"));
   const json& s = reply;
@@ -75,6 +91,12 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
   const json& tasks = s.contains("tasks") ? s["tasks"] : empty;
 
   KeyValues kv;
+  // The server's own clock: when the ages below are measured from.
+  const std::int64_t now_ms = Int(s, "started_at_ms", 0) + Int(s, "uptime_ms", 0);
+  const json& health = store.contains("health") ? store["health"] : empty;
+  // First, before anything looks healthy: weftd cannot write what it is asked.
+  const bool failing = health.value("state", std::string()) == "failing";
+  if (failing) kv.Add("WARNING", "weftd cannot commit to its store: " + HealthText(health, now_ms));
   kv.Add("server", "weftd " + Text(s, "version") + " (protocol " + Text(s, "protocol") + "), pid " + Text(s, "pid") +
                        (s.contains("uptime_ms") ? ", up " + Duration(Int(s, "uptime_ms")) : std::string()));
   // (Only a superadmin is told where the server keeps its files.)
@@ -90,6 +112,7 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
     kv.Add("store", (store.contains("path") ? Text(store, "path") + " " : std::string()) + "(schema " +
                         Text(store, "schema_version") + (wal ? ", WAL " + Text(store, "wal_pages") + " pages" : "") +
                         ")");
+    if (store.contains("health") && !failing) kv.Add("store health", HealthText(health, now_ms));
   }
   kv.Add("api", Text(endpoints, "api"));
   kv.Add("provisioner", Text(endpoints, "provisioner"));
@@ -114,8 +137,13 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                                     Text(removed, "audit") + " audit entries since start");
     if (r.contains("store") && r["store"].is_object()) {
       const json& st = r["store"];
+      // Its pages are the file's now; its free pages as the last retention round counted them.
       kv.Add("store file", Text(st, "pages") + " pages of " + Text(st, "page_size") + " bytes, " +
-                               Text(st, "free_pages") + " free (auto_vacuum " + Text(st, "auto_vacuum") + ")");
+                               Text(st, "free_pages") + " free" +
+                               (st.contains("free_pages_counted_ms_ago")
+                                    ? " " + Duration(Int(st, "free_pages_counted_ms_ago")) + " ago"
+                                    : std::string()) +
+                               " (auto_vacuum " + Text(st, "auto_vacuum") + ")");
     }
   }
   if (s.contains("leadership")) AddLeadership(kv, s["leadership"]);

@@ -144,7 +144,13 @@ Response Router::Route(const Call& call) const {
     const auto start = std::chrono::steady_clock::now();
     Response response = Dispatch(call, entry);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    (entry ? entry->metrics : unknown_op_metrics_)->Record(response.status.code(), took.count());
+    const server::OpMetrics* m = entry ? entry->metrics : unknown_op_metrics_;
+    if (outcomes_at_reply_ && !response.held) {
+      m->Observe(took.count());
+      response.outcome = m;
+    } else {
+      m->Record(response.status.code(), took.count());
+    }
     return response;
   };
   return timed();

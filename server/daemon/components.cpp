@@ -287,7 +287,7 @@ Status Components::Wire() {
     return engine_.Decorate(r, task, texts);
   });
 
-  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_, retention_});
+  RegisterServerOps(router_, {store_, queue_, hosts_, clock_, config_, info_, retention_, store_health_});
   hosts::RegisterHostOps(router_, {hosts_, dispatcher_, queue_, store_, clock_, config_});
   capacity::RegisterCapacityOps(router_, {store_, hosts_, clock_});
   catalog::RegisterCatalogOps(router_, store_, clock_, config_, resources_.get());

@@ -82,6 +82,14 @@ constexpr auto kJoinWindow = std::chrono::microseconds(100);
 constexpr std::size_t kMaxInboxBatches = 2;
 // How often the plugin types live hosts run are told to the api front (job.get's waiting_for_plugins).
 constexpr std::int64_t kLivePluginsEveryMs = 100;
+
+// Each reply's outcome, as it goes out (api::Router::set_outcomes_at_reply):
+// a request rolled back with its batch counts as the error it was answered.
+void CountOutcomes(const std::vector<Pending>& replies) {
+  for (const Pending& p : replies)
+    if (p.response.outcome) p.response.outcome->Count(p.response.status.code());
+}
+
 // Undelivered replies and host requests beyond the first of an interval are only counted.
 constexpr std::int64_t kTallyMs = 5000;
 // How long a sleeping reactor keeps the transaction its last commit began on
@@ -389,6 +397,7 @@ void Reactor::AnswerReads() {
     it = inbox_.erase(it);
   }
   if (reads.empty()) return;
+  CountOutcomes(reads);
   transport_.Send(reads, &undelivered_);
   if (ServerMetrics* m = components_.metrics()) {
     const auto now = std::chrono::steady_clock::now();
@@ -445,6 +454,7 @@ void Reactor::Handle(Pending& p, const wire::Request& request) {
 }
 
 void Reactor::Reply(std::vector<Pending>& replies) {
+  CountOutcomes(replies);
   transport_.Send(replies, &undelivered_);
   // A send may process the socket's commands, consuming its descriptor's signal.
   for (const Pending& p : replies) pending_[p.endpoint == Endpoint::kProvisioner ? 0 : 1] = true;
@@ -839,12 +849,14 @@ Status Reactor::StartFront() {
   auto reads = std::make_unique<api::Router>();
   // Its requests count in the same series as the reactor's (OpMetrics records from either thread).
   reads->set_metrics(components_.metrics());
+  // The reactor's replies are counted as they go out (CountOutcomes): after their commit.
+  components_.router().set_outcomes_at_reply(true);
   ApiFront* front = &front_;
   jobs::RegisterClusterReads(*reads, **reader, clock_,
                              [front](const std::string& tenant) { return front->LivePlugins(tenant); });
   catalog::RegisterCatalogReads(*reads, **reader, clock_, config_);
   RegisterStatusRead(*reads, components_.router(), status_counts_, store_, clock_, components_.info(),
-                     components_.retention());
+                     components_.retention(), components_.store_health());
   auth::RefuseSealedRequests(*reads);
   WEFT_RETURN_IF_ERROR(front_.Bind(transport_.context()));
   WEFT_ASSIGN_OR_RETURN(zmq::socket_t router, transport_.HandOverApi(ApiFront::kPipe));

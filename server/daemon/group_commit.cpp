@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <iterator>
+#include <optional>
+#include <string>
 
 #include "weft/common/log.hpp"
 
@@ -40,7 +42,8 @@ Status GroupCommit::End(Status status, std::vector<Pending>& batch) {
     Status earlier = AwaitInFlight(ready);
     if (!earlier.ok()) {
       // The server ran nothing of this turn either; it was rolled back with it.
-      WEFT_LOG(kError, "weftd") << "the " << batch.size() << " requests begun behind a failed commit are rolled back "
+      // Logged (throttled) by Recover, as one batch with the earlier one.
+      WEFT_LOG(kDebug, "weftd") << "the " << batch.size() << " requests begun behind a failed commit are rolled back "
                                 << "with it";
       Append(ready, batch);
       WEFT_RETURN_IF_ERROR(Recover(earlier, ready));
@@ -85,6 +88,8 @@ Status GroupCommit::AwaitInFlight(std::vector<Pending>& ready) {
   if (m) m->commit_seconds().Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   Append(ready, flight_);
   if (outcome.ok()) {
+    if (m) m->commits().Inc();
+    components_.store_health().Committed(components_.clock().NowMs());
     components_.Committed();
     Append(ready_events_, flight_events_);
   } else {
@@ -95,32 +100,40 @@ Status GroupCommit::AwaitInFlight(std::vector<Pending>& ready) {
 
 Status GroupCommit::Commit() {
   ServerMetrics* m = components_.metrics();
-  if (!m) return store_.Commit();
   const auto start = std::chrono::steady_clock::now();
   Status s = store_.Commit();
+  if (s.ok()) components_.store_health().Committed(components_.clock().NowMs());
+  if (!m) return s;
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  m->commits().Inc();
+  if (s.ok()) m->commits().Inc();  // a failed one is counted by Recover
   m->commit_seconds().Observe(took.count());
   return s;
 }
 
 Status GroupCommit::Send() {
-  // Timed when its outcome is awaited (AwaitInFlight).
-  if (ServerMetrics* m = components_.metrics()) m->commits().Inc();
+  // Timed, and counted once it landed, when its outcome is awaited (AwaitInFlight).
   return store_.SendCommit();
 }
 
 Status GroupCommit::Recover(const Status& why, std::vector<Pending>& replies) {
-  WEFT_LOG(kError, "weftd") << "a batch of " << replies.size() << " requests was rolled back: " << why.message();
+  const std::optional<std::string> disk_full = store::DiskFull(why);
+  // Said once, then once a minute (StoreHealth): a line per batch would fill a full disk further.
+  components_.store_health().Failed(why, replies.size(), components_.clock().NowMs());
+  if (ServerMetrics* m = components_.metrics()) m->commit_failures(disk_full.has_value()).Inc();
   Status rb = store_.Rollback();
   if (!rb.ok()) {
     WEFT_LOG(kError, "weftd") << "rollback failed: " << rb.message();
   }
   // The in-memory indexes may hold changes that were just rolled back.
   WEFT_RETURN_IF_ERROR(components_.Reset());
+  // A full disk is not fixed by retrying alone: the reply says where and what to do.
+  const Status reply = disk_full ? Status::Unavailable("weftd cannot write its store: " + *disk_full + ", then retry")
+                                 : Status::Unavailable("the store could not commit this request (" +
+                                                       why.message() + "); retry it");
   for (Pending& p : replies) {
-    p.response = api::Response::Error(
-        Status::Unavailable("the store could not commit this request (" + why.message() + "); retry it"));
+    const OpMetrics* outcome = p.response.outcome;  // counted when the reply goes out: as the error it now is
+    p.response = api::Response::Error(reply);
+    p.response.outcome = outcome;
     p.delivers.reset();
   }
   return Status::Ok();

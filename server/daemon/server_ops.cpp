@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,8 +72,20 @@ json TaskJson(const store::TaskRecord& t, bool details) {
 // server.status's reply, from whichever thread answers it.
 Response StatusReply(const Call& call, const DaemonInfo& info, const store::Store& store,
                      const std::map<std::string, std::int64_t>& requests, std::int64_t now, json hosts, json tasks,
-                     json retention) {
+                     json retention, const StoreHealth& health) {
   const store::CheckpointStats c = store.checkpoint_stats();
+  // The file's pages as they are now (a stat); its free pages as the last retention round counted them.
+  if (retention.contains("store") && store.backend() == store::Backend::kSqlite) {
+    json& file = retention["store"];
+    std::error_code ec;
+    const std::uintmax_t bytes = std::filesystem::file_size(store.path(), ec);
+    const std::int64_t page_size = file.value("page_size", std::int64_t{0});
+    if (!ec && page_size > 0) {
+      file["file_bytes"] = static_cast<std::int64_t>(bytes);
+      file["pages"] = static_cast<std::int64_t>(bytes) / page_size;
+    }
+    file["free_pages_counted_ms_ago"] = now - retention.value("last_round_at_ms", now);
+  }
   json status = {{"version", "0.1.0"},
                  {"protocol", wire::kProtocolVersion},
                  {"pid", info.pid},
@@ -85,6 +98,7 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
                    {"backend", store.backend() == store::Backend::kPostgres ? "postgres" : "sqlite"},
                    {"schema_version", store.schema_version()},
                    {"wal_pages", c.wal_pages},
+                   {"health", health.Json()},
                    {"checkpoints", {{"background", c.background_rounds}, {"by_commits", c.writer_rounds}}}}},
                  {"hosts", std::move(hosts)},
                  {"tasks", std::move(tasks)},
@@ -105,6 +119,7 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
   if (call.principal.role != Role::kSuperadmin) {
     status.erase("data_dir");
     status["store"].erase("path");
+    status["store"]["health"].erase("last_failure");  // it names the data directory
   }
   return Response::Ok(std::move(status));
 }
@@ -140,7 +155,8 @@ Response ServerOps::ServerStatus(const Call& call) {
   const queue::TaskQueue& q = d_.queue;
   return StatusReply(call, d_.info, d_.store, router_.Served(), d_.clock.NowMs(),
                      HostsJson(static_cast<std::int64_t>(d_.hosts.all().size()), LiveHosts(d_.hosts)),
-                     TasksJson(q.queued(), q.leased(), q.succeeded(), q.failed()), d_.retention.Json());
+                     TasksJson(q.queued(), q.leased(), q.succeeded(), q.failed()), d_.retention.Json(),
+                     d_.store_health);
 }
 
 Response ServerOps::TaskGet(const Call& call) {
@@ -247,11 +263,11 @@ void StatusCounts::Take(const queue::TaskQueue& queue, const hosts::HostRegistry
 
 void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
                         const store::Store& store, const Clock& clock, const DaemonInfo& info,
-                        const Retention& retention) {
+                        const Retention& retention, const StoreHealth& store_health) {
   const std::set<Role> anyone = {Role::kHost, Role::kUser, Role::kAdmin, Role::kSuperadmin};
   router.Add(
       "server.status", anyone, {Endpoint::kApi},
-      [&router, &reactor_router, &counts, &store, &clock, &info, &retention](const Call& call) {
+      [&router, &reactor_router, &counts, &store, &clock, &info, &retention, &store_health](const Call& call) {
         constexpr auto kRelaxed = std::memory_order_relaxed;
         std::map<std::string, std::int64_t> requests = reactor_router.Served();
         for (const auto& [op, n] : router.Served()) requests[op] += n;
@@ -259,7 +275,7 @@ void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, 
                            HostsJson(counts.hosts_registered.load(kRelaxed), counts.hosts_live.load(kRelaxed)),
                            TasksJson(counts.queued.load(kRelaxed), counts.leased.load(kRelaxed),
                                      counts.succeeded.load(kRelaxed), counts.failed.load(kRelaxed)),
-                           retention.Json());
+                           retention.Json(), store_health);
       },
       api::Effect::kReads, {});
 }

@@ -22,7 +22,15 @@ ServerMetrics::ServerMetrics() {
                                    "Task attempts that failed or expired and were queued again for another attempt.");
   leases_expired_ = &registry_.AddCounter("weft_task_leases_expired_total",
                                           "Task attempts whose lease ran out before their host finished them.");
-  commits_ = &registry_.AddCounter("weft_store_commits_total", "Group commits of the store (one per reactor turn).");
+  commits_ = &registry_.AddCounter("weft_store_commits_total",
+                                   "Group commits of the store that landed (one per reactor turn that wrote).");
+  constexpr std::string_view kFailuresHelp =
+      "Group commits of the store that did not land (their requests were rolled back and asked to retry), by "
+      "reason: disk_full (the disk holding the store is full) or error.";
+  commit_failures_disk_full_ = &registry_.AddCounter("weft_store_commit_failures_total", kFailuresHelp,
+                                                     {{"reason", "disk_full"}});
+  commit_failures_other_ = &registry_.AddCounter("weft_store_commit_failures_total", kFailuresHelp,
+                                                 {{"reason", "error"}});
   commit_seconds_ = &registry_.AddHistogram("weft_store_commit_duration_seconds",
                                             "How long a group commit of the store took.", metrics::buckets::kFast);
   turn_seconds_ = &registry_.AddHistogram(
@@ -45,7 +53,7 @@ const OpMetrics* ServerMetrics::ForOp(const std::string& op) {
   return m.get();
 }
 
-void OpMetrics::Record(Code code, double seconds_taken) const {
+void OpMetrics::Count(Code code) const {
   std::size_t i = static_cast<std::size_t>(code);
   if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
   metrics::Counter* outcome = outcomes_[i].load(std::memory_order_acquire);
@@ -55,6 +63,10 @@ void OpMetrics::Record(Code code, double seconds_taken) const {
                                             {{"op", op_}, {"outcome", AsciiLower(CodeName(static_cast<Code>(i)))}});
     outcomes_[i].store(outcome, std::memory_order_release);
   }
+  outcome->Inc();
+}
+
+void OpMetrics::Observe(double seconds_taken) const {
   metrics::Histogram* seconds = seconds_.load(std::memory_order_acquire);
   if (!seconds) {
     seconds = &owner_.registry().AddHistogram(
@@ -63,7 +75,6 @@ void OpMetrics::Record(Code code, double seconds_taken) const {
         {{"op", op_}});
     seconds_.store(seconds, std::memory_order_release);
   }
-  outcome->Inc();
   seconds->Observe(seconds_taken);
 }
 

@@ -1,7 +1,12 @@
 #include "weft/server/store/sqlite.hpp"
 
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,7 +14,43 @@
 namespace weft::store::sql {
 namespace {
 
+// How the SQLite backend begins a message for a full disk (store::DiskFull).
+constexpr std::string_view kDiskFull = "the disk holding ";
+// SQLITE_FULL with less than this free on the store's file system is that
+// file system filling up, not a temporary file elsewhere.
+constexpr std::uint64_t kNearlyFullBytes = 64ull << 20;
+
+// The bytes free for unprivileged writers on the file system holding `dir` (-1: unknown).
+std::int64_t BytesFree(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return -1;
+  return static_cast<std::int64_t>(fs.f_bavail) * static_cast<std::int64_t>(fs.f_frsize);
+}
+
+// A write that failed because the store's file system is full: SQLITE_FULL
+// (SQLite's word for ENOSPC on a write) with that file system nearly full,
+// or an I/O error (the -shm or -wal file growing, an fsync) whose errno was
+// ENOSPC or EDQUOT. Says where, how much is free and what to do.
+std::optional<std::string> DiskFullMessage(sqlite3* db, int rc, std::string_view what) {
+  const int primary = rc & 0xff;
+  if (primary != SQLITE_FULL && primary != SQLITE_IOERR && primary != SQLITE_CANTOPEN) return std::nullopt;
+  const char* file = db ? sqlite3_db_filename(db, "main") : nullptr;
+  if (!file || !*file) return std::nullopt;
+  const std::string dir = std::filesystem::path(file).parent_path().string();
+  const std::int64_t free = BytesFree(dir);
+  const int sys = db ? sqlite3_system_errno(db) : 0;
+  const bool full = primary == SQLITE_FULL ? free >= 0 && static_cast<std::uint64_t>(free) < kNearlyFullBytes
+                                           : sys == ENOSPC || sys == EDQUOT;
+  if (!full) return std::nullopt;
+  return std::string(kDiskFull) + dir + " is full (statvfs: " + (free >= 0 ? std::to_string(free) : "?") +
+         " bytes free" + (sys == EDQUOT ? ", over its quota" : "") + "; SQLite " + std::string(what) +
+         " failed: " + (primary == SQLITE_FULL ? std::string(sqlite3_errstr(rc)) : std::strerror(sys)) +
+         "); free space there";
+}
+
 Status Error(sqlite3* db, int rc, std::string_view what) {
+  // Every SQLITE_IOERR_* (extended codes are off: rc is the primary code) is looked at by its errno.
+  if (std::optional<std::string> full = DiskFullMessage(db, rc, what)) return Status::Unavailable(std::move(*full));
   std::string msg = "SQLite " + std::string(what) + " failed: " + sqlite3_errstr(rc);
   if (db && sqlite3_errmsg(db)) msg += " (" + std::string(sqlite3_errmsg(db)) + ")";
   // A busy database is transient; everything else is unexpected.
@@ -217,3 +258,15 @@ std::vector<std::string> SqliteDatabase::ResetActiveStatements() {
 }
 
 }  // namespace weft::store::sql
+
+namespace weft::store {
+
+std::optional<std::string> DiskFull(const Status& s) {
+  if (s.ok()) return std::nullopt;
+  // Perhaps behind the context a caller added.
+  const std::size_t at = s.message().find(sql::kDiskFull);
+  if (at == std::string::npos || s.message().find(" is full (statvfs: ", at) == std::string::npos) return std::nullopt;
+  return s.message().substr(at);
+}
+
+}  // namespace weft::store

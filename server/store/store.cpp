@@ -1310,8 +1310,10 @@ struct Store::Impl {
   // PostgreSQL only: WriteTasksSql, [by_id][fenced][reopens].
   sql::Statement write_tasks[2][2][2];
   // PostgreSQL: tasks the gathered writes finished, whose ids are still in
-  // open_tasks (PruneOpenTasks), and the statement that removes them.
-  std::vector<std::int64_t> finished_open;
+  // open_tasks: those of the transaction under way, of the commit in flight,
+  // and of commits confirmed, which PruneOpenTasks removes with its
+  // statement. A task made unfinished again leaves all three (ForgetFinished).
+  std::vector<std::int64_t> finished_unconfirmed, finished_in_flight, finished_open;
   sql::Statement prune_open_tasks;
   std::vector<TaskWrite> task_writes;  // gathered, not sent yet
   std::optional<std::int64_t> write_fence_epoch;  // set by SendFence: the fence goes with the writes
@@ -1500,11 +1502,10 @@ Status Store::OpenPostgres(const StoreOptions& options) {
       }
     }
   }
-  // Only the ids of tasks finished when it runs leave: one may have been
-  // made unfinished again since (SetTaskState), and then stays.
+  // Only the ids of finishes committed, of tasks not made unfinished since
+  // (PruneOpenTasks).
   WEFT_ASSIGN_OR_RETURN(impl_->prune_open_tasks,
-                        db.Prepare("DELETE FROM open_tasks o USING tasks t WHERE o.id = ANY(CAST((SELECT "
-                                   "?1::bigint[]) AS bigint[])) AND t.id = o.id AND t.finished_at_ms <> 0"));
+                        db.Prepare("DELETE FROM open_tasks WHERE id = ANY(CAST((SELECT ?1::bigint[]) AS bigint[]))"));
   db.SetBeforeStatement([this]() -> Status {
     WEFT_RETURN_IF_ERROR(WriteTaskInserts());
     return SendTaskWrites();
@@ -1694,6 +1695,9 @@ Status Store::Commit() {
   if (committed.ok()) committed = impl_->db->Commit();
   if (!committed.ok()) return impl_->fence.epoch ? FenceVerdict(committed) : committed;
   in_transaction_ = false;
+  Impl& i = *impl_;
+  i.finished_open.insert(i.finished_open.end(), i.finished_unconfirmed.begin(), i.finished_unconfirmed.end());
+  i.finished_unconfirmed.clear();
   done_cluster_writes_.Merge(std::move(open_cluster_writes_));
   EndLeftoverReads();
   return Status::Ok();
@@ -1708,6 +1712,10 @@ Status Store::SendCommit() {
   if (sent.ok()) sent = impl_->db->SendCommit();
   if (!sent.ok()) return impl_->fence.epoch ? FenceVerdict(sent) : sent;
   in_transaction_ = false;
+  Impl& i = *impl_;
+  i.finished_in_flight.insert(i.finished_in_flight.end(), i.finished_unconfirmed.begin(),
+                              i.finished_unconfirmed.end());
+  i.finished_unconfirmed.clear();
   flight_cluster_writes_.Merge(std::move(open_cluster_writes_));
   return Status::Ok();
 }
@@ -1716,6 +1724,10 @@ Status Store::AwaitCommit() {
   Status outcome = impl_->db->AwaitCommit();
   // Committed or not, its clusters are read again: a rolled back one reads as it was.
   done_cluster_writes_.Merge(std::move(flight_cluster_writes_));
+  Impl& i = *impl_;
+  if (outcome.ok())
+    i.finished_open.insert(i.finished_open.end(), i.finished_in_flight.begin(), i.finished_in_flight.end());
+  i.finished_in_flight.clear();
   if (outcome.ok()) return outcome;
   // The server skipped what was sent behind the failed COMMIT.
   if (in_transaction_) (void)Rollback();
@@ -1744,6 +1756,7 @@ void Store::EndLeftoverReads() {
 }
 
 Status Store::Rollback() {
+  impl_->finished_unconfirmed.clear();
   impl_->task_writes.clear();
   impl_->task_write_ids.clear();
   impl_->held_ready.clear();
@@ -2101,7 +2114,7 @@ Status Store::SendTaskWrites() {
     add(stdouts, w.stdout_tail);
     add(stderrs, w.stderr_tail);
     finished.Add(w.finished_at_ms);
-    if (w.finished_at_ms != 0) i.finished_open.push_back(w.id);
+    if (w.finished_at_ms != 0) i.finished_unconfirmed.push_back(w.id);
     if (w.finished_at_ms == 0 && w.fence) {  // an end that leaves its task unfinished
       reopens = true;
       reopened.Add(w.id);
@@ -2129,9 +2142,17 @@ Status Store::SendTaskWrites() {
       .RunDeferred();
 }
 
+void Store::ForgetFinished(std::int64_t task_id) {
+  Impl& i = *impl_;
+  for (auto* ids : {&i.finished_unconfirmed, &i.finished_in_flight, &i.finished_open}) std::erase(*ids, task_id);
+}
+
 Status Store::PruneOpenTasks() {
   // A batch costs the server one statement and a delete per id: hundreds at
   // once cost a finish far less than a delete in its own statement would.
+  // Only ids of finishes committed are there, and a task made unfinished
+  // since is not (ForgetFinished): the statement need not look at the tasks
+  // (that join cost the server a tenth of a commit of two finish+takes).
   // Lost with a transaction that fails, they stay in open_tasks: the reads
   // of it skip a finished task.
   constexpr std::size_t kBatch = 256;
@@ -2212,6 +2233,7 @@ Status Store::EndAttempt(std::int64_t task_id, std::int64_t attempt, TaskState s
                              .Bind(4, message)
                              .Bind(5, attempt)
                              .RunDeferred());
+    ForgetFinished(task_id);  // after a finish of it gathered before was sent
   }
   const std::string_view result = result_json.empty() ? std::string_view("{}") : result_json;
   const std::string_view ended_status = done ? ToString(attempt_status) : std::string_view("");
@@ -2260,6 +2282,11 @@ Result<std::vector<AttemptRecord>> Store::ListAttempts(std::int64_t task_id) {
 
 Status Store::SetTaskState(std::int64_t task_id, TaskState state, std::string_view message,
                            std::int64_t not_before_ms, std::int64_t now_ms) {
+  if (!Final(state)) {
+    // After a finish of it gathered before is sent (and noted).
+    if (GathersTaskWrites()) WEFT_RETURN_IF_ERROR(SendTaskWrites());
+    ForgetFinished(task_id);
+  }
   const bool inserted_waiting = !impl_->inserted_waiting.empty() && impl_->inserted_waiting.erase(task_id) == 1;
   if (inserted_waiting && state == TaskState::kQueued && message.empty() && not_before_ms == 0 &&
       in_transaction_ && !impl_->writing_held_ready) {

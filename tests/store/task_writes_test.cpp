@@ -557,6 +557,64 @@ TEST_CASE("postgres store: a finish updates its task's row in place, and open_ta
   CHECK(listed_ids(again) == csv({ids[0], ids[1], many[5]}));
 }
 
+TEST_CASE("postgres store: the finishes of a transaction that failed, at its COMMIT or at a COMMIT in flight, and "
+          "a finish whose task was queued again in its transaction, leave their tasks in open_tasks when the "
+          "finishes committed around them leave it",
+          "[store][postgres]") {
+  TempDir dir("task-writes-open-tasks-failed");
+  auto server = StartPostgres(dir.path());
+  auto opened = Store::Open(dir / "unused.db", PostgresStoreOptions(*server));
+  Store& store = Opened(opened);
+  const std::vector<std::int64_t> ids = InsertCommittedTasks(store, 305);
+  REQUIRE(store.Begin().ok());
+  for (std::int64_t id : ids) REQUIRE(store.LeaseTask(id, 1, "host-a", 9000, 2000).ok());
+  REQUIRE(store.Commit().ok());
+  auto open_ids = [&] {
+    return server->Query("SELECT COALESCE(string_agg(id::text, ',' ORDER BY id), '') FROM open_tasks").value();
+  };
+  auto unfinished_ids = [&] {
+    return server->Query("SELECT COALESCE(string_agg(id::text, ',' ORDER BY id), '') FROM tasks "
+                         "WHERE finished_at_ms = 0").value();
+  };
+
+  // ids[0] finished with a stale finish of ids[1]: the COMMIT fails, both stay leased.
+  REQUIRE(store.Begin().ok());
+  CHECK(!RunThenCommit(
+             store, [&] { return Finish(store, ids[0], 1, 3000); }, [&] { return Finish(store, ids[1], 7, 3000); })
+             .ok());
+  REQUIRE(store.Rollback().ok());
+  // The same with the COMMIT in flight (as weftd's group commit sends it).
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[2], 1, 3000).ok());
+  REQUIRE(Finish(store, ids[3], 7, 3000).ok());
+  if (store.SendCommit().ok()) CHECK(!store.AwaitCommit().ok());
+  REQUIRE(store.Rollback().ok());
+  CHECK(server->Query("SELECT string_agg(state::text, ',' ORDER BY id) FROM tasks WHERE id <= " +
+                      std::to_string(ids[3])).value() == "leased,leased,leased,leased");
+  // The last one finished, then queued again, in one transaction.
+  REQUIRE(store.Begin().ok());
+  REQUIRE(Finish(store, ids[304], 1, 3500).ok());
+  REQUIRE(store.SetTaskState(ids[304], TaskState::kQueued, "again", 0, 3500).ok());
+  REQUIRE(store.Commit().ok());
+
+  // Three hundred finishes committed, half of them with the COMMIT in flight;
+  // a later transaction's writes remove them from open_tasks in one batch.
+  REQUIRE(store.Begin().ok());
+  for (std::size_t i = 4; i < 154; ++i) REQUIRE(Finish(store, ids[i], 1, 4000).ok());
+  REQUIRE(store.Commit().ok());
+  REQUIRE(store.Begin().ok());
+  for (std::size_t i = 154; i < 304; ++i) REQUIRE(Finish(store, ids[i], 1, 4000).ok());
+  REQUIRE(store.SendCommit().ok());
+  REQUIRE(store.AwaitCommit().ok());
+  REQUIRE(store.Begin().ok());
+  REQUIRE(store.LeaseTask(ids[0], 2, "host-b", 9000, 5000).ok());
+  REQUIRE(store.Commit().ok());
+  const std::string left = std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]) +
+                           "," + std::to_string(ids[3]) + "," + std::to_string(ids[304]);
+  CHECK(unfinished_ids() == left);
+  CHECK(open_ids() == left);
+}
+
 TEST_CASE("postgres store: takes and finishes committed two by two, as hosts send them, update their rows in "
           "place, and a store from before migration 18 gets the room for them",
           "[store][postgres]") {

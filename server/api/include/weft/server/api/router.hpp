@@ -91,6 +91,9 @@ struct Response {
   // still commit. Any other UNAVAILABLE or INTERNAL error rolls the batch back
   // (server/daemon/group_commit.cpp).
   bool changed_nothing = false;
+  // A reply whose outcome its router left to count when it is sent
+  // (Router::set_outcomes_at_reply): the op's series, or null.
+  const server::OpMetrics* outcome = nullptr;
 
   static Response Ok(json body) {
     Response r;
@@ -188,6 +191,11 @@ class Router {
   // Counts every routed request by op and outcome, and times it (null: nothing is measured).
   // Requests for ops the router does not know count as op "unknown".
   void set_metrics(server::ServerMetrics* metrics);
+  // Outcomes are counted by whoever sends the replies (weftd's reactor, after
+  // the commit, so a request whose batch was rolled back is not counted ok):
+  // Route times the request and leaves its op's series in Response::outcome.
+  // A held take is still counted at once.
+  void set_outcomes_at_reply(bool at_reply) { outcomes_at_reply_ = at_reply; }
 
  private:
   struct Entry {
@@ -209,6 +217,7 @@ class Router {
   AuditRecorder recorder_;
   server::ServerMetrics* metrics_ = nullptr;
   const server::OpMetrics* unknown_op_metrics_ = nullptr;
+  bool outcomes_at_reply_ = false;
 };
 
 }  // namespace weft::api

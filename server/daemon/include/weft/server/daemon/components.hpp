@@ -29,6 +29,7 @@
 #include "weft/server/resources/resource_store.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/server/daemon/retention.hpp"
+#include "weft/server/daemon/store_health.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/event.hpp"
 #include "weft/common/status.hpp"
@@ -68,6 +69,10 @@ class Components {
   // What ended long ago goes, a batch per turn (retention.hpp).
   Retention& retention() { return retention_; }
   const Retention& retention() const { return retention_; }
+  // Whether commits land (GroupCommit tells it; server.status reports it).
+  StoreHealth& store_health() { return store_health_; }
+  const StoreHealth& store_health() const { return store_health_; }
+  const Clock& clock() const { return clock_; }
 
   // Whether anyone listens: when not, task transitions and progress are not
   // even recorded as events (host and job events, which are rare, still are).
@@ -119,6 +124,7 @@ class Components {
   api::Router router_;
   DaemonInfo info_;
   Retention retention_;
+  StoreHealth store_health_;
 };
 
 }  // namespace weft::server

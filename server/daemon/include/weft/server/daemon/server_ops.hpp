@@ -15,6 +15,7 @@
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/daemon/retention.hpp"
+#include "weft/server/daemon/store_health.hpp"
 #include "weft/server/hosts/host_registry.hpp"
 #include "weft/server/queue/task_queue.hpp"
 #include "weft/server/store/store.hpp"
@@ -55,6 +56,7 @@ struct ServerOpsDeps {
   const Config& config;
   const DaemonInfo& info;  // filled in once the endpoints are bound
   const Retention& retention;
+  const StoreHealth& store_health;
 };
 
 // Adds server.status (its request counts are `router`'s), task.get, task.list and debug.enqueue.
@@ -65,6 +67,6 @@ void RegisterServerOps(api::Router& router, ServerOpsDeps deps);
 // `reactor_router` and `router` together. Only on the api endpoint.
 void RegisterStatusRead(api::Router& router, const api::Router& reactor_router, const StatusCounts& counts,
                         const store::Store& store, const Clock& clock, const DaemonInfo& info,
-                        const Retention& retention);
+                        const Retention& retention, const StoreHealth& store_health);
 
 }  // namespace weft::server

@@ -41,7 +41,12 @@ class ServerMetrics;
 class OpMetrics {
  public:
   OpMetrics(ServerMetrics& owner, std::string op) : owner_(owner), op_(std::move(op)) {}
-  void Record(Code code, double seconds_taken) const;
+  void Record(Code code, double seconds_taken) const {
+    Count(code);
+    Observe(seconds_taken);
+  }
+  void Count(Code code) const;  // by outcome
+  void Observe(double seconds_taken) const;
 
  private:
   ServerMetrics& owner_;
@@ -78,6 +83,8 @@ class ServerMetrics {
   metrics::Counter& leases_expired() { return *leases_expired_; }
   metrics::Counter& commits() { return *commits_; }
   metrics::Histogram& commit_seconds() { return *commit_seconds_; }
+  // Group commits that did not land (their batch was rolled back), by reason.
+  metrics::Counter& commit_failures(bool disk_full) { return disk_full ? *commit_failures_disk_full_ : *commit_failures_other_; }
   // The reactor's turns, and how long an api read waited from its receipt to its answer.
   metrics::Histogram& turn_seconds() { return *turn_seconds_; }
   metrics::Histogram& read_wait_seconds() { return *read_wait_seconds_; }
@@ -110,6 +117,8 @@ class ServerMetrics {
   metrics::Counter* leases_expired_;
   metrics::Counter* commits_;
   metrics::Histogram* commit_seconds_;
+  metrics::Counter* commit_failures_disk_full_;
+  metrics::Counter* commit_failures_other_;
   metrics::Histogram* turn_seconds_;
   metrics::Histogram* read_wait_seconds_;
   std::array<metrics::Counter*, 6> events_{};

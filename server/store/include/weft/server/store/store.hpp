@@ -44,6 +44,10 @@ enum class TaskState : int { kQueued = 1, kLeased, kSucceeded, kFailed, kWaiting
 std::string_view TaskStateName(TaskState state);
 // False when `name` is not a state name.
 bool ParseTaskState(std::string_view name, TaskState* out);
+// When `s` is a write that failed because the disk holding the store is
+// full (SQLite): the words that say so, which disk, the bytes free and what
+// to do ("the disk holding DIR is full (statvfs: N bytes free; ...); free space there").
+std::optional<std::string> DiskFull(const Status& s);
 
 struct HostRecord {
   std::string id;
@@ -753,8 +757,10 @@ class Store {
   bool GathersTaskWrites() const { return backend_ == Backend::kPostgres && in_transaction_; }
   Status SendTaskWrites();
   // PostgreSQL, in a transaction: removes from open_tasks the tasks the
-  // gathered writes finished, once there are a batch of them.
+  // gathered writes finished in commits confirmed, once there are a batch of them.
   Status PruneOpenTasks();
+  // PostgreSQL: a write that leaves the task unfinished: PruneOpenTasks must not remove it.
+  void ForgetFinished(std::int64_t task_id);
   // Writes the tasks InsertTask gave since BeginTaskInserts and not written yet.
   Status WriteTaskInserts();
   // InsertCluster once the summary fields are set.
