@@ -73,6 +73,9 @@ json TokenJson(const store::ApiTokenRecord& t) {
 json SessionJson(const Logins::Session& s) {
   return {{"user", s.user},
           {"tenant", s.tenant},
+          // Where its requests act when they name no tenant: the superadmin's
+          // own tenant (_system) has no clusters.
+          {"acting_tenant", s.role == "superadmin" ? kSuperadminActsIn : s.tenant},
           {"role", s.role},
           {"csrf_token", s.csrf_token},
           {"expires_at_ms", s.expires_at_ms}};
@@ -232,7 +235,8 @@ Status Logins::Prune(const std::string& tenant, const std::string& user, std::in
 }
 
 Result<Logins::Session> Logins::Issue(const std::string& tenant, const std::string& user, const std::string& role,
-                                      const std::string& gateway, const std::string& client_addr) {
+                                      const std::string& gateway, const std::string& client_addr,
+                                      const store::ApiTokenRecord* token) {
   const std::int64_t now = clock_.NowMs();
   WEFT_RETURN_IF_ERROR(Prune(tenant, user, now));
   Session out;
@@ -247,6 +251,11 @@ Result<Logins::Session> Logins::Issue(const std::string& tenant, const std::stri
   r.created_at_ms = now;
   r.last_used_ms = now;
   r.expires_at_ms = now + options_.session_max_ms;
+  if (token) {
+    // A session made from an API token is that token's: it never outlives it.
+    r.token_hash = token->secret_hash;
+    if (token->expires_at_ms > 0) r.expires_at_ms = std::min(r.expires_at_ms, token->expires_at_ms);
+  }
   WEFT_RETURN_IF_ERROR(store_.PutSession(r));
   out.csrf_token = CsrfOf(out.id, r.csrf_salt);
   out.tenant = tenant;
@@ -294,7 +303,7 @@ Result<Logins::Session> Logins::Login(const json& body, const std::string& gatew
     const store::ApiTokenRecord* t = FindToken(token);
     if (!t) return fail(Status::Denied("the API token is not valid (revoked, expired or never made)"));
     const std::string role = RoleOf(t->tenant, t->user, t->created_at_ms);
-    return Issue(t->tenant, t->user, role, gateway, client_addr);
+    return Issue(t->tenant, t->user, role, gateway, client_addr, t);
   }
   WEFT_ASSIGN_OR_RETURN(std::string password, jsonf::String(body, "password", ""));
   Status verified = VerifyPassword(tenant, user, password);
@@ -333,6 +342,17 @@ const store::ApiTokenRecord* Logins::FindToken(const std::string& secret) const 
   return &t;
 }
 
+std::string Logins::TokenEnded(const store::SessionRecord& session, std::int64_t now) const {
+  if (session.token_hash.empty()) return "";
+  auto it = tokens_.find(session.token_hash);
+  // Retention forgets tokens only once they were revoked or expired.
+  if (it == tokens_.end()) return "the API token it was made from was revoked or expired";
+  const store::ApiTokenRecord& t = it->second;
+  if (t.revoked_at_ms) return "the API token it was made from (" + t.id + ") was revoked";
+  if (t.expires_at_ms && t.expires_at_ms <= now) return "the API token it was made from (" + t.id + ") expired";
+  return "";
+}
+
 void Logins::Quotas(api::Principal& principal) const {
   auto t = registry_.tenants().find(principal.tenant);
   if (t == registry_.tenants().end()) return;
@@ -361,10 +381,12 @@ Result<api::Principal> Logins::ActFor(const api::Principal& sender, const wire::
     store::SessionRecord& r = live.record;
     const bool idle = r.last_used_ms + options_.session_idle_ms <= now;
     role = RoleOf(r.tenant, r.user, r.created_at_ms);
-    if (idle || r.expires_at_ms <= now || role.empty()) {
-      const std::string why = role.empty() ? "its user no longer exists"
-                              : idle       ? "it was not used for " + DurationText(options_.session_idle_ms)
-                                           : "it is older than " + DurationText(options_.session_max_ms);
+    const std::string token_ended = TokenEnded(r, now);
+    if (idle || r.expires_at_ms <= now || role.empty() || !token_ended.empty()) {
+      const std::string why = role.empty()           ? "its user no longer exists"
+                              : !token_ended.empty() ? token_ended
+                              : idle                 ? "it was not used for " + DurationText(options_.session_idle_ms)
+                                                     : "it is older than " + DurationText(options_.session_max_ms);
       WEFT_RETURN_IF_ERROR(store_.DeleteSession(it->first));
       sessions_.erase(it);
       return login_required(Status::Denied("the session ended (" + why + "); log in again"));
@@ -396,7 +418,7 @@ Result<api::Principal> Logins::ActFor(const api::Principal& sender, const wire::
   if (role == "superadmin") {
     p.role = Role::kSuperadmin;
     p.user_tenant = kSystemTenant;
-    p.tenant = request.tenant.empty() ? "default" : request.tenant;
+    p.tenant = request.tenant.empty() ? kSuperadminActsIn : request.tenant;
   } else {
     p.role = role == "admin" ? Role::kAdmin : Role::kUser;
     p.tenant = tenant;
@@ -445,7 +467,18 @@ Status Logins::RevokeToken(const std::string& id, const std::string& tenant, con
     if (!user.empty() && t.user != user)
       return Status::Denied("token " + id + " belongs to user '" + t.user + "'; only they or a tenant admin revoke it");
     t.revoked_at_ms = clock_.NowMs();
-    return store_.PutApiToken(t);
+    WEFT_RETURN_IF_ERROR(store_.PutApiToken(t));
+    // The browser sessions the token logged in end with it.
+    const std::string token_hash = t.secret_hash;
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second.record.token_hash != token_hash) {
+        ++it;
+        continue;
+      }
+      WEFT_RETURN_IF_ERROR(store_.DeleteSession(it->first));
+      it = sessions_.erase(it);
+    }
+    return Status::Ok();
   }
   return Status::NotFound("no API token " + id + " in force in tenant '" + tenant + "' (weft token list shows them)");
 }

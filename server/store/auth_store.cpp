@@ -1,5 +1,5 @@
 // Principals, tenants, users and host requests in the store (migration 5);
-// passwords, sessions and API tokens (migration 9).
+// passwords, sessions and API tokens (migrations 9 and 24).
 // All of it is small and read once at start (server/auth keeps it in memory),
 // so statements are prepared per call.
 #include <array>
@@ -293,7 +293,7 @@ Status Store::PutSession(const SessionRecord& s) {
       sql::Statement st,
       database().Prepare(Upsert("sessions",
                                 {"id_hash", "tenant", "\"user\"", "csrf_salt", "gateway", "client_addr", "created_at_ms",
-                                 "last_used_ms", "expires_at_ms"},
+                                 "last_used_ms", "expires_at_ms", "token_hash"},
                                 1)));
   return st.Bind(1, s.id_hash)
       .Bind(2, s.tenant)
@@ -304,6 +304,7 @@ Status Store::PutSession(const SessionRecord& s) {
       .Bind(7, s.created_at_ms)
       .Bind(8, s.last_used_ms)
       .Bind(9, s.expires_at_ms)
+      .Bind(10, s.token_hash)
       .Run();
 }
 
@@ -315,10 +316,10 @@ Status Store::DeleteSession(std::string_view id_hash) {
 Result<std::vector<SessionRecord>> Store::ListSessions() {
   return Select<SessionRecord>(database(),
                                "SELECT id_hash, tenant, \"user\", csrf_salt, gateway, client_addr, created_at_ms, "
-                               "last_used_ms, expires_at_ms FROM sessions",
+                               "last_used_ms, expires_at_ms, token_hash FROM sessions",
                                [](const sql::Statement& r) {
                                  return SessionRecord{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Text(4),
-                                                      r.Text(5), r.Int(6),  r.Int(7),  r.Int(8)};
+                                                      r.Text(5), r.Int(6),  r.Int(7),  r.Int(8), r.Text(9)};
                                });
 }
 

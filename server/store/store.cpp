@@ -950,6 +950,14 @@ ALTER TABLE hosts ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE hosts ADD COLUMN IF NOT EXISTS incarnation TEXT NOT NULL DEFAULT '';
 ALTER TABLE hosts ADD COLUMN IF NOT EXISTS draining BIGINT NOT NULL DEFAULT 0;
 )sql"},
+    // A session made by a login with an API token names the token (its secret's
+    // hash), so that it ends when the token is revoked or expires.
+    {24, R"sql(
+ALTER TABLE sessions ADD COLUMN token_hash TEXT NOT NULL DEFAULT '';
+)sql",
+     R"sql(
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS token_hash TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 // A task's columns, from its two rows (migration 21): `t` its tasks row, `s` its task_specs row.

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -371,6 +372,73 @@ TEST_CASE("sessions: an API token acts as its user until it is revoked or expire
   Ok(s, {"--tenant", "acme", "user", "create", "carol"});
   RequireDenied(gw.WithToken(carols, "provider.list"), "API token is not valid");
   RequireDenied(gw.Login({{"tenant", "acme"}, {"user", "carol"}, {"password", "carol-password-2"}}), "wrong");
+}
+
+TEST_CASE("sessions: a session made from an API token ends when the token is revoked or expires, across a restart",
+          "[sessions]") {
+  TempDir dir("sessions-token-login");
+  Weftd s(ServerIn(dir.path(), true));
+  MakeUser(s, "acme", "alice", "user", "alice-password-1");
+  Ok(s, {"--tenant", "acme", "credentials", "alice", "-f", (dir.path() / "alice.json").string()});
+  const fs::path alice_key = dir.path() / "alice.json";
+  Gateway gw(s, GatewayCredential(s, dir.path()));
+
+  RunResult made = Ok(s, {"token", "create", "--name", "browser", "--ttl", "30d"}, alice_key);
+  const std::string token = made.out.substr(0, made.out.find('\n'));
+  const std::string id = s.WeftJson({"token", "list"}, alice_key)["tokens"][0]["id"];
+  Result<json> from_token = gw.Login({{"token", token}});
+  INFO(from_token.status().message());
+  REQUIRE(from_token.ok());
+  const json by_token = *from_token;
+  const json by_password = gw.LoginOk("acme", "alice", "alice-password-1");
+  REQUIRE(gw.As(by_token, "provider.list").ok());
+
+  // The link between the session and its token is kept in the store: a
+  // restarted weftd still ends the session with the token.
+  s.Restart();
+  Gateway again(s, dir.path() / "web1.json");
+  REQUIRE(again.As(by_token, "provider.list").ok());
+  Ok(s, {"token", "revoke", id}, alice_key);
+  RequireDenied(again.WithToken(token, "provider.list"), "API token is not valid");
+  // Ended at once, as a logged-out session is; alice's password session stays.
+  Result<weft::wire::Reply> ended = again.Raw({.session = by_token["session"].get<std::string>()}, "provider.list");
+  REQUIRE(ended.ok());
+  REQUIRE_FALSE(ended->ok);
+  CHECK(ended->error.code == Code::kDenied);
+  CHECK_THAT(ended->error.message, Catch::Contains("not logged in"));
+  CHECK(ended->error.details.value("login_required", false));
+  RequireDenied(again.As(by_token, "session.get"), "not logged in");
+  CHECK(again.As(by_password, "provider.list").ok());
+  CHECK(weft::testing::CountRows(s, "SELECT COUNT(*) FROM sessions WHERE \"user\" = 'alice'") == 1);
+
+  // A session never outlives its token: its end is the token's, and when the
+  // token expires the session ends, however busy it is.
+  RunResult brief = Ok(s, {"token", "create", "--name", "brief", "--ttl", "8s"}, alice_key);
+  const std::string short_lived = brief.out.substr(0, brief.out.find('\n'));
+  json tokens = s.WeftJson({"token", "list"}, alice_key)["tokens"];
+  REQUIRE(tokens.size() == 1);
+  const std::int64_t token_end = tokens[0]["expires_at_ms"];
+  Result<json> brief_login = again.Login({{"token", short_lived}});
+  INFO(brief_login.status().message());
+  REQUIRE(brief_login.ok());
+  CHECK((*brief_login)["expires_at_ms"].get<std::int64_t>() <= token_end);
+  Result<json> described = again.As(*brief_login, "session.get");
+  REQUIRE(described.ok());
+  CHECK((*described)["expires_at_ms"].get<std::int64_t>() <= token_end);
+  std::optional<weft::wire::Reply> last;
+  REQUIRE(weft::testing::WaitFor(
+      [&] {
+        Result<weft::wire::Reply> r = again.Raw({.session = (*brief_login)["session"].get<std::string>()}, "provider.list");
+        if (!r.ok() || r->ok) return false;
+        last = std::move(r).value();
+        return true;
+      },
+      60s));
+  CHECK(last->error.code == Code::kDenied);
+  CHECK_THAT(last->error.message, Catch::Contains("the API token it was made from"));
+  CHECK_THAT(last->error.message, Catch::Contains("expired"));
+  CHECK(last->error.details.value("login_required", false));
+  CHECK(again.As(by_password, "provider.list").ok());
 }
 
 TEST_CASE("sessions: failed logins are limited per user and per client address", "[sessions]") {

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { useStack } from './support/suite.mjs';
 import { BUILD_DIR, waitFor } from './support/stack.mjs';
-import { signIn, shot } from './support/ui.mjs';
+import { signIn, shot, api, apiLogin } from './support/ui.mjs';
 
 const ROOT = { tenant: '_system', user: 'superadmin', password: 'root-password-1' };
 const ctx = useStack({
@@ -71,6 +71,38 @@ ctx.test('the superadmin makes a tenant, edits its quotas, sees its worker threa
   for (const op of ['tenant.create', 'tenant.update', 'tenant.delete']) assert.ok(ops.includes(op), `the audit log shows ${op}: ${ops}`);
   const who = await page.locator('table.audit tr[data-audit]', { hasText: 'tenant.delete' }).locator('td:nth-child(2)').innerText();
   assert.match(who, /superadmin.*via gateway web/, 'the entry names who, and the gateway the browser went through');
+});
+
+ctx.test('the superadmin sees which tenant its screens show: tenant default until it picks another', async (page, stack) => {
+  const { cookie, csrf } = await apiLogin(stack, { tenant: 'acme', user: 'alice', password: 'alice-password-1' });
+  const made = await api(stack, 'cluster.create', { name: 'acme-seen-by-root', template: 'web-fake', size: 3 }, { cookie, csrf });
+  assert.equal(made.status, 200, `cluster.create as alice: ${JSON.stringify(made.body)}`);
+
+  await signIn(page, ROOT);
+  await page.goto('/#/clusters');
+  const switcher = page.locator('[data-testid=tenant-switcher]');
+  await switcher.waitFor();
+  // With no tenant picked weftd answers for tenant default: the selector and the page name it, not _system.
+  await waitFor(async () => (await switcher.inputValue()) === 'default', 'the tenant selector to show default');
+  const subtitle = page.locator('.page .subtitle');
+  await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant default' }).waitFor();
+  assert.doesNotMatch(await subtitle.innerText(), /_system/);
+  // Tenant default has no cluster; acme's is not among them.
+  await page.locator('.page .empty, .page [data-testid=clusters]').first().waitFor();
+  const listed = async () => page.$$eval('[data-testid=cluster-link]', (links) => links.map((a) => a.textContent));
+  const ofDefault = (stack.weftJson(['cluster', 'list'], { tenant: 'default' }).clusters || []).map((c) => c.name);
+  assert.deepEqual((await listed()).sort(), ofDefault.sort());
+  assert.ok(!(await listed()).includes('acme-seen-by-root'));
+  await shot(page, 'superadmin-clusters-default');
+
+  // Picking acme shows acme's clusters, and says so.
+  await switcher.selectOption('acme');
+  await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant acme' }).waitFor();
+  await page.locator('[data-testid=cluster-link]', { hasText: 'acme-seen-by-root' }).waitFor();
+  assert.equal(await switcher.inputValue(), 'acme');
+  // And back: tenant default again, with nothing picked.
+  await switcher.selectOption('default');
+  await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant default' }).waitFor();
 });
 
 ctx.test('an enrollment token from the hosts screen enrolls a host, shown live with its plugins, and revoke cuts it off', async (page, stack) => {

@@ -387,6 +387,36 @@ TEST_CASE("while weftd is down the API answers 503, and after its restart reques
   CHECK(ResetThenEvent(weftd, events).type == "task");
 }
 
+TEST_CASE("while weftd is away calls queued past the timeout are answered unsent, and its return is logged") {
+  Weftd weftd("web-backlog");
+  WebOptions o = Open("web-backlog");
+  o.weftd_toml = "clients = 1\ntimeout_ms = 1000\n";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
+
+  weftd.Stop();
+  // Browsers that keep asking while weftd is away: more calls at once than
+  // the one connection to weftd can time out on in a timeout's length. Each
+  // is answered 503; those that waited their whole timeout in the queue
+  // are answered unsent, not sent to time out one after another.
+  auto ask_at_once = [&] {
+    std::vector<std::thread> browsers;
+    for (int i = 0; i < 6; ++i)
+      browsers.emplace_back([&] { CHECK(HttpSend(web.url(), "POST", "/api/v1/server.status", "{}").status == 503); });
+    for (std::thread& b : browsers) b.join();
+    return web.Log().find("not sent") != std::string::npos;
+  };
+  REQUIRE(WaitFor(ask_at_once, 60s));
+  const std::string away = web.Log();
+  CHECK(away.find("does not answer") != std::string::npos);
+  CHECK(away.find("answers again") == std::string::npos);
+
+  weftd.Restart();
+  REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
+  CHECK_THAT(web.Log(), Catch::Contains("answers again"));
+}
+
 TEST_CASE("weft-web stops cleanly on SIGTERM with streams and connections open") {
   Weftd weftd("web-stop");
   WebGateway web(weftd, Open("web-stop"));

@@ -2,13 +2,23 @@
 // with a weft::Client of its own (a Client is not thread-safe), taking calls
 // from one queue. An HTTP handler hands its request over and is resumed on its
 // own executor with the reply, so the I/O threads never block on weftd.
+//
+// While weftd does not answer (down, or refusing the gateway's key) each call
+// takes the whole timeout, and browsers keep asking: a call that already
+// waited a timeout's length in the queue is answered at once, unsent (its
+// browser got or gets a 503 either way), so that no backlog is left to work
+// through once weftd answers again. The first failure and the recovery are
+// logged once each.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,8 +50,9 @@ class WeftdPool {
   WeftdPool(const WeftdPool&) = delete;
   WeftdPool& operator=(const WeftdPool&) = delete;
 
-  // Runs `job` on one of the pool's threads with that thread's client.
-  void Submit(std::function<void(client::Client&)> job);
+  // Runs `job` on one of the pool's threads with that thread's client; or,
+  // when it waited in the queue longer than a call's timeout, `expired` instead.
+  void Submit(std::function<void(client::Client&)> job, std::function<void()> expired = {});
 
   // Sends `request` from a pool thread; completes with a CallResult on the
   // handler's executor.
@@ -50,28 +61,53 @@ class WeftdPool {
     return boost::asio::async_initiate<Token, void(CallResult)>(
         [this](auto handler, wire::Request req) {
           auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-          Submit([shared, req = std::move(req)](client::Client& client) {
-            CallResult out;
-            Result<wire::Reply> reply = client.CallRaw(req);
-            if (reply.ok()) {
-              out.reply = std::move(reply).value();
-            } else {
-              out.transport = reply.status();
-            }
+          auto complete = [shared](CallResult out) {
             auto ex = boost::asio::get_associated_executor(*shared);
             boost::asio::post(ex, [shared, out = std::move(out)]() mutable { (*shared)(std::move(out)); });
-          });
+          };
+          const std::string op = req.op;
+          Submit(
+              [this, complete, req = std::move(req)](client::Client& client) {
+                CallResult out;
+                Result<wire::Reply> reply = client.CallRaw(req);
+                if (reply.ok()) {
+                  out.reply = std::move(reply).value();
+                } else {
+                  out.transport = reply.status();
+                }
+                Note(out.transport);
+                complete(std::move(out));
+              },
+              [this, complete, op] {
+                CallResult out;
+                out.transport = Expired(op);
+                complete(std::move(out));
+              });
         },
         token, std::move(request));
   }
 
  private:
+  struct Job {
+    std::chrono::steady_clock::time_point queued_at;
+    std::function<void(client::Client&)> run;
+    std::function<void()> expired;
+  };
   void Run(client::Client& client);
+  // A call's outcome: logs when weftd stops answering and when it answers again.
+  void Note(const Status& transport);
+  // What a call that waited too long in the queue gets.
+  Status Expired(const std::string& op);
 
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void(client::Client&)>> jobs_;
+  std::deque<Job> jobs_;
   bool stopping_ = false;
+  // Since when calls fail (none: they succeed), and how many failed or expired since.
+  std::optional<std::chrono::steady_clock::time_point> failing_since_;
+  std::int64_t failed_ = 0;
   std::vector<std::thread> threads_;
 };
 

@@ -86,9 +86,12 @@ function TenantSwitcher({ session, tenant, onChange }) {
 function Shell({ session, onLogout, onPasswordChanged }) {
   const loc = useLocation();
   const [navOpen, setNavOpen] = useState(false);
-  const [tenant, setTenant] = useState(() => api.tenantOverrideValue() || session.tenant);
+  // The tenant requests act in when they name none, as weftd says: the
+  // superadmin's own (_system) has no clusters, its requests act in another.
+  const home = session.acting_tenant || session.tenant;
+  const [tenant, setTenant] = useState(() => api.tenantOverrideValue() || home);
   const switchTenant = (t) => {
-    api.setTenantOverride(t === session.tenant ? null : t);
+    api.setTenantOverride(t === home ? null : t);
     setTenant(t);
   };
   useEffect(() => setNavOpen(false), [loc.path]);

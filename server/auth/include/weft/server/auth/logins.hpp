@@ -47,6 +47,8 @@ struct LoginOptions {
 // The tenant and name the superadmin logs in with.
 inline constexpr const char* kSystemTenant = "_system";
 inline constexpr const char* kSuperadminUser = "superadmin";
+// The tenant the superadmin's requests through a gateway act in when they name none.
+inline constexpr const char* kSuperadminActsIn = "default";
 
 class Logins {
  public:
@@ -100,7 +102,7 @@ class Logins {
                                              const std::string& name, std::int64_t ttl_ms);
   // Tokens in force of `tenant` (of one user when `user` is not empty).
   std::vector<store::ApiTokenRecord> Tokens(const std::string& tenant, const std::string& user) const;
-  // Revokes a token of `tenant` (of `user` when not empty).
+  // Revokes a token of `tenant` (of `user` when not empty), and ends the sessions it logged in.
   [[nodiscard]] Status RevokeToken(const std::string& id, const std::string& tenant, const std::string& user);
   // Retention removed the tokens revoked or expired before `cutoff_ms` from
   // the store (Store::PruneSpentApiTokens): they go from memory too. Refused
@@ -118,8 +120,10 @@ class Logins {
   };
   // The role of a user in force, or "" when there is none (deleted since).
   std::string RoleOf(const std::string& tenant, const std::string& user, std::int64_t since_ms) const;
+  // `token`: the API token the login gave (null: a password), which the session never outlives.
   Result<Session> Issue(const std::string& tenant, const std::string& user, const std::string& role,
-                        const std::string& gateway, const std::string& client_addr);
+                        const std::string& gateway, const std::string& client_addr,
+                        const store::ApiTokenRecord* token = nullptr);
   // Ends the sessions that ended by time, and the user's oldest beyond a bound.
   Status Prune(const std::string& tenant, const std::string& user, std::int64_t now);
   Status VerifyPassword(const std::string& tenant, const std::string& user, const std::string& password);
@@ -130,6 +134,8 @@ class Logins {
   std::string CsrfOf(const std::string& session_id, const std::string& salt) const;
   void Quotas(api::Principal& principal) const;
   const store::ApiTokenRecord* FindToken(const std::string& secret) const;
+  // Why a session made from an API token has ended with it ("": in force, or made with a password).
+  std::string TokenEnded(const store::SessionRecord& session, std::int64_t now) const;
 
   store::Store& store_;
   const Clock& clock_;

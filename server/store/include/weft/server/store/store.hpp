@@ -238,6 +238,9 @@ struct SessionRecord {
   std::int64_t created_at_ms = 0;
   std::int64_t last_used_ms = 0;
   std::int64_t expires_at_ms = 0;  // the absolute end
+  // Made by a login with an API token: the token's secret hash ("": made
+  // with a password). The session ends when that token does.
+  std::string token_hash;
 };
 
 struct ApiTokenRecord {
