@@ -130,7 +130,7 @@ TEST_CASE("host registry: hosts loaded from the store are live only once heard f
           "[hosts]") {
   DispatchFixture f(SilentAfter3s());
   for (const char* id : {"h1", "h2"})
-    REQUIRE(f.store->UpsertHost({id, 2, "0.1.0", "[{\"type\":\"fake\"}]", f.clock.NowMs(), f.clock.NowMs()}).ok());
+    REQUIRE(f.store->UpsertHost({id, 2, "0.1.0", "[{\"type\":\"fake\"}]", f.clock.NowMs(), f.clock.NowMs(), "", false}).ok());
   // As after a restart of weftd: both were heard a moment ago, by the previous process.
   REQUIRE(f.hosts.Load().ok());
   CHECK_FALSE(f.hosts.HostLive("h1"));

@@ -72,7 +72,7 @@ TEST_CASE("store: reopening keeps hosts and tasks", "[store]") {
     TaskRecord t = NewTask();
     REQUIRE((*store)->InsertTask(&t).ok());
     id = t.id;
-    REQUIRE((*store)->UpsertHost({"h1", 4, "0.1.0", R"([{"type":"fake-provider"}])", 5, 6}).ok());
+    REQUIRE((*store)->UpsertHost({"h1", 4, "0.1.0", R"([{"type":"fake-provider"}])", 5, 6, "", false}).ok());
     REQUIRE((*store)->Commit().ok());
   }
   auto store = weft::testing::OpenStore(dir / "weft.db");
