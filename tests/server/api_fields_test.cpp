@@ -56,7 +56,8 @@ TEST_CASE("api fields: every op on the api endpoint declares its body's fields, 
   jobs::RegisterClusterReads(reads, **store, clock, [](const std::string&) { return std::set<std::string>{}; });
   catalog::RegisterCatalogReads(reads, **store, clock, config);
   server::StatusCounts counts;
-  server::RegisterStatusRead(reads, router, counts, **store, clock, components.info(), components.retention());
+  server::RegisterStatusRead(reads, router, counts, **store, clock, components.info(), components.retention(),
+                             components.store_health());
   for (const std::string& op : reads.OpsOn(Endpoint::kApi)) {
     INFO(op);
     const Fields fields = reads.FieldsOf(op);
