@@ -137,11 +137,12 @@ Status ShowStatus(Context& ctx, const ParsedArgs&) {
                                     Text(removed, "audit") + " audit entries since start");
     if (r.contains("store") && r["store"].is_object()) {
       const json& st = r["store"];
-      // Its pages are the file's now; its free pages as the last retention round counted them.
-      kv.Add("store file", Text(st, "pages") + " pages of " + Text(st, "page_size") + " bytes, " +
+      // The file's size now; its pages and free pages as the last retention round counted them.
+      kv.Add("store file", (st.contains("file_bytes") ? Text(st, "file_bytes") + " bytes now; " : std::string()) +
+                               Text(st, "pages") + " pages of " + Text(st, "page_size") + " bytes, " +
                                Text(st, "free_pages") + " free" +
-                               (st.contains("free_pages_counted_ms_ago")
-                                    ? " " + Duration(Int(st, "free_pages_counted_ms_ago")) + " ago"
+                               (st.contains("counted_ms_ago")
+                                    ? ", counted " + Duration(Int(st, "counted_ms_ago")) + " ago"
                                     : std::string()) +
                                " (auto_vacuum " + Text(st, "auto_vacuum") + ")");
     }

@@ -74,17 +74,14 @@ Response StatusReply(const Call& call, const DaemonInfo& info, const store::Stor
                      const std::map<std::string, std::int64_t>& requests, std::int64_t now, json hosts, json tasks,
                      json retention, const StoreHealth& health) {
   const store::CheckpointStats c = store.checkpoint_stats();
-  // The file's pages as they are now (a stat); its free pages as the last retention round counted them.
+  // The file's size as it is now (a stat); its pages and free pages as the last retention
+  // round counted them (the file lags its pages until a checkpoint copies the WAL in).
   if (retention.contains("store") && store.backend() == store::Backend::kSqlite) {
     json& file = retention["store"];
     std::error_code ec;
     const std::uintmax_t bytes = std::filesystem::file_size(store.path(), ec);
-    const std::int64_t page_size = file.value("page_size", std::int64_t{0});
-    if (!ec && page_size > 0) {
-      file["file_bytes"] = static_cast<std::int64_t>(bytes);
-      file["pages"] = static_cast<std::int64_t>(bytes) / page_size;
-    }
-    file["free_pages_counted_ms_ago"] = now - retention.value("last_round_at_ms", now);
+    if (!ec) file["file_bytes"] = static_cast<std::int64_t>(bytes);
+    file["counted_ms_ago"] = now - retention.value("last_round_at_ms", now);
   }
   json status = {{"version", "0.1.0"},
                  {"protocol", wire::kProtocolVersion},
