@@ -29,10 +29,13 @@
 #include "support/temp_dir.hpp"
 #include "support/web.hpp"
 #include "support/weftd.hpp"
+#include "support/metrics_text.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using weft::testing::MetricValue;
+using weft::testing::ScrapeMetrics;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
 using weft::testing::Weftd;
@@ -84,19 +87,6 @@ json BigEnqueue(int n, std::size_t pad) {
   return {{"tasks", std::move(tasks)}};
 }
 
-std::string Scrape(const Weftd& s) {
-  const std::string url = s.endpoints().value("metrics", std::string());
-  const std::size_t from = url.find("//") + 2;
-  return weft::testing::HttpSend("http://" + url.substr(from, url.find('/', from) - from), "GET", "/metrics").body;
-}
-
-// One sample's value (`name{labels}` exactly as rendered); -1 when absent.
-double Metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return -1;
-}
 
 int Occurrences(const std::string& text, const std::string& what) {
   int n = 0;
@@ -121,10 +111,10 @@ TEST_CASE("disk full: clients are told the disk is full and what to do, the log 
   Weftd s(OnSmallDisk(dir));
   const std::string data = s.data().string();
   s.Enqueue({{"plugin", "p"}, {"action", "CREATE"}});
-  const std::string before = Scrape(s);
-  const double commits_before = Metric(before, "weft_store_commits_total");
+  const std::string before = ScrapeMetrics(s);
+  const double commits_before = MetricValue(before, "weft_store_commits_total");
   REQUIRE(commits_before > 0);
-  CHECK(Metric(before, "weft_store_commit_failures_total{reason=\"disk_full\"}") == 0);
+  CHECK(MetricValue(before, "weft_store_commit_failures_total{reason=\"disk_full\"}") == 0);
   CHECK(s.Call("server.status", json::object())["store"].value("health", json::object()).value("state", "") == "ok");
 
   disk.Fill();
@@ -155,10 +145,10 @@ TEST_CASE("disk full: clients are told the disk is full and what to do, the log 
                           Catch::Contains("the disk holding " + data + " is full"));
   // /metrics: the failures by reason; the commits only those that landed; the
   // rolled-back requests not counted ok.
-  const std::string during = Scrape(s);
-  CHECK(Metric(during, "weft_store_commit_failures_total{reason=\"disk_full\"}") >= kFailed);
-  CHECK(Metric(during, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"unavailable\"}") == kFailed);
-  CHECK(Metric(during, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"ok\"}") == 1);
+  const std::string during = ScrapeMetrics(s);
+  CHECK(MetricValue(during, "weft_store_commit_failures_total{reason=\"disk_full\"}") >= kFailed);
+  CHECK(MetricValue(during, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"unavailable\"}") == kFailed);
+  CHECK(MetricValue(during, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"ok\"}") == 1);
   // The log said it once with its cause (a line a minute at most after that), not once per batch.
   const std::string log = s.Log();
   INFO(weft::testing::Tail(log));
@@ -175,9 +165,9 @@ TEST_CASE("disk full: clients are told the disk is full and what to do, the log 
   const json after = health_now();
   CHECK(after.contains("recovered_at_ms"));
   CHECK_THAT(s.Log(), Catch::Contains("the store commits again, after "));
-  const std::string landed = Scrape(s);
-  CHECK(Metric(landed, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"ok\"}") == 2);
-  CHECK(Metric(landed, "weft_store_commits_total") > commits_before);
+  const std::string landed = ScrapeMetrics(s);
+  CHECK(MetricValue(landed, "weft_api_requests_total{op=\"debug.enqueue\",outcome=\"ok\"}") == 2);
+  CHECK(MetricValue(landed, "weft_store_commits_total") > commits_before);
   CHECK_THAT(s.Weft({"status"}).out, Catch::Contains("store health") && !Catch::Contains("WARNING"));
 }
 

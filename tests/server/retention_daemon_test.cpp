@@ -18,6 +18,7 @@
 #include "support/temp_dir.hpp"
 #include "support/web.hpp"
 #include "support/weftd.hpp"
+#include "support/metrics_text.hpp"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -26,6 +27,8 @@ using weft::testing::BuildPath;
 using weft::testing::CountRows;
 using weft::testing::Run;
 using weft::testing::RunResult;
+using weft::testing::MetricValue;
+using weft::testing::ScrapeMetrics;
 using weft::testing::TempDir;
 using weft::testing::WaitFor;
 using weft::testing::Weftd;
@@ -185,22 +188,6 @@ TEST_CASE("retention: weftd gives a SQLite store's free pages back after a round
   CHECK(StoreSpace(old).value("auto_vacuum", "") == "incremental");
 }
 
-namespace {
-// weftd's /metrics.
-std::string Scrape(const Weftd& s) {
-  const std::string url = s.endpoints().value("metrics", std::string());
-  const std::size_t from = url.find("//") + 2;
-  return weft::testing::HttpSend("http://" + url.substr(from, url.find('/', from) - from), "GET", "/metrics").body;
-}
-
-// One sample's value (`name{labels}` exactly as rendered); -1 when absent.
-double Metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return -1;
-}
-}  // namespace
 
 TEST_CASE("retention: /metrics exports the SQLite store's pages and free pages and what retention removed, as they "
           "move",
@@ -222,22 +209,23 @@ TEST_CASE("retention: /metrics exports the SQLite store's pages and free pages a
   REQUIRE(pages_full > 500);
   // The file as it is now, before a round removed the filler.
   std::string text;
-  REQUIRE(WaitFor([&] { return Metric(text = Scrape(s), "weft_store_pages") >= static_cast<double>(pages_full); },
-                  20s));
+  REQUIRE(WaitFor(
+      [&] { return MetricValue(text = ScrapeMetrics(s), "weft_store_pages") >= static_cast<double>(pages_full); },
+      20s));
   INFO(text);
-  CHECK(Metric(text, "weft_store_page_size_bytes") == static_cast<double>(SqliteInt(db, "PRAGMA page_size")));
-  CHECK(Metric(text, "weft_retention_removed_total{kind=\"audit\"}") == 0);
-  const double freed_before = Metric(text, "weft_store_freed_pages_total");  // the first round's (a page or so)
+  CHECK(MetricValue(text, "weft_store_page_size_bytes") == static_cast<double>(SqliteInt(db, "PRAGMA page_size")));
+  CHECK(MetricValue(text, "weft_retention_removed_total{kind=\"audit\"}") == 0);
+  const double freed_before = MetricValue(text, "weft_store_freed_pages_total");  // the first round's (a page or so)
   CHECK(freed_before >= 0);
   // Removed, then the free pages it left given back: every figure moves.
   double removed = 0, free_pages = -1, freed = 0, pages = -1;
   const bool moved = WaitFor(
       [&] {
-        text = Scrape(s);
-        removed = Metric(text, "weft_retention_removed_total{kind=\"audit\"}");
-        free_pages = Metric(text, "weft_store_free_pages");
-        freed = Metric(text, "weft_store_freed_pages_total");
-        pages = Metric(text, "weft_store_pages");
+        text = ScrapeMetrics(s);
+        removed = MetricValue(text, "weft_retention_removed_total{kind=\"audit\"}");
+        free_pages = MetricValue(text, "weft_store_free_pages");
+        freed = MetricValue(text, "weft_store_freed_pages_total");
+        pages = MetricValue(text, "weft_store_pages");
         return removed >= 3000 && free_pages == 0 && pages < static_cast<double>(pages_full) / 2;
       },
       30s);
@@ -245,5 +233,5 @@ TEST_CASE("retention: /metrics exports the SQLite store's pages and free pages a
                   << pages_full);
   CHECK(moved);
   CHECK(freed - freed_before > static_cast<double>(pages_full) / 2);
-  CHECK(Metric(text, "weft_retention_removed_total{kind=\"tasks\"}") == 0);
+  CHECK(MetricValue(text, "weft_retention_removed_total{kind=\"tasks\"}") == 0);
 }
