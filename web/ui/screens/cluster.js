@@ -167,12 +167,12 @@ export function ClusterScreen({ params }) {
     <${ErrorNote} error=${error} />
     ${shownJob ? html`<${Card} title="Latest job"><${JobProgress} job=${shownJob} /><//>` : null}
     ${undeleted.length && !terminated ? html`<div class="warn-note" role="status" data-testid="delete-failed-note">
-      <strong>${undeleted.length === 1 ? 'A node was not deleted' : `${undeleted.length} nodes were not deleted`}</strong>:
-      the provider's DELETE failed for <span class="mono">${undeleted.join(', ')}</span>.
-      ${kept > 0 ? html`<b>Scale</b> (to any size) deletes ${undeleted.length === 1 ? 'it' : 'them'} again and keeps the other
-        ${kept === 1 ? 'node' : `${kept} nodes`}; <b>Delete</b> deletes the whole cluster.`
-        : html`<b>Delete</b> deletes ${undeleted.length === 1 ? 'it' : 'them'} again.`}
-      Other changes are refused until then.
+      <strong>${undeleted.length === 1 ? 'A node was not deleted' : `${undeleted.length} nodes were not deleted`}</strong>${
+      ': the provider\'s DELETE failed for '}<span class="mono">${undeleted.join(', ')}</span>${'. '}${kept > 0
+        ? html`<b>Scale</b>${` (to any size) deletes ${undeleted.length === 1 ? 'it' : 'them'} again and keeps the other ${
+          kept === 1 ? 'node' : `${kept} nodes`}; `}<b>Delete</b>${' deletes the whole cluster. '}`
+        : html`<b>Delete</b>${` deletes ${undeleted.length === 1 ? 'it' : 'them'} again. `}`}${
+      'Other changes are refused until then.'}
     </div>` : null}
     ${terminated ? null : html`<div class="row" role="toolbar" aria-label="Cluster actions">
       ${ACTIONS.map(([k, label]) => html`<button class="button small" disabled=${(k === 'rollback' && !c.has_previous) || blocked(k)}
