@@ -10,6 +10,7 @@
 
 #include "weft/common/call_watchdog.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 #include "weft/server/store/postgres.hpp"
 
@@ -41,21 +42,6 @@ class PgResult {
  private:
   PGresult* r_;
 };
-
-// libpq's message on one line: its lines (a hint on a line of its own, after
-// a tab) joined with "; ", the trailing newline cut off.
-std::string OneLine(std::string why) {
-  std::string out;
-  for (char c : why) {
-    if (c == '\n') {
-      out += "; ";
-    } else if (c != '\t' || !out.ends_with("; ")) {
-      out += c;
-    }
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
-  return out;
-}
 
 json ParseEndpoints(const std::string& text) {
   json j = json::parse(text, nullptr, false);

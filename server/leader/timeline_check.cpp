@@ -12,6 +12,7 @@
 
 #include "weft/common/call_watchdog.hpp"
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::server::leader {
 namespace {
@@ -36,11 +37,6 @@ std::int64_t SteadyMs() {
       .count();
 }
 
-std::string Trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::vector<std::string> SplitCommas(const char* text) {
   std::vector<std::string> out;
   if (!text || !*text) return out;
@@ -57,7 +53,7 @@ PGresult* Exec(PGconn* conn, const char* sql, std::int64_t deadline_ms, const st
     r = PQexec(conn, sql);
   }
   if (PQresultStatus(r) == PGRES_TUPLES_OK) return r;
-  *error = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
+  *error = OneLine(r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
   PQclear(r);
   return nullptr;
 }
@@ -90,7 +86,7 @@ Result<std::vector<ListedServer>> ListServers(const std::string& conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (!options) {
-    std::string why = error ? Trimmed(error) : "out of memory";
+    std::string why = error ? OneLine(error) : "out of memory";
     PQfreemem(error);
     return Status::Invalid("[store] conninfo cannot be read: " + why);
   }
@@ -284,7 +280,7 @@ std::vector<ServerState> TimelineCheck::Round() {
     PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
     const std::string peer = "PostgreSQL at " + server.where;
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
-      state.error = conn ? Trimmed(PQerrorMessage(conn)) : "out of memory";
+      state.error = conn ? OneLine(PQerrorMessage(conn)) : "out of memory";
     } else if (Status s = ReadIdentity(conn, options_.timeout_ms, peer, &state); !s.ok()) {
       state.error = s.message();
     } else if (!state.in_recovery) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "weft/common/log.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::store::sql {
 namespace {
@@ -19,12 +20,6 @@ namespace {
 std::int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string Trimmed(const char* text) {
-  std::string s = text ? text : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 // What the Store's checks on the server raise (weft_task_writes_missed(), migration 16).
@@ -299,7 +294,7 @@ Status PostgresDatabase::Connect() {
   conn_ = ConnectPostgres(options_.conninfo, 10, std::max(options_.call_timeout_ms, 0), "weftd");
   if (!conn_) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
-    Status s = Status::Unavailable("cannot connect to PostgreSQL: " + Trimmed(PQerrorMessage(conn_)));
+    Status s = Status::Unavailable("cannot connect to PostgreSQL: " + OneLine(PQerrorMessage(conn_)));
     PQfinish(conn_);
     conn_ = nullptr;
     return s;
@@ -392,7 +387,7 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::Run(Send send, std::string
     }
     // Outside a transaction nothing was done: run it again on a new connection.
     if (PQstatus(conn_) != CONNECTION_OK && !in_transaction_ && tries == 0) {
-      NoteLost(Trimmed(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn_)));
+      NoteLost(OneLine(r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn_)));
       continue;
     }
     return Failure(r.get(), what);
@@ -400,7 +395,7 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::Run(Send send, std::string
 }
 
 Status PostgresDatabase::Failure(const pg_result* r, std::string_view what) {
-  const std::string message = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+  const std::string message = OneLine(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
   if (PQstatus(conn_) != CONNECTION_OK) {
     NoteLost(message);
     return Status::Unavailable("PostgreSQL " + std::string(what) + " failed: the connection was lost (" + message +
@@ -491,7 +486,7 @@ Result<PostgresDatabase::ResultPtr> PostgresDatabase::ReadLast() {
 }
 
 Status PostgresDatabase::SendFailed(std::string_view what) {
-  const std::string message = Trimmed(PQerrorMessage(conn_));
+  const std::string message = OneLine(PQerrorMessage(conn_));
   NoteLost(message);
   Status failure = Status::Unavailable("PostgreSQL " + std::string(what) +
                                        " failed: the connection was lost during the transaction (" + message + ")");
@@ -528,7 +523,7 @@ Status PostgresDatabase::EndPipeline() {
     if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(conn_) != 1) {
       // Out of step with the server: this connection is not to be trusted again.
       if (pipeline_failure_.ok())
-        pipeline_failure_ = Status::Internal("PostgreSQL pipeline out of step: " + Trimmed(PQerrorMessage(conn_)));
+        pipeline_failure_ = Status::Internal("PostgreSQL pipeline out of step: " + OneLine(PQerrorMessage(conn_)));
       PQfinish(conn_);
       conn_ = nullptr;
     }
@@ -603,7 +598,7 @@ Status PostgresDatabase::Begin() {
     return Status::Ok();
   }
   if (PQenterPipelineMode(conn_) != 1)
-    return Status::Internal("PostgreSQL would not enter pipeline mode: " + Trimmed(PQerrorMessage(conn_)));
+    return Status::Internal("PostgreSQL would not enter pipeline mode: " + OneLine(PQerrorMessage(conn_)));
   if (!SendControl(begin_)) {
     // No transaction began: the next Begin() finds the connection gone and replaces it.
     Status failed = SendFailed("BEGIN");
@@ -683,7 +678,7 @@ Status PostgresDatabase::Rollback() {
     r.reset(PQexec(conn_, "ROLLBACK"));
   }
   if (PQresultStatus(r.get()) == PGRES_COMMAND_OK || PQstatus(conn_) != CONNECTION_OK) return Status::Ok();
-  return Status::Internal("PostgreSQL ROLLBACK failed: " + Trimmed(PQresultErrorMessage(r.get())));
+  return Status::Internal("PostgreSQL ROLLBACK failed: " + OneLine(PQresultErrorMessage(r.get())));
 }
 
 }  // namespace weft::store::sql

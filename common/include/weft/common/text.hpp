@@ -45,4 +45,22 @@ inline std::string DurationText(std::int64_t ms) {
   return out;
 }
 
+// A message of several lines (libpq's: a DETAIL or HINT on a line of its own,
+// its continuation lines indented by a tab) as one log line: the lines joined
+// with "; ", a tab that starts a line dropped, and trailing spaces, semicolons
+// and newlines cut off. "FATAL:  x\nHINT:  y\n" -> "FATAL:  x; HINT:  y".
+inline std::string OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\n') {
+      if (!out.empty() && !out.ends_with("; ")) out += "; ";
+    } else if (c != '\t' || !(out.empty() || out.ends_with("; "))) {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
 }  // namespace weft
