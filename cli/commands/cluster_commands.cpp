@@ -78,20 +78,26 @@ Result<std::int64_t> SizeFlag(Context& ctx, const ParsedArgs& args) {
   return n;
 }
 
-// Prints the plan of a dry run: what would run, in how many stages.
+// Prints the plan of a dry run from its summary (weftd counted the tasks): what
+// would run, in how many stages.
 void PrintDryRun(Context& ctx, const json& reply) {
-  std::map<std::string, std::int64_t> by_action;
-  for (const json& t : reply.value("tasks", json::array())) ++by_action[t.value("action", "")];
-  ctx.out() << "dry run of " << reply.value("operation", "") << ": "
-            << Count(static_cast<std::int64_t>(reply.value("tasks", json::array()).size()), "task", "tasks") << " in "
-            << Count(static_cast<std::int64_t>(reply.value("stages", json::array()).size()), "stage", "stages")
-            << " (nothing runs; -o json shows every task)\n";
-  for (const auto& [action, n] : by_action) ctx.out() << "  " << n << " × " << action << '\n';
+  const auto count = [&](const char* key) {
+    return reply.contains(key) && reply[key].is_number_integer() ? reply[key].get<std::int64_t>() : std::int64_t{0};
+  };
+  ctx.out() << "dry run of " << reply.value("operation", "") << ": " << Count(count("task_count"), "task", "tasks")
+            << " in " << Count(count("stage_count"), "stage", "stages") << " (nothing runs; -o json shows every task)\n";
+  const json actions = reply.value("actions", json::object());
+  for (const auto& [action, n] : actions.items())
+    if (n.is_number_integer()) ctx.out() << "  " << n.get<std::int64_t>() << " × " << Printable(action) << '\n';
 }
 
 // Sends a cluster operation; prints its job, or follows it with --wait.
 Status RunOperation(Context& ctx, const ParsedArgs& args, const std::string& op, json body) {
+  if (args.Has("--summary") && !args.Has("--dry-run"))
+    return ctx.UsageError("--summary goes with --dry-run (the counts of the plan a dry run shows)");
   if (args.Has("--dry-run")) body["dry_run"] = true;
+  // The table needs only the counts: weftd leaves out every task (cluster plan does the same).
+  if (args.Has("--dry-run") && (!ctx.json_output() || args.Has("--summary"))) body["summary"] = true;
   if (args.Has("--keep-on-failure")) body["keep_on_failure"] = true;
   WEFT_ASSIGN_OR_RETURN(json reply, ctx.Call(op, std::move(body)));
   if (args.Has("--dry-run")) {
@@ -381,6 +387,7 @@ void RegisterClusterCommands(CommandTable& table) {
 
   const FlagSpec wait{.name = "--wait", .value_name = "", .help = "follow the job with a progress bar; exit 1 if it fails"};
   const FlagSpec dry{.name = "--dry-run", .value_name = "", .help = "show the plan (-o json: every task); run nothing"};
+  const FlagSpec dry_summary{.name = "--summary", .value_name = "", .help = "with --dry-run -o json: the counts only, not every task"};
   const FlagSpec keep{.name = "--keep-on-failure", .value_name = "", .help = "on failure leave what was made, for debugging (no undo)"};
   const ArgSpec cluster{.name = "CLUSTER", .required = true, .help = "the cluster's name or id"};
   table.Add({.noun = "cluster",
@@ -398,19 +405,19 @@ void RegisterClusterCommands(CommandTable& table) {
                        {.name = "--services", .value_name = "a,b", .help = "instead of the template's services"},
                        {.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the template's config"},
                        {.name = "--lease", .value_name = "DURATION", .help = "lease length (default: the template's; 0: never expires)"},
-                       keep, wait, dry},
+                       keep, wait, dry, dry_summary},
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterCreate});
   table.Add({.noun = "cluster", .verb = "delete", .summary = "Delete a cluster and every node it has.",
              .description = "Stops nothing first: every node is deleted by its provider.",
-             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterDelete});
+             .flags = {wait, dry, dry_summary}, .args = {cluster}, .handler = &ClusterDelete});
   table.Add({.noun = "cluster", .verb = "scale", .summary = "Grow or shrink a cluster to SIZE nodes.",
              .description = "Existing nodes keep their services; new nodes are created and set up, removed\n"
                             "nodes (the highest-numbered of a kind first) are stopped and deleted, and the\n"
                             "services on the nodes that stay are reconfigured. A failed grow removes the\n"
                             "new nodes again unless --keep-on-failure is given.",
              .flags = {{.name = "--size", .value_name = "N", .help = "the number of nodes wanted (required)"}, keep,
-                       wait, dry},
+                       wait, dry, dry_summary},
              .args = {cluster}, .handler = &ClusterScale});
   const ArgSpec services{.name = "SERVICES", .required = true, .help = "comma-separated service names"};
   const ArgSpec some{.name = "SERVICES", .required = false, .help = "only these (and what they pull in); default all"};
@@ -418,34 +425,34 @@ void RegisterClusterCommands(CommandTable& table) {
              .description = "Places the services on the existing nodes as the template's constraints\n"
                             "allow, installs, configures, initializes and starts them, and reconfigures the\n"
                             "rest. A failure removes them again unless --keep-on-failure is given.",
-             .flags = {keep, wait, dry}, .args = {cluster, services}, .handler = &ClusterAddServices});
+             .flags = {keep, wait, dry, dry_summary}, .args = {cluster, services}, .handler = &ClusterAddServices});
   table.Add({.noun = "cluster", .verb = "remove-services", .summary = "Stop and remove services from a cluster.",
              .description = "Refused when a service that stays requires one that goes.",
-             .flags = {wait, dry}, .args = {cluster, services}, .handler = &ClusterRemoveServices});
+             .flags = {wait, dry, dry_summary}, .args = {cluster, services}, .handler = &ClusterRemoveServices});
   table.Add({.noun = "cluster", .verb = "start", .summary = "Start services (and what they need at runtime).",
-             .description = "Dependencies start first.", .flags = {wait, dry}, .args = {cluster, some},
+             .description = "Dependencies start first.", .flags = {wait, dry, dry_summary}, .args = {cluster, some},
              .handler = &ClusterStart});
   table.Add({.noun = "cluster", .verb = "stop", .summary = "Stop services (and what needs them).",
-             .description = "Dependents stop first.", .flags = {wait, dry}, .args = {cluster, some},
+             .description = "Dependents stop first.", .flags = {wait, dry, dry_summary}, .args = {cluster, some},
              .handler = &ClusterStop});
   table.Add({.noun = "cluster", .verb = "restart", .summary = "Stop and start services (and what needs them).",
-             .description = "Dependents stop first and start last.", .flags = {wait, dry}, .args = {cluster, some},
+             .description = "Dependents stop first and start last.", .flags = {wait, dry, dry_summary}, .args = {cluster, some},
              .handler = &ClusterRestart});
   table.Add({.noun = "cluster", .verb = "reconfigure", .summary = "Apply a new config to every service.",
              .description = "--config is merged over the cluster's config (JSON merge patch); --restart\n"
                             "also restarts the services after configuring them.",
              .flags = {{.name = "--config", .value_name = "JSON", .help = "file or inline JSON merged over the config"},
-                       {.name = "--restart", .value_name = "", .help = "restart the services after configuring them"}, wait, dry},
+                       {.name = "--restart", .value_name = "", .help = "restart the services after configuring them"}, wait, dry, dry_summary},
              .args = {cluster}, .handler = &ClusterReconfigure});
   table.Add({.noun = "cluster", .verb = "upgrade", .summary = "Move a cluster to the latest template and services.",
              .description = "Re-solves with the nodes fixed against the latest template, then installs,\n"
                             "reconfigures and restarts only the services whose definition changed.",
-             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterUpgrade});
+             .flags = {wait, dry, dry_summary}, .args = {cluster}, .handler = &ClusterUpgrade});
   table.Add({.noun = "cluster", .verb = "rollback",
              .summary = "Return a cluster to its layout, services and config before its last change.",
              .description = "Undoes the last successful scale, add-services, remove-services, reconfigure\n"
                             "or upgrade.",
-             .flags = {wait, dry}, .args = {cluster}, .handler = &ClusterRollback});
+             .flags = {wait, dry, dry_summary}, .args = {cluster}, .handler = &ClusterRollback});
   table.Add({.noun = "cluster", .verb = "extend-lease", .summary = "Push a cluster's expiry back.",
              .description = "By the template's lease step, or by --lease; never past the template's\n"
                             "maximum lease counted from creation.",

@@ -99,6 +99,26 @@ Status PlanBounds::CheckReply(std::size_t bytes, std::int64_t nodes, json* detai
                           "the client");
 }
 
+json PlanCounts(const json& plan) {
+  json actions = json::object();
+  json bootstrap = json::object();  // plugin -> the nodes whose BOOTSTRAP it runs
+  const json no_list = json::array();
+  const json& tasks = plan.is_object() && plan.contains("tasks") ? plan["tasks"] : no_list;
+  for (const json& t : tasks) {
+    const std::string action = t.value("action", "");
+    actions[action] = actions.value(action, std::int64_t{0}) + 1;
+    if (action == "BOOTSTRAP") {
+      const std::string plugin = t.value("plugin", "");
+      bootstrap[plugin] = bootstrap.value(plugin, std::int64_t{0}) + 1;
+    }
+  }
+  const std::size_t stages = plan.is_object() && plan.contains("stages") ? plan["stages"].size() : 0;
+  return {{"task_count", tasks.size()},
+          {"stage_count", stages},
+          {"actions", std::move(actions)},
+          {"bootstrap", std::move(bootstrap)}};
+}
+
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
   if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) return;
   const std::string owner = d.value("tenant", std::string());
@@ -454,24 +474,12 @@ class CatalogOps {
   // What `weft cluster plan` prints, without the list of every node and task: a reply of
   // a few hundred bytes for a plan of any size. `plan` is the full reply's tasks and stages.
   static json PlanSummary(const catalog::Layout& layout, const json& plan, json warnings) {
-    json actions = json::object();
-    json bootstrap = json::object();  // plugin -> the nodes whose BOOTSTRAP it runs
-    for (const json& t : plan["tasks"]) {
-      const std::string action = t.value("action", "");
-      actions[action] = actions.value(action, std::int64_t{0}) + 1;
-      if (action == "BOOTSTRAP") {
-        const std::string plugin = t.value("plugin", "");
-        bootstrap[plugin] = bootstrap.value(plugin, std::int64_t{0}) + 1;
-      }
-    }
-    return {{"summary", true},
-            {"nodes", layout.nodes.size()},
-            {"layout_summary", catalog::LayoutSummary(layout)},
-            {"task_count", plan["tasks"].size()},
-            {"stage_count", plan["stages"].size()},
-            {"actions", std::move(actions)},
-            {"bootstrap", std::move(bootstrap)},
-            {"warnings", std::move(warnings)}};
+    json out = PlanCounts(plan);
+    out["summary"] = true;
+    out["nodes"] = layout.nodes.size();
+    out["layout_summary"] = catalog::LayoutSummary(layout);
+    out["warnings"] = std::move(warnings);
+    return out;
   }
 
   store::Store& store_;

@@ -255,6 +255,7 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
     if (std::optional<Response> refused = plan_bounds_.RefuseNodes(size, "size"); dry_run && refused)
       return std::move(*refused);  // before the solve: see DryRun
+    WEFT_TRY_ASSIGN(summary, SummaryOption(body, dry_run));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     solver::Overrides overrides;
     json overrides_json = json::object();
@@ -337,7 +338,7 @@ class ClusterOps {
     job.target = {spec, catalog::LayoutToJson(layout), std::string(ToString(ClusterStatus::kActive))};
     if (dry_run) {
       job.before.spec = std::move(spec);
-      return DryRun(job);
+      return DryRun(job, summary);
     }
 
     store::ClusterRecord c;
@@ -372,6 +373,7 @@ class ClusterOps {
     WEFT_TRY_ASSIGN(found, FindCluster(call));
     store::ClusterRecord c = std::move(found);
     WEFT_TRY_ASSIGN(dry_run, jsonf::Bool(body, "dry_run", "", false));
+    WEFT_TRY_ASSIGN(summary, SummaryOption(body, dry_run));
     WEFT_TRY_ASSIGN(options, JobOptions(body));
     if (Terminated(c))
       return Response::Error(Status::Conflict("cluster '" + c.name + "' is terminated; create a new one"));
@@ -525,7 +527,7 @@ class ClusterOps {
         nodes.erase(std::remove_if(nodes.begin(), nodes.end(), IsDeleteFailed), nodes.end());
       }
     }
-    if (dry_run) return DryRun(job);
+    if (dry_run) return DryRun(job, summary);
     return Launch(std::move(job));
   }
 
@@ -898,6 +900,15 @@ class ClusterOps {
   }
 
  private:
+  // `"summary": true` asks a dry run for the plan's counts only (as cluster.plan's does).
+  static Result<bool> SummaryOption(const json& body, bool dry_run) {
+    WEFT_ASSIGN_OR_RETURN(bool summary, jsonf::Bool(body, "summary", "", false));
+    if (summary && !dry_run)
+      return Status::Invalid("summary is for a dry run: give it with \"dry_run\": true (a job's summary is in "
+                             "every reply)");
+    return summary;
+  }
+
   Result<json> JobOptions(const json& body) {
     json options = json::object();
     WEFT_ASSIGN_OR_RETURN(bool keep, jsonf::Bool(body, "keep_on_failure", "", false));
@@ -1162,8 +1173,8 @@ class ClusterOps {
 
   // The plan a job would run, as cluster.plan answers it. Bounded as cluster.plan is (PlanBounds): a plan of
   // tens of thousands of nodes made a reply of tens of MiB, over what a client reads, and grew weftd's memory
-  // by hundreds of MiB while it was built.
-  Response DryRun(const NewJob& job) {
+  // by hundreds of MiB while it was built. With `summary`, its counts only (catalog::PlanCounts).
+  Response DryRun(const NewJob& job, bool summary) {
     const auto count = [](const json& layout) {
       const auto it = layout.is_object() ? layout.find("nodes") : layout.end();
       return it != layout.end() && it->is_array() ? static_cast<std::int64_t>(it->size()) : std::int64_t{0};
@@ -1176,8 +1187,14 @@ class ClusterOps {
     Result<planner::Plan> plan = jobs::PlanJob(job, known);
     if (!plan.ok()) return Response::Error(plan.status());
     json out = jobs::PlanJson(job, *plan, known);
+    if (summary) {
+      out = catalog::PlanCounts(out);
+      out["summary"] = true;
+      out["nodes"] = count(job.target.layout);
+    }
     out["dry_run"] = true;
     out["operation"] = job.operation;
+    if (summary) return Response::Ok(std::move(out));
     out["layout"] = job.target.layout;
     json details;
     if (Status s = plan_bounds_.CheckReply(wire::Dump(out).size(), nodes, &details); !s.ok())
@@ -1287,7 +1304,7 @@ void RegisterClusterOps(Router& router, store::Store& store, jobs::JobEngine& en
   const std::set<Endpoint> api = {Endpoint::kApi};
   auto ops = std::make_shared<ClusterOps>(store, &engine, clock, std::move(live_plugins), plan_bounds);
   // Each op's body fields (docs/protocol.md): any other key is refused by the router.
-  const Fields job_options = {"dry_run", "keep_on_failure"};
+  const Fields job_options = {"dry_run", "summary", "keep_on_failure"};
   const auto with = [&job_options](Fields fields) {
     fields.insert(fields.end(), job_options.begin(), job_options.end());
     return fields;

@@ -298,13 +298,31 @@ TEST_CASE("weft cli edges: a dry run counts the stages its job then shows, for c
           "[cli][integration]") {
   JobsEnv env("weft-cli-edges-stages");
   testing::Weftd& s = env.server;
+  // The full plan's stages; its --summary (what the table prints from) must count the same.
   auto stages_of_dry_run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"-o", "json"});
     args.push_back("--dry-run");
     RunResult r = s.Weft(args);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    return json::parse(r.out)["stages"].size();
+    const json plan = json::parse(r.out);
+    json actions = json::object();
+    for (const json& t : plan["tasks"]) actions[t["action"].get<std::string>()] = actions.value(t["action"], 0) + 1;
+    args.push_back("--summary");
+    RunResult counted = s.Weft(args);
+    INFO(counted.out << counted.err);
+    REQUIRE(counted.exit_code == 0);
+    const json summary = json::parse(counted.out);
+    CHECK(summary["summary"] == true);
+    CHECK(summary["dry_run"] == true);
+    CHECK(summary["operation"] == plan["operation"]);
+    CHECK(summary["task_count"] == plan["tasks"].size());
+    CHECK(summary["stage_count"] == plan["stages"].size());
+    CHECK(summary["actions"] == actions);
+    CHECK(summary["nodes"] == plan["layout"]["nodes"].size());
+    CHECK_FALSE(summary.contains("tasks"));
+    CHECK_FALSE(summary.contains("layout"));
+    return plan["stages"].size();
   };
   auto stages_of_job = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"-o", "json"});
@@ -344,8 +362,20 @@ TEST_CASE("weft cli edges: a dry run counts the stages its job then shows, for c
 
   // The table of a dry run says the same number.
   RunResult table = s.Weft({"cluster", "scale", "web", "--size", "6", "--dry-run"});
+  INFO(table.out << table.err);
   CHECK_THAT(table.out, Catch::Contains(" in " + std::to_string(stages_of_dry_run({"cluster", "scale", "web", "--size",
                                                                                    "6"})) + " stages"));
+  CHECK_THAT(table.out, Catch::Contains(" × CREATE"));
+
+  // A summary is of a dry run only; without one nothing runs either.
+  RunResult alone = s.Weft({"cluster", "scale", "web", "--size", "7", "--summary"});
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.err, Catch::Contains("--summary goes with --dry-run"));
+  Result<json> refused = s.TryCall("cluster.scale", {{"cluster", "web"}, {"size", 7}, {"summary", true}});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Code::kInvalid);
+  CHECK_THAT(refused.status().message(), Catch::Contains("summary is for a dry run"));
+  CHECK(s.Call("cluster.get", {{"cluster", "web"}})["cluster"]["size"] == 5);
 }
 
 TEST_CASE("weft cli edges: the progress bar shows a retry's wait, and an aborted job where it stopped",

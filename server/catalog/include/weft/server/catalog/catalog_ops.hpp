@@ -49,6 +49,12 @@ struct PlanBounds {
   Status CheckReply(std::size_t bytes, std::int64_t nodes, nlohmann::json* details) const;
 };
 
+// A plan's counts, as the replies with `"summary": true` give them (cluster.plan's
+// and every dry run's): task_count, stage_count, actions (tasks by action) and
+// bootstrap (nodes by the plugin that runs their BOOTSTRAP). `plan` has the
+// full reply's "tasks" and "stages".
+nlohmann::json PlanCounts(const nlohmann::json& plan);
+
 // The tenant's latest catalog, parsed. Entities were validated when they were put,
 // so one that no longer parses (a newer weftd wrote it) is an internal error.
 Result<Catalog> LoadCatalog(store::Store& store, const std::string& tenant);
