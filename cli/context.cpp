@@ -9,6 +9,7 @@
 
 #include "weft/cli/format.hpp"
 #include "weft/client/probe.hpp"
+#include "weft/common/text.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::cli {
@@ -118,16 +119,8 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
   if (!reply->ok && reply->error.code == Code::kUnavailable) {
     // weftd answered but cannot serve now (its database is unreachable, it is
     // shutting down, no leader is known yet): say that it answered, and why, on one line.
-    std::string why;
-    for (char c : reply->error.message) {
-      if (c == '\n') {
-        why += "; ";
-      } else if (c != '\t' || !why.ends_with("; ")) {
-        why += c;
-      }
-    }
-    while (!why.empty() && (why.back() == ' ' || why.back() == ';')) why.pop_back();
-    return Status::Unavailable("weftd at " + client_->endpoint() + " answered UNAVAILABLE: " + why);
+    return Status::Unavailable("weftd at " + client_->endpoint() + " answered UNAVAILABLE: " +
+                               OneLine(reply->error.message));
   }
   if (!reply->ok) return reply->ToStatus();
   return std::move(reply->body);
@@ -181,9 +174,24 @@ Status Context::NoAnswer(int timeout_ms) {
                                  (credential_ ? credential_path_ : std::string("this client")) +
                                  " at the handshake, so it may not know the key (revoked, or a credential of "
                                  "another weftd?)");
-    case Peer::kHandshook:
+    case Peer::kHandshook: {
+      // A weftd that stopped or restarted while the request waited (its
+      // replies to the old connection are lost), or was too busy to answer in
+      // time, answers a new request now: then the request's fate is unknown.
+      wire::Request status;
+      status.op = "server.status";
+      status.body = json::object();
+      if (Result<wire::Reply> now = client_->CallRaw(status, probe_ms); now.ok()) {
+        const json uptime = now->ok ? now->body.value("uptime_ms", json()) : json();
+        const std::string up = uptime.is_number_integer() ? " (up " + Duration(uptime.get<std::int64_t>()) + ")" : "";
+        return Status::Unavailable("no reply from weftd at " + where + within + ", but it answers now" + up +
+                                   ": it was restarted, or too busy to answer in time, while the request waited, "
+                                   "so it may or may not have been done; look (weft job list, weft cluster "
+                                   "list) before sending it again");
+      }
       return Status::Unavailable("no reply from " + where + within + ": is it the api endpoint of a running "
                                  "weftd? A ZeroMQ socket there takes the connection but did not answer" + elsewhere);
+    }
     case Peer::kUnknown: break;
   }
   return Status::Unavailable(

@@ -17,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 #include <zmq.hpp>
 
 #include "support/catalog_dir.hpp"
@@ -510,6 +511,44 @@ TEST_CASE("weft cli edges: a bad --server is refused at once, and a wrong peer i
 
   // The api endpoint itself still works.
   CHECK(Weft({"--server", server.api(), "status"}).exit_code == 0);
+}
+
+TEST_CASE("weft cli edges: a request lost to a weftd restart says so, and that its fate is unknown",
+          "[cli][integration]") {
+  // A weftd whose commit waits on a lock another connection holds has the request
+  // and cannot answer it; it is killed and another starts on the same ports
+  // before the client gives up. The client then finds a weftd that answers.
+  testing::WeftdOptions options;
+  options.name = "weft-cli-edges-lost";
+  options.store = "sqlite";  // the lock is SQLite's
+  testing::Weftd s(options);
+  sqlite3* lock = nullptr;
+  REQUIRE(sqlite3_open(s.db().c_str(), &lock) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(lock, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  testing::Process lost = s.Background("lost", {"--timeout", "5000", "tenant", "create", "lost"});
+  // The request reaches weftd and waits for the lock (weftd's busy_timeout_ms is 5 s).
+  std::this_thread::sleep_for(1500ms);
+  s.Kill();
+  REQUIRE(sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(lock);
+  REQUIRE(s.Start().ok());
+  const std::optional<int> exit_code = lost.Wait(30s);
+  INFO(s.Err("lost") << s.Out("lost"));
+  REQUIRE(exit_code);
+  CHECK(WIFEXITED(*exit_code));
+  CHECK(WEXITSTATUS(*exit_code) == 1);
+  CHECK_THAT(s.Err("lost"), Catch::StartsWith("weft: no reply from weftd at " + s.api() + " within 5s, but it "
+                                              "answers now (up ") &&
+                                Catch::Contains("it was restarted, or too busy to answer in time, while the request "
+                                                "waited, so it may or may not have been done; look (weft job list, "
+                                                "weft cluster list) before sending it again"));
+  CHECK_THAT(s.Err("lost"), !Catch::Contains("is it the api endpoint"));
+  CHECK(Lines(s.Err("lost")) == 1);
+  // Here it was not done: the killed weftd never committed it.
+  RunResult tenants = s.Weft({"-o", "json", "tenant", "list"});
+  INFO(tenants.out << tenants.err);
+  CHECK(tenants.exit_code == 0);
+  CHECK_THAT(tenants.out, !Catch::Contains("\"lost\""));
 }
 
 // ---- catalog -----------------------------------------------------------------------------
