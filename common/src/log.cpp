@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 std::mutex g_mu;
+std::FILE* g_out = nullptr;  // stderr; guarded by g_mu
 
 const char* Name(Level level) {
   switch (level) {
@@ -23,6 +24,11 @@ const char* Name(Level level) {
 }
 
 }  // namespace
+
+void SetOutput(std::FILE* out) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_out = out;
+}
 
 void SetLevel(Level level) { g_level.store(static_cast<int>(level)); }
 Level CurrentLevel() { return static_cast<Level>(g_level.load()); }
@@ -47,9 +53,10 @@ void Write(Level level, std::string_view component, std::string_view message) {
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(stderr, "%s %s %.*s: %.*s\n", stamp, Name(level), static_cast<int>(component.size()),
+  std::FILE* out = g_out != nullptr ? g_out : stderr;
+  std::fprintf(out, "%s %s %.*s: %.*s\n", stamp, Name(level), static_cast<int>(component.size()),
                component.data(), static_cast<int>(message.size()), message.data());
-  std::fflush(stderr);
+  std::fflush(out);
 }
 
 }  // namespace weft::log

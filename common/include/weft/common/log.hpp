@@ -4,6 +4,7 @@
 // Never log a private key, password or field marked sensitive.
 #pragma once
 
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -13,6 +14,9 @@ namespace weft::log {
 enum class Level : int { kDebug = 1, kInfo, kWarn, kError };
 
 void SetLevel(Level level);
+// Where records go from now on (stderr until then). weft-host's workers log to
+// the master's stderr this way, as their own stderr is a pipe the master reads.
+void SetOutput(std::FILE* out);
 Level CurrentLevel();
 // "debug", "info", "warn", "error"; false if the name is unknown.
 bool ParseLevel(std::string_view name, Level* out);
