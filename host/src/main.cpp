@@ -7,6 +7,7 @@
 //   weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]
 //                                  internal: load one plugin file, print its verdict
 //   weft-host --worker ...         internal: one worker process, started by the master
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,8 +15,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -107,6 +110,7 @@ int WorkerMain(int argc, char** argv) {
   // effect we were re-parented already and must not run unsupervised.
   if (getppid() == 1) return 1;
   int channel_fd = -1;
+  int log_fd = -1;
   int threads = 1;
   std::string tenant, config_json, incarnation;
   std::vector<std::pair<std::filesystem::path, std::string>> files;  // plugin file, its tenant ("": host-wide)
@@ -118,6 +122,8 @@ int WorkerMain(int argc, char** argv) {
     };
     if (arg == "--channel-fd") {
       channel_fd = ParseInt(value(), 0, 1 << 20).value_or(-1);
+    } else if (arg == "--log-fd") {
+      log_fd = ParseInt(value(), 0, 1 << 20).value_or(-1);
     } else if (arg == "--threads") {
       threads = ParseInt(value(), 1, 4096).value_or(1);
     } else if (arg == "--tenant") {
@@ -142,6 +148,18 @@ int WorkerMain(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  // stdout and stderr are pipes the master reads and labels with the task that
+  // runs; this process's own log lines go to the master's log as they are,
+  // through the descriptor it hands over (not left to plugins' children).
+  if (log_fd >= 0) {
+    std::FILE* log_out = fcntl(log_fd, F_SETFD, FD_CLOEXEC) == 0 ? fdopen(log_fd, "w") : nullptr;
+    if (log_out == nullptr) {
+      std::fprintf(stderr, "weft-host --worker: --log-fd %d is not a usable descriptor: %s\n", log_fd,
+                   std::strerror(errno));
+      return 1;
+    }
+    weft::log::SetOutput(log_out);
+  }
   weft::Result<weft::host::HostConfig> config = weft::host::WorkerConfigFromJson(config_json);
   if (!config.ok()) {
     std::fprintf(stderr, "weft-host --worker: %s\n", config.status().message().c_str());
@@ -152,8 +170,8 @@ int WorkerMain(int argc, char** argv) {
   weft::log::SetLevel(level);
   const std::string component = "worker " + std::to_string(getpid());
   sigset_t signals = BlockStopSignals();
-  // stdout is a pipe the master reads and labels with the task that runs:
-  // line by line, a plugin's printf reaches it while that task still runs.
+  // Line by line, a plugin's printf reaches the master while that task still
+  // runs (stderr is unbuffered already).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
   weft::host::PluginSet plugins;

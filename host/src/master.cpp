@@ -73,9 +73,10 @@ constexpr int kRefusedRetryMs = 1000;  // register again while another process h
 constexpr int kTickMs = 100;               // memory and hang checks
 constexpr int kRescanDebounceMs = 300;     // a copy in progress fires many events
 constexpr int kWatchRetryMs = 1000;        // how often an absent plugin directory is looked for
-// What plugins print to stdout goes to the host's log, each line labelled with
-// its task; at most this much per task attempt (and per worker while no task
-// runs), then one line says how much was dropped.
+// What plugins print to stdout and stderr goes to the host's log, each line
+// labelled with its stream and task; at most this much of each stream per task
+// attempt (and per worker while no task runs), then one line says how much was
+// dropped.
 constexpr std::uint64_t kPluginOutputBytes = 64 * 1024;
 constexpr std::size_t kOutputLineBytes = 4096;           // a longer line is logged in pieces
 constexpr std::size_t kOutputReadBytes = 1024 * 1024;    // per worker and poll round, so one cannot starve the rest
@@ -99,6 +100,10 @@ std::string Ms(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
 
+// A worker's stdout and stderr: pipes the master reads (see ReadOutput).
+enum Stream : std::size_t { kStdout = 0, kStderr = 1 };
+constexpr std::array<const char*, 2> kStreamNames = {"stdout", "stderr"};
+
 struct HeldTask {
   std::string plugin;
   std::string action;
@@ -106,8 +111,8 @@ struct HeldTask {
   std::string node;  // the task's node_id ("" none)
   Clock::time_point started;
   bool ran = false;  // the plugin returned; the worker is reporting
-  std::uint64_t out_bytes = 0;    // the worker's stdout while this task ran (see EmitOutput)
-  std::uint64_t out_dropped = 0;  // of which not logged: past kPluginOutputBytes
+  std::array<std::uint64_t, 2> out_bytes{};    // by Stream: what the worker printed while this task ran
+  std::array<std::uint64_t, 2> out_dropped{};  // of which not logged: past kPluginOutputBytes
 };
 
 // "task 42 (plugin 'x' INSTALL, node n1)": names one task of a worker, so that
@@ -134,13 +139,17 @@ struct Worker {
   TaskKey kill_task{0, 0};
   std::map<TaskKey, HeldTask> tasks;
   LineBuffer buffer;
-  // The worker's stdout (what plugins print), read by the master and logged
-  // line by line with the task that ran, at most kPluginOutputBytes per task.
-  int out_fd = -1;
-  bool out_eof = false;
-  std::string out_partial;        // an unfinished line
-  std::uint64_t idle_bytes = 0;    // printed while no task ran
-  std::uint64_t idle_dropped = 0;
+  // The worker's stdout and stderr (what plugins print), by Stream, read by
+  // the master and logged line by line with the task that ran, at most
+  // kPluginOutputBytes of each per task.
+  struct Output {
+    int fd = -1;
+    bool eof = false;
+    std::string partial;             // an unfinished line
+    std::uint64_t idle_bytes = 0;    // printed while no task ran
+    std::uint64_t idle_dropped = 0;
+  };
+  std::array<Output, 2> out;
 };
 
 // What a worker slot runs: the tenant it serves ("" any) and its threads.
@@ -238,6 +247,9 @@ struct Master::Impl {
   int signal_fd = -1;
   int inotify_fd = -1;
   int wake_fd = -1;  // eventfd: the control thread wakes the main loop
+  // The master's own stderr (its log), for the workers' log lines: their
+  // stderr is a pipe for what plugins write there. -1: workers keep ours.
+  int log_fd = -1;
   std::map<int, std::filesystem::path> watches;  // inotify watch -> plugin directory
   std::map<int, std::pair<dev_t, ino_t>> watched_inodes;  // the directory each watch was put on
   // Plugin directories without a watch: absent (not created yet, removed, moved
@@ -326,8 +338,9 @@ struct Master::Impl {
   void Reap();
   void OnDeath(Worker& w, int status);
   void ReadChannel(Worker& w);
-  void ReadOutput(Worker& w, bool final);
-  void EmitOutput(Worker& w, std::string_view line);
+  void ReadOutput(Worker& w, Stream stream, bool final);
+  void ReadAllOutput(Worker& w, bool final);
+  void EmitOutput(Worker& w, Stream stream, std::string_view line);
   void ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t);
   void OnMessage(Worker& w, const WorkerMessage& m);
   void SendCommand(Worker& w, const WorkerMessage& m);
@@ -614,13 +627,17 @@ void Master::Impl::StartWorker(int slot) {
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
   }
-  // The worker's stdout: what plugins print, for ReadOutput. Without the pipe
-  // the worker writes to the master's own stdout, unlabelled and unbounded.
-  int out[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    WEFT_LOG(kWarn, kLog) << "cannot make a pipe for a worker's stdout (" << std::strerror(errno)
-                          << "); what its plugins print goes to this log unlabelled";
-    out[0] = out[1] = -1;
+  // The worker's stdout and stderr: what plugins print, for ReadOutput.
+  // Without a pipe the worker writes to the master's own stream, unlabelled
+  // and unbounded. With the stderr pipe the worker logs to log_fd.
+  std::array<std::array<int, 2>, 2> out = {{{-1, -1}, {-1, -1}}};
+  for (const Stream stream : {kStdout, kStderr}) {
+    if (stream == kStderr && log_fd < 0) continue;
+    if (pipe2(out[stream].data(), O_CLOEXEC) != 0) {
+      WEFT_LOG(kWarn, kLog) << "cannot make a pipe for a worker's " << kStreamNames[stream] << " ("
+                            << std::strerror(errno) << "); what its plugins print there goes to this log unlabelled";
+      out[stream] = {-1, -1};
+    }
   }
   const std::string tenant = slots[static_cast<std::size_t>(slot)].spec.tenant;
   const int threads = slots[static_cast<std::size_t>(slot)].spec.threads;
@@ -632,19 +649,27 @@ void Master::Impl::StartWorker(int slot) {
     spec.args.push_back("--tenant");
     spec.args.push_back(tenant);
   }
+  spec.keep_fds = {fds[1]};
+  if (out[kStderr][1] >= 0) {
+    spec.args.push_back("--log-fd");
+    spec.args.push_back(std::to_string(log_fd));
+    spec.keep_fds.push_back(log_fd);
+  }
   for (const PluginFile& f : plugin_files) {
     spec.args.push_back(f.tenant.empty() ? "--plugin-file" : "--tenant-plugin-file");
     spec.args.push_back(f.tenant.empty() ? f.path.string() : f.tenant + "=" + f.path.string());
   }
   spec.env = ChildEnvironment();
-  spec.keep_fd = fds[1];
-  spec.stdout_fd = out[1];
+  spec.stdout_fd = out[kStdout][1];
+  spec.stderr_fd = out[kStderr][1];
   Result<pid_t> pid = SpawnChild(spec);
   close(fds[1]);
-  if (out[1] >= 0) close(out[1]);
+  for (const auto& p : out)
+    if (p[1] >= 0) close(p[1]);
   if (!pid.ok()) {
     close(fds[0]);
-    if (out[0] >= 0) close(out[0]);
+    for (const auto& p : out)
+      if (p[0] >= 0) close(p[0]);
     WEFT_LOG(kError, kLog) << "cannot start a worker: " << pid.status().message() << "; retrying";
     slots[static_cast<std::size_t>(slot)].start_at = Clock::now() + std::chrono::milliseconds(kBackoffMs);
     return;
@@ -653,9 +678,12 @@ void Master::Impl::StartWorker(int slot) {
   Worker w;
   w.pid = *pid;
   w.fd = fds[0];
-  w.out_fd = out[0];
-  if (w.out_fd >= 0) fcntl(w.out_fd, F_SETFL, fcntl(w.out_fd, F_GETFL) | O_NONBLOCK);
-  else w.out_eof = true;
+  for (const Stream stream : {kStdout, kStderr}) {
+    Worker::Output& o = w.out[stream];
+    o.fd = out[stream][0];
+    if (o.fd >= 0) fcntl(o.fd, F_SETFL, fcntl(o.fd, F_GETFL) | O_NONBLOCK);
+    else o.eof = true;
+  }
   w.slot = slot;
   w.generation = generation;
   w.tenant = tenant;
@@ -792,35 +820,42 @@ void Master::Impl::ReadChannel(Worker& w) {
   }
 }
 
-void Master::Impl::ReadOutput(Worker& w, bool final) {
+// Reads what the worker wrote to one stream. `final` once the worker is gone:
+// all that is left in the pipe (a crash report, an unfinished last line).
+void Master::Impl::ReadOutput(Worker& w, Stream stream, bool final) {
+  Worker::Output& o = w.out[stream];
   char buf[16384];
   std::size_t total = 0;
-  while (!w.out_eof && (final || total < kOutputReadBytes)) {
-    const ssize_t n = read(w.out_fd, buf, sizeof buf);
+  while (o.fd >= 0 && !o.eof && (final || total < kOutputReadBytes)) {
+    const ssize_t n = read(o.fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) w.out_eof = true;  // the worker is gone (its children too)
-    if (n <= 0) break;             // EAGAIN or EOF
+    if (n == 0) o.eof = true;  // the worker is gone (its children too)
+    if (n <= 0) break;         // EAGAIN or EOF
     total += static_cast<std::size_t>(n);
-    w.out_partial.append(buf, static_cast<std::size_t>(n));
+    o.partial.append(buf, static_cast<std::size_t>(n));
     std::size_t start = 0;
-    for (std::size_t nl; (nl = w.out_partial.find('\n', start)) != std::string::npos; start = nl + 1)
-      EmitOutput(w, std::string_view(w.out_partial).substr(start, nl - start));
-    w.out_partial.erase(0, start);
-    while (w.out_partial.size() >= kOutputLineBytes) {
-      EmitOutput(w, std::string_view(w.out_partial).substr(0, kOutputLineBytes));
-      w.out_partial.erase(0, kOutputLineBytes);
+    for (std::size_t nl; (nl = o.partial.find('\n', start)) != std::string::npos; start = nl + 1)
+      EmitOutput(w, stream, std::string_view(o.partial).substr(start, nl - start));
+    o.partial.erase(0, start);
+    while (o.partial.size() >= kOutputLineBytes) {
+      EmitOutput(w, stream, std::string_view(o.partial).substr(0, kOutputLineBytes));
+      o.partial.erase(0, kOutputLineBytes);
     }
   }
-  if ((final || w.out_eof) && !w.out_partial.empty()) {
-    EmitOutput(w, w.out_partial);
-    w.out_partial.clear();
+  if ((final || o.eof) && !o.partial.empty()) {
+    EmitOutput(w, stream, o.partial);
+    o.partial.clear();
   }
+}
+
+void Master::Impl::ReadAllOutput(Worker& w, bool final) {
+  for (const Stream stream : {kStdout, kStderr}) ReadOutput(w, stream, final);
 }
 
 // One line a plugin printed: logged with the task that ran (every task when
 // the worker runs several: a line cannot be pinned on one thread) while one of
 // them has budget left; counted as dropped otherwise.
-void Master::Impl::EmitOutput(Worker& w, std::string_view line) {
+void Master::Impl::EmitOutput(Worker& w, Stream stream, std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const std::uint64_t bytes = line.size() + 1;
   std::string label;
@@ -828,31 +863,35 @@ void Master::Impl::EmitOutput(Worker& w, std::string_view line) {
   for (auto& [key, t] : w.tasks) {
     if (t.ran) continue;
     label += (label.empty() ? "" : " or ") + TaskLabel(key.first, t);
-    within = within || t.out_bytes < kPluginOutputBytes;
+    within = within || t.out_bytes[stream] < kPluginOutputBytes;
   }
   if (label.empty()) {
-    within = w.idle_bytes < kPluginOutputBytes;
-    w.idle_bytes += bytes;
-    if (!within) w.idle_dropped += bytes;
+    Worker::Output& o = w.out[stream];
+    within = o.idle_bytes < kPluginOutputBytes;
+    o.idle_bytes += bytes;
+    if (!within) o.idle_dropped += bytes;
   } else {
     for (auto& [key, t] : w.tasks) {
       if (t.ran) continue;
-      t.out_bytes += bytes;
-      if (!within) t.out_dropped += bytes;
+      t.out_bytes[stream] += bytes;
+      if (!within) t.out_dropped[stream] += bytes;
     }
   }
   if (!within) return;
   std::string text(line);
   for (char& c : text)
     if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
-  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " stdout, "
+  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", "
                         << (label.empty() ? std::string("no task running") : label) << ": " << text;
 }
 
 void Master::Impl::ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t) {
-  if (t.out_dropped == 0) return;
-  WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout, " << TaskLabel(key.first, t) << ": ... " << t.out_dropped
-                        << " more bytes dropped (at most " << kPluginOutputBytes << " per task are logged)";
+  for (const Stream stream : {kStdout, kStderr}) {
+    if (t.out_dropped[stream] == 0) continue;
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", " << TaskLabel(key.first, t)
+                          << ": ... " << t.out_dropped[stream] << " more bytes dropped (at most " << kPluginOutputBytes
+                          << " per task are logged)";
+  }
 }
 
 void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
@@ -881,7 +920,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
         SendCommand(w, answer);
         return;
       }
-      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false, 0, 0};
+      w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false, {}, {}};
       answer.kind = WorkerMessage::Kind::kRun;
       SendCommand(w, answer);
       PublishInFlight();
@@ -889,7 +928,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
     }
     case WorkerMessage::Kind::kRan:
       CountCache(m.cache_hits, m.cache_misses, m.cache_fetched_bytes);
-      if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // printed before it returned: its own
+      ReadAllOutput(w, false);  // printed before it returned: its own
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
         it->second.ran = true;
         CountTask(it->second.plugin, m.outcome == "succeeded" ? kSucceeded : kFailed);
@@ -897,7 +936,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       return;
     case WorkerMessage::Kind::kEnd:
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
-        if (w.out_fd >= 0 && !w.out_eof) ReadOutput(w, false);  // what it printed last is its own
+        ReadAllOutput(w, false);  // what it printed last is its own
         ReportDroppedOutput(w, key, it->second);
         w.tasks.erase(it);
         attempts.End(key.first, key.second);
@@ -939,10 +978,11 @@ void Master::Impl::Reap() {
     auto it = workers.find(pid);
     if (it == workers.end()) continue;  // a probe reaped elsewhere, or not ours
     ReadChannel(it->second);            // events it sent just before dying
-    if (it->second.out_fd >= 0) ReadOutput(it->second, true);
+    ReadAllOutput(it->second, true);    // what it wrote last: a crash report, std::terminate's message
     OnDeath(it->second, status);
     close(it->second.fd);
-    if (it->second.out_fd >= 0) close(it->second.out_fd);
+    for (const Worker::Output& o : it->second.out)
+      if (o.fd >= 0) close(o.fd);
     workers.erase(it);
     PublishInFlight();
     PublishWorkers();
@@ -977,9 +1017,11 @@ void Master::Impl::OnDeath(Worker& w, int status) {
     if (!t.ran) CountTask(t.plugin, kCrashed);
     ReportDroppedOutput(w, key, t);
   }
-  if (w.idle_dropped > 0) {
-    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " stdout while no task ran: ... " << w.idle_dropped
-                          << " more bytes dropped (at most " << kPluginOutputBytes << " are logged)";
+  for (const Stream stream : {kStdout, kStderr}) {
+    if (w.out[stream].idle_dropped == 0) continue;
+    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << " while no task ran: ... "
+                          << w.out[stream].idle_dropped << " more bytes dropped (at most " << kPluginOutputBytes
+                          << " are logged)";
   }
   // The message of each task it held.
   std::string culprit_message;
@@ -1448,7 +1490,7 @@ Master::~Master() {
     m.cv.notify_all();
     m.control.join();
   }
-  for (int fd : {m.signal_fd, m.inotify_fd, m.wake_fd}) {
+  for (int fd : {m.signal_fd, m.inotify_fd, m.wake_fd, m.log_fd}) {
     if (fd >= 0) close(fd);
   }
 }
@@ -1636,11 +1678,13 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
     fds.push_back({w.fd, POLLIN, 0});
     order.push_back(pid);
   }
-  std::vector<pid_t> printing;  // workers whose stdout is open
+  std::vector<std::pair<pid_t, Stream>> printing;  // workers' open stdout and stderr
   for (auto& [pid, w] : workers) {
-    if (w.out_fd < 0 || w.out_eof) continue;
-    fds.push_back({w.out_fd, POLLIN, 0});
-    printing.push_back(pid);
+    for (const Stream stream : {kStdout, kStderr}) {
+      if (w.out[stream].fd < 0 || w.out[stream].eof) continue;
+      fds.push_back({w.out[stream].fd, POLLIN, 0});
+      printing.emplace_back(pid, stream);
+    }
   }
   int wait_ms = static_cast<int>(std::max<std::int64_t>(
       0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count()));
@@ -1668,8 +1712,8 @@ bool Master::Impl::WaitAndRead(Clock::time_point next_tick) {
   next += order.size();
   for (std::size_t i = 0; i < printing.size(); ++i) {
     if (!(fds[next + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    auto it = workers.find(printing[i]);
-    if (it != workers.end() && !it->second.out_eof) ReadOutput(it->second, false);
+    auto it = workers.find(printing[i].first);
+    if (it != workers.end()) ReadOutput(it->second, printing[i].second, false);
   }
   return true;
 }
@@ -1728,6 +1772,12 @@ void Master::Impl::Shutdown() {
 int Master::Run() {
   Impl& m = *impl_;
   if (!m.SetUpSignals()) return 1;
+  // A copy of our stderr that stays ours when a worker's fd 2 is its pipe.
+  m.log_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (m.log_fd < 0) {
+    WEFT_LOG(kWarn, kLog) << "cannot copy the descriptor of this log for the workers (" << std::strerror(errno)
+                          << "); what their plugins write to stderr goes to this log unlabelled";
+  }
   m.Start();
   auto next_tick = Clock::now();
   while (true) {

@@ -193,9 +193,12 @@ Result<pid_t> SpawnChild(const ChildSpec& spec) {
     if (spec.stdout_fd >= 0 && spec.stdout_fd != 1) {
       if (dup2(spec.stdout_fd, 1) < 0) _exit(126);
     }
-    if (spec.keep_fd >= 0) {
-      int flags = fcntl(spec.keep_fd, F_GETFD);
-      if (flags < 0 || fcntl(spec.keep_fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) _exit(126);
+    if (spec.stderr_fd >= 0 && spec.stderr_fd != 2) {
+      if (dup2(spec.stderr_fd, 2) < 0) _exit(126);
+    }
+    for (const int fd : spec.keep_fds) {
+      int flags = fcntl(fd, F_GETFD);
+      if (flags < 0 || fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) _exit(126);
     }
     execve(spec.program.c_str(), argv.data(), envp.data());
     _exit(127);

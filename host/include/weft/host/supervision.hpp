@@ -126,7 +126,8 @@ struct ChildSpec {
   std::vector<std::string> args;   // argv[1..]
   std::vector<std::string> env;    // extra KEY=VALUE (replacing same-named ones)
   int stdout_fd = -1;              // dup'ed onto 1 when >= 0
-  int keep_fd = -1;                // stays open in the child (its channel), close-on-exec cleared
+  int stderr_fd = -1;              // dup'ed onto 2 when >= 0
+  std::vector<int> keep_fds;       // stay open in the child (its channel, ...), close-on-exec cleared
   bool die_with_parent = true;     // PR_SET_PDEATHSIG(SIGKILL) + getppid check
 };
 // fork + exec. Call it from the thread that lives as long as the master:
