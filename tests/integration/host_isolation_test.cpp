@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -128,6 +129,7 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
       {"crash-memory", "INITIALIZE",
        "plugin 'crash-memory' used more than 300 MiB during INITIALIZE; its worker was killed"},
   };
+  std::map<std::string, std::int64_t> crash_ids;  // by plugin
   for (const Case& c : cases) {
     INFO("crasher " << c.plugin);
     // The fake task first, so it is running in one worker when the crasher
@@ -136,6 +138,7 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
     server.WaitTaskState(fake, "leased", 15s);
     const std::int64_t crash =
         server.Enqueue({{"plugin", c.plugin}, {"action", c.action}, {"max_attempts", 1}, {"node_id", "n1"}});
+    crash_ids[c.plugin] = crash;
     json failed = server.WaitTaskState(crash, "failed", 30s);
     CHECK(failed["message"] == c.message);
     CHECK(failed["host_id"] == "h1");
@@ -152,6 +155,9 @@ TEST_CASE("isolation: each crashing plugin fails only its own task, and the host
   CHECK_THAT(log, Catch::Contains("crashed with SIGSEGV holding 1 task(s): task ") &&
                      Catch::Contains(" (plugin 'crash-segv' INSTALL, node n1); reporting them as failed"));
   CHECK_THAT(log, Catch::Contains("starting a new worker for slot"));
+  // What a plugin writes to stderr just before its process dies (unfinished) is logged with its task.
+  CHECK_THAT(log, Catch::Contains(" stderr, task " + std::to_string(crash_ids["crash-abort"]) +
+                                  " (plugin 'crash-abort' START, node n1): crash-abort: about to abort (no newline)\n"));
 
   // SIGTERM still stops the master and its workers cleanly.
   std::vector<pid_t> workers = StartedWorkers(host.Log());
@@ -380,7 +386,8 @@ TEST_CASE("isolation: a crash costs every task of its worker, and says which tas
   CheckNoSanitizerReport(host.Log());
 }
 
-TEST_CASE("isolation: what a plugin prints to stdout is logged with its task, and only up to a limit per task",
+TEST_CASE("isolation: what a plugin prints to stdout and stderr is logged with its task, and only up to a limit per "
+          "task",
           "[integration][host][isolation]") {
   TempDir tmp("weft-it");
   Weftd server(ServerIn(tmp / "server"));
@@ -388,31 +395,43 @@ TEST_CASE("isolation: what a plugin prints to stdout is logged with its task, an
             1, "workers = 1\n"));
   REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
   const std::size_t before = host.Log().size();
-  // crash_noisy prints 40,000 lines (about 2.4 MB) and succeeds.
+  // crash_noisy prints 40,000 lines (about 2.4 MB) to stdout, as many to stderr, and succeeds.
   const std::int64_t id =
-      server.Enqueue({{"plugin", "noisy-stdout"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "web-1"}});
+      server.Enqueue({{"plugin", "noisy-output"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "web-1"}});
   server.WaitTaskState(id, "succeeded", 60s);
-  const std::string label = "stdout, task " + std::to_string(id) + " (plugin 'noisy-stdout' INSTALL, node web-1): ";
-  REQUIRE(WaitFor([&] { return host.Log().find(label + "... ") != std::string::npos; }, 15s));
+  const std::string task = "task " + std::to_string(id) + " (plugin 'noisy-output' INSTALL, node web-1): ";
+  REQUIRE(WaitFor([&] { return host.Log().find("stdout, " + task + "... ") != std::string::npos; }, 15s));
+  REQUIRE(WaitFor([&] { return host.Log().find("stderr, " + task + "... ") != std::string::npos; }, 15s));
   const std::string log = host.Log().substr(before);
-  // Every printed line in the log carries the task; the first ones are there, the last ones are not.
-  CHECK_THAT(log, Catch::Contains(label + "noisy-stdout line 0: the quick brown fox"));
-  CHECK_THAT(log, !Catch::Contains("noisy-stdout line 39999"));
-  std::size_t printed = 0, unlabelled = 0;
-  for (std::size_t at = log.find("noisy-stdout line "); at != std::string::npos;
-       at = log.find("noisy-stdout line ", at + 1)) {
-    ++printed;
-    if (at < label.size() || log.compare(at - label.size(), label.size(), label) != 0) ++unlabelled;
+  INFO(log.substr(0, 4096));
+  for (const std::string stream : {"stdout", "stderr"}) {
+    INFO(stream);
+    const std::string label = stream + ", " + task;
+    const std::string line = "noisy-" + stream + " line ";
+    // Every printed line in the log carries the stream and the task; the first ones are there, the last ones are not.
+    CHECK_THAT(log, Catch::Contains(label + line + "0: the "));
+    CHECK_THAT(log, !Catch::Contains(line + "39999"));
+    std::size_t printed = 0, unlabelled = 0;
+    for (std::size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) {
+      ++printed;
+      if (at < label.size() || log.compare(at - label.size(), label.size(), label) != 0) ++unlabelled;
+    }
+    CHECK(printed > 100);
+    CHECK(unlabelled == 0);
+    // 64 KiB of it at most, then one line says how much more was dropped.
+    const std::regex dropped(stream + ", task [0-9]+ \\(plugin 'noisy-output' INSTALL, node web-1\\): \\.\\.\\. ([0-9]+) "
+                             "more bytes dropped \\(at most 65536 per task are logged\\)");
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m, dropped));
+    CHECK(std::stoll(m[1].str()) > 2'000'000);
   }
-  CHECK(printed > 100);
-  CHECK(unlabelled == 0);
-  // 64 KiB of it at most (with the labels, under 512 KiB of log), then one line says how much more was dropped.
-  CHECK(log.size() < 512 * 1024);
-  static const std::regex dropped("task [0-9]+ \\(plugin 'noisy-stdout' INSTALL, node web-1\\): \\.\\.\\. ([0-9]+) more "
-                                  "bytes dropped \\(at most 65536 per task are logged\\)");
-  std::smatch m;
-  REQUIRE(std::regex_search(log, m, dropped));
-  CHECK(std::stoll(m[1].str()) > 2'000'000);
+  // With the labels, under 1 MiB of log for both streams.
+  CHECK(log.size() < 1024 * 1024);
+  // The worker's own log lines still reach the host's log as they are, not as plugin output.
+  const std::string full = host.Log();
+  static const std::regex serving("\n[0-9TZ:.-]+ INFO  worker [0-9]+: serving any tenant with 1 thread\\(s\\)");
+  CHECK(std::regex_search(full, serving));
+  CHECK_THAT(full, !Catch::Contains("stderr, no task running: "));
   CheckNoSanitizerReport(log);
 }
 

@@ -32,8 +32,8 @@
 #elif CRASHER_MODE == MODE_LOAD
 #define CRASHER_TYPE "crash-on-load"
 #elif CRASHER_MODE == MODE_NOISY
-/* Does not crash: prints kNoisyLines lines to stdout and succeeds. */
-#define CRASHER_TYPE "noisy-stdout"
+/* Does not crash: prints 40,000 lines to stdout and as many to stderr, and succeeds. */
+#define CRASHER_TYPE "noisy-output"
 #else
 #error "CRASHER_MODE must be one of MODE_*"
 #endif
@@ -70,6 +70,9 @@ static int crasher_run(void *instance, const weft_host_services *host, weft_task
 #if CRASHER_MODE == MODE_SEGV
   segfault();
 #elif CRASHER_MODE == MODE_ABORT
+  /* The last words of a dying process, as a sanitizer's report or
+   * std::terminate's would be: unfinished, and read only once it is gone. */
+  fputs("crash-abort: about to abort (no newline)", stderr);
   abort();
 #elif CRASHER_MODE == MODE_EXIT
   exit(3);
@@ -85,8 +88,11 @@ static int crasher_run(void *instance, const weft_host_services *host, weft_task
   }
   for (;;) sleep_ms(50);
 #elif CRASHER_MODE == MODE_NOISY
-  /* About 2.4 MB: far more than weft-host logs of one task. */
-  for (int i = 0; i < 40000; ++i) printf("noisy-stdout line %d: the quick brown fox jumps over the lazy dog\n", i);
+  /* About 2.4 MB each: far more than weft-host logs of one task. */
+  for (int i = 0; i < 40000; ++i) {
+    printf("noisy-stdout line %d: the quick brown fox jumps over the lazy dog\n", i);
+    fprintf(stderr, "noisy-stderr line %d: the lazy dog sleeps under the quick brown fox\n", i);
+  }
   fflush(stdout);
 #endif
   return WEFT_OK;
