@@ -387,15 +387,50 @@ TEST_CASE("while weftd is down the API answers 503, and after its restart reques
   CHECK(ResetThenEvent(weftd, events).type == "task");
 }
 
-TEST_CASE("while weftd is away calls queued past the timeout are answered unsent, and its return is logged") {
-  Weftd weftd("web-backlog");
-  WebOptions o = Open("web-backlog");
-  o.weftd_toml = "clients = 1\ntimeout_ms = 1000\n";
+TEST_CASE("while nothing listens at weftd's address calls are answered unsent, saying weftd cannot be reached") {
+  Weftd weftd("web-refused");
+  WebOptions o = Open("web-refused");
+  o.weftd_toml = "timeout_ms = 1000\n";
   WebGateway web(weftd, o);
   HttpConnection c(web.url());
   REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
 
   weftd.Stop();
+  // The first call waits its timeout and finds the connection refused; the
+  // calls after it are not sent (their message comes only from that path).
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 503);
+  for (int i = 0; i < 5; ++i) {
+    HttpReply down = c.Send("POST", "/api/v1/server.status", "{}");
+    CHECK(down.status == 503);
+    CHECK(down.Json()["error"]["code"] == "UNAVAILABLE");
+    const std::string message = down.Json()["error"]["message"].get<std::string>();
+    CHECK_THAT(message, Catch::Contains("weftd cannot be reached") && Catch::Contains("start weftd"));
+    CHECK(message.find("tcp://") == std::string::npos);  // no internals
+  }
+  // Logged once, without a doubt about what was carried out: nothing was.
+  const std::string away = web.Log();
+  INFO(away);
+  CHECK(away.find("cannot be reached: nothing listens there (connection refused)") != std::string::npos);
+  CHECK(away.find("cannot be reached") == away.rfind("cannot be reached"));
+  CHECK(away.find("may or may not have been carried out") == std::string::npos);
+  CHECK(away.find("server.status") == std::string::npos);  // no line for each failed call
+
+  weftd.Restart();
+  REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
+  CHECK_THAT(web.Log(), Catch::Contains("answers again"));
+}
+
+TEST_CASE("while weftd is away calls queued past the timeout are answered unsent, and its return is logged") {
+  Weftd weftd("web-backlog");
+  WebOptions o = Open("web-backlog");
+  o.weftd_toml = "clients = 1\ntimeout_ms = 1000\n";
+  o.server_toml = "log_level = \"debug\"\n";  // each failed call's reason
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
+
+  // Stopped, not gone: its port still takes connections, and nothing answers.
+  weftd.process().Signal(SIGSTOP);
   // Browsers that keep asking while weftd is away: more calls at once than
   // the one connection to weftd can time out on in a timeout's length. Each
   // is answered 503; those that waited their whole timeout in the queue
@@ -412,7 +447,7 @@ TEST_CASE("while weftd is away calls queued past the timeout are answered unsent
   CHECK(away.find("does not answer") != std::string::npos);
   CHECK(away.find("answers again") == std::string::npos);
 
-  weftd.Restart();
+  weftd.process().Signal(SIGCONT);
   REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
   CHECK_THAT(web.Log(), Catch::Contains("answers again"));
 }

@@ -267,3 +267,46 @@ TEST_CASE("a logout ends the session's event streams and a quiet stream gets kee
   REQUIRE(c.Send("POST", "/api/v1/logout", "", As(alice)).status == 200);
   CHECK(events.WaitClosed(30s));
 }
+
+TEST_CASE("a stream stays open while weftd is down past its session check, and carries weftd's events once it is back") {
+  Weftd weftd("web-stream-outage");
+  AddUser(weftd, "alice", "admin");
+  WebOptions o;
+  o.name = "web-stream-outage";
+  o.events_toml = "keepalive_ms = 200\nsession_check_ms = 300\n";
+  o.weftd_toml = "timeout_ms = 2000\n";
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url());
+  Login alice = LogIn(c, "alice");
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events", As(alice, false)).status == 200);
+  FirstEvent(weftd, events);
+
+  weftd.Stop();
+  // The stream's session check is the only call to weftd: once its failure is
+  // logged, the check ran while weftd was down. The stream goes on after it.
+  bool closed = false;
+  REQUIRE(WaitFor(
+      [&] {
+        closed = closed || events.WaitClosed(100ms);
+        return closed || web.Log().find("cannot be reached") != std::string::npos;
+      },
+      60s));
+  INFO(web.Log());
+  REQUIRE_FALSE(closed);
+  int keepalives = 0;
+  REQUIRE(WaitFor(
+      [&] {
+        std::string received;
+        closed = closed || events.WaitClosed(100ms, &received);
+        if (received.find(": keepalive\n\n") != std::string::npos) ++keepalives;
+        return closed || keepalives >= 3;
+      },
+      60s));
+  REQUIRE_FALSE(closed);
+
+  // weftd is back: the same stream gets its events, after a reset (what
+  // happened meanwhile came in no event, so the page reads its state again).
+  weftd.Restart();
+  CHECK(ResetThenEvent(weftd, events).type == "task");
+}

@@ -154,6 +154,7 @@ asio::awaitable<Api::Identity> Api::WhoIs(const Caller& caller, unsigned version
   }
   if (!r.ToStatus().ok()) {
     out.refusal = ErrorFor(r, version, false, caller.tls);
+    out.unreachable = !r.transport.ok();
     co_return out;
   }
   const json& b = r.reply.body;
@@ -176,7 +177,14 @@ std::optional<Response> Api::Refusal(http::verb method, const Caller& caller, un
 
 Response Api::ErrorFor(const CallResult& result, unsigned version, bool keep_alive, bool tls) const {
   if (!result.transport.ok()) {
-    WEFT_LOG(kWarn, kLog) << result.transport.message();
+    // Logged when weftd stops answering, then as counts (WeftdPool::Note): not for every call.
+    WEFT_LOG(kDebug, kLog) << result.transport.message();
+    if (result.unreachable)
+      return ErrorResponse(Status::Unavailable("weftd cannot be reached: nothing listens at its address, so it is "
+                                               "stopped or restarting. Try again once it is back (live pages "
+                                               "reconnect by themselves); if it stays down, an operator must start "
+                                               "weftd"),
+                           json::object(), version, keep_alive, tls);
     return ErrorResponse(Status::Unavailable("weftd did not answer in time; try again in a moment"), json::object(),
                          version, keep_alive, tls);
   }

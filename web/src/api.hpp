@@ -67,6 +67,8 @@ class Api {
   struct Identity {
     std::optional<Viewer> viewer;
     std::optional<Response> refusal;
+    // weftd could not be asked (down, or it did not answer): the session may still be good.
+    bool unreachable = false;
   };
   boost::asio::awaitable<Identity> WhoIs(const Caller& caller, unsigned version);
 
@@ -75,7 +77,8 @@ class Api {
   std::optional<Response> Refusal(http::verb method, const Caller& caller, unsigned version) const;
 
   // The error answer for a failed call (weftd's code and sentence, or 503
-  // when weftd did not answer), with the status the code maps to.
+  // when weftd did not answer or cannot be reached), with the status the code
+  // maps to. A failure to reach weftd is logged by the pool, not per call.
   Response ErrorFor(const CallResult& result, unsigned version, bool keep_alive, bool tls) const;
   Response Error(const Status& status, unsigned version, bool keep_alive, bool tls) const {
     return ErrorResponse(status, json::object(), version, keep_alive, tls);

@@ -529,6 +529,7 @@ awaitable<bool> Gateway::Impl::MayShow(const Viewer& viewer, const Caller& calle
   // weftd, as the user, which clusters are theirs.
   json body = {{"all", true}};  // (GCC 12 refuses a braced list inside co_await)
   CallResult r = co_await api->Call("cluster.list", std::move(body), caller);
+  if (!r.transport.ok()) co_return false;  // not known now: ask again at its next event
   if (r.ToStatus().ok()) {
     for (const json& c : r.reply.body.value("clusters", json::array())) {
       if (c.value("owner", "") == viewer.user) owned.insert(c.value("id", ""));
@@ -627,9 +628,12 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
     }
     cursor = batch.last;
     if (Clock::now() >= revalidate_at) {
-      // A session that ended (logout, expiry, a deleted user) ends its streams too.
+      // A session that ended (logout, expiry, a deleted user) ends its streams
+      // too. A weftd that cannot be asked (down, restarting) has not said so:
+      // the stream stays open, and its browser gets weftd's events (after a
+      // reset) once it is back, without a reconnection it may never make.
       Api::Identity still = co_await api->WhoIs(caller, version);
-      if (!still.viewer) co_return;
+      if (!still.viewer && !still.unreachable) co_return;
       revalidate_at = Clock::now() + revalidate_every;
     }
     if (out.empty()) {

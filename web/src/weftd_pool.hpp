@@ -7,8 +7,11 @@
 // takes the whole timeout, and browsers keep asking: a call that already
 // waited a timeout's length in the queue is answered at once, unsent (its
 // browser got or gets a 503 either way), so that no backlog is left to work
-// through once weftd answers again. The first failure and the recovery are
-// logged once each.
+// through once weftd answers again. When a failed call finds nothing listening
+// at weftd's address (connection refused: weftd is stopped), the calls after it
+// look first and are answered at once, unsent, while that lasts, instead of
+// each waiting the whole timeout. The first failure and the recovery are
+// logged once each; failures in between at most once a minute, as counts.
 #pragma once
 
 #include <chrono>
@@ -39,6 +42,8 @@ namespace weft::web {
 struct CallResult {
   Status transport;
   wire::Reply reply;
+  // The transport failed because nothing listens at weftd's address: weftd is down.
+  bool unreachable = false;
   // The reply's error, or the transport failure, as one Status.
   Status ToStatus() const { return transport.ok() ? reply.ToStatus() : transport; }
 };
@@ -51,8 +56,9 @@ class WeftdPool {
   WeftdPool& operator=(const WeftdPool&) = delete;
 
   // Runs `job` on one of the pool's threads with that thread's client; or,
-  // when it waited in the queue longer than a call's timeout, `expired` instead.
-  void Submit(std::function<void(client::Client&)> job, std::function<void()> expired = {});
+  // when it waited in the queue longer than a call's timeout, `unsent(false)`
+  // instead, and `unsent(true)` when nothing listens at weftd's address.
+  void Submit(std::function<void(client::Client&)> job, std::function<void(bool refused)> unsent = {});
 
   // Sends `request` from a pool thread; completes with a CallResult on the
   // handler's executor.
@@ -75,12 +81,13 @@ class WeftdPool {
                 } else {
                   out.transport = reply.status();
                 }
-                Note(out.transport);
+                out.unreachable = Note(out.transport);
                 complete(std::move(out));
               },
-              [this, complete, op] {
+              [this, complete, op](bool refused) {
                 CallResult out;
-                out.transport = Expired(op);
+                out.transport = refused ? Refused(op) : Expired(op);
+                out.unreachable = refused;
                 complete(std::move(out));
               });
         },
@@ -91,15 +98,24 @@ class WeftdPool {
   struct Job {
     std::chrono::steady_clock::time_point queued_at;
     std::function<void(client::Client&)> run;
-    std::function<void()> expired;
+    std::function<void(bool refused)> unsent;
   };
   void Run(client::Client& client);
-  // A call's outcome: logs when weftd stops answering and when it answers again.
-  void Note(const Status& transport);
+  // Whether nothing listens at weftd's address (a connection is refused).
+  bool Refuses();
+  // A call's outcome: logs when weftd stops answering and when it answers
+  // again. True when the call failed because nothing listens at weftd's address.
+  bool Note(const Status& transport);
+  // Counts a failed call; logs how many failed, at most once a minute.
+  void CountFailure(std::chrono::steady_clock::time_point now);
   // What a call that waited too long in the queue gets.
   Status Expired(const std::string& op);
+  // What a call gets, unsent, while nothing listens at weftd's address.
+  Status Refused(const std::string& op);
 
   std::string endpoint_;
+  // One endpoint (not a list of weftd to fail over between): it can be probed.
+  bool single_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -108,6 +124,11 @@ class WeftdPool {
   // Since when calls fail (none: they succeed), and how many failed or expired since.
   std::optional<std::chrono::steady_clock::time_point> failing_since_;
   std::int64_t failed_ = 0;
+  // The last failed call found nothing listening at weftd's address.
+  bool refused_ = false;
+  // When failures were last logged, and how many there were by then.
+  std::chrono::steady_clock::time_point logged_at_;
+  std::int64_t logged_failed_ = 0;
   std::vector<std::thread> threads_;
 };
 
