@@ -3,6 +3,7 @@ import { html, render, useState, useEffect } from './lib/html.js';
 import * as api from './lib/api.js';
 import { useLocation, resolve, href, navigate } from './lib/router.js';
 import { ErrorNote, Loading } from './lib/components.js';
+import { useLivePaused } from './lib/events.js';
 import { adminRoutes } from './admin/routes.js';
 import { LoginScreen } from './screens/login.js';
 import { HomeScreen } from './screens/home.js';
@@ -83,6 +84,16 @@ function TenantSwitcher({ session, tenant, onChange }) {
   </select>`;
 }
 
+// While an event stream is down (weftd or weft-web cannot be reached), the
+// screen does not change by itself: say so until the stream is back (then the
+// screen reads its data again).
+function LivePaused() {
+  if (!useLivePaused()) return null;
+  return html`<div class="live-paused" role="status" data-testid="live-paused">
+    <strong>Live updates are paused:</strong> the server cannot be reached. Reconnecting by itself; until then
+    this page may be out of date.</div>`;
+}
+
 function Shell({ session, onLogout, onPasswordChanged }) {
   const loc = useLocation();
   const [navOpen, setNavOpen] = useState(false);
@@ -116,7 +127,7 @@ function Shell({ session, onLogout, onPasswordChanged }) {
         : html`<span class="topbar-tenant" title="tenant">${session.tenant}</span>`}
     </header>
     <${Nav} session=${session} path=${loc.path} onLogout=${onLogout} open=${navOpen} />
-    <main class="main">${screen}</main>
+    <main class="main"><${LivePaused} />${screen}</main>
   </div>`;
 }
 

@@ -100,15 +100,35 @@ export class Stack {
     ].join('\n');
     const config = path.join(this.dir, 'weftd.toml');
     fs.writeFileSync(config, toml);
+    await this.spawnWeftd();
+    this.superadmin = path.join(data, 'credentials', 'superadmin.json');
+    await waitFor(() => fs.existsSync(this.superadmin), 'the superadmin credential');
+  }
+
+  async spawnWeftd() {
+    const config = path.join(this.dir, 'weftd.toml');
     this.weftd = this.spawn('weftd', binary('weftd'), ['--config', config]);
-    const endpointsFile = path.join(data, 'endpoints.json');
+    const endpointsFile = path.join(this.dir, 'data', 'endpoints.json');
     this.endpoints = await waitFor(() => {
       if (!this.weftd.running()) throw new Error(`weftd exited during start-up:\n${tail(this.weftd.log)}`);
       const j = readJson(endpointsFile);
       return j && j.api && j.pid === this.weftd.pid ? j : null;
     }, () => `weftd to write ${endpointsFile}:\n${tail(this.weftd.log)}`);
-    this.superadmin = path.join(data, 'credentials', 'superadmin.json');
-    await waitFor(() => fs.existsSync(this.superadmin), 'the superadmin credential');
+  }
+
+  // Stops weftd (SIGTERM), as an operator would for an upgrade.
+  async stopWeftd() { await this.weftd.stop(); }
+
+  // Starts weftd again on its data and the ports it had: the host and the
+  // gateway find it where they left it.
+  async restartWeftd() {
+    const config = path.join(this.dir, 'weftd.toml');
+    let toml = fs.readFileSync(config, 'utf8');
+    for (const k of ['api', 'provisioner', 'events']) {
+      toml = toml.replace(`${k} = "tcp://127.0.0.1:*"`, `${k} = ${JSON.stringify(this.endpoints[k])}`);
+    }
+    fs.writeFileSync(config, toml);
+    await this.spawnWeftd();
   }
 
   // Runs the weft CLI; returns {code, out, err}. `as` is a credential file
@@ -185,7 +205,8 @@ export class Stack {
     }, () => `host ${id} to register with the fake plugins:\n${tail(this.host.log)}`);
   }
 
-  async startGateway(extraToml = '') {
+  // extraToml: more tables; weftdToml: more keys of [weftd].
+  async startGateway(extraToml = '', weftdToml = '') {
     const credentials = path.join(this.dir, 'gateway.json');
     this.weftOk(['gateway', 'credentials', 'web', '-f', credentials]);
     const addressFile = path.join(this.dir, 'weft-web.address.json');
@@ -193,7 +214,7 @@ export class Stack {
       '[server]', 'listen = "127.0.0.1:0"', `static_dir = ${JSON.stringify(path.join(SOURCE_DIR, 'web', 'ui'))}`,
       `address_file = ${JSON.stringify(addressFile)}`,
       '[weftd]', `api = ${JSON.stringify(this.endpoints.api)}`, `events = ${JSON.stringify(this.endpoints.events)}`,
-      `credentials = ${JSON.stringify(credentials)}`,
+      `credentials = ${JSON.stringify(credentials)}`, weftdToml,
       '[limits]', 'login_per_minute = 600', 'login_burst = 100',
       extraToml, '',
     ].join('\n');
@@ -224,7 +245,8 @@ export class Stack {
 
 // The usual stack: weftd, one host and the gateway, tenants `acme` and
 // `globex` with the example catalog, and in each an admin and a user.
-export async function startStack({ patch } = {}) {
+// gateway: {toml, weftdToml}, more of weft-web.toml (see startGateway).
+export async function startStack({ patch, gateway = {} } = {}) {
   const s = new Stack();
   try {
     await s.startWeftd();
@@ -234,7 +256,7 @@ export async function startStack({ patch } = {}) {
     s.makeUser('acme', 'ada', 'admin', 'ada-password-1');
     s.makeUser('globex', 'bob', 'user', 'bob-password-1');
     await s.startHost();
-    await s.startGateway();
+    await s.startGateway(gateway.toml, gateway.weftdToml);
     return s;
   } catch (e) {
     const logs = s.logs();

@@ -1,21 +1,40 @@
 // Small pieces the admin screens share on top of the shell's components:
 // loading an op's reply, a JSON view, a button that asks before deleting,
 // list and JSON inputs.
-import { html, useState, useEffect, useCallback, useRef, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime } from './deps.js';
+import {
+  html, useState, useEffect, useCallback, useRef, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime, retryable,
+} from './deps.js';
 
 // Runs load() now and again on reload(); keeps the old data on screen while
-// it reloads.
+// it reloads. A load that failed because weftd could not be reached is tried
+// again by itself, waiting longer each time.
 export function useLoad(load, deps = []) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const generation = useRef(0);
+  const retry = useRef({ timer: null, delay: 2000, run: null });
   const run = useCallback(() => {
     const mine = ++generation.current;
+    clearTimeout(retry.current.timer);
     setState((s) => ({ ...s, loading: true }));
     return Promise.resolve().then(load).then(
-      (data) => { if (mine === generation.current) setState({ data, error: null, loading: false }); },
-      (error) => { if (mine === generation.current) setState({ data: null, error, loading: false }); });
+      (data) => {
+        if (mine !== generation.current) return;
+        retry.current.delay = 2000;
+        setState({ data, error: null, loading: false });
+      },
+      (error) => {
+        if (mine !== generation.current) return;
+        if (retryable(error)) {
+          const r = retry.current;
+          r.timer = setTimeout(() => r.run && r.run(), r.delay);
+          r.delay = Math.min(r.delay * 2, 30000);
+        }
+        setState({ data: null, error, loading: false });
+      });
   }, deps);
+  retry.current.run = run;
   useEffect(() => { run(); }, [run]);
+  useEffect(() => () => { clearTimeout(retry.current.timer); retry.current.run = null; }, []);
   return { ...state, reload: run };
 }
 
@@ -42,7 +61,7 @@ export function ErrorText({ error }) { return html`<${ErrorNote} error=${error} 
 
 // What a loading state shows: the error, a spinner the first time, else nothing.
 export function Loading({ state }) {
-  if (state.error) return html`<${ErrorNote} error=${state.error} />`;
+  if (state.error) return html`<${ErrorNote} error=${state.error} onRetry=${state.reload} />`;
   if (state.loading && !state.data) return html`<${ShellLoading} />`;
   return null;
 }

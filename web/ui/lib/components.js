@@ -3,22 +3,50 @@
 import { html, useState, useEffect, useCallback, useRef } from './html.js';
 import { percent } from './format.js';
 
+// Whether a failure may pass by itself: weftd or the gateway could not be
+// reached, or asked to wait (UNAVAILABLE, 502, 503, 504, no answer at all).
+export function retryable(error) {
+  return !!error && (error.code === 'UNAVAILABLE' || [0, 502, 503, 504].includes(error.status));
+}
+
+const RETRY_FIRST_MS = 2000;
+const RETRY_MAX_MS = 30000;
+
 // Loads data with fn() whenever deps change; reload() loads again in place
 // (keeping the old data on screen meanwhile, so live screens do not flicker).
+// A load that failed because weftd could not be reached is tried again by
+// itself, waiting longer each time, until it succeeds.
 export function useAsync(fn, deps) {
   const [state, setState] = useState({ data: null, error: null, loading: true });
   const generation = useRef(0);
+  const retry = useRef({ timer: null, delay: RETRY_FIRST_MS, run: null });
   const run = useCallback(() => {
     const mine = ++generation.current;
+    clearTimeout(retry.current.timer);
+    retry.current.timer = null;
     setState((s) => ({ ...s, loading: true }));
     return Promise.resolve()
       .then(fn)
       .then(
-        (data) => { if (mine === generation.current) setState({ data, error: null, loading: false }); },
-        (error) => { if (mine === generation.current) setState((s) => ({ data: s.data, error, loading: false })); },
+        (data) => {
+          if (mine !== generation.current) return;
+          retry.current.delay = RETRY_FIRST_MS;
+          setState({ data, error: null, loading: false });
+        },
+        (error) => {
+          if (mine !== generation.current) return;
+          if (retryable(error)) {
+            const r = retry.current;
+            r.timer = setTimeout(() => r.run && r.run(), r.delay);
+            r.delay = Math.min(r.delay * 2, RETRY_MAX_MS);
+          }
+          setState((s) => ({ data: s.data, error, loading: false }));
+        },
       );
   }, deps);
+  retry.current.run = run;
   useEffect(() => { run(); }, [run]);
+  useEffect(() => () => { clearTimeout(retry.current.timer); retry.current.run = null; }, []);
   return { ...state, reload: run };
 }
 
@@ -41,13 +69,19 @@ export function useAction(fn) {
   return { run, busy, error, setError };
 }
 
-export function ErrorNote({ error, title }) {
+// With onRetry (a load's reload), a Retry button; a load that failed because
+// weftd could not be reached also says that it is tried again by itself.
+export function ErrorNote({ error, title, onRetry }) {
   if (!error) return null;
   const code = error.code && error.code !== 'ERROR' ? error.code : null;
   return html`<div class="error-note" role="alert">
     ${title ? html`<strong>${title}</strong> ` : null}
     ${code ? html`<span class="error-code">${code}</span> ` : null}
     <span class="error-message">${error.message || String(error)}</span>
+    ${onRetry ? html`<div class="error-retry">
+      ${retryable(error) ? html`<span data-testid="retrying">Trying again by itself…</span> ` : null}
+      <button class="button small" data-testid="retry-load" onClick=${() => onRetry()}>Retry now</button>
+    </div>` : null}
   </div>`;
 }
 

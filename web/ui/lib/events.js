@@ -4,24 +4,78 @@
 // A screen reads its data before its stream opens, so whatever happened in
 // between (a job that ended at once) came in no event: each time the stream
 // opens, the screen reads its data again too.
-import { useEffect, useRef } from './html.js';
+//
+// A browser gives up on an EventSource whose reconnection got an error answer
+// (a 503 while weftd cannot be reached): then this opens a new one, waiting
+// longer after each failure. While a stream is down the shell says that live
+// updates are paused (useLivePaused).
+import { useEffect, useRef, useState } from './html.js';
 
 const TYPES = ['task', 'job', 'cluster', 'task.progress', 'host'];
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30000;
+
+const downStreams = new Set();
+const pausedListeners = new Set();
+
+function markDown(stream, down) {
+  const before = downStreams.size > 0;
+  if (down) downStreams.add(stream); else downStreams.delete(stream);
+  const after = downStreams.size > 0;
+  if (before !== after) pausedListeners.forEach((l) => l(after));
+}
+
+// Whether any open stream is down now (live updates are paused).
+export function useLivePaused() {
+  const [paused, setPaused] = useState(downStreams.size > 0);
+  useEffect(() => {
+    pausedListeners.add(setPaused);
+    setPaused(downStreams.size > 0);
+    return () => pausedListeners.delete(setPaused);
+  }, []);
+  return paused;
+}
 
 export function subscribe(filter, onEvent, onReset) {
   const params = new URLSearchParams();
   if (filter && filter.cluster) params.set('cluster', filter.cluster);
   const url = '/api/v1/events' + (params.toString() ? '?' + params : '');
-  const source = new EventSource(url, { withCredentials: true });
+  const stream = {};
+  let source = null;
+  let timer = null;
+  let delay = RETRY_FIRST_MS;
   const handle = (type) => (e) => {
     let data = null;
     try { data = JSON.parse(e.data); } catch { return; }
     onEvent({ type, id: e.lastEventId, data });
   };
-  for (const t of TYPES) source.addEventListener(t, handle(t));
-  source.addEventListener('reset', () => onReset && onReset());
-  source.addEventListener('open', () => onReset && onReset());
-  return () => source.close();
+  const open = () => {
+    timer = null;
+    const s = new EventSource(url, { withCredentials: true });
+    source = s;
+    for (const t of TYPES) s.addEventListener(t, handle(t));
+    s.addEventListener('reset', () => onReset && onReset());
+    s.addEventListener('open', () => {
+      delay = RETRY_FIRST_MS;
+      markDown(stream, false);
+      if (onReset) onReset();
+    });
+    s.addEventListener('error', () => {
+      if (source !== s) return;
+      markDown(stream, true);
+      if (s.readyState !== EventSource.CLOSED) return; // the browser tries again by itself
+      s.close();
+      timer = setTimeout(open, delay);
+      delay = Math.min(delay * 2, RETRY_MAX_MS);
+    });
+  };
+  open();
+  return () => {
+    clearTimeout(timer);
+    if (source) source.close();
+    source = null;
+    markDown(stream, false);
+  };
 }
 
 // Calls handler(event) for every event while the component is shown. The

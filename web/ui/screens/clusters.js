@@ -32,7 +32,7 @@ export function ClustersScreen({ session, query }) {
       actions=${html`<div class="segmented" role="group" aria-label="Show">${FILTERS.map(([k, label]) => html`
         <button class=${filter === k ? 'active' : ''} aria-pressed=${filter === k} onClick=${() => setFilter(k)}>${label}</button>`)}</div>
         <a class="button primary" href=${href('/create')}>New cluster</a>`}>
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
     ${!data && !error ? html`<${Loading} />` : null}
     ${data ? html`<div class="card"><${Table} testid="clusters" rows=${rows} columns=${columns} onRow=${(c) => navigate('/clusters/' + c.id)}
       empty=${filter === 'live' ? html`No live cluster. <a href=${href('/create')}>Make one</a>.` : 'None.'} /></div>` : null}

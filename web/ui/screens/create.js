@@ -161,9 +161,9 @@ function CreateForm({ choices, initialTemplate }) {
 }
 
 export function CreateClusterScreen({ query }) {
-  const { data, error } = useAsync(loadChoices, []);
+  const { data, error, reload } = useAsync(loadChoices, []);
   return html`<${Page} title="New cluster" subtitle="Choose a template, look at the plan, then create">
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
     ${!data && !error ? html`<${Loading} />` : null}
     ${data && !data.templates.length ? html`<div class="notice">No cluster template yet: an administrator adds them.</div>` : null}
     ${data && data.templates.length ? html`<${CreateForm} choices=${data} initialTemplate=${query.template} />` : null}

@@ -32,14 +32,14 @@ export function HomeScreen({ session }) {
   const later = useThrottle(reload, 1000);
   useEvents({}, (e) => { if (e.type === 'job' || e.type === 'cluster' || e.type === 'host') later(); }, reload);
 
-  if (!data && error) return html`<${Page} title="Overview"><${ErrorNote} error=${error} /><//>`;
+  if (!data && error) return html`<${Page} title="Overview"><${ErrorNote} error=${error} onRetry=${reload} /><//>`;
   if (!data) return html`<${Page} title="Overview"><${Loading} /><//>`;
   const liveHosts = data.hosts ? data.hosts.filter((h) => h.live).length : null;
   const name = (j) => data.byId[j.cluster_id]?.name || `cluster ${j.cluster_id}`;
 
   return html`<${Page} title="Overview" subtitle=${`Signed in as ${session.user} (${session.role}) in tenant ${session.tenant}`}
       actions=${html`<a class="button primary" href=${href('/create')}>New cluster</a>`}>
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
     <div class="stats">
       <${Stat} label="live clusters" value=${data.clusters.length} href=${href('/clusters')} testid="stat-clusters" />
       <${Stat} label="live nodes" value=${data.nodes} testid="stat-nodes" />
