@@ -76,6 +76,7 @@ ctx.test('an API token is shown once, acts as its maker, and is refused once rev
   assert.equal(await page.locator('[data-token-secret]').count(), 0, 'the secret is gone from the page');
   const row = page.locator(`[data-token="${listed.id}"]`);
   await row.getByText('Revoke').click();
+  assert.match(await page.textContent('[role=dialog]'), /browser sessions signed in with it end/);
   await page.click('[data-testid=confirm]');
   await row.waitFor({ state: 'detached' });
   const refused = await api(stack, 'user.list', {}, { token: secret });

@@ -100,6 +100,15 @@ ctx.test('the superadmin sees which tenant its screens show: tenant default unti
   await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant acme' }).waitFor();
   await page.locator('[data-testid=cluster-link]', { hasText: 'acme-seen-by-root' }).waitFor();
   assert.equal(await switcher.inputValue(), 'acme');
+  // The choice outlives a reload, though the address names no tenant.
+  await page.click('[data-testid=cluster-link]:has-text("acme-seen-by-root")');
+  await page.waitForSelector('[data-testid=cluster-name]');
+  await page.reload();
+  await page.waitForSelector('[data-testid=cluster-name]:has-text("acme-seen-by-root")');
+  await switcher.waitFor();
+  await waitFor(async () => (await switcher.inputValue()) === 'acme', 'the tenant selector to show acme after a reload');
+  await page.goto('/#/clusters');
+  await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant acme' }).waitFor();
   // And back: tenant default again, with nothing picked.
   await switcher.selectOption('default');
   await page.locator('.page .subtitle', { hasText: 'Every cluster of tenant default' }).waitFor();

@@ -44,6 +44,9 @@ s.test('create a cluster from a template, with the plan first, and watch it fini
   page.on('request', (r) => { if (r.url().includes('/api/v1/events')) streams.push(r.url()); });
   await signIn(page, ALICE);
   await page.click('a[href="#/templates"]');
+  // A lease of 0 is no lease, not "lease 0, at most 0".
+  const single = page.locator('.template-card', { has: page.locator('[data-testid=use-single]') });
+  assert.match(await single.textContent(), /leaseno lease/);
   await page.click('[data-testid=use-web-fake]');
   await page.waitForSelector('[data-testid=create-form]');
   await page.fill('input[name=name]', 'shop');

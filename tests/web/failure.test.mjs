@@ -51,6 +51,12 @@ s.test('the failed task\'s message and output are on the job screen', async (pag
   assert.equal(attempts, 2, 'both attempts are listed ([jobs] max_attempts = 2)');
   assert.ok(await page.$('[data-testid=retry]'), 'a failed job that was kept can be retried');
   await shot(page, 'job-failed-task');
+  // A retry runs the job as planned; a catalog fix needs an upgrade, and the dialog says so.
+  await page.click('[data-testid=retry]');
+  const ask = await page.textContent('[role=dialog]');
+  assert.match(ask, /service definitions and config it was made with/);
+  assert.match(ask, /use Upgrade on the cluster instead/);
+  await page.click('[role=dialog] button:has-text("Cancel")');
 });
 
 s.test('a running job is aborted from its screen after a confirmation', async (page, stack) => {
@@ -67,6 +73,8 @@ s.test('a running job is aborted from its screen after a confirmation', async (p
   assert.equal(await page.$('[data-testid=abort]'), null, 'an aborted job offers no abort');
   assert.ok(await page.$('[data-testid=retry]'), 'and may be retried');
   await page.waitForSelector('[data-testid=dag] .dag-node[data-state=cancelled]');
+  // The bar counts the cancelled tasks, as `weft job show` does.
+  await page.waitForSelector('[data-testid=job-progress] .progress-label:has-text("cancelled")');
   await shot(page, 'job-aborted');
 });
 
@@ -118,4 +126,30 @@ s.test('a job\'s end shows in the card, the jobs table and the cluster\'s badge 
   assert.notEqual(cluster.status, 'pending', 'the failed create moved the cluster on');
   await page.waitForSelector(`[data-testid=cluster-name] ~ .badge[data-status=${cluster.status}]`, { timeout: 10000 });
   release();
+});
+
+s.test('a create that failed and was undone says so at the top of the cluster screen, with the failure\'s message', async (page) => {
+  await signIn(page, ALICE);
+  await createCluster(page, 'undone');
+  const note = await page.waitForSelector('[data-testid=undone-note]:has-text("was undone")', { timeout: 120000 });
+  const text = await note.textContent();
+  assert.match(text, /The create failed and was undone/);
+  assert.match(text, /fake-redis|START/);
+  await page.waitForSelector('[data-testid=job-progress][data-status=succeeded]');
+  await shot(page, 'cluster-create-undone');
+});
+
+s.test('a job waiting for a plugin no live host runs names it in a sentence', async (page, stack) => {
+  // weftd's reply as it is when no live host runs the plugin (the rig's host runs them all).
+  await page.route('**/api/v1/job.get', async (route) => {
+    const response = await route.fetch();
+    const body = await response.json();
+    if (body.job) body.job.waiting_for_plugins = ['fake-automator', 'fake-provider'];
+    await route.fulfill({ response, json: body });
+  });
+  await signIn(page, ALICE);
+  const { cluster } = stack.weftJson(['cluster', 'get', 'broken'], { tenant: 'acme' });
+  await page.goto(`/#/jobs/${cluster.latest_job}`);
+  const note = await page.waitForSelector('[data-testid=waiting-for-plugins]');
+  assert.equal(await note.textContent(), 'Waiting for a live host that runs fake-automator, fake-provider.');
 });

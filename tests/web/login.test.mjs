@@ -8,6 +8,8 @@ const s = useStack();
 s.test('the sign-in page is shown first, and a wrong password is refused beside the form', async (page) => {
   await page.goto('/');
   await page.waitForSelector('[data-testid=login-form]');
+  // The superadmin's tenant is not the one a user would guess: the form says it.
+  assert.match(await page.textContent('[data-testid=tenant-hint]'), /superadmin signs in with tenant _system/);
   await shot(page, 'login-page');
   await page.fill('input[name=tenant]', 'acme');
   await page.fill('input[name=user]', 'alice');

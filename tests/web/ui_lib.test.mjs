@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { duration, parseDuration } from '../../web/ui/lib/format.js';
 import { parseConfig, groupNodes } from '../../web/ui/lib/plan.js';
 import { layoutDag } from '../../web/ui/lib/dag.js';
+import { progressLabel } from '../../web/ui/lib/job.js';
+import { leaseText } from '../../web/ui/lib/catalog.js';
 
 test('durations read as the CLI prints them, and parse back', () => {
   assert.equal(duration(22), '22ms');
@@ -45,4 +47,16 @@ test('the task graph puts each task one column after its last predecessor', () =
   assert.ok(column(3) < column(4) && column(4) < column(5));
   assert.notEqual(pos.get('2').y, pos.get('3').y, 'tasks of one column do not overlap');
   assert.equal(edges.length, 6);
+});
+
+test('a job\'s progress counts cancelled tasks, as `weft job show` does', () => {
+  const label = progressLabel({ total: 24, succeeded: 18, failed: 4, cancelled: 2, stage: 4, stages: 4 });
+  assert.equal(label, '18/24 tasks done · 4 failed · 2 cancelled · stage 4/4');
+  assert.equal(progressLabel({ total: 3, succeeded: 3 }), '3/3 tasks done');
+});
+
+test('a template\'s lease of 0 reads as no lease', () => {
+  assert.equal(leaseText({ initial: '0', max: '0', step: '0' }), 'no lease');
+  assert.equal(leaseText({ initial: '1d', max: '7d', step: '12h' }), '1d, at most 7d');
+  assert.equal(leaseText({ initial: '1d', max: '0' }), '1d');
 });

@@ -49,7 +49,7 @@ export default function TokensScreen() {
         ${list.map((t) => html`<tr data-token=${t.id}>
         <td><code>${t.id}</code></td><td>${t.name || ''}</td><td>${t.user}${t.tenant === '_system' ? ' (superadmin)' : ''}</td>
         <td>${formatTime(t.created_at_ms)}</td><td>${t.expires_at_ms ? formatTime(t.expires_at_ms) : 'never'}</td>
-        <td><${ConfirmButton} label="Revoke" title=${`Revoke token ${t.id}`} message="Programs using it are refused from now on."
+        <td><${ConfirmButton} label="Revoke" title=${`Revoke token ${t.id}`} message="Programs using it are refused from now on, and browser sessions signed in with it end."
           onConfirm=${() => doRevoke(t.id)} /></td></tr>`)}
       </tbody></table></div>` : null}
   </section>`;

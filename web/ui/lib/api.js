@@ -6,7 +6,7 @@
 const BASE = '/api/v1/';
 
 let csrfToken = null;
-let tenantOverride = null;
+let tenantOverride = storedTenant();
 const unauthorizedListeners = new Set();
 
 export class ApiError extends Error {
@@ -33,8 +33,20 @@ function storedCsrfToken() {
   try { return sessionStorage.getItem('weft.csrf'); } catch { return null; }
 }
 
-// A superadmin acts in another tenant by naming it on every request.
-export function setTenantOverride(tenant) { tenantOverride = tenant || null; }
+// A superadmin acts in another tenant by naming it on every request. The
+// choice is kept for the tab (sessionStorage): a reload stays in that tenant
+// (the address names no tenant); signing in or out forgets it.
+export function setTenantOverride(tenant) {
+  tenantOverride = tenant || null;
+  try {
+    if (tenantOverride) sessionStorage.setItem('weft.tenant', tenantOverride);
+    else sessionStorage.removeItem('weft.tenant');
+  } catch { /* storage disabled: memory only */ }
+}
+
+function storedTenant() {
+  try { return sessionStorage.getItem('weft.tenant'); } catch { return null; }
+}
 export function tenantOverrideValue() { return tenantOverride; }
 
 // Called when the gateway says the session is gone (expired, logged out in
@@ -108,11 +120,15 @@ export function call(op, body = {}) { return send('POST', encodeURIComponent(op)
 export async function login(credentials) {
   const s = await send('POST', 'login', { body: credentials, quiet401: true });
   setCsrfToken(s.csrf_token);
+  setTenantOverride(null);
   return s;
 }
 
 export async function logout() {
-  try { await send('POST', 'logout', { body: {}, quiet401: true }); } finally { setCsrfToken(null); }
+  try { await send('POST', 'logout', { body: {}, quiet401: true }); } finally {
+    setCsrfToken(null);
+    setTenantOverride(null);
+  }
 }
 
 // The session the cookie names, or null when nobody is signed in.

@@ -19,3 +19,10 @@ export function templateSizeRange(t) {
   const size = t?.constraints?.size || {};
   return { min: size.min ?? 1, max: size.max ?? null };
 }
+
+// A template's leaseduration in words; "0" (or none) means no limit.
+export function leaseText(lease) {
+  const set = (v) => v !== undefined && v !== null && v !== '' && String(v) !== '0';
+  if (!lease || !set(lease.initial)) return set(lease?.max) ? `no lease at first, at most ${lease.max}` : 'no lease';
+  return `${lease.initial}${set(lease.max) ? `, at most ${lease.max}` : ''}`;
+}

@@ -20,15 +20,23 @@ export function withJobEvent(job, event) {
   return { ...job, status: event.status || job.status, message: event.message ?? job.message, progress, finished_at_ms: finished };
 }
 
-export function JobProgress({ job }) {
-  const p = job.progress || {};
+// The progress bar's words, counting what `weft job show` counts:
+// "18/24 tasks done · 4 failed · 2 cancelled · stage 4/4".
+export function progressLabel(p = {}) {
   const total = p.total || 0;
   const parts = [];
   if (p.running) parts.push(`${p.running} running`);
   if (p.queued) parts.push(`${p.queued} queued`);
   if (p.retrying) parts.push(`${p.retrying} retrying`);
   if (p.failed) parts.push(`${p.failed} failed`);
+  if (p.cancelled) parts.push(`${p.cancelled} cancelled`);
   if (p.stages) parts.push(`stage ${Math.min(p.stage ?? 0, p.stages)}/${p.stages}`);
+  return `${p.succeeded || 0}/${total} tasks done${parts.length ? ' · ' + parts.join(' · ') : ''}`;
+}
+
+export function JobProgress({ job }) {
+  const p = job.progress || {};
+  const total = p.total || 0;
   const elapsed = (job.finished_at_ms || Date.now()) - job.created_at_ms;
   return html`<div class="stack" data-testid="job-progress" data-status=${job.status}>
     <div class="row">
@@ -39,7 +47,7 @@ export function JobProgress({ job }) {
       <span class="muted">${jobEnded(job.status) ? 'took' : 'running for'} ${duration(elapsed)}</span>
     </div>
     <${ProgressBar} done=${p.succeeded || 0} failed=${p.failed || 0} total=${total} status=${job.status}
-      label=${`${p.succeeded || 0}/${total} tasks done${parts.length ? ' · ' + parts.join(' · ') : ''}`} />
+      label=${progressLabel(p)} />
     ${job.message ? html`<div class=${job.status === 'failed' || job.status === 'failing' ? 'error-note' : 'muted'}
       data-testid="job-message">${job.message}</div>` : null}
   </div>`;

@@ -58,7 +58,7 @@ function TokensCard() {
         <div>Token ${made.id}${made.name ? ` (${made.name})` : ''}: copy the secret now, it is not shown again.</div>
         <code class="mono" data-testid="token-secret">${made.token}</code>
         <div><button class="button small" onClick=${() => setMade(null)}>Done</button></div></div>` : null}
-      <${ErrorNote} error=${tokens.error} />
+      <${ErrorNote} error=${tokens.error} onRetry=${tokens.reload} />
       ${tokens.data ? html`<${Table} rows=${tokens.data.tokens} empty="No token yet."
         columns=${[
           { title: 'Id', key: 'id' },
@@ -69,7 +69,7 @@ function TokensCard() {
         ]} />` : html`<${Loading} />`}
     </div>
     ${revoking ? html`<${ConfirmDialog} title=${`Revoke token ${revoking.id}?`} danger confirmLabel="Revoke"
-      message="Scripts using it are refused from now on." onClose=${() => setRevoking(null)}
+      message="Scripts using it are refused from now on, and browser sessions signed in with it end." onClose=${() => setRevoking(null)}
       onConfirm=${async () => { await api.call('token.revoke', { id: revoking.id }); tokens.reload(); }} />` : null}
   <//>`;
 }

@@ -7,7 +7,7 @@ import {
   useAsync, useAction, useThrottle, ErrorNote, Loading, Page, Card, StatusBadge, Table, Modal, ConfirmDialog, Field, KeyValues,
 } from '../lib/components.js';
 import { useEvents } from '../lib/events.js';
-import { JobProgress, withJobEvent } from '../lib/job.js';
+import { JobProgress, withJobEvent, jobEnded } from '../lib/job.js';
 import { PlanSummary, parseConfig } from '../lib/plan.js';
 import { ago, until, dateTime, duration, parseDuration } from '../lib/format.js';
 
@@ -15,7 +15,23 @@ async function loadCluster(id) {
   const { cluster } = await api.call('cluster.get', { cluster: id });
   let job = null;
   if (cluster.latest_job) job = (await api.call('job.get', { job: cluster.latest_job })).job;
-  return { cluster, job };
+  // The latest job undoes a failed one: that failure is the news, not the undo.
+  let undone = null;
+  if (job && job.operation === 'undo' && job.parent_job) {
+    undone = await api.call('job.get', { job: job.parent_job, tasks: false }).then((r) => r.job, () => null);
+  }
+  return { cluster, job, undone };
+}
+
+// Says that the latest job undid a failed one, and why that one failed.
+function UndoneNote({ undone, undo }) {
+  const what = undone.operation || 'job';
+  const outcome = undo.status === 'succeeded' ? 'and was undone'
+    : jobEnded(undo.status) ? 'and undoing it failed too' : 'and is being undone';
+  return html`<div class="error-note" role="status" data-testid="undone-note">
+    <strong>${`The ${what} failed ${outcome}`}</strong>${' (job '}<a
+      href=${href('/jobs/' + undone.id)}>#${undone.id}</a>${'): '}<span class="message">${undone.message || 'no message'}</span>
+  </div>`;
 }
 
 function serviceSummary(nodes) {
@@ -147,7 +163,7 @@ export function ClusterScreen({ params }) {
     later();
   }, reload);
 
-  if (!data && error) return html`<${Page} title="Cluster"><${ErrorNote} error=${error} /><//>`;
+  if (!data && error) return html`<${Page} title="Cluster"><${ErrorNote} error=${error} onRetry=${reload} /><//>`;
   if (!data) return html`<${Page} title="Cluster"><${Loading} /><//>`;
   const c = fresh(clusterEvent) ? { ...data.cluster, status: clusterEvent.status } : data.cluster;
   const jobs = (c.jobs || []).map((j) => (shownJob && String(j.id) === String(shownJob.id)
@@ -164,7 +180,8 @@ export function ClusterScreen({ params }) {
       subtitle=${`${c.template} · ${c.size} nodes · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
       actions=${terminated ? null : html`
         <button class="button danger" onClick=${() => setConfirmDelete(true)} data-testid="delete-cluster">Delete</button>`}>
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
+    ${data.undone && shownJob ? html`<${UndoneNote} undone=${data.undone} undo=${shownJob} />` : null}
     ${shownJob ? html`<${Card} title="Latest job"><${JobProgress} job=${shownJob} /><//>` : null}
     ${undeleted.length && !terminated ? html`<div class="warn-note" role="status" data-testid="delete-failed-note">
       <strong>${undeleted.length === 1 ? 'A node was not deleted' : `${undeleted.length} nodes were not deleted`}</strong>${

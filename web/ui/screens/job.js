@@ -76,7 +76,7 @@ export function JobScreen({ params }) {
     }
   }, reload);
 
-  if (!data && error) return html`<${Page} title=${`Job #${id}`}><${ErrorNote} error=${error} /><//>`;
+  if (!data && error) return html`<${Page} title=${`Job #${id}`}><${ErrorNote} error=${error} onRetry=${reload} /><//>`;
   if (!data) return html`<${Page} title=${`Job #${id}`}><${Loading} /><//>`;
   const tasks = job.tasks || [];
   const stateOf = (t) => states[String(t.id)] || t.state;
@@ -91,10 +91,10 @@ export function JobScreen({ params }) {
       actions=${html`
         ${canAbort ? html`<button class="button danger" onClick=${() => setAsk('abort')} data-testid="abort">Abort</button>` : null}
         ${canRetry ? html`<button class="button primary" onClick=${() => setAsk('retry')} data-testid="retry">Retry</button>` : null}`}>
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
     <${Card} title="Progress"><${JobProgress} job=${shown} /><//>
-    ${(job.waiting_for_plugins || []).length ? html`<div class="info-note">Waiting for a live host that runs
-      ${job.waiting_for_plugins.join(', ')}.</div>` : null}
+    ${(job.waiting_for_plugins || []).length ? html`<div class="info-note" data-testid="waiting-for-plugins">${
+      `Waiting for a live host that runs ${job.waiting_for_plugins.join(', ')}.`}</div>` : null}
     ${failed.length ? html`<${Card} title=${`Failed tasks (${failed.length})`} className="failed-tasks">
       <div class="stack" data-testid="failed-tasks">${failed.slice(0, 10).map((t) => html`<div class="stack">
         <div class="row"><strong class="mono">${t.key || t.id}</strong>
@@ -125,7 +125,9 @@ export function JobScreen({ params }) {
       message="Tasks not started are cancelled and running attempts are stopped. Nothing is undone; the cluster becomes incomplete."
       onConfirm=${async () => { await api.call('job.abort', { job: job.id }); reload(); }} onClose=${() => setAsk(null)} />` : null}
     ${ask === 'retry' ? html`<${ConfirmDialog} title=${`Retry job #${job.id}?`} confirmLabel="Retry"
-      message="The job runs again from where it stopped: failed tasks get new attempts, cancelled ones wait for their predecessors again."
+      message=${'The job runs again from where it stopped: failed tasks get new attempts, cancelled ones wait for their '
+        + 'predecessors again. It runs as it was planned, with the service definitions and config it was made with, '
+        + 'not the catalog\'s current ones: after a service was fixed in the catalog, use Upgrade on the cluster instead.'}
       onConfirm=${async () => { await api.call('job.retry', { job: job.id }); reload(); }} onClose=${() => setAsk(null)} />` : null}
   <//>`;
 }

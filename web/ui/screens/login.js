@@ -45,7 +45,8 @@ export function LoginScreen({ onLogin, notice, bootError }) {
       </div>
       ${mode === 'password' ? html`
         <label class="field"><span class="field-label">Tenant</span>
-          <input name="tenant" autocomplete="organization" required value=${tenant} onInput=${(e) => setTenant(e.target.value)} /></label>
+          <input name="tenant" autocomplete="organization" required value=${tenant} onInput=${(e) => setTenant(e.target.value)} />
+          <span class="field-hint" data-testid="tenant-hint">Your organization's tenant. The superadmin signs in with tenant <code>_system</code>.</span></label>
         <label class="field"><span class="field-label">User</span>
           <input name="user" autocomplete="username" required autofocus value=${user} onInput=${(e) => setUser(e.target.value)} /></label>
         <label class="field"><span class="field-label">Password</span>

@@ -2,7 +2,7 @@
 import { html } from '../lib/html.js';
 import { href } from '../lib/router.js';
 import { useAsync, ErrorNote, Loading, Page, Card, KeyValues } from '../lib/components.js';
-import { listEntities, templateSizeRange } from '../lib/catalog.js';
+import { listEntities, templateSizeRange, leaseText } from '../lib/catalog.js';
 
 function Chips({ items }) {
   if (!items || !items.length) return html`<span class="muted">—</span>`;
@@ -24,16 +24,16 @@ function TemplateCard({ entry }) {
       ['hardware', html`<${Chips} items=${t.compatibility?.hardwaretypes} />`],
       ['images', html`<${Chips} items=${t.compatibility?.imagetypes} />`],
       ['provider', t.defaults?.provider || '—'],
-      lease ? ['lease', `${lease.initial || 'none'}${lease.max ? `, at most ${lease.max}` : ''}`] : null,
+      lease ? ['lease', leaseText(lease)] : null,
       ['version', entry.version],
     ]} />
   <//>`;
 }
 
 export function TemplatesScreen() {
-  const { data, error } = useAsync(() => listEntities('clustertemplate'), []);
+  const { data, error, reload } = useAsync(() => listEntities('clustertemplate'), []);
   return html`<${Page} title="Templates" subtitle="What a cluster can be made of in this tenant">
-    <${ErrorNote} error=${error} />
+    <${ErrorNote} error=${error} onRetry=${reload} />
     ${!data && !error ? html`<${Loading} />` : null}
     ${data && !data.length ? html`<div class="notice">No cluster template yet: an administrator adds them.</div>` : null}
     ${data && data.length ? html`<div class="template-grid">${data.map((e) => html`<${TemplateCard} key=${e.name} entry=${e} />`)}</div>` : null}
