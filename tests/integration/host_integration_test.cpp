@@ -852,3 +852,45 @@ TEST_CASE("integration: a master's cancel that reaches a worker after its plugin
   CHECK(finish["status"] == "succeeded");
   CHECK(finish["result"] == json{{"password_length", 6}});
 }
+
+TEST_CASE("integration: at the end of a stop's grace only the tasks still running are cancelled, not one that "
+          "returned and waits to report",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  FakeProvisioner weftd;
+  weftd.Queue(ReturningTask(11, 0));       // returns at once; its finish is held
+  weftd.Queue(ReturningTask(12, 600000));  // runs until cancelled
+  // One worker with two threads, so both tasks are in the same stop's grace.
+  HostOptions options = HostIn(tmp / "host", "h1", weftd.endpoint(), {kBuild / "plugins/automators"}, 2,
+                               "workers = 1\nshutdown_grace_ms = 300\nlog_level = \"debug\"\n");
+  options.request_timeout_ms = 60000;  // the held finish is one request
+  options.take_wait_ms = 1000;
+  Host host(options);
+  REQUIRE(weftd.ServeUntil(
+      [&] {
+        return !weftd.finishes().empty() &&
+               host.Log().find("task 12 attempt 1: fake-automator INSTALL") != std::string::npos;
+      },
+      30s));
+  host.process().Signal(SIGTERM);
+  const std::string grace =
+      "grace period over: cancelling 1 running task(s); they are given up, not reported: weftd queues them again when "
+      "this host leaves, without counting the attempt; 1 task(s) that returned still wait to report to weftd";
+  REQUIRE(weftd.ServeUntil([&] { return host.Log().find("grace period over: ") != std::string::npos; }, 30s));
+  // weftd answers now: the task that returned is reported as it was.
+  weftd.AnswerFinishes();
+  REQUIRE(weftd.ServeUntil([&] { return !host.process().running(); }, 60s));
+  const std::string log = host.Log();
+  INFO(log);
+  CHECK(weft::testing::ExitCodeOf(*host.process().Wait(0ms)) == 0);
+  CHECK_THAT(log, Catch::Contains(grace));
+  CHECK_THAT(log, Catch::Contains("task 12 attempt 1 given up after "));
+  CHECK_THAT(log, !Catch::Contains("task 11 attempt 1 given up"));
+  REQUIRE_FALSE(weftd.finishes().empty());
+  for (const json& finish : weftd.finishes()) {
+    INFO(finish.dump());
+    CHECK(finish["task_id"] == 11);
+    CHECK(finish["status"] == "succeeded");
+    CHECK(finish["result"] == json{{"password_length", 6}});
+  }
+}
