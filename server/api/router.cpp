@@ -159,13 +159,22 @@ Response Router::Route(const Call& call) const {
 Response Router::Dispatch(const Call& call, const Entry* entry) const {
   const std::string& op = call.request->op;
   if (!entry) {
+    // The ops this caller may send here, not every op weftd has (hosts' and internal ones).
+    Fields mine;
     std::string known;
-    for (const auto& [name, entry] : ops_) {
-      if (!known.empty()) known += ", ";
-      known += name;
+    for (const auto& [name, other] : ops_) {
+      if (!other.endpoints.count(call.endpoint) || !other.roles.count(call.principal.role)) continue;
+      mine.push_back(name);
+      known += (known.empty() ? "" : ", ") + name;
     }
-    return Response::Error(Status::Invalid("unknown op '" + op + "'; the known ops are " + known),
-                           json{{"op", op}, {"known_ops", KnownOps()}});
+    const std::string nearest = Nearest(op, mine);
+    json details = {{"op", op}, {"known_ops", mine}};
+    if (!nearest.empty()) details["did_you_mean"] = nearest;
+    return Response::Error(Status::Invalid("unknown op '" + op + "'" +
+                                           (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)") +
+                                           (known.empty() ? std::string()
+                                                          : "; the ops you may send here are " + known)),
+                           std::move(details));
   }
   const Entry& e = *entry;
   if (!e.endpoints.count(call.endpoint)) {

@@ -194,6 +194,7 @@ void Components::RefreshMetrics() {
   double live = 0;
   for (const auto& [id, h] : hosts_.all()) {
     const metrics::Labels labels = {{"host", id}};
+    if (metrics_) metrics_->HostFinished(id);  // its counter starts at 0 once the host is known
     const bool is_live = hosts_.Live(h);
     live += is_live ? 1 : 0;
     capacity.samples.push_back({labels, static_cast<double>(h.record.capacity)});

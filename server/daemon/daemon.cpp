@@ -310,6 +310,7 @@ Status Reactor::Start() {
   if (ServerMetrics* m = components_.metrics()) limits_.set_refusal_counter(&m->rate_limited());
   WEFT_RETURN_IF_ERROR(StartFront());
   if (ServerMetrics* m = components_.metrics()) {
+    m->StartAtZero(components_.router().KnownOps());  // every op is registered by now
     WEFT_ASSIGN_OR_RETURN(metrics_listener_, StartMetrics(*m));
     endpoints["metrics"] = "http://" + metrics_listener_->address() + "/metrics";
   }

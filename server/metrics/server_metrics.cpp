@@ -1,5 +1,6 @@
 #include "weft/server/metrics/server_metrics.hpp"
 
+#include "weft/common/lifecycle.hpp"
 #include "weft/common/text.hpp"
 
 namespace weft::server {
@@ -53,9 +54,7 @@ const OpMetrics* ServerMetrics::ForOp(const std::string& op) {
   return m.get();
 }
 
-void OpMetrics::Count(Code code) const {
-  std::size_t i = static_cast<std::size_t>(code);
-  if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
+metrics::Counter& OpMetrics::Outcome(std::size_t i) const {
   metrics::Counter* outcome = outcomes_[i].load(std::memory_order_acquire);
   if (!outcome) {
     outcome = &owner_.registry().AddCounter("weft_api_requests_total",
@@ -63,7 +62,26 @@ void OpMetrics::Count(Code code) const {
                                             {{"op", op_}, {"outcome", AsciiLower(CodeName(static_cast<Code>(i)))}});
     outcomes_[i].store(outcome, std::memory_order_release);
   }
-  outcome->Inc();
+  return *outcome;
+}
+
+void OpMetrics::Count(Code code) const {
+  std::size_t i = static_cast<std::size_t>(code);
+  if (i == 0 || i >= outcomes_.size()) i = static_cast<std::size_t>(Code::kInternal);
+  Outcome(i).Inc();
+}
+
+void OpMetrics::Zero() const {
+  for (std::size_t i = static_cast<std::size_t>(Code::kOk); i < outcomes_.size(); ++i) Outcome(i);
+}
+
+void ServerMetrics::StartAtZero(const std::vector<std::string>& ops) {
+  for (const std::string& op : ops) ForOp(op)->Zero();
+  ForOp("unknown")->Zero();  // what an op weftd does not know counts as
+  // The enums count from 0 and ToString names each value ("" past the last).
+  for (int o = 0; !ToString(static_cast<JobOperation>(o)).empty(); ++o)
+    for (const char* outcome : {"succeeded", "failed", "aborted"})
+      JobsFinished(std::string(ToString(static_cast<JobOperation>(o))), outcome);
 }
 
 void OpMetrics::Observe(double seconds_taken) const {
@@ -102,12 +120,14 @@ metrics::Counter* ServerMetrics::HostFinished(const std::string& host_id) {
   return c;
 }
 
+metrics::Counter& ServerMetrics::JobsFinished(const std::string& operation, const std::string& outcome) {
+  return registry_.AddCounter("weft_jobs_finished_total", "Jobs that ended, by operation and outcome.",
+                              {{"operation", operation}, {"outcome", outcome}});
+}
+
 void ServerMetrics::JobFinished(const std::string& operation, const std::string& outcome, double seconds) {
   // Jobs are rare: registering (a lookup under the registry's mutex) per job is fine.
-  registry_
-      .AddCounter("weft_jobs_finished_total", "Jobs that ended, by operation and outcome.",
-                  {{"operation", operation}, {"outcome", outcome}})
-      .Inc();
+  JobsFinished(operation, outcome).Inc();
   registry_
       .AddHistogram("weft_job_duration_seconds", "How long jobs took, from request to end, by operation.",
                     metrics::buckets::kJob, {{"operation", operation}})

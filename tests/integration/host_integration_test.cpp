@@ -1,13 +1,21 @@
 // weftd + weft-host + plugins, as separate processes, driven through the api.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +29,7 @@
 #include "support/temp_dir.hpp"
 #include "support/fast.hpp"
 #include "weft/client/client.hpp"
+#include "weft/common/wire.hpp"
 
 namespace {
 
@@ -617,4 +626,271 @@ TEST_CASE("integration: a second weft-host on a state directory in use is refuse
   CHECK(ExitCode(first.Stop()) == 0);
   first.Start();
   CHECK(WaitFor([&] { return first.Log().find("registered with weftd") != std::string::npos; }, 15s));
+}
+
+namespace {
+
+// Stands in for weftd's provisioner endpoint where a test needs what the real
+// one cannot be made to do on cue: it hands out the tasks the test queues,
+// holds every task.finish unanswered until the test lets them through, and
+// names the attempts the test says in each heartbeat's `stale`. Every other
+// op is answered ok.
+class FakeProvisioner {
+ public:
+  FakeProvisioner() : router_(ctx_, zmq::socket_type::router) {
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = weft::wire::LastEndpoint(router_);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  void Queue(json task) { tasks_.push_back(std::move(task)); }
+  // From now on finishes are answered, the held ones first.
+  void AnswerFinishes() {
+    answer_finishes_ = true;
+    for (Held& h : held_finishes_) Answer(h, {{"task", nullptr}});
+    held_finishes_.clear();
+  }
+  // The bodies of every task.finish received, answered or held, in order.
+  const std::vector<json>& finishes() const { return finishes_; }
+  json stale = json::array();
+
+  // Answers requests until `done` holds (checked between them, at least every
+  // 20 ms) or `timeout` passes; false on timeout.
+  bool ServeUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      zmq::pollitem_t item{static_cast<void*>(router_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(20));
+      if (item.revents & ZMQ_POLLIN) ServeOne();
+      while (!tasks_.empty() && !held_takes_.empty()) {
+        Answer(held_takes_.front(), {{"task", tasks_.front()}});
+        held_takes_.pop_front();
+        tasks_.pop_front();
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Held {
+    weft::wire::Frames envelope;
+    std::string id;
+  };
+
+  void ServeOne() {
+    weft::wire::Frames frames;
+    Held h;
+    if (!weft::wire::RecvMultipart(router_, frames, zmq::recv_flags::dontwait)) return;
+    weft::wire::SplitEnvelope(frames, h.envelope);
+    auto request = weft::wire::DecodeRequest(frames, weft::wire::Limits{}, &h.id);
+    REQUIRE(request.ok());
+    const json body = weft::wire::BodyTree(*request);
+    if (request->op == "host.register") {
+      Answer(h, {{"heartbeat_ms", 200}, {"lease_ms", 60000}});
+    } else if (request->op == "host.heartbeat") {
+      Answer(h, {{"renewed", body.value("in_flight", json::array()).size()}, {"stale", stale}});
+    } else if (request->op == "task.take") {
+      held_takes_.push_back(std::move(h));  // answered when a task is queued
+    } else if (request->op == "task.finish") {
+      finishes_.push_back(body);
+      if (answer_finishes_) {
+        Answer(h, {{"task", nullptr}});
+      } else {
+        held_finishes_.push_back(std::move(h));
+      }
+    } else {
+      Answer(h, json::object());
+    }
+  }
+
+  void Answer(Held& h, json reply) {
+    weft::wire::Frames out = weft::wire::WithEnvelope(
+        h.envelope, weft::wire::EncodeReply(weft::wire::Reply::Success(h.id, std::move(reply))));
+    weft::wire::SendMultipart(router_, out);
+  }
+
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_;
+  std::string endpoint_;
+  std::deque<json> tasks_;
+  std::deque<Held> held_takes_;
+  std::vector<Held> held_finishes_;
+  std::vector<json> finishes_;
+  bool answer_finishes_ = false;
+};
+
+// A fake-automator INSTALL whose result is {"password_length": 6}.
+json ReturningTask(std::int64_t task_id, int latency_ms) {
+  return {{"task_id", task_id},
+          {"attempt", 1},
+          {"plugin", "fake-automator"},
+          {"action", "INSTALL"},
+          {"service", {{"action", {{"fields", {{"latency_ms", latency_ms}, {"password", "secret"}}}}}}}};
+}
+
+// The worker side of the master's channel, played by a test: reads the
+// worker's events (one JSON object a line) and writes commands.
+class Channel {
+ public:
+  explicit Channel(int fd) : fd_(fd) { fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK); }
+  ~Channel() { close(fd_); }
+  // The events that arrived since the last call.
+  std::vector<json> Read() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd_, buf, sizeof buf)) > 0) partial_.append(buf, static_cast<std::size_t>(n));
+    std::vector<json> events;
+    for (std::size_t nl; (nl = partial_.find('\n')) != std::string::npos; partial_.erase(0, nl + 1))
+      events.push_back(json::parse(partial_.substr(0, nl)));
+    return events;
+  }
+  void Send(const json& command) {
+    const std::string line = command.dump() + "\n";
+    REQUIRE(write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+
+ private:
+  int fd_;
+  std::string partial_;
+};
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("integration: a master's cancel that reaches a worker after its plugin returned cancels nothing, and the "
+          "result is reported as it was",
+          "[integration][host]") {
+  // The master asks a worker to cancel an attempt weftd calls stale unless the
+  // worker said that its plugin returned; a cancel sent just before that word
+  // arrives reaches a worker whose task only waits to report. The test plays
+  // the master (the channel) and weftd (FakeProvisioner, holding the finish).
+  TempDir tmp("weft-it");
+  FakeProvisioner weftd;
+  weftd.Queue(ReturningTask(7, 0));
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  REQUIRE(fcntl(fds[1], F_SETFD, 0) == 0);  // the worker's end, inherited
+  const json config = {{"server", weftd.endpoint()},
+                       {"host_id", "h1"},
+                       {"capacity", 1},
+                       {"take_wait_ms", 1000},
+                       {"request_timeout_ms", 60000},  // the held finish is one request
+                       {"task_timeout_ms", 60000},
+                       {"shutdown_grace_ms", 2000},
+                       {"log_level", "info"},
+                       {"workers", 1},
+                       {"worker_memory_limit_mb", 1024},
+                       {"lua_memory_mb", 64},
+                       {"lua_instructions", 2000000000},
+                       {"tenants", json::array()},
+                       {"resource_cache_dir", (tmp / "cache").string()},
+                       {"state_dir", (tmp / "state").string()}};
+  const std::filesystem::path log = tmp / "worker.log";
+  weft::testing::ProcessOptions output;
+  output.stdout_path = log;
+  output.stderr_path = log;
+  Process worker(kBuild / "bin/weft-host",
+                 {"--worker", "--channel-fd", std::to_string(fds[1]), "--threads", "1", "--worker-config",
+                  config.dump(), "--incarnation", "test-1", "--plugin-file",
+                  (kBuild / "plugins/automators/fake_automator.so").string()},
+                 output);
+  close(fds[1]);
+  Channel master(fds[0]);
+  bool ran = false, cancel_sent = false, ended = false;
+  auto as_master = [&] {
+    for (const json& e : master.Read()) {
+      const std::string ev = e.value("ev", "");
+      if (ev == "start") master.Send({{"cmd", "run"}, {"task_id", e["task_id"]}, {"attempt", e["attempt"]}});
+      if (ev == "ran") ran = true;
+      if (ev == "end") ended = true;
+    }
+    // Once the plugin returned and its finish waits at weftd.
+    if (ran && !weftd.finishes().empty() && !cancel_sent) {
+      master.Send({{"cmd", "cancel"},
+                   {"task_id", 7},
+                   {"attempt", 1},
+                   {"reason", "attempt 1 of task 7 is no longer current; weftd cancelled the task or handed it out "
+                              "again"}});
+      cancel_sent = true;
+    }
+  };
+  const std::string not_cancelled =
+      "task 7 attempt 1: not cancelled (attempt 1 of task 7 is no longer current; weftd cancelled the task or "
+      "handed it out again): its plugin had returned already; only its report to weftd was pending";
+  const std::string cancelling = "task 7 attempt 1: cancelling";
+  REQUIRE(weftd.ServeUntil(
+      [&] {
+        as_master();
+        const std::string text = ReadFile(log);
+        return cancel_sent && (text.find(not_cancelled) != std::string::npos ||
+                               text.find(cancelling) != std::string::npos);
+      },
+      30s));
+  // weftd answers now: the finish sent is the plugin's own.
+  weftd.AnswerFinishes();
+  REQUIRE(weftd.ServeUntil(
+      [&] {
+        as_master();
+        return ended;
+      },
+      30s));
+  master.Send({{"cmd", "stop"}});
+  REQUIRE(weftd.ServeUntil([&] { return !worker.running(); }, 30s));
+  const std::string text = ReadFile(log);
+  INFO(text);
+  CHECK(weft::testing::ExitCodeOf(*worker.Wait(0ms)) == 0);
+  CHECK_THAT(text, Catch::Contains(not_cancelled));
+  CHECK_THAT(text, !Catch::Contains(cancelling));
+  REQUIRE(weftd.finishes().size() == 1);
+  const json& finish = weftd.finishes()[0];
+  CHECK(finish["task_id"] == 7);
+  CHECK(finish["status"] == "succeeded");
+  CHECK(finish["result"] == json{{"password_length", 6}});
+}
+
+TEST_CASE("integration: at the end of a stop's grace only the tasks still running are cancelled, not one that "
+          "returned and waits to report",
+          "[integration][host]") {
+  TempDir tmp("weft-it");
+  FakeProvisioner weftd;
+  weftd.Queue(ReturningTask(11, 0));       // returns at once; its finish is held
+  weftd.Queue(ReturningTask(12, 600000));  // runs until cancelled
+  // One worker with two threads, so both tasks are in the same stop's grace.
+  HostOptions options = HostIn(tmp / "host", "h1", weftd.endpoint(), {kBuild / "plugins/automators"}, 2,
+                               "workers = 1\nshutdown_grace_ms = 300\nlog_level = \"debug\"\n");
+  options.request_timeout_ms = 60000;  // the held finish is one request
+  options.take_wait_ms = 1000;
+  Host host(options);
+  REQUIRE(weftd.ServeUntil(
+      [&] {
+        return !weftd.finishes().empty() &&
+               host.Log().find("task 12 attempt 1: fake-automator INSTALL") != std::string::npos;
+      },
+      30s));
+  host.process().Signal(SIGTERM);
+  const std::string grace =
+      "grace period over: cancelling 1 running task(s); they are given up, not reported: weftd queues them again when "
+      "this host leaves, without counting the attempt; 1 task(s) that returned still wait to report to weftd";
+  REQUIRE(weftd.ServeUntil([&] { return host.Log().find("grace period over: ") != std::string::npos; }, 30s));
+  // weftd answers now: the task that returned is reported as it was.
+  weftd.AnswerFinishes();
+  REQUIRE(weftd.ServeUntil([&] { return !host.process().running(); }, 60s));
+  const std::string log = host.Log();
+  INFO(log);
+  CHECK(weft::testing::ExitCodeOf(*host.process().Wait(0ms)) == 0);
+  CHECK_THAT(log, Catch::Contains(grace));
+  CHECK_THAT(log, Catch::Contains("task 12 attempt 1 given up after "));
+  CHECK_THAT(log, !Catch::Contains("task 11 attempt 1 given up"));
+  REQUIRE_FALSE(weftd.finishes().empty());
+  for (const json& finish : weftd.finishes()) {
+    INFO(finish.dump());
+    CHECK(finish["task_id"] == 11);
+    CHECK(finish["status"] == "succeeded");
+    CHECK(finish["result"] == json{{"password_length", 6}});
+  }
 }

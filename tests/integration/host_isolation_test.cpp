@@ -490,3 +490,30 @@ TEST_CASE("isolation: a task of a newly dropped plugin type is handed out at onc
   server.WaitTaskState(fake, "succeeded", 10s);
   CheckNoSanitizerReport(host.Log());
 }
+
+TEST_CASE("isolation: a host started with plugin files that each load slowly probes them at once, not one after the "
+          "other",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  // Each copy of load_hang.so loads only once all three of its probes run at once
+  // (WEFT_TEST_LOAD_RENDEZVOUS; the master's probes inherit its environment).
+  // Probed one after the other, the first would wait for the others until its
+  // probe's bound and be refused as hung, then the next, and so on.
+  const std::filesystem::path slow = tmp / "slow";
+  std::filesystem::create_directories(slow);
+  std::filesystem::create_directories(tmp / "met");
+  for (const char* name : {"a.so", "b.so", "c.so"})
+    std::filesystem::copy_file(kBuild / "plugins/load_hang/load_hang.so", slow / name);
+  REQUIRE(setenv("WEFT_TEST_LOAD_RENDEZVOUS", ((tmp / "met").string() + ":3").c_str(), 1) == 0);
+  // No weftd: the probes run before the host registers.
+  Host host(HostIn(tmp / "host", "h1", "tcp://127.0.0.1:9", {slow}, 1));
+  unsetenv("WEFT_TEST_LOAD_RENDEZVOUS");
+  REQUIRE(WaitFor([&] { return host.Log().find(" plugin(s) loaded, ") != std::string::npos; }, 60s));
+  const std::string log = host.Log();
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("loaded plugin 'load-hang' (automator, version 1.0) from " + (slow / "a.so").string()));
+  // The other two have the same type: refused for that, not for hanging.
+  CHECK_THAT(log, Catch::Contains("1 plugin(s) loaded, 2 refused"));
+  CHECK_THAT(log, !Catch::Contains("hung while loading"));
+  CheckNoSanitizerReport(log);
+}

@@ -288,7 +288,8 @@ TEST_CASE("metrics: with [metrics] enabled = false weftd serves none, and weft-h
   CHECK_FALSE(fs::exists(host.dir() / "state" / "metrics.json"));
 }
 
-TEST_CASE("metrics: an idle weftd serves 0 for the gauges of tasks, running jobs, clusters and nodes",
+TEST_CASE("metrics: an idle weftd serves 0 for the gauges of tasks, running jobs, clusters and nodes, and for its "
+          "counters of requests and jobs",
           "[metrics][integration]") {
   // A dashboard's sum over a gauge with no series shows "No data", not 0.
   TempDir dir("weft-metrics-idle");
@@ -306,8 +307,17 @@ TEST_CASE("metrics: an idle weftd serves 0 for the gauges of tasks, running jobs
   REQUIRE(published);
   for (const char* state : {"queued", "leased"})
     CHECK(Sample(text, "weft_tasks{state=\"" + std::string(state) + "\",tenant=\"default\"}") == 0.0);
-  for (const char* operation : {"create", "delete", "scale", "undo"})
+  for (const char* operation : {"create", "delete", "scale", "undo"}) {
     CHECK(Sample(text, "weft_jobs_running{operation=\"" + std::string(operation) + "\"}") == 0.0);
+    for (const char* outcome : {"succeeded", "failed", "aborted"})
+      CHECK(Sample(text, "weft_jobs_finished_total{operation=\"" + std::string(operation) + "\",outcome=\"" +
+                             outcome + "\"}") == 0.0);
+  }
+  // Every op's requests by outcome start at 0 too (counters, so that rate() sees the first ones).
+  for (const char* op : {"cluster.create", "session.login", "task.take", "unknown"})
+    for (const char* outcome : {"ok", "invalid", "denied", "unavailable", "internal"})
+      CHECK(Sample(text, "weft_api_requests_total{op=\"" + std::string(op) + "\",outcome=\"" + outcome + "\"}") ==
+            0.0);
   for (const char* status : {"pending", "active", "stopped", "incomplete", "inconsistent", "terminated"}) {
     const std::string labels = "{status=\"" + std::string(status) + "\",tenant=\"default\"}";
     CHECK(Sample(text, "weft_clusters" + labels) == 0.0);
@@ -472,12 +482,6 @@ TEST_CASE(
   INFO(prom_log());
   REQUIRE(WaitFor([&] { return HttpGet(prometheus, "/-/ready").status == 200; }, 60s));
 
-  const json job = env.CreateCluster("web");
-  const double seconds =
-      static_cast<double>(job["finished_at_ms"].get<std::int64_t>() - job["created_at_ms"].get<std::int64_t>()) /
-      1000.0;
-  const std::int64_t tasks = PluginTasks(job);
-
   // One instant query's value; nullopt until the series exists.
   const auto query = [&](const std::string& promql) -> std::optional<double> {
     const json reply =
@@ -488,25 +492,44 @@ TEST_CASE(
     return std::stod(result[0]["value"][1].get<std::string>());
   };
   const std::string finished = "weft_jobs_finished_total{job=\"weftd\",operation=\"create\",outcome=\"succeeded\"}";
+  const std::string created = "weft_api_requests_total{job=\"weftd\",op=\"cluster.create\",outcome=\"ok\"}";
+  // Before anything happened Prometheus has the counters, at 0: an increment
+  // of a series that appears only then would be lost to rate() and increase().
+  REQUIRE(WaitFor([&] { return query(finished) == 0.0 && query(created) == 0.0; }, 60s));
+
+  const json job = env.CreateCluster("web");
+  const double seconds =
+      static_cast<double>(job["finished_at_ms"].get<std::int64_t>() - job["created_at_ms"].get<std::int64_t>()) /
+      1000.0;
+  const std::int64_t tasks = PluginTasks(job);
+
   const std::string host_tasks = "sum(weft_host_tasks_total{job=\"weft-host\",outcome=\"succeeded\"})";
-  // Prometheus has the values once it scraped after the job ended.
+  // The job has ended: these counts are final.
+  const json status = env.server.Call("server.status", json::object());
+  const double succeeded = status["tasks"]["succeeded"].get<double>();
+  // Prometheus has the values once it scraped after the job ended. Counters are
+  // read when scraped; the gauges of the reactor's snapshot may be a second or
+  // so older, so the first scrape after the job may not have them yet.
   const bool scraped = WaitFor(
       [&] {
         return query(finished) == 1.0 && query("weft_cluster_creation_seconds_count") == 1.0 &&
-               query(host_tasks) == static_cast<double>(tasks);
+               query(host_tasks) == static_cast<double>(tasks) &&
+               query("weft_tasks_ended{state=\"succeeded\"}") == succeeded;
       },
       60s);
   INFO(prom_log());
   CHECK(scraped);
   CHECK(query(finished) == 1.0);
+  // So the documented rates see the first job and the first request after a start.
+  CHECK(query("increase(" + finished + "[5m])").value_or(0) > 0.5);
+  CHECK(query("sum by (op, outcome) (rate(" + created + "[5m]))").value_or(0) > 0);
   CHECK(query("weft_jobs_running{operation=\"create\"}").value_or(0) == 0.0);
   CHECK(query("weft_cluster_creation_seconds_count") == 1.0);
   CHECK(std::fabs(query("weft_cluster_creation_seconds_sum").value_or(-1) - seconds) < 1e-6);
   // The bucket that holds the creation time counts it; the one below does not.
   CHECK(query("weft_cluster_creation_seconds_bucket{le=\"+Inf\"}") == 1.0);
   CHECK(query(host_tasks) == static_cast<double>(tasks));
-  const json status = env.server.Call("server.status", json::object());
-  CHECK(query("weft_tasks_ended{state=\"succeeded\"}") == status["tasks"]["succeeded"].get<double>());
+  CHECK(query("weft_tasks_ended{state=\"succeeded\"}") == succeeded);
   CHECK(query("up{job=\"weftd\"}") == 1.0);
   CHECK(query("up{job=\"weft-host\"}") == 1.0);
 

@@ -3,6 +3,7 @@
 #include "weft/server/api/router.hpp"
 
 using namespace weft::api;
+using json = nlohmann::json;
 
 namespace {
 
@@ -27,11 +28,24 @@ Response RouteOp(const Router& r, const std::string& op, Endpoint e, Role role) 
 
 }  // namespace
 
-TEST_CASE("router: an unknown op is INVALID and lists the known ops", "[api]") {
-  Response r = RouteOp(MakeRouter(), "task.tkae", Endpoint::kApi, Role::kSuperadmin);
+TEST_CASE("router: an unknown op is INVALID, names the nearest op and lists the ops the caller may send there",
+          "[api]") {
+  Router router = MakeRouter();
+  Response r = RouteOp(router, "debug.enqeue", Endpoint::kApi, Role::kSuperadmin);
   CHECK(r.status.code() == weft::Code::kInvalid);
-  CHECK_THAT(r.status.message(), Catch::Contains("'task.tkae'") && Catch::Contains("debug.enqueue") &&
-                                     Catch::Contains("task.take"));
+  CHECK(r.status.message() == "unknown op 'debug.enqeue' (did you mean 'debug.enqueue'?); the ops you may send here "
+                              "are debug.enqueue");
+  CHECK(r.details["did_you_mean"] == "debug.enqueue");
+  CHECK(r.details["known_ops"] == json({"debug.enqueue"}));
+
+  // A host's op is not offered on the api endpoint, nor an admin's op to a host.
+  Response host = RouteOp(router, "task.tkae", Endpoint::kProvisioner, Role::kHost);
+  CHECK(host.status.message() == "unknown op 'task.tkae' (did you mean 'task.take'?); the ops you may send here are "
+                                 "task.take");
+  Response user = RouteOp(router, "task.tkae", Endpoint::kApi, Role::kUser);
+  CHECK(user.status.message() == "unknown op 'task.tkae'");
+  CHECK_FALSE(user.details.contains("did_you_mean"));
+  CHECK(user.details["known_ops"] == json::array());
 }
 
 TEST_CASE("router: an admin op is DENIED on the provisioner endpoint and to hosts", "[api]") {

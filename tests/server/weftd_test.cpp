@@ -159,10 +159,13 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
     json status_reply = Ok(api.Call("server.status"));
     CHECK(status_reply["protocol"] == 1);
   }
-  // The unknown op's message names the op and lists the known ones.
+  // The unknown op's message names the op and lists the ops the caller may send there (not the hosts').
   json unknown = raw.Call("nope.nope", json::object(), "u");
   CHECK_THAT(unknown["error"]["message"].get<std::string>(),
-             Catch::Contains("nope.nope") && Catch::Contains("server.status") && Catch::Contains("task.take"));
+             Catch::Contains("nope.nope") && Catch::Contains("server.status") && !Catch::Contains("task.take"));
+  json typo = raw.Call("server.stauts", json::object(), "t");
+  CHECK_THAT(typo["error"]["message"].get<std::string>(),
+             Catch::StartsWith("unknown op 'server.stauts' (did you mean 'server.status'?); the ops you may send"));
   CHECK(weftd.process().running());
   ExpectCleanStop(weftd);
 }

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "weft/common/metrics.hpp"
 #include "weft/common/status.hpp"
@@ -36,8 +37,9 @@ namespace weft::server {
 class ServerMetrics;
 
 // One op's requests by outcome (indexed by weft::Code) and its latency. The
-// series are registered the first time the op sees that outcome, so an op
-// nobody calls adds nothing to a scrape. Used by the reactor thread only.
+// counters start at 0 for every outcome (ServerMetrics::StartAtZero); the
+// latency histogram is registered at the op's first request, so an op nobody
+// calls adds no buckets to a scrape.
 class OpMetrics {
  public:
   OpMetrics(ServerMetrics& owner, std::string op) : owner_(owner), op_(std::move(op)) {}
@@ -47,8 +49,12 @@ class OpMetrics {
   }
   void Count(Code code) const;  // by outcome
   void Observe(double seconds_taken) const;
+  // Registers the counter of every outcome, at 0.
+  void Zero() const;
 
  private:
+  metrics::Counter& Outcome(std::size_t code) const;  // registered at its first use
+
   ServerMetrics& owner_;
   const std::string op_;
   // Made at their first use; atomic because weftd's api front records the reads it answers too
@@ -70,6 +76,10 @@ class ServerMetrics {
   metrics::Registry& registry() { return registry_; }
 
   // Registration (not per request).
+  // Every op's requests by outcome and every job operation's ends by outcome,
+  // registered at 0 at start: a counter that appears only at its first
+  // increment loses that increment to Prometheus' rate() and increase().
+  void StartAtZero(const std::vector<std::string>& ops);
   const OpMetrics* ForOp(const std::string& op);
   const TaskTimers* ForTask(const std::string& plugin, const std::string& action);
   metrics::Counter* HostFinished(const std::string& host_id);
@@ -107,6 +117,8 @@ class ServerMetrics {
 
  private:
   using Steady = std::chrono::steady_clock;
+
+  metrics::Counter& JobsFinished(const std::string& operation, const std::string& outcome);
 
   metrics::Registry registry_;
   std::map<std::string, std::unique_ptr<OpMetrics>> ops_;
