@@ -41,6 +41,12 @@ s.test('pages open across a weftd restart show what happened meanwhile, without 
   await other.waitForSelector('[data-testid=retrying]');
   await other.waitForSelector('[data-testid=live-paused]');
   await shot(other, 'outage-clusters-while-weftd-is-down');
+  // A tab opened now cannot even learn who is signed in: it says why, and asks again by itself.
+  const late = await page.context().newPage();
+  late.errors = [];
+  late.on('pageerror', (e) => late.errors.push(e.message));
+  await late.goto('/#/clusters');
+  await late.waitForSelector('[data-testid=login-form] [role=alert]:has-text("weftd cannot be reached")');
 
   await stack.restartWeftd();
   // A job run with the CLI once weftd is back: the open cluster page shows it.
@@ -56,4 +62,7 @@ s.test('pages open across a weftd restart show what happened meanwhile, without 
   assert.equal(await other.$('[role=alert]'), null, 'no error is left on the recovered screen');
   await shot(other, 'outage-clusters-after-weftd-is-back');
   assert.deepEqual(other.errors, []);
+  // The tab opened during the outage finds the session, and shows its screen.
+  await late.waitForSelector('[data-testid=clusters] [data-testid=cluster-link]:has-text("steady")', { timeout: 60000 });
+  assert.deepEqual(late.errors, []);
 });

@@ -1,8 +1,8 @@
 // The app shell: who is signed in, the nav, and which screen the hash names.
-import { html, render, useState, useEffect } from './lib/html.js';
+import { html, render, useState, useEffect, useRef } from './lib/html.js';
 import * as api from './lib/api.js';
 import { useLocation, resolve, href, navigate } from './lib/router.js';
-import { ErrorNote, Loading } from './lib/components.js';
+import { ErrorNote, Loading, retryable } from './lib/components.js';
 import { useLivePaused } from './lib/events.js';
 import { adminRoutes } from './admin/routes.js';
 import { LoginScreen } from './screens/login.js';
@@ -136,12 +136,30 @@ function App() {
   const [bootError, setBootError] = useState(null);
   const [notice, setNotice] = useState(null);
 
+  // While weftd (or weft-web) cannot be reached the session is asked for again,
+  // waiting longer each time, until an answer comes or the user signs in.
+  const boot = useRef({ asking: true, timer: null, delay: 2000 });
   useEffect(() => {
-    api.currentSession().then(setSession, (e) => { setBootError(e); setSession(null); });
-    return api.onUnauthorized(() => {
+    const b = boot.current;
+    const ask = () => api.currentSession().then(
+      (s) => { if (b.asking) { b.asking = false; setBootError(null); setSession(s); } },
+      (e) => {
+        if (!b.asking) return;
+        setBootError(e);
+        setSession(null);
+        if (retryable(e)) {
+          b.timer = setTimeout(ask, b.delay);
+          b.delay = Math.min(b.delay * 2, 30000);
+        } else {
+          b.asking = false;
+        }
+      });
+    ask();
+    const unsubscribe = api.onUnauthorized(() => {
       setNotice('Your session has ended; sign in again.');
       setSession(null);
     });
+    return () => { b.asking = false; clearTimeout(b.timer); unsubscribe(); };
   }, []);
 
   const logout = async () => {
@@ -154,7 +172,7 @@ function App() {
   if (session === undefined) return html`<div class="boot"><${Loading} what="Connecting" /></div>`;
   if (!session) {
     return html`<${LoginScreen} notice=${notice} bootError=${bootError}
-      onLogin=${(s) => { setNotice(null); setBootError(null); setSession(s); }} />`;
+      onLogin=${(s) => { boot.current.asking = false; clearTimeout(boot.current.timer); setNotice(null); setBootError(null); setSession(s); }} />`;
   }
   const passwordChanged = () => {
     api.setCsrfToken(null);
