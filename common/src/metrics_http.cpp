@@ -65,6 +65,23 @@ void SendAll(int fd, const std::string& data) {
 
 }  // namespace
 
+Result<std::unique_ptr<HttpListener>> HttpListener::StartKeepingPort(std::string_view address,
+                                                                     std::string_view previous_url,
+                                                                     std::function<std::string()> render) {
+  constexpr std::string_view kScheme = "http://", kPath = "/metrics";
+  if (address.size() > 2 && address.ends_with(":*") && previous_url.starts_with(kScheme) &&
+      previous_url.ends_with(kPath) && previous_url.size() > kScheme.size() + kPath.size()) {
+    const std::string_view was =
+        previous_url.substr(kScheme.size(), previous_url.size() - kScheme.size() - kPath.size());
+    const std::size_t colon = was.rfind(':');
+    if (colon != std::string_view::npos && was.substr(0, colon) == address.substr(0, address.size() - 2)) {
+      auto again = Start(was, render);
+      if (again.ok()) return again;
+    }
+  }
+  return Start(address, std::move(render));
+}
+
 Result<std::unique_ptr<HttpListener>> HttpListener::Start(std::string_view address,
                                                           std::function<std::string()> render) {
   std::string host, port;

@@ -775,6 +775,7 @@ void Master::Impl::ApplySplit() {
 
 // The workers weftd is told about in heartbeats (host.list shows them).
 void Master::Impl::PublishWorkers() {
+  workers_gauge->Set(static_cast<double>(workers.size()));
   json out = json::array();
   for (const auto& [pid, w] : workers) {
     if (w.slot < 0) continue;
@@ -964,7 +965,6 @@ void Master::Impl::PublishInFlight() {
   for (const auto& [pid, w] : workers) {
     for (const auto& [key, t] : w.tasks) keys.push_back(key);
   }
-  workers_gauge->Set(static_cast<double>(workers.size()));
   in_flight_gauge->Set(static_cast<double>(keys.size()));
   std::lock_guard<std::mutex> lock(mu);
   in_flight = std::move(keys);
@@ -1583,15 +1583,22 @@ void Master::Impl::StartMetrics() {
                               {{{}, bytes}}}};
   });
   if (config.metrics_listen.empty()) return;
-  Result<std::unique_ptr<metrics::HttpListener>> listener =
-      metrics::HttpListener::Start(config.metrics_listen, [this] { return metrics.Render(); });
+  // With `*`, the port of the last start when it is free (metrics.json), as weftd does.
+  const std::filesystem::path file = StateDir(config) / "metrics.json";
+  std::string previous_url;
+  if (std::ifstream in(file); in) {
+    const json previous = json::parse(in, nullptr, false);
+    if (previous.is_object() && previous.contains("metrics") && previous["metrics"].is_string())
+      previous_url = previous["metrics"].get<std::string>();
+  }
+  Result<std::unique_ptr<metrics::HttpListener>> listener = metrics::HttpListener::StartKeepingPort(
+      config.metrics_listen, previous_url, [this] { return metrics.Render(); });
   if (!listener.ok()) {
     WEFT_LOG(kError, kLog) << listener.status().message() << "; serving no metrics";
     return;
   }
   metrics_listener = std::move(*listener);
   const std::string url = "http://" + metrics_listener->address() + "/metrics";
-  const std::filesystem::path file = StateDir(config) / "metrics.json";
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
   const std::filesystem::path tmp = file.string() + ".tmp";

@@ -820,23 +820,13 @@ void Reactor::Shutdown() {
 // The /metrics listener. With port `*` it takes the port it had before
 // (ports.json) when that is free, so a scrape config keeps working across restarts.
 Result<std::unique_ptr<metrics::HttpListener>> Reactor::StartMetrics(ServerMetrics& m) {
-  auto render = [&m] { return m.Render(); };
-  const std::string& listen = config_.metrics.listen;
   const json previous = ReadBoundPorts(config_.server.data_dir);
   auto old = previous.find("metrics");
-  constexpr std::string_view kScheme = "http://", kPath = "/metrics";
-  if (listen.size() > 2 && listen.ends_with(":*") && old != previous.end() && old->is_string()) {
-    std::string_view was = old->get_ref<const std::string&>();
-    if (was.starts_with(kScheme) && was.ends_with(kPath)) {
-      was = was.substr(kScheme.size(), was.size() - kScheme.size() - kPath.size());
-      const std::size_t colon = was.rfind(':');
-      if (colon != std::string_view::npos && was.substr(0, colon) == listen.substr(0, listen.size() - 2)) {
-        auto again = metrics::HttpListener::Start(was, render);
-        if (again.ok()) return again;
-      }
-    }
-  }
-  return metrics::HttpListener::Start(listen, render);
+  return metrics::HttpListener::StartKeepingPort(config_.metrics.listen,
+                                                 old != previous.end() && old->is_string()
+                                                     ? old->get_ref<const std::string&>()
+                                                     : std::string_view(),
+                                                 [&m] { return m.Render(); });
 }
 
 Status Reactor::StartFront() {

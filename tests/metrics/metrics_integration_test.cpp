@@ -194,6 +194,17 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
   const std::string host_url = env.HostMetricsUrl();
   INFO(Tail(env.host.Log()));
   REQUIRE(host_url.rfind("http://127.0.0.1:", 0) == 0);
+  // The host's workers are counted from their start, before any task.
+  std::string idle_host;
+  const bool counted = WaitFor(
+      [&] {
+        idle_host = HttpGet(HostPort(host_url), "/metrics").body;
+        return Sample(idle_host, "weft_host_worker_processes") == 2.0;
+      },
+      30s);
+  INFO(idle_host);
+  CHECK(counted);
+  CHECK(Sample(idle_host, "weft_host_tasks_in_flight") == 0.0);
 
   const json job = env.CreateCluster("web");
   const std::int64_t tasks = PluginTasks(job);
@@ -273,6 +284,34 @@ TEST_CASE("metrics: weftd's and weft-host's /metrics pass promtool and agree wit
     CHECK(families.count(name) == 1);
   }
   CHECK(asked > 20);
+}
+
+TEST_CASE("metrics: weftd and weft-host keep their metrics ports across a restart, so a scrape configuration stays "
+          "valid",
+          "[metrics][integration]") {
+  Env env("weft-metrics-port");
+  const std::string weftd_before = env.WeftdMetricsUrl();
+  REQUIRE(weftd_before.rfind("http://127.0.0.1:", 0) == 0);
+  env.server.Restart();
+  CHECK(env.WeftdMetricsUrl() == weftd_before);
+
+  const std::string before = env.HostMetricsUrl();
+  REQUIRE(before.rfind("http://127.0.0.1:", 0) == 0);
+  const fs::path file = env.host.dir() / "state" / "metrics.json";
+  const json first = json::parse(testing::ReadFile(file));
+  REQUIRE(env.host.Stop() == 0);
+  env.host.Start();
+  // The new process wrote its address (its pid tells the file apart from the old one's).
+  json again;
+  REQUIRE(WaitFor(
+      [&] {
+        again = json::parse(testing::ReadFile(file), nullptr, false);
+        return again.is_object() && again.value("pid", 0) != first.value("pid", 0);
+      },
+      30s));
+  INFO(Tail(env.host.Log()));
+  CHECK(again.value("metrics", std::string()) == before);
+  CHECK(HttpGet(HostPort(before), "/metrics").status == 200);
 }
 
 TEST_CASE("metrics: with [metrics] enabled = false weftd serves none, and weft-host none with metrics_listen empty",

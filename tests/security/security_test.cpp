@@ -888,7 +888,7 @@ TEST_CASE("security: a cluster name another user took is CONFLICT without its id
   weft::wire::Reply r = raw(*alice, "cluster.delete", {{"cluster", "shared"}, {"dryrun", true}});
   CHECK(r.error.code == weft::Code::kInvalid);
   CHECK(r.error.message == "\"dryrun\" is not a field of cluster.delete; did you mean \"dry_run\"?");
-  CHECK(r.error.details["known_fields"] == json({"cluster", "dry_run", "keep_on_failure"}));
+  CHECK(r.error.details["known_fields"] == json({"cluster", "dry_run", "keep_on_failure", "summary"}));
   r = raw(*alice, "cluster.create", {{"name", "x1"}, {"template", "web-fake"}, {"size", 3}, {"dryRun", true}});
   CHECK(r.error.code == weft::Code::kInvalid);
   CHECK(r.error.details["did_you_mean"] == "dry_run");

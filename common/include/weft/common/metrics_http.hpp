@@ -25,6 +25,12 @@ class HttpListener {
   // `address` is HOST:PORT, PORT a number or `*` (any free port); an IPv6
   // host goes in brackets ([::1]:9100).
   static Result<std::unique_ptr<HttpListener>> Start(std::string_view address, std::function<std::string()> render);
+  // Start, except that with PORT `*` it first tries the port of `previous_url`
+  // ("http://HOST:PORT/metrics", the listener's last start; "" for none) when its
+  // HOST is the same: a scrape configuration then stays valid across restarts.
+  static Result<std::unique_ptr<HttpListener>> StartKeepingPort(std::string_view address,
+                                                                std::string_view previous_url,
+                                                                std::function<std::string()> render);
   ~HttpListener();
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
