@@ -142,14 +142,17 @@ s.test('a create that failed and was undone says so at the top of the cluster sc
 s.test('a job waiting for a plugin no live host runs names it in a sentence', async (page, stack) => {
   // weftd's reply as it is when no live host runs the plugin (the rig's host runs them all).
   await page.route('**/api/v1/job.get', async (route) => {
-    const response = await route.fetch();
-    const body = await response.json();
-    if (body.job) body.job.waiting_for_plugins = ['fake-automator', 'fake-provider'];
-    await route.fulfill({ response, json: body });
+    try {
+      const response = await route.fetch();
+      const body = await response.json();
+      if (body.job) body.job.waiting_for_plugins = ['fake-automator', 'fake-provider'];
+      await route.fulfill({ response, json: body });
+    } catch { /* the page closed while the read was under way */ }
   });
   await signIn(page, ALICE);
   const { cluster } = stack.weftJson(['cluster', 'get', 'broken'], { tenant: 'acme' });
   await page.goto(`/#/jobs/${cluster.latest_job}`);
   const note = await page.waitForSelector('[data-testid=waiting-for-plugins]');
   assert.equal(await note.textContent(), 'Waiting for a live host that runs fake-automator, fake-provider.');
+  await page.unrouteAll({ behavior: 'ignoreErrors' });
 });
