@@ -4,7 +4,7 @@
 export { html, h, Fragment, useState, useEffect, useMemo, useCallback, useRef } from '../lib/html.js';
 export * as api from '../lib/api.js';
 export {
-  ErrorNote, Loading, StatusBadge, ProgressBar, Page, Card, ConfirmDialog, KeyValues, retryable,
+  ErrorNote, Loading, StatusBadge, ProgressBar, Page, Card, ConfirmDialog, KeyValues, useAsync,
 } from '../lib/components.js';
 export { dateTime, parseDuration, plural, percent } from '../lib/format.js';
 export { href, navigate } from '../lib/router.js';

@@ -2,40 +2,16 @@
 // loading an op's reply, a JSON view, a button that asks before deleting,
 // list and JSON inputs.
 import {
-  html, useState, useEffect, useCallback, useRef, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime, retryable,
+  html, useState, useEffect, ErrorNote, Loading as ShellLoading, ConfirmDialog, dateTime, useAsync,
 } from './deps.js';
 
 // Runs load() now and again on reload(); keeps the old data on screen while
-// it reloads. A load that failed because weftd could not be reached is tried
-// again by itself, waiting longer each time.
+// it reloads, and drops it when a load fails. A load that failed because weftd
+// could not be reached is tried again by itself, waiting longer each time (the
+// shell's useAsync).
 export function useLoad(load, deps = []) {
-  const [state, setState] = useState({ data: null, error: null, loading: true });
-  const generation = useRef(0);
-  const retry = useRef({ timer: null, delay: 2000, run: null });
-  const run = useCallback(() => {
-    const mine = ++generation.current;
-    clearTimeout(retry.current.timer);
-    setState((s) => ({ ...s, loading: true }));
-    return Promise.resolve().then(load).then(
-      (data) => {
-        if (mine !== generation.current) return;
-        retry.current.delay = 2000;
-        setState({ data, error: null, loading: false });
-      },
-      (error) => {
-        if (mine !== generation.current) return;
-        if (retryable(error)) {
-          const r = retry.current;
-          r.timer = setTimeout(() => r.run && r.run(), r.delay);
-          r.delay = Math.min(r.delay * 2, 30000);
-        }
-        setState({ data: null, error, loading: false });
-      });
-  }, deps);
-  retry.current.run = run;
-  useEffect(() => { run(); }, [run]);
-  useEffect(() => () => { clearTimeout(retry.current.timer); retry.current.run = null; }, []);
-  return { ...state, reload: run };
+  const state = useAsync(load, deps);
+  return state.error ? { ...state, data: null } : state;
 }
 
 // Wraps an action: busy while it runs, its error kept to show beside its button.

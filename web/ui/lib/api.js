@@ -6,7 +6,7 @@
 const BASE = '/api/v1/';
 
 let csrfToken = null;
-let tenantOverride = storedTenant();
+let tenantOverride = storedForTab('weft.tenant');
 const unauthorizedListeners = new Set();
 
 export class ApiError extends Error {
@@ -19,18 +19,24 @@ export class ApiError extends Error {
   }
 }
 
-// The token is also kept for the tab (sessionStorage), so a reload still has
-// it should the session reply ever come without one.
-export function setCsrfToken(token) {
-  csrfToken = token || null;
+// A value kept for the tab (sessionStorage; null or '' removes it); with
+// storage disabled, in memory only.
+function keepForTab(key, value) {
   try {
-    if (csrfToken) sessionStorage.setItem('weft.csrf', csrfToken);
-    else sessionStorage.removeItem('weft.csrf');
+    if (value) sessionStorage.setItem(key, value);
+    else sessionStorage.removeItem(key);
   } catch { /* storage disabled: memory only */ }
 }
 
-function storedCsrfToken() {
-  try { return sessionStorage.getItem('weft.csrf'); } catch { return null; }
+function storedForTab(key) {
+  try { return sessionStorage.getItem(key); } catch { return null; }
+}
+
+// The token is also kept for the tab, so a reload still has it should the
+// session reply ever come without one.
+export function setCsrfToken(token) {
+  csrfToken = token || null;
+  keepForTab('weft.csrf', csrfToken);
 }
 
 // A superadmin acts in another tenant by naming it on every request. The
@@ -38,14 +44,7 @@ function storedCsrfToken() {
 // (the address names no tenant); signing in or out forgets it.
 export function setTenantOverride(tenant) {
   tenantOverride = tenant || null;
-  try {
-    if (tenantOverride) sessionStorage.setItem('weft.tenant', tenantOverride);
-    else sessionStorage.removeItem('weft.tenant');
-  } catch { /* storage disabled: memory only */ }
-}
-
-function storedTenant() {
-  try { return sessionStorage.getItem('weft.tenant'); } catch { return null; }
+  keepForTab('weft.tenant', tenantOverride);
 }
 export function tenantOverrideValue() { return tenantOverride; }
 
@@ -135,7 +134,7 @@ export async function logout() {
 export async function currentSession() {
   try {
     const s = await send('GET', 'session', { quiet401: true });
-    setCsrfToken(s.csrf_token || storedCsrfToken());
+    setCsrfToken(s.csrf_token || storedForTab('weft.csrf'));
     return s;
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) return null;
