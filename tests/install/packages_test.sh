@@ -45,6 +45,9 @@ dupes=$(for p in weftd weft-host weft weft-dev; do
   dpkg-deb --contents "$(deb "$p")" | awk '$1 !~ /^d/ {print $6}'
 done | sort | uniq -d)
 [[ -z $dupes ]] || fail "files in more than one package: $dupes"
+# Each package says what it is in its synopsis (what apt and dpkg -l show).
+synopses=$(for p in weftd weft-host weft weft-dev; do dpkg-deb --field "$(deb "$p")" Description | head -n 1; done)
+[[ -z $(sort <<<"$synopses" | uniq -d) ]] || fail "packages share a synopsis: $synopses"
 for p in weftd weft-host weft; do
   depends=$(dpkg-deb --field "$(deb "$p")" Depends)
   expect_contains "$depends" "libc6" "$p's Depends, computed from its binaries"
