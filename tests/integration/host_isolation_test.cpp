@@ -13,6 +13,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -505,6 +506,44 @@ TEST_CASE("isolation: what a worker wrote last is logged with its task when it d
   CHECK(log.find(last_words) < log.find(failed_line));
   // The host goes on: a new worker serves.
   REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() >= 2; }, 15s));
+  CheckNoSanitizerReport(log);
+}
+
+TEST_CASE("isolation: what a plugin file prints while it is probed is logged, labelled with the file, and only up to "
+          "a limit",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  // probe_chatty prints to stdout and about 150 KB to stderr from its entry point, and loads.
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/probe_chatty"}, 1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  // What it printed to stdout is not taken for the probe's verdict.
+  CHECK(Has(PluginTypes(server), "probe-chatty"));
+  const std::string label = "probe of plugin file " + (kBuild / "plugins/probe_chatty/probe_chatty.so").string() + " ";
+  REQUIRE(WaitFor([&] { return host.Log().find(label + "stderr: ... ") != std::string::npos; }, 15s));
+  const std::string log = host.Log();
+  CHECK_THAT(log, !Catch::Contains("refused plugin"));
+  CHECK_THAT(log, Catch::Contains(label + "stdout: probe-chatty: hello on stdout from the entry point\n"));
+  CHECK_THAT(log, Catch::Contains(label + "stdout: probe-chatty: the last words on stdout, unfinished\n"));
+  CHECK_THAT(log, Catch::Contains(label + "stderr: probe-chatty stderr line 0: the "));
+  // 64 KiB at most, then one line says how much more was dropped.
+  CHECK_THAT(log, !Catch::Contains("probe-chatty stderr line 1999"));
+  const std::regex dropped(RegexQuoted(label) + "stderr: \\.\\.\\. ([0-9]+) more bytes dropped \\(at most 65536 "
+                           "per probe are logged\\)");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, dropped));
+  CHECK(std::stoll(m[1].str()) > 50'000);
+  // Every line it printed is labelled: by its probe, or by the worker that loaded it (no task running yet).
+  std::size_t probed = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("probe-chatty stderr line ") == std::string::npos) continue;
+    INFO(line);
+    const bool by_probe = line.find(label + "stderr: probe-chatty stderr line ") != std::string::npos;
+    if (by_probe) ++probed;
+    CHECK((by_probe || line.find(" stderr, no task running: probe-chatty stderr line ") != std::string::npos));
+  }
+  CHECK(probed > 500);
   CheckNoSanitizerReport(log);
 }
 
