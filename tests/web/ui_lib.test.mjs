@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { duration, parseDuration } from '../../web/ui/lib/format.js';
+import { duration, parseDuration, nodesText } from '../../web/ui/lib/format.js';
 import { parseConfig, groupNodes, planChanges, mergePatch } from '../../web/ui/lib/plan.js';
 import { layoutDag } from '../../web/ui/lib/dag.js';
 import { progressLabel } from '../../web/ui/lib/job.js';
@@ -116,4 +116,12 @@ test('weftd\'s sentences lose the hints that name CLI commands and protocol ops,
     + '(job.abort, `weft job abort 7`)'), "cluster 'a' has job 7 running (scale); wait for it or abort it");
   const plain = 'nothing listens at its address (connection refused); start weftd (the service)';
   assert.equal(withoutCliHints(plain), plain);
+});
+
+test('a cluster\'s header counts the nodes it has, and while a job changes them the size it gets', () => {
+  // A delete sets the size to 0 at its start, while its 3 nodes are still there.
+  assert.equal(nodesText(3, 0, '5'), '3 nodes (0 once job #5 is done)');
+  assert.equal(nodesText(1, 1, null), '1 node');
+  assert.equal(nodesText(4, 5, null), '4 nodes');
+  assert.equal(nodesText(5, 5, '6'), '5 nodes');
 });

@@ -9,7 +9,7 @@ import {
 import { useEvents } from '../lib/events.js';
 import { JobProgress, withJobEvent, jobEnded } from '../lib/job.js';
 import { PlanSummary, PlanChange, parseConfig, mergePatch } from '../lib/plan.js';
-import { ago, until, dateTime, duration, parseDuration, plural } from '../lib/format.js';
+import { ago, until, dateTime, duration, parseDuration, nodesText } from '../lib/format.js';
 
 async function loadCluster(id) {
   const { cluster } = await api.call('cluster.get', { cluster: id });
@@ -183,12 +183,9 @@ export function ClusterScreen({ params }) {
   const blocked = (k) => undeleted.length > 0 && k !== 'scale' && k !== 'lease';
   // weftd runs one job at a time on a cluster: every change waits for the running one.
   const busy = shownJob && !jobEnded(shownJob.status) ? shownJob : null;
-  const nodeCount = (c.nodes || []).length;
-  const nodesText = `${plural(nodeCount, 'node')}${busy && !terminated && c.size !== nodeCount
-    ? ` (${c.size} once job #${busy.id} is done)` : ''}`;
 
   return html`<${Page} title=${html`<span data-testid="cluster-name">${c.name}</span> <${StatusBadge} status=${c.status} />`}
-      subtitle=${`${c.template} · ${nodesText} · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
+      subtitle=${`${c.template} · ${nodesText((c.nodes || []).length, c.size, busy && !terminated ? busy.id : null)} · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
       actions=${terminated ? null : html`
         <button class="button danger" onClick=${() => setConfirmDelete(true)} data-testid="delete-cluster">Delete</button>`}>
     <${ErrorNote} error=${error} onRetry=${reload} />
