@@ -801,7 +801,18 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
 Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string* id_out,
                          std::span<const std::string_view> text_body_ops, Request* out) {
   if (id_out) id_out->clear();
-  WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
+  if (Status within = CheckLimits(frames, limits); !within.ok()) {
+    // Answered with the request's id when its header can be read (too many frames, a payload too large).
+    if (id_out && !frames.empty() && frames[0].size() > 0 && frames[0].size() <= limits.max_header_bytes) {
+      json header;
+      if (FastParser(View(frames[0]), limits.max_depth).Parse(header) && header.is_object()) {
+        auto id = header.find("id");
+        if (id != header.end() && id->is_string() && id->get_ref<const std::string&>().size() <= limits.max_id_bytes)
+          *id_out = id->get<std::string>();
+      }
+    }
+    return within;
+  }
   {
     Request& req = *out;
     // The body comes first (keys in order): whether to keep it as text is

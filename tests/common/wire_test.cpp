@@ -186,8 +186,12 @@ TEST_CASE("wire: limits on frame count and sizes give TOO_LARGE", "[wire]") {
   std::string header = R"({"v":1,"id":"a","op":"x"})";
   std::string id;
   CHECK(DecodeRequest(Raw({header, "1", "2", "3"}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id == "a");  // the header could be read: the reply carries its id
+  id.clear();
   CHECK(DecodeRequest(Raw({header, "123456789"}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id == "a");
   CHECK(DecodeRequest(Raw({std::string(65, ' ')}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id.empty());  // a header over its limit is not read
   CHECK(DecodeRequest(Raw({header, "12345678"}), small, &id).ok());
   Limits tiny_total = small;
   tiny_total.max_total_bytes = 30;
