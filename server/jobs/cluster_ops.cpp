@@ -457,7 +457,7 @@ class ClusterOps {
         if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
         job.target.spec["config"] = config;
       }
-      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
+      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "", false));
       job.extras.restart = restart;
     } else if (op == JobOperation::kUpgrade) {
       WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
@@ -580,10 +580,10 @@ class ClusterOps {
 
   Response List(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
+    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "", false));
     // No limit: every cluster, in one reply.
     WEFT_TRY_ASSIGN(limit,
-                    jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
+                    jsonf::Int(body, "limit", "", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));
     // The body as text (see AppendClusterSummary), never a tree. In id order,
     // so a page starts right after the last one's last cluster.
@@ -650,7 +650,7 @@ class ClusterOps {
 
   Response JobList(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 100));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, kMaxListed, 100));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kJobCursor, "job.list"));
     std::string cluster_id;
     std::map<std::string, std::string> names;  // cluster id -> name, for people reading the list
