@@ -112,28 +112,6 @@ std::set<std::string> ServicesOn(const json& layout) {
   return out;
 }
 
-Result<std::vector<std::string>> NameList(const json& body, const char* key, bool required) {
-  std::vector<std::string> out;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) {
-    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
-    return out;
-  }
-  if (!it->is_array())
-    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& v = (*it)[i];
-    if (!v.is_string() || v.get<std::string>().empty())
-      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
-                             jsonf::Brief(v));
-    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
-      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
-    out.push_back(v.get<std::string>());
-  }
-  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
-  return out;
-}
-
 // The status a cluster has once `op` succeeded: `stopped` after a stop of every
 // service, and it stays so until an operation starts services again (start,
 // restart, a rollback or a reconfigure with restart); otherwise `active`.
@@ -267,7 +245,7 @@ class ClusterOps {
           value;
       overrides_json[key] = value;
     }
-    WEFT_TRY_ASSIGN(services, NameList(body, "services", false));
+    WEFT_TRY_ASSIGN(services, catalog::ServiceNameList(body, "services", false));
     if (!services.empty()) {
       overrides.services = services;
       overrides_json["services"] = services;
@@ -431,7 +409,7 @@ class ClusterOps {
       job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
     } else if (op == JobOperation::kAddServices) {
-      WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(added, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> want = ServicesOn(job.before.layout);
       for (const std::string& s : added) {
         if (want.count(s))
@@ -448,7 +426,7 @@ class ClusterOps {
       }
       job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
     } else if (op == JobOperation::kRemoveServices) {
-      WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(removed, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> keep = ServicesOn(job.before.layout);
       for (const std::string& s : removed)
         if (!keep.erase(s))
@@ -464,7 +442,7 @@ class ClusterOps {
       for (const std::string& s : removed) job.target.spec["services"].erase(s);
       job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
     } else if (op == JobOperation::kStart || op == JobOperation::kStop || op == JobOperation::kRestart) {
-      WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
+      WEFT_TRY_ASSIGN(only, catalog::ServiceNameList(body, "services", false));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       for (const std::string& s : only)
         if (!on.count(s))
@@ -479,7 +457,7 @@ class ClusterOps {
         if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
         job.target.spec["config"] = config;
       }
-      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
+      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "", false));
       job.extras.restart = restart;
     } else if (op == JobOperation::kUpgrade) {
       WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
@@ -602,10 +580,10 @@ class ClusterOps {
 
   Response List(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
+    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "", false));
     // No limit: every cluster, in one reply.
     WEFT_TRY_ASSIGN(limit,
-                    jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
+                    jsonf::Int(body, "limit", "", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));
     // The body as text (see AppendClusterSummary), never a tree. In id order,
     // so a page starts right after the last one's last cluster.
@@ -672,7 +650,7 @@ class ClusterOps {
 
   Response JobList(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 100));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, kMaxListed, 100));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kJobCursor, "job.list"));
     std::string cluster_id;
     std::map<std::string, std::string> names;  // cluster id -> name, for people reading the list
