@@ -206,7 +206,13 @@ TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and
   CHECK_THAT(fraction.status().message(), Catch::StartsWith("job must be a job id, a whole number from 1 up"));
 
   // No host runs the fake plugins, so the create job waits; the lease is the cluster's already.
-  REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}).exit_code == 0);
+  REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3", "--config",
+                       R"({"shop":{"currency":"EUR"}})"})
+              .exit_code == 0);
+  // The table shows the config the cluster's tasks get.
+  RunResult got = server.Weft({"cluster", "get", "shop"});
+  INFO(got.out << got.err);
+  CHECK_THAT(got.out, Catch::Contains(R"("shop":{"currency":"EUR"})"));
   RunResult extend = server.Weft({"cluster", "extend-lease", "shop", "--lease", "10d"});
   INFO(extend.err);
   CHECK(extend.exit_code == 1);
