@@ -274,6 +274,14 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
     const std::int64_t left = expire - SystemClock::Instance().NowMs();
     kv.Add("lease", left > 0 ? "expires in " + Duration(left) : "expired");
   }
+  // The config its tasks get (the template's defaults with what create and reconfigure set), on one line.
+  if (const json config = c.value("config", json::object()); config.is_object() && !config.empty()) {
+    constexpr std::size_t kShown = 160;
+    std::string text = config.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > kShown)
+      text = text.substr(0, kShown) + "... (" + std::to_string(text.size()) + " bytes; -o json shows it all)";
+    kv.Add("config", Printable(text));
+  }
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
