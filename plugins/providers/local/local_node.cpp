@@ -894,14 +894,11 @@ bool ProcessAlive(pid_t pid) {
 
 bool SshdRunning(const Node& node) {
   if (!ProcessAlive(node.pid)) return false;
-  // The command line, NUL-separated: `sshd -D -f <dir>/sshd_config -E ...`.
-  std::vector<std::string> args;
-  std::istringstream cmdline(ReadFile("/proc/" + std::to_string(node.pid) + "/cmdline"));
-  for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
-  const auto f = std::find(args.begin(), args.end(), "-f");
-  if (f == args.end() || std::next(f) == args.end()) return false;
-  std::error_code ec;
-  return fs::equivalent(*std::next(f), node.dir / "sshd_config", ec);
+  // `sshd -D -f <dir>/sshd_config ...`, NUL-separated, or as sshd retitles
+  // itself (`sshd: /usr/sbin/sshd -D -f ... [listener] ...`): the node's id
+  // (its directory's name, unique) names its config whatever the state_dir's spelling.
+  const std::string cmdline = ReadFile("/proc/" + std::to_string(node.pid) + "/cmdline");
+  return !node.id.empty() && cmdline.find("/" + node.id + "/sshd_config") != std::string::npos;
 }
 
 Result<Node> StartNode(const NodeOptions& o) {
