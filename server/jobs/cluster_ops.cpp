@@ -112,28 +112,6 @@ std::set<std::string> ServicesOn(const json& layout) {
   return out;
 }
 
-Result<std::vector<std::string>> NameList(const json& body, const char* key, bool required) {
-  std::vector<std::string> out;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) {
-    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
-    return out;
-  }
-  if (!it->is_array())
-    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& v = (*it)[i];
-    if (!v.is_string() || v.get<std::string>().empty())
-      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
-                             jsonf::Brief(v));
-    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
-      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
-    out.push_back(v.get<std::string>());
-  }
-  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
-  return out;
-}
-
 // The status a cluster has once `op` succeeded: `stopped` after a stop of every
 // service, and it stays so until an operation starts services again (start,
 // restart, a rollback or a reconfigure with restart); otherwise `active`.
@@ -267,7 +245,7 @@ class ClusterOps {
           value;
       overrides_json[key] = value;
     }
-    WEFT_TRY_ASSIGN(services, NameList(body, "services", false));
+    WEFT_TRY_ASSIGN(services, catalog::ServiceNameList(body, "services", false));
     if (!services.empty()) {
       overrides.services = services;
       overrides_json["services"] = services;
@@ -431,7 +409,7 @@ class ClusterOps {
       job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
     } else if (op == JobOperation::kAddServices) {
-      WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(added, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> want = ServicesOn(job.before.layout);
       for (const std::string& s : added) {
         if (want.count(s))
@@ -448,7 +426,7 @@ class ClusterOps {
       }
       job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
     } else if (op == JobOperation::kRemoveServices) {
-      WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(removed, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> keep = ServicesOn(job.before.layout);
       for (const std::string& s : removed)
         if (!keep.erase(s))
@@ -464,7 +442,7 @@ class ClusterOps {
       for (const std::string& s : removed) job.target.spec["services"].erase(s);
       job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
     } else if (op == JobOperation::kStart || op == JobOperation::kStop || op == JobOperation::kRestart) {
-      WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
+      WEFT_TRY_ASSIGN(only, catalog::ServiceNameList(body, "services", false));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       for (const std::string& s : only)
         if (!on.count(s))
