@@ -354,12 +354,12 @@ void RegisterEventsCommands(CommandTable& table) {
                  "One line per event until interrupted (-o json: one JSON object per line, with\n"
                  "its topic). Without options: every event you may see (a tenant admin their\n"
                  "tenant's, a user those of the clusters they own, and of each cluster they\n"
-                 "create later from the moment its `created by` line shows: the job's first\n"
-                 "events may come before it, see `weft job show`). When weftd restarts it says\n"
-                 "so and reconnects by itself; a key weftd no longer knows (revoked) ends it\n"
-                 "with exit code 1. Events missed\n"
-                 "(published while away, or dropped for a slow reader) are told in one line on\n"
-                 "stderr: read the state back then with `weft job show` or `weft cluster get`.",
+                 "create later from just after its `created by` line: the job's first events\n"
+                 "may come before, see `weft job show`). When weftd restarts it says so and\n"
+                 "reconnects by itself; a key weftd no longer knows (revoked) ends it with exit\n"
+                 "code 1. Events missed (published while away, or dropped for a slow reader)\n"
+                 "are told in one line on stderr: read the state back then with `weft job show`\n"
+                 "or `weft cluster get`.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's events (name or id)"},
                        {.name = "--job", .value_name = "J", .help = "only this job's events and its tasks'"}},
              .args = {},
