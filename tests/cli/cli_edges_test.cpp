@@ -188,6 +188,22 @@ TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and
   CHECK_THAT(too_long.err, Catch::Contains("a lease of 30d is longer than template 'web-fake' allows (7d, "
                                            "administration.leaseduration.max)"));
   CHECK_THAT(too_long.err, !Catch::Contains(" ms"));
+  // Through the api: lease_ms is milliseconds, and 0 asks for no lease at all.
+  Result<json> as_text = server.TryCall(
+      "cluster.create", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}, {"lease_ms", "1d"}});
+  REQUIRE_FALSE(as_text.ok());
+  CHECK_THAT(as_text.status().message(),
+             Catch::StartsWith("lease_ms must be a whole number of milliseconds from 0 (no lease) to ") &&
+                 Catch::EndsWith("got \"1d\" (a duration such as 1d is what the CLI's --lease takes)"));
+  Result<json> none =
+      server.TryCall("cluster.create", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}, {"lease_ms", 0}});
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.status().message(),
+             Catch::StartsWith("no lease (lease_ms 0: a cluster that never expires) is longer than template "
+                               "'web-fake' allows (7d"));
+  Result<json> fraction = server.TryCall("job.get", {{"job", 1.5}});
+  REQUIRE_FALSE(fraction.ok());
+  CHECK_THAT(fraction.status().message(), Catch::StartsWith("job must be a job id, a whole number from 1 up"));
 
   // No host runs the fake plugins, so the create job waits; the lease is the cluster's already.
   REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}).exit_code == 0);
