@@ -1683,6 +1683,7 @@ Status Store::Begin() {
   if (in_transaction_) return Status::Internal("Store::Begin inside a transaction");
   WEFT_RETURN_IF_ERROR(impl_->db->Begin());
   in_transaction_ = true;
+  ++transactions_begun_;
   return Status::Ok();
 }
 
