@@ -693,6 +693,10 @@ class Store {
   // deleted version's included, while the resource exists).
   [[nodiscard]] Result<std::int64_t> TakeResourceVersion(std::string_view tenant, std::string_view type,
                                                          std::string_view name);
+  // The number the resource's next version would get (1 when it does not exist): one
+  // above every number it ever gave, a deleted version's included (an export).
+  [[nodiscard]] Result<std::int64_t> ResourceNextVersion(std::string_view tenant, std::string_view type,
+                                                         std::string_view name);
   // Sets the counter so that the next version is at least `next_version` (an import).
   [[nodiscard]] Status RaiseResourceVersion(std::string_view tenant, std::string_view type, std::string_view name,
                                             std::int64_t next_version);
