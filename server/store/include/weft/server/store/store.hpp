@@ -386,6 +386,8 @@ struct StoreOptions {
   int reconnect_timeout_ms = 60'000;
   // PostgreSQL only: a call unanswered for this long closes the connection (0: no limit).
   int call_timeout_ms = 15'000;
+  // PostgreSQL only: a new connection gives up on a server that has not answered for this long.
+  int connect_timeout_ms = 5'000;
   // A second connection, beside the one that writes, that only reads (weftd's
   // api reads on their own thread): on SQLite it runs no checkpoints.
   bool reader = false;
