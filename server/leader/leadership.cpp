@@ -175,6 +175,9 @@ Status Leadership::Reconnect() {
 }
 
 Status Leadership::Adopt(pg_conn* made) {
+  // A lock held on a connection that ended went with it.
+  holding_lock_ = false;
+  round_ticket_ = 0;
   conn_ = std::make_unique<Conn>();
   conn_->pg = made;
   if (!conn_->ok()) {
@@ -380,15 +383,32 @@ void Leadership::Renew() {
 Result<Leadership::Change> Leadership::TryTakeOver() {
   // Not on a server that a promotion superseded, nor before that was checked (the check logs why).
   if (timeline_ && !timeline_->MayLead().ok()) {
+    if (holding_lock_) {
+      // A round asked for at the takeover found this server superseded: the lock is the next weftd's.
+      holding_lock_ = false;
+      round_ticket_ = 0;
+      WEFT_RETURN_IF_ERROR(conn_->Exec(std::string("SELECT pg_advisory_unlock(") + kLockArgs + ")").status());
+    }
     WEFT_RETURN_IF_ERROR(ReadLeader());
     return Change::kNone;
   }
-  WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
-  if (lock->rows() != 1 || lock->text(0, 0) != "t") {
-    WEFT_RETURN_IF_ERROR(ReadLeader());
-    if (known_leader_.value("renewed_ms_ago", std::int64_t{0}) > options_.lease_ms) WEFT_RETURN_IF_ERROR(EndStaleLeader());
-    return Change::kNone;
+  if (!holding_lock_) {
+    WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
+    if (lock->rows() != 1 || lock->text(0, 0) != "t") {
+      WEFT_RETURN_IF_ERROR(ReadLeader());
+      if (known_leader_.value("renewed_ms_ago", std::int64_t{0}) > options_.lease_ms)
+        WEFT_RETURN_IF_ERROR(EndStaleLeader());
+      return Change::kNone;
+    }
+    holding_lock_ = true;
+    // The last round of the timeline check may be from before a promotion
+    // (they run every timeline_check_ms): the takeover waits, holding the
+    // lock, for one that starts now (a few milliseconds when every listed
+    // server answers), so that it never leads on an old primary it could
+    // have told from the promoted one.
+    if (timeline_) round_ticket_ = timeline_->AskRound();
   }
+  if (round_ticket_ != 0 && !timeline_->RoundDone(round_ticket_)) return Change::kNone;
   // The lock is ours: no other weftd can be taking over. Transactions of a
   // stale leader that hold the row are ended; then the new epoch.
   static constexpr const char* kEndStaleWriters =
@@ -404,6 +424,8 @@ Result<Leadership::Change> Leadership::TryTakeOver() {
   std::int64_t epoch = 0;
   if (r.ok()) epoch = (*r)->number(0, 0);
   if (r.ok()) r = conn_->Exec("COMMIT");
+  holding_lock_ = false;
+  round_ticket_ = 0;
   if (!r.ok()) {
     (void)conn_->Exec("ROLLBACK");
     // Let another weftd try: this one may be the slow one.

@@ -149,6 +149,10 @@ class Leadership {
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
   std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
+  // A follower that got the leader's lock and waits, holding it, for the
+  // timeline check's round asked for then (round_ticket_; 0: none) before it takes over.
+  bool holding_lock_ = false;
+  std::int64_t round_ticket_ = 0;
   std::string connect_error_;  // why the last Connect failed; "" once one succeeded (guarded by mu_)
   std::string last_failure_;   // why the last attempt that ended failed, one line (guarded by mu_)
   std::string peer_ = "PostgreSQL";  // "PostgreSQL at HOST:PORT" of the last connection (guarded by mu_)
