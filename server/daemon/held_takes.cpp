@@ -18,12 +18,14 @@ HeldTakes::HeldTakes(const Config& config, const Clock& clock, queue::TaskQueue&
     : config_(config), clock_(clock), queue_(queue), dispatcher_(dispatcher), registry_(registry) {
   dispatcher_.set_runner_listener(
       [this](const std::string& host_id, const std::string& runner) { Supersede(host_id, runner); });
+  dispatcher_.set_replaced_listener(
+      [this](const std::string& host_id, const std::string& incarnation) { ProcessReplaced(host_id, incarnation); });
 }
 
 void HeldTakes::Hold(Pending p) {
   waiters_.push_back(Waiter{std::move(p.envelope), std::move(p.id), p.response.held_host_id,
                             std::move(p.response.held_tenant), std::move(p.response.held_runner),
-                            p.response.held_until_ms, std::move(p.key)});
+                            std::move(p.response.held_incarnation), p.response.held_until_ms, std::move(p.key)});
   const Waiter& w = waiters_.back();
   if (!w.runner.empty()) by_runner_[RunnerKey(w.host_id, w.runner)] = std::prev(waiters_.end());
 }
@@ -43,6 +45,17 @@ void HeldTakes::Supersede(const std::string& host_id, const std::string& runner)
   by_runner_.erase(indexed);
   superseded_.push_back(std::move(*it));
   waiters_.erase(it);
+}
+
+void HeldTakes::ProcessReplaced(const std::string& host_id, const std::string& incarnation) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->host_id != host_id || it->incarnation.empty() || it->incarnation == incarnation) {
+      ++it;
+      continue;
+    }
+    replaced_.emplace_back(std::move(*it), incarnation);
+    it = Erase(it);
+  }
 }
 
 std::optional<std::int64_t> HeldTakes::NextDeadlineMs() const {
@@ -68,6 +81,16 @@ bool HeldTakes::Serve(std::vector<Pending>* out, bool force, std::chrono::steady
                                  "' sent a newer task.take, which replaces this one"))));
   }
   superseded_.clear();
+  for (auto& [w, now_incarnation] : replaced_) {
+    out->push_back(Answer(
+        w, api::Response::Error(
+               Status::Conflict("this process (incarnation " + w.incarnation + ") no longer acts for host '" +
+                                w.host_id + "': another process (incarnation " + now_incarnation +
+                                ") registered under that id while this task.take was held, so it gets no task; "
+                                "stop this process's tasks and register again (refused while that process is live)"),
+               {{"reason", "process_replaced"}, {"host_id", w.host_id}})));
+  }
+  replaced_.clear();
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (!KeyInForce(*it)) {
       // Revoked by any path (host.revoke, a new key by enrollment or accept):
@@ -109,6 +132,8 @@ void HeldTakes::AnswerAll(std::vector<Pending>* out, const Status& status) {
   by_runner_.clear();
   for (Waiter& w : superseded_) out->push_back(Answer(w, api::Response::Error(status)));
   superseded_.clear();
+  for (auto& [w, unused] : replaced_) out->push_back(Answer(w, api::Response::Error(status)));
+  replaced_.clear();
 }
 
 bool HeldTakes::KeyInForce(const Waiter& w) const {

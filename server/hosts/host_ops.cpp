@@ -82,8 +82,10 @@ class HostOps {
   // CONFLICT when the request names an incarnation other than the registered process's.
   std::optional<Response> RefuseReplaced(Host& host, std::string_view incarnation, const char* op) const;
   Response Finish(const FinishFields& finish);
-  // The next task for `host_id`, or a held response that the reactor answers later.
-  Response TakeOrHold(const std::string& host_id, const TakeRequest& take);
+  // The next task for `host_id`, or a held response that the reactor answers later;
+  // `incarnation`, the asking process's, lets a held take end when another process
+  // registers under the host id.
+  Response TakeOrHold(const std::string& host_id, const TakeRequest& take, std::string_view incarnation);
   static Response FencingError(const Status& s, const queue::Conflict& conflict);
 
   HostOpsDeps d_;
@@ -245,7 +247,7 @@ Response HostOps::HostRegister(const Call& call) {
     }
     s = d_.queue.ReleaseHost(host_id, "host '" + host_id + "' started again (a new process registered)");
     if (!s.ok()) return Response::Error(s);
-    d_.dispatcher.ForgetHost(host_id);
+    d_.dispatcher.ProcessReplaced(host_id, incarnation);
   }
   const std::size_t plugin_count = h.descriptors.size();
   d_.hosts.Put(std::move(h));
@@ -369,7 +371,7 @@ Response HostOps::TaskTake(const Call& call) {
         if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
         d_.hosts.Learn(*host, incarnation, call.principal.key);
         d_.hosts.Seen(*host);
-        return TakeOrHold(host->record.id, *take);
+        return TakeOrHold(host->record.id, *take, incarnation);
       }
     }
   }
@@ -382,10 +384,10 @@ Response HostOps::TaskTake(const Call& call) {
   if (auto refused = RefuseReplaced(*host, incarnation, "task.take")) return std::move(*refused);
   d_.hosts.Learn(*host, incarnation, call.principal.key);
   d_.hosts.Seen(*host);
-  return TakeOrHold(host->record.id, take);
+  return TakeOrHold(host->record.id, take, incarnation);
 }
 
-Response HostOps::TakeOrHold(const std::string& host_id, const TakeRequest& take) {
+Response HostOps::TakeOrHold(const std::string& host_id, const TakeRequest& take, std::string_view incarnation) {
   if (!take.runner.empty()) {
     Status s = d_.dispatcher.RunnerTakes(host_id, take.runner);
     if (!s.ok()) return Response::Error(s);
@@ -397,6 +399,7 @@ Response HostOps::TakeOrHold(const std::string& host_id, const TakeRequest& take
   held.held_host_id = host_id;
   held.held_tenant = take.tenant;
   held.held_runner = take.runner;
+  held.held_incarnation = incarnation;
   held.held_until_ms = d_.clock.NowMs() + take.wait_ms;
   return held;
 }
@@ -603,7 +606,7 @@ Response HostOps::Finish(const FinishFields& finish) {
   Status s = d_.queue.Finish(f, &conflict);
   d_.dispatcher.Acknowledged(f.task_id, f.attempt);
   if (!s.ok()) return FencingError(s, conflict);
-  if (finish.next) return TakeOrHold(f.host_id, *finish.next);
+  if (finish.next) return TakeOrHold(f.host_id, *finish.next, {});
   return Response::Ok(json::object());
 }
 

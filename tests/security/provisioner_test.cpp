@@ -334,6 +334,48 @@ TEST_CASE("provisioner: a runner's newer take replaces its held one, which gets 
   CHECK_THAT(replaced->error.message, Catch::Contains("newer task.take"));
 }
 
+TEST_CASE("provisioner: a take held by a process that another one replaced under its host id gets no task",
+          "[security]") {
+  Secured s;  // silent_after_ms 5000
+  zmq::context_t ctx(1);
+  const weft::curve::KeyPair key = Enroll(ctx, s, s.Token(), "h1");
+  json first = Register("h1");
+  first["incarnation"] = "100-a";
+  // The process holds a take open on a connection that stays up (a machine that
+  // died behind a connection weftd still sees as open)...
+  Peer old_process(ctx, s, key);
+  REQUIRE(old_process.Call("host.register", first).ok);
+  old_process.Send("task.take", {{"host_id", "h1"}, {"incarnation", "100-a"}, {"wait_ms", 30000}});
+  REQUIRE(old_process.Call("server.status", json::object()).ok);  // answered in order: the take is held
+  // ...and once it was silent for silent_after_ms, another process registers under the id.
+  json second = Register("h1");
+  second["incarnation"] = "200-b";
+  Peer new_process(ctx, s, key);
+  weft::wire::Reply registered;
+  REQUIRE(WaitFor(
+      [&] {
+        registered = new_process.Call("host.register", second);
+        return registered.ok;
+      },
+      30s));
+
+  weft::client::Client api(ctx, weft::client::FromCredential(s.admin(), 5000));
+  const json task_id = EnqueueOne(api, 3);
+  // The earlier process's take ends refused, as its other requests would be; the task is not its.
+  std::optional<weft::wire::Reply> held = old_process.Receive(10s);
+  REQUIRE(held);
+  INFO(held->body.dump() << held->error.message);
+  CHECK_FALSE(held->ok);
+  CHECK(held->error.code == weft::Code::kConflict);
+  CHECK(held->error.details.value("reason", "") == "process_replaced");
+  CHECK_THAT(held->error.message, Catch::Contains("incarnation 200-b") && Catch::Contains("gets no task"));
+  weft::wire::Reply taken = new_process.Call("task.take", {{"host_id", "h1"}, {"incarnation", "200-b"}});
+  REQUIRE(taken.ok);
+  REQUIRE(taken.body["task"].is_object());
+  CHECK(taken.body["task"]["task_id"] == task_id);
+  CHECK(taken.body["task"]["attempt"] == 1);
+}
+
 TEST_CASE("provisioner: an attempt the runner named stays its own when it takes again", "[security]") {
   Secured s;
   zmq::context_t ctx(1);

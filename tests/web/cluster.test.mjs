@@ -102,12 +102,43 @@ s.test('scale the cluster with a preview of what changes', async (page) => {
   await page.fill('[data-testid=scale-size]', '5');
   await page.click('.modal button:has-text("Preview")');
   await page.waitForSelector('.modal [data-testid=plan-summary]');
+  // The preview says what changes, besides the layout afterwards: one node more, and what it gets.
+  assert.match(await page.textContent('.modal [data-testid=plan-created]'), /^Adds 1 node: /);
+  const added = (await page.textContent('.modal [data-testid=plan-created] .mono')).trim();
+  assert.equal(await page.$('.modal [data-testid=plan-deleted]'), null, 'a scale up deletes nothing');
+  assert.match(await page.textContent('.modal [data-testid=plan-services]'), /fake-base.*installed on 1 node/);
   await shot(page, 'scale-preview');
   await page.click('[data-testid=run-change]');
   await page.waitForSelector('[data-testid=job-progress][data-status=running], [data-testid=job-progress][data-status=succeeded]');
   await page.waitForFunction(() => document.querySelector('[data-testid=job-progress]')?.textContent.includes('scale'));
   await waitJob(page, 'succeeded');
   await page.waitForFunction(() => document.querySelectorAll('[data-testid=nodes] tbody tr').length === 5);
+
+  // A rollback's preview names the node it would delete: the one the scale added.
+  await page.click('[data-testid=action-rollback]');
+  await page.click('.modal button:has-text("Preview")');
+  assert.equal((await page.textContent('.modal [data-testid=plan-deleted]')).trim(), `Deletes 1 node: ${added}`);
+  await shot(page, 'rollback-preview');
+  await page.click('[role=dialog] [aria-label=Close]');
+
+  // A reconfigure's preview shows the config it applies and what it makes of the
+  // cluster's; once it ran, the cluster's screen shows its config.
+  assert.match(await page.textContent('[data-testid=cluster-config]'), /"port": "8080"/);
+  await page.click('[data-testid=action-reconfigure]');
+  await page.fill('.modal textarea', '{"fake-nginx": {"listen_port": "8081"}}');
+  await page.click('.modal button:has-text("Preview")');
+  const config = await page.textContent('.modal [data-testid=plan-config]');
+  assert.match(config, /Config applied/);
+  assert.match(config, /"listen_port": "8081"/);
+  assert.match(await page.textContent('.modal [data-testid=plan-config] > div:last-child'), /"port": "8080"[\s\S]*"listen_port": "8081"/,
+    'afterwards: the patch merged into the cluster\'s config');
+  assert.match(await page.textContent('.modal [data-testid=plan-services]'), /configured on 5 nodes/);
+  await shot(page, 'reconfigure-preview');
+  await page.click('[data-testid=run-change]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=job-progress]')?.textContent.includes('reconfigure'));
+  await waitJob(page, 'succeeded');
+  await page.waitForSelector('[data-testid=cluster-config]:has-text("8081")');
+  assert.match(await page.textContent('[data-testid=cluster-config]'), /"port": "8080"/);
 });
 
 s.test('delete asks for the cluster\'s name first, then the cluster ends terminated', async (page) => {

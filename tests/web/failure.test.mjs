@@ -59,6 +59,29 @@ s.test('the failed task\'s message and output are on the job screen', async (pag
   await page.click('[role=dialog] button:has-text("Cancel")');
 });
 
+s.test('after a retry the job screen still shows what failed in the earlier run', async (page, stack) => {
+  await signIn(page, ALICE);
+  const { cluster } = stack.weftJson(['cluster', 'get', 'broken'], { tenant: 'acme' });
+  const id = String(cluster.latest_job);
+  await page.goto(`/#/jobs/${id}`);
+  await page.click('[data-testid=retry]');
+  await page.click('[data-testid=confirm]');
+  // The retried run fails again (fake-redis's START always fails): the CLI lists run 1's failures.
+  await waitFor(() => {
+    const { job } = stack.weftJson(['job', 'show', id], { tenant: 'acme' });
+    return job.status === 'failed' && (job.history || []).length === 1;
+  }, 'the retried job to fail again', 120000);
+  assert.match(stack.weftOk(['job', 'show', id], { tenant: 'acme' }), /earlier runs[\s\S]*fails because fail_actions lists it/);
+  const earlier = await page.waitForSelector('[data-testid=earlier-runs] [data-testid=earlier-failed-tasks][data-run="1"]',
+    { timeout: 60000 });
+  const text = await earlier.textContent();
+  assert.match(text, /What failed in run 1/);
+  assert.match(text, /START/);
+  assert.match(text, /fails because fail_actions lists it/);
+  assert.match(await page.textContent('[data-testid=earlier-failed-tasks] [data-testid=stdout]'), /fake: waits/);
+  await shot(page, 'job-earlier-run-failures');
+});
+
 s.test('a running job is aborted from its screen after a confirmation', async (page, stack) => {
   // In tenant globex, installing fake-base takes a minute: the job is surely still running.
   slowBase(stack, 'globex', 60000);
@@ -76,6 +99,20 @@ s.test('a running job is aborted from its screen after a confirmation', async (p
   // The bar counts the cancelled tasks, as `weft job show` does.
   await page.waitForSelector('[data-testid=job-progress] .progress-label:has-text("cancelled")');
   await shot(page, 'job-aborted');
+});
+
+s.test('a running job\'s time keeps counting while no event comes', async (page, stack) => {
+  // In tenant globex, installing fake-base takes a minute; the page's event
+  // stream is never answered, so nothing but the clock can change what it shows.
+  slowBase(stack, 'globex', 60000);
+  await page.route('**/api/v1/events**', () => {});
+  await signIn(page, BOB);
+  await createCluster(page, 'ticking');
+  const elapsed = await page.waitForSelector('[data-testid=job-progress][data-status=running] [data-testid=job-elapsed]');
+  const first = await elapsed.textContent();
+  assert.match(first, /running for/);
+  await page.waitForFunction((was) => document.querySelector('[data-testid=job-elapsed]').textContent !== was, first);
+  await page.unrouteAll({ behavior: 'ignoreErrors' });
 });
 
 s.test('a job that ends before the screen\'s event stream opens is shown ended', async (page, stack) => {
@@ -153,6 +190,58 @@ s.test('a job waiting for a plugin no live host runs names it in a sentence', as
   const { cluster } = stack.weftJson(['cluster', 'get', 'broken'], { tenant: 'acme' });
   await page.goto(`/#/jobs/${cluster.latest_job}`);
   const note = await page.waitForSelector('[data-testid=waiting-for-plugins]');
-  assert.equal(await note.textContent(), 'Waiting for a live host that runs fake-automator, fake-provider.');
+  const said = await note.textContent();
+  assert.match(said, /^Waiting for a live host that runs fake-automator, fake-provider\./);
+  assert.match(said, /No connected host offers them/);
+  // The cluster's screen says it too, in its latest job's card.
+  await page.goto(`/#/clusters/${cluster.id}`);
+  await page.waitForSelector('[data-testid=job-progress] [data-testid=waiting-for-plugins]');
   await page.unrouteAll({ behavior: 'ignoreErrors' });
+});
+
+s.test('a change refused because a job runs says so in the UI\'s words, once, and the buttons then wait for the job', async (page, stack) => {
+  // In tenant acme, installing fake-base takes 1 s for the cluster's create; then a minute,
+  // for an upgrade that reinstalls it: that job surely still runs while the dialog is used.
+  slowBase(stack, 'acme', 1000);
+  const alice = stack.credentialOf('acme', 'alice');
+  // (Its create fails, fake-redis's START, and what it made is kept.)
+  stack.weft(['cluster', 'create', 'busy', '--template', 'web-fake', '--size', '3', '--keep-on-failure', '--wait'],
+    { as: alice });
+  const { cluster } = stack.weftJson(['cluster', 'get', 'busy'], { as: alice });
+  await signIn(page, ALICE);
+  await page.goto(`/#/clusters/${cluster.id}`);
+  await page.waitForSelector('[data-testid=job-progress][data-status=failed], [data-testid=job-progress][data-status=succeeded]');
+  assert.equal(await page.$('[data-testid=actions-busy]'), null, 'no job runs yet');
+  await page.click('[data-testid=action-scale]');
+  await page.fill('[data-testid=scale-size]', '4');
+  // Meanwhile someone starts a job on the cluster.
+  slowBase(stack, 'acme', 60000);
+  stack.weftOk(['cluster', 'upgrade', 'busy'], { as: alice });
+  const job = String(stack.weftJson(['cluster', 'get', 'busy'], { as: alice }).cluster.latest_job);
+
+  await page.click('.modal button:has-text("Preview")');
+  const note = await page.waitForSelector('[role=dialog] [role=alert]');
+  const words = await note.$eval('.error-message', (e) => e.textContent);
+  assert.match(words, new RegExp(`This cluster is busy: job #${job} \\(upgrade\\) is running`));
+  assert.doesNotMatch(words, /weft job|job\.get|`/, 'no CLI or protocol names in the UI\'s words');
+  // weftd's own sentence stays, on a line of its own.
+  assert.match(await note.$eval('[data-testid=error-detail]', (e) => e.textContent), /CONFLICT: .*weft job watch/);
+  await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith('/api/v1/cluster.scale')),
+    page.click('[data-testid=run-change]'),
+  ]);
+  await page.waitForFunction(() => !document.querySelector('[data-testid=run-change]').disabled
+    && document.querySelector('[role=dialog] [role=alert]'));
+  assert.equal((await page.$$('[role=dialog] [role=alert]')).length, 1, 'the same refusal is said once');
+  await shot(page, 'cluster-busy-refusal');
+  await page.click('[role=dialog] [aria-label=Close]');
+
+  // The page knows the job runs: the changes wait for it, and say why.
+  await page.waitForSelector('[data-testid=actions-busy]');
+  assert.match(await page.textContent('[data-testid=actions-busy]'), new RegExp(`job #${job} \\(upgrade\\) ends`));
+  for (const k of ['scale', 'add', 'remove', 'start', 'stop', 'restart', 'reconfigure', 'upgrade', 'lease'])
+    assert.equal(await page.isDisabled(`[data-testid=action-${k}]`), true, `${k} waits for the job`);
+  assert.match(await page.getAttribute('[data-testid=action-scale]', 'title'), /is running/);
+  await shot(page, 'cluster-busy-actions');
+  stack.weftOk(['job', 'abort', job], { as: alice });
 });

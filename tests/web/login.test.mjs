@@ -16,9 +16,20 @@ s.test('the sign-in page is shown first, and a wrong password is refused beside 
   await page.fill('input[name=password]', 'not-her-password');
   await page.click('[data-testid=login-submit]');
   const error = await page.waitForSelector('[data-testid=login-form] .error-note');
-  assert.match(await error.textContent(), /password|denied|not/i);
+  // The tenant may be what is wrong: the message names it (not which of the three it is).
+  assert.match(await error.textContent(), /Wrong tenant, user name or password/);
   assert.equal(await page.$('[data-testid=whoami]'), null);
   await shot(page, 'login-wrong-password');
+  // A tenant that does not exist gets the very same words.
+  await page.reload();
+  await page.waitForSelector('[data-testid=login-form]');
+  assert.equal(await page.$('[data-testid=login-form] .error-note'), null);
+  await page.fill('input[name=tenant]', 'acme-typo');
+  await page.fill('input[name=user]', 'alice');
+  await page.fill('input[name=password]', 'alice-password-1');
+  await page.click('[data-testid=login-submit]');
+  await page.waitForSelector('[data-testid=login-form] .error-note:has-text("Wrong tenant, user name or password")');
+  assert.equal(await page.$('[data-testid=whoami]'), null);
 });
 
 s.test('a user signs in, sees who they are, and signs out; the old cookie no longer works', async (page, stack) => {
@@ -27,6 +38,9 @@ s.test('a user signs in, sees who they are, and signs out; the old cookie no lon
   assert.match(who, /alice/);
   assert.match(who, /user · acme/);
   await page.waitForSelector('[data-testid=stat-clusters]');
+  // The count of running jobs is named for what its table below shows.
+  assert.equal(await page.$eval('[data-testid=stat-jobs]', (e) => e.parentElement.querySelector('.stat-label').textContent),
+    'jobs running');
   await shot(page, 'overview');
   const cookie = await pageCookie(page);
   assert.ok(cookie, 'the gateway set the weft_session cookie');

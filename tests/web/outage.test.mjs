@@ -31,6 +31,9 @@ s.test('pages open across a weftd restart show what happened meanwhile, without 
   await other.waitForSelector('[data-testid=whoami]', { state: 'attached' });
 
   await stack.stopWeftd();
+  // The open page's stream stays open (weft-web is up): weft-web tells it that
+  // weftd cannot be reached, and the page says that live updates are paused.
+  await page.waitForSelector('[data-testid=live-paused]');
   // The streams' session checks fail while weftd is down (the gateway logs the first failure).
   await waitFor(() => fs.readFileSync(stack.gateway.log, 'utf8').includes('cannot be reached'),
     'weft-web to notice that weftd is down', 60000);
@@ -49,6 +52,8 @@ s.test('pages open across a weftd restart show what happened meanwhile, without 
   await late.waitForSelector('[data-testid=login-form] [role=alert]:has-text("weftd cannot be reached")');
 
   await stack.restartWeftd();
+  // Told that weftd is back, without a reload.
+  await page.waitForSelector('[data-testid=live-paused]', { state: 'detached', timeout: 60000 });
   // A job run with the CLI once weftd is back: the open cluster page shows it.
   stack.weftOk(['cluster', 'restart', 'steady', '--wait'], { as: alice });
   const job = stack.weftJson(['cluster', 'get', 'steady'], { as: alice }).cluster.latest_job;

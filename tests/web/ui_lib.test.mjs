@@ -2,11 +2,14 @@
 // prints them, the config box's errors, plan grouping and the task graph layout.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { duration, parseDuration } from '../../web/ui/lib/format.js';
-import { parseConfig, groupNodes } from '../../web/ui/lib/plan.js';
+import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { duration, parseDuration, nodesText } from '../../web/ui/lib/format.js';
+import { parseConfig, groupNodes, planChanges, mergePatch } from '../../web/ui/lib/plan.js';
 import { layoutDag } from '../../web/ui/lib/dag.js';
 import { progressLabel } from '../../web/ui/lib/job.js';
 import { leaseText } from '../../web/ui/lib/catalog.js';
+import { withoutCliHints } from '../../web/ui/lib/components.js';
 
 test('durations read as the CLI prints them, and parse back', () => {
   assert.equal(duration(22), '22ms');
@@ -59,4 +62,66 @@ test('a template\'s lease of 0 reads as no lease', () => {
   assert.equal(leaseText({ initial: '0', max: '0', step: '0' }), 'no lease');
   assert.equal(leaseText({ initial: '1d', max: '7d', step: '12h' }), '1d, at most 7d');
   assert.equal(leaseText({ initial: '1d', max: '0' }), '1d');
+});
+
+// Chromium draws a character no installed font has as an empty box; it finds
+// fonts through fontconfig, as fc-list does.
+test('every icon of the navigation has a glyph in an installed font', () => {
+  const source = ['app.js', 'admin/routes.js']
+    .map((f) => fs.readFileSync(new URL(`../../web/ui/${f}`, import.meta.url), 'utf8')).join('\n');
+  const icons = [...source.matchAll(/icon: '([^']+)'/g)].map((m) => m[1]);
+  assert.ok(icons.length >= 15, `the routes' icons: ${icons.join(' ')}`);
+  for (const ch of new Set(icons.join(''))) {
+    const code = ch.codePointAt(0);
+    if (code < 0x80) continue;
+    const fonts = spawnSync('fc-list', [`:charset=${code.toString(16)}`, 'family'], { encoding: 'utf8' });
+    assert.equal(fonts.status, 0, `fc-list (fontconfig) runs: ${fonts.error || fonts.stderr}`);
+    assert.notEqual(fonts.stdout.trim(), '', `some installed font draws ${ch} (U+${code.toString(16).toUpperCase()})`);
+  }
+});
+
+test('a change\'s plan reads as what it changes: nodes deleted and added, and what happens to each service', () => {
+  const plan = {
+    tasks: [
+      { node: 'n5', action: 'STOP', service: 'nginx' }, { node: 'n5', action: 'DELETE' },
+      { node: 'n6', action: 'CREATE' }, { node: 'n6', action: 'INSTALL', service: 'nginx' },
+      { node: 'n6', action: 'START', service: 'nginx' }, { node: 'n1', action: 'CONFIGURE', service: 'haproxy' },
+      { node: 'n6', action: 'CONFIGURE', service: 'nginx' },
+    ],
+  };
+  assert.deepEqual(planChanges(plan), {
+    created: ['n6'],
+    deleted: ['n5'],
+    services: [
+      { service: 'haproxy', actions: [{ action: 'CONFIGURE', done: 'configured', nodes: ['n1'] }] },
+      { service: 'nginx', actions: [
+        { action: 'INSTALL', done: 'installed', nodes: ['n6'] }, { action: 'CONFIGURE', done: 'configured', nodes: ['n6'] },
+        { action: 'START', done: 'started', nodes: ['n6'] }, { action: 'STOP', done: 'stopped', nodes: ['n5'] }] },
+    ],
+  });
+  assert.deepEqual(planChanges({}), { created: [], deleted: [], services: [] });
+});
+
+test('a reconfigure\'s config is merged into the cluster\'s as a JSON merge patch', () => {
+  const before = { nginx: { port: '80', workers: 2 }, redis: { maxmemory: '1g' } };
+  assert.deepEqual(mergePatch(before, { nginx: { port: '8080' }, redis: null }), { nginx: { port: '8080', workers: 2 } });
+  assert.deepEqual(before.nginx.port, '80', 'the cluster\'s config is not changed');
+  assert.deepEqual(mergePatch({}, { a: [1, 2] }), { a: [1, 2] });
+});
+
+test('weftd\'s sentences lose the hints that name CLI commands and protocol ops, and keep the rest', () => {
+  assert.equal(withoutCliHints('cluster 3 already has job 13 running; wait for it (weft job watch 13) or abort it (weft job abort)'),
+    'cluster 3 already has job 13 running; wait for it or abort it');
+  assert.equal(withoutCliHints("cluster 'a' has job 7 running (scale); wait for it (job.get, `weft job watch 7`) or abort it "
+    + '(job.abort, `weft job abort 7`)'), "cluster 'a' has job 7 running (scale); wait for it or abort it");
+  const plain = 'nothing listens at its address (connection refused); start weftd (the service)';
+  assert.equal(withoutCliHints(plain), plain);
+});
+
+test('a cluster\'s header counts the nodes it has, and while a job changes them the size it gets', () => {
+  // A delete sets the size to 0 at its start, while its 3 nodes are still there.
+  assert.equal(nodesText(3, 0, '5'), '3 nodes (0 once job #5 is done)');
+  assert.equal(nodesText(1, 1, null), '1 node');
+  assert.equal(nodesText(4, 5, null), '4 nodes');
+  assert.equal(nodesText(5, 5, '6'), '5 nodes');
 });

@@ -396,8 +396,9 @@ TEST_CASE("while nothing listens at weftd's address calls are answered unsent, s
   REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
 
   weftd.Stop();
-  // The first call waits its timeout and finds the connection refused; the
-  // calls after it are not sent (their message comes only from that path).
+  // The first call finds the connection refused (or is not sent: weft-web
+  // may have seen the stop already); the calls after it are not sent (their
+  // message comes only from that path).
   CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 503);
   for (int i = 0; i < 5; ++i) {
     HttpReply down = c.Send("POST", "/api/v1/server.status", "{}");
@@ -418,6 +419,56 @@ TEST_CASE("while nothing listens at weftd's address calls are answered unsent, s
   weftd.Restart();
   REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
   CHECK_THAT(web.Log(), Catch::Contains("answers again"));
+}
+
+TEST_CASE("a stopped weftd is noticed without a call: open streams are told, and the first call is not sent") {
+  // One weftd, or weftd's endpoint given as a list of several (the failover client).
+  const bool list = GENERATE(false, true);
+  INFO((list ? "weftd.api is a list" : "one weftd.api"));
+  Weftd weftd("web-watch");
+  WebOptions o = Open("web-watch");
+  if (list) o.api = weftd.api() + "," + weftd.api();
+  o.weftd_toml = "timeout_ms = 20000\n";
+  o.server_toml = "log_level = \"debug\"\n";  // each failed call's reason
+  WebGateway web(weftd, o);
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events").status == 200);
+  FirstEvent(weftd, events);
+  HttpConnection c(web.url());
+  REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
+  // An event of weft-web's own on the stream, saying whether weftd can be reached.
+  auto told = [&](bool reachable) {
+    return WaitFor(
+        [&] {
+          std::optional<SseEvent> e = events.NextEvent(200ms);
+          if (!e || e->type != "weftd") return false;
+          const json d = json::parse(e->data);
+          INFO(e->data);
+          CHECK(d.value("message", "") != "");
+          return d.value("reachable", !reachable) == reachable;
+        },
+        30s);
+  };
+
+  weftd.Stop();
+  // No browser asks anything: the stream is told, and the log says it.
+  REQUIRE(told(false));
+  CHECK_THAT(web.Log(), Catch::Contains("cannot be reached: nothing listens there (connection refused)"));
+  // The first call after the stop is answered without being sent (and
+  // without waiting for an answer that cannot come).
+  HttpReply down = c.Send("POST", "/api/v1/server.status", "{}");
+  CHECK(down.status == 503);
+  CHECK_THAT(down.Json()["error"]["message"].get<std::string>(), Catch::Contains("weftd cannot be reached"));
+  const std::string away = web.Log();
+  INFO(away);
+  CHECK(away.find("'server.status' was not sent") != std::string::npos);
+  CHECK(away.find("no answer from weftd") == std::string::npos);
+
+  weftd.Restart();
+  // The stream is told that weftd is back before anyone asks again.
+  REQUIRE(told(true));
+  CHECK_THAT(web.Log(), Catch::Contains("can be connected to again"));
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
 }
 
 TEST_CASE("while weftd is away calls queued past the timeout are answered unsent, and its return is logged") {

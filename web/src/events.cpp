@@ -70,6 +70,28 @@ EventPtr EventRing::AppendGap() {
   return gap;
 }
 
+EventPtr EventRing::AppendWeftd(bool reachable, const std::string& message) {
+  auto event = std::make_shared<StoredEvent>();
+  event->type = "weftd";
+  event->everyone = true;
+  event->data = wire::Dump(nlohmann::json{{"type", "weftd"},
+                                          {"reachable", reachable},
+                                          {"message", message},
+                                          {"at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count()}});
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    event->id = next_id_++;
+    events_.push_back(event);
+    if (events_.size() > capacity_) events_.pop_front();
+    for (const auto& [id, fn] : listeners_) wake.push_back(fn);
+  }
+  for (const auto& fn : wake) fn();
+  return event;
+}
+
 EventRing::Batch EventRing::After(std::uint64_t after, std::size_t max) const {
   Batch batch;
   std::lock_guard<std::mutex> lock(mu_);
@@ -109,6 +131,7 @@ void EventRing::Unlisten(int id) {
 }
 
 Visibility Visible(const Viewer& viewer, const StoredEvent& event) {
+  if (event.everyone) return Visibility::kShow;
   if (viewer.role == "superadmin") return Visibility::kShow;
   if (event.type == "host") return viewer.role == "admin" ? Visibility::kShow : Visibility::kHide;
   if (event.tenant != viewer.tenant) return Visibility::kHide;

@@ -226,7 +226,11 @@ Status Gateway::Impl::Start() {
     options.keys = cred->keys;
   }
   WEFT_RETURN_IF_ERROR(Listen());
-  pool = std::make_unique<WeftdPool>(zmq_ctx, options, config.weftd.clients);
+  // Open pages learn at once when weftd cannot be reached, and when it is back.
+  pool = std::make_unique<WeftdPool>(zmq_ctx, options, config.weftd.clients,
+                                     [this](bool reachable, const std::string& message) {
+                                       ring.AppendWeftd(reachable, message);
+                                     });
   feed = std::make_unique<EventFeed>(zmq_ctx, EventFeed::Options{.api = options, .endpoint = config.weftd.events},
                                      ring);
   api = std::make_unique<Api>(config, *pool);
@@ -623,7 +627,7 @@ awaitable<void> Gateway::Impl::Events(Stream& stream, const http::request_header
         out += "id: " + std::to_string(event->id) + "\nevent: reset\ndata: {}\n\n";
         continue;
       }
-      if (!cluster_filter.empty() && event->cluster_id != cluster_filter) continue;
+      if (!cluster_filter.empty() && event->cluster_id != cluster_filter && !event->everyone) continue;
       if (co_await MayShow(viewer, caller, *event, owned, others)) out += FormatEvent(*event);
     }
     cursor = batch.last;

@@ -12,8 +12,17 @@
 // look first and are answered at once, unsent, while that lasts, instead of
 // each waiting the whole timeout. The first failure and the recovery are
 // logged once each; failures in between at most once a minute, as counts.
+//
+// A call need not fail first: a watcher keeps a connection of its own to each
+// of weftd's endpoints and follows it (a ZeroMQ socket monitor). When every
+// one is lost and cannot be made again (weftd stopped), weftd is known to be
+// unreachable before any browser asks, so the first call after a stop is
+// answered at once too; when one is made again, weftd is back. Each change
+// (from the watcher or from calls) is told to a listener once: weft-web tells
+// the browsers' event streams.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -50,7 +59,12 @@ struct CallResult {
 
 class WeftdPool {
  public:
-  WeftdPool(zmq::context_t& ctx, client::Options options, int threads);
+  // Told each time weftd becomes unreachable (stopped, or it does not answer)
+  // and reachable again, with a sentence for people; on the watcher's or a
+  // pool thread, without the pool's lock held.
+  using Listener = std::function<void(bool reachable, const std::string& message)>;
+
+  WeftdPool(zmq::context_t& ctx, client::Options options, int threads, Listener listener = {});
   ~WeftdPool();
   WeftdPool(const WeftdPool&) = delete;
   WeftdPool& operator=(const WeftdPool&) = delete;
@@ -101,8 +115,17 @@ class WeftdPool {
     std::function<void(bool refused)> unsent;
   };
   void Run(client::Client& client);
-  // Whether nothing listens at weftd's address (a connection is refused).
+  // The watcher's thread: a connection to each endpoint, and their monitors' events.
+  void Watch(zmq::context_t& ctx, const client::Options& options);
+  // Whether nothing listens at weftd's address (a connection to each of its
+  // endpoints is refused).
   bool Refuses();
+  // weftd cannot be reached (`refused`: nothing listens there) or does not
+  // answer, for `why`: logged and told the first time; `call`: a call failed.
+  void Failing(bool refused, const std::string& why, bool call);
+  // weftd answers again (a call succeeded) or can be connected to again
+  // (the watcher): logged and told once after a failure.
+  void Back(bool call);
   // A call's outcome: logs when weftd stops answering and when it answers
   // again. True when the call failed because nothing listens at weftd's address.
   bool Note(const Status& transport);
@@ -114,8 +137,8 @@ class WeftdPool {
   Status Refused(const std::string& op);
 
   std::string endpoint_;
-  // One endpoint (not a list of weftd to fail over between): it can be probed.
-  bool single_;
+  std::vector<std::string> endpoints_;  // endpoint_'s list (one, or several weftd to fail over between)
+  Listener listener_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -130,6 +153,8 @@ class WeftdPool {
   std::chrono::steady_clock::time_point logged_at_;
   std::int64_t logged_failed_ = 0;
   std::vector<std::thread> threads_;
+  std::atomic<bool> stop_watching_{false};
+  std::thread watcher_;
 };
 
 }  // namespace weft::web

@@ -37,7 +37,7 @@ export const adminRoutes = [
   { path: '/admin/plugins', title: 'Plugin types', component: PluginsScreen, icon: '◈' },
   { path: '/admin/hosts', title: 'Hosts', component: HostsScreen, icon: '▭' },
   { path: '/admin/users', title: 'Users', component: UsersScreen, icon: '☺' },
-  { path: '/admin/tokens', title: 'API tokens', component: TokensScreen, icon: '⚿' },
+  { path: '/admin/tokens', title: 'API tokens', component: TokensScreen, icon: '⚷' },
   { path: '/admin/tenants', title: 'Tenants', component: TenantsScreen, icon: '▦', roles: ['superadmin'] },
   { path: '/admin/audit', title: 'Audit log', component: AuditScreen, icon: '☰' },
 ];

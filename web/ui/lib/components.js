@@ -69,11 +69,39 @@ export function useAction(fn) {
   return { run, busy, error, setError };
 }
 
+// weftd's sentences are the CLI's: some name ops and commands (`job.get`,
+// `weft job watch 13`). Where weftd's details say what happened, the UI says
+// it in its own words, and weftd's sentence follows on a line of its own.
+export function uiWording(error) {
+  const d = (error && error.details) || {};
+  if (error && error.code === 'CONFLICT' && d.job != null) {
+    const job = String(d.job);
+    return html`${'This cluster is busy: '}<a href=${'#/jobs/' + encodeURIComponent(job)}>job #${job}</a>${
+      `${d.operation ? ` (${d.operation})` : ''} is running. Wait until it ends, or abort it on its page; then try again.`}`;
+  }
+  const plain = error && typeof error.message === 'string' ? withoutCliHints(error.message) : null;
+  return plain && plain !== error.message ? plain : null;
+}
+
+// A sentence without the hints in parentheses that name CLI commands or
+// protocol ops ("wait for it (job.get, `weft job watch 13`)" reads "wait for it").
+export function withoutCliHints(message) {
+  return message.replace(/\s*\((?=[^()]*(?:`weft |\bweft [a-z]+ [a-z]|\b(?:job|cluster|task|host|session)\.[a-z_]+\b))[^()]*\)/g, '');
+}
+
 // With onRetry (a load's reload), a Retry button; a load that failed because
 // weftd could not be reached also says that it is tried again by itself.
 export function ErrorNote({ error, title, onRetry }) {
   if (!error) return null;
   const code = error.code && error.code !== 'ERROR' ? error.code : null;
+  const words = uiWording(error);
+  if (words) {
+    return html`<div class="error-note" role="alert">
+      ${title ? html`<strong>${title}</strong> ` : null}
+      <span class="error-message">${words}</span>
+      <div class="error-detail" data-testid="error-detail">${code ? `${code}: ` : ''}${error.message}</div>
+    </div>`;
+  }
   return html`<div class="error-note" role="alert">
     ${title ? html`<strong>${title}</strong> ` : null}
     ${code ? html`<span class="error-code">${code}</span> ` : null}

@@ -9,6 +9,11 @@
 // (a 503 while weftd cannot be reached): then this opens a new one, waiting
 // longer after each failure. While a stream is down the shell says that live
 // updates are paused (useLivePaused).
+//
+// A stream can stay open while weftd is down (weft-web is up): weft-web then
+// sends `weftd` events, {reachable:false} when weftd cannot be reached and
+// {reachable:true} once it is back. Live updates are paused meanwhile too, and
+// each screen reads its data again when weftd is back.
 import { useEffect, useRef, useState } from './html.js';
 
 const TYPES = ['task', 'job', 'cluster', 'task.progress', 'host'];
@@ -17,23 +22,28 @@ const RETRY_MAX_MS = 30000;
 
 const downStreams = new Set();
 const pausedListeners = new Set();
+// Streams that weft-web told that weftd cannot be reached (and not yet that it is back).
+const weftdAway = new Set();
 
-function markDown(stream, down) {
-  const before = downStreams.size > 0;
-  if (down) downStreams.add(stream); else downStreams.delete(stream);
-  const after = downStreams.size > 0;
+function paused() { return downStreams.size > 0 || weftdAway.size > 0; }
+
+function mark(set, stream, down) {
+  const before = paused();
+  if (down) set.add(stream); else set.delete(stream);
+  const after = paused();
   if (before !== after) pausedListeners.forEach((l) => l(after));
 }
+const markDown = (stream, down) => mark(downStreams, stream, down);
 
-// Whether any open stream is down now (live updates are paused).
+// Whether any open stream is down now, or says that weftd is (live updates are paused).
 export function useLivePaused() {
-  const [paused, setPaused] = useState(downStreams.size > 0);
+  const [now, setNow] = useState(paused());
   useEffect(() => {
-    pausedListeners.add(setPaused);
-    setPaused(downStreams.size > 0);
-    return () => pausedListeners.delete(setPaused);
+    pausedListeners.add(setNow);
+    setNow(paused());
+    return () => pausedListeners.delete(setNow);
   }, []);
-  return paused;
+  return now;
 }
 
 export function subscribe(filter, onEvent, onReset) {
@@ -55,9 +65,20 @@ export function subscribe(filter, onEvent, onReset) {
     source = s;
     for (const t of TYPES) s.addEventListener(t, handle(t));
     s.addEventListener('reset', () => onReset && onReset());
+    s.addEventListener('weftd', (e) => {
+      let data = null;
+      try { data = JSON.parse(e.data); } catch { return; }
+      const back = data.reachable === true;
+      const wasAway = weftdAway.has(stream);
+      mark(weftdAway, stream, !back);
+      // What changed while weftd was away came in no event.
+      if (back && wasAway && onReset) onReset();
+    });
     s.addEventListener('open', () => {
       delay = RETRY_FIRST_MS;
       markDown(stream, false);
+      // A stream opens only while weftd answers (weft-web asks it who the viewer is).
+      mark(weftdAway, stream, false);
       if (onReset) onReset();
     });
     s.addEventListener('error', () => {
@@ -75,6 +96,7 @@ export function subscribe(filter, onEvent, onReset) {
     if (source) source.close();
     source = null;
     markDown(stream, false);
+    mark(weftdAway, stream, false);
   };
 }
 

@@ -55,6 +55,14 @@ export function parseDuration(text) {
 
 export function plural(n, one, many = one + 's') { return `${n} ${n === 1 ? one : many}`; }
 
+// A cluster's nodes for its header: those it has (a delete's size is 0 from
+// its start, while the nodes are still there), and while a job runs that
+// changes them, the size it gets: "3 nodes (0 once job #5 is done)".
+export function nodesText(nodes, size, runningJob) {
+  const more = runningJob != null && size != null && size !== nodes ? ` (${size} once job #${runningJob} is done)` : '';
+  return plural(nodes, 'node') + more;
+}
+
 export function percent(done, total) {
   if (!total) return 0;
   return Math.min(100, Math.round((100 * done) / total));

@@ -1,5 +1,5 @@
 // A job's progress as a bar, kept live from the events stream.
-import { html } from './html.js';
+import { html, useState, useEffect } from './html.js';
 import { href } from './router.js';
 import { ProgressBar, StatusBadge } from './components.js';
 import { duration } from './format.js';
@@ -34,9 +34,32 @@ export function progressLabel(p = {}) {
   return `${p.succeeded || 0}/${total} tasks done${parts.length ? ' · ' + parts.join(' · ') : ''}`;
 }
 
+// Draws again every `ms` while `on`: a running job's time counts between its events.
+function useTick(on, ms = 1000) {
+  const [, setTicks] = useState(0);
+  useEffect(() => {
+    if (!on) return undefined;
+    const timer = setInterval(() => setTicks((n) => n + 1), ms);
+    return () => clearInterval(timer);
+  }, [on, ms]);
+}
+
+// Why a job's tasks wait (job.get's waiting_for_plugins): no live host runs
+// their plugins, because none that does is connected.
+export function WaitingForHosts({ plugins }) {
+  if (!plugins || !plugins.length) return null;
+  return html`<div class="info-note" data-testid="waiting-for-plugins">
+    <div>${`Waiting for a live host that runs ${plugins.join(', ')}.`}</div>
+    <div class="muted">${`No connected host offers ${plugins.length === 1 ? 'it' : 'them'}: the tasks stay queued until one `
+      + 'does. An administrator can start one, or see on the Hosts screen why none is live.'}</div>
+  </div>`;
+}
+
 export function JobProgress({ job }) {
   const p = job.progress || {};
   const total = p.total || 0;
+  const ended = jobEnded(job.status);
+  useTick(!ended);
   const elapsed = (job.finished_at_ms || Date.now()) - job.created_at_ms;
   return html`<div class="stack" data-testid="job-progress" data-status=${job.status}>
     <div class="row">
@@ -44,11 +67,12 @@ export function JobProgress({ job }) {
       <span>${job.operation}</span>
       <${StatusBadge} status=${job.status} />
       <span class="spacer"></span>
-      <span class="muted">${jobEnded(job.status) ? 'took' : 'running for'} ${duration(elapsed)}</span>
+      <span class="muted" data-testid="job-elapsed">${ended ? 'took' : 'running for'} ${duration(Math.max(0, elapsed))}</span>
     </div>
     <${ProgressBar} done=${p.succeeded || 0} failed=${p.failed || 0} total=${total} status=${job.status}
       label=${progressLabel(p)} />
     ${job.message ? html`<div class=${job.status === 'failed' || job.status === 'failing' ? 'error-note' : 'muted'}
       data-testid="job-message">${job.message}</div>` : null}
+    <${WaitingForHosts} plugins=${job.waiting_for_plugins} />
   </div>`;
 }

@@ -38,6 +38,78 @@ export function PlanSummary({ plan }) {
   </div>`;
 }
 
+// What each kind of task does, in the order a node goes through them.
+const DONE = {
+  CREATE: 'created', CONFIRM: 'confirmed', BOOTSTRAP: 'bootstrapped', INSTALL: 'installed', CONFIGURE: 'configured',
+  INITIALIZE: 'initialized', START: 'started', STOP: 'stopped', REMOVE: 'removed', DELETE: 'deleted',
+};
+const ORDER = Object.keys(DONE);
+
+// What a change's plan does to the cluster, from its tasks: the nodes it
+// creates and deletes, and for each service what happens to it on which nodes.
+export function planChanges(plan) {
+  const created = new Set();
+  const deleted = new Set();
+  const services = new Map();
+  for (const t of plan.tasks || []) {
+    const action = String(t.action || '').toUpperCase();
+    if (!t.service) {
+      if (action === 'CREATE') created.add(t.node);
+      if (action === 'DELETE') deleted.add(t.node);
+      continue;
+    }
+    const actions = services.get(t.service) || new Map();
+    actions.set(action, (actions.get(action) || new Set()).add(t.node));
+    services.set(t.service, actions);
+  }
+  const rank = (a) => (ORDER.includes(a) ? ORDER.indexOf(a) : ORDER.length);
+  return {
+    created: [...created].sort(),
+    deleted: [...deleted].sort(),
+    services: [...services.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([service, actions]) => ({
+      service,
+      actions: [...actions.entries()].sort(([a], [b]) => rank(a) - rank(b))
+        .map(([action, nodes]) => ({ action, done: DONE[action] || action.toLowerCase(), nodes: [...nodes].sort() })),
+    })),
+  };
+}
+
+// A JSON merge patch (RFC 7386) applied to a copy of `target`: what a
+// reconfigure makes of the cluster's config.
+export function mergePatch(target, patch) {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const out = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...target } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+const nodeList = (nodes) => html`<span class="mono" title=${nodes.join(', ')}>${nodes.length > 4
+  ? `${nodes.slice(0, 3).join(', ')} and ${nodes.length - 3} more` : nodes.join(', ')}</span>`;
+
+// A change's dry run as what it changes: nodes deleted and added, what happens
+// to each service, and for a reconfigure the config it applies.
+export function PlanChange({ plan, config }) {
+  const c = planChanges(plan);
+  const nothing = !c.created.length && !c.deleted.length && !c.services.length;
+  return html`<div class="stack" data-testid="plan-change">
+    <strong>What changes</strong>
+    ${c.deleted.length ? html`<div class="warn-note" data-testid="plan-deleted">${`Deletes ${plural(c.deleted.length, 'node')}: `}${
+      nodeList(c.deleted)}</div>` : null}
+    ${c.created.length ? html`<div data-testid="plan-created">${`Adds ${plural(c.created.length, 'node')}: `}${nodeList(c.created)}</div>` : null}
+    ${c.services.length ? html`<table class="table" data-testid="plan-services"><thead><tr><th>Service</th><th>What happens</th></tr></thead>
+      <tbody>${c.services.map((s) => html`<tr><td>${s.service}</td><td class="wrap">${s.actions.map((a, i) => html`${i ? ' · ' : ''}${
+        `${a.done} on ${plural(a.nodes.length, 'node')}`}`)}</td></tr>`)}</tbody></table>` : null}
+    ${nothing ? html`<div class="muted">No task runs on the nodes.</div>` : null}
+    ${config ? html`<div class="grid-2" data-testid="plan-config">
+      <div><div class="field-label">Config applied (merged into the cluster's)</div><pre class="output">${JSON.stringify(config.patch, null, 2)}</pre></div>
+      <div><div class="field-label">The cluster's config afterwards</div><pre class="output">${JSON.stringify(config.after, null, 2)}</pre></div>
+    </div>` : null}
+  </div>`;
+}
+
 // Where JSON text stops being valid: the offset of the first character a
 // JSON parser cannot take (browsers' own messages do not always say).
 export function jsonErrorOffset(text) {

@@ -8,8 +8,8 @@ import {
 } from '../lib/components.js';
 import { useEvents } from '../lib/events.js';
 import { JobProgress, withJobEvent, jobEnded } from '../lib/job.js';
-import { PlanSummary, parseConfig } from '../lib/plan.js';
-import { ago, until, dateTime, duration, parseDuration } from '../lib/format.js';
+import { PlanSummary, PlanChange, parseConfig, mergePatch } from '../lib/plan.js';
+import { ago, until, dateTime, duration, parseDuration, nodesText } from '../lib/format.js';
 
 async function loadCluster(id) {
   const { cluster } = await api.call('cluster.get', { cluster: id });
@@ -88,6 +88,9 @@ function ChangeDialog({ kind, cluster, template, onClose, onStarted }) {
   }[kind];
 
   const preview = useAction(async () => setPlan(await api.call(spec.op, { cluster: cluster.id, ...spec.body(), dry_run: true })));
+  // One error at a time: the last button's (a Preview and then a run refused
+  // for the same reason say it once).
+  const runPreview = () => { run.setError(null); preview.run(); };
   const run = useAction(async () => {
     const r = await api.call(spec.op, { cluster: cluster.id, ...spec.body() });
     onStarted(r);
@@ -120,14 +123,17 @@ function ChangeDialog({ kind, cluster, template, onClose, onStarted }) {
   }
 
   return html`<${Modal} title=${`${spec.title}: ${cluster.name}`} onClose=${onClose} footer=${html`
-      ${spec.noPlan ? null : html`<button class="button" disabled=${!spec.ok || preview.busy} onClick=${() => preview.run()}>
-        ${preview.busy ? 'Planning…' : 'Preview'}</button>`}
-      <button class="button primary" disabled=${!spec.ok || run.busy} onClick=${() => run.run()} data-testid="run-change">
-        ${run.busy ? 'Starting…' : spec.title}</button>`}>
+      ${spec.noPlan ? null : html`<button class="button" disabled=${!spec.ok || preview.busy} onClick=${runPreview}
+        data-testid="preview-change">${preview.busy ? 'Planning…' : 'Preview'}</button>`}
+      <button class="button primary" disabled=${!spec.ok || run.busy} onClick=${() => { preview.setError(null); run.run(); }}
+        data-testid="run-change">${run.busy ? 'Starting…' : spec.title}</button>`}>
     ${inputs}
-    <${ErrorNote} error=${preview.error} />
-    ${plan ? html`<div class="card"><div class="card-body"><${PlanSummary} plan=${plan} /></div></div>` : null}
-    <${ErrorNote} error=${run.error} />
+    ${plan ? html`<div class="card"><div class="card-body stack">
+      <${PlanChange} plan=${plan} config=${kind === 'reconfigure' && cfg.value
+        ? { patch: cfg.value, after: mergePatch(cluster.config || {}, cfg.value) } : null} />
+      <div class="field-label">The cluster afterwards</div>
+      <${PlanSummary} plan=${plan} /></div></div>` : null}
+    <${ErrorNote} error=${preview.error || run.error} />
   <//>`;
 }
 
@@ -175,9 +181,11 @@ export function ClusterScreen({ params }) {
   const undeleted = (c.nodes || []).filter((n) => n.state === 'delete failed').map((n) => n.hostname);
   const kept = (c.nodes || []).length - undeleted.length;
   const blocked = (k) => undeleted.length > 0 && k !== 'scale' && k !== 'lease';
+  // weftd runs one job at a time on a cluster: every change waits for the running one.
+  const busy = shownJob && !jobEnded(shownJob.status) ? shownJob : null;
 
   return html`<${Page} title=${html`<span data-testid="cluster-name">${c.name}</span> <${StatusBadge} status=${c.status} />`}
-      subtitle=${`${c.template} · ${c.size} nodes · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
+      subtitle=${`${c.template} · ${nodesText((c.nodes || []).length, c.size, busy && !terminated ? busy.id : null)} · owner ${c.owner} · created ${dateTime(c.created_at_ms)}`}
       actions=${terminated ? null : html`
         <button class="button danger" onClick=${() => setConfirmDelete(true)} data-testid="delete-cluster">Delete</button>`}>
     <${ErrorNote} error=${error} onRetry=${reload} />
@@ -192,10 +200,14 @@ export function ClusterScreen({ params }) {
       'Other changes are refused until then.'}
     </div>` : null}
     ${terminated ? null : html`<div class="row" role="toolbar" aria-label="Cluster actions">
-      ${ACTIONS.map(([k, label]) => html`<button class="button small" disabled=${(k === 'rollback' && !c.has_previous) || blocked(k)}
-        title=${blocked(k) ? 'refused while the cluster has nodes whose DELETE failed: scale or delete first' : null}
+      ${ACTIONS.map(([k, label]) => html`<button class="button small"
+        disabled=${(k === 'rollback' && !c.has_previous) || blocked(k) || !!busy}
+        title=${busy ? `job #${busy.id} (${busy.operation}) is running: changes wait until it ends`
+          : blocked(k) ? 'refused while the cluster has nodes whose DELETE failed: scale or delete first' : null}
         onClick=${() => setDialog(k)} data-testid=${'action-' + k}>${label}</button>`)}
-    </div>`}
+    </div>
+    ${busy ? html`<div class="muted" role="status" data-testid="actions-busy">${'Changes wait until '}<a
+      href=${href('/jobs/' + busy.id)}>job #${busy.id}</a>${` (${busy.operation}) ends; it can be aborted on its page.`}</div>` : null}`}
     <div class="grid-2">
       <${Card} title="About">
         <${KeyValues} items=${[
@@ -214,6 +226,10 @@ export function ClusterScreen({ params }) {
           ]} />
       <//>
     </div>
+    <${Card} title="Config">
+      ${Object.keys(c.config || {}).length ? html`<pre class="output" data-testid="cluster-config">${JSON.stringify(c.config, null, 2)}</pre>`
+        : html`<div class="muted" data-testid="cluster-config">No config of the cluster's own: its services use their defaults.</div>`}
+    <//>
     <${Card} title=${`Nodes (${(c.nodes || []).length})`}>
       <${Table} testid="nodes" rows=${c.nodes || []} rowKey=${(n) => n.hostname} empty=${terminated ? 'The nodes are deleted.' : 'No node yet.'}
         columns=${[

@@ -43,7 +43,7 @@ export function HomeScreen({ session }) {
     <div class="stats">
       <${Stat} label="live clusters" value=${data.clusters.length} href=${href('/clusters')} testid="stat-clusters" />
       <${Stat} label="live nodes" value=${data.nodes} testid="stat-nodes" />
-      <${Stat} label="pending jobs" value=${data.running.length} testid="stat-jobs" />
+      <${Stat} label="jobs running" value=${data.running.length} testid="stat-jobs" />
       <${Stat} label="hosts live" value=${liveHosts === null ? '—' : `${liveHosts}/${data.hosts.length}`} testid="stat-hosts"
         hint=${data.hostsError ? data.hostsError.message : null} />
     </div>

@@ -21,6 +21,17 @@ function Output({ task }) {
   </div>`;
 }
 
+// A task that failed, with its message and output: of this run, or of an
+// earlier one (job.get's history keeps them, since a retry overwrites the task).
+function FailedTask({ task }) {
+  return html`<div class="stack">
+    <div class="row"><strong class="mono">${task.key || task.id}</strong>
+      <span class="muted">attempt ${task.attempt}${task.max_attempts ? ` of ${task.max_attempts}` : ''} on ${task.host_id || '—'}</span></div>
+    ${task.message ? html`<div class="error-note">${task.message}</div>` : null}
+    <${Output} task=${task} />
+  </div>`;
+}
+
 function TaskDetail({ task, state }) {
   const attempts = task.attempts || [];
   return html`<div class="stack" data-testid="task-detail">
@@ -93,15 +104,8 @@ export function JobScreen({ params }) {
         ${canRetry ? html`<button class="button primary" onClick=${() => setAsk('retry')} data-testid="retry">Retry</button>` : null}`}>
     <${ErrorNote} error=${error} onRetry=${reload} />
     <${Card} title="Progress"><${JobProgress} job=${shown} /><//>
-    ${(job.waiting_for_plugins || []).length ? html`<div class="info-note" data-testid="waiting-for-plugins">${
-      `Waiting for a live host that runs ${job.waiting_for_plugins.join(', ')}.`}</div>` : null}
     ${failed.length ? html`<${Card} title=${`Failed tasks (${failed.length})`} className="failed-tasks">
-      <div class="stack" data-testid="failed-tasks">${failed.slice(0, 10).map((t) => html`<div class="stack">
-        <div class="row"><strong class="mono">${t.key || t.id}</strong>
-          <span class="muted">attempt ${t.attempt} of ${t.max_attempts} on ${t.host_id || '—'}</span></div>
-        ${t.message ? html`<div class="error-note">${t.message}</div>` : null}
-        <${Output} task=${t} />
-      </div>`)}</div>
+      <div class="stack" data-testid="failed-tasks">${failed.slice(0, 10).map((t) => html`<${FailedTask} task=${t} />`)}</div>
     <//>` : null}
     <${Card} title=${`Tasks (${tasks.length})`} actions=${html`<${DagLegend} />`}>
       <div class="stack">
@@ -112,14 +116,23 @@ export function JobScreen({ params }) {
       </div>
     <//>
     ${(job.history || []).length ? html`<${Card} title="Earlier runs">
+      <div class="stack" data-testid="earlier-runs">
       <${Table} rows=${job.history} rowKey=${(h) => h.run} columns=${[
         { title: 'Run', className: 'num', key: 'run' },
         { title: 'Status', render: (h) => html`<${StatusBadge} status=${h.status} />` },
         { title: 'Started', render: (h) => dateTime(h.started_at_ms) },
+        { title: 'Took', render: (h) => (h.finished_at_ms ? duration(h.finished_at_ms - h.started_at_ms) : '—') },
         { title: 'Retried by', key: 'retried_by' },
         { title: 'Failed', className: 'num', key: 'failed' },
         { title: 'Message', className: 'wrap', render: (h) => html`<span class="message">${h.message}</span>` },
       ]} />
+      ${job.history.filter((h) => (h.failed_tasks || []).length).map((h) => html`<details class="earlier-run" open
+          data-testid="earlier-failed-tasks" data-run=${h.run}>
+        <summary>${`What failed in run ${h.run} (${h.failed_tasks.length}${h.failed > h.failed_tasks.length
+          ? ` of ${h.failed}` : ''} ${h.failed_tasks.length === 1 ? 'task' : 'tasks'})`}</summary>
+        <div class="stack">${h.failed_tasks.map((t) => html`<${FailedTask} task=${t} />`)}</div>
+      </details>`)}
+      </div>
     <//>` : null}
     ${ask === 'abort' ? html`<${ConfirmDialog} title=${`Abort job #${job.id}?`} danger confirmLabel="Abort job"
       message="Tasks not started are cancelled and running attempts are stopped. Nothing is undone; the cluster becomes incomplete."

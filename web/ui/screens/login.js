@@ -24,7 +24,10 @@ export function LoginScreen({ onLogin, notice, bootError }) {
       }
       onLogin(s);
     } catch (err) {
-      setError(err);
+      // weftd does not say which of the three was wrong (on purpose: nobody
+      // learns which tenants and users exist), and the tenant may be the one.
+      const wrong = mode === 'password' && err instanceof api.ApiError && err.status === 403 && err.code === 'DENIED';
+      setError(wrong ? new api.ApiError(err.status, err.code, 'Wrong tenant, user name or password.', err.details) : err);
       setPassword('');
     } finally {
       setBusy(false);

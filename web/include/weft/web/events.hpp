@@ -33,11 +33,12 @@ namespace weft::web {
 
 struct StoredEvent {
   std::uint64_t id = 0;
-  std::string type;        // the payload's "type": task, job, cluster, task.progress, host
+  std::string type;        // the payload's "type": task, job, cluster, task.progress, host; weftd (weft-web's own)
   std::string tenant;      // the topic's first segment ("_system" for hosts)
   std::string cluster_id;  // "" when the event belongs to no cluster
   std::string data;        // the payload as weftd sent it (JSON text)
   bool gap = false;        // not an event: weftd's events before the next one may be missing
+  bool everyone = false;   // weft-web's own (type "weftd"): for every stream, whatever its filter
 };
 
 using EventPtr = std::shared_ptr<const StoredEvent>;
@@ -52,6 +53,10 @@ class EventRing {
   EventPtr Append(const std::string& topic, const nlohmann::json& payload);
   // Numbers and keeps a gap: readers that pass it read their state again.
   EventPtr AppendGap();
+  // Numbers and keeps an event of weft-web's own, shown on every stream:
+  // {"type":"weftd","reachable":bool,"message":...} when weftd cannot be
+  // reached and when it is back.
+  EventPtr AppendWeftd(bool reachable, const std::string& message);
 
   struct Batch {
     std::vector<EventPtr> events;  // oldest first
@@ -86,8 +91,8 @@ struct Viewer {
 };
 
 enum class Visibility { kShow, kHide, kIfOwned };
-// A superadmin sees everything; a tenant admin their tenant's events and the
-// host events; a user the events of the clusters they own (kIfOwned: the
+// weft-web's own events are for everyone. A superadmin sees everything; a
+// tenant admin their tenant's events and the host events; a user the events of the clusters they own (kIfOwned: the
 // caller checks ownership) and nothing else.
 Visibility Visible(const Viewer& viewer, const StoredEvent& event);
 

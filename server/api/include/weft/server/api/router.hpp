@@ -78,6 +78,7 @@ struct Response {
   std::string held_host_id;       // for held takes
   std::string held_tenant;        // the take's tenant; empty: any
   std::string held_runner;        // the take's runner; empty: none named
+  std::string held_incarnation;   // the process that asked; empty: not said
   std::int64_t held_until_ms = 0;
   std::vector<std::string> blobs;  // payload frames after a success reply's header (resource chunks)
   // When not empty, the success's body already as JSON text, sent instead of

@@ -43,6 +43,11 @@ class HeldTakes {
   // A newer take of `runner` of `host_id` came: the runner gave up on the one
   // held here, which must not get a task (it would never arrive).
   void Supersede(const std::string& host_id, const std::string& runner);
+  // A new process registered under `host_id` as `incarnation`: a take held for
+  // another process of that host gets no task (the earlier process is gone, or
+  // stops once it hears) but CONFLICT with details.reason "process_replaced",
+  // as its other requests do. A take that named no incarnation is kept.
+  void ProcessReplaced(const std::string& host_id, const std::string& incarnation);
 
  private:
   struct Waiter {
@@ -51,6 +56,7 @@ class HeldTakes {
     std::string host_id;
     std::string tenant;  // the take's "tenant"; empty: any tenant
     std::string runner;  // the take's "runner"; empty: none named
+    std::string incarnation;  // the asking process's; empty: not said
     std::int64_t until_ms = 0;
     std::string key;  // the key that asked (security on): once it is revoked, the take ends
   };
@@ -69,6 +75,8 @@ class HeldTakes {
   // The held take of each runner that named itself: "host\nrunner" -> its waiter.
   std::unordered_map<std::string, std::list<Waiter>::iterator> by_runner_;
   std::vector<Waiter> superseded_;  // answered at the next Serve
+  // Takes of a process that another one replaced, with that one's incarnation: answered at the next Serve.
+  std::vector<std::pair<Waiter, std::string>> replaced_;
 };
 
 }  // namespace weft::server

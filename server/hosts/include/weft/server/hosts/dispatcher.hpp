@@ -82,6 +82,13 @@ class Dispatcher {
   void Acknowledged(std::int64_t task_id, std::int64_t attempt);
   // The host left or started again: its runners' attempts are no longer watched.
   void ForgetHost(const std::string& host_id);
+  // A new process registered under `host_id`, as `incarnation`: ForgetHost, and
+  // tells the listener, so that a take the earlier process left held is let go
+  // (it must not get a task: that process is gone, or stops once it hears).
+  void ProcessReplaced(const std::string& host_id, const std::string& incarnation) {
+    ForgetHost(host_id);
+    if (replaced_listener_) replaced_listener_(host_id, incarnation);
+  }
   // The queue was rebuilt from the store (a failed commit): an attempt
   // remembered here may not exist, and its number may go to another taker.
   void ForgetRunners() {
@@ -90,6 +97,8 @@ class Dispatcher {
   }
   using RunnerListener = std::function<void(const std::string& host_id, const std::string& runner)>;
   void set_runner_listener(RunnerListener listener) { runner_listener_ = std::move(listener); }
+  using ReplacedListener = std::function<void(const std::string& host_id, const std::string& incarnation)>;
+  void set_replaced_listener(ReplacedListener listener) { replaced_listener_ = std::move(listener); }
   // The most a task handed out may be as JSON text (0: no bound): a larger one
   // could not reach its host, so its attempt fails, for good, instead.
   void set_max_task_bytes(std::size_t bytes) { max_task_bytes_ = bytes; }
@@ -107,6 +116,7 @@ class Dispatcher {
   std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> unacknowledged_;
   std::unordered_map<std::int64_t, std::pair<std::string, std::string>> runner_of_;
   RunnerListener runner_listener_;
+  ReplacedListener replaced_listener_;
   std::size_t max_task_bytes_ = 0;
   store::TaskRecord taking_;  // the task TryTake is handing out (kept: its strings' room is reused)
 };
