@@ -15,6 +15,15 @@ void PrintError(std::ostream& err, const std::string& message) {
   err << "weft: " << line << '\n';
 }
 
+// With -o json, a failure is also one JSON object on one line of stdout for scripts:
+// {"error":{"code":"NOT_FOUND","message":...,"details":{...}}}; `details` is the
+// server's (a CONFLICT's cluster_id, ...), empty when the error is not its.
+void PrintJsonError(std::ostream& out, Code code, const std::string& message, const nlohmann::json& details) {
+  const nlohmann::json doc = {
+      {"error", {{"code", std::string(CodeName(code))}, {"message", message}, {"details", details}}}};
+  out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, std::ostream& out, std::ostream& err) {
@@ -61,9 +70,11 @@ int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, std::ostr
     return kExitUsage;
   }
 
+  const bool json_output = opts->output == OutputFormat::kJson;
   std::size_t consumed = 0;
   Result<const Command*> cmd = table.Resolve(words, &consumed);
   if (!cmd.ok()) {
+    if (json_output) PrintJsonError(out, Code::kInvalid, cmd.status().message(), nlohmann::json::object());
     PrintError(err, cmd.status().message());
     return kExitUsage;
   }
@@ -71,12 +82,15 @@ int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, std::ostr
   std::vector<std::string> rest(words.begin() + static_cast<std::ptrdiff_t>(consumed), words.end());
   Result<ParsedArgs> args = ParseCommandArgs(rest, command.flags, command.args, command.Name());
   if (!args.ok()) {
+    if (json_output) PrintJsonError(out, Code::kInvalid, args.status().message(), nlohmann::json::object());
     PrintError(err, args.status().message());
     return kExitUsage;
   }
 
   Context ctx(*opts, out, err);
   Status st = command.handler(ctx, *args);
+  if (!st.ok() && json_output && !ctx.printed_json())
+    PrintJsonError(out, st.code(), st.message(), ctx.ErrorDetails(st));
   out.flush();
   if (st.ok()) return kExitOk;
   PrintError(err, st.message());

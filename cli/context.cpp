@@ -116,13 +116,17 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
       return NoAnswer(timeout_ms);
     return Status(st.code(), st.message() + " (set --server or WEFT_SERVER)");
   }
-  if (!reply->ok && reply->error.code == Code::kUnavailable) {
-    // weftd answered but cannot serve now (its database is unreachable, it is
-    // shutting down, no leader is known yet): say that it answered, and why, on one line.
-    return Status::Unavailable("weftd at " + client_->endpoint() + " answered UNAVAILABLE: " +
-                               OneLine(reply->error.message));
+  // weftd answered UNAVAILABLE: it cannot serve now (its database is unreachable, it is
+  // shutting down, no leader is known yet): say that it answered, and why, on one line.
+  if (!reply->ok) {
+    Status error = reply->error.code == Code::kUnavailable
+                       ? Status::Unavailable("weftd at " + client_->endpoint() + " answered UNAVAILABLE: " +
+                                             OneLine(reply->error.message))
+                       : reply->ToStatus();
+    errors_.push_back({error.code(), error.message(),
+                       reply->error.details.is_object() ? reply->error.details : json::object()});
+    return error;
   }
-  if (!reply->ok) return reply->ToStatus();
   return std::move(reply->body);
 }
 
@@ -200,17 +204,25 @@ Status Context::NoAnswer(int timeout_ms) {
                    : "; if it is, it may need a credential: " + need_credential));
 }
 
+json Context::ErrorDetails(const Status& error) const {
+  for (auto it = errors_.rbegin(); it != errors_.rend(); ++it)
+    if (it->code == error.code() && it->message == error.message()) return it->details;
+  return json::object();
+}
+
 void Context::PrintJson(const json& value) {
+  printed_json_ = true;
   const json& shown = value.is_null() ? json::object() : value;
   out_ << shown.dump(2, ' ', false, json::error_handler_t::replace) << '\n';
 }
 
-std::string Context::Suggest(std::string_view args) const {
-  std::string out = "`weft ";
+std::string Context::CommandLine(std::string_view args) const {
+  std::string out = "weft ";
   if (!options_.tenant.empty()) out += "--tenant " + options_.tenant + " ";
-  out += args;
-  return out + "`";
+  return out += args;
 }
+
+std::string Context::Suggest(std::string_view args) const { return "`" + CommandLine(args) + "`"; }
 
 Status Context::UsageError(std::string message) {
   usage_error_ = true;

@@ -39,8 +39,9 @@ Status ListEntities(Context& ctx, Kind kind) {
   }
   const json& list = reply.contains("entities") ? reply["entities"] : json::array();
   if (!list.is_array() || list.empty()) {
-    ctx.out() << "no " << catalog::KindDirectory(kind) << " in this tenant; add one with 'weft "
-              << catalog::KindName(kind) << " put FILE' or 'weft catalog import DIR'\n";
+    ctx.out() << "no " << catalog::KindDirectory(kind) << " in this tenant; add one with "
+              << ctx.Suggest(std::string(catalog::KindName(kind)) + " put FILE") << " or "
+              << ctx.Suggest("catalog import DIR") << '\n';
     return Status::Ok();
   }
   const std::int64_t now_ms = NowMs();

@@ -15,6 +15,7 @@
 #include "weft/cli/table.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/json_fields.hpp"
+#include "weft/common/lifecycle.hpp"
 
 namespace weft::cli {
 namespace {
@@ -149,7 +150,24 @@ Status ClusterCreate(Context& ctx, const ParsedArgs& args) {
 Status ClusterSimple(Context& ctx, const ParsedArgs& args, const char* op) {
   return RunOperation(ctx, args, op, {{"cluster", args.positionals.at(0)}});
 }
-Status ClusterDelete(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.delete"); }
+// A delete of a cluster that is deleted already (terminated) is done: a script
+// that deletes twice, or after a failed create was undone, gets what it asked for.
+Status ClusterDelete(Context& ctx, const ParsedArgs& args) {
+  Status st = ClusterSimple(ctx, args, "cluster.delete");
+  if (st.code() != Code::kConflict) return st;
+  Result<json> got = ctx.Call("cluster.get", {{"cluster", args.positionals.at(0)}});
+  if (!got.ok() || !got->contains("cluster") ||
+      ClusterStatusFrom((*got)["cluster"].value("status", "")) != ClusterStatus::kTerminated)
+    return st;
+  const json& c = (*got)["cluster"];
+  if (ctx.json_output()) {
+    ctx.PrintJson({{"cluster", c}, {"already_deleted", true}});
+  } else {
+    ctx.out() << "cluster '" << Printable(c.value("name", "")) << "' (id " << c.value("id", "")
+              << ") is already deleted (terminated); nothing to do\n";
+  }
+  return Status::Ok();
+}
 Status ClusterUpgrade(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.upgrade"); }
 Status ClusterRollback(Context& ctx, const ParsedArgs& args) { return ClusterSimple(ctx, args, "cluster.rollback"); }
 
@@ -256,6 +274,14 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
     const std::int64_t left = expire - SystemClock::Instance().NowMs();
     kv.Add("lease", left > 0 ? "expires in " + Duration(left) : "expired");
   }
+  // The config its tasks get (the template's defaults with what create and reconfigure set), on one line.
+  if (const json config = c.value("config", json::object()); config.is_object() && !config.empty()) {
+    constexpr std::size_t kShown = 160;
+    std::string text = config.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > kShown)
+      text = text.substr(0, kShown) + "... (" + std::to_string(text.size()) + " bytes; -o json shows it all)";
+    kv.Add("config", Printable(text));
+  }
   kv.Print(ctx.out());
   ctx.out() << '\n';
   Table nodes({"NODE", "ADDRESS", "HARDWARE", "IMAGE", "SERVICES"});
@@ -292,10 +318,10 @@ Status ClusterGet(Context& ctx, const ParsedArgs& args) {
   if (count > 0) {
     const std::string name = Printable(c.value("name", ""));
     ctx.out() << Printable(marked) << (count == 1 ? " is" : " are") << " still to be deleted (delete failed): "
-              << "no operation but a scale or a delete runs until " << (count == 1 ? "it is" : "they are") << "; `"
-              << (others > 0 ? "weft cluster scale " + name + " --size " + std::to_string(others)
-                             : "weft cluster delete " + name)
-              << "` deletes " << (count == 1 ? "it" : "them") << " again\n";
+              << "no operation but a scale or a delete runs until " << (count == 1 ? "it is" : "they are") << "; "
+              << ctx.Suggest(others > 0 ? "cluster scale " + name + " --size " + std::to_string(others)
+                                        : "cluster delete " + name)
+              << " deletes " << (count == 1 ? "it" : "them") << " again\n";
   }
   ctx.out() << '\n';
   Table jobs({"JOB", "OPERATION", "STATUS", "BY", "MESSAGE"});
@@ -409,7 +435,8 @@ void RegisterClusterCommands(CommandTable& table) {
              .args = {{.name = "NAME", .required = true, .help = "the cluster's name (hostnames are NAME-1, ...)"}},
              .handler = &ClusterCreate});
   table.Add({.noun = "cluster", .verb = "delete", .summary = "Delete a cluster and every node it has.",
-             .description = "Stops nothing first: every node is deleted by its provider.",
+             .description = "Stops nothing first: every node is deleted by its provider. A cluster\n"
+                            "that is deleted already (terminated) is done: it says so and exits 0.",
              .flags = {wait, dry, dry_summary}, .args = {cluster}, .handler = &ClusterDelete});
   table.Add({.noun = "cluster", .verb = "scale", .summary = "Grow or shrink a cluster to SIZE nodes.",
              .description = "Existing nodes keep their services; new nodes are created and set up, removed\n"

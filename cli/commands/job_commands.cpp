@@ -284,13 +284,17 @@ Status JobRetry(Context& ctx, const ParsedArgs& args) {
   return Status::Ok();
 }
 
-}  // namespace
+// A job as it ended, and how long it ran (JobTook).
+struct Ended {
+  json job;
+  std::int64_t took_ms = 0;
+};
 
-Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
-  const bool tty = isatty(STDERR_FILENO) == 1 && !ctx.json_output();
-  auto start = std::chrono::steady_clock::now();
+// Follows job `id` with the progress bar (on stderr; none with -o json) until it
+// ends, through restarts of weftd.
+Result<Ended> FollowJob(Context& ctx, const std::string& id, bool resumed, bool tty) {
+  const auto start = std::chrono::steady_clock::now();
   std::string last;
-  std::string id = job_id;
   bool away = false;  // weftd stopped answering; the job goes on without us watching
   while (true) {
     Result<json> reply = ctx.Call("job.get", {{"job", id}});
@@ -311,11 +315,11 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
       ctx.err() << "reconnected to weftd; following job " << id << " again\n";
       away = false;
     }
-    const json& job = (*reply)["job"];
-    const std::string status = job.value("status", "");
+    json& job = (*reply)["job"];
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    std::string line = ProgressLine(job, JobTook(job, resumed, elapsed));
+    const std::int64_t took = JobTook(job, resumed, elapsed);
+    std::string line = ProgressLine(job, took);
     if (!ctx.json_output()) {
       if (tty) {
         ctx.err() << '\r' << line << "\033[K" << std::flush;
@@ -324,44 +328,83 @@ Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
       }
     }
     last = line;
-    const std::optional<JobStatus> state = JobStatusFrom(status);
+    const std::optional<JobStatus> state = JobStatusFrom(job.value("status", ""));
     if (state == JobStatus::kRunning || state == JobStatus::kFailing) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
       continue;
     }
     if (tty) ctx.err() << '\n';
-    if (state == JobStatus::kSucceeded) {
-      if (ctx.json_output()) {
-        ctx.PrintJson(job);
-      } else {
-        ctx.out() << "job " << id << " (" << job.value("operation", "") << ") succeeded in "
-                  << Duration(JobTook(job, resumed, elapsed)) << '\n';
-      }
-      // A job that undoes a failed one succeeding still means the operation failed.
-      if (!job.value("parent_job", "").empty())
-        return Status::Internal("job " + job.value("parent_job", "") + " failed and was undone by job " + id);
-      return Status::Ok();
-    }
-    Result<json> detail = ctx.Call("job.get", {{"job", id}, {"details", true}});
-    if (detail.ok()) PrintFailures(ctx, (*detail)["job"]);
-    const std::string message = job.value("message", "");
-    // The job's message ends with its failed task's output, which the failures just printed show.
-    const std::string summary = detail.ok() ? FirstLine(message) : message;
-    // A failed job that is being undone: follow the undo job too.
-    if (message.find("undoing it") != std::string::npos) {
-      Result<json> jobs = ctx.Call("job.list", {{"cluster", JobId(job["cluster_id"])}, {"limit", 1}});
-      if (jobs.ok() && !(*jobs)["jobs"].empty() && JobId((*jobs)["jobs"][0]["id"]) != id &&
-          (*jobs)["jobs"][0].value("parent_job", "") == id) {
-        const std::string undo = JobId((*jobs)["jobs"][0]["id"]);
-        ctx.err() << "job " << id << " failed: " << Printable(summary) << "\nundoing it: job " << undo << '\n';
-        id = undo;
-        resumed = false;  // a new job: its own times count, not this one's
-        start = std::chrono::steady_clock::now();
-        continue;
-      }
-    }
-    return Status::Internal("job " + id + " " + status + (summary.empty() ? "" : ": " + summary));
+    return Ended{std::move(job), took};
   }
+}
+
+// The job that undoes failed job `failed` (its parent_job), among its cluster's
+// newest jobs; "" when there is none.
+std::string UndoJobOf(Context& ctx, const json& failed) {
+  const std::string id = JobId(failed.value("id", json()));
+  Result<json> jobs = ctx.Call("job.list", {{"cluster", JobId(failed.value("cluster_id", json()))}, {"limit", 50}});
+  if (!jobs.ok()) return "";
+  for (const json& j : jobs->value("jobs", json::array()))
+    if (j.value("parent_job", "") == id) return JobId(j.value("id", json()));
+  return "";
+}
+
+}  // namespace
+
+Status WaitForJob(Context& ctx, const std::string& job_id, bool resumed) {
+  const bool tty = isatty(STDERR_FILENO) == 1 && !ctx.json_output();
+  WEFT_ASSIGN_OR_RETURN(const Ended ended, FollowJob(ctx, job_id, resumed, tty));
+  const json& job = ended.job;
+  const std::string status = job.value("status", "");
+  const std::string operation = job.value("operation", "");
+  if (JobStatusFrom(status) == JobStatus::kSucceeded) {
+    if (ctx.json_output()) {
+      ctx.PrintJson({{"job", job}});
+    } else {
+      ctx.out() << "job " << job_id << " (" << operation << ") succeeded in " << Duration(ended.took_ms) << '\n';
+    }
+    // A job that undoes a failed one succeeding still means the operation failed.
+    if (!job.value("parent_job", "").empty())
+      return Status::Internal("job " + job.value("parent_job", "") + " failed and was undone by job " + job_id);
+    return Status::Ok();
+  }
+  Result<json> detail = ctx.Call("job.get", {{"job", job_id}, {"details", true}});
+  if (detail.ok()) PrintFailures(ctx, (*detail)["job"]);
+  const std::string message = job.value("message", "");
+  // The job's message ends with its failed task's output, which the failures just printed show.
+  const std::string summary = detail.ok() ? FirstLine(message) : message;
+  const std::string failed = "job " + job_id + " " + status + (summary.empty() ? "" : ": " + summary);
+  // A failed job that is being undone: follow the undo job too, and say how it ended.
+  std::string undo_id;
+  std::optional<Ended> undo;
+  if (message.find("undoing it") != std::string::npos) undo_id = UndoJobOf(ctx, job);
+  if (!undo_id.empty()) {
+    ctx.err() << "job " << job_id << " failed: " << Printable(summary) << "\nundoing it: job " << undo_id << '\n';
+    WEFT_ASSIGN_OR_RETURN(undo, FollowJob(ctx, undo_id, /*resumed=*/false, tty));
+  }
+  const std::string undo_status = undo ? undo->job.value("status", "") : "";
+  const bool undone = undo && JobStatusFrom(undo_status) == JobStatus::kSucceeded;
+  // The watched job is what is printed, whatever became of it; its undo beside it.
+  if (ctx.json_output()) {
+    json doc = {{"job", job}};
+    if (undo) doc["undo_job"] = undo->job;
+    ctx.PrintJson(doc);
+  } else {
+    ctx.out() << "job " << job_id << " (" << operation << ") " << status << " after " << Duration(ended.took_ms);
+    if (undone) {
+      ctx.out() << "; undone by job " << undo_id << " in " << Duration(undo->took_ms);
+    } else if (undo) {
+      ctx.out() << "; its undo, job " << undo_id << ", " << undo_status << " after " << Duration(undo->took_ms);
+    }
+    ctx.out() << '\n';
+  }
+  if (undone) return Status::Internal(failed + "; undone by job " + undo_id);
+  if (undo) {
+    const std::string why = undo->job.value("message", "");
+    return Status::Internal(failed + "; its undo, job " + undo_id + ", " + undo_status +
+                            (why.empty() ? "" : ": " + FirstLine(why)));
+  }
+  return Status::Internal(failed);
 }
 
 void RegisterJobCommands(CommandTable& table) {
@@ -392,7 +435,8 @@ void RegisterJobCommands(CommandTable& table) {
                             "elapsed time. Exits 0 when the job succeeds; otherwise prints the failed\n"
                             "tasks' output, follows the job that undoes it, and exits 1. When weftd\n"
                             "stops answering (a restart), it says so and keeps trying until weftd is\n"
-                            "back, then goes on.",
+                            "back, then goes on. -o json prints {\"job\": the job as it ended} and, for a\n"
+                            "failed job that was undone, \"undo_job\": the job that undid it.",
              .flags = {},
              .args = {{.name = "JOB", .required = true, .help = "the job id"}},
              .handler = &JobWatch});

@@ -146,8 +146,8 @@ Status ResourceUpload(Context& ctx, const ParsedArgs& args) {
   const std::string version = Text(*reply, "version");
   ctx.out() << "uploaded " << Printable(what) << " version " << version << " (" << Bytes(Int(*reply, "size"))
             << ", " << Printable(Text(*reply, "digest")) << "), inactive; make it active with\n"
-            << "  weft resource stage " << Printable(type) << ' ' << Printable(name) << ' ' << version
-            << " && weft resource sync\n";
+            << "  " << ctx.CommandLine("resource stage " + Printable(type) + " " + Printable(name) + " " + version)
+            << " && " << ctx.CommandLine("resource sync") << '\n';
   return Status::Ok();
 }
 

@@ -141,8 +141,8 @@ Status UserCreate(Context& ctx, const ParsedArgs& args) {
                         ctx.Call("user.create", {{"name", args.positionals[0]}, {"role", args.Get("--role", "user")}}));
   return Done(ctx, reply,
               "user '" + args.positionals[0] + "' (" + Text(reply, "role") + ") created in tenant '" +
-                  Text(reply, "tenant") + "'; `weft credentials " + args.positionals[0] +
-                  " -f FILE` makes their credential file");
+                  Text(reply, "tenant") + "'; " + ctx.Suggest("credentials " + args.positionals[0] + " -f FILE") +
+                  " makes their credential file");
 }
 
 Status UserList(Context& ctx, const ParsedArgs&) {

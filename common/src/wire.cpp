@@ -10,6 +10,7 @@
 #include "weft/common/flat_json.hpp"
 #include "weft/common/json_parse.hpp"
 #include "weft/common/raw_json.hpp"
+#include "weft/common/text.hpp"
 
 namespace weft::wire {
 namespace {
@@ -91,7 +92,6 @@ class FastParser {
     ++p_;
     bool version = false, has_id = false, has_op = false, has_tenant = false;
     std::string key;
-    json ignored;
     std::string_view body_text;
     while (true) {
       if (!MemberKey(key)) return false;
@@ -139,7 +139,7 @@ class FastParser {
       } else if (name == "client_addr") {
         ok = Text(req.on_behalf.client_addr, true);
       } else {
-        ok = Value(ignored, 1);  // read past, as the general reading ignores it
+        return false;  // not a header field: the general reading refuses it, and says why
       }
       bool more = false;
       if (!ok || !MemberEnd(&more)) return false;
@@ -454,6 +454,23 @@ Status CheckVersion(const json& header) {
   if (v == header.end()) return Status::Invalid("header lacks \"v\" (the protocol version, 1)");
   if (!v->is_number_integer() || v->get<long long>() != kProtocolVersion)
     return Status::Invalid("header \"v\" is " + Dump(*v) + "; this server speaks protocol version 1");
+  return Status::Ok();
+}
+
+// A header key that is not one of the request's fields is refused, never
+// ignored: a misspelt "tenant" would otherwise act in the caller's own tenant.
+Status CheckHeaderFields(const json& header) {
+  static const std::vector<std::string> kFields = {"v",       "id",   "op",    "tenant",     "body",
+                                                   "session", "csrf", "token", "client_addr"};
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (std::find(kFields.begin(), kFields.end(), it.key()) != kFields.end()) continue;
+    const std::string nearest = NearestName(it.key(), kFields);
+    return Status::Invalid(
+        "header field " + json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace) + " is unknown" +
+        (nearest.empty() ? std::string() : " (did you mean \"" + nearest + "\"?)") +
+        "; a request's header has v, id, op and body, and may have tenant (a superadmin's), or session, csrf, token "
+        "and client_addr (weft-web's, on behalf of a browser)");
+  }
   return Status::Ok();
 }
 
@@ -784,7 +801,18 @@ Result<Request> DecodeRequest(const Frames& frames, const Limits& limits, std::s
 Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string* id_out,
                          std::span<const std::string_view> text_body_ops, Request* out) {
   if (id_out) id_out->clear();
-  WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
+  if (Status within = CheckLimits(frames, limits); !within.ok()) {
+    // Answered with the request's id when its header can be read (too many frames, a payload too large).
+    if (id_out && !frames.empty() && frames[0].size() > 0 && frames[0].size() <= limits.max_header_bytes) {
+      json header;
+      if (FastParser(View(frames[0]), limits.max_depth).Parse(header) && header.is_object()) {
+        auto id = header.find("id");
+        if (id != header.end() && id->is_string() && id->get_ref<const std::string&>().size() <= limits.max_id_bytes)
+          *id_out = id->get<std::string>();
+      }
+    }
+    return within;
+  }
   {
     Request& req = *out;
     // The body comes first (keys in order): whether to keep it as text is
@@ -809,6 +837,7 @@ Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string
       id->get_ref<const std::string&>().size() <= limits.max_id_bytes && id_out)
     *id_out = id->get<std::string>();
   WEFT_RETURN_IF_ERROR(CheckVersion(header));
+  WEFT_RETURN_IF_ERROR(CheckHeaderFields(header));
   if (id == header.end()) return Status::Invalid("header lacks \"id\" (a string the reply will echo)");
   if (!id->is_string()) return Status::Invalid("header \"id\" must be a string, got " + std::string(id->type_name()));
   req.id = id->get<std::string>();

@@ -198,6 +198,46 @@ def subscribe_jobs(client, tenant, cluster_id=""):
     return sub
 
 
+class Progress:
+    """The job's succeeded tasks, as job.get lists them and task events add to them.
+
+    job.get gives what happened before the subscription (tasks may finish before
+    it reaches weftd); a JOIN task runs no plugin and publishes no event, but
+    completes as soon as every task it comes after has succeeded, so it is
+    counted then."""
+
+    def __init__(self, job):
+        self.total = job["progress"]["total"]
+        self.done = set()
+        self.joins = {}  # JOIN task id -> the ids it comes after
+        self.read(job)
+
+    def read(self, job):
+        """Takes the job as job.get gave it (its `tasks` list)."""
+        self.total = job["progress"]["total"]
+        for task in job.get("tasks", []):
+            if task.get("state") == "succeeded":
+                self.done.add(task["id"])
+            elif task.get("action") == "JOIN":
+                self.joins[task["id"]] = set(task.get("after", []))
+        self._joins()
+
+    def succeeded(self, task_id):
+        self.done.add(task_id)
+        self._joins()
+
+    def _joins(self):
+        ready = True
+        while ready:  # a JOIN may come after another
+            ready = [j for j, after in self.joins.items() if after <= self.done]
+            for j in ready:
+                self.done.add(j)
+                del self.joins[j]
+
+    def bar(self, status):
+        return progress_bar(len(self.done), self.total, status)
+
+
 def cmd_cluster_create(client, args):
     # Topics start with the tenant the cluster is in: the one asked for, else the
     # credential's own (a tenant admin's or user's key acts in its tenant only).
@@ -215,11 +255,11 @@ def cmd_cluster_create(client, args):
     print(f"cluster {args.name}: job {job['id']} ({job.get('operation')}) started", flush=True)
     if sub is None:
         sub = subscribe_jobs(client, tenant, cluster_id)
+    # Once subscribed, what happened before: the tasks that already succeeded.
     now = client.call("job.get", {"job": job["id"]})["job"]
-    total = now["progress"]["total"]
-    done = set()
+    progress = Progress(now)
     gaps = Gaps()
-    status = now.get("status") if user else job.get("status")
+    status = now["status"]
     deadline = time.monotonic() + args.timeout
     while status in ("running", "failing"):
         if time.monotonic() > deadline:
@@ -227,7 +267,9 @@ def cmd_cluster_create(client, args):
             return 1
         if not sub.poll(1000):
             # Events are best effort (PUB drops for slow subscribers): read the state back.
-            status = client.call("job.get", {"job": job["id"]})["job"]["status"]
+            now = client.call("job.get", {"job": job["id"]})["job"]
+            status = now["status"]
+            progress.read(now)
             continue
         topic, payload = sub.recv_multipart()
         event = json.loads(payload)
@@ -237,20 +279,23 @@ def cmd_cluster_create(client, args):
             print(f"events were missed ({why}); reading the job again", file=sys.stderr, flush=True)
             now = client.call("job.get", {"job": job["id"]})["job"]
             status = now["status"]
-            done = {t["id"] for t in now.get("tasks", []) if t.get("state") == "succeeded"}
-            print(progress_bar(len(done), total, status), flush=True)
+            progress.read(now)
+            print(progress.bar(status), flush=True)
         if event.get("cluster_id") != cluster_id:
             continue
         if event.get("type") == "job" and event.get("job_id") == job["id"]:
             status = event.get("status")
+            if status not in ("running", "failing"):
+                break  # the last line is the job as weftd has it, below
         elif event.get("type") == "task" and event.get("state") == "succeeded":
-            done.add(event.get("task_id"))
+            progress.succeeded(event.get("task_id"))
         else:
             continue
-        print(progress_bar(len(done), total, status), flush=True)
+        print(progress.bar(status), flush=True)
     # The final numbers from weftd: events of the job's last turn may still be on their way.
     final = client.call("job.get", {"job": job["id"]})["job"]
-    print(progress_bar(final["progress"]["succeeded"], final["progress"]["total"], final["status"]))
+    progress.read(final)
+    print(progress.bar(final["status"]))
     print(f"job {final['id']}: {final['status']}{': ' + final['message'] if final.get('message') else ''}")
     return 0 if final["status"] == "succeeded" else 1
 

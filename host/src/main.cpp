@@ -4,7 +4,7 @@
 // One binary, three roles:
 //   weft-host [options]            the master (what operators start)
 //   weft-host run PLUGIN ACTION --task FILE   run one action of one plugin, without weftd
-//   weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]
+//   weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS [VERDICT_FD]]
 //                                  internal: load one plugin file, print its verdict
 //   weft-host --worker ...         internal: one worker process, started by the master
 #include <fcntl.h>
@@ -210,16 +210,17 @@ int main(int argc, char** argv) {
     weft::host::LuaBudget lua;
     using Budget = weft::host::LuaBudget;
     std::optional<int> memory_mb =
-        argc == 5 ? ParseInt(argv[3], Budget::kMinMemoryMb, Budget::kMaxMemoryMb) : lua.memory_mb;
+        argc >= 5 ? ParseInt(argv[3], Budget::kMinMemoryMb, Budget::kMaxMemoryMb) : lua.memory_mb;
     std::optional<long> instructions =
-        argc == 5 ? ParseLong(argv[4], Budget::kMinInstructions, Budget::kMaxInstructions) : lua.instructions;
-    if ((argc != 3 && argc != 5) || !memory_mb || !instructions) {
-      std::fprintf(stderr, "usage: weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS]\n");
+        argc >= 5 ? ParseLong(argv[4], Budget::kMinInstructions, Budget::kMaxInstructions) : lua.instructions;
+    std::optional<int> verdict_fd = argc == 6 ? ParseInt(argv[5], 0, 1 << 20) : -1;
+    if ((argc != 3 && argc != 5 && argc != 6) || !memory_mb || !instructions || !verdict_fd) {
+      std::fprintf(stderr, "usage: weft-host --probe FILE [LUA_MEMORY_MB LUA_INSTRUCTIONS [VERDICT_FD]]\n");
       return kExitUsage;
     }
     lua.memory_mb = *memory_mb;
     lua.instructions = *instructions;
-    return weft::host::ProbeMain(argv[2], lua);
+    return weft::host::ProbeMain(argv[2], lua, *verdict_fd);
   }
   if (argc >= 2 && std::string_view(argv[1]) == "run") return weft::host::RunCommandMain(argc, argv);
   if (argc >= 2 && std::string_view(argv[1]) == "--run-child") return weft::host::RunChildMain(argc, argv);

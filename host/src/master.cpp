@@ -78,7 +78,9 @@ constexpr int kWatchRetryMs = 1000;        // how often an absent plugin directo
 // attempt (and per worker while no task runs), then one line says how much was
 // dropped.
 constexpr std::uint64_t kPluginOutputBytes = 64 * 1024;
-constexpr std::size_t kOutputLineBytes = 4096;           // a longer line is logged in pieces
+// What a worker that dies wrote last, past that bound, is logged all the same
+// (up to this much of each stream): a crash report after a flood of output.
+constexpr std::size_t kDeathTailBytes = 32 * 1024;
 constexpr std::size_t kOutputReadBytes = 1024 * 1024;    // per worker and poll round, so one cannot starve the rest
 constexpr auto kDeathWindow = std::chrono::seconds(60);
 // Tasks whose attempts all ended that the master still remembers, to refuse a
@@ -148,6 +150,15 @@ struct Worker {
     std::string partial;             // an unfinished line
     std::uint64_t idle_bytes = 0;    // printed while no task ran
     std::uint64_t idle_dropped = 0;
+    // The last lines dropped (kDeathTailBytes at most), of the tasks that
+    // still run: logged if the worker dies, as they hold its last words.
+    struct Dropped {
+      std::vector<TaskKey> tasks;  // the tasks that ran when it was printed (none: no task ran)
+      std::string label;
+      std::string text;
+    };
+    std::deque<Dropped> tail;
+    std::size_t tail_bytes = 0;
   };
   std::array<Output, 2> out;
 };
@@ -342,6 +353,8 @@ struct Master::Impl {
   void ReadAllOutput(Worker& w, bool final);
   void EmitOutput(Worker& w, Stream stream, std::string_view line);
   void ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t);
+  void ForgetDroppedTail(Worker& w, const std::optional<TaskKey>& key);
+  void LogDeathTail(Worker& w, bool crashed);
   void OnMessage(Worker& w, const WorkerMessage& m);
   void SendCommand(Worker& w, const WorkerMessage& m);
   void Tick();
@@ -825,6 +838,7 @@ void Master::Impl::ReadChannel(Worker& w) {
 // all that is left in the pipe (a crash report, an unfinished last line).
 void Master::Impl::ReadOutput(Worker& w, Stream stream, bool final) {
   Worker::Output& o = w.out[stream];
+  const auto emit = [&](std::string_view line) { EmitOutput(w, stream, line); };
   char buf[16384];
   std::size_t total = 0;
   while (o.fd >= 0 && !o.eof && (final || total < kOutputReadBytes)) {
@@ -834,19 +848,9 @@ void Master::Impl::ReadOutput(Worker& w, Stream stream, bool final) {
     if (n <= 0) break;         // EAGAIN or EOF
     total += static_cast<std::size_t>(n);
     o.partial.append(buf, static_cast<std::size_t>(n));
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = o.partial.find('\n', start)) != std::string::npos; start = nl + 1)
-      EmitOutput(w, stream, std::string_view(o.partial).substr(start, nl - start));
-    o.partial.erase(0, start);
-    while (o.partial.size() >= kOutputLineBytes) {
-      EmitOutput(w, stream, std::string_view(o.partial).substr(0, kOutputLineBytes));
-      o.partial.erase(0, kOutputLineBytes);
-    }
+    TakeOutputLines(o.partial, false, emit);
   }
-  if ((final || o.eof) && !o.partial.empty()) {
-    EmitOutput(w, stream, o.partial);
-    o.partial.clear();
-  }
+  if (final || o.eof) TakeOutputLines(o.partial, true, emit);
 }
 
 void Master::Impl::ReadAllOutput(Worker& w, bool final) {
@@ -855,19 +859,22 @@ void Master::Impl::ReadAllOutput(Worker& w, bool final) {
 
 // One line a plugin printed: logged with the task that ran (every task when
 // the worker runs several: a line cannot be pinned on one thread) while one of
-// them has budget left; counted as dropped otherwise.
+// them has budget left; counted as dropped otherwise, and kept in the
+// worker's tail of dropped lines in case these are its last words.
 void Master::Impl::EmitOutput(Worker& w, Stream stream, std::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const std::uint64_t bytes = line.size() + 1;
+  Worker::Output& o = w.out[stream];
   std::string label;
+  std::vector<TaskKey> running;
   bool within = false;
   for (auto& [key, t] : w.tasks) {
     if (t.ran) continue;
     label += (label.empty() ? "" : " or ") + TaskLabel(key.first, t);
+    running.push_back(key);
     within = within || t.out_bytes[stream] < kPluginOutputBytes;
   }
   if (label.empty()) {
-    Worker::Output& o = w.out[stream];
     within = o.idle_bytes < kPluginOutputBytes;
     o.idle_bytes += bytes;
     if (!within) o.idle_dropped += bytes;
@@ -878,12 +885,71 @@ void Master::Impl::EmitOutput(Worker& w, Stream stream, std::string_view line) {
       if (!within) t.out_dropped[stream] += bytes;
     }
   }
-  if (!within) return;
-  std::string text(line);
-  for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
-  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", "
-                        << (label.empty() ? std::string("no task running") : label) << ": " << text;
+  if (label.empty()) label = "no task running";
+  if (!within) {
+    o.tail.push_back({std::move(running), std::move(label), PrintableOutputLine(line)});
+    o.tail_bytes += o.tail.back().text.size() + 1;
+    while (o.tail_bytes > kDeathTailBytes && o.tail.size() > 1) {
+      o.tail_bytes -= o.tail.front().text.size() + 1;
+      o.tail.pop_front();
+    }
+    return;
+  }
+  WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", " << label << ": "
+                        << PrintableOutputLine(line);
+}
+
+// The dropped lines of a task that ended (of no task when `key` is empty: a
+// task starts) are no worker's last words any more.
+void Master::Impl::ForgetDroppedTail(Worker& w, const std::optional<TaskKey>& key) {
+  for (Worker::Output& o : w.out) {
+    std::erase_if(o.tail, [&](const Worker::Output::Dropped& d) {
+      const bool forget = key ? std::find(d.tasks.begin(), d.tasks.end(), *key) != d.tasks.end() : d.tasks.empty();
+      if (forget) o.tail_bytes -= d.text.size() + 1;
+      return forget;
+    });
+  }
+}
+
+// A worker ended: says how much of its output was dropped. When it did not
+// exit cleanly, the last lines it printed past the bound, up to
+// kDeathTailBytes of each stream, are logged after all (a crash report after a
+// flood of output), each with its task, after the line that says how much
+// before them was dropped.
+void Master::Impl::LogDeathTail(Worker& w, bool crashed) {
+  for (const Stream stream : {kStdout, kStderr}) {
+    Worker::Output& o = w.out[stream];
+    if (!crashed) {
+      o.tail.clear();
+      o.tail_bytes = 0;
+    }
+    std::map<TaskKey, std::uint64_t> shown;  // tail bytes by task
+    std::uint64_t idle_shown = 0;
+    for (const auto& d : o.tail) {
+      if (d.tasks.empty()) idle_shown += d.text.size() + 1;
+      for (const TaskKey& key : d.tasks) shown[key] += d.text.size() + 1;
+    }
+    for (const auto& [key, t] : w.tasks) {
+      if (t.out_dropped[stream] == 0) continue;
+      const std::uint64_t last = shown.contains(key) ? shown[key] : 0;
+      WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", " << TaskLabel(key.first, t)
+                            << ": ... " << t.out_dropped[stream] - last << " more bytes dropped (at most "
+                            << kPluginOutputBytes << " per task are logged)"
+                            << (last ? "; the last " + std::to_string(last) + " bytes before its worker died follow"
+                                     : std::string());
+    }
+    if (o.idle_dropped > 0) {
+      WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << " while no task ran: ... "
+                            << o.idle_dropped - idle_shown << " more bytes dropped (at most " << kPluginOutputBytes
+                            << " are logged)"
+                            << (idle_shown ? "; the last " + std::to_string(idle_shown) + " bytes before it died follow"
+                                           : std::string());
+    }
+    for (const auto& d : o.tail)
+      WEFT_LOG(kInfo, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << ", " << d.label << ": " << d.text;
+    o.tail.clear();
+    o.tail_bytes = 0;
+  }
 }
 
 void Master::Impl::ReportDroppedOutput(const Worker& w, const TaskKey& key, const HeldTask& t) {
@@ -922,6 +988,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
         return;
       }
       w.tasks[key] = HeldTask{m.plugin, m.action, m.tenant, m.node, Clock::now(), false, {}, {}};
+      ForgetDroppedTail(w, std::nullopt);
       answer.kind = WorkerMessage::Kind::kRun;
       SendCommand(w, answer);
       PublishInFlight();
@@ -939,6 +1006,7 @@ void Master::Impl::OnMessage(Worker& w, const WorkerMessage& m) {
       if (auto it = w.tasks.find(key); it != w.tasks.end()) {
         ReadAllOutput(w, false);  // what it printed last is its own
         ReportDroppedOutput(w, key, it->second);
+        ForgetDroppedTail(w, key);
         w.tasks.erase(it);
         attempts.End(key.first, key.second);
       }
@@ -1015,14 +1083,8 @@ void Master::Impl::OnDeath(Worker& w, int status) {
   for (const auto& [key, t] : w.tasks) {
     attempts.End(key.first, key.second);
     if (!t.ran) CountTask(t.plugin, kCrashed);
-    ReportDroppedOutput(w, key, t);
   }
-  for (const Stream stream : {kStdout, kStderr}) {
-    if (w.out[stream].idle_dropped == 0) continue;
-    WEFT_LOG(kWarn, kLog) << "worker " << w.pid << " " << kStreamNames[stream] << " while no task ran: ... "
-                          << w.out[stream].idle_dropped << " more bytes dropped (at most " << kPluginOutputBytes
-                          << " are logged)";
-  }
+  LogDeathTail(w, !clean);
   // The message of each task it held.
   std::string culprit_message;
   if (w.kill_reason == KillReason::kHung) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,42 +50,112 @@ std::vector<std::string> ChildEnvironment() {
 
 namespace {
 
-// One probe child: its pipe, what it printed so far, and when it is given up.
+constexpr std::array<const char*, 2> kStreamNames = {"stdout", "stderr"};
+
+// What a probe's plugin file writes to the probe's stdout or stderr (its entry
+// point, init, describe): a pipe read into the host's log, labelled with the
+// file and the stream, at most kProbeOutputBytes of each per probe.
+struct ProbeOutput {
+  int fd = -1;  // -1 once at its end
+  std::string partial;
+  std::uint64_t bytes = 0;
+  std::uint64_t dropped = 0;
+};
+
+// One probe child: its verdict pipe, what it wrote there so far, its stdout
+// and stderr, and when it is given up.
 struct Running {
   std::size_t index = 0;
   pid_t pid = -1;
   int fd = -1;
   std::string text;
+  std::array<ProbeOutput, 2> out;
   Clock::time_point deadline;
 };
+
+void EmitProbeOutput(const std::filesystem::path& file, std::size_t stream, ProbeOutput& o, std::string_view line) {
+  const bool within = o.bytes < kProbeOutputBytes;
+  o.bytes += line.size() + 1;
+  if (!within) {
+    o.dropped += line.size() + 1;
+    return;
+  }
+  WEFT_LOG(kInfo, "host") << "probe of plugin file " << file.string() << " " << kStreamNames[stream] << ": "
+                          << PrintableOutputLine(line);
+}
+
+// Reads what the probe wrote to one stream so far; `final` once it is gone:
+// its unfinished last line too, and how much was dropped.
+void ReadProbeOutput(const std::filesystem::path& file, std::size_t stream, ProbeOutput& o, bool final) {
+  const auto emit = [&](std::string_view line) { EmitProbeOutput(file, stream, o, line); };
+  char buf[16384];
+  std::size_t total = 0;
+  while (o.fd >= 0 && (final || total < (1u << 20))) {
+    const ssize_t n = read(o.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        close(o.fd);  // at its end: not polled any more
+        o.fd = -1;
+        final = true;
+      }
+      break;
+    }
+    total += static_cast<std::size_t>(n);
+    o.partial.append(buf, static_cast<std::size_t>(n));
+    TakeOutputLines(o.partial, false, emit);
+  }
+  if (!final) return;
+  TakeOutputLines(o.partial, true, emit);
+  if (o.dropped > 0) {
+    WEFT_LOG(kWarn, "host") << "probe of plugin file " << file.string() << " " << kStreamNames[stream] << ": ... "
+                            << o.dropped << " more bytes dropped (at most " << kProbeOutputBytes
+                            << " per probe are logged)";
+    o.dropped = 0;
+  }
+}
 
 // Starts `exe --probe file`; nullopt, with the reason in `out`, when it cannot.
 std::optional<Running> StartProbe(const std::string& exe, const std::filesystem::path& file, const LuaBudget& lua,
                                   ProbeResult& out) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
+  // The verdict, and the probe's stdout and stderr (what the plugin writes while it loads).
+  std::array<std::array<int, 2>, 3> pipes = {{{-1, -1}, {-1, -1}, {-1, -1}}};
+  for (auto& p : pipes) {
+    if (pipe2(p.data(), O_CLOEXEC) == 0) continue;
     out.reason = std::string("cannot probe: pipe failed: ") + std::strerror(errno);
+    for (const auto& made : pipes)
+      for (const int fd : made)
+        if (fd >= 0) close(fd);
     return std::nullopt;
   }
+  const int verdict = pipes[0][1];
   ChildSpec spec;
   spec.program = exe;
-  spec.args = {"--probe", file.string(), std::to_string(lua.memory_mb), std::to_string(lua.instructions)};
+  spec.args = {"--probe", file.string(), std::to_string(lua.memory_mb), std::to_string(lua.instructions),
+               std::to_string(verdict)};
   spec.env = ChildEnvironment();
-  spec.stdout_fd = fds[1];
+  spec.keep_fds = {verdict};
+  spec.stdout_fd = pipes[1][1];
+  spec.stderr_fd = pipes[2][1];
   Result<pid_t> pid = SpawnChild(spec);
-  close(fds[1]);
+  for (const auto& p : pipes) close(p[1]);
   if (!pid.ok()) {
-    close(fds[0]);
+    for (const auto& p : pipes) close(p[0]);
     out.reason = "cannot probe: " + pid.status().message();
     return std::nullopt;
   }
   Running r;
   r.pid = *pid;
-  r.fd = fds[0];
+  r.fd = pipes[0][0];
+  for (std::size_t stream = 0; stream < 2; ++stream) {
+    r.out[stream].fd = pipes[stream + 1][0];
+    fcntl(r.out[stream].fd, F_SETFL, fcntl(r.out[stream].fd, F_GETFL) | O_NONBLOCK);
+  }
   return r;
 }
 
-// Reaps a probe child (killed first when it ran out of time) and judges what it printed.
+// Reaps a probe child (killed first when it ran out of time), logs the rest of
+// what it printed, and judges its verdict.
 ProbeResult EndProbe(Running& r, const std::filesystem::path& file, int timeout_ms, bool timed_out) {
   ProbeResult out;
   const std::string name = file.filename().string();
@@ -92,6 +163,12 @@ ProbeResult EndProbe(Running& r, const std::filesystem::path& file, int timeout_
   if (timed_out) kill(r.pid, SIGKILL);
   int status = 0;
   while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  // What is left in the pipes (a child it started may hold them open: no end is waited for).
+  for (std::size_t stream = 0; stream < 2; ++stream) {
+    ReadProbeOutput(file, stream, r.out[stream], /*final=*/true);
+    if (r.out[stream].fd >= 0) close(r.out[stream].fd);
+    r.out[stream].fd = -1;
   }
   if (timed_out) {
     out.reason = "plugin file " + name + " hung while loading (no answer within " + std::to_string(timeout_ms) +
@@ -142,12 +219,26 @@ std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();
     std::vector<pollfd> fds;
     for (const Running& r : running) fds.push_back({r.fd, POLLIN, 0});
+    std::vector<std::pair<std::size_t, std::size_t>> printing;  // running index, stream
+    for (std::size_t i = 0; i < running.size(); ++i) {
+      for (std::size_t stream = 0; stream < 2; ++stream) {
+        if (running[i].out[stream].fd < 0) continue;
+        fds.push_back({running[i].out[stream].fd, POLLIN, 0});
+        printing.emplace_back(i, stream);
+      }
+    }
     const int n = poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 0, 1000)));
     if (n < 0 && errno != EINTR) {
       // Cannot wait on the pipes (should not happen): give up on these probes now.
       for (Running& r : running) out[r.index] = EndProbe(r, files[r.index], timeout_ms, /*timed_out=*/true);
       running.clear();
       continue;
+    }
+    // Output first: a probe's verdict may end it in this round.
+    for (std::size_t k = 0; n > 0 && k < printing.size(); ++k) {
+      if (!(fds[running.size() + k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Running& r = running[printing[k].first];
+      ReadProbeOutput(files[r.index], printing[k].second, r.out[printing[k].second], /*final=*/false);
     }
     const auto now = Clock::now();
     std::vector<Running> still;
@@ -178,9 +269,22 @@ ProbeResult RunProbe(const std::string& exe, const std::filesystem::path& file, 
   return RunProbes(exe, {file}, lua, timeout_ms, 1).front();
 }
 
-int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua) {
+int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua, int verdict_fd) {
   // The master logs the verdict; the loader's own lines would repeat it.
   log::SetLevel(log::Level::kError);
+  // The verdict has a descriptor of its own, so what the plugin prints to
+  // stdout while it loads is only output (the master logs it, labelled).
+  std::FILE* verdict_out = stdout;
+  if (verdict_fd >= 0) {
+    verdict_out = fcntl(verdict_fd, F_SETFD, FD_CLOEXEC) == 0 ? fdopen(verdict_fd, "w") : nullptr;
+    if (verdict_out == nullptr) {
+      std::fprintf(stderr, "weft-host --probe: descriptor %d is not usable for the verdict: %s\n", verdict_fd,
+                   std::strerror(errno));
+      return 1;
+    }
+    // Line by line, as in a worker: what the plugin printed before a crash is not lost in a buffer.
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  }
   PluginSet set;
   set.set_lua_budget(lua);
   json verdict;
@@ -190,8 +294,9 @@ int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua) {
     verdict = {{"ok", false}, {"reason", set.refusals().empty() ? "refused" : set.refusals().front().reason}};
   }
   std::string line = verdict.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fflush(stdout);
+  std::fflush(stdout);  // what the plugin printed without a newline
+  std::fwrite(line.data(), 1, line.size(), verdict_out);
+  std::fflush(verdict_out);
   // No destructors: a plugin's destroy is not part of what a probe judges,
   // and the libraries stay loaded until exit anyway.
   std::_Exit(0);

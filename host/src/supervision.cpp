@@ -115,6 +115,29 @@ std::optional<std::uint64_t> ParseStatmRssBytes(const std::string& text, long pa
   return resident * static_cast<std::uint64_t>(page_size);
 }
 
+void TakeOutputLines(std::string& partial, bool final, const std::function<void(std::string_view)>& emit) {
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1)
+    emit(std::string_view(partial).substr(start, nl - start));
+  partial.erase(0, start);
+  while (partial.size() >= kOutputLineBytes) {
+    emit(std::string_view(partial).substr(0, kOutputLineBytes));
+    partial.erase(0, kOutputLineBytes);
+  }
+  if (final && !partial.empty()) {
+    emit(partial);
+    partial.clear();
+  }
+}
+
+std::string PrintableOutputLine(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::string text(line);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
+  return text;
+}
+
 std::optional<std::uint64_t> ReadRssBytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
   if (!in) return std::nullopt;

@@ -137,11 +137,11 @@ Response List(store::Store& store, const Call& call) {
   const json& body = call.request->body;
   if (Status s = jsonf::RequireObject(body, "body"); !s.ok()) return Response::Error(s);
   store::AuditQuery q;
-  WEFT_TRY_ASSIGN(since, jsonf::Int(body, "since_ms", "body", 0, INT64_MAX, 0));
-  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 1000));
+  WEFT_TRY_ASSIGN(since, jsonf::Int(body, "since_ms", "", 0, INT64_MAX, 0));
+  WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, kMaxListed, 1000));
   WEFT_TRY_ASSIGN(before, ReadCursor(body, kAuditCursor, "audit.list"));
-  WEFT_TRY_ASSIGN(user, jsonf::String(body, "user", "body", ""));
-  WEFT_TRY_ASSIGN(cluster, jsonf::String(body, "cluster", "body", ""));
+  WEFT_TRY_ASSIGN(user, jsonf::String(body, "user", "", ""));
+  WEFT_TRY_ASSIGN(cluster, jsonf::String(body, "cluster", "", ""));
   q.since_ms = since;
   q.limit = limit + 1;  // one more than the page: is there an older one?
   q.before_id = before;

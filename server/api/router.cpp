@@ -1,8 +1,9 @@
 #include "weft/server/api/router.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
+
+#include "weft/common/text.hpp"
 
 namespace weft::api {
 namespace {
@@ -13,46 +14,6 @@ std::string Quoted(const std::string& name) {
   for (unsigned char c : name)
     if (c < 0x20 || c >= 0x7f) return json(name).dump(-1, ' ', false, json::error_handler_t::replace);
   return "'" + name + "'";
-}
-
-// A field name folded for comparing: lower case, without '_' and '-'
-// ("dryRun", "dry-run" and "dryrun" all read "dryrun").
-std::string Folded(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s)
-    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(c));
-  return out;
-}
-
-std::size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The known field `unknown` most likely meant: the same once folded, else
-// the nearest within two edits (and less than half its length); "" if none.
-std::string Nearest(const std::string& unknown, const Fields& known) {
-  const std::string folded = Folded(unknown);
-  std::string best;
-  std::size_t best_distance = 3;
-  for (const std::string& k : known) {
-    const std::size_t d = EditDistance(folded, Folded(k));
-    if (d < best_distance && d * 2 < std::max<std::size_t>(folded.size(), 2)) {
-      best = k;
-      best_distance = d;
-    }
-  }
-  return best;
 }
 
 }  // namespace
@@ -167,7 +128,7 @@ Response Router::Dispatch(const Call& call, const Entry* entry) const {
       mine.push_back(name);
       known += (known.empty() ? "" : ", ") + name;
     }
-    const std::string nearest = Nearest(op, mine);
+    const std::string nearest = NearestName(op, mine);
     json details = {{"op", op}, {"known_ops", mine}};
     if (!nearest.empty()) details["did_you_mean"] = nearest;
     return Response::Error(Status::Invalid("unknown op '" + op + "'" +
@@ -227,7 +188,7 @@ Response Router::CheckFields(const Call& call, const Entry& entry) {
   if (unknown.empty()) return Response::Ok(json::object());
   const std::string& op = request.op;
   const std::string first = unknown.front().get<std::string>();
-  const std::string nearest = Nearest(first, entry.fields);
+  const std::string nearest = NearestName(first, entry.fields);
   std::string known;
   for (const std::string& f : entry.fields) known += (known.empty() ? "" : ", ") + f;
   std::string message = json(first).dump(-1, ' ', false, json::error_handler_t::replace) + " is not a field of " + op;

@@ -546,7 +546,7 @@ Result<api::Principal> ResolveWith(const Find& find, const Spent& spent,
   if (endpoint == Endpoint::kApi) {
     if (!entry || entry->kind != Kind::kUser)
       return Status::Denied("op '" + request.op + "': weftd does not know this client's key " + curve::ShortKey(key) +
-                            " (revoked, or its user or tenant deleted)");
+                            " (revoked, expired, or its user or tenant deleted)");
     p.user = entry->user;
     p.user_tenant = entry->tenant.empty() ? "_system" : entry->tenant;  // a superadmin belongs to no tenant
     if (entry->role == "gateway") {

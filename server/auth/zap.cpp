@@ -36,6 +36,18 @@ std::string PeerAddress(int fd) {
   return at && inet_ntop(peer.ss_family, at, text, sizeof text) ? text : "";
 }
 
+// Why a key was refused on `domain` (the endpoint), in words that say what to do.
+std::string RefusedBecause(const KeyEntry* entry, bool spent, const std::string& domain) {
+  if (!entry) return spent ? "revoked, used up or expired" : "unknown";
+  if (entry->kind == Kind::kUser)
+    return "it is the key of user '" + entry->user + "' of tenant '" + entry->tenant +
+           "', and users send requests to the api endpoint (endpoints.json's \"api\"), not the " + domain + " one";
+  return std::string(entry->kind == Kind::kHost ? "it is host '" + entry->host_id + "''s key"
+                                                : std::string("it is an enroll token's key")) +
+         ", and hosts send requests to the provisioner endpoint (endpoints.json's \"provisioner\"), not the " +
+         domain + " one";
+}
+
 }  // namespace
 
 Status ZapHandler::Watch(zmq::socket_t& socket, const std::string& endpoint) {
@@ -133,8 +145,13 @@ void ZapHandler::Handle(Watched& w, const Event& e) {
   const std::int64_t now = clock_.NowMs();
   const bool first = tally_.Count(undecryptable ? "handshakes not decrypted" : "handshakes without CurveZMQ", now);
   // Each address in full once (a host retries every second); every one counted.
+  // Keyed by kind too: an address that first came without CurveZMQ, then with
+  // another server's key, has each said (the second is the one to fix).
   const bool fresh = !from.empty() ? logged_.size() < kMaxLogged &&
-                                         logged_.insert("handshake/" + w.endpoint + "/" + from).second
+                                         logged_
+                                             .insert(std::string(undecryptable ? "undecrypted/" : "plain/") +
+                                                     w.endpoint + "/" + from)
+                                             .second
                                    : first;
   if (!fresh) return;
   if (undecryptable) {
@@ -244,13 +261,14 @@ void ZapHandler::Run() {
                                 << " endpoint is, with weft's probe key (a client does so when its own key gets "
                                    "no answer; logged once)";
         }
-      } else if (logged_.size() < kMaxLogged && logged_.insert(domain + "/" + key).second &&
+      } else if (logged_.size() < kMaxLogged && !logged_.count(domain + "/" + key) &&
                  tally_.Count("keys refused at the handshake", clock_.NowMs())) {
+        // In full once per key, and at most one new key per tally interval: the
+        // others are counted, and each is logged in full in a later interval in
+        // which it is the first (a client retries), so none goes unsaid.
+        logged_.insert(domain + "/" + key);
         WEFT_LOG(kWarn, kLog) << "refused key " << curve::ShortKey(key) << " from " << address << " on the " << domain
-                              << " endpoint: "
-                              << (entry ? "it is not a key for this endpoint"
-                                        : spent ? "revoked, used up or expired"
-                                                : "unknown")
+                              << " endpoint: " << RefusedBecause(entry, spent, domain)
                               << " (logged once per key); other keys refused in the next " << kTallyMs / 1000
                               << " s are counted in one line";
       }

@@ -1,5 +1,6 @@
 #include "weft/server/catalog/catalog_ops.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -119,6 +120,28 @@ json PlanCounts(const json& plan) {
           {"bootstrap", std::move(bootstrap)}};
 }
 
+Result<std::vector<std::string>> ServiceNameList(const json& body, const char* key, bool required) {
+  std::vector<std::string> out;
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
+    return out;
+  }
+  if (!it->is_array())
+    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    if (!v.is_string() || v.get<std::string>().empty())
+      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
+                             jsonf::Brief(v));
+    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
+      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
+    out.push_back(v.get<std::string>());
+  }
+  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
+  return out;
+}
+
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
   if (!d.is_object() || !d.contains("type") || !d["type"].is_string()) return;
   const std::string owner = d.value("tenant", std::string());
@@ -154,6 +177,12 @@ class CatalogOps {
   Response Put(Kind kind, const Call& call) {
     const json& body = call.request->body;
     if (!body.is_object()) return Response::Error(jsonf::RequireObject(body, "body"));
+    // A <kind>.get reply fed back whole would be stored as a hollow entity (its
+    // fields are all unknown to the kind): what to put is its `entity`.
+    if (body.contains("entity") && (body.contains("kind") || body.contains("version")))
+      return Response::Error(Status::Invalid("this is a " + std::string(catalog::KindName(kind)) +
+                                             ".get reply: put its `entity`"),
+                             {{"kind", catalog::KindName(kind)}});
     catalog::Catalog scratch;
     std::vector<std::string> warnings;
     Result<std::string> name = scratch.PutJson(kind, body, &warnings);
@@ -338,17 +367,8 @@ class CatalogOps {
                                                                        : req.overrides.imagetype) = value;
     }
     if (body.contains("services") && !body["services"].is_null()) {
-      const json& s = body["services"];
-      if (!s.is_array())
-        return Response::Error(Status::Invalid("services must be a list of service names, got " +
-                                               jsonf::Brief(s)));
-      std::vector<std::string> services;
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        if (!s[i].is_string() || s[i].get<std::string>().empty())
-          return Response::Error(Status::Invalid("services[" + std::to_string(i) +
-                                                 "] must be a service name, got " + jsonf::Brief(s[i])));
-        services.push_back(s[i].get<std::string>());
-      }
+      // Checked as cluster.create checks it (a name twice is refused).
+      WEFT_TRY_ASSIGN(services, ServiceNameList(body, "services", false));
       req.overrides.services = std::move(services);
     }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())

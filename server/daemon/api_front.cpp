@@ -25,7 +25,7 @@ constexpr int kTakeAtOnce = 64;
 }  // namespace
 
 ApiFront::ApiFront(const Config& config, const Clock& clock, RateLimits& limits)
-    : config_(config), clock_(clock), limits_(limits) {}
+    : config_(config), clock_(clock), limits_(limits), tally_(log::Level::kWarn, kLog, 10'000) {}
 
 ApiFront::~ApiFront() {
   Stop();
@@ -109,8 +109,10 @@ void ApiFront::Run() {
                              {pipe_.handle(), 0, ZMQ_POLLIN, 0},
                              {nullptr, stop_fd_, ZMQ_POLLIN, 0}};
   while (true) {
+    tally_.Flush(clock_.NowMs());
     try {
-      zmq::poll(items, 3, std::chrono::milliseconds(-1));
+      // Woken at least once a second, so that a tally's summary is written when its interval is over.
+      zmq::poll(items, 3, std::chrono::milliseconds(1000));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       WEFT_LOG(kError, kLog) << "the api front stopped: " << e.what();
@@ -139,7 +141,7 @@ bool ApiFront::PassBack() {
   auto it = with_reactor_.find(rid);
   if (it != with_reactor_.end() && --it->second <= 0) with_reactor_.erase(it);
   // A client that went away gets nothing (ROUTER_MANDATORY refuses); its replies carry no task.
-  (void)wire::SendMultipart(router_, frames);
+  Delivered(SendRouted(router_, frames), "");
   return true;
 }
 
@@ -184,7 +186,7 @@ bool ApiFront::TakeRequest() {
                               " requests per second (security.api_rate_per_s); nothing was done: retry after " +
                               std::to_string(retry_after_ms) + " ms"),
           api::json{{"retry_after_ms", retry_after_ms}});
-      if (!p.envelope.empty()) (void)SendReply(router_, p);
+      if (!p.envelope.empty()) Delivered(SendReply(router_, p), p.id);
       return true;
     }
     if (serving_.load(std::memory_order_acquire) && !with_reactor_.count(frames.front().to_string()) &&
@@ -246,11 +248,20 @@ bool ApiFront::Serve(wire::Frames& frames, const std::string& key) {
   if (!written.empty()) store_->ClustersWrittenElsewhere(written);
   p.response = reads_->Route(call);
   store_->EndRead();
-  if (!SendReply(router_, p)) {
-    WEFT_LOG(kDebug, kLog) << "could not deliver the reply to request '" << p.id
-                           << "' on the api endpoint: the peer is gone or not reading";
-  }
+  Delivered(SendReply(router_, p), p.id);
   return true;
+}
+
+void ApiFront::Delivered(Delivery delivery, const std::string& id) {
+  // A client that went away is no news; one that sends and does not read loses replies, and must hear of it.
+  if (delivery != Delivery::kBacklogged) return;
+  if (tally_.Count("replies dropped for clients that did not read them", clock_.NowMs())) {
+    WEFT_LOG(kWarn, kLog) << "dropped the reply to "
+                          << (id.empty() ? std::string("a request") : "request '" + id + "'")
+                          << " on the api endpoint: its client has " << kRepliesQueued
+                          << " replies waiting that it has not read; a client must read its replies, and keep "
+                             "fewer requests than that in flight on one connection";
+  }
 }
 
 void ApiFront::PassOn(wire::Frames frames, bool over, const std::string& key, std::string address) {

@@ -43,14 +43,16 @@ void BindKeepingPort(zmq::socket_t& socket, const char* name, const std::string&
 
 // Sends the routing envelope, then `frames`, as one message; false if the
 // socket refused (with ROUTER_MANDATORY: the peer is gone). No copy of either.
-bool SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frames& frames) {
+// With ROUTER_MANDATORY a ROUTER refuses a message at its first frame: EHOSTUNREACH
+// (thrown) when the peer is gone, EAGAIN (a send that returns nothing) when its queue is full.
+Delivery SendWithEnvelope(zmq::socket_t& socket, wire::Frames& envelope, wire::Frames& frames) {
   try {
     for (zmq::message_t& e : envelope)
-      if (!socket.send(e, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+      if (!socket.send(e, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return Delivery::kBacklogged;
   } catch (const zmq::error_t&) {
-    return false;
+    return Delivery::kGone;
   }
-  return wire::SendMultipart(socket, frames);
+  return wire::SendMultipart(socket, frames) ? Delivery::kSent : Delivery::kGone;
 }
 
 }  // namespace
@@ -100,7 +102,15 @@ bool ReceiveWithin(zmq::socket_t& socket, const std::function<FrameBound(zmq::me
   return true;
 }
 
-bool SendReply(zmq::socket_t& socket, Pending& p) {
+Delivery SendRouted(zmq::socket_t& socket, wire::Frames& frames) {
+  if (frames.empty()) return Delivery::kGone;
+  wire::Frames envelope;
+  envelope.push_back(std::move(frames.front()));
+  frames.erase(frames.begin());
+  return SendWithEnvelope(socket, envelope, frames);
+}
+
+Delivery SendReply(zmq::socket_t& socket, Pending& p) {
   wire::Reply reply = p.response.status.ok() ? wire::Reply::Success(p.id, std::move(p.response.body))
                                              : wire::Reply::Failure(p.id, p.response.status, p.response.details);
   if (p.response.status.ok()) {
@@ -156,6 +166,8 @@ Status Transport::Bind(const std::optional<std::string>& server_secret_key, json
           b.socket->set(zmq::sockopt::rcvhwm, kProvisionerRcvHwm);
         }
         b.socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_frame));
+        // Replies waiting for a client that does not read them: beyond these, dropped (and logged).
+        if (b.socket == &api_) b.socket->set(zmq::sockopt::sndhwm, kRepliesQueued);
       }
       if (server_secret_key) {
         curve::SetServerKey(*b.socket, *server_secret_key, b.name);
@@ -317,10 +329,12 @@ bool Transport::Decode(Endpoint endpoint, wire::Frames frames, bool over, const 
 
 void Transport::Send(std::vector<Pending>& replies, std::vector<queue::AttemptRef>* undelivered) {
   for (Pending& p : replies) {
-    if (SendReply(Socket(p.endpoint), p)) continue;
+    const Delivery d = SendReply(Socket(p.endpoint), p);
+    if (d == Delivery::kSent) continue;
     if (tally_.Count("replies not delivered", clock_.NowMs())) {
       WEFT_LOG(kInfo, kLog) << "could not deliver the reply to request '" << p.id << "' on the "
-                            << api::EndpointName(p.endpoint) << " endpoint: the peer is gone or not reading";
+                            << api::EndpointName(p.endpoint) << " endpoint: "
+                            << (d == Delivery::kGone ? "its client is gone" : "its client is not reading its replies");
     }
     if (p.delivers) undelivered->push_back(*p.delivers);
   }

@@ -62,8 +62,10 @@ Result<std::int64_t> LeaseMs(const json& body, std::int64_t min) {
   const json& v = body["lease_ms"];
   if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > kMaxLeaseMs ||
       (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxLeaseMs)))
-    return Status::Invalid("a lease must be a duration from " + LeaseText(min) + " to 100 years, got " +
-                           jsonf::Brief(v) + (v.is_number() ? " ms" : ""));
+    return Status::Invalid("lease_ms must be a whole number of milliseconds from " + std::to_string(min) +
+                           (min == 0 ? " (no lease)" : "") + " to " + std::to_string(kMaxLeaseMs) +
+                           " (100 years), got " + jsonf::Brief(v) +
+                           (v.is_string() ? " (a duration such as 1d is what the CLI's --lease takes)" : ""));
   return v.get<std::int64_t>();
 }
 
@@ -109,28 +111,6 @@ std::set<std::string> ServicesOn(const json& layout) {
   for (const json& n : layout.value("nodes", json::array()))
     for (const json& s : n.value("services", json::array()))
       if (s.is_string()) out.insert(s.get<std::string>());
-  return out;
-}
-
-Result<std::vector<std::string>> NameList(const json& body, const char* key, bool required) {
-  std::vector<std::string> out;
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) {
-    if (required) return Status::Invalid(std::string(key) + " is required: a list of service names");
-    return out;
-  }
-  if (!it->is_array())
-    return Status::Invalid(std::string(key) + " must be a list of service names, got " + jsonf::Brief(*it));
-  for (std::size_t i = 0; i < it->size(); ++i) {
-    const json& v = (*it)[i];
-    if (!v.is_string() || v.get<std::string>().empty())
-      return Status::Invalid(std::string(key) + "[" + std::to_string(i) + "] must be a service name, got " +
-                             jsonf::Brief(v));
-    if (std::find(out.begin(), out.end(), v.get<std::string>()) != out.end())
-      return Status::Invalid("the list of " + std::string(key) + " names '" + v.get<std::string>() + "' twice");
-    out.push_back(v.get<std::string>());
-  }
-  if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
   return out;
 }
 
@@ -267,7 +247,7 @@ class ClusterOps {
           value;
       overrides_json[key] = value;
     }
-    WEFT_TRY_ASSIGN(services, NameList(body, "services", false));
+    WEFT_TRY_ASSIGN(services, catalog::ServiceNameList(body, "services", false));
     if (!services.empty()) {
       overrides.services = services;
       overrides_json["services"] = services;
@@ -307,9 +287,10 @@ class ClusterOps {
       WEFT_TRY_ASSIGN(asked, LeaseMs(body, 0));
       const std::int64_t max = tmpl->lease ? tmpl->lease->max_ms : 0;
       if (max > 0 && (asked == 0 || asked > max))
-        return Response::Error(Status::Invalid("a lease of " + (asked ? LeaseText(asked) : "forever") +
-                                               " is longer than template '" + template_name + "' allows (" +
-                                               LeaseText(max) + ", administration.leaseduration.max)"));
+        return Response::Error(Status::Invalid(
+            (asked ? "a lease of " + LeaseText(asked) : std::string("no lease (lease_ms 0: a cluster that never expires)")) +
+            " is longer than template '" + template_name + "' allows (" + LeaseText(max) +
+            ", administration.leaseduration.max)"));
       lease_ms = asked;
     }
 
@@ -431,7 +412,7 @@ class ClusterOps {
       job.target.layout = catalog::LayoutToJson(layout);
       job.target.spec["size"] = size;
     } else if (op == JobOperation::kAddServices) {
-      WEFT_TRY_ASSIGN(added, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(added, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> want = ServicesOn(job.before.layout);
       for (const std::string& s : added) {
         if (want.count(s))
@@ -448,7 +429,7 @@ class ClusterOps {
       }
       job.target.spec["overrides"]["services"] = std::vector<std::string>(want.begin(), want.end());
     } else if (op == JobOperation::kRemoveServices) {
-      WEFT_TRY_ASSIGN(removed, NameList(body, "services", true));
+      WEFT_TRY_ASSIGN(removed, catalog::ServiceNameList(body, "services", true));
       std::set<std::string> keep = ServicesOn(job.before.layout);
       for (const std::string& s : removed)
         if (!keep.erase(s))
@@ -464,7 +445,7 @@ class ClusterOps {
       for (const std::string& s : removed) job.target.spec["services"].erase(s);
       job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
     } else if (op == JobOperation::kStart || op == JobOperation::kStop || op == JobOperation::kRestart) {
-      WEFT_TRY_ASSIGN(only, NameList(body, "services", false));
+      WEFT_TRY_ASSIGN(only, catalog::ServiceNameList(body, "services", false));
       const std::set<std::string> on = ServicesOn(job.before.layout);
       for (const std::string& s : only)
         if (!on.count(s))
@@ -479,7 +460,7 @@ class ClusterOps {
         if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
         job.target.spec["config"] = config;
       }
-      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "body", false));
+      WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "", false));
       job.extras.restart = restart;
     } else if (op == JobOperation::kUpgrade) {
       WEFT_TRY_ASSIGN(latest, catalogs_.Get(call.principal.tenant));
@@ -602,10 +583,10 @@ class ClusterOps {
 
   Response List(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "body", false));
+    WEFT_TRY_ASSIGN(all, jsonf::Bool(body, "all", "", false));
     // No limit: every cluster, in one reply.
     WEFT_TRY_ASSIGN(limit,
-                    jsonf::Int(body, "limit", "body", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
+                    jsonf::Int(body, "limit", "", 1, kMaxListed, std::numeric_limits<std::int64_t>::max()));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kClusterCursor, "cluster.list"));
     // The body as text (see AppendClusterSummary), never a tree. In id order,
     // so a page starts right after the last one's last cluster.
@@ -672,7 +653,7 @@ class ClusterOps {
 
   Response JobList(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "body", 1, kMaxListed, 100));
+    WEFT_TRY_ASSIGN(limit, jsonf::Int(body, "limit", "", 1, kMaxListed, 100));
     WEFT_TRY_ASSIGN(after, api::ReadCursor(body, kJobCursor, "job.list"));
     std::string cluster_id;
     std::map<std::string, std::string> names;  // cluster id -> name, for people reading the list
@@ -1012,6 +993,8 @@ class ClusterOps {
     std::string id;
     if (body.contains("job") && body["job"].is_number_integer()) {
       id = std::to_string(body["job"].get<std::int64_t>());
+    } else if (body.contains("job") && body["job"].is_number()) {
+      id = "-";  // 1.5: a number, but not a job id (said below)
     } else {
       WEFT_ASSIGN_OR_RETURN(std::string s, jsonf::String(body, "job", ""));
       id = s;

@@ -43,10 +43,10 @@ struct Named {
   std::string name;
 };
 Result<Named> ReadNamed(const json& body) {
-  WEFT_ASSIGN_OR_RETURN(std::string type, jsonf::String(body, "type", "body"));
-  WEFT_RETURN_IF_ERROR(ValidateType(type, "body.type"));
-  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(body, "name", "body"));
-  WEFT_RETURN_IF_ERROR(ValidateName(type, name, "body.name"));
+  WEFT_ASSIGN_OR_RETURN(std::string type, jsonf::String(body, "type", ""));
+  WEFT_RETURN_IF_ERROR(ValidateType(type, "type"));
+  WEFT_ASSIGN_OR_RETURN(std::string name, jsonf::String(body, "name", ""));
+  WEFT_RETURN_IF_ERROR(ValidateName(type, name, "name"));
   return Named{std::move(type), std::move(name)};
 }
 
@@ -80,10 +80,10 @@ class ResourceOps {
     WEFT_TRY_ASSIGN(named, ReadNamed(body));
     Status lua = CheckLuaPlugin(named);
     if (!lua.ok()) return Response::Error(lua);
-    WEFT_TRY_ASSIGN(upload_id, jsonf::String(body, "upload_id", "body", ""));
-    WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "body", 0, kMaxVersion, 0));
-    WEFT_TRY_ASSIGN(final, jsonf::Bool(body, "final", "body", false));
-    WEFT_TRY_ASSIGN(digest, jsonf::String(body, "digest", "body", ""));
+    WEFT_TRY_ASSIGN(upload_id, jsonf::String(body, "upload_id", "", ""));
+    WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "", 0, kMaxVersion, 0));
+    WEFT_TRY_ASSIGN(final, jsonf::Bool(body, "final", "", false));
+    WEFT_TRY_ASSIGN(digest, jsonf::String(body, "digest", "", ""));
     const auto& blobs = call.request->blobs;
     if (blobs.size() != 1)
       return Response::Error(Status::Invalid(
@@ -100,7 +100,7 @@ class ResourceOps {
     chunk.digest = digest;
     chunk.user = call.principal.user;
     if (body.contains("size") && !body["size"].is_null()) {
-      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "body", 0, kMaxVersion));
+      WEFT_TRY_ASSIGN(size, jsonf::Int(body, "size", "", 0, kMaxVersion));
       chunk.size_bytes = size;
     }
     WEFT_TRY_ASSIGN(progress, store_.Upload(chunk));
@@ -119,9 +119,9 @@ class ResourceOps {
 
   Response List(const Call& call) {
     const json& body = call.request->body;
-    WEFT_TRY_ASSIGN(type, jsonf::String(body, "type", "body", ""));
+    WEFT_TRY_ASSIGN(type, jsonf::String(body, "type", "", ""));
     if (!type.empty()) {
-      Status s = ValidateType(type, "body.type");
+      Status s = ValidateType(type, "type");
       if (!s.ok()) return Response::Error(s);
     }
     WEFT_TRY_ASSIGN(resources, store_.List(call.principal.tenant, type));
@@ -146,7 +146,7 @@ class ResourceOps {
   Response Stage(const Call& call) {
     const json& body = call.request->body;
     WEFT_TRY_ASSIGN(named, ReadNamed(body));
-    WEFT_TRY_ASSIGN(version, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+    WEFT_TRY_ASSIGN(version, jsonf::Int(body, "version", "", 1, kMaxVersion));
     WEFT_TRY_ASSIGN(v, store_.Stage(call.principal.tenant, named.type, named.name, version));
     return Response::Ok({{"type", named.type}, {"name", named.name}, {"version", v.version},
                          {"state", VersionStateName(v.state)}});
@@ -175,7 +175,7 @@ class ResourceOps {
     WEFT_TRY_ASSIGN(named, ReadNamed(body));
     std::optional<std::int64_t> version;
     if (body.contains("version") && !body["version"].is_null()) {
-      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "body", 1, kMaxVersion));
+      WEFT_TRY_ASSIGN(v, jsonf::Int(body, "version", "", 1, kMaxVersion));
       version = v;
     }
     WEFT_TRY_ASSIGN(removed, store_.Delete(call.principal.tenant, named.type, named.name, version));

@@ -188,9 +188,31 @@ TEST_CASE("weft cli edges: errors name what the user typed, not wire fields, and
   CHECK_THAT(too_long.err, Catch::Contains("a lease of 30d is longer than template 'web-fake' allows (7d, "
                                            "administration.leaseduration.max)"));
   CHECK_THAT(too_long.err, !Catch::Contains(" ms"));
+  // Through the api: lease_ms is milliseconds, and 0 asks for no lease at all.
+  Result<json> as_text = server.TryCall(
+      "cluster.create", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}, {"lease_ms", "1d"}});
+  REQUIRE_FALSE(as_text.ok());
+  CHECK_THAT(as_text.status().message(),
+             Catch::StartsWith("lease_ms must be a whole number of milliseconds from 0 (no lease) to ") &&
+                 Catch::EndsWith("got \"1d\" (a duration such as 1d is what the CLI's --lease takes)"));
+  Result<json> none =
+      server.TryCall("cluster.create", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}, {"lease_ms", 0}});
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.status().message(),
+             Catch::StartsWith("no lease (lease_ms 0: a cluster that never expires) is longer than template "
+                               "'web-fake' allows (7d"));
+  Result<json> fraction = server.TryCall("job.get", {{"job", 1.5}});
+  REQUIRE_FALSE(fraction.ok());
+  CHECK_THAT(fraction.status().message(), Catch::StartsWith("job must be a job id, a whole number from 1 up"));
 
   // No host runs the fake plugins, so the create job waits; the lease is the cluster's already.
-  REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}).exit_code == 0);
+  REQUIRE(server.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3", "--config",
+                       R"({"shop":{"currency":"EUR"}})"})
+              .exit_code == 0);
+  // The table shows the config the cluster's tasks get.
+  RunResult got = server.Weft({"cluster", "get", "shop"});
+  INFO(got.out << got.err);
+  CHECK_THAT(got.out, Catch::Contains(R"("shop":{"currency":"EUR"})"));
   RunResult extend = server.Weft({"cluster", "extend-lease", "shop", "--lease", "10d"});
   INFO(extend.err);
   CHECK(extend.exit_code == 1);
@@ -272,7 +294,7 @@ TEST_CASE("weft cli edges: nothing-to-do changes and finished jobs are refused i
   RunResult create = s.Weft({"-o", "json", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
   INFO(create.out << create.err << s.Log() << env.HostLog());
   REQUIRE(create.exit_code == 0);
-  const std::string job = json::parse(create.out)["id"].get<std::string>();
+  const std::string job = json::parse(create.out)["job"]["id"].get<std::string>();
   const std::size_t jobs_before = s.WeftJson({"job", "list", "--cluster", "web"})["jobs"].size();
 
   RunResult twice = s.Weft({"cluster", "add-services", "web", "fake-redis,fake-redis"});
@@ -331,7 +353,7 @@ TEST_CASE("weft cli edges: a dry run counts the stages its job then shows, for c
     RunResult r = s.Weft(args);
     INFO(r.out << r.err << s.Log() << env.HostLog());
     REQUIRE(r.exit_code == 0);
-    const json job = Job(s, json::parse(r.out)["id"].get<std::string>());
+    const json job = Job(s, json::parse(r.out)["job"]["id"].get<std::string>());
     CHECK(job["progress"]["stage"] == job["progress"]["stages"]);  // done: at the last stage
     return job["progress"]["stages"].get<std::size_t>();
   };
@@ -442,11 +464,220 @@ TEST_CASE("weft cli edges: a job's duration is its own: milliseconds for an undo
   INFO(r.out << r.err << s.Log() << env.HostLog());
   CHECK(r.exit_code == 1);
   std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex(R"(job (\d+) \(undo\) succeeded in (\S+))")));
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"(; undone by job (\d+) in (\S+)\n)")));
   const json undo = Job(s, m[1]);
   const std::int64_t took = undo["finished_at_ms"].get<std::int64_t>() - undo["created_at_ms"].get<std::int64_t>();
   CHECK(m[2] == cli::Duration(took));
+}
 
+TEST_CASE("weft cli edges: --wait and job watch of a failed job print that job, with the job that undid it",
+          "[cli][integration]") {
+  // The fake provider's CONFIRM fails every attempt: the create fails for good and is undone.
+  JobsEnv env("weft-cli-edges-failed", "retry_backoff_ms = 50\nmax_attempts = 1\n");
+  testing::Weftd& s = env.server;
+  testing::CatalogDir failing(env.dir.path() / "failing");
+  failing.PatchProvider({{"fail_actions", "CONFIRM"}});
+  Import(s, failing.path());
+
+  RunResult r = s.Weft({"-o", "json", "cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(r.out << r.err << s.Log() << env.HostLog());
+  CHECK(r.exit_code == 1);
+  const json printed = json::parse(r.out, nullptr, false);
+  REQUIRE(printed.is_object());
+  REQUIRE(printed.contains("job"));
+  const json& job = printed["job"];
+  REQUIRE(job.is_object());
+  const std::string id = job["id"].get<std::string>();
+  CHECK(job["operation"] == "create");
+  CHECK(job["status"] == "failed");
+  CHECK_THAT(job["message"].get<std::string>(), Catch::Contains("CONFIRM") && Catch::Contains("undoing it"));
+  REQUIRE(printed.contains("undo_job"));
+  const json& undo = printed["undo_job"];
+  REQUIRE(undo.is_object());
+  CHECK(undo["operation"] == "undo");
+  CHECK(undo["status"] == "succeeded");
+  CHECK(undo["parent_job"] == id);
+  const std::string undo_id = undo["id"].get<std::string>();
+  CHECK(undo_id != id);
+  // Nothing but that object on stdout (no error object beside it); the sentence on stderr.
+  CHECK_FALSE(printed.contains("error"));
+  CHECK_THAT(r.err, Catch::Contains("weft: job " + id + " failed: ") &&
+                        Catch::Contains("; undone by job " + undo_id + "\n"));
+
+  // job watch of the failed job, once both have ended: the same.
+  RunResult watched = s.Weft({"-o", "json", "job", "watch", id});
+  INFO(watched.out << watched.err);
+  CHECK(watched.exit_code == 1);
+  json again = json::parse(watched.out, nullptr, false);
+  REQUIRE(again.is_object());
+  CHECK(again["job"]["id"] == id);
+  CHECK(again["job"]["status"] == "failed");
+  CHECK(again["undo_job"]["id"] == undo_id);
+
+  // The table: one line saying the job failed and which job undid it.
+  RunResult table = s.Weft({"job", "watch", id});
+  INFO(table.out << table.err);
+  CHECK(table.exit_code == 1);
+  CHECK(Lines(table.out) == 1);
+  CHECK_THAT(table.out, Catch::StartsWith("job " + id + " (create) failed after ") &&
+                            Catch::Contains("; undone by job " + undo_id + " in "));
+
+  // The job family's one shape: an object with "job" (and "cluster" where the reply has one).
+  CHECK(s.WeftJson({"job", "show", id})["job"]["id"] == id);
+  json started = s.WeftJson({"cluster", "create", "other", "--template", "web-fake", "--size", "3"});
+  CHECK(started["job"]["operation"] == "create");
+  CHECK(started["cluster"]["name"] == "other");
+}
+
+TEST_CASE("weft cli edges: deleting a deleted cluster is done, and says so", "[cli][integration]") {
+  JobsEnv env("weft-cli-edges-delete");
+  testing::Weftd& s = env.server;
+  RunResult created = s.Weft({"cluster", "create", "web", "--template", "web-fake", "--size", "3", "--wait"});
+  INFO(created.out << created.err << s.Log() << env.HostLog());
+  REQUIRE(created.exit_code == 0);
+  RunResult deleted = s.Weft({"cluster", "delete", "web", "--wait"});
+  INFO(deleted.out << deleted.err);
+  REQUIRE(deleted.exit_code == 0);
+  const std::string cluster_id = s.WeftJson({"cluster", "get", "web"})["cluster"]["id"].get<std::string>();
+  const std::size_t jobs = s.WeftJson({"job", "list", "--cluster", cluster_id})["jobs"].size();
+
+  RunResult twice = s.Weft({"cluster", "delete", "web"});
+  INFO(twice.out << twice.err);
+  CHECK(twice.exit_code == 0);
+  CHECK(twice.out == "cluster 'web' (id " + cluster_id + ") is already deleted (terminated); nothing to do\n");
+  CHECK(twice.err.empty());
+  RunResult json_twice = s.Weft({"-o", "json", "cluster", "delete", "web", "--wait"});
+  INFO(json_twice.out << json_twice.err);
+  CHECK(json_twice.exit_code == 0);
+  json printed = json::parse(json_twice.out, nullptr, false);
+  REQUIRE(printed.is_object());
+  CHECK(printed["already_deleted"] == true);
+  CHECK(printed["cluster"]["id"] == cluster_id);
+  CHECK(printed["cluster"]["status"] == "terminated");
+  CHECK(s.WeftJson({"job", "list", "--cluster", cluster_id})["jobs"].size() == jobs);  // no job started
+
+  // A cluster that never was is still an error.
+  RunResult missing = s.Weft({"cluster", "delete", "nosuch"});
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, !Catch::Contains("already deleted"));
+}
+
+TEST_CASE("weft cli edges: with -o json an error is a JSON object on stdout with its code and details",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-errors");
+  Import(server, kExamples);
+
+  RunResult missing = server.Weft({"-o", "json", "cluster", "get", "nosuch"});
+  INFO(missing.out << missing.err);
+  CHECK(missing.exit_code == 1);
+  json not_found = json::parse(missing.out, nullptr, false);
+  REQUIRE(not_found.is_object());
+  CHECK(not_found["error"]["code"] == "NOT_FOUND");
+  CHECK_THAT(not_found["error"]["message"].get<std::string>(), Catch::Contains("nosuch"));
+  CHECK(not_found["error"]["details"].is_object());
+  CHECK_THAT(missing.err, Catch::StartsWith("weft: ") && Catch::Contains("nosuch"));  // the sentence stays
+
+  // No host runs the fake plugins: the job waits, and the name is taken.
+  const json created = server.WeftJson({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"});
+  const std::string cluster_id = created["cluster"]["id"].get<std::string>();
+  RunResult taken = server.Weft({"-o", "json", "cluster", "create", "shop", "--template", "web-fake", "--size", "3"});
+  INFO(taken.out << taken.err);
+  CHECK(taken.exit_code == 1);
+  json conflict = json::parse(taken.out, nullptr, false);
+  REQUIRE(conflict.is_object());
+  CHECK(conflict["error"]["code"] == "CONFLICT");
+  CHECK(conflict["error"]["details"]["cluster_id"] == cluster_id);
+
+  // Nothing at the endpoint: UNAVAILABLE, from weft itself (no details).
+  RunResult nobody = Weft({"-o", "json", "--server", "tcp://127.0.0.1:1", "--timeout", "2000", "status"});
+  INFO(nobody.out << nobody.err);
+  CHECK(nobody.exit_code == 1);
+  json unavailable = json::parse(nobody.out, nullptr, false);
+  REQUIRE(unavailable.is_object());
+  CHECK(unavailable["error"]["code"] == "UNAVAILABLE");
+  CHECK(unavailable["error"]["details"] == json::object());
+
+  // A usage error too (exit 2).
+  RunResult usage = server.Weft({"-o", "json", "cluster", "create", "x", "--template", "web-fake", "--size", "0"});
+  CHECK(usage.exit_code == 2);
+  CHECK(json::parse(usage.out, nullptr, false)["error"]["code"] == "INVALID");
+  // Without -o json, stdout stays empty.
+  CHECK(server.Weft({"cluster", "get", "nosuch"}).out.empty());
+}
+
+TEST_CASE("weft cli edges: a hint that names a command carries the --tenant given", "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-tenant", "[security]\ncurve = true\n");
+  const std::string root = server.Path("data/credentials/superadmin.json").string();
+  REQUIRE(server.Weft({"--credentials", root, "tenant", "create", "acme"}).exit_code == 0);
+  RunResult user = server.Weft({"--credentials", root, "--tenant", "acme", "user", "create", "erin"});
+  INFO(user.out << user.err);
+  REQUIRE(user.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(user.out, m, std::regex("`weft (.*) -f FILE`")));
+  CHECK(m[1] == "--tenant acme credentials erin");
+  // The hint, run as it says (FILE a file), works.
+  RunResult made = server.Weft({"--credentials", root, "--tenant", "acme", "credentials", "erin", "-f",
+                                server.Path("erin.json").string()});
+  INFO(made.out << made.err);
+  CHECK(made.exit_code == 0);
+
+  // An empty catalog kind's hint too.
+  RunResult empty = server.Weft({"--credentials", root, "--tenant", "acme", "service", "list"});
+  INFO(empty.out << empty.err);
+  CHECK_THAT(empty.out, Catch::Contains("`weft --tenant acme service put FILE`"));
+}
+
+// ---- the server's checks of catalog puts and plans -------------------------------------------
+
+TEST_CASE("weft cli edges: a get reply put back is refused for every catalog kind, and nothing is stored",
+          "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-envelope");
+  Import(server, kExamples);
+  const std::vector<std::pair<std::string, std::string>> entities = {{"provider", "fake"},
+                                                                     {"hardwaretype", "small"},
+                                                                     {"imagetype", "debian12"},
+                                                                     {"service", "fake-base"},
+                                                                     {"clustertemplate", "web-fake"}};
+  for (const auto& [kind, name] : entities) {
+    const json got = server.WeftJson({kind, "get", name});
+    REQUIRE(got.contains("entity"));
+    const std::int64_t version = got["version"].get<std::int64_t>();
+    const fs::path file = server.Path(kind + "-reply.json");
+    testing::WriteFile(file, got.dump(2));
+    RunResult put = server.Weft({kind, "put", file.string()});
+    INFO(kind << ": " << put.out << put.err);
+    CHECK(put.exit_code == 1);
+    CHECK_THAT(put.err, Catch::Contains("this is a " + kind + ".get reply: put its `entity`"));
+    CHECK(server.WeftJson({kind, "get", name})["version"] == version);  // nothing new stored
+    // Its entity goes in as it is (unchanged: equal to the latest).
+    testing::WriteFile(file, got["entity"].dump(2));
+    RunResult entity = server.Weft({"-o", "json", kind, "put", file.string()});
+    INFO(entity.out << entity.err);
+    CHECK(entity.exit_code == 0);
+    CHECK(json::parse(entity.out, nullptr, false)["unchanged"] == true);
+  }
+}
+
+TEST_CASE("weft cli edges: cluster plan refuses a service named twice, as a create does", "[cli][integration]") {
+  testing::Weftd server("weft-cli-edges-plan-twice");
+  Import(server, kExamples);
+  for (const char* verb : {"plan", "create"}) {
+    std::vector<std::string> args = {"cluster", verb, "shop", "--template", "web-fake", "--size", "3",
+                                     "--services", "fake-base,fake-base"};
+    if (std::string(verb) == "create") args.push_back("--dry-run");
+    RunResult r = server.Weft(args);
+    INFO(verb << ": " << r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("the list of services names 'fake-base' twice"));
+  }
+  // Many copies: refused at the second, before anything is solved.
+  json services = json::array();
+  for (int i = 0; i < 50000; ++i) services.push_back("fake-base");
+  Result<json> many = server.TryCall("cluster.plan", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3},
+                                                      {"services", services}, {"summary", true}});
+  REQUIRE_FALSE(many.ok());
+  CHECK(many.status().code() == Code::kInvalid);
+  CHECK_THAT(many.status().message(), Catch::Contains("names 'fake-base' twice"));
 }
 
 // ---- commands, flags and endpoints ---------------------------------------------------------

@@ -51,7 +51,7 @@ struct Env {
     RunResult r = server.Weft(args);
     INFO(r.out << r.err << server.Log() << host.Log());
     REQUIRE(r.exit_code == 0);
-    const json job = server.WeftJson({"job", "show", json::parse(r.out)["id"].get<std::string>()})["job"];
+    const json job = server.WeftJson({"job", "show", json::parse(r.out)["job"]["id"].get<std::string>()})["job"];
     std::vector<std::string> keys;
     for (const json& t : job["tasks"]) keys.push_back(t["key"].get<std::string>());
     CHECK(job["progress"]["total"].get<std::size_t>() == keys.size());

@@ -34,3 +34,13 @@ TEST_CASE("OneLine leaves a one-line message as it is and never ends in a separa
 
 }  // namespace
 }  // namespace weft
+
+TEST_CASE("NearestName finds a misspelt or differently written name, and nothing for a stranger") {
+  const std::vector<std::string> known = {"dry_run", "tenant", "services", "size"};
+  CHECK(weft::NearestName("dryRun", known) == "dry_run");
+  CHECK(weft::NearestName("dry-run", known) == "dry_run");
+  CHECK(weft::NearestName("tenat", known) == "tenant");
+  CHECK(weft::NearestName("servcies", known) == "services");
+  CHECK(weft::NearestName("colour", known).empty());
+  CHECK(weft::NearestName("sz", known).empty());  // two edits of a two-letter word is not a likeness
+}

@@ -186,8 +186,12 @@ TEST_CASE("wire: limits on frame count and sizes give TOO_LARGE", "[wire]") {
   std::string header = R"({"v":1,"id":"a","op":"x"})";
   std::string id;
   CHECK(DecodeRequest(Raw({header, "1", "2", "3"}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id == "a");  // the header could be read: the reply carries its id
+  id.clear();
   CHECK(DecodeRequest(Raw({header, "123456789"}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id == "a");
   CHECK(DecodeRequest(Raw({std::string(65, ' ')}), small, &id).status().code() == weft::Code::kTooLarge);
+  CHECK(id.empty());  // a header over its limit is not read
   CHECK(DecodeRequest(Raw({header, "12345678"}), small, &id).ok());
   Limits tiny_total = small;
   tiny_total.max_total_bytes = 30;
@@ -375,15 +379,15 @@ TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire][
 }
 
 TEST_CASE("wire: a request header reads the same on the fast way and the general one", "[wire]") {
-  // A member the fast reading leaves to the general one (a \u escape): the
-  // same header with it must decode to the same request.
-  const std::string general = R"("zz":"\u00e9",)";
+  // A member the fast reading leaves to the general one (a \u escape, here
+  // in a key: "v" again): the same header with it must decode to the same request.
+  const std::string general = R"("\u0076":1,)";
   const std::vector<std::string> headers = {
       R"({"body":{"attempt":1,"host_id":"h1","result":{"a":[1,-2,true,null]},"take":{"runner":"r1"}},"id":"c-1","op":"task.finish","v":1})",
       R"({ "v" : 1 , "op" : "server.status" , "id" : "x" })",
       R"({"body":null,"id":"a","op":"b","tenant":null,"v":1})",
       R"({"body":{"x":1},"body":{"y":"two\n"},"client_addr":"10.0.0.1","csrf":"c","id":"i","op":"o","session":"s","tenant":"t","token":"k","v":1})",
-      R"({"extra":{"deep":[[{}]]},"id":"i","op":"o","tenant":"t","tenant":null,"v":1})",
+      R"({"body":{"deep":[[{}]]},"id":"i","op":"o","tenant":"t","tenant":null,"v":1})",
   };
   for (const std::string& h : headers) {
     INFO(h);
@@ -406,7 +410,8 @@ TEST_CASE("wire: a request header reads the same on the fast way and the general
   // What the general reading refuses, the fast one does not let through.
   for (const char* bad : {R"({"id":"","op":"o","v":1})", R"({"id":"i","op":"o","tenant":"","v":1})",
                                  R"({"id":"i","op":"o","v":2})", R"({"id":"i","op":"o","v":1,"body":[]})",
-                                 R"({"id":"i","op":"o"})", R"({"id":"i","op":"o","v":1} x)"}) {
+                                 R"({"id":"i","op":"o"})", R"({"id":"i","op":"o","v":1} x)",
+                                 R"({"id":"i","op":"o","v":1,"zz":1})"}) {
     INFO(bad);
     CHECK_FALSE(DecodeError(Raw({bad})).ok());
   }
@@ -554,4 +559,20 @@ TEST_CASE("wire: Parse gives the value nlohmann's parser gives, in and out of th
     INFO(text);
     CHECK(Parse(text).is_discarded());
   }
+}
+
+TEST_CASE("wire: a header field that is not one of the request's is refused, with the one it likely meant", "[wire]") {
+  std::string id;
+  // A superadmin's misspelt tenant would otherwise act in its own tenant.
+  weft::Status s = DecodeError(Raw({R"({"v":1,"id":"b1","op":"cluster.list","tenat":"acme","body":{}})"}), &id);
+  CHECK(s.code() == weft::Code::kInvalid);
+  CHECK_THAT(s.message(), Catch::StartsWith("header field \"tenat\" is unknown (did you mean \"tenant\"?)"));
+  CHECK(id == "b1");  // answered with the request's id
+  s = DecodeError(Raw({R"({"v":1,"id":"b2","op":"server.status","foo":1})"}));
+  CHECK(s.code() == weft::Code::kInvalid);
+  CHECK_THAT(s.message(), Catch::StartsWith("header field \"foo\" is unknown; a request's header has v, id, op"));
+  // Every field a request may carry is still read.
+  CHECK(DecodeError(Raw({R"({"v":1,"id":"b3","op":"server.status","body":{},"tenant":"acme","session":"s",)"
+                         R"("csrf":"c","token":"t","client_addr":"10.0.0.1"})"}))
+            .ok());
 }

@@ -56,6 +56,27 @@ set -e
 [[ $code -eq 1 ]] || fail "a second create of the same name did not fail"
 expect_contains "$out" "(CONFLICT)" "a repeated create is a conflict"
 
+echo "== a job with a JOIN (a config naming other nodes' addresses) counts up to its total"
+# A JOIN runs no plugin and publishes no task event; the progress counts it all the same.
+cat >"$SCRATCH/backends.txt" <<'EOF'
+%join(map(ip.bind_v4.service.fake-nginx,'$:8080'),',')%
+EOF
+"$BUILD/bin/weft" -o json service get fake-haproxy |
+  jq --arg b "$(cat "$SCRATCH/backends.txt")" '.entity | .provisioner.actions.configure.fields.backends = $b' \
+    >"$SCRATCH/fake-haproxy.json"
+"$BUILD/bin/weft" service put "$SCRATCH/fake-haproxy.json" >/dev/null || fail "service put fake-haproxy failed"
+out=$("$PY" "$CLIENT" --credentials "$CRED" cluster-create joined --template web-fake --size 4) ||
+  fail "weft_client.py cluster-create of a job with a JOIN failed: $out"
+job=$(sed -nE 's/^cluster joined: job ([0-9]+) .*/\1/p' <<<"$out")
+joins=$("$BUILD/bin/weft" -o json job show "$job" | jq '[.job.tasks[] | select(.action == "JOIN")] | length')
+[[ $joins -ge 1 ]] || fail "job $job has no JOIN task: the check below would check nothing"
+total=$("$BUILD/bin/weft" -o json job show "$job" | jq '.job.progress.total')
+expect_contains "$out" "] $total/$total tasks, succeeded" "a job with a JOIN reaches its total"
+short=$(grep -E "\] [0-9]+/$total tasks, succeeded" <<<"$out" | grep -v "\] $total/$total " || true)
+[[ -z $short ]] || fail "a line of the succeeded job is short of its total ($total): $short"
+"$BUILD/bin/weft" service put "$SOURCE/examples/catalog/services/fake-haproxy.json" >/dev/null ||
+  fail "putting back fake-haproxy failed"
+
 echo "== a tenant admin's and a user's credentials follow their own tenant's job"
 "$BUILD/bin/weft" tenant create acme >/dev/null || fail "tenant create acme failed"
 "$BUILD/bin/weft" --tenant acme user create bob --role admin >/dev/null || fail "user create bob failed"

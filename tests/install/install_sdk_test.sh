@@ -46,6 +46,18 @@ stray=$(grep -l -E '(^|[^a-z])/(usr|etc)/' "$host_toml" "$PREFIX/etc/weft/weftd.
           "$PREFIX"/share/doc/weft/examples/*.toml || true)
 [[ -z $stray ]] || fail "installed files still name /usr or /etc under prefix $PREFIX: $stray"
 
+echo "== a second cmake --install keeps an edited configuration file and puts its own beside it"
+# Edited before this build was made (older than the files the build writes), as when
+# a later version is installed over an earlier one.
+echo 'log_level = "debug"  # the operator'"'"'s' >>"$PREFIX/etc/weft/weftd.toml"
+touch -d @946684800 "$PREFIX/etc/weft/weftd.toml" "$PREFIX/etc/weft/weft-host.toml"
+cmake --install "$BUILD" --prefix "$PREFIX" >"$SCRATCH/install-again.log" 2>&1 || fail "the second cmake --install failed"
+expect_contains "$(cat "$PREFIX/etc/weft/weftd.toml")" "the operator's" "etc/weft/weftd.toml after a second install"
+cmp -s "$PREFIX/etc/weft/weftd.toml.new" "$PREFIX/share/doc/weft/examples/weftd.toml" ||
+  fail "no etc/weft/weftd.toml.new as installed beside the edited weftd.toml"
+expect_contains "$(cat "$SCRATCH/install-again.log")" "weftd.toml.new" "the second install's output"
+[[ ! -e $PREFIX/etc/weft/weft-host.toml.new ]] || fail "weft-host.toml, not edited, got a .new beside it"
+
 echo "== the examples build outside the tree, against the installed SDK only"
 build_examples "$PREFIX" "$SCRATCH/src"
 for so in "$HELLO_PROVIDER" "$HELLO_AUTOMATOR"; do

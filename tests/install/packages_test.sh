@@ -37,11 +37,17 @@ $list"
 expect_files weft-host /usr/lib/weft/plugins/providers/fake_provider.so /var/lib/weft/plugins
 expect_files weft-dev '/usr/lib.*/cmake/WeftSDK/WeftSDKConfig.cmake' '/usr/lib.*/pkgconfig/weft-plugin.pc' \
   /usr/share/doc/weft/examples/plugin-cpp/CMakeLists.txt /usr/share/doc/weft/examples/plugin-c/Makefile
+# weft-web serves every file of /usr/share/weft/web to anyone: only what browsers load is there.
+stray=$(contents weftd | grep -E '^/usr/share/weft/web/.*(README\.md|\.sh)$' || true)
+[[ -z $stray ]] || fail "weftd's web UI folder has files for developers, which weft-web would serve: $stray"
 # No file in two packages: they install side by side.
 dupes=$(for p in weftd weft-host weft weft-dev; do
   dpkg-deb --contents "$(deb "$p")" | awk '$1 !~ /^d/ {print $6}'
 done | sort | uniq -d)
 [[ -z $dupes ]] || fail "files in more than one package: $dupes"
+# Each package says what it is in its synopsis (what apt and dpkg -l show).
+synopses=$(for p in weftd weft-host weft weft-dev; do dpkg-deb --field "$(deb "$p")" Description | head -n 1; done)
+[[ -z $(sort <<<"$synopses" | uniq -d) ]] || fail "packages share a synopsis: $synopses"
 for p in weftd weft-host weft; do
   depends=$(dpkg-deb --field "$(deb "$p")" Depends)
   expect_contains "$depends" "libc6" "$p's Depends, computed from its binaries"
@@ -56,6 +62,21 @@ for p in weftd weft-host; do
   done
 done
 
+echo "== the version names the commit built, so the packages of a later commit upgrade an earlier one's"
+project=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$BUILD/CMakeCache.txt")
+version=$(dpkg-deb --field "$(deb weftd)" Version)
+for p in weft-host weft weft-dev; do
+  [[ $(dpkg-deb --field "$(deb "$p")" Version) == "$version" ]] || fail "$p's version is not weftd's $version"
+done
+if git -C "$SOURCE" rev-parse --git-dir >/dev/null 2>&1; then
+  [[ $version =~ ^${project//./\\.}\+git[0-9]{8}\.[0-9]{6}\.([0-9a-f]{7,})$ ]] ||
+    fail "version $version is not $project+git<commit time>.<hash>"
+  git -C "$SOURCE" cat-file -e "${BASH_REMATCH[1]}^{commit}" || fail "version $version names no commit of $SOURCE"
+  dpkg --compare-versions "$version" gt "$project" || fail "version $version does not upgrade $project"
+else
+  [[ $version == "$project" ]] || fail "outside a git checkout the version is $version, not $project"
+fi
+
 echo "== the packages unpacked into a scratch root"
 for p in weftd weft-host weft weft-dev; do dpkg-deb --extract "$(deb "$p")" "$ROOT"; done
 
@@ -64,50 +85,93 @@ if command -v systemd-analyze >/dev/null; then
   # The packaged units, with ExecStart's programs taken from the scratch root (verify
   # checks they are executable); any warning (an unknown key, a bad value) fails.
   mkdir -p "$SCRATCH/units"
-  for unit in weftd weft-host; do
+  for unit in weftd weft-host weft-web; do
     sed "s|^ExecStart=/usr/bin/|ExecStart=$ROOT/usr/bin/|" "$ROOT/lib/systemd/system/$unit.service" \
       >"$SCRATCH/units/$unit.service"
   done
-  systemd-analyze verify "$SCRATCH/units/weftd.service" "$SCRATCH/units/weft-host.service" \
+  systemd-analyze verify "$SCRATCH/units/weftd.service" "$SCRATCH/units/weft-host.service" "$SCRATCH/units/weft-web.service" \
     >"$SCRATCH/verify.log" 2>&1 || fail "systemd-analyze verify failed: $(cat "$SCRATCH/verify.log")"
   [[ ! -s $SCRATCH/verify.log ]] || fail "systemd-analyze verify warns: $(cat "$SCRATCH/verify.log")"
 else
   echo "SKIPPED: systemd-analyze is not installed (scripts/install-deps.sh installs systemd)"
 fi
 
-echo "== the maintainer scripts, in a mount namespace whose /var/lib and /run are empty"
-# Without systemd (no /run/systemd/system) they only make the state directories and call
-# no systemctl (the one on PATH records calls); with
-# it (that directory, and a systemctl that records its calls) they enable and start
-# the unit on configure, stop and disable it on remove.
+echo "== the maintainer scripts, as dpkg runs them, in a mount namespace with empty /var/lib, /run and unit folders"
+# The systemctl on PATH records what the scripts ask of a running systemd and
+# answers that nothing runs; what works on unit files alone (enable links,
+# is-enabled) it hands to the real systemctl. deb-systemd-helper keeps its
+# state under /var/lib/systemd, so what it enabled and masked goes with the namespace.
 mkdir -p "$SCRATCH/fakebin"
 cat >"$SCRATCH/fakebin/systemctl" <<SH
 #!/bin/sh
+case "\$*" in
+  *--root=*) exec /usr/bin/systemctl "\$@" ;;
+  *is-enabled*) exec /usr/bin/systemctl --root=/ "\$@" ;;
+  *is-active*) exit 3 ;;
+esac
 echo "\$*" >>"$SCRATCH/systemctl.calls"
 SH
 chmod +x "$SCRATCH/fakebin/systemctl"
 unshare --mount sh -c '
-  set -e
-  mount -t tmpfs tmpfs /var/lib && mount -t tmpfs tmpfs /run
-  for p in weftd weft-host; do
-    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/postinst" configure
-    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/prerm" remove
-    PATH=$1/fakebin:/usr/bin:/bin sh "$1/control-$p/postrm" remove
-  done
+  set -ex
+  S=$1
+  for d in /var/lib /run /etc/systemd/system /lib/systemd/system; do mount -t tmpfs tmpfs $d; done
+  # A container'"'"'s policy-rc.d (exit 101: start nothing) would stop deb-systemd-invoke before systemctl.
+  if [ -e /usr/sbin/policy-rc.d ]; then mount --bind /bin/true /usr/sbin/policy-rc.d; fi
+  cp "$2"/lib/systemd/system/*.service /lib/systemd/system/
+  run() {  # run PACKAGE SCRIPT ARG...
+    p=$1 script=$2
+    shift 2
+    DPKG_MAINTSCRIPT_PACKAGE=$p PATH=$S/fakebin:/usr/bin:/bin sh "$S/control-$p/$script" "$@"
+  }
+  wants=/etc/systemd/system/multi-user.target.wants
+  # Without systemd (a container, a chroot): the state directories are made and
+  # weftd and weft-host enabled, weft-web (it needs the operator'"'"'s configuration)
+  # not, and no systemctl is asked to start anything.
+  run weftd postinst configure
+  run weft-host postinst configure
   test -d /var/lib/weft && test -d /var/lib/weft/plugins && test -d /var/lib/weft-host
-  test ! -e "$1/systemctl.calls"
+  test -L $wants/weftd.service && test -L $wants/weft-host.service && test ! -e $wants/weft-web.service
+  test ! -e "$S/systemctl.calls"
+  # Under systemd: an upgrade keeps the operator'"'"'s choices. weftd disabled stays
+  # disabled and stopped; weft-web enabled is restarted on the new program.
   mkdir -p /run/systemd/system
-  for p in weftd weft-host; do
-    PATH=$1/fakebin:$PATH sh "$1/control-$p/postinst" configure
-    PATH=$1/fakebin:$PATH sh "$1/control-$p/prerm" remove
-    PATH=$1/fakebin:$PATH sh "$1/control-$p/postrm" remove
-  done' sh "$SCRATCH" >"$SCRATCH/scripts.log" 2>&1 || fail "the maintainer scripts failed: $(cat "$SCRATCH/scripts.log")"
+  /usr/bin/systemctl --root=/ disable weftd.service
+  /usr/bin/systemctl --root=/ enable weft-web.service
+  run weftd postinst configure 0.1.0
+  run weft-host postinst configure 0.1.0
+  test ! -e $wants/weftd.service && test -L $wants/weft-web.service && test -L $wants/weft-host.service
+  echo "-- upgraded" >>"$S/systemctl.calls"
+  # Data the programs made, then remove: the units stop and are masked, the data stays.
+  touch /var/lib/weft/weft.db /var/lib/weft/plugins/mine.so
+  mkdir -p /var/lib/weft/keys /var/lib/weft/local-nodes/n1 /var/lib/weft-host/h1
+  for p in weftd weft-host; do run $p prerm remove; run $p postrm remove; done
+  test "$(readlink /etc/systemd/system/weft-web.service)" = /dev/null
+  test -e /var/lib/weft/weft.db && test -e /var/lib/weft/plugins/mine.so && test -d /var/lib/weft-host/h1
+  echo "-- removed" >>"$S/systemctl.calls"
+  # Purge: the units are forgotten (links and masks) and each package'"'"'s state is
+  # deleted; the local provider'"'"'s nodes are left.
+  run weftd postrm purge
+  test ! -e /var/lib/weft/weft.db && test ! -e /var/lib/weft/keys && test -e /var/lib/weft/plugins/mine.so
+  run weft-host postrm purge
+  test ! -e /var/lib/weft/plugins && test ! -e /var/lib/weft-host && test -d /var/lib/weft/local-nodes/n1
+  test -z "$(find /etc/systemd/system -name "weft*")"
+  # A new install under systemd starts what it enabled.
+  run weft-host postinst configure
+' sh "$SCRATCH" "$ROOT" >"$SCRATCH/scripts.log" 2>&1 || fail "the maintainer scripts failed: $(cat "$SCRATCH/scripts.log")"
 calls=$(cat "$SCRATCH/systemctl.calls")
-for unit in weftd weft-host; do
-  for call in "enable $unit.service" "restart $unit.service" "stop $unit.service" "disable $unit.service"; do
-    expect_contains "$calls" "$call" "the maintainer scripts under systemd"
-  done
-done
+expected="--quiet --system restart weft-web.service
+--quiet --system restart weft-host.service
+-- upgraded
+stop weftd.service weft-web.service
+stop weft-host.service
+-- removed
+--quiet --system start weft-host.service"
+[[ $(grep -v daemon-reload <<<"$calls") == "$expected" ]] ||
+  fail "the maintainer scripts asked systemd for:
+$calls
+expected (daemon-reloads aside):
+$expected"
 
 echo "== weftd and weft-host from the scratch root run a job with a plugin dropped into its plugin dir"
 build_examples "$ROOT/usr" "$SCRATCH/src"

@@ -858,10 +858,17 @@ TEST_CASE("integration: at the end of a stop's grace only the tasks still runnin
           "[integration][host]") {
   TempDir tmp("weft-it");
   FakeProvisioner weftd;
-  weftd.Queue(ReturningTask(11, 0));       // returns at once; its finish is held
-  weftd.Queue(ReturningTask(12, 600000));  // runs until cancelled
+  weftd.Queue(ReturningTask(11, 0));  // returns at once; its finish is held
+  // Runs until cancelled, and then writes down that its plugin saw the cancel.
+  const std::filesystem::path cancels = tmp / "cancels";
+  weftd.Queue({{"task_id", 12},
+               {"attempt", 1},
+               {"plugin", "cancel-recorder"},
+               {"action", "INSTALL"},
+               {"cancel_file", cancels.string()}});
   // One worker with two threads, so both tasks are in the same stop's grace.
-  HostOptions options = HostIn(tmp / "host", "h1", weftd.endpoint(), {kBuild / "plugins/automators"}, 2,
+  HostOptions options = HostIn(tmp / "host", "h1", weftd.endpoint(),
+                               {kBuild / "plugins/automators", kBuild / "plugins/cancel_recorder"}, 2,
                                "workers = 1\nshutdown_grace_ms = 300\nlog_level = \"debug\"\n");
   options.request_timeout_ms = 60000;  // the held finish is one request
   options.take_wait_ms = 1000;
@@ -869,7 +876,7 @@ TEST_CASE("integration: at the end of a stop's grace only the tasks still runnin
   REQUIRE(weftd.ServeUntil(
       [&] {
         return !weftd.finishes().empty() &&
-               host.Log().find("task 12 attempt 1: fake-automator INSTALL") != std::string::npos;
+               host.Log().find("task 12 attempt 1: cancel-recorder INSTALL") != std::string::npos;
       },
       30s));
   host.process().Signal(SIGTERM);
@@ -886,10 +893,13 @@ TEST_CASE("integration: at the end of a stop's grace only the tasks still runnin
   CHECK_THAT(log, Catch::Contains(grace));
   CHECK_THAT(log, Catch::Contains("task 12 attempt 1 given up after "));
   CHECK_THAT(log, !Catch::Contains("task 11 attempt 1 given up"));
+  // The running task was given up because its plugin saw the cancel, once; the returned one was not touched.
+  CHECK(ReadFile(cancels) == "task 12 attempt 1: the plugin saw the cancel\n");
   REQUIRE_FALSE(weftd.finishes().empty());
   for (const json& finish : weftd.finishes()) {
     INFO(finish.dump());
     CHECK(finish["task_id"] == 11);
+    CHECK(finish["attempt"] == 1);
     CHECK(finish["status"] == "succeeded");
     CHECK(finish["result"] == json{{"password_length", 6}});
   }

@@ -13,6 +13,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +84,12 @@ void CheckNoSanitizerReport(const std::string& log) {
   CHECK(log.find("ERROR: AddressSanitizer") == std::string::npos);
   CHECK(log.find("ERROR: LeakSanitizer") == std::string::npos);
   CHECK(log.find("runtime error:") == std::string::npos);
+}
+
+// `text` as a regular expression that matches exactly it.
+std::string RegexQuoted(const std::string& text) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(text, special, R"(\$&)");
 }
 
 json FakeTask(const char* action, int latency_ms) {
@@ -432,6 +439,111 @@ TEST_CASE("isolation: what a plugin prints to stdout and stderr is logged with i
   static const std::regex serving("\n[0-9TZ:.-]+ INFO  worker [0-9]+: serving any tenant with 1 thread\\(s\\)");
   CHECK(std::regex_search(full, serving));
   CHECK_THAT(full, !Catch::Contains("stderr, no task running: "));
+  CheckNoSanitizerReport(log);
+}
+
+TEST_CASE("isolation: a crash report printed after a flood of output is logged with its task, past the limit per "
+          "task",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers"}, 1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  // crash_flood_abort prints 4,000 lines (about 300 KB) to stderr, then one line of crash report, and aborts.
+  const std::int64_t id = server.Enqueue(
+      {{"plugin", "flood-then-abort"}, {"action", "INSTALL"}, {"max_attempts", 1}, {"node_id", "web-1"}});
+  json failed = server.WaitTaskState(id, "failed", 60s);
+  CHECK(failed["message"] == "plugin 'flood-then-abort' crashed with SIGABRT during INSTALL");
+  const std::string failed_line = "task " + std::to_string(id) + " attempt 1 failed: ";
+  REQUIRE(WaitFor([&] { return host.Log().find(failed_line) != std::string::npos; }, 15s));
+  const std::string log = host.Log();
+  const std::string label = "stderr, task " + std::to_string(id) + " (plugin 'flood-then-abort' INSTALL, node web-1): ";
+  // The first 64 KiB are logged, then lines are dropped...
+  CHECK_THAT(log, Catch::Contains(label + "flood-then-abort line 0: the "));
+  CHECK_THAT(log, !Catch::Contains("flood-then-abort line 2000: "));
+  // ... and the worker's last 32 KiB, the crash report among them, are logged when it dies, after the count of
+  // what was dropped before them, and before the task is reported.
+  const std::regex dropped(RegexQuoted(label) + "\\.\\.\\. ([0-9]+) more bytes dropped \\(at most 65536 per task "
+                           "are logged\\); the last ([0-9]+) bytes before its worker died follow");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, dropped));
+  CHECK(std::stoll(m[1].str()) > 150'000);
+  CHECK(std::stoll(m[2].str()) > 30'000);
+  CHECK(std::stoll(m[2].str()) <= 32 * 1024);
+  const std::size_t at_dropped = static_cast<std::size_t>(m.position(0));
+  const std::size_t at_last = log.find(label + "flood-then-abort line 3999: the ");
+  const std::size_t at_report = log.find(label + "flood-then-abort: the crash report, written after the flood\n");
+  REQUIRE(at_last != std::string::npos);
+  REQUIRE(at_report != std::string::npos);
+  CHECK(at_dropped < at_last);
+  CHECK(at_last < at_report);
+  CHECK(at_report < log.find(failed_line));
+  CheckNoSanitizerReport(log);
+}
+
+TEST_CASE("isolation: what a worker wrote last is logged with its task when it dies, while a child it started still "
+          "holds its stdout and stderr open",
+          "[integration][host][isolation]") {
+  // The master logs an unfinished line once the pipe ends or once it reaps the
+  // worker. Here the pipe cannot end: crash_daemon_abort leaves a child holding
+  // it (until the master is gone), writes an unfinished line and aborts, so
+  // only what the master reads when it reaps the worker logs that line.
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/crashers"}, 1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  const std::int64_t id =
+      server.Enqueue({{"plugin", "daemon-then-abort"}, {"action", "START"}, {"max_attempts", 1}, {"node_id", "n1"}});
+  json failed = server.WaitTaskState(id, "failed", 30s);
+  CHECK(failed["message"] == "plugin 'daemon-then-abort' crashed with SIGABRT during START");
+  const std::string failed_line = "task " + std::to_string(id) + " attempt 1 failed: ";
+  REQUIRE(WaitFor([&] { return host.Log().find(failed_line) != std::string::npos; }, 15s));
+  const std::string log = host.Log();
+  const std::string last_words = " stderr, task " + std::to_string(id) +
+                                 " (plugin 'daemon-then-abort' START, node n1): daemon-then-abort: about to abort (no "
+                                 "newline)\n";
+  CHECK_THAT(log, Catch::Contains(last_words));
+  CHECK(log.find(last_words) < log.find(failed_line));
+  // The host goes on: a new worker serves.
+  REQUIRE(WaitFor([&] { return StartedWorkers(host.Log()).size() >= 2; }, 15s));
+  CheckNoSanitizerReport(log);
+}
+
+TEST_CASE("isolation: what a plugin file prints while it is probed is logged, labelled with the file, and only up to "
+          "a limit",
+          "[integration][host][isolation]") {
+  TempDir tmp("weft-it");
+  Weftd server(ServerIn(tmp / "server"));
+  // probe_chatty prints to stdout and about 150 KB to stderr from its entry point, and loads.
+  Host host(HostIn(tmp / "host", "h1", server.provisioner(), {kBuild / "plugins/probe_chatty"}, 1, "workers = 1\n"));
+  REQUIRE(WaitFor([&] { return server.HostLive("h1"); }, 15s));
+  // What it printed to stdout is not taken for the probe's verdict.
+  CHECK(Has(PluginTypes(server), "probe-chatty"));
+  const std::string label = "probe of plugin file " + (kBuild / "plugins/probe_chatty/probe_chatty.so").string() + " ";
+  REQUIRE(WaitFor([&] { return host.Log().find(label + "stderr: ... ") != std::string::npos; }, 15s));
+  const std::string log = host.Log();
+  CHECK_THAT(log, !Catch::Contains("refused plugin"));
+  CHECK_THAT(log, Catch::Contains(label + "stdout: probe-chatty: hello on stdout from the entry point\n"));
+  CHECK_THAT(log, Catch::Contains(label + "stdout: probe-chatty: the last words on stdout, unfinished\n"));
+  CHECK_THAT(log, Catch::Contains(label + "stderr: probe-chatty stderr line 0: the "));
+  // 64 KiB at most, then one line says how much more was dropped.
+  CHECK_THAT(log, !Catch::Contains("probe-chatty stderr line 1999"));
+  const std::regex dropped(RegexQuoted(label) + "stderr: \\.\\.\\. ([0-9]+) more bytes dropped \\(at most 65536 "
+                           "per probe are logged\\)");
+  std::smatch m;
+  REQUIRE(std::regex_search(log, m, dropped));
+  CHECK(std::stoll(m[1].str()) > 50'000);
+  // Every line it printed is labelled: by its probe, or by the worker that loaded it (no task running yet).
+  std::size_t probed = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("probe-chatty stderr line ") == std::string::npos) continue;
+    INFO(line);
+    const bool by_probe = line.find(label + "stderr: probe-chatty stderr line ") != std::string::npos;
+    if (by_probe) ++probed;
+    CHECK((by_probe || line.find(" stderr, no task running: probe-chatty stderr line ") != std::string::npos));
+  }
+  CHECK(probed > 500);
   CheckNoSanitizerReport(log);
 }
 

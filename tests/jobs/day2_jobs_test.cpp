@@ -92,8 +92,9 @@ class Env {
     RunResult r = Weft(args);
     INFO("weft " << args[2] << " " << args[3] << ": " << r.out << r.err << Tail(weftd_.Log()) << Logs());
     REQUIRE(r.exit_code == 0);
-    json job = json::parse(r.out, nullptr, false);
-    REQUIRE(job.is_object());
+    const json reply = json::parse(r.out, nullptr, false);
+    REQUIRE(reply.is_object());
+    const json& job = reply["job"];  // -o json with --wait: {"job"}
     REQUIRE(job.contains("id"));
     json done = WaitJob(job["id"].get<std::string>());
     INFO(done.dump(1).substr(0, 6000));

@@ -116,8 +116,9 @@ struct Env {
     RunResult r = server.Weft(args);
     INFO("weft " << args[2] << " " << args[3] << ": " << r.out << r.err << Tail(server.Log()) << Logs());
     REQUIRE(r.exit_code == 0);
-    json job = json::parse(r.out, nullptr, false);
-    REQUIRE(job.is_object());
+    const json reply = json::parse(r.out, nullptr, false);
+    REQUIRE(reply.is_object());
+    const json& job = reply["job"];  // -o json with --wait: {"job"}
     REQUIRE(job["status"] == "succeeded");
     return server.Job(job["id"].get<std::string>());
   }

@@ -41,8 +41,9 @@ json RunJob(Weftd& s, std::vector<std::string> args) {
   RunResult r = s.Weft(args);
   INFO("weft " << args[2] << " " << args[3] << ": " << r.out << r.err << Tail(s.Log()));
   REQUIRE(r.exit_code == 0);
-  json job = json::parse(r.out, nullptr, false);
-  REQUIRE(job.is_object());
+  const json reply = json::parse(r.out, nullptr, false);
+  REQUIRE(reply.is_object());
+  json job = reply["job"];  // -o json with --wait: {"job"}
   REQUIRE(job["status"] == "succeeded");
   return job;
 }

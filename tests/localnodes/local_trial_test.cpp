@@ -197,7 +197,7 @@ TEST_CASE("local trial: a new node never gets an address another program listens
   for (const auto& [busy, listener] : occupied) CHECK(address != busy);
 
   // CREATE's output names each address it passed over and who holds it, and the wildcard listener.
-  const json job = env.server().Job(json::parse(created.out)["id"].get<std::string>());
+  const json job = env.server().Job(json::parse(created.out)["job"]["id"].get<std::string>());
   std::string create_output;
   for (const json& t : job["tasks"])
     if (t["action"] == "CREATE") create_output += t.value("stdout", "") + t.value("stderr", "");

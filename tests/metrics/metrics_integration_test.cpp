@@ -154,8 +154,9 @@ struct Env {
         server.Weft({"-o", "json", "cluster", "create", name, "--template", "web-fake", "--size", "3", "--wait"});
     INFO(r.out << r.err << Tail(server.Log()) << Tail(host.Log()));
     REQUIRE(r.exit_code == 0);
-    const json job = json::parse(r.out, nullptr, false);
-    REQUIRE(job.is_object());
+    const json reply = json::parse(r.out, nullptr, false);
+    REQUIRE(reply.is_object());
+    const json& job = reply["job"];  // -o json with --wait: {"job"}
     REQUIRE(job["status"] == "succeeded");
     json shown = server.WeftJson({"job", "show", job["id"].get<std::string>()});
     INFO("weft job show: " << shown.dump().substr(0, 4000));

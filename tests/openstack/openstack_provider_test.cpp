@@ -201,7 +201,7 @@ class Env {
     const RunResult r = weftd_.Weft(args);
     INFO("weft " << args[2] << " " << args[3] << ": " << r.out << r.err << Logs() << fake.Logs());
     REQUIRE(r.exit_code == 0);
-    const json job = json::parse(r.out);
+    const json job = json::parse(r.out)["job"];  // -o json with --wait: {"job"}
     json done = weftd_.WaitJob(job["id"].get<std::string>(), 120s);
     INFO(done.dump(1).substr(0, 6000));
     REQUIRE(done["status"] == "succeeded");

@@ -701,3 +701,18 @@ TEST_CASE("weftd: an api request waits a turn or two, not for the hosts' traffic
   std::nth_element(waited.begin(), waited.begin() + waited.size() / 2, waited.end());
   CHECK(waited[waited.size() / 2] < 100);
 }
+
+TEST_CASE("weftd: an api op's refusal names its field as the caller wrote it, without a body. prefix", "[weftd]") {
+  Weftd weftd(Config());
+  auto api = MakeClient(weftd.api());
+  const auto refused = [&](const std::string& op, const json& body) {
+    auto r = api.Call(op, body);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == weft::Code::kInvalid);
+    return r.status().message();
+  };
+  CHECK_THAT(refused("job.list", {{"limit", 0}}), Catch::StartsWith("limit must be an integer from 1 to"));
+  CHECK_THAT(refused("audit.list", {{"limit", 0}}), Catch::StartsWith("limit must be an integer from 1 to"));
+  CHECK_THAT(refused("cluster.list", {{"all", 1}}), Catch::StartsWith("all must be true or false"));
+  CHECK_THAT(refused("resource.list", {{"type", 7}}), Catch::StartsWith("type must be a string"));
+}

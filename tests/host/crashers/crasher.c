@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "weft/plugin.h"
 
@@ -18,6 +19,8 @@
 #define MODE_MEMORY 5
 #define MODE_LOAD 6
 #define MODE_NOISY 7
+#define MODE_FLOOD_ABORT 8
+#define MODE_DAEMON_ABORT 9
 
 #if CRASHER_MODE == MODE_SEGV
 #define CRASHER_TYPE "crash-segv"
@@ -34,11 +37,21 @@
 #elif CRASHER_MODE == MODE_NOISY
 /* Does not crash: prints 40,000 lines to stdout and as many to stderr, and succeeds. */
 #define CRASHER_TYPE "noisy-output"
+#elif CRASHER_MODE == MODE_FLOOD_ABORT
+/* Prints about 300 KB to stderr, far more than weft-host logs of one task,
+ * then its crash report (one line), and aborts. */
+#define CRASHER_TYPE "flood-then-abort"
+#elif CRASHER_MODE == MODE_DAEMON_ABORT
+/* Starts a child that keeps the worker's stdout and stderr open (as a daemon
+ * a plugin starts would) until the host's master is gone, then writes an
+ * unfinished line to stderr and aborts: the master never reads the end of
+ * those pipes while the child lives. */
+#define CRASHER_TYPE "daemon-then-abort"
 #else
 #error "CRASHER_MODE must be one of MODE_*"
 #endif
 
-#if CRASHER_MODE == MODE_HANG || CRASHER_MODE == MODE_MEMORY
+#if CRASHER_MODE == MODE_HANG || CRASHER_MODE == MODE_MEMORY || CRASHER_MODE == MODE_DAEMON_ABORT
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -94,6 +107,26 @@ static int crasher_run(void *instance, const weft_host_services *host, weft_task
     fprintf(stderr, "noisy-stderr line %d: the lazy dog sleeps under the quick brown fox\n", i);
   }
   fflush(stdout);
+#elif CRASHER_MODE == MODE_FLOOD_ABORT
+  for (int i = 0; i < 4000; ++i)
+    fprintf(stderr, "flood-then-abort line %d: the quick brown fox jumps over the lazy dog\n", i);
+  fputs("flood-then-abort: the crash report, written after the flood\n", stderr);
+  abort();
+#elif CRASHER_MODE == MODE_DAEMON_ABORT
+  {
+    const pid_t master = getppid();
+    const pid_t child = fork();
+    if (child == 0) {
+      /* Only async-signal-safe calls in the child of a threaded process. It
+       * keeps fds 0-2 (the worker's pipes) and lives until the master is gone,
+       * at most two minutes. */
+      for (int fd = 3; fd < 4096; ++fd) close(fd);
+      for (int i = 0; i < 2400 && kill(master, 0) == 0; ++i) sleep_ms(50);
+      _exit(0);
+    }
+    fputs("daemon-then-abort: about to abort (no newline)", stderr);
+    abort();
+  }
 #endif
   return WEFT_OK;
 }

@@ -2,7 +2,8 @@
 import { html, useState, useEffect } from './html.js';
 import { href } from './router.js';
 import { ProgressBar, StatusBadge } from './components.js';
-import { duration } from './format.js';
+import { duration, plural } from './format.js';
+import * as api from './api.js';
 
 const ENDED = new Set(['succeeded', 'failed', 'aborted']);
 export function jobEnded(status) { return ENDED.has(status); }
@@ -45,13 +46,28 @@ function useTick(on, ms = 1000) {
 }
 
 // Why a job's tasks wait (job.get's waiting_for_plugins): no live host runs
-// their plugins, because none that does is connected.
+// their plugins, because none is connected (server.status counts the live
+// hosts, as `weft status` does) or none of those connected offers them.
 export function WaitingForHosts({ plugins }) {
-  if (!plugins || !plugins.length) return null;
+  const [hosts, setHosts] = useState(null);
+  const waiting = (plugins || []).join(', ');
+  useEffect(() => {
+    if (!waiting) return undefined;
+    let current = true;
+    api.call('server.status', {}).then((s) => { if (current) setHosts(s.hosts || null); }, () => {});
+    return () => { current = false; };
+  }, [waiting]);
+  if (!waiting) return null;
+  const them = plugins.length === 1 ? 'it' : 'them';
+  let why = `No connected host offers ${them}: the tasks stay queued until one does.`;
+  if (hosts && hosts.live === 0) {
+    why = `No host is connected (${hosts.registered || 0} registered, none live): the tasks stay queued until one is.`;
+  } else if (hosts && hosts.live > 0) {
+    why = `${plural(hosts.live, 'host is', 'hosts are')} connected, and none offers ${them}: the tasks stay queued until one that does connects.`;
+  }
   return html`<div class="info-note" data-testid="waiting-for-plugins">
-    <div>${`Waiting for a live host that runs ${plugins.join(', ')}.`}</div>
-    <div class="muted">${`No connected host offers ${plugins.length === 1 ? 'it' : 'them'}: the tasks stay queued until one `
-      + 'does. An administrator can start one, or see on the Hosts screen why none is live.'}</div>
+    <div>${`Waiting for a live host that runs ${waiting}.`}</div>
+    <div class="muted" data-testid="waiting-why">${why} An administrator can start one, or see on the Hosts screen why none is live.</div>
   </div>`;
 }
 

@@ -43,6 +43,14 @@ class Context {
 
   // Prints a reply body for `-o json`: indented, one value, newline-terminated.
   void PrintJson(const json& value);
+  // Whether PrintJson printed anything: a run that fails prints its error as JSON
+  // on stdout (-o json) only when nothing else is there.
+  bool printed_json() const { return printed_json_; }
+
+  // The `details` of the server's error reply that made Call return `error`
+  // (CONFLICT's cluster_id, ...); an empty object when `error` is no reply's
+  // (a failure on the way, or a sentence a command made of its own).
+  json ErrorDetails(const Status& error) const;
 
   // The credential file in use (loaded on first Call), if any: --credentials,
   // $WEFT_CREDENTIALS, ~/.config/weft/credentials.json, then the local weftd's
@@ -54,6 +62,8 @@ class Context {
 
   // A command to suggest, as the user must type it: `weft ARGS`, with this run's --tenant.
   std::string Suggest(std::string_view args) const;
+  // The same without the backticks, for a line to copy as it is.
+  std::string CommandLine(std::string_view args) const;
 
   // For handlers that find a usage problem in their arguments: the run exits 2.
   Status UsageError(std::string message);
@@ -68,6 +78,14 @@ class Context {
   std::optional<curve::Credential> credential_;
   std::string credential_path_;
   bool usage_error_ = false;
+  bool printed_json_ = false;
+  // The error replies of this run: code, sentence (as Call returned it), details.
+  struct ErrorReply {
+    Code code;
+    std::string message;
+    json details;
+  };
+  std::vector<ErrorReply> errors_;
 
   Status LoadCredential();
   // The error for a request that got no answer, after probing what is at the endpoint.

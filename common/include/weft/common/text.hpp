@@ -1,9 +1,12 @@
 // Small text helpers every program may use. Free functions; thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weft {
 
@@ -61,6 +64,44 @@ inline std::string OneLine(std::string_view text) {
   }
   while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
   return out;
+}
+
+// The name in `known` that `typed` (an unknown field or op) most likely meant:
+// the same once folded (lower case, without '_' and '-': "dryRun", "dry-run"
+// and "dryrun" all read "dryrun"), else the nearest within two edits (and less
+// than half its length); "" if none.
+inline std::string NearestName(std::string_view typed, std::span<const std::string> known) {
+  const auto folded = [](std::string_view s) {
+    std::string out;
+    for (char c : s)
+      if (c != '_' && c != '-') out += AsciiLower(std::string_view(&c, 1));
+    return out;
+  };
+  const auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  const std::string want = folded(typed);
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const std::string& k : known) {
+    const std::size_t d = distance(want, folded(k));
+    if (d < best_distance && d * 2 < std::max<std::size_t>(want.size(), 2)) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
 }
 
 }  // namespace weft

@@ -1,13 +1,15 @@
 // Probing: the master learns a plugin file's descriptor without loading it
 // itself. It re-executes weft-host as `weft-host --probe FILE`; the child loads
-// the file with the ordinary loader (PluginSet::LoadFile), prints one JSON line
-// on stdout and exits. A plugin whose entry or init crashes or hangs takes down
+// the file with the ordinary loader (PluginSet::LoadFile), writes one JSON line
+// to a pipe of its own and exits. What the file prints to the probe's stdout
+// and stderr meanwhile goes to the host's log, labelled and bounded. A plugin whose entry or init crashes or hangs takes down
 // only that short-lived child.
 //
 // Free functions; RunProbe forks, so call it from the master's main thread
 // (see SpawnChild).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,8 +42,14 @@ std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std
                                    const LuaBudget& lua = {}, int timeout_ms = kProbeTimeoutMs,
                                    int parallel = kProbeParallel);
 
-// The child's side: loads `file`, prints the verdict line, returns the exit code.
-int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua);
+// What the master logs of each of a probe's stdout and stderr (what the
+// plugin file writes while it loads), labelled `probe of plugin file X
+// stderr: ...`; past it one line says how much was dropped.
+inline constexpr std::uint64_t kProbeOutputBytes = 64 * 1024;
+
+// The child's side: loads `file`, writes the verdict line to `verdict_fd`
+// (stdout when -1), returns the exit code.
+int ProbeMain(const std::filesystem::path& file, const LuaBudget& lua, int verdict_fd = -1);
 
 // Extra environment for every child of the master. Under AddressSanitizer a
 // plugin's SIGSEGV would otherwise become an ASan report and exit status 1;

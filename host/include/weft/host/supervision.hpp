@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +43,17 @@ struct DeathReport {
   std::vector<std::string> others;
 };
 std::string TaskFailureMessage(const DeathReport& report);
+
+// What a child process printed (a worker's, a probe's stdout or stderr), cut
+// into the lines the host logs: each complete line, and a longer one in pieces
+// of kOutputLineBytes. `partial` keeps an unfinished line between calls;
+// `final` (the writer is gone) gives that out too.
+inline constexpr std::size_t kOutputLineBytes = 4096;
+void TakeOutputLines(std::string& partial, bool final, const std::function<void(std::string_view)>& emit);
+
+// A line a child printed as the host logs it: without a trailing '\r', and
+// every control character but a tab as '?'.
+std::string PrintableOutputLine(std::string_view line);
 
 // Resident set size of `pid` in bytes, from /proc/<pid>/statm; nullopt if the
 // process is gone. `statm_text` variant parses given text (for tests).

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "weft/server/api/router.hpp"
 #include "weft/server/config/config.hpp"
@@ -74,6 +75,11 @@ class CatalogCache {
   std::uint64_t generation_ = 0;
   std::unordered_map<std::string, std::shared_ptr<const Catalog>> tenants_;
 };
+
+// A request's list of service names under `key` ("services"), as cluster.plan and
+// every cluster op take it: strings, none empty, none named twice (INVALID says
+// which); absent or null is an empty list, refused when `required`.
+Result<std::vector<std::string>> ServiceNameList(const nlohmann::json& body, const char* key, bool required);
 
 // Adds the actions a plugin descriptor (as a host registered it) declares to
 // `into` (OR of weft_action bits by type), unless it is another tenant's own.

@@ -38,6 +38,7 @@
 #include "weft/server/auth/auth.hpp"
 #include "weft/server/config/config.hpp"
 #include "weft/server/daemon/rate_limits.hpp"
+#include "weft/server/daemon/transport.hpp"
 #include "weft/server/store/store.hpp"
 #include "weft/common/clock.hpp"
 #include "weft/common/status.hpp"
@@ -86,11 +87,14 @@ class ApiFront {
   void PassOn(wire::Frames frames, bool over, const std::string& key, std::string address);
   // Passes one reply of the reactor's on to its client; false when none was ready.
   bool PassBack();
+  // Logs (tallied) a reply dropped because its client does not read; `id` the request's, "" if not known.
+  void Delivered(Delivery delivery, const std::string& id);
   std::shared_ptr<const auth::AuthView> View() const;
 
   const Config& config_;
   const Clock& clock_;
   RateLimits& limits_;  // the front's alone once started
+  log::Tally tally_;
   zmq::socket_t router_;
   zmq::socket_t pipe_;  // PAIR to the reactor
   std::unique_ptr<store::Store> store_;

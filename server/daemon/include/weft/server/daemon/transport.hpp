@@ -62,9 +62,20 @@ struct FrameBound {
 // nothing was ready. `*over`: something was dropped.
 bool ReceiveWithin(zmq::socket_t& socket, const std::function<FrameBound(zmq::message_t&)>& bound_for,
                    wire::Frames& out, std::size_t* bytes, bool* over);
-// Sends `p`'s reply on `socket` (a ROUTER or the api front's PAIR) after its
-// envelope; false when the socket refused it.
-bool SendReply(zmq::socket_t& socket, Pending& p);
+// The replies the api ROUTER queues for one client (ZMQ_SNDHWM); a client that sends
+// more requests than this without reading its replies loses the replies beyond it.
+inline constexpr int kRepliesQueued = 1000;
+
+// What became of a reply sent on a ROUTER (ROUTER_MANDATORY, never waiting).
+enum class Delivery {
+  kSent,
+  kGone,         // its peer is not connected any more
+  kBacklogged,   // its peer has as many replies waiting unread as the socket queues (ZMQ_SNDHWM): dropped
+};
+// Sends `p`'s reply on `socket` (a ROUTER or the api front's PAIR) after its envelope.
+Delivery SendReply(zmq::socket_t& socket, Pending& p);
+// Sends `frames`, whose first is the peer's routing id, on a ROUTER.
+Delivery SendRouted(zmq::socket_t& socket, wire::Frames& frames);
 
 class Transport {
  public:
