@@ -7,6 +7,7 @@
 // answer) for as long as the hang lasts; an attempt that is given up on says
 // which server did not answer within how long.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -50,7 +51,7 @@ using testing::Weftd;
 class TcpFront {
  public:
   explicit TcpFront(fs::path unix_socket) : unix_socket_(std::move(unix_socket)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(listener_ >= 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -60,7 +61,7 @@ class TcpFront {
     socklen_t len = sizeof addr;
     REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
     port_ = ntohs(addr.sin_port);
-    REQUIRE(::pipe(wake_) == 0);
+    REQUIRE(::pipe2(wake_, O_CLOEXEC) == 0);
     thread_ = std::thread([this] { Loop(); });
   }
   ~TcpFront() {
@@ -91,7 +92,7 @@ class TcpFront {
 
  private:
   int ConnectUpstream() const {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     const std::string path = unix_socket_.string();
@@ -102,6 +103,15 @@ class TcpFront {
       return -1;
     }
     return fd;
+  }
+
+  // Ends both sides at once (the descriptors are close-on-exec, so no weftd
+  // started meanwhile holds a copy that would keep them open).
+  static void Close(int a, int b) {
+    ::shutdown(a, SHUT_RDWR);
+    ::shutdown(b, SHUT_RDWR);
+    ::close(a);
+    ::close(b);
   }
 
   // Everything `from` has, written to `to`; false when either is done.
@@ -120,10 +130,7 @@ class TcpFront {
   void Loop() {
     while (!stop_) {
       if (hang_ && !pairs_.empty()) {
-        for (auto& [a, b] : pairs_) {
-          ::close(a);
-          ::close(b);
-        }
+        for (auto& [a, b] : pairs_) Close(a, b);
         pairs_.clear();
       }
       std::vector<pollfd> items = {{wake_[0], POLLIN, 0}, {listener_, POLLIN, 0}};
@@ -138,7 +145,7 @@ class TcpFront {
         (void)!::read(wake_[0], &c, 1);
       }
       if (items[1].revents & POLLIN) {
-        const int client = ::accept(listener_, nullptr, nullptr);
+        const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
         if (client >= 0) {
           if (hang_) {
             held_.push_back(client);
@@ -160,8 +167,7 @@ class TcpFront {
         if (ok) {
           kept.push_back(pairs_[i]);
         } else {
-          ::close(pairs_[i].first);
-          ::close(pairs_[i].second);
+          Close(pairs_[i].first, pairs_[i].second);
         }
       }
       pairs_ = std::move(kept);
