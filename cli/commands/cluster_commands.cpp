@@ -90,6 +90,14 @@ void PrintDryRun(Context& ctx, const json& reply) {
   const json actions = reply.value("actions", json::object());
   for (const auto& [action, n] : actions.items())
     if (n.is_number_integer()) ctx.out() << "  " << n.get<std::int64_t>() << " × " << Printable(action) << '\n';
+  // What an upgrade or a rollback moves the cluster between ("service/fake-nginx: version 1 -> 2").
+  if (reply.value("operation", "") == "create") return;
+  const json versions = reply.value("versions", json::object());
+  const auto version = [](const json& v) { return v.is_number_integer() ? std::to_string(v.get<std::int64_t>()) : std::string("none"); };
+  for (const auto& [entity, change] : versions.items())
+    if (change.is_object())
+      ctx.out() << "  " << Printable(entity) << ": version " << version(change.value("from", json())) << " -> "
+                << version(change.value("to", json())) << '\n';
 }
 
 // Sends a cluster operation; prints its job, or follows it with --wait.

@@ -55,6 +55,9 @@ std::string Describe(const json& e) {
     line = "job " + IdText(e["job_id"]) + " " + e.value("operation", "") + " " + e.value("status", "") + ": " +
            std::to_string(e.value("succeeded", 0)) + "/" + std::to_string(e.value("total", 0)) + " done, " +
            std::to_string(e.value("failed", 0)) + " failed (cluster " + IdText(e["cluster_id"]) + ")";
+  } else if (type == "cluster.created") {
+    line = "cluster " + e.value("name", "") + " (" + IdText(e["cluster_id"]) + ") created by " + e.value("owner", "") +
+           ", job " + IdText(e["job_id"]);
   } else if (type == "cluster") {
     line = "cluster " + e.value("name", "") + " (" + IdText(e["cluster_id"]) + ") " + e.value("status", "");
   } else if (type == "task") {
@@ -83,6 +86,7 @@ Result<std::string> EventsEndpoint(Context& ctx, int timeout_ms) {
 // What to subscribe to, and which events of those to show.
 struct Filter {
   std::vector<std::string> prefixes;
+  bool plain = false;              // no --cluster, no --job: follows clusters made later too
   std::string job_id;              // with --job: only that job's events
   std::set<std::int64_t> task_ids;  // ...and its tasks'
   std::set<std::int64_t> others;    // tasks of the cluster's other jobs, asked about once
@@ -107,6 +111,7 @@ Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
   if (cluster_id.empty()) {
     // Everything this caller may see (weftd narrows it to the caller's role).
     f.prefixes.push_back(ctx.options().tenant.empty() ? "" : ctx.options().tenant + "/");
+    f.plain = true;
     return f;
   }
   // The credential's tenant is known once a call has loaded it (the lookups above).
@@ -163,6 +168,16 @@ class Subscriber {
     opened_at_ = std::chrono::steady_clock::now();
     tcp_ = false;
     return Status::Ok();
+  }
+
+  // Sends the subscriptions again: weftd decides anew what they cover (a user's:
+  // the clusters they own now).
+  void Resubscribe() {
+    try {
+      for (const std::string& p : filter_.prefixes) sub_->set(zmq::sockopt::subscribe, p);
+    } catch (const zmq::error_t& e) {
+      ctx_.err() << "cannot subscribe again to weftd's events: " << e.what() << '\n' << std::flush;
+    }
   }
 
   zmq::socket_t& sub() { return *sub_; }
@@ -315,6 +330,9 @@ Status Events(Context& ctx, const ParsedArgs& args) {
                   << "); read the state again (weft job show, weft cluster get)\n"
                   << std::flush;
       }
+      // A cluster made since the subscription (told on its owner's topic): the
+      // subscription, sent again, covers it too.
+      if (filter.plain && e.value("type", "") == "cluster.created") subscriber.Resubscribe();
       if (!Shown(ctx, filter, e)) continue;
       if (ctx.json_output()) {
         e["topic"] = topic.to_string();
@@ -335,12 +353,13 @@ void RegisterEventsCommands(CommandTable& table) {
              .description =
                  "One line per event until interrupted (-o json: one JSON object per line, with\n"
                  "its topic). Without options: every event you may see (a tenant admin their\n"
-                 "tenant's, a user those of the clusters they own when weftd receives the\n"
-                 "subscription: a cluster made later shows after a reconnection, or with\n"
-                 "--cluster). When weftd restarts it says so and reconnects by itself; a key\n"
-                 "weftd no longer knows (revoked) ends it with exit code 1. Events missed\n"
-                 "(published while away, or dropped for a slow reader) are told in one line on\n"
-                 "stderr: read the state back then with `weft job show` or `weft cluster get`.",
+                 "tenant's, a user those of the clusters they own, and of each cluster they\n"
+                 "create later from just after its `created by` line: the job's first events\n"
+                 "may come before, see `weft job show`). When weftd restarts it says so and\n"
+                 "reconnects by itself; a key weftd no longer knows (revoked) ends it with exit\n"
+                 "code 1. Events missed (published while away, or dropped for a slow reader)\n"
+                 "are told in one line on stderr: read the state back then with `weft job show`\n"
+                 "or `weft cluster get`.",
              .flags = {{.name = "--cluster", .value_name = "C", .help = "only this cluster's events (name or id)"},
                        {.name = "--job", .value_name = "J", .help = "only this job's events and its tasks'"}},
              .args = {},

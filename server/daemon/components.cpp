@@ -121,6 +121,7 @@ Status Components::Resume() {
 }
 
 void Components::Committed() {
+  retention_.Committed();
   std::vector<jobs::JobEngine::Ended> ended = engine_.TakeEnded();
   if (!metrics_) return;
   for (const jobs::JobEngine::Ended& e : ended)
@@ -325,6 +326,7 @@ Status Components::Load() {
 
 Status Components::Reset() {
   // The rollback may have undone what they hold.
+  retention_.RolledBack();
   store_.ForgetClusterSummaries();
   store_.CatalogMayHaveChanged();
   if (resources_) resources_->ForgetCached();

@@ -326,7 +326,14 @@ Status Reactor::Start() {
   WEFT_RETURN_IF_ERROR(election_ ? StartElection(endpoints) : Lead());
   // Last: endpoints.json tells tools weftd is ready, so only once it knows its
   // keys (a follower loads them as it starts its election) and its state.
-  WEFT_RETURN_IF_ERROR(WriteFileAtomically(config_.server.data_dir / "endpoints.json", wire::Dump(file) + "\n"));
+  const std::filesystem::path told = config_.server.data_dir / "endpoints.json";
+  WEFT_RETURN_IF_ERROR(WriteFileAtomically(told, wire::Dump(file) + "\n"));
+  // Addresses, the pid and the public key: for local clients and scripts, whatever user they run as.
+  std::error_code ec;
+  std::filesystem::permissions(told,
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                   std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+                               ec);
   WEFT_LOG(kInfo, kLog) << (leading_ ? "serving" : "following") << ": api " << endpoints["api"].get<std::string>() << ", provisioner "
                         << endpoints["provisioner"].get<std::string>() << ", events "
                         << endpoints["events"].get<std::string>()
@@ -1276,7 +1283,30 @@ std::optional<std::string> ElectionConninfo(const Config& config) {
   return config.store.conninfo;
 }
 
+// A data directory made by an earlier weftd (or by hand) may hold the store,
+// resources and keys readable by anyone on the machine: they are made the
+// owner's alone, and each change is logged.
+void KeepPrivate(const std::filesystem::path& data_dir) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"weft.db", "weft.db-wal", "weft.db-shm", "resources", "keys", "credentials"}) {
+    const fs::path path = data_dir / name;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (ec || !fs::exists(st) || fs::is_symlink(st)) continue;
+    const fs::perms others = fs::perms::group_all | fs::perms::others_all;
+    if ((st.permissions() & others) == fs::perms::none) continue;
+    fs::permissions(path, others, fs::perm_options::remove, ec);
+    if (ec) {
+      WEFT_LOG(kWarn, kLog) << path.string() << " is readable by other users and could not be made private: "
+                            << ec.message();
+      continue;
+    }
+    WEFT_LOG(kInfo, kLog) << "made " << path.string() << " readable by its owner only (it was open to other users)";
+  }
+}
+
 Status RunDaemon(const Config& config, int signal_fd, bool new_keys) {
+  KeepPrivate(config.server.data_dir);
   store::StoreOptions options;
   options.busy_timeout_ms = static_cast<int>(config.store.busy_timeout_ms);
   if (config.store.backend == "postgres") {

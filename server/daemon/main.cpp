@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
   }
   if (!flags->data_dir.empty()) config->server.data_dir = flags->data_dir;
   log::SetLevel(config->server.log_level);
+  // What weftd creates (the store with its users' password hashes and audit log,
+  // resources, keys) is its owner's alone, whatever umask it was started with;
+  // the few files meant for others (endpoints.json) say so themselves.
+  ::umask(::umask(0) | 077);
   if (flags->vacuum) {
     Status s = server::LockDataDir(config->server.data_dir);
     if (s.ok()) s = VacuumStore(*config);

@@ -21,35 +21,30 @@ Retention::Phase Retention::WantedFrom(Phase phase) const {
   return phase;
 }
 
-Status Retention::Step(std::int64_t now_ms, bool* more) {
+Status Retention::Step(std::int64_t now_ms, Done* done, bool* more) {
   *more = false;
   switch (phase_) {
     case Phase::kEnded: {
-      WEFT_ASSIGN_OR_RETURN(store::PruneCounts batch,
-                            store_.PruneEnded(now_ms - config_.ended_after_ms, config_.batch_rows));
-      round_.Add(batch);
-      *more = batch.more;
+      WEFT_ASSIGN_OR_RETURN(done->ended, store_.PruneEnded(now_ms - config_.ended_after_ms, config_.batch_rows));
+      *more = done->ended.more;
       return Status::Ok();
     }
     case Phase::kTokens: {
-      // The last batch's cutoff: every token spent before it is gone when the phase ends.
-      round_tokens_cutoff_ms_ = now_ms - config_.tokens_after_ms;
-      WEFT_ASSIGN_OR_RETURN(std::int64_t gone, store_.PruneSpentApiTokens(round_tokens_cutoff_ms_, config_.batch_rows));
-      round_tokens_ += gone;
-      *more = gone >= config_.batch_rows;
+      done->tokens_cutoff_ms = now_ms - config_.tokens_after_ms;
+      WEFT_ASSIGN_OR_RETURN(done->tokens, store_.PruneSpentApiTokens(done->tokens_cutoff_ms, config_.batch_rows));
+      *more = done->tokens >= config_.batch_rows;
       return Status::Ok();
     }
     case Phase::kAudit: {
-      WEFT_ASSIGN_OR_RETURN(std::int64_t gone, store_.PruneAudit(now_ms - config_.audit_after_ms, config_.batch_rows));
-      round_audit_ += gone;
-      *more = gone >= config_.batch_rows;
+      WEFT_ASSIGN_OR_RETURN(done->audit, store_.PruneAudit(now_ms - config_.audit_after_ms, config_.batch_rows));
+      *more = done->audit >= config_.batch_rows;
       return Status::Ok();
     }
     case Phase::kVacuum: {
       WEFT_ASSIGN_OR_RETURN(store::StoreSpace before, store_.Space());
-      if (round_free_before_ < 0) round_free_before_ = before.free_pages;
+      done->free_before = before.free_pages;
       WEFT_ASSIGN_OR_RETURN(store::StoreSpace after, store_.ReclaimSpace(config_.vacuum_pages));
-      round_freed_pages_ += before.free_pages - after.free_pages;
+      done->freed_pages = before.free_pages - after.free_pages;
       // Until the free list is empty, as long as a step gives some back.
       *more = after.incremental && after.free_pages > 0 && after.free_pages < before.free_pages;
       return Status::Ok();
@@ -63,15 +58,21 @@ Status Retention::Batch(std::int64_t now_ms) {
   if (!in_round_) {
     in_round_ = true;
     round_started_ms_ = now_ms;
+    phase_ = WantedFrom(Phase::kEnded);
+  }
+  Done done;
+  done.transaction = store_.transactions_begun();
+  done.phase = phase_;
+  done.now_ms = now_ms;
+  done.round_started_ms = round_started_ms_;
+  bool more = false;
+  if (Status s = Step(now_ms, &done, &more); !s.ok()) {
+    in_round_ = false;
+    next_ms_ = now_ms + config_.interval_ms;
+    // Its batches count in the totals; the next round's line starts from nothing.
     round_ = {};
     round_tokens_ = round_audit_ = round_freed_pages_ = 0;
     round_free_before_ = -1;
-    phase_ = WantedFrom(Phase::kEnded);
-  }
-  bool more = false;
-  if (Status s = Step(now_ms, &more); !s.ok()) {
-    in_round_ = false;
-    next_ms_ = now_ms + config_.interval_ms;
     WEFT_LOG(kError, "weftd") << "retention: a round failed; tried again in " << DurationText(config_.interval_ms)
                               << ": " << s.message();
     return s;
@@ -79,20 +80,64 @@ Status Retention::Batch(std::int64_t now_ms) {
   if (!more) phase_ = WantedFrom(static_cast<Phase>(static_cast<int>(phase_) + 1));
   if (phase_ != Phase::kDone) {
     next_ms_ = now_ms;  // the next turn goes on
-    return Status::Ok();
+  } else {
+    in_round_ = false;
+    next_ms_ = now_ms + config_.interval_ms;
+    done.ends_round = true;
   }
-  EndRound(now_ms);
+  pending_.push_back(std::move(done));
   return Status::Ok();
 }
 
-void Retention::EndRound(std::int64_t now_ms) {
-  in_round_ = false;
-  next_ms_ = now_ms + config_.interval_ms;
+void Retention::Committed() {
+  // With PostgreSQL the commit confirmed may be the one in flight while the
+  // next transaction is open: that one's batch is not committed yet.
+  const std::uint64_t begun = store_.transactions_begun();
+  const std::uint64_t committed = store_.in_transaction() ? begun - 1 : begun;
+  while (!pending_.empty() && pending_.front().transaction <= committed) {
+    const Done done = std::move(pending_.front());
+    pending_.pop_front();
+    Count(done);
+    if (done.ends_round) EndRound(done);
+  }
+}
+
+void Retention::RolledBack() {
+  if (pending_.empty()) return;
+  // Nothing of these batches happened: the round goes on from the first one's
+  // phase, in the next turn (the rows it would have removed are still there).
+  const Done& first = pending_.front();
+  phase_ = first.phase;
+  round_started_ms_ = first.round_started_ms;
+  in_round_ = true;
+  next_ms_ = 0;
+  pending_.clear();
+}
+
+void Retention::Count(const Done& done) {
+  round_.Add(done.ended);
+  round_tokens_ += done.tokens;
+  // The phase's last batch's cutoff: every token spent before it is gone when the phase ends.
+  if (done.phase == Phase::kTokens) round_tokens_cutoff_ms_ = done.tokens_cutoff_ms;
+  round_audit_ += done.audit;
+  round_freed_pages_ += done.freed_pages;
+  if (round_free_before_ < 0 && done.free_before >= 0) round_free_before_ = done.free_before;
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  removed_clusters_.fetch_add(done.ended.clusters, kRelaxed);
+  removed_jobs_.fetch_add(done.ended.jobs, kRelaxed);
+  removed_tasks_.fetch_add(done.ended.tasks, kRelaxed);
+  removed_tokens_.fetch_add(done.tokens, kRelaxed);
+  removed_audit_.fetch_add(done.audit, kRelaxed);
+  freed_pages_.fetch_add(done.freed_pages, kRelaxed);
+}
+
+void Retention::EndRound(const Done& last) {
+  const std::int64_t now_ms = last.now_ms;
   if (round_.rows() > 0) {
     WEFT_LOG(kInfo, "weftd") << "retention: removed " << round_.clusters << " deleted clusters, " << round_.jobs
                              << " jobs, " << round_.tasks << " tasks, " << round_.attempts << " attempts and "
                              << round_.nodes << " nodes that ended more than " << DurationText(config_.ended_after_ms)
-                             << " ago, in " << DurationText(now_ms - round_started_ms_);
+                             << " ago, in " << DurationText(now_ms - last.round_started_ms);
   }
   if (round_tokens_ > 0) {
     WEFT_LOG(kInfo, "weftd") << "retention: removed " << round_tokens_ << " API tokens revoked or expired more than "
@@ -107,13 +152,10 @@ void Retention::EndRound(std::int64_t now_ms) {
     WEFT_LOG(kInfo, "weftd") << "retention: gave " << round_freed_pages_ << " free pages of the store back to the "
                              << "file system (of " << round_free_before_ << ")";
   }
+  round_ = {};
+  round_tokens_ = round_audit_ = round_freed_pages_ = 0;
+  round_free_before_ = -1;
   constexpr auto kRelaxed = std::memory_order_relaxed;
-  removed_clusters_.fetch_add(round_.clusters, kRelaxed);
-  removed_jobs_.fetch_add(round_.jobs, kRelaxed);
-  removed_tasks_.fetch_add(round_.tasks, kRelaxed);
-  removed_tokens_.fetch_add(round_tokens_, kRelaxed);
-  removed_audit_.fetch_add(round_audit_, kRelaxed);
-  freed_pages_.fetch_add(round_freed_pages_, kRelaxed);
   if (Result<store::StoreSpace> space = store_.Space(); space.ok() && space->pages > 0) {
     pages_.store(space->pages, kRelaxed);
     free_pages_.store(space->free_pages, kRelaxed);

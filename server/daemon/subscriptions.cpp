@@ -28,8 +28,11 @@ std::string NewIncarnation() {
 
 // What a subscription to `prefix` by `key` may deliver (security on): a
 // superadmin or a gateway anything; a tenant admin their tenant's topics; a user the topics
-// of the clusters they own when they subscribe. A prefix broader than what the
-// key may see becomes the topics it may; one outside them, nothing.
+// of the clusters they own when they subscribe, and their owner topic
+// (`<tenant>/owner/<user>/`), where a cluster they make later is told: the
+// subscriber sends its subscription again then, and it covers that cluster
+// too. A prefix broader than what the key may see becomes the topics it may;
+// one outside them, nothing.
 std::vector<std::string> Subscriptions::AllowedTopics(const std::string& key, const std::string& prefix) {
   const auth::KeyEntry* e = registry_.Find(key);
   if (!e || e->kind != auth::Kind::kUser) return {};
@@ -42,18 +45,19 @@ std::vector<std::string> Subscriptions::AllowedTopics(const std::string& key, co
     return {};
   }
   std::vector<std::string> out;
+  auto allow = [&](const std::string& topic) {
+    if (topic.rfind(prefix, 0) == 0) {
+      out.push_back(topic);
+    } else if (prefix.rfind(topic, 0) == 0) {
+      out.push_back(prefix);
+    }
+  };
+  allow(mine + "owner/" + e->user + "/");
   Result<std::vector<store::ClusterRecord>> clusters = store_.ListClusters(e->tenant, false);
   if (!clusters.ok()) return out;
   for (const store::ClusterRecord& c : *clusters) {
     if (c.owner != e->user) continue;
-    for (const char* kind : {"job/", "cluster/", "task/"}) {
-      const std::string topic = mine + kind + c.id + "/";
-      if (topic.rfind(prefix, 0) == 0) {
-        out.push_back(topic);
-      } else if (prefix.rfind(topic, 0) == 0) {
-        out.push_back(prefix);
-      }
-    }
+    for (const char* kind : {"job/", "cluster/", "task/"}) allow(mine + kind + c.id + "/");
   }
   return out;
 }

@@ -167,10 +167,13 @@ Response HostOps::PluginList(const Call& call) {
 
 Response HostOps::HostRegister(const Call& call) {
   const json& body = call.request->body;
-  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(host_id, HostRegistry::HostIdOf(body));
   if (!ValidHostId(host_id))
-    return Response::Error(Status::Invalid("body.host_id must be 1 to 128 characters of A-Z a-z 0-9 _ . -, got " +
-                                           jsonf::Brief(body["host_id"])));
+    return Response::Error(Status::Invalid("host id " + jsonf::Brief(body["host_id"]) +
+                                           " cannot be used: a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -; "
+                                           "give this host another one (host_id in weft-host's configuration, or "
+                                           "--host-id)"),
+                           {{"field", "body.host_id"}});
   WEFT_TRY_ASSIGN(capacity, jsonf::Int(body, "capacity", "body", 1, 4096));
   WEFT_TRY_ASSIGN(version, jsonf::String(body, "version", "body", ""));
   json descriptors = json::array();
@@ -565,7 +568,7 @@ Response HostOps::TaskFinish(const Call& call) {
 
 Result<HostOps::FinishFields> HostOps::ReadFinish(const json& body) const {
   queue::FinishRequest f;
-  WEFT_ASSIGN_OR_RETURN(std::string host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::string host_id, HostRegistry::HostIdOf(body));
   WEFT_ASSIGN_OR_RETURN(std::int64_t task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
   WEFT_ASSIGN_OR_RETURN(std::int64_t attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
   WEFT_ASSIGN_OR_RETURN(std::string status, jsonf::String(body, "status", "body"));
@@ -612,7 +615,7 @@ Response HostOps::Finish(const FinishFields& finish) {
 
 Response HostOps::TaskProgress(const Call& call) {
   const json& body = call.request->body;
-  WEFT_TRY_ASSIGN(host_id, jsonf::String(body, "host_id", "body"));
+  WEFT_TRY_ASSIGN(host_id, HostRegistry::HostIdOf(body));
   WEFT_TRY_ASSIGN(task_id, jsonf::Int(body, "task_id", "body", 1, kMaxId));
   WEFT_TRY_ASSIGN(attempt, jsonf::Int(body, "attempt", "body", 1, kMaxId));
   WEFT_TRY_ASSIGN(percent, jsonf::Int(body, "percent", "body", 0, 100, 0));

@@ -114,10 +114,30 @@ const Host* HostRegistry::Find(const std::string& host_id) const {
   return it == hosts_.end() ? nullptr : &it->second;
 }
 
+Result<std::string> HostRegistry::HostIdOf(const json& body) {
+  const auto id = body.is_object() ? body.find("host_id") : body.end();
+  std::string why;
+  if (!body.is_object() || id == body.end() || id->is_null()) {
+    why = "its host_id is missing";
+  } else if (!id->is_string()) {
+    why = "its host_id is " + jsonf::Brief(*id) + ", not a host's id (a string)";
+  } else if (id->get_ref<const std::string&>().empty()) {
+    why = "its host_id is empty";
+  } else {
+    return id->get<std::string>();
+  }
+  return Status::Invalid("this request does not say which host sent it (" + why +
+                         "): weft-host sends the host_id of its configuration (host_id, or --host-id) with every "
+                         "request, and so must a program of your own (docs/protocol.md, provisioner ops)");
+}
+
 Result<Host*> HostRegistry::Known(const json& body) {
-  WEFT_ASSIGN_OR_RETURN(std::string id, jsonf::String(body, "host_id", "body"));
+  WEFT_ASSIGN_OR_RETURN(std::string id, HostIdOf(body));
   Host* host = Find(id);
-  if (!host) return Status::NotFound("host '" + id + "' is not registered; send host.register first");
+  if (!host)
+    return Status::NotFound("host '" + id + "' is not registered with this weftd (a weftd started on a fresh store, "
+                            "or the host never registered): weft-host registers again by itself; a program of your "
+                            "own sends host.register first");
   return host;
 }
 

@@ -1157,6 +1157,23 @@ class ClusterOps {
   // The plan a job would run, as cluster.plan answers it. Bounded as cluster.plan is (PlanBounds): a plan of
   // tens of thousands of nodes made a reply of tens of MiB, over what a client reads, and grew weftd's memory
   // by hundreds of MiB while it was built. With `summary`, its counts only (catalog::PlanCounts).
+  // The catalog versions a job moves the cluster between (an upgrade, a rollback):
+  // {"service/x": {"from": 1, "to": 2}, ...}, `from` or `to` null where the entity
+  // comes or goes; {} when none changes.
+  static json VersionChanges(const json& before, const json& target) {
+    const auto versions = [](const json& spec) {
+      auto it = spec.is_object() ? spec.find("versions") : spec.end();
+      return it != spec.end() && it->is_object() ? *it : json::object();
+    };
+    const json was = versions(before), will = versions(target);
+    json out = json::object();
+    for (auto it = was.begin(); it != was.end(); ++it)
+      if (will.value(it.key(), json()) != it.value()) out[it.key()] = {{"from", it.value()}, {"to", will.value(it.key(), json())}};
+    for (auto it = will.begin(); it != will.end(); ++it)
+      if (!was.contains(it.key())) out[it.key()] = {{"from", nullptr}, {"to", it.value()}};
+    return out;
+  }
+
   Response DryRun(const NewJob& job, bool summary) {
     const auto count = [](const json& layout) {
       const auto it = layout.is_object() ? layout.find("nodes") : layout.end();
@@ -1177,6 +1194,8 @@ class ClusterOps {
     }
     out["dry_run"] = true;
     out["operation"] = job.operation;
+    if (json changed = VersionChanges(job.before.spec, job.target.spec); !changed.empty())
+      out["versions"] = std::move(changed);
     if (summary) return Response::Ok(std::move(out));
     out["layout"] = job.target.layout;
     json details;

@@ -444,6 +444,19 @@ void JobEngine::EmitCluster(const store::ClusterRecord& c) {
                            {"at_ms", clock_.NowMs()}}});
 }
 
+void JobEngine::EmitCreated(const store::ClusterRecord& c, const std::string& job_id) {
+  // On a topic of its owner's: a user's subscription to more than one cluster
+  // covers it, and a subscriber sends its subscription again on it, so that
+  // weftd extends it to the new cluster (docs/protocol.md, `events`).
+  events_.push_back(Event{c.tenant + "/owner/" + c.owner + "/",
+                          {{"type", "cluster.created"},
+                           {"cluster_id", c.id},
+                           {"name", c.name},
+                           {"owner", c.owner},
+                           {"job_id", job_id},
+                           {"at_ms", clock_.NowMs()}}});
+}
+
 Status JobEngine::SetCluster(const std::string& cluster_id,
                              const std::function<void(store::ClusterRecord&)>& change) {
   WEFT_ASSIGN_OR_RETURN(std::optional<store::ClusterRecord> c, store_.GetCluster(cluster_id));
@@ -508,6 +521,7 @@ Result<store::JobRecord> JobEngine::Start(NewJob job) {
     c.latest_job = ref.record.id;
   }));
   EmitJob(ref);
+  if (ref.record.operation == ToString(JobOperation::kCreate)) EmitCreated(*cluster, ref.record.id);
   store::JobRecord out = ref.record;
   if (ref.tasks.size() == static_cast<std::size_t>(ref.succeeded)) WEFT_RETURN_IF_ERROR(Finish(ref));
   return out;

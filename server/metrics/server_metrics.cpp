@@ -12,7 +12,7 @@ constexpr auto kRefreshEvery = std::chrono::seconds(1);
 // A scrape waits for a fresh snapshot at most this long (the reactor wakes at least once a second).
 constexpr auto kScrapeWait = std::chrono::milliseconds(2500);
 
-constexpr std::string_view kEventTypes[] = {"task", "task.progress", "job", "cluster", "host", "other"};
+constexpr std::string_view kEventTypes[] = {"task", "task.progress", "job", "cluster", "cluster.created", "host", "other"};
 
 }  // namespace
 
@@ -42,6 +42,7 @@ ServerMetrics::ServerMetrics() {
       "weft_api_read_wait_seconds",
       "How long an api read waited, from when weftd took it off the socket to its answer (ahead of a turn's writes).",
       metrics::buckets::kFast);
+  static_assert(std::size(kEventTypes) == std::tuple_size_v<decltype(events_)>, "a counter for each event type");
   for (std::size_t i = 0; i < std::size(kEventTypes); ++i)
     events_[i] = &registry_.AddCounter("weft_events_published_total", "Events published on the events endpoint.",
                                        {{"type", std::string(kEventTypes[i])}});

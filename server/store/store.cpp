@@ -1554,6 +1554,14 @@ Status Store::ApplyMigrations() {
     return Status::Invalid("the store " + path_.string() + " has schema version " + std::to_string(schema_version_) +
                            ", newer than this weftd knows (" + std::to_string(LatestSchemaVersion()) +
                            "); run a newer weftd");
+  const std::int64_t from = schema_version_;
+  const auto started = std::chrono::steady_clock::now();
+  // A store made by an older weftd: said, since the older weftd refuses it afterwards.
+  if (from > 0 && from < LatestSchemaVersion()) {
+    WEFT_LOG(kInfo, "store") << "upgrading the store " << path_.string() << " from schema version " << from << " to "
+                             << LatestSchemaVersion() << " (a weftd older than this one refuses it afterwards; "
+                             << "a backup taken before is how to go back)";
+  }
   for (const Migration& m : kMigrations) {
     if (m.version <= schema_version_) continue;
     WEFT_RETURN_IF_ERROR(db.Begin());
@@ -1566,6 +1574,13 @@ Status Store::ApplyMigrations() {
       return s.WithContext("schema migration " + std::to_string(m.version) + " of " + path_.string());
     }
     schema_version_ = m.version;
+  }
+  if (from > 0 && from < schema_version_) {
+    WEFT_LOG(kInfo, "store") << "upgraded the store to schema version " << schema_version_ << " in "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - started)
+                                    .count()
+                             << " ms";
   }
   return Status::Ok();
 }
@@ -1684,6 +1699,7 @@ Status Store::Begin() {
   if (in_transaction_) return Status::Internal("Store::Begin inside a transaction");
   WEFT_RETURN_IF_ERROR(impl_->db->Begin());
   in_transaction_ = true;
+  ++transactions_begun_;
   return Status::Ok();
 }
 

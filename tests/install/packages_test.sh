@@ -45,6 +45,9 @@ dupes=$(for p in weftd weft-host weft weft-dev; do
   dpkg-deb --contents "$(deb "$p")" | awk '$1 !~ /^d/ {print $6}'
 done | sort | uniq -d)
 [[ -z $dupes ]] || fail "files in more than one package: $dupes"
+# weft-host.toml gets the host's one-time enroll_token: root's alone.
+mode=$(dpkg-deb --contents "$(deb weft-host)" | awk '$6 == "./etc/weft/weft-host.toml" {print $1}')
+[[ $mode == -rw------- ]] || fail "/etc/weft/weft-host.toml is $mode in the package, not -rw-------"
 # Each package says what it is in its synopsis (what apt and dpkg -l show).
 synopses=$(for p in weftd weft-host weft weft-dev; do dpkg-deb --field "$(deb "$p")" Description | head -n 1; done)
 [[ -z $(sort <<<"$synopses" | uniq -d) ]] || fail "packages share a synopsis: $synopses"

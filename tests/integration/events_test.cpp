@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -307,15 +308,23 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
   const json c2 = create("c2");
   abort(c1);
   abort(c2);
+  // The clusters whose own topics delivered events (not the owner topic, which tells of a cluster made).
   auto clusters_in = [](const std::vector<client::ReceivedEvent>& events) {
     std::set<std::string> ids;
-    for (const auto& e : events) ids.insert(e.event.value("cluster_id", ""));
+    for (const auto& e : events)
+      if (e.topic != "default/owner/ann/") ids.insert(e.event.value("cluster_id", ""));
     return ids;
   };
-  // The subscription covers c1 only: c2 came after it.
+  // The subscription covers c1 only: c2 came after it, and is told on ann's owner topic.
   std::vector<client::ReceivedEvent> events = Collect(stream, 3s);
   INFO(Dump(events));
   CHECK(clusters_in(events) == std::set<std::string>{c1["id"].get<std::string>()});
+  bool told = false;
+  for (const auto& e : events)
+    told = told || (e.topic == "default/owner/ann/" && e.event.value("type", "") == "cluster.created" &&
+                    e.event.value("cluster_id", "") == c2["id"].get<std::string>() &&
+                    e.event.value("job_id", "") == c2["latest_job"].get<std::string>());
+  CHECK(told);
 
   // Sent again, the same subscription covers c2 too.
   stream.Subscribe("default/");
@@ -338,12 +347,84 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
         if (!s.TryCall("job.abort", {{"job", job}}).ok()) (void)s.TryCall("job.retry", {{"job", job}});
         for (const auto& e : Collect(stream, 500ms)) {
           restarted = restarted || e.seen.restarted;
-          seen.insert(e.event.value("cluster_id", ""));
+          if (e.topic != "default/owner/ann/") seen.insert(e.event.value("cluster_id", ""));
         }
         return seen.count(c3["id"].get<std::string>()) == 1;
       },
       30s));
   CHECK(restarted);
+}
+
+TEST_CASE("events: a user's plain weft events follows the clusters they create after it started, and no one "
+          "else's",
+          "[events][integration]") {
+  TempDir dir("weft-events-follow");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_args = {"--timeout", "5000"}});
+  const std::string catalog = (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string();
+  REQUIRE(s.Weft({"catalog", "import", catalog}).exit_code == 0);
+  REQUIRE(s.Weft({"tenant", "create", "acme"}).exit_code == 0);
+  REQUIRE(s.Weft({"--tenant", "acme", "catalog", "import", catalog}).exit_code == 0);
+  // ann and ben share tenant default, carl is in acme; all three are users.
+  auto user = [&](const std::string& tenant, const std::string& name) {
+    REQUIRE(s.Weft({"--tenant", tenant, "user", "create", name, "--role", "user"}).exit_code == 0);
+    const fs::path cred = dir.path() / (name + ".json");
+    REQUIRE(s.Weft({"--tenant", tenant, "credentials", name, "-f", cred.string()}).exit_code == 0);
+    return cred;
+  };
+  const fs::path ann = user("default", "ann");
+  const fs::path ben = user("default", "ben");
+  const fs::path carl = user("acme", "carl");
+  // No host: a create job waits with its tasks queued; aborting and retrying it makes events.
+  auto create = [&](const std::string& name, const fs::path& who) {
+    RunResult r = s.Weft({"cluster", "create", name, "--template", "web-fake", "--size", "3"}, who);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return s.WeftJson({"cluster", "get", name}, who)["cluster"];
+  };
+  auto stir = [&](const json& cluster, const fs::path& who) {
+    const std::string job = cluster["latest_job"];
+    if (s.Weft({"job", "abort", job}, who).exit_code != 0) (void)s.Weft({"job", "retry", job}, who);
+  };
+
+  // ann owns no cluster yet when her `weft events` subscribes.
+  testing::Process follow = s.Background("ann-events", {"-o", "json", "events"}, ann);
+  REQUIRE(WaitFor([&] { return s.Err("ann-events").find("following") != std::string::npos; }, 20s));
+  Settle(s);
+  const json mine = create("mine", ann);
+  const json bens = create("bens", ben);
+  const json carls = create("carls", carl);
+  const std::string mine_id = mine["id"];
+  // Her cluster is told, and its events show from then on.
+  const bool told = WaitFor(
+      [&] { return s.Out("ann-events").find("\"type\":\"cluster.created\"") != std::string::npos; }, 20s);
+  INFO(s.Out("ann-events") << s.Err("ann-events"));
+  REQUIRE(told);
+  auto shows_mine = [&] {
+    return s.Out("ann-events").find("\"topic\":\"default/job/" + mine_id + "/\"") != std::string::npos;
+  };
+  REQUIRE(WaitFor(
+      [&] {
+        stir(bens, ben);
+        stir(carls, carl);
+        stir(mine, ann);
+        return WaitFor(shows_mine, 1s);
+      },
+      30s));
+  // ben's and carl's were stirred before each of hers, on the same connection: none reached her.
+  const std::string out = s.Out("ann-events");
+  for (const json& other : {bens, carls}) {
+    CHECK(out.find("\"cluster_id\":\"" + other["id"].get<std::string>() + "\"") == std::string::npos);
+  }
+  CHECK(out.find("acme/") == std::string::npos);
+  CHECK(out.find("default/owner/ben/") == std::string::npos);
+  // Every line she got is hers: her owner topic or her cluster's.
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const json e = json::parse(line, nullptr, false);
+    REQUIRE(e.is_object());
+    const std::string topic = e.value("topic", "");
+    CHECK((topic == "default/owner/ann/" || topic.find("/" + mine_id + "/") != std::string::npos));
+  }
 }
 
 TEST_CASE("events: weft events --cluster and --job show a tenant user's cluster, whatever the tenant",

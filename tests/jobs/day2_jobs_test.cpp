@@ -284,9 +284,22 @@ TEST_CASE("day2: a rollback of an upgrade installs the previous version of every
 
   catalog.PatchActions("fake-nginx", "", {{"build", 2}});
   env.Import(catalog);
+  // A dry run says which catalog versions the upgrade moves to, and the table prints them.
+  const json nginx_was = env.Call("service.get", {{"name", "fake-nginx"}, {"version", 1}})["version"];
+  const json nginx_now = env.Call("service.get", {{"name", "fake-nginx"}})["version"];
+  REQUIRE(nginx_now != nginx_was);
+  json preview = env.Call("cluster.upgrade", {{"cluster", "up"}, {"dry_run", true}, {"summary", true}});
+  INFO(preview.dump());
+  CHECK(preview["versions"] == json{{"service/fake-nginx", {{"from", nginx_was}, {"to", nginx_now}}}});
+  RunResult table = env.Weft({"cluster", "upgrade", "up", "--dry-run"});
+  INFO(table.out << table.err);
+  CHECK_THAT(table.out, Catch::Contains("service/fake-nginx: version " + nginx_was.dump() + " -> " + nginx_now.dump()));
   json upgrade = env.RunJob({"cluster", "upgrade", "up"});
   for (const json& t : TasksOf(upgrade, "INSTALL", "fake-nginx")) CHECK(t["result"]["echo"]["fields"]["build"] == 2);
 
+  // And a rollback's, back.
+  CHECK(env.Call("cluster.rollback", {{"cluster", "up"}, {"dry_run", true}})["versions"] ==
+        json{{"service/fake-nginx", {{"from", nginx_now}, {"to", nginx_was}}}});
   json rollback = env.RunJob({"cluster", "rollback", "up"});
   INFO(rollback.dump(1).substr(0, 8000));
   CHECK(rollback["operation"] == "rollback");

@@ -1509,3 +1509,33 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
   CHECK_THAT(busy.error.message, Catch::Contains("has job " + job_id + " running (create)") &&
                                      Catch::Contains("job.abort"));
 }
+
+TEST_CASE("security: weftd keeps its store, resources and keys private to its user, and makes an open one private",
+          "[security]") {
+  weft::testing::TempDir tmp("weft-sec");
+  Weftd s(ServerIn(tmp / "server"));
+  const fs::path data = s.Path("data");
+  const fs::perms others = fs::perms::group_all | fs::perms::others_all;
+  const auto open_to_others = [&](const std::string& name) {
+    return (fs::status(data / name).permissions() & others) != fs::perms::none;
+  };
+  // Made private however weftd was started (the test runs it with its own umask, 022 or so).
+  for (const std::string name : {"weft.db", "weft.db-wal", "resources", "keys"}) {
+    INFO(name);
+    CHECK_FALSE(open_to_others(name));
+  }
+  // endpoints.json is for every local client.
+  CHECK((fs::status(data / "endpoints.json").permissions() & fs::perms::others_read) != fs::perms::none);
+
+  // A data directory an earlier weftd left open is closed at the next start, and the log says so.
+  s.Stop();
+  fs::permissions(data / "weft.db", fs::perms::group_read | fs::perms::others_read, fs::perm_options::add);
+  fs::permissions(data / "resources", fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                                          fs::perms::others_exec,
+                  fs::perm_options::add);
+  REQUIRE(open_to_others("weft.db"));
+  s.Restart();
+  CHECK_FALSE(open_to_others("weft.db"));
+  CHECK_FALSE(open_to_others("resources"));
+  CHECK_THAT(s.Log(), Catch::Contains("made " + (data / "weft.db").string() + " readable by its owner only"));
+}

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "weft/common/log.hpp"
 #include "weft/server/store/store.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -275,7 +276,20 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
   REQUIRE(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
 
+  // The upgrade is logged: an older weftd refuses the store afterwards.
+  std::FILE* log = std::tmpfile();
+  REQUIRE(log);
+  weft::log::SetOutput(log);
   auto opened = weft::testing::OpenStore(path);
+  weft::log::SetOutput(stderr);
+  std::rewind(log);
+  std::string logged;
+  for (int ch; (ch = std::fgetc(log)) != EOF;) logged += static_cast<char>(ch);
+  std::fclose(log);
+  CHECK_THAT(logged, Catch::Contains("upgrading the store " + path.string() + " from schema version 2 to " +
+                                     std::to_string(Store::LatestSchemaVersion())) &&
+                         Catch::Contains("upgraded the store to schema version " +
+                                         std::to_string(Store::LatestSchemaVersion())));
   REQUIRE(opened.ok());
   Store& store = **opened;
   CHECK(store.schema_version() == Store::LatestSchemaVersion());

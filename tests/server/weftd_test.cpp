@@ -144,8 +144,10 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
       {"bad task action", {R"({"v":1,"id":"f","op":"debug.enqueue","body":{"tasks":[{"plugin":"p","action":"FLY"}]}})"},
        "INVALID", "f"},
       {"oversized header", {big_header}, "TOO_LARGE", ""},
-      {"oversized payload frame", {status, std::string(2000, 'z')}, "TOO_LARGE", ""},
-      {"too many frames", {status, "1", "2", "3", "4"}, "TOO_LARGE", ""},
+      // The header could be read: the reply names the request.
+      {"oversized payload frame", {status, std::string(2000, 'z')}, "TOO_LARGE", "s"},
+      {"too many frames", {status, "1", "2", "3", "4"}, "TOO_LARGE", "s"},
+      {"unknown header field", {R"({"v":1,"id":"u","op":"server.status","tenat":"acme"})"}, "INVALID", "u"},
       {"empty frame", {""}, "INVALID", ""},
   };
   for (const Case& c : cases) {
@@ -362,7 +364,8 @@ TEST_CASE("weftd: task.take and task.finish read their bodies the same however t
 
   // Refusals, in the words of the tree reading.
   CHECK(error("task.take", R"({"host_id":"nobody","wait_ms":0})") ==
-        "host 'nobody' is not registered; send host.register first");
+        "host 'nobody' is not registered with this weftd (a weftd started on a fresh store, or the host never "
+        "registered): weft-host registers again by itself; a program of your own sends host.register first");
   CHECK(error("task.take", R"({"host_id":"h1","wait_ms":-5})") ==
         "body.wait_ms must be an integer from 0 to 2147483647, got -5");
   CHECK(error("task.take", R"({"host_id":"h1","runner":"a b"})") ==
@@ -372,7 +375,9 @@ TEST_CASE("weftd: task.take and task.finish read their bodies the same however t
   CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":0})") ==
         "body.task_id must be an integer from 1 to 9223372036854775807, got 0");
   CHECK(error("task.finish", R"({"attempt":1,"status":"succeeded","task_id":1})") ==
-        "body.host_id is required (a non-empty string)");
+        "this request does not say which host sent it (its host_id is missing): weft-host sends the host_id of its "
+        "configuration (host_id, or --host-id) with every request, and so must a program of your own "
+        "(docs/protocol.md, provisioner ops)");
   CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":1,"stdout":7})") ==
         "body.stdout must be a string, got 7");
   CHECK(error("task.finish", R"({"attempt":1,"host_id":"h1","status":"succeeded","task_id":1,"take":{"wait_ms":"x"}})") ==
@@ -404,6 +409,48 @@ TEST_CASE("weftd: task.take and task.finish read their bodies the same however t
   CHECK(stored["stderr"] == "oops");
   CHECK(stored["attempts"].back()["status"] == "failed");
   ExpectCleanStop(weftd);
+}
+
+TEST_CASE("weftd: a host request that does not say which host sent it, or names one weftd does not know, is told "
+          "so in an operator's words",
+          "[weftd]") {
+  Weftd weftd(Config());
+  auto prov = MakeClient(weftd.provisioner());
+  RegisterHost(prov, "h1");
+  auto refused = [&](const std::string& op, const json& body) {
+    auto r = prov.Call(op, body);
+    REQUIRE_FALSE(r.ok());
+    return r.status();
+  };
+  // No host_id, a number, an empty one: every host op says the request does not name its host, and how to fix it.
+  for (const char* op : {"host.heartbeat", "host.leave", "task.take", "task.progress", "task.finish"}) {
+    for (const json& id : {json(), json(7), json("")}) {
+      json body = {{"task_id", 1}, {"attempt", 1}, {"status", "succeeded"}, {"wait_ms", 0}};
+      if (!id.is_null()) body["host_id"] = id;
+      const weft::Status s = refused(op, body);
+      INFO(op << " " << id.dump() << ": " << s.message());
+      CHECK(s.code() == weft::Code::kInvalid);
+      CHECK_THAT(s.message(), Catch::StartsWith("this request does not say which host sent it (its host_id is") &&
+                                  Catch::Contains("(host_id, or --host-id)") && !Catch::Contains("body."));
+    }
+  }
+  CHECK_THAT(refused("host.heartbeat", json::object()).message(), Catch::Contains("(its host_id is missing)"));
+  CHECK_THAT(refused("host.heartbeat", {{"host_id", 7}}).message(),
+             Catch::Contains("(its host_id is 7, not a host's id (a string))"));
+  CHECK_THAT(refused("host.heartbeat", {{"host_id", ""}}).message(), Catch::Contains("(its host_id is empty)"));
+  // A host weftd does not know: which one, and that weft-host registers again by itself.
+  const weft::Status unknown = refused("host.heartbeat", {{"host_id", "nobody"}});
+  CHECK(unknown.code() == weft::Code::kNotFound);
+  CHECK_THAT(unknown.message(), Catch::StartsWith("host 'nobody' is not registered with this weftd") &&
+                                    Catch::Contains("weft-host registers again by itself"));
+  // An id that cannot be one: which, what an id is, and where to set another; the field in the details.
+  auto bad = prov.Call("host.register", {{"host_id", "web 1"}, {"capacity", 1}, {"plugins", json::array()}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == weft::Code::kInvalid);
+  CHECK(bad.status().message() ==
+        "host id \"web 1\" cannot be used: a host id is 1 to 128 characters of A-Z a-z 0-9 _ . -; give this host "
+        "another one (host_id in weft-host's configuration, or --host-id)");
+  CHECK(bad.details().value("field", "") == "body.host_id");
 }
 
 TEST_CASE("weftd: a take that names a tenant gets only that tenant's tasks, held or not", "[weftd]") {

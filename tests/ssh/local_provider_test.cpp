@@ -1,7 +1,10 @@
 // The local provider plugin, loaded from its built .so and driven through its
 // descriptor with a stand-in for the host services (needs root).
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_host.hpp"
+#include "support/process.hpp"
 #include "support/sshd_node.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/plugin.h"
@@ -126,6 +130,48 @@ TEST_CASE("local provider: a retried CREATE replaces the node an earlier attempt
   const fs::path second_dir = state / "nodes" / second.results.at("provider_id").get<std::string>();
   CHECK(fs::exists(second_dir));
   CHECK(localnode::StopNode(second_dir).ok());
+}
+
+TEST_CASE("local provider: a node's sshd that dies is reaped at once, no other child of the process is, and CONFIRM "
+          "says it is not running",
+          "[ssh][local]") {
+  LoadedProvider plugin(kLocalSo);
+  weft::testing::TempDir state("weft-local-provider");
+  json task = {{"task_id", 9}, {"cluster_id", "c3"}, {"node_id", "n1"},
+               {"provider", {{"fields", {{"state_dir", (state / "nodes").string()},
+                                          {"ssh_port", weft::testing::kTestSshPort}}}}}};
+  FakeTask create{task.dump()};
+  REQUIRE(plugin.Run(create, WEFT_ACTION_CREATE) == WEFT_OK);
+  const fs::path dir = state / "nodes" / create.results.at("provider_id").get<std::string>();
+  const pid_t sshd = localnode::LoadNode(dir)->pid;
+  REQUIRE(localnode::ProcessAlive(sshd));
+
+  // A child of this process that is not the plugin's: it exits, and stays ours to reap.
+  const pid_t other = ::fork();
+  REQUIRE(other >= 0);
+  if (other == 0) ::_exit(7);
+  REQUIRE(weft::testing::WaitFor([&] { return !localnode::ProcessAlive(other); }, std::chrono::seconds(20)));
+
+  // The sshd killed by hand: gone (reaped), not a zombie, while nothing enters the plugin.
+  REQUIRE(::kill(sshd, SIGKILL) == 0);
+  const bool reaped = weft::testing::WaitFor(
+      [&] { return !fs::exists("/proc/" + std::to_string(sshd)); }, std::chrono::seconds(20));
+  INFO(weft::testing::ReadFile("/proc/" + std::to_string(sshd) + "/stat"));
+  CHECK(reaped);
+  int status = 0;
+  CHECK(::waitpid(other, &status, WNOHANG) == other);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 7));
+
+  // The provider notices the sshd is gone.
+  json later = task;
+  later["results"] = create.results;
+  FakeTask confirm{later.dump()};
+  std::string err;
+  CHECK(plugin.Run(confirm, WEFT_ACTION_CONFIRM, &err) == WEFT_ERR_FAILED);
+  CHECK_THAT(err, Catch::Contains("is not running"));
+  FakeTask del{later.dump()};
+  CHECK(plugin.Run(del, WEFT_ACTION_DELETE, &err) == WEFT_OK);
+  CHECK_FALSE(fs::exists(dir));
 }
 
 TEST_CASE("local provider: bad fields and a provider_id outside state_dir are refused", "[ssh][local]") {

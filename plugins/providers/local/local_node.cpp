@@ -9,7 +9,9 @@
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +64,82 @@ void ReapIfOurs(pid_t pid) {
   pid_t r = ::waitpid(pid, &st, WNOHANG);
   if (r == pid || (r < 0 && errno == ECHILD)) g_children.erase(pid);
 }
+
+// Reaps a node's sshd as soon as it exits (killed by hand, by the OOM killer,
+// by another process's StopNode), not when the library is next entered: one
+// thread of this process polls a pidfd of each sshd it started and reaps that
+// pid alone (waitpid of that pid, WNOHANG), never another child of the process
+// that loaded the library. Started with the first sshd; it lives as long as
+// the process (plugins are never unloaded). Without pidfds (Linux before 5.3)
+// the sshd is reaped when the library is next entered, as every child is.
+class Reaper {
+ public:
+  static Reaper& Get() {
+    static Reaper* reaper = new Reaper();  // never destroyed: its thread may outlive static destructors
+    return *reaper;
+  }
+
+  void Watch(pid_t pid) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) {
+      if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+        ::close(fd);
+        return;
+      }
+      started_ = true;
+      std::thread([this] { Loop(); }).detach();
+    }
+    watched_.push_back({pid, fd});
+    const char c = 1;
+    (void)!::write(wake_[1], &c, 1);
+  }
+
+ private:
+  struct Watched {
+    pid_t pid;
+    int fd;
+  };
+
+  void Loop() {
+    // No signal of the host's is handled on this thread.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::vector<pollfd> fds;
+    std::vector<Watched> polled;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        polled = watched_;
+        fds.assign(1, pollfd{wake_[0], POLLIN, 0});
+        for (const Watched& w : polled) fds.push_back(pollfd{w.fd, POLLIN, 0});
+      }
+      if (::poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
+      if (fds[0].revents) {
+        char buf[64];
+        while (::read(wake_[0], buf, sizeof buf) > 0) {
+        }
+      }
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        // Readable: the process exited. It is a zombie until reaped, so the pid is still its own.
+        ReapIfOurs(polled[i - 1].pid);
+        std::lock_guard<std::mutex> lock(mu_);
+        watched_.erase(std::remove_if(watched_.begin(), watched_.end(),
+                                      [&](const Watched& w) { return w.fd == polled[i - 1].fd; }),
+                       watched_.end());
+        ::close(polled[i - 1].fd);
+      }
+    }
+  }
+
+  std::mutex mu_;
+  bool started_ = false;
+  int wake_[2] = {-1, -1};
+  std::vector<Watched> watched_;
+};
 
 // The whole file, or what could be read of it; never throws. Files in /proc
 // of a process that exits while they are read fail with ESRCH, which an
@@ -814,6 +892,15 @@ bool ProcessAlive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+bool SshdRunning(const Node& node) {
+  if (!ProcessAlive(node.pid)) return false;
+  // `sshd -D -f <dir>/sshd_config ...`, NUL-separated, or as sshd retitles
+  // itself (`sshd: /usr/sbin/sshd -D -f ... [listener] ...`): the node's id
+  // (its directory's name, unique) names its config whatever the state_dir's spelling.
+  const std::string cmdline = ReadFile("/proc/" + std::to_string(node.pid) + "/cmdline");
+  return !node.id.empty() && cmdline.find("/" + node.id + "/sshd_config") != std::string::npos;
+}
+
 Result<Node> StartNode(const NodeOptions& o) {
   ReapChildren();
   if (::geteuid() != 0) {
@@ -920,6 +1007,7 @@ Result<Node> StartNode(const NodeOptions& o) {
     std::lock_guard<std::mutex> lock(g_children_mu);
     g_children.insert(n.pid);
   }
+  Reaper::Get().Watch(n.pid);
   // Into the node's cgroup before the port accepts: sshd -D forks only for a
   // connection, so every session and what it starts is born inside.
   if (o.use_cgroup) {

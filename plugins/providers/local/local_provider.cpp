@@ -167,7 +167,7 @@ class LocalProvider : public weft::sdk::Plugin {
     const fs::path dir = NodeDir(task, s, true);
     auto node = weft::localnode::LoadNode(dir);
     if (!node.ok()) throw weft::sdk::Error(WEFT_ERR_FAILED, "local provider: " + node.status().message());
-    if (!weft::localnode::ProcessAlive(node->pid)) {
+    if (!weft::localnode::SshdRunning(*node)) {
       throw weft::sdk::Error(WEFT_ERR_FAILED, "local provider: the sshd of node " + node->id + " (pid " +
                                                   std::to_string(node->pid) + ") is not running; delete and recreate it");
     }

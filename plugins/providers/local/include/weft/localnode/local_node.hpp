@@ -35,7 +35,9 @@
 // of addresses is serialised by a lock file, so separate processes may start
 // nodes at once too. The sshd is a child of the calling process (its own
 // session, so signals to the caller's process group do not reach it); the
-// library reaps children it started whenever it is called again.
+// library reaps an sshd it started as soon as it exits (a thread of its own
+// waits for exactly those pids, no other child of the caller), and any other
+// child it started whenever it is called again.
 #pragma once
 
 #include <sys/types.h>
@@ -106,5 +108,10 @@ std::vector<pid_t> NodeProcesses(const std::filesystem::path& dir);
 
 // True if pid names a live process (not a zombie).
 bool ProcessAlive(pid_t pid);
+
+// True while the node's own sshd runs: its pid is alive and is still the sshd
+// of this node's sshd_config (the library reaps a dead sshd at once, after
+// which its pid may be given to another process).
+bool SshdRunning(const Node& node);
 
 }  // namespace weft::localnode

@@ -87,7 +87,7 @@ class Components {
 
   // The metrics (docs/metrics.md); null with [metrics] enabled = false.
   ServerMetrics* metrics() { return metrics_.get(); }
-  // After a successful commit: counts what it made final (jobs that ended).
+  // After a successful commit: counts what it made final (jobs that ended, what retention removed).
   void Committed();
   // Publishes what the reactor owns (tasks, jobs, hosts, clusters, the store)
   // to the metrics when a scrape wants it; reads the store outside any transaction.

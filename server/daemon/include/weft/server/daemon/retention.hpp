@@ -6,7 +6,10 @@
 // what ended (Store::PruneEnded), spent API tokens, audit entries (only with
 // an age set), then, on SQLite, gives free pages back to the file system
 // vacuum_pages a turn. What is removed and what is kept:
-// server/store/retention_store.cpp.
+// server/store/retention_store.cpp. What a batch removed counts (in the log,
+// server.status and /metrics) only once its transaction committed
+// (Committed); a batch rolled back counts for nothing, and the round goes on
+// from that batch's phase at once (RolledBack).
 //
 // Batch and Due on the reactor thread; Json from any thread (server.status on
 // the api front reads what the last round published).
@@ -14,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -42,10 +46,21 @@ class Retention {
   // round is over: it is logged with what it removed, and the next one is
   // due interval_ms later. A failure also puts the next round off that long.
   [[nodiscard]] Status Batch(std::int64_t now_ms);
+  // The store committed a transaction: the batches of every transaction up to
+  // that one count now (PostgreSQL confirms a commit while the next
+  // transaction is open, whose batch waits for its own commit). A round whose
+  // last batch committed is logged then.
+  void Committed();
+  // The store rolled back what was not committed: those batches removed
+  // nothing, and the round goes on from the first of them at once.
+  void RolledBack();
   // This weftd starts leading: a round is due at once.
   void Restart() {
     next_ms_ = 0;
     round_ = {};
+    round_tokens_ = round_audit_ = round_freed_pages_ = 0;
+    round_free_before_ = -1;
+    pending_.clear();
     in_round_ = false;
   }
 
@@ -67,9 +82,25 @@ class Retention {
   bool Wanted(Phase phase) const;
   // `phase` or the first wanted phase after it (kDone at the end).
   Phase WantedFrom(Phase phase) const;
-  // One batch of the round's current phase; `more`: that phase goes on next turn.
-  [[nodiscard]] Status Step(std::int64_t now_ms, bool* more);
-  void EndRound(std::int64_t now_ms);
+  // What one batch removed, counted once its transaction committed.
+  struct Done {
+    std::uint64_t transaction = 0;  // Store::transactions_begun() when it ran
+    Phase phase = Phase::kEnded;    // the phase it was a batch of
+    std::int64_t now_ms = 0;
+    std::int64_t round_started_ms = 0;
+    store::PruneCounts ended;
+    std::int64_t tokens = 0;
+    std::int64_t tokens_cutoff_ms = 0;
+    std::int64_t audit = 0;
+    std::int64_t freed_pages = 0;
+    std::int64_t free_before = -1;
+    bool ends_round = false;  // the round's last batch
+  };
+  // One batch of the round's current phase into `done`; `more`: that phase goes on next turn.
+  [[nodiscard]] Status Step(std::int64_t now_ms, Done* done, bool* more);
+  // A committed batch's counts join the round's and the totals.
+  void Count(const Done& done);
+  void EndRound(const Done& last);
 
   const RetentionConfig& config_;
   store::Store& store_;
@@ -78,6 +109,9 @@ class Retention {
   bool in_round_ = false;
   Phase phase_ = Phase::kEnded;
   std::int64_t round_started_ms_ = 0;
+  // Batches whose transaction is open or in flight, oldest first.
+  std::deque<Done> pending_;
+  // The round's committed batches' counts, until its last batch committed.
   store::PruneCounts round_;
   std::int64_t round_tokens_ = 0;
   std::int64_t round_tokens_cutoff_ms_ = 0;

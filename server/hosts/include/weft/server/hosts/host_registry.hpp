@@ -84,6 +84,9 @@ class HostRegistry {
   const std::map<std::string, Host>& all() const { return hosts_; }
   Host* Find(const std::string& host_id);
   const Host* Find(const std::string& host_id) const;
+  // The host id a provisioner request's `body` names, or INVALID saying, in an
+  // operator's words, that the request does not say which host sent it.
+  [[nodiscard]] static Result<std::string> HostIdOf(const json& body);
   // The host named by `body`'s host_id; NOT_FOUND when it never registered.
   [[nodiscard]] Result<Host*> Known(const json& body);
   // Records `host` (a new registration or a new process of a known host).

@@ -302,6 +302,8 @@ class JobEngine {
   // same transaction as the job.
   Status AuditOwnJob(const store::JobRecord& job, const std::string& cluster, const char* op, json detail);
   void EmitCluster(const store::ClusterRecord& cluster);
+  // A cluster was made (its create job `job_id` started): told on its owner's topic.
+  void EmitCreated(const store::ClusterRecord& cluster, const std::string& job_id);
   const planner::MacroContext& Macros(Run& run, const std::string& node);
   static void Index(Run& run);
   static void UpdateMacroNode(Run& run, const std::string& node);

@@ -133,7 +133,7 @@ class ServerMetrics {
   metrics::Counter* commit_failures_other_;
   metrics::Histogram* turn_seconds_;
   metrics::Histogram* read_wait_seconds_;
-  std::array<metrics::Counter*, 6> events_{};
+  std::array<metrics::Counter*, 7> events_{};
   metrics::Gauge* leader_ = nullptr;  // null until EnableLeadership
   metrics::Gauge* epoch_ = nullptr;
   metrics::Counter* takeovers_ = nullptr;

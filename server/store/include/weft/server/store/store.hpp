@@ -448,6 +448,10 @@ class Store {
   [[nodiscard]] Status BeginRead();
   void EndRead();
   bool in_transaction() const { return in_transaction_; }
+  // How many transactions Begin() began: names the open one, and tells which
+  // of them a confirmed commit covers (the one in flight is the one before
+  // the open one).
+  std::uint64_t transactions_begun() const { return transactions_begun_; }
   // A commit whose outcome is read later (PostgreSQL; SQLite commits in
   // SendCommit): SendCommit() sends the transaction's writes, the leader
   // fence and COMMIT without waiting, and ends the transaction (on failure it
@@ -786,6 +790,7 @@ class Store {
   Backend backend_ = Backend::kSqlite;
   std::int64_t schema_version_ = 0;
   bool in_transaction_ = false;
+  std::uint64_t transactions_begun_ = 0;
   std::uint64_t catalog_generation_ = 0;
   bool warned_leftover_read_ = false;
   std::unique_ptr<Impl> impl_;
