@@ -97,6 +97,7 @@ Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin_v
     r.String("conninfo", &cfg.store.conninfo, [](const std::string&) { return std::string(); });
     r.Int("reconnect_timeout_ms", 0, 86'400'000, &cfg.store.reconnect_timeout_ms);
     r.Int("call_timeout_ms", 0, 86'400'000, &cfg.store.call_timeout_ms);
+    r.Int("connect_timeout_ms", 1, 3'600'000, &cfg.store.connect_timeout_ms);
     r.String("resources", &cfg.store.resources, [](const std::string& v) -> std::string {
       return v == "database" || v == "files"
                  ? ""

@@ -991,6 +991,7 @@ Status Reactor::StartElection(const json& bound) {
   o.node = c.node.empty() ? o.endpoints["api"].get<std::string>() : c.node;
   o.lease_ms = c.lease_ms;
   o.poll_ms = c.poll_ms;
+  o.connect_timeout_ms = config_.store.connect_timeout_ms;
   o.timeline_check_ms = c.timeline_check_ms;
   o.timeline_record = (config_.server.data_dir / "postgres-timeline.json").string();
   // Every weftd on the database must have the first one's keys: Open refuses other ones.
@@ -1313,6 +1314,7 @@ Status RunDaemon(const Config& config, int signal_fd, bool new_keys) {
     options.conninfo = config.store.conninfo;
     options.reconnect_timeout_ms = static_cast<int>(config.store.reconnect_timeout_ms);
     options.call_timeout_ms = static_cast<int>(config.store.call_timeout_ms);
+    options.connect_timeout_ms = static_cast<int>(config.store.connect_timeout_ms);
   }
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> store,
                         store::Store::Open(config.server.data_dir / "weft.db", options));

@@ -142,22 +142,56 @@ void Leadership::LoseLocked(const std::string& why) {
   conn_.reset();
 }
 
-Status Leadership::Connect() {
-  conn_ = std::make_unique<Conn>();
+std::int64_t Leadership::ConnectTimeoutS() const {
   // Unless the connection string says otherwise, a server that does not
   // answer is given up on within the lease (libpq counts whole seconds, 2 at least).
-  conn_->pg = store::sql::ConnectPostgres(options_.conninfo, std::max<std::int64_t>(2, (options_.lease_ms + 999) / 1000),
-                                          options_.lease_ms, "weftd leader election");
+  return std::max<std::int64_t>(2, (std::min(options_.lease_ms, options_.connect_timeout_ms) + 999) / 1000);
+}
+
+Status Leadership::Connect() {
+  connecting_.reset();
+  return Adopt(store::sql::ConnectPostgres(options_.conninfo, ConnectTimeoutS(), options_.lease_ms,
+                                           "weftd leader election"));
+}
+
+Status Leadership::Reconnect() {
+  conn_.reset();
+  if (!connecting_)
+    connecting_ = std::make_unique<store::sql::PendingConnect>(options_.conninfo, ConnectTimeoutS(), options_.lease_ms,
+                                                               "weftd leader election");
+  if (connecting_->Wait(std::max<std::int64_t>(0, store::sql::PendingConnect::kMomentMs - connecting_->ElapsedMs()))) {
+    pg_conn* made = connecting_->Take();
+    connecting_.reset();
+    return Adopt(made);
+  }
+  // A server that accepted the connection and has not answered: the attempt
+  // goes on on its thread, and this weftd answers meanwhile, saying so.
+  const std::string pending = peer_ + " has not answered a new connection for " +
+                              store::sql::TenthsOfSeconds(connecting_->ElapsedMs()) + " (weftd gives up on it after " +
+                              std::to_string(connecting_->connect_timeout_s()) + " s)";
+  connect_error_ = "cannot connect to PostgreSQL for the leader election: " +
+                   (last_failure_.empty() ? pending : last_failure_ + "; " + pending);
+  return Status::Unavailable(connect_error_);
+}
+
+Status Leadership::Adopt(pg_conn* made) {
+  // A lock held on a connection that ended went with it.
+  holding_lock_ = false;
+  round_ticket_ = 0;
+  conn_ = std::make_unique<Conn>();
+  conn_->pg = made;
   if (!conn_->ok()) {
-    const std::string why = conn_->pg ? OneLine(PQerrorMessage(conn_->pg)) : "out of memory";
+    last_failure_ = store::sql::ConnectFailure(conn_->pg);
     conn_.reset();
-    connect_error_ = "cannot connect to PostgreSQL for the leader election: " + why;
+    connect_error_ = "cannot connect to PostgreSQL for the leader election: " + last_failure_;
     return Status::Unavailable(connect_error_);
   }
+  last_failure_.clear();
   connect_error_.clear();
   // CREATE TABLE IF NOT EXISTS says NOTICE on every start: not worth a line on stderr.
   PQsetNoticeProcessor(conn_->pg, [](void*, const char*) {}, nullptr);
   conn_->peer = store::sql::PostgresPeer(conn_->pg);
+  peer_ = conn_->peer;
   // statement_timeout (below) ends a statement that waits on the server in
   // half the lease; a server that does not answer at all is given the lease.
   conn_->deadline_ms = std::max<std::int64_t>(500, options_.lease_ms);
@@ -306,7 +340,7 @@ Result<Leadership::Change> Leadership::Tick(std::int64_t now_ms) {
       LoseLocked("its connection to PostgreSQL, which held the leader's lock, ended");
       return Change::kLost;
     }
-    WEFT_RETURN_IF_ERROR(Connect());
+    WEFT_RETURN_IF_ERROR(Reconnect());
   }
   if (now_ms >= next_announce_ms_) {
     WEFT_RETURN_IF_ERROR(Announce());
@@ -349,15 +383,32 @@ void Leadership::Renew() {
 Result<Leadership::Change> Leadership::TryTakeOver() {
   // Not on a server that a promotion superseded, nor before that was checked (the check logs why).
   if (timeline_ && !timeline_->MayLead().ok()) {
+    if (holding_lock_) {
+      // A round asked for at the takeover found this server superseded: the lock is the next weftd's.
+      holding_lock_ = false;
+      round_ticket_ = 0;
+      WEFT_RETURN_IF_ERROR(conn_->Exec(std::string("SELECT pg_advisory_unlock(") + kLockArgs + ")").status());
+    }
     WEFT_RETURN_IF_ERROR(ReadLeader());
     return Change::kNone;
   }
-  WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
-  if (lock->rows() != 1 || lock->text(0, 0) != "t") {
-    WEFT_RETURN_IF_ERROR(ReadLeader());
-    if (known_leader_.value("renewed_ms_ago", std::int64_t{0}) > options_.lease_ms) WEFT_RETURN_IF_ERROR(EndStaleLeader());
-    return Change::kNone;
+  if (!holding_lock_) {
+    WEFT_ASSIGN_OR_RETURN(auto lock, conn_->Exec(std::string("SELECT pg_try_advisory_lock(") + kLockArgs + ")"));
+    if (lock->rows() != 1 || lock->text(0, 0) != "t") {
+      WEFT_RETURN_IF_ERROR(ReadLeader());
+      if (known_leader_.value("renewed_ms_ago", std::int64_t{0}) > options_.lease_ms)
+        WEFT_RETURN_IF_ERROR(EndStaleLeader());
+      return Change::kNone;
+    }
+    holding_lock_ = true;
+    // The last round of the timeline check may be from before a promotion
+    // (they run every timeline_check_ms): the takeover waits, holding the
+    // lock, for one that starts now (a few milliseconds when every listed
+    // server answers), so that it never leads on an old primary it could
+    // have told from the promoted one.
+    if (timeline_) round_ticket_ = timeline_->AskRound();
   }
+  if (round_ticket_ != 0 && !timeline_->RoundDone(round_ticket_)) return Change::kNone;
   // The lock is ours: no other weftd can be taking over. Transactions of a
   // stale leader that hold the row are ended; then the new epoch.
   static constexpr const char* kEndStaleWriters =
@@ -373,6 +424,8 @@ Result<Leadership::Change> Leadership::TryTakeOver() {
   std::int64_t epoch = 0;
   if (r.ok()) epoch = (*r)->number(0, 0);
   if (r.ok()) r = conn_->Exec("COMMIT");
+  holding_lock_ = false;
+  round_ticket_ = 0;
   if (!r.ok()) {
     (void)conn_->Exec("ROLLBACK");
     // Let another weftd try: this one may be the slow one.
@@ -419,7 +472,7 @@ Result<nlohmann::json> Leadership::View() {
   if ((!conn_ || !conn_->ok()) && !connect_error_.empty())
     return Status::Unavailable(connect_error_ + " (this weftd tries again every " + std::to_string(options_.poll_ms) +
                                " ms)");
-  if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Connect());
+  if (!conn_ || !conn_->ok()) WEFT_RETURN_IF_ERROR(Reconnect());
   WEFT_RETURN_IF_ERROR(ReadLeader());
   WEFT_ASSIGN_OR_RETURN(auto r, conn_->Exec("SELECT node, endpoints, EXTRACT(EPOCH FROM (now() - seen_at)) * 1000 "
                                             "FROM weft_members ORDER BY node"));

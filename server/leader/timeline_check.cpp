@@ -221,6 +221,23 @@ Status TimelineCheck::MayLead() {
   return Status::Conflict(verdict_.message);
 }
 
+std::int64_t TimelineCheck::AskRound() {
+  if (servers_.size() < 2) return 0;
+  std::int64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ticket = ++asked_;
+    wanted_ = true;
+  }
+  wake_.notify_all();
+  return ticket;
+}
+
+bool TimelineCheck::RoundDone(std::int64_t ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answered_ >= ticket;
+}
+
 std::string TimelineCheck::Superseded() {
   std::lock_guard<std::mutex> lock(mu_);
   if (judged_ != generation_ || verdict_.kind != TimelineVerdict::Kind::kSuperseded) return "";
@@ -240,6 +257,7 @@ void TimelineCheck::Loop() {
     if (stop_) break;
     wanted_ = false;
     const std::int64_t generation = generation_;
+    const std::int64_t asked = asked_;
     lock.unlock();
     std::vector<ServerState> states = Round();
     lock.lock();
@@ -250,7 +268,10 @@ void TimelineCheck::Loop() {
         Record(state.system_id, state.timeline, state.where);
     }
     // A round that began before the latest Connected judged another server.
-    if (generation == generation_) judged_ = generation;
+    if (generation == generation_) {
+      judged_ = generation;
+      answered_ = asked;
+    }
     Report(verdict_);
   }
 }

@@ -506,7 +506,8 @@ Result<DatabaseResourceStore::Imported> DatabaseResourceStore::ImportFiles(const
           replaced = ", replacing the store's older copy (" + VersionsText(stored) + ")";
           WEFT_RETURN_IF_ERROR(store_.DeleteResource(tenant, r.type, r.name));
         }
-        std::int64_t next = 1;
+        // After the highest number the files ever gave, not only the highest they still have.
+        std::int64_t next = files->NextVersion(tenant, r.type, r.name);
         for (const VersionInfo& v : r.versions) {
           store::ResourceVersionRecord row;
           row.tenant = tenant;
@@ -573,6 +574,7 @@ Result<DatabaseResourceStore::Exported> DatabaseResourceStore::ExportFiles(FileR
     std::vector<VersionInfo> versions;
     std::map<std::int64_t, std::string> content;  // version -> content id
     Copy copy = Copy::kSame;
+    std::int64_t next_version = 1;  // the store's counter: numbers deleted from the top stay given
   };
   std::vector<Planned> plan;
   std::vector<std::string> differ;
@@ -583,12 +585,13 @@ Result<DatabaseResourceStore::Exported> DatabaseResourceStore::ExportFiles(FileR
       WEFT_ASSIGN_OR_RETURN(std::vector<store::ResourceVersionRecord> rows, store_.ListResourceVersions(t.name, "", ""));
       for (const store::ResourceVersionRecord& r : rows) {
         if (plan.empty() || plan.back().tenant != t.name || plan.back().type != r.type || plan.back().name != r.name)
-          plan.push_back(Planned{t.name, r.type, r.name, "", {}, {}, Copy::kSame});
+          plan.push_back(Planned{t.name, r.type, r.name, "", {}, {}, Copy::kSame, 1});
         plan.back().versions.push_back(Info(r));
         plan.back().content[r.version] = r.content_id;
       }
     }
     for (Planned& p : plan) {
+      WEFT_ASSIGN_OR_RETURN(p.next_version, store_.ResourceNextVersion(p.tenant, p.type, p.name));
       p.what = "tenant '" + p.tenant + "': " + ResourceName(p.type, p.name) + " (" + std::to_string(p.versions.size()) +
                " version(s))";
       const std::vector<VersionInfo>* have = files.Versions(p.tenant, p.type, p.name);
@@ -611,7 +614,7 @@ Result<DatabaseResourceStore::Exported> DatabaseResourceStore::ExportFiles(FileR
       const std::vector<VersionInfo>* have = files.Versions(p.tenant, p.type, p.name);
       const std::string had = have ? VersionsText(*have) : std::string();
       WEFT_RETURN_IF_ERROR(files.Adopt(
-          p.tenant, p.type, p.name, p.versions, 1,
+          p.tenant, p.type, p.name, p.versions, p.next_version,
           [&](const VersionInfo& v, const FileResourceStore::ContentWriter& write) -> Status {
             Status written;
             WEFT_ASSIGN_OR_RETURN(std::int64_t bytes,

@@ -539,6 +539,12 @@ std::vector<std::string> FileResourceStore::Tenants() const {
   return out;
 }
 
+std::int64_t FileResourceStore::NextVersion(const std::string& tenant, const std::string& type,
+                                            const std::string& name) const {
+  auto it = resources_.find(Key{tenant, type, name});
+  return it == resources_.end() ? 1 : it->second.next_version;
+}
+
 const std::vector<VersionInfo>* FileResourceStore::Versions(const std::string& tenant, const std::string& type,
                                                             const std::string& name) const {
   auto it = resources_.find(Key{tenant, type, name});

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -33,6 +35,11 @@ bool Transient(std::string_view sqlstate) {
 }
 
 }  // namespace
+
+std::string TenthsOfSeconds(std::int64_t ms) {
+  ms = std::max<std::int64_t>(ms, 0);
+  return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+}
 
 void PostgresDatabase::ResultDeleter::operator()(pg_result* r) const { PQclear(r); }
 
@@ -279,22 +286,104 @@ pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeo
   return PQconnectdbParams(keys, values, 1);
 }
 
-std::string PostgresAddress(pg_conn* conn) { return std::string(PQhost(conn)) + ":" + PQport(conn); }
+std::string PostgresAddress(pg_conn* conn) {
+  const char* host = PQhost(conn);
+  const char* port = PQport(conn);
+  return std::string(host ? host : "") + ":" + (port ? port : "");
+}
 
 std::string PostgresPeer(pg_conn* conn) { return "PostgreSQL at " + PostgresAddress(conn); }
 
-Status PostgresDatabase::Connect() {
+std::string ConnectFailure(pg_conn* conn) {
+  if (!conn) return "out of memory";
+  const std::string why = OneLine(PQerrorMessage(conn));
+  // libpq's own words for a server that accepted the connection (or a network
+  // that holds it) and sent nothing before connect_timeout.
+  if (why.find("timeout expired") == std::string::npos) return why;
+  std::string seconds = "?";
+  if (PQconninfoOption* options = PQconninfo(conn)) {
+    for (PQconninfoOption* o = options; o->keyword; ++o)
+      if (std::string_view(o->keyword) == "connect_timeout" && o->val) seconds = o->val;
+    PQconninfoFree(options);
+  }
+  return PostgresPeer(conn) + " did not answer within " + seconds +
+         " s (a frozen or stopped server, or a network that drops its packets): " + why;
+}
+
+struct PendingConnect::State {
+  std::mutex mu;
+  std::condition_variable ended;
+  bool done = false;
+  bool abandoned = false;
+  pg_conn* conn = nullptr;
+};
+
+PendingConnect::PendingConnect(std::string conninfo, std::int64_t connect_timeout_s, std::int64_t user_timeout_ms,
+                               std::string application_name)
+    : state_(std::make_shared<State>()), connect_timeout_s_(connect_timeout_s), started_ms_(SteadyMs()) {
+  std::thread([state = state_, conninfo = std::move(conninfo), connect_timeout_s, user_timeout_ms,
+               name = std::move(application_name)] {
+    pg_conn* conn = ConnectPostgres(conninfo, connect_timeout_s, user_timeout_ms, name.c_str());
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (!state->abandoned) {
+        state->conn = conn;
+        state->done = true;
+        state->ended.notify_all();
+        return;
+      }
+    }
+    if (conn) PQfinish(conn);  // no one wants it any more
+  }).detach();
+}
+
+PendingConnect::~PendingConnect() {
+  pg_conn* made = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->abandoned = true;
+    made = std::exchange(state_->conn, nullptr);
+  }
+  if (made) PQfinish(made);
+}
+
+bool PendingConnect::Wait(std::int64_t wait_ms) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  return state_->ended.wait_for(lock, std::chrono::milliseconds(std::max<std::int64_t>(wait_ms, 0)),
+                                [&] { return state_->done; });
+}
+
+pg_conn* PendingConnect::Take() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return std::exchange(state_->conn, nullptr);
+}
+
+std::int64_t PendingConnect::ElapsedMs() const { return SteadyMs() - started_ms_; }
+
+std::int64_t PostgresDatabase::ConnectTimeoutS() const {
+  return std::max<std::int64_t>(2, (std::int64_t{options_.connect_timeout_ms} + 999) / 1000);
+}
+
+void PostgresDatabase::Drop() {
   if (conn_) PQfinish(conn_);
+  conn_ = nullptr;
   // Whatever was in flight went with the old connection.
   pipelining_ = false;
   chained_ = false;
   ForgetAwaited(Status::Unavailable("the connection to PostgreSQL was lost before COMMIT was confirmed"));
-  // A server that does not answer is given up on after 10 s, unless the
-  // connection string says otherwise.
-  conn_ = ConnectPostgres(options_.conninfo, 10, std::max(options_.call_timeout_ms, 0), "weftd");
+}
+
+Status PostgresDatabase::Connect() {
+  connecting_.reset();
+  return Adopt(ConnectPostgres(options_.conninfo, ConnectTimeoutS(), std::max(options_.call_timeout_ms, 0), "weftd"));
+}
+
+Status PostgresDatabase::Adopt(pg_conn* conn) {
+  Drop();
+  conn_ = conn;
   if (!conn_) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK) {
-    Status s = Status::Unavailable("cannot connect to PostgreSQL: " + OneLine(PQerrorMessage(conn_)));
+    Status s = Status::Unavailable("cannot connect to PostgreSQL: " + ConnectFailure(conn_));
     PQfinish(conn_);
     conn_ = nullptr;
     return s;
@@ -319,33 +408,67 @@ int PostgresDatabase::Flush() {
 Status PostgresDatabase::Reconnect() {
   const std::int64_t deadline = SteadyMs() + options_.reconnect_timeout_ms;
   auto pause = std::chrono::milliseconds(50);
+  // An attempt is waited for here a moment (a server that answers does within
+  // it), then the owner answers its clients while it goes on. Without an
+  // owner, until the deadline, but that moment at least: a connection that
+  // may not wait at all (reconnect_timeout_ms 0) still finds a server that
+  // answers at once, and leaves one that does not to its next statement.
+  const auto wait_here = [&] {
+    const std::int64_t moment = std::max<std::int64_t>(0, PendingConnect::kMomentMs - connecting_->ElapsedMs());
+    return reconnect_wait_ ? moment : std::max(deadline - SteadyMs(), moment);
+  };
   while (true) {
-    Status s = Connect();
-    if (s.ok()) {
-      if (lost_) {
-        lost_ = false;
-        WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
-                                 << " ms (" << Describe() << ")";
+    if (!connecting_) {
+      Drop();
+      connecting_ = std::make_unique<PendingConnect>(options_.conninfo, ConnectTimeoutS(),
+                                                     std::max(options_.call_timeout_ms, 0), "weftd");
+    }
+    if (connecting_->Wait(wait_here())) {
+      Status s = Adopt(connecting_->Take());
+      connecting_.reset();
+      if (s.ok()) {
+        last_failure_.clear();
+        if (lost_) {
+          lost_ = false;
+          WEFT_LOG(kInfo, "store") << Whose() << "connection to PostgreSQL is back after " << SteadyMs() - lost_at_ms_
+                                   << " ms (" << Describe() << ")";
+        }
+        return s;
       }
-      return s;
+      NoteLost(s.message());
+      last_failure_ = s.message();
+      if (const std::string_view prefix = "cannot connect to PostgreSQL: "; last_failure_.starts_with(prefix))
+        last_failure_.erase(0, prefix.size());
+      const std::int64_t now = SteadyMs();
+      if (now >= deadline) return s.WithContext("PostgreSQL did not come back");
+      if (!reconnect_wait_) {
+        std::this_thread::sleep_for(pause);
+      } else {
+        // The owner answers its clients meanwhile (outage.hpp).
+        const StoreOutage outage{.server = address_, .why = last_failure_, .lost_ms_ago = now - lost_at_ms_,
+                                 .left_ms = deadline - now};
+        if (!reconnect_wait_(outage, static_cast<int>(std::min<std::int64_t>(pause.count(), deadline - now))))
+          return s.WithContext("weftd stopped waiting for PostgreSQL");
+      }
+      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+      continue;
     }
-    NoteLost(s.message());
+    // The attempt is still under way: a server that accepted it and has not
+    // answered yet. It goes on, on its thread; the owner answers meanwhile.
+    const std::string pending = "a new connection to it has had no answer for " +
+                                TenthsOfSeconds(connecting_->ElapsedMs()) + " (weftd gives up on it after " +
+                                std::to_string(connecting_->connect_timeout_s()) + " s, [store] connect_timeout_ms)";
+    if (!lost_) NoteLost(pending);
     const std::int64_t now = SteadyMs();
-    if (now >= deadline) return s.WithContext("PostgreSQL did not come back");
-    if (!reconnect_wait_) {
-      std::this_thread::sleep_for(pause);
-    } else {
-      // The owner answers its clients meanwhile (outage.hpp).
-      std::string why = s.message();
-      if (const std::string_view prefix = "cannot connect to PostgreSQL: "; why.starts_with(prefix))
-        why.erase(0, prefix.size());
-      why = why.substr(0, why.find('\n'));
-      const StoreOutage outage{.server = address_, .why = why, .lost_ms_ago = now - lost_at_ms_,
-                               .left_ms = deadline - now};
-      if (!reconnect_wait_(outage, static_cast<int>(std::min<std::int64_t>(pause.count(), deadline - now))))
-        return s.WithContext("weftd stopped waiting for PostgreSQL");
-    }
-    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    const std::string why = last_failure_.empty() ? pending : last_failure_ + "; " + pending;
+    if (now >= deadline) return Status::Unavailable("cannot connect to PostgreSQL at " + address_ + ": " + why)
+                                .WithContext("PostgreSQL did not come back");
+    if (!reconnect_wait_) continue;
+    const StoreOutage outage{.server = address_, .why = why, .lost_ms_ago = now - lost_at_ms_,
+                             .left_ms = deadline - now};
+    if (!reconnect_wait_(outage, static_cast<int>(std::min<std::int64_t>(50, deadline - now))))
+      return Status::Unavailable("cannot connect to PostgreSQL at " + address_ + ": " + why)
+          .WithContext("weftd stopped waiting for PostgreSQL");
   }
 }
 

@@ -120,6 +120,16 @@ Result<std::int64_t> Store::TakeResourceVersion(std::string_view tenant, std::st
   return st.RunReturningId();
 }
 
+Result<std::int64_t> Store::ResourceNextVersion(std::string_view tenant, std::string_view type,
+                                                std::string_view name) {
+  WEFT_ASSIGN_OR_RETURN(
+      sql::Statement st,
+      database().Prepare("SELECT next_version FROM resource_names WHERE tenant = ?1 AND type = ?2 AND name = ?3"));
+  st.Bind(1, tenant).Bind(2, type).Bind(3, name);
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Int(0) : std::int64_t{1};
+}
+
 Status Store::RaiseResourceVersion(std::string_view tenant, std::string_view type, std::string_view name,
                                    std::int64_t next_version) {
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,

@@ -1488,7 +1488,8 @@ Status Store::OpenPostgres(const StoreOptions& options) {
   Status s = db.Open({.conninfo = options.conninfo,
                       .reconnect_timeout_ms = options.reconnect_timeout_ms,
                       .name = options.reader ? "the api reads" : "",
-                      .call_timeout_ms = options.call_timeout_ms});
+                      .call_timeout_ms = options.call_timeout_ms,
+                      .connect_timeout_ms = options.connect_timeout_ms});
   if (!s.ok()) return s.WithContext("cannot open the PostgreSQL store");
   path_ = db.Describe();
   WEFT_RETURN_IF_ERROR(Migrate());

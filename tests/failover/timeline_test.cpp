@@ -33,13 +33,15 @@ std::string Conninfo(const PostgresServer& first, const PostgresServer& second) 
          " port=5432 user=postgres dbname=postgres target_session_attrs=read-write";
 }
 
-std::unique_ptr<Weftd> StartWeftd(const fs::path& dir, const std::string& node, const std::string& conninfo) {
+std::unique_ptr<Weftd> StartWeftd(const fs::path& dir, const std::string& node, const std::string& conninfo,
+                                  std::int64_t timeline_check_ms = 200) {
   fs::create_directories(dir / node);
   return std::make_unique<Weftd>(testing::WeftdOptions{
       .dir = dir / node,
       .name = node,
       .extra_toml = "[store]\nbackend = \"postgres\"\nconninfo = " + json(conninfo).dump() + "\n[leader]\nnode = \"" +
-                    node + "\"\nlease_ms = 2000\npoll_ms = 100\ntimeline_check_ms = 200\n",
+                    node + "\"\nlease_ms = 2000\npoll_ms = 100\ntimeline_check_ms = " +
+                    std::to_string(timeline_check_ms) + "\n",
       .store = "sqlite"});  // its [store] says postgres
 }
 
@@ -143,6 +145,40 @@ TEST_CASE("timeline: after a promotion, no weftd leads on the old primary that s
   CHECK(a->Log().find("on timeline 2 at " + new_where) != std::string::npos);
   CHECK(Role(*a) == "follower");
   epoch = old_primary->Query("SELECT epoch FROM weft_leader");
+  REQUIRE(epoch.ok());
+  CHECK(*epoch == "1");
+}
+
+// A follower's last round of the check can predate the promotion (rounds
+// run every timeline_check_ms, here once an hour): it took over on the old
+// primary when the leader died. A takeover now waits for a round of its own.
+TEST_CASE("timeline: a follower whose last round predates the promotion does not take over on the old primary",
+          "[failover][integration]") {
+  TempDir dir("timeline-stale-round");
+  Result<std::unique_ptr<PostgresServer>> started = PostgresServer::Start(dir.path() / "pg1");
+  if (!started.ok()) FAIL("cannot start PostgreSQL: " << started.status().message());
+  std::unique_ptr<PostgresServer> old_primary = std::move(*started);
+  started = PostgresServer::StartStandby(*old_primary, dir.path() / "pg2");
+  if (!started.ok()) FAIL("cannot start the standby: " << started.status().message());
+  std::unique_ptr<PostgresServer> standby = std::move(*started);
+
+  const std::int64_t hour = 3'600'000;
+  std::unique_ptr<Weftd> a = StartWeftd(dir.path(), "a", Conninfo(*old_primary, *standby), hour);
+  REQUIRE(WaitFor([&] { return Role(*a) == "leader"; }, 20s));
+  fs::create_directories(dir.path() / "b" / "data");
+  fs::copy(a->data() / "keys", dir.path() / "b" / "data" / "keys", fs::copy_options::recursive);
+  std::unique_ptr<Weftd> b = StartWeftd(dir.path(), "b", Conninfo(*old_primary, *standby), hour);
+  INFO("--- a ---\n" << Tail(a->AllLogs(), 3000) << "--- b ---\n" << Tail(b->AllLogs(), 4000));
+  REQUIRE(WaitFor([&] { return Role(*b) == "follower"; }, 20s));
+
+  // Promoted while the old primary runs on; then the leader dies and its lock is free.
+  REQUIRE(standby->Promote().ok());
+  a->Kill();
+  const std::string old_where = old_primary->dir().string() + ":5432";
+  const std::string refusal = "must not lead on the PostgreSQL at " + old_where + ": it is a primary on timeline 1";
+  REQUIRE(WaitFor([&] { return b->Log().find(refusal) != std::string::npos; }, 30s));
+  CHECK(Role(*b) == "follower");
+  Result<std::string> epoch = old_primary->Query("SELECT epoch FROM weft_leader");
   REQUIRE(epoch.ok());
   CHECK(*epoch == "1");
 }

@@ -58,6 +58,10 @@ struct StoreConfig {
   // long (a frozen server) is given up on: weftd closes the connection and
   // makes it again. 0: no limit.
   std::int64_t call_timeout_ms = 15'000;
+  // PostgreSQL only: a new connection gives up on a server that accepted it
+  // and has not answered for this long (libpq's connect_timeout: whole
+  // seconds, 2 at least), unless conninfo sets connect_timeout itself.
+  std::int64_t connect_timeout_ms = 5'000;
   // Where plugin resources are kept: "database" (rows of this store, which
   // every weftd on one PostgreSQL shares) or "files" (<data_dir>/resources);
   // empty: "database" with postgres, "files" with sqlite.

@@ -40,6 +40,10 @@
 #include "weft/common/status.hpp"
 #include "weft/server/leader/timeline_check.hpp"
 
+namespace weft::store::sql {
+class PendingConnect;
+}
+
 namespace weft::server::leader {
 
 struct LeaderOptions {
@@ -51,6 +55,9 @@ struct LeaderOptions {
   std::int64_t lease_ms = 3000;
   // How often a follower tries to take over, and a leader renews (a third of the lease at most).
   std::int64_t poll_ms = 250;
+  // A new connection gives up on a server that has not answered for this
+  // long, or for the lease when that is shorter ([store] connect_timeout_ms).
+  std::int64_t connect_timeout_ms = 5000;
   // This weftd's keys: its CURVE public key ("" without CURVE) and the digest
   // of its keys/secrets.key. Every weftd on one database must have the same
   // ones (a follower serves with them once it leads): the first weftd records
@@ -109,7 +116,15 @@ class Leadership {
 
  private:
   explicit Leadership(LeaderOptions options);
+  // Connects on this thread (Open).
   Status Connect();
+  // Goes on with the attempt to connect again, which runs on a thread of its
+  // own (started here when none is under way): Ok once connected; UNAVAILABLE
+  // while it lasts (saying since when the server has not answered) or when it failed.
+  Status Reconnect();
+  // Takes over the connection an attempt made.
+  Status Adopt(pg_conn* made);
+  std::int64_t ConnectTimeoutS() const;
   Status Setup();
   // Records this weftd's keys when none are yet; an error when they differ from the recorded ones.
   Status CheckKeys();
@@ -134,7 +149,15 @@ class Leadership {
   std::int64_t next_announce_ms_ = 0;
   nlohmann::json known_leader_;  // the reactor's only
   std::int64_t known_lock_pid_ = 0;  // the backend pid of the leader's lock session, as the row says
+  // A follower that got the leader's lock and waits, holding it, for the
+  // timeline check's round asked for then (round_ticket_; 0: none) before it takes over.
+  bool holding_lock_ = false;
+  std::int64_t round_ticket_ = 0;
   std::string connect_error_;  // why the last Connect failed; "" once one succeeded (guarded by mu_)
+  std::string last_failure_;   // why the last attempt that ended failed, one line (guarded by mu_)
+  std::string peer_ = "PostgreSQL";  // "PostgreSQL at HOST:PORT" of the last connection (guarded by mu_)
+  // An attempt to connect again, under way on a thread of its own (guarded by mu_).
+  std::unique_ptr<store::sql::PendingConnect> connecting_;
   std::condition_variable wake_;
   bool stop_ = false;  // guarded by mu_
   std::thread renewer_;

@@ -111,6 +111,12 @@ class TimelineCheck {
   // error says why not (logged here as an ERROR, once a minute at most); a
   // kUnavailable "not checked yet" while no round has run since Connected.
   Status MayLead();
+  // Asks for a round now (a takeover's: the last one may predate a
+  // promotion); RoundDone(ticket) says when one that started since has been
+  // judged, and MayLead then says what it found. 0 with one server listed:
+  // there is no round to wait for.
+  std::int64_t AskRound();
+  bool RoundDone(std::int64_t ticket);
   // For a leader: what makes it step down ("" when nothing): a newer primary.
   std::string Superseded();
   // The weft_leader row of the newer primary that superseded this weftd's
@@ -139,6 +145,8 @@ class TimelineCheck {
   bool own_known_ = false;
   std::int64_t generation_ = 0;  // counts Connected calls
   std::int64_t judged_ = -1;     // the generation verdict_ was judged for (a round started after Connected)
+  std::int64_t asked_ = 0;       // counts AskRound calls
+  std::int64_t answered_ = 0;    // the last ask a judged round started after
   TimelineVerdict verdict_;
   std::string record_refusal_;  // CheckRecord's for the current connection
   std::string reported_;

@@ -207,6 +207,9 @@ class FileResourceStore final : public ResourceStore {
   // The versions of a resource, ascending; null when it does not exist here.
   const std::vector<VersionInfo>* Versions(const std::string& tenant, const std::string& type,
                                            const std::string& name) const;
+  // The number the resource's next version gets here (1 when it does not
+  // exist): above every version it ever had, deleted ones included.
+  std::int64_t NextVersion(const std::string& tenant, const std::string& type, const std::string& name) const;
   // Writes a resource as another store keeps it (an export from the
   // database): the file of every version it does not have yet, its content
   // from `content` (which calls `write` with the bytes in order) checked

@@ -70,6 +70,45 @@ namespace weft::store::sql {
 // the caller checks PQstatus and PQfinishes it.
 pg_conn* ConnectPostgres(const std::string& conninfo, std::int64_t connect_timeout_s, std::int64_t user_timeout_ms,
                          const char* application_name);
+// A connection made by ConnectPostgres on a thread of its own, so that the
+// thread that asked goes on meanwhile (weftd's reactor answers its clients): a
+// server that accepts the connection and never answers (a frozen machine, a
+// stopped postmaster) holds only that thread, and only until libpq's
+// connect_timeout for each server listed. Dropping it abandons the attempt:
+// the thread closes what it made when it ends.
+class PendingConnect {
+ public:
+  PendingConnect(std::string conninfo, std::int64_t connect_timeout_s, std::int64_t user_timeout_ms,
+                 std::string application_name);
+  ~PendingConnect();
+  PendingConnect(const PendingConnect&) = delete;
+  PendingConnect& operator=(const PendingConnect&) = delete;
+
+  // How long a caller that can do something else meanwhile waits for an
+  // attempt first: a server that answers has done so by then.
+  static constexpr std::int64_t kMomentMs = 100;
+  // Whether the attempt ended (connected or not), waiting up to `wait_ms` for it.
+  bool Wait(std::int64_t wait_ms);
+  // Once it ended: the connection, the caller's to check (PQstatus) and PQfinish; null when out of memory.
+  pg_conn* Take();
+  // How long it has been under way.
+  std::int64_t ElapsedMs() const;
+  std::int64_t connect_timeout_s() const { return connect_timeout_s_; }
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::int64_t connect_timeout_s_;
+  std::int64_t started_ms_;
+};
+
+// Why a connection could not be made, on one line: libpq's reason, led by
+// "PostgreSQL at HOST:PORT did not answer within N s" when it gave up waiting
+// for a server's answer (connect_timeout).
+std::string ConnectFailure(pg_conn* conn);
+
+// "1.2 s".
+std::string TenthsOfSeconds(std::int64_t ms);
 // "PostgreSQL at HOST:PORT" for a connection's log lines.
 std::string PostgresPeer(pg_conn* conn);
 // "HOST:PORT" of a connection.
@@ -95,6 +134,11 @@ struct PostgresOptions {
   // which TCP keepalives do not notice) shuts the connection's socket down, so
   // that the call fails and the connection is made again (0: no limit).
   int call_timeout_ms = 15'000;
+  // A new connection's attempt gives up on a server that has not answered
+  // for this long (libpq's connect_timeout, whole seconds, 2 at least). The
+  // attempt runs on a thread of its own (PendingConnect): while it lasts, a
+  // statement waits on as for a lost server, calling the reconnect wait.
+  int connect_timeout_ms = 5'000;
 };
 
 // `?1`, `?2`, ... (and a bare `?`, numbered as SQLite numbers it) become `$1`,
@@ -136,7 +180,14 @@ class PostgresDatabase final : public Database {
   };
   using ResultPtr = std::unique_ptr<pg_result, ResultDeleter>;
 
+  // Connects once, on this thread (Open).
   Status Connect();
+  // Takes over the connection an attempt made: its failure, or Ok.
+  Status Adopt(pg_conn* conn);
+  // Closes the connection and forgets what was in flight on it.
+  void Drop();
+  // libpq's connect_timeout, whole seconds.
+  std::int64_t ConnectTimeoutS() const;
   // Arms the call deadline (call_timeout_ms) on the connection's socket while it lives.
   CallWatchdog::Guard Watch() const;
   // PQflush under Watch().
@@ -207,6 +258,8 @@ class PostgresDatabase final : public Database {
   std::string address_;  // HOST:PORT of the last connection made
   pg_conn* conn_ = nullptr;
   std::string peer_ = "PostgreSQL";  // "PostgreSQL at HOST:PORT" once connected, for the watchdog's line
+  std::unique_ptr<PendingConnect> connecting_;  // an attempt under way (Reconnect)
+  std::string last_failure_;  // why the last attempt failed, one line ("" before any did)
   std::uint64_t generation_ = 0;  // one more per connection: what a statement was prepared on
   std::uint64_t names_ = 0;
   Control begin_{"weft_begin", "BEGIN"};

@@ -386,6 +386,8 @@ struct StoreOptions {
   int reconnect_timeout_ms = 60'000;
   // PostgreSQL only: a call unanswered for this long closes the connection (0: no limit).
   int call_timeout_ms = 15'000;
+  // PostgreSQL only: a new connection gives up on a server that has not answered for this long.
+  int connect_timeout_ms = 5'000;
   // A second connection, beside the one that writes, that only reads (weftd's
   // api reads on their own thread): on SQLite it runs no checkpoints.
   bool reader = false;
@@ -696,6 +698,10 @@ class Store {
   // The resource's next version number, counted on (never given twice, a
   // deleted version's included, while the resource exists).
   [[nodiscard]] Result<std::int64_t> TakeResourceVersion(std::string_view tenant, std::string_view type,
+                                                         std::string_view name);
+  // The number the resource's next version would get (1 when it does not exist): one
+  // above every number it ever gave, a deleted version's included (an export).
+  [[nodiscard]] Result<std::int64_t> ResourceNextVersion(std::string_view tenant, std::string_view type,
                                                          std::string_view name);
   // Sets the counter so that the next version is at least `next_version` (an import).
   [[nodiscard]] Status RaiseResourceVersion(std::string_view tenant, std::string_view type, std::string_view name,
