@@ -1510,8 +1510,9 @@ TEST_CASE("security: every api op refuses a body field it does not take, and ref
                                      Catch::Contains("job.abort"));
 }
 
+// [sqlite]: the store's files are SQLite's (with PostgreSQL there is no weft.db).
 TEST_CASE("security: weftd keeps its store, resources and keys private to its user, and makes an open one private",
-          "[security]") {
+          "[security][sqlite]") {
   weft::testing::TempDir tmp("weft-sec");
   Weftd s(ServerIn(tmp / "server"));
   const fs::path data = s.Path("data");
