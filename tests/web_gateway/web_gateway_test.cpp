@@ -418,7 +418,8 @@ TEST_CASE("while nothing listens at weftd's address calls are answered unsent, s
 
   weftd.Restart();
   REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
-  CHECK_THAT(web.Log(), Catch::Contains("answers again"));
+  // The recovery is logged once, by whichever sees it first: a call, or weft-web's own watch of the connection.
+  CHECK_THAT(web.Log(), Catch::Contains("answers again") || Catch::Contains("can be connected to again"));
 }
 
 TEST_CASE("a stopped weftd is noticed without a call: open streams are told, and the first call is not sent") {
@@ -500,7 +501,8 @@ TEST_CASE("while weftd is away calls queued past the timeout are answered unsent
 
   weftd.process().Signal(SIGCONT);
   REQUIRE(WaitFor([&] { return c.Send("POST", "/api/v1/server.status", "{}").status == 200; }, 30s));
-  CHECK_THAT(web.Log(), Catch::Contains("answers again"));
+  // The recovery is logged once, by whichever sees it first: a call, or weft-web's own watch of the connection.
+  CHECK_THAT(web.Log(), Catch::Contains("answers again") || Catch::Contains("can be connected to again"));
 }
 
 TEST_CASE("weft-web stops cleanly on SIGTERM with streams and connections open") {
