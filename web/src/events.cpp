@@ -37,15 +37,10 @@ std::string ClusterOf(const nlohmann::json& payload, const std::string& topic) {
 EventRing::EventRing(std::size_t capacity, std::uint64_t first_id)
     : capacity_(capacity == 0 ? 1 : capacity), first_id_(first_id), next_id_(first_id) {}
 
-EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& payload) {
-  auto event = std::make_shared<StoredEvent>();
-  event->type = StringField(payload, "type");
-  event->tenant = topic.substr(0, topic.find('/'));
-  event->data = wire::Dump(payload);
+EventPtr EventRing::Push(std::shared_ptr<StoredEvent> event) {
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    event->cluster_id = ClusterOf(payload, topic);
     event->id = next_id_++;
     events_.push_back(event);
     if (events_.size() > capacity_) events_.pop_front();
@@ -55,19 +50,19 @@ EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& paylo
   return event;
 }
 
+EventPtr EventRing::Append(const std::string& topic, const nlohmann::json& payload) {
+  auto event = std::make_shared<StoredEvent>();
+  event->type = StringField(payload, "type");
+  event->tenant = topic.substr(0, topic.find('/'));
+  event->data = wire::Dump(payload);
+  event->cluster_id = ClusterOf(payload, topic);
+  return Push(std::move(event));
+}
+
 EventPtr EventRing::AppendGap() {
   auto gap = std::make_shared<StoredEvent>();
   gap->gap = true;
-  std::vector<std::function<void()>> wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    gap->id = next_id_++;
-    events_.push_back(gap);
-    if (events_.size() > capacity_) events_.pop_front();
-    for (const auto& [id, fn] : listeners_) wake.push_back(fn);
-  }
-  for (const auto& fn : wake) fn();
-  return gap;
+  return Push(std::move(gap));
 }
 
 EventPtr EventRing::AppendWeftd(bool reachable, const std::string& message) {
@@ -80,16 +75,7 @@ EventPtr EventRing::AppendWeftd(bool reachable, const std::string& message) {
                                           {"at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                                                         std::chrono::system_clock::now().time_since_epoch())
                                                         .count()}});
-  std::vector<std::function<void()>> wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    event->id = next_id_++;
-    events_.push_back(event);
-    if (events_.size() > capacity_) events_.pop_front();
-    for (const auto& [id, fn] : listeners_) wake.push_back(fn);
-  }
-  for (const auto& fn : wake) fn();
-  return event;
+  return Push(std::move(event));
 }
 
 EventRing::Batch EventRing::After(std::uint64_t after, std::size_t max) const {

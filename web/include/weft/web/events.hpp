@@ -74,6 +74,9 @@ class EventRing {
   void Unlisten(int id);
 
  private:
+  // Numbers `event`, keeps it (the oldest goes past capacity) and wakes the listeners.
+  EventPtr Push(std::shared_ptr<StoredEvent> event);
+
   const std::size_t capacity_;
   const std::uint64_t first_id_;
   mutable std::mutex mu_;
