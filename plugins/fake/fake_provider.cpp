@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -48,22 +49,33 @@ std::string MakeMachine(const weft::sdk::Task& task, const json& t, const std::s
                         {"provider_id", "fake-" + node_id}};
   std::error_code ec;
   fs::create_directories(dir, ec);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 && errno == EEXIST) {
+  // Written whole beside the final name, then linked to it: link() refuses a
+  // name that exists, so one attempt per key makes the machine, and nobody
+  // reading the directory meets a file before its text is in it.
+  static std::atomic<int> drafts{0};
+  const fs::path draft = fs::path(dir) / ("." + MachineFile(key) + "." + std::to_string(::getpid()) + "-" +
+                                          std::to_string(++drafts) + ".tmp");
+  const std::string text = machine.dump() + "\n";
+  const int fd = ::open(draft.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw weft::sdk::Error(WEFT_ERR_FAILED, "cannot record a machine in " + dir + ": " + std::strerror(errno));
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  const int linked = written ? ::link(draft.c_str(), path.c_str()) : -1;
+  const int link_errno = errno;
+  ::unlink(draft.c_str());
+  if (linked < 0 && written && link_errno == EEXIST) {
     std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    json made = json::parse(text.str(), nullptr, false);
+    std::stringstream made_text;
+    made_text << in.rdbuf();
+    json made = json::parse(made_text.str(), nullptr, false);
     const std::string id = made.is_object() ? made.value("provider_id", "fake-" + node_id) : "fake-" + node_id;
     task.Info("fake-provider reuses machine " + id + " made for key " + key);
     return id;
   }
-  if (fd < 0)
-    throw weft::sdk::Error(WEFT_ERR_FAILED, "cannot record a machine in " + dir + ": " + std::strerror(errno));
-  const std::string text = machine.dump() + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!written) throw weft::sdk::Error(WEFT_ERR_FAILED, "cannot record a machine in " + dir);
+  if (linked < 0)
+    throw weft::sdk::Error(WEFT_ERR_FAILED, "cannot record a machine in " + dir + ": " +
+                                                std::strerror(written ? link_errno : EIO));
   task.Info("fake-provider made machine fake-" + node_id + " for key " + key);
   return "fake-" + node_id;
 }
@@ -74,6 +86,7 @@ int DeleteMachines(const json& t, const std::string& dir, const std::string& nod
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().starts_with(".")) continue;  // a machine being recorded
     std::ifstream in(entry.path());
     std::stringstream text;
     text << in.rdbuf();

@@ -147,12 +147,14 @@ std::vector<json> JobsOf(Env& env, const std::string& cluster) {
   return {jobs.begin(), jobs.end()};
 }
 
-// The machines the fake provider holds: one file each in its machines_dir.
+// The machines the fake provider holds: one file each in its machines_dir
+// (a dot file is one being written).
 std::vector<json> Machines(const fs::path& dir) {
   std::vector<json> out;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec))
-    out.push_back(json::parse(testing::ReadFile(entry.path())));
+    if (!entry.path().filename().string().starts_with("."))
+      out.push_back(json::parse(testing::ReadFile(entry.path())));
   return out;
 }
 
@@ -170,8 +172,9 @@ TEST_CASE("day2: a CREATE whose host dies mid-way is run again under the same id
   Env env("weft-day2-create-key", kFastHosts, 2, 2);
   const fs::path machines = env.Path("machines");
   CatalogDir catalog(env.Path("catalog"));
-  // CREATE makes its machine first and then "boots" it for 1.5 s: long enough to kill the host in between.
-  catalog.PatchProvider({{"latency_ms", 1500}, {"machines_dir", machines.string()}});
+  // CREATE makes its machine first and then "boots" it for 3 s: long enough to kill the host in between,
+  // even on a machine so busy that seeing the machine and sending the signal are far apart.
+  catalog.PatchProvider({{"latency_ms", 3000}, {"machines_dir", machines.string()}});
   env.Import(catalog);
   env.WaitHosts();
 
