@@ -40,7 +40,7 @@ std::string_view RoleName(Role role) {
 }
 
 void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
-                 Effect effect, Fields fields) {
+                 Effect effect, Fields fields, std::size_t payload_frames) {
   const server::OpMetrics* metrics = metrics_ ? metrics_->ForOp(op) : nullptr;
   Entry& e = ops_[std::move(op)];
   e = Entry{};
@@ -50,6 +50,7 @@ void Router::Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoi
   e.effect = effect;
   std::sort(fields.begin(), fields.end());
   e.fields = std::move(fields);
+  e.payload_frames = payload_frames;
   e.metrics = metrics;
 }
 
@@ -86,6 +87,11 @@ std::vector<std::string> Router::OpsOn(Endpoint endpoint) const {
 Fields Router::FieldsOf(const std::string& op) const {
   auto it = ops_.find(op);
   return it == ops_.end() ? Fields::Undeclared() : it->second.fields;
+}
+
+std::size_t Router::PayloadFramesOf(const std::string& op) const {
+  auto it = ops_.find(op);
+  return it == ops_.end() ? 0 : it->second.payload_frames;
 }
 
 std::vector<std::string> Router::KnownOps() const {
@@ -162,6 +168,7 @@ Response Router::Dispatch(const Call& call, const Entry* entry) const {
     return Response::Error(Status::NotFound("tenant " + Quoted(call.principal.tenant) +
                                             " does not exist (weft tenant list shows the tenants)"),
                            json{{"tenant", call.principal.tenant}});
+  if (call.request->blobs.size() != e.payload_frames) return RefusePayloadFrames(call, e);
   if (e.fields.checked() && call.endpoint == Endpoint::kApi)
     if (Response refused = CheckFields(call, e); !refused.status.ok()) return refused;
   e.served->fetch_add(1, std::memory_order_relaxed);
@@ -200,6 +207,22 @@ Response Router::CheckFields(const Call& call, const Entry& entry) {
   json details = {{"op", op}, {"field", first}, {"unknown_fields", std::move(unknown)}, {"known_fields", fields}};
   if (!nearest.empty()) details["did_you_mean"] = nearest;
   return Response::Error(Status::Invalid(std::move(message)), std::move(details));
+}
+
+// A payload frame the op does not take is refused, never ignored: here, for
+// every op, as what each op takes is declared at Add.
+Response Router::RefusePayloadFrames(const Call& call, const Entry& entry) {
+  const std::size_t sent = call.request->blobs.size();
+  const std::size_t takes = entry.payload_frames;
+  const std::string op = json(call.request->op).dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string were = std::to_string(sent) + (sent == 1 ? " was sent" : " were sent");
+  std::string message =
+      takes == 0 ? "op " + op + " takes no payload frame, and " + were + "; send the JSON header alone"
+                 : "op " + op + " takes exactly " +
+                       (takes == 1 ? std::string("one payload frame") : std::to_string(takes) + " payload frames") +
+                       " after the JSON header, and " + were;
+  return Response::Error(Status::Invalid(std::move(message)),
+                         json{{"op", call.request->op}, {"payload_frames", sent}, {"takes", takes}});
 }
 
 Response Router::Invoke(const Handler& handler, const Call& call) {

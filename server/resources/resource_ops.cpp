@@ -84,11 +84,8 @@ class ResourceOps {
     WEFT_TRY_ASSIGN(offset, jsonf::Int(body, "offset", "", 0, kMaxVersion, 0));
     WEFT_TRY_ASSIGN(final, jsonf::Bool(body, "final", "", false));
     WEFT_TRY_ASSIGN(digest, jsonf::String(body, "digest", "", ""));
+    // Exactly one payload frame, the chunk's bytes: the router refuses any other count (Add below).
     const auto& blobs = call.request->blobs;
-    if (blobs.size() != 1)
-      return Response::Error(Status::Invalid(
-          "resource.upload carries the chunk's bytes in exactly one payload frame after the JSON header; this "
-          "request has " + std::to_string(blobs.size())));
     UploadChunk chunk;
     chunk.tenant = call.principal.tenant;
     chunk.type = named.type;
@@ -298,7 +295,7 @@ void RegisterResourceOps(api::Router& router, ResourceOpsDeps deps) {
     return [impl, fn](const Call& c) { return ((*impl).*fn)(c); };
   };
   router.Add("resource.upload", admins, api, bind(&ResourceOps::Upload), api::Effect::kChanges,
-             {"type", "name", "upload_id", "offset", "final", "digest", "size"});
+             {"type", "name", "upload_id", "offset", "final", "digest", "size"}, /*payload_frames=*/1);
   router.Add("resource.list", users, api, bind(&ResourceOps::List), api::Effect::kReads, {"type"});
   router.Add("resource.stage", admins, api, bind(&ResourceOps::Stage), api::Effect::kChanges,
              {"type", "name", "version"});

@@ -50,6 +50,11 @@ TEST_CASE("api fields: every op on the api endpoint declares its body's fields, 
   // Only a catalog entity's put takes a document with keys of its own.
   CHECK(free_form == std::vector<std::string>{"clustertemplate.put", "hardwaretype.put", "imagetype.put",
                                               "provider.put", "service.put"});
+  // Only resource.upload takes a payload frame (its chunk); every other op, on either endpoint, refuses one.
+  std::vector<std::string> with_payload;
+  for (const std::string& op : router.KnownOps())
+    if (router.PayloadFramesOf(op) != 0) with_payload.push_back(op + ":" + std::to_string(router.PayloadFramesOf(op)));
+  CHECK(with_payload == std::vector<std::string>{"resource.upload:1"});
 
   // The reads weftd's api front answers on its own thread (server/daemon/daemon.cpp, StartFront).
   api::Router reads;
@@ -65,5 +70,6 @@ TEST_CASE("api fields: every op on the api endpoint declares its body's fields, 
     CHECK(fields.declared());
     CHECK(fields.checked() == same.checked());
     CHECK(static_cast<const std::vector<std::string>&>(fields) == static_cast<const std::vector<std::string>&>(same));
+    CHECK(reads.PayloadFramesOf(op) == router.PayloadFramesOf(op));
   }
 }

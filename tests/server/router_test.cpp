@@ -195,3 +195,48 @@ TEST_CASE("router: an op added with {} takes no field, a free-form op takes any,
   CHECK(r.OpsOn(Endpoint::kApi) == std::vector<std::string>{"x.document", "x.none", "x.old"});
   CHECK(r.OpsOn(Endpoint::kProvisioner) == std::vector<std::string>{"x.host"});
 }
+
+TEST_CASE("router: payload frames an op does not take are INVALID on both endpoints, before the handler runs",
+          "[api]") {
+  Router r;
+  int ran = 0;
+  r.Add("x.read", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kReads, {});
+  r.Add("x.upload", {Role::kUser}, {Endpoint::kApi}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kChanges, {"name"}, /*payload_frames=*/1);
+  r.Add("x.host", {Role::kHost}, {Endpoint::kProvisioner}, [&](const Call&) { ++ran; return Response::Ok({}); },
+        Effect::kHostTraffic);
+  const auto route = [&](const std::string& op, std::vector<std::string> blobs, Endpoint e, Role role) {
+    weft::wire::Request req;
+    req.id = "p1";
+    req.op = op;
+    req.blobs = std::move(blobs);
+    Call c;
+    c.endpoint = e;
+    c.principal = Principal{"default", role};
+    c.request = &req;
+    return r.Route(c);
+  };
+
+  Response two = route("x.read", {"a", "b"}, Endpoint::kApi, Role::kUser);
+  CHECK(two.status.code() == weft::Code::kInvalid);
+  CHECK(two.status.message() == "op \"x.read\" takes no payload frame, and 2 were sent; send the JSON header alone");
+  CHECK(two.details == json{{"op", "x.read"}, {"payload_frames", 2}, {"takes", 0}});
+  Response host = route("x.host", {""}, Endpoint::kProvisioner, Role::kHost);
+  CHECK(host.status.code() == weft::Code::kInvalid);
+  CHECK(host.status.message() == "op \"x.host\" takes no payload frame, and 1 was sent; send the JSON header alone");
+  Response extra = route("x.upload", {"chunk", "more"}, Endpoint::kApi, Role::kUser);
+  CHECK(extra.status.code() == weft::Code::kInvalid);
+  CHECK(extra.status.message() == "op \"x.upload\" takes exactly one payload frame after the JSON header, and 2 were sent");
+  Response none = route("x.upload", {}, Endpoint::kApi, Role::kUser);
+  CHECK(none.status.message() == "op \"x.upload\" takes exactly one payload frame after the JSON header, and 0 were sent");
+  CHECK(ran == 0);
+  CHECK(r.Served().empty());
+
+  CHECK(route("x.read", {}, Endpoint::kApi, Role::kUser).status.ok());
+  CHECK(route("x.upload", {"chunk"}, Endpoint::kApi, Role::kUser).status.ok());
+  CHECK(route("x.host", {}, Endpoint::kProvisioner, Role::kHost).status.ok());
+  CHECK(ran == 3);
+  CHECK(r.PayloadFramesOf("x.upload") == 1);
+  CHECK(r.PayloadFramesOf("x.read") == 0);
+}

@@ -124,6 +124,7 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
     std::vector<std::string> frames;
     const char* code;
     const char* id;
+    const char* says = nullptr;  // the start of the error's message, where a case checks it
   };
   const std::string big_header = json{{"v", 1}, {"id", "big"}, {"op", "server.status"},
                                       {"body", {{"pad", std::string(5000, 'x')}}}}
@@ -149,6 +150,24 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
       {"too many frames", {status, "1", "2", "3", "4"}, "TOO_LARGE", "s"},
       {"unknown header field", {R"({"v":1,"id":"u","op":"server.status","tenat":"acme"})"}, "INVALID", "u"},
       {"empty frame", {""}, "INVALID", ""},
+      // A payload frame an op does not take is refused, never ignored: a read the api front answers, a write the
+      // reactor handles, and an upload sent more than its one chunk.
+      {"a payload frame for a read that takes none",
+       {R"({"v":1,"id":"pf1","op":"cluster.list"})", "x", "y"},
+       "INVALID",
+       "pf1",
+       "op \"cluster.list\" takes no payload frame, and 2 were sent"},
+      {"a payload frame for a write that takes none",
+       {R"({"v":1,"id":"pf2","op":"debug.enqueue","body":{"tasks":[]}})", "x"},
+       "INVALID",
+       "pf2",
+       "op \"debug.enqueue\" takes no payload frame, and 1 was sent"},
+      {"two payload frames for an upload of one chunk",
+       {R"({"v":1,"id":"pf3","op":"resource.upload","body":{"type":"shell","name":"a.sh","final":true}})", "ab",
+        "cd"},
+       "INVALID",
+       "pf3",
+       "op \"resource.upload\" takes exactly one payload frame after the JSON header, and 2 were sent"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -158,6 +177,7 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
     CHECK(reply["error"]["code"] == c.code);
     CHECK(reply["id"] == c.id);
     CHECK_FALSE(reply["error"]["message"].get<std::string>().empty());
+    if (c.says) CHECK_THAT(reply["error"]["message"].get<std::string>(), Catch::StartsWith(c.says));
     json status_reply = Ok(api.Call("server.status"));
     CHECK(status_reply["protocol"] == 1);
   }
@@ -168,6 +188,15 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
   json typo = raw.Call("server.stauts", json::object(), "t");
   CHECK_THAT(typo["error"]["message"].get<std::string>(),
              Catch::StartsWith("unknown op 'server.stauts' (did you mean 'server.status'?); the ops you may send"));
+  // A host's task.finish: a payload frame is refused on the provisioner endpoint too.
+  RawPeer prov(weftd.provisioner());
+  prov.Send({R"({"v":1,"id":"f2","op":"task.finish","body":{"host_id":"h1","task_id":1,"attempt":1,"status":"succeeded"}})",
+             "x"});
+  json framed = prov.Receive();
+  CHECK(framed["id"] == "f2");
+  CHECK(framed["error"]["code"] == "INVALID");
+  CHECK_THAT(framed["error"]["message"].get<std::string>(),
+             Catch::StartsWith("op \"task.finish\" takes no payload frame, and 1 was sent"));
   CHECK(weftd.process().running());
   ExpectCleanStop(weftd);
 }

@@ -62,7 +62,7 @@ struct Request {
   std::string tenant;  // optional header "tenant"; the server decides what it may be
   OnBehalf on_behalf;  // optional header fields "session", "csrf", "token", "client_addr"
   json body = json::object();
-  std::vector<std::string> blobs;  // payload frames, in order
+  std::vector<std::string> blobs;  // payload frames, in order (how many an op takes is its router's to check)
   // Not empty: the body as its JSON text (an object DecodeRequest read through
   // and found valid), and `body` is left empty. DecodeRequest does so only for
   // the ops its caller names: a server reads the few fields of a hot request

@@ -9,12 +9,15 @@
 // the reply lists the known ops; an op the principal may not call is DENIED.
 // An `api` op added with its body's fields refuses a body with any other
 // top-level key (INVALID, naming it and the nearest field); one added as
-// free-form, or without a declaration, takes any body.
+// free-form, or without a declaration, takes any body. Every op says how many
+// payload frames (frames after the JSON header) it takes, none unless it is
+// added with some: a request with another count is INVALID on both endpoints.
 //
 // Not thread-safe; handlers run on the reactor thread.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -165,9 +168,11 @@ class Router {
  public:
   // `roles` may call the op; `endpoints` serve it. With `fields`, a request on
   // the `api` endpoint whose body has another top-level key is INVALID before
-  // the handler runs (a misspelt `dry_run` must never be ignored).
+  // the handler runs (a misspelt `dry_run` must never be ignored). A request
+  // with more or fewer than `payload_frames` payload frames is INVALID too (a
+  // frame sent to an op that takes none must never be ignored).
   void Add(std::string op, std::set<Role> roles, std::set<Endpoint> endpoints, Handler handler,
-           Effect effect = Effect::kChanges, Fields fields = Fields::Undeclared());
+           Effect effect = Effect::kChanges, Fields fields = Fields::Undeclared(), std::size_t payload_frames = 0);
   void set_audit_recorder(AuditRecorder recorder) { recorder_ = std::move(recorder); }
   Response Route(const Call& call) const;
   // Replaces an op's handler with `wrap(old handler)` (server/auth seals secrets this way).
@@ -177,6 +182,8 @@ class Router {
   std::vector<std::string> OpsOn(Endpoint endpoint) const;
   // The body fields `op` was added with (Fields::Undeclared() for an op not known).
   Fields FieldsOf(const std::string& op) const;
+  // How many payload frames `op` takes (0 for an op not known).
+  std::size_t PayloadFramesOf(const std::string& op) const;
   // Whether `op` was added as one that only reads (Effect::kReads): it changes
   // nothing in the store and nothing another request could observe, so weftd
   // answers it ahead of a batch's writes, from committed state.
@@ -205,11 +212,14 @@ class Router {
     Handler handler;
     Effect effect = Effect::kChanges;
     Fields fields = Fields::Undeclared();  // sorted
+    std::size_t payload_frames = 0;
     mutable std::shared_ptr<std::atomic<std::int64_t>> served = std::make_shared<std::atomic<std::int64_t>>(0);
     const server::OpMetrics* metrics = nullptr;
   };
   Response Dispatch(const Call& call, const Entry* entry) const;
   static Response CheckFields(const Call& call, const Entry& entry);
+  // The refusal of a request whose payload frames are not as many as the op takes.
+  static Response RefusePayloadFrames(const Call& call, const Entry& entry);
   static Response Invoke(const Handler& handler, const Call& call);
   Response Record(const Call& call, Response response) const;
 
