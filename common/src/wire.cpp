@@ -91,6 +91,14 @@ class FastParser {
     if (p_ == end_ || *p_ != '{' || max_depth_ < 1) return false;
     ++p_;
     bool version = false, has_id = false, has_op = false, has_tenant = false;
+    // The header fields read so far, a bit each: a field named twice is left
+    // to the general reading, which refuses it and says which.
+    unsigned seen = 0;
+    const auto once = [&seen](unsigned bit) {
+      const bool first = (seen & bit) == 0;
+      seen |= bit;
+      return first;
+    };
     std::string key;
     std::string_view body_text;
     while (true) {
@@ -101,6 +109,7 @@ class FastParser {
       // Compared as views: each literal's length is known where it is compiled.
       const std::string_view name = key;
       if (name == "body") {
+        if (!once(1u << 0)) return false;
         body_text = {};
         // An empty object, as a Request is made with: not made again (an allocation and a free).
         const bool empty = req.body.is_object() && req.body.empty();
@@ -116,27 +125,35 @@ class FastParser {
           ok = *p_ == '{' && Value(req.body, 1);
         }
       } else if (name == "v") {
+        if (!once(1u << 1)) return false;
         // Read as Number would, without a json value: a non-negative integer, then compared.
         bool negative = false;
         std::uint64_t v = 0;
         ok = Integer(negative, v) && !negative && v == static_cast<std::uint64_t>(kProtocolVersion);
         version = true;
       } else if (name == "id") {
+        if (!once(1u << 2)) return false;
         ok = Text(req.id, false);
         has_id = true;
       } else if (name == "op") {
+        if (!once(1u << 3)) return false;
         ok = Text(req.op, false);
         has_op = true;
       } else if (name == "tenant") {
+        if (!once(1u << 4)) return false;
         has_tenant = *p_ != 'n';
         ok = Text(req.tenant, true);
       } else if (name == "session") {
+        if (!once(1u << 5)) return false;
         ok = Text(req.on_behalf.session, true);
       } else if (name == "csrf") {
+        if (!once(1u << 6)) return false;
         ok = Text(req.on_behalf.csrf, true);
       } else if (name == "token") {
+        if (!once(1u << 7)) return false;
         ok = Text(req.on_behalf.token, true);
       } else if (name == "client_addr") {
+        if (!once(1u << 8)) return false;
         ok = Text(req.on_behalf.client_addr, true);
       } else {
         return false;  // not a header field: the general reading refuses it, and says why
@@ -274,9 +291,12 @@ class FastParser {
           std::string key;
           if (!MemberKey(key)) return false;
           // Every Weft sender writes keys in order (nlohmann's objects are
-          // sorted maps), so the hint at the end saves the search. A repeated
-          // key keeps the last value, as nlohmann's parser does.
+          // sorted maps), so the hint at the end saves the search. A key an
+          // object names twice is left to nlohmann's parser (which keeps the
+          // last value; a request's decoding refuses it and says where).
+          const std::size_t before = members.size();
           auto member = members.emplace_hint(members.end(), std::move(key), nullptr);
+          if (members.size() == before) return false;
           bool more = false;
           if (!Value(member->second, depth + 1) || !MemberEnd(&more)) return false;
           if (!more) return true;
@@ -339,15 +359,24 @@ class FastParser {
           ++p_;
           return true;
         }
+        const std::size_t outer = skipped_keys_;  // the keys of the objects around this one end there
+        std::uint64_t hashes = 0;
         while (true) {
           SkipSpace();
-          if (p_ == end_ || *p_ != '"' || !SkipString()) return false;
+          if (p_ == end_ || *p_ != '"') return false;
+          const char* key = p_ + 1;
+          slash_escaped_ = false;
+          if (!SkipString() || !FirstKey(std::string_view(key, static_cast<std::size_t>(p_ - 1 - key)), outer, hashes))
+            return false;
           SkipSpace();
           if (p_ == end_ || *p_ != ':') return false;
           ++p_;
           bool more = false;
           if (!Skip(depth + 1) || !MemberEnd(&more)) return false;
-          if (!more) return true;
+          if (!more) {
+            skipped_keys_ = outer;
+            return true;
+          }
         }
       }
       case '[': {
@@ -379,6 +408,28 @@ class FastParser {
     }
   }
 
+  // Whether `key` (its text between the quotes) is the first of that name in
+  // the object Skip reads, whose keys so far are skipped_[outer, skipped_keys_)
+  // with a bit each in `hashes`: false for a key named twice, and for what is
+  // not told apart here (a key with "\/", the same as "/", slash_escaped_; more
+  // keys at once than kSkippedKeys), which the general reading then decides
+  // on. No allocation: hosts' takes and finishes are read this way.
+  bool FirstKey(std::string_view key, std::size_t outer, std::uint64_t& hashes) {
+    if (slash_escaped_) return false;
+    const unsigned mix = key.empty() ? 0u
+                                     : static_cast<unsigned char>(key.front()) * 3u +
+                                           static_cast<unsigned char>(key.back());
+    const std::uint64_t bit = std::uint64_t{1} << ((key.size() * 7u + mix) & 63u);
+    if (hashes & bit) {
+      for (std::size_t i = outer; i < skipped_keys_; ++i)
+        if (std::string_view(skipped_[i].text, skipped_[i].size) == key) return false;
+    }
+    hashes |= bit;
+    if (skipped_keys_ == kSkippedKeys) return false;
+    skipped_[skipped_keys_++] = {key.data(), key.size()};
+    return true;
+  }
+
   // Number without the value: the same text accepted and refused.
   bool SkipNumber() {
     bool negative = false;
@@ -404,7 +455,8 @@ class FastParser {
       }
       if (++p_ == end_) return false;
       switch (*p_) {
-        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': break;
+        case '"': case '\\': case 'b': case 'f': case 'n': case 'r': case 't': break;
+        case '/': slash_escaped_ = true; break;
         default: return false;
       }
       ++p_;
@@ -415,6 +467,16 @@ class FastParser {
   const char* p_;
   const char* end_;
   std::size_t max_depth_;
+  // The keys of the objects Skip is in, innermost last (FirstKey). Left
+  // uninitialized: only what Skip wrote is read.
+  static constexpr std::size_t kSkippedKeys = 128;
+  struct Key {
+    const char* text;
+    std::size_t size;
+  };
+  Key skipped_[kSkippedKeys];
+  std::size_t skipped_keys_ = 0;
+  bool slash_escaped_ = false;  // SkipString passed a "\/" since it was cleared
 };
 
 // A guess at a request header's op, for DecodeRequest's choice of how to read
@@ -434,15 +496,112 @@ std::string_view LastOp(std::string_view text) {
   return {};
 }
 
-// Parses frame 0 as a JSON object (its version is not checked yet).
-Result<json> ParseHeaderObject(const Frames& frames, const Limits& limits) {
+// Where a request's header names a key twice (ParseHeaderObject).
+struct Repeated {
+  // The first key an object names again, with the keys and "[index]"es that
+  // lead to its object from the header's top; empty when none is.
+  std::vector<std::string> path;
+  bool id = false;  // the header names its own "id" twice
+};
+
+// A document's tree built through nlohmann's SAX interface, as json::parse
+// builds it (of a key named twice, the last value is kept), that notes in
+// `repeated` where an object names a key again. As cheap as json::parse: each
+// key goes into its object with the one look-up nlohmann's own builder makes,
+// and the lookup's answer tells whether it was there.
+class TreeNotingRepeats {
+ public:
+  TreeNotingRepeats(json& root, Repeated& repeated) : root_(root), repeated_(repeated) {}
+
+  bool null() { return Put(nullptr); }
+  bool boolean(bool value) { return Put(value); }
+  bool number_integer(json::number_integer_t value) { return Put(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return Put(value); }
+  bool number_float(json::number_float_t value, const json::string_t&) { return Put(value); }
+  bool string(json::string_t& value) { return Put(std::move(value)); }
+  bool binary(json::binary_t& value) { return Put(json::binary(std::move(value))); }
+  bool start_object(std::size_t) {
+    Put(json::object());
+    open_.push_back(last_);
+    return true;
+  }
+  bool key(json::string_t& name) {
+    json::object_t& members = open_.back()->get_ref<json::object_t&>();
+    auto [member, added] = members.try_emplace(std::move(name));  // `name` is left as it was when not added
+    if (!added) Note(name);
+    element_ = &member->second;
+    return true;
+  }
+  bool end_object() {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    Put(json::array());
+    open_.push_back(last_);
+    return true;
+  }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) { return false; }
+
+ private:
+  // A value where it goes (the top, the open array's end, or the member the
+  // last key named), and last_ at it. Always true, for the SAX callbacks.
+  bool Put(json&& value) {
+    if (json::array_t* items = open_.empty() ? nullptr : open_.back()->get_ptr<json::array_t*>()) {
+      items->push_back(std::move(value));
+      last_ = &items->back();
+      return true;
+    }
+    last_ = open_.empty() ? &root_ : element_;
+    *last_ = std::move(value);
+    return true;
+  }
+
+  // `name` is named again in the innermost open object: the path to it, the first time.
+  void Note(const std::string& name) {
+    if (open_.size() == 1 && name == "id") repeated_.id = true;
+    if (!repeated_.path.empty()) return;
+    for (std::size_t i = 1; i < open_.size(); ++i) {
+      const json& outer = *open_[i - 1];
+      if (const json::array_t* items = outer.get_ptr<const json::array_t*>()) {
+        repeated_.path.push_back("[" + std::to_string(open_[i] - items->data()) + "]");
+        continue;
+      }
+      for (auto it = outer.begin(); it != outer.end(); ++it)
+        if (&it.value() == open_[i]) repeated_.path.push_back(it.key());
+    }
+    repeated_.path.push_back(name);
+  }
+
+  json& root_;
+  Repeated& repeated_;
+  std::vector<json*> open_;  // the arrays and objects not closed yet, outermost first
+  json* element_ = nullptr;  // the member the last key named
+  json* last_ = nullptr;     // the value put last
+};
+
+// Parses frame 0 as a JSON object (its version is not checked yet). With
+// `repeated` (a request's header), where it names a key twice is noted there.
+Result<json> ParseHeaderObject(const Frames& frames, const Limits& limits, Repeated* repeated = nullptr) {
   WEFT_RETURN_IF_ERROR(CheckLimits(frames, limits));
   json header;
+  // The fast parser gives up on a key named twice.
   if (!FastParser(View(frames[0]), limits.max_depth).Parse(header)) {
     if (jsonf::NestsDeeperThan(View(frames[0]), limits.max_depth))
       return Status::TooLarge("header nests arrays and objects more than " + std::to_string(limits.max_depth) +
                               " levels deep, the limit");
-    header = json::parse(View(frames[0]), nullptr, /*allow_exceptions=*/false);
+    if (repeated) {
+      TreeNotingRepeats builder(header, *repeated);
+      if (!json::sax_parse(View(frames[0]), &builder, json::input_format_t::json, /*strict=*/true,
+                           /*ignore_comments=*/false))
+        header = json(json::value_t::discarded);
+    } else {
+      header = json::parse(View(frames[0]), nullptr, /*allow_exceptions=*/false);
+    }
   }
   if (header.is_discarded()) return Status::Invalid("frame 0 is not valid JSON");
   if (!header.is_object()) return Status::Invalid("frame 0 must be a JSON object");
@@ -472,6 +631,22 @@ Status CheckHeaderFields(const json& header) {
         "and client_addr (weft-web's, on behalf of a browser)");
   }
   return Status::Ok();
+}
+
+// A key named twice is refused, never read one way: JSON parsers differ on
+// which of the two they take (the first or the last), and for "tenant" that
+// decides where a request acts.
+Status RepeatedField(const std::vector<std::string>& path) {
+  // A body's own keys are named from the body; anything else from the header.
+  const bool in_body = path.size() > 1 && path.front() == "body";
+  std::string name;
+  for (std::size_t i = in_body ? 1 : 0; i < path.size(); ++i) {
+    if (!name.empty() && !path[i].starts_with('[')) name += '.';
+    name += path[i];
+  }
+  return Status::Invalid(std::string(in_body ? "body" : "header") + " field " +
+                         json(name).dump(-1, ' ', false, json::error_handler_t::replace) +
+                         " appears twice; name each field once (JSON parsers differ on which of the two they take)");
 }
 
 // Parses and checks frame 0 as a JSON object with v == 1.
@@ -827,15 +1002,17 @@ Status DecodeRequestInto(const Frames& frames, const Limits& limits, std::string
       return Status::Ok();
     }
   }
-  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeaderObject(frames, limits));
+  Repeated repeated;
+  WEFT_ASSIGN_OR_RETURN(json parsed, ParseHeaderObject(frames, limits, &repeated));
   json& header = parsed;
 
   Request req;
   auto id = header.find("id");
-  // Any other error is answered with the id, when there is one to echo.
+  // Any other error is answered with the id, when there is one to echo (an id named twice is none).
   if (id != header.end() && id->is_string() && !id->get_ref<const std::string&>().empty() &&
-      id->get_ref<const std::string&>().size() <= limits.max_id_bytes && id_out)
+      id->get_ref<const std::string&>().size() <= limits.max_id_bytes && id_out && !repeated.id)
     *id_out = id->get<std::string>();
+  if (!repeated.path.empty()) return RepeatedField(repeated.path);
   WEFT_RETURN_IF_ERROR(CheckVersion(header));
   WEFT_RETURN_IF_ERROR(CheckHeaderFields(header));
   if (id == header.end()) return Status::Invalid("header lacks \"id\" (a string the reply will echo)");

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -380,20 +381,20 @@ TEST_CASE("wire: Dump writes exactly the bytes nlohmann's dump writes", "[wire][
 
 TEST_CASE("wire: a request header reads the same on the fast way and the general one", "[wire]") {
   // A member the fast reading leaves to the general one (a \u escape, here
-  // in a key: "v" again): the same header with it must decode to the same request.
-  const std::string general = R"("\u0076":1,)";
+  // in a key: "v" written as "\u0076"): the same header so must decode to the same request.
+  const auto general = [](std::string h) { return h.replace(h.find(R"("v")"), 3, R"("\u0076")"); };
   const std::vector<std::string> headers = {
       R"({"body":{"attempt":1,"host_id":"h1","result":{"a":[1,-2,true,null]},"take":{"runner":"r1"}},"id":"c-1","op":"task.finish","v":1})",
       R"({ "v" : 1 , "op" : "server.status" , "id" : "x" })",
       R"({"body":null,"id":"a","op":"b","tenant":null,"v":1})",
-      R"({"body":{"x":1},"body":{"y":"two\n"},"client_addr":"10.0.0.1","csrf":"c","id":"i","op":"o","session":"s","tenant":"t","token":"k","v":1})",
-      R"({"body":{"deep":[[{}]]},"id":"i","op":"o","tenant":"t","tenant":null,"v":1})",
+      R"({"body":{"y":"two\n"},"client_addr":"10.0.0.1","csrf":"c","id":"i","op":"o","session":"s","tenant":"t","token":"k","v":1})",
+      R"({"body":{"deep":[[{}]]},"id":"i","op":"o","tenant":null,"v":1})",
   };
   for (const std::string& h : headers) {
     INFO(h);
     std::string fast_id, general_id;
     auto fast = DecodeRequest(Raw({h, "blob"}), Limits{}, &fast_id);
-    auto slow = DecodeRequest(Raw({"{" + general + h.substr(h.find('{') + 1), "blob"}), Limits{}, &general_id);
+    auto slow = DecodeRequest(Raw({general(h), "blob"}), Limits{}, &general_id);
     REQUIRE(fast.ok());
     REQUIRE(slow.ok());
     CHECK(fast_id == general_id);
@@ -411,7 +412,8 @@ TEST_CASE("wire: a request header reads the same on the fast way and the general
   for (const char* bad : {R"({"id":"","op":"o","v":1})", R"({"id":"i","op":"o","tenant":"","v":1})",
                                  R"({"id":"i","op":"o","v":2})", R"({"id":"i","op":"o","v":1,"body":[]})",
                                  R"({"id":"i","op":"o"})", R"({"id":"i","op":"o","v":1} x)",
-                                 R"({"id":"i","op":"o","v":1,"zz":1})"}) {
+                                 R"({"id":"i","op":"o","v":1,"zz":1})", R"({"id":"i","op":"o","tenant":"t","tenant":null,"v":1})",
+                                 R"({"body":{"x":1},"body":{"y":2},"id":"i","op":"o","v":1})"}) {
     INFO(bad);
     CHECK_FALSE(DecodeError(Raw({bad})).ok());
   }
@@ -575,4 +577,84 @@ TEST_CASE("wire: a header field that is not one of the request's is refused, wit
   CHECK(DecodeError(Raw({R"({"v":1,"id":"b3","op":"server.status","body":{},"tenant":"acme","session":"s",)"
                          R"("csrf":"c","token":"t","client_addr":"10.0.0.1"})"}))
             .ok());
+}
+
+TEST_CASE("wire: a key a request names twice is refused, the fast way, the general one and with the body kept as text",
+          "[wire]") {
+  static constexpr std::string_view kOps[] = {"task.finish"};
+  // The same header read the general way: its op with a \u escape, which the fast reading leaves to it.
+  const auto general = [](std::string h) {
+    for (const auto& [op, escaped] : std::vector<std::pair<std::string, std::string>>{
+             {R"("op":"x")", R"("op":"\u0078")"}, {R"("op":"task.finish")", R"("op":"task.finis\u0068")"}}) {
+      const std::size_t at = h.find(op);
+      if (at != std::string::npos) return h.replace(at, op.size(), escaped);
+    }
+    FAIL("no op to escape in " << h);
+    return h;
+  };
+  struct Case {
+    std::string header;
+    std::string says;
+    std::string id;  // what the error reply echoes
+  };
+  const std::vector<Case> cases = {
+      {R"({"v":1,"id":"a","op":"x","tenant":"acme","tenant":"default"})", R"(header field "tenant" appears twice)", "a"},
+      {R"({"body":{},"body":{"x":1},"id":"b","op":"x","v":1})", R"(header field "body" appears twice)", "b"},
+      {R"({"v":1,"id":"c","op":"x","v":1})", R"(header field "v" appears twice)", "c"},
+      {R"({"session":"s","id":"d","op":"x","v":1,"session":null})", R"(header field "session" appears twice)", "d"},
+      // Which id would the reply echo? Neither.
+      {R"({"id":"e1","id":"e2","op":"x","v":1})", R"(header field "id" appears twice)", ""},
+      {R"({"body":{"x":1,"y":2,"x":1},"id":"f","op":"x","v":1})", R"(body field "x" appears twice)", "f"},
+      {R"({"body":{"a":{"b":[1,{"c":1,"d":{},"c":2}]}},"id":"g","op":"x","v":1})",
+       R"(body field "a.b[1].c" appears twice)", "g"},
+      // The first named twice, in the order of the text.
+      {R"({"body":{"z":{"q":1,"q":2},"a":1,"a":2},"id":"h","op":"x","v":1})", R"(body field "z.q" appears twice)", "h"},
+      // "\/" is "/".
+      {R"({"body":{"a/b":1,"a\/b":2},"id":"i","op":"x","v":1})", R"(body field "a/b" appears twice)", "i"},
+      {R"({"body":{"attempt":1,"host_id":"h1","task_id":1,"task_id":2},"id":"j","op":"task.finish","v":1})",
+       R"(body field "task_id" appears twice)", "j"},
+      {R"({"body":{"host_id":"h1","result":{"ssh":{"port":22,"user":"a","user":"b"}}},"id":"k","op":"task.finish","v":1})",
+       R"(body field "result.ssh.user" appears twice)", "k"},
+      {R"({"body":{"result":{"keys":[{"t":"rsa"},{"t":"ed25519","t":"rsa"}]}},"id":"l","op":"task.finish","v":1})",
+       R"(body field "result.keys[1].t" appears twice)", "l"},
+  };
+  for (const Case& c : cases) {
+    for (const std::string& header : {c.header, general(c.header)}) {
+      for (const std::span<const std::string_view> ops : {std::span<const std::string_view>(), std::span<const std::string_view>(kOps)}) {
+        INFO(header << (ops.empty() ? "" : " (body kept as text)"));
+        std::string id = "stale";
+        auto decoded = DecodeRequest(Raw({header}), Limits{}, &id, ops);
+        REQUIRE_FALSE(decoded.ok());
+        CHECK(decoded.status().code() == weft::Code::kInvalid);
+        CHECK(decoded.status().message() ==
+              c.says + "; name each field once (JSON parsers differ on which of the two they take)");
+        CHECK(id == c.id);
+      }
+    }
+  }
+  // The same names in different objects are not the same key.
+  auto fine = DecodeRequest(
+      Raw({R"({"body":{"host_id":"h1","result":{"host_id":"x","a":{"host_id":1},"b":[{"a":1},{"a":2}]},"task_id":3},"id":"m","op":"task.finish","v":1})"}),
+      Limits{}, nullptr, kOps);
+  REQUIRE(fine.ok());
+  CHECK_FALSE(fine->body_text.empty());  // read the lean way, as a host's finish is
+}
+
+TEST_CASE("wire: a body kept as text with more keys than the lean reading tracks is still checked for repeats",
+          "[wire]") {
+  static constexpr std::string_view kOps[] = {"task.finish"};
+  std::string many = "{";
+  for (int i = 0; i < 300; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  const std::string fine = R"({"body":{"host_id":"h1","result":)" + many + R"(}},"id":"n","op":"task.finish","v":1})";
+  auto read = DecodeRequest(Raw({fine}), Limits{}, nullptr, kOps);
+  REQUIRE(read.ok());
+  CHECK(BodyTree(*read)["result"].size() == 300);
+  CHECK(BodyTree(*read)["result"]["k299"] == 299);
+  const std::string twice =
+      R"({"body":{"host_id":"h1","result":)" + many + R"(,"k7":0}},"id":"o","op":"task.finish","v":1})";
+  std::string id;
+  auto refused = DecodeRequest(Raw({twice}), Limits{}, &id, kOps);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::StartsWith(R"(body field "result.k7" appears twice)"));
+  CHECK(id == "o");
 }

@@ -168,6 +168,24 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
        "INVALID",
        "pf3",
        "op \"resource.upload\" takes exactly one payload frame after the JSON header, and 2 were sent"},
+      // A key named twice is ambiguous (parsers take the first or the last): refused, wherever it is.
+      {"a header field twice",
+       {R"({"v":1,"id":"dup1","op":"server.status","tenant":"acme","tenant":"default"})"},
+       "INVALID",
+       "dup1",
+       "header field \"tenant\" appears twice"},
+      {"a body field twice",
+       {R"({"v":1,"id":"dup2","op":"debug.enqueue","body":{"tasks":[],"tasks":[]}})"},
+       "INVALID",
+       "dup2",
+       "body field \"tasks\" appears twice"},
+      {"a nested body field twice",
+       {R"({"v":1,"id":"dup3","op":"debug.enqueue","body":{"tasks":[{"plugin":"p","action":"CREATE","plugin":"q"}]}})"},
+       "INVALID",
+       "dup3",
+       "body field \"tasks[0].plugin\" appears twice"},
+      {"the id twice", {R"({"v":1,"id":"a","id":"b","op":"server.status"})"}, "INVALID", "",
+       "header field \"id\" appears twice"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -188,8 +206,16 @@ TEST_CASE("weftd: each kind of bad input gets an error reply and the server keep
   json typo = raw.Call("server.stauts", json::object(), "t");
   CHECK_THAT(typo["error"]["message"].get<std::string>(),
              Catch::StartsWith("unknown op 'server.stauts' (did you mean 'server.status'?); the ops you may send"));
-  // A host's task.finish: a payload frame is refused on the provisioner endpoint too.
+  // A host's task.finish, whose body weftd reads as text field by field: a key twice is refused there too,
+  // and so is a payload frame.
   RawPeer prov(weftd.provisioner());
+  prov.Send({R"({"v":1,"id":"f1","op":"task.finish","body":{"host_id":"h1","task_id":1,"attempt":1,)"
+             R"("status":"succeeded","result":{"ssh":{"user":"root","user":"admin"}},"task_id":2}})"});
+  json twice = prov.Receive();
+  CHECK(twice["id"] == "f1");
+  CHECK(twice["error"]["code"] == "INVALID");
+  CHECK_THAT(twice["error"]["message"].get<std::string>(),
+             Catch::StartsWith("body field \"result.ssh.user\" appears twice"));
   prov.Send({R"({"v":1,"id":"f2","op":"task.finish","body":{"host_id":"h1","task_id":1,"attempt":1,"status":"succeeded"}})",
              "x"});
   json framed = prov.Receive();

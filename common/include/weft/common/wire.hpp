@@ -5,7 +5,9 @@
 // (and optionally "tenant", "session", "csrf", "token", "client_addr"),
 // replies {"v":1,"id","ok":true,"body"} or {"v":1,"id","ok":false,
 // "error":{"code","message","details"}}. Decoding never throws and never
-// trusts its input: every limit is checked before a byte is parsed.
+// trusts its input: every limit is checked before a byte is parsed. A request
+// whose header or body names a key twice in one object is refused (JSON
+// parsers differ on which of the two they take); a reply's keeps the last.
 //
 // Functions here are thread-safe (no shared state); the zmq sockets passed to
 // the helpers belong to the calling thread.
