@@ -241,7 +241,7 @@ unshare --mount sh -c '
   weftd_pid=$!
   started $weftd_pid
   mkdir -p "$S/home"
-  test "$(env -u WEFT_SERVER HOME="$S/home" "$R/usr/bin/weft" -o json status | jq -r .data_dir)" = /var/lib/weft
+  test "$(env -u WEFT_SERVER -u WEFT_CREDENTIALS HOME="$S/home" "$R/usr/bin/weft" -o json status | jq -r .data_dir)" = /var/lib/weft
   kill -TERM $weftd_pid
   wait $weftd_pid
   weftd_pid=""
