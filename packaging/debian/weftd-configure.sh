@@ -41,21 +41,21 @@
     fi
     # weft-web ran as root before it had its user: the files its configuration
     # names (the TLS certificate and key, the gateway credential) and the
-    # configuration itself, where root's alone, are given to group weft-web to
-    # read, so that the upgrade's restart does not stop it (docs/install.md).
+    # configuration itself, where weft-web cannot read them, are given to it
+    # (their modes kept), so that the upgrade's restart does not stop it
+    # (docs/install.md).
     if [ -f /etc/weft/weft-web.toml ]; then
-      readable=""
+      given=""
       for path in /etc/weft/weft-web.toml $(sed -n \
           's/^[[:space:]]*\(cert\|key\|credentials\)[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\2/p' \
           /etc/weft/weft-web.toml); do
-        if [ -f "$path" ] && [ "$(stat -L -c %g "$path")" = 0 ] && [ $(( 0$(stat -L -c %a "$path") & 4 )) = 0 ]; then
-          chgrp weft-web "$path"
-          chmod g+r "$path"
-          readable="$readable $path"
+        if [ -f "$path" ] && ! setpriv --reuid=weft-web --regid=weft-web --init-groups test -r "$path"; then
+          chown weft-web "$path"
+          given="$given $path"
         fi
       done
-      if [ -n "$readable" ]; then
-        message="weft-web runs as the user weft-web from now on: gave its group read access to$readable"
+      if [ -n "$given" ]; then
+        message="weft-web runs as the user weft-web from now on: gave it what it could not read:$given"
         echo "$message" >&2
         logger -t weftd-postinst "$message" 2>/dev/null || true
       fi

@@ -136,8 +136,8 @@ chmod +x "$SCRATCH/fakebin/systemctl"
 unshare --mount sh -c '
   set -ex
   S=$1 R=$2
-  weftd_pid=""
-  trap "[ -z \"\$weftd_pid\" ] || kill -KILL \$weftd_pid 2>/dev/null || true" EXIT
+  weftd_pid="" web_pid=""
+  trap "kill -KILL \$weftd_pid \$web_pid 2>/dev/null || true" EXIT
   mkdir "$S/etc-rw"
   mount -t tmpfs tmpfs "$S/etc-rw"
   mkdir "$S/etc-rw/upper" "$S/etc-rw/work"
@@ -191,23 +191,24 @@ unshare --mount sh -c '
   "$R/usr/bin/weftd" --config /run/weftd-test.toml >"$S/weftd-root.log" 2>&1 &
   weftd_pid=$!
   started $weftd_pid
+  # The operator set weft-web up then, as root: its gateway credential (0600, as
+  # weft makes it), a TLS key (0600) and certificate, its configuration (0600).
+  mkdir -p "$S/home" /etc/weft/web
+  as_root_weft() { env -u WEFT_SERVER -u WEFT_CREDENTIALS HOME="$S/home" "$R/usr/bin/weft" "$@"; }
+  as_root_weft gateway credentials web1 -f /etc/weft/gateway.json >/dev/null
+  (umask 077; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout /etc/weft/web/key.pem \
+    -out /etc/weft/web/cert.pem -days 2 -subj /CN=localhost 2>/dev/null)
+  chmod 0644 /etc/weft/web/cert.pem
+  printf "[server]\nlisten = \"127.0.0.1:0\"\nstatic_dir = \"%s\"\naddress_file = \"/run/weft-web-test/address.json\"\n[tls]\ncert = \"/etc/weft/web/cert.pem\"\nkey = \"/etc/weft/web/key.pem\"\n[weftd]\ncredentials = \"/etc/weft/gateway.json\"\n" \
+    "$R/usr/share/weft/web" >/etc/weft/weft-web.toml
+  web_files="/etc/weft/weft-web.toml /etc/weft/web/key.pem /etc/weft/gateway.json"
+  chmod 0600 $web_files
   kill -KILL $weftd_pid
   wait $weftd_pid || true
   weftd_pid=""
   mkdir -p /var/lib/weft/local-nodes/n0
-  # The operator'"'"'s weft-web configuration, made when weft-web ran as root: the
-  # key, the gateway credential and the configuration root'"'"'s alone.
-  mkdir -p /etc/weft/web
-  web_files="/etc/weft/weft-web.toml /etc/weft/web/key.pem /etc/weft/gateway.json"
-  printf "[tls]\ncert = \"/etc/weft/web/cert.pem\"\nkey = \"/etc/weft/web/key.pem\"\n[weftd]\ncredentials = \"/etc/weft/gateway.json\"\n" \
-    >/etc/weft/weft-web.toml
-  echo cert >/etc/weft/web/cert.pem
-  echo key >/etc/weft/web/key.pem
-  echo "{}" >/etc/weft/gateway.json
-  chmod 0644 /etc/weft/web/cert.pem
-  chmod 0600 $web_files
   as_web() { setpriv --reuid=weft-web --regid=weft-web --init-groups "$@"; }
-  ! as_web cat /etc/weft/web/key.pem
+  if as_web cat /etc/weft/web/key.pem; then exit 1; fi
   for f in $state; do test "$(stat -c %U /var/lib/weft/$f)" = root; done
   # Under systemd: an upgrade keeps the operator'"'"'s choices. weftd disabled stays
   # disabled and stopped; weft-web enabled is restarted on the new program.
@@ -226,22 +227,39 @@ unshare --mount sh -c '
   test -z "$(find /var/lib/weft/plugins /var/lib/weft/local-nodes ! -user root -print)"
   test "$(stat -c "%U:%G %a" /var/lib/weft)" = "root:weft 1775"
   # weft-web, restarted by the upgrade as weft-web, can read its files.
-  grep -qx "weft-web runs as the user weft-web from now on: gave its group read access to $web_files" "$S/upgrade.out"
+  grep -qx "weft-web runs as the user weft-web from now on: gave it what it could not read: $web_files" "$S/upgrade.out"
   for f in $web_files; do
-    test "$(stat -c "%U:%G %a" $f)" = "root:weft-web 640"
+    test "$(stat -L -c "%U:%G %a" $f)" = "weft-web:root 600"
     as_web cat $f >/dev/null
   done
   test "$(stat -c "%U:%G %a" /etc/weft/web/cert.pem)" = "root:root 644"
   # weftd as weft (as the unit runs it) opens that store, and root'"'"'s weft finds the
   # superadmin credential weftd keeps there, without being told: weftd tells only a
   # superadmin its data directory.
-  chmod 0711 "$S"  # for weft to reach the unpacked weftd
+  chmod 0711 "$S"  # for weft and weft-web to reach the unpacked programs
   setpriv --reuid=weft --regid=weft --init-groups "$R/usr/bin/weftd" --config /run/weftd-test.toml \
     >"$S/weftd-weft.log" 2>&1 &
   weftd_pid=$!
   started $weftd_pid
-  mkdir -p "$S/home"
-  test "$(env -u WEFT_SERVER -u WEFT_CREDENTIALS HOME="$S/home" "$R/usr/bin/weft" -o json status | jq -r .data_dir)" = /var/lib/weft
+  test "$(as_root_weft -o json status | jq -r .data_dir)" = /var/lib/weft
+  # weft-web as weft-web (as its unit runs it) starts with the files the upgrade
+  # gave it, and serves over TLS.
+  mkdir /run/weft-web-test
+  chown weft-web /run/weft-web-test
+  setpriv --reuid=weft-web --regid=weft-web --init-groups "$R/usr/bin/weft-web" --config /etc/weft/weft-web.toml \
+    >"$S/weft-web.log" 2>&1 &
+  web_pid=$!
+  i=0
+  until [ -s /run/weft-web-test/address.json ]; do
+    kill -0 $web_pid
+    i=$((i + 1))
+    test $i -lt 1200
+    sleep 0.1
+  done
+  test "$(curl -sk -o /dev/null -w "%{http_code}" "$(jq -r .url /run/weft-web-test/address.json)/")" = 200
+  kill -TERM $web_pid
+  wait $web_pid
+  web_pid=""
   kill -TERM $weftd_pid
   wait $weftd_pid
   weftd_pid=""
