@@ -1,6 +1,5 @@
 #include "weft/cli/args.hpp"
 
-#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/socket.h>

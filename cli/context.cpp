@@ -53,9 +53,8 @@ Status Context::LoadCredential() {
     return Status::Ok();
   }
   // Found by weft itself: each is for the weftd it was made for (the local weftd's
-  // superadmin credential for the local weftd), and goes to no other, so that another
-  // server never gets a key it was not meant for nor the request an identity the user
-  // did not choose.
+  // superadmin credential for the local weftd) and goes to no other, so that a request
+  // to a server the user named never acts as an identity they did not choose.
   std::vector<std::filesystem::path> candidates;
   if (const char* home = std::getenv("HOME"); home && *home)
     candidates.push_back(std::filesystem::path(home) / ".config/weft/credentials.json");
