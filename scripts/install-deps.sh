@@ -39,6 +39,7 @@ PACKAGES=(
   # Packaging and the install tests (tests/install): Debian packages, their units, the Python client.
   dpkg-dev             # dpkg-shlibdeps: the Depends of the packages CPack makes
   systemd              # systemd-analyze verify on weftd.service and weft-host.service
+  adduser              # weftd's postinst makes its users with it (packages_test runs it)
   python3-zmq          # examples/python/weft_client.py (CurveZMQ)
   # The web UI's browser tests (tests/web) drive it headless; Node.js 20 and npm come with the machine
   # (Debian's npm would pull in its Node.js 18, older than playwright-core supports).

@@ -159,6 +159,11 @@ void EventStream::Subscribe(const std::string& prefix) {
   if (sub_) sub_->set(zmq::sockopt::subscribe, prefix);
 }
 
+void EventStream::Resubscribe(const std::string& topic) {
+  for (const std::string& p : prefixes_)
+    if (topic.rfind(p, 0) == 0) sub_->set(zmq::sockopt::subscribe, p);
+}
+
 bool EventStream::Healthy() {
   while (monitor_) {
     zmq::message_t head, address;
@@ -212,6 +217,11 @@ Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
         quiet_since_ms_ = NowMs();
         ReceivedEvent out{.topic = topic.to_string(), .event = std::move(event), .seen = {}};
         out.seen = sequence_.Check(out.topic, out.event);
+        // A cluster made since the subscription reached weftd: sent again, the
+        // subscription covers it too.
+        if (const auto type = out.event.find("type");
+            events_.follow_created && type != out.event.end() && *type == "cluster.created")
+          Resubscribe(out.topic);
         return std::optional<ReceivedEvent>(std::move(out));
       }
       const bool healthy = Healthy();

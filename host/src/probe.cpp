@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,15 +64,48 @@ struct ProbeOutput {
 };
 
 // One probe child: its verdict pipe, what it wrote there so far, its stdout
-// and stderr, and when it is given up.
+// and stderr, and when it is given up. The verdict is one line: it is complete
+// at its newline, or when the child exited. Neither waits for the pipe's end of
+// file, which a process the plugin forked while it loaded (a daemon) holds off
+// for as long as it lives: a fork keeps every descriptor, close-on-exec or not.
 struct Running {
   std::size_t index = 0;
   pid_t pid = -1;
   int fd = -1;
+  // Readable once the child exited (-1: no pidfd, Linux before 5.3; the wait
+  // below then looks at the child once per round, at least once a second).
+  int pidfd = -1;
   std::string text;
   std::array<ProbeOutput, 2> out;
   Clock::time_point deadline;
+  bool exited = false;  // reaped: `status` is its wait status
+  int status = 0;
 };
+
+// Reads what the verdict pipe holds now (it never blocks); false at its end or on an error.
+bool ReadVerdict(Running& r) {
+  char buf[4096];
+  while (r.fd >= 0 && r.text.size() <= (4u << 20)) {
+    const ssize_t got = read(r.fd, buf, sizeof buf);
+    if (got > 0) {
+      r.text.append(buf, static_cast<std::size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return true;
+}
+
+// Reaps the child if it exited; true once it did.
+bool Reaped(Running& r) {
+  if (r.exited) return true;
+  pid_t got = 0;
+  while ((got = waitpid(r.pid, &r.status, WNOHANG)) < 0 && errno == EINTR) {
+  }
+  r.exited = got == r.pid;
+  return r.exited;
+}
 
 void EmitProbeOutput(const std::filesystem::path& file, std::size_t stream, ProbeOutput& o, std::string_view line) {
   const bool within = o.bytes < kProbeOutputBytes;
@@ -147,6 +181,8 @@ std::optional<Running> StartProbe(const std::string& exe, const std::filesystem:
   Running r;
   r.pid = *pid;
   r.fd = pipes[0][0];
+  fcntl(r.fd, F_SETFL, fcntl(r.fd, F_GETFL) | O_NONBLOCK);
+  r.pidfd = static_cast<int>(syscall(SYS_pidfd_open, r.pid, 0));
   for (std::size_t stream = 0; stream < 2; ++stream) {
     r.out[stream].fd = pipes[stream + 1][0];
     fcntl(r.out[stream].fd, F_SETFL, fcntl(r.out[stream].fd, F_GETFL) | O_NONBLOCK);
@@ -160,9 +196,12 @@ ProbeResult EndProbe(Running& r, const std::filesystem::path& file, int timeout_
   ProbeResult out;
   const std::string name = file.filename().string();
   close(r.fd);
-  if (timed_out) kill(r.pid, SIGKILL);
-  int status = 0;
-  while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+  if (r.pidfd >= 0) close(r.pidfd);
+  if (timed_out && !r.exited) kill(r.pid, SIGKILL);
+  int status = r.status;
+  if (!r.exited) {
+    while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   // What is left in the pipes (a child it started may hold them open: no end is waited for).
   for (std::size_t stream = 0; stream < 2; ++stream) {
@@ -217,8 +256,12 @@ std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std
     auto soonest = running.front().deadline;
     for (const Running& r : running) soonest = std::min(soonest, r.deadline);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - Clock::now()).count();
+    // Per probe: its verdict pipe, then its pidfd (or a placeholder poll skips).
     std::vector<pollfd> fds;
-    for (const Running& r : running) fds.push_back({r.fd, POLLIN, 0});
+    for (const Running& r : running) {
+      fds.push_back({r.fd, POLLIN, 0});
+      fds.push_back({r.pidfd, POLLIN, 0});
+    }
     std::vector<std::pair<std::size_t, std::size_t>> printing;  // running index, stream
     for (std::size_t i = 0; i < running.size(); ++i) {
       for (std::size_t stream = 0; stream < 2; ++stream) {
@@ -235,8 +278,9 @@ std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std
       continue;
     }
     // Output first: a probe's verdict may end it in this round.
+    const std::size_t first_output = 2 * running.size();
     for (std::size_t k = 0; n > 0 && k < printing.size(); ++k) {
-      if (!(fds[running.size() + k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (!(fds[first_output + k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Running& r = running[printing[k].first];
       ReadProbeOutput(files[r.index], printing[k].second, r.out[printing[k].second], /*final=*/false);
     }
@@ -244,13 +288,12 @@ std::vector<ProbeResult> RunProbes(const std::string& exe, const std::vector<std
     std::vector<Running> still;
     for (std::size_t i = 0; i < running.size(); ++i) {
       Running& r = running[i];
-      bool ended = false;
-      if (n > 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
-        char buf[4096];
-        const ssize_t got = read(r.fd, buf, sizeof buf);
-        if (got > 0) r.text.append(buf, static_cast<std::size_t>(got));
-        // EOF: the child exited (or closed stdout).
-        ended = (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) || r.text.size() > (4u << 20);
+      // At the pipe's end the child is gone (or closed it): EndProbe waits for it.
+      bool ended = !ReadVerdict(r) || r.text.size() > (4u << 20);
+      // The child exited: what it wrote before is all in the pipe, whoever still holds the pipe open.
+      if (!ended && Reaped(r)) {
+        (void)ReadVerdict(r);
+        ended = true;
       }
       if (ended) {
         out[r.index] = EndProbe(r, files[r.index], timeout_ms, /*timed_out=*/false);

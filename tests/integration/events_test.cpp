@@ -302,7 +302,9 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
   const json c1 = create("c1");
 
   zmq::context_t ctx(1);
-  client::EventStream stream(ctx, client::FromCredential(*cred), {"default/"});
+  // The rule as any subscriber meets it: this stream does not send its subscription
+  // again by itself when told of a new cluster.
+  client::EventStream stream(ctx, client::FromCredential(*cred), {"default/"}, {.follow_created = false});
   REQUIRE(stream.Open().ok());
   Settle(s);
   const json c2 = create("c2");
@@ -353,6 +355,74 @@ TEST_CASE("events: a user's subscription covers the clusters they own when weftd
       },
       30s));
   CHECK(restarted);
+}
+
+TEST_CASE("events: a user's EventStream follows the clusters they create after it subscribed, and no one else's",
+          "[events][integration]") {
+  TempDir dir("weft-events-stream-follow");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_args = {"--timeout", "5000"}});
+  REQUIRE(s.Weft({"catalog", "import", (fs::path(WEFT_SOURCE_DIR) / "examples/catalog").string()}).exit_code == 0);
+  auto user = [&](const std::string& name) {
+    REQUIRE(s.Weft({"user", "create", name, "--role", "user"}).exit_code == 0);
+    const fs::path cred = dir.path() / (name + ".json");
+    REQUIRE(s.Weft({"credentials", name, "-f", cred.string()}).exit_code == 0);
+    return cred;
+  };
+  const fs::path ann = user("ann");
+  const fs::path ben = user("ben");
+  // No host: a create job waits with its tasks queued; aborting and retrying it makes events.
+  auto create = [&](const std::string& name, const fs::path& who) {
+    RunResult r = s.Weft({"cluster", "create", name, "--template", "web-fake", "--size", "3"}, who);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return s.WeftJson({"cluster", "get", name}, who)["cluster"];
+  };
+  auto stir = [&](const json& cluster, const fs::path& who) {
+    const std::string job = cluster["latest_job"];
+    if (s.Weft({"job", "abort", job}, who).exit_code != 0) (void)s.Weft({"job", "retry", job}, who);
+  };
+
+  // ann owns no cluster yet when her stream subscribes, with the default options.
+  auto cred = curve::LoadCredential(ann);
+  REQUIRE(cred.ok());
+  zmq::context_t ctx(1);
+  client::EventStream stream(ctx, client::FromCredential(*cred), {"default/"});
+  REQUIRE(stream.Open().ok());
+  Settle(s);
+  const json mine = create("mine", ann);
+  const json bens = create("bens", ben);
+  const std::string mine_id = mine["id"];
+  std::vector<client::ReceivedEvent> events;
+  auto got = [&](const std::string& topic, const std::string& type) {
+    for (const auto& e : events)
+      if (e.topic == topic && e.event.value("type", "") == type && e.event.value("cluster_id", "") == mine_id)
+        return true;
+    return false;
+  };
+  // Her cluster is told on her owner topic; from then on its own topics reach her.
+  const bool told = WaitFor(
+      [&] {
+        for (auto& e : Collect(stream, 500ms)) events.push_back(std::move(e));
+        return got("default/owner/ann/", "cluster.created");
+      },
+      20s);
+  INFO(Dump(events));
+  REQUIRE(told);
+  const bool followed = WaitFor(
+      [&] {
+        stir(bens, ben);
+        stir(mine, ann);
+        for (auto& e : Collect(stream, 1s)) events.push_back(std::move(e));
+        return got("default/job/" + mine_id + "/", "job");
+      },
+      30s);
+  INFO(Dump(events));
+  REQUIRE(followed);
+  // ben's cluster, stirred before each of hers on the same connection, never reached her.
+  for (const auto& e : events) {
+    CHECK((e.topic == "default/owner/ann/" || e.topic.find("/" + mine_id + "/") != std::string::npos));
+    CHECK(e.event.value("cluster_id", "") != bens["id"].get<std::string>());
+  }
 }
 
 TEST_CASE("events: a user's plain weft events follows the clusters they create after it started, and no one "

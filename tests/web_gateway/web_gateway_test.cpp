@@ -31,6 +31,20 @@ WebOptions Open(const std::string& name) {
   return o;
 }
 
+// Waits for an event of weft-web's own on the stream saying whether weftd can be reached.
+bool ToldWeftd(HttpConnection& events, bool reachable) {
+  return WaitFor(
+      [&] {
+        std::optional<SseEvent> e = events.NextEvent(200ms);
+        if (!e || e->type != "weftd") return false;
+        const json d = json::parse(e->data);
+        INFO(e->data);
+        CHECK(d.value("message", "") != "");
+        return d.value("reachable", !reachable) == reachable;
+      },
+      30s);
+}
+
 }  // namespace
 
 TEST_CASE("weft-web refuses to start when server.static_dir is not the UI's folder, naming the key and path") {
@@ -437,19 +451,7 @@ TEST_CASE("a stopped weftd is noticed without a call: open streams are told, and
   FirstEvent(weftd, events);
   HttpConnection c(web.url());
   REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
-  // An event of weft-web's own on the stream, saying whether weftd can be reached.
-  auto told = [&](bool reachable) {
-    return WaitFor(
-        [&] {
-          std::optional<SseEvent> e = events.NextEvent(200ms);
-          if (!e || e->type != "weftd") return false;
-          const json d = json::parse(e->data);
-          INFO(e->data);
-          CHECK(d.value("message", "") != "");
-          return d.value("reachable", !reachable) == reachable;
-        },
-        30s);
-  };
+  auto told = [&](bool reachable) { return ToldWeftd(events, reachable); };
 
   weftd.Stop();
   // No browser asks anything: the stream is told, and the log says it.
@@ -468,6 +470,34 @@ TEST_CASE("a stopped weftd is noticed without a call: open streams are told, and
   weftd.Restart();
   // The stream is told that weftd is back before anyone asks again.
   REQUIRE(told(true));
+  CHECK_THAT(web.Log(), Catch::Contains("can be connected to again"));
+  CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
+}
+
+TEST_CASE("a weftd that hangs is noticed without a call by its connection's heartbeats, and so is its return") {
+  Weftd weftd("web-hang");
+  WebOptions o = Open("web-hang");
+  o.weftd_toml = "timeout_ms = 20000\nheartbeat_ms = 200\n";
+  WebGateway web(weftd, o);
+  HttpConnection events(web.url());
+  REQUIRE(events.OpenEvents("/api/v1/events").status == 200);
+  FirstEvent(weftd, events);
+  HttpConnection c(web.url());
+  REQUIRE(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
+
+  // Stopped, not gone: its port still takes connections, and nothing answers.
+  weftd.process().Signal(SIGSTOP);
+  // No browser asks anything (a call would wait 20 s): the stream is told, and the log says why.
+  const bool noticed = ToldWeftd(events, false);
+  const std::string away = web.Log();
+  weftd.process().Signal(SIGCONT);
+  INFO(away);
+  REQUIRE(noticed);
+  CHECK(away.find("does not answer: its connection's heartbeats went unanswered") != std::string::npos);
+  CHECK(away.find("connection refused") == std::string::npos);
+
+  // Running again: the stream is told before anyone asks, and calls are answered.
+  REQUIRE(ToldWeftd(events, true));
   CHECK_THAT(web.Log(), Catch::Contains("can be connected to again"));
   CHECK(c.Send("POST", "/api/v1/server.status", "{}").status == 200);
 }

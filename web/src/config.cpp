@@ -48,6 +48,7 @@ Status ReadTables(const toml::table& root, const std::string& origin, Config& cf
     t.Path("credentials", &cfg.weftd.credentials);
     t.Int("clients", 1, 256, &cfg.weftd.clients);
     t.Int("timeout_ms", 100, 3'600'000, &cfg.weftd.timeout_ms);
+    t.Int("heartbeat_ms", 50, 600'000, &cfg.weftd.heartbeat_ms);
     WEFT_RETURN_IF_ERROR(t.Finish());
     // `api` may list several weftd ("tcp://a:7420,tcp://b:7420"); `events` is one endpoint or none.
     const std::string& api_list = cfg.weftd.api;

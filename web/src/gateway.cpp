@@ -228,6 +228,7 @@ Status Gateway::Impl::Start() {
   WEFT_RETURN_IF_ERROR(Listen());
   // Open pages learn at once when weftd cannot be reached, and when it is back.
   pool = std::make_unique<WeftdPool>(zmq_ctx, options, config.weftd.clients,
+                                     std::chrono::milliseconds(config.weftd.heartbeat_ms),
                                      [this](bool reachable, const std::string& message) {
                                        ring.AppendWeftd(reachable, message);
                                      });

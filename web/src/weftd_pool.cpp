@@ -59,7 +59,8 @@ bool ConnectionRefused(const std::string& endpoint, int ms) {
 
 }  // namespace
 
-WeftdPool::WeftdPool(zmq::context_t& ctx, client::Options options, int threads, Listener listener)
+WeftdPool::WeftdPool(zmq::context_t& ctx, client::Options options, int threads, std::chrono::milliseconds heartbeat,
+                     Listener listener)
     : endpoint_(options.endpoint),
       endpoints_(client::SplitEndpoints(options.endpoint)),
       listener_(std::move(listener)),
@@ -71,7 +72,7 @@ WeftdPool::WeftdPool(zmq::context_t& ctx, client::Options options, int threads, 
       Run(client);
     });
   }
-  watcher_ = std::thread([this, &ctx, options] { Watch(ctx, options); });
+  watcher_ = std::thread([this, &ctx, options, heartbeat] { Watch(ctx, options, heartbeat); });
 }
 
 WeftdPool::~WeftdPool() {
@@ -125,7 +126,12 @@ bool WeftdPool::Refuses() {
                      [](const std::string& e) { return ConnectionRefused(e, kProbeMs); });
 }
 
-void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options) {
+void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options, std::chrono::milliseconds heartbeat) {
+  // Three heartbeats unanswered: the connection is dropped (its monitor says
+  // DISCONNECTED). A new one to a weftd that is stopped but not gone connects
+  // (the kernel accepts for it) and then waits for a handshake: that wait gets
+  // as long, instead of libzmq's 30 s.
+  const int patience_ms = static_cast<int>(std::min<std::int64_t>(heartbeat.count() * 3, 3'600'000));
   struct Link {
     std::unique_ptr<zmq::socket_t> socket;
     std::unique_ptr<zmq::socket_t> monitor;
@@ -134,12 +140,17 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options) {
   static std::atomic<std::uint64_t> next_monitor{0};
   std::vector<Link> links;
   std::vector<zmq::pollitem_t> items;
+  // Since when every connection is down after one was lost.
+  std::optional<std::chrono::steady_clock::time_point> down_since;
   try {
     for (const std::string& endpoint : endpoints_) {
       Link link;
       link.socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
       link.socket->set(zmq::sockopt::linger, 0);
       link.socket->set(zmq::sockopt::reconnect_ivl_max, kReconnectMaxMs);
+      link.socket->set(zmq::sockopt::heartbeat_ivl, static_cast<int>(heartbeat.count()));
+      link.socket->set(zmq::sockopt::heartbeat_timeout, patience_ms);
+      link.socket->set(zmq::sockopt::handshake_ivl, patience_ms);
       if (!options.server_key.empty()) curve::SetClientKeys(*link.socket, options.server_key, options.keys);
       const std::string address = "inproc://weft-web-watch-" + std::to_string(next_monitor++);
       if (zmq_socket_monitor(static_cast<void*>(*link.socket), address.c_str(),
@@ -189,9 +200,12 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options) {
       }
     }
     if (std::any_of(links.begin(), links.end(), [](const Link& l) { return l.up; })) {
+      down_since.reset();
       if (connected) Back(false);
       continue;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (lost && !down_since) down_since = now;
     bool known = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -201,7 +215,26 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options) {
     }
     // A new connection failed: is it that nothing listens there (weftd
     // stopped), or is weftd starting again already (the next event says)?
-    if (retried && !known && Refuses()) Failing(true, "the connection to weftd was lost", false);
+    if (retried && !known && Refuses()) {
+      Failing(true, "the connection to weftd was lost", false);
+      continue;
+    }
+    // Lost (its heartbeats unanswered, or closed) and not made again within
+    // the patience, though weftd's address takes connections: weftd hangs.
+    // (A weftd that stops or restarts refuses, or completes a handshake, well before.)
+    if (down_since && now - *down_since >= std::chrono::milliseconds(patience_ms)) {
+      down_since.reset();
+      bool failing = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        failing = failing_since_.has_value();
+      }
+      if (!failing && !Refuses())
+        Failing(false,
+                "its connection's heartbeats went unanswered, and a new connection gets no handshake (is weftd "
+                "stopped with SIGSTOP, or stuck?)",
+                false);
+    }
   }
 }
 

@@ -17,7 +17,11 @@
 // of weftd's endpoints and follows it (a ZeroMQ socket monitor). When every
 // one is lost and cannot be made again (weftd stopped), weftd is known to be
 // unreachable before any browser asks, so the first call after a stop is
-// answered at once too; when one is made again, weftd is back. Each change
+// answered at once too; when one is made again, weftd is back. The watcher's
+// connections send ZeroMQ heartbeats, which weftd's I/O thread answers however
+// busy its requests keep it: when they go unanswered and no new connection
+// completes its handshake either, weftd hangs (SIGSTOP, or stuck), and is
+// known to not answer before a call times out on it. Each change
 // (from the watcher or from calls) is told to a listener once: weft-web tells
 // the browsers' event streams.
 #pragma once
@@ -64,7 +68,10 @@ class WeftdPool {
   // pool thread, without the pool's lock held.
   using Listener = std::function<void(bool reachable, const std::string& message)>;
 
-  WeftdPool(zmq::context_t& ctx, client::Options options, int threads, Listener listener = {});
+  // `heartbeat`: how often the watcher's connections send a ZeroMQ heartbeat
+  // (three unanswered, and a connection not made again within as long: weftd hangs).
+  WeftdPool(zmq::context_t& ctx, client::Options options, int threads, std::chrono::milliseconds heartbeat,
+            Listener listener = {});
   ~WeftdPool();
   WeftdPool(const WeftdPool&) = delete;
   WeftdPool& operator=(const WeftdPool&) = delete;
@@ -116,7 +123,7 @@ class WeftdPool {
   };
   void Run(client::Client& client);
   // The watcher's thread: a connection to each endpoint, and their monitors' events.
-  void Watch(zmq::context_t& ctx, const client::Options& options);
+  void Watch(zmq::context_t& ctx, const client::Options& options, std::chrono::milliseconds heartbeat);
   // Whether nothing listens at weftd's address (a connection to each of its
   // endpoints is refused).
   bool Refuses();

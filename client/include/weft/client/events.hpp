@@ -10,6 +10,13 @@
 // last seen one (weftd restarted, another weftd took the lead). Either way
 // the caller reads the state again (job.get, cluster.get) and goes on.
 //
+// It follows the clusters a user creates after subscribing: weftd decides
+// which clusters a user's subscription covers when it receives it, and tells
+// of a new cluster with a `cluster.created` event on the owner's topic. On
+// each such event the stream sends the prefixes that covered it again, so
+// the new cluster's events come from then on (EventOptions::follow_created;
+// those published before, the create job's first ones, are read with job.get).
+//
 // It moves by itself: when the connection drops, a handshake fails, or no
 // event came for Options::check_ms, it asks again where the events are and
 // reconnects there if that changed (a new leader, a weftd restarted on
@@ -88,6 +95,10 @@ struct EventOptions {
   // An events endpoint to follow instead of the one weftd names (a proxy, an
   // address weftd cannot know); "" asks weftd, and so follows the leader.
   std::string endpoint = {};
+  // On a `cluster.created` event, send again the prefixes that covered it, so
+  // that a user's subscription covers the new cluster too (docs/protocol.md,
+  // `events`). Harmless for an admin's subscription, which covers it already.
+  bool follow_created = true;
 };
 
 class EventStream {
@@ -108,7 +119,8 @@ class EventStream {
   Result<std::optional<ReceivedEvent>> Next(int timeout_ms);
   // Adds a prefix, or sends one again: weftd decides what a subscription
   // covers when it receives it, so a user subscribes again to follow a
-  // cluster created since (docs/protocol.md, `events`).
+  // cluster created since (docs/protocol.md, `events`); the stream does so
+  // itself on each `cluster.created` event it hands out (follow_created).
   void Subscribe(const std::string& prefix);
 
   // The events endpoint followed now ("" before Open).
@@ -121,6 +133,8 @@ class EventStream {
   Status Connect(const std::string& endpoint);
   // Next, throwing ZeroMQ's errors.
   Result<std::optional<ReceivedEvent>> Wait(int timeout_ms);
+  // Sends again each prefix that covers `topic` (a `cluster.created` event's).
+  void Resubscribe(const std::string& topic);
   // Reads the monitor: false when the connection dropped or a handshake failed.
   bool Healthy();
 

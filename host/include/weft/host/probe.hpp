@@ -1,7 +1,9 @@
 // Probing: the master learns a plugin file's descriptor without loading it
 // itself. It re-executes weft-host as `weft-host --probe FILE`; the child loads
 // the file with the ordinary loader (PluginSet::LoadFile), writes one JSON line
-// to a pipe of its own and exits. What the file prints to the probe's stdout
+// to a pipe of its own and exits. The master takes that line once the child
+// exited (or at the pipe's end), never waiting for the end of file a daemon the
+// plugin forked (holding the pipe open) would keep off. What the file prints to the probe's stdout
 // and stderr meanwhile goes to the host's log, labelled and bounded. A plugin whose entry or init crashes or hangs takes down
 // only that short-lived child.
 //

@@ -51,6 +51,10 @@ struct WeftdConfig {
   std::filesystem::path credentials = {};
   int clients = 8;           // connections (and threads) that carry requests to weftd
   int timeout_ms = 15000;    // per request to weftd
+  // weft-web's own connection to each weftd sends a ZeroMQ heartbeat this
+  // often; three unanswered, and a new connection not made within as long,
+  // and weftd is taken to hang (stopped with SIGSTOP, or stuck).
+  int heartbeat_ms = 1000;
 };
 
 struct LimitsConfig {
