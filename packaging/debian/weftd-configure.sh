@@ -19,11 +19,15 @@
     fi
     # weftd's own state, made by root when an earlier package ran weftd as root,
     # is given to weft once (what weft owns already is left as it is), with
-    # weftd stopped so that nothing new is made by root meanwhile.
+    # weftd stopped so that nothing new is made by root meanwhile. In
+    # server.data_dir of weftd.toml, /var/lib/weft unless the operator moved it.
+    data_dir=$(sed -n 's/^[[:space:]]*data_dir[[:space:]]*=[[:space:]]*"\(\/[^"]*\)".*/\1/p' \
+      /etc/weft/weftd.toml 2>/dev/null | head -n 1)
+    data_dir=${data_dir:-/var/lib/weft}
     given=""
     for name in weft.db weft.db-wal weft.db-shm weft.db-journal weftd.lock endpoints.json ports.json \
                 postgres-timeline.json keys resources credentials; do
-      path=/var/lib/weft/$name
+      path=$data_dir/$name
       if [ -e "$path" ] && [ ! -L "$path" ] && [ "$(stat -c %u "$path")" = 0 ]; then
         given="$given $name"
       fi
@@ -33,9 +37,16 @@
         deb-systemd-invoke stop weftd.service >/dev/null || true
       fi
       for name in $given; do
-        chown -R weft:weft "/var/lib/weft/$name"
+        chown -R weft:weft "$data_dir/$name"
       done
-      message="weftd runs as the user weft from now on: gave it what an earlier weftd made as root in /var/lib/weft:$given"
+      message="weftd runs as the user weft from now on: gave it what an earlier weftd made as root in $data_dir:$given"
+      echo "$message" >&2
+      logger -t weftd-postinst "$message" 2>/dev/null || true
+    fi
+    # A data directory moved elsewhere is the operator's to give: say so when
+    # weft cannot write there (docs/install.md).
+    if [ -d "$data_dir" ] && ! setpriv --reuid=weft --regid=weft --init-groups test -w "$data_dir"; then
+      message="weftd runs as the user weft from now on and cannot write its data directory $data_dir: chown weft:weft $data_dir"
       echo "$message" >&2
       logger -t weftd-postinst "$message" 2>/dev/null || true
     fi

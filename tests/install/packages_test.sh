@@ -144,10 +144,12 @@ unshare --mount sh -c '
   mount -t overlay overlay -o "lowerdir=/etc,upperdir=$S/etc-rw/upper,workdir=$S/etc-rw/work" /etc
   # useradd resets lastlog and faillog entries in /var/log.
   for d in /var/lib /var/log /run /etc/systemd/system /lib/systemd/system; do mount -t tmpfs tmpfs $d; done
+  # A machine without Weft: no users of its, no /etc/weft.
   for u in weft-web weft; do
     if getent passwd $u >/dev/null; then userdel $u; fi
     if getent group $u >/dev/null; then groupdel $u; fi
   done
+  rm -rf /etc/weft
   # A container'"'"'s policy-rc.d (exit 101: start nothing) would stop deb-systemd-invoke before systemctl.
   if [ -e /usr/sbin/policy-rc.d ]; then mount --bind /bin/true /usr/sbin/policy-rc.d; fi
   cp "$2"/lib/systemd/system/*.service /lib/systemd/system/
@@ -174,6 +176,19 @@ unshare --mount sh -c '
   test "$(id -gn weft)" = weft; test "$(id -gn weft-web)" = weft-web
   test "$(stat -c "%U:%G %a" /var/lib/weft)" = "root:weft 1775"
   test "$(stat -c %U /var/lib/weft/plugins)" = root
+  # A data directory moved elsewhere (server.data_dir), made by a root-run weftd:
+  # its state is given to weft too, and the postinst says that weft cannot write
+  # the directory itself, which is the operator'"'"'s to give.
+  mkdir -p /var/lib/weft-moved/keys /etc/weft
+  touch /var/lib/weft-moved/weft.db /var/lib/weft-moved/keys/server.json
+  printf "[server]\ndata_dir = \"/var/lib/weft-moved\"   # moved\n" >/etc/weft/weftd.toml
+  run weftd postinst configure 2>"$S/moved.out"
+  grep -qx "weftd runs as the user weft from now on: gave it what an earlier weftd made as root in /var/lib/weft-moved: weft.db keys" \
+    "$S/moved.out"
+  grep -qx "weftd runs as the user weft from now on and cannot write its data directory /var/lib/weft-moved: chown weft:weft /var/lib/weft-moved" \
+    "$S/moved.out"
+  test -z "$(find /var/lib/weft-moved -mindepth 1 \( ! -user weft -o ! -group weft \) -print)"
+  rm -r /var/lib/weft-moved /etc/weft/weftd.toml
   # An older package'"'"'s weftd ran as root and was killed: its store with -wal
   # and -shm, its keys, credentials, resources, lock and endpoints.json, root'"'"'s.
   state="weft.db weft.db-wal weft.db-shm weftd.lock endpoints.json ports.json keys resources credentials"

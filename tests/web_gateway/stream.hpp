@@ -33,14 +33,16 @@ inline SseEvent FirstEvent(Weftd& weftd, HttpConnection& stream) {
 
 // After weftd restarted or another weftd took the lead: makes events on
 // `weftd` until one arrives on `stream` after a reset (what happened in between
-// came in no event, so a page must read its state again); that event.
+// came in no event, so a page must read its state again); that event. weft-web's
+// own news that weftd can be reached again (`weftd`) may come before or after
+// the reset, and is not one of weftd's events: it is passed over.
 inline SseEvent ResetThenEvent(Weftd& weftd, HttpConnection& stream) {
   bool reset = false;
   for (int i = 0; i < 300; ++i) {
     Enqueue(weftd, 1);
     while (std::optional<SseEvent> e = stream.NextEvent(std::chrono::milliseconds(100))) {
       if (e->type == "reset") reset = true;
-      else if (reset) return *e;
+      else if (reset && e->type != "weftd") return *e;
     }
   }
   throw std::runtime_error(reset ? "no event reached the stream after its reset" : "the stream got no reset");
