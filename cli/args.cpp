@@ -1,5 +1,10 @@
 #include "weft/cli/args.hpp"
 
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <charconv>
 
 #include "weft/cli/format.hpp"
@@ -38,7 +43,84 @@ Result<int> ParseTimeout(const std::string& text) {
   return value;
 }
 
+// A tcp:// endpoint's host (without IPv6 brackets) and port; the source address of
+// "tcp://source;host:port" is left out. False for other transports and no port.
+bool SplitTcp(std::string_view endpoint, std::string* host, int* port) {
+  if (endpoint.substr(0, 6) != "tcp://") return false;
+  std::string_view address = endpoint.substr(6);
+  if (auto semi = address.find(';'); semi != std::string_view::npos) address = address.substr(semi + 1);
+  const std::size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view digits = address.substr(colon + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *port);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return false;
+  std::string_view name = address.substr(0, colon);
+  if (name.size() >= 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+  *host = std::string(name);
+  return true;
+}
+
+// The numeric addresses a host name or address stands for ("localhost": 127.0.0.1, ::1).
+std::vector<std::string> Addresses(const std::string& host) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    char text[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) == 0)
+      out.emplace_back(text);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+bool IsWildcard(const std::string& host) { return host == "*" || host == "0.0.0.0" || host == "::"; }
+
+// An address of this machine: loopback, or one of its interfaces'.
+bool IsLocalAddress(const std::string& address) {
+  if (address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* i = list; i && !local; i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    const socklen_t len = i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    char text[NI_MAXHOST];
+    if (getnameinfo(i->ifa_addr, len, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
+    std::string mine = text;
+    mine = mine.substr(0, mine.find('%'));  // fe80::1%eth0
+    local = mine == address.substr(0, address.find('%'));
+  }
+  freeifaddrs(list);
+  return local;
+}
+
+bool SameEndpoint(std::string_view bound, std::string_view target) {
+  if (bound == target) return true;
+  std::string bound_host, target_host;
+  int bound_port = 0, target_port = 0;
+  if (!SplitTcp(bound, &bound_host, &bound_port) || !SplitTcp(target, &target_host, &target_port)) return false;
+  if (bound_port != target_port) return false;
+  if (bound_host == target_host) return true;
+  const std::vector<std::string> targets = Addresses(target_host);
+  if (IsWildcard(bound_host)) return std::any_of(targets.begin(), targets.end(), IsLocalAddress);
+  const std::vector<std::string> bounds = Addresses(bound_host);
+  return std::any_of(targets.begin(), targets.end(), [&](const std::string& a) {
+    return std::find(bounds.begin(), bounds.end(), a) != bounds.end();
+  });
+}
+
 }  // namespace
+
+bool SameWeftd(std::string_view api, std::string_view server) {
+  for (const std::string& bound : client::SplitEndpoints(api))
+    for (const std::string& target : client::SplitEndpoints(server))
+      if (SameEndpoint(bound, target)) return true;
+  return false;
+}
 
 std::string ParsedArgs::Get(const std::string& flag, std::string fallback) const {
   auto it = flags.find(flag);
@@ -74,6 +156,7 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
                                          std::vector<std::string>* rest) {
   GlobalOptions opts;
   std::optional<std::string> server_flag;
+  bool credentials_flag = false;
   rest->clear();
   for (std::size_t i = 0; i < argv.size(); ++i) {
     std::string arg = argv[i];
@@ -111,6 +194,9 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
     } else if (name == "--credentials") {
       WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a credential file (weft credentials writes one)"));
       opts.credentials = v;
+      credentials_flag = true;
+    } else if (name == "--no-credentials" && !value) {
+      opts.no_credentials = true;
     } else if (name == "--tenant") {
       WEFT_ASSIGN_OR_RETURN(std::string v, take_value(name, "a tenant name"));
       if (v.empty()) return Status::Invalid(std::string("--tenant needs a non-empty tenant name") + kHelpHint);
@@ -126,9 +212,16 @@ Result<GlobalOptions> ParseGlobalOptions(const std::vector<std::string>& argv, c
     }
   }
 
-  if (opts.credentials.empty()) {
+  if (opts.no_credentials) {
+    // $WEFT_CREDENTIALS gives way to the flag, as --server beats $WEFT_SERVER.
+    if (credentials_flag)
+      return Status::Invalid(std::string("--credentials and --no-credentials contradict each other; give one") +
+                             kHelpHint);
+  } else if (opts.credentials.empty()) {
     if (auto from_env = env ? env("WEFT_CREDENTIALS") : std::nullopt; from_env) opts.credentials = *from_env;
   }
+  if (auto from_env = env ? env("WEFT_DATA_DIR") : std::nullopt; from_env && !from_env->empty())
+    opts.data_dir = *from_env;
   opts.server_given = server_flag.has_value();
   if (server_flag) {
     opts.server = *server_flag;

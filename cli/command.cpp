@@ -118,7 +118,11 @@ void CommandTable::PrintOverview(std::ostream& out) const {
          "                       endpoint, else " << kDefaultServer << "\n"
          "  --credentials FILE   who to connect as; default $WEFT_CREDENTIALS, else\n"
          "                       ~/.config/weft/credentials.json, else the local weftd's\n"
-         "                       /var/lib/weft/credentials/superadmin.json\n"
+         "                       <$WEFT_DATA_DIR or " << kDefaultDataDir << ">/credentials/superadmin.json;\n"
+         "                       these two only for the weftd they were made for (with\n"
+         "                       --server naming another, weft sends neither)\n"
+         "  --no-credentials     send no credential at all, not even $WEFT_CREDENTIALS: see\n"
+         "                       what an anonymous client gets\n"
          "  -o, --output FORMAT  table (default, for people) or json (the reply body, for scripts)\n"
          "  --timeout MS         how long to wait for each answer (default " << kDefaultTimeoutMs << ")\n"
          "  --tenant TENANT      the tenant to act in (default: the server's 'default')\n"
@@ -157,7 +161,8 @@ void CommandTable::PrintCommandHelp(std::ostream& out, const Command& c) {
     for (const FlagSpec& f : c.flags) kv.Add(f.value_name.empty() ? f.name : f.name + " " + f.value_name, f.help);
     kv.Print(out, "  ");
   }
-  out << "\nGlobal options (--server, --credentials, -o, --timeout, --tenant) work here too; see 'weft help'.\n";
+  out << "\nGlobal options (--server, --credentials, --no-credentials, -o, --timeout, --tenant) work here too; "
+         "see 'weft help'.\n";
 }
 
 }  // namespace weft::cli

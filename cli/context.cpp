@@ -43,24 +43,50 @@ Status CheckResolves(const std::string& endpoint) {
 }  // namespace
 
 Status Context::LoadCredential() {
-  std::vector<std::filesystem::path> candidates;
+  if (options_.no_credentials) return Status::Ok();
   if (!options_.credentials.empty()) {
-    candidates.push_back(options_.credentials);
-  } else {
-    if (const char* home = std::getenv("HOME"); home && *home)
-      candidates.push_back(std::filesystem::path(home) / ".config/weft/credentials.json");
-    candidates.push_back("/var/lib/weft/credentials/superadmin.json");
+    // Named by the user: used for whatever server they point weft at.
+    WEFT_ASSIGN_OR_RETURN(curve::Credential c, curve::LoadCredential(options_.credentials));
+    credential_ = c;
+    credential_path_ = options_.credentials;
+    if (!options_.server_given && !c.api.empty()) options_.server = c.api;
+    return Status::Ok();
   }
+  // Found by weft itself: each is for the weftd it was made for (the local weftd's
+  // superadmin credential for the local weftd) and goes to no other, so that a request
+  // to a server the user named never acts as an identity they did not choose.
+  std::vector<std::filesystem::path> candidates;
+  if (const char* home = std::getenv("HOME"); home && *home)
+    candidates.push_back(std::filesystem::path(home) / ".config/weft/credentials.json");
+  candidates.push_back(std::filesystem::path(options_.data_dir) / "credentials" / "superadmin.json");
   for (const auto& path : candidates) {
     std::error_code ec;
-    if (options_.credentials.empty() && !std::filesystem::exists(path, ec)) continue;
+    if (!std::filesystem::exists(path, ec)) continue;
     WEFT_ASSIGN_OR_RETURN(curve::Credential c, curve::LoadCredential(path));
+    if (options_.server_given && !SameWeftd(c.api, options_.server)) {
+      skipped_.push_back({path.string(), c.api});
+      continue;
+    }
     credential_ = c;
     credential_path_ = path.string();
     if (!options_.server_given && !c.api.empty()) options_.server = c.api;
     return Status::Ok();
   }
   return Status::Ok();
+}
+
+std::string Context::CredentialAdvice() const {
+  if (options_.no_credentials)
+    return ", and --no-credentials sends none (an anonymous client cannot talk to it): leave --no-credentials "
+           "out, or pass --credentials FILE";
+  std::string skipped;
+  for (const Skipped& s : skipped_)
+    skipped += (skipped.empty() ? " (weft did not send " : ", nor ") + s.path + ", which is for the weftd at " +
+               (s.api.empty() ? std::string("an endpoint it does not name") : s.api);
+  if (!skipped.empty()) skipped += ")";
+  return skipped + ": pass --credentials FILE or set WEFT_CREDENTIALS to a credential of this weftd (its admin "
+                   "makes one with `weft credentials USER -f FILE`; on its own machine weftd writes "
+                   "<data_dir>/credentials/superadmin.json)";
 }
 
 Context::Context(GlobalOptions options, std::ostream& out, std::ostream& err)
@@ -137,8 +163,7 @@ Status Context::NoAnswer(int timeout_ms) {
   const std::string where = options_.server;
   const std::string within = " within " + Duration(timeout_ms);
   const std::string elsewhere = " (set --server or WEFT_SERVER)";
-  const std::string need_credential =
-      "pass --credentials FILE (a local weftd writes <data_dir>/credentials/superadmin.json)";
+  const std::string need_credential = "weftd at " + where + " needs a credential" + CredentialAdvice();
   using client::Peer;
   const int probe_ms = std::min(timeout_ms, kProbeMs);
   const std::string api_is =
@@ -164,7 +189,7 @@ Status Context::NoAnswer(int timeout_ms) {
       // before libzmq reports the mechanism mismatch, and which of the two
       // events libzmq reports depends on timing: ask the greeting.
       if (!credential_ && client::PeerMechanism(where, probe_ms) == "CURVE")
-        return Status::Unavailable("weftd at " + where + " needs a credential: " + need_credential);
+        return Status::Unavailable(need_credential);
       return Status::Unavailable("no reply from " + where + ": is it the api endpoint of a running weftd? The "
                                  "ZeroMQ socket there is not one weft can talk to (weftd's events or another "
                                  "program's endpoint?); weftd writes its endpoints to <data_dir>/endpoints.json" +
@@ -172,7 +197,7 @@ Status Context::NoAnswer(int timeout_ms) {
     case Peer::kMechanismMismatch:
       return Status::Unavailable(credential_ ? "weftd at " + where + " does not use CurveZMQ, but the credential " +
                                                    credential_path_ + " does; is it the right server?" + elsewhere
-                                             : "weftd at " + where + " needs a credential: " + need_credential);
+                                             : need_credential);
     case Peer::kAuthRefused:
       return Status::Unavailable("no answer from weftd at " + where + within + ": it refuses the key of " +
                                  (credential_ ? credential_path_ : std::string("this client")) +
@@ -201,7 +226,7 @@ Status Context::NoAnswer(int timeout_ms) {
   return Status::Unavailable(
       "no answer from weftd at " + where + within + "; is weftd running?" + elsewhere +
       (credential_ ? "; if it is, it may not know the key of " + credential_path_
-                   : "; if it is, it may need a credential: " + need_credential));
+                   : "; if it is, it may need a credential" + CredentialAdvice()));
 }
 
 json Context::ErrorDetails(const Status& error) const {

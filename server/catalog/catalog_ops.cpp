@@ -71,10 +71,24 @@ Result<std::shared_ptr<const Catalog>> CatalogCache::Get(const std::string& tena
 PlanBounds PlanBounds::Of(const server::Config& config) {
   PlanBounds b;
   b.max_nodes = config.jobs.max_plan_nodes;
+  b.max_header_bytes = config.limits.max_header_bytes;
+  b.max_config_bytes = server::MaxClusterConfigBytes(config.limits.max_header_bytes);
   // Room for the reply's header around the body (v, id, ok) and the envelope.
   b.max_reply_bytes = config.limits.max_total_bytes > 8192 ? config.limits.max_total_bytes - 4096
                                                            : config.limits.max_total_bytes / 2;
   return b;
+}
+
+Status PlanBounds::CheckConfig(const json& config) const {
+  WEFT_RETURN_IF_ERROR(planner::CheckMacros(config).WithContext("cluster config"));
+  const std::size_t bytes = wire::Dump(config).size();
+  if (bytes <= max_config_bytes) return Status::Ok();
+  return Status::Invalid(
+      "the cluster config is " + std::to_string(bytes) + " bytes as JSON, more than the " +
+      std::to_string(max_config_bytes) + " bytes a cluster's config may be: every task of the cluster carries it, and " +
+      "a task handed out to a host may be at most " + std::to_string(server::MaxTaskBytes(max_header_bytes)) +
+      " bytes (limits.max_header_bytes, at most 1 MiB, less 4 KiB), with room for the rest of the task. Keep files "
+      "out of the config: upload them as resources (weft resource upload) and name them in it");
 }
 
 Status PlanBounds::CheckNodes(std::int64_t nodes) const {
@@ -140,6 +154,20 @@ Result<std::vector<std::string>> ServiceNameList(const json& body, const char* k
   }
   if (required && out.empty()) return Status::Invalid(std::string("the list of ") + key + " names no service");
   return out;
+}
+
+Result<std::optional<std::vector<std::string>>> RequestedServices(const json& body, const ClusterTemplate& tmpl) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<std::string> services, ServiceNameList(body, "services", false));
+  if (!body.contains("services") || body["services"].is_null()) return std::optional<std::vector<std::string>>();
+  if (services.empty()) {
+    std::string defaults;
+    for (const std::string& s : tmpl.defaults.services) defaults += (defaults.empty() ? "" : ", ") + s;
+    return Status::Invalid(
+        "services is empty: leave it out to get the services of template '" + tmpl.name + "' (" +
+        (defaults.empty() ? std::string("it names none in defaults.services") : defaults) +
+        "), or name at least one");
+  }
+  return std::optional<std::vector<std::string>>(std::move(services));
 }
 
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
@@ -366,11 +394,6 @@ class CatalogOps {
       (k == "provider" ? req.overrides.provider : k == "hardwaretype" ? req.overrides.hardwaretype
                                                                        : req.overrides.imagetype) = value;
     }
-    if (body.contains("services") && !body["services"].is_null()) {
-      // Checked as cluster.create checks it (a name twice is refused).
-      WEFT_TRY_ASSIGN(services, ServiceNameList(body, "services", false));
-      req.overrides.services = std::move(services);
-    }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
       return Response::Error(jsonf::RequireObject(body["config"], "config"));
     WEFT_TRY_ASSIGN(summary, jsonf::Bool(body, "summary", "", false));
@@ -380,11 +403,13 @@ class CatalogOps {
     if (!tmpl)
       return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
                                               call.principal.tenant + "'; see `weft clustertemplate list`"));
+    // Checked as cluster.create checks it (a name twice, an empty list are refused).
+    WEFT_TRY_ASSIGN(services, RequestedServices(body, *tmpl));
+    req.overrides.services = std::move(services);
 
     json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
     if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
-    Status macros = planner::CheckMacros(config);
-    if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
+    if (Status checked = bounds.CheckConfig(config); !checked.ok()) return Response::Error(checked);
 
     solver::SolveOptions options;
     options.clock = &clock_;

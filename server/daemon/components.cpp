@@ -280,11 +280,8 @@ Status Components::Wire() {
       [this](const api::Call& c, const api::Response& r) { return api::RecordAudit(store_, clock_, c, r); });
   // The take decorators run in this order: the job engine's node facts and
   // config, the resource versions, then (last) auth opens the sealed values.
-  // A reply's header frame holds the task and an envelope of a few dozen bytes
-  // (the request's id is at most 128), and weft-host reads replies under the
-  // default limit whatever weftd's is.
-  const std::size_t reply_bytes = std::min(config_.limits.max_header_bytes, wire::Limits{}.max_header_bytes);
-  dispatcher_.set_max_task_bytes(reply_bytes > 4096 ? reply_bytes - 4096 : 0);
+  // Cluster configs are bounded from the same figure (MaxClusterConfigBytes), so that their tasks fit.
+  dispatcher_.set_max_task_bytes(MaxTaskBytes(config_));
   dispatcher_.AddTakeDecorator([this](const store::TaskRecord& r, json& task, hosts::TaskTexts& texts) {
     return engine_.Decorate(r, task, texts);
   });

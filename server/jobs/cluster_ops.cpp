@@ -247,11 +247,6 @@ class ClusterOps {
           value;
       overrides_json[key] = value;
     }
-    WEFT_TRY_ASSIGN(services, catalog::ServiceNameList(body, "services", false));
-    if (!services.empty()) {
-      overrides.services = services;
-      overrides_json["services"] = services;
-    }
     if (body.contains("config") && !body["config"].is_null() && !body["config"].is_object())
       return Response::Error(jsonf::RequireObject(body["config"], "config"));
 
@@ -279,6 +274,12 @@ class ClusterOps {
       return Response::Error(Status::NotFound("clustertemplate '" + template_name + "' does not exist in tenant '" +
                                               call.principal.tenant + "'; clustertemplate.list (weft clustertemplate list) "
                                               "shows the templates"));
+    // As cluster.plan checks it (a name twice, an empty list are refused).
+    WEFT_TRY_ASSIGN(services, catalog::RequestedServices(body, *tmpl));
+    if (services) {
+      overrides.services = *services;
+      overrides_json["services"] = *services;
+    }
     json config = tmpl->defaults.config.is_object() ? tmpl->defaults.config : json::object();
     if (body.contains("config") && body["config"].is_object()) config.merge_patch(body["config"]);
 
@@ -456,8 +457,7 @@ class ClusterOps {
         if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));
         json config = spec.value("config", json::object());
         config.merge_patch(body["config"]);
-        Status macros = planner::CheckMacros(config);
-        if (!macros.ok()) return Response::Error(macros.WithContext("cluster config"));
+        if (Status checked = plan_bounds_.CheckConfig(config); !checked.ok()) return Response::Error(checked);
         job.target.spec["config"] = config;
       }
       WEFT_TRY_ASSIGN(restart, jsonf::Bool(body, "restart", "", false));
@@ -1107,8 +1107,7 @@ class ClusterOps {
   Result<json> BuildSpec(const std::shared_ptr<const catalog::Catalog>& cat, const std::string& tenant,
                          const catalog::ClusterTemplate& tmpl, const solver::Overrides& overrides,
                          const catalog::Layout& layout, const json& config) {
-    Status macros = planner::CheckMacros(config);
-    if (!macros.ok()) return macros.WithContext("cluster config");
+    WEFT_RETURN_IF_ERROR(plan_bounds_.CheckConfig(config));
     const std::string provider_name = overrides.provider ? *overrides.provider : tmpl.defaults.provider;
     const catalog::Provider* provider = cat->FindProvider(provider_name);
     if (!provider) return Status::NotFound("provider '" + provider_name + "' does not exist");

@@ -545,6 +545,9 @@ Result<DatabaseResourceStore::Imported> DatabaseResourceStore::ImportFiles(const
         report.imported.push_back(what + replaced);
       }
     }
+    // The names deleted whole there keep their counters here too.
+    for (const FileResourceStore::DeletedName& d : files->DeletedNames())
+      WEFT_RETURN_IF_ERROR(store_.KeepResourceNumbering(d.tenant, d.type, d.name, d.next_version));
     return true;
   }).status();
   if (!copied.ok())
@@ -629,6 +632,12 @@ Result<DatabaseResourceStore::Exported> DatabaseResourceStore::ExportFiles(FileR
       } else {
         report.replaced.push_back(p.what + ", replacing the directory's older copy (" + had + ")");
       }
+    }
+    // The names deleted whole in the store keep their counters in the files too.
+    for (const store::TenantRecord& t : tenants) {
+      WEFT_ASSIGN_OR_RETURN(auto deleted, store_.ListDeletedResourceNames(t.name));
+      for (const auto& [type_name, next] : deleted)
+        WEFT_RETURN_IF_ERROR(files.KeepNumbering(t.name, type_name.first, type_name.second, next));
     }
     return true;
   }).status();

@@ -230,6 +230,7 @@ fs::path FileResourceStore::VersionPath(const std::string& tenant, const std::st
 
 Status FileResourceStore::Load() {
   resources_.clear();
+  deleted_.clear();
   const std::int64_t now = clock_.NowMs();
   std::error_code ec;
   auto subdirs = [&](const fs::path& dir) {
@@ -283,6 +284,7 @@ Status FileResourceStore::Load() {
         fs::remove(uploads, e);  // only if empty
         const fs::path manifest = dir / kManifest;
         Resource r;
+        bool deleted = false;  // a resource deleted whole: its manifest keeps only the counter
         bool has_manifest = fs::exists(manifest, e);
         if (has_manifest) {
           std::ifstream in(manifest, std::ios::binary);
@@ -297,6 +299,7 @@ Status FileResourceStore::Load() {
           try {
             if (m.value("format", 0) != kManifestFormat) return bad("unknown format");
             r.next_version = m.at("next_version").get<std::int64_t>();
+            deleted = m.value("deleted", false);
             for (const json& j : m["versions"]) {
               VersionInfo v;
               v.version = j.at("version").get<std::int64_t>();
@@ -338,6 +341,10 @@ Status FileResourceStore::Load() {
           continue;
         }
         for (const VersionInfo& v : r.versions) r.next_version = std::max(r.next_version, v.version + 1);
+        if (deleted) {
+          deleted_[Key{*tenant, type, name}] = r.next_version;
+          continue;
+        }
         resources_[Key{*tenant, type, name}] = std::move(r);
       }
     }
@@ -356,7 +363,7 @@ Result<FileResourceStore::Resource*> FileResourceStore::Find(const Key& key) {
   return &it->second;
 }
 
-Status FileResourceStore::WriteManifest(const Key& key, const Resource& resource) {
+Status FileResourceStore::WriteManifest(const Key& key, const Resource& resource, bool deleted) {
   json versions = json::array();
   for (const VersionInfo& v : resource.versions) versions.push_back(VersionJson(v));
   json m = {{"format", kManifestFormat},
@@ -365,6 +372,7 @@ Status FileResourceStore::WriteManifest(const Key& key, const Resource& resource
             {"name", std::get<2>(key)},
             {"next_version", resource.next_version},
             {"versions", std::move(versions)}};
+  if (deleted) m["deleted"] = true;
   return ReplaceFileDurably(Dir(key) / kManifest, m.dump(2) + "\n");
 }
 
@@ -499,6 +507,8 @@ Result<UploadProgress> FileResourceStore::Finish(const Key& key, const std::stri
 
   auto existing = resources_.find(key);
   Resource next = existing != resources_.end() ? existing->second : Resource{};
+  // A name deleted whole goes on from its counter: a number never names two contents.
+  if (existing == resources_.end()) next.next_version = NextVersion(chunk.tenant, chunk.type, chunk.name);
   const std::int64_t version = next.next_version;
   const fs::path data = Dir(key) / ("v" + std::to_string(version));
   if (rename(part.c_str(), data.c_str()) != 0)
@@ -519,6 +529,7 @@ Result<UploadProgress> FileResourceStore::Finish(const Key& key, const std::stri
     return s.WithContext("the upload of " + what + " could not be recorded");
   }
   resources_[key] = std::move(next);
+  deleted_.erase(key);
   std::error_code ec;
   fs::remove(Dir(key) / kUploads, ec);  // only if empty
   finished_[upload_id] = Finished{key, version, got->digest};
@@ -541,8 +552,40 @@ std::vector<std::string> FileResourceStore::Tenants() const {
 
 std::int64_t FileResourceStore::NextVersion(const std::string& tenant, const std::string& type,
                                             const std::string& name) const {
-  auto it = resources_.find(Key{tenant, type, name});
-  return it == resources_.end() ? 1 : it->second.next_version;
+  const Key key{tenant, type, name};
+  if (auto it = resources_.find(key); it != resources_.end()) return it->second.next_version;
+  auto gone = deleted_.find(key);
+  return gone == deleted_.end() ? 1 : gone->second;
+}
+
+std::vector<FileResourceStore::DeletedName> FileResourceStore::DeletedNames() const {
+  std::vector<DeletedName> out;
+  for (const auto& [key, next] : deleted_)
+    out.push_back(DeletedName{std::get<0>(key), std::get<1>(key), std::get<2>(key), next});
+  return out;
+}
+
+Status FileResourceStore::KeepNumbering(const std::string& tenant, const std::string& type, const std::string& name,
+                                        std::int64_t next_version) {
+  WEFT_RETURN_IF_ERROR(ValidateType(type, "type"));
+  WEFT_RETURN_IF_ERROR(ValidateName(type, name, "name"));
+  const Key key{tenant, type, name};
+  if (next_version <= NextVersion(tenant, type, name)) return Status::Ok();
+  if (auto it = resources_.find(key); it != resources_.end()) {
+    Resource r = it->second;
+    r.next_version = next_version;
+    WEFT_RETURN_IF_ERROR(WriteManifest(key, r));
+    it->second = std::move(r);
+    return Status::Ok();
+  }
+  std::error_code ec;
+  fs::create_directories(Dir(key), ec);
+  if (ec) return Status::Internal("cannot create " + Dir(key).string() + ": " + ec.message());
+  Resource gone;
+  gone.next_version = next_version;
+  WEFT_RETURN_IF_ERROR(WriteManifest(key, gone, /*deleted=*/true));
+  deleted_[key] = next_version;
+  return Status::Ok();
 }
 
 const std::vector<VersionInfo>* FileResourceStore::Versions(const std::string& tenant, const std::string& type,
@@ -606,12 +649,13 @@ Status FileResourceStore::Adopt(const std::string& tenant, const std::string& ty
   }
   Resource r;
   r.versions = std::move(versions);
-  r.next_version = next_version;
+  r.next_version = std::max(next_version, NextVersion(tenant, type, name));
   for (const VersionInfo& v : r.versions) r.next_version = std::max(r.next_version, v.version + 1);
   Status s = FsyncPath(Dir(key), true);
   if (s.ok()) s = WriteManifest(key, r);
   if (!s.ok()) return undo(s);
   resources_[key] = std::move(r);
+  deleted_.erase(key);
   return Status::Ok();
 }
 
@@ -742,16 +786,20 @@ Result<std::vector<std::int64_t>> FileResourceStore::Delete(const std::string& t
                               "); recall it first (weft resource recall " + type + " " + name + ")");
     removed.push_back(v.version);
   }
-  const fs::path dir = Dir(key);
-  const fs::path trash = dir.parent_path() / (kTrashPrefix + name + "-" + RandomHex(8));
-  if (rename(dir.c_str(), trash.c_str()) != 0)
-    return Status::Internal("cannot remove " + dir.string() + " (rename to " + trash.string() + "): " + Errno());
-  WEFT_RETURN_IF_ERROR(FsyncPath(dir.parent_path(), true));
+  // The manifest first: once it says the resource is deleted (keeping its
+  // counter, so that an upload of the name later goes on from it), the files
+  // are no version's, and any left here go at the next Open.
+  Resource gone;
+  gone.next_version = r->next_version;
+  WEFT_RETURN_IF_ERROR(WriteManifest(key, gone, /*deleted=*/true));
   resources_.erase(key);
+  deleted_[key] = gone.next_version;
+  const fs::path dir = Dir(key);
   std::error_code ec;
-  fs::remove_all(trash, ec);
+  for (std::int64_t v : removed) fs::remove(dir / ("v" + std::to_string(v)), ec);
+  fs::remove_all(dir / kUploads, ec);
   if (ec) {
-    WEFT_LOG(kWarn, kLog) << "cannot remove " << trash.string() << ": " << ec.message();
+    WEFT_LOG(kWarn, kLog) << "cannot remove the uploads of " << dir.string() << ": " << ec.message();
   }
   WEFT_LOG(kInfo, kLog) << "tenant '" << tenant << "': resource " << what << " deleted";
   return removed;

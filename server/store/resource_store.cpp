@@ -103,7 +103,8 @@ Result<std::vector<ResourceVersionRecord>> Store::ListActiveResourceVersions(std
 Result<bool> Store::ResourceExists(std::string_view tenant, std::string_view type, std::string_view name) {
   WEFT_ASSIGN_OR_RETURN(
       sql::Statement st,
-      database().Prepare("SELECT COUNT(*) FROM resource_names WHERE tenant = ?1 AND type = ?2 AND name = ?3"));
+      database().Prepare("SELECT COUNT(*) FROM resource_names WHERE tenant = ?1 AND type = ?2 AND name = ?3 AND "
+                         "deleted = 0"));
   st.Bind(1, tenant).Bind(2, type).Bind(3, name);
   WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
   return row && st.Int(0) > 0;
@@ -114,7 +115,7 @@ Result<std::int64_t> Store::TakeResourceVersion(std::string_view tenant, std::st
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         database().Prepare("INSERT INTO resource_names (tenant, type, name, next_version) "
                                            "VALUES (?1, ?2, ?3, 2) ON CONFLICT (tenant, type, name) DO UPDATE "
-                                           "SET next_version = resource_names.next_version + 1 "
+                                           "SET next_version = resource_names.next_version + 1, deleted = 0 "
                                            "RETURNING next_version - 1"));
   st.Bind(1, tenant).Bind(2, type).Bind(3, name);
   return st.RunReturningId();
@@ -135,6 +136,29 @@ Status Store::RaiseResourceVersion(std::string_view tenant, std::string_view typ
   WEFT_ASSIGN_OR_RETURN(sql::Statement st,
                         database().Prepare("INSERT INTO resource_names (tenant, type, name, next_version) "
                                            "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (tenant, type, name) DO UPDATE "
+                                           "SET next_version = CASE WHEN resource_names.next_version > ?4 "
+                                           "THEN resource_names.next_version ELSE ?4 END, deleted = 0"));
+  return st.Bind(1, tenant).Bind(2, type).Bind(3, name).Bind(4, next_version).Run();
+}
+
+Result<std::vector<std::pair<std::pair<std::string, std::string>, std::int64_t>>> Store::ListDeletedResourceNames(
+    std::string_view tenant) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("SELECT type, name, next_version FROM resource_names WHERE tenant = ?1 AND "
+                                           "deleted != 0"));
+  st.Bind(1, tenant);
+  std::vector<std::pair<std::pair<std::string, std::string>, std::int64_t>> out;
+  WEFT_RETURN_IF_ERROR(
+      sql::ForEachRow(st, [&](sql::Statement& r) { out.push_back({{r.Text(0), r.Text(1)}, r.Int(2)}); }));
+  std::sort(out.begin(), out.end());  // in byte order, whatever the database's collation
+  return out;
+}
+
+Status Store::KeepResourceNumbering(std::string_view tenant, std::string_view type, std::string_view name,
+                                    std::int64_t next_version) {
+  WEFT_ASSIGN_OR_RETURN(sql::Statement st,
+                        database().Prepare("INSERT INTO resource_names (tenant, type, name, next_version, deleted) "
+                                           "VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (tenant, type, name) DO UPDATE "
                                            "SET next_version = CASE WHEN resource_names.next_version > ?4 "
                                            "THEN resource_names.next_version ELSE ?4 END"));
   return st.Bind(1, tenant).Bind(2, type).Bind(3, name).Bind(4, next_version).Run();
@@ -198,7 +222,8 @@ Status Store::DeleteResource(std::string_view tenant, std::string_view type, std
       "type = ?2 AND name = ?3 AND version = 0)",
       "DELETE FROM resource_versions WHERE tenant = ?1 AND type = ?2 AND name = ?3",
       "DELETE FROM resource_uploads WHERE tenant = ?1 AND type = ?2 AND name = ?3",
-      "DELETE FROM resource_names WHERE tenant = ?1 AND type = ?2 AND name = ?3",
+      // Its counter stays (migration 25): a later upload of the name numbers on from it.
+      "UPDATE resource_names SET deleted = 1 WHERE tenant = ?1 AND type = ?2 AND name = ?3",
   };
   for (const char* text : statements) {
     WEFT_ASSIGN_OR_RETURN(sql::Statement st, database().Prepare(text));

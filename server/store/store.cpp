@@ -958,6 +958,16 @@ ALTER TABLE sessions ADD COLUMN token_hash TEXT NOT NULL DEFAULT '';
      R"sql(
 ALTER TABLE sessions ADD COLUMN IF NOT EXISTS token_hash TEXT NOT NULL DEFAULT '';
 )sql"},
+    // A resource deleted whole keeps its row in resource_names, marked deleted,
+    // so that its counter survives: an upload of the same name later goes on
+    // after the highest version the name ever had, and no number names two
+    // contents over time (hosts cache versions by number).
+    {25, R"sql(
+ALTER TABLE resource_names ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+)sql",
+     R"sql(
+ALTER TABLE resource_names ADD COLUMN IF NOT EXISTS deleted BIGINT NOT NULL DEFAULT 0;
+)sql"},
 };
 
 // A task's columns, from its two rows (migration 21): `t` its tasks row, `s` its task_specs row.

@@ -1,3 +1,5 @@
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "weft/cli/args.hpp"
@@ -13,6 +15,14 @@ EnvLookup EnvWith(std::string server) {
   return [server](std::string_view name) -> std::optional<std::string> {
     if (name == "WEFT_SERVER") return server;
     return std::nullopt;
+  };
+}
+
+EnvLookup EnvOf(std::map<std::string, std::string> vars) {
+  return [vars](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
   };
 }
 
@@ -123,6 +133,55 @@ TEST_CASE("cli args: --version is weft's own only before the command words", "[c
   REQUIRE(command_flag.ok());
   CHECK_FALSE(command_flag->version);
   CHECK(rest == std::vector<std::string>{"provider", "get", "p", "--version", "2"});
+}
+
+TEST_CASE("cli args: --no-credentials beats WEFT_CREDENTIALS and contradicts --credentials", "[cli]") {
+  std::vector<std::string> rest;
+  const EnvLookup env = EnvOf({{"WEFT_CREDENTIALS", "/tmp/alice.json"}});
+  auto from_env = ParseGlobalOptions({"status"}, env, &rest);
+  REQUIRE(from_env.ok());
+  CHECK(from_env->credentials == "/tmp/alice.json");
+  CHECK_FALSE(from_env->no_credentials);
+  auto none = ParseGlobalOptions({"status", "--no-credentials"}, env, &rest);
+  REQUIRE(none.ok());
+  CHECK(none->no_credentials);
+  CHECK(none->credentials.empty());
+  CHECK(rest == std::vector<std::string>{"status"});
+  auto both = ParseGlobalOptions({"--credentials", "/tmp/bob.json", "--no-credentials", "status"}, NoEnv(), &rest);
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.status().message(), Catch::Contains("--credentials and --no-credentials contradict each other"));
+}
+
+TEST_CASE("cli args: WEFT_DATA_DIR names the local weftd's data directory", "[cli]") {
+  std::vector<std::string> rest;
+  auto plain = ParseGlobalOptions({"status"}, NoEnv(), &rest);
+  REQUIRE(plain.ok());
+  CHECK(plain->data_dir == "/var/lib/weft");
+  auto moved = ParseGlobalOptions({"status"}, EnvOf({{"WEFT_DATA_DIR", "/srv/weft"}}), &rest);
+  REQUIRE(moved.ok());
+  CHECK(moved->data_dir == "/srv/weft");
+}
+
+TEST_CASE("cli args: SameWeftd tells whether --server reaches the weftd a credential is for", "[cli]") {
+  // The same endpoint, however it is written.
+  CHECK(SameWeftd("tcp://127.0.0.1:7420", "tcp://127.0.0.1:7420"));
+  CHECK(SameWeftd("tcp://127.0.0.1:7420", "tcp://localhost:7420"));
+  CHECK(SameWeftd("tcp://localhost:7420", "tcp://127.0.0.1:7420"));
+  CHECK(SameWeftd("tcp://[::1]:7420", "tcp://[::1]:7420"));
+  CHECK(SameWeftd("ipc:///run/weft/api", "ipc:///run/weft/api"));
+  // A weftd bound to every interface is reached at any address of this machine.
+  CHECK(SameWeftd("tcp://0.0.0.0:7420", "tcp://127.0.0.1:7420"));
+  CHECK(SameWeftd("tcp://0.0.0.0:7420", "tcp://localhost:7420"));
+  CHECK_FALSE(SameWeftd("tcp://0.0.0.0:7420", "tcp://192.0.2.7:7420"));  // TEST-NET-1: not this machine
+  // Several weftd on one database are one server: one endpoint in common is enough.
+  CHECK(SameWeftd("tcp://127.0.0.1:7420", "tcp://192.0.2.7:7420,tcp://localhost:7420"));
+  CHECK(SameWeftd("tcp://192.0.2.7:7420,tcp://127.0.0.1:7420", "tcp://127.0.0.1:7420"));
+  // Another port, another host, another transport, no endpoint at all: another weftd.
+  CHECK_FALSE(SameWeftd("tcp://127.0.0.1:7420", "tcp://127.0.0.1:7421"));
+  CHECK_FALSE(SameWeftd("tcp://127.0.0.1:7420", "tcp://192.0.2.7:7420"));
+  CHECK_FALSE(SameWeftd("tcp://127.0.0.1:7420", "ipc:///run/weft/api"));
+  CHECK_FALSE(SameWeftd("ipc:///run/weft/api", "ipc:///run/other/api"));
+  CHECK_FALSE(SameWeftd("", "tcp://127.0.0.1:7420"));
 }
 
 }  // namespace weft::cli

@@ -30,4 +30,7 @@ grep -qx -- "--tenant" <<<"$out" || fail "the global --tenant not offered: $out"
 [[ $(complete_words -o "") == $'json\ntable' ]] || fail "-o does not offer table and json"
 out=$(complete_words --out)
 grep -qx -- "--output" <<<"$out" || fail "--output not offered: $out"
+[[ $(complete_words --no) == --no-credentials ]] || fail "--no does not complete to --no-credentials: $(complete_words --no)"
+out=$(complete_words status --no)
+grep -qx -- "--no-credentials" <<<"$out" || fail "--no-credentials not offered after a command: $out"
 echo "PASS"

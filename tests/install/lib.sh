@@ -30,15 +30,22 @@ expect_contains() {
 $1"
 }
 
-# wait_until DESCRIPTION COMMAND...: polls every 0.1 s for up to 60 s.
+# wait_until DESCRIPTION COMMAND...: runs COMMAND every 0.1 s until it succeeds, for up
+# to WAIT_SECONDS (default 60) seconds by the clock, however long each try takes; a try
+# begun before then may end after it: it gives up after the first try that fails once
+# the time is up.
 wait_until() {
-  local what=$1 i
+  local what=$1 seconds=${WAIT_SECONDS:-60} now deadline
   shift
-  for ((i = 0; i < 600; i++)); do
+  now=${EPOCHREALTIME//[!0-9]/}  # microseconds (the decimal separator is the locale's)
+  deadline=$((now + seconds * 1000000))
+  while true; do
     if "$@" >/dev/null 2>&1; then return 0; fi
+    now=${EPOCHREALTIME//[!0-9]/}
+    ((now < deadline)) || break
     sleep 0.1
   done
-  fail "gave up waiting for: $what"
+  fail "gave up waiting for: $what (tried for ${seconds}s)"
 }
 
 # start_weftd WEFTD_BINARY DATA_DIR [EXTRA_TOML]: a weftd on ephemeral loopback

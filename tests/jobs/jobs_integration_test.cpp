@@ -230,6 +230,12 @@ CatalogDir BaseCatalog(const fs::path& dir, std::int64_t latency_ms = 5) {
   return c;
 }
 
+// `base` with the keys of `more`.
+json With(json base, const json& more) {
+  base.update(more);
+  return base;
+}
+
 const std::string kFastJobs =
     "[jobs]\nretry_backoff_ms = 50\njanitor_interval_ms = 100\n"
     "[hosts]\nheartbeat_ms = 200\nsilent_after_ms = 3000\n";
@@ -1584,6 +1590,106 @@ TEST_CASE("jobs: a node's results up to their limit reach its later tasks and it
   catalog.PatchActions("fake-base", "install", {{"fail_code", "UNSUPPORTED"}});
   env.Import(catalog);
   one_failed_install(failed_create("unsupported"), "unsupported: INSTALL fails because fail_actions lists it");
+}
+
+
+// ---- what a cluster's tasks must be able to carry --------------------------------
+
+// Every task of a cluster carries its config, and a task handed out to a host
+// is at most 1 MiB less 4 KiB: a config over a quarter of that is refused where
+// it is set (create, plan, reconfigure, their dry runs, the CLI), naming the
+// size, the limit and what to do, instead of a cluster whose every task fails
+// when it is handed out; one at the limit is created and its tasks run.
+TEST_CASE("jobs: a cluster config too large for its tasks is refused at create, plan and reconfigure, and one at "
+          "the limit runs",
+          "[jobs][integration]") {
+  Env env("weft-jobs-config-limit", kFastJobs);
+  CatalogDir catalog(env.dir / "catalog");
+  // One node running fake-base only, and no config of the template's: the request's is the cluster's.
+  catalog.DeriveTemplate(
+      "solo", {{"constraints", {{"services", nullptr}, {"layout", nullptr}, {"size", {{"min", 1}, {"max", 1}}}}},
+               {"defaults", {{"services", {"fake-base"}}, {"config", nullptr}}}});
+  env.Import(catalog);
+  Weftd& s = env.server;
+  // A quarter of what a task may be: (1 MiB - 4 KiB) / 4.
+  constexpr std::size_t kLimit = 261120;
+  // {"blob":"xx...x"}: 11 bytes and the blob's.
+  auto config_of = [](std::size_t bytes) { return json{{"blob", std::string(bytes - 11, 'x')}}; };
+  REQUIRE(config_of(kLimit).dump().size() == kLimit);
+  const std::string over = "the cluster config is " + std::to_string(kLimit + 1) + " bytes as JSON, more than the " +
+                           std::to_string(kLimit) + " bytes a cluster's config may be";
+  auto refused = [&](const std::string& op, const json& body) {
+    Result<json> r = s.TryCall(op, body);
+    INFO(op << " answered " << (r.ok() ? r->dump().substr(0, 300) : r.status().ToString()));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Code::kInvalid);
+    CHECK_THAT(r.status().message(), Catch::Contains(over) && Catch::Contains("1044480 bytes") &&
+                                         Catch::Contains("upload them as resources (weft resource upload)"));
+  };
+  const json create = {{"name", "huge"}, {"template", "solo"}, {"size", 1}, {"config", config_of(kLimit + 1)}};
+  refused("cluster.create", create);
+  refused("cluster.create", With(create, {{"dry_run", true}}));
+  refused("cluster.plan", create);
+  CHECK(s.Call("cluster.list", json::object())["clusters"].empty());
+
+  // What the CLI prints.
+  const fs::path file = env.dir / "over.json";
+  testing::WriteFile(file, config_of(kLimit + 1).dump());
+  RunResult cli = s.Weft({"cluster", "create", "huge", "--template", "solo", "--size", "1", "--config", file.string()});
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code == 1);
+  CHECK_THAT(cli.err, Catch::Contains(over));
+  CHECK(s.Call("cluster.list", json::object())["clusters"].empty());
+
+  // At the limit: created, and every task handed out and run.
+  testing::WriteFile(file, config_of(kLimit).dump());
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "edge", "--template", "solo", "--size", "1", "--config",
+                                  file.string()}));
+  CHECK(s.Cluster("edge")["config"] == config_of(kLimit));
+
+  // A reconfigure that would pass it (its patch merged over the cluster's config).
+  const json grow = {{"cluster", "edge"}, {"config", {{"blob", std::string(kLimit - 11 + 1, 'y')}}}};
+  refused("cluster.reconfigure", grow);
+  refused("cluster.reconfigure", With(grow, {{"dry_run", true}}));
+  CHECK(s.Cluster("edge")["config"] == config_of(kLimit));
+  CHECK(JobsOf(s, "edge").size() == 1);
+}
+
+// `services: []` is no request for the template's services (what leaving it
+// out asks for) and no cluster without services (the solver refuses that):
+// create, its dry run and plan refuse it alike, naming the template's services.
+TEST_CASE("jobs: an empty services list is refused by cluster.create and cluster.plan, naming the template's "
+          "services",
+          "[jobs][integration]") {
+  Env env("weft-jobs-no-services", kFastJobs, 0);
+  env.Import(CatalogDir(env.dir / "catalog"));
+  Weftd& s = env.server;
+  const json body = {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}, {"services", json::array()}};
+  const std::string message = "services is empty: leave it out to get the services of template 'web-fake' "
+                              "(fake-base, fake-haproxy, fake-nginx, fake-redis), or name at least one";
+  for (const json& b : {body, With(body, {{"dry_run", true}})}) {
+    for (const char* op : {"cluster.create", "cluster.plan"}) {
+      if (std::string(op) == "cluster.plan" && b.contains("dry_run")) continue;
+      Result<json> r = s.TryCall(op, b);
+      INFO(op << " " << b.dump() << " answered " << (r.ok() ? r->dump().substr(0, 300) : r.status().ToString()));
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().code() == Code::kInvalid);
+      CHECK(r.status().message() == message);
+    }
+  }
+  RunResult cli = s.Weft({"cluster", "create", "shop", "--template", "web-fake", "--size", "3", "--services", ""});
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code != 0);
+  CHECK_THAT(cli.err, Catch::Contains(message));
+  CHECK(s.Call("cluster.list", json::object())["clusters"].empty());
+  // Left out or null: the template's.
+  for (const json& services : {json(nullptr), json(std::vector<std::string>{"fake-base", "fake-haproxy", "fake-nginx",
+                                                                            "fake-redis"})}) {
+    json plan = s.Call("cluster.plan", With(body, {{"services", services}}));
+    CHECK(plan["layout"]["nodes"].size() == 3);
+  }
+  json plan = s.Call("cluster.plan", {{"name", "shop"}, {"template", "web-fake"}, {"size", 3}});
+  CHECK(plan["layout"]["nodes"].size() == 3);
 }
 
 }  // namespace weft

@@ -271,13 +271,61 @@ RESOURCE_STORE_CASE("delete removes inactive versions, never the active one", De
   auto all = store->Delete("default", "shell", "a.sh", std::nullopt);
   REQUIRE(all.ok());
   CHECK(*all == std::vector<std::int64_t>{2, 3});
-  if (store.files) CHECK(!fs::exists(v2.parent_path()));
+  if (store.files) CHECK(!fs::exists(v2));
   if (store.sql) {
     CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_content") == 0);
     CHECK(weft::testing::QueryStoreInt(dir / "weft.db", "SELECT COUNT(*) FROM resource_versions") == 0);
   }
   CHECK(store->List("default", "").value().empty());
   CHECK(store->Delete("default", "shell", "a.sh", std::nullopt).status().code() == Code::kNotFound);
+}
+
+// A number hosts have seen (they cache versions by number) never names other
+// content: a resource deleted whole and uploaded again goes on after the
+// highest version the name ever had, a version deleted from the top included,
+// and a reopened store knows it too.
+RESOURCE_STORE_CASE("a resource deleted whole and uploaded again numbers on after the highest version it ever had",
+                    DeletedWholeNumbersOn) {
+  TempDir dir;
+  ManualClock clock(3000);
+  {
+    auto store = OpenStore(kind, dir, clock);
+    Put(*store, "shell", "a.sh", "one");
+    Put(*store, "shell", "a.sh", "two");
+    REQUIRE(Put(*store, "shell", "a.sh", "three") == 3);
+    Put(*store, "shell", "other.sh", "other");
+    REQUIRE(store->Delete("default", "shell", "a.sh", 3).ok());
+    auto all = store->Delete("default", "shell", "a.sh", std::nullopt);
+    REQUIRE(all.ok());
+    CHECK(*all == std::vector<std::int64_t>{1, 2});
+    // Deleted is deleted: not listed, not found, not deleted twice.
+    auto listed = store->List("default", "shell");
+    REQUIRE(listed.ok());
+    REQUIRE(listed->size() == 1);
+    CHECK((*listed)[0].name == "other.sh");
+    CHECK(store->Get("default", "shell", "a.sh", 1).status().code() == Code::kNotFound);
+    CHECK(store->Delete("default", "shell", "a.sh", std::nullopt).status().code() == Code::kNotFound);
+    if (store.files) {
+      CHECK(!fs::exists(store.files->VersionPath("default", "shell", "a.sh", 1)));
+      CHECK(!fs::exists(store.files->VersionPath("default", "shell", "a.sh", 2)));
+    }
+
+    CHECK(Put(*store, "shell", "a.sh", "four") == 4);
+    CHECK(Content(*store, "shell", "a.sh", 4) == "four");
+    auto again = store->List("default", "shell");
+    REQUIRE(again.ok());
+    REQUIRE(again->size() == 2);
+    REQUIRE((*again)[0].versions.size() == 1);
+    CHECK((*again)[0].versions[0].version == 4);
+    REQUIRE(store->Delete("default", "shell", "a.sh", std::nullopt).ok());
+  }
+  // Reopened (weftd restarted): the counter of the deleted name is still there.
+  auto store = OpenStore(kind, dir, clock);
+  CHECK(store->Get("default", "shell", "a.sh", 4).status().code() == Code::kNotFound);
+  CHECK(store->List("default", "shell").value().size() == 1);
+  CHECK(Put(*store, "shell", "a.sh", "five") == 5);
+  CHECK(Put(*store, "shell", "other.sh", "other again") == 2);
+  CHECK(Put(*store, "shell", "new.sh", "new") == 1);
 }
 
 RESOURCE_STORE_CASE("a chunked upload checks offsets and the digest of the whole", ChunkedUpload) {
@@ -749,5 +797,79 @@ TEST_CASE("resource store (database): an export to files and an import back neve
     REQUIRE(imported.ok());
     REQUIRE(imported->imported.size() == 1);
     CHECK(Put(store, "shell", "b.sh", "four") == 4);
+  }
+}
+
+// A store from before migration 25, whose whole deletes dropped the name's
+// counter: upgraded in place, each resource keeps its counter, and from then
+// on one deleted whole numbers on after it.
+TEST_CASE("resource store (database): a store from before the counter outlived a whole delete (migration 25) keeps "
+          "every counter",
+          "[resources][database]") {
+  TempDir dir;
+  ManualClock clock(4000);
+  const fs::path path = dir / "weft.db";
+  {
+    auto opened = OpenStore(Kind::kDatabase, dir, clock);
+    Put(*opened, "shell", "a.sh", "one");
+    Put(*opened, "shell", "a.sh", "two");
+    REQUIRE(opened->Delete("default", "shell", "a.sh", 2).ok());
+    Put(*opened, "shell", "b.sh", "one");
+  }
+  REQUIRE(weft::testing::ExecStore(path, weft::testing::RewindFrom(25)) == "");
+  REQUIRE(weft::testing::QueryStoreInt(path, "SELECT COUNT(*) FROM schema_migrations WHERE version = 25") == 0);
+  auto opened = OpenStore(Kind::kDatabase, dir, clock);
+  CHECK(opened.sql->schema_version() == weft::store::Store::LatestSchemaVersion());
+  CHECK(weft::testing::QueryStoreInt(path, "SELECT COUNT(*) FROM resource_names WHERE deleted = 0") == 2);
+  CHECK(opened->List("default", "shell").value().size() == 2);
+  REQUIRE(opened->Delete("default", "shell", "a.sh", std::nullopt).ok());
+  CHECK(Put(*opened, "shell", "a.sh", "three") == 3);
+  CHECK(Put(*opened, "shell", "b.sh", "two") == 2);
+}
+
+// A resource deleted whole keeps its counter when weftd switches between the
+// two stores: an export to files and an import back carry the names deleted
+// whole, so an upload of one after the switch still numbers on.
+TEST_CASE("resource store (database): an export to files and an import back keep the counter of a resource deleted "
+          "whole",
+          "[resources][database]") {
+  ManualClock clock(9500);
+  {
+    TempDir dir;
+    auto opened = OpenStore(Kind::kDatabase, dir, clock);
+    auto& store = static_cast<DatabaseResourceStore&>(*opened);
+    REQUIRE(opened.sql->PutTenant({.name = "default"}).ok());
+    Put(store, "shell", "c.sh", "one");
+    REQUIRE(Put(store, "shell", "c.sh", "two") == 2);
+    REQUIRE(store.Delete("default", "shell", "c.sh", std::nullopt).ok());
+    auto files = FileResourceStore::Open(dir / "exported", clock);
+    REQUIRE(files.ok());
+    auto exported = store.ExportFiles(**files);
+    INFO(exported.status().ToString());
+    REQUIRE(exported.ok());
+    CHECK((*files)->List("default", "").value().empty());
+    files->reset();
+    auto reopened = FileResourceStore::Open(dir / "exported", clock);
+    REQUIRE(reopened.ok());
+    CHECK(Put(**reopened, "shell", "c.sh", "three") == 3);
+  }
+  {
+    TempDir dir;
+    {
+      auto files = OpenStore(Kind::kFiles, dir, clock);
+      Put(*files, "shell", "d.sh", "one");
+      Put(*files, "shell", "d.sh", "two");
+      REQUIRE(files->Delete("default", "shell", "d.sh", std::nullopt).ok());
+      Put(*files, "shell", "e.sh", "one");
+    }
+    auto opened = OpenStore(Kind::kDatabase, dir, clock);
+    auto& store = static_cast<DatabaseResourceStore&>(*opened);
+    auto imported = store.ImportFiles(dir / "resources");
+    INFO(imported.status().ToString());
+    REQUIRE(imported.ok());
+    REQUIRE(imported->imported.size() == 1);  // e.sh; d.sh is no resource
+    CHECK(store.Get("default", "shell", "d.sh", 1).status().code() == Code::kNotFound);
+    CHECK(store.List("default", "").value().size() == 1);
+    CHECK(Put(store, "shell", "d.sh", "three") == 3);
   }
 }

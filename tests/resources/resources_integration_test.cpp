@@ -480,6 +480,47 @@ TEST_CASE("resources: files to the store and back to files, and back again: noth
   CHECK(Fetched(server, "shell", "b.sh", 1) == "echo bee\n");
 }
 
+// Hosts cache versions by number: a resource deleted whole and uploaded again
+// went back to version 1, a number that had named other content. Its counter
+// now stays, across restarts and switches between the two stores.
+TEST_CASE("resources: a resource deleted whole and uploaded again numbers on, across restarts and switches of store",
+          "[integration][resources]") {
+  TempDir dir;
+  Weftd server(ServerIn(dir / "server"));
+  auto delete_whole = [&](const std::string& versions) {
+    const std::string out = Weft(server, {"resource", "delete", "shell", "a.sh"});
+    CHECK(out.find("deleted shell/a.sh (versions " + versions + ")") != std::string::npos);
+    CHECK(Listed(server, "shell", "a.sh").empty());
+  };
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo one\n") == 1);
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo two\n") == 2);
+  delete_whole("1, 2");
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo three\n") == 3);
+  CHECK(Listed(server, "shell", "a.sh") == "v3 inactive");
+  CHECK(Fetched(server, "shell", "a.sh", 3) == "echo three\n");
+  delete_whole("3");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo four\n") == 4);
+  delete_whole("4");
+  REQUIRE(server.Stop() == 0);
+
+  // Into the store: the name deleted whole keeps its counter there.
+  server.SetExtraToml("[store]\nresources = \"database\"\n");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo five\n") == 5);
+  delete_whole("5");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo six\n") == 6);
+  delete_whole("6");
+  REQUIRE(server.Stop() == 0);
+
+  // And back to files.
+  server.SetExtraToml("[store]\nresources = \"files\"\n");
+  server.Restart();
+  CHECK(UploadWithCli(server, dir.path(), "shell", "a.sh", "echo seven\n") == 7);
+  CHECK(Fetched(server, "shell", "a.sh", 7) == "echo seven\n");
+}
+
 // Two different copies of one resource, neither older: weftd does not choose.
 TEST_CASE("resources: a weftd back on files whose directory and store hold different copies refuses to start, "
           "saying what to do",

@@ -270,6 +270,7 @@ TEST_CASE("store: rebuilding the tasks table (migrations 3 and 4) keeps tasks, a
       "DROP TABLE users; DROP TABLE host_requests; DROP TABLE audit_log; DROP TABLE user_passwords; "
       "DROP TABLE sessions; DROP TABLE api_tokens; "
       "ALTER TABLE hosts DROP COLUMN incarnation; ALTER TABLE hosts DROP COLUMN draining; "
+      "ALTER TABLE resource_names DROP COLUMN deleted; "
       // the attempt as weftd wrote it then, in a row of its own
       "INSERT INTO attempts (task_id, attempt, host_id, taken_at_ms) VALUES (" + std::to_string(first) +
       ", 1, 'h1', 2000)";

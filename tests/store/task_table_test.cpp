@@ -472,6 +472,7 @@ TEST_CASE("store tasks: a store from before a task's two rows (migration 21) kee
   opened->reset();
   // Migration 21 and the later ones run again (their added columns dropped: SQLite cannot add one only if missing).
   REQUIRE(ExecStore(path, "DELETE FROM schema_migrations WHERE version >= 21; "
+                          "ALTER TABLE resource_names DROP COLUMN deleted; "
                           "ALTER TABLE sessions DROP COLUMN token_hash; ALTER TABLE hosts DROP COLUMN incarnation; "
                           "ALTER TABLE hosts DROP COLUMN draining") == "");
   auto rerun = OpenStore(path);

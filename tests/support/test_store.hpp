@@ -129,6 +129,7 @@ inline std::string TasksBeforeSpecs(bool postgres) {
 // before, the tasks are one table again (TasksBeforeSpecs).
 inline std::string RewindFrom(std::int64_t version) {
   std::string sql = "DELETE FROM schema_migrations WHERE version >= " + std::to_string(version) + "; ";
+  if (version <= 25) sql += "ALTER TABLE resource_names DROP COLUMN deleted; ";
   if (version <= 24) sql += "ALTER TABLE sessions DROP COLUMN token_hash; ";
   if (version <= 23) sql += "ALTER TABLE hosts DROP COLUMN incarnation; ALTER TABLE hosts DROP COLUMN draining; ";
   if (version <= 21) sql += TasksBeforeSpecs(TestStoreIsPostgres());

@@ -18,6 +18,9 @@ namespace weft::cli {
 
 inline constexpr char kDefaultServer[] = "tcp://127.0.0.1:7420";
 inline constexpr int kDefaultTimeoutMs = 5000;
+// The local weftd's data directory when $WEFT_DATA_DIR does not name another: the
+// packaged weftd's, where it writes credentials/superadmin.json.
+inline constexpr char kDefaultDataDir[] = "/var/lib/weft";
 
 enum class OutputFormat : int { kTable = 1, kJson };
 
@@ -27,8 +30,14 @@ struct GlobalOptions {
   int timeout_ms = kDefaultTimeoutMs;
   std::string tenant;  // empty: the server's default tenant
   bool server_given = false;  // --server or $WEFT_SERVER (else a credential file's endpoint wins)
-  // --credentials > $WEFT_CREDENTIALS; empty: Context looks in the default places.
+  // --credentials > $WEFT_CREDENTIALS; empty: Context looks in the default places,
+  // and uses what it finds there only for the server it was made for.
   std::string credentials;
+  // --no-credentials: no credential at all, not even one named by $WEFT_CREDENTIALS.
+  bool no_credentials = false;
+  // The local weftd's data directory ($WEFT_DATA_DIR), whose credentials/superadmin.json
+  // is one of the default places.
+  std::string data_dir = kDefaultDataDir;
   bool help = false;
   bool version = false;
 };
@@ -74,5 +83,14 @@ bool LooksLikeEndpoint(std::string_view endpoint);
 // For a tcp:// endpoint: a host and a port from 1 to 65535 ("tcp://h:99999" would
 // otherwise only show as a server that never answers). Other transports pass.
 Status CheckEndpointPort(std::string_view endpoint);
+
+// Whether a connection to `server` (--server: one endpoint or several, comma-separated)
+// reaches the weftd whose api endpoint is `api` (a credential's "api", as weftd bound
+// it or as `weft credentials` was pointed at it; also a list). The same endpoint
+// written alike, or tcp:// endpoints with the same port whose hosts share an address
+// (localhost and 127.0.0.1); a weftd bound to every interface (0.0.0.0, *, ::) is
+// reached at any address of this machine. With several endpoints on either side, one
+// pair that matches is enough (several weftd on one database are one server to weft).
+bool SameWeftd(std::string_view api, std::string_view server);
 
 }  // namespace weft::cli

@@ -52,9 +52,11 @@ class Context {
   // (a failure on the way, or a sentence a command made of its own).
   json ErrorDetails(const Status& error) const;
 
-  // The credential file in use (loaded on first Call), if any: --credentials,
-  // $WEFT_CREDENTIALS, ~/.config/weft/credentials.json, then the local weftd's
-  // /var/lib/weft/credentials/superadmin.json.
+  // The credential file in use (loaded on first Call), if any: --credentials or
+  // $WEFT_CREDENTIALS; else ~/.config/weft/credentials.json, then the local weftd's
+  // <$WEFT_DATA_DIR or /var/lib/weft>/credentials/superadmin.json, each only when
+  // --server (or $WEFT_SERVER) is not given or names the weftd it is for; none
+  // with --no-credentials.
   const std::optional<curve::Credential>& credential() const { return credential_; }
   std::string server() const { return options_.server; }
   // The api endpoint the last request went to (one of --server's; before any: --server).
@@ -77,6 +79,12 @@ class Context {
   std::unique_ptr<client::Client> client_;
   std::optional<curve::Credential> credential_;
   std::string credential_path_;
+  // The credentials found in the default places but not used: made for another weftd.
+  struct Skipped {
+    std::string path;
+    std::string api;
+  };
+  std::vector<Skipped> skipped_;
   bool usage_error_ = false;
   bool printed_json_ = false;
   // The error replies of this run: code, sentence (as Call returned it), details.
@@ -88,6 +96,8 @@ class Context {
   std::vector<ErrorReply> errors_;
 
   Status LoadCredential();
+  // What to say after "weftd at X needs a credential": why none was sent and how to give one.
+  std::string CredentialAdvice() const;
   // The error for a request that got no answer, after probing what is at the endpoint.
   Status NoAnswer(int timeout_ms);
 };

@@ -40,7 +40,17 @@ inline constexpr std::int64_t kMaxClusterSize = 100000;
 struct PlanBounds {
   std::int64_t max_nodes = 10000;
   std::size_t max_reply_bytes = (64u << 20) - 4096;
+  // The largest cluster config as JSON (server::MaxClusterConfigBytes).
+  std::size_t max_config_bytes = server::MaxClusterConfigBytes(wire::Limits{}.max_header_bytes);
+  std::size_t max_header_bytes = wire::Limits{}.max_header_bytes;  // what the two above come from
   static PlanBounds Of(const server::Config& config);
+  // A cluster's config (the template's defaults.config with the request's merged
+  // over it), as cluster.create, cluster.plan, cluster.reconfigure and
+  // cluster.upgrade set it: its macros (planner::CheckMacros), and its size,
+  // which every task of the cluster carries: over max_config_bytes it is
+  // INVALID, naming the size, the limit and what to do, rather than a cluster
+  // whose tasks fail when they are handed out.
+  Status CheckConfig(const nlohmann::json& config) const;
   Status CheckNodes(std::int64_t nodes) const;
   // The answer to a request for a plan of `nodes` nodes past max_nodes: TOO_LARGE
   // (CheckNodes), its details naming the count under `key` ("size" as asked,
@@ -80,6 +90,14 @@ class CatalogCache {
 // every cluster op take it: strings, none empty, none named twice (INVALID says
 // which); absent or null is an empty list, refused when `required`.
 Result<std::vector<std::string>> ServiceNameList(const nlohmann::json& body, const char* key, bool required);
+
+// The services a cluster.create or cluster.plan asks for instead of those of
+// `tmpl` (its defaults.services): ServiceNameList's list, nullopt when the body
+// has none (absent or null). An empty list is INVALID: a cluster needs a
+// service (the solver refuses none), and taking the template's instead would
+// hide what was likely a mistake; the message names the template's services.
+Result<std::optional<std::vector<std::string>>> RequestedServices(const nlohmann::json& body,
+                                                                  const ClusterTemplate& tmpl);
 
 // Adds the actions a plugin descriptor (as a host registered it) declares to
 // `into` (OR of weft_action bits by type), unless it is another tenant's own.

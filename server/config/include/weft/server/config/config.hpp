@@ -9,6 +9,8 @@
 // caught here and turned into a Status).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -153,6 +155,23 @@ struct Config {
   LeaderConfig leader;
   RetentionConfig retention;
 };
+
+// The largest task, as JSON, that weftd hands out to a host (task.take): a
+// reply's header frame holds the task and an envelope of a few dozen bytes (the
+// request's id is at most 128), and weft-host reads replies under wire's
+// default limit whatever weftd's is; so limits.max_header_bytes, at most that
+// default, less 4 KiB. A larger task fails when it is handed out.
+inline std::size_t MaxTaskBytes(std::size_t max_header_bytes) {
+  const std::size_t reply_bytes = std::min(max_header_bytes, wire::Limits{}.max_header_bytes);
+  return reply_bytes > 4096 ? reply_bytes - 4096 : 0;
+}
+inline std::size_t MaxTaskBytes(const Config& config) { return MaxTaskBytes(config.limits.max_header_bytes); }
+
+// The largest cluster config, as JSON, that a cluster may be given: every
+// task of the cluster carries it, so a quarter of MaxTaskBytes, and the rest
+// is for what else a task carries (the node's results, up to half a task at
+// the default limits; the node list, the service's and provider's definitions).
+inline std::size_t MaxClusterConfigBytes(std::size_t max_header_bytes) { return MaxTaskBytes(max_header_bytes) / 4; }
 
 // Parses TOML text; `origin` names the file in error messages.
 Result<Config> ParseConfig(std::string_view toml_text, std::string_view origin);

@@ -176,7 +176,9 @@ struct FileStoreOptions {
 // durable, renames it to v<N>, then replaces manifest.json (written to a
 // temporary file, fsynced, renamed): a crash before the rename of the manifest
 // leaves an orphan v<N> that the next Open removes, never a version with
-// half its bytes. Deletes remove the manifest entry first, then the file.
+// half its bytes. Deletes remove the manifest entry first, then the file; a
+// resource deleted whole keeps its manifest, marked "deleted", with no version
+// but its counter, so that a later upload of the name numbers on from it.
 // Open also removes uploads untouched for abandoned_upload_ms.
 //
 // The manifests are read once at Open and kept in memory: this process must be
@@ -207,9 +209,22 @@ class FileResourceStore final : public ResourceStore {
   // The versions of a resource, ascending; null when it does not exist here.
   const std::vector<VersionInfo>* Versions(const std::string& tenant, const std::string& type,
                                            const std::string& name) const;
-  // The number the resource's next version gets here (1 when it does not
-  // exist): above every version it ever had, deleted ones included.
+  // The number the resource's next version gets here (1 when the name never
+  // had one): above every version it ever had, deleted ones included, and
+  // those of the resource deleted whole.
   std::int64_t NextVersion(const std::string& tenant, const std::string& type, const std::string& name) const;
+  // The resources deleted whole here, whose counters stay: tenant, type,
+  // name and the number the name's next version gets.
+  struct DeletedName {
+    std::string tenant, type, name;
+    std::int64_t next_version = 1;
+  };
+  std::vector<DeletedName> DeletedNames() const;
+  // Makes the number the name's next version gets at least `next_version`:
+  // a resource here keeps its versions; a name it does not have is recorded
+  // as deleted whole (an export of one the database deleted).
+  [[nodiscard]] Status KeepNumbering(const std::string& tenant, const std::string& type, const std::string& name,
+                                     std::int64_t next_version);
   // Writes a resource as another store keeps it (an export from the
   // database): the file of every version it does not have yet, its content
   // from `content` (which calls `write` with the bytes in order) checked
@@ -249,7 +264,8 @@ class FileResourceStore final : public ResourceStore {
   Status Load();
   std::filesystem::path Dir(const Key& key) const;
   Result<Resource*> Find(const Key& key);
-  Status WriteManifest(const Key& key, const Resource& resource);
+  // `deleted`: the manifest of a resource deleted whole, which keeps its counter.
+  Status WriteManifest(const Key& key, const Resource& resource, bool deleted = false);
   Result<UploadProgress> Finish(const Key& key, const std::string& upload_id, const std::filesystem::path& part,
                                 const UploadChunk& chunk, std::int64_t received);
 
@@ -257,6 +273,7 @@ class FileResourceStore final : public ResourceStore {
   const Clock& clock_;
   FileStoreOptions options_;
   std::map<Key, Resource> resources_;
+  std::map<Key, std::int64_t> deleted_;       // resources deleted whole -> their next version's number
   std::map<std::string, Pending> pending_;    // upload id -> digest so far
   std::map<std::string, Finished> finished_;  // upload id -> what it became
   std::vector<std::string> finished_order_;

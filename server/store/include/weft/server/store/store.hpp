@@ -693,25 +693,38 @@ class Store {
                                                                                 std::string_view name);
   // The active versions of the tenant, by type and name.
   [[nodiscard]] Result<std::vector<ResourceVersionRecord>> ListActiveResourceVersions(std::string_view tenant);
-  // Whether the resource exists (has a version counter, even with no version left).
+  // Whether the resource exists (has a version counter, even with no version
+  // left, and was not deleted whole since).
   [[nodiscard]] Result<bool> ResourceExists(std::string_view tenant, std::string_view type, std::string_view name);
   // The resource's next version number, counted on (never given twice, a
-  // deleted version's included, while the resource exists).
+  // deleted version's included, nor after the resource was deleted whole:
+  // the name's counter stays). The resource exists afterwards.
   [[nodiscard]] Result<std::int64_t> TakeResourceVersion(std::string_view tenant, std::string_view type,
                                                          std::string_view name);
   // The number the resource's next version would get (1 when it does not exist): one
   // above every number it ever gave, a deleted version's included (an export).
   [[nodiscard]] Result<std::int64_t> ResourceNextVersion(std::string_view tenant, std::string_view type,
                                                          std::string_view name);
-  // Sets the counter so that the next version is at least `next_version` (an import).
+  // Sets the counter so that the next version is at least `next_version` (an
+  // import); the resource exists afterwards.
   [[nodiscard]] Status RaiseResourceVersion(std::string_view tenant, std::string_view type, std::string_view name,
                                             std::int64_t next_version);
+  // The names of the tenant's resources deleted whole, with the number each
+  // one's next version gets (an export), by type and name.
+  [[nodiscard]] Result<std::vector<std::pair<std::pair<std::string, std::string>, std::int64_t>>>
+  ListDeletedResourceNames(std::string_view tenant);
+  // Sets the counter so that the next version is at least `next_version`,
+  // leaving the resource as it is; a name the store does not know is recorded
+  // as deleted (an import of a resource deleted whole).
+  [[nodiscard]] Status KeepResourceNumbering(std::string_view tenant, std::string_view type, std::string_view name,
+                                             std::int64_t next_version);
   [[nodiscard]] Status InsertResourceVersion(const ResourceVersionRecord& version);
   // Sets state, activated_at_ms and retired_at_ms of the version `record` names.
   [[nodiscard]] Status UpdateResourceVersion(const ResourceVersionRecord& version);
   // One version and its content.
   [[nodiscard]] Status DeleteResourceVersion(const ResourceVersionRecord& version);
-  // The whole resource: its versions and their content, its uploads and their content, its counter.
+  // The whole resource: its versions and their content, its uploads and their
+  // content. Its counter stays, marked deleted (ResourceExists is false).
   [[nodiscard]] Status DeleteResource(std::string_view tenant, std::string_view type, std::string_view name);
   [[nodiscard]] Result<std::optional<ResourceUploadRecord>> GetResourceUpload(std::string_view id);
   // Inserts or replaces.
