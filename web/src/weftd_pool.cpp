@@ -140,8 +140,8 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options, std::
   static std::atomic<std::uint64_t> next_monitor{0};
   std::vector<Link> links;
   std::vector<zmq::pollitem_t> items;
-  // Since when every connection is down after one was lost.
-  std::optional<std::chrono::steady_clock::time_point> down_since;
+  // Since when every connection is down after one was lost (none: the epoch).
+  std::chrono::steady_clock::time_point down_since{};
   try {
     for (const std::string& endpoint : endpoints_) {
       Link link;
@@ -200,12 +200,12 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options, std::
       }
     }
     if (std::any_of(links.begin(), links.end(), [](const Link& l) { return l.up; })) {
-      down_since.reset();
+      down_since = {};
       if (connected) Back(false);
       continue;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (lost && !down_since) down_since = now;
+    if (lost && down_since == std::chrono::steady_clock::time_point{}) down_since = now;
     bool known = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -222,8 +222,9 @@ void WeftdPool::Watch(zmq::context_t& ctx, const client::Options& options, std::
     // Lost (its heartbeats unanswered, or closed) and not made again within
     // the patience, though weftd's address takes connections: weftd hangs.
     // (A weftd that stops or restarts refuses, or completes a handshake, well before.)
-    if (down_since && now - *down_since >= std::chrono::milliseconds(patience_ms)) {
-      down_since.reset();
+    if (down_since != std::chrono::steady_clock::time_point{} &&
+        now - down_since >= std::chrono::milliseconds(patience_ms)) {
+      down_since = {};
       bool failing = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
