@@ -72,7 +72,6 @@ PlanBounds PlanBounds::Of(const server::Config& config) {
   PlanBounds b;
   b.max_nodes = config.jobs.max_plan_nodes;
   b.max_header_bytes = config.limits.max_header_bytes;
-  b.max_config_bytes = server::MaxClusterConfigBytes(config.limits.max_header_bytes);
   // Room for the reply's header around the body (v, id, ok) and the envelope.
   b.max_reply_bytes = config.limits.max_total_bytes > 8192 ? config.limits.max_total_bytes - 4096
                                                            : config.limits.max_total_bytes / 2;
@@ -82,6 +81,7 @@ PlanBounds PlanBounds::Of(const server::Config& config) {
 Status PlanBounds::CheckConfig(const json& config) const {
   WEFT_RETURN_IF_ERROR(planner::CheckMacros(config).WithContext("cluster config"));
   const std::size_t bytes = wire::Dump(config).size();
+  const std::size_t max_config_bytes = server::MaxClusterConfigBytes(max_header_bytes);
   if (bytes <= max_config_bytes) return Status::Ok();
   return Status::Invalid(
       "the cluster config is " + std::to_string(bytes) + " bytes as JSON, more than the " +

@@ -40,14 +40,14 @@ inline constexpr std::int64_t kMaxClusterSize = 100000;
 struct PlanBounds {
   std::int64_t max_nodes = 10000;
   std::size_t max_reply_bytes = (64u << 20) - 4096;
-  // The largest cluster config as JSON (server::MaxClusterConfigBytes).
-  std::size_t max_config_bytes = server::MaxClusterConfigBytes(wire::Limits{}.max_header_bytes);
-  std::size_t max_header_bytes = wire::Limits{}.max_header_bytes;  // what the two above come from
+  // limits.max_header_bytes: what a task handed out, and so a cluster's config, may be
+  // (server::MaxTaskBytes, server::MaxClusterConfigBytes).
+  std::size_t max_header_bytes = wire::Limits{}.max_header_bytes;
   static PlanBounds Of(const server::Config& config);
   // A cluster's config (the template's defaults.config with the request's merged
   // over it), as cluster.create, cluster.plan, cluster.reconfigure and
   // cluster.upgrade set it: its macros (planner::CheckMacros), and its size,
-  // which every task of the cluster carries: over max_config_bytes it is
+  // which every task of the cluster carries: over server::MaxClusterConfigBytes it is
   // INVALID, naming the size, the limit and what to do, rather than a cluster
   // whose tasks fail when they are handed out.
   Status CheckConfig(const nlohmann::json& config) const;
