@@ -934,6 +934,22 @@ json Parse(std::string_view text) {
   return json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+Result<json> ParseBody(std::string_view text, std::string_view field) {
+  json doc;
+  // The fast parser gives up on a key named twice (and on what it does not read).
+  if (FastParser(text, jsonf::kMaxDepth).Parse(doc)) return doc;
+  Repeated repeated;
+  TreeNotingRepeats builder(doc, repeated);
+  if (!json::sax_parse(text, &builder, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false))
+    return json(json::value_t::discarded);
+  if (repeated.path.empty()) return doc;
+  // Named as DecodeRequest names it, from the header's "body".
+  std::vector<std::string> path = {"body"};
+  if (!field.empty()) path.emplace_back(field);
+  path.insert(path.end(), repeated.path.begin(), repeated.path.end());
+  return RepeatedField(path);
+}
+
 json BodyTree(const Request& request) {
   if (request.body_text.empty()) return request.body;
   json body;
