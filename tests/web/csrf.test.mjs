@@ -1,6 +1,7 @@
 // Requests that do not come from the signed-in UI are refused: without the
-// CSRF token, with a wrong one, from another site's form, or with a made-up
-// session cookie. None of them changes anything.
+// CSRF token, with a wrong one, from another site's form, with a made-up
+// session cookie, or with a body that names a key twice. None of them changes
+// anything.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { useStack } from './support/suite.mjs';
@@ -73,4 +74,30 @@ s.test('a made-up session cookie is not a session', async (page, stack) => {
   await page.goto('/#/clusters');
   await page.waitForSelector('[data-testid=login-form]');
   await shot(page, 'forged-session');
+});
+
+s.test('a body that names a key twice is refused, from a script and from the signed-in browser', async (page, stack) => {
+  const once = ' appears twice; name each field once (JSON parsers differ on which of the two they take)';
+  // JSON.stringify never repeats a key: these bodies are written out by hand.
+  const { cookie, csrf } = await apiLogin(stack, ALICE);
+  const scripted = await fetch(`${stack.url}/api/v1/cluster.create`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Cookie: cookie, 'X-CSRF-Token': csrf },
+    body: '{"name":"csrf","template":"web-fake","size":3,"name":"other"}',
+  });
+  assert.deepEqual({ status: scripted.status, body: await scripted.json() },
+    { status: 400, body: { error: { code: 'INVALID', message: `body field "name"${once}`, details: {} } } });
+
+  await signIn(page, ALICE);
+  const inPage = await page.evaluate(async () => {
+    const r = await fetch('/api/v1/cluster.create', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': sessionStorage.getItem('weft.csrf') },
+      body: '{"name":"csrf","template":"web-fake","size":3,"config":{"web":{"port":80,"port":8080}}}',
+    });
+    return { status: r.status, body: await r.json() };
+  });
+  assert.deepEqual(inPage,
+    { status: 400, body: { error: { code: 'INVALID', message: `body field "config.web.port"${once}`, details: {} } } });
+  assert.deepEqual(await clusterNames(stack), []);
 });

@@ -310,3 +310,59 @@ TEST_CASE("a stream stays open while weftd is down past its session check, and c
   weftd.Restart();
   CHECK(ResetThenEvent(weftd, events).type == "task");
 }
+
+TEST_CASE("a body or query that names a key twice is refused with 400 as weftd refuses it, and nothing is done") {
+  Weftd weftd("web-repeated-keys");
+  CatalogDir catalog(weftd.Path("catalog"));
+  REQUIRE(weftd.Weft({"catalog", "import", catalog.path().string()}).exit_code == 0);
+  AddUser(weftd, "alice", "admin");
+  WebOptions o;
+  o.name = "web-repeated-keys";
+  o.tls = true;
+  WebGateway web(weftd, o);
+  HttpConnection c(web.url(), web.cert());
+  const std::string once = " appears twice; name each field once (JSON parsers differ on which of the two they take)";
+  // 400 with weft-web's JSON error, and weftd's sentence for such a body.
+  auto refused = [](const HttpReply& r, const std::string& message) {
+    const json got = {{"status", r.status}, {"body", json::parse(r.body, nullptr, false)}};
+    const json error = {{"code", "INVALID"}, {"message", message}, {"details", json::object()}};
+    CHECK(got == json{{"status", 400}, {"body", {{"error", error}}}});
+  };
+
+  // The right password last: a gateway that kept the last of the two would log in.
+  HttpReply login = c.Send("POST", "/api/v1/login",
+                           R"({"tenant":"default","user":"alice","password":"wrong","password":"alice-secret-pw"})");
+  refused(login, "body field \"password\"" + once);
+  CHECK(login.Header("set-cookie").empty());
+
+  Login alice = LogIn(c, "alice");
+  // The top level, an object within, and an object in an array within.
+  refused(c.Send("POST", "/api/v1/cluster.create",
+                 R"({"name":"first","template":"web-fake","size":3,"name":"second"})", As(alice)),
+          "body field \"name\"" + once);
+  refused(c.Send("POST", "/api/v1/cluster.create",
+                 R"({"name":"nested","template":"web-fake","size":3,"config":{"web":{"port":80,"port":8080}}})",
+                 As(alice)),
+          "body field \"config.web.port\"" + once);
+  refused(c.Send("POST", "/api/v1/cluster.create",
+                 R"({"name":"listed","template":"web-fake","size":3,"config":{"ports":[{"p":1},{"p":2,"p":3}]}})",
+                 As(alice)),
+          "body field \"config.ports[1].p\"" + once);
+  // A GET's query is its body: a parameter named twice, or a JSON value with a key named twice.
+  refused(c.Send("GET", "/api/v1/cluster.list?all=false&all=true", "", As(alice, false)),
+          "query parameter \"all\" appears twice; name each parameter once (each is the op's body field of its "
+          "name, and which of the two to take would be a guess)");
+  refused(c.Send("GET", "/api/v1/cluster.get?cluster=%7B%22id%22%3A%221%22%2C%22id%22%3A%222%22%7D", "",
+                 As(alice, false)),
+          "body field \"cluster.id\"" + once);
+  // A logout with such a body ends nothing.
+  refused(c.Send("POST", "/api/v1/logout", R"({"a":1,"a":2})", As(alice)), "body field \"a\"" + once);
+  CHECK(c.Send("GET", "/api/v1/session", "", As(alice, false)).status == 200);
+
+  // The session and the connection still serve, and weftd was never asked to make anything.
+  HttpReply listed = c.Send("GET", "/api/v1/cluster.list?all=true", "", As(alice, false));
+  CHECK(listed.status == 200);
+  CHECK(listed.Json()["clusters"] == json::array());
+  CHECK(weftd.Call("cluster.list", {{"all", true}})["clusters"].empty());
+  CHECK(weftd.Call("job.list", json::object())["jobs"].empty());
+}

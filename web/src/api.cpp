@@ -4,6 +4,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include "weft/common/json_parse.hpp"
 #include "weft/common/log.hpp"
 
 namespace weft::web {
@@ -202,13 +203,21 @@ Response Api::ErrorFor(const CallResult& result, unsigned version, bool keep_ali
 }
 
 Result<json> Api::BodyOf(const Request& request, const Target& target) const {
+  // A key named twice is refused here, as weftd refuses it: the body goes on
+  // re-serialised, with one of the two, and weftd would never see the other.
   if (request.method() == http::verb::get) {
+    if (!target.repeated.empty())
+      return Status::Invalid("query parameter " + wire::Dump(json(target.repeated)) +
+                             " appears twice; name each parameter once (each is the op's body field of its name, "
+                             "and which of the two to take would be a guess)");
     json body = json::object();
-    for (const auto& [key, value] : target.query) body[key] = QueryValue(value);
+    for (const auto& [key, value] : target.query) {
+      WEFT_ASSIGN_OR_RETURN(body[key], QueryValue(key, value));
+    }
     return body;
   }
   if (request.body().empty()) return json::object();
-  json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  WEFT_ASSIGN_OR_RETURN(json body, wire::ParseBody(request.body()));
   if (body.is_discarded() || !body.is_object())
     return Status::Invalid("the request body must be a JSON object (the op's body, docs/protocol.md)");
   return body;

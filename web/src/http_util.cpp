@@ -1,5 +1,6 @@
 #include "http_util.hpp"
 
+#include "weft/common/json_parse.hpp"
 #include "weft/common/wire.hpp"
 
 namespace weft::web {
@@ -93,7 +94,7 @@ Target ParseTarget(std::string_view target) {
       t.ok = false;
       return t;
     }
-    t.query[*key] = *value;
+    if (!t.query.insert_or_assign(*key, *value).second && t.repeated.empty()) t.repeated = *key;
   }
   return t;
 }
@@ -117,8 +118,8 @@ std::string SessionCookie(std::string_view value, bool tls) {
   return out;
 }
 
-json QueryValue(const std::string& text) {
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<json> QueryValue(const std::string& key, const std::string& text) {
+  WEFT_ASSIGN_OR_RETURN(json parsed, wire::ParseBody(text, key));
   return parsed.is_discarded() ? json(text) : parsed;
 }
 

@@ -50,6 +50,7 @@ http::status HttpStatusFor(const Status& status);
 struct Target {
   std::string path;
   std::map<std::string, std::string> query;  // decoded; the last of a repeated key
+  std::string repeated;                      // the first key the query names again ("" when none)
   bool ok = true;                            // false: bad percent-encoding or a NUL
 };
 Target ParseTarget(std::string_view target);
@@ -60,7 +61,9 @@ std::string CookieValue(std::string_view cookie_header, std::string_view name);
 // Set-Cookie for the session (empty value and Max-Age=0 clears it).
 std::string SessionCookie(std::string_view value, bool tls);
 
-// A query parameter as a JSON value: JSON when it parses as JSON, else the string.
-json QueryValue(const std::string& text);
+// Query parameter `key`'s value as a JSON value: JSON when it parses as JSON,
+// else the string. JSON with an object that names a key twice is refused, as
+// weftd refuses such a body (wire::ParseBody).
+Result<json> QueryValue(const std::string& key, const std::string& text);
 
 }  // namespace weft::web
