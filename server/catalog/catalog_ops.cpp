@@ -156,18 +156,20 @@ Result<std::vector<std::string>> ServiceNameList(const json& body, const char* k
   return out;
 }
 
-Result<std::optional<std::vector<std::string>>> RequestedServices(const json& body, const ClusterTemplate& tmpl) {
+Result<std::optional<std::vector<std::string>>> OptionalServiceList(const json& body, const std::string& left_out) {
   WEFT_ASSIGN_OR_RETURN(std::vector<std::string> services, ServiceNameList(body, "services", false));
   if (!body.contains("services") || body["services"].is_null()) return std::optional<std::vector<std::string>>();
-  if (services.empty()) {
-    std::string defaults;
-    for (const std::string& s : tmpl.defaults.services) defaults += (defaults.empty() ? "" : ", ") + s;
-    return Status::Invalid(
-        "services is empty: leave it out to get the services of template '" + tmpl.name + "' (" +
-        (defaults.empty() ? std::string("it names none in defaults.services") : defaults) +
-        "), or name at least one");
-  }
+  if (services.empty())
+    return Status::Invalid("services is empty: leave it out to " + left_out + ", or name at least one");
   return std::optional<std::vector<std::string>>(std::move(services));
+}
+
+Result<std::optional<std::vector<std::string>>> RequestedServices(const json& body, const ClusterTemplate& tmpl) {
+  std::string defaults;
+  for (const std::string& s : tmpl.defaults.services) defaults += (defaults.empty() ? "" : ", ") + s;
+  return OptionalServiceList(
+      body, "get the services of template '" + tmpl.name + "' (" +
+                (defaults.empty() ? std::string("it names none in defaults.services") : defaults) + ")");
 }
 
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {

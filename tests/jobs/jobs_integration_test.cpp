@@ -1692,4 +1692,33 @@ TEST_CASE("jobs: an empty services list is refused by cluster.create and cluster
   CHECK(plan["layout"]["nodes"].size() == 3);
 }
 
+// start, stop and restart take `services` as create does: left out (or null) it is
+// every service of the cluster (day2_jobs_test drives that through the CLI, which
+// leaves it out when no service is named); an empty list is refused, naming the
+// cluster's services, and starts no job: a client that builds its list from a
+// filter that matched nothing must not stop or restart everything.
+TEST_CASE("jobs: an empty services list is refused by cluster.start, cluster.stop and cluster.restart and their "
+          "dry runs, naming the cluster's services",
+          "[jobs][integration]") {
+  Env env("weft-jobs-no-services-day2", kFastJobs);
+  env.Import(BaseCatalog(env.dir / "catalog", 1));
+  Weftd& s = env.server;
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}));
+  const json body = {{"cluster", "shop"}, {"services", json::array()}};
+  for (const std::string op : {"start", "stop", "restart"}) {
+    const std::string message = "services is empty: leave it out to " + op + " every service of cluster 'shop' "
+                                "(fake-base, fake-haproxy, fake-nginx, fake-redis), or name at least one";
+    for (const json& b : {With(body, {{"dry_run", true}}), With(body, {{"dry_run", true}, {"summary", true}}), body}) {
+      Result<json> r = s.TryCall("cluster." + op, b);
+      INFO("cluster." << op << " " << b.dump() << " answered "
+                      << (r.ok() ? r->dump().substr(0, 300) : r.status().ToString()));
+      CHECK(r.status().code() == Code::kInvalid);
+      CHECK(r.status().message() == message);
+    }
+  }
+  // Nothing ran: the create is the cluster's only job, and it is as the create left it.
+  CHECK(JobsOf(s, "shop").size() == 1);
+  CHECK(s.Cluster("shop")["status"] == "active");
+}
+
 }  // namespace weft

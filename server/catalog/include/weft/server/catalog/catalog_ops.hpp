@@ -91,6 +91,14 @@ class CatalogCache {
 // which); absent or null is an empty list, refused when `required`.
 Result<std::vector<std::string>> ServiceNameList(const nlohmann::json& body, const char* key, bool required);
 
+// A request's `services` where leaving them out means "every service" (of the
+// template, of the cluster): ServiceNameList's list, nullopt when the body has
+// none (absent or null). An empty list is INVALID, "services is empty: leave it
+// out to <left_out>, or name at least one": a client that builds its list from
+// a filter that matched nothing must not act on everything.
+Result<std::optional<std::vector<std::string>>> OptionalServiceList(const nlohmann::json& body,
+                                                                    const std::string& left_out);
+
 // The services a cluster.create or cluster.plan asks for instead of those of
 // `tmpl` (its defaults.services): ServiceNameList's list, nullopt when the body
 // has none (absent or null). An empty list is INVALID: a cluster needs a
