@@ -51,6 +51,11 @@ struct PlanBounds {
   // INVALID, naming the size, the limit and what to do, rather than a cluster
   // whose tasks fail when they are handed out.
   Status CheckConfig(const nlohmann::json& config) const;
+  // A cluster template's defaults.config, at <kind>.put (and so at `weft catalog
+  // import`): over server::MaxClusterConfigBytes every create from the template
+  // would be refused, so the template is INVALID, naming the template, both sizes,
+  // where the limit comes from and what to do.
+  Status CheckTemplateConfig(const ClusterTemplate& tmpl) const;
   Status CheckNodes(std::int64_t nodes) const;
   // The answer to a request for a plan of `nodes` nodes past max_nodes: TOO_LARGE
   // (CheckNodes), its details naming the count under `key` ("size" as asked,
