@@ -78,17 +78,41 @@ PlanBounds PlanBounds::Of(const server::Config& config) {
   return b;
 }
 
+namespace {
+
+// Why a cluster's config is bounded and what to do, after "more than the N bytes a
+// cluster's config may be": `carried_by` names the tasks that carry the config.
+std::string ConfigLimitReason(std::size_t max_header_bytes, const std::string& carried_by) {
+  return ": " + carried_by + " carries it, and a task handed out to a host may be at most " +
+         std::to_string(server::MaxTaskBytes(max_header_bytes)) +
+         " bytes (limits.max_header_bytes, at most 1 MiB, less 4 KiB), with room for the rest of the task";
+}
+
+constexpr const char* kConfigAdvice =
+    "Keep files out of the config: upload them as resources (weft resource upload) and name them in it";
+
+}  // namespace
+
 Status PlanBounds::CheckConfig(const json& config) const {
   WEFT_RETURN_IF_ERROR(planner::CheckMacros(config).WithContext("cluster config"));
   const std::size_t bytes = wire::Dump(config).size();
   const std::size_t max_config_bytes = server::MaxClusterConfigBytes(max_header_bytes);
   if (bytes <= max_config_bytes) return Status::Ok();
-  return Status::Invalid(
-      "the cluster config is " + std::to_string(bytes) + " bytes as JSON, more than the " +
-      std::to_string(max_config_bytes) + " bytes a cluster's config may be: every task of the cluster carries it, and " +
-      "a task handed out to a host may be at most " + std::to_string(server::MaxTaskBytes(max_header_bytes)) +
-      " bytes (limits.max_header_bytes, at most 1 MiB, less 4 KiB), with room for the rest of the task. Keep files "
-      "out of the config: upload them as resources (weft resource upload) and name them in it");
+  return Status::Invalid("the cluster config is " + std::to_string(bytes) + " bytes as JSON, more than the " +
+                         std::to_string(max_config_bytes) + " bytes a cluster's config may be" +
+                         ConfigLimitReason(max_header_bytes, "every task of the cluster") + ". " + kConfigAdvice);
+}
+
+Status PlanBounds::CheckTemplateConfig(const ClusterTemplate& tmpl) const {
+  // Measured as cluster.create measures the config of a create that adds none.
+  const std::size_t bytes = wire::Dump(tmpl.defaults.config.is_object() ? tmpl.defaults.config : json::object()).size();
+  const std::size_t max_config_bytes = server::MaxClusterConfigBytes(max_header_bytes);
+  if (bytes <= max_config_bytes) return Status::Ok();
+  return Status::Invalid("clustertemplate '" + tmpl.name + "': defaults.config: " + std::to_string(bytes) +
+                         " bytes as JSON, more than the " + std::to_string(max_config_bytes) +
+                         " bytes a cluster's config may be" +
+                         ConfigLimitReason(max_header_bytes, "every task of a cluster made from the template") +
+                         "; every cluster.create from it would be refused. " + kConfigAdvice);
 }
 
 Status PlanBounds::CheckNodes(std::int64_t nodes) const {
@@ -156,18 +180,20 @@ Result<std::vector<std::string>> ServiceNameList(const json& body, const char* k
   return out;
 }
 
-Result<std::optional<std::vector<std::string>>> RequestedServices(const json& body, const ClusterTemplate& tmpl) {
+Result<std::optional<std::vector<std::string>>> OptionalServiceList(const json& body, const std::string& left_out) {
   WEFT_ASSIGN_OR_RETURN(std::vector<std::string> services, ServiceNameList(body, "services", false));
   if (!body.contains("services") || body["services"].is_null()) return std::optional<std::vector<std::string>>();
-  if (services.empty()) {
-    std::string defaults;
-    for (const std::string& s : tmpl.defaults.services) defaults += (defaults.empty() ? "" : ", ") + s;
-    return Status::Invalid(
-        "services is empty: leave it out to get the services of template '" + tmpl.name + "' (" +
-        (defaults.empty() ? std::string("it names none in defaults.services") : defaults) +
-        "), or name at least one");
-  }
+  if (services.empty())
+    return Status::Invalid("services is empty: leave it out to " + left_out + ", or name at least one");
   return std::optional<std::vector<std::string>>(std::move(services));
+}
+
+Result<std::optional<std::vector<std::string>>> RequestedServices(const json& body, const ClusterTemplate& tmpl) {
+  std::string defaults;
+  for (const std::string& s : tmpl.defaults.services) defaults += (defaults.empty() ? "" : ", ") + s;
+  return OptionalServiceList(
+      body, "get the services of template '" + tmpl.name + "' (" +
+                (defaults.empty() ? std::string("it names none in defaults.services") : defaults) + ")");
 }
 
 void AddDeclaredActions(planner::DeclaredActions& into, const json& d, const std::string& tenant) {
@@ -215,6 +241,11 @@ class CatalogOps {
     std::vector<std::string> warnings;
     Result<std::string> name = scratch.PutJson(kind, body, &warnings);
     if (!name.ok()) return Response::Error(name.status(), {{"kind", catalog::KindName(kind)}});
+    // A template whose own config is over what a cluster's may be could make no cluster.
+    if (kind == Kind::kClusterTemplate)
+      if (const catalog::ClusterTemplate* tmpl = scratch.FindClusterTemplate(*name))
+        if (Status s = PlanBounds::Of(config_).CheckTemplateConfig(*tmpl); !s.ok())
+          return Response::Error(s, {{"kind", catalog::KindName(kind)}});
     // A provider's or service's plugin fields are checked as `catalog check` checks them,
     // against the registered plugins: a misspelt or mistyped field is said now, not when a
     // task fails. Only warned: the plugin may change before anything runs.

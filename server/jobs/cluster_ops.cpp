@@ -118,8 +118,7 @@ std::set<std::string> ServicesOn(const json& layout) {
 // service, and it stays so until an operation starts services again (start,
 // restart, a rollback or a reconfigure with restart); otherwise `active`.
 std::string TargetStatus(JobOperation op, const std::string& now, const json& body) {
-  const bool every_service = !body.contains("services") || body["services"].is_null() ||
-                             (body["services"].is_array() && body["services"].empty());
+  const bool every_service = !body.contains("services") || body["services"].is_null();
   const bool restarts =
       op == JobOperation::kStart || op == JobOperation::kRestart || op == JobOperation::kRollback ||
       (op == JobOperation::kReconfigure && body.contains("restart") && body["restart"] == true);
@@ -446,12 +445,19 @@ class ClusterOps {
       for (const std::string& s : removed) job.target.spec["services"].erase(s);
       job.target.spec["overrides"]["services"] = std::vector<std::string>(keep.begin(), keep.end());
     } else if (op == JobOperation::kStart || op == JobOperation::kStop || op == JobOperation::kRestart) {
-      WEFT_TRY_ASSIGN(only, catalog::ServiceNameList(body, "services", false));
+      // Left out (or null): every service of the cluster. An empty list is refused, as
+      // cluster.create refuses one: a list built by a filter that matched nothing
+      // must not stop or restart everything.
       const std::set<std::string> on = ServicesOn(job.before.layout);
-      for (const std::string& s : only)
+      std::string every;
+      for (const std::string& s : on) every += (every.empty() ? "" : ", ") + s;
+      WEFT_TRY_ASSIGN(only, catalog::OptionalServiceList(
+                                body, std::string(ToString(op)) + " every service of cluster '" + c.name + "' (" +
+                                          (every.empty() ? std::string("it runs none") : every) + ")"));
+      for (const std::string& s : only.value_or(std::vector<std::string>()))
         if (!on.count(s))
           return Response::Error(Status::Invalid("cluster '" + c.name + "' does not run service '" + s + "'"));
-      job.extras.only_services = only;
+      job.extras.only_services = only.value_or(std::vector<std::string>());
     } else if (op == JobOperation::kReconfigure) {
       if (body.contains("config") && !body["config"].is_null()) {
         if (!body["config"].is_object()) return Response::Error(jsonf::RequireObject(body["config"], "config"));

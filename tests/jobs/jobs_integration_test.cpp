@@ -1692,4 +1692,108 @@ TEST_CASE("jobs: an empty services list is refused by cluster.create and cluster
   CHECK(plan["layout"]["nodes"].size() == 3);
 }
 
+// start, stop and restart take `services` as create does: left out (or null) it is
+// every service of the cluster (day2_jobs_test drives that through the CLI, which
+// leaves it out when no service is named); an empty list is refused, naming the
+// cluster's services, and starts no job: a client that builds its list from a
+// filter that matched nothing must not stop or restart everything.
+TEST_CASE("jobs: an empty services list is refused by cluster.start, cluster.stop and cluster.restart and their "
+          "dry runs, naming the cluster's services",
+          "[jobs][integration]") {
+  Env env("weft-jobs-no-services-day2", kFastJobs);
+  env.Import(BaseCatalog(env.dir / "catalog", 1));
+  Weftd& s = env.server;
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "shop", "--template", "web-fake", "--size", "3"}));
+  const json body = {{"cluster", "shop"}, {"services", json::array()}};
+  for (const std::string op : {"start", "stop", "restart"}) {
+    const std::string message = "services is empty: leave it out to " + op + " every service of cluster 'shop' "
+                                "(fake-base, fake-haproxy, fake-nginx, fake-redis), or name at least one";
+    for (const json& b : {With(body, {{"dry_run", true}}), With(body, {{"dry_run", true}, {"summary", true}}), body}) {
+      Result<json> r = s.TryCall("cluster." + op, b);
+      INFO("cluster." << op << " " << b.dump() << " answered "
+                      << (r.ok() ? r->dump().substr(0, 300) : r.status().ToString()));
+      CHECK(r.status().code() == Code::kInvalid);
+      CHECK(r.status().message() == message);
+    }
+  }
+  // Nothing ran: the create is the cluster's only job, and it is as the create left it.
+  CHECK(JobsOf(s, "shop").size() == 1);
+  CHECK(s.Cluster("shop")["status"] == "active");
+}
+
+// A template's defaults.config is the config of every cluster made from it that adds
+// none: one over what a cluster's config may be (a quarter of a task, from
+// limits.max_header_bytes) is refused where it is written, clustertemplate.put and so
+// `weft clustertemplate put` and `weft catalog import`, naming both sizes and where the
+// limit comes from, instead of a template every create from would be refused. One at
+// the limit is stored, and a cluster made from it runs its tasks.
+TEST_CASE("jobs: a cluster template whose config is over a cluster config's limit is refused where it is written, "
+          "one at the limit makes clusters whose tasks run",
+          "[jobs][integration]") {
+  // Tasks of at most 512 KiB less 4 KiB, so configs of at most a quarter of that.
+  Env env("weft-jobs-template-config-limit", kFastJobs + "[limits]\nmax_header_bytes = 524288\n");
+  constexpr std::size_t kTask = 524288 - 4096;
+  constexpr std::size_t kLimit = kTask / 4;
+  // {"blob":"xx...x"}: 11 bytes and the blob's.
+  auto config_of = [](std::size_t bytes) { return json{{"blob", std::string(bytes - 11, 'x')}}; };
+  REQUIRE(config_of(kLimit).dump().size() == kLimit);
+  CatalogDir catalog(env.dir / "catalog");
+  // One node running fake-base only, with a config of `bytes`.
+  catalog.DeriveTemplate(
+      "solo", {{"constraints", {{"services", nullptr}, {"layout", nullptr}, {"size", {{"min", 1}, {"max", 1}}}}},
+               {"defaults", {{"services", {"fake-base"}}, {"config", nullptr}}}});
+  json solo = catalog.Get("clustertemplates", "solo");
+  auto solo_of = [&](std::size_t bytes) {
+    return With(solo, {{"defaults", With(solo["defaults"], {{"config", config_of(bytes)}})}});
+  };
+  catalog.Put("clustertemplates", solo_of(kLimit + 1));
+  Weftd& s = env.server;
+  const std::string over = "clustertemplate 'solo': defaults.config: " + std::to_string(kLimit + 1) +
+                           " bytes as JSON, more than the " + std::to_string(kLimit) +
+                           " bytes a cluster's config may be";
+  const std::string origin = "a task handed out to a host may be at most " + std::to_string(kTask) +
+                             " bytes (limits.max_header_bytes";
+  auto template_names = [&] {
+    std::set<std::string> out;
+    const json list = s.Call("clustertemplate.list", json::object());
+    for (const json& e : list["entities"]) out.insert(e["name"]);
+    return out;
+  };
+
+  // The import stores the rest and refuses the template, saying why.
+  RunResult imported = s.Weft({"catalog", "import", catalog.path().string()});
+  INFO(imported.out << imported.err);
+  CHECK(imported.exit_code == 1);
+  CHECK_THAT(imported.out, Catch::Contains("refused clustertemplates/solo.json: " + over) &&
+                               Catch::Contains(origin) &&
+                               Catch::Contains("every cluster.create from it would be refused"));
+  CHECK(template_names().count("solo") == 0);
+  CHECK(template_names().count("web-fake") == 1);
+
+  // clustertemplate.put, and the CLI's put.
+  Result<json> put = s.TryCall("clustertemplate.put", solo_of(kLimit + 1));
+  INFO("clustertemplate.put answered " << (put.ok() ? put->dump() : put.status().ToString()));
+  CHECK(put.status().code() == Code::kInvalid);
+  CHECK_THAT(put.status().message(), Catch::StartsWith(over) && Catch::Contains(origin) &&
+                                         Catch::Contains("upload them as resources (weft resource upload)"));
+  const fs::path file = env.dir / "solo.json";
+  testing::WriteFile(file, solo_of(kLimit + 1).dump());
+  RunResult cli = s.Weft({"clustertemplate", "put", file.string()});
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code == 1);
+  CHECK_THAT(cli.err, Catch::Contains(over));
+  CHECK(template_names().count("solo") == 0);
+
+  // At the limit: stored, and a cluster made from it runs every task.
+  json stored = s.Call("clustertemplate.put", solo_of(kLimit));
+  CHECK(stored["version"] == 1);
+  RequireAllSucceeded(env.RunJob({"cluster", "create", "edge", "--template", "solo", "--size", "1"}));
+  CHECK(s.Cluster("edge")["config"] == config_of(kLimit));
+
+  // A new version over the limit is refused and the one at it stays.
+  Result<json> grown = s.TryCall("clustertemplate.put", solo_of(kLimit + 1));
+  CHECK(grown.status().code() == Code::kInvalid);
+  CHECK(s.Call("clustertemplate.get", {{"name", "solo"}})["version"] == 1);
+}
+
 }  // namespace weft

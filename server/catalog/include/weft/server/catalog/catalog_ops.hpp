@@ -51,6 +51,11 @@ struct PlanBounds {
   // INVALID, naming the size, the limit and what to do, rather than a cluster
   // whose tasks fail when they are handed out.
   Status CheckConfig(const nlohmann::json& config) const;
+  // A cluster template's defaults.config, at <kind>.put (and so at `weft catalog
+  // import`): over server::MaxClusterConfigBytes every create from the template
+  // would be refused, so the template is INVALID, naming the template, both sizes,
+  // where the limit comes from and what to do.
+  Status CheckTemplateConfig(const ClusterTemplate& tmpl) const;
   Status CheckNodes(std::int64_t nodes) const;
   // The answer to a request for a plan of `nodes` nodes past max_nodes: TOO_LARGE
   // (CheckNodes), its details naming the count under `key` ("size" as asked,
@@ -90,6 +95,14 @@ class CatalogCache {
 // every cluster op take it: strings, none empty, none named twice (INVALID says
 // which); absent or null is an empty list, refused when `required`.
 Result<std::vector<std::string>> ServiceNameList(const nlohmann::json& body, const char* key, bool required);
+
+// A request's `services` where leaving them out means "every service" (of the
+// template, of the cluster): ServiceNameList's list, nullopt when the body has
+// none (absent or null). An empty list is INVALID, "services is empty: leave it
+// out to <left_out>, or name at least one": a client that builds its list from
+// a filter that matched nothing must not act on everything.
+Result<std::optional<std::vector<std::string>>> OptionalServiceList(const nlohmann::json& body,
+                                                                    const std::string& left_out);
 
 // The services a cluster.create or cluster.plan asks for instead of those of
 // `tmpl` (its defaults.services): ServiceNameList's list, nullopt when the body
