@@ -113,6 +113,7 @@ Result<std::string> EventsEndpointOf(const nlohmann::json& status, std::string a
 }
 
 Status EventStream::Connect(const std::string& endpoint) {
+  const bool was_connected = connected_;
   try {
     sub_.reset();  // before its monitor
     monitor_.reset();
@@ -124,10 +125,11 @@ Status EventStream::Connect(const std::string& endpoint) {
     static std::atomic<std::uint64_t> next_monitor{0};
     const std::string address = "inproc://weft-events-monitor-" + std::to_string(next_monitor++);
     if (zmq_socket_monitor(sub_->handle(), address.c_str(),
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0) {
       sub_.reset();
+      connected_ = false;
       return Status::Internal("cannot watch the events connection: " + std::string(zmq_strerror(zmq_errno())));
     }
     monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
@@ -138,13 +140,20 @@ Status EventStream::Connect(const std::string& endpoint) {
   } catch (const zmq::error_t& e) {
     sub_.reset();
     monitor_.reset();
+    connected_ = false;
     return Status::Unavailable("cannot follow weftd's events at " + endpoint + ": " + e.what());
   }
+  const bool moved = !endpoint_.empty() && endpoint != endpoint_;
   if (!endpoint_.empty()) ++reopened_;
   endpoint_ = endpoint;
   connected_ = false;
+  tcp_ = false;
   dead_ = false;
-  quiet_since_ms_ = NowMs();
+  const std::int64_t now = NowMs();
+  opened_ms_ = now;
+  quiet_since_ms_ = now;
+  next_locate_ms_ = now + events_.check_ms;  // time for the new socket's handshake
+  if (moved) Tell({.kind = StreamChange::Kind::kMoved, .endpoint = endpoint, .was_connected = was_connected});
   return Status::Ok();
 }
 
@@ -164,6 +173,10 @@ void EventStream::Resubscribe(const std::string& topic) {
     if (topic.rfind(p, 0) == 0) sub_->set(zmq::sockopt::subscribe, p);
 }
 
+void EventStream::Tell(StreamChange change) {
+  if (events_.on_change) events_.on_change(change);
+}
+
 bool EventStream::Healthy() {
   while (monitor_) {
     zmq::message_t head, address;
@@ -171,19 +184,56 @@ bool EventStream::Healthy() {
     if (head.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
     if (head.size() < sizeof(std::uint16_t)) continue;
     std::uint16_t event = 0;
+    std::uint32_t value = 0;
     std::memcpy(&event, head.data(), sizeof event);
-    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      connected_ = true;
-      dead_ = false;
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      connected_ = false;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-               event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-      connected_ = false;
-      dead_ = true;  // a failed handshake: ZeroMQ does not try this connection again
+    if (head.size() >= sizeof event + sizeof value)
+      std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
+    switch (event) {
+      case ZMQ_EVENT_CONNECTED:
+        tcp_ = true;
+        break;
+      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        if (!connected_) Tell({.kind = StreamChange::Kind::kConnected, .endpoint = endpoint_});
+        connected_ = true;
+        dead_ = false;
+        break;
+      case ZMQ_EVENT_DISCONNECTED:
+        tcp_ = false;
+        if (connected_) Tell({.kind = StreamChange::Kind::kLost, .endpoint = endpoint_});
+        connected_ = false;
+        break;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        tcp_ = false;
+        connected_ = false;
+        dead_ = true;  // a failed handshake: ZeroMQ does not try this connection again
+        Tell({.kind = StreamChange::Kind::kLost,
+              .endpoint = endpoint_,
+              .why = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                         ? "weftd refused the key (ZAP status " + std::to_string(value) + ")"
+                         : std::string("the handshake failed (weftd's key not the one in the credential?)")});
+        break;
+      default:
+        break;
     }
   }
   return connected_ && !dead_;
+}
+
+Status EventStream::Relocate(std::int64_t now, std::int64_t deadline) {
+  next_locate_ms_ = now + events_.check_ms;
+  quiet_since_ms_ = now;
+  Result<std::string> where = Locate(static_cast<int>(std::clamp<std::int64_t>(deadline - now, 100, kLocateMs)));
+  if (!where.ok()) {
+    // No answer is no error (weftd may be restarting); a key weftd no longer knows never gets in again.
+    if (where.status().code() == Code::kDenied) return where.status();
+    return Status::Ok();
+  }
+  // A socket with no connection made for a while is opened anew too, whatever went wrong.
+  const bool stuck = !tcp_ && !connected_ && now - opened_ms_ >= events_.check_ms;
+  if (!sub_ || *where != endpoint_ || dead_ || stuck) return Connect(*where);
+  return Status::Ok();
 }
 
 Result<std::optional<ReceivedEvent>> EventStream::Next(int timeout_ms) {
@@ -193,6 +243,9 @@ Result<std::optional<ReceivedEvent>> EventStream::Next(int timeout_ms) {
     if (e.num() == EINTR) return std::optional<ReceivedEvent>();
     sub_.reset();  // before its monitor
     monitor_.reset();
+    tcp_ = false;
+    if (connected_) Tell({.kind = StreamChange::Kind::kLost, .endpoint = endpoint_, .why = e.what()});
+    connected_ = false;
     return Status::Unavailable("following weftd's events at " + endpoint_ + " failed: " + e.what() +
                                "; the next call looks for the events endpoint again");
   }
@@ -200,15 +253,12 @@ Result<std::optional<ReceivedEvent>> EventStream::Next(int timeout_ms) {
 
 Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
   const std::int64_t deadline = NowMs() + std::max(timeout_ms, 0);
-  std::int64_t next_locate = 0;
   while (true) {
     const std::int64_t now = NowMs();
-    if (!sub_ && now >= next_locate) {
-      next_locate = now + events_.check_ms;
-      Result<std::string> where = Locate(static_cast<int>(std::clamp<std::int64_t>(deadline - now, 100, kLocateMs)));
-      if (where.ok()) WEFT_RETURN_IF_ERROR(Connect(*where));
-    }
+    if (!sub_ && now >= next_locate_ms_) WEFT_RETURN_IF_ERROR(Relocate(now, deadline));
     if (sub_) {
+      // The connection's changes first: told before the events received after them.
+      const bool healthy = Healthy();
       zmq::message_t topic, body;
       if (sub_->recv(topic, zmq::recv_flags::dontwait)) {
         if (!topic.more() || !sub_->recv(body, zmq::recv_flags::none)) continue;
@@ -224,13 +274,9 @@ Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
           Resubscribe(out.topic);
         return std::optional<ReceivedEvent>(std::move(out));
       }
-      const bool healthy = Healthy();
-      if ((!healthy || now - quiet_since_ms_ >= events_.check_ms) && now >= next_locate) {
+      if ((!healthy || now - quiet_since_ms_ >= events_.check_ms) && now >= next_locate_ms_) {
         // Gone, refused, or quiet: a follower that lost the lead stays connected and says nothing.
-        next_locate = now + events_.check_ms;
-        quiet_since_ms_ = now;
-        Result<std::string> where = Locate(static_cast<int>(std::clamp<std::int64_t>(deadline - now, 100, kLocateMs)));
-        if (where.ok() && (*where != endpoint_ || dead_)) WEFT_RETURN_IF_ERROR(Connect(*where));
+        WEFT_RETURN_IF_ERROR(Relocate(now, deadline));
         continue;
       }
     }

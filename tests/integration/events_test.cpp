@@ -425,6 +425,78 @@ TEST_CASE("events: a user's EventStream follows the clusters they create after i
   }
 }
 
+TEST_CASE("events: EventStream tells its caller when its connection is made, lost and made again, and returns "
+          "DENIED once weftd no longer knows the key",
+          "[events][integration]") {
+  TempDir dir("weft-events-changes");
+  Weftd s(testing::WeftdOptions{.dir = dir.path() / "server", .curve = true, .cli_args = {"--timeout", "5000"}});
+  REQUIRE(s.Weft({"user", "create", "ann", "--role", "user"}).exit_code == 0);
+  const fs::path ann = dir.path() / "ann.json";
+  REQUIRE(s.Weft({"credentials", "ann", "-f", ann.string()}).exit_code == 0);
+  auto cred = curve::LoadCredential(ann);
+  REQUIRE(cred.ok());
+
+  std::vector<client::StreamChange> changes;
+  auto said = [&] {
+    std::string out;
+    for (const auto& c : changes)
+      out += std::to_string(static_cast<int>(c.kind)) + " " + c.endpoint + " (" + c.why + ")\n";
+    return out;
+  };
+  auto connections = [&] {
+    int n = 0;
+    for (const auto& c : changes) n += c.kind == client::StreamChange::Kind::kConnected;
+    return n;
+  };
+  zmq::context_t ctx(1);
+  client::EventStream stream(
+      ctx, client::FromCredential(*cred), {"default/"},
+      {.check_ms = 300, .on_change = [&](const client::StreamChange& c) { changes.push_back(c); }});
+  REQUIRE(stream.Open().ok());
+  // The handshake: told from Next.
+  REQUIRE(WaitFor(
+      [&] {
+        REQUIRE(stream.Next(100).ok());
+        return connections() == 1;
+      },
+      20s));
+  INFO(said());
+  REQUIRE(changes.size() == 1);
+  CHECK(changes[0].endpoint == s.events());
+
+  // weftd restarts (on the same endpoint): the connection is lost, then made again.
+  s.Restart();
+  const bool back = WaitFor(
+      [&] {
+        REQUIRE(stream.Next(100).ok());
+        return connections() == 2;
+      },
+      30s);
+  INFO(said() << Tail(s.Log()));
+  REQUIRE(back);
+  REQUIRE(changes.size() >= 3);
+  CHECK(changes[1].kind == client::StreamChange::Kind::kLost);
+  CHECK(changes[1].why.empty());  // it went away; no handshake failed
+  CHECK(changes.back().kind == client::StreamChange::Kind::kConnected);
+  CHECK(changes.back().endpoint == s.events());
+  for (const auto& c : changes) CHECK(c.kind != client::StreamChange::Kind::kMoved);
+
+  // ann's user is deleted: asked where the events are, weftd refuses her key, and Next says so.
+  REQUIRE(s.Weft({"user", "delete", "ann"}).exit_code == 0);
+  std::optional<Status> refused;
+  const bool ended = WaitFor(
+      [&] {
+        Result<std::optional<client::ReceivedEvent>> next = stream.Next(100);
+        if (!next.ok()) refused = next.status();
+        return refused.has_value();
+      },
+      20s);
+  INFO(said());
+  REQUIRE(ended);
+  CHECK(refused->code() == Code::kDenied);
+  CHECK_THAT(refused->message(), Catch::Contains("does not know this client's key"));
+}
+
 TEST_CASE("events: a user's plain weft events follows the clusters they create after it started, and no one "
           "else's",
           "[events][integration]") {
@@ -573,7 +645,11 @@ TEST_CASE("events: EventStream and weft events move to the new leader, and tell 
   client::Options o;
   o.endpoint = b->api() + "," + a->api();
   o.timeout_ms = 3000;
-  client::EventStream stream(ctx, o, {"default/task"}, {.check_ms = 300, .rcvhwm = 0});
+  std::vector<client::StreamChange> changes;
+  client::EventStream stream(ctx, o, {"default/task"},
+                             {.check_ms = 300,
+                              .rcvhwm = 0,
+                              .on_change = [&](const client::StreamChange& c) { changes.push_back(c); }});
   REQUIRE(stream.Open().ok());
   CHECK(stream.endpoint() == a->events());
   // `weft events` given both, too.
@@ -614,6 +690,23 @@ TEST_CASE("events: EventStream and weft events move to the new leader, and tell 
   CHECK(after[0].event["incarnation"] != first);
   CHECK(after[0].seen.restarted);
   CHECK(after[0].seen.gap());
+  // The stream told its caller of the move, and of the new connection.
+  REQUIRE(WaitFor(
+      [&] {
+        (void)Collect(stream, 100ms);
+        return !changes.empty() && changes.back().kind == client::StreamChange::Kind::kConnected &&
+               changes.back().endpoint == b->events();
+      },
+      10s));
+  {
+    std::optional<client::StreamChange> moved_to;
+    for (const auto& c : changes)
+      if (c.kind == client::StreamChange::Kind::kMoved) moved_to = c;
+    REQUIRE(moved_to);
+    CHECK(moved_to->endpoint == b->events());
+    // Paused, the old leader kept the connection up: the stream moved off a live connection.
+    if (paused) CHECK(moved_to->was_connected);
+  }
 
   // The command moved too, said so, and told of the new numbering.
   const bool cli_moved = WaitFor(

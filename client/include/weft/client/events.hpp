@@ -18,14 +18,20 @@
 // those published before, the create job's first ones, are read with job.get).
 //
 // It moves by itself: when the connection drops, a handshake fails, or no
-// event came for Options::check_ms, it asks again where the events are and
+// event came for EventOptions::check_ms, it asks again where the events are and
 // reconnects there if that changed (a new leader, a weftd restarted on
-// another port) or if its socket gave up.
+// another port) or if its socket gave up (a failed handshake, no connection
+// made for check_ms). A caller that tells its user what the connection does
+// (lost, back, moved) gets each change through EventOptions::on_change; the
+// events missed meanwhile show in the next event's `seen` as ever. When weftd
+// no longer knows the key, Next returns DENIED and the caller decides
+// (`weft events` stops).
 //
 // Not thread-safe: one EventStream per thread. The zmq::context_t must outlive it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +88,29 @@ struct ReceivedEvent {
   EventSequence::Seen seen;
 };
 
+// A change of the stream's connection to the events endpoint (EventOptions::on_change).
+struct StreamChange {
+  enum class Kind {
+    // A handshake succeeded at `endpoint`: events flow (the first time, or
+    // again after kLost or kMoved).
+    kConnected,
+    // The connection went away (`why` empty: weftd stopped, the network
+    // dropped), or a handshake failed (`why` says how: the key refused, a
+    // server key that does not match). The stream reconnects by itself; the
+    // events published meanwhile are missed.
+    kLost,
+    // weftd names another events endpoint (another weftd leads, weftd came
+    // back on another port): the stream opened a new socket at `endpoint`.
+    // `was_connected` tells whether the old one still had its connection up
+    // (a follower that lost the lead stays connected and publishes nothing).
+    kMoved,
+  };
+  Kind kind = Kind::kConnected;
+  std::string endpoint = {};
+  std::string why = {};
+  bool was_connected = false;
+};
+
 struct EventOptions {
   // How long without an event before asking weftd again where its events are
   // (a follower that lost the lead stays connected and publishes nothing).
@@ -99,6 +128,10 @@ struct EventOptions {
   // that a user's subscription covers the new cluster too (docs/protocol.md,
   // `events`). Harmless for an admin's subscription, which covers it already.
   bool follow_created = true;
+  // Called from Next on each change of the connection (StreamChange), in the
+  // order the stream reads them, before the events it receives after them;
+  // nothing is called when empty. It must not call the stream.
+  std::function<void(const StreamChange&)> on_change = {};
 };
 
 class EventStream {
@@ -116,6 +149,9 @@ class EventStream {
   // signal cut the wait short). An error when the events socket cannot be
   // opened or fails (UNAVAILABLE): the next call looks for the endpoint again.
   // weftd not answering where its events are is no error: Next keeps asking.
+  // weftd refusing to say because it no longer knows the key (revoked, its
+  // user or tenant deleted) is DENIED, in weftd's words: asking again will
+  // not help (the next call asks all the same).
   Result<std::optional<ReceivedEvent>> Next(int timeout_ms);
   // Adds a prefix, or sends one again: weftd decides what a subscription
   // covers when it receives it, so a user subscribes again to follow a
@@ -137,6 +173,10 @@ class EventStream {
   void Resubscribe(const std::string& topic);
   // Reads the monitor: false when the connection dropped or a handshake failed.
   bool Healthy();
+  // Asks where the events are (up to the deadline), and reconnects there if
+  // that moved or this socket gave up. DENIED when weftd refuses the key.
+  Status Relocate(std::int64_t now, std::int64_t deadline);
+  void Tell(StreamChange change);
 
   zmq::context_t& ctx_;
   Options options_;
@@ -148,8 +188,11 @@ class EventStream {
   std::string endpoint_;
   EventSequence sequence_;
   bool connected_ = false;
+  bool tcp_ = false;   // a TCP connection is up (its handshake may still be under way)
   bool dead_ = false;  // a handshake failed: this socket does not try again
+  std::int64_t opened_ms_ = 0;
   std::int64_t quiet_since_ms_ = 0;
+  std::int64_t next_locate_ms_ = 0;  // when to ask again at the soonest: every check_ms, across calls
   int reopened_ = 0;
 };
 
