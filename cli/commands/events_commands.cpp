@@ -1,36 +1,32 @@
 // weft events: follows weftd's events endpoint (docs/protocol.md, `events`),
-// one line per event, until interrupted. A restart of weftd is survived: the
-// SUB socket reconnects by itself (ZeroMQ sends the subscriptions again), and
-// while weftd is away the command says so, and asks it again where its events
-// endpoint is, in case it came back on another port. A handshake that failed
-// (a key refused, a server key that does not match) ends ZeroMQ's own
-// reconnecting for good, so then the command opens a new socket itself, and
-// keeps doing so until a handshake succeeds. While the events are quiet it asks
-// now and then too: with several weftd (`--server a,b`) the leader may have
-// changed, and the command moves to the new one's events. Every event carries its topic's
-// sequence number and the numbering's incarnation: a number skipped, or a new
-// incarnation (weftd restarted, another weftd took the lead), is told in one
-// line on stderr, since the state must then be read again.
-#include <chrono>
-#include <cstring>
+// one line per event, until interrupted. The following itself is the client
+// library's client::EventStream: it finds the leader's events endpoint,
+// survives a restart of weftd (and a handshake refused meanwhile), moves to
+// another weftd when that one leads, sends a user's subscription again when
+// they create a cluster, and says of each event whether events were missed
+// before it. This command words what the stream tells it for people: where
+// it follows the events, when the connection went away and came back (once
+// per outage), a move to another weftd, and a gap in the events (one line on
+// stderr: the state must then be read again). A key weftd no longer knows
+// (revoked, its user deleted) ends it with an error.
+#include <cstdint>
 #include <ctime>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/context.hpp"
 #include "weft/cli/format.hpp"
 #include "weft/cli/table.hpp"
 #include "weft/client/events.hpp"
-#include "weft/common/curve.hpp"
 
 namespace weft::cli {
 namespace {
 
-constexpr int kPollMs = 200;
-constexpr std::int64_t kAskAgainMs = 2000;  // while away: how often to ask weftd where its events are
+constexpr int kWaitMs = 1000;      // the longest one wait for an event (the stream looks around meanwhile)
+constexpr int kAskAgainMs = 2000;  // while away, or quiet: how often to ask weftd where its events are
 
 std::string IdText(const json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -76,18 +72,10 @@ std::string Describe(const json& e) {
   return UtcTime(e.value("at_ms", std::int64_t{0})) + "  " + line;
 }
 
-// weftd's events endpoint as this client can reach it (the leader's, with a
-// wildcard address made the host of the api endpoint that answered).
-Result<std::string> EventsEndpoint(Context& ctx, int timeout_ms) {
-  WEFT_ASSIGN_OR_RETURN(json status, ctx.Call("server.status", json::object(), {}, timeout_ms));
-  return client::EventsEndpointOf(status, ctx.endpoint());
-}
-
 // What to subscribe to, and which events of those to show.
 struct Filter {
   std::vector<std::string> prefixes;
-  bool plain = false;              // no --cluster, no --job: follows clusters made later too
-  std::string job_id;              // with --job: only that job's events
+  std::string job_id;               // with --job: only that job's events
   std::set<std::int64_t> task_ids;  // ...and its tasks'
   std::set<std::int64_t> others;    // tasks of the cluster's other jobs, asked about once
 };
@@ -110,8 +98,8 @@ Result<Filter> MakeFilter(Context& ctx, const ParsedArgs& args) {
   }
   if (cluster_id.empty()) {
     // Everything this caller may see (weftd narrows it to the caller's role).
+    // The stream sends it again on each cluster.created, so that it covers the new cluster too.
     f.prefixes.push_back(ctx.options().tenant.empty() ? "" : ctx.options().tenant + "/");
-    f.plain = true;
     return f;
   }
   // The credential's tenant is known once a call has loaded it (the lookups above).
@@ -138,208 +126,98 @@ bool Shown(Context& ctx, Filter& f, const json& e) {
   return f.task_ids.count(id) != 0;
 }
 
-class Subscriber {
+// The stream's options: the api endpoint(s) and keys weft's own calls use.
+client::Options StreamOptions(const Context& ctx) {
+  client::Options o;
+  o.endpoint = ctx.options().server;
+  o.timeout_ms = ctx.options().timeout_ms;
+  o.tenant = ctx.options().tenant;
+  if (ctx.credential()) {
+    o.server_key = ctx.credential()->server_key;
+    o.keys = ctx.credential()->keys;
+  }
+  o.probe_ms = 0;  // while weftd is away, the stream asks again and again: no look at what is there meanwhile
+  return o;
+}
+
+// What the command says on stderr of the stream's connection: once per outage, not once per try.
+class Notices {
  public:
-  Subscriber(zmq::context_t& zmq, Context& ctx, const Filter& filter) : zmq_(zmq), ctx_(ctx), filter_(filter) {}
+  explicit Notices(Context& ctx) : ctx_(ctx) {}
 
-  Status Open(const std::string& endpoint) {
-    try {
-      sub_.reset();  // before its monitor
-      monitor_.reset();
-      sub_ = std::make_unique<zmq::socket_t>(zmq_, zmq::socket_type::sub);
-      sub_->set(zmq::sockopt::linger, 0);
-      if (ctx_.credential()) curve::SetClientKeys(*sub_, ctx_.credential()->server_key, ctx_.credential()->keys);
-      // Disconnects and reconnects are read from a monitor, to tell the user.
-      const std::string address = "inproc://weft-events-monitor-" + std::to_string(++opened_);
-      if (zmq_socket_monitor(sub_->handle(), address.c_str(),
-                             ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
-        return Status::Internal("cannot watch the events connection: " + std::string(zmq_strerror(zmq_errno())));
-      monitor_ = std::make_unique<zmq::socket_t>(zmq_, zmq::socket_type::pair);
-      monitor_->set(zmq::sockopt::linger, 0);
-      monitor_->connect(address);
-      for (const std::string& p : filter_.prefixes) sub_->set(zmq::sockopt::subscribe, p);
-      sub_->connect(endpoint);
-    } catch (const zmq::error_t& e) {
-      return Status::Invalid("cannot follow weftd's events at " + endpoint + ": " + e.what());
+  void operator()(const client::StreamChange& change) {
+    using Kind = client::StreamChange::Kind;
+    switch (change.kind) {
+      case Kind::kConnected:
+        ctx_.err() << (ever_ ? "reconnected to weftd's events at " : "following weftd's events at ")
+                   << change.endpoint << '\n' << std::flush;
+        ever_ = true;
+        away_said_ = false;
+        break;
+      case Kind::kLost:
+        if (ever_) {
+          WentAway(change.why);
+        } else if (!away_said_) {
+          away_said_ = true;
+          ctx_.err() << "cannot follow weftd's events yet: " << change.why << "; trying again\n" << std::flush;
+        }
+        break;
+      case Kind::kMoved:
+        if (change.was_connected)
+          ctx_.err() << "weftd's events are now published at " << change.endpoint
+                     << " (another weftd leads); following there\n"
+                     << std::flush;
+        break;
     }
-    endpoint_ = endpoint;
-    opened_at_ = std::chrono::steady_clock::now();
-    tcp_ = false;
-    return Status::Ok();
-  }
-
-  // Sends the subscriptions again: weftd decides anew what they cover (a user's:
-  // the clusters they own now).
-  void Resubscribe() {
-    try {
-      for (const std::string& p : filter_.prefixes) sub_->set(zmq::sockopt::subscribe, p);
-    } catch (const zmq::error_t& e) {
-      ctx_.err() << "cannot subscribe again to weftd's events: " << e.what() << '\n' << std::flush;
-    }
-  }
-
-  zmq::socket_t& sub() { return *sub_; }
-  zmq::socket_t& monitor() { return *monitor_; }
-  const std::string& endpoint() const { return endpoint_; }
-  std::chrono::steady_clock::time_point opened_at() const { return opened_at_; }
-
-  // What the monitor said since the last look.
-  struct Seen {
-    std::optional<bool> connected;  // true: a handshake succeeded; false: the connection went away
-    std::optional<std::string> failed;  // a handshake failed (why): this socket will not try again
-    bool tcp = false;                   // a TCP connection is up (its handshake may still be waiting)
-  };
-  Seen ReadMonitor() {
-    Seen seen;
-    seen.tcp = tcp_;
-    while (true) {
-      zmq::message_t head, address;
-      if (!monitor_->recv(head, zmq::recv_flags::dontwait)) break;
-      if (head.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
-      if (head.size() < sizeof(std::uint16_t) + sizeof(std::uint32_t)) continue;
-      std::uint16_t event = 0;
-      std::uint32_t value = 0;
-      std::memcpy(&event, head.data(), sizeof event);
-      std::memcpy(&value, static_cast<const char*>(head.data()) + sizeof event, sizeof value);
-      switch (event) {
-        case ZMQ_EVENT_CONNECTED:
-          seen.tcp = true;
-          break;
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-          seen.connected = true;
-          seen.failed.reset();
-          break;
-        case ZMQ_EVENT_DISCONNECTED:
-          seen.tcp = false;
-          seen.connected = false;
-          break;
-        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-          seen.tcp = false;
-          seen.failed = "weftd refused the key (ZAP status " + std::to_string(value) + ")";
-          break;
-        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-          seen.tcp = false;
-          seen.failed = "the handshake failed (weftd's key not the one in the credential?)";
-          break;
-        default:
-          break;
-      }
-    }
-    tcp_ = seen.tcp;
-    return seen;
   }
 
  private:
-  zmq::context_t& zmq_;
+  void WentAway(const std::string& why) {
+    if (away_said_) return;
+    away_said_ = true;
+    ctx_.err() << "weftd's events endpoint went away" << (why.empty() ? "" : " (" + why + ")")
+               << "; reconnecting (events meanwhile are missed)\n"
+               << std::flush;
+  }
+
   Context& ctx_;
-  const Filter& filter_;
-  // The monitor first: it must close after the socket it watches is gone.
-  std::unique_ptr<zmq::socket_t> monitor_;
-  std::unique_ptr<zmq::socket_t> sub_;
-  std::string endpoint_;
-  std::chrono::steady_clock::time_point opened_at_{};
-  bool tcp_ = false;
-  int opened_ = 0;
+  bool ever_ = false;       // connected once: a new connection is a reconnection
+  bool away_said_ = false;  // this outage was told
 };
 
 Status Events(Context& ctx, const ParsedArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Filter filter, MakeFilter(ctx, args));
-  WEFT_ASSIGN_OR_RETURN(std::string endpoint, EventsEndpoint(ctx, ctx.options().timeout_ms));
+  // Asked here first: when weftd does not answer, the error says what is at --server.
+  WEFT_RETURN_IF_ERROR(ctx.Call("server.status", json::object()).status());
+  Notices notices(ctx);
   zmq::context_t zmq(1);
-  Subscriber subscriber(zmq, ctx, filter);
-  WEFT_RETURN_IF_ERROR(subscriber.Open(endpoint));
-  bool connected = false, ever = false, away_said = false;
-  // The socket gave up (a failed handshake): open a new one at the next try.
-  bool dead = false;
-  auto asked = std::chrono::steady_clock::now();
-  client::EventSequence sequence;
-  auto heard = std::chrono::steady_clock::now();  // the last event, or the last look at where they are
-  auto went_away = [&](const std::string& why) {
-    if (away_said) return;  // once per outage, not once per try
-    away_said = true;
-    ctx.err() << "weftd's events endpoint went away" << (why.empty() ? "" : " (" + why + ")")
-              << "; reconnecting (events meanwhile are missed)\n"
-              << std::flush;
-  };
+  client::EventStream stream(
+      zmq, StreamOptions(ctx), filter.prefixes,
+      {.check_ms = kAskAgainMs, .on_change = [&notices](const client::StreamChange& c) { notices(c); }});
+  WEFT_RETURN_IF_ERROR(stream.Open());
   while (true) {
-    zmq::pollitem_t items[] = {{subscriber.sub().handle(), 0, ZMQ_POLLIN, 0},
-                               {subscriber.monitor().handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, std::chrono::milliseconds(kPollMs));
-    const Subscriber::Seen seen = subscriber.ReadMonitor();
-    if (seen.connected && *seen.connected != connected) {
-      connected = *seen.connected;
-      if (connected) {
-        ctx.err() << (ever ? "reconnected to weftd's events at " : "following weftd's events at ")
-                  << subscriber.endpoint() << '\n' << std::flush;
-        ever = true;
-        away_said = false;
-        dead = false;
-      } else {
-        went_away("");
-        asked = std::chrono::steady_clock::now();
-      }
-    }
-    if (seen.failed && !connected) {
-      dead = true;
-      if (ever) went_away(*seen.failed);
-      else if (!away_said) {
-        away_said = true;
-        ctx.err() << "cannot follow weftd's events yet: " << *seen.failed << "; trying again\n" << std::flush;
-      }
-    }
-    const auto now = std::chrono::steady_clock::now();
-    // Away, or connected but quiet: a weftd that stopped leading stays connected and publishes nothing.
-    const bool quiet = now - heard >= std::chrono::milliseconds(kAskAgainMs);
-    if ((!connected || quiet) && now - asked >= std::chrono::milliseconds(kAskAgainMs)) {
-      // weftd may be back with its events on another port (an endpoint configured with port `*`),
-      // or another weftd leads now.
-      asked = now;
-      Result<std::string> where = EventsEndpoint(ctx, 1000);
+    Result<std::optional<client::ReceivedEvent>> next = stream.Next(kWaitMs);
+    if (!next.ok()) {
       // A key weftd no longer knows (revoked, its user or tenant deleted) never gets in again.
-      if (!where.ok() && where.status().code() == Code::kDenied)
-        return where.status().WithContext("stopped following weftd's events");
-      const bool moved = where.ok() && *where != subscriber.endpoint();
-      if (moved && connected) {
-        ctx.err() << "weftd's events are now published at " << *where << " (another weftd leads); following there\n"
-                  << std::flush;
-        connected = false;
-      }
-      // A socket whose handshake failed never tries again by itself; one with no
-      // connection up after a while is opened again too, whatever went wrong.
-      const bool stuck = !seen.tcp && now - subscriber.opened_at() >= std::chrono::milliseconds(kAskAgainMs);
-      if (moved || dead || stuck) {
-        WEFT_RETURN_IF_ERROR(subscriber.Open(where.ok() ? *where : subscriber.endpoint()));
-        dead = false;
-      }
+      if (next.status().code() == Code::kDenied) return next.status().WithContext("stopped following weftd's events");
+      return next.status();
     }
-    while (true) {
-      zmq::message_t topic, body;
-      if (!subscriber.sub().recv(topic, zmq::recv_flags::dontwait)) break;
-      if (!topic.more() || !subscriber.sub().recv(body, zmq::recv_flags::none)) continue;
-      json e = json::parse(body.to_string(), nullptr, false);
-      if (!e.is_object()) continue;
-      heard = std::chrono::steady_clock::now();
-      const std::string name = topic.to_string();
-      if (const client::EventSequence::Seen seen = sequence.Check(name, e); seen.gap()) {
-        ctx.err() << "events were missed ("
-                  << (seen.restarted ? std::string("weftd's numbering started anew: a restart or a new leader")
-                                     : std::to_string(seen.missed) + " on " + name)
-                  << "); read the state again (weft job show, weft cluster get)\n"
-                  << std::flush;
-      }
-      // A cluster made since the subscription (told on its owner's topic): the
-      // subscription, sent again, covers it too.
-      if (filter.plain && e.value("type", "") == "cluster.created") subscriber.Resubscribe();
-      if (!Shown(ctx, filter, e)) continue;
-      if (ctx.json_output()) {
-        e["topic"] = topic.to_string();
-        ctx.out() << e.dump() << '\n' << std::flush;
-      } else {
-        ctx.out() << Printable(Describe(e)) << '\n' << std::flush;
-      }
+    if (!*next) continue;
+    client::ReceivedEvent& got = **next;
+    if (got.seen.gap()) {
+      ctx.err() << "events were missed ("
+                << (got.seen.restarted ? std::string("weftd's numbering started anew: a restart or a new leader")
+                                       : std::to_string(got.seen.missed) + " on " + got.topic)
+                << "); read the state again (weft job show, weft cluster get)\n"
+                << std::flush;
+    }
+    json& e = got.event;
+    if (!Shown(ctx, filter, e)) continue;
+    if (ctx.json_output()) {
+      e["topic"] = got.topic;
+      ctx.out() << e.dump() << '\n' << std::flush;
+    } else {
+      ctx.out() << Printable(Describe(e)) << '\n' << std::flush;
     }
   }
 }
