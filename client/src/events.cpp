@@ -225,14 +225,14 @@ Status EventStream::Relocate(std::int64_t now, std::int64_t deadline) {
   next_locate_ms_ = now + events_.check_ms;
   quiet_since_ms_ = now;
   Result<std::string> where = Locate(static_cast<int>(std::clamp<std::int64_t>(deadline - now, 100, kLocateMs)));
-  if (!where.ok()) {
-    // No answer is no error (weftd may be restarting); a key weftd no longer knows never gets in again.
-    if (where.status().code() == Code::kDenied) return where.status();
-    return Status::Ok();
-  }
+  // A key weftd no longer knows never gets in again; no answer is no error (weftd may be
+  // restarting), and the socket is tried again where it was.
+  if (!where.ok() && where.status().code() == Code::kDenied) return where.status();
+  const std::string target = where.ok() ? *where : endpoint_;
+  if (target.empty()) return Status::Ok();
   // A socket with no connection made for a while is opened anew too, whatever went wrong.
   const bool stuck = !tcp_ && !connected_ && now - opened_ms_ >= events_.check_ms;
-  if (!sub_ || *where != endpoint_ || dead_ || stuck) return Connect(*where);
+  if (!sub_ || target != endpoint_ || dead_ || stuck) return Connect(target);
   return Status::Ok();
 }
 

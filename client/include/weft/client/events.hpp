@@ -21,7 +21,8 @@
 // event came for EventOptions::check_ms, it asks again where the events are and
 // reconnects there if that changed (a new leader, a weftd restarted on
 // another port) or if its socket gave up (a failed handshake, no connection
-// made for check_ms). A caller that tells its user what the connection does
+// made for check_ms; while weftd does not answer, it opens such a socket
+// anew where it was, every check_ms). A caller that tells its user what the connection does
 // (lost, back, moved) gets each change through EventOptions::on_change; the
 // events missed meanwhile show in the next event's `seen` as ever. When weftd
 // no longer knows the key, Next returns DENIED and the caller decides
