@@ -10,7 +10,10 @@
 namespace weft::client {
 namespace {
 
-// The longest one question to weftd (where are your events?) may take.
+// The longest one question to weftd (where are your events?) may take: not
+// shortened to a short Next's timeout, for a question that times out costs the
+// api connection, and a key weftd no longer knows gets no new one (the
+// handshake is refused, and its DENIED reply never comes).
 constexpr int kLocateMs = 1000;
 // The longest wait between two looks at the socket's state.
 constexpr std::int64_t kPollMs = 100;
@@ -221,10 +224,10 @@ bool EventStream::Healthy() {
   return connected_ && !dead_;
 }
 
-Status EventStream::Relocate(std::int64_t now, std::int64_t deadline) {
+Status EventStream::Relocate(std::int64_t now) {
   next_locate_ms_ = now + events_.check_ms;
   quiet_since_ms_ = now;
-  Result<std::string> where = Locate(static_cast<int>(std::clamp<std::int64_t>(deadline - now, 100, kLocateMs)));
+  Result<std::string> where = Locate(kLocateMs);
   // A key weftd no longer knows never gets in again; no answer is no error (weftd may be
   // restarting), and the socket is tried again where it was.
   if (!where.ok() && where.status().code() == Code::kDenied) return where.status();
@@ -255,7 +258,7 @@ Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
   const std::int64_t deadline = NowMs() + std::max(timeout_ms, 0);
   while (true) {
     const std::int64_t now = NowMs();
-    if (!sub_ && now >= next_locate_ms_) WEFT_RETURN_IF_ERROR(Relocate(now, deadline));
+    if (!sub_ && now >= next_locate_ms_) WEFT_RETURN_IF_ERROR(Relocate(now));
     if (sub_) {
       // The connection's changes first: told before the events received after them.
       const bool healthy = Healthy();
@@ -276,7 +279,7 @@ Result<std::optional<ReceivedEvent>> EventStream::Wait(int timeout_ms) {
       }
       if ((!healthy || now - quiet_since_ms_ >= events_.check_ms) && now >= next_locate_ms_) {
         // Gone, refused, or quiet: a follower that lost the lead stays connected and says nothing.
-        WEFT_RETURN_IF_ERROR(Relocate(now, deadline));
+        WEFT_RETURN_IF_ERROR(Relocate(now));
         continue;
       }
     }

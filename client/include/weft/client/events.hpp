@@ -146,8 +146,10 @@ class EventStream {
   // Finds the events endpoint and subscribes. Subscribe before starting what
   // you want to follow; read the state after (events before it are not sent).
   Status Open();
-  // The next event, waiting up to `timeout_ms`; nullopt when none came (or a
-  // signal cut the wait short). An error when the events socket cannot be
+  // The next event, waiting up to `timeout_ms` (longer while it asks weftd
+  // where its events are, at most every check_ms: up to a second, and up to
+  // twice Options::probe_ms more when weftd does not answer); nullopt when
+  // none came (or a signal cut the wait short). An error when the events socket cannot be
   // opened or fails (UNAVAILABLE): the next call looks for the endpoint again.
   // weftd not answering where its events are is no error: Next keeps asking.
   // weftd refusing to say because it no longer knows the key (revoked, its
@@ -174,9 +176,9 @@ class EventStream {
   void Resubscribe(const std::string& topic);
   // Reads the monitor: false when the connection dropped or a handshake failed.
   bool Healthy();
-  // Asks where the events are (up to the deadline), and reconnects there if
-  // that moved or this socket gave up. DENIED when weftd refuses the key.
-  Status Relocate(std::int64_t now, std::int64_t deadline);
+  // Asks where the events are, and reconnects there if that moved or this
+  // socket gave up. DENIED when weftd refuses the key.
+  Status Relocate(std::int64_t now);
   void Tell(StreamChange change);
 
   zmq::context_t& ctx_;
