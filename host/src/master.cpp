@@ -443,14 +443,25 @@ void Master::Impl::Scan(bool initial) {
   struct Seen {
     std::filesystem::path file;
     FileVerdict verdict;
-    bool fresh = true;
+    bool fresh = true;  // new, changed or newly refused: logged
+    bool probe = true;  // to be probed
   };
   std::vector<Seen> seen;
   std::vector<std::filesystem::path> to_probe;
   for (const auto& file : files) {
+    // Not even probed (a probe loads the file as this host's user): checked on
+    // every scan, as a chown or chmod changes no size or time of the file.
+    if (std::string unsafe = UnsafePluginPath(file); !unsafe.empty()) {
+      auto old = verdicts.find(file);
+      const bool told = old != verdicts.end() && !old->second.probe.ok && old->second.probe.reason == unsafe;
+      Seen s{file, {}, !told, false};
+      s.verdict.probe.reason = std::move(unsafe);  // no size or time kept: once safe, it is probed afresh
+      seen.push_back(std::move(s));
+      continue;
+    }
     struct stat st {};
     if (stat(file.c_str(), &st) != 0) continue;
-    Seen s{file, {}, true};
+    Seen s{file, {}, true, true};
     FileVerdict& v = s.verdict;
     v.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     v.size = st.st_size;
@@ -460,6 +471,7 @@ void Master::Impl::Scan(bool initial) {
         old->second.inode == v.inode) {
       v.probe = old->second.probe;
       s.fresh = false;
+      s.probe = false;
     } else {
       to_probe.push_back(file);
     }
@@ -467,8 +479,8 @@ void Master::Impl::Scan(bool initial) {
   }
   std::vector<ProbeResult> probed = RunProbes(exe, to_probe, config.lua);
   for (std::size_t i = 0, p = 0; i < seen.size(); ++i)
-    if (seen[i].fresh) seen[i].verdict.probe = std::move(probed[p++]);
-  for (auto& [file, v, fresh] : seen) {
+    if (seen[i].probe) seen[i].verdict.probe = std::move(probed[p++]);
+  for (auto& [file, v, fresh, probe] : seen) {
     if (v.probe.ok) {
       const std::string type = v.probe.info.value("type", std::string());
       std::string tenant;
@@ -1811,6 +1823,8 @@ void Master::Impl::ReadPluginDirEvents() {
         LostWatch(ev->wd, ev->mask);
         continue;
       }
+      // The directory's own owner or mode changed: whether its files may be loaded may have too.
+      if (ev->len == 0 && (ev->mask & IN_ATTRIB)) relevant = true;
       std::filesystem::path name = ev->len ? std::filesystem::path(ev->name) : std::filesystem::path();
       const auto ext = name.extension();
       if (ext == ".so" || ext == ".lua") relevant = true;

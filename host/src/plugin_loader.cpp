@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include "weft/common/file_trust.hpp"
 #include "weft/common/log.hpp"
 #ifdef WEFT_HOST_HAVE_LUA
 #include "weft/lua/lua_plugin.hpp"
@@ -219,6 +221,15 @@ std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesy
     out.insert(out.end(), files.begin(), files.end());
   }
   return out;
+}
+
+std::string UnsafePluginPath(const std::filesystem::path& file) {
+  const std::string problem = OthersMayChange(file);
+  if (problem.empty()) return "";
+  const uid_t self = geteuid();
+  return "not loaded: weft-host runs as " + (self == 0 ? std::string("root") : "uid " + std::to_string(self)) +
+         " and loads plugin code only from files and directories that " +
+         (self == 0 ? std::string("only root") : "only root and its user") + " can change, but " + problem;
 }
 
 void PluginSet::LoadDirectories(const std::vector<std::filesystem::path>& dirs) {

@@ -186,3 +186,33 @@ TEST_CASE("localnode: stopping a node ends a daemon that keeps forking", "[local
   CHECK_FALSE(fs::exists(cgroup));
   CHECK_FALSE(fs::exists(node->dir));
 }
+
+TEST_CASE("localnode: a node is not started in a state_dir someone other than root could change",
+          "[localnodes][localnode]") {
+  // Its sshd runs as root on what is there (configuration, host keys, authorized keys).
+  TempDir state("weft-localnode-trust");
+  NodeOptions o;
+  o.name = "untrusted";
+  o.port = kSshPort;
+  const auto refused = [&](const fs::path& dir) {
+    o.state_dir = dir;
+    auto node = weft::localnode::StartNode(o);
+    REQUIRE_FALSE(node.ok());
+    CHECK(fs::is_empty(dir));  // nothing was made there
+    return node.status().message();
+  };
+  const std::string why = "local node untrusted: the state_dir ";
+  const std::string reads =
+      " holds what the node's sshd reads as root (its configuration, host keys and authorized keys), so no one but "
+      "root may be able to change it, but ";
+  fs::create_directories(state / "nobodys" / "nodes");
+  REQUIRE(chown((state / "nobodys").c_str(), 65534, 65534) == 0);
+  const fs::path under_nobodys = state / "nobodys" / "nodes";
+  CHECK(refused(under_nobodys) == why + under_nobodys.string() + reads + (state / "nobodys").string() +
+                                      " is owned by nobody (uid 65534); chown root " + (state / "nobodys").string() +
+                                      " once you have checked it");
+  fs::create_directories(state / "open");
+  fs::permissions(state / "open", fs::perms::all, fs::perm_options::replace);
+  CHECK(refused(state / "open") == why + (state / "open").string() + reads + (state / "open").string() +
+                                       " is writable by every user; chmod o-w " + (state / "open").string());
+}

@@ -30,6 +30,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "weft/common/file_trust.hpp"
+
 extern char** environ;
 
 namespace weft::localnode {
@@ -924,6 +926,11 @@ Result<Node> StartNode(const NodeOptions& o) {
   std::error_code ec;
   fs::create_directories(o.state_dir, ec);
   if (ec) return Status::Unavailable("cannot create the state_dir " + o.state_dir.string() + ": " + ec.message());
+  // The node's sshd runs as root on what is there: its config, host keys and authorized_keys.
+  if (std::string problem = OthersMayChange(o.state_dir); !problem.empty())
+    return Status::Invalid("local node " + o.name + ": the state_dir " + o.state_dir.string() +
+                           " holds what the node's sshd reads as root (its configuration, host keys and authorized "
+                           "keys), so no one but root may be able to change it, but " + problem);
   // sshd refuses to start without its privilege separation directory.
   fs::create_directories("/run/sshd", ec);
   if (ec) return Status::Unavailable("cannot create /run/sshd (sshd's privilege separation directory): " + ec.message());

@@ -60,6 +60,10 @@ bool IsPluginFile(const std::filesystem::path& file);
 // files sorted by name within one. Missing or unreadable directories are logged
 // (once per call) and skipped.
 std::vector<std::filesystem::path> ListPluginFiles(const std::vector<std::filesystem::path>& dirs);
+// Why this process must not load `file`, or "" when it may: a plugin runs as
+// the host's user (root, for the local provider), so no one else may be able
+// to change the file or a directory above it (OthersMayChange).
+std::string UnsafePluginPath(const std::filesystem::path& file);
 // True when this build loads *.lua plugins (see docs/host.md).
 bool LuaPluginsSupported();
 
