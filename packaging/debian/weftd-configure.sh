@@ -33,12 +33,21 @@
       fi
     done
     if [ -n "$given" ]; then
+      was_running=""
       if [ -d /run/systemd/system ]; then
+        if systemctl --quiet is-active weftd.service; then
+          was_running=yes
+        fi
         deb-systemd-invoke stop weftd.service >/dev/null || true
       fi
       for name in $given; do
         chown -R weft:weft "$data_dir/$name"
       done
+      # The restart below starts only an enabled or running unit: a weftd the
+      # operator runs without enabling it would stay stopped.
+      if [ -n "$was_running" ]; then
+        systemctl start weftd.service >/dev/null || true
+      fi
       message="weftd runs as the user weft from now on: gave it what an earlier weftd made as root in $data_dir:$given"
       echo "$message" >&2
       logger -t weftd-postinst "$message" 2>/dev/null || true
