@@ -97,6 +97,24 @@ Context::~Context() {
   zmq_.reset();
 }
 
+client::Options Context::ClientOptions() const {
+  client::Options o;
+  if (credential_) {
+    o.server_key = credential_->server_key;
+    o.keys = credential_->keys;
+  }
+  o.endpoint = options_.server;
+  o.timeout_ms = options_.timeout_ms;
+  o.tenant = options_.tenant;
+  // NoAnswer looks at the peer itself, with the credential in mind; an event
+  // stream, while weftd is away, asks again and again without a look meanwhile.
+  o.probe_ms = 0;
+  // The CLI trusts its server's replies: `job show` of a 1,000-node job is several MiB of JSON.
+  o.limits.max_header_bytes = 256u << 20;
+  o.limits.max_total_bytes = 512u << 20;
+  return o;
+}
+
 Result<json> Context::Call(std::string_view op, json body) { return Call(op, std::move(body), {}); }
 
 Result<json> Context::Call(std::string_view op, json body, std::vector<std::string> blobs, int timeout_ms) {
@@ -114,19 +132,7 @@ Result<json> Context::Call(std::string_view op, json body, std::vector<std::stri
         return Status::Invalid("the server endpoint " + port.message() + " (set --server or WEFT_SERVER)");
       WEFT_RETURN_IF_ERROR(CheckResolves(one));
     }
-    client::Options copts;
-    if (credential_) {
-      copts.server_key = credential_->server_key;
-      copts.keys = credential_->keys;
-    }
-    copts.endpoint = options_.server;
-    copts.timeout_ms = options_.timeout_ms;
-    copts.tenant = options_.tenant;
-    copts.probe_ms = 0;  // NoAnswer looks at the peer itself, with the credential in mind
-    // The CLI trusts its server's replies: `job show` of a 1,000-node job is several MiB of JSON.
-    copts.limits.max_header_bytes = 256u << 20;
-    copts.limits.max_total_bytes = 512u << 20;
-    client_ = std::make_unique<client::Client>(*zmq_, copts);
+    client_ = std::make_unique<client::Client>(*zmq_, ClientOptions());
   }
   wire::Request request;
   request.op = std::string(op);

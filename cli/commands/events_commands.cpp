@@ -126,20 +126,6 @@ bool Shown(Context& ctx, Filter& f, const json& e) {
   return f.task_ids.count(id) != 0;
 }
 
-// The stream's options: the api endpoint(s) and keys weft's own calls use.
-client::Options StreamOptions(const Context& ctx) {
-  client::Options o;
-  o.endpoint = ctx.options().server;
-  o.timeout_ms = ctx.options().timeout_ms;
-  o.tenant = ctx.options().tenant;
-  if (ctx.credential()) {
-    o.server_key = ctx.credential()->server_key;
-    o.keys = ctx.credential()->keys;
-  }
-  o.probe_ms = 0;  // while weftd is away, the stream asks again and again: no look at what is there meanwhile
-  return o;
-}
-
 // What the command says on stderr of the stream's connection: once per outage, not once per try.
 class Notices {
  public:
@@ -192,7 +178,7 @@ Status Events(Context& ctx, const ParsedArgs& args) {
   Notices notices(ctx);
   zmq::context_t zmq(1);
   client::EventStream stream(
-      zmq, StreamOptions(ctx), filter.prefixes,
+      zmq, ctx.ClientOptions(), filter.prefixes,
       {.check_ms = kAskAgainMs, .on_change = [&notices](const client::StreamChange& c) { notices(c); }});
   WEFT_RETURN_IF_ERROR(stream.Open());
   while (true) {

@@ -58,6 +58,10 @@ class Context {
   // --server (or $WEFT_SERVER) is not given or names the weftd it is for; none
   // with --no-credentials.
   const std::optional<curve::Credential>& credential() const { return credential_; }
+  // The options of weft's connection to weftd: --server, --timeout, --tenant and
+  // the credential in use (after the first Call, which loads it). `weft events`
+  // gives them to its event stream, whose own questions go where weft's do.
+  client::Options ClientOptions() const;
   std::string server() const { return options_.server; }
   // The api endpoint the last request went to (one of --server's; before any: --server).
   std::string endpoint() const { return client_ ? client_->endpoint() : options_.server; }
