@@ -6,10 +6,10 @@
 #include <sys/types.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "support/forked_daemon.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/host/plugin_loader.hpp"
 #include "weft/host/probe.hpp"
@@ -52,30 +52,6 @@ TEST_CASE("probe: a probe that does not answer in time is killed and the file re
   CHECK(r.reason == "plugin file fixture_good.so hung while loading (no answer within 1 ms); its probe was killed");
 }
 
-namespace {
-
-// The daemon probe_forks.so started (its pid from WEFT_TEST_FORK_PIDFILE),
-// killed when this goes.
-class ForkedDaemon {
- public:
-  explicit ForkedDaemon(std::filesystem::path pidfile) : pidfile_(std::move(pidfile)) {}
-  ~ForkedDaemon() {
-    if (const pid_t p = pid(); p > 0) kill(p, SIGKILL);
-  }
-  ForkedDaemon(const ForkedDaemon&) = delete;
-  ForkedDaemon& operator=(const ForkedDaemon&) = delete;
-  pid_t pid() const {
-    std::ifstream in(pidfile_);
-    long p = 0;
-    return in >> p ? static_cast<pid_t>(p) : -1;
-  }
-
- private:
-  std::filesystem::path pidfile_;
-};
-
-}  // namespace
-
 TEST_CASE("probe: a plugin that starts a daemon while loading is judged when its probe ends, not the daemon",
           "[host][probe]") {
   // The daemon, forked in the probe, holds the verdict pipe open for as long as
@@ -85,7 +61,7 @@ TEST_CASE("probe: a plugin that starts a daemon while loading is judged when its
   const std::filesystem::path file = kBuild / "plugins/probe_forks/probe_forks.so";
   REQUIRE(setenv("WEFT_TEST_FORK_PIDFILE", (tmp / "daemon.pid").c_str(), 1) == 0);
   SECTION("it loads") {
-    ForkedDaemon daemon(tmp / "daemon.pid");
+    weft::testing::ForkedDaemon daemon(tmp / "daemon.pid");
     const weft::host::ProbeResult r = weft::host::RunProbe(kExe, file, {}, 60'000);
     INFO(r.reason);
     CHECK(r.ok);
@@ -97,7 +73,7 @@ TEST_CASE("probe: a plugin that starts a daemon while loading is judged when its
   }
   SECTION("its entry point crashes after it started the daemon") {
     REQUIRE(setenv("WEFT_TEST_FORK_CRASH", "1", 1) == 0);
-    ForkedDaemon daemon(tmp / "daemon.pid");
+    weft::testing::ForkedDaemon daemon(tmp / "daemon.pid");
     const weft::host::ProbeResult r = weft::host::RunProbe(kExe, file, {}, 60'000);
     unsetenv("WEFT_TEST_FORK_CRASH");
     CHECK_FALSE(r.ok);

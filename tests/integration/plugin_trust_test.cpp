@@ -5,7 +5,6 @@
 // without it the case exits 77, which ctest shows as skipped.
 #include <catch2/catch.hpp>
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fast.hpp"
+#include "support/forked_daemon.hpp"
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -58,17 +58,6 @@ bool Listed(Weftd& server, const std::string& type) {
   return false;
 }
 
-// The daemon probe_forks.so starts when it is loaded, killed when this goes.
-struct DaemonOf {
-  fs::path pidfile;
-  ~DaemonOf() {
-    std::error_code ec;
-    if (fs::exists(pidfile, ec)) {
-      const pid_t pid = std::atoi(weft::testing::ReadFile(pidfile).c_str());
-      if (pid > 0) kill(pid, SIGKILL);
-    }
-  }
-};
 
 }  // namespace
 
@@ -104,8 +93,8 @@ TEST_CASE("plugin trust: a plugin file others than root could change is neither 
   REQUIRE(chmod(world_dir.c_str(), 0777) == 0);
   const fs::path link = safe / "linked.so";
   fs::create_symlink(in_world, link);
-  DaemonOf daemon{tmp / "daemon.pid"};
-  REQUIRE(setenv("WEFT_TEST_FORK_PIDFILE", daemon.pidfile.c_str(), 1) == 0);
+  weft::testing::ForkedDaemon daemon(tmp / "daemon.pid");
+  REQUIRE(setenv("WEFT_TEST_FORK_PIDFILE", daemon.pidfile().c_str(), 1) == 0);
 
   Weftd server(ServerIn(tmp / "server"));
   Host host(HostIn(tmp / "host", "h1", server.provisioner(), {safe, foreign_dir, group_dir, world_dir}));
@@ -131,13 +120,13 @@ TEST_CASE("plugin trust: a plugin file others than root could change is neither 
   CHECK(refused[link.string()] == world);  // by the path it resolves to
   CHECK_THAT(host.Log(), Catch::Contains("refused plugin " + in_world.string() + ": " + world));
   // Neither the file nor its link was probed: nothing loaded it.
-  CHECK_FALSE(fs::exists(daemon.pidfile));
+  CHECK_FALSE(fs::exists(daemon.pidfile()));
 
   // Made safe, the directory is scanned again at once (its own change of mode is watched), and its file
   // loaded. The link loads it too, a second file of the same type: refused as a duplicate, not as unsafe.
   REQUIRE(chmod(world_dir.c_str(), 0755) == 0);
   CHECK(WaitFor([&] { return Listed(server, "probe-forks"); }, 15s));
-  CHECK(fs::exists(daemon.pidfile));
+  CHECK(fs::exists(daemon.pidfile()));
   refused = Refused(server);
   CHECK(refused.count(in_world.string()) + refused.count(link.string()) == 1);
   for (const auto& [file, reason] : refused)
